@@ -1,0 +1,20 @@
+// core/error.h: the one exception type greentrain throws for bad input or a failed
+// operation. Messages name the file, key or value at fault and what was expected.
+#pragma once
+#include <stdexcept>
+#include <string>
+
+namespace gt {
+
+/// Error with a message meant for the user: "<where>: <what was wrong>; expected <what>".
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& msg) : std::runtime_error(msg) {}
+};
+
+/// Throws gt::Error(msg) when cond is false.
+inline void check(bool cond, const std::string& msg) {
+  if (!cond) throw Error(msg);
+}
+
+}  // namespace gt
