@@ -1,0 +1,64 @@
+// sched/carbon.h: grid carbon-intensity series (gCO2e/kWh) on a uniform time grid, and the
+// wall-clock <-> UTC conversions the scheduler needs. A series' time zone is always stated by
+// the user as a UTC offset; nothing here guesses it.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gt::sched {
+
+/// Seconds since the Unix epoch, UTC.
+using UnixTimeS = std::int64_t;
+
+/// Joules in one kilowatt-hour (3.6e6 J/kWh).
+inline constexpr double kJoulesPerKwh = 3.6e6;
+
+/// Parses wall-clock text "YYYY-MM-DD HH:MM[:SS]" (a 'T' may separate date and time) read at
+/// utc_offset_s seconds east of UTC; returns UTC Unix seconds. Throws gt::Error naming `where`.
+UnixTimeS parse_wall_time(std::string_view text, std::int64_t utc_offset_s, std::string_view where);
+
+/// UTC Unix seconds for a civil date/time given at utc_offset_s seconds east of UTC.
+UnixTimeS civil_to_unix_s(int year, int month, int day, int hour, int minute, int second,
+                          std::int64_t utc_offset_s);
+
+/// Formats t as wall-clock "YYYY-MM-DDTHH:MM:SS" at utc_offset_s (no zone suffix; Slurm's form).
+std::string format_wall_time(UnixTimeS t, std::int64_t utc_offset_s);
+
+/// Formats t as ISO 8601 with its offset, e.g. "2020-06-01T18:00:00+02:00".
+std::string format_iso_time(UnixTimeS t, std::int64_t utc_offset_s);
+
+/// Parses a UTC offset in hours ("2", "-5", "5.5", "+01:00") into seconds east of UTC.
+std::int64_t parse_utc_offset_s(std::string_view text);
+
+/// A carbon-intensity series on a uniform grid: slot i covers
+/// [start_s + i*slot_s, start_s + (i+1)*slot_s) with mean intensity g_co2e_per_kwh[i].
+struct CarbonSeries {
+  UnixTimeS start_s = 0;               ///< UTC start of slot 0
+  std::int64_t slot_s = 0;             ///< slot length, s
+  std::vector<double> g_co2e_per_kwh;  ///< mean intensity per slot, gCO2e/kWh
+
+  /// UTC end of the last slot, s.
+  UnixTimeS end_s() const {
+    return start_s + slot_s * static_cast<std::int64_t>(g_co2e_per_kwh.size());
+  }
+  /// Mean intensity over all slots, gCO2e/kWh.
+  double mean_g_co2e_per_kwh() const;
+  /// Emissions, gCO2e, of drawing power_w over [t0_s, t1_s): sum over slots of
+  /// power_w * overlap_s / 3.6e6 J/kWh * intensity. Throws gt::Error outside the series.
+  double g_co2e(UnixTimeS t0_s, UnixTimeS t1_s, double power_w) const;
+};
+
+/// Loads a CSV with columns `Time` (naive wall clock "YYYY-MM-DD HH:MM:SS" at utc_offset_s) and
+/// `Carbon Intensity` (gCO2e/kWh). Each sample holds until the next timestamp (the last one for
+/// the median step); the step function is resampled onto a uniform grid of the smallest step
+/// (time-weighted mean per slot), so irregular series (GB's 15/30 min) are exact on the grid.
+/// Throws gt::Error naming the file, line and column on bad input.
+CarbonSeries load_carbon_csv(const std::string& path, std::int64_t utc_offset_s);
+
+/// A forecast with error: each slot gets independent Gaussian noise with standard deviation
+/// error_pct/100 * (series mean), clamped at 0 gCO2e/kWh; deterministic for a given seed.
+CarbonSeries with_forecast_error(const CarbonSeries& truth, double error_pct, std::uint64_t seed);
+
+}  // namespace gt::sched

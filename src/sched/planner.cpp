@@ -1,0 +1,544 @@
+// sched/planner.cpp: slot-based carbon-aware placement of jobs under a power budget.
+#include "sched/planner.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <numeric>
+
+#include "core/error.h"
+
+namespace gt::sched {
+namespace {
+
+constexpr double kBudgetEps = 1e-9;
+
+// Where one job may go, in slot indices of the series.
+struct Window {
+  std::int64_t dur_s = 0;        // whole seconds
+  std::int64_t n = 0;            // slots occupied
+  std::int64_t rem_s = 0;        // seconds used in the last (partial) slot, in (0, slot_s]
+  std::int64_t lo = 0;           // first slot at or after earliest_start
+  std::int64_t last_start = -1;  // last contiguous start slot that ends by the deadline
+  std::int64_t hi_full = 0;      // slots [lo, hi_full) lie fully before the deadline
+};
+
+// One job's placement: (slot, seconds used) in chronological order.
+struct Placement {
+  bool ok = false;
+  std::string reason;
+  std::vector<std::pair<std::int64_t, std::int64_t>> slots;
+};
+
+std::int64_t floor_div(std::int64_t a, std::int64_t b) {
+  std::int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return -floor_div(-a, b); }
+
+class Planner {
+ public:
+  Planner(const std::vector<Job>& jobs, const CarbonSeries& fc, double budget_w)
+      : jobs_(jobs), fc_(fc), budget_w_(budget_w) {
+    n_slots_ = static_cast<std::int64_t>(fc.g_co2e_per_kwh.size());
+    prefix_.assign(fc.g_co2e_per_kwh.size() + 1, 0.0);
+    for (std::size_t i = 0; i < fc.g_co2e_per_kwh.size(); ++i)
+      prefix_[i + 1] = prefix_[i] + fc.g_co2e_per_kwh[i];
+    for (const Job& j : jobs) win_.push_back(window(j));
+  }
+
+  std::vector<Placement> run(Strategy s, std::string& method, std::int64_t exact_limit) {
+    used_w_.assign(static_cast<std::size_t>(n_slots_), 0.0);
+    std::vector<Placement> out(jobs_.size());
+    std::vector<std::size_t> order(jobs_.size());
+    std::iota(order.begin(), order.end(), 0);
+    method = "greedy";
+    if (s == Strategy::arrival) {
+      std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+        return jobs_[a].earliest_start_s < jobs_[b].earliest_start_s;
+      });
+      for (std::size_t i : order) out[i] = place_contiguous(i, /*earliest=*/true);
+      if (budget_w_ <= 0) method = "exact";
+      return out;
+    }
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return jobs_[a].deadline_s < jobs_[b].deadline_s;
+    });
+    std::vector<std::size_t> contiguous, pieces;
+    for (std::size_t i : order)
+      (s == Strategy::interrupt && jobs_[i].interruptible ? pieces : contiguous).push_back(i);
+    bool exact = budget_w_ <= 0;
+    if (budget_w_ > 0 && exact_search(contiguous, out, exact_limit))
+      exact = pieces.empty();
+    else
+      for (std::size_t i : contiguous) out[i] = place_contiguous(i, /*earliest=*/false);
+    for (std::size_t i : pieces) out[i] = place_pieces(i);
+    if (exact) method = "exact";
+    return out;
+  }
+
+  const Window& win(std::size_t i) const { return win_[i]; }
+
+ private:
+  Window window(const Job& j) const {
+    Window w;
+    const std::int64_t slot = fc_.slot_s;
+    w.dur_s = static_cast<std::int64_t>(std::ceil(j.duration_s));
+    w.n = ceil_div(w.dur_s, slot);
+    w.rem_s = w.dur_s - (w.n - 1) * slot;
+    w.lo = std::max<std::int64_t>(0, ceil_div(j.earliest_start_s - fc_.start_s, slot));
+    w.last_start = std::min(floor_div(j.deadline_s - w.dur_s - fc_.start_s, slot), n_slots_ - w.n);
+    w.hi_full = std::min(floor_div(j.deadline_s - fc_.start_s, slot), n_slots_);
+    return w;
+  }
+
+  // Forecast emissions of job i at contiguous start slot s, gCO2e.
+  double cost_at(std::size_t i, std::int64_t s) const {
+    const Window& w = win_[i];
+    const double full = prefix_[s + w.n - 1] - prefix_[s];
+    return jobs_[i].power_w / kJoulesPerKwh *
+           (static_cast<double>(fc_.slot_s) * full +
+            static_cast<double>(w.rem_s) * fc_.g_co2e_per_kwh[s + w.n - 1]);
+  }
+
+  bool fits(std::int64_t slot, double p) const {
+    return budget_w_ <= 0 || used_w_[slot] + p <= budget_w_ + kBudgetEps;
+  }
+  bool fits_run(std::int64_t s, std::int64_t n, double p) const {
+    for (std::int64_t k = s; k < s + n; ++k)
+      if (!fits(k, p)) return false;
+    return true;
+  }
+  void occupy(std::int64_t s, std::int64_t n, double p) {
+    for (std::int64_t k = s; k < s + n; ++k) used_w_[k] += p;
+  }
+
+  // A reason when job i cannot be placed even on an empty cluster, else "".
+  std::string static_reason(std::size_t i, bool contiguous) const {
+    const Job& j = jobs_[i];
+    const Window& w = win_[i];
+    if (budget_w_ > 0 && j.power_w > budget_w_ + kBudgetEps)
+      return fmt::format("power_w {} W exceeds the power budget of {} W", j.power_w, budget_w_);
+    const std::int64_t room_s = contiguous
+                                    ? (w.last_start >= w.lo ? w.dur_s : 0)
+                                    : std::max<std::int64_t>(0, w.hi_full - w.lo) * fc_.slot_s;
+    if (room_s < w.dur_s)
+      return fmt::format(
+          "needs {} s between earliest_start and deadline on {}-s slot boundaries inside the "
+          "carbon series ({} .. {} UTC); there is not that much room",
+          w.dur_s, fc_.slot_s, format_wall_time(fc_.start_s, 0), format_wall_time(fc_.end_s(), 0));
+    return "";
+  }
+  std::string budget_reason() const {
+    return fmt::format("no room under the power budget of {} W before the deadline", budget_w_);
+  }
+
+  Placement contiguous_at(std::size_t i, std::int64_t s) const {
+    const Window& w = win_[i];
+    Placement p;
+    p.ok = true;
+    for (std::int64_t k = 0; k < w.n; ++k)
+      p.slots.push_back({s + k, k + 1 < w.n ? fc_.slot_s : w.rem_s});
+    return p;
+  }
+
+  Placement place_contiguous(std::size_t i, bool earliest) {
+    Placement p;
+    p.reason = static_reason(i, true);
+    if (!p.reason.empty()) return p;
+    const Window& w = win_[i];
+    const double pw = jobs_[i].power_w;
+    std::int64_t best = -1;
+    double best_cost = std::numeric_limits<double>::infinity();
+    for (std::int64_t s = w.lo; s <= w.last_start; ++s) {
+      if (!fits_run(s, w.n, pw)) continue;
+      if (earliest) {
+        best = s;
+        break;
+      }
+      const double c = cost_at(i, s);
+      if (c < best_cost - 1e-12) best_cost = c, best = s;
+    }
+    if (best < 0) {
+      p.reason = budget_reason();
+      return p;
+    }
+    occupy(best, w.n, pw);
+    return contiguous_at(i, best);
+  }
+
+  Placement place_pieces(std::size_t i) {
+    Placement p;
+    p.reason = static_reason(i, false);
+    if (!p.reason.empty()) return p;
+    const Window& w = win_[i];
+    const double pw = jobs_[i].power_w;
+    std::vector<std::int64_t> cand;
+    for (std::int64_t k = w.lo; k < w.hi_full; ++k)
+      if (fits(k, pw)) cand.push_back(k);
+    if (static_cast<std::int64_t>(cand.size()) < w.n) {
+      p.reason = budget_reason();
+      return p;
+    }
+    std::stable_sort(cand.begin(), cand.end(), [&](std::int64_t a, std::int64_t b) {
+      return fc_.g_co2e_per_kwh[a] < fc_.g_co2e_per_kwh[b];
+    });
+    // Cheapest n-1 slots run fully; the n-th cheapest takes the remainder.
+    for (std::int64_t k = 0; k < w.n; ++k) {
+      p.slots.push_back({cand[k], k + 1 < w.n ? fc_.slot_s : w.rem_s});
+      occupy(cand[k], 1, pw);
+    }
+    std::sort(p.slots.begin(), p.slots.end());
+    p.ok = true;
+    return p;
+  }
+
+  // Exact search over start combinations of the given contiguous jobs under the budget, as
+  // (fewest unscheduled, lowest forecast emissions). False (nothing placed) when too large.
+  bool exact_search(const std::vector<std::size_t>& ids, std::vector<Placement>& out,
+                    std::int64_t limit) {
+    struct Cand {
+      double cost;
+      std::int64_t s;
+    };
+    std::vector<std::vector<Cand>> cands(ids.size());
+    double combos = 1;
+    for (std::size_t k = 0; k < ids.size(); ++k) {
+      const std::size_t i = ids[k];
+      if (static_reason(i, true).empty())
+        for (std::int64_t s = win_[i].lo; s <= win_[i].last_start; ++s)
+          cands[k].push_back({cost_at(i, s), s});
+      std::sort(cands[k].begin(), cands[k].end(),
+                [](const Cand& a, const Cand& b) { return a.cost < b.cost; });
+      combos *= static_cast<double>(cands[k].size() + 1);
+    }
+    if (combos > static_cast<double>(limit)) return false;
+    std::vector<std::size_t> perm(ids.size());
+    std::iota(perm.begin(), perm.end(), 0);
+    std::sort(perm.begin(), perm.end(),
+              [&](std::size_t a, std::size_t b) { return cands[a].size() < cands[b].size(); });
+    std::vector<double> rest_min(ids.size() + 1, 0.0);
+    for (std::size_t d = ids.size(); d-- > 0;)
+      rest_min[d] = rest_min[d + 1] + (cands[perm[d]].empty() ? 0.0 : cands[perm[d]][0].cost);
+    std::vector<std::int64_t> cur(ids.size(), -1), best(ids.size(), -1);
+    std::size_t best_unsched = ids.size() + 1;
+    double best_cost = std::numeric_limits<double>::infinity();
+    auto better = [&](std::size_t u, double c) {
+      return u < best_unsched || (u == best_unsched && c < best_cost - 1e-12);
+    };
+    auto dfs = [&](auto&& self, std::size_t d, std::size_t unsched, double cost) -> void {
+      if (d == ids.size()) {
+        if (better(unsched, cost)) best_unsched = unsched, best_cost = cost, best = cur;
+        return;
+      }
+      const std::size_t k = perm[d];
+      const std::size_t i = ids[k];
+      const double pw = jobs_[i].power_w;
+      for (const Cand& c : cands[k]) {
+        if (!better(unsched, cost + c.cost + rest_min[d + 1])) break;
+        if (!fits_run(c.s, win_[i].n, pw)) continue;
+        occupy(c.s, win_[i].n, pw);
+        cur[k] = c.s;
+        self(self, d + 1, unsched, cost + c.cost);
+        occupy(c.s, win_[i].n, -pw);
+      }
+      cur[k] = -1;
+      // Leave job unscheduled: only worthwhile if it can still beat the best.
+      if (better(unsched + 1, cost)) self(self, d + 1, unsched + 1, cost);
+    };
+    dfs(dfs, 0, 0, 0.0);
+    for (std::size_t k = 0; k < ids.size(); ++k) {
+      const std::size_t i = ids[k];
+      if (best[k] >= 0) {
+        occupy(best[k], win_[i].n, jobs_[i].power_w);
+        out[i] = contiguous_at(i, best[k]);
+      } else {
+        out[i].reason = static_reason(i, true);
+        if (out[i].reason.empty()) out[i].reason = budget_reason();
+      }
+    }
+    return true;
+  }
+
+  const std::vector<Job>& jobs_;
+  const CarbonSeries& fc_;
+  double budget_w_;
+  std::int64_t n_slots_ = 0;
+  std::vector<double> prefix_;
+  std::vector<Window> win_;
+  std::vector<double> used_w_;
+};
+
+std::vector<Run> to_runs(const Placement& p, const CarbonSeries& s) {
+  std::vector<Run> runs;
+  for (auto [slot, used_s] : p.slots) {
+    const UnixTimeS a = s.start_s + slot * s.slot_s;
+    if (!runs.empty() && runs.back().end_s == a)
+      runs.back().end_s = a + used_s;
+    else
+      runs.push_back({a, a + used_s});
+  }
+  return runs;
+}
+
+double emissions(const std::vector<Run>& runs, const CarbonSeries& s, double power_w) {
+  double g = 0;
+  for (const Run& r : runs) g += s.g_co2e(r.start_s, r.end_s, power_w);
+  return g;
+}
+
+struct Candidate {
+  Strategy strategy;
+  std::string method;
+  std::vector<Placement> placements;
+  std::size_t unscheduled = 0;
+  double forecast_g = 0;
+};
+
+}  // namespace
+
+Strategy parse_strategy(std::string_view name) {
+  if (name == "arrival") return Strategy::arrival;
+  if (name == "shift") return Strategy::shift;
+  if (name == "interrupt") return Strategy::interrupt;
+  if (name == "best") return Strategy::best;
+  throw Error(fmt::format(
+      "--strategy '{}' is not known; expected arrival, shift, interrupt or best", name));
+}
+
+std::string_view strategy_name(Strategy s) {
+  switch (s) {
+    case Strategy::arrival:
+      return "arrival";
+    case Strategy::shift:
+      return "shift";
+    case Strategy::interrupt:
+      return "interrupt";
+    case Strategy::best:
+      return "best";
+  }
+  return "?";
+}
+
+std::size_t Plan::unscheduled() const {
+  std::size_t n = 0;
+  for (const JobPlan& j : jobs) n += !j.scheduled;
+  return n;
+}
+
+Plan make_plan(const std::vector<Job>& jobs, const CarbonSeries& truth, const PlanOptions& opt) {
+  check(truth.slot_s > 0 && !truth.g_co2e_per_kwh.empty(),
+        "carbon series is empty; expected at least one slot");
+  check(opt.power_budget_w >= 0 && std::isfinite(opt.power_budget_w),
+        fmt::format("--power-budget {} W is not valid; expected W > 0 (or 0 for none)",
+                    opt.power_budget_w));
+  const CarbonSeries fc = with_forecast_error(truth, opt.forecast_error_pct, opt.seed);
+  Planner planner(jobs, fc, opt.power_budget_w);
+
+  auto evaluate = [&](Strategy s) {
+    Candidate c;
+    c.strategy = s;
+    c.placements = planner.run(s, c.method, opt.exact_search_limit);
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+      if (!c.placements[i].ok)
+        ++c.unscheduled;
+      else
+        c.forecast_g += emissions(to_runs(c.placements[i], fc), fc, jobs[i].power_w);
+    }
+    return c;
+  };
+  Candidate chosen;
+  if (opt.strategy == Strategy::best) {
+    std::vector<Candidate> all = {evaluate(Strategy::arrival), evaluate(Strategy::shift),
+                                  evaluate(Strategy::interrupt)};
+    chosen = all[0];
+    for (auto& c : all)
+      if (c.unscheduled < chosen.unscheduled ||
+          (c.unscheduled == chosen.unscheduled && c.forecast_g < chosen.forecast_g - 1e-9))
+        chosen = c;
+  } else {
+    chosen = evaluate(opt.strategy);
+  }
+  // The baseline needs no forecast: run at arrival, evaluated on the truth.
+  Planner base_planner(jobs, truth, opt.power_budget_w);
+  std::string base_method;
+  std::vector<Placement> base = base_planner.run(Strategy::arrival, base_method, 0);
+
+  Plan plan;
+  plan.strategy = chosen.strategy;
+  plan.method = chosen.method;
+  plan.slot_s = truth.slot_s;
+  plan.power_budget_w = opt.power_budget_w;
+  plan.forecast_error_pct = opt.forecast_error_pct;
+  plan.seed = opt.seed;
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    const Job& j = jobs[i];
+    JobPlan jp;
+    jp.name = j.name;
+    jp.power_cap_w = j.power_w;
+    jp.energy_j = j.power_w * std::ceil(j.duration_s);
+    const Placement& p = chosen.placements[i];
+    jp.scheduled = p.ok;
+    jp.reason = p.reason;
+    if (p.ok) {
+      jp.runs = to_runs(p, truth);
+      jp.g_co2e = emissions(jp.runs, truth, j.power_w);
+      jp.forecast_g_co2e = emissions(jp.runs, fc, j.power_w);
+    }
+    jp.baseline_scheduled = base[i].ok;
+    if (base[i].ok) {
+      jp.baseline_runs = to_runs(base[i], truth);
+      jp.baseline_g_co2e = emissions(jp.baseline_runs, truth, j.power_w);
+    }
+    if (jp.scheduled) {
+      plan.planned_energy_j += jp.energy_j;
+      plan.planned_g_co2e += jp.g_co2e;
+    }
+    if (jp.scheduled && jp.baseline_scheduled) {
+      ++plan.compared;
+      plan.energy_j += jp.energy_j;
+      plan.g_co2e += jp.g_co2e;
+      plan.baseline_g_co2e += jp.baseline_g_co2e;
+    }
+    plan.jobs.push_back(std::move(jp));
+  }
+  return plan;
+}
+
+double peak_power_w(const Plan& plan, const std::vector<Job>& jobs) {
+  std::vector<std::pair<UnixTimeS, double>> ev;
+  for (std::size_t i = 0; i < plan.jobs.size(); ++i)
+    for (const Run& r : plan.jobs[i].runs) {
+      ev.push_back({r.start_s, jobs[i].power_w});
+      ev.push_back({r.end_s, -jobs[i].power_w});
+    }
+  std::sort(ev.begin(), ev.end());  // at equal times the ends (negative) come first
+  double cur = 0, peak = 0;
+  for (auto& e : ev) peak = std::max(peak, cur += e.second);
+  return peak;
+}
+
+nlohmann::json plan_to_json(const Plan& plan, std::int64_t utc_offset_s) {
+  using nlohmann::json;
+  auto runs_json = [&](const std::vector<Run>& runs) {
+    json a = json::array();
+    for (const Run& r : runs)
+      a.push_back({{"start", format_iso_time(r.start_s, utc_offset_s)},
+                   {"end", format_iso_time(r.end_s, utc_offset_s)},
+                   {"duration_s", r.end_s - r.start_s}});
+    return a;
+  };
+  json jobs = json::array();
+  json unscheduled = json::array();
+  for (const JobPlan& j : plan.jobs) {
+    json o = {{"name", j.name},
+              {"scheduled", j.scheduled},
+              {"power_cap_w", j.power_cap_w},
+              {"energy_j", j.energy_j},
+              {"energy_kwh", j.energy_j / kJoulesPerKwh}};
+    if (j.scheduled) {
+      o["start"] = format_iso_time(j.runs.front().start_s, utc_offset_s);
+      o["end"] = format_iso_time(j.runs.back().end_s, utc_offset_s);
+      o["runs"] = runs_json(j.runs);
+      o["g_co2e"] = j.g_co2e;
+      o["forecast_g_co2e"] = j.forecast_g_co2e;
+    } else {
+      o["reason"] = j.reason;
+      unscheduled.push_back(j.name);
+    }
+    json b = {{"scheduled", j.baseline_scheduled}};
+    if (j.baseline_scheduled) {
+      b["start"] = format_iso_time(j.baseline_runs.front().start_s, utc_offset_s);
+      b["end"] = format_iso_time(j.baseline_runs.back().end_s, utc_offset_s);
+      b["g_co2e"] = j.baseline_g_co2e;
+    }
+    o["baseline"] = b;
+    if (j.scheduled && j.baseline_scheduled && j.baseline_g_co2e > 0)
+      o["saving_pct"] = 100.0 * (j.baseline_g_co2e - j.g_co2e) / j.baseline_g_co2e;
+    jobs.push_back(o);
+  }
+  return {{"strategy", strategy_name(plan.strategy)},
+          {"method", plan.method},
+          {"slot_s", plan.slot_s},
+          {"utc_offset_h", static_cast<double>(utc_offset_s) / 3600.0},
+          {"power_budget_w", plan.power_budget_w},
+          {"forecast_error_pct", plan.forecast_error_pct},
+          {"seed", plan.seed},
+          {"jobs", jobs},
+          {"total",
+           {{"energy_j", plan.planned_energy_j},
+            {"energy_kwh", plan.planned_energy_j / kJoulesPerKwh},
+            {"g_co2e", plan.planned_g_co2e},
+            {"unscheduled", unscheduled},
+            {"vs_baseline",
+             {{"jobs", plan.compared},
+              {"energy_j", plan.energy_j},
+              {"g_co2e", plan.g_co2e},
+              {"baseline_g_co2e", plan.baseline_g_co2e},
+              {"saving_pct", plan.saving_pct()}}}}}};
+}
+
+std::string plan_table(const Plan& plan, std::int64_t utc_offset_s) {
+  std::string out = fmt::format(
+      "strategy {} ({}), slots of {} s, power budget {}, forecast error {} %\n",
+      strategy_name(plan.strategy), plan.method, plan.slot_s,
+      plan.power_budget_w > 0 ? fmt::format("{} W", plan.power_budget_w) : std::string("none"),
+      plan.forecast_error_pct);
+  out +=
+      fmt::format("{:<16} {:<25} {:<25} {:>4} {:>7} {:>10} {:>11} {:>11} {:>7}\n", "job", "start",
+                  "end", "runs", "cap_W", "energy_kWh", "gCO2e", "base_gCO2e", "save_%");
+  for (const JobPlan& j : plan.jobs) {
+    const std::string base =
+        j.baseline_scheduled ? fmt::format("{:.1f}", j.baseline_g_co2e) : std::string("-");
+    if (!j.scheduled) {
+      out += fmt::format("{:<16} NOT SCHEDULED: {}\n", j.name, j.reason);
+      continue;
+    }
+    const std::string save =
+        j.baseline_scheduled && j.baseline_g_co2e > 0
+            ? fmt::format("{:.1f}", 100.0 * (j.baseline_g_co2e - j.g_co2e) / j.baseline_g_co2e)
+            : std::string("-");
+    out += fmt::format("{:<16} {:<25} {:<25} {:>4} {:>7.0f} {:>10.3f} {:>11.1f} {:>11} {:>7}\n",
+                       j.name, format_iso_time(j.runs.front().start_s, utc_offset_s),
+                       format_iso_time(j.runs.back().end_s, utc_offset_s), j.runs.size(),
+                       j.power_cap_w, j.energy_j / kJoulesPerKwh, j.g_co2e, base, save);
+  }
+  out += fmt::format("total: {:.3f} kWh ({:.4g} J), {:.1f} gCO2e for {} scheduled job(s)\n",
+                     plan.planned_energy_j / kJoulesPerKwh, plan.planned_energy_j,
+                     plan.planned_g_co2e, plan.jobs.size() - plan.unscheduled());
+  out += fmt::format(
+      "vs arrival baseline ({} job(s) scheduled in both): {:.1f} gCO2e vs {:.1f} gCO2e: {:.1f} % "
+      "saved\n",
+      plan.compared, plan.g_co2e, plan.baseline_g_co2e, plan.saving_pct());
+  if (const std::size_t u = plan.unscheduled())
+    out += fmt::format("{} job(s) could not be scheduled (see above)\n", u);
+  return out;
+}
+
+void write_file_atomic(const std::string& path, const std::string& text) {
+  namespace fs = std::filesystem;
+  fs::path p(path);
+  fs::path tmp = p;
+  tmp += fmt::format(".tmp.{}", ::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    check(out.good(), fmt::format("{}: cannot write; expected a writable folder", tmp.string()));
+    out << text;
+    out.flush();
+    check(out.good(), fmt::format("{}: write failed", tmp.string()));
+  }
+  std::error_code ec;
+  fs::rename(tmp, p, ec);
+  if (ec) {
+    fs::remove(tmp);
+    throw Error(fmt::format("{}: cannot rename from {} ({})", path, tmp.string(), ec.message()));
+  }
+}
+
+}  // namespace gt::sched

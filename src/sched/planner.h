@@ -1,0 +1,104 @@
+// sched/planner.h: plans when each job runs so that its emissions (gCO2e) are lowest, under an
+// optional cluster power budget (W), against a carbon-intensity series (gCO2e/kWh).
+//
+// Time is cut into the series' slots (15 min for Germany 2020). Jobs start on slot boundaries,
+// never before their earliest start, and end by their deadline. A job occupies every slot it
+// runs in, for the whole slot, when the budget is checked, so the sum of running jobs' power
+// (each capped at its power_w) never exceeds the budget at any instant.
+//
+// Strategies (after Wiesner et al., "Let's Wait Awhile", Middleware '21):
+//  - arrival:   start each job as early as possible (the baseline);
+//  - shift:     run each job in one piece, in the window before its deadline with the lowest
+//               mean intensity;
+//  - interrupt: interruptible jobs run in the lowest-intensity slots before their deadline
+//               (one partial slot at most: the cheapest slots are filled first, which is the
+//               optimum of the fractional problem); other jobs are shifted;
+//  - best:      the one of the three whose plan (on the forecast) schedules most jobs and emits
+//               least.
+// With a budget, the shift strategy searches all start combinations exactly (branch and bound)
+// when there are at most PlanOptions::exact_search_limit of them, and otherwise, as do the other
+// strategies, places jobs greedily by deadline. Without a budget jobs are independent and each
+// strategy is optimal for its own problem.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sched/carbon.h"
+#include "sched/jobs.h"
+
+namespace gt::sched {
+
+enum class Strategy { arrival, shift, interrupt, best };
+
+/// "arrival", "shift", "interrupt" or "best"; throws gt::Error otherwise.
+Strategy parse_strategy(std::string_view name);
+std::string_view strategy_name(Strategy s);
+
+struct PlanOptions {
+  Strategy strategy = Strategy::best;
+  double power_budget_w = 0;                 ///< cluster power budget, W; 0 = none
+  double forecast_error_pct = 0;             ///< Gaussian forecast noise, % of the series mean
+  std::uint64_t seed = 1;                    ///< seed of the forecast noise
+  std::int64_t exact_search_limit = 200000;  ///< most start combinations searched exactly
+};
+
+/// One uninterrupted stretch of a job, UTC seconds [start_s, end_s).
+struct Run {
+  UnixTimeS start_s = 0;
+  UnixTimeS end_s = 0;
+};
+
+struct JobPlan {
+  std::string name;
+  bool scheduled = false;
+  std::string reason;          ///< why it could not be scheduled (when !scheduled)
+  std::vector<Run> runs;       ///< chronological; one run unless interrupted
+  double power_cap_w = 0;      ///< cap while running, W (the job's power_w)
+  double energy_j = 0;         ///< power_w * duration_s, J
+  double g_co2e = 0;           ///< emissions on the true series, gCO2e
+  double forecast_g_co2e = 0;  ///< emissions on the forecast the plan was made on, gCO2e
+  bool baseline_scheduled = false;
+  double baseline_g_co2e = 0;  ///< emissions of the arrival baseline on the true series, gCO2e
+  std::vector<Run> baseline_runs;
+};
+
+struct Plan {
+  Strategy strategy = Strategy::arrival;  ///< the strategy used (for best: the one chosen)
+  std::string method;                     ///< "exact" or "greedy" (how placements were chosen)
+  std::int64_t slot_s = 0;                ///< slot length, s
+  double power_budget_w = 0;              ///< W; 0 = none
+  double forecast_error_pct = 0;
+  std::uint64_t seed = 0;
+  std::vector<JobPlan> jobs;  ///< in the order of the job list
+  /// Totals over all jobs the plan schedules: energy, J; emissions on the true series, gCO2e.
+  double planned_energy_j = 0, planned_g_co2e = 0;
+  /// Totals over jobs scheduled both in the plan and in the baseline (the fair comparison).
+  double energy_j = 0, g_co2e = 0, baseline_g_co2e = 0;
+  std::size_t compared = 0;  ///< number of jobs in that comparison
+  /// 100 * (baseline - plan) / baseline, %.
+  double saving_pct() const {
+    return baseline_g_co2e > 0 ? 100.0 * (baseline_g_co2e - g_co2e) / baseline_g_co2e : 0.0;
+  }
+  std::size_t unscheduled() const;
+};
+
+/// Makes the plan on the forecast (truth plus noise when forecast_error_pct > 0) and evaluates it
+/// and the arrival baseline on the true series.
+Plan make_plan(const std::vector<Job>& jobs, const CarbonSeries& truth, const PlanOptions& opt);
+
+/// Highest total power of running jobs over all instants of the plan, W.
+double peak_power_w(const Plan& plan, const std::vector<Job>& jobs);
+
+/// The plan as JSON (times ISO 8601 at utc_offset_s; energy in J and kWh; emissions in gCO2e).
+nlohmann::json plan_to_json(const Plan& plan, std::int64_t utc_offset_s);
+
+/// The plan as a human-readable table, times at utc_offset_s.
+std::string plan_table(const Plan& plan, std::int64_t utc_offset_s);
+
+/// Writes text to path via a temporary file in the same folder and rename (atomic).
+void write_file_atomic(const std::string& path, const std::string& text);
+
+}  // namespace gt::sched

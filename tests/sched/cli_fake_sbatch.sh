@@ -1,0 +1,85 @@
+#!/bin/sh
+# End-to-end test of `greentrain schedule --submit slurm` with a fake sbatch that records its
+# arguments: the table, the JSON plan, the dry run and the submission. Usage: GREENTRAIN SRC_DIR
+set -eu
+GT="$1"
+SRC="$2"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+cat > "$T/ci.csv" <<CSV
+Time,Carbon Intensity
+2020-06-01 00:00:00,400
+2020-06-01 01:00:00,100
+2020-06-01 02:00:00,400
+2020-06-01 03:00:00,50
+2020-06-01 04:00:00,400
+2020-06-01 05:00:00,400
+CSV
+cat > "$T/jobs.toml" <<TOML
+[[job]]
+name = "fixed"
+script = "fixed.sbatch"
+duration_s = 3600
+power_w = 300
+earliest_start = 2020-06-01T00:00:00
+deadline = 2020-06-01T05:00:00
+
+[[job]]
+name = "resumable"
+command = "greentrain train c.toml --out r --resume"
+duration_s = 7200
+power_w = 200
+earliest_start = 2020-06-01T00:00:00
+deadline = 2020-06-01T05:00:00
+interruptible = true
+
+[[job]]
+name = "impossible"
+command = "true"
+duration_s = 36000
+power_w = 100
+earliest_start = 2020-06-01T00:00:00
+deadline = 2020-06-01T05:00:00
+TOML
+cat > "$T/sbatch" <<SH
+#!/bin/sh
+n=\$(cat "$T/n" 2>/dev/null || echo 500); n=\$((n+1)); echo \$n > "$T/n"
+echo "\$@" >> "$T/calls.log"
+echo \$n
+SH
+chmod +x "$T/sbatch"
+fail() { echo "FAIL: $*"; exit 1; }
+
+# Dry run: prints sbatch lines, submits nothing. Exit 2: one job could not be scheduled.
+rc=0
+GT_SBATCH="$T/sbatch" "$GT" schedule "$T/jobs.toml" --carbon-csv "$T/ci.csv" --utc-offset 2 \
+  --strategy interrupt --json "$T/plan.json" --submit slurm --dry-run > "$T/out.txt" || rc=$?
+cat "$T/out.txt"
+[ "$rc" = 2 ] || fail "exit code $rc, expected 2 (a job was not scheduled)"
+grep -q "impossible *NOT SCHEDULED" "$T/out.txt" || fail "unscheduled job not reported"
+grep -q -- "--begin=2020-06-01T03:00:00 --deadline=2020-06-01T05:00:00" "$T/out.txt" ||
+  fail "fixed job not at the 03:00 valley"
+grep -q -- "--begin=2020-06-01T01:00:00" "$T/out.txt" || fail "resumable run 0 not at 01:00"
+grep -q -- "--dependency=afterany:\"\$PREV_JOBID\"" "$T/out.txt" || fail "no dependency line"
+[ ! -e "$T/calls.log" ] || fail "dry run called sbatch"
+grep -q '"unscheduled"' "$T/plan.json" || fail "no JSON plan"
+ls "$T" | grep -q tmp && fail "temporary JSON file left behind"
+
+# Submission through the fake sbatch.
+rc=0
+GT_SBATCH="$T/sbatch" "$GT" schedule "$T/jobs.toml" --carbon-csv "$T/ci.csv" --utc-offset 2 \
+  --strategy interrupt --submit slurm > "$T/out2.txt" || rc=$?
+cat "$T/out2.txt" "$T/calls.log"
+[ "$rc" = 2 ] || fail "exit code $rc"
+[ "$(wc -l < "$T/calls.log")" = 3 ] || fail "expected 3 sbatch calls"
+grep -q "submitted resumable run 1 as Slurm job 503" "$T/out2.txt" || fail "ids not reported"
+grep -q -- "--dependency=afterany:502" "$T/calls.log" || fail "run 1 not chained to 502"
+grep -q -- "--signal=B:TERM@60 --requeue" "$T/calls.log" || fail "no preemption signal"
+
+# Bad input: a CSV without the Carbon Intensity column.
+printf 'Time,CI\n2020-06-01 00:00:00,1\n' > "$T/bad.csv"
+if "$GT" schedule "$T/jobs.toml" --carbon-csv "$T/bad.csv" --utc-offset 0 2> "$T/err.txt"; then
+  fail "bad CSV accepted"
+fi
+grep -q "no column 'Carbon Intensity'" "$T/err.txt" || fail "unclear error: $(cat "$T/err.txt")"
+echo "PASS"

@@ -1,0 +1,100 @@
+// Carbon series: time parsing, CSV loading with a stated UTC offset, resampling, emissions.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "sched/carbon.h"
+#include "test_util.h"
+
+using namespace gt::sched;
+using gt::sched::test::TempDir;
+
+TEST(SchedCarbon, ParsesWallTimeAtOffset) {
+  // 2020-01-01T00:00:00Z is 1577836800.
+  EXPECT_EQ(parse_wall_time("2020-01-01 00:00:00", 0, "t"), 1577836800);
+  EXPECT_EQ(parse_wall_time("2020-01-01T01:00", 3600, "t"), 1577836800);
+  EXPECT_EQ(format_iso_time(1577836800, 3600), "2020-01-01T01:00:00+01:00");
+  EXPECT_EQ(format_wall_time(1577836800, -5 * 3600), "2019-12-31T19:00:00");
+  EXPECT_THROW(parse_wall_time("2020-13-01 00:00:00", 0, "t"), gt::Error);
+  EXPECT_THROW(parse_wall_time("yesterday", 0, "t"), gt::Error);
+}
+
+TEST(SchedCarbon, ParsesUtcOffset) {
+  EXPECT_EQ(parse_utc_offset_s("0"), 0);
+  EXPECT_EQ(parse_utc_offset_s("2"), 7200);
+  EXPECT_EQ(parse_utc_offset_s("-5"), -18000);
+  EXPECT_EQ(parse_utc_offset_s("5.5"), 19800);
+  EXPECT_EQ(parse_utc_offset_s("+01:00"), 3600);
+  EXPECT_EQ(parse_utc_offset_s("-03:30"), -12600);
+  EXPECT_THROW(parse_utc_offset_s("CET"), gt::Error);
+  EXPECT_THROW(parse_utc_offset_s("20"), gt::Error);
+}
+
+TEST(SchedCarbon, LoadsCsvWithStatedOffsetAndResamplesIrregularSteps) {
+  TempDir d;
+  // 30-min steps, then one 15-min stretch: the grid is 15 min, each value held until the next.
+  auto p = d.write("ci.csv",
+                   "Time,Carbon Intensity\n"
+                   "2020-01-01 01:00:00,100\n"
+                   "2020-01-01 01:30:00,200\n"
+                   "2020-01-01 01:45:00,300\n"
+                   "2020-01-01 02:00:00,400\n");
+  CarbonSeries s = load_carbon_csv(p, 3600);
+  EXPECT_EQ(s.start_s, 1577836800);  // 01:00 at UTC+1 is midnight UTC
+  EXPECT_EQ(s.slot_s, 900);
+  // The last sample holds for the median step (15 min).
+  ASSERT_EQ(s.g_co2e_per_kwh.size(), 5u);
+  EXPECT_DOUBLE_EQ(s.g_co2e_per_kwh[0], 100);
+  EXPECT_DOUBLE_EQ(s.g_co2e_per_kwh[1], 100);
+  EXPECT_DOUBLE_EQ(s.g_co2e_per_kwh[2], 200);
+  EXPECT_DOUBLE_EQ(s.g_co2e_per_kwh[3], 300);
+  EXPECT_DOUBLE_EQ(s.g_co2e_per_kwh[4], 400);
+  // 1 kW for 30 min at 100 g/kWh = 50 g; then 15 min at 200 = 50 g.
+  EXPECT_NEAR(s.g_co2e(s.start_s, s.start_s + 2700, 1000), 100.0, 1e-9);
+  EXPECT_THROW(s.g_co2e(s.start_s - 1, s.start_s + 10, 1000), gt::Error);
+}
+
+TEST(SchedCarbon, MissingColumnIsAnErrorNamingFileAndColumn) {
+  TempDir d;
+  auto p = d.write("bad.csv", "Time,CI\n2020-01-01 00:00:00,1\n2020-01-01 00:15:00,2\n");
+  try {
+    load_carbon_csv(p, 0);
+    FAIL() << "expected gt::Error";
+  } catch (const gt::Error& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("bad.csv"), std::string::npos) << m;
+    EXPECT_NE(m.find("Carbon Intensity"), std::string::npos) << m;
+  }
+}
+
+TEST(SchedCarbon, BadValueAndUnorderedTimesAreErrorsNamingTheLine) {
+  TempDir d;
+  auto p =
+      d.write("v.csv", "Time,Carbon Intensity\n2020-01-01 00:00:00,1\n2020-01-01 00:15:00,x\n");
+  try {
+    load_carbon_csv(p, 0);
+    FAIL();
+  } catch (const gt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("v.csv:3"), std::string::npos) << e.what();
+  }
+  auto q =
+      d.write("o.csv", "Time,Carbon Intensity\n2020-01-01 00:15:00,1\n2020-01-01 00:00:00,2\n");
+  EXPECT_THROW(load_carbon_csv(q, 0), gt::Error);
+  EXPECT_THROW(load_carbon_csv((d.path / "absent.csv").string(), 0), gt::Error);
+}
+
+TEST(SchedCarbon, ForecastErrorIsSeededAndScaledToTheMean) {
+  CarbonSeries s;
+  s.start_s = 0;
+  s.slot_s = 900;
+  s.g_co2e_per_kwh.assign(20000, 300.0);
+  CarbonSeries a = with_forecast_error(s, 10, 7), b = with_forecast_error(s, 10, 7);
+  CarbonSeries c = with_forecast_error(s, 10, 8);
+  EXPECT_EQ(a.g_co2e_per_kwh, b.g_co2e_per_kwh);
+  EXPECT_NE(a.g_co2e_per_kwh, c.g_co2e_per_kwh);
+  double var = 0;
+  for (double v : a.g_co2e_per_kwh) var += (v - 300) * (v - 300);
+  EXPECT_NEAR(std::sqrt(var / 20000), 30.0, 1.0);  // 10 % of the mean
+  EXPECT_EQ(with_forecast_error(s, 0, 1).g_co2e_per_kwh, s.g_co2e_per_kwh);
+}

@@ -1,0 +1,122 @@
+// Job lists: valid files, durations from a run summary, and bad input naming file/job/key.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "sched/jobs.h"
+#include "test_util.h"
+
+using namespace gt::sched;
+using gt::sched::test::TempDir;
+
+namespace {
+std::string error_of(const std::string& path, std::int64_t off = 0) {
+  try {
+    load_jobs_toml(path, off);
+  } catch (const gt::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST(SchedJobs, LoadsJobsWithOffsetsAndSummaryDuration) {
+  TempDir d;
+  std::filesystem::create_directory(d.path / "run1");
+  d.write("run1/summary.json", R"({"duration_s": 5400.5, "energy_j": 1e6})");
+  auto p = d.write("jobs.toml", R"(
+[[job]]
+name = "a"
+command = "greentrain train x.toml --out r"
+duration_s = 3600
+power_w = 250
+earliest_start = 2020-06-01T18:00:00
+deadline = "2020-06-02 08:00"
+interruptible = true
+
+[[job]]
+name = "b"
+script = "b.sbatch"
+summary = "run1"
+power_w = 100.5
+earliest_start = 2020-06-01T18:00:00+02:00
+deadline = 2020-06-02T08:00:00Z
+)");
+  auto jobs = load_jobs_toml(p, 3600);
+  ASSERT_EQ(jobs.size(), 2u);
+  EXPECT_EQ(jobs[0].name, "a");
+  EXPECT_DOUBLE_EQ(jobs[0].duration_s, 3600);
+  EXPECT_TRUE(jobs[0].interruptible);
+  EXPECT_EQ(jobs[0].earliest_start_s, civil_to_unix_s(2020, 6, 1, 17, 0, 0, 0));  // UTC+1
+  EXPECT_EQ(jobs[0].deadline_s, civil_to_unix_s(2020, 6, 2, 7, 0, 0, 0));
+  EXPECT_DOUBLE_EQ(jobs[1].duration_s, 5400.5);
+  EXPECT_EQ(jobs[1].script, (d.path / "b.sbatch").string());
+  EXPECT_FALSE(jobs[1].interruptible);
+  EXPECT_EQ(jobs[1].earliest_start_s, civil_to_unix_s(2020, 6, 1, 16, 0, 0, 0));  // own offset
+  EXPECT_EQ(jobs[1].deadline_s, civil_to_unix_s(2020, 6, 2, 8, 0, 0, 0));
+}
+
+TEST(SchedJobs, UnknownKeyIsAnError) {
+  TempDir d;
+  auto p = d.write("j.toml", R"(
+[[job]]
+name = "a"
+command = "x"
+duration_s = 10
+power_w = 1
+earliest_start = 2020-06-01T18:00:00
+deadline = 2020-06-01T19:00:00
+gpus = 4
+)");
+  std::string m = error_of(p);
+  EXPECT_NE(m.find("j.toml"), std::string::npos) << m;
+  EXPECT_NE(m.find("job 'a'"), std::string::npos) << m;
+  EXPECT_NE(m.find("unknown key 'gpus'"), std::string::npos) << m;
+}
+
+TEST(SchedJobs, DeadlineBeforeEarliestStartIsAnError) {
+  TempDir d;
+  auto p = d.write("j.toml", R"(
+[[job]]
+name = "late"
+command = "x"
+duration_s = 10
+power_w = 1
+earliest_start = 2020-06-01T18:00:00
+deadline = 2020-06-01T17:00:00
+)");
+  std::string m = error_of(p);
+  EXPECT_NE(m.find("job 'late'"), std::string::npos) << m;
+  EXPECT_NE(m.find("deadline"), std::string::npos) << m;
+  EXPECT_NE(m.find("not after earliest_start"), std::string::npos) << m;
+}
+
+TEST(SchedJobs, OtherBadInputIsAnErrorNamingTheKey) {
+  TempDir d;
+  const std::string head = "[[job]]\nname = \"a\"\n";
+  const std::string times =
+      "earliest_start = 2020-06-01T18:00:00\ndeadline = 2020-06-01T19:00:00\n";
+  EXPECT_NE(error_of(d.write("1.toml", head + "duration_s = 1\npower_w = 1\n" + times))
+                .find("exactly one of 'command' or 'script'"),
+            std::string::npos);
+  EXPECT_NE(
+      error_of(d.write("2.toml", head + "command = \"x\"\nduration_s = -1\npower_w = 1\n" + times))
+          .find("key 'duration_s'"),
+      std::string::npos);
+  EXPECT_NE(error_of(d.write("3.toml", head + "command = \"x\"\nduration_s = 1\n" + times))
+                .find("missing key 'power_w'"),
+            std::string::npos);
+  EXPECT_NE(error_of(d.write("4.toml",
+                             head + "command = \"x\"\nsummary = \"nope\"\npower_w = 1\n" + times))
+                .find("summary.json"),
+            std::string::npos);
+  EXPECT_NE(error_of(d.write("5.toml", "jobs = 1\n")).find("unknown top-level key 'jobs'"),
+            std::string::npos);
+  EXPECT_NE(error_of(d.write("6.toml", "[[job]\n")).find("6.toml:"), std::string::npos);
+  EXPECT_NE(error_of(d.write("7.toml", head + "command = \"x\"\nduration_s = 1\npower_w = 1\n" +
+                                           times + head +
+                                           "command = \"y\"\nduration_s = 1\n"
+                                           "power_w = 1\n" +
+                                           times))
+                .find("duplicate name"),
+            std::string::npos);
+}

@@ -1,0 +1,307 @@
+// Planner: optimality against brute force, the power budget at every instant, windows,
+// unfittable jobs, forecast error, and the saving on a year of German grid data.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <random>
+
+#include "core/error.h"
+#include "sched/planner.h"
+#include "test_util.h"
+
+using namespace gt::sched;
+
+namespace {
+
+CarbonSeries random_series(std::mt19937_64& rng, std::size_t n, std::int64_t slot_s = 900) {
+  CarbonSeries s;
+  s.start_s = 1'600'000'200;  // a multiple of 900 s
+  s.slot_s = slot_s;
+  std::uniform_real_distribution<double> u(50, 500);
+  for (std::size_t i = 0; i < n; ++i) s.g_co2e_per_kwh.push_back(u(rng));
+  return s;
+}
+
+Job make_job(std::string name, double dur_s, double power_w, UnixTimeS earliest, UnixTimeS deadline,
+             bool interruptible = false) {
+  Job j;
+  j.name = std::move(name);
+  j.command = "true";
+  j.duration_s = dur_s;
+  j.power_w = power_w;
+  j.earliest_start_s = earliest;
+  j.deadline_s = deadline;
+  j.interruptible = interruptible;
+  return j;
+}
+
+PlanOptions opts(Strategy s, double budget_w = 0) {
+  PlanOptions o;
+  o.strategy = s;
+  o.power_budget_w = budget_w;
+  return o;
+}
+
+// Every job runs exactly its duration, inside [earliest_start, deadline].
+void expect_within_windows(const Plan& plan, const std::vector<Job>& jobs) {
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    const JobPlan& jp = plan.jobs[i];
+    if (!jp.scheduled) continue;
+    std::int64_t total = 0;
+    for (const Run& r : jp.runs) {
+      EXPECT_GE(r.start_s, jobs[i].earliest_start_s) << jp.name;
+      EXPECT_LE(r.end_s, jobs[i].deadline_s) << jp.name;
+      EXPECT_LT(r.start_s, r.end_s) << jp.name;
+      total += r.end_s - r.start_s;
+    }
+    EXPECT_EQ(total, static_cast<std::int64_t>(std::ceil(jobs[i].duration_s))) << jp.name;
+    if (!jobs[i].interruptible) {
+      EXPECT_EQ(jp.runs.size(), 1u) << jp.name;
+    }
+  }
+}
+
+}  // namespace
+
+TEST(SchedPlanner, ShiftEqualsBruteForceForOneJob) {
+  std::mt19937_64 rng(11);
+  for (int trial = 0; trial < 100; ++trial) {
+    CarbonSeries s = random_series(rng, 64);
+    const UnixTimeS e = s.start_s + std::uniform_int_distribution<int>(0, 20000)(rng);
+    const double dur = std::uniform_int_distribution<int>(600, 12000)(rng);
+    const UnixTimeS d =
+        e + static_cast<UnixTimeS>(dur) + std::uniform_int_distribution<int>(0, 30000)(rng);
+    std::vector<Job> jobs = {make_job("j", dur, 300, e, d)};
+    Plan p = make_plan(jobs, s, opts(Strategy::shift));
+    // Brute force over every slot-boundary start, integrating the series directly.
+    double best = std::numeric_limits<double>::infinity();
+    for (UnixTimeS t = s.start_s; t + dur <= std::min(d, s.end_s()); t += s.slot_s)
+      if (t >= e) best = std::min(best, s.g_co2e(t, t + static_cast<UnixTimeS>(dur), 300));
+    if (std::isinf(best)) {
+      EXPECT_FALSE(p.jobs[0].scheduled);
+      continue;
+    }
+    ASSERT_TRUE(p.jobs[0].scheduled) << p.jobs[0].reason;
+    EXPECT_NEAR(p.jobs[0].g_co2e, best, 1e-9 * best) << "trial " << trial;
+    expect_within_windows(p, jobs);
+  }
+}
+
+TEST(SchedPlanner, InterruptEqualsBruteForceForOneJob) {
+  std::mt19937_64 rng(12);
+  for (int trial = 0; trial < 60; ++trial) {
+    CarbonSeries s = random_series(rng, 12);
+    const int n_win = std::uniform_int_distribution<int>(3, 10)(rng);
+    const int lo = std::uniform_int_distribution<int>(0, 12 - n_win)(rng);
+    const UnixTimeS e = s.start_s + lo * s.slot_s, d = e + n_win * s.slot_s;
+    const std::int64_t dur = std::uniform_int_distribution<int>(100, std::min(4, n_win) * 900)(rng);
+    std::vector<Job> jobs = {make_job("j", static_cast<double>(dur), 500, e, d, true)};
+    Plan p = make_plan(jobs, s, opts(Strategy::interrupt));
+    ASSERT_TRUE(p.jobs[0].scheduled) << p.jobs[0].reason;
+    // Brute force: every set of n slots in the window, each choice of the partial slot.
+    const std::int64_t n = (dur + 899) / 900, rem = dur - (n - 1) * 900;
+    double best = std::numeric_limits<double>::infinity();
+    for (unsigned mask = 0; mask < (1u << n_win); ++mask) {
+      if (std::popcount(mask) != n) continue;
+      for (int partial = 0; partial < n_win; ++partial) {
+        if (!(mask >> partial & 1)) continue;
+        double g = 0;
+        for (int k = 0; k < n_win; ++k) {
+          if (!(mask >> k & 1)) continue;
+          const UnixTimeS a = e + k * 900;
+          g += s.g_co2e(a, a + (k == partial ? rem : 900), 500);
+        }
+        best = std::min(best, g);
+      }
+    }
+    EXPECT_NEAR(p.jobs[0].g_co2e, best, 1e-9 * best) << "trial " << trial;
+    expect_within_windows(p, jobs);
+  }
+}
+
+TEST(SchedPlanner, ShiftUnderBudgetEqualsBruteForce) {
+  std::mt19937_64 rng(13);
+  int cases = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    CarbonSeries s = random_series(rng, 16);
+    std::vector<Job> jobs;
+    for (int k = 0; k < 3; ++k) {
+      const int lo = std::uniform_int_distribution<int>(0, 4)(rng);
+      const int len = std::uniform_int_distribution<int>(1, 4)(rng);
+      const UnixTimeS e = s.start_s + lo * 900;
+      jobs.push_back(make_job(fmt::format("j{}", k), len * 900 - 100, 400 + 100 * k, e,
+                              e + (len + std::uniform_int_distribution<int>(0, 7)(rng)) * 900));
+    }
+    const double budget = 1000;  // any two of 400/500/600 W fit only as 400+500 or 400+600
+    Plan p = make_plan(jobs, s, opts(Strategy::shift, budget));
+    EXPECT_EQ(p.method, "exact");
+    // Brute force: every start triple on slot boundaries, budget checked per slot.
+    double best = std::numeric_limits<double>::infinity();
+    std::vector<std::vector<std::int64_t>> starts(3);
+    for (int k = 0; k < 3; ++k)
+      for (UnixTimeS t = jobs[k].earliest_start_s; t + 900 * 4 <= s.end_s() + 900 * 4; t += 900)
+        if (t + static_cast<UnixTimeS>(jobs[k].duration_s) <= jobs[k].deadline_s &&
+            t + static_cast<UnixTimeS>(jobs[k].duration_s) <= s.end_s())
+          starts[k].push_back(t);
+    for (auto a : starts[0])
+      for (auto b : starts[1])
+        for (auto c : starts[2]) {
+          const UnixTimeS st[3] = {a, b, c};
+          bool ok = true;
+          for (UnixTimeS slot = s.start_s; slot < s.end_s() && ok; slot += 900) {
+            double w = 0;
+            for (int k = 0; k < 3; ++k)
+              if (st[k] < slot + 900 && st[k] + static_cast<UnixTimeS>(jobs[k].duration_s) > slot)
+                w += jobs[k].power_w;
+            ok = w <= budget;
+          }
+          if (!ok) continue;
+          double g = 0;
+          for (int k = 0; k < 3; ++k)
+            g += s.g_co2e(st[k], st[k] + static_cast<UnixTimeS>(jobs[k].duration_s),
+                          jobs[k].power_w);
+          best = std::min(best, g);
+        }
+    if (std::isinf(best)) {
+      EXPECT_GT(p.unscheduled(), 0u);
+      continue;
+    }
+    ++cases;
+    ASSERT_EQ(p.unscheduled(), 0u);
+    EXPECT_NEAR(p.planned_g_co2e, best, 1e-9 * best) << "trial " << trial << "\n"
+                                                     << plan_table(p, 0);
+    EXPECT_LE(peak_power_w(p, jobs), budget);
+    expect_within_windows(p, jobs);
+  }
+  EXPECT_GT(cases, 10);
+}
+
+TEST(SchedPlanner, BudgetHoldsAtEveryInstantAndWindowsAreKept) {
+  std::mt19937_64 rng(14);
+  for (int trial = 0; trial < 30; ++trial) {
+    CarbonSeries s = random_series(rng, 200);
+    std::vector<Job> jobs;
+    for (int k = 0; k < 12; ++k) {
+      const UnixTimeS e = s.start_s + std::uniform_int_distribution<int>(0, 100 * 900)(rng);
+      const double dur = std::uniform_int_distribution<int>(300, 8 * 3600)(rng);
+      const UnixTimeS d =
+          e + static_cast<UnixTimeS>(dur) + std::uniform_int_distribution<int>(0, 20 * 3600)(rng);
+      jobs.push_back(make_job(fmt::format("j{}", k), dur,
+                              std::uniform_int_distribution<int>(100, 700)(rng), e, d, k % 2));
+    }
+    const double budget = 1200;
+    for (Strategy st : {Strategy::arrival, Strategy::shift, Strategy::interrupt, Strategy::best}) {
+      PlanOptions o = opts(st, budget);
+      o.forecast_error_pct = trial % 3 == 0 ? 20 : 0;
+      Plan p = make_plan(jobs, s, o);
+      EXPECT_LE(peak_power_w(p, jobs), budget + 1e-9) << strategy_name(st);
+      expect_within_windows(p, jobs);
+      for (const JobPlan& jp : p.jobs)
+        if (!jp.scheduled) {
+          EXPECT_FALSE(jp.reason.empty()) << jp.name;
+        }
+    }
+  }
+}
+
+TEST(SchedPlanner, UnfittableJobsAreReportedNotDropped) {
+  std::mt19937_64 rng(15);
+  CarbonSeries s = random_series(rng, 96);
+  const UnixTimeS t0 = s.start_s + 3600;
+  std::vector<Job> jobs = {
+      make_job("too-long", 4 * 3600, 100, t0, t0 + 3 * 3600),  // window too short
+      make_job("too-hungry", 600, 2000, t0, t0 + 10 * 3600),   // over the budget alone
+      make_job("a", 2 * 3600, 600, t0, t0 + 3 * 3600),         // a and b cannot both run
+      make_job("b", 2 * 3600, 600, t0, t0 + 3 * 3600),
+      make_job("past-end", 3600, 100, s.end_s() - 1800, s.end_s() + 7200),  // series ends
+  };
+  for (Strategy st : {Strategy::arrival, Strategy::shift, Strategy::interrupt, Strategy::best}) {
+    Plan p = make_plan(jobs, s, opts(st, 1000));
+    ASSERT_EQ(p.jobs.size(), jobs.size());
+    EXPECT_FALSE(p.jobs[0].scheduled);
+    EXPECT_NE(p.jobs[0].reason.find("needs 14400 s"), std::string::npos) << p.jobs[0].reason;
+    EXPECT_FALSE(p.jobs[1].scheduled);
+    EXPECT_NE(p.jobs[1].reason.find("exceeds the power budget"), std::string::npos);
+    EXPECT_NE(p.jobs[2].scheduled, p.jobs[3].scheduled);
+    const JobPlan& blocked = p.jobs[2].scheduled ? p.jobs[3] : p.jobs[2];
+    EXPECT_NE(blocked.reason.find("power budget of 1000 W"), std::string::npos) << blocked.reason;
+    EXPECT_FALSE(p.jobs[4].scheduled);
+    EXPECT_EQ(p.unscheduled(), 4u);
+    const auto j = plan_to_json(p, 0);
+    EXPECT_EQ(j["total"]["unscheduled"].size(), 4u);
+    EXPECT_NE(plan_table(p, 0).find("NOT SCHEDULED"), std::string::npos);
+  }
+}
+
+TEST(SchedPlanner, StrategiesAreOrderedWithoutBudgetAndBestPicksTheLowest) {
+  std::mt19937_64 rng(16);
+  for (int trial = 0; trial < 20; ++trial) {
+    CarbonSeries s = random_series(rng, 96);
+    std::vector<Job> jobs;
+    for (int k = 0; k < 5; ++k) {
+      const UnixTimeS e = s.start_s + k * 3600;
+      jobs.push_back(make_job(fmt::format("j{}", k), 3 * 3600 - 120, 300, e, e + 12 * 3600, true));
+    }
+    Plan a = make_plan(jobs, s, opts(Strategy::arrival));
+    Plan sh = make_plan(jobs, s, opts(Strategy::shift));
+    Plan in = make_plan(jobs, s, opts(Strategy::interrupt));
+    Plan b = make_plan(jobs, s, opts(Strategy::best));
+    EXPECT_NEAR(a.g_co2e, a.baseline_g_co2e, 1e-9 * a.g_co2e);
+    EXPECT_LE(sh.g_co2e, a.g_co2e + 1e-9);
+    EXPECT_LE(in.g_co2e, sh.g_co2e + 1e-9);
+    EXPECT_EQ(b.strategy, Strategy::interrupt);
+    EXPECT_NEAR(b.g_co2e, in.g_co2e, 1e-9 * in.g_co2e);
+  }
+}
+
+TEST(SchedPlanner, JsonIsWrittenAtomically) {
+  gt::sched::test::TempDir d;
+  std::mt19937_64 rng(17);
+  CarbonSeries s = random_series(rng, 16);
+  std::vector<Job> jobs = {make_job("j", 1800, 200, s.start_s, s.start_s + 4 * 3600)};
+  Plan p = make_plan(jobs, s, opts(Strategy::shift));
+  const std::string path = (d.path / "plan.json").string();
+  write_file_atomic(path, plan_to_json(p, 7200).dump(2));
+  std::ifstream in(path);
+  auto j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["jobs"][0]["name"], "j");
+  EXPECT_EQ(j["utc_offset_h"], 2.0);
+  EXPECT_DOUBLE_EQ(j["jobs"][0]["energy_j"].get<double>(), 200.0 * 1800);
+  EXPECT_DOUBLE_EQ(j["jobs"][0]["energy_kwh"].get<double>(), 0.1);
+  EXPECT_NE(j["jobs"][0]["start"].get<std::string>().find("+02:00"), std::string::npos);
+  std::size_t files = 0;
+  for (auto& e : std::filesystem::directory_iterator(d.path)) files += e.is_regular_file();
+  EXPECT_EQ(files, 1u);  // no temporary file left behind
+}
+
+TEST(SchedPlanner, GermanYear2020ShiftingToNextMorningSavesCarbon) {
+  const std::string csv = std::string(GT_CARBON_DIR) + "/lets_wait_awhile_2020/ger_ci.csv";
+  if (!std::filesystem::exists(csv)) GTEST_SKIP() << csv << " is absent: cannot test on real data";
+  const CarbonSeries s = load_carbon_csv(csv, 0);  // the README: timestamps are UTC
+  // Every day of 2020: a 2-h, 300-W job arriving at 18:00 UTC, due 08:00 the next morning.
+  std::vector<Job> jobs;
+  for (int day = 0; day < 366; ++day) {
+    const UnixTimeS e = civil_to_unix_s(2020, 1, 1, 18, 0, 0, 0) + day * 86400;
+    jobs.push_back(make_job(fmt::format("d{}", day), 7200, 300, e, e + 14 * 3600));
+  }
+  Plan shift = make_plan(jobs, s, opts(Strategy::shift));
+  ASSERT_EQ(shift.unscheduled(), 0u);
+  for (const JobPlan& jp : shift.jobs) EXPECT_LE(jp.g_co2e, jp.baseline_g_co2e + 1e-9) << jp.name;
+  EXPECT_LT(shift.g_co2e, shift.baseline_g_co2e);
+  PlanOptions noisy = opts(Strategy::shift);
+  noisy.forecast_error_pct = 10;
+  Plan shift_noisy = make_plan(jobs, s, noisy);
+  EXPECT_LT(shift_noisy.g_co2e, shift_noisy.baseline_g_co2e);
+  EXPECT_LE(shift.g_co2e, shift_noisy.g_co2e + 1e-9);  // perfect foresight is the best
+  std::cout << fmt::format(
+      "German 2020, 366 jobs: shift saves {:.2f} % (perfect forecast), {:.2f} % (10 % forecast "
+      "error) against arrival ({:.0f} gCO2e)\n",
+      shift.saving_pct(), shift_noisy.saving_pct(), shift.baseline_g_co2e);
+  expect_within_windows(shift, jobs);
+}
