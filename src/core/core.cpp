@@ -1,6 +1,7 @@
+#include <fmt/format.h>
+
 #include <cstdlib>
 #include <cstring>
-#include <fmt/format.h>
 
 #include "core/arena.h"
 #include "core/dtype.h"
@@ -11,37 +12,52 @@ namespace gt {
 
 std::string_view dtype_name(DType t) {
   switch (t) {
-    case DType::f32: return "f32";
-    case DType::bf16: return "bf16";
-    case DType::f16: return "f16";
-    case DType::f8e4m3: return "f8e4m3";
-    case DType::f8e5m2: return "f8e5m2";
-    case DType::i32: return "i32";
-    case DType::u16: return "u16";
+    case DType::f32:
+      return "f32";
+    case DType::bf16:
+      return "bf16";
+    case DType::f16:
+      return "f16";
+    case DType::f8e4m3:
+      return "f8e4m3";
+    case DType::f8e5m2:
+      return "f8e5m2";
+    case DType::i32:
+      return "i32";
+    case DType::u16:
+      return "u16";
   }
   return "?";
 }
 
 std::string_view dtype_safetensors_name(DType t) {
   switch (t) {
-    case DType::f32: return "F32";
-    case DType::bf16: return "BF16";
-    case DType::f16: return "F16";
-    case DType::f8e4m3: return "F8_E4M3";
-    case DType::f8e5m2: return "F8_E5M2";
-    case DType::i32: return "I32";
-    case DType::u16: return "U16";
+    case DType::f32:
+      return "F32";
+    case DType::bf16:
+      return "BF16";
+    case DType::f16:
+      return "F16";
+    case DType::f8e4m3:
+      return "F8_E4M3";
+    case DType::f8e5m2:
+      return "F8_E5M2";
+    case DType::i32:
+      return "I32";
+    case DType::u16:
+      return "U16";
   }
   return "?";
 }
 
 DType dtype_from_safetensors_name(std::string_view s) {
-  for (DType t : {DType::f32, DType::bf16, DType::f16, DType::f8e4m3, DType::f8e5m2, DType::i32,
-                  DType::u16})
+  for (DType t :
+       {DType::f32, DType::bf16, DType::f16, DType::f8e4m3, DType::f8e5m2, DType::i32, DType::u16})
     if (dtype_safetensors_name(t) == s) return t;
-  throw Error(fmt::format("unknown safetensors dtype '{}'; expected F32, BF16, F16, F8_E4M3, "
-                          "F8_E5M2, I32 or U16",
-                          s));
+  throw Error(
+      fmt::format("unknown safetensors dtype '{}'; expected F32, BF16, F16, F8_E4M3, "
+                  "F8_E5M2, I32 or U16",
+                  s));
 }
 
 std::string Shape::str() const {

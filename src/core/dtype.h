@@ -15,13 +15,20 @@ enum class DType : uint8_t { f32, bf16, f16, f8e4m3, f8e5m2, i32, u16 };
 /// Size of one element in bytes.
 constexpr size_t dtype_size(DType t) {
   switch (t) {
-    case DType::f32: return 4;
-    case DType::i32: return 4;
-    case DType::bf16: return 2;
-    case DType::f16: return 2;
-    case DType::u16: return 2;
-    case DType::f8e4m3: return 1;
-    case DType::f8e5m2: return 1;
+    case DType::f32:
+      return 4;
+    case DType::i32:
+      return 4;
+    case DType::bf16:
+      return 2;
+    case DType::f16:
+      return 2;
+    case DType::u16:
+      return 2;
+    case DType::f8e4m3:
+      return 1;
+    case DType::f8e5m2:
+      return 1;
   }
   return 0;
 }

@@ -1,0 +1,106 @@
+// backend/backend.h: one table of ops per device, each with forward and backward.
+// The model calls only these; a device (cpu/, later cuda/) implements them.
+//
+// Conventions (as in llm.c): shapes are row-major; B batch, T time, C channels,
+// NH heads, V vocabulary, N = B*T rows. Gradients of parameters are ACCUMULATED
+// (+=), so micro-batches add up; gradients of activations are ASSIGNED (=) unless
+// the comment says "+=". Linear weights use the Hugging Face GPT-2 (Conv1D)
+// layout (C, OC): out = inp @ w + bias.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace gt {
+
+/// Numeric precision of the compute (DESIGN.md, "precision policy").
+/// fp32: everything in float32. bf16/fp16: mixed precision with fp32 master weights
+/// (fp16 with dynamic loss scaling). fp8: CUDA on Hopper only.
+enum class Precision { fp32, bf16, fp16, fp8 };
+
+/// Which activations the backward pass recomputes instead of storing (DESIGN.md).
+enum class Recompute { none, gelu, gelu_ln, block };
+
+/// Parses "fp32"/"bf16"/"fp16"/"fp8"; throws gt::Error naming the value otherwise.
+Precision parse_precision(const std::string& s);
+std::string to_string(Precision p);
+/// Parses "none"/"gelu"/"gelu+ln"/"block"; throws gt::Error naming the value otherwise.
+Recompute parse_recompute(const std::string& s);
+std::string to_string(Recompute r);
+
+/// The op table. All pointers are device memory of the backend (host memory for cpu).
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+
+  /// out(B,T,C) = wte[inp[b,t], :] + wpe[t, :]. inp (B,T) int32 in [0, V).
+  virtual void embedding_forward(float* out, const int32_t* inp, const float* wte, const float* wpe,
+                                 int B, int T, int C) = 0;
+  /// dwte(V,C) += scatter of dout by token, dwpe(T,C) += sum over b of dout.
+  virtual void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* inp,
+                                  int B, int T, int C) = 0;
+
+  /// LayerNorm over the last dim (eps 1e-5, biased variance, as torch.nn.LayerNorm).
+  /// inp, out (N,C); mean, rstd (N) saved for backward; w, b (C).
+  virtual void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
+                                 const float* w, const float* b, int64_t N, int C) = 0;
+  /// dinp(N,C) += ..., dw(C) += ..., db(C) += ...
+  virtual void layernorm_backward(float* dinp, float* dw, float* db, const float* dout,
+                                  const float* inp, const float* w, const float* mean,
+                                  const float* rstd, int64_t N, int C) = 0;
+
+  /// out(N,OC) = inp(N,C) @ W + bias(OC) (bias may be null). W is (C,OC), or (OC,C) when
+  /// w_transposed (the tied classifier uses wte (V,C)).
+  virtual void matmul_forward(float* out, const float* inp, const float* w, const float* bias,
+                              int64_t N, int C, int OC, bool w_transposed = false) = 0;
+  /// dinp(N,C) = dout @ W^T (assigned), dw += inp^T @ dout (or its transpose), dbias(OC) +=
+  /// column sums of dout (dbias may be null).
+  virtual void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout,
+                               const float* inp, const float* w, int64_t N, int C, int OC,
+                               bool w_transposed = false) = 0;
+
+  /// Causal multi-head self-attention. qkv (B,T,3C) holds q, k, v; out (B,T,C);
+  /// att (B,NH,T,T) receives the softmax probabilities (row t uses columns 0..t).
+  /// Scale 1/sqrt(C/NH) (Vaswani et al. 2017).
+  virtual void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
+                                 int NH) = 0;
+  /// dqkv(B,T,3C) = gradient of out w.r.t. qkv given dout (B,T,C) and saved att.
+  virtual void attention_backward(float* dqkv, const float* dout, const float* qkv,
+                                  const float* att, int B, int T, int C, int NH) = 0;
+
+  /// GELU, tanh approximation (Hendrycks & Gimpel 2016), as torch's approximate='tanh'.
+  virtual void gelu_forward(float* out, const float* inp, int64_t N) = 0;
+  /// dinp = gelu'(inp) * dout; dinp may alias dout.
+  virtual void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t N) = 0;
+
+  /// out = a + b, N elements.
+  virtual void residual_forward(float* out, const float* a, const float* b, int64_t N) = 0;
+
+  /// Softmax over V then cross-entropy with targets: probs (N,V), losses (N) = -log p[target].
+  /// Throws gt::Error if a target is outside [0, V).
+  virtual void softmax_crossentropy_forward(float* probs, float* losses, const float* logits,
+                                            const int32_t* targets, int64_t N, int V) = 0;
+  /// dlogits(N,V) = (probs - onehot(target)) * dloss, with dloss the same for every row
+  /// (1 / (N * grad_accum_steps) for a mean loss).
+  virtual void softmax_crossentropy_backward(float* dlogits, const float* probs,
+                                             const int32_t* targets, float dloss, int64_t N,
+                                             int V) = 0;
+
+  /// One AdamW step on n parameters (Loshchilov & Hutter 2019, as torch.optim.AdamW):
+  /// p *= 1 - lr*wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+  /// p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps). t counts from 1.
+  virtual void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float lr,
+                            float beta1, float beta2, float eps, float weight_decay, int64_t t) = 0;
+
+  /// Sum of squares of g (n elements), accumulated in double in a fixed order so the result
+  /// does not depend on the thread count.
+  virtual double sum_squares(const float* g, int64_t n) = 0;
+  /// g *= s.
+  virtual void scale(float* g, float s, int64_t n) = 0;
+};
+
+/// The CPU backend: oneDNN matrix products, OpenMP for the rest.
+std::unique_ptr<Backend> make_cpu_backend();
+
+}  // namespace gt

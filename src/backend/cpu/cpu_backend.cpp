@@ -1,0 +1,375 @@
+// backend/cpu/cpu_backend.cpp: the fp32 reference kernels on the CPU (llm.c's
+// train_gpt2.c forms, parallelised with OpenMP so that every result is independent of
+// the thread count: no atomics, reductions in a fixed order). Matrix products go to
+// oneDNN. This is the reference that faster forms (fused, bf16, CUDA) are tested against.
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cpu/onednn_matmul.h"
+#include "core/error.h"
+
+namespace gt {
+namespace {
+
+constexpr float kLnEps = 1e-5f;
+constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2/pi)
+
+/// Splits [0, n) into contiguous chunks, one per thread, and calls f(begin, end).
+template <typename F>
+void parallel_chunks(int64_t n, F f) {
+#pragma omp parallel
+  {
+    int nt = omp_get_num_threads(), id = omp_get_thread_num();
+    int64_t per = (n + nt - 1) / nt;
+    int64_t b = std::min<int64_t>(n, per * id), e = std::min<int64_t>(n, b + per);
+    if (b < e) f(b, e);
+  }
+}
+
+class CpuBackend final : public Backend {
+ public:
+  std::string name() const override { return "cpu"; }
+
+  void embedding_forward(float* out, const int32_t* inp, const float* wte, const float* wpe, int B,
+                         int T, int C) override {
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; ++b)
+      for (int t = 0; t < T; ++t) {
+        float* o = out + ((int64_t)b * T + t) * C;
+        const float* we = wte + (int64_t)inp[(int64_t)b * T + t] * C;
+        const float* wp = wpe + (int64_t)t * C;
+        for (int c = 0; c < C; ++c) o[c] = we[c] + wp[c];
+      }
+  }
+
+  void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* inp, int B,
+                          int T, int C) override {
+    // split the channels among threads: each thread owns a slice of every row
+    parallel_chunks(C, [&](int64_t c0, int64_t c1) {
+      for (int b = 0; b < B; ++b)
+        for (int t = 0; t < T; ++t) {
+          const float* d = dout + ((int64_t)b * T + t) * C;
+          float* we = dwte + (int64_t)inp[(int64_t)b * T + t] * C;
+          float* wp = dwpe + (int64_t)t * C;
+          for (int64_t c = c0; c < c1; ++c) {
+            we[c] += d[c];
+            wp[c] += d[c];
+          }
+        }
+    });
+  }
+
+  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
+                         const float* b, int64_t N, int C) override {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < N; ++i) {
+      const float* x = inp + i * C;
+      float m = 0.f;
+      for (int c = 0; c < C; ++c) m += x[c];
+      m /= C;
+      float v = 0.f;
+      for (int c = 0; c < C; ++c) v += (x[c] - m) * (x[c] - m);
+      v /= C;
+      float s = 1.0f / std::sqrt(v + kLnEps);
+      float* o = out + i * C;
+      for (int c = 0; c < C; ++c) o[c] = (x[c] - m) * s * w[c] + b[c];
+      mean[i] = m;
+      rstd[i] = s;
+    }
+  }
+
+  void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
+                          const float* w, const float* mean, const float* rstd, int64_t N,
+                          int C) override {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < N; ++i) {
+      const float* d = dout + i * C;
+      const float* x = inp + i * C;
+      float m = mean[i], s = rstd[i];
+      float dnorm_mean = 0.f, dnorm_norm_mean = 0.f;
+      for (int c = 0; c < C; ++c) {
+        float dn = w[c] * d[c];
+        dnorm_mean += dn;
+        dnorm_norm_mean += dn * (x[c] - m) * s;
+      }
+      dnorm_mean /= C;
+      dnorm_norm_mean /= C;
+      float* di = dinp + i * C;
+      for (int c = 0; c < C; ++c) {
+        float norm = (x[c] - m) * s;
+        di[c] += (w[c] * d[c] - dnorm_mean - norm * dnorm_norm_mean) * s;
+      }
+    }
+    parallel_chunks(C, [&](int64_t c0, int64_t c1) {
+      for (int64_t i = 0; i < N; ++i) {
+        const float* d = dout + i * C;
+        const float* x = inp + i * C;
+        float m = mean[i], s = rstd[i];
+        for (int64_t c = c0; c < c1; ++c) {
+          db[c] += d[c];
+          dw[c] += (x[c] - m) * s * d[c];
+        }
+      }
+    });
+  }
+
+  void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int64_t N,
+                      int C, int OC, bool w_transposed) override {
+    cpu::onednn_matmul(out, inp, w, bias, N, OC, C, false, w_transposed, false);
+  }
+
+  void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
+                       const float* w, int64_t N, int C, int OC, bool w_transposed) override {
+    if (dinp) cpu::onednn_matmul(dinp, dout, w, nullptr, N, C, OC, false, !w_transposed, false);
+    if (!w_transposed)
+      cpu::onednn_matmul(dw, inp, dout, nullptr, C, OC, N, true, false, true);
+    else
+      cpu::onednn_matmul(dw, dout, inp, nullptr, OC, C, N, true, false, true);
+    if (dbias) {
+      parallel_chunks(OC, [&](int64_t o0, int64_t o1) {
+        for (int64_t i = 0; i < N; ++i) {
+          const float* d = dout + i * OC;
+          for (int64_t o = o0; o < o1; ++o) dbias[o] += d[o];
+        }
+      });
+    }
+  }
+
+  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
+                         int NH) override {
+    const int hs = C / NH;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+    const int64_t C3 = 3 * (int64_t)C;
+#pragma omp parallel for collapse(3) schedule(dynamic, 8)
+    for (int b = 0; b < B; ++b)
+      for (int t = 0; t < T; ++t)
+        for (int h = 0; h < NH; ++h) {
+          const float* q = qkv + ((int64_t)b * T + t) * C3 + h * hs;
+          float* a = att + (((int64_t)b * NH + h) * T + t) * T;
+          float maxv = -INFINITY;
+          for (int t2 = 0; t2 <= t; ++t2) {
+            const float* k = qkv + ((int64_t)b * T + t2) * C3 + C + h * hs;
+            float s = 0.f;
+            for (int i = 0; i < hs; ++i) s += q[i] * k[i];
+            s *= scale;
+            a[t2] = s;
+            maxv = std::max(maxv, s);
+          }
+          float sum = 0.f;
+          for (int t2 = 0; t2 <= t; ++t2) {
+            float e = std::exp(a[t2] - maxv);
+            a[t2] = e;
+            sum += e;
+          }
+          float inv = 1.0f / sum;
+          for (int t2 = 0; t2 <= t; ++t2) a[t2] *= inv;
+          for (int t2 = t + 1; t2 < T; ++t2) a[t2] = 0.f;
+          float* o = out + ((int64_t)b * T + t) * C + h * hs;
+          for (int i = 0; i < hs; ++i) o[i] = 0.f;
+          for (int t2 = 0; t2 <= t; ++t2) {
+            const float* v = qkv + ((int64_t)b * T + t2) * C3 + 2 * C + h * hs;
+            float p = a[t2];
+            for (int i = 0; i < hs; ++i) o[i] += p * v[i];
+          }
+        }
+  }
+
+  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int B,
+                          int T, int C, int NH) override {
+    const int hs = C / NH;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+    const int64_t C3 = 3 * (int64_t)C;
+#pragma omp parallel
+    {
+      std::vector<float> datt(T), dpre(T);
+#pragma omp for collapse(2) schedule(dynamic, 1)
+      for (int b = 0; b < B; ++b)
+        for (int h = 0; h < NH; ++h) {
+          for (int t = 0; t < T; ++t)
+            for (int part = 0; part < 3; ++part)
+              std::memset(dqkv + ((int64_t)b * T + t) * C3 + part * C + h * hs, 0,
+                          sizeof(float) * hs);
+          for (int t = 0; t < T; ++t) {
+            const float* a = att + (((int64_t)b * NH + h) * T + t) * T;
+            const float* d = dout + ((int64_t)b * T + t) * C + h * hs;
+            const float* q = qkv + ((int64_t)b * T + t) * C3 + h * hs;
+            float* dq = dqkv + ((int64_t)b * T + t) * C3 + h * hs;
+            float dot = 0.f;
+            for (int t2 = 0; t2 <= t; ++t2) {
+              const float* v = qkv + ((int64_t)b * T + t2) * C3 + 2 * C + h * hs;
+              float* dv = dqkv + ((int64_t)b * T + t2) * C3 + 2 * C + h * hs;
+              float s = 0.f;
+              for (int i = 0; i < hs; ++i) {
+                s += d[i] * v[i];
+                dv[i] += a[t2] * d[i];
+              }
+              datt[t2] = s;
+              dot += a[t2] * s;
+            }
+            for (int t2 = 0; t2 <= t; ++t2) dpre[t2] = a[t2] * (datt[t2] - dot) * scale;
+            for (int t2 = 0; t2 <= t; ++t2) {
+              const float* k = qkv + ((int64_t)b * T + t2) * C3 + C + h * hs;
+              float* dk = dqkv + ((int64_t)b * T + t2) * C3 + C + h * hs;
+              float g = dpre[t2];
+              for (int i = 0; i < hs; ++i) {
+                dq[i] += g * k[i];
+                dk[i] += g * q[i];
+              }
+            }
+          }
+        }
+    }
+  }
+
+  void gelu_forward(float* out, const float* inp, int64_t N) override {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < N; ++i) {
+      float x = inp[i];
+      out[i] = 0.5f * x * (1.0f + std::tanh(kGeluScale * (x + 0.044715f * x * x * x)));
+    }
+  }
+
+  void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t N) override {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < N; ++i) {
+      float x = inp[i];
+      float th = std::tanh(kGeluScale * (x + 0.044715f * x * x * x));
+      float sech2 = 1.0f - th * th;
+      float g =
+          0.5f * (1.0f + th) + 0.5f * x * sech2 * kGeluScale * (1.0f + 3.0f * 0.044715f * x * x);
+      dinp[i] = g * dout[i];
+    }
+  }
+
+  void residual_forward(float* out, const float* a, const float* b, int64_t N) override {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < N; ++i) out[i] = a[i] + b[i];
+  }
+
+  void softmax_crossentropy_forward(float* probs, float* losses, const float* logits,
+                                    const int32_t* targets, int64_t N, int V) override {
+    for (int64_t i = 0; i < N; ++i)
+      if (targets[i] < 0 || targets[i] >= V)
+        throw Error(fmt::format("target token {} at row {} is outside the vocabulary [0, {})",
+                                targets[i], i, V));
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < N; ++i) {
+      const float* l = logits + i * V;
+      float* p = probs + i * V;
+      float maxv = -INFINITY;
+      for (int j = 0; j < V; ++j) maxv = std::max(maxv, l[j]);
+      float sum = 0.f;
+      for (int j = 0; j < V; ++j) {
+        p[j] = std::exp(l[j] - maxv);
+        sum += p[j];
+      }
+      float inv = 1.0f / sum;
+      for (int j = 0; j < V; ++j) p[j] *= inv;
+      losses[i] = std::log(sum) + maxv - l[targets[i]];
+    }
+  }
+
+  void softmax_crossentropy_backward(float* dlogits, const float* probs, const int32_t* targets,
+                                     float dloss, int64_t N, int V) override {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < N; ++i) {
+      const float* p = probs + i * V;
+      float* d = dlogits + i * V;
+      for (int j = 0; j < V; ++j) d[j] = p[j] * dloss;
+      d[targets[i]] -= dloss;
+    }
+  }
+
+  void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
+                    float beta2, float eps, float weight_decay, int64_t t) override {
+    const float bc1 = 1.0f - std::pow(beta1, (float)t);
+    const float bc2_sqrt = std::sqrt(1.0f - std::pow(beta2, (float)t));
+    const float step_size = lr / bc1;
+    const float decay = 1.0f - lr * weight_decay;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      float gi = g[i];
+      float mi = beta1 * m[i] + (1.0f - beta1) * gi;
+      float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
+      m[i] = mi;
+      v[i] = vi;
+      float denom = std::sqrt(vi) / bc2_sqrt + eps;
+      p[i] = p[i] * decay - step_size * mi / denom;
+    }
+  }
+
+  double sum_squares(const float* g, int64_t n) override {
+    constexpr int64_t kChunk = 1 << 16;
+    int64_t nchunks = (n + kChunk - 1) / kChunk;
+    std::vector<double> part(nchunks, 0.0);
+#pragma omp parallel for schedule(static)
+    for (int64_t c = 0; c < nchunks; ++c) {
+      double s = 0.0;
+      int64_t e = std::min(n, (c + 1) * kChunk);
+      for (int64_t i = c * kChunk; i < e; ++i) s += (double)g[i] * g[i];
+      part[c] = s;
+    }
+    double s = 0.0;
+    for (double x : part) s += x;
+    return s;
+  }
+
+  void scale(float* g, float s, int64_t n) override {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) g[i] *= s;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+Precision parse_precision(const std::string& s) {
+  if (s == "fp32") return Precision::fp32;
+  if (s == "bf16") return Precision::bf16;
+  if (s == "fp16") return Precision::fp16;
+  if (s == "fp8") return Precision::fp8;
+  throw Error(fmt::format("precision '{}' is unknown; expected fp32, bf16, fp16 or fp8", s));
+}
+std::string to_string(Precision p) {
+  switch (p) {
+    case Precision::fp32:
+      return "fp32";
+    case Precision::bf16:
+      return "bf16";
+    case Precision::fp16:
+      return "fp16";
+    case Precision::fp8:
+      return "fp8";
+  }
+  return "?";
+}
+Recompute parse_recompute(const std::string& s) {
+  if (s == "none") return Recompute::none;
+  if (s == "gelu") return Recompute::gelu;
+  if (s == "gelu+ln") return Recompute::gelu_ln;
+  if (s == "block") return Recompute::block;
+  throw Error(
+      fmt::format("recompute policy '{}' is unknown; expected none, gelu, gelu+ln or block", s));
+}
+std::string to_string(Recompute r) {
+  switch (r) {
+    case Recompute::none:
+      return "none";
+    case Recompute::gelu:
+      return "gelu";
+    case Recompute::gelu_ln:
+      return "gelu+ln";
+    case Recompute::block:
+      return "block";
+  }
+  return "?";
+}
+
+}  // namespace gt

@@ -1,0 +1,85 @@
+// greentrain sample: generates text from a run's checkpoint.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <random>
+
+#include "cli/command.h"
+#include "core/error.h"
+#include "train/trainer.h"
+
+namespace {
+
+struct Args {
+  std::string run_dir, prompt;
+  int tokens = 300;
+  double temperature = 0.8;
+  int top_k = 0;
+  uint64_t seed = 1337;
+};
+
+int run_sample(const Args& a) {
+  if (a.tokens < 0) throw gt::Error(fmt::format("--tokens {}: expected zero or more", a.tokens));
+  if (!(a.temperature >= 0))
+    throw gt::Error(fmt::format("--temperature {}: expected zero or more", a.temperature));
+  gt::LoadedModel lm = gt::load_model(a.run_dir, 1);
+  std::vector<int32_t> ctx;
+  if (!a.prompt.empty()) {
+    ctx = lm.tokenizer.encode(a.prompt);
+  } else {
+    // start from a newline when the vocabulary has one, as nanoGPT's sample.py does
+    auto nl = lm.tokenizer.kind == "ids" ? std::vector<int32_t>{} : lm.tokenizer.encode("\n");
+    ctx.push_back(nl.empty() ? 0 : nl[0]);
+  }
+  std::fputs(lm.tokenizer.decode(ctx.data(), ctx.size()).c_str(), stdout);
+  const int V = lm.cfg.model.vocab_size, BS = lm.cfg.model.block_size;
+  const int V_tok = lm.tokenizer.vocab_size();
+  std::mt19937_64 rng(a.seed);
+  std::vector<double> p(V_tok);
+  for (int n = 0; n < a.tokens; ++n) {
+    int T = std::min<int>(ctx.size(), BS);
+    lm.model->forward(ctx.data() + ctx.size() - T, nullptr, 1, T);
+    const float* logits = lm.model->logits() + (int64_t)(T - 1) * V;
+    int32_t next = 0;
+    if (a.temperature == 0) {
+      for (int j = 1; j < V_tok; ++j)
+        if (logits[j] > logits[next]) next = j;
+    } else {
+      double maxv = -INFINITY;
+      for (int j = 0; j < V_tok; ++j) maxv = std::max(maxv, (double)logits[j]);
+      double kth = -INFINITY;
+      if (a.top_k > 0 && a.top_k < V_tok) {
+        std::vector<float> sorted(logits, logits + V_tok);
+        std::nth_element(sorted.begin(), sorted.begin() + (a.top_k - 1), sorted.end(),
+                         std::greater<float>());
+        kth = sorted[a.top_k - 1];
+      }
+      for (int j = 0; j < V_tok; ++j)
+        p[j] = logits[j] < kth ? 0.0 : std::exp((logits[j] - maxv) / a.temperature);
+      std::discrete_distribution<int> dist(p.begin(), p.end());
+      next = dist(rng);
+    }
+    ctx.push_back(next);
+    std::fputs(lm.tokenizer.decode(&next, 1).c_str(), stdout);
+    std::fflush(stdout);
+  }
+  std::fputs("\n", stdout);
+  return 0;
+}
+
+void setup(CLI::App& app) {
+  auto args = std::make_shared<Args>();
+  auto* sub = app.add_subcommand("sample", "Generate text from a run's checkpoint");
+  sub->add_option("run_dir", args->run_dir, "Run folder written by greentrain train")->required();
+  sub->add_option("--prompt", args->prompt, "Text to continue (default: a newline)");
+  sub->add_option("--tokens", args->tokens, "Tokens to generate")->capture_default_str();
+  sub->add_option("--temperature", args->temperature, "Softmax temperature; 0 is greedy")
+      ->capture_default_str();
+  sub->add_option("--top-k", args->top_k, "Sample only from the k most likely tokens (0: all)");
+  sub->add_option("--seed", args->seed, "Random seed")->capture_default_str();
+  sub->callback([args] { gt::cli::exit_code() = run_sample(*args); });
+}
+
+gt::cli::Registrar reg(20, "sample", setup);
+
+}  // namespace

@@ -1,0 +1,103 @@
+// greentrain train: trains a GPT on text or token shards (train/trainer.h does the work).
+#include <fmt/format.h>
+#include <omp.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include "cli/command.h"
+#include "core/error.h"
+#include "train/checkpoint.h"
+#include "train/run_summary.h"
+#include "train/trainer.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Args {
+  std::string config;
+  std::vector<std::string> sets;
+  std::string data, out;
+  bool resume = false;
+  int64_t stop_at = 0;
+};
+
+int run_train(const Args& a) {
+  gt::TrainConfig cfg;
+  std::string out = a.out;
+  if (a.resume) {
+    if (out.empty()) throw gt::Error("--resume needs --out RUN_DIR (the run to continue)");
+    gt::CheckpointState st = gt::load_checkpoint_state(out);
+    gt::load_config_string(st.config_toml, gt::checkpoint_dir(out) + "/state.json", cfg);
+  } else {
+    if (a.config.empty())
+      throw gt::Error("a configuration file is needed, e.g. configs/quickstart.toml");
+    gt::load_config_file(a.config, cfg);
+    if (out.empty()) out = (fs::path("runs") / fs::path(a.config).stem()).string();
+    if (gt::has_checkpoint(out))
+      throw gt::Error(
+          fmt::format("{} already holds a checkpoint; pass --resume to continue it or "
+                      "--out to start a new run elsewhere",
+                      out));
+  }
+  gt::apply_overrides(a.sets, cfg);
+  if (!a.data.empty()) cfg.data_path = a.data;
+  cfg.validate();
+  gt::Trainer trainer(cfg, out, a.resume);
+  const auto& c = trainer.config();
+  const auto mem = trainer.model().memory();
+  std::printf("greentrain train: %s\n", out.c_str());
+  std::printf(
+      "  model    GPT %d layers, %d heads, %d wide, context %d, vocabulary %d: %.2fM "
+      "parameters\n",
+      c.model.n_layer, c.model.n_head, c.model.n_embd, c.model.block_size, c.model.vocab_size,
+      gt::gpt_num_params(c.model) / 1e6);
+  std::printf("  data     %s (%s, %s tokens): %zu train / %zu validation tokens\n",
+              c.data_path.c_str(), c.data_format.c_str(), trainer.data().tokenizer.kind.c_str(),
+              trainer.data().train.size(), trainer.data().val.size());
+  std::printf("  batch    %d x %d tokens x %d accumulation = %lld tokens/step, %s, %d threads\n",
+              c.batch_size, c.model.block_size, c.grad_accum_steps,
+              (long long)c.batch_size * c.model.block_size * c.grad_accum_steps,
+              c.precision.c_str(), omp_get_max_threads());
+  std::printf(
+      "  memory   %s planned: parameters %s, gradients %s, AdamW %s, activations %s "
+      "(recompute %s), scratch %s\n",
+      gt::format_bytes(mem.total()).c_str(), gt::format_bytes(mem.params_bytes).c_str(),
+      gt::format_bytes(mem.grads_bytes).c_str(), gt::format_bytes(mem.optimizer_bytes).c_str(),
+      gt::format_bytes(mem.activations_bytes).c_str(), c.recompute.c_str(),
+      gt::format_bytes(mem.scratch_bytes).c_str());
+  if (a.resume) std::printf("  resumed  from step %lld\n", (long long)trainer.step());
+  std::fflush(stdout);
+  gt::RunSummaryWriter summary(trainer, out);
+  gt::RunResult r = trainer.run(a.stop_at);
+  summary.finish(r);
+  if (r.interrupted_by) {
+    std::printf("stopped at step %lld; continue with: greentrain train --out %s --resume\n",
+                (long long)r.step, out.c_str());
+    return 128 + r.interrupted_by;
+  }
+  return 0;
+}
+
+void setup(CLI::App& app) {
+  auto args = std::make_shared<Args>();
+  auto* sub = app.add_subcommand("train", "Train a GPT on text or token shards");
+  sub->add_option("config", args->config,
+                  "TOML configuration (configs/*.toml); not needed with --resume");
+  sub->add_option("--set", args->sets,
+                  "Override a key, e.g. --set train.max_steps=100 (repeatable)")
+      ->type_name("KEY=VALUE");
+  sub->add_option("--data", args->data, "Data file (overrides data.path)");
+  sub->add_option("--out", args->out, "Run folder (default runs/<config name>)");
+  sub->add_flag("--resume", args->resume, "Continue the run in --out from its checkpoint");
+  sub->add_option("--stop-at", args->stop_at,
+                  "Stop after this step (saving a checkpoint) without changing the schedule");
+  sub->callback([args] { gt::cli::exit_code() = run_train(*args); });
+}
+
+gt::cli::Registrar reg(10, "train", setup);
+
+}  // namespace

@@ -1,0 +1,378 @@
+// model/gpt.cpp: GPT-2 forward and backward over the backend op table, with the
+// activation-recompute policies of DESIGN.md:
+//   none     every activation a block's backward needs is stored per layer;
+//   gelu     the GELU output is recomputed from its input (one shared buffer);
+//   gelu+ln  also both LayerNorm outputs (means and 1/std stay stored per layer);
+//   block    only each block's input is stored; the whole block is re-run forward.
+// Recomputation uses the same kernels as the forward pass, so gradients are bitwise
+// the same under every policy.
+#include "model/gpt.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "core/error.h"
+
+namespace gt {
+
+namespace {
+enum ActKind {
+  kLn1,
+  kLn1Mean,
+  kLn1Rstd,
+  kQkv,
+  kAtty,
+  kAtt,
+  kRes2,
+  kLn2,
+  kLn2Mean,
+  kLn2Rstd,
+  kFch,
+  kFchg,
+  kNumKinds
+};
+const char* kActNames[kNumKinds] = {"ln1",  "ln1_mean", "ln1_rstd", "qkv",      "atty", "att",
+                                    "res2", "ln2",      "ln2_mean", "ln2_rstd", "fch",  "fch_gelu"};
+
+bool is_shared(ActKind k, Recompute rc) {
+  switch (rc) {
+    case Recompute::none:
+      return false;
+    case Recompute::gelu:
+      return k == kFchg;
+    case Recompute::gelu_ln:
+      return k == kFchg || k == kLn1 || k == kLn2;
+    case Recompute::block:
+      return true;
+  }
+  return false;
+}
+
+Shape act_shape(ActKind k, const GPTConfig& c, int B) {
+  int64_t T = c.block_size, C = c.n_embd;
+  switch (k) {
+    case kLn1:
+    case kAtty:
+    case kRes2:
+    case kLn2:
+      return {B, T, C};
+    case kLn1Mean:
+    case kLn1Rstd:
+    case kLn2Mean:
+    case kLn2Rstd:
+      return {B, T};
+    case kQkv:
+      return {B, T, 3 * C};
+    case kAtt:
+      return {B, c.n_head, T, T};
+    case kFch:
+    case kFchg:
+      return {B, T, 4 * C};
+    default:
+      return {};
+  }
+}
+
+void validate(const GPTConfig& c, int B) {
+  auto pos = [](const char* key, int v) {
+    check(v > 0, fmt::format("{} = {}: expected a positive integer", key, v));
+  };
+  pos("model.n_layer", c.n_layer);
+  pos("model.n_head", c.n_head);
+  pos("model.n_embd", c.n_embd);
+  pos("model.block_size", c.block_size);
+  pos("model.vocab_size", c.vocab_size);
+  pos("train.batch_size", B);
+  check(c.n_embd % c.n_head == 0,
+        fmt::format("model.n_embd = {} is not divisible by model.n_head = {}", c.n_embd, c.n_head));
+}
+
+struct Plans {
+  std::vector<std::vector<size_t>> layer_idx;  // [layer][kind] index in acts
+  std::vector<size_t> resid_idx;               // L+1 residual streams
+  size_t lnf, lnf_mean, lnf_rstd, logits, probs, losses, inputs, targets;
+  size_t dres, dC, dqkv, d4C, dlogits, tmpC;
+};
+
+Plans plan_arenas(const GPTConfig& c, int B, Recompute rc, const std::vector<ParamSpec>& specs,
+                  Arena& params, Arena& grads, Arena& acts, Arena& scratch) {
+  for (auto& s : specs) {
+    params.plan(s.name, s.shape);
+    grads.plan(s.name, s.shape);
+  }
+  Plans p;
+  int64_t T = c.block_size, C = c.n_embd, V = c.vocab_size;
+  std::vector<size_t> shared_idx(kNumKinds, SIZE_MAX);
+  for (int k = 0; k < kNumKinds; ++k)
+    if (is_shared(ActKind(k), rc))
+      shared_idx[k] =
+          acts.plan(fmt::format("shared.{}", kActNames[k]), act_shape(ActKind(k), c, B));
+  for (int l = 0; l <= c.n_layer; ++l)
+    p.resid_idx.push_back(acts.plan(fmt::format("resid.{}", l), {B, T, C}));
+  for (int l = 0; l < c.n_layer; ++l) {
+    std::vector<size_t> idx(kNumKinds);
+    for (int k = 0; k < kNumKinds; ++k)
+      idx[k] = shared_idx[k] != SIZE_MAX ? shared_idx[k]
+                                         : acts.plan(fmt::format("h.{}.{}", l, kActNames[k]),
+                                                     act_shape(ActKind(k), c, B));
+    p.layer_idx.push_back(idx);
+  }
+  p.lnf = acts.plan("ln_f", {B, T, C});
+  p.lnf_mean = acts.plan("ln_f_mean", {B, T});
+  p.lnf_rstd = acts.plan("ln_f_rstd", {B, T});
+  p.logits = acts.plan("logits", {B, T, V});
+  p.probs = acts.plan("probs", {B, T, V});
+  p.losses = acts.plan("losses", {B, T});
+  p.inputs = acts.plan("inputs", {B, T}, DType::i32);
+  p.targets = acts.plan("targets", {B, T}, DType::i32);
+  p.dres = scratch.plan("d_resid", {B, T, C});
+  p.dC = scratch.plan("d_C", {B, T, C});
+  p.dqkv = scratch.plan("d_qkv", {B, T, 3 * C});
+  p.d4C = scratch.plan("d_4C", {B, T, 4 * C});
+  p.dlogits = scratch.plan("d_logits", {B, T, V});
+  p.tmpC = scratch.plan("proj_out", {B, T, C});
+  return p;
+}
+
+// Box-Muller normal sampler on a fixed generator, so weights are the same on every platform.
+struct Normal {
+  std::mt19937_64 gen;
+  explicit Normal(uint64_t seed) : gen(seed) {}
+  double uniform() { return (gen() >> 11) * 0x1.0p-53; }
+  float operator()(float std) {
+    double u1 = uniform(), u2 = uniform();
+    if (u1 < 1e-300) u1 = 1e-300;
+    return static_cast<float>(std * std::sqrt(-2.0 * std::log(u1)) * std::cos(2 * M_PI * u2));
+  }
+};
+}  // namespace
+
+struct GPT::Layer {
+  float* a[kNumKinds];
+  float* x;    // block input (residual stream)
+  float* out;  // block output
+};
+
+std::vector<ParamSpec> gpt_param_specs(const GPTConfig& c) {
+  int64_t C = c.n_embd;
+  std::vector<ParamSpec> s;
+  s.push_back({"wte.weight", {c.vocab_size, C}, true});
+  s.push_back({"wpe.weight", {c.block_size, C}, true});
+  for (int l = 0; l < c.n_layer; ++l) {
+    auto n = [&](const char* x) { return fmt::format("h.{}.{}", l, x); };
+    s.push_back({n("ln_1.weight"), {C}, false});
+    s.push_back({n("ln_1.bias"), {C}, false});
+    s.push_back({n("attn.c_attn.weight"), {C, 3 * C}, true});
+    s.push_back({n("attn.c_attn.bias"), {3 * C}, false});
+    s.push_back({n("attn.c_proj.weight"), {C, C}, true});
+    s.push_back({n("attn.c_proj.bias"), {C}, false});
+    s.push_back({n("ln_2.weight"), {C}, false});
+    s.push_back({n("ln_2.bias"), {C}, false});
+    s.push_back({n("mlp.c_fc.weight"), {C, 4 * C}, true});
+    s.push_back({n("mlp.c_fc.bias"), {4 * C}, false});
+    s.push_back({n("mlp.c_proj.weight"), {4 * C, C}, true});
+    s.push_back({n("mlp.c_proj.bias"), {C}, false});
+  }
+  s.push_back({"ln_f.weight", {C}, false});
+  s.push_back({"ln_f.bias", {C}, false});
+  return s;
+}
+
+int64_t gpt_num_params(const GPTConfig& c) {
+  int64_t n = 0;
+  for (auto& s : gpt_param_specs(c)) n += s.shape.numel();
+  return n;
+}
+
+double gpt_flops_per_token(const GPTConfig& c, int T) {
+  return 6.0 * (double)gpt_num_params(c) + 6.0 * c.n_layer * (double)c.n_embd * T;
+}
+
+MemoryPlan plan_memory(const GPTConfig& c, int B, Recompute rc) {
+  validate(c, B);
+  Arena p("parameters"), g("gradients"), a("activations"), s("scratch");
+  auto specs = gpt_param_specs(c);
+  plan_arenas(c, B, rc, specs, p, g, a, s);
+  MemoryPlan m;
+  m.params_bytes = p.bytes();
+  m.grads_bytes = g.bytes();
+  m.optimizer_bytes = 2 * p.bytes();
+  m.activations_bytes = a.bytes();
+  m.scratch_bytes = s.bytes();
+  return m;
+}
+
+GPT::GPT(const GPTConfig& cfg, int max_batch, Recompute rc, Backend& be)
+    : cfg_(cfg), max_batch_(max_batch), rc_(rc), be_(be) {
+  validate(cfg, max_batch);
+  specs_ = gpt_param_specs(cfg);
+  params_ = std::make_unique<Arena>("parameters");
+  grads_ = std::make_unique<Arena>("gradients");
+  acts_ = std::make_unique<Arena>("activations");
+  scratch_ = std::make_unique<Arena>("scratch");
+  Plans p = plan_arenas(cfg, max_batch, rc, specs_, *params_, *grads_, *acts_, *scratch_);
+  params_->allocate();
+  grads_->allocate();
+  acts_->allocate();
+  scratch_->allocate();
+  auto A = [&](size_t i) { return acts_->at(i).f32(); };
+  layers_.resize(cfg.n_layer);
+  for (int l = 0; l < cfg.n_layer; ++l) {
+    for (int k = 0; k < kNumKinds; ++k) layers_[l].a[k] = A(p.layer_idx[l][k]);
+    layers_[l].x = A(p.resid_idx[l]);
+    layers_[l].out = A(p.resid_idx[l + 1]);
+  }
+  x0_ = A(p.resid_idx[0]);
+  lnf_ = A(p.lnf);
+  lnf_mean_ = A(p.lnf_mean);
+  lnf_rstd_ = A(p.lnf_rstd);
+  logits_ = A(p.logits);
+  probs_ = A(p.probs);
+  losses_ = A(p.losses);
+  inputs_ = static_cast<int32_t*>(acts_->at(p.inputs).data);
+  targets_ = static_cast<int32_t*>(acts_->at(p.targets).data);
+  auto S = [&](size_t i) { return scratch_->at(i).f32(); };
+  dres_ = S(p.dres);
+  dC_ = S(p.dC);
+  dqkv_ = S(p.dqkv);
+  d4C_ = S(p.d4C);
+  dlogits_ = S(p.dlogits);
+  tmpC_ = S(p.tmpC);
+  plan_.params_bytes = params_->bytes();
+  plan_.grads_bytes = grads_->bytes();
+  plan_.optimizer_bytes = 2 * params_->bytes();
+  plan_.activations_bytes = acts_->bytes();
+  plan_.scratch_bytes = scratch_->bytes();
+}
+
+GPT::~GPT() = default;
+
+void GPT::init_weights(uint64_t seed) {
+  Normal normal(seed);
+  const float proj_std = 0.02f / std::sqrt(2.0f * cfg_.n_layer);
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    const std::string& n = specs_[i].name;
+    float* p = P(i);
+    int64_t cnt = specs_[i].shape.numel();
+    bool is_ln_weight = n.find("ln_") != std::string::npos && n.ends_with(".weight");
+    if (n.ends_with(".bias")) {
+      std::fill(p, p + cnt, 0.0f);
+    } else if (is_ln_weight) {
+      std::fill(p, p + cnt, 1.0f);
+    } else {
+      float std = n.ends_with("c_proj.weight") ? proj_std : 0.02f;
+      for (int64_t j = 0; j < cnt; ++j) p[j] = normal(std);
+    }
+  }
+}
+
+const float* GPT::logits() const { return logits_; }
+const float* GPT::losses() const { return losses_; }
+
+void GPT::layer_forward(int l, int B, int T) {
+  const int C = cfg_.n_embd, NH = cfg_.n_head;
+  const int64_t N = (int64_t)B * T;
+  Layer& L = layers_[l];
+  int pi = 2 + 12 * l;
+  be_.layernorm_forward(L.a[kLn1], L.a[kLn1Mean], L.a[kLn1Rstd], L.x, P(pi), P(pi + 1), N, C);
+  be_.matmul_forward(L.a[kQkv], L.a[kLn1], P(pi + 2), P(pi + 3), N, C, 3 * C);
+  be_.attention_forward(L.a[kAtty], L.a[kAtt], L.a[kQkv], B, T, C, NH);
+  be_.matmul_forward(tmpC_, L.a[kAtty], P(pi + 4), P(pi + 5), N, C, C);
+  be_.residual_forward(L.a[kRes2], L.x, tmpC_, N * C);
+  be_.layernorm_forward(L.a[kLn2], L.a[kLn2Mean], L.a[kLn2Rstd], L.a[kRes2], P(pi + 6), P(pi + 7),
+                        N, C);
+  be_.matmul_forward(L.a[kFch], L.a[kLn2], P(pi + 8), P(pi + 9), N, C, 4 * C);
+  be_.gelu_forward(L.a[kFchg], L.a[kFch], N * 4 * C);
+  be_.matmul_forward(tmpC_, L.a[kFchg], P(pi + 10), P(pi + 11), N, 4 * C, C);
+  be_.residual_forward(L.out, L.a[kRes2], tmpC_, N * C);
+}
+
+float GPT::forward(const int32_t* inputs, const int32_t* targets, int B, int T) {
+  check(B > 0 && B <= max_batch_,
+        fmt::format("forward: batch {} outside [1, {}] planned for", B, max_batch_));
+  check(T > 0 && T <= cfg_.block_size,
+        fmt::format("forward: sequence length {} outside [1, model.block_size = {}]", T,
+                    cfg_.block_size));
+  const int C = cfg_.n_embd, V = cfg_.vocab_size;
+  const int64_t N = (int64_t)B * T;
+  for (int64_t i = 0; i < N; ++i)
+    check(inputs[i] >= 0 && inputs[i] < V,
+          fmt::format("input token {} at position {} is outside the vocabulary [0, {})", inputs[i],
+                      i, V));
+  std::memcpy(inputs_, inputs, sizeof(int32_t) * N);
+  lastB_ = B;
+  lastT_ = T;
+  have_targets_ = targets != nullptr;
+  be_.embedding_forward(x0_, inputs_, P(0), P(1), B, T, C);
+  for (int l = 0; l < cfg_.n_layer; ++l) layer_forward(l, B, T);
+  int pf = 2 + 12 * cfg_.n_layer;
+  float* xL = cfg_.n_layer ? layers_.back().out : x0_;
+  be_.layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, xL, P(pf), P(pf + 1), N, C);
+  be_.matmul_forward(logits_, lnf_, P(0), nullptr, N, C, V, /*w_transposed=*/true);
+  if (!targets) return NAN;
+  std::memcpy(targets_, targets, sizeof(int32_t) * N);
+  be_.softmax_crossentropy_forward(probs_, losses_, logits_, targets_, N, V);
+  double sum = 0.0;
+  for (int64_t i = 0; i < N; ++i) sum += losses_[i];
+  return static_cast<float>(sum / N);
+}
+
+void GPT::zero_grad() { std::memset(grads_->base(), 0, grads_->bytes()); }
+
+void GPT::recompute_for_backward(int l, int B, int T) {
+  const int C = cfg_.n_embd;
+  const int64_t N = (int64_t)B * T;
+  Layer& L = layers_[l];
+  int pi = 2 + 12 * l;
+  switch (rc_) {
+    case Recompute::none:
+      break;
+    case Recompute::gelu_ln:
+      be_.layernorm_forward(L.a[kLn1], L.a[kLn1Mean], L.a[kLn1Rstd], L.x, P(pi), P(pi + 1), N, C);
+      be_.layernorm_forward(L.a[kLn2], L.a[kLn2Mean], L.a[kLn2Rstd], L.a[kRes2], P(pi + 6),
+                            P(pi + 7), N, C);
+      [[fallthrough]];
+    case Recompute::gelu:
+      be_.gelu_forward(L.a[kFchg], L.a[kFch], N * 4 * C);
+      break;
+    case Recompute::block:
+      layer_forward(l, B, T);
+      break;
+  }
+}
+
+void GPT::backward(float dloss) {
+  check(have_targets_, "backward() needs a forward() with targets first");
+  const int B = lastB_, T = lastT_, C = cfg_.n_embd, V = cfg_.vocab_size, NH = cfg_.n_head;
+  const int64_t N = (int64_t)B * T;
+  be_.softmax_crossentropy_backward(dlogits_, probs_, targets_, dloss, N, V);
+  // classifier: logits = lnf @ wte^T
+  be_.matmul_backward(dC_, G(0), nullptr, dlogits_, lnf_, P(0), N, C, V, /*w_transposed=*/true);
+  int pf = 2 + 12 * cfg_.n_layer;
+  float* xL = cfg_.n_layer ? layers_.back().out : x0_;
+  std::memset(dres_, 0, sizeof(float) * N * C);
+  be_.layernorm_backward(dres_, G(pf), G(pf + 1), dC_, xL, P(pf), lnf_mean_, lnf_rstd_, N, C);
+  for (int l = cfg_.n_layer - 1; l >= 0; --l) {
+    recompute_for_backward(l, B, T);
+    Layer& L = layers_[l];
+    int pi = 2 + 12 * l;
+    // MLP: out = res2 + c_proj(gelu(c_fc(ln2(res2))))
+    be_.matmul_backward(d4C_, G(pi + 10), G(pi + 11), dres_, L.a[kFchg], P(pi + 10), N, 4 * C, C);
+    be_.gelu_backward(d4C_, L.a[kFch], d4C_, N * 4 * C);
+    be_.matmul_backward(dC_, G(pi + 8), G(pi + 9), d4C_, L.a[kLn2], P(pi + 8), N, C, 4 * C);
+    be_.layernorm_backward(dres_, G(pi + 6), G(pi + 7), dC_, L.a[kRes2], P(pi + 6), L.a[kLn2Mean],
+                           L.a[kLn2Rstd], N, C);
+    // attention: res2 = x + c_proj(attn(c_attn(ln1(x))))
+    be_.matmul_backward(dC_, G(pi + 4), G(pi + 5), dres_, L.a[kAtty], P(pi + 4), N, C, C);
+    be_.attention_backward(dqkv_, dC_, L.a[kQkv], L.a[kAtt], B, T, C, NH);
+    be_.matmul_backward(dC_, G(pi + 2), G(pi + 3), dqkv_, L.a[kLn1], P(pi + 2), N, C, 3 * C);
+    be_.layernorm_backward(dres_, G(pi), G(pi + 1), dC_, L.x, P(pi), L.a[kLn1Mean], L.a[kLn1Rstd],
+                           N, C);
+  }
+  be_.embedding_backward(G(0), G(1), dres_, inputs_, B, T, C);
+}
+
+}  // namespace gt

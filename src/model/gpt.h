@@ -1,0 +1,116 @@
+// model/gpt.h: a GPT-2 style decoder (Radford et al. 2019): learned positions,
+// pre-LayerNorm blocks, GELU MLP, tied input/output embeddings. Forward and backward
+// are explicit (llm.c style) so precision, fusion and recomputation are visible per
+// layer. Parameter names and layouts are Hugging Face GPT-2's (e.g.
+// "h.0.attn.c_attn.weight" of shape (C, 3C)), so model.safetensors loads there too.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/arena.h"
+
+namespace gt {
+
+/// Sizes of the model. n_embd must be divisible by n_head.
+struct GPTConfig {
+  int n_layer = 4;
+  int n_head = 4;
+  int n_embd = 128;
+  int block_size = 64;  ///< maximum context T
+  int vocab_size = 0;   ///< V
+};
+
+/// One parameter tensor: HF name, shape, and whether AdamW decays it (matrices only).
+struct ParamSpec {
+  std::string name;
+  Shape shape;
+  bool decay;
+};
+
+/// The parameter tensors of a GPT in a fixed order (wte, wpe, h.0..., ln_f).
+std::vector<ParamSpec> gpt_param_specs(const GPTConfig& c);
+/// Number of parameters (tied embedding counted once).
+int64_t gpt_num_params(const GPTConfig& c);
+/// Training FLOPs per token, 6N + 6*L*C*T (as llm.c and PaLM's appendix B count them:
+/// forward+backward of the matrix products, attention scores counted separately).
+double gpt_flops_per_token(const GPTConfig& c, int T);
+
+/// Bytes of each arena for a model and micro-batch, known before any allocation.
+struct MemoryPlan {
+  size_t params_bytes = 0;
+  size_t grads_bytes = 0;
+  size_t optimizer_bytes = 0;  ///< AdamW m and v
+  size_t activations_bytes = 0;
+  size_t scratch_bytes = 0;  ///< activation gradients and recompute buffers
+  size_t total() const {
+    return params_bytes + grads_bytes + optimizer_bytes + activations_bytes + scratch_bytes;
+  }
+};
+
+/// Plans the memory of a model at micro-batch B and context block_size without allocating.
+MemoryPlan plan_memory(const GPTConfig& c, int B, Recompute rc);
+
+class GPT {
+ public:
+  /// Plans and allocates parameters, gradients and activations for micro-batches of up to
+  /// max_batch sequences of up to block_size tokens. Throws gt::Error on invalid sizes.
+  GPT(const GPTConfig& cfg, int max_batch, Recompute rc, Backend& be);
+  ~GPT();
+
+  const GPTConfig& config() const { return cfg_; }
+  Recompute recompute() const { return rc_; }
+  int max_batch() const { return max_batch_; }
+  /// Parameters and their gradients; tensor i of both is gpt_param_specs()[i].
+  Arena& params() { return *params_; }
+  Arena& grads() { return *grads_; }
+  const std::vector<ParamSpec>& specs() const { return specs_; }
+  MemoryPlan memory() const { return plan_; }
+
+  /// GPT-2 initialisation: N(0, 0.02) weights, residual projections (attn.c_proj, mlp.c_proj)
+  /// N(0, 0.02/sqrt(2*n_layer)), zero biases, LayerNorm weight 1 (Radford et al. 2019).
+  void init_weights(uint64_t seed);
+
+  /// Runs the model on inputs (B,T) int32; with targets (B,T) also computes the mean
+  /// cross-entropy loss and returns it (else returns NaN). B <= max_batch, T <= block_size.
+  float forward(const int32_t* inputs, const int32_t* targets, int B, int T);
+  /// Logits (B,T,V) of the last forward.
+  const float* logits() const;
+  /// Per-position losses (B,T) of the last forward with targets.
+  const float* losses() const;
+
+  /// Sets every parameter gradient to zero.
+  void zero_grad();
+  /// Backward of the last forward (which must have had targets); accumulates (+=) into
+  /// grads(). dloss is d(objective)/d(loss of one position), 1/(B*T*grad_accum_steps).
+  void backward(float dloss);
+
+ private:
+  struct Layer;
+  void layer_forward(int l, int B, int T);
+  void recompute_for_backward(int l, int B, int T);
+  float* P(int i) { return params_->at(i).f32(); }
+  float* G(int i) { return grads_->at(i).f32(); }
+
+  GPTConfig cfg_;
+  int max_batch_;
+  Recompute rc_;
+  Backend& be_;
+  std::vector<ParamSpec> specs_;
+  std::unique_ptr<Arena> params_, grads_, acts_, scratch_;
+  std::vector<Layer> layers_;
+  MemoryPlan plan_;
+  // top-level activations
+  float *x0_ = nullptr, *lnf_ = nullptr, *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr;
+  float *logits_ = nullptr, *probs_ = nullptr, *losses_ = nullptr;
+  int32_t *inputs_ = nullptr, *targets_ = nullptr;
+  // gradient scratch
+  float *dres_ = nullptr, *dC_ = nullptr, *dqkv_ = nullptr, *d4C_ = nullptr, *dlogits_ = nullptr;
+  float* tmpC_ = nullptr;  // attention/MLP projection output before the residual add
+  int lastB_ = 0, lastT_ = 0;
+  bool have_targets_ = false;
+};
+
+}  // namespace gt

@@ -1,0 +1,112 @@
+#include "train/checkpoint.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "train/safetensors.h"
+
+namespace fs = std::filesystem;
+
+namespace gt {
+namespace {
+
+std::string resolve_dir(const std::string& run_dir) {
+  std::string d = checkpoint_dir(run_dir);
+  if (fs::exists(fs::path(d) / "state.json")) return d;
+  // a crash between the two renames of save_checkpoint leaves only the previous one
+  std::string old = d + ".old";
+  if (fs::exists(fs::path(old) / "state.json")) return old;
+  throw Error(fmt::format("{}: no checkpoint (expected {}/state.json)", run_dir, d));
+}
+
+void write_text(const fs::path& p, const std::string& s) {
+  std::ofstream f(p, std::ios::trunc);
+  f << s;
+  f.flush();
+  if (!f) throw Error(fmt::format("{}: write failed", p.string()));
+}
+
+}  // namespace
+
+std::string checkpoint_dir(const std::string& run_dir) {
+  return (fs::path(run_dir) / "checkpoint").string();
+}
+
+bool has_checkpoint(const std::string& run_dir) {
+  std::string d = checkpoint_dir(run_dir);
+  return fs::exists(fs::path(d) / "state.json") || fs::exists(fs::path(d + ".old") / "state.json");
+}
+
+void save_checkpoint(const std::string& run_dir, GPT& model, const Arena& m, const Arena& v,
+                     const CheckpointState& st) {
+  fs::path final_dir = checkpoint_dir(run_dir);
+  fs::path tmp = final_dir.string() + fmt::format(".tmp-{}", getpid());
+  fs::path old = final_dir.string() + ".old";
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  fs::create_directories(tmp);
+  std::vector<NamedTensor> params, moments;
+  auto& specs = model.specs();
+  for (size_t i = 0; i < specs.size(); ++i) {
+    params.push_back({specs[i].name, specs[i].shape, model.params().at(i).f32()});
+    moments.push_back({"exp_avg." + specs[i].name, specs[i].shape, m.at(i).f32()});
+    moments.push_back({"exp_avg_sq." + specs[i].name, specs[i].shape, v.at(i).f32()});
+  }
+  write_safetensors((tmp / "model.safetensors").string(), params, {{"format", "pt"}});
+  write_safetensors((tmp / "optimizer.safetensors").string(), moments);
+  nlohmann::ordered_json j;
+  j["format"] = "greentrain-checkpoint-1";
+  j["step"] = st.step;
+  j["data"] = {{"epoch", st.data_epoch}, {"cursor", st.data_cursor}};
+  j["last_loss"] = st.last_loss;
+  j["tokenizer"] = st.tokenizer.to_json();
+  j["config_toml"] = st.config_toml;
+  write_text(tmp / "state.json", j.dump(2) + "\n");
+  sync();
+  // swap in: current -> .old, tmp -> current, drop .old
+  fs::remove_all(old, ec);
+  if (fs::exists(final_dir)) fs::rename(final_dir, old);
+  fs::rename(tmp, final_dir);
+  fs::remove_all(old, ec);
+}
+
+CheckpointState load_checkpoint_state(const std::string& run_dir) {
+  std::string dir = resolve_dir(run_dir);
+  std::string path = (fs::path(dir) / "state.json").string();
+  CheckpointState st;
+  try {
+    std::ifstream f(path);
+    auto j = nlohmann::json::parse(f);
+    st.step = j.at("step").get<int64_t>();
+    st.data_epoch = j.at("data").at("epoch").get<int64_t>();
+    st.data_cursor = j.at("data").at("cursor").get<int64_t>();
+    st.last_loss = j.value("last_loss", 0.0);
+    st.config_toml = j.at("config_toml").get<std::string>();
+    st.tokenizer = Tokenizer::from_json(j.at("tokenizer"), path);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("{}: invalid checkpoint state: {}", path, e.what()));
+  }
+  return st;
+}
+
+void load_checkpoint_tensors(const std::string& run_dir, GPT& model, Arena* m, Arena* v) {
+  fs::path dir = resolve_dir(run_dir);
+  auto& specs = model.specs();
+  SafetensorsFile pf((dir / "model.safetensors").string());
+  for (size_t i = 0; i < specs.size(); ++i)
+    pf.read(specs[i].name, specs[i].shape, model.params().at(i).f32());
+  if (m && v) {
+    SafetensorsFile of((dir / "optimizer.safetensors").string());
+    for (size_t i = 0; i < specs.size(); ++i) {
+      of.read("exp_avg." + specs[i].name, specs[i].shape, m->at(i).f32());
+      of.read("exp_avg_sq." + specs[i].name, specs[i].shape, v->at(i).f32());
+    }
+  }
+}
+
+}  // namespace gt

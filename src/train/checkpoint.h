@@ -1,0 +1,43 @@
+// train/checkpoint.h: a checkpoint is a folder RUN_DIR/checkpoint holding
+//   model.safetensors      parameters, Hugging Face GPT-2 names and layouts;
+//   optimizer.safetensors  AdamW first and second moments ("exp_avg.<name>", "exp_avg_sq.<name>");
+//   state.json             step, data position, seed, tokenizer, full configuration (TOML).
+// It is written into a temporary folder that is then renamed over the old one, so a crash
+// never leaves a half-written checkpoint in place.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "core/arena.h"
+#include "model/gpt.h"
+#include "train/config.h"
+#include "train/data.h"
+
+namespace gt {
+
+/// Everything besides tensors that a checkpoint stores.
+struct CheckpointState {
+  int64_t step = 0;        ///< optimizer steps completed
+  int64_t data_epoch = 0;  ///< BatchSampler position
+  int64_t data_cursor = 0;
+  double last_loss = 0;     ///< training loss of the last step
+  std::string config_toml;  ///< the full resolved configuration
+  Tokenizer tokenizer;
+};
+
+/// Path of the checkpoint folder inside a run folder.
+std::string checkpoint_dir(const std::string& run_dir);
+/// True when run_dir holds a checkpoint (or the previous one kept during a rename).
+bool has_checkpoint(const std::string& run_dir);
+
+/// Writes the checkpoint atomically (temporary folder, then rename). m and v are the AdamW
+/// moment arenas with the same tensors as model.params(). Throws gt::Error on I/O failure.
+void save_checkpoint(const std::string& run_dir, GPT& model, const Arena& m, const Arena& v,
+                     const CheckpointState& st);
+/// Reads state.json only. Throws gt::Error naming the file when it is missing or invalid.
+CheckpointState load_checkpoint_state(const std::string& run_dir);
+/// Loads parameters (and, when m and v are not null, AdamW moments) into an allocated model.
+/// Throws gt::Error naming the file and tensor when one is missing, truncated or misshapen.
+void load_checkpoint_tensors(const std::string& run_dir, GPT& model, Arena* m, Arena* v);
+
+}  // namespace gt

@@ -1,0 +1,266 @@
+#include "train/config.h"
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <variant>
+
+#include "core/error.h"
+
+namespace gt {
+namespace {
+
+using Ptr = std::variant<int*, int64_t*, double*, std::string*>;
+struct Key {
+  const char* name;
+  Ptr ptr;
+};
+
+std::vector<Key> key_table(TrainConfig& c) {
+  return {
+      {"model.n_layer", &c.model.n_layer},
+      {"model.n_head", &c.model.n_head},
+      {"model.n_embd", &c.model.n_embd},
+      {"model.block_size", &c.model.block_size},
+      {"model.vocab_size", &c.model.vocab_size},
+      {"train.batch_size", &c.batch_size},
+      {"train.grad_accum_steps", &c.grad_accum_steps},
+      {"train.max_steps", &c.max_steps},
+      {"train.learning_rate", &c.learning_rate},
+      {"train.min_lr", &c.min_lr},
+      {"train.warmup_steps", &c.warmup_steps},
+      {"train.lr_decay_steps", &c.lr_decay_steps},
+      {"train.weight_decay", &c.weight_decay},
+      {"train.beta1", &c.beta1},
+      {"train.beta2", &c.beta2},
+      {"train.eps", &c.eps},
+      {"train.grad_clip", &c.grad_clip},
+      {"train.eval_interval", &c.eval_interval},
+      {"train.eval_steps", &c.eval_steps},
+      {"train.checkpoint_interval", &c.checkpoint_interval},
+      {"train.log_interval", &c.log_interval},
+      {"train.seed", &c.seed},
+      {"train.threads", &c.threads},
+      {"train.precision", &c.precision},
+      {"train.recompute", &c.recompute},
+      {"train.fusion", &c.fusion},
+      {"data.path", &c.data_path},
+      {"data.val_path", &c.data_val_path},
+      {"data.tokenizer", &c.tokenizer},
+      {"data.format", &c.data_format},
+      {"data.val_fraction", &c.val_fraction},
+      {"energy.interval_ms", &c.energy_interval_ms},
+      {"energy.carbon_intensity", &c.carbon_intensity},
+      {"energy.carbon_csv", &c.carbon_csv},
+      {"energy.cpu_tdp_w", &c.cpu_tdp_w},
+  };
+}
+
+Key* find_key(std::vector<Key>& table, const std::string& key) {
+  for (auto& k : table)
+    if (key == k.name) return &k;
+  return nullptr;
+}
+
+std::string known_keys_msg() {
+  std::string s;
+  for (auto& k : TrainConfig::keys()) s += (s.empty() ? "" : ", ") + k;
+  return s;
+}
+
+int64_t parse_int(const std::string& v, const std::string& what) {
+  errno = 0;
+  char* end = nullptr;
+  long long x = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || errno == ERANGE)
+    throw Error(fmt::format("{}: '{}' is not an integer", what, v));
+  return x;
+}
+
+double parse_double(const std::string& v, const std::string& what) {
+  errno = 0;
+  char* end = nullptr;
+  double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0' || errno == ERANGE)
+    throw Error(fmt::format("{}: '{}' is not a number", what, v));
+  return x;
+}
+
+void load_table(const toml::table& tbl, const std::string& where, TrainConfig& cfg) {
+  auto table = key_table(cfg);
+  for (auto&& [section, node] : tbl) {
+    const auto* sub = node.as_table();
+    if (!sub)
+      throw Error(
+          fmt::format("{}: top-level key '{}' is not a section; expected [model], "
+                      "[train], [data] or [energy]",
+                      where, section.str()));
+    for (auto&& [name, val] : *sub) {
+      std::string key = std::string(section.str()) + "." + std::string(name.str());
+      Key* k = find_key(table, key);
+      std::string at = fmt::format("{}:{}: key '{}'", where, val.source().begin.line, key);
+      if (!k) throw Error(fmt::format("{} is unknown; known keys are {}", at, known_keys_msg()));
+      std::visit(
+          [&](auto* p) {
+            using T = std::remove_pointer_t<decltype(p)>;
+            if constexpr (std::is_same_v<T, std::string>) {
+              auto s = val.template value<std::string>();
+              if (!s) throw Error(at + ": expected a string");
+              *p = *s;
+            } else if constexpr (std::is_same_v<T, double>) {
+              auto d = val.template value<double>();
+              if (!d) throw Error(at + ": expected a number");
+              *p = *d;
+            } else {
+              if (!val.is_integer()) throw Error(at + ": expected an integer");
+              *p = static_cast<T>(*val.template value<int64_t>());
+            }
+          },
+          k->ptr);
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> TrainConfig::keys() {
+  TrainConfig c;
+  std::vector<std::string> out;
+  for (auto& k : key_table(c)) out.push_back(k.name);
+  return out;
+}
+
+void TrainConfig::set(const std::string& key, const std::string& value, const std::string& where) {
+  auto table = key_table(*this);
+  Key* k = find_key(table, key);
+  if (!k)
+    throw Error(
+        fmt::format("{}: unknown key '{}'; known keys are {}", where, key, known_keys_msg()));
+  std::string what = fmt::format("{}: {}", where, key);
+  std::visit(
+      [&](auto* p) {
+        using T = std::remove_pointer_t<decltype(p)>;
+        if constexpr (std::is_same_v<T, std::string>)
+          *p = value;
+        else if constexpr (std::is_same_v<T, double>)
+          *p = parse_double(value, what);
+        else
+          *p = static_cast<T>(parse_int(value, what));
+      },
+      k->ptr);
+}
+
+void TrainConfig::validate() const {
+  auto positive = [](const char* key, double v) {
+    if (!(v > 0)) throw Error(fmt::format("{} = {}: expected a positive value", key, v));
+  };
+  auto non_negative = [](const char* key, double v) {
+    if (!(v >= 0)) throw Error(fmt::format("{} = {}: expected zero or more", key, v));
+  };
+  positive("model.n_layer", model.n_layer);
+  positive("model.n_head", model.n_head);
+  positive("model.n_embd", model.n_embd);
+  positive("model.block_size", model.block_size);
+  non_negative("model.vocab_size", model.vocab_size);
+  if (model.n_embd % model.n_head != 0)
+    throw Error(fmt::format("model.n_embd = {} must be divisible by model.n_head = {}",
+                            model.n_embd, model.n_head));
+  positive("train.batch_size", batch_size);
+  positive("train.grad_accum_steps", grad_accum_steps);
+  non_negative("train.max_steps", max_steps);
+  positive("train.learning_rate", learning_rate);
+  non_negative("train.min_lr", min_lr);
+  non_negative("train.warmup_steps", warmup_steps);
+  non_negative("train.lr_decay_steps", lr_decay_steps);
+  non_negative("train.weight_decay", weight_decay);
+  if (!(beta1 >= 0 && beta1 < 1))
+    throw Error(fmt::format("train.beta1 = {}: expected [0, 1)", beta1));
+  if (!(beta2 >= 0 && beta2 < 1))
+    throw Error(fmt::format("train.beta2 = {}: expected [0, 1)", beta2));
+  positive("train.eps", eps);
+  non_negative("train.grad_clip", grad_clip);
+  non_negative("train.eval_interval", eval_interval);
+  positive("train.eval_steps", eval_steps);
+  non_negative("train.checkpoint_interval", checkpoint_interval);
+  positive("train.log_interval", log_interval);
+  non_negative("train.threads", threads);
+  if (precision != "fp32")
+    throw Error(
+        fmt::format("train.precision = '{}': this build computes in fp32 only (bf16 and "
+                    "fp16 are the next milestone, fp8 needs the CUDA backend); expected fp32",
+                    precision));
+  if (recompute != "none" && recompute != "gelu" && recompute != "gelu+ln" && recompute != "block")
+    throw Error(
+        fmt::format("train.recompute = '{}': expected none, gelu, gelu+ln or block", recompute));
+  if (fusion != "off")
+    throw Error(fmt::format(
+        "train.fusion = '{}': fused kernels are not in this build yet; expected off", fusion));
+  if (tokenizer != "char" && tokenizer != "byte")
+    throw Error(fmt::format("data.tokenizer = '{}': expected char or byte", tokenizer));
+  if (data_format != "text" && data_format != "llmc" && data_format != "nanogpt")
+    throw Error(fmt::format("data.format = '{}': expected text, llmc or nanogpt", data_format));
+  if (!(val_fraction >= 0 && val_fraction < 1))
+    throw Error(fmt::format("data.val_fraction = {}: expected [0, 1)", val_fraction));
+  positive("energy.interval_ms", energy_interval_ms);
+  non_negative("energy.carbon_intensity", carbon_intensity);
+  non_negative("energy.cpu_tdp_w", cpu_tdp_w);
+}
+
+std::string TrainConfig::to_toml() const {
+  TrainConfig copy = *this;
+  auto table = key_table(copy);
+  toml::table root;
+  for (auto& k : table) {
+    std::string name = k.name;
+    auto dot = name.find('.');
+    std::string sec = name.substr(0, dot), key = name.substr(dot + 1);
+    if (!root.contains(sec)) root.insert(sec, toml::table{});
+    toml::table* t = root[sec].as_table();
+    std::visit(
+        [&](auto* p) {
+          using T = std::remove_pointer_t<decltype(p)>;
+          if constexpr (std::is_same_v<T, int>)
+            t->insert(key, static_cast<int64_t>(*p));
+          else
+            t->insert(key, *p);
+        },
+        k.ptr);
+  }
+  std::ostringstream os;
+  os << root << "\n";
+  return os.str();
+}
+
+void load_config_string(const std::string& text, const std::string& where, TrainConfig& cfg) {
+  toml::table tbl;
+  try {
+    tbl = toml::parse(text, where);
+  } catch (const toml::parse_error& e) {
+    throw Error(fmt::format("{}:{}:{}: {}", where, e.source().begin.line, e.source().begin.column,
+                            e.description()));
+  }
+  load_table(tbl, where, cfg);
+}
+
+void load_config_file(const std::string& path, TrainConfig& cfg) {
+  std::ifstream f(path);
+  if (!f) throw Error(fmt::format("{}: cannot open the configuration file", path));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  load_config_string(ss.str(), path, cfg);
+}
+
+void apply_overrides(const std::vector<std::string>& sets, TrainConfig& cfg) {
+  for (auto& s : sets) {
+    auto eq = s.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw Error(fmt::format("--set '{}': expected key=value, e.g. train.max_steps=100", s));
+    cfg.set(s.substr(0, eq), s.substr(eq + 1), "--set");
+  }
+}
+
+}  // namespace gt

@@ -1,0 +1,68 @@
+// train/config.h: the run configuration. Every key has a TOML section and a --set name
+// ("model.n_layer"); unknown keys and values of the wrong type are errors that name the
+// file and key. The resolved configuration is written into every run folder.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/gpt.h"
+
+namespace gt {
+
+struct TrainConfig {
+  GPTConfig model;
+  // train.*
+  int batch_size = 12;       ///< micro-batch B (sequences)
+  int grad_accum_steps = 1;  ///< micro-batches per optimizer step
+  int max_steps = 2000;      ///< optimizer steps
+  double learning_rate = 1e-3;
+  double min_lr = 1e-4;    ///< cosine decay floor
+  int warmup_steps = 100;  ///< linear warm-up steps
+  int lr_decay_steps = 0;  ///< cosine decay length (0: max_steps)
+  double weight_decay = 0.1;
+  double beta1 = 0.9;
+  double beta2 = 0.99;
+  double eps = 1e-8;
+  double grad_clip = 1.0;         ///< global L2 norm; 0 disables
+  int eval_interval = 250;        ///< steps between validation passes (0: only at the end)
+  int eval_steps = 20;            ///< batches per validation pass
+  int checkpoint_interval = 500;  ///< steps between checkpoints (0: only at the end)
+  int log_interval = 10;          ///< steps between progress lines
+  int64_t seed = 1337;
+  int threads = 0;  ///< OpenMP threads (0: all cores)
+  std::string precision = "fp32";
+  std::string recompute = "none";
+  std::string fusion = "off";
+  // data.*
+  std::string data_path;
+  std::string data_val_path;         ///< optional separate validation file
+  std::string tokenizer = "char";    ///< char | byte (text format only)
+  std::string data_format = "text";  ///< text | llmc | nanogpt
+  double val_fraction = 0.1;
+  // energy.*
+  double energy_interval_ms = 100;
+  double carbon_intensity = 0;  ///< gCO2e/kWh; 0: the meter's default
+  std::string carbon_csv;
+  double cpu_tdp_w = 0;  ///< 0: from the CPU model table
+
+  /// Sets one key from its string form (as given to --set). `where` names the source for
+  /// errors. Throws gt::Error for an unknown key or a value that does not parse.
+  void set(const std::string& key, const std::string& value, const std::string& where);
+  /// Checks ranges and names (positive sizes, known formats); throws gt::Error naming the key.
+  void validate() const;
+  /// The configuration as TOML text (all keys, resolved).
+  std::string to_toml() const;
+  /// All key names, for error messages and --help.
+  static std::vector<std::string> keys();
+};
+
+/// Reads a TOML file into cfg (keys absent from the file keep their values).
+/// Throws gt::Error naming the file, line and key on a parse error or unknown key.
+void load_config_file(const std::string& path, TrainConfig& cfg);
+/// Parses TOML text (e.g. from a checkpoint); `where` names the source in errors.
+void load_config_string(const std::string& text, const std::string& where, TrainConfig& cfg);
+/// Applies "key=value" overrides in order; throws gt::Error naming the bad override.
+void apply_overrides(const std::vector<std::string>& sets, TrainConfig& cfg);
+
+}  // namespace gt

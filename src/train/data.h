@@ -1,0 +1,77 @@
+// train/data.h: tokenizers, data loading and seeded, resumable batch sampling.
+// Formats: plain UTF-8 text (character- or byte-level tokens), llm.c token shards
+// (256 x int32 header: magic 20240520, version 1, token count; then uint16 tokens) and
+// nanoGPT's raw uint16 .bin files.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "train/config.h"
+
+namespace gt {
+
+/// Maps text to token ids. kind "char": one token per Unicode code point of the training
+/// text, ids in code-point order; "byte": ids 0..255; "ids": pre-tokenized data (no text).
+struct Tokenizer {
+  std::string kind = "byte";
+  std::vector<std::string> vocab;  ///< char: the UTF-8 string of each id
+  int ids_vocab_size = 0;          ///< vocabulary of "ids" data
+
+  int vocab_size() const;
+  /// Throws gt::Error naming the first character not in the vocabulary.
+  std::vector<int32_t> encode(const std::string& text) const;
+  std::string decode(const int32_t* ids, size_t n) const;
+  nlohmann::json to_json() const;
+  /// Throws gt::Error when the JSON does not describe a tokenizer; `where` names its file.
+  static Tokenizer from_json(const nlohmann::json& j, const std::string& where);
+  /// Character vocabulary of `text` (UTF-8; throws gt::Error at the first invalid byte).
+  static Tokenizer build_char(const std::string& text, const std::string& where);
+};
+
+/// Train and validation token streams with their tokenizer.
+struct TokenData {
+  Tokenizer tokenizer;
+  std::vector<int32_t> train;
+  std::vector<int32_t> val;  ///< empty when there is no validation split
+};
+
+/// Loads cfg.data_path (and cfg.data_val_path if set) in cfg.data_format, splitting off the
+/// last cfg.val_fraction as validation unless a validation file is given. When `tokenizer`
+/// is not null it is used (from a checkpoint) instead of building one. Throws gt::Error for a
+/// missing or empty file, a bad header, a size that disagrees with the token count, a token
+/// outside the vocabulary, or a split shorter than block_size + 1 tokens.
+TokenData load_data(const TrainConfig& cfg, const Tokenizer* tokenizer);
+
+/// Reads a whole file; throws gt::Error naming it when it is missing or unreadable.
+std::string read_file(const std::string& path);
+
+/// Training batches: each epoch cuts the stream into windows of T+1 tokens at a random
+/// offset and visits them in a seeded random order; B windows per batch. The state
+/// (epoch, cursor) resumes the exact sequence.
+class BatchSampler {
+ public:
+  BatchSampler(const std::vector<int32_t>& tokens, int B, int T, uint64_t seed);
+  /// Fills inputs (B,T) and targets (B,T) (targets are inputs shifted by one).
+  void next(int32_t* inputs, int32_t* targets);
+  int64_t epoch() const { return epoch_; }
+  int64_t cursor() const { return cursor_; }
+  /// Restores a position saved from epoch() and cursor().
+  void restore(int64_t epoch, int64_t cursor);
+
+ private:
+  void start_epoch(int64_t e);
+  const std::vector<int32_t>& tokens_;
+  int B_, T_;
+  uint64_t seed_;
+  int64_t epoch_ = 0, cursor_ = 0, offset_ = 0;
+  std::vector<int64_t> order_;
+};
+
+/// Validation batch i: windows i*B .. i*B+B-1 of T+1 tokens from the start of the stream,
+/// wrapping around; the same for every call.
+void eval_batch(const std::vector<int32_t>& tokens, int B, int T, int64_t i, int32_t* inputs,
+                int32_t* targets);
+
+}  // namespace gt

@@ -1,0 +1,62 @@
+#include "train/run_summary.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+
+namespace fs = std::filesystem;
+
+namespace gt {
+
+void RunSummaryWriter::finish(const RunResult& r) {
+  const TrainConfig& c = trainer_.config();
+  const auto mem = trainer_.model().memory();
+  const int64_t tokens_per_step = (int64_t)c.batch_size * c.model.block_size * c.grad_accum_steps;
+  nlohmann::ordered_json s;
+  s["run_dir"] = dir_;
+  s["step"] = r.step;
+  s["max_steps"] = c.max_steps;
+  s["last_loss"] = r.last_loss;
+  if (r.val_loss) s["val_loss"] = *r.val_loss;
+  s["tokens"] = r.tokens;
+  s["duration_s"] = r.train_time_s;
+  s["tokens_per_s"] = r.train_time_s > 0 ? r.tokens / r.train_time_s : 0.0;
+  // median step time is robust to the first (warm-up) step and to noise
+  if (!r.losses.empty()) {
+    s["flops_per_token"] = gpt_flops_per_token(c.model, c.model.block_size);
+  }
+  s["num_params"] = gpt_num_params(c.model);
+  s["precision"] = c.precision;
+  s["recompute"] = c.recompute;
+  s["memory_planned_bytes"] = mem.total();
+  s["memory_peak_rss_bytes"] = peak_rss_bytes();
+  s["interrupted_by_signal"] = r.interrupted_by;
+  std::printf("\n");
+  if (r.val_loss)
+    std::printf("validation loss %.4f at step %lld\n", *r.val_loss, (long long)r.step);
+  std::printf(
+      "trained %lld steps (%lld tokens) in %.1f s: %.0f tokens/s; peak memory %s "
+      "(planned %s)\n",
+      (long long)r.losses.size(), (long long)r.tokens, r.train_time_s,
+      r.train_time_s > 0 ? r.tokens / r.train_time_s : 0.0, format_bytes(peak_rss_bytes()).c_str(),
+      format_bytes(mem.total()).c_str());
+  (void)tokens_per_step;
+  nlohmann::json extra;
+  if (observer_hook_) observer_hook_(extra);
+  for (auto& [k, v] : extra.items()) s[k] = v;
+  fs::path p = fs::path(dir_) / "summary.json";
+  fs::path tmp = p.string() + fmt::format(".tmp-{}", getpid());
+  {
+    std::ofstream f(tmp);
+    f << s.dump(2) << "\n";
+    if (!f) throw Error(fmt::format("{}: write failed", tmp.string()));
+  }
+  fs::rename(tmp, p);
+}
+
+}  // namespace gt

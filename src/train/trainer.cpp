@@ -1,0 +1,293 @@
+#include "train/trainer.h"
+
+#include <fmt/format.h>
+#include <omp.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+#include "train/checkpoint.h"
+
+namespace fs = std::filesystem;
+
+namespace gt {
+namespace {
+
+std::atomic<int> g_stop_signal{0};
+extern "C" void on_stop_signal(int sig) { g_stop_signal.store(sig); }
+
+void write_atomic(const fs::path& p, const std::string& text) {
+  fs::path tmp = p.string() + fmt::format(".tmp-{}", getpid());
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    if (!f) throw Error(fmt::format("{}: cannot open for writing", tmp.string()));
+    f << text;
+    f.flush();
+    if (!f) throw Error(fmt::format("{}: write failed", tmp.string()));
+  }
+  fs::rename(tmp, p);
+}
+
+// Keeps only the metrics lines of steps up to `step` (a resumed run re-does the rest).
+void truncate_metrics(const fs::path& p, int64_t step) {
+  if (!fs::exists(p)) return;
+  std::ifstream f(p);
+  std::string line, kept;
+  while (std::getline(f, line)) {
+    try {
+      auto j = nlohmann::json::parse(line);
+      if (j.value("step", int64_t(0)) <= step) kept += line + "\n";
+    } catch (...) {
+      // a line cut by a crash: drop it
+    }
+  }
+  write_atomic(p, kept);
+}
+
+std::string format_duration(double s) {
+  if (!(s >= 0) || std::isinf(s)) return "?";
+  int64_t t = static_cast<int64_t>(s + 0.5);
+  if (t >= 3600) return fmt::format("{}h{:02}m", t / 3600, (t / 60) % 60);
+  if (t >= 60) return fmt::format("{}m{:02}s", t / 60, t % 60);
+  return fmt::format("{}s", t);
+}
+
+}  // namespace
+
+double learning_rate_at(const TrainConfig& cfg, int64_t it) {
+  const int64_t warmup = cfg.warmup_steps;
+  const int64_t decay = cfg.lr_decay_steps > 0 ? cfg.lr_decay_steps : cfg.max_steps;
+  if (it < warmup) return cfg.learning_rate * (it + 1) / (warmup + 1);
+  if (it > decay || decay <= warmup) return cfg.min_lr;
+  double ratio = double(it - warmup) / double(decay - warmup);
+  double coeff = 0.5 * (1.0 + std::cos(M_PI * ratio));
+  return cfg.min_lr + coeff * (cfg.learning_rate - cfg.min_lr);
+}
+
+size_t peak_rss_bytes() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  return 0;
+}
+
+Trainer::Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume, FILE* log)
+    : cfg_(cfg), run_dir_(run_dir), log_(log) {
+  cfg_.validate();
+  if (cfg_.threads > 0) omp_set_num_threads(cfg_.threads);
+  backend_ = make_cpu_backend();
+  std::optional<CheckpointState> st;
+  if (resume) st = load_checkpoint_state(run_dir);
+  data_ = load_data(cfg_, st ? &st->tokenizer : nullptr);
+  int v = data_.tokenizer.vocab_size();
+  if (cfg_.model.vocab_size == 0) cfg_.model.vocab_size = v;
+  if (cfg_.model.vocab_size < v)
+    throw Error(fmt::format("model.vocab_size = {} is smaller than the tokenizer's {} tokens",
+                            cfg_.model.vocab_size, v));
+  model_ = std::make_unique<GPT>(cfg_.model, cfg_.batch_size, parse_recompute(cfg_.recompute),
+                                 *backend_);
+  m_ = std::make_unique<Arena>("adamw.exp_avg");
+  v_ = std::make_unique<Arena>("adamw.exp_avg_sq");
+  for (auto& s : model_->specs()) {
+    m_->plan(s.name, s.shape);
+    v_->plan(s.name, s.shape);
+  }
+  m_->allocate();
+  v_->allocate();
+  sampler_ = std::make_unique<BatchSampler>(data_.train, cfg_.batch_size, cfg_.model.block_size,
+                                            static_cast<uint64_t>(cfg_.seed));
+  inputs_.resize((size_t)cfg_.batch_size * cfg_.model.block_size);
+  targets_.resize(inputs_.size());
+  fs::create_directories(run_dir_);
+  if (st) {
+    load_checkpoint_tensors(run_dir_, *model_, m_.get(), v_.get());
+    step_ = st->step;
+    last_loss_ = st->last_loss;
+    sampler_->restore(st->data_epoch, st->data_cursor);
+    truncate_metrics(fs::path(run_dir_) / "metrics.jsonl", step_);
+  } else {
+    model_->init_weights(static_cast<uint64_t>(cfg_.seed));
+    std::error_code ec;
+    fs::remove(fs::path(run_dir_) / "metrics.jsonl", ec);
+  }
+  write_atomic(fs::path(run_dir_) / "config.toml", cfg_.to_toml());
+}
+
+Trainer::~Trainer() = default;
+
+double Trainer::train_step() {
+  const int B = cfg_.batch_size, T = cfg_.model.block_size;
+  model_->zero_grad();
+  double loss = 0.0;
+  const float dloss = 1.0f / (float(B) * T * cfg_.grad_accum_steps);
+  for (int micro = 0; micro < cfg_.grad_accum_steps; ++micro) {
+    sampler_->next(inputs_.data(), targets_.data());
+    loss += model_->forward(inputs_.data(), targets_.data(), B, T);
+    model_->backward(dloss);
+  }
+  loss /= cfg_.grad_accum_steps;
+  // global gradient-norm clipping (as torch.nn.utils.clip_grad_norm_)
+  Arena& g = model_->grads();
+  double sq = 0.0;
+  for (size_t i = 0; i < g.size(); ++i) sq += backend_->sum_squares(g.at(i).f32(), g.at(i).numel());
+  last_grad_norm_ = std::sqrt(sq);
+  if (cfg_.grad_clip > 0) {
+    double coef = cfg_.grad_clip / (last_grad_norm_ + 1e-6);
+    if (coef < 1.0)
+      for (size_t i = 0; i < g.size(); ++i)
+        backend_->scale(g.at(i).f32(), static_cast<float>(coef), g.at(i).numel());
+  }
+  const float lr = static_cast<float>(learning_rate_at(cfg_, step_));
+  Arena& p = model_->params();
+  for (size_t i = 0; i < p.size(); ++i) {
+    float wd = model_->specs()[i].decay ? static_cast<float>(cfg_.weight_decay) : 0.0f;
+    backend_->adamw_update(p.at(i).f32(), g.at(i).f32(), m_->at(i).f32(), v_->at(i).f32(),
+                           p.at(i).numel(), lr, static_cast<float>(cfg_.beta1),
+                           static_cast<float>(cfg_.beta2), static_cast<float>(cfg_.eps), wd,
+                           step_ + 1);
+  }
+  ++step_;
+  last_loss_ = loss;
+  return loss;
+}
+
+std::optional<double> Trainer::evaluate() {
+  if (data_.val.empty()) return std::nullopt;
+  return evaluate_loss(*model_, data_.val, cfg_.batch_size, cfg_.model.block_size, cfg_.eval_steps);
+}
+
+double evaluate_loss(GPT& model, const std::vector<int32_t>& val, int B, int T, int eval_steps) {
+  std::vector<int32_t> inputs((size_t)B * T), targets((size_t)B * T);
+  double sum = 0.0;
+  for (int i = 0; i < eval_steps; ++i) {
+    eval_batch(val, B, T, i, inputs.data(), targets.data());
+    sum += model.forward(inputs.data(), targets.data(), B, T);
+  }
+  return sum / eval_steps;
+}
+
+LoadedModel load_model(const std::string& run_dir, int max_batch) {
+  LoadedModel lm;
+  CheckpointState st = load_checkpoint_state(run_dir);
+  load_config_string(st.config_toml, checkpoint_dir(run_dir) + "/state.json", lm.cfg);
+  lm.cfg.validate();
+  lm.tokenizer = st.tokenizer;
+  lm.step = st.step;
+  if (lm.cfg.threads > 0) omp_set_num_threads(lm.cfg.threads);
+  lm.backend = make_cpu_backend();
+  lm.model = std::make_unique<GPT>(lm.cfg.model, max_batch > 0 ? max_batch : lm.cfg.batch_size,
+                                   parse_recompute(lm.cfg.recompute), *lm.backend);
+  load_checkpoint_tensors(run_dir, *lm.model, nullptr, nullptr);
+  return lm;
+}
+
+void Trainer::save() {
+  CheckpointState st;
+  st.step = step_;
+  st.data_epoch = sampler_->epoch();
+  st.data_cursor = sampler_->cursor();
+  st.last_loss = last_loss_;
+  st.config_toml = cfg_.to_toml();
+  st.tokenizer = data_.tokenizer;
+  save_checkpoint(run_dir_, *model_, *m_, *v_, st);
+}
+
+void Trainer::log_line(const std::string& s, bool final_line) {
+  if (!log_) return;
+  static const bool tty = isatty(fileno(log_));
+  if (tty) {
+    std::fprintf(log_, "\r\033[K%s%s", s.c_str(), final_line ? "\n" : "");
+  } else if (final_line) {
+    std::fprintf(log_, "%s\n", s.c_str());
+  }
+  std::fflush(log_);
+}
+
+RunResult Trainer::run(int64_t stop_at) {
+  RunResult r;
+  const int64_t tokens_per_step =
+      (int64_t)cfg_.batch_size * cfg_.model.block_size * cfg_.grad_accum_steps;
+  const double flops_per_step =
+      gpt_flops_per_token(cfg_.model, cfg_.model.block_size) * tokens_per_step;
+  int64_t last = cfg_.max_steps;
+  if (stop_at > 0 && stop_at < last) last = stop_at;
+  std::ofstream metrics(fs::path(run_dir_) / "metrics.jsonl", std::ios::app);
+  g_stop_signal.store(0);
+  struct sigaction sa {
+  }, old_int{}, old_term{};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+  using clock = std::chrono::steady_clock;
+  std::vector<double> recent;  // step times for the ETA
+  while (step_ < last && g_stop_signal.load() == 0) {
+    if (observer_) observer_->begin_step(step_ + 1);
+    auto t0 = clock::now();
+    double lr = learning_rate_at(cfg_, step_);
+    double loss = train_step();
+    double dt = std::chrono::duration<double>(clock::now() - t0).count();
+    r.train_time_s += dt;
+    r.tokens += tokens_per_step;
+    r.losses.push_back(loss);
+    if (!std::isfinite(loss))
+      throw Error(
+          fmt::format("step {}: the loss is {}; lower train.learning_rate or check the "
+                      "data",
+                      step_, loss));
+    recent.push_back(dt);
+    if (recent.size() > 20) recent.erase(recent.begin());
+    double mean_dt = 0;
+    for (double x : recent) mean_dt += x;
+    mean_dt /= recent.size();
+    nlohmann::ordered_json rec;
+    rec["step"] = step_;
+    rec["loss"] = loss;
+    rec["lr"] = lr;
+    rec["grad_norm"] = last_grad_norm_;
+    rec["step_time_s"] = dt;
+    rec["tokens_per_s"] = tokens_per_step / dt;
+    nlohmann::json extra;
+    std::string energy_text;
+    if (observer_) energy_text = observer_->end_step(step_, tokens_per_step, flops_per_step, extra);
+    for (auto& [k, v] : extra.items()) rec[k] = v;
+    bool do_eval = (cfg_.eval_interval > 0 && step_ % cfg_.eval_interval == 0) || step_ == last;
+    std::string val_text;
+    if (do_eval) {
+      r.val_loss = evaluate();
+      if (r.val_loss) {
+        rec["val_loss"] = *r.val_loss;
+        val_text = fmt::format(" | val {:.4f}", *r.val_loss);
+      }
+    }
+    metrics << rec.dump() << "\n";
+    metrics.flush();
+    std::string line = fmt::format(
+        "step {:>5}/{} | loss {:.4f}{} | lr {:.2e} | {:.0f} tok/s | {:.0f} ms/step{} | ETA {}",
+        step_, cfg_.max_steps, loss, val_text, lr, tokens_per_step / mean_dt, dt * 1000,
+        energy_text.empty() ? "" : " | " + energy_text, format_duration(mean_dt * (last - step_)));
+    log_line(line, do_eval || step_ % cfg_.log_interval == 0 || step_ == last);
+    if (cfg_.checkpoint_interval > 0 && step_ % cfg_.checkpoint_interval == 0 && step_ < last)
+      save();
+  }
+  r.interrupted_by = g_stop_signal.load();
+  if (r.interrupted_by && log_)
+    std::fprintf(log_, "\ngreentrain: signal %d received at step %lld: saving a checkpoint\n",
+                 r.interrupted_by, (long long)step_);
+  save();
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  r.step = step_;
+  r.last_loss = last_loss_;
+  return r;
+}
+
+}  // namespace gt

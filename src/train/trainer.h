@@ -1,0 +1,116 @@
+// train/trainer.h: the training loop of DESIGN.md:
+//   data -> forward -> backward -> gradient clipping -> optimizer -> energy window -> log,
+// with learning-rate warm-up and cosine decay (as nanoGPT), gradient accumulation,
+// periodic validation, atomic checkpoints, bit-exact resume, and a checkpoint on
+// SIGINT/SIGTERM before exiting.
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/gpt.h"
+#include "train/config.h"
+#include "train/data.h"
+
+namespace gt {
+
+/// Hooks around each optimizer step; the energy meter implements them (train/energy_hook.h).
+class StepObserver {
+ public:
+  virtual ~StepObserver() = default;
+  /// Called before the first micro-batch of a step.
+  virtual void begin_step(int64_t step) {}
+  /// Called after the optimizer update with the step's tokens and model FLOPs; may add
+  /// fields to the step's metrics record (e.g. "energy_j") and returns text for the
+  /// progress line (e.g. "41 W, 0.012 J/tok").
+  virtual std::string end_step(int64_t step, int64_t tokens, double flops, nlohmann::json& record) {
+    return {};
+  }
+  /// Called once at the end of run(); may add fields to summary.json.
+  virtual void finish(nlohmann::json& summary) {}
+};
+
+/// Learning rate at 0-based step `it`: linear warm-up over warmup_steps, then cosine decay
+/// to min_lr at lr_decay_steps (default max_steps), then min_lr (nanoGPT's get_lr).
+double learning_rate_at(const TrainConfig& cfg, int64_t it);
+
+/// What run() did.
+struct RunResult {
+  int64_t step = 0;                ///< optimizer steps completed in total
+  double last_loss = 0;            ///< training loss of the last step
+  std::optional<double> val_loss;  ///< last validation loss
+  int interrupted_by = 0;          ///< signal number when stopped by SIGINT/SIGTERM, else 0
+  double train_time_s = 0;         ///< wall time of the steps run in this process
+  int64_t tokens = 0;              ///< tokens trained in this process
+  std::vector<double> losses;      ///< training loss of each step run in this process
+};
+
+class Trainer {
+ public:
+  /// Sets threads, loads the data and builds the model. With resume, the configuration,
+  /// tokenizer, weights, AdamW state and data position come from run_dir's checkpoint
+  /// (cfg must then be the checkpoint's configuration, possibly with overrides).
+  /// log: where progress lines go (nullptr: silent). Throws gt::Error on bad input.
+  Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume, FILE* log = stdout);
+  ~Trainer();
+
+  /// Trains up to train.max_steps, or until step stop_at (> 0) is done, or until a
+  /// SIGINT/SIGTERM arrives; saves a checkpoint at the end in every case.
+  RunResult run(int64_t stop_at = 0);
+  /// Mean validation loss over train.eval_steps batches (nullopt without a validation split).
+  std::optional<double> evaluate();
+  void save();
+
+  void set_observer(StepObserver* obs) { observer_ = obs; }
+  GPT& model() { return *model_; }
+  const TokenData& data() const { return data_; }
+  const TrainConfig& config() const { return cfg_; }
+  int64_t step() const { return step_; }
+  /// Global L2 norm of the gradients before clipping, of the last step.
+  double last_grad_norm() const { return last_grad_norm_; }
+  /// One optimizer step (all micro-batches); returns the mean training loss.
+  double train_step();
+
+ private:
+  void log_line(const std::string& s, bool final_line);
+  TrainConfig cfg_;
+  std::string run_dir_;
+  FILE* log_;
+  std::unique_ptr<Backend> backend_;
+  TokenData data_;
+  std::unique_ptr<GPT> model_;
+  std::unique_ptr<Arena> m_, v_;
+  std::unique_ptr<BatchSampler> sampler_;
+  std::vector<int32_t> inputs_, targets_;
+  int64_t step_ = 0;
+  double last_loss_ = 0;
+  double last_grad_norm_ = 0;
+  StepObserver* observer_ = nullptr;
+};
+
+/// Mean loss over eval_steps validation batches of (B,T) (eval_batch order); the one
+/// evaluation that training, `greentrain eval` and tests share.
+double evaluate_loss(GPT& model, const std::vector<int32_t>& val, int B, int T, int eval_steps);
+
+/// A trained model loaded from a run folder's checkpoint for sampling or evaluation.
+struct LoadedModel {
+  TrainConfig cfg;
+  Tokenizer tokenizer;
+  int64_t step = 0;
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<GPT> model;
+};
+/// Loads the configuration, tokenizer and weights of run_dir's checkpoint into a model that
+/// takes micro-batches of up to max_batch (0: the run's train.batch_size). Sets the thread
+/// count as the run did. Throws gt::Error naming the missing or invalid file.
+LoadedModel load_model(const std::string& run_dir, int max_batch = 0);
+
+/// Peak resident memory of this process in bytes (VmHWM), 0 where unknown.
+size_t peak_rss_bytes();
+
+}  // namespace gt

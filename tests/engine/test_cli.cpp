@@ -1,0 +1,174 @@
+// The greentrain program end to end: bad input gives a clear error and a non-zero exit and
+// leaves no partial file; train, eval, sample and resume work together.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <regex>
+
+#include "test_helpers.h"
+
+namespace gt {
+namespace {
+
+namespace fs = std::filesystem;
+using test::run_cmd;
+
+const std::string kBin = GT_BINARY;
+
+std::string tiny_toml(const std::string& data) {
+  return "[model]\nn_layer = 2\nn_head = 2\nn_embd = 16\nblock_size = 8\n"
+         "[train]\nbatch_size = 4\nmax_steps = 6\nwarmup_steps = 2\neval_interval = 3\n"
+         "eval_steps = 2\ncheckpoint_interval = 0\nthreads = 2\nlog_interval = 1\n"
+         "[data]\npath = \"" +
+         data + "\"\n";
+}
+
+struct Cli : ::testing::Test {
+  test::TempDir d;
+  std::string cfg;
+  void SetUp() override {
+    test::write_file(d.file("t.txt"), test::sample_text(5000));
+    cfg = d.file("tiny.toml");
+    test::write_file(cfg, tiny_toml(d.file("t.txt")));
+  }
+  // Runs train and expects failure with `needle` in the message and no checkpoint left.
+  void expect_train_error(const std::string& args, const std::string& needle) {
+    std::string out = d.file("bad-run");
+    auto r = run_cmd(kBin + " train " + args + " --out " + out);
+    EXPECT_NE(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find(needle), std::string::npos) << "message was: " << r.output;
+    EXPECT_FALSE(fs::exists(fs::path(out) / "checkpoint")) << "partial checkpoint left";
+    for (auto& e : fs::directory_iterator(d.path))
+      EXPECT_EQ(e.path().string().find(".tmp-"), std::string::npos) << e.path();
+  }
+};
+
+TEST_F(Cli, MissingDataFile) {
+  expect_train_error(cfg + " --data " + d.file("nope.txt"), "nope.txt: no such file");
+}
+
+TEST_F(Cli, EmptyDataFile) {
+  test::write_file(d.file("empty.txt"), "");
+  expect_train_error(cfg + " --data " + d.file("empty.txt"), "empty");
+}
+
+TEST_F(Cli, TextShorterThanBlockSizePlusOne) {
+  test::write_file(d.file("short.txt"), "abcdefgh");  // 8 tokens < 9
+  expect_train_error(cfg + " --data " + d.file("short.txt") + " --set data.val_fraction=0",
+                     "fewer than model.block_size + 1 = 9");
+}
+
+TEST_F(Cli, LlmcWrongMagic) {
+  std::string bytes(1024 + 200, '\0');
+  int32_t hdr[3] = {12345, 1, 100};
+  std::memcpy(bytes.data(), hdr, sizeof(hdr));
+  test::write_file(d.file("bad.bin"), bytes);
+  expect_train_error(cfg + " --data " + d.file("bad.bin") + " --set data.format=llmc",
+                     "magic number 12345");
+}
+
+TEST_F(Cli, LlmcTokenCountDisagreesWithSize) {
+  std::string bytes(1024 + 2 * 99, '\0');
+  int32_t hdr[3] = {20240520, 1, 100};
+  std::memcpy(bytes.data(), hdr, sizeof(hdr));
+  test::write_file(d.file("trunc.bin"), bytes);
+  expect_train_error(cfg + " --data " + d.file("trunc.bin") + " --set data.format=llmc",
+                     "header says 100 tokens");
+}
+
+TEST_F(Cli, LlmcAndNanoGptShardsTrain) {
+  // 600 tokens of a repeating pattern in both formats
+  std::string tokens;
+  for (int i = 0; i < 600; ++i) {
+    uint16_t t = (i * 7) % 50;
+    tokens.append(reinterpret_cast<char*>(&t), 2);
+  }
+  std::string llmc(1024, '\0');
+  int32_t hdr[3] = {20240520, 1, 600};
+  std::memcpy(llmc.data(), hdr, sizeof(hdr));
+  test::write_file(d.file("a.bin"), llmc + tokens);
+  test::write_file(d.file("b.bin"), tokens);
+  auto r1 = run_cmd(kBin + " train " + cfg + " --data " + d.file("a.bin") +
+                    " --set data.format=llmc --set model.vocab_size=50 --out " + d.file("r1"));
+  EXPECT_EQ(r1.exit_code, 0) << r1.output;
+  auto r2 = run_cmd(kBin + " train " + cfg + " --data " + d.file("b.bin") +
+                    " --set data.format=nanogpt --set model.vocab_size=50 --out " + d.file("r2"));
+  EXPECT_EQ(r2.exit_code, 0) << r2.output;
+  auto bad = run_cmd(kBin + " train " + cfg + " --data " + d.file("b.bin") +
+                     " --set data.format=nanogpt --set model.vocab_size=20 --out " + d.file("r3"));
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("not below model.vocab_size = 20"), std::string::npos) << bad.output;
+}
+
+TEST_F(Cli, UnknownKeyInFileAndInSet) {
+  test::write_file(d.file("typo.toml"), tiny_toml(d.file("t.txt")) + "[train]\n");
+  std::string typo = "[model]\nn_layers = 2\n";
+  test::write_file(d.file("typo.toml"), typo);
+  expect_train_error(d.file("typo.toml"), "key 'model.n_layers' is unknown");
+  expect_train_error(cfg + " --set train.batchsize=3", "unknown key 'train.batchsize'");
+  expect_train_error(cfg + " --set train.batch_size=three", "'three' is not an integer");
+}
+
+TEST_F(Cli, ZeroOrNegativeSizes) {
+  expect_train_error(cfg + " --set model.n_layer=0",
+                     "model.n_layer = 0: expected a positive value");
+  expect_train_error(cfg + " --set train.batch_size=-4",
+                     "train.batch_size = -4: expected a positive value");
+  expect_train_error(cfg + " --set model.n_embd=15", "must be divisible");
+}
+
+TEST_F(Cli, TrainEvalSampleResumeAndDamagedCheckpoints) {
+  std::string run = d.file("run");
+  auto r = run_cmd(kBin + " train " + cfg + " --out " + run);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex("validation loss ([0-9.]+)"))) << r.output;
+  std::string train_val = m[1];
+  for (auto f : {"config.toml", "metrics.jsonl", "summary.json", "checkpoint/model.safetensors",
+                 "checkpoint/optimizer.safetensors", "checkpoint/state.json"})
+    EXPECT_TRUE(fs::exists(fs::path(run) / f)) << f;
+  auto e = run_cmd(kBin + " eval " + run);
+  ASSERT_EQ(e.exit_code, 0) << e.output;
+  ASSERT_TRUE(std::regex_search(e.output, m, std::regex("val loss ([0-9.]+)"))) << e.output;
+  EXPECT_EQ(train_val, m[1].str());
+  auto s = run_cmd(kBin + " sample " + run + " --tokens 20 --prompt 'the '");
+  ASSERT_EQ(s.exit_code, 0) << s.output;
+  EXPECT_EQ(s.output.rfind("the ", 0), 0u) << s.output;
+  // a second train into the same folder must not overwrite it
+  auto again = run_cmd(kBin + " train " + cfg + " --out " + run);
+  EXPECT_NE(again.exit_code, 0);
+  EXPECT_NE(again.output.find("--resume"), std::string::npos);
+  // resume past the end with a larger max_steps
+  auto res = run_cmd(kBin + " train --out " + run + " --resume --set train.max_steps=8");
+  ASSERT_EQ(res.exit_code, 0) << res.output;
+  EXPECT_NE(res.output.find("resumed  from step 6"), std::string::npos) << res.output;
+  // damaged checkpoints: truncated, then missing tensor file
+  fs::path model = fs::path(run) / "checkpoint" / "model.safetensors";
+  auto size = fs::file_size(model);
+  fs::copy_file(model, d.file("model.bak"));
+  fs::resize_file(model, size - 100);
+  auto t = run_cmd(kBin + " eval " + run);
+  EXPECT_NE(t.exit_code, 0);
+  EXPECT_NE(t.output.find("truncated"), std::string::npos) << t.output;
+  auto tr = run_cmd(kBin + " train --out " + run + " --resume");
+  EXPECT_NE(tr.exit_code, 0);
+  fs::remove(model);
+  auto miss = run_cmd(kBin + " sample " + run);
+  EXPECT_NE(miss.exit_code, 0);
+  EXPECT_NE(miss.output.find("model.safetensors: no such file"), std::string::npos) << miss.output;
+}
+
+TEST_F(Cli, SigtermSavesACheckpointAndResumes) {
+  std::string run = d.file("run");
+  auto r = run_cmd("timeout --preserve-status -s TERM 3 " + kBin + " train " + cfg +
+                   " --set train.max_steps=1000000 --set train.eval_interval=0 --out " + run);
+  EXPECT_EQ(r.exit_code, 143) << r.output;
+  EXPECT_NE(r.output.find("signal 15"), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::exists(fs::path(run) / "checkpoint" / "state.json"));
+  auto res = run_cmd(kBin + " train --out " + run + " --resume --stop-at 1");
+  EXPECT_EQ(res.exit_code, 0) << res.output;
+}
+
+}  // namespace
+}  // namespace gt

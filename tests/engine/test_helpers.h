@@ -1,0 +1,71 @@
+// Helpers shared by the engine tests: temporary folders, small text files, running the CLI.
+#pragma once
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+
+namespace gt::test {
+
+namespace fs = std::filesystem;
+
+/// A fresh temporary folder, removed at the end of the test.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    path = fs::temp_directory_path() /
+           ("gt-test-" + std::to_string(getpid()) + "-" + std::to_string(counter()++));
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string file(const std::string& name) const { return (path / name).string(); }
+  static int& counter() {
+    static int c = 0;
+    return c;
+  }
+};
+
+inline void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << bytes;
+}
+
+/// English-like text of about n characters, deterministic.
+inline std::string sample_text(size_t n, uint64_t seed = 7) {
+  static const char* words[] = {"the",  "king",  "and", "queen", "of",    "a",      "land", "far",
+                                "away", "spoke", "to",  "all",   "their", "people", "with", "love"};
+  std::mt19937_64 g(seed);
+  std::string s;
+  while (s.size() < n) {
+    s += words[g() % 16];
+    s += (g() % 9 == 0) ? ".\n" : " ";
+  }
+  s.resize(n);
+  return s;
+}
+
+struct CmdResult {
+  int exit_code;
+  std::string output;  ///< stdout and stderr together
+};
+
+/// Runs a shell command, capturing its output.
+inline CmdResult run_cmd(const std::string& cmd) {
+  CmdResult r{0, ""};
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
+  int st = pclose(p);
+  r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return r;
+}
+
+}  // namespace gt::test

@@ -1,0 +1,227 @@
+// The model and the training loop: recompute policies, overfitting one batch, bit-exact
+// resume (also when the save falls at the end of the data), and validation loss equal to
+// `greentrain eval`'s.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "model/gpt.h"
+#include "test_helpers.h"
+#include "train/checkpoint.h"
+#include "train/trainer.h"
+
+namespace gt {
+namespace {
+
+TrainConfig tiny_config(const std::string& data_path) {
+  TrainConfig c;
+  c.model = {2, 2, 16, 8, 0};
+  c.batch_size = 4;
+  c.max_steps = 20;
+  c.learning_rate = 3e-3;
+  c.min_lr = 3e-4;
+  c.warmup_steps = 3;
+  c.eval_interval = 5;
+  c.eval_steps = 3;
+  c.checkpoint_interval = 0;
+  c.threads = 2;
+  c.data_path = data_path;
+  return c;
+}
+
+std::vector<float> copy_grads(GPT& m) {
+  auto& g = m.grads();
+  const float* p = static_cast<const float*>(g.base());
+  return std::vector<float>(p, p + g.bytes() / sizeof(float));
+}
+
+TEST(Model, ParamNamesFollowHuggingFaceGPT2) {
+  GPTConfig c{2, 2, 8, 4, 11};
+  auto s = gpt_param_specs(c);
+  EXPECT_EQ(s.front().name, "wte.weight");
+  EXPECT_EQ(s[2].name, "h.0.ln_1.weight");
+  EXPECT_EQ(s[4].name, "h.0.attn.c_attn.weight");
+  EXPECT_EQ(s[4].shape, (Shape{8, 24}));
+  EXPECT_EQ(s.back().name, "ln_f.bias");
+  // 2 embeddings + 12 per layer + final LayerNorm
+  EXPECT_EQ(s.size(), 2u + 12 * 2 + 2);
+  EXPECT_EQ(
+      gpt_num_params(c),
+      11 * 8 + 4 * 8 + 2 * (2 * 8 + 8 * 24 + 24 + 64 + 8 + 16 + 8 * 32 + 32 + 32 * 8 + 8) + 16);
+}
+
+TEST(Model, MemoryPlanMatchesAllocationAndShrinksWithRecompute) {
+  GPTConfig c{3, 2, 16, 8, 10};
+  auto be = make_cpu_backend();
+  size_t prev = SIZE_MAX;
+  for (auto rc : {Recompute::none, Recompute::gelu, Recompute::gelu_ln, Recompute::block}) {
+    GPT m(c, 4, rc, *be);
+    MemoryPlan p = plan_memory(c, 4, rc);
+    EXPECT_EQ(p.total(), m.memory().total());
+    EXPECT_LT(p.activations_bytes, prev) << to_string(rc);
+    prev = p.activations_bytes;
+  }
+}
+
+TEST(Model, GradientsAreBitwiseEqualUnderEveryRecomputePolicy) {
+  GPTConfig c{3, 2, 16, 8, 10};
+  auto be = make_cpu_backend();
+  std::vector<int32_t> in(4 * 8), tg(4 * 8);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = (i * 7) % 10, tg[i] = (i * 3 + 1) % 10;
+  std::vector<float> ref;
+  float ref_loss = 0;
+  for (auto rc : {Recompute::none, Recompute::gelu, Recompute::gelu_ln, Recompute::block}) {
+    GPT m(c, 4, rc, *be);
+    m.init_weights(42);
+    m.zero_grad();
+    float loss = m.forward(in.data(), tg.data(), 4, 8);
+    m.backward(1.0f / 32);
+    auto g = copy_grads(m);
+    if (ref.empty()) {
+      ref = g;
+      ref_loss = loss;
+    } else {
+      EXPECT_EQ(loss, ref_loss) << to_string(rc);
+      ASSERT_EQ(0, std::memcmp(g.data(), ref.data(), g.size() * sizeof(float))) << to_string(rc);
+    }
+  }
+}
+
+TEST(Model, InitialLossIsLogVocabulary) {
+  GPTConfig c{2, 2, 32, 16, 50};
+  auto be = make_cpu_backend();
+  GPT m(c, 2, Recompute::none, *be);
+  m.init_weights(1);
+  std::vector<int32_t> in(32), tg(32);
+  for (int i = 0; i < 32; ++i) in[i] = i % 50, tg[i] = (i * 13) % 50;
+  float loss = m.forward(in.data(), tg.data(), 2, 16);
+  EXPECT_NEAR(loss, std::log(50.0), 0.1);
+}
+
+TEST(Model, OverfitsOneBatch) {
+  GPTConfig c{2, 2, 32, 16, 20};
+  auto be = make_cpu_backend();
+  GPT m(c, 2, Recompute::none, *be);
+  m.init_weights(3);
+  std::vector<int32_t> in(32), tg(32);
+  std::mt19937 g(5);
+  for (int i = 0; i < 32; ++i) in[i] = g() % 20, tg[i] = g() % 20;
+  Arena mm("m"), vv("v");
+  for (auto& s : m.specs()) mm.plan(s.name, s.shape), vv.plan(s.name, s.shape);
+  mm.allocate();
+  vv.allocate();
+  float loss = 0;
+  for (int step = 1; step <= 300; ++step) {
+    m.zero_grad();
+    loss = m.forward(in.data(), tg.data(), 2, 16);
+    m.backward(1.0f / 32);
+    for (size_t i = 0; i < m.specs().size(); ++i)
+      be->adamw_update(m.params().at(i).f32(), m.grads().at(i).f32(), mm.at(i).f32(),
+                       vv.at(i).f32(), m.params().at(i).numel(), 3e-3f, 0.9f, 0.99f, 1e-8f, 0.0f,
+                       step);
+  }
+  EXPECT_LT(loss, 0.1f);
+}
+
+TEST(Schedule, WarmupThenCosineToMinimum) {
+  TrainConfig c;
+  c.learning_rate = 1e-3;
+  c.min_lr = 1e-4;
+  c.warmup_steps = 10;
+  c.max_steps = 110;
+  EXPECT_NEAR(learning_rate_at(c, 0), 1e-3 / 11, 1e-12);
+  EXPECT_NEAR(learning_rate_at(c, 10), 1e-3, 1e-12);
+  EXPECT_NEAR(learning_rate_at(c, 60), 5.5e-4, 1e-12);
+  EXPECT_NEAR(learning_rate_at(c, 110), 1e-4, 1e-12);
+  EXPECT_NEAR(learning_rate_at(c, 500), 1e-4, 1e-12);
+}
+
+TEST(Training, LossFallsOnText) {
+  test::TempDir d;
+  test::write_file(d.file("t.txt"), test::sample_text(20000));
+  TrainConfig c = tiny_config(d.file("t.txt"));
+  c.max_steps = 60;
+  Trainer tr(c, d.file("run"), false, nullptr);
+  RunResult r = tr.run();
+  ASSERT_EQ(r.losses.size(), 60u);
+  EXPECT_LT(r.losses.back(), r.losses.front() - 0.5);
+  ASSERT_TRUE(r.val_loss.has_value());
+}
+
+void expect_resume_bitwise(const std::string& text, int stop_at, int total) {
+  test::TempDir d;
+  test::write_file(d.file("t.txt"), text);
+  TrainConfig c = tiny_config(d.file("t.txt"));
+  c.max_steps = total;
+  std::vector<double> full;
+  {
+    Trainer tr(c, d.file("full"), false, nullptr);
+    full = tr.run().losses;
+  }
+  std::vector<double> resumed;
+  {
+    Trainer tr(c, d.file("split"), false, nullptr);
+    RunResult r = tr.run(stop_at);
+    resumed = r.losses;
+    ASSERT_EQ(r.step, stop_at);
+  }
+  {
+    // resume the way the CLI does: configuration from the checkpoint
+    CheckpointState st = load_checkpoint_state(d.file("split"));
+    TrainConfig c2;
+    load_config_string(st.config_toml, "state.json", c2);
+    Trainer tr(c2, d.file("split"), true, nullptr);
+    ASSERT_EQ(tr.step(), stop_at);
+    auto rest = tr.run().losses;
+    resumed.insert(resumed.end(), rest.begin(), rest.end());
+  }
+  ASSERT_EQ(full.size(), resumed.size());
+  for (size_t i = 0; i < full.size(); ++i)
+    ASSERT_EQ(full[i], resumed[i]) << "step " << i + 1 << " differs after resume";
+}
+
+TEST(Resume, TwentyStepsEqualTenSaveResumeTen) {
+  expect_resume_bitwise(test::sample_text(20000), 10, 20);
+}
+
+TEST(Resume, SaveExactlyAtTheEndOfTheData) {
+  // 9 tokens with block_size 8 make one window per epoch, so every step of batch 4 ends
+  // exactly at the end of the data: the checkpoint's cursor sits at the end of its epoch.
+  std::string text = "abcdefghi";
+  {
+    test::TempDir d;
+    test::write_file(d.file("t.txt"), text);
+    TrainConfig c = tiny_config(d.file("t.txt"));
+    c.val_fraction = 0;
+    c.max_steps = 6;
+    Trainer tr(c, d.file("run"), false, nullptr);
+    tr.run(3);
+    CheckpointState st = load_checkpoint_state(d.file("run"));
+    EXPECT_EQ(st.data_cursor, 1);  // one window per epoch, all of it used
+  }
+  // and a longer text where a save falls at an epoch boundary for some stops
+  for (int stop : {1, 2, 3}) expect_resume_bitwise(text, stop, 6);
+}
+
+TEST(Eval, ValidationLossAfterTrainingEqualsEvalOfCheckpoint) {
+  test::TempDir d;
+  test::write_file(d.file("t.txt"), test::sample_text(20000));
+  TrainConfig c = tiny_config(d.file("t.txt"));
+  c.max_steps = 7;
+  double val;
+  {
+    Trainer tr(c, d.file("run"), false, nullptr);
+    RunResult r = tr.run();
+    ASSERT_TRUE(r.val_loss);
+    val = *r.val_loss;
+  }
+  LoadedModel lm = load_model(d.file("run"));
+  TokenData data = load_data(lm.cfg, &lm.tokenizer);
+  double again = evaluate_loss(*lm.model, data.val, lm.cfg.batch_size, lm.cfg.model.block_size,
+                               lm.cfg.eval_steps);
+  EXPECT_EQ(val, again);
+}
+
+}  // namespace
+}  // namespace gt
