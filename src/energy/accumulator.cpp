@@ -1,0 +1,142 @@
+// energy/accumulator.cpp: see accumulator.h.
+#include "energy/accumulator.h"
+
+namespace gt::energy {
+
+const char* to_string(SensorKind k) {
+  switch (k) {
+    case SensorKind::kEnergyCounter:
+      return "energy counter";
+    case SensorKind::kPowerGauge:
+      return "power gauge";
+    case SensorKind::kEstimate:
+      return "estimate";
+  }
+  return "?";
+}
+
+const char* to_string(Method m) {
+  switch (m) {
+    case Method::kCounter:
+      return "counter";
+    case Method::kIntegrated:
+      return "integrated samples";
+    case Method::kEstimate:
+      return "estimate";
+  }
+  return "?";
+}
+
+Accumulator::Accumulator(SensorKind kind, std::optional<double> wrap_j,
+                         double max_plausible_power_w)
+    : kind_(kind), wrap_j_(wrap_j), max_w_(max_plausible_power_w) {}
+
+Interval Accumulator::fill(double t0, double t1, std::string note) {
+  Interval iv;
+  iv.t0_s = t0;
+  iv.t1_s = t1;
+  iv.trusted = false;
+  iv.note = std::move(note);
+  if (last_power_w_) {
+    iv.energy_j = *last_power_w_ * (t1 - t0);
+    iv.power_w = *last_power_w_;
+  } else {
+    iv.unknown = true;
+  }
+  return iv;
+}
+
+std::optional<Interval> Accumulator::add(double t_s, const Reading& r) {
+  std::optional<Interval> out;
+  const bool first = !prev_t_.has_value();
+  const double t0 = first ? t_s : *prev_t_;
+  const double dt = t_s - t0;
+  if (!r.ok) {
+    if (!first) out = fill(t0, t_s, "reading failed: " + r.error);
+    prev_t_ = t_s;
+    prev_energy_j_.reset();  // re-base on the next good reading
+    prev_power_w_.reset();
+    return out;
+  }
+  if (kind_ == SensorKind::kEnergyCounter) {
+    if (!r.energy_j) {
+      if (!first) out = fill(t0, t_s, "counter reading without a value");
+      prev_t_ = t_s;
+      prev_energy_j_.reset();
+      return out;
+    }
+    const double e = *r.energy_j;
+    if (!first && !prev_energy_j_) {
+      out = fill(t0, t_s, "counter re-based after a failed reading");
+    } else if (!first) {
+      double delta = e - *prev_energy_j_;
+      bool wrapped = false;
+      bool ok = true;
+      std::string note;
+      if (delta < 0) {
+        if (wrap_j_ && *wrap_j_ > 0) {
+          delta += *wrap_j_;
+          wrapped = true;
+          if (delta < 0 || (dt > 0 && delta / dt > max_w_) || (dt <= 0 && delta > 0)) {
+            ok = false;
+            note = "counter went backwards (reset or driver reload, not a plausible wrap)";
+          }
+        } else {
+          ok = false;
+          note = "counter went backwards and its wrap range is unknown";
+        }
+      }
+      if (ok) {
+        Interval iv;
+        iv.t0_s = t0;
+        iv.t1_s = t_s;
+        iv.energy_j = delta;
+        iv.wrapped = wrapped;
+        if (dt > 0) {
+          iv.power_w = delta / dt;
+          last_power_w_ = iv.power_w;
+        }
+        out = iv;
+      } else {
+        out = fill(t0, t_s, note);
+      }
+    }
+    prev_energy_j_ = e;
+    prev_t_ = t_s;
+    return out;
+  }
+  // Gauge or estimate: trapezoid between the previous power and this one.
+  if (!r.power_w || !(*r.power_w >= 0)) {
+    if (!first) out = fill(t0, t_s, "power reading missing or negative");
+    prev_t_ = t_s;
+    prev_power_w_.reset();
+    return out;
+  }
+  const double p = *r.power_w;
+  if (!first) {
+    if (prev_power_w_) {
+      Interval iv;
+      iv.t0_s = t0;
+      iv.t1_s = t_s;
+      iv.energy_j = 0.5 * (*prev_power_w_ + p) * dt;
+      if (dt > 0) iv.power_w = iv.energy_j / dt;
+      out = iv;
+    } else {
+      // Previous reading failed: the segment's start is unknown, hold this power back to it.
+      Interval iv;
+      iv.t0_s = t0;
+      iv.t1_s = t_s;
+      iv.energy_j = p * dt;
+      iv.power_w = p;
+      iv.trusted = false;
+      iv.note = "power held back over a failed reading";
+      out = iv;
+    }
+  }
+  last_power_w_ = p;
+  prev_power_w_ = p;
+  prev_t_ = t_s;
+  return out;
+}
+
+}  // namespace gt::energy

@@ -1,0 +1,49 @@
+// energy/accumulator.h: turns a sensor's successive readings into per-interval joules.
+// Counters: difference of successive values, corrected once for a wrap at the sensor's range
+// (RAPL max_energy_range_uj) when the corrected power is plausible; a counter that goes
+// backwards for another reason (driver reload, unknown range) or a failed reading gives an
+// *untrusted* interval whose energy is filled with the last trusted power x time (never 0,
+// never negative). Gauges and estimates: trapezoid rule on power.
+#pragma once
+#include <optional>
+#include <string>
+
+#include "energy/sensor.h"
+
+namespace gt::energy {
+
+/// The energy of one sensor between two successive readings.
+struct Interval {
+  double t0_s = 0, t1_s = 0;      ///< meter clock (s)
+  double energy_j = 0;            ///< >= 0 always (J)
+  std::optional<double> power_w;  ///< energy_j / (t1_s - t0_s); nullopt when the interval is 0 s
+  bool trusted = true;            ///< false: energy_j is a fill (last power x time) or unknown
+  bool unknown = false;           ///< true: no trusted power existed to fill with; energy_j = 0
+  bool wrapped = false;           ///< the counter wrapped inside this interval (corrected)
+  std::string note;               ///< why untrusted
+};
+
+/// Per-sensor state of the meter. Not thread-safe; the meter serializes calls.
+class Accumulator {
+ public:
+  /// max_plausible_power_w: a wrap-corrected delta implying more than this is treated as a
+  /// counter reset rather than a wrap (default 10 kW per domain, above any single device).
+  Accumulator(SensorKind kind, std::optional<double> wrap_j, double max_plausible_power_w = 1e4);
+  /// Feeds the reading taken at t_s; returns the interval since the previous call (none for the
+  /// first call).
+  std::optional<Interval> add(double t_s, const Reading& r);
+  /// Last trusted power (W), if any.
+  std::optional<double> last_power_w() const { return last_power_w_; }
+
+ private:
+  Interval fill(double t0, double t1, std::string note);
+  SensorKind kind_;
+  std::optional<double> wrap_j_;
+  double max_w_;
+  std::optional<double> prev_t_;
+  std::optional<double> prev_energy_j_;
+  std::optional<double> prev_power_w_;
+  std::optional<double> last_power_w_;
+};
+
+}  // namespace gt::energy

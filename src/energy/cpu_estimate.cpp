@@ -1,0 +1,277 @@
+// energy/cpu_estimate.cpp: see cpu_estimate.h.
+#include "energy/cpu_estimate.h"
+
+#include <dirent.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <vector>
+
+namespace gt::energy {
+namespace {
+
+double mono_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+struct TdpEntry {
+  const char* needle;
+  double tdp_w;
+};
+// Per-socket TDP from vendor spec sheets. First match wins, so longer names come first.
+const TdpEntry kTdpTable[] = {
+    {"EPYC 9654", 360},        {"EPYC 9554", 360},        {"EPYC 7763", 280},
+    {"EPYC 7742", 225},        {"EPYC 7713", 225},        {"EPYC 7543", 225},
+    {"Platinum 8480", 350},    {"Platinum 8468", 350},    {"Platinum 8380", 270},
+    {"Platinum 8360Y", 250},   {"Platinum 8280", 205},    {"Platinum 8180", 205},
+    {"Gold 6448Y", 225},       {"Gold 6330", 205},        {"Gold 6248R", 205},
+    {"Gold 6226R", 150},       {"Gold 6148", 150},        {"Gold 5218", 125},
+    {"Ryzen 9 7950X", 170},    {"Ryzen 9 5950X", 105},    {"Core(TM) i9-13900K", 125},
+    {"Core(TM) i7-12700", 65}, {"Core(TM) i5-12400", 65}, {"Grace", 250},
+};
+
+std::string cpu_model_name(const std::string& proc_root, int* sockets) {
+  std::ifstream f(proc_root + "/cpuinfo");
+  std::string line, model;
+  std::set<std::string> ids;
+  while (std::getline(f, line)) {
+    auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string key = line.substr(0, line.find_last_not_of(" \t", colon - 1) + 1);
+    std::string val = line.substr(colon + 1);
+    if (!val.empty() && val[0] == ' ') val.erase(0, 1);
+    if (key == "model name" && model.empty()) model = val;
+    if (key == "physical id") ids.insert(val);
+  }
+  *sockets = ids.empty() ? 1 : static_cast<int>(ids.size());
+  return model;
+}
+
+double mem_total_gb(const std::string& proc_root) {
+  std::ifstream f(proc_root + "/meminfo");
+  std::string key;
+  double kb = 0;
+  while (f >> key) {
+    if (key == "MemTotal:") {
+      f >> kb;
+      break;
+    }
+    f.ignore(1 << 20, '\n');
+  }
+  return kb * 1024.0 / 1e9;
+}
+
+// Busy and total jiffies of the machine from the first line of /proc/stat.
+bool machine_jiffies(const std::string& proc_root, double* busy, double* total) {
+  std::ifstream f(proc_root + "/stat");
+  std::string cpu;
+  f >> cpu;
+  if (cpu != "cpu") return false;
+  std::vector<double> v;
+  double x;
+  for (int i = 0; i < 8 && f >> x; ++i)
+    v.push_back(x);  // user nice system idle iowait irq softirq steal
+  if (v.size() < 4) return false;
+  double t = 0;
+  for (double y : v) t += y;
+  *total = t;
+  *busy = t - v[3] - (v.size() > 4 ? v[4] : 0);
+  return true;
+}
+
+struct ProcStat {
+  int ppid = 0;
+  double jiffies = 0;  // utime + stime + cutime + cstime
+  double rss_bytes = 0;
+};
+
+bool read_proc_stat(const std::string& path, ProcStat* ps) {
+  std::ifstream f(path);
+  std::string s;
+  if (!std::getline(f, s)) return false;
+  auto rp = s.rfind(')');  // the command name may contain spaces and parentheses
+  if (rp == std::string::npos) return false;
+  std::istringstream in(s.substr(rp + 2));
+  std::vector<std::string> fld;
+  std::string w;
+  while (in >> w) fld.push_back(w);
+  // fields after ")" start at field 3 (state): ppid=4, utime=14, stime=15, cutime=16,
+  // cstime=17, rss=24 (pages); proc(5).
+  if (fld.size() < 22) return false;
+  ps->ppid = std::stoi(fld[1]);
+  ps->jiffies = std::stod(fld[11]) + std::stod(fld[12]) + std::stod(fld[13]) + std::stod(fld[14]);
+  ps->rss_bytes = std::stod(fld[21]) * static_cast<double>(sysconf(_SC_PAGESIZE));
+  return true;
+}
+
+// CPU jiffies and RSS of the process tree rooted at pid.
+bool tree_usage(const std::string& proc_root, int pid, double* jiffies, double* rss_bytes) {
+  std::map<int, ProcStat> all;
+  if (DIR* d = opendir(proc_root.c_str())) {
+    while (dirent* e = readdir(d)) {
+      char* end = nullptr;
+      long p = std::strtol(e->d_name, &end, 10);
+      if (*end || p <= 0) continue;
+      ProcStat ps;
+      if (read_proc_stat(proc_root + "/" + e->d_name + "/stat", &ps)) all[static_cast<int>(p)] = ps;
+    }
+    closedir(d);
+  }
+  if (!all.count(pid)) return false;
+  std::map<int, std::vector<int>> kids;
+  for (auto& [p, ps] : all) kids[ps.ppid].push_back(p);
+  *jiffies = 0;
+  *rss_bytes = 0;
+  std::vector<int> stack{pid};
+  while (!stack.empty()) {
+    int p = stack.back();
+    stack.pop_back();
+    *jiffies += all[p].jiffies;
+    *rss_bytes += all[p].rss_bytes;
+    for (int k : kids[p]) stack.push_back(k);
+  }
+  return true;
+}
+
+class CpuEstimateSensor : public Sensor {
+ public:
+  CpuEstimateSensor(const CpuEstimateOptions& opt) : opt_(opt) {
+    int sockets = 1;
+    std::string model = cpu_model_name(opt.proc_root, &sockets);
+    std::string src;
+    double per_socket = opt.tdp_w ? *opt.tdp_w : lookup_tdp_w(model, &src);
+    if (opt.tdp_w) src = "given by configuration";
+    tdp_w_ = per_socket * sockets;
+    ncpu_ = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+    hz_ = static_cast<double>(sysconf(_SC_CLK_TCK));
+    info_.name = "cpu-estimate";
+    info_.domain = "cpu";
+    info_.device = model.empty() ? "unknown CPU" : model;
+    info_.kind = SensorKind::kEstimate;
+    info_.unit = "W";
+    info_.available = true;
+    info_.refresh_period_s = 1.0 / hz_;
+    info_.method =
+        fmt::format("estimated: TDP {:.0f} W ({} socket(s) x {:.0f} W, {}) x CPU utilization of {}",
+                    tdp_w_, sockets, per_socket, src,
+                    opt.pid ? fmt::format("process tree {} over {} CPUs", opt.pid, ncpu_)
+                            : std::string("the machine (/proc/stat)"));
+    // A machine-wide estimate counts the whole node: one reader per node, like a device.
+    if (opt.pid == 0) info_.device_key = "cpu-estimate-machine";
+    sample(&prev_busy_, &prev_t_);
+  }
+  const SensorInfo& info() const override { return info_; }
+  Reading read(double) override {
+    Reading r;
+    double busy = 0, t = 0;
+    if (!sample(&busy, &t)) {
+      r.error = opt_.pid ? fmt::format("process {} not found in {}", opt_.pid, opt_.proc_root)
+                         : fmt::format("{}/stat unreadable", opt_.proc_root);
+      return r;
+    }
+    if (t > prev_t_ && busy >= prev_busy_) {
+      const double denom = opt_.pid ? (t - prev_t_) * hz_ * static_cast<double>(ncpu_)
+                                    : (t - prev_t_);  // machine mode: t is total jiffies
+      // Hold the last utilization over intervals too short for jiffy resolution (~50 ms).
+      const bool long_enough =
+          opt_.pid ? t - prev_t_ >= 0.05 : t - prev_t_ >= 5.0 * static_cast<double>(ncpu_);
+      if (denom > 0 && long_enough) {
+        util_ = std::clamp((busy - prev_busy_) / denom, 0.0, 1.0);
+        prev_busy_ = busy;
+        prev_t_ = t;
+      }
+    }
+    r.ok = true;
+    r.power_w = tdp_w_ * util_;
+    return r;
+  }
+
+ private:
+  // Machine: busy and total jiffies. Process tree: jiffies and monotonic time (s).
+  bool sample(double* busy, double* t) {
+    if (opt_.pid) {
+      double rss = 0;
+      if (!tree_usage(opt_.proc_root, opt_.pid, busy, &rss)) return false;
+      *t = mono_s();
+      return true;
+    }
+    return machine_jiffies(opt_.proc_root, busy, t);
+  }
+  CpuEstimateOptions opt_;
+  SensorInfo info_;
+  double tdp_w_ = kDefaultTdpW;
+  long ncpu_ = 1;
+  double hz_ = 100;
+  double prev_busy_ = 0, prev_t_ = 0, util_ = 0;
+};
+
+class RamEstimateSensor : public Sensor {
+ public:
+  RamEstimateSensor(const CpuEstimateOptions& opt) : opt_(opt) {
+    info_.name = "ram-estimate";
+    info_.domain = "ram";
+    info_.kind = SensorKind::kEstimate;
+    info_.unit = "W";
+    info_.available = true;
+    info_.refresh_period_s = 0;
+    const double gb = mem_total_gb(opt.proc_root);
+    info_.device = fmt::format("{:.1f} GB RAM", gb);
+    info_.method =
+        fmt::format("estimated: {} W/GB (CodeCarbon 3 W per 8 GB) x {}", opt.ram_w_per_gb,
+                    opt.pid ? fmt::format("resident memory of process tree {}", opt.pid)
+                            : fmt::format("{:.1f} GB installed", gb));
+    total_gb_ = gb;
+    if (opt.pid == 0) info_.device_key = "ram-estimate-machine";
+  }
+  const SensorInfo& info() const override { return info_; }
+  Reading read(double) override {
+    Reading r;
+    double gb = total_gb_;
+    if (opt_.pid) {
+      double j = 0, rss = 0;
+      if (!tree_usage(opt_.proc_root, opt_.pid, &j, &rss)) {
+        r.error = fmt::format("process {} not found in {}", opt_.pid, opt_.proc_root);
+        return r;
+      }
+      gb = rss / 1e9;
+    }
+    r.ok = true;
+    r.power_w = gb * opt_.ram_w_per_gb;
+    return r;
+  }
+
+ private:
+  CpuEstimateOptions opt_;
+  SensorInfo info_;
+  double total_gb_ = 0;
+};
+
+}  // namespace
+
+double lookup_tdp_w(const std::string& model_name, std::string* source) {
+  for (const auto& e : kTdpTable) {
+    if (model_name.find(e.needle) != std::string::npos) {
+      if (source) *source = fmt::format("table entry '{}'", e.needle);
+      return e.tdp_w;
+    }
+  }
+  if (source)
+    *source = fmt::format("model '{}' not in table: default {:.0f} W (CodeCarbon's fallback)",
+                          model_name, kDefaultTdpW);
+  return kDefaultTdpW;
+}
+
+SensorList make_cpu_estimate(const CpuEstimateOptions& opt) {
+  SensorList out;
+  out.push_back(std::make_unique<CpuEstimateSensor>(opt));
+  out.push_back(std::make_unique<RamEstimateSensor>(opt));
+  return out;
+}
+
+}  // namespace gt::energy

@@ -1,0 +1,300 @@
+// energy/meter.cpp: see meter.h.
+#include "energy/meter.h"
+
+#include <fmt/format.h>
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+
+#include "energy/cpu_estimate.h"
+#include "energy/error.h"
+#include "energy/gpu_sensors.h"
+#include "energy/rapl.h"
+
+namespace gt::energy {
+
+double Measurement::energy_j_of(const std::string& domain) const {
+  double e = 0;
+  for (auto& d : domains)
+    if (d.domain == domain) e += d.energy_j;
+  return e;
+}
+
+double Measurement::power_w_of(const std::string& domain) const {
+  return duration_s > 0 ? energy_j_of(domain) / duration_s : 0;
+}
+
+std::unique_ptr<Meter> Meter::create(const MeterOptions& opt) {
+  SensorList all;
+  auto take = [&all](SensorList l) {
+    for (auto& s : l) all.push_back(std::move(s));
+  };
+  if (opt.use_nvml) take(detect_nvml());
+  if (opt.use_rocm_smi) take(detect_rocm_smi());
+  if (opt.use_rapl) take(detect_rapl(opt.powercap_root));
+  if (opt.use_estimate) {
+    std::set<std::string> covered;  // domains a counted, readable counter measures
+    for (auto& s : all) {
+      const auto& i = s->info();
+      if (i.available && i.counted && i.domain != "gpu") {
+        covered.insert(i.domain);
+        if (i.domain == "psys") covered.insert({"cpu", "ram"});
+      }
+    }
+    CpuEstimateOptions eo;
+    eo.tdp_w = opt.cpu_tdp_w;
+    eo.ram_w_per_gb = opt.ram_w_per_gb;
+    eo.pid = opt.pid;
+    for (auto& s : make_cpu_estimate(eo)) {
+      if (covered.count(s->info().domain)) {
+        SensorInfo i = s->info();
+        i.counted = false;
+        i.reason = "a RAPL counter measures this domain";
+        all.push_back(std::make_unique<UnavailableSensor>(i));
+      } else {
+        all.push_back(std::move(s));
+      }
+    }
+  }
+  return std::make_unique<Meter>(std::move(all), opt);
+}
+
+Meter::Meter(SensorList sensors, const MeterOptions& opt, MeterClock clock)
+    : opt_(opt), clock_(std::move(clock)) {
+  if (!clock_.mono_s)
+    clock_.mono_s = [] {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+          .count();
+    };
+  if (!clock_.unix_s)
+    clock_.unix_s = [] {
+      return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+    };
+  if (!(opt_.interval_s >= 0))
+    throw EnergyError(fmt::format("meter interval {} s; expected >= 0", opt_.interval_s));
+  const std::string dir = lock_dir(opt_.lock_dir);
+  for (auto& s : sensors) {
+    Slot slot;
+    slot.info = s->info();
+    slot.sensor = std::move(s);
+    if (slot.info.available && slot.info.counted && !slot.info.device_key.empty()) {
+      std::string holder;
+      slot.lock = DeviceLock::try_acquire(dir, slot.info.device_key, &holder);
+      if (!slot.lock) {
+        slot.not_reader = true;
+        slot.info.available = false;
+        slot.info.reason = "not the reader: " + holder;
+      }
+    }
+    slot.active = slot.info.available && slot.info.counted;
+    if (slot.active)
+      slot.acc = std::make_unique<Accumulator>(slot.info.kind, slot.info.wrap_j,
+                                               opt_.max_plausible_power_w);
+    slots_.push_back(std::move(slot));
+  }
+  start_mono_s_ = clock_.mono_s();
+  start_unix_s_ = clock_.unix_s();
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    tick_locked();  // prime the counters
+  }
+  if (opt_.interval_s > 0) thread_ = std::thread([this] { thread_main(); });
+}
+
+Meter::~Meter() {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Meter::thread_main() {
+  const double w0 = clock_.mono_s();
+  std::unique_lock<std::mutex> lk(mu_);
+  while (!stop_) {
+    cv_.wait_for(lk, std::chrono::duration<double>(opt_.interval_s), [this] { return stop_; });
+    if (stop_) break;
+    tick_locked();
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    thread_cpu_s_ = static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+    thread_wall_s_ = clock_.mono_s() - w0;
+  }
+}
+
+double Meter::sampler_overhead() const {
+  const double w = thread_wall_s_.load();
+  return w > 0 ? thread_cpu_s_.load() / w : 0;
+}
+
+double Meter::carbon_time(double mono_s, double unix_s) const {
+  if (opt_.carbon_replay_start_unix_s)
+    return *opt_.carbon_replay_start_unix_s + (mono_s - start_mono_s_);
+  return unix_s;
+}
+
+void Meter::tick_locked() {
+  const double t = clock_.mono_s();
+  const double unix_now = clock_.unix_s();
+  const double dt = primed_ ? t - last_t_ : 0;
+  std::vector<std::optional<Interval>> ivs(slots_.size());
+  double tick_j = 0, tick_w = 0;
+  bool peak_ok = primed_ && dt > 0;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    Slot& s = slots_[i];
+    if (!s.active) continue;
+    ivs[i] = s.acc->add(t, s.sensor->read(t));
+    if (!ivs[i]) continue;
+    tick_j += ivs[i]->energy_j;
+    if (ivs[i]->power_w) tick_w += *ivs[i]->power_w;
+    if (dt < s.info.refresh_period_s) peak_ok = false;
+  }
+  if (primed_ && !windows_.empty()) {
+    const double carbon_t1 = carbon_time(t, unix_now);
+    const double g = dt > 0 ? opt_.carbon.integrate_g(carbon_t1 - dt, carbon_t1, tick_j / dt)
+                            : g_co2e(tick_j, opt_.carbon.at(carbon_t1));
+    for (auto& [name, w] : windows_) {
+      w.g += g;
+      if (peak_ok) w.peak_w = std::max(w.peak_w, tick_w);
+      for (size_t i = 0; i < slots_.size(); ++i) {
+        if (!ivs[i]) continue;
+        const Interval& iv = *ivs[i];
+        DomainAcc& a = w.acc[i];
+        a.energy_j += iv.energy_j;
+        if (iv.wrapped) ++a.wraps;
+        if (iv.power_w && iv.t1_s - iv.t0_s >= slots_[i].info.refresh_period_s && iv.t1_s > iv.t0_s)
+          a.peak_w = std::max(a.peak_w, *iv.power_w);
+        if (!iv.trusted) {
+          a.untrusted_s += iv.t1_s - iv.t0_s;
+          if (iv.unknown) a.incomplete = true;
+          if (std::find(a.notes.begin(), a.notes.end(), iv.note) == a.notes.end())
+            a.notes.push_back(iv.note);
+        }
+      }
+    }
+  }
+  last_t_ = t;
+  primed_ = true;
+}
+
+void Meter::sample_now() {
+  std::lock_guard<std::mutex> g(mu_);
+  tick_locked();
+}
+
+void Meter::begin_window(const std::string& name) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (windows_.count(name))
+    throw EnergyError(
+        fmt::format("energy window '{}' is already open; expected end_window first", name));
+  tick_locked();
+  Window w;
+  w.t0_s = last_t_;
+  w.unix0_s = clock_.unix_s();
+  w.acc.resize(slots_.size());
+  windows_.emplace(name, std::move(w));
+}
+
+bool Meter::has_window(const std::string& name) const {
+  std::lock_guard<std::mutex> g(mu_);
+  return windows_.count(name) > 0;
+}
+
+Measurement Meter::end_window(const std::string& name) {
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = windows_.find(name);
+  if (it == windows_.end())
+    throw EnergyError(fmt::format(
+        "energy window '{}' is not open; expected begin_window('{}') first", name, name));
+  tick_locked();
+  Window w = std::move(it->second);
+  windows_.erase(it);
+
+  Measurement m;
+  m.name = name;
+  m.start_unix_s = w.unix0_s;
+  m.duration_s = last_t_ - w.t0_s;
+  m.peak_power_w = w.peak_w;
+  m.g_co2e = w.g;
+  m.carbon_source = opt_.carbon.describe();
+  if (opt_.carbon.is_series() && opt_.carbon.out_of_range())
+    m.flags.push_back("carbon: time outside the intensity series; its nearest value was used");
+  double max_refresh = 0;
+  std::vector<std::string> methods;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const Slot& s = slots_[i];
+    if (s.not_reader) m.flags.push_back(s.info.name + ": " + s.info.reason);
+    if (!s.active) continue;
+    const DomainAcc& a = w.acc[i];
+    DomainMeasurement d;
+    d.sensor = s.info.name;
+    d.domain = s.info.domain;
+    d.method = s.info.kind == SensorKind::kEnergyCounter ? Method::kCounter
+               : s.info.kind == SensorKind::kPowerGauge  ? Method::kIntegrated
+                                                         : Method::kEstimate;
+    d.estimated = d.method == Method::kEstimate;
+    d.energy_j = a.energy_j;
+    d.peak_power_w = a.peak_w;
+    d.wraps = a.wraps;
+    d.untrusted_s = a.untrusted_s;
+    d.incomplete = a.incomplete;
+    if (m.duration_s > 0 && m.duration_s >= s.info.refresh_period_s)
+      d.avg_power_w = a.energy_j / m.duration_s;
+    else if (m.duration_s <= 0)
+      d.flags.push_back("zero-length window: power undefined");
+    else
+      d.flags.push_back(fmt::format(
+          "window {:.4f} s is shorter than the sensor's refresh period {:g} s: power undefined, "
+          "energy uncertain",
+          m.duration_s, s.info.refresh_period_s));
+    if (d.avg_power_w && d.peak_power_w < *d.avg_power_w) d.peak_power_w = *d.avg_power_w;
+    if (a.wraps) d.flags.push_back(fmt::format("counter wrapped {} time(s), corrected", a.wraps));
+    if (a.untrusted_s > 0 || a.incomplete) {
+      std::string n;
+      for (auto& x : a.notes) n += (n.empty() ? "" : "; ") + x;
+      d.flags.push_back(fmt::format(
+          "untrusted: {:.3f} s {} ({})", a.untrusted_s,
+          a.incomplete ? "not measured (no trusted power to fill with; energy is a lower bound)"
+                       : "filled with the last trusted power",
+          n));
+    }
+    for (auto& f : d.flags) m.flags.push_back(d.sensor + ": " + f);
+    m.energy_j += d.energy_j;
+    m.estimated = m.estimated || d.estimated;
+    max_refresh = std::max(max_refresh, s.info.refresh_period_s);
+    methods.push_back(s.info.name + ": " + s.info.method);
+    m.domains.push_back(std::move(d));
+  }
+  if (m.domains.empty()) m.flags.push_back("no sensor counted: energy is unknown, not 0");
+  if (m.duration_s > 0 && m.duration_s >= max_refresh && !m.domains.empty())
+    m.avg_power_w = m.energy_j / m.duration_s;
+  if (m.avg_power_w && m.peak_power_w < *m.avg_power_w) m.peak_power_w = *m.avg_power_w;
+  for (auto& x : methods) m.method += (m.method.empty() ? "" : "; ") + x;
+  return m;
+}
+
+std::vector<SensorInfo> Meter::sensors() const {
+  std::vector<SensorInfo> out;
+  for (auto& s : slots_) out.push_back(s.info);
+  return out;
+}
+
+bool Meter::estimated() const {
+  for (auto& s : slots_)
+    if (s.active && s.info.kind == SensorKind::kEstimate) return true;
+  return false;
+}
+
+std::vector<std::string> Meter::not_reader() const {
+  std::vector<std::string> out;
+  for (auto& s : slots_)
+    if (s.not_reader) out.push_back(s.info.name);
+  return out;
+}
+
+}  // namespace gt::energy

@@ -1,0 +1,161 @@
+// energy/meter.h: the energy module's front door. A Meter finds the sensors of this machine
+// (NVML, ROCm SMI, RAPL, else a CPU/memory estimate), samples them in a background thread, and
+// measures named windows, Zeus-style:
+//
+//   auto meter = gt::energy::Meter::create({});           // detect sensors, start sampling
+//   meter->begin_window("step");
+//   ...work...
+//   gt::energy::Measurement m = meter->end_window("step"); // s, J per domain, avg/peak W, gCO2e
+//
+// Windows nest and overlap freely; each has its own start. Every number says how it was made
+// (counter, integrated samples, estimate) and odd cases are flagged in Measurement::flags, never
+// hidden: a counter that went backwards, a failed reading, a window shorter than a sensor's
+// refresh period (then avg_power_w is empty, never a division by zero), a device read by another
+// process (one reader per device per node, node_lock.h).
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "energy/accumulator.h"
+#include "energy/carbon.h"
+#include "energy/node_lock.h"
+#include "energy/sensor.h"
+
+namespace gt::energy {
+
+/// How a Meter is set up. Defaults measure the whole machine at 10 Hz.
+struct MeterOptions {
+  double interval_s = 0.1;  ///< background sampling period (s); 0: no thread, samples are taken
+                            ///< only at window boundaries and by sample_now()
+  CarbonIntensity carbon;   ///< gCO2e/kWh, constant or series (default: world average 475)
+  /// With a series: the meter's start is taken to be this time (unix s) in the series, to replay
+  /// a measurement against historical data; empty: the wall clock.
+  std::optional<double> carbon_replay_start_unix_s;
+  std::optional<double> cpu_tdp_w;  ///< per-socket TDP (W) for the CPU estimate
+  double ram_w_per_gb = 0.375;      ///< W/GB for the memory estimate (CodeCarbon)
+  int pid = 0;  ///< CPU/memory estimate of this process tree (0: the whole machine)
+  bool use_nvml = true, use_rocm_smi = true, use_rapl = true, use_estimate = true;
+  std::string powercap_root;  ///< empty: $GT_POWERCAP_ROOT or /sys/class/powercap
+  std::string lock_dir;       ///< empty: $GT_ENERGY_LOCK_DIR or /tmp/greentrain-energy-locks
+  double max_plausible_power_w = 1e4;  ///< per domain; above it a wrap is taken for a reset
+};
+
+/// The energy of one sensor (one domain) over a window.
+struct DomainMeasurement {
+  std::string sensor;  ///< SensorInfo::name, e.g. "rapl:package-0"
+  std::string domain;  ///< "cpu", "gpu", "ram" or "psys"
+  Method method = Method::kCounter;
+  bool estimated = false;             ///< method == kEstimate
+  double energy_j = 0;                ///< >= 0 (J); includes filled intervals (see flags)
+  std::optional<double> avg_power_w;  ///< energy_j / duration_s; empty if shorter than refresh
+  double peak_power_w = 0;            ///< highest interval power (W), intervals >= refresh
+  int wraps = 0;                      ///< counter wraps corrected inside the window
+  double untrusted_s = 0;             ///< seconds whose energy is a fill, not a reading
+  bool incomplete = false;            ///< some seconds had no trusted power at all (not in J)
+  std::vector<std::string> flags;     ///< human-readable, one per odd case
+};
+
+/// One measured window. Energies in J, powers in W, carbon in gCO2e.
+struct Measurement {
+  std::string name;
+  double start_unix_s = 0;                 ///< wall clock at begin_window (s since 1970 UTC)
+  double duration_s = 0;                   ///< meter clock (monotonic) seconds
+  double energy_j = 0;                     ///< total over counted domains (J)
+  std::optional<double> avg_power_w;       ///< energy_j / duration_s; empty when undefined
+  double peak_power_w = 0;                 ///< highest total power over sampling intervals (W)
+  double g_co2e = 0;                       ///< carbon (gCO2e), integrated per interval
+  bool estimated = false;                  ///< any counted figure is an estimate
+  std::vector<DomainMeasurement> domains;  ///< counted sensors only
+  std::string method;                      ///< e.g. "cpu-estimate: estimated: TDP 85 W x ..."
+  std::string carbon_source;               ///< CarbonIntensity::describe()
+  std::vector<std::string> flags;  ///< window-level and per-domain flags, prefixed by sensor
+  /// Sum of energy_j of the counted domains named `domain` ("cpu", "gpu", "ram", "psys").
+  double energy_j_of(const std::string& domain) const;
+  /// Average power (W) of one domain kind over the window; 0 if duration is 0.
+  double power_w_of(const std::string& domain) const;
+};
+
+/// Clocks, injectable for tests: monotonic seconds and unix seconds.
+struct MeterClock {
+  std::function<double()> mono_s;
+  std::function<double()> unix_s;
+};
+
+class Meter {
+ public:
+  /// Detects the sensors of this machine (NVML, ROCm SMI, RAPL, and the CPU/memory estimate for
+  /// domains no counter covers), takes the per-device locks, starts the sampling thread.
+  static std::unique_ptr<Meter> create(const MeterOptions& opt);
+  /// A meter over given sensors (tests, replay, custom setups). Takes the locks of sensors with
+  /// a device_key and starts sampling (opt.interval_s > 0).
+  Meter(SensorList sensors, const MeterOptions& opt, MeterClock clock = {});
+  ~Meter();  ///< stops the sampling thread and releases the locks
+  Meter(const Meter&) = delete;
+  Meter& operator=(const Meter&) = delete;
+
+  /// Starts window `name` now. Throws EnergyError if a window of that name is open.
+  void begin_window(const std::string& name);
+  /// Ends window `name` and returns its measurement. Throws EnergyError if none is open.
+  Measurement end_window(const std::string& name);
+  bool has_window(const std::string& name) const;
+  /// Reads every sensor now (also done by the thread every interval_s).
+  void sample_now();
+
+  /// Every sensor looked for: available or not (with reason), counted or not, and the ones
+  /// whose device another process reads (available=false, reason says who).
+  std::vector<SensorInfo> sensors() const;
+  /// true when any counted figure is an estimate.
+  bool estimated() const;
+  /// Names of sensors this meter does not read because another process is their reader.
+  std::vector<std::string> not_reader() const;
+  /// Sampling-thread CPU time over wall time since it started (fraction of one core; 0.001 =
+  /// 0.1 %). 0 when there is no thread.
+  double sampler_overhead() const;
+  double interval_s() const { return opt_.interval_s; }
+  const CarbonIntensity& carbon() const { return opt_.carbon; }
+
+ private:
+  struct DomainAcc {
+    double energy_j = 0, peak_w = 0, untrusted_s = 0;
+    int wraps = 0;
+    bool incomplete = false;
+    std::vector<std::string> notes;
+  };
+  struct Window {
+    double t0_s = 0, unix0_s = 0, peak_w = 0, g = 0;
+    std::vector<DomainAcc> acc;  // per slot
+  };
+  struct Slot {
+    std::unique_ptr<Sensor> sensor;
+    SensorInfo info;
+    std::unique_ptr<Accumulator> acc;
+    std::unique_ptr<DeviceLock> lock;
+    bool active = false;  // available, counted and we are its reader
+    bool not_reader = false;
+  };
+  void tick_locked();
+  double carbon_time(double mono_s, double unix_s) const;
+  void thread_main();
+
+  MeterOptions opt_;
+  MeterClock clock_;
+  std::vector<Slot> slots_;
+  std::map<std::string, Window> windows_;
+  mutable std::mutex mu_;
+  double last_t_ = 0, start_mono_s_ = 0, start_unix_s_ = 0;
+  bool primed_ = false;
+  std::thread thread_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::atomic<double> thread_cpu_s_{0}, thread_wall_s_{0};
+};
+
+}  // namespace gt::energy

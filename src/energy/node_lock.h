@@ -1,0 +1,32 @@
+// energy/node_lock.h: one reader per device per node. Several processes each measuring the
+// whole node would count it several times; so the meter reads a device only while it holds an
+// exclusive flock(2) on <dir>/<device_key>.lock. The lock goes with the process (also on a
+// crash). The directory is $GT_ENERGY_LOCK_DIR, else /tmp/greentrain-energy-locks (mode 1777,
+// shared by all users: a per-user $XDG_RUNTIME_DIR would hide other users' readers).
+#pragma once
+#include <memory>
+#include <string>
+
+namespace gt::energy {
+
+/// The lock directory: `override_dir` if not empty, else $GT_ENERGY_LOCK_DIR, else
+/// /tmp/greentrain-energy-locks.
+std::string lock_dir(const std::string& override_dir = "");
+
+/// An exclusive, non-blocking lock on one device, released by the destructor.
+class DeviceLock {
+ public:
+  /// Takes the lock, or returns nullptr and sets *holder to who holds it ("pid 1234") or why
+  /// it could not be taken.
+  static std::unique_ptr<DeviceLock> try_acquire(const std::string& dir, const std::string& key,
+                                                 std::string* holder);
+  ~DeviceLock();
+  DeviceLock(const DeviceLock&) = delete;
+  DeviceLock& operator=(const DeviceLock&) = delete;
+
+ private:
+  explicit DeviceLock(int fd) : fd_(fd) {}
+  int fd_ = -1;
+};
+
+}  // namespace gt::energy

@@ -1,0 +1,309 @@
+/* tests/energy/fake_nvml.cpp: a stand-in for libnvidia-ml.so.1, loaded by greentrain through
+ * GT_NVML_LIBRARY=<path to libfake_nvml.so>. It implements the NVML functions greentrain calls
+ * (energy/nvml.h) with behaviour scripted by environment variables, read at every call so a test
+ * can change them between reads. No real GPU is touched.
+ *
+ *   FAKE_NVML_INIT_RC=N         nvmlInit_v2 returns N (e.g. 9 = NVML_ERROR_DRIVER_NOT_LOADED)
+ *   FAKE_NVML_DEVICES=N         number of GPUs (default 1, at most 16)
+ *   FAKE_NVML_UUIDS=a,b,...     their UUIDs (default GPU-00000000-0000-0000-0000-00000000000<i>)
+ *   FAKE_NVML_MIG=uuid@i,...    MIG devices and the index of their GPU
+ *   FAKE_NVML_NO_ENERGY=all|i,j nvmlDeviceGetTotalEnergyConsumption -> NOT_SUPPORTED (3)
+ *   FAKE_NVML_NO_POWER=all|i,j  nvmlDeviceGetPowerUsage -> NOT_SUPPORTED (3)
+ *   FAKE_NVML_POWER_MW=p0,p1    power per GPU in mW (default 100000); the energy counter
+ *                               integrates it over real time since nvmlInit_v2
+ *   FAKE_NVML_ENERGY_FILE=path  if set, the energy counter (mJ) of GPU i is line i of this file
+ *                               (write it to script wraps or a counter that goes backwards)
+ *   FAKE_NVML_LIMIT_MW=N        initial power limit (default 300000 mW)
+ *   FAKE_NVML_MIN_LIMIT_MW=N    constraint min (default 100000), FAKE_NVML_MAX_LIMIT_MW=N (400000)
+ *   FAKE_NVML_SET_RC=N          nvmlDeviceSetPowerManagementLimit returns N (e.g. 4 =
+ * NO_PERMISSION) FAKE_NVML_SET_LOG=path      every SetPowerManagementLimit call appends "<index>
+ * <mW> <rc>\n" FAKE_NVML_LIMIT_FILE=path   current limits persist here (one mW per line) so several
+ *                               processes see the same limits, as with a real driver
+ *   FAKE_NVML_DRAW_MW=N         simulated workload: it would draw N mW uncapped; the reported
+ *                               power is min(limit, N) (FAKE_NVML_POWER_MW is then ignored), and
+ *                               fake_nvml_speed_factor(i) = min(1,
+ * limit/N)^FAKE_NVML_SPEED_EXPONENT (default exponent 0.5) is the throughput relative to uncapped.
+ * Limits out of [min, max] return NVML_ERROR_INVALID_ARGUMENT (2).
+ */
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+
+extern "C" {
+
+#define MAXD 16
+typedef struct fake_dev {
+  int index;
+  int mig;    /* 1: a MIG device */
+  int parent; /* GPU index of a MIG device */
+  char uuid[96];
+} fake_dev;
+typedef fake_dev* nvmlDevice_t;
+
+static fake_dev gpus[MAXD], migs[MAXD];
+static int n_migs = 0;
+static double energy_mj[MAXD], last_t[MAXD];
+static unsigned limit_mw[MAXD];
+static int inited = 0;
+
+static const char* env(const char* k) { return getenv(k); }
+static long env_long(const char* k, long d) {
+  const char* v = env(k);
+  return v && *v ? strtol(v, NULL, 10) : d;
+}
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+static int n_devices(void) {
+  long n = env_long("FAKE_NVML_DEVICES", 1);
+  return n < 0 ? 0 : (n > MAXD ? MAXD : (int)n);
+}
+/* 1 if index i is in the comma list (or the list is "all"). */
+static int in_list(const char* k, int i) {
+  const char* v = env(k);
+  if (!v || !*v) return 0;
+  if (!strcmp(v, "all")) return 1;
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", v);
+  for (char* t = strtok(buf, ","); t; t = strtok(NULL, ","))
+    if (atoi(t) == i) return 1;
+  return 0;
+}
+/* The i-th comma field of env k as long, or d. */
+static long field_long(const char* k, int i, long d) {
+  const char* v = env(k);
+  if (!v || !*v) return d;
+  char buf[512];
+  snprintf(buf, sizeof buf, "%s", v);
+  int j = 0;
+  long last = d;
+  for (char* t = strtok(buf, ","); t; t = strtok(NULL, ","), ++j) {
+    last = strtol(t, NULL, 10);
+    if (j == i) return last;
+  }
+  return last; /* fewer fields than GPUs: the last one applies to the rest */
+}
+static void load_limits(void) {
+  const char* p = env("FAKE_NVML_LIMIT_FILE");
+  FILE* f = p && *p ? fopen(p, "r") : NULL;
+  if (!f) return;
+  for (int i = 0; i < MAXD && fscanf(f, "%u", &limit_mw[i]) == 1; ++i) {
+  }
+  fclose(f);
+}
+static void save_limits(void) {
+  const char* p = env("FAKE_NVML_LIMIT_FILE");
+  FILE* f = p && *p ? fopen(p, "w") : NULL;
+  if (!f) return;
+  for (int i = 0; i < n_devices(); ++i) fprintf(f, "%u\n", limit_mw[i]);
+  fclose(f);
+}
+static unsigned power_of(int i) {
+  load_limits();
+  long draw = env_long("FAKE_NVML_DRAW_MW", -1);
+  if (draw >= 0) return (unsigned)(draw < (long)limit_mw[i] ? draw : (long)limit_mw[i]);
+  return (unsigned)field_long("FAKE_NVML_POWER_MW", i, 100000);
+}
+static void advance(int i) {
+  double t = now_s();
+  energy_mj[i] += power_of(i) * (t - last_t[i]); /* mW x s = mJ */
+  last_t[i] = t;
+}
+static fake_dev* gpu_of(nvmlDevice_t d) {
+  if (!inited || !d || d->mig || d->index < 0 || d->index >= n_devices()) return NULL;
+  return d;
+}
+
+int nvmlInit_v2(void) {
+  int rc = (int)env_long("FAKE_NVML_INIT_RC", 0);
+  if (rc) return rc;
+  unsigned lim = (unsigned)env_long("FAKE_NVML_LIMIT_MW", 300000);
+  for (int i = 0; i < MAXD; ++i) {
+    gpus[i].index = i;
+    gpus[i].mig = 0;
+    snprintf(gpus[i].uuid, sizeof gpus[i].uuid, "GPU-00000000-0000-0000-0000-%012d", i);
+    energy_mj[i] = 0;
+    last_t[i] = now_s();
+    limit_mw[i] = lim;
+  }
+  load_limits();
+  const char* u = env("FAKE_NVML_UUIDS");
+  if (u && *u) {
+    char buf[2048];
+    snprintf(buf, sizeof buf, "%s", u);
+    int i = 0;
+    for (char* t = strtok(buf, ","); t && i < MAXD; t = strtok(NULL, ","), ++i)
+      snprintf(gpus[i].uuid, sizeof gpus[i].uuid, "%s", t);
+  }
+  n_migs = 0;
+  const char* m = env("FAKE_NVML_MIG");
+  if (m && *m) {
+    char buf[2048];
+    snprintf(buf, sizeof buf, "%s", m);
+    for (char* t = strtok(buf, ","); t && n_migs < MAXD; t = strtok(NULL, ",")) {
+      char* at = strchr(t, '@');
+      if (!at) continue;
+      *at = 0;
+      migs[n_migs].index = n_migs;
+      migs[n_migs].mig = 1;
+      migs[n_migs].parent = atoi(at + 1);
+      snprintf(migs[n_migs].uuid, sizeof migs[n_migs].uuid, "%s", t);
+      ++n_migs;
+    }
+  }
+  inited = 1;
+  return 0;
+}
+int nvmlShutdown(void) {
+  inited = 0;
+  return 0;
+}
+const char* nvmlErrorString(int rc) {
+  switch (rc) {
+    case 0:
+      return "Success";
+    case 1:
+      return "Uninitialized";
+    case 2:
+      return "Invalid Argument";
+    case 3:
+      return "Not Supported";
+    case 4:
+      return "Insufficient Permissions";
+    case 6:
+      return "Not Found";
+    case 9:
+      return "Driver Not Loaded";
+    default:
+      return "Unknown Error";
+  }
+}
+int nvmlDeviceGetCount_v2(unsigned* n) {
+  if (!inited) return 1;
+  *n = (unsigned)n_devices();
+  return 0;
+}
+int nvmlDeviceGetHandleByIndex_v2(unsigned i, nvmlDevice_t* d) {
+  if (!inited) return 1;
+  if ((int)i >= n_devices()) return 2;
+  *d = &gpus[i];
+  return 0;
+}
+int nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* d) {
+  if (!inited) return 1;
+  for (int i = 0; i < n_devices(); ++i)
+    if (!strcmp(gpus[i].uuid, uuid)) return *d = &gpus[i], 0;
+  for (int i = 0; i < n_migs; ++i)
+    if (!strcmp(migs[i].uuid, uuid)) return *d = &migs[i], 0;
+  return 6;
+}
+int nvmlDeviceGetUUID(nvmlDevice_t d, char* buf, unsigned len) {
+  if (!inited || !d) return 2;
+  snprintf(buf, len, "%s", d->uuid);
+  return 0;
+}
+int nvmlDeviceGetName(nvmlDevice_t d, char* buf, unsigned len) {
+  if (!inited || !d) return 2;
+  snprintf(buf, len, d->mig ? "Fake MIG 1g.10gb" : "Fake GPU %d", d->index);
+  return 0;
+}
+int nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t d, unsigned long long* mj) {
+  fake_dev* g = gpu_of(d);
+  if (!g) return 2;
+  if (in_list("FAKE_NVML_NO_ENERGY", g->index)) return 3;
+  const char* p = env("FAKE_NVML_ENERGY_FILE");
+  if (p && *p) {
+    FILE* f = fopen(p, "r");
+    if (!f) return 999; /* NVML_ERROR_UNKNOWN */
+    unsigned long long v = 0;
+    int ok = 0;
+    for (int i = 0; i <= g->index; ++i) ok = fscanf(f, "%llu", &v) == 1;
+    fclose(f);
+    if (!ok) return 999;
+    *mj = v;
+    return 0;
+  }
+  advance(g->index);
+  *mj = (unsigned long long)energy_mj[g->index];
+  return 0;
+}
+int nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned* mw) {
+  fake_dev* g = gpu_of(d);
+  if (!g) return 2;
+  if (in_list("FAKE_NVML_NO_POWER", g->index)) return 3;
+  *mw = power_of(g->index);
+  return 0;
+}
+int nvmlDeviceGetPowerManagementLimit(nvmlDevice_t d, unsigned* mw) {
+  fake_dev* g = gpu_of(d);
+  if (!g) return 2;
+  load_limits();
+  *mw = limit_mw[g->index];
+  return 0;
+}
+int nvmlDeviceGetPowerManagementLimitConstraints(nvmlDevice_t d, unsigned* lo, unsigned* hi) {
+  fake_dev* g = gpu_of(d);
+  if (!g) return 2;
+  *lo = (unsigned)env_long("FAKE_NVML_MIN_LIMIT_MW", 100000);
+  *hi = (unsigned)env_long("FAKE_NVML_MAX_LIMIT_MW", 400000);
+  return 0;
+}
+int nvmlDeviceSetPowerManagementLimit(nvmlDevice_t d, unsigned mw) {
+  fake_dev* g = gpu_of(d);
+  int rc = 0;
+  if (!g)
+    rc = 2;
+  else if ((rc = (int)env_long("FAKE_NVML_SET_RC", 0)) == 0) {
+    if (mw < (unsigned)env_long("FAKE_NVML_MIN_LIMIT_MW", 100000) ||
+        mw > (unsigned)env_long("FAKE_NVML_MAX_LIMIT_MW", 400000))
+      rc = 2;
+    else {
+      advance(g->index); /* energy so far at the old limit */
+      limit_mw[g->index] = mw;
+      save_limits();
+    }
+  }
+  const char* p = env("FAKE_NVML_SET_LOG");
+  FILE* f = p && *p ? fopen(p, "a") : NULL;
+  if (f) {
+    fprintf(f, "%d %u %d\n", d ? d->index : -1, mw, rc);
+    fclose(f);
+  }
+  return rc;
+}
+int nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t mig, nvmlDevice_t* gpu) {
+  if (!inited || !mig || !mig->mig) return 2;
+  *gpu = &gpus[mig->parent];
+  return 0;
+}
+int nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t d, unsigned* n) {
+  fake_dev* g = gpu_of(d);
+  if (!g) return 2;
+  *n = 0;
+  for (int i = 0; i < n_migs; ++i) *n += migs[i].parent == g->index;
+  return 0;
+}
+int nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t d, unsigned k, nvmlDevice_t* mig) {
+  fake_dev* g = gpu_of(d);
+  if (!g) return 2;
+  unsigned j = 0;
+  for (int i = 0; i < n_migs; ++i)
+    if (migs[i].parent == g->index && j++ == k) return *mig = &migs[i], 0;
+  return 6;
+}
+/* Not NVML: throughput of GPU i relative to uncapped, in the FAKE_NVML_DRAW_MW mode (else 1). */
+double fake_nvml_speed_factor(unsigned i) {
+  long draw = env_long("FAKE_NVML_DRAW_MW", -1);
+  if (draw <= 0 || (int)i >= MAXD) return 1.0;
+  load_limits();
+  double r = (double)limit_mw[i] / (double)draw;
+  if (r >= 1) return 1.0;
+  const char* e = env("FAKE_NVML_SPEED_EXPONENT");
+  return pow(r, e && *e ? atof(e) : 0.5);
+}
+
+}  // extern "C"

@@ -1,0 +1,151 @@
+// tests/energy/measure_cli_test.cpp: `greentrain measure` and `greentrain sensors` end to end:
+// time, exit codes, signal forwarding, CSV and JSON outputs.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "test_util.h"
+
+namespace gt::energy {
+using namespace test;
+
+namespace {
+
+struct Run {
+  int code = -1;
+  std::string err;
+};
+
+pid_t spawn(const std::vector<std::string>& args, const std::string& err_path) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    FILE* e = freopen(err_path.c_str(), "w", stderr);
+    (void)e;
+    std::vector<char*> argv{const_cast<char*>(GT_PROGRAM)};
+    for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(GT_PROGRAM, argv.data());
+    _exit(126);
+  }
+  return pid;
+}
+
+std::string slurp(const std::string& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+Run finish(pid_t pid, const std::string& err_path) {
+  int st = 0;
+  waitpid(pid, &st, 0);
+  Run r;
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  r.err = slurp(err_path);
+  return r;
+}
+
+struct CliEnv {
+  TempDir d;
+  EnvGuard locks{"GT_ENERGY_LOCK_DIR", d.path};
+  EnvGuard nvml{"GT_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1"};
+  Run run(const std::vector<std::string>& args) {
+    return finish(spawn(args, d / "stderr.txt"), d / "stderr.txt");
+  }
+};
+
+}  // namespace
+
+TEST(MeasureCli, SleepOneSecondTimeWithinTwoPercentAndJson) {
+  CliEnv e;
+  auto r = e.run(
+      {"measure", "--json", e.d / "m.json", "--csv", e.d / "emissions.csv", "--", "sleep", "1"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("time"), std::string::npos);
+  EXPECT_NE(r.err.find("estimated"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("gCO2e"), std::string::npos);
+  EXPECT_NE(r.err.find("overhead"), std::string::npos);
+  auto j = nlohmann::json::parse(slurp(e.d / "m.json"));
+  EXPECT_NEAR(j["duration_s"].get<double>(), 1.0, 0.02);
+  EXPECT_GE(j["energy_j"].get<double>(), 0.0);
+  EXPECT_EQ(j["exit_code"], 0);
+  EXPECT_TRUE(j["estimated"].get<bool>());
+  const std::string csv = slurp(e.d / "emissions.csv");
+  EXPECT_EQ(csv.rfind("timestamp,project_name,run_id,experiment_id,duration,emissions,", 0), 0u);
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 2);
+}
+
+TEST(MeasureCli, ShortCommandAndExitCodeForwarded) {
+  CliEnv e;
+  auto r = e.run({"measure", "--", "sh", "-c", "sleep 0.3; exit 3"});
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_NE(r.err.find("exit code    3"), std::string::npos) << r.err;
+}
+
+TEST(MeasureCli, MissingCommandIs127) {
+  CliEnv e;
+  auto r = e.run({"measure", "--", "/nonexistent/command"});
+  EXPECT_EQ(r.code, 127) << r.err;
+}
+
+TEST(MeasureCli, SigintReachesTheChild) {
+  CliEnv e;
+  pid_t pid =
+      spawn({"measure", "--", "sh", "-c", "trap 'exit 42' INT; while :; do sleep 0.05; done"},
+            e.d / "stderr.txt");
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  kill(pid, SIGINT);
+  auto r = finish(pid, e.d / "stderr.txt");
+  EXPECT_EQ(r.code, 42) << r.err;
+}
+
+TEST(MeasureCli, CarbonSeriesReplay) {
+  CliEnv e;
+  write_file(e.d / "ci.csv",
+             "Time,Carbon Intensity\n2020-01-01 00:00:00,100\n2020-01-01 01:00:00,200\n");
+  auto r = e.run({"measure", "--carbon-csv", e.d / "ci.csv", "--carbon-start",
+                  "2020-01-01 00:30:00", "--json", e.d / "m.json", "--", "true"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(slurp(e.d / "m.json"));
+  const double kwh = j["energy_j"].get<double>() / 3.6e6;
+  EXPECT_NEAR(j["g_co2e"].get<double>(), kwh * 100, 1e-9 + kwh * 1e-6);
+}
+
+TEST(MeasureCli, BadOptionsAreErrors) {
+  CliEnv e;
+  EXPECT_NE(e.run({"measure", "--carbon-intensity", "100", "--carbon-csv", "x", "--", "true"}).code,
+            0);
+  auto r = e.run({"measure", "--carbon-csv", e.d / "missing.csv", "--", "true"});
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("missing.csv"), std::string::npos) << r.err;
+}
+
+TEST(SensorsCli, ListsSensorsAndReasons) {
+  CliEnv e;
+  const std::string out = e.d / "out.txt";
+  pid_t pid = fork();
+  if (pid == 0) {
+    FILE* o = freopen(out.c_str(), "w", stdout);
+    (void)o;
+    execl(GT_PROGRAM, GT_PROGRAM, "sensors", static_cast<char*>(nullptr));
+    _exit(126);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 0);
+  const std::string text = slurp(out);
+  EXPECT_NE(text.find("cpu-estimate"), std::string::npos) << text;
+  EXPECT_NE(text.find("nvml"), std::string::npos);
+  EXPECT_NE(text.find("reason: "), std::string::npos);
+}
+
+}  // namespace gt::energy

@@ -1,0 +1,194 @@
+// tests/energy/rapl_test.cpp: a fake powercap tree in a temporary folder: wraps, unreadable
+// files, permission denied, overlapping zones.
+#include "energy/rapl.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "energy/meter.h"
+#include "test_util.h"
+
+namespace gt::energy {
+using namespace test;
+
+namespace {
+void zone(const TempDir& d, const std::string& z, const std::string& name, unsigned long long uj,
+          std::optional<unsigned long long> range = 262143328850ULL) {
+  write_file(d / (z + "/name"), name + "\n");
+  write_file(d / (z + "/energy_uj"), std::to_string(uj) + "\n");
+  if (range) write_file(d / (z + "/max_energy_range_uj"), std::to_string(*range) + "\n");
+}
+void set_uj(const TempDir& d, const std::string& z, unsigned long long uj) {
+  write_file(d / (z + "/energy_uj"), std::to_string(uj) + "\n");
+}
+const SensorInfo* find(const std::vector<SensorInfo>& v, const std::string& name) {
+  for (auto& i : v)
+    if (i.name == name) return &i;
+  return nullptr;
+}
+std::vector<SensorInfo> infos(const SensorList& l) {
+  std::vector<SensorInfo> v;
+  for (auto& s : l) v.push_back(s->info());
+  return v;
+}
+}  // namespace
+
+TEST(Rapl, NoPowercapIsUnavailableWithReason) {
+  TempDir d;
+  auto l = detect_rapl(d / "nothing");
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_FALSE(l[0]->info().available);
+  EXPECT_NE(l[0]->info().reason.find("no RAPL zones"), std::string::npos);
+}
+
+TEST(Rapl, RootFromEnvironment) {
+  TempDir d;
+  zone(d, "intel-rapl:0", "package-0", 5);
+  EnvGuard g("GT_POWERCAP_ROOT", d.path);
+  EXPECT_EQ(powercap_root(), d.path);
+  EXPECT_EQ(powercap_root("/x"), "/x");
+  auto v = infos(detect_rapl());
+  ASSERT_TRUE(find(v, "rapl:package-0"));
+  EXPECT_TRUE(find(v, "rapl:package-0")->available);
+}
+
+TEST(Rapl, OverlappingDomainsCountPackagePlusDramOnly) {
+  TempDir d;
+  zone(d, "intel-rapl:0", "package-0", 1);
+  zone(d, "intel-rapl:0:0", "core", 1);
+  zone(d, "intel-rapl:0:1", "uncore", 1);
+  zone(d, "intel-rapl:0:2", "dram", 1);
+  zone(d, "intel-rapl:1", "psys", 1);
+  auto v = infos(detect_rapl(d.path));
+  EXPECT_TRUE(find(v, "rapl:package-0")->counted);
+  EXPECT_TRUE(find(v, "rapl:dram-0:2")->counted);
+  EXPECT_EQ(find(v, "rapl:dram-0:2")->domain, "ram");
+  EXPECT_FALSE(find(v, "rapl:core-0:0")->counted);
+  EXPECT_FALSE(find(v, "rapl:uncore-0:1")->counted);
+  EXPECT_FALSE(find(v, "rapl:psys")->counted);
+  EXPECT_FALSE(find(v, "rapl:psys")->reason.empty());
+
+  // Through the meter: 1 J on every zone counts 2 J (package + dram), not 5.
+  MeterOptions o = manual_options(d / "locks");
+  o.use_nvml = o.use_rocm_smi = o.use_estimate = false;
+  o.powercap_root = d.path;
+  auto m = Meter::create(o);
+  m->begin_window("w");
+  for (auto z :
+       {"intel-rapl:0", "intel-rapl:0:0", "intel-rapl:0:1", "intel-rapl:0:2", "intel-rapl:1"})
+    set_uj(d, z, 1000001);
+  auto r = m->end_window("w");
+  EXPECT_NEAR(r.energy_j, 2.0, 1e-9);
+  EXPECT_EQ(r.domains.size(), 2u);
+}
+
+TEST(Rapl, PsysAloneWhenNoPackageIsReadable) {
+  TempDir d;
+  zone(d, "intel-rapl:0", "psys", 1);
+  zone(d, "intel-rapl:1:2", "dram", 1);
+  auto v = infos(detect_rapl(d.path));
+  EXPECT_TRUE(find(v, "rapl:psys")->counted);
+  EXPECT_FALSE(find(v, "rapl:dram-1:2")->counted);
+}
+
+TEST(Rapl, UnitsOneMillionMicrojoulesOverOneSecondIsOneWatt) {
+  TempDir d;
+  zone(d, "intel-rapl:0", "package-0", 0);
+  SensorList s = detect_rapl(d.path);
+  ManualClock clk;
+  Meter m(std::move(s), manual_options(d / "locks"), clk.clock());
+  m.begin_window("w");
+  clk.advance(1.0);
+  set_uj(d, "intel-rapl:0", 1000000);
+  auto r = m.end_window("w");
+  EXPECT_DOUBLE_EQ(r.energy_j, 1.0);
+  ASSERT_TRUE(r.avg_power_w);
+  EXPECT_DOUBLE_EQ(*r.avg_power_w, 1.0);
+  EXPECT_EQ(r.domains[0].method, Method::kCounter);
+  EXPECT_FALSE(r.estimated);
+}
+
+TEST(Rapl, WrapsOnceAndSeveralTimesInsideOneWindow) {
+  TempDir d;
+  const unsigned long long range = 1000000;  // 1 J range to force wraps
+  zone(d, "intel-rapl:0", "package-0", 900000, range);
+  SensorList s = detect_rapl(d.path);
+  ManualClock clk;
+  Meter m(std::move(s), manual_options(d / "locks"), clk.clock());
+  m.begin_window("w");
+  // 0.9 -> wrap -> 0.3 (0.4 J) -> 0.8 (0.5 J) -> wrap -> 0.1 (0.3 J) -> wrap -> 0.05 (0.95 J)
+  for (unsigned long long uj : {300000ULL, 800000ULL, 100000ULL, 50000ULL}) {
+    clk.advance(0.1);
+    set_uj(d, "intel-rapl:0", uj);
+    m.sample_now();
+  }
+  auto r = m.end_window("w");
+  EXPECT_NEAR(r.energy_j, 0.4 + 0.5 + 0.3 + 0.95, 1e-9);
+  EXPECT_EQ(r.domains[0].wraps, 3);
+  EXPECT_GT(r.energy_j, 0);
+}
+
+TEST(Rapl, UnreadableRangeFileFlagsBackwardsStepInsteadOfGuessing) {
+  TempDir d;
+  zone(d, "intel-rapl:0", "package-0", 0, std::nullopt);
+  std::filesystem::create_directories(d / "intel-rapl:0/max_energy_range_uj");  // unreadable
+  auto v = infos(detect_rapl(d.path));
+  ASSERT_TRUE(find(v, "rapl:package-0")->available);
+  EXPECT_FALSE(find(v, "rapl:package-0")->wrap_j);
+  EXPECT_NE(find(v, "rapl:package-0")->reason.find("wrap range unknown"), std::string::npos);
+
+  SensorList s = detect_rapl(d.path);
+  ManualClock clk;
+  Meter m(std::move(s), manual_options(d / "locks"), clk.clock());
+  m.begin_window("w");
+  clk.advance(1);
+  set_uj(d, "intel-rapl:0", 2000000);  // 2 W
+  m.sample_now();
+  clk.advance(1);
+  set_uj(d, "intel-rapl:0", 500000);  // backwards
+  auto r = m.end_window("w");
+  EXPECT_NEAR(r.energy_j, 4.0, 1e-9);  // 2 J read + 2 J filled at 2 W, not negative
+  EXPECT_NEAR(r.domains[0].untrusted_s, 1.0, 1e-9);
+  ASSERT_FALSE(r.flags.empty());
+  EXPECT_NE(r.flags[0].find("untrusted"), std::string::npos);
+}
+
+TEST(Rapl, PermissionDeniedIsUnavailableWithReason) {
+  TempDir d;
+  zone(d, "intel-rapl:0", "package-0", 7);
+  zone(d, "intel-rapl:0:0", "dram", 7);
+  chmod((d / "intel-rapl:0/energy_uj").c_str(), 0400);  // root-only, as since Linux 5.10
+  chmod((d / "intel-rapl:0:0/energy_uj").c_str(), 0400);
+  auto check = [&]() -> int {
+    auto v = infos(detect_rapl(d.path));
+    auto* p = find(v, "rapl:package-0");
+    if (!p || p->available) return 2;
+    if (p->reason.find("Permission denied") == std::string::npos) return 3;
+    if (p->reason.find("root") == std::string::npos) return 4;
+    return 0;
+  };
+  if (geteuid() != 0) {
+    EXPECT_EQ(check(), 0);
+    return;
+  }
+  // As root every file is readable: check as an unprivileged user in a child process.
+  for (auto& e : std::filesystem::recursive_directory_iterator(d.path))
+    if (e.is_directory()) chmod(e.path().c_str(), 0755);
+  chmod(d.path.c_str(), 0755);
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(10);
+    _exit(check());
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 0)
+      << "2: available, 3: no 'Permission denied', 4: no hint, 10: setuid";
+}
+
+}  // namespace gt::energy
