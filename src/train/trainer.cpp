@@ -123,6 +123,28 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume
 
 Trainer::~Trainer() = default;
 
+double clip_and_update(Backend& be, GPT& model, Arena& m, Arena& v, const TrainConfig& cfg,
+                       float lr, int64_t t) {
+  Arena& g = model.grads();
+  double sq = 0.0;
+  for (size_t i = 0; i < g.size(); ++i) sq += be.sum_squares(g.at(i).f32(), g.at(i).numel());
+  const double norm = std::sqrt(sq);
+  if (cfg.grad_clip > 0) {
+    double coef = cfg.grad_clip / (norm + 1e-6);
+    if (coef < 1.0)
+      for (size_t i = 0; i < g.size(); ++i)
+        be.scale(g.at(i).f32(), static_cast<float>(coef), g.at(i).numel());
+  }
+  Arena& p = model.params();
+  for (size_t i = 0; i < p.size(); ++i) {
+    float wd = model.specs()[i].decay ? static_cast<float>(cfg.weight_decay) : 0.0f;
+    be.adamw_update(p.at(i).f32(), g.at(i).f32(), m.at(i).f32(), v.at(i).f32(), p.at(i).numel(), lr,
+                    static_cast<float>(cfg.beta1), static_cast<float>(cfg.beta2),
+                    static_cast<float>(cfg.eps), wd, t);
+  }
+  return norm;
+}
+
 double Trainer::train_step() {
   const int B = cfg_.batch_size, T = cfg_.model.block_size;
   model_->zero_grad();
@@ -134,26 +156,8 @@ double Trainer::train_step() {
     model_->backward(dloss);
   }
   loss /= cfg_.grad_accum_steps;
-  // global gradient-norm clipping (as torch.nn.utils.clip_grad_norm_)
-  Arena& g = model_->grads();
-  double sq = 0.0;
-  for (size_t i = 0; i < g.size(); ++i) sq += backend_->sum_squares(g.at(i).f32(), g.at(i).numel());
-  last_grad_norm_ = std::sqrt(sq);
-  if (cfg_.grad_clip > 0) {
-    double coef = cfg_.grad_clip / (last_grad_norm_ + 1e-6);
-    if (coef < 1.0)
-      for (size_t i = 0; i < g.size(); ++i)
-        backend_->scale(g.at(i).f32(), static_cast<float>(coef), g.at(i).numel());
-  }
-  const float lr = static_cast<float>(learning_rate_at(cfg_, step_));
-  Arena& p = model_->params();
-  for (size_t i = 0; i < p.size(); ++i) {
-    float wd = model_->specs()[i].decay ? static_cast<float>(cfg_.weight_decay) : 0.0f;
-    backend_->adamw_update(p.at(i).f32(), g.at(i).f32(), m_->at(i).f32(), v_->at(i).f32(),
-                           p.at(i).numel(), lr, static_cast<float>(cfg_.beta1),
-                           static_cast<float>(cfg_.beta2), static_cast<float>(cfg_.eps), wd,
-                           step_ + 1);
-  }
+  last_grad_norm_ = clip_and_update(*backend_, *model_, *m_, *v_, cfg_,
+                                    static_cast<float>(learning_rate_at(cfg_, step_)), step_ + 1);
   ++step_;
   last_loss_ = loss;
   return loss;

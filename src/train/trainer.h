@@ -39,6 +39,14 @@ class StepObserver {
 /// to min_lr at lr_decay_steps (default max_steps), then min_lr (nanoGPT's get_lr).
 double learning_rate_at(const TrainConfig& cfg, int64_t it);
 
+/// Clips the gradients of `model` to cfg.grad_clip (global L2 norm, as
+/// torch.nn.utils.clip_grad_norm_: scale by clip/(norm+1e-6) when that is below 1) and
+/// applies one AdamW step at learning rate lr, decaying matrices only; t counts steps from 1.
+/// m and v hold the moments, tensor for tensor like model.params(). Returns the norm before
+/// clipping.
+double clip_and_update(Backend& be, GPT& model, Arena& m, Arena& v, const TrainConfig& cfg,
+                       float lr, int64_t t);
+
 /// What run() did.
 struct RunResult {
   int64_t step = 0;                ///< optimizer steps completed in total
