@@ -1,0 +1,123 @@
+// greentrain tune: searches the power limit with the lowest energy-time cost (Zeus,
+// NSDI 2023), on the GPUs (NVML) or CPU packages (RAPL) of this machine while real training
+// steps run, or on a simulated device (--simulate). The search lives in src/tune.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include "cli/command.h"
+#include "core/error.h"
+#include "tune/power_limit.h"
+#include "tune/simulated.h"
+#include "tune/tuner.h"
+
+namespace {
+
+struct TuneArgs {
+  std::string config;
+  std::vector<std::string> overrides;
+  std::string out = "runs/tune";
+  bool simulate = false;
+  int sim_devices = 1;
+  std::string devices = "auto";
+  double step_w = 25;
+  int warmup_steps = 2;
+  int profile_steps = 5;
+  std::string objective = "cost";
+  double eta = 0.5;
+  double max_slowdown = 1.1;
+  std::string profile;
+};
+
+void run_tune(const TuneArgs& a) {
+  using namespace gt::tune;
+  TuneOptions opt;
+  opt.step_w = a.step_w;
+  opt.warmup_steps = a.warmup_steps;
+  opt.profile_steps = a.profile_steps;
+  opt.objective = parse_objective(a.objective);
+  opt.eta = a.eta;
+  opt.max_slowdown = a.max_slowdown;
+  opt.profile_path = a.profile;
+  std::vector<DevicePtr> devices;
+  ProfileFn profile;
+  if (a.simulate) {
+    gt::check(a.sim_devices >= 1 && a.sim_devices <= 64,
+              fmt::format("--sim-devices {} is not valid; expected 1..64", a.sim_devices));
+    std::vector<std::shared_ptr<SimulatedDevice>> sims;
+    for (int i = 0; i < a.sim_devices; ++i) {
+      sims.push_back(std::make_shared<SimulatedDevice>(SimulatedModel{}, fmt::format("sim:{}", i)));
+      devices.push_back(sims.back());
+    }
+    const SimulatedModel m;
+    std::printf(
+        "simulated device(s): limits [%g, %g] W, draw %g W uncapped, idle %g W, "
+        "throughput ((L-idle)/(draw-idle))^%g, %g s/step uncapped\n",
+        m.min_w, m.max_w, m.draw_w, m.idle_w, m.exponent, m.step_time_s);
+    profile = simulated_profile(sims);
+  } else {
+    gt::check(!a.config.empty(),
+              "greentrain tune: expected a training CONFIG (TOML), or --simulate");
+    const auto& factory = trainer_profile_factory();
+    gt::check(static_cast<bool>(factory),
+              "greentrain tune CONFIG: profiling real training steps needs the trainer's "
+              "profiling hook (gt::tune::set_trainer_profile_factory), which this build does not "
+              "provide yet; use --simulate to run the search on a simulated device");
+    devices = open_power_limit_devices(a.devices);
+    std::filesystem::create_directories(a.out);
+    profile = factory(a.config, a.overrides, a.out);
+  }
+  for (const auto& d : devices)
+    std::printf("device %s: limit %g W, allowed [%g, %g] W\n", d->name().c_str(), d->limit_w(),
+                d->min_limit_w(), d->max_limit_w());
+  TuneResult r = tune_power_limit(devices, profile, opt, stdout);
+  if (r.reused_profile)
+    std::printf("(profile reused from %s; nothing was run)\n", a.profile.c_str());
+  const ProfilePoint* top = &r.points.front();
+  const ProfilePoint* best = top;
+  for (const auto& p : r.points)
+    if (p.limit_w == r.chosen_limit_w) best = &p;
+  std::printf(
+      "chosen power limit: %g W (objective %s, eta %g, P_max %g W)\n"
+      "  vs %g W: energy per step %.1f %%, time per step %+.1f %%\n",
+      r.chosen_limit_w, std::string(objective_name(opt.objective)).c_str(), opt.eta, r.p_max_w,
+      top->limit_w,
+      100.0 * (best->energy_per_step_j - top->energy_per_step_j) / top->energy_per_step_j,
+      100.0 * (best->time_per_step_s - top->time_per_step_s) / top->time_per_step_s);
+  std::printf("limits restored to:");
+  for (std::size_t i = 0; i < devices.size(); ++i)
+    std::printf(" %s=%g W", devices[i]->name().c_str(), devices[i]->limit_w());
+  std::printf("\napply it with: greentrain train CONFIG --set train.power_limit=%g\n",
+              r.chosen_limit_w);
+  if (!a.profile.empty() && !r.reused_profile)
+    std::printf("profile written to %s\n", a.profile.c_str());
+}
+
+void setup(CLI::App& root) {
+  auto a = std::make_shared<TuneArgs>();
+  CLI::App* c = root.add_subcommand(
+      "tune", "Search the power limit with the lowest energy-time cost (Zeus-style)");
+  c->add_option("config", a->config, "training configuration (TOML) whose steps are profiled");
+  c->add_option("--set", a->overrides, "override a configuration key: key=value (repeatable)");
+  c->add_option("--out", a->out, "run folder for the profiled training (default runs/tune)");
+  c->add_flag("--simulate", a->simulate,
+              "search on simulated devices whose power and speed depend on the limit");
+  c->add_option("--sim-devices", a->sim_devices, "number of simulated devices (default 1)");
+  c->add_option("--devices", a->devices, "auto | nvml | rapl (default auto: GPUs, else CPUs)");
+  c->add_option("--step", a->step_w, "W between candidate limits (default 25)");
+  c->add_option("--warmup-steps", a->warmup_steps, "steps discarded at each limit (default 2)");
+  c->add_option("--profile-steps", a->profile_steps, "steps measured at each limit (default 5)");
+  c->add_option("--objective", a->objective,
+                "energy | time | cost (eta*E + (1-eta)*P_max*T) | slowdown (default cost)");
+  c->add_option("--eta", a->eta, "energy weight of the cost, 0..1 (default 0.5)");
+  c->add_option("--max-slowdown", a->max_slowdown,
+                "for --objective slowdown: time factor allowed vs the highest limit (default 1.1)");
+  c->add_option("--profile", a->profile, "JSON profile: reused when it matches, else written");
+  c->callback([a]() { run_tune(*a); });
+}
+
+gt::cli::Registrar reg(60, "tune", setup);
+
+}  // namespace

@@ -1,0 +1,223 @@
+// tune/tuner.cpp: the Zeus-style power-limit search and its JSON profile.
+#include "tune/tuner.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+
+namespace gt::tune {
+
+Objective parse_objective(std::string_view name) {
+  if (name == "energy") return Objective::energy;
+  if (name == "time") return Objective::time;
+  if (name == "cost") return Objective::cost;
+  if (name == "slowdown") return Objective::slowdown;
+  throw Error(
+      fmt::format("objective '{}' is not known; expected energy, time, cost or slowdown", name));
+}
+
+std::string_view objective_name(Objective o) {
+  switch (o) {
+    case Objective::energy:
+      return "energy";
+    case Objective::time:
+      return "time";
+    case Objective::cost:
+      return "cost";
+    case Objective::slowdown:
+      return "slowdown";
+  }
+  return "?";
+}
+
+std::vector<double> candidate_limits_w(double min_w, double max_w, double step_w) {
+  check(step_w > 0, fmt::format("power-limit step {} W is not valid; expected W > 0", step_w));
+  check(min_w > 0 && min_w <= max_w,
+        fmt::format("allowed power limits [{}, {}] W are not valid; expected 0 < min <= max", min_w,
+                    max_w));
+  std::vector<double> c;
+  for (double l = max_w; l >= min_w - 1e-9; l -= step_w) c.push_back(std::max(l, min_w));
+  if (c.back() > min_w + 1e-9) c.push_back(min_w);
+  return c;
+}
+
+double zeus_cost_j(double energy_j, double time_s, double eta, double p_max_w) {
+  return eta * energy_j + (1 - eta) * p_max_w * time_s;
+}
+
+double choose_limit_w(const std::vector<ProfilePoint>& points, const TuneOptions& opt,
+                      double p_max_w) {
+  check(!points.empty(), "power-limit search: no profiled limits to choose from");
+  auto key = [&](const ProfilePoint& p) {
+    switch (opt.objective) {
+      case Objective::energy:
+        return p.energy_per_step_j;
+      case Objective::time:
+        return p.time_per_step_s;
+      case Objective::cost:
+        return zeus_cost_j(p.energy_per_step_j, p.time_per_step_s, opt.eta, p_max_w);
+      case Objective::slowdown:
+        return p.limit_w;
+    }
+    return 0.0;
+  };
+  const ProfilePoint* top = &points[0];
+  for (const auto& p : points)
+    if (p.limit_w > top->limit_w) top = &p;
+  const ProfilePoint* best = nullptr;
+  for (const auto& p : points) {
+    if (opt.objective == Objective::slowdown &&
+        p.time_per_step_s > opt.max_slowdown * top->time_per_step_s * (1 + 1e-12))
+      continue;
+    if (!best || key(p) < key(*best) - 1e-12 ||
+        (std::fabs(key(p) - key(*best)) <= 1e-12 && p.limit_w < best->limit_w))
+      best = &p;
+  }
+  return best ? best->limit_w : top->limit_w;
+}
+
+nlohmann::json tune_result_to_json(const TuneResult& r, const TuneOptions& opt) {
+  nlohmann::json pts = nlohmann::json::array();
+  for (const auto& p : r.points)
+    pts.push_back(
+        {{"limit_w", p.limit_w},
+         {"energy_per_step_j", p.energy_per_step_j},
+         {"time_per_step_s", p.time_per_step_s},
+         {"avg_power_w", p.avg_power_w()},
+         {"cost_j", zeus_cost_j(p.energy_per_step_j, p.time_per_step_s, opt.eta, r.p_max_w)}});
+  return {{"format", "greentrain-power-profile-1"},
+          {"devices", r.devices},
+          {"original_limits_w", r.original_limits_w},
+          {"step_w", opt.step_w},
+          {"warmup_steps", opt.warmup_steps},
+          {"profile_steps", opt.profile_steps},
+          {"p_max_w", r.p_max_w},
+          {"objective", objective_name(opt.objective)},
+          {"eta", opt.eta},
+          {"max_slowdown", opt.max_slowdown},
+          {"points", pts},
+          {"chosen_limit_w", r.chosen_limit_w}};
+}
+
+namespace {
+TrainerProfileFactory& factory_slot() {
+  static TrainerProfileFactory f;
+  return f;
+}
+}  // namespace
+
+void set_trainer_profile_factory(TrainerProfileFactory f) { factory_slot() = std::move(f); }
+const TrainerProfileFactory& trainer_profile_factory() { return factory_slot(); }
+
+namespace {
+
+void write_atomic(const std::string& path, const std::string& text) {
+  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text;
+    out.flush();
+    check(out.good(), fmt::format("{}: cannot write the power profile", tmp));
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp);
+    throw Error(fmt::format("{}: cannot write the power profile ({})", path, ec.message()));
+  }
+}
+
+// Points from a saved profile, if it was made on these devices and candidates.
+bool load_profile(const std::string& path, const std::vector<std::string>& devices,
+                  const std::vector<double>& cands, std::vector<ProfilePoint>& points,
+                  std::FILE* log) {
+  std::ifstream in(path);
+  if (!in.good()) return false;
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+    if (j.at("format") != "greentrain-power-profile-1")
+      throw Error("format is not greentrain-power-profile-1");
+    if (j.at("devices").get<std::vector<std::string>>() != devices) {
+      if (log)
+        std::fprintf(log, "profile %s was made on other devices; profiling again\n", path.c_str());
+      return false;
+    }
+    std::vector<ProfilePoint> pts;
+    for (const auto& p : j.at("points"))
+      pts.push_back({p.at("limit_w").get<double>(), p.at("energy_per_step_j").get<double>(),
+                     p.at("time_per_step_s").get<double>()});
+    if (pts.size() != cands.size()) return false;
+    for (std::size_t i = 0; i < pts.size(); ++i)
+      if (std::fabs(pts[i].limit_w - cands[i]) > 1e-6) return false;
+    points = std::move(pts);
+    return true;
+  } catch (const std::exception& e) {
+    throw Error(
+        fmt::format("{}: not a greentrain power profile ({}); expected the JSON that "
+                    "`greentrain tune` writes, or remove the file to profile again",
+                    path, e.what()));
+  }
+}
+
+}  // namespace
+
+TuneResult tune_power_limit(const std::vector<DevicePtr>& devices, const ProfileFn& profile,
+                            const TuneOptions& opt, std::FILE* log) {
+  check(!devices.empty(), "power-limit search: no devices; expected at least one");
+  check(opt.eta >= 0 && opt.eta <= 1,
+        fmt::format("eta {} is not valid; expected a weight in [0, 1]", opt.eta));
+  check(opt.profile_steps > 0 && opt.warmup_steps >= 0,
+        fmt::format("profile_steps {} / warmup_steps {} are not valid; expected > 0 / >= 0",
+                    opt.profile_steps, opt.warmup_steps));
+  check(opt.max_slowdown >= 1,
+        fmt::format("max slowdown {} is not valid; expected a factor >= 1", opt.max_slowdown));
+  TuneResult r;
+  double lo = 0, hi = 1e300;
+  for (const auto& d : devices) {
+    r.devices.push_back(d->name());
+    lo = std::max(lo, d->min_limit_w());
+    hi = std::min(hi, d->max_limit_w());
+  }
+  const std::vector<double> cands = candidate_limits_w(lo, hi, opt.step_w);
+  r.p_max_w = cands.front() * static_cast<double>(devices.size());
+  if (!opt.profile_path.empty() &&
+      load_profile(opt.profile_path, r.devices, cands, r.points, log)) {
+    r.reused_profile = true;
+    for (const auto& d : devices) r.original_limits_w.push_back(d->limit_w());
+    r.chosen_limit_w = choose_limit_w(r.points, opt, r.p_max_w);
+    if (log) std::fprintf(log, "reused profile %s\n", opt.profile_path.c_str());
+    return r;
+  }
+  // Refuses without permission before anything changes; restores on every exit path.
+  PowerLimitGuard guard(devices, /*handle_signals=*/true);
+  r.original_limits_w = guard.saved_limits_w();
+  for (double limit : cands) {
+    guard.apply_w(limit);
+    if (opt.warmup_steps > 0) profile(opt.warmup_steps);
+    const StepMeasurement m = profile(opt.profile_steps);
+    check(m.time_s > 0 && m.energy_j >= 0,
+          fmt::format("power-limit search: the profiling at {} W returned {} J in {} s; expected "
+                      "time > 0 and energy >= 0",
+                      limit, m.energy_j, m.time_s));
+    ProfilePoint p{limit, m.energy_j / opt.profile_steps, m.time_s / opt.profile_steps};
+    r.points.push_back(p);
+    if (log)
+      std::fprintf(log, "limit %6.1f W: %9.3f J/step %8.4f s/step %7.1f W avg, cost %9.3f J\n",
+                   limit, p.energy_per_step_j, p.time_per_step_s, p.avg_power_w(),
+                   zeus_cost_j(p.energy_per_step_j, p.time_per_step_s, opt.eta, r.p_max_w));
+  }
+  guard.restore();
+  r.chosen_limit_w = choose_limit_w(r.points, opt, r.p_max_w);
+  if (!opt.profile_path.empty())
+    write_atomic(opt.profile_path, tune_result_to_json(r, opt).dump(2) + "\n");
+  return r;
+}
+
+}  // namespace gt::tune

@@ -1,0 +1,102 @@
+// tune/tuner.h: power-limit search in the manner of Zeus's GlobalPowerLimitOptimizer (Jie You,
+// Jae-Won Chung, Mosharaf Chowdhury, "Zeus: Understanding and Optimizing GPU Energy
+// Consumption of DNN Training", NSDI 2023). Every candidate limit, from the devices' allowed
+// maximum down to their minimum in steps, is applied to all devices; some warm-up steps are
+// run, then some profiled steps are measured by a caller-provided function (energy J, time s).
+// The choice minimises energy, time, Zeus's cost eta*E + (1-eta)*P_max*T (E and T per step;
+// P_max = the highest candidate limit times the number of devices, so both terms are joules),
+// or takes the lowest limit whose time per step stays within a slowdown factor of the time at
+// the highest limit. The profile is saved as JSON and reused when it matches the devices.
+// The limits in force before are restored when the search ends, however it ends.
+#pragma once
+#include <cstdio>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tune/power_limit.h"
+
+namespace gt::tune {
+
+/// What the profiled steps cost: energy over all devices, J; wall time, s.
+struct StepMeasurement {
+  double energy_j = 0;
+  double time_s = 0;
+};
+
+/// Runs `steps` training steps at the power limits now in force and measures them. The
+/// trainer provides it for real runs (see cmd_tune.cpp); simulated_profile() for tests.
+using ProfileFn = std::function<StepMeasurement(int steps)>;
+
+enum class Objective { energy, time, cost, slowdown };
+/// "energy", "time", "cost" or "slowdown"; throws gt::Error otherwise.
+Objective parse_objective(std::string_view name);
+std::string_view objective_name(Objective o);
+
+struct TuneOptions {
+  double step_w = 25;     ///< distance between candidate limits, W
+  int warmup_steps = 2;   ///< steps run and discarded at each limit
+  int profile_steps = 5;  ///< steps measured at each limit
+  Objective objective = Objective::cost;
+  double eta = 0.5;           ///< Zeus's energy/time weight in [0, 1]
+  double max_slowdown = 1.1;  ///< for Objective::slowdown: time factor allowed vs the max limit
+  std::string profile_path;   ///< JSON profile to reuse or write ("" = neither)
+};
+
+/// One measured limit.
+struct ProfilePoint {
+  double limit_w = 0;            ///< W (each device)
+  double energy_per_step_j = 0;  ///< J per step, all devices
+  double time_per_step_s = 0;    ///< s per step
+  double avg_power_w() const {
+    return time_per_step_s > 0 ? energy_per_step_j / time_per_step_s : 0;
+  }
+};
+
+struct TuneResult {
+  std::vector<ProfilePoint> points;       ///< from the highest limit down
+  double chosen_limit_w = 0;              ///< W
+  double p_max_w = 0;                     ///< highest candidate x devices, W
+  bool reused_profile = false;            ///< points came from profile_path, nothing was run
+  std::vector<std::string> devices;       ///< device names
+  std::vector<double> original_limits_w;  ///< limits before (and after) the search, W
+};
+
+/// Candidates from max_w down to min_w in steps of step_w, W; min_w is added when the steps
+/// miss it, and all lie within [min_w, max_w]. Throws gt::Error for step_w <= 0 or min > max.
+std::vector<double> candidate_limits_w(double min_w, double max_w, double step_w);
+
+/// Zeus's cost, J: eta * energy_j + (1 - eta) * p_max_w * time_s (Zeus, NSDI 2023, the cost it
+/// minimises).
+double zeus_cost_j(double energy_j, double time_s, double eta, double p_max_w);
+
+/// The limit the objective picks among points (W). Ties go to the lower limit.
+double choose_limit_w(const std::vector<ProfilePoint>& points, const TuneOptions& opt,
+                      double p_max_w);
+
+/// Runs the search on devices (all set to the same limit) with profile(), or reuses the
+/// profile at opt.profile_path when it was made on the same devices and candidates. Refuses
+/// before changing anything (gt::Error saying what is needed) without permission. The previous
+/// limits are restored on return, exception, and SIGINT/SIGTERM (PowerLimitGuard). log: where
+/// progress lines go (nullptr: silent).
+TuneResult tune_power_limit(const std::vector<DevicePtr>& devices, const ProfileFn& profile,
+                            const TuneOptions& opt, std::FILE* log = nullptr);
+
+/// Makes a ProfileFn that runs real training steps of the configuration at config_path (with
+/// `--set key=value` overrides) in run_dir, measured by the energy meter (J over all counted
+/// domains, s). The training module provides it through set_trainer_profile_factory(), e.g.
+/// from a static initialiser in a file compiled into the greentrain program.
+using TrainerProfileFactory =
+    std::function<ProfileFn(const std::string& config_path,
+                            const std::vector<std::string>& overrides, const std::string& run_dir)>;
+/// Registers the factory `greentrain tune CONFIG` uses (replaces any earlier one).
+void set_trainer_profile_factory(TrainerProfileFactory f);
+/// The registered factory; empty when none is.
+const TrainerProfileFactory& trainer_profile_factory();
+
+/// The result as JSON (the saved profile): devices, candidates, points, objective, choice.
+nlohmann::json tune_result_to_json(const TuneResult& r, const TuneOptions& opt);
+
+}  // namespace gt::tune

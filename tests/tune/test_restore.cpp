@@ -1,0 +1,281 @@
+// Restoration of power limits on every exit path, on a fake powercap RAPL tree (files, so a
+// forked child's changes are visible to the test) and on the stand-in NVML library (which
+// logs every set call): normal exit, exception, SIGTERM, SIGINT, a chained handler, and the
+// train-side apply_power_limit().
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+#include "tune/power_limit.h"
+#include "tune/rapl_device.h"
+#include "tune/simulated.h"
+#include "tune/tuner.h"
+
+using namespace gt::tune;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct FakePowercap {
+  fs::path root;
+  fs::path limit;
+  FakePowercap() {
+    std::string t = (fs::temp_directory_path() / "gt_tune_powercap_XXXXXX").string();
+    root = ::mkdtemp(t.data());
+    fs::create_directories(root / "intel-rapl:0");
+    fs::create_directories(root / "intel-rapl:0:0");  // a sub-zone: not a package
+    std::ofstream(root / "intel-rapl:0" / "name") << "package-0\n";
+    std::ofstream(root / "intel-rapl:0" / "constraint_0_max_power_uw") << "200000000\n";
+    limit = root / "intel-rapl:0" / "constraint_0_power_limit_uw";
+    std::ofstream(limit) << "150000000\n";
+    std::ofstream(root / "intel-rapl:0:0" / "constraint_0_power_limit_uw") << "1\n";
+  }
+  ~FakePowercap() { fs::remove_all(root); }
+  long long limit_uw() const {
+    std::ifstream in(limit);
+    long long v = -1;
+    in >> v;
+    return v;
+  }
+};
+
+// Runs body in a child that reports "ready" through a pipe, then sends sig (0: none) and
+// returns the wait status.
+template <class F>
+int run_child(F body, int sig) {
+  int fd[2];
+  EXPECT_EQ(::pipe(fd), 0);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fd[0]);
+    body(fd[1]);
+    ::_exit(99);  // body must exit or be killed
+  }
+  ::close(fd[1]);
+  char c = 0;
+  EXPECT_EQ(::read(fd[0], &c, 1), 1) << "child did not get ready";
+  ::close(fd[0]);
+  if (sig) ::kill(pid, sig);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return status;
+}
+
+void ready(int fd) {
+  char c = 'r';
+  if (::write(fd, &c, 1) != 1) ::_exit(98);
+}
+
+}  // namespace
+
+TEST(TuneRapl, OpensPackageZonesWithTheirRange) {
+  FakePowercap pc;
+  auto devs = open_rapl_devices(pc.root.string());
+  ASSERT_EQ(devs.size(), 1u);
+  EXPECT_EQ(devs[0]->name(), "rapl:intel-rapl:0 (package-0)");
+  EXPECT_DOUBLE_EQ(devs[0]->limit_w(), 150);
+  EXPECT_DOUBLE_EQ(devs[0]->max_limit_w(), 200);
+  EXPECT_DOUBLE_EQ(devs[0]->min_limit_w(), 50);  // a quarter of the max without a min file
+  EXPECT_EQ(devs[0]->permission_problem(), "");
+  devs[0]->set_limit_w(120.5);
+  EXPECT_EQ(pc.limit_uw(), 120500000);
+}
+
+TEST(TuneRapl, RefusesWithoutWriteAccess) {
+  if (::geteuid() == 0) GTEST_SKIP() << "running as root: file modes do not stop root";
+  FakePowercap pc;
+  fs::permissions(pc.limit, fs::perms::owner_read);
+  auto devs = open_rapl_devices(pc.root.string());
+  try {
+    PowerLimitGuard g(devs);
+    FAIL();
+  } catch (const gt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("run as root"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(pc.limit_uw(), 150000000);
+}
+
+TEST(TuneRestore, AfterNormalExitOfTheProcess) {
+  FakePowercap pc;
+  int status = run_child(
+      [&](int fd) {
+        // Leaked on purpose: only std::exit's atexit handler can restore it.
+        auto* g = new PowerLimitGuard(open_rapl_devices(pc.root.string()));
+        g->apply_w(100);
+        ready(fd);
+        std::exit(143);  // as the trainer does after a checkpoint
+      },
+      0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 143);
+  EXPECT_EQ(pc.limit_uw(), 150000000);
+}
+
+TEST(TuneRestore, AfterAnException) {
+  FakePowercap pc;
+  try {
+    PowerLimitGuard g(open_rapl_devices(pc.root.string()));
+    g.apply_w(75);
+    EXPECT_EQ(pc.limit_uw(), 75000000);
+    throw std::runtime_error("step failed");
+  } catch (const std::runtime_error&) {
+  }
+  EXPECT_EQ(pc.limit_uw(), 150000000);
+}
+
+TEST(TuneRestore, AfterSigtermAndSigint) {
+  for (int sig : {SIGTERM, SIGINT}) {
+    FakePowercap pc;
+    int status = run_child(
+        [&](int fd) {
+          PowerLimitGuard g(open_rapl_devices(pc.root.string()));
+          g.apply_w(100);
+          ready(fd);
+          for (;;) ::pause();
+        },
+        sig);
+    // The handler restored the limit, then the default action ended the child by the signal.
+    ASSERT_TRUE(WIFSIGNALED(status)) << "status " << status;
+    EXPECT_EQ(WTERMSIG(status), sig);
+    EXPECT_EQ(pc.limit_uw(), 150000000) << strsignal(sig);
+  }
+}
+
+TEST(TuneRestore, SigtermDuringTheSearch) {
+  FakePowercap pc;
+  int status = run_child(
+      [&](int fd) {
+        int calls = 0;
+        ProfileFn slow = [&](int) -> StepMeasurement {
+          if (++calls == 4) {  // the second limit (175 W)
+            ready(fd);
+            for (;;) ::pause();
+          }
+          return {1.0, 1.0};
+        };
+        tune_power_limit(open_rapl_devices(pc.root.string()), slow, TuneOptions{});
+      },
+      SIGTERM);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(pc.limit_uw(), 150000000);
+}
+
+namespace {
+volatile sig_atomic_t g_trainer_saw_sigterm = 0;
+}
+
+TEST(TuneRestore, SignalIsHandedOnToTheTrainersHandler) {
+  FakePowercap pc;
+  struct sigaction sa {
+  }, old{};
+  sa.sa_handler = [](int) { g_trainer_saw_sigterm = 1; };
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGTERM, &sa, &old);
+  {
+    PowerLimitGuard g(open_rapl_devices(pc.root.string()));
+    g.apply_w(100);
+    ::raise(SIGTERM);
+    EXPECT_EQ(g_trainer_saw_sigterm, 1);
+    EXPECT_EQ(pc.limit_uw(), 150000000);
+  }
+  // The guard put the trainer's handler back when it ended.
+  struct sigaction now {};
+  ::sigaction(SIGTERM, nullptr, &now);
+  EXPECT_EQ(now.sa_handler, sa.sa_handler);
+  ::sigaction(SIGTERM, &old, nullptr);
+}
+
+TEST(TuneRestore, ApplyPowerLimitForTrain) {
+  FakePowercap pc;
+  ::setenv("GT_POWERCAP_ROOT", pc.root.c_str(), 1);
+  {
+    auto g = apply_power_limit(120, "rapl");
+    EXPECT_EQ(pc.limit_uw(), 120000000);
+    EXPECT_DOUBLE_EQ(g->saved_limits_w().at(0), 150);
+    EXPECT_THROW(apply_power_limit(500, "rapl"), gt::Error);  // out of range: nothing set
+    EXPECT_EQ(pc.limit_uw(), 120000000);
+  }
+  EXPECT_EQ(pc.limit_uw(), 150000000);
+  ::unsetenv("GT_POWERCAP_ROOT");
+  EXPECT_THROW(apply_power_limit(120, "bogus"), gt::Error);
+}
+
+#ifdef GT_FAKE_NVML_PATH
+namespace {
+struct FakeNvmlEnv {
+  fs::path dir;
+  FakeNvmlEnv() {
+    std::string t = (fs::temp_directory_path() / "gt_tune_nvml_XXXXXX").string();
+    dir = ::mkdtemp(t.data());
+    ::setenv("GT_NVML_LIBRARY", GT_FAKE_NVML_PATH, 1);
+    ::setenv("FAKE_NVML_DEVICES", "2", 1);
+    ::setenv("FAKE_NVML_SET_LOG", (dir / "set.log").c_str(), 1);
+    ::setenv("FAKE_NVML_LIMIT_FILE", (dir / "limits").c_str(), 1);
+    ::unsetenv("CUDA_VISIBLE_DEVICES");
+    ::unsetenv("FAKE_NVML_SET_RC");
+  }
+  ~FakeNvmlEnv() {
+    for (const char* k : {"GT_NVML_LIBRARY", "FAKE_NVML_DEVICES", "FAKE_NVML_SET_LOG",
+                          "FAKE_NVML_LIMIT_FILE", "FAKE_NVML_SET_RC"})
+      ::unsetenv(k);
+    fs::remove_all(dir);
+  }
+  std::vector<std::string> sets() const {  // "<index> <mW> <rc>" lines
+    std::ifstream in(dir / "set.log");
+    std::vector<std::string> v;
+    for (std::string l; std::getline(in, l);) v.push_back(l);
+    return v;
+  }
+};
+}  // namespace
+
+TEST(TuneNvml, SigtermRestoresEveryGpuAndTheLibraryLogsEachSet) {
+  FakeNvmlEnv env;
+  auto devs = open_power_limit_devices("nvml");
+  ASSERT_EQ(devs.size(), 2u);
+  EXPECT_DOUBLE_EQ(devs[0]->limit_w(), 300);
+  EXPECT_DOUBLE_EQ(devs[0]->min_limit_w(), 100);
+  EXPECT_DOUBLE_EQ(devs[0]->max_limit_w(), 400);
+  int status = run_child(
+      [&](int fd) {
+        PowerLimitGuard g(open_power_limit_devices("nvml"));
+        g.apply_w(200);
+        ready(fd);
+        for (;;) ::pause();
+      },
+      SIGTERM);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  // Permission probes (the limit set to itself), the 200-W sets, then the restoration.
+  auto s = env.sets();
+  ASSERT_EQ(s.size(), 6u);
+  EXPECT_EQ(s[0], "0 300000 0");
+  EXPECT_EQ(s[1], "1 300000 0");
+  EXPECT_EQ(s[2], "0 200000 0");
+  EXPECT_EQ(s[3], "1 200000 0");
+  EXPECT_EQ(s[4], "0 300000 0");
+  EXPECT_EQ(s[5], "1 300000 0");
+}
+
+TEST(TuneNvml, RefusesWithoutPermissionNeverHalfApplies) {
+  FakeNvmlEnv env;
+  ::setenv("FAKE_NVML_SET_RC", "4", 1);  // NVML_ERROR_NO_PERMISSION
+  auto devs = open_power_limit_devices("nvml");
+  try {
+    PowerLimitGuard g(devs);
+    FAIL();
+  } catch (const gt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("run as root"), std::string::npos) << e.what();
+  }
+  for (const auto& l : env.sets()) EXPECT_EQ(l.substr(l.size() - 2), " 4") << l;
+  ::unsetenv("FAKE_NVML_SET_RC");
+  EXPECT_DOUBLE_EQ(devs[0]->limit_w(), 300);
+  EXPECT_DOUBLE_EQ(devs[1]->limit_w(), 300);
+}
+#endif

@@ -1,0 +1,187 @@
+// The power-limit search on simulated devices: candidates, the known optimum of the simulated
+// curve for each objective, permission refusal, all-or-nothing application, profile reuse.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "tune/simulated.h"
+#include "tune/tuner.h"
+
+using namespace gt::tune;
+
+namespace {
+
+// The model's energy and time per step, written out independently of SimulatedModel.
+double energy_at(double L) {
+  const double r = std::min(1.0, (L - 90.0) / (350.0 - 90.0));
+  return std::min(L, 350.0) * 0.25 / std::pow(r, 0.4);
+}
+double time_at(double L) {
+  const double r = std::min(1.0, (L - 90.0) / (350.0 - 90.0));
+  return 0.25 / std::pow(r, 0.4);
+}
+
+std::shared_ptr<SimulatedDevice> sim(std::string name = "sim:0") {
+  return std::make_shared<SimulatedDevice>(SimulatedModel{}, name);
+}
+
+double brute_force(double (*key)(double)) {
+  double best = 0, best_v = 1e300;
+  for (double L = 100; L <= 400; L += 25)  // ascending, so ties go to the lower limit
+    if (key(L) < best_v - 1e-12) best_v = key(L), best = L;
+  return best;
+}
+
+}  // namespace
+
+TEST(TuneCandidates, FromMaxDownToMinClamped) {
+  auto c = candidate_limits_w(100, 400, 25);
+  ASSERT_EQ(c.size(), 13u);
+  EXPECT_EQ(c.front(), 400);
+  EXPECT_EQ(c.back(), 100);
+  auto d = candidate_limits_w(100, 410, 25);
+  EXPECT_EQ(d.front(), 410);
+  EXPECT_EQ(d[d.size() - 2], 110);
+  EXPECT_EQ(d.back(), 100);  // the minimum is always a candidate
+  for (double v : d) EXPECT_TRUE(v >= 100 && v <= 410);
+  EXPECT_EQ(candidate_limits_w(150, 150, 25), std::vector<double>{150});
+  EXPECT_THROW(candidate_limits_w(100, 400, 0), gt::Error);
+  EXPECT_THROW(candidate_limits_w(300, 200, 25), gt::Error);
+}
+
+TEST(TuneSearch, FindsTheKnownOptimumForEachObjective) {
+  // Energy per step is lowest at L = idle / (1 - exponent) = 90 / 0.6 = 150 W, on the grid.
+  EXPECT_EQ(brute_force(energy_at), 150);
+  EXPECT_LT(energy_at(150), energy_at(125));
+  EXPECT_LT(energy_at(150), energy_at(175));
+  for (Objective o : {Objective::energy, Objective::time, Objective::cost, Objective::slowdown}) {
+    auto d = sim();
+    TuneOptions opt;
+    opt.objective = o;
+    TuneResult r = tune_power_limit({d}, simulated_profile({d}), opt);
+    ASSERT_EQ(r.points.size(), 13u);
+    EXPECT_DOUBLE_EQ(r.p_max_w, 400);
+    double expected = 0;
+    switch (o) {
+      case Objective::energy:
+        expected = 150;
+        break;
+      case Objective::time:
+        expected = brute_force(time_at);
+        break;  // 350: lowest uncapped
+      case Objective::cost: {
+        double best = 1e300;
+        for (double L = 100; L <= 400; L += 25) {
+          const double c = 0.5 * energy_at(L) + 0.5 * 400 * time_at(L);
+          if (c < best - 1e-12) best = c, expected = L;
+        }
+        break;
+      }
+      case Objective::slowdown:
+        for (double L = 400; L >= 100; L -= 25)
+          if (time_at(L) <= 1.1 * time_at(400)) expected = L;
+        break;
+    }
+    EXPECT_EQ(r.chosen_limit_w, expected) << objective_name(o);
+    for (const auto& p : r.points) {
+      EXPECT_NEAR(p.energy_per_step_j, energy_at(p.limit_w), 1e-9);
+      EXPECT_NEAR(p.time_per_step_s, time_at(p.limit_w), 1e-12);
+    }
+    // Restored after a normal return.
+    EXPECT_EQ(d->limit_w(), 400);
+    EXPECT_EQ(d->set_log_w.back(), 400);
+  }
+}
+
+TEST(TuneSearch, CostUsesPmaxOfAllDevicesAndEta) {
+  auto a = sim("sim:0"), b = sim("sim:1");
+  TuneOptions opt;
+  opt.eta = 0.8;
+  TuneResult r = tune_power_limit({a, b}, simulated_profile({a, b}), opt);
+  EXPECT_DOUBLE_EQ(r.p_max_w, 800);
+  double expected = 0, best = 1e300;
+  for (double L = 100; L <= 400; L += 25) {
+    const double c = 0.8 * 2 * energy_at(L) + 0.2 * 800 * time_at(L);
+    if (c < best - 1e-12) best = c, expected = L;
+  }
+  EXPECT_EQ(r.chosen_limit_w, expected);
+  EXPECT_DOUBLE_EQ(zeus_cost_j(10, 2, 0.25, 100), 0.25 * 10 + 0.75 * 100 * 2);
+}
+
+TEST(TuneSearch, RestoresAfterAnException) {
+  auto d = sim();
+  int calls = 0;
+  ProfileFn boom = [&](int steps) -> StepMeasurement {
+    if (++calls == 5) throw std::runtime_error("trainer failed");
+    return simulated_profile({d})(steps);
+  };
+  EXPECT_THROW(tune_power_limit({d}, boom, TuneOptions{}), std::runtime_error);
+  EXPECT_EQ(d->limit_w(), 400);
+  EXPECT_EQ(d->set_log_w.back(), 400);
+}
+
+TEST(TuneSearch, RefusesWithoutPermissionAndChangesNothing) {
+  auto a = sim("sim:0"), b = sim("sim:1");
+  b->permission_problem_ = "needs root";
+  try {
+    tune_power_limit({a, b}, simulated_profile({a, b}), TuneOptions{});
+    FAIL();
+  } catch (const gt::Error& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("sim:1: needs root"), std::string::npos) << m;
+    EXPECT_NE(m.find("nothing was changed"), std::string::npos) << m;
+  }
+  EXPECT_TRUE(a->set_log_w.empty());
+  EXPECT_TRUE(b->set_log_w.empty());
+}
+
+TEST(TuneGuard, ApplyIsAllOrNothing) {
+  auto a = sim("sim:0"), b = sim("sim:1");
+  b->fail_set_at_w = 250;
+  PowerLimitGuard g({a, b}, false);
+  g.apply_w(300);
+  EXPECT_EQ(a->limit_w(), 300);
+  EXPECT_THROW(g.apply_w(250), gt::Error);
+  // a was set to 250, then put back to its saved limit (400), as b failed.
+  EXPECT_EQ(a->limit_w(), 400);
+  EXPECT_EQ(b->limit_w(), 300);
+  EXPECT_THROW(g.apply_w(50), gt::Error);  // out of range: refused before any set
+  EXPECT_EQ(a->set_log_w.size(), 3u);
+  g.restore();
+  EXPECT_EQ(b->limit_w(), 400);
+}
+
+TEST(TuneSearch, ProfileIsSavedAndReused) {
+  const auto path = (std::filesystem::temp_directory_path() /
+                     ("gt_tune_profile_" + std::to_string(::getpid()) + ".json"))
+                        .string();
+  std::filesystem::remove(path);
+  auto d = sim();
+  TuneOptions opt;
+  opt.profile_path = path;
+  TuneResult first = tune_power_limit({d}, simulated_profile({d}), opt);
+  EXPECT_FALSE(first.reused_profile);
+  ASSERT_TRUE(std::filesystem::exists(path));
+  const std::size_t sets = d->set_log_w.size();
+  ProfileFn never = [](int) -> StepMeasurement {
+    ADD_FAILURE() << "profiled although a profile exists";
+    return {1, 1};
+  };
+  TuneResult again = tune_power_limit({d}, never, opt);
+  EXPECT_TRUE(again.reused_profile);
+  EXPECT_EQ(again.chosen_limit_w, first.chosen_limit_w);
+  EXPECT_EQ(d->set_log_w.size(), sets);  // nothing set
+  opt.objective = Objective::energy;     // a new choice from the same profile
+  EXPECT_EQ(tune_power_limit({d}, never, opt).chosen_limit_w, 150);
+  // Other devices: profiled again.
+  auto other = sim("sim:other");
+  TuneResult fresh = tune_power_limit({other}, simulated_profile({other}), opt);
+  EXPECT_FALSE(fresh.reused_profile);
+  std::ofstream(path) << "not json";
+  EXPECT_THROW(tune_power_limit({d}, never, opt), gt::Error);
+  std::filesystem::remove(path);
+}
