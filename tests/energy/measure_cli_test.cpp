@@ -8,6 +8,7 @@
 #include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -87,7 +88,7 @@ TEST(MeasureCli, ShortCommandAndExitCodeForwarded) {
   CliEnv e;
   auto r = e.run({"measure", "--", "sh", "-c", "sleep 0.3; exit 3"});
   EXPECT_EQ(r.code, 3) << r.err;
-  EXPECT_NE(r.err.find("exit code    3"), std::string::npos) << r.err;
+  EXPECT_TRUE(std::regex_search(r.err, std::regex("exit code +3\n"))) << r.err;
 }
 
 TEST(MeasureCli, MissingCommandIs127) {

@@ -1,0 +1,194 @@
+// cli/cmd_measure.cpp: `greentrain measure [options] -- CMD ARGS...`: runs a command and
+// reports its time, energy per domain, average and peak power and carbon, with the method of
+// each, like `perf stat` does for cycles. Signals sent to greentrain (SIGINT, SIGTERM, SIGHUP,
+// SIGQUIT) are forwarded to the command; the command's exit code is returned (128+N if it was
+// killed by signal N, 127 if it could not be started). The report goes to stderr.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/command.h"
+#include "energy/carbon.h"
+#include "energy/error.h"
+#include "energy/meter.h"
+#include "energy/report.h"
+
+namespace {
+
+volatile sig_atomic_t g_child = 0;
+
+void forward(int sig, siginfo_t* info, void*) {
+  // A terminal's Ctrl-C already reached the child (same process group): do not send it twice.
+  if (info && info->si_code == SI_KERNEL) return;
+  if (g_child > 0) ::kill(g_child, sig);
+}
+
+struct MeasureArgs {
+  double interval_ms = 100;
+  double carbon_g = -1;
+  std::string carbon_region;
+  std::string carbon_csv;
+  double carbon_utc_offset_h = 0;
+  std::string carbon_start;
+  std::string csv, json;
+  double tdp_w = 0;
+  bool process = false;
+  std::vector<std::string> cmd;
+};
+
+int run_measure(const MeasureArgs& a) {
+  using namespace gt::energy;
+  if (a.cmd.empty())
+    throw EnergyError(
+        "measure: no command; expected `greentrain measure [options] -- CMD ARGS...`");
+  MeterOptions opt;
+  if (!(a.interval_ms > 0))
+    throw EnergyError(
+        fmt::format("--interval {}: expected a positive number of ms", a.interval_ms));
+  opt.interval_s = a.interval_ms / 1000.0;
+  if (!a.carbon_csv.empty()) {
+    opt.carbon = CarbonIntensity::from_csv(a.carbon_csv, a.carbon_utc_offset_h, a.carbon_region);
+    if (!a.carbon_start.empty()) {
+      auto t = parse_local_time(a.carbon_start, a.carbon_utc_offset_h);
+      if (!t)
+        throw EnergyError(
+            fmt::format("--carbon-start '{}': expected 'YYYY-MM-DD HH:MM:SS'", a.carbon_start));
+      opt.carbon_replay_start_unix_s = *t;
+    }
+  } else if (a.carbon_g >= 0) {
+    opt.carbon = CarbonIntensity::constant(a.carbon_g, a.carbon_region);
+  }
+  if (a.tdp_w > 0) opt.cpu_tdp_w = a.tdp_w;
+
+  // Start the child blocked on a pipe so the meter (which may watch its process tree) is ready
+  // before it runs.
+  int go[2];
+  if (::pipe2(go, O_CLOEXEC) != 0) throw EnergyError(std::string("pipe: ") + std::strerror(errno));
+  std::vector<char*> argv;
+  for (auto& s : a.cmd) argv.push_back(const_cast<char*>(s.c_str()));
+  argv.push_back(nullptr);
+  std::fflush(nullptr);
+  pid_t pid = ::fork();
+  if (pid < 0) throw EnergyError(std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    ::close(go[1]);
+    char c;
+    while (::read(go[0], &c, 1) < 0 && errno == EINTR) {
+    }
+    ::execvp(argv[0], argv.data());
+    std::fprintf(stderr, "greentrain measure: cannot run '%s': %s\n", argv[0],
+                 std::strerror(errno));
+    ::_exit(127);
+  }
+  ::close(go[0]);
+  g_child = pid;
+  struct sigaction sa {
+  }, old[4];
+  sa.sa_sigaction = forward;
+  sa.sa_flags = SA_SIGINFO;  // no SA_RESTART: waitid wakes up, then waits again
+  sigemptyset(&sa.sa_mask);
+  const int sigs[4] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+  for (int i = 0; i < 4; ++i) ::sigaction(sigs[i], &sa, &old[i]);
+
+  if (a.process) opt.pid = pid;
+  std::unique_ptr<Meter> meter;
+  try {
+    meter = Meter::create(opt);
+    meter->begin_window("measure");
+  } catch (...) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    throw;
+  }
+  ::close(go[1]);  // go
+
+  // Wait for the exit without reaping, so a process-tree estimate can still read its totals.
+  siginfo_t si{};
+  while (::waitid(P_PID, static_cast<id_t>(pid), &si, WEXITED | WNOWAIT) != 0 && errno == EINTR) {
+  }
+  Measurement m = meter->end_window("measure");
+  const double overhead = meter->sampler_overhead();
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  g_child = 0;
+  for (int i = 0; i < 4; ++i) ::sigaction(sigs[i], &old[i], nullptr);
+  const int code =
+      WIFEXITED(status) ? WEXITSTATUS(status) : (WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1);
+
+  const char* est = m.estimated ? " (estimated)" : "";
+  std::string cmdline;
+  for (auto& s : a.cmd) cmdline += (cmdline.empty() ? "" : " ") + s;
+  std::string r = fmt::format("\n greentrain measure: {}\n\n", cmdline);
+  r += fmt::format("  {:<14}{:.3f} s\n", "time", m.duration_s);
+  r += fmt::format("  {:<14}{}\n", "exit code", code);
+  r += fmt::format("  {:<14}{:.3f} J = {:.3g} kWh{}\n", "energy", m.energy_j, m.energy_j / 3.6e6,
+                   est);
+  for (auto& d : m.domains)
+    r += fmt::format("    {:<18}{:<5}{:>12.3f} J   avg {:>9}   peak {:>8.2f} W   {}\n", d.sensor,
+                     d.domain, d.energy_j,
+                     d.avg_power_w ? fmt::format("{:.2f} W", *d.avg_power_w) : "undefined",
+                     d.peak_power_w, to_string(d.method));
+  r += fmt::format("  {:<14}{}{}\n", "avg power",
+                   m.avg_power_w ? fmt::format("{:.2f} W", *m.avg_power_w)
+                                 : std::string("undefined (window shorter than sensor refresh)"),
+                   est);
+  r += fmt::format("  {:<14}{:.2f} W{}\n", "peak power", m.peak_power_w, est);
+  r += fmt::format("  {:<14}{:.4g} gCO2e  at {}{}\n", "carbon", m.g_co2e, m.carbon_source, est);
+  r += fmt::format("  {:<14}{}\n", "method", m.method.empty() ? "none" : m.method);
+  r +=
+      fmt::format("  {:<14}{:.3f} % of one core (sampling thread CPU time / wall, every {:g} ms)\n",
+                  "overhead", overhead * 100, a.interval_ms);
+  for (auto& f : m.flags) r += fmt::format("  flag: {}\n", f);
+  std::fputs(r.c_str(), stderr);
+
+  RunInfo run;
+  run.project_name = "greentrain-measure";
+  run.region = opt.carbon.region();
+  run.tracking_mode = a.process ? "process" : "machine";
+  if (!a.csv.empty()) append_codecarbon_csv(a.csv, m, run);
+  if (!a.json.empty()) {
+    auto j = to_json(m);
+    j["command"] = a.cmd;
+    j["exit_code"] = code;
+    j["sampler_overhead_fraction"] = overhead;
+    j["interval_s"] = opt.interval_s;
+    write_json_file(a.json, j);
+  }
+  return code;
+}
+
+gt::cli::Registrar reg(40, "measure", [](CLI::App& root) {
+  auto* c = root.add_subcommand(
+      "measure", "run a command and measure its time, energy, power and carbon (-- CMD ARGS...)");
+  auto a = std::make_shared<MeasureArgs>();
+  c->add_option("--interval", a->interval_ms, "sampling interval in ms (default 100)");
+  auto* ci = c->add_option("--carbon-intensity", a->carbon_g,
+                           "constant grid intensity, gCO2e/kWh (default 475, world average)");
+  auto* cc = c->add_option("--carbon-csv", a->carbon_csv,
+                           "intensity series CSV with columns Time, Carbon Intensity (gCO2e/kWh)");
+  ci->excludes(cc);
+  c->add_option("--carbon-utc-offset", a->carbon_utc_offset_h,
+                "hours east of UTC of the series' naive times (default 0)");
+  c->add_option("--carbon-start", a->carbon_start,
+                "replay: take the start to be this series time, 'YYYY-MM-DD HH:MM:SS'");
+  c->add_option("--carbon-region", a->carbon_region, "region label shown with the intensity");
+  c->add_option("--csv", a->csv, "append a CodeCarbon emissions.csv row to this file");
+  c->add_option("--json", a->json, "write the measurement as JSON to this file");
+  c->add_option("--tdp", a->tdp_w, "CPU TDP per socket in W for the estimate (default: table)");
+  c->add_flag("--process", a->process,
+              "estimate CPU/memory of the command's process tree, not the whole machine");
+  c->add_option("cmd", a->cmd, "the command and its arguments, after --")->required();
+  c->callback([a] { gt::cli::exit_code() = run_measure(*a); });
+});
+
+}  // namespace

@@ -1,0 +1,61 @@
+// cli/cmd_sensors.cpp: `greentrain sensors`: the power and energy sensors found on this
+// machine, what each can do, and why any is unavailable or not counted.
+#include <fmt/format.h>
+
+#include <cstdio>
+
+#include "cli/command.h"
+#include "energy/meter.h"
+#include "energy/node_lock.h"
+#include "energy/nvml.h"
+#include "energy/rapl.h"
+
+namespace {
+
+void run_sensors(bool as_json) {
+  using namespace gt::energy;
+  MeterOptions opt;
+  opt.interval_s = 0;  // look, do not sample
+  auto meter = Meter::create(opt);
+  auto infos = meter->sensors();
+  if (as_json) {
+    std::string out = "[\n";
+    for (size_t i = 0; i < infos.size(); ++i) {
+      const auto& s = infos[i];
+      out += fmt::format(
+          "  {{\"name\": \"{}\", \"domain\": \"{}\", \"kind\": \"{}\", \"unit\": \"{}\", "
+          "\"available\": {}, \"counted\": {}, \"refresh_period_s\": {}}}{}\n",
+          s.name, s.domain, to_string(s.kind), s.unit, s.available, s.counted, s.refresh_period_s,
+          i + 1 < infos.size() ? "," : "");
+    }
+    std::fputs((out + "]\n").c_str(), stdout);
+    return;
+  }
+  std::printf("%-22s %-5s %-15s %-5s %-13s %s\n", "SENSOR", "DOM", "KIND", "UNIT", "STATUS",
+              "DEVICE / METHOD / REASON");
+  for (const auto& s : infos) {
+    const char* status = !s.available ? "unavailable" : (s.counted ? "counted" : "not counted");
+    std::printf("%-22s %-5s %-15s %-5s %-13s %s\n", s.name.c_str(), s.domain.c_str(),
+                to_string(s.kind), s.unit.c_str(), status, s.device.c_str());
+    if (s.available && !s.method.empty()) std::printf("%63s method: %s\n", "", s.method.c_str());
+    if (!s.reason.empty()) std::printf("%63s reason: %s\n", "", s.reason.c_str());
+  }
+  std::printf("\nNVML library: %s (GT_NVML_LIBRARY)\n", nvml::Library::library_name().c_str());
+  std::printf("powercap root: %s (GT_POWERCAP_ROOT)\n", powercap_root().c_str());
+  std::printf("reader locks: %s (GT_ENERGY_LOCK_DIR); one reader per device per node\n",
+              lock_dir().c_str());
+  if (meter->estimated())
+    std::printf("note: no energy counter covers some domains here: those figures are estimated\n");
+}
+
+gt::cli::Registrar reg(50, "sensors", [](CLI::App& root) {
+  auto* c = root.add_subcommand("sensors", "list the power and energy sensors of this machine");
+  auto json = std::make_shared<bool>(false);
+  c->add_flag("--json", *json, "print JSON instead of a table");
+  c->callback([json] {
+    run_sensors(*json);
+    gt::cli::exit_code() = 0;
+  });
+});
+
+}  // namespace
