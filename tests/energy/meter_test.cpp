@@ -3,11 +3,13 @@
 #include "energy/meter.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
 #include <thread>
 
+#include "energy/cpu_estimate.h"
 #include "energy/error.h"
 #include "energy/replay.h"
 #include "test_util.h"
@@ -200,6 +202,40 @@ TEST(Meter, CreateOnThisMachineAndSamplerOverhead) {
   // A second meter on this node is not the reader of the machine-wide estimate.
   auto m2 = Meter::create(o);
   EXPECT_EQ(m2->not_reader().size(), 2u);
+}
+
+}  // namespace gt::energy
+
+namespace gt::energy {
+using namespace test;
+
+TEST(CpuEstimate, ProcessTreeSeesItsOwnCpuAndStatesTheMethod) {
+  CpuEstimateOptions o;
+  o.pid = getpid();
+  o.tdp_w = 100;
+  auto s = make_cpu_estimate(o);
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0]->info().kind, SensorKind::kEstimate);
+  EXPECT_NE(s[0]->info().method.find("estimated: TDP 100 W"), std::string::npos);
+  EXPECT_NE(s[0]->info().method.find("process tree"), std::string::npos);
+  EXPECT_TRUE(s[0]->info().device_key.empty());  // per-process: no node lock
+  auto t0 = std::chrono::steady_clock::now();
+  volatile double x = 0;
+  while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(300)) x = x + 1;
+  auto r = s[0]->read(0);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_GT(*r.power_w, 5.0);    // at least some of one core's share of 100 W
+  EXPECT_LE(*r.power_w, 100.0);  // never above TDP
+  auto m = s[1]->read(0);
+  ASSERT_TRUE(m.ok);
+  EXPECT_GT(*m.power_w, 0.0);  // resident memory x 0.375 W/GB
+}
+
+TEST(CpuEstimate, TdpTableAndStatedDefault) {
+  std::string src;
+  EXPECT_DOUBLE_EQ(lookup_tdp_w("AMD EPYC 7763 64-Core Processor", &src), 280);
+  EXPECT_DOUBLE_EQ(lookup_tdp_w("Intel(R) Xeon(R) Processor", &src), kDefaultTdpW);
+  EXPECT_NE(src.find("default 85 W"), std::string::npos);
 }
 
 }  // namespace gt::energy
