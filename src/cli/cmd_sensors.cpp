@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 #include "cli/command.h"
 #include "energy/meter.h"
@@ -19,16 +20,20 @@ void run_sensors(bool as_json) {
   auto meter = Meter::create(opt);
   auto infos = meter->sensors();
   if (as_json) {
-    std::string out = "[\n";
-    for (size_t i = 0; i < infos.size(); ++i) {
-      const auto& s = infos[i];
-      out += fmt::format(
-          "  {{\"name\": \"{}\", \"domain\": \"{}\", \"kind\": \"{}\", \"unit\": \"{}\", "
-          "\"available\": {}, \"counted\": {}, \"refresh_period_s\": {}}}{}\n",
-          s.name, s.domain, to_string(s.kind), s.unit, s.available, s.counted, s.refresh_period_s,
-          i + 1 < infos.size() ? "," : "");
-    }
-    std::fputs((out + "]\n").c_str(), stdout);
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& s : infos)
+      j.push_back({{"name", s.name},
+                   {"domain", s.domain},
+                   {"device", s.device},
+                   {"kind", to_string(s.kind)},
+                   {"unit", s.unit},
+                   {"available", s.available},
+                   {"counted", s.counted},
+                   {"method", s.method},
+                   {"reason", s.reason},
+                   {"refresh_period_s", s.refresh_period_s},
+                   {"wrap_j", s.wrap_j ? nlohmann::json(*s.wrap_j) : nlohmann::json(nullptr)}});
+    std::fputs((j.dump(2) + "\n").c_str(), stdout);
     return;
   }
   std::printf("%-22s %-5s %-15s %-5s %-13s %s\n", "SENSOR", "DOM", "KIND", "UNIT", "STATUS",

@@ -68,9 +68,13 @@ SensorList detect_nvml() {
   std::vector<std::string> notes;
   auto gpus = nvml::resolve_visible(*lib, std::getenv("CUDA_VISIBLE_DEVICES"), &notes);
   std::string note_text;
-  for (auto& n : notes) note_text += (note_text.empty() ? "" : "; ") + n;
+  for (auto& n : notes) {
+    if (!note_text.empty()) note_text += "; ";
+    note_text += n;
+  }
   if (gpus.empty()) {
-    base.reason = "no NVIDIA GPU visible" + (note_text.empty() ? "" : ": " + note_text);
+    base.reason =
+        note_text.empty() ? "no NVIDIA GPU visible" : "no NVIDIA GPU visible: " + note_text;
     out.push_back(std::make_unique<UnavailableSensor>(base));
     return out;
   }

@@ -106,7 +106,10 @@ std::string codecarbon_row(const Measurement& m, const RunInfo& run) {
   for (auto& x : m.domains) gpus += x.domain == "gpu";
   std::string method = m.estimated ? "estimated; " + m.method : "measured; " + m.method;
   std::string flags;
-  for (auto& f : m.flags) flags += (flags.empty() ? "" : " | ") + f;
+  for (auto& f : m.flags) {
+    if (!flags.empty()) flags += " | ";
+    flags += f;
+  }
   const double kg = m.g_co2e / 1000.0;
   std::vector<std::string> v = {ts,
                                 run.project_name,
@@ -143,7 +146,10 @@ std::string codecarbon_row(const Measurement& m, const RunInfo& run) {
                                 method,
                                 flags};
   std::string row;
-  for (size_t i = 0; i < v.size(); ++i) row += (i ? "," : "") + csv_field(v[i]);
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) row += ',';
+    row += csv_field(v[i]);
+  }
   return row;
 }
 
