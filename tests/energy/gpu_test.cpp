@@ -142,6 +142,8 @@ TEST(Nvml, CudaVisibleDevicesResolvedThroughUuids) {
   EXPECT_EQ(idx("GPU-cc"), (std::vector<unsigned>{2}));                     // unique prefix
   EXPECT_EQ(idx("MIG-mmmm0002"), (std::vector<unsigned>{2}));               // MIG -> its GPU
   EXPECT_EQ(idx("MIG-mmmm0001,MIG-mmmm0002"), (std::vector<unsigned>{2}));  // GPU once
+  EXPECT_EQ(idx("MIG-GPU-bbbb2222/1/0"), (std::vector<unsigned>{1}));       // pre-R470 MIG form
+  EXPECT_EQ(idx(" 1 , 0 "), (std::vector<unsigned>{1, 0}));
   EXPECT_EQ(idx("1,7,0"), (std::vector<unsigned>{1}));  // stops at the invalid entry, as CUDA
   EXPECT_TRUE(idx("").empty());
   EXPECT_TRUE(idx("-1").empty());
