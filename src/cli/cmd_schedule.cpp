@@ -76,7 +76,8 @@ void setup(CLI::App& root) {
   auto a = std::make_shared<ScheduleArgs>();
   CLI::App* c = root.add_subcommand(
       "schedule",
-      "Plan jobs under a power budget and a carbon-intensity series; submit them to Slurm");
+      "Plan jobs under a power budget and a carbon-intensity series; submit them to Slurm "
+      "(exit 2 when a job cannot be scheduled)");
   c->add_option("jobs", a->jobs_toml, "job list (TOML, [[job]] tables)")->required();
   c->add_option("--carbon-csv", a->carbon_csv,
                 "carbon-intensity series (CSV with columns Time, Carbon Intensity in gCO2e/kWh)")

@@ -13,7 +13,44 @@
 #include "tune/simulated.h"
 #include "tune/tuner.h"
 
+// Real profiling: training steps of the lead's Trainer, measured by the energy Meter. Built
+// when both modules are (gt_energy is linked into gt_tune when GT_TUNE_HAVE_NVML is set).
+#if defined(GT_TUNE_HAVE_NVML) && __has_include("train/trainer.h") && \
+                                                __has_include("energy/meter.h")
+#include "energy/meter.h"
+#include "train/config.h"
+#include "train/trainer.h"
+#define GT_TUNE_HAVE_TRAINER 1
+#endif
+
 namespace {
+
+#ifdef GT_TUNE_HAVE_TRAINER
+// The default profiling: `steps` optimizer steps (Trainer::train_step) inside one meter window;
+// energy over all counted domains (J) and its duration (s).
+gt::tune::ProfileFn trainer_profile(const std::string& config,
+                                    const std::vector<std::string>& overrides,
+                                    const std::string& run_dir) {
+  gt::TrainConfig cfg;
+  gt::load_config_file(config, cfg);
+  gt::apply_overrides(overrides, cfg);
+  cfg.validate();
+  auto trainer = std::make_shared<gt::Trainer>(cfg, run_dir, /*resume=*/false, nullptr);
+  std::shared_ptr<gt::energy::Meter> meter(
+      gt::energy::Meter::create(gt::energy::MeterOptions{}).release());
+  if (meter->estimated())
+    std::fprintf(stderr,
+                 "greentrain tune: warning: part of the energy is an estimate (no hardware "
+                 "counter): the estimate does not see the power limit, so the search measures "
+                 "time only for those domains (`greentrain sensors` lists them)\n");
+  return [trainer, meter](int steps) {
+    meter->begin_window("tune-profile");
+    for (int i = 0; i < steps; ++i) trainer->train_step();
+    const auto m = meter->end_window("tune-profile");
+    return gt::tune::StepMeasurement{m.energy_j, m.duration_s};
+  };
+}
+#endif
 
 struct TuneArgs {
   std::string config;
@@ -60,7 +97,10 @@ void run_tune(const TuneArgs& a) {
   } else {
     gt::check(!a.config.empty(),
               "greentrain tune: expected a training CONFIG (TOML), or --simulate");
-    const auto& factory = trainer_profile_factory();
+    TrainerProfileFactory factory = trainer_profile_factory();
+#ifdef GT_TUNE_HAVE_TRAINER
+    if (!factory) factory = trainer_profile;
+#endif
     gt::check(static_cast<bool>(factory),
               "greentrain tune CONFIG: profiling real training steps needs the trainer's "
               "profiling hook (gt::tune::set_trainer_profile_factory), which this build does not "
