@@ -33,13 +33,15 @@ fi
 
 export TZ=UTC  # the plan's times are UTC; slurmctld reads --begin in its local zone
 D=$(mktemp -d /tmp/gt-slurm-e2e.XXXXXX)
+chmod 755 "$D"  # the munge user writes its pid file below it
 HOST=$(hostname -s)
 STARTED_MUNGE=""
 cleanup() {
   for p in "$D/slurmd.pid" "$D/slurmctld.pid"; do
     [ -f "$p" ] && kill "$(cat "$p")" 2>/dev/null
   done
-  [ -n "$STARTED_MUNGE" ] && [ -f "$D/munged.pid" ] && kill "$(cat "$D/munged.pid")" 2>/dev/null
+  [ -n "$STARTED_MUNGE" ] && [ -f "$D/munge/munged.pid" ] &&
+    kill "$(cat "$D/munge/munged.pid")" 2>/dev/null
   sleep 1
   rm -rf "$D"
 }
@@ -62,9 +64,10 @@ if ! (munge -n 2>/dev/null | unmunge >/dev/null 2>&1); then
     chmod 400 /etc/munge/munge.key
   }
   mkdir -p /run/munge /var/log/munge /var/lib/munge
-  chown munge: /run/munge /var/log/munge /var/lib/munge 2>/dev/null
-  runuser -u munge -- munged --pid-file="$D/munged.pid" 2>"$D/munged.err" ||
-    munged -f --pid-file="$D/munged.pid" 2>>"$D/munged.err" ||
+  mkdir -p "$D/munge"  # for the pid file, written as the munge user
+  chown munge: /run/munge /var/log/munge /var/lib/munge "$D/munge" 2>/dev/null
+  runuser -u munge -- munged --pid-file="$D/munge/munged.pid" 2>"$D/munged.err" ||
+    munged -f --pid-file="$D/munge/munged.pid" 2>>"$D/munged.err" ||
     skip "cannot start munged: $(cat "$D/munged.err")"
   STARTED_MUNGE=1
   sleep 1
