@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/fast_math.h"
 #include "backend/cpu/onednn_matmul.h"
 #include "core/error.h"
 
@@ -162,8 +163,9 @@ class CpuBackend final : public Backend {
             maxv = std::max(maxv, s);
           }
           float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
           for (int t2 = 0; t2 <= t; ++t2) {
-            float e = std::exp(a[t2] - maxv);
+            float e = cpu::exp_approx(a[t2] - maxv);
             a[t2] = e;
             sum += e;
           }
@@ -228,18 +230,18 @@ class CpuBackend final : public Backend {
   }
 
   void gelu_forward(float* out, const float* inp, int64_t N) override {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < N; ++i) {
       float x = inp[i];
-      out[i] = 0.5f * x * (1.0f + std::tanh(kGeluScale * (x + 0.044715f * x * x * x)));
+      out[i] = 0.5f * x * (1.0f + cpu::tanh_approx(kGeluScale * (x + 0.044715f * x * x * x)));
     }
   }
 
   void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t N) override {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < N; ++i) {
       float x = inp[i];
-      float th = std::tanh(kGeluScale * (x + 0.044715f * x * x * x));
+      float th = cpu::tanh_approx(kGeluScale * (x + 0.044715f * x * x * x));
       float sech2 = 1.0f - th * th;
       float g =
           0.5f * (1.0f + th) + 0.5f * x * sech2 * kGeluScale * (1.0f + 3.0f * 0.044715f * x * x);
@@ -265,8 +267,9 @@ class CpuBackend final : public Backend {
       float maxv = -INFINITY;
       for (int j = 0; j < V; ++j) maxv = std::max(maxv, l[j]);
       float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
       for (int j = 0; j < V; ++j) {
-        p[j] = std::exp(l[j] - maxv);
+        p[j] = cpu::exp_approx(l[j] - maxv);
         sum += p[j];
       }
       float inv = 1.0f / sum;
