@@ -1,10 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages listed in scripts/apt-packages.txt (needs root or sudo).
-# Set GT_WITH_TORCH=1 to add Debian's PyTorch, used by the parity tests and benchmarks.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 pkgs=$(grep -v '^\s*#' "$here/apt-packages.txt" | grep -v '^\s*$' | tr '\n' ' ')
-if [ "${GT_WITH_TORCH:-0}" = 1 ]; then pkgs="$pkgs python3-torch"; fi
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
 missing=""

@@ -10,8 +10,12 @@
 #include "cli/command.h"
 #include "core/error.h"
 #include "train/checkpoint.h"
+#include "train/energy_hook.h"
 #include "train/run_summary.h"
 #include "train/trainer.h"
+#ifdef GT_HAVE_TUNE
+#include "tune/power_limit.h"
+#endif
 
 namespace fs = std::filesystem;
 
@@ -71,7 +75,20 @@ int run_train(const Args& a) {
       gt::format_bytes(mem.scratch_bytes).c_str());
   if (a.resume) std::printf("  resumed  from step %lld\n", (long long)trainer.step());
   std::fflush(stdout);
+#ifdef GT_HAVE_TUNE
+  std::unique_ptr<gt::tune::PowerLimitGuard> power_guard;
+  if (c.power_limit_w > 0) {
+    power_guard = gt::tune::apply_power_limit(c.power_limit_w);
+    std::printf("  power    limit %.0f W applied (restored at exit)\n", c.power_limit_w);
+  }
+#else
+  if (c.power_limit_w > 0)
+    throw gt::Error("train.power_limit needs the tune module, which this build leaves out");
+#endif
+  gt::EnergyHook energy(c, out);
+  trainer.set_observer(&energy);
   gt::RunSummaryWriter summary(trainer, out);
+  summary.set_extra([&](nlohmann::json& s) { energy.finish(s); });
   gt::RunResult r = trainer.run(a.stop_at);
   summary.finish(r);
   if (r.interrupted_by) {

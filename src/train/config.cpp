@@ -56,7 +56,9 @@ std::vector<Key> key_table(TrainConfig& c) {
       {"energy.interval_ms", &c.energy_interval_ms},
       {"energy.carbon_intensity", &c.carbon_intensity},
       {"energy.carbon_csv", &c.carbon_csv},
+      {"energy.carbon_utc_offset_h", &c.carbon_utc_offset_h},
       {"energy.cpu_tdp_w", &c.cpu_tdp_w},
+      {"train.power_limit", &c.power_limit_w},
   };
 }
 
@@ -208,6 +210,7 @@ void TrainConfig::validate() const {
   positive("energy.interval_ms", energy_interval_ms);
   non_negative("energy.carbon_intensity", carbon_intensity);
   non_negative("energy.cpu_tdp_w", cpu_tdp_w);
+  non_negative("train.power_limit", power_limit_w);
 }
 
 std::string TrainConfig::to_toml() const {

@@ -44,7 +44,9 @@ struct TrainConfig {
   double energy_interval_ms = 100;
   double carbon_intensity = 0;  ///< gCO2e/kWh; 0: the meter's default
   std::string carbon_csv;
-  double cpu_tdp_w = 0;  ///< 0: from the CPU model table
+  double carbon_utc_offset_h = 0;  ///< time zone of carbon_csv (hours east of UTC)
+  double cpu_tdp_w = 0;            ///< 0: from the CPU model table
+  double power_limit_w = 0;        ///< train.power_limit (W) for the run; 0 leaves the limit alone
 
   /// Sets one key from its string form (as given to --set). `where` names the source for
   /// errors. Throws gt::Error for an unknown key or a value that does not parse.

@@ -1,0 +1,92 @@
+#include "train/energy_hook.h"
+
+#include <fmt/format.h>
+
+#include "energy/metrics.h"
+#include "energy/report.h"
+
+namespace gt {
+
+energy::MeterOptions meter_options(const TrainConfig& cfg) {
+  energy::MeterOptions o;
+  o.interval_s = cfg.energy_interval_ms / 1000.0;
+  if (!cfg.carbon_csv.empty())
+    o.carbon = energy::CarbonIntensity::from_csv(cfg.carbon_csv, cfg.carbon_utc_offset_h);
+  else if (cfg.carbon_intensity > 0)
+    o.carbon = energy::CarbonIntensity::constant(cfg.carbon_intensity, "energy.carbon_intensity");
+  if (cfg.cpu_tdp_w > 0) o.cpu_tdp_w = cfg.cpu_tdp_w;
+  return o;
+}
+
+EnergyHook::EnergyHook(const TrainConfig& cfg, std::string run_dir, FILE* log)
+    : cfg_(cfg), run_dir_(std::move(run_dir)), log_(log) {
+  meter_ = energy::Meter::create(meter_options(cfg));
+  meter_->begin_window("run");
+  if (log_) {
+    std::string counted;
+    for (auto& s : meter_->sensors())
+      if (s.available && s.counted) counted += (counted.empty() ? "" : ", ") + s.name;
+    std::fprintf(log_, "  energy   %s%s\n", counted.empty() ? "no sensor" : counted.c_str(),
+                 meter_->estimated() ? " (ESTIMATED: no energy counter readable here)" : "");
+    for (auto& r : meter_->not_reader()) std::fprintf(log_, "  energy   %s\n", r.c_str());
+  }
+}
+
+void EnergyHook::begin_step(int64_t step) {
+  if (!interval_open_) {
+    meter_->begin_window("interval");
+    interval_open_ = true;
+  }
+}
+
+std::string EnergyHook::end_step(int64_t step, int64_t tokens, double flops,
+                                 nlohmann::json& record) {
+  interval_tokens_ += tokens;
+  interval_flops_ += flops;
+  run_tokens_ += tokens;
+  run_flops_ += flops;
+  bool at_log = step % cfg_.log_interval == 0 || step == cfg_.max_steps ||
+                (cfg_.eval_interval > 0 && step % cfg_.eval_interval == 0);
+  if (!at_log) return {};
+  energy::Measurement m = meter_->end_window("interval");
+  interval_open_ = false;
+  record["energy_j"] = m.energy_j;
+  if (m.avg_power_w) record["power_w"] = *m.avg_power_w;
+  if (auto j = energy::joules_per_token(m.energy_j, interval_tokens_))
+    record["joules_per_token"] = *j;
+  record["g_co2e"] = m.g_co2e;
+  record["energy_estimated"] = m.estimated;
+  record["energy_interval_tokens"] = interval_tokens_;
+  std::string line = energy::summary_line(m, static_cast<double>(interval_tokens_));
+  interval_tokens_ = 0;
+  interval_flops_ = 0;
+  return line;
+}
+
+void EnergyHook::finish(nlohmann::json& summary) {
+  if (interval_open_) {
+    meter_->end_window("interval");
+    interval_open_ = false;
+  }
+  energy::Measurement m = meter_->end_window("run");
+  summary["energy_j"] = m.energy_j;
+  if (auto j = energy::joules_per_token(m.energy_j, run_tokens_)) summary["joules_per_token"] = *j;
+  if (auto t = energy::tokens_per_joule(run_tokens_, m.energy_j)) summary["tokens_per_joule"] = *t;
+  if (auto g = energy::gflops_per_watt(run_flops_, m.energy_j)) summary["gflops_per_watt"] = *g;
+  summary["g_co2e"] = m.g_co2e;
+  summary["energy_estimated"] = m.estimated;
+  summary["energy_method"] = m.method;
+  summary["energy"] = energy::to_json(m);
+  energy::RunInfo info;
+  info.project_name = "greentrain";
+  energy::append_run_energy_csv(run_dir_, m, info);
+  if (log_) {
+    std::fprintf(log_, "energy %.1f J over %.1f s (%s): %s, %.3g gCO2e\n", m.energy_j, m.duration_s,
+                 m.estimated ? "ESTIMATED" : "measured",
+                 energy::summary_line(m, static_cast<double>(run_tokens_)).c_str(), m.g_co2e);
+    std::fprintf(log_, "  method: %s\n", m.method.c_str());
+    for (auto& f : m.flags) std::fprintf(log_, "  flag: %s\n", f.c_str());
+  }
+}
+
+}  // namespace gt

@@ -1,0 +1,41 @@
+// train/energy_hook.h: the energy window of the training loop. A Meter (energy/meter.h)
+// measures each logging interval (watts and joules per token on every logged step) and
+// the whole run (summary.json and the CodeCarbon-compatible RUN_DIR/energy.csv).
+// Figures from the CPU estimate are marked "estimated" wherever they appear.
+#pragma once
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "energy/meter.h"
+#include "train/trainer.h"
+
+namespace gt {
+
+/// Meter options from the energy.* keys: interval_ms, carbon_intensity (gCO2e/kWh) or
+/// carbon_csv (+ carbon_utc_offset_h), cpu_tdp_w. Throws on an unreadable carbon CSV.
+energy::MeterOptions meter_options(const TrainConfig& cfg);
+
+class EnergyHook final : public StepObserver {
+ public:
+  /// Starts the meter and the whole-run window. log: where the closing energy lines go.
+  EnergyHook(const TrainConfig& cfg, std::string run_dir, FILE* log = stdout);
+  void begin_step(int64_t step) override;
+  std::string end_step(int64_t step, int64_t tokens, double flops, nlohmann::json& record) override;
+  /// Ends the run window, writes energy.csv and adds the energy fields to summary.json:
+  /// energy_j, joules_per_token, tokens_per_joule, gflops_per_watt, g_co2e,
+  /// energy_estimated, energy_method, energy (the full measurement).
+  void finish(nlohmann::json& summary) override;
+  energy::Meter& meter() { return *meter_; }
+
+ private:
+  TrainConfig cfg_;
+  std::string run_dir_;
+  FILE* log_;
+  std::unique_ptr<energy::Meter> meter_;
+  bool interval_open_ = false;
+  int64_t interval_tokens_ = 0, run_tokens_ = 0;
+  double interval_flops_ = 0, run_flops_ = 0;
+};
+
+}  // namespace gt
