@@ -98,6 +98,43 @@ class Backend {
   virtual double sum_squares(const float* g, int64_t n) = 0;
   /// g *= s.
   virtual void scale(float* g, float s, int64_t n) = 0;
+
+  // ---- precision policy -------------------------------------------------------------
+  /// Sets the type of the matrix-product operands: fp32 (default); bf16 or fp16 (inputs and
+  /// weights rounded to nearest-even into 16-bit copies, products accumulated in f32, f32
+  /// outputs). Everything else stays fp32. Throws gt::Error for a precision this device
+  /// cannot run (fp8 on the CPU).
+  virtual void set_precision(Precision p) = 0;
+  virtual Precision precision() const = 0;
+  /// Marks the 16-bit weight copies stale; call after every write to the parameters (the
+  /// optimizer step, initialisation, loading). Copies are refreshed on their next use.
+  virtual void weights_updated() = 0;
+
+  // ---- fused forms (train.fusion=on); each equals its unfused chain within rounding ---
+  /// res(N,C) = a + b and out/mean/rstd = layernorm(res) in one pass over the rows.
+  virtual void residual_layernorm_forward(float* res, float* out, float* mean, float* rstd,
+                                          const float* a, const float* b, const float* w,
+                                          const float* bias, int64_t N, int C) = 0;
+  /// Attention without the (B,NH,T,T) matrix: each row's scores live in a per-thread row
+  /// buffer (online softmax); lse (B,NH,T) receives log-sum-exp of the scaled scores.
+  virtual void attention_forward_fused(float* out, float* lse, const float* qkv, int B, int T,
+                                       int C, int NH) = 0;
+  /// Backward of attention_forward_fused: recomputes the probabilities from qkv and lse.
+  /// out (B,T,C) is the forward output (for the row sums dout.out).
+  virtual void attention_backward_fused(float* dqkv, const float* dout, const float* qkv,
+                                        const float* out, const float* lse, int B, int T, int C,
+                                        int NH) = 0;
+  /// Softmax, cross-entropy and its gradient in one pass that never stores probabilities:
+  /// losses(N) = -log softmax(logits)[target]; logits(N,V) is overwritten IN PLACE with
+  /// (softmax - onehot(target)) * dloss. Throws gt::Error for a target outside [0, V).
+  virtual void softmax_crossentropy_fused(float* logits, float* losses, const int32_t* targets,
+                                          float dloss, int64_t N, int V) = 0;
+  /// One AdamW pass over a whole set of tensors (as adamw_update, same formula), with the
+  /// gradients multiplied by grad_mult (clipping and loss-scale undo) as they are read.
+  /// Tensor i has n[i] elements at p[i], g[i], m[i], v[i] and weight decay wd[i].
+  virtual void adamw_fused(float* const* p, const float* const* g, float* const* m, float* const* v,
+                           const int64_t* n, const float* wd, int count, float grad_mult, float lr,
+                           float beta1, float beta2, float eps, int64_t t) = 0;
 };
 
 /// The CPU backend: oneDNN matrix products, OpenMP for the rest.

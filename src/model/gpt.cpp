@@ -51,7 +51,7 @@ bool is_shared(ActKind k, Recompute rc) {
   return false;
 }
 
-Shape act_shape(ActKind k, const GPTConfig& c, int B) {
+Shape act_shape(ActKind k, const GPTConfig& c, int B, bool fused) {
   int64_t T = c.block_size, C = c.n_embd;
   switch (k) {
     case kLn1:
@@ -66,8 +66,8 @@ Shape act_shape(ActKind k, const GPTConfig& c, int B) {
       return {B, T};
     case kQkv:
       return {B, T, 3 * C};
-    case kAtt:
-      return {B, c.n_head, T, T};
+    case kAtt:  // fused: log-sum-exp per row only
+      return fused ? Shape{B, c.n_head, T} : Shape{B, c.n_head, T, T};
     case kFch:
     case kFchg:
       return {B, T, 4 * C};
@@ -97,8 +97,9 @@ struct Plans {
   size_t dres, dC, dqkv, d4C, dlogits, tmpC;
 };
 
-Plans plan_arenas(const GPTConfig& c, int B, Recompute rc, const std::vector<ParamSpec>& specs,
-                  Arena& params, Arena& grads, Arena& acts, Arena& scratch) {
+Plans plan_arenas(const GPTConfig& c, int B, Recompute rc, bool fused,
+                  const std::vector<ParamSpec>& specs, Arena& params, Arena& grads, Arena& acts,
+                  Arena& scratch) {
   for (auto& s : specs) {
     params.plan(s.name, s.shape);
     grads.plan(s.name, s.shape);
@@ -109,7 +110,7 @@ Plans plan_arenas(const GPTConfig& c, int B, Recompute rc, const std::vector<Par
   for (int k = 0; k < kNumKinds; ++k)
     if (is_shared(ActKind(k), rc))
       shared_idx[k] =
-          acts.plan(fmt::format("shared.{}", kActNames[k]), act_shape(ActKind(k), c, B));
+          acts.plan(fmt::format("shared.{}", kActNames[k]), act_shape(ActKind(k), c, B, fused));
   for (int l = 0; l <= c.n_layer; ++l)
     p.resid_idx.push_back(acts.plan(fmt::format("resid.{}", l), {B, T, C}));
   for (int l = 0; l < c.n_layer; ++l) {
@@ -117,14 +118,14 @@ Plans plan_arenas(const GPTConfig& c, int B, Recompute rc, const std::vector<Par
     for (int k = 0; k < kNumKinds; ++k)
       idx[k] = shared_idx[k] != SIZE_MAX ? shared_idx[k]
                                          : acts.plan(fmt::format("h.{}.{}", l, kActNames[k]),
-                                                     act_shape(ActKind(k), c, B));
+                                                     act_shape(ActKind(k), c, B, fused));
     p.layer_idx.push_back(idx);
   }
   p.lnf = acts.plan("ln_f", {B, T, C});
   p.lnf_mean = acts.plan("ln_f_mean", {B, T});
   p.lnf_rstd = acts.plan("ln_f_rstd", {B, T});
   p.logits = acts.plan("logits", {B, T, V});
-  p.probs = acts.plan("probs", {B, T, V});
+  p.probs = fused ? SIZE_MAX : acts.plan("probs", {B, T, V});
   p.losses = acts.plan("losses", {B, T});
   p.inputs = acts.plan("inputs", {B, T}, DType::i32);
   p.targets = acts.plan("targets", {B, T}, DType::i32);
@@ -132,7 +133,7 @@ Plans plan_arenas(const GPTConfig& c, int B, Recompute rc, const std::vector<Par
   p.dC = scratch.plan("d_C", {B, T, C});
   p.dqkv = scratch.plan("d_qkv", {B, T, 3 * C});
   p.d4C = scratch.plan("d_4C", {B, T, 4 * C});
-  p.dlogits = scratch.plan("d_logits", {B, T, V});
+  p.dlogits = fused ? SIZE_MAX : scratch.plan("d_logits", {B, T, V});
   p.tmpC = scratch.plan("proj_out", {B, T, C});
   return p;
 }
@@ -191,11 +192,11 @@ double gpt_flops_per_token(const GPTConfig& c, int T) {
   return 6.0 * (double)gpt_num_params(c) + 6.0 * c.n_layer * (double)c.n_embd * T;
 }
 
-MemoryPlan plan_memory(const GPTConfig& c, int B, Recompute rc) {
+MemoryPlan plan_memory(const GPTConfig& c, int B, Recompute rc, bool fused) {
   validate(c, B);
   Arena p("parameters"), g("gradients"), a("activations"), s("scratch");
   auto specs = gpt_param_specs(c);
-  plan_arenas(c, B, rc, specs, p, g, a, s);
+  plan_arenas(c, B, rc, fused, specs, p, g, a, s);
   MemoryPlan m;
   m.params_bytes = p.bytes();
   m.grads_bytes = g.bytes();
@@ -205,15 +206,15 @@ MemoryPlan plan_memory(const GPTConfig& c, int B, Recompute rc) {
   return m;
 }
 
-GPT::GPT(const GPTConfig& cfg, int max_batch, Recompute rc, Backend& be)
-    : cfg_(cfg), max_batch_(max_batch), rc_(rc), be_(be) {
+GPT::GPT(const GPTConfig& cfg, int max_batch, Recompute rc, Backend& be, bool fused)
+    : cfg_(cfg), max_batch_(max_batch), rc_(rc), be_(be), fused_(fused) {
   validate(cfg, max_batch);
   specs_ = gpt_param_specs(cfg);
   params_ = std::make_unique<Arena>("parameters");
   grads_ = std::make_unique<Arena>("gradients");
   acts_ = std::make_unique<Arena>("activations");
   scratch_ = std::make_unique<Arena>("scratch");
-  Plans p = plan_arenas(cfg, max_batch, rc, specs_, *params_, *grads_, *acts_, *scratch_);
+  Plans p = plan_arenas(cfg, max_batch, rc, fused, specs_, *params_, *grads_, *acts_, *scratch_);
   params_->allocate();
   grads_->allocate();
   acts_->allocate();
@@ -230,7 +231,7 @@ GPT::GPT(const GPTConfig& cfg, int max_batch, Recompute rc, Backend& be)
   lnf_mean_ = A(p.lnf_mean);
   lnf_rstd_ = A(p.lnf_rstd);
   logits_ = A(p.logits);
-  probs_ = A(p.probs);
+  probs_ = fused ? nullptr : A(p.probs);
   losses_ = A(p.losses);
   inputs_ = static_cast<int32_t*>(acts_->at(p.inputs).data);
   targets_ = static_cast<int32_t*>(acts_->at(p.targets).data);
@@ -239,7 +240,7 @@ GPT::GPT(const GPTConfig& cfg, int max_batch, Recompute rc, Backend& be)
   dC_ = S(p.dC);
   dqkv_ = S(p.dqkv);
   d4C_ = S(p.d4C);
-  dlogits_ = S(p.dlogits);
+  dlogits_ = fused ? logits_ : S(p.dlogits);
   tmpC_ = S(p.tmpC);
   plan_.params_bytes = params_->bytes();
   plan_.grads_bytes = grads_->bytes();
@@ -267,27 +268,52 @@ void GPT::init_weights(uint64_t seed) {
       for (int64_t j = 0; j < cnt; ++j) p[j] = normal(std);
     }
   }
+  be_.weights_updated();
 }
 
 const float* GPT::logits() const { return logits_; }
 const float* GPT::losses() const { return losses_; }
 
-void GPT::layer_forward(int l, int B, int T) {
+// Fused (train.fusion=on): each residual add is fused with the LayerNorm that reads its
+// result (ln_2 of this block, ln_1 of the next block or ln_f), attention keeps only the
+// log-sum-exp. When a block is re-run for recomputation it computes its own ln_1 and writes
+// only its residual output (the next block's buffers are not touched).
+void GPT::layer_forward(int l, int B, int T, bool recomputing) {
   const int C = cfg_.n_embd, NH = cfg_.n_head;
   const int64_t N = (int64_t)B * T;
   Layer& L = layers_[l];
   int pi = 2 + 12 * l;
-  be_.layernorm_forward(L.a[kLn1], L.a[kLn1Mean], L.a[kLn1Rstd], L.x, P(pi), P(pi + 1), N, C);
+  if (!fused_ || l == 0 || recomputing)
+    be_.layernorm_forward(L.a[kLn1], L.a[kLn1Mean], L.a[kLn1Rstd], L.x, P(pi), P(pi + 1), N, C);
   be_.matmul_forward(L.a[kQkv], L.a[kLn1], P(pi + 2), P(pi + 3), N, C, 3 * C);
-  be_.attention_forward(L.a[kAtty], L.a[kAtt], L.a[kQkv], B, T, C, NH);
+  if (fused_)
+    be_.attention_forward_fused(L.a[kAtty], L.a[kAtt], L.a[kQkv], B, T, C, NH);
+  else
+    be_.attention_forward(L.a[kAtty], L.a[kAtt], L.a[kQkv], B, T, C, NH);
   be_.matmul_forward(tmpC_, L.a[kAtty], P(pi + 4), P(pi + 5), N, C, C);
-  be_.residual_forward(L.a[kRes2], L.x, tmpC_, N * C);
-  be_.layernorm_forward(L.a[kLn2], L.a[kLn2Mean], L.a[kLn2Rstd], L.a[kRes2], P(pi + 6), P(pi + 7),
-                        N, C);
+  if (fused_) {
+    be_.residual_layernorm_forward(L.a[kRes2], L.a[kLn2], L.a[kLn2Mean], L.a[kLn2Rstd], L.x, tmpC_,
+                                   P(pi + 6), P(pi + 7), N, C);
+  } else {
+    be_.residual_forward(L.a[kRes2], L.x, tmpC_, N * C);
+    be_.layernorm_forward(L.a[kLn2], L.a[kLn2Mean], L.a[kLn2Rstd], L.a[kRes2], P(pi + 6), P(pi + 7),
+                          N, C);
+  }
   be_.matmul_forward(L.a[kFch], L.a[kLn2], P(pi + 8), P(pi + 9), N, C, 4 * C);
   be_.gelu_forward(L.a[kFchg], L.a[kFch], N * 4 * C);
   be_.matmul_forward(tmpC_, L.a[kFchg], P(pi + 10), P(pi + 11), N, 4 * C, C);
-  be_.residual_forward(L.out, L.a[kRes2], tmpC_, N * C);
+  if (!fused_ || recomputing) {
+    be_.residual_forward(L.out, L.a[kRes2], tmpC_, N * C);
+  } else if (l + 1 < cfg_.n_layer) {
+    Layer& nx = layers_[l + 1];
+    int pn = pi + 12;
+    be_.residual_layernorm_forward(L.out, nx.a[kLn1], nx.a[kLn1Mean], nx.a[kLn1Rstd], L.a[kRes2],
+                                   tmpC_, P(pn), P(pn + 1), N, C);
+  } else {
+    int pf = 2 + 12 * cfg_.n_layer;
+    be_.residual_layernorm_forward(L.out, lnf_, lnf_mean_, lnf_rstd_, L.a[kRes2], tmpC_, P(pf),
+                                   P(pf + 1), N, C);
+  }
 }
 
 float GPT::forward(const int32_t* inputs, const int32_t* targets, int B, int T) {
@@ -310,11 +336,15 @@ float GPT::forward(const int32_t* inputs, const int32_t* targets, int B, int T) 
   for (int l = 0; l < cfg_.n_layer; ++l) layer_forward(l, B, T);
   int pf = 2 + 12 * cfg_.n_layer;
   float* xL = cfg_.n_layer ? layers_.back().out : x0_;
-  be_.layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, xL, P(pf), P(pf + 1), N, C);
+  if (!fused_ || cfg_.n_layer == 0)
+    be_.layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, xL, P(pf), P(pf + 1), N, C);
   be_.matmul_forward(logits_, lnf_, P(0), nullptr, N, C, V, /*w_transposed=*/true);
   if (!targets) return NAN;
   std::memcpy(targets_, targets, sizeof(int32_t) * N);
-  be_.softmax_crossentropy_forward(probs_, losses_, logits_, targets_, N, V);
+  if (fused_)  // logits_ now holds softmax - onehot; backward scales it by dloss
+    be_.softmax_crossentropy_fused(logits_, losses_, targets_, 1.0f, N, V);
+  else
+    be_.softmax_crossentropy_forward(probs_, losses_, logits_, targets_, N, V);
   double sum = 0.0;
   for (int64_t i = 0; i < N; ++i) sum += losses_[i];
   return static_cast<float>(sum / N);
@@ -339,7 +369,7 @@ void GPT::recompute_for_backward(int l, int B, int T) {
       be_.gelu_forward(L.a[kFchg], L.a[kFch], N * 4 * C);
       break;
     case Recompute::block:
-      layer_forward(l, B, T);
+      layer_forward(l, B, T, /*recomputing=*/true);
       break;
   }
 }
@@ -348,7 +378,10 @@ void GPT::backward(float dloss) {
   check(have_targets_, "backward() needs a forward() with targets first");
   const int B = lastB_, T = lastT_, C = cfg_.n_embd, V = cfg_.vocab_size, NH = cfg_.n_head;
   const int64_t N = (int64_t)B * T;
-  be_.softmax_crossentropy_backward(dlogits_, probs_, targets_, dloss, N, V);
+  if (fused_)
+    be_.scale(dlogits_, dloss, N * V);  // dlogits_ is logits_, written by the fused loss
+  else
+    be_.softmax_crossentropy_backward(dlogits_, probs_, targets_, dloss, N, V);
   // classifier: logits = lnf @ wte^T
   be_.matmul_backward(dC_, G(0), nullptr, dlogits_, lnf_, P(0), N, C, V, /*w_transposed=*/true);
   int pf = 2 + 12 * cfg_.n_layer;
@@ -367,7 +400,10 @@ void GPT::backward(float dloss) {
                            L.a[kLn2Rstd], N, C);
     // attention: res2 = x + c_proj(attn(c_attn(ln1(x))))
     be_.matmul_backward(dC_, G(pi + 4), G(pi + 5), dres_, L.a[kAtty], P(pi + 4), N, C, C);
-    be_.attention_backward(dqkv_, dC_, L.a[kQkv], L.a[kAtt], B, T, C, NH);
+    if (fused_)
+      be_.attention_backward_fused(dqkv_, dC_, L.a[kQkv], L.a[kAtty], L.a[kAtt], B, T, C, NH);
+    else
+      be_.attention_backward(dqkv_, dC_, L.a[kQkv], L.a[kAtt], B, T, C, NH);
     be_.matmul_backward(dC_, G(pi + 2), G(pi + 3), dqkv_, L.a[kLn1], P(pi + 2), N, C, 3 * C);
     be_.layernorm_backward(dres_, G(pi), G(pi + 1), dC_, L.x, P(pi), L.a[kLn1Mean], L.a[kLn1Rstd],
                            N, C);

@@ -51,17 +51,21 @@ struct MemoryPlan {
 };
 
 /// Plans the memory of a model at micro-batch B and context block_size without allocating.
-MemoryPlan plan_memory(const GPTConfig& c, int B, Recompute rc);
+/// fused: the train.fusion=on layout (no (B,NH,T,T) attention matrix, only its (B,NH,T)
+/// log-sum-exp; no probabilities and no separate logits gradient).
+MemoryPlan plan_memory(const GPTConfig& c, int B, Recompute rc, bool fused = false);
 
 class GPT {
  public:
   /// Plans and allocates parameters, gradients and activations for micro-batches of up to
   /// max_batch sequences of up to block_size tokens. Throws gt::Error on invalid sizes.
-  GPT(const GPTConfig& cfg, int max_batch, Recompute rc, Backend& be);
+  /// fused: use the backend's fused forms (train.fusion=on); same loss within rounding.
+  GPT(const GPTConfig& cfg, int max_batch, Recompute rc, Backend& be, bool fused = false);
   ~GPT();
 
   const GPTConfig& config() const { return cfg_; }
   Recompute recompute() const { return rc_; }
+  bool fused() const { return fused_; }
   int max_batch() const { return max_batch_; }
   /// Parameters and their gradients; tensor i of both is gpt_param_specs()[i].
   Arena& params() { return *params_; }
@@ -76,7 +80,8 @@ class GPT {
   /// Runs the model on inputs (B,T) int32; with targets (B,T) also computes the mean
   /// cross-entropy loss and returns it (else returns NaN). B <= max_batch, T <= block_size.
   float forward(const int32_t* inputs, const int32_t* targets, int B, int T);
-  /// Logits (B,T,V) of the last forward.
+  /// Logits (B,T,V) of the last forward (with fusion on and targets given, this buffer holds
+  /// the logits' gradient instead: the fused loss overwrites it in place).
   const float* logits() const;
   /// Per-position losses (B,T) of the last forward with targets.
   const float* losses() const;
@@ -89,7 +94,7 @@ class GPT {
 
  private:
   struct Layer;
-  void layer_forward(int l, int B, int T);
+  void layer_forward(int l, int B, int T, bool recomputing = false);
   void recompute_for_backward(int l, int B, int T);
   float* P(int i) { return params_->at(i).f32(); }
   float* G(int i) { return grads_->at(i).f32(); }
@@ -98,6 +103,7 @@ class GPT {
   int max_batch_;
   Recompute rc_;
   Backend& be_;
+  bool fused_ = false;
   std::vector<ParamSpec> specs_;
   std::unique_ptr<Arena> params_, grads_, acts_, scratch_;
   std::vector<Layer> layers_;

@@ -64,6 +64,9 @@ void save_checkpoint(const std::string& run_dir, GPT& model, const Arena& m, con
   j["step"] = st.step;
   j["data"] = {{"epoch", st.data_epoch}, {"cursor", st.data_cursor}};
   j["last_loss"] = st.last_loss;
+  j["grad_scaler"] = {{"scale", st.loss_scale},
+                      {"clean_steps", st.scaler_clean_steps},
+                      {"skipped_steps", st.skipped_steps}};
   j["tokenizer"] = st.tokenizer.to_json();
   j["config_toml"] = st.config_toml;
   write_text(tmp / "state.json", j.dump(2) + "\n");
@@ -86,6 +89,12 @@ CheckpointState load_checkpoint_state(const std::string& run_dir) {
     st.data_epoch = j.at("data").at("epoch").get<int64_t>();
     st.data_cursor = j.at("data").at("cursor").get<int64_t>();
     st.last_loss = j.value("last_loss", 0.0);
+    if (j.contains("grad_scaler")) {
+      const auto& gs = j.at("grad_scaler");
+      st.loss_scale = gs.value("scale", 1.0);
+      st.scaler_clean_steps = gs.value("clean_steps", int64_t(0));
+      st.skipped_steps = gs.value("skipped_steps", int64_t(0));
+    }
     st.config_toml = j.at("config_toml").get<std::string>();
     st.tokenizer = Tokenizer::from_json(j.at("tokenizer"), path);
   } catch (const nlohmann::json::exception& e) {

@@ -84,6 +84,8 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume
   cfg_.validate();
   if (cfg_.threads > 0) omp_set_num_threads(cfg_.threads);
   backend_ = make_cpu_backend();
+  backend_->set_precision(parse_precision(cfg_.precision));
+  scaler_ = GradScaler(cfg_.precision == "fp16");
   std::optional<CheckpointState> st;
   if (resume) st = load_checkpoint_state(run_dir);
   data_ = load_data(cfg_, st ? &st->tokenizer : nullptr);
@@ -93,7 +95,7 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume
     throw Error(fmt::format("model.vocab_size = {} is smaller than the tokenizer's {} tokens",
                             cfg_.model.vocab_size, v));
   model_ = std::make_unique<GPT>(cfg_.model, cfg_.batch_size, parse_recompute(cfg_.recompute),
-                                 *backend_);
+                                 *backend_, cfg_.fusion == "on");
   m_ = std::make_unique<Arena>("adamw.exp_avg");
   v_ = std::make_unique<Arena>("adamw.exp_avg_sq");
   for (auto& s : model_->specs()) {
@@ -109,6 +111,9 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume
   fs::create_directories(run_dir_);
   if (st) {
     load_checkpoint_tensors(run_dir_, *model_, m_.get(), v_.get());
+    backend_->weights_updated();
+    if (scaler_.enabled())
+      scaler_.restore(st->loss_scale, st->scaler_clean_steps, st->skipped_steps);
     step_ = st->step;
     last_loss_ = st->last_loss;
     sampler_->restore(st->data_epoch, st->data_cursor);
@@ -122,6 +127,58 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume
 }
 
 Trainer::~Trainer() = default;
+
+OptimizerResult optimizer_step(Backend& be, GPT& model, Arena& m, Arena& v, const TrainConfig& cfg,
+                               float lr, int64_t t, double loss_scale) {
+  if (cfg.fusion != "on" && loss_scale == 1.0)
+    return {clip_and_update(be, model, m, v, cfg, lr, t)};
+  OptimizerResult r;
+  Arena& g = model.grads();
+  Arena& p = model.params();
+  double sq = 0.0;
+  for (size_t i = 0; i < g.size(); ++i) sq += be.sum_squares(g.at(i).f32(), g.at(i).numel());
+  if (!std::isfinite(sq)) {
+    r.grad_norm = sq;
+    r.skipped = true;
+    return r;
+  }
+  r.grad_norm = std::sqrt(sq) / loss_scale;
+  double mult = 1.0 / loss_scale;
+  if (cfg.grad_clip > 0) {
+    double coef = cfg.grad_clip / (r.grad_norm + 1e-6);
+    if (coef < 1.0) mult *= coef;
+  }
+  const size_t n = p.size();
+  if (cfg.fusion == "on") {
+    std::vector<float*> pp(n), mm(n), vv(n);
+    std::vector<const float*> gg(n);
+    std::vector<int64_t> cnt(n);
+    std::vector<float> wd(n);
+    for (size_t i = 0; i < n; ++i) {
+      pp[i] = p.at(i).f32();
+      gg[i] = g.at(i).f32();
+      mm[i] = m.at(i).f32();
+      vv[i] = v.at(i).f32();
+      cnt[i] = p.at(i).numel();
+      wd[i] = model.specs()[i].decay ? static_cast<float>(cfg.weight_decay) : 0.0f;
+    }
+    be.adamw_fused(pp.data(), gg.data(), mm.data(), vv.data(), cnt.data(), wd.data(), (int)n,
+                   static_cast<float>(mult), lr, static_cast<float>(cfg.beta1),
+                   static_cast<float>(cfg.beta2), static_cast<float>(cfg.eps), t);
+  } else {
+    if (mult != 1.0)
+      for (size_t i = 0; i < n; ++i)
+        be.scale(g.at(i).f32(), static_cast<float>(mult), g.at(i).numel());
+    for (size_t i = 0; i < n; ++i) {
+      float wd = model.specs()[i].decay ? static_cast<float>(cfg.weight_decay) : 0.0f;
+      be.adamw_update(p.at(i).f32(), g.at(i).f32(), m.at(i).f32(), v.at(i).f32(), p.at(i).numel(),
+                      lr, static_cast<float>(cfg.beta1), static_cast<float>(cfg.beta2),
+                      static_cast<float>(cfg.eps), wd, t);
+    }
+  }
+  be.weights_updated();
+  return r;
+}
 
 double clip_and_update(Backend& be, GPT& model, Arena& m, Arena& v, const TrainConfig& cfg,
                        float lr, int64_t t) {
@@ -142,6 +199,7 @@ double clip_and_update(Backend& be, GPT& model, Arena& m, Arena& v, const TrainC
                     static_cast<float>(cfg.beta1), static_cast<float>(cfg.beta2),
                     static_cast<float>(cfg.eps), wd, t);
   }
+  be.weights_updated();
   return norm;
 }
 
@@ -149,15 +207,20 @@ double Trainer::train_step() {
   const int B = cfg_.batch_size, T = cfg_.model.block_size;
   model_->zero_grad();
   double loss = 0.0;
-  const float dloss = 1.0f / (float(B) * T * cfg_.grad_accum_steps);
+  const float dloss = static_cast<float>(scaler_.scale() / (double(B) * T * cfg_.grad_accum_steps));
   for (int micro = 0; micro < cfg_.grad_accum_steps; ++micro) {
     sampler_->next(inputs_.data(), targets_.data());
     loss += model_->forward(inputs_.data(), targets_.data(), B, T);
     model_->backward(dloss);
   }
   loss /= cfg_.grad_accum_steps;
-  last_grad_norm_ = clip_and_update(*backend_, *model_, *m_, *v_, cfg_,
-                                    static_cast<float>(learning_rate_at(cfg_, step_)), step_ + 1);
+  // AdamW's t counts the steps taken, not the ones skipped for inf/NaN gradients
+  OptimizerResult opt = optimizer_step(*backend_, *model_, *m_, *v_, cfg_,
+                                       static_cast<float>(learning_rate_at(cfg_, step_)),
+                                       optimizer_steps() + 1, scaler_.scale());
+  last_grad_norm_ = opt.grad_norm;
+  last_skipped_ = opt.skipped;
+  scaler_.update(opt.skipped);
   ++step_;
   last_loss_ = loss;
   return loss;
@@ -187,9 +250,12 @@ LoadedModel load_model(const std::string& run_dir, int max_batch) {
   lm.step = st.step;
   if (lm.cfg.threads > 0) omp_set_num_threads(lm.cfg.threads);
   lm.backend = make_cpu_backend();
-  lm.model = std::make_unique<GPT>(lm.cfg.model, max_batch > 0 ? max_batch : lm.cfg.batch_size,
-                                   parse_recompute(lm.cfg.recompute), *lm.backend);
+  lm.backend->set_precision(parse_precision(lm.cfg.precision));
+  lm.model =
+      std::make_unique<GPT>(lm.cfg.model, max_batch > 0 ? max_batch : lm.cfg.batch_size,
+                            parse_recompute(lm.cfg.recompute), *lm.backend, lm.cfg.fusion == "on");
   load_checkpoint_tensors(run_dir, *lm.model, nullptr, nullptr);
+  lm.backend->weights_updated();
   return lm;
 }
 
@@ -199,6 +265,9 @@ void Trainer::save() {
   st.data_epoch = sampler_->epoch();
   st.data_cursor = sampler_->cursor();
   st.last_loss = last_loss_;
+  st.loss_scale = scaler_.scale();
+  st.scaler_clean_steps = scaler_.clean_steps();
+  st.skipped_steps = scaler_.skipped_steps();
   st.config_toml = cfg_.to_toml();
   st.tokenizer = data_.tokenizer;
   save_checkpoint(run_dir_, *model_, *m_, *v_, st);
@@ -257,6 +326,11 @@ RunResult Trainer::run(int64_t stop_at) {
     rec["loss"] = loss;
     rec["lr"] = lr;
     rec["grad_norm"] = last_grad_norm_;
+    if (scaler_.enabled()) {
+      rec["loss_scale"] = scaler_.scale();
+      rec["skipped"] = last_skipped_;
+      rec["skipped_steps"] = scaler_.skipped_steps();
+    }
     rec["step_time_s"] = dt;
     rec["tokens_per_s"] = tokens_per_step / dt;
     nlohmann::json extra;
@@ -291,6 +365,8 @@ RunResult Trainer::run(int64_t stop_at) {
   sigaction(SIGTERM, &old_term, nullptr);
   r.step = step_;
   r.last_loss = last_loss_;
+  r.skipped_steps = scaler_.skipped_steps();
+  r.loss_scale = scaler_.scale();
   return r;
 }
 

@@ -16,6 +16,7 @@
 #include "model/gpt.h"
 #include "train/config.h"
 #include "train/data.h"
+#include "train/precision.h"
 
 namespace gt {
 
@@ -47,6 +48,18 @@ double learning_rate_at(const TrainConfig& cfg, int64_t it);
 double clip_and_update(Backend& be, GPT& model, Arena& m, Arena& v, const TrainConfig& cfg,
                        float lr, int64_t t);
 
+/// What optimizer_step() did.
+struct OptimizerResult {
+  double grad_norm = 0;  ///< global L2 norm of the unscaled gradients before clipping
+  bool skipped = false;  ///< true when a gradient was inf or NaN: nothing was changed
+};
+/// The precision-aware optimizer step: the gradients hold loss_scale times the true ones;
+/// when any is inf or NaN nothing changes and the result says skipped; otherwise they are
+/// unscaled, clipped (cfg.grad_clip) and AdamW is applied at step t (fused into one pass
+/// over all tensors when cfg.fusion is "on"). Marks the backend's 16-bit weight copies stale.
+OptimizerResult optimizer_step(Backend& be, GPT& model, Arena& m, Arena& v, const TrainConfig& cfg,
+                               float lr, int64_t t, double loss_scale = 1.0);
+
 /// What run() did.
 struct RunResult {
   int64_t step = 0;                ///< optimizer steps completed in total
@@ -55,6 +68,8 @@ struct RunResult {
   int interrupted_by = 0;          ///< signal number when stopped by SIGINT/SIGTERM, else 0
   double train_time_s = 0;         ///< wall time of the steps run in this process
   int64_t tokens = 0;              ///< tokens trained in this process
+  int64_t skipped_steps = 0;       ///< steps skipped for inf/NaN gradients (fp16), in total
+  double loss_scale = 1;           ///< fp16 loss scale at the end (1 otherwise)
   std::vector<double> losses;      ///< training loss of each step run in this process
 };
 
@@ -81,6 +96,15 @@ class Trainer {
   int64_t step() const { return step_; }
   /// Global L2 norm of the gradients before clipping, of the last step.
   double last_grad_norm() const { return last_grad_norm_; }
+  /// The fp16 loss scaler (disabled in other precisions).
+  GradScaler& scaler() { return scaler_; }
+  /// AdamW steps taken (step() minus the steps skipped for inf/NaN gradients).
+  int64_t optimizer_steps() const { return step_ - scaler_.skipped_steps(); }
+  /// Whether the last train_step() was skipped (inf/NaN gradients under fp16).
+  bool last_step_skipped() const { return last_skipped_; }
+  Arena& adam_m() { return *m_; }
+  Arena& adam_v() { return *v_; }
+  Backend& backend() { return *backend_; }
   /// One optimizer step (all micro-batches); returns the mean training loss.
   double train_step();
 
@@ -98,6 +122,8 @@ class Trainer {
   int64_t step_ = 0;
   double last_loss_ = 0;
   double last_grad_norm_ = 0;
+  bool last_skipped_ = false;
+  GradScaler scaler_;
   StepObserver* observer_ = nullptr;
 };
 

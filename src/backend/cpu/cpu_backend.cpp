@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "backend/backend.h"
@@ -20,6 +22,23 @@ namespace {
 
 constexpr float kLnEps = 1e-5f;
 constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2/pi)
+
+/// float -> bfloat16, round to nearest even (NaN stays a quiet NaN).
+#pragma omp declare simd
+inline uint16_t to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+  return (u & 0x7FFFFFFFu) > 0x7F800000u ? uint16_t((u >> 16) | 0x40u) : uint16_t(r);
+}
+
+/// float -> IEEE half, round to nearest even (the hardware conversion; overflow gives inf).
+inline uint16_t to_f16(float f) {
+  _Float16 h = static_cast<_Float16>(f);
+  uint16_t u;
+  std::memcpy(&u, &h, 2);
+  return u;
+}
 
 /// Splits [0, n) into contiguous chunks, one per thread, and calls f(begin, end).
 template <typename F>
@@ -122,16 +141,36 @@ class CpuBackend final : public Backend {
 
   void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int64_t N,
                       int C, int OC, bool w_transposed) override {
-    cpu::onednn_matmul(out, inp, w, bias, N, OC, C, false, w_transposed, false);
+    if (prec_ == Precision::fp32) {
+      cpu::onednn_matmul(out, inp, w, bias, N, OC, C, false, w_transposed, false);
+      return;
+    }
+    const void* a = lowp(act_a_, inp, N * C);
+    const void* b = weight_copy(w, (int64_t)C * OC);
+    cpu::onednn_matmul(out, a, b, bias, N, OC, C, false, w_transposed, false, mm_type());
   }
 
   void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
                        const float* w, int64_t N, int C, int OC, bool w_transposed) override {
-    if (dinp) cpu::onednn_matmul(dinp, dout, w, nullptr, N, C, OC, false, !w_transposed, false);
-    if (!w_transposed)
-      cpu::onednn_matmul(dw, inp, dout, nullptr, C, OC, N, true, false, true);
-    else
-      cpu::onednn_matmul(dw, dout, inp, nullptr, OC, C, N, true, false, true);
+    if (prec_ == Precision::fp32) {
+      if (dinp) cpu::onednn_matmul(dinp, dout, w, nullptr, N, C, OC, false, !w_transposed, false);
+      if (!w_transposed)
+        cpu::onednn_matmul(dw, inp, dout, nullptr, C, OC, N, true, false, true);
+      else
+        cpu::onednn_matmul(dw, dout, inp, nullptr, OC, C, N, true, false, true);
+    } else {
+      // dout and inp rounded to 16 bits once; both products accumulate in f32
+      const void* d = lowp(act_a_, dout, N * OC);
+      const void* x = lowp(act_b_, inp, N * C);
+      auto t = mm_type();
+      if (dinp)
+        cpu::onednn_matmul(dinp, d, weight_copy(w, (int64_t)C * OC), nullptr, N, C, OC, false,
+                           !w_transposed, false, t);
+      if (!w_transposed)
+        cpu::onednn_matmul(dw, x, d, nullptr, C, OC, N, true, false, true, t);
+      else
+        cpu::onednn_matmul(dw, d, x, nullptr, OC, C, N, true, false, true, t);
+    }
     if (dbias) {
       parallel_chunks(OC, [&](int64_t o0, int64_t o1) {
         for (int64_t i = 0; i < N; ++i) {
@@ -327,6 +366,250 @@ class CpuBackend final : public Backend {
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i) g[i] *= s;
   }
+
+  void set_precision(Precision p) override {
+    if (p == Precision::fp8)
+      throw Error(
+          "train.precision = 'fp8': fp8 matrix products need the CUDA backend on a Hopper GPU; "
+          "the CPU backend runs fp32, bf16 or fp16");
+    // oneDNN 2.6 (Debian 12) has no f16 matrix product on CPUs; fp16 then rounds the operands
+    // to half precision (so range, overflow and rounding are those of fp16) and multiplies
+    // them in f32, which is exact for products of halves with f32 accumulation.
+    f16_emulated_ = p == Precision::fp16 && !cpu::onednn_supports(cpu::MmType::f16);
+    if (p == Precision::bf16 && !cpu::onednn_supports(cpu::MmType::bf16))
+      throw Error("train.precision = 'bf16': this oneDNN has no bf16 matrix product on this CPU");
+    prec_ = p;
+    weights_.clear();
+  }
+  Precision precision() const override { return prec_; }
+  void weights_updated() override { ++generation_; }
+
+  void residual_layernorm_forward(float* res, float* out, float* mean, float* rstd, const float* a,
+                                  const float* b, const float* w, const float* bias, int64_t N,
+                                  int C) override {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < N; ++i) {
+      const float* x1 = a + i * C;
+      const float* x2 = b + i * C;
+      float* r = res + i * C;
+      float m = 0.f;
+      for (int c = 0; c < C; ++c) {
+        r[c] = x1[c] + x2[c];
+        m += r[c];
+      }
+      m /= C;
+      float v = 0.f;
+      for (int c = 0; c < C; ++c) v += (r[c] - m) * (r[c] - m);
+      v /= C;
+      float s = 1.0f / std::sqrt(v + kLnEps);
+      float* o = out + i * C;
+      for (int c = 0; c < C; ++c) o[c] = (r[c] - m) * s * w[c] + bias[c];
+      mean[i] = m;
+      rstd[i] = s;
+    }
+  }
+
+  void attention_forward_fused(float* out, float* lse, const float* qkv, int B, int T, int C,
+                               int NH) override {
+    const int hs = C / NH;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+    const int64_t C3 = 3 * (int64_t)C;
+#pragma omp parallel
+    {
+      std::vector<float> row(T);
+#pragma omp for collapse(3) schedule(dynamic, 8)
+      for (int b = 0; b < B; ++b)
+        for (int t = 0; t < T; ++t)
+          for (int h = 0; h < NH; ++h) {
+            const float* q = qkv + ((int64_t)b * T + t) * C3 + h * hs;
+            float* a = row.data();
+            float maxv = -INFINITY;
+            for (int t2 = 0; t2 <= t; ++t2) {
+              const float* k = qkv + ((int64_t)b * T + t2) * C3 + C + h * hs;
+              float s = 0.f;
+              for (int i = 0; i < hs; ++i) s += q[i] * k[i];
+              s *= scale;
+              a[t2] = s;
+              maxv = std::max(maxv, s);
+            }
+            float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+            for (int t2 = 0; t2 <= t; ++t2) {
+              float e = cpu::exp_approx(a[t2] - maxv);
+              a[t2] = e;
+              sum += e;
+            }
+            float inv = 1.0f / sum;
+            float* o = out + ((int64_t)b * T + t) * C + h * hs;
+            for (int i = 0; i < hs; ++i) o[i] = 0.f;
+            for (int t2 = 0; t2 <= t; ++t2) {
+              const float* v = qkv + ((int64_t)b * T + t2) * C3 + 2 * C + h * hs;
+              float p = a[t2] * inv;
+              for (int i = 0; i < hs; ++i) o[i] += p * v[i];
+            }
+            lse[((int64_t)b * NH + h) * T + t] = maxv + std::log(sum);
+          }
+    }
+  }
+
+  void attention_backward_fused(float* dqkv, const float* dout, const float* qkv, const float* out,
+                                const float* lse, int B, int T, int C, int NH) override {
+    const int hs = C / NH;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+    const int64_t C3 = 3 * (int64_t)C;
+#pragma omp parallel
+    {
+      std::vector<float> a(T), datt(T);
+#pragma omp for collapse(2) schedule(dynamic, 1)
+      for (int b = 0; b < B; ++b)
+        for (int h = 0; h < NH; ++h) {
+          for (int t = 0; t < T; ++t)
+            for (int part = 0; part < 3; ++part)
+              std::memset(dqkv + ((int64_t)b * T + t) * C3 + part * C + h * hs, 0,
+                          sizeof(float) * hs);
+          for (int t = 0; t < T; ++t) {
+            const float* d = dout + ((int64_t)b * T + t) * C + h * hs;
+            const float* o = out + ((int64_t)b * T + t) * C + h * hs;
+            const float* q = qkv + ((int64_t)b * T + t) * C3 + h * hs;
+            float* dq = dqkv + ((int64_t)b * T + t) * C3 + h * hs;
+            const float l = lse[((int64_t)b * NH + h) * T + t];
+            // recompute the probabilities of row t from q, k and the saved log-sum-exp
+            for (int t2 = 0; t2 <= t; ++t2) {
+              const float* k = qkv + ((int64_t)b * T + t2) * C3 + C + h * hs;
+              float s = 0.f;
+              for (int i = 0; i < hs; ++i) s += q[i] * k[i];
+              a[t2] = s * scale - l;
+            }
+#pragma omp simd
+            for (int t2 = 0; t2 <= t; ++t2) a[t2] = cpu::exp_approx(a[t2]);
+            float dot = 0.f;  // sum_t2 p dp = dout . out
+            for (int i = 0; i < hs; ++i) dot += d[i] * o[i];
+            for (int t2 = 0; t2 <= t; ++t2) {
+              const float* v = qkv + ((int64_t)b * T + t2) * C3 + 2 * C + h * hs;
+              float* dv = dqkv + ((int64_t)b * T + t2) * C3 + 2 * C + h * hs;
+              float s = 0.f;
+              for (int i = 0; i < hs; ++i) {
+                s += d[i] * v[i];
+                dv[i] += a[t2] * d[i];
+              }
+              datt[t2] = a[t2] * (s - dot) * scale;
+            }
+            for (int t2 = 0; t2 <= t; ++t2) {
+              const float* k = qkv + ((int64_t)b * T + t2) * C3 + C + h * hs;
+              float* dk = dqkv + ((int64_t)b * T + t2) * C3 + C + h * hs;
+              float g = datt[t2];
+              for (int i = 0; i < hs; ++i) {
+                dq[i] += g * k[i];
+                dk[i] += g * q[i];
+              }
+            }
+          }
+        }
+    }
+  }
+
+  void softmax_crossentropy_fused(float* logits, float* losses, const int32_t* targets, float dloss,
+                                  int64_t N, int V) override {
+    for (int64_t i = 0; i < N; ++i)
+      if (targets[i] < 0 || targets[i] >= V)
+        throw Error(fmt::format("target token {} at row {} is outside the vocabulary [0, {})",
+                                targets[i], i, V));
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < N; ++i) {
+      float* l = logits + i * V;
+      float maxv = -INFINITY;
+      for (int j = 0; j < V; ++j) maxv = std::max(maxv, l[j]);
+      float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+      for (int j = 0; j < V; ++j) sum += cpu::exp_approx(l[j] - maxv);
+      const float lse = std::log(sum) + maxv;
+      losses[i] = lse - l[targets[i]];
+      const float inv = dloss / sum;
+#pragma omp simd
+      for (int j = 0; j < V; ++j) l[j] = cpu::exp_approx(l[j] - maxv) * inv;
+      l[targets[i]] -= dloss;
+    }
+  }
+
+  void adamw_fused(float* const* p, const float* const* g, float* const* m, float* const* v,
+                   const int64_t* n, const float* wd, int count, float grad_mult, float lr,
+                   float beta1, float beta2, float eps, int64_t t) override {
+    const float bc1 = 1.0f - std::pow(beta1, (float)t);
+    const float bc2_sqrt = std::sqrt(1.0f - std::pow(beta2, (float)t));
+    const float step_size = lr / bc1;
+    // work list of (tensor, begin, end) chunks, so one parallel loop covers every tensor
+    constexpr int64_t kChunk = 1 << 14;
+    std::vector<std::tuple<int, int64_t, int64_t>> work;
+    for (int i = 0; i < count; ++i)
+      for (int64_t b = 0; b < n[i]; b += kChunk)
+        work.emplace_back(i, b, std::min(n[i], b + kChunk));
+#pragma omp parallel for schedule(static)
+    for (size_t w = 0; w < work.size(); ++w) {
+      auto [i, b, e] = work[w];
+      float* pp = p[i];
+      const float* gg = g[i];
+      float* mm = m[i];
+      float* vv = v[i];
+      const float decay = 1.0f - lr * wd[i];
+#pragma omp simd
+      for (int64_t j = b; j < e; ++j) {
+        float gi = gg[j] * grad_mult;
+        float mi = beta1 * mm[j] + (1.0f - beta1) * gi;
+        float vi = beta2 * vv[j] + (1.0f - beta2) * gi * gi;
+        mm[j] = mi;
+        vv[j] = vi;
+        pp[j] = pp[j] * decay - step_size * mi / (std::sqrt(vi) / bc2_sqrt + eps);
+      }
+    }
+  }
+
+ private:
+  cpu::MmType mm_type() const {
+    if (f16_emulated_) return cpu::MmType::f32;
+    return prec_ == Precision::fp16 ? cpu::MmType::f16 : cpu::MmType::bf16;
+  }
+  /// Rounds n floats into buf (16-bit, the current precision) and returns buf's data.
+  /// (Emulated fp16: the rounded values as floats, in buf's memory viewed as float.)
+  const void* lowp(std::vector<uint16_t>& buf, const float* x, int64_t n) {
+    if (f16_emulated_) {
+      if ((int64_t)buf.size() < 2 * n) buf.resize(2 * n);
+      float* o = reinterpret_cast<float*>(buf.data());
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<float>(static_cast<_Float16>(x[i]));
+      return o;
+    }
+    if ((int64_t)buf.size() < n) buf.resize(n);
+    uint16_t* o = buf.data();
+    if (prec_ == Precision::bf16) {
+#pragma omp parallel for simd schedule(static)
+      for (int64_t i = 0; i < n; ++i) o[i] = to_bf16(x[i]);
+    } else {
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < n; ++i) o[i] = to_f16(x[i]);
+    }
+    return o;
+  }
+  /// The 16-bit copy of weight tensor w (n floats), refreshed when weights_updated() ran.
+  const void* weight_copy(const float* w, int64_t n) {
+    WeightCopy& c = weights_[w];
+    const int64_t len = f16_emulated_ ? 2 * n : n;
+    if (c.generation != generation_ || (int64_t)c.data.size() != len) {
+      lowp(c.data, w, n);
+      c.data.resize(len);
+      c.generation = generation_;
+    }
+    return c.data.data();
+  }
+
+  struct WeightCopy {
+    std::vector<uint16_t> data;
+    uint64_t generation = UINT64_MAX;
+  };
+  Precision prec_ = Precision::fp32;
+  bool f16_emulated_ = false;
+  uint64_t generation_ = 0;
+  std::unordered_map<const float*, WeightCopy> weights_;
+  std::vector<uint16_t> act_a_, act_b_;
 };
 
 }  // namespace

@@ -1,15 +1,19 @@
 #include "backend/cpu/onednn_matmul.h"
 
+#include <fmt/format.h>
+
 #include <dnnl.hpp>
 #include <map>
 #include <mutex>
 #include <tuple>
 
+#include "core/error.h"
+
 namespace gt::cpu {
 namespace {
 
 using dt = dnnl::memory::data_type;
-using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, bool, bool>;
+using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, bool, bool, int, bool>;
 
 struct Ctx {
   dnnl::engine eng{dnnl::engine::kind::cpu, 0};
@@ -23,22 +27,37 @@ Ctx& ctx() {
   return c;
 }
 
-dnnl::memory::desc md_2d(int64_t rows, int64_t cols, bool transposed) {
+dt to_dt(MmType t) {
+  switch (t) {
+    case MmType::bf16:
+      return dt::bf16;
+    case MmType::f16:
+      return dt::f16;
+    default:
+      return dt::f32;
+  }
+}
+
+const char* type_name(MmType t) {
+  return t == MmType::bf16 ? "bf16" : t == MmType::f16 ? "f16" : "f32";
+}
+
+dnnl::memory::desc md_2d(int64_t rows, int64_t cols, bool transposed, dt type) {
   // logical (rows, cols); stored row-major as (rows, cols) or as (cols, rows)
   dnnl::memory::dims strides =
       transposed ? dnnl::memory::dims{1, rows} : dnnl::memory::dims{cols, 1};
-  return dnnl::memory::desc({rows, cols}, dt::f32, strides);
+  return dnnl::memory::desc({rows, cols}, type, strides);
 }
 
 }  // namespace
 
-void onednn_matmul(float* c, const float* a, const float* b, const float* bias, int64_t M,
-                   int64_t N, int64_t K, bool trans_a, bool trans_b, bool accumulate) {
+void onednn_matmul(float* c, const void* a, const void* b, const float* bias, int64_t M, int64_t N,
+                   int64_t K, bool trans_a, bool trans_b, bool accumulate, MmType type, bool gelu) {
   Ctx& cx = ctx();
-  Key key{M, N, K, trans_a, trans_b, accumulate, bias != nullptr};
-  auto a_md = md_2d(M, K, trans_a);
-  auto b_md = md_2d(K, N, trans_b);
-  auto c_md = md_2d(M, N, false);
+  Key key{M, N, K, trans_a, trans_b, accumulate, bias != nullptr, static_cast<int>(type), gelu};
+  auto a_md = md_2d(M, K, trans_a, to_dt(type));
+  auto b_md = md_2d(K, N, trans_b, to_dt(type));
+  auto c_md = md_2d(M, N, false, dt::f32);
   auto bias_md = dnnl::memory::desc({1, N}, dt::f32, dnnl::memory::dims{N, 1});
   dnnl::matmul* prim;
   {
@@ -46,26 +65,50 @@ void onednn_matmul(float* c, const float* a, const float* b, const float* bias, 
     auto it = cx.prims.find(key);
     if (it == cx.prims.end()) {
       dnnl::primitive_attr attr;
-      if (accumulate) {
-        dnnl::post_ops po;
-        po.append_sum(1.0f);
-        attr.set_post_ops(po);
+      dnnl::post_ops po;
+      if (accumulate) po.append_sum(1.0f);
+      if (gelu) po.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_tanh, 0.f, 0.f);
+      if (accumulate || gelu) attr.set_post_ops(po);
+      try {
+        auto desc = bias ? dnnl::matmul::desc(a_md, b_md, bias_md, c_md)
+                         : dnnl::matmul::desc(a_md, b_md, c_md);
+        dnnl::matmul::primitive_desc pd(desc, attr, cx.eng);
+        it = cx.prims.emplace(key, dnnl::matmul(pd)).first;
+      } catch (const dnnl::error& e) {
+        throw Error(fmt::format("oneDNN has no {} matrix product ({}x{}x{}) on this CPU: {}",
+                                type_name(type), M, N, K, e.what()));
       }
-      auto desc = bias ? dnnl::matmul::desc(a_md, b_md, bias_md, c_md)
-                       : dnnl::matmul::desc(a_md, b_md, c_md);
-      dnnl::matmul::primitive_desc pd(desc, attr, cx.eng);
-      it = cx.prims.emplace(key, dnnl::matmul(pd)).first;
     }
     prim = &it->second;
   }
-  dnnl::memory am(a_md, cx.eng, const_cast<float*>(a));
-  dnnl::memory bm(b_md, cx.eng, const_cast<float*>(b));
+  dnnl::memory am(a_md, cx.eng, const_cast<void*>(a));
+  dnnl::memory bm(b_md, cx.eng, const_cast<void*>(b));
   dnnl::memory cm(c_md, cx.eng, c);
   std::unordered_map<int, dnnl::memory> args{
       {DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}};
   if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(bias_md, cx.eng, const_cast<float*>(bias)));
   prim->execute(cx.strm, args);
   cx.strm.wait();
+}
+
+bool onednn_supports(MmType type) {
+  static std::map<MmType, bool> cache;
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(type);
+  if (it != cache.end()) return it->second;
+  bool ok = true;
+  try {
+    dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+    auto a = md_2d(16, 16, false, to_dt(type));
+    auto c = md_2d(16, 16, false, dt::f32);
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, a, c), eng);
+    (void)pd;
+  } catch (const dnnl::error&) {
+    ok = false;
+  }
+  cache[type] = ok;
+  return ok;
 }
 
 }  // namespace gt::cpu

@@ -1,0 +1,413 @@
+// Co-design tests (issue 5): bf16 and fp16 matrix products against float64 references,
+// bf16 training against fp32, the fp16 loss scaler, and each fused kernel against its
+// unfused form, alone and inside the model.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/error.h"
+#include "model/gpt.h"
+#include "test_helpers.h"
+#include "train/config.h"
+#include "train/precision.h"
+#include "train/trainer.h"
+
+namespace gt {
+namespace {
+
+std::vector<float> randn(size_t n, uint64_t seed, float std = 1.0f) {
+  std::mt19937_64 g(seed);
+  std::normal_distribution<float> d(0.f, std);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(g);
+  return v;
+}
+
+/// max |a-b| / max |b|
+double rel_err(const float* a, const double* b, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; ++i) {
+    num = std::max(num, std::fabs(a[i] - b[i]));
+    den = std::max(den, std::fabs(b[i]));
+  }
+  return num / den;
+}
+double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
+  std::vector<double> bd(b.begin(), b.end());
+  return rel_err(a.data(), bd.data(), a.size());
+}
+
+// out = inp @ w + bias, dinp = dout @ w^T, dw = inp^T @ dout, all in float64
+struct MatmulRef {
+  std::vector<double> out, dinp, dw;
+  MatmulRef(const std::vector<float>& inp, const std::vector<float>& w,
+            const std::vector<float>& bias, const std::vector<float>& dout, int N, int C, int OC)
+      : out((size_t)N * OC), dinp((size_t)N * C), dw((size_t)C * OC) {
+    for (int i = 0; i < N; ++i)
+      for (int o = 0; o < OC; ++o) {
+        double s = bias[o];
+        for (int c = 0; c < C; ++c) s += (double)inp[i * C + c] * w[c * OC + o];
+        out[i * OC + o] = s;
+      }
+    for (int i = 0; i < N; ++i)
+      for (int c = 0; c < C; ++c) {
+        double s = 0;
+        for (int o = 0; o < OC; ++o) s += (double)dout[i * OC + o] * w[c * OC + o];
+        dinp[i * C + c] = s;
+      }
+    for (int c = 0; c < C; ++c)
+      for (int o = 0; o < OC; ++o) {
+        double s = 0;
+        for (int i = 0; i < N; ++i) s += (double)inp[i * C + c] * dout[i * OC + o];
+        dw[c * OC + o] = s;
+      }
+  }
+};
+
+void check_lowp_matmul(Precision p, double tol_hi) {
+  const int N = 64, C = 96, OC = 80;
+  auto inp = randn(N * C, 1), w = randn(C * OC, 2, 0.1f), bias = randn(OC, 3),
+       dout = randn(N * OC, 4);
+  MatmulRef ref(inp, w, bias, dout, N, C, OC);
+  auto be = make_cpu_backend();
+  be->set_precision(p);
+  EXPECT_EQ(be->precision(), p);
+  std::vector<float> out(N * OC), dinp(N * C), dw(C * OC, 0.f);
+  be->matmul_forward(out.data(), inp.data(), w.data(), bias.data(), N, C, OC);
+  be->matmul_backward(dinp.data(), dw.data(), nullptr, dout.data(), inp.data(), w.data(), N, C, OC);
+  double e1 = rel_err(out.data(), ref.out.data(), out.size());
+  double e2 = rel_err(dinp.data(), ref.dinp.data(), dinp.size());
+  double e3 = rel_err(dw.data(), ref.dw.data(), dw.size());
+  EXPECT_LT(e1, tol_hi);
+  EXPECT_LT(e2, tol_hi);
+  EXPECT_LT(e3, tol_hi);
+  // the operands really are rounded to 16 bits (fp32 would be near 1e-7)
+  EXPECT_GT(std::max({e1, e2, e3}), 1e-5);
+}
+
+TEST(Precision, Bf16MatmulMatchesFloat64WithinBf16Tolerance) {
+  check_lowp_matmul(Precision::bf16, 1e-2);
+}
+
+TEST(Precision, Fp16MatmulMatchesFloat64WithinFp16Tolerance) {
+  check_lowp_matmul(Precision::fp16, 2e-3);
+}
+
+TEST(Precision, WeightCopiesRefreshOnlyAfterWeightsUpdated) {
+  const int N = 4, C = 8, OC = 8;
+  auto inp = randn(N * C, 1), w = randn(C * OC, 2);
+  auto be = make_cpu_backend();
+  be->set_precision(Precision::bf16);
+  std::vector<float> a(N * OC), b(N * OC);
+  be->matmul_forward(a.data(), inp.data(), w.data(), nullptr, N, C, OC);
+  for (auto& x : w) x *= 2.0f;
+  be->matmul_forward(b.data(), inp.data(), w.data(), nullptr, N, C, OC);
+  EXPECT_EQ(a, b);  // stale copy until told
+  be->weights_updated();
+  be->matmul_forward(b.data(), inp.data(), w.data(), nullptr, N, C, OC);
+  for (int i = 0; i < N * OC; ++i) EXPECT_FLOAT_EQ(b[i], 2.0f * a[i]);
+}
+
+TEST(Precision, Fp8IsRefusedOnTheCpuWithAClearMessage) {
+  auto be = make_cpu_backend();
+  try {
+    be->set_precision(Precision::fp8);
+    FAIL() << "fp8 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("CUDA"), std::string::npos) << e.what();
+  }
+  TrainConfig c;
+  c.data_path = "x";
+  c.precision = "fp8";
+  EXPECT_THROW(c.validate(), Error);
+  c.precision = "bf16";
+  EXPECT_NO_THROW(c.validate());
+  c.fusion = "on";
+  EXPECT_NO_THROW(c.validate());
+  c.fusion = "maybe";
+  EXPECT_THROW(c.validate(), Error);
+}
+
+TrainConfig small_config(const std::string& data_path) {
+  TrainConfig c;
+  c.model = {2, 2, 64, 32, 0};
+  c.batch_size = 4;
+  c.max_steps = 50;
+  c.learning_rate = 3e-3;
+  c.min_lr = 3e-4;
+  c.warmup_steps = 5;
+  c.eval_interval = 0;
+  c.eval_steps = 2;
+  c.checkpoint_interval = 0;
+  c.threads = 2;
+  c.data_path = data_path;
+  return c;
+}
+
+std::vector<double> train_losses(TrainConfig c, const std::string& dir) {
+  Trainer tr(c, dir, false, nullptr);
+  return tr.run().losses;
+}
+
+TEST(Precision, Bf16LossCurveFollowsFp32) {
+  test::TempDir d;
+  test::write_file(d.file("t.txt"), test::sample_text(20000));
+  TrainConfig c = small_config(d.file("t.txt"));
+  auto f32 = train_losses(c, d.file("fp32"));
+  c.precision = "bf16";
+  auto b16 = train_losses(c, d.file("bf16"));
+  ASSERT_EQ(f32.size(), 50u);
+  ASSERT_EQ(b16.size(), 50u);
+  EXPECT_LT(f32.back(), 0.8 * f32.front());  // it learns
+  double worst = 0;
+  for (size_t i = 0; i < f32.size(); ++i)
+    worst = std::max(worst, std::fabs(b16[i] - f32[i]) / f32[i]);
+  EXPECT_LT(worst, 0.03);
+  EXPECT_GT(worst, 0.0);  // and is not secretly fp32
+}
+
+TEST(Precision, Fp16TrainsAndReportsTheScale) {
+  test::TempDir d;
+  test::write_file(d.file("t.txt"), test::sample_text(20000));
+  TrainConfig c = small_config(d.file("t.txt"));
+  c.max_steps = 20;
+  auto f32 = train_losses(c, d.file("fp32"));
+  c.precision = "fp16";
+  Trainer tr(c, d.file("fp16"), false, nullptr);
+  auto r = tr.run();
+  EXPECT_EQ(r.skipped_steps, 0);
+  EXPECT_EQ(r.loss_scale, 65536.0);
+  for (size_t i = 0; i < f32.size(); ++i)
+    EXPECT_NEAR(r.losses[i], f32[i], 0.02 * f32[i]) << "step " << i;
+  std::ifstream m(d.file("fp16") + "/metrics.jsonl");
+  std::string line;
+  std::getline(m, line);
+  EXPECT_NE(line.find("\"loss_scale\":65536"), std::string::npos) << line;
+}
+
+TEST(GradScalerTest, HalvesOnOverflowAndDoublesAfter2000CleanSteps) {
+  GradScaler s(true);
+  EXPECT_EQ(s.scale(), 65536.0);
+  s.update(true);
+  EXPECT_EQ(s.scale(), 32768.0);
+  EXPECT_EQ(s.skipped_steps(), 1);
+  for (int i = 0; i < 1999; ++i) s.update(false);
+  EXPECT_EQ(s.scale(), 32768.0);
+  s.update(false);
+  EXPECT_EQ(s.scale(), 65536.0);
+  for (int i = 0; i < 1000; ++i) s.update(false);
+  s.update(true);  // an overflow restarts the count
+  for (int i = 0; i < 1999; ++i) s.update(false);
+  EXPECT_EQ(s.scale(), 32768.0);
+  GradScaler off(false);
+  off.update(true);
+  EXPECT_EQ(off.scale(), 1.0);
+  EXPECT_EQ(off.skipped_steps(), 0);
+}
+
+std::vector<float> arena_copy(Arena& a) {
+  const float* p = static_cast<const float*>(a.base());
+  return std::vector<float>(p, p + a.bytes() / sizeof(float));
+}
+
+TEST(Precision, Fp16OverflowSkipsExactlyThatStep) {
+  test::TempDir d;
+  test::write_file(d.file("t.txt"), test::sample_text(20000));
+  TrainConfig c = small_config(d.file("t.txt"));
+  c.precision = "fp16";
+  Trainer tr(c, d.file("run"), false, nullptr);
+  tr.train_step();
+  ASSERT_FALSE(tr.last_step_skipped());
+  ASSERT_EQ(tr.optimizer_steps(), 1);
+  auto p0 = arena_copy(tr.model().params()), m0 = arena_copy(tr.adam_m()),
+       v0 = arena_copy(tr.adam_v());
+  // a scale so large that the scaled loss gradient overflows fp16
+  tr.scaler().restore(1e30, 0, 0);
+  tr.train_step();
+  EXPECT_TRUE(tr.last_step_skipped());
+  EXPECT_EQ(tr.scaler().scale(), 5e29);
+  EXPECT_EQ(tr.scaler().skipped_steps(), 1);
+  EXPECT_EQ(tr.optimizer_steps(), 1);
+  EXPECT_EQ(tr.step(), 2);
+  EXPECT_EQ(arena_copy(tr.model().params()), p0);
+  EXPECT_EQ(arena_copy(tr.adam_m()), m0);
+  EXPECT_EQ(arena_copy(tr.adam_v()), v0);
+  // a sane scale: the next step is taken
+  tr.scaler().restore(65536, 0, 1);
+  tr.train_step();
+  EXPECT_FALSE(tr.last_step_skipped());
+  EXPECT_EQ(tr.optimizer_steps(), 2);
+  EXPECT_NE(arena_copy(tr.model().params()), p0);
+}
+
+// ---- fused kernels ----------------------------------------------------------------------
+
+TEST(Fusion, ResidualLayernormEqualsResidualThenLayernorm) {
+  const int N = 37, C = 48;
+  auto a = randn(N * C, 1), b = randn(N * C, 2), w = randn(C, 3), bias = randn(C, 4);
+  auto be = make_cpu_backend();
+  std::vector<float> r1(N * C), o1(N * C), m1(N), s1(N), r2(N * C), o2(N * C), m2(N), s2(N);
+  be->residual_forward(r1.data(), a.data(), b.data(), N * C);
+  be->layernorm_forward(o1.data(), m1.data(), s1.data(), r1.data(), w.data(), bias.data(), N, C);
+  be->residual_layernorm_forward(r2.data(), o2.data(), m2.data(), s2.data(), a.data(), b.data(),
+                                 w.data(), bias.data(), N, C);
+  EXPECT_EQ(r1, r2);
+  EXPECT_LT(rel_err(o2, o1), 1e-5);
+  EXPECT_LT(rel_err(s2, s1), 1e-5);
+}
+
+TEST(Fusion, AttentionWithoutTheTxTMatrixMatchesTheReference) {
+  const int B = 2, T = 13, C = 24, NH = 3;
+  auto qkv = randn(B * T * 3 * C, 5), dout = randn(B * T * C, 6);
+  auto be = make_cpu_backend();
+  std::vector<float> out1(B * T * C), att(B * NH * T * T), dq1(B * T * 3 * C);
+  std::vector<float> out2(B * T * C), lse(B * NH * T), dq2(B * T * 3 * C);
+  be->attention_forward(out1.data(), att.data(), qkv.data(), B, T, C, NH);
+  be->attention_backward(dq1.data(), dout.data(), qkv.data(), att.data(), B, T, C, NH);
+  be->attention_forward_fused(out2.data(), lse.data(), qkv.data(), B, T, C, NH);
+  be->attention_backward_fused(dq2.data(), dout.data(), qkv.data(), out2.data(), lse.data(), B, T,
+                               C, NH);
+  EXPECT_LT(rel_err(out2, out1), 1e-5);
+  EXPECT_LT(rel_err(dq2, dq1), 1e-5);
+  // float64 reference of the forward
+  const int hs = C / NH;
+  std::vector<double> ref(B * T * C, 0.0);
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < NH; ++h)
+      for (int t = 0; t < T; ++t) {
+        std::vector<double> s(t + 1);
+        double mx = -1e300, sum = 0;
+        for (int u = 0; u <= t; ++u) {
+          double x = 0;
+          for (int i = 0; i < hs; ++i)
+            x += (double)qkv[(b * T + t) * 3 * C + h * hs + i] *
+                 qkv[(b * T + u) * 3 * C + C + h * hs + i];
+          s[u] = x / std::sqrt((double)hs);
+          mx = std::max(mx, s[u]);
+        }
+        for (auto& x : s) sum += (x = std::exp(x - mx));
+        for (int u = 0; u <= t; ++u)
+          for (int i = 0; i < hs; ++i)
+            ref[(b * T + t) * C + h * hs + i] +=
+                s[u] / sum * qkv[(b * T + u) * 3 * C + 2 * C + h * hs + i];
+      }
+  EXPECT_LT(rel_err(out2.data(), ref.data(), ref.size()), 1e-5);
+}
+
+TEST(Fusion, SoftmaxCrossEntropyGradientInPlace) {
+  const int N = 9, V = 37;
+  auto logits = randn(N * V, 7, 3.0f);
+  std::vector<int32_t> tg(N);
+  for (int i = 0; i < N; ++i) tg[i] = (i * 7) % V;
+  auto be = make_cpu_backend();
+  std::vector<float> probs(N * V), l1(N), d1(N * V), l2(N), fused = logits;
+  be->softmax_crossentropy_forward(probs.data(), l1.data(), logits.data(), tg.data(), N, V);
+  be->softmax_crossentropy_backward(d1.data(), probs.data(), tg.data(), 0.25f, N, V);
+  be->softmax_crossentropy_fused(fused.data(), l2.data(), tg.data(), 0.25f, N, V);
+  EXPECT_LT(rel_err(l2, l1), 1e-6);
+  EXPECT_LT(rel_err(fused, d1), 1e-6);
+  tg[3] = V;
+  EXPECT_THROW(be->softmax_crossentropy_fused(fused.data(), l2.data(), tg.data(), 1, N, V), Error);
+}
+
+TEST(Fusion, OneAdamwPassEqualsPerTensorUpdates) {
+  auto be = make_cpu_backend();
+  std::vector<int64_t> n = {100000, 7, 33};
+  std::vector<float> wd = {0.1f, 0.f, 0.1f};
+  std::vector<std::vector<float>> p1, g, m1, v1, p2, m2, v2;
+  for (int i = 0; i < 3; ++i) {
+    p1.push_back(randn(n[i], 10 + i));
+    g.push_back(randn(n[i], 20 + i));
+    m1.push_back(randn(n[i], 30 + i, 0.1f));
+    v1.push_back(randn(n[i], 40 + i, 0.1f));
+    for (auto& x : v1.back()) x = x * x;
+  }
+  p2 = p1, m2 = m1, v2 = v1;
+  const float mult = 0.5f;
+  std::vector<float*> pp, mm, vv;
+  std::vector<const float*> gg;
+  for (int i = 0; i < 3; ++i) {
+    std::vector<float> gs = g[i];
+    for (auto& x : gs) x *= mult;
+    be->adamw_update(p1[i].data(), gs.data(), m1[i].data(), v1[i].data(), n[i], 1e-3f, 0.9f, 0.99f,
+                     1e-8f, wd[i], 7);
+    pp.push_back(p2[i].data()), mm.push_back(m2[i].data()), vv.push_back(v2[i].data());
+    gg.push_back(g[i].data());
+  }
+  be->adamw_fused(pp.data(), gg.data(), mm.data(), vv.data(), n.data(), wd.data(), 3, mult, 1e-3f,
+                  0.9f, 0.99f, 1e-8f, 7);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_LT(rel_err(p2[i], p1[i]), 1e-6);
+    EXPECT_LT(rel_err(m2[i], m1[i]), 1e-6);
+    EXPECT_LT(rel_err(v2[i], v1[i]), 1e-6);
+  }
+}
+
+struct ModelRun {
+  float loss;
+  std::vector<float> grads;
+};
+ModelRun run_model(bool fused, Recompute rc, Precision p = Precision::fp32) {
+  GPTConfig c{2, 2, 32, 16, 23};
+  auto be = make_cpu_backend();
+  be->set_precision(p);
+  GPT m(c, 3, rc, *be, fused);
+  m.init_weights(11);
+  std::vector<int32_t> in(48), tg(48);
+  std::mt19937 g(5);
+  for (int i = 0; i < 48; ++i) in[i] = g() % 23, tg[i] = g() % 23;
+  m.zero_grad();
+  ModelRun r;
+  r.loss = m.forward(in.data(), tg.data(), 3, 16);
+  m.backward(1.0f / 48);
+  r.grads = arena_copy(m.grads());
+  return r;
+}
+
+TEST(Fusion, FusedModelGivesTheSameLossAndGradients) {
+  for (Precision p : {Precision::fp32, Precision::bf16}) {
+    ModelRun u = run_model(false, Recompute::none, p);
+    double tol = p == Precision::fp32 ? 1e-5 : 1e-2;
+    for (Recompute rc : {Recompute::none, Recompute::gelu, Recompute::gelu_ln, Recompute::block}) {
+      ModelRun f = run_model(true, rc, p);
+      EXPECT_NEAR(f.loss, u.loss, tol * u.loss) << to_string(p) << " " << to_string(rc);
+      EXPECT_LT(rel_err(f.grads, u.grads), p == Precision::fp32 ? 1e-4 : 5e-2)
+          << to_string(p) << " " << to_string(rc);
+    }
+  }
+}
+
+TEST(Fusion, FusedTrainingFollowsUnfused) {
+  test::TempDir d;
+  test::write_file(d.file("t.txt"), test::sample_text(20000));
+  TrainConfig c = small_config(d.file("t.txt"));
+  c.max_steps = 20;
+  auto u = train_losses(c, d.file("u"));
+  c.fusion = "on";
+  auto f = train_losses(c, d.file("f"));
+  for (size_t i = 0; i < u.size(); ++i) EXPECT_NEAR(f[i], u[i], 1e-4 * u[i]) << "step " << i;
+}
+
+TEST(Fusion, MemoryPlanShrinks) {
+  GPTConfig c{6, 6, 384, 256, 65};
+  for (Recompute rc : {Recompute::none, Recompute::gelu, Recompute::gelu_ln, Recompute::block}) {
+    MemoryPlan u = plan_memory(c, 8, rc, false), f = plan_memory(c, 8, rc, true);
+    EXPECT_LT(f.activations_bytes, u.activations_bytes) << to_string(rc);
+    EXPECT_LT(f.scratch_bytes, u.scratch_bytes) << to_string(rc);
+    EXPECT_EQ(f.params_bytes, u.params_bytes);
+  }
+  // and the model allocates what was planned
+  auto be = make_cpu_backend();
+  GPTConfig s{2, 2, 32, 16, 23};
+  GPT m(s, 3, Recompute::gelu, *be, true);
+  MemoryPlan p = plan_memory(s, 3, Recompute::gelu, true);
+  EXPECT_EQ(m.memory().total(), p.total());
+}
+
+}  // namespace
+}  // namespace gt
