@@ -139,5 +139,8 @@ class Backend {
 
 /// The CPU backend: oneDNN matrix products, OpenMP for the rest.
 std::unique_ptr<Backend> make_cpu_backend();
+/// Whether this CPU backend's oneDNN multiplies f16 natively (else fp16 rounds the operands
+/// to half precision and multiplies them in f32).
+bool backend_has_native_f16();
 
 }  // namespace gt

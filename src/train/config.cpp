@@ -48,6 +48,7 @@ std::vector<Key> key_table(TrainConfig& c) {
       {"train.precision", &c.precision},
       {"train.recompute", &c.recompute},
       {"train.fusion", &c.fusion},
+      {"train.memory_budget", &c.memory_budget},
       {"data.path", &c.data_path},
       {"data.val_path", &c.data_val_path},
       {"data.tokenizer", &c.tokenizer},
@@ -211,6 +212,7 @@ void TrainConfig::validate() const {
   non_negative("energy.carbon_intensity", carbon_intensity);
   non_negative("energy.cpu_tdp_w", cpu_tdp_w);
   non_negative("train.power_limit", power_limit_w);
+  non_negative("train.memory_budget", memory_budget);
 }
 
 std::string TrainConfig::to_toml() const {

@@ -34,6 +34,9 @@ struct TrainConfig {
   std::string precision = "fp32";
   std::string recompute = "none";
   std::string fusion = "off";
+  /// train.memory_budget (bytes): when > 0, the micro-batch becomes the largest that fits
+  /// (parameters + gradients + AdamW + activations + scratch + workspace, from plan_memory)
+  int64_t memory_budget = 0;
   // data.*
   std::string data_path;
   std::string data_val_path;         ///< optional separate validation file

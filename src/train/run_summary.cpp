@@ -33,6 +33,11 @@ void RunSummaryWriter::finish(const RunResult& r) {
   s["num_params"] = gpt_num_params(c.model);
   s["precision"] = c.precision;
   s["recompute"] = c.recompute;
+  s["fusion"] = c.fusion;
+  if (c.precision == "fp16") {
+    s["loss_scale"] = r.loss_scale;
+    s["skipped_steps"] = r.skipped_steps;
+  }
   s["memory_planned_bytes"] = mem.total();
   s["memory_peak_rss_bytes"] = peak_rss_bytes();
   s["interrupted_by_signal"] = r.interrupted_by;

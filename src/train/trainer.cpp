@@ -94,6 +94,17 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume
   if (cfg_.model.vocab_size < v)
     throw Error(fmt::format("model.vocab_size = {} is smaller than the tokenizer's {} tokens",
                             cfg_.model.vocab_size, v));
+  if (cfg_.memory_budget > 0 && !resume) {
+    const auto rc = parse_recompute(cfg_.recompute);
+    const auto prec = parse_precision(cfg_.precision);
+    int b = largest_batch_that_fits(cfg_.model, rc, cfg_.fusion == "on", prec,
+                                    static_cast<size_t>(cfg_.memory_budget));
+    if (b == 0)
+      throw Error(fmt::format(
+          "train.memory_budget = {} bytes: not even a micro-batch of 1 fits ({} bytes planned)",
+          cfg_.memory_budget, plan_memory(cfg_.model, 1, rc, cfg_.fusion == "on", prec).total()));
+    cfg_.batch_size = b;
+  }
   model_ = std::make_unique<GPT>(cfg_.model, cfg_.batch_size, parse_recompute(cfg_.recompute),
                                  *backend_, cfg_.fusion == "on");
   m_ = std::make_unique<Arena>("adamw.exp_avg");

@@ -409,5 +409,56 @@ TEST(Fusion, MemoryPlanShrinks) {
   EXPECT_EQ(m.memory().total(), p.total());
 }
 
+TEST(MemoryBudget, LargestBatchIsExactAndRecomputeFitsMore) {
+  GPTConfig c{6, 6, 384, 256, 65};
+  const size_t budget = size_t(2) << 30;
+  int prev = 0;
+  for (Recompute rc : {Recompute::none, Recompute::gelu, Recompute::gelu_ln, Recompute::block}) {
+    for (Precision p : {Precision::fp32, Precision::bf16}) {
+      int b = largest_batch_that_fits(c, rc, false, p, budget);
+      ASSERT_GT(b, 0);
+      EXPECT_LE(plan_memory(c, b, rc, false, p).total(), budget);
+      EXPECT_GT(plan_memory(c, b + 1, rc, false, p).total(), budget);
+    }
+    int b = largest_batch_that_fits(c, rc, false, Precision::fp32, budget);
+    EXPECT_GE(b, prev) << to_string(rc);
+    prev = b;
+  }
+  EXPECT_GT(largest_batch_that_fits(c, Recompute::block, false, Precision::fp32, budget),
+            largest_batch_that_fits(c, Recompute::none, false, Precision::fp32, budget));
+  EXPECT_GT(largest_batch_that_fits(c, Recompute::none, true, Precision::fp32, budget),
+            largest_batch_that_fits(c, Recompute::none, false, Precision::fp32, budget));
+  EXPECT_EQ(largest_batch_that_fits(c, Recompute::none, false, Precision::fp32, 1000), 0);
+  // the bf16 workspace is in the plan the model reports
+  auto be = make_cpu_backend();
+  be->set_precision(Precision::bf16);
+  GPTConfig s{2, 2, 32, 16, 23};
+  GPT m(s, 3, Recompute::none, *be);
+  EXPECT_GT(m.memory().workspace_bytes, 0u);
+  EXPECT_EQ(m.memory().total(), plan_memory(s, 3, Recompute::none, false, Precision::bf16).total());
+}
+
+TEST(MemoryBudget, TrainerTakesTheLargestBatchThatFits) {
+  test::TempDir d;
+  test::write_file(d.file("t.txt"), test::sample_text(20000));
+  TrainConfig c = small_config(d.file("t.txt"));
+  c.max_steps = 1;
+  c.model.vocab_size = 0;
+  GPTConfig g = c.model;
+  g.vocab_size = 27;  // the sample text's characters
+  {
+    Trainer probe(c, d.file("p"), false, nullptr);
+    g.vocab_size = probe.config().model.vocab_size;
+  }
+  size_t budget = plan_memory(g, 7, Recompute::gelu, false).total();
+  c.recompute = "gelu";
+  c.memory_budget = static_cast<int64_t>(budget);
+  Trainer tr(c, d.file("run"), false, nullptr);
+  EXPECT_EQ(tr.config().batch_size, 7);
+  EXPECT_EQ(tr.model().memory().total(), budget);
+  c.memory_budget = 1000;
+  EXPECT_THROW(Trainer(c, d.file("run2"), false, nullptr), Error);
+}
+
 }  // namespace
 }  // namespace gt

@@ -572,13 +572,13 @@ class CpuBackend final : public Backend {
   /// (Emulated fp16: the rounded values as floats, in buf's memory viewed as float.)
   const void* lowp(std::vector<uint16_t>& buf, const float* x, int64_t n) {
     if (f16_emulated_) {
-      if ((int64_t)buf.size() < 2 * n) buf.resize(2 * n);
+      if ((int64_t)buf.size() < 2 * n) buf = std::vector<uint16_t>(2 * n);  // exact size
       float* o = reinterpret_cast<float*>(buf.data());
 #pragma omp parallel for schedule(static)
       for (int64_t i = 0; i < n; ++i) o[i] = static_cast<float>(static_cast<_Float16>(x[i]));
       return o;
     }
-    if ((int64_t)buf.size() < n) buf.resize(n);
+    if ((int64_t)buf.size() < n) buf = std::vector<uint16_t>(n);  // exact size (memory plan)
     uint16_t* o = buf.data();
     if (prec_ == Precision::bf16) {
 #pragma omp parallel for simd schedule(static)
@@ -594,8 +594,8 @@ class CpuBackend final : public Backend {
     WeightCopy& c = weights_[w];
     const int64_t len = f16_emulated_ ? 2 * n : n;
     if (c.generation != generation_ || (int64_t)c.data.size() != len) {
+      if ((int64_t)c.data.size() != len) c.data = std::vector<uint16_t>(len);
       lowp(c.data, w, n);
-      c.data.resize(len);
       c.generation = generation_;
     }
     return c.data.data();
@@ -615,6 +615,7 @@ class CpuBackend final : public Backend {
 }  // namespace
 
 std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+bool backend_has_native_f16() { return cpu::onednn_supports(cpu::MmType::f16); }
 
 Precision parse_precision(const std::string& s) {
   if (s == "fp32") return Precision::fp32;
