@@ -1,0 +1,321 @@
+// greentrain ablate: the co-design ablation of DESIGN.md. Runs, on the same data and seed,
+// one after another: the baseline (fp32, unfused, no recomputation), then the techniques of
+// --order switched on one by one (cumulative): bf16 mixed precision, kernel fusion, and
+// activation recomputation with the larger micro-batch it lets fit in the memory budget.
+// Each row is a `greentrain train` child process (so its peak memory is its own), measured
+// with the energy meter; the table gives tokens/s, J/token, tokens/J, peak memory, batch,
+// loss, validation loss, and the factors (performance per watt, tokens/J) against the row
+// before and the baseline beside the survey's claimed factors. The power-limit row is shown
+// as not measured when this machine has no writable power limit.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli/command.h"
+#include "core/error.h"
+#include "train/config.h"
+#include "train/data.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Args {
+  std::string config, data, out = "runs/ablate", order = "bf16,fusion,recompute";
+  std::string recompute = "block";
+  std::vector<std::string> sets;
+  int steps = 200;
+  int64_t memory_budget = 0;
+};
+
+/// The survey's claimed gain in performance per watt of each technique.
+double claimed_factor(const std::string& t) {
+  if (t == "bf16") return 2.0;
+  if (t == "fusion") return 1.2;
+  if (t == "recompute") return 1.5;
+  if (t == "power_limit") return 1.12;
+  return 1.0;
+}
+
+struct Row {
+  std::string name, precision = "fp32", fusion = "off", recompute = "none";
+  int batch = 0;
+  double tokens_per_s = 0, joules_per_token = 0, tokens_per_joule = 0, loss = 0;
+  double val_loss = NAN;
+  bool estimated = true;
+  std::string energy = "unknown";  ///< measured | estimated | unknown (no sensor counted)
+  size_t peak_rss = 0, planned = 0;
+};
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string r = "'";
+  for (char c : s) r += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return r + "'";
+}
+
+// Runs one row as `greentrain train` and reads its run folder.
+void run_row(const Args& a, const std::string& data, Row& row, const fs::path& dir) {
+  fs::remove_all(dir);
+  std::string exe = fs::read_symlink("/proc/self/exe").string();
+  std::string cmd = fmt::format("{} train {} --out {}", shell_quote(exe), shell_quote(a.config),
+                                shell_quote(dir.string()));
+  if (!data.empty()) cmd += " --data " + shell_quote(data);
+  for (auto& s : a.sets) cmd += " --set " + shell_quote(s);
+  for (auto s : {fmt::format("train.max_steps={}", a.steps), std::string("train.eval_interval=0"),
+                 std::string("train.checkpoint_interval=0"),
+                 fmt::format("train.log_interval={}", std::max(1, a.steps / 10)),
+                 fmt::format("train.batch_size={}", row.batch), "train.precision=" + row.precision,
+                 "train.fusion=" + row.fusion, "train.recompute=" + row.recompute})
+    cmd += " --set " + shell_quote(s);
+  fs::path log = dir.string() + ".log";
+  std::printf("  running %-12s (%s, fusion %s, recompute %s, micro-batch %d) ...\n",
+              row.name.c_str(), row.precision.c_str(), row.fusion.c_str(), row.recompute.c_str(),
+              row.batch);
+  std::fflush(stdout);
+  int rc = std::system((cmd + " > " + shell_quote(log.string()) + " 2>&1").c_str());
+  if (rc != 0)
+    throw gt::Error(
+        fmt::format("row '{}' failed (exit status {}); see {}", row.name, rc, log.string()));
+  std::ifstream sf(dir / "summary.json");
+  auto s = nlohmann::json::parse(sf);
+  row.loss = s.value("last_loss", 0.0);
+  if (s.contains("val_loss")) row.val_loss = s["val_loss"].get<double>();
+  row.peak_rss = s.value("memory_peak_rss_bytes", size_t(0));
+  row.planned = s.value("memory_planned_bytes", size_t(0));
+  row.estimated = s.value("energy_estimated", true);
+  // training steps only: median step speed without the first (primitive creation) step;
+  // energy of the logged training intervals (validation is outside them)
+  std::ifstream mf(dir / "metrics.jsonl");
+  std::string line;
+  std::vector<double> tps;
+  double energy = 0, tokens = 0;
+  while (std::getline(mf, line)) {
+    auto j = nlohmann::json::parse(line);
+    if (j.value("step", 0) > 1) tps.push_back(j.value("tokens_per_s", 0.0));
+    if (j.contains("energy_j") && j.contains("energy_interval_tokens")) {
+      energy += j["energy_j"].get<double>();
+      tokens += j["energy_interval_tokens"].get<double>();
+    }
+  }
+  row.tokens_per_s = median(tps);
+  if (!(tokens > 0 && energy > 0)) {
+    // intervals shorter than the meter's sampling period read 0: use the whole run's window
+    // (which also holds the final validation pass)
+    energy = s.value("energy_j", 0.0);
+    tokens = s.value("tokens", 0.0);
+  }
+  if (tokens > 0 && energy > 0) {
+    row.joules_per_token = energy / tokens;
+    row.tokens_per_joule = tokens / energy;
+    row.energy = row.estimated ? "estimated" : "measured";
+  } else {
+    row.energy = "unknown";
+    if (s.contains("energy") && s["energy"].contains("flags"))
+      for (auto& f : s["energy"]["flags"]) row.energy += "; " + f.get<std::string>();
+  }
+}
+
+bool power_limit_writable() {
+  for (const char* p : {"/sys/class/powercap/intel-rapl:0/constraint_0_power_limit_uw",
+                        "/sys/class/powercap/intel-rapl/intel-rapl:0/constraint_0_power_limit_uw"})
+    if (access(p, W_OK) == 0) return true;
+  return false;
+}
+
+int run_ablate(const Args& a) {
+  if (a.config.empty())
+    throw gt::Error("a configuration file is needed, e.g. configs/shakespeare-char.toml");
+  if (a.steps < 2) throw gt::Error(fmt::format("--steps {}: expected at least 2", a.steps));
+  gt::TrainConfig cfg;
+  gt::load_config_file(a.config, cfg);
+  gt::apply_overrides(a.sets, cfg);
+  if (!a.data.empty()) cfg.data_path = a.data;
+  cfg.validate();
+  gt::parse_recompute(a.recompute);
+  std::vector<std::string> order;
+  {
+    std::stringstream ss(a.order);
+    std::string t;
+    while (std::getline(ss, t, ','))
+      if (!t.empty()) {
+        if (t != "bf16" && t != "fusion" && t != "recompute")
+          throw gt::Error(
+              fmt::format("--order: '{}' is unknown; expected bf16, fusion, recompute", t));
+        order.push_back(t);
+      }
+  }
+  gt::TokenData data = gt::load_data(cfg, nullptr);
+  if (cfg.model.vocab_size == 0) cfg.model.vocab_size = data.tokenizer.vocab_size();
+  const gt::GPTConfig& m = cfg.model;
+  size_t budget = a.memory_budget > 0
+                      ? static_cast<size_t>(a.memory_budget)
+                      : gt::plan_memory(m, cfg.batch_size, gt::Recompute::none).total();
+  int base_batch =
+      gt::largest_batch_that_fits(m, gt::Recompute::none, false, gt::Precision::fp32, budget);
+  if (base_batch == 0)
+    throw gt::Error(
+        fmt::format("--memory-budget {}: the baseline does not fit a micro-batch of 1", budget));
+  if (a.memory_budget == 0) base_batch = cfg.batch_size;
+  fs::create_directories(a.out);
+  std::printf("greentrain ablate: %s, %d steps per row, memory budget %s (%s)\n", a.config.c_str(),
+              a.steps, gt::format_bytes(budget).c_str(),
+              a.memory_budget > 0 ? "--memory-budget" : "the baseline's plan");
+  std::vector<Row> rows;
+  Row r;
+  r.name = "baseline";
+  r.batch = base_batch;
+  rows.push_back(r);
+  for (auto& t : order) {
+    r.name = "+" + t;
+    if (t == "bf16") r.precision = "bf16";
+    if (t == "fusion") r.fusion = "on";
+    if (t == "recompute") r.recompute = a.recompute;
+    int fit = gt::largest_batch_that_fits(m, gt::parse_recompute(r.recompute), r.fusion == "on",
+                                          gt::parse_precision(r.precision), budget);
+    // the recompute row takes the larger batch it lets fit; the others keep the baseline's
+    r.batch = t == "recompute" ? std::max(fit, 1) : std::max(1, std::min(base_batch, fit));
+    rows.push_back(r);
+  }
+  const std::string data_path = cfg.data_path;
+  for (size_t i = 0; i < rows.size(); ++i)
+    run_row(a, data_path, rows[i], fs::path(a.out) / fmt::format("{}_{}", i, rows[i].name));
+
+  // table
+  std::string csv =
+      "row,precision,fusion,recompute,micro_batch,tokens_per_s,joules_per_token,tokens_per_joule,"
+      "energy,peak_rss_bytes,planned_bytes,loss,val_loss,speedup_vs_prev,speedup_vs_baseline,"
+      "factor_vs_prev,factor_vs_baseline,claimed_factor,claimed_cumulative\n";
+  nlohmann::ordered_json js = nlohmann::ordered_json::array();
+  std::printf("\n%-12s %6s %9s %9s %9s %10s %6s %7s %8s %8s %8s %8s %8s %9s\n", "row", "batch",
+              "tok/s", "J/token", "tok/J", "peak mem", "loss", "val", "spd prev", "spd base",
+              "tokJ prev", "tokJ base", "claimed", "claim cum");
+  double claimed_cum = 1.0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& w = rows[i];
+    std::string tech = i == 0 ? "" : w.name.substr(1);
+    double claimed = i == 0 ? 1.0 : claimed_factor(tech);
+    claimed_cum *= claimed;
+    auto ratio = [](double x, double y) { return y > 0 ? x / y : NAN; };
+    double fprev = i == 0 ? ratio(w.tokens_per_joule, w.tokens_per_joule)
+                          : ratio(w.tokens_per_joule, rows[i - 1].tokens_per_joule);
+    double fbase = ratio(w.tokens_per_joule, rows[0].tokens_per_joule);
+    double sprev = i == 0 ? 1.0 : ratio(w.tokens_per_s, rows[i - 1].tokens_per_s);
+    double sbase = ratio(w.tokens_per_s, rows[0].tokens_per_s);
+    std::printf(
+        "%-12s %6d %9.0f %9.4f %9.1f %10s %6.3f %7.3f %7.2fx %7.2fx %8.2fx %8.2fx %7.2fx %8.2fx  "
+        "%s\n",
+        w.name.c_str(), w.batch, w.tokens_per_s, w.joules_per_token, w.tokens_per_joule,
+        gt::format_bytes(w.peak_rss).c_str(), w.loss, w.val_loss, sprev, sbase, fprev, fbase,
+        claimed, claimed_cum, w.energy.substr(0, 9).c_str());
+    std::string en = w.energy.substr(0, w.energy.find(';'));
+    csv += fmt::format(
+        "{},{},{},{},{},{:.1f},{:.6g},{:.6g},{},{},{},{:.5f},{:.5f},{:.4f},{:.4f},{:.4f},{:.4f},{},"
+        "{}\n",
+        w.name, w.precision, w.fusion, w.recompute, w.batch, w.tokens_per_s, w.joules_per_token,
+        w.tokens_per_joule, en, w.peak_rss, w.planned, w.loss, w.val_loss, sprev, sbase, fprev,
+        fbase, claimed, claimed_cum);
+    nlohmann::ordered_json o;
+    o["row"] = w.name;
+    o["precision"] = w.precision;
+    o["fusion"] = w.fusion;
+    o["recompute"] = w.recompute;
+    o["micro_batch"] = w.batch;
+    o["tokens_per_s"] = w.tokens_per_s;
+    o["joules_per_token"] = w.joules_per_token;
+    o["tokens_per_joule"] = w.tokens_per_joule;
+    o["energy"] = w.energy;
+    o["peak_rss_bytes"] = w.peak_rss;
+    o["planned_bytes"] = w.planned;
+    o["loss"] = w.loss;
+    o["val_loss"] =
+        std::isnan(w.val_loss) ? nlohmann::ordered_json() : nlohmann::ordered_json(w.val_loss);
+    o["speedup_vs_prev"] = sprev;
+    o["speedup_vs_baseline"] = sbase;
+    o["factor_vs_prev"] = fprev;
+    o["factor_vs_baseline"] = fbase;
+    o["claimed_factor"] = claimed;
+    o["claimed_cumulative"] = claimed_cum;
+    js.push_back(o);
+  }
+  const bool can_cap = power_limit_writable();
+  const std::string cap_reason =
+      can_cap ? "a writable power limit exists; run `greentrain tune` for this row"
+              : "no writable power-limit interface (RAPL powercap or NVML) on this machine";
+  claimed_cum *= claimed_factor("power_limit");
+  std::printf("%-12s %6s %9s %9s %9s %10s %6s %7s %7s %8s %7.2fx %8.2fx  not measured: %s\n",
+              "+power_cap", "-", "-", "-", "-", "-", "-", "-", "-", "-", 1.12, claimed_cum,
+              cap_reason.c_str());
+  csv += fmt::format("+power_cap,,,,,,,,not measured,,,,,,,,,1.12,{}\n", claimed_cum);
+  nlohmann::ordered_json cap;
+  cap["row"] = "+power_cap";
+  cap["measured"] = false;
+  cap["reason"] = cap_reason;
+  cap["claimed_factor"] = 1.12;
+  cap["claimed_cumulative"] = claimed_cum;
+  js.push_back(cap);
+  const bool known =
+      std::all_of(rows.begin(), rows.end(), [](const Row& w) { return w.tokens_per_joule > 0; });
+  const double combined = known ? rows.back().tokens_per_joule / rows[0].tokens_per_joule : NAN;
+  const double speed = rows.back().tokens_per_s / rows[0].tokens_per_s;
+  const bool est =
+      std::any_of(rows.begin(), rows.end(), [](const Row& w) { return w.energy == "estimated"; });
+  std::printf(
+      "\ncombined (measured rows): %.2fx tokens/s and %.2fx tokens per joule against the "
+      "baseline; the survey claims %.1fx with the power cap\n",
+      speed, combined, claimed_cum);
+  if (est)
+    std::printf(
+        "energy is ESTIMATED here (CPU utilization x TDP, no energy counters), so tokens/J "
+        "follows tokens/s\n");
+  if (!known) std::printf("energy unknown for some rows (%s)\n", rows[0].energy.c_str());
+  nlohmann::ordered_json doc;
+  doc["config"] = a.config;
+  doc["steps"] = a.steps;
+  doc["memory_budget_bytes"] = budget;
+  doc["order"] = order;
+  doc["energy_estimated"] = est;
+  doc["rows"] = js;
+  doc["combined_factor"] = known ? nlohmann::ordered_json(combined) : nlohmann::ordered_json();
+  doc["combined_speedup"] = speed;
+  doc["claimed_combined"] = claimed_cum;
+  std::ofstream(fs::path(a.out) / "ablation.csv") << csv;
+  std::ofstream(fs::path(a.out) / "ablation.json") << doc.dump(2) << "\n";
+  std::printf("wrote %s and %s\n", (fs::path(a.out) / "ablation.csv").c_str(),
+              (fs::path(a.out) / "ablation.json").c_str());
+  return 0;
+}
+
+void setup(CLI::App& app) {
+  auto args = std::make_shared<Args>();
+  auto* sub = app.add_subcommand(
+      "ablate", "Measure what bf16, kernel fusion and recomputation give (co-design ablation)");
+  sub->add_option("config", args->config, "TOML configuration (configs/*.toml)")->required();
+  sub->add_option("--data", args->data, "Data file (overrides data.path)");
+  sub->add_option("--steps", args->steps, "Optimizer steps per row (default 200)");
+  sub->add_option("--memory-budget", args->memory_budget,
+                  "Bytes the plan may take (default: the baseline's plan at train.batch_size)");
+  sub->add_option("--out", args->out, "Folder for the rows' runs, ablation.csv and .json");
+  sub->add_option("--order", args->order,
+                  "Techniques in the order they are switched on (default bf16,fusion,recompute)");
+  sub->add_option("--recompute", args->recompute,
+                  "Policy of the recompute row: gelu, gelu+ln or block (default block)");
+  sub->add_option("--set", args->sets, "Override a key for every row (repeatable)")
+      ->type_name("KEY=VALUE");
+  sub->callback([args] { gt::cli::exit_code() = run_ablate(*args); });
+}
+
+gt::cli::Registrar reg(45, "ablate", setup);
+
+}  // namespace

@@ -1,0 +1,47 @@
+// `greentrain ablate` end to end on a tiny model: every row runs, the table is written as
+// CSV and JSON with the claimed factors, and the power-cap row is marked not measured.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "test_helpers.h"
+
+namespace gt {
+namespace {
+
+TEST(AblateCli, RunsEveryRowAndWritesTheTable) {
+  test::TempDir d;
+  test::write_file(d.file("t.txt"), test::sample_text(20000));
+  test::write_file(d.file("c.toml"),
+                   "[model]\nn_layer = 4\nn_head = 2\nn_embd = 32\nblock_size = 32\n"
+                   "[train]\nbatch_size = 4\nwarmup_steps = 1\neval_steps = 1\nthreads = 2\n");
+  auto r = test::run_cmd(std::string(GT_BINARY) + " ablate " + d.file("c.toml") + " --data " +
+                         d.file("t.txt") + " --steps 3 --out " + d.file("abl"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("+recompute"), std::string::npos) << r.output;
+  std::ifstream jf(d.file("abl") + "/ablation.json");
+  auto j = nlohmann::json::parse(jf);
+  ASSERT_EQ(j["rows"].size(), 5u);  // baseline, +bf16, +fusion, +recompute, +power_cap
+  EXPECT_EQ(j["rows"][0]["precision"], "fp32");
+  EXPECT_EQ(j["rows"][1]["precision"], "bf16");
+  EXPECT_EQ(j["rows"][2]["fusion"], "on");
+  EXPECT_EQ(j["rows"][3]["recompute"], "block");
+  EXPECT_GT(j["rows"][3]["micro_batch"].get<int>(), j["rows"][0]["micro_batch"].get<int>());
+  EXPECT_EQ(j["rows"][1]["claimed_factor"], 2.0);
+  EXPECT_EQ(j["rows"][4]["measured"], false);
+  for (int i = 0; i < 4; ++i) EXPECT_GT(j["rows"][i]["tokens_per_s"].get<double>(), 0) << i;
+  std::ifstream cf(d.file("abl") + "/ablation.csv");
+  std::string line;
+  int lines = 0;
+  while (std::getline(cf, line)) ++lines;
+  EXPECT_EQ(lines, 6);
+  // the order can change
+  r = test::run_cmd(std::string(GT_BINARY) + " ablate " + d.file("c.toml") + " --data " +
+                    d.file("t.txt") + " --steps 2 --order recompute,bad --out " + d.file("x"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("bad"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace gt
