@@ -131,8 +131,12 @@ int run_measure(const MeasureArgs& a) {
   std::string r = fmt::format("\n greentrain measure: {}\n\n", cmdline);
   r += fmt::format("  {:<14}{:.3f} s\n", "time", m.duration_s);
   r += fmt::format("  {:<14}{}\n", "exit code", code);
-  r += fmt::format("  {:<14}{:.3f} J = {:.3g} kWh{}\n", "energy", m.energy_j, m.energy_j / 3.6e6,
-                   est);
+  if (m.domains.empty())
+    r += fmt::format("  {:<14}unknown (no sensor could be read by this process; see the flags)\n",
+                     "energy");
+  else
+    r += fmt::format("  {:<14}{:.3f} J = {:.3g} kWh{}\n", "energy", m.energy_j,
+                     m.energy_j / 3.6e6, est);
   for (auto& d : m.domains)
     r += fmt::format("    {:<18}{:<5}{:>12.3f} J   avg {:>9}   peak {:>8.2f} W   {}\n", d.sensor,
                      d.domain, d.energy_j,

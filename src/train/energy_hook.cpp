@@ -69,6 +69,7 @@ void EnergyHook::finish(nlohmann::json& summary) {
     interval_open_ = false;
   }
   energy::Measurement m = meter_->end_window("run");
+  if (m.domains.empty()) summary["energy_unknown"] = true;  // never a silent 0
   summary["energy_j"] = m.energy_j;
   if (auto j = energy::joules_per_token(m.energy_j, run_tokens_)) summary["joules_per_token"] = *j;
   if (auto t = energy::tokens_per_joule(run_tokens_, m.energy_j)) summary["tokens_per_joule"] = *t;
@@ -80,7 +81,10 @@ void EnergyHook::finish(nlohmann::json& summary) {
   energy::RunInfo info;
   info.project_name = "greentrain";
   energy::append_run_energy_csv(run_dir_, m, info);
-  if (log_) {
+  if (log_ && m.domains.empty()) {
+    std::fprintf(log_, "energy unknown: no sensor could be read by this process\n");
+    for (auto& f : m.flags) std::fprintf(log_, "  flag: %s\n", f.c_str());
+  } else if (log_) {
     std::fprintf(log_, "energy %.1f J over %.1f s (%s): %s, %.3g gCO2e\n", m.energy_j, m.duration_s,
                  m.estimated ? "ESTIMATED" : "measured",
                  energy::summary_line(m, static_cast<double>(run_tokens_)).c_str(), m.g_co2e);
