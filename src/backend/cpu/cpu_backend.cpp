@@ -454,58 +454,49 @@ class CpuBackend final : public Backend {
 
   void attention_backward_fused(float* dqkv, const float* dout, const float* qkv, const float* out,
                                 const float* lse, int B, int T, int C, int NH) override {
+    // one pass over the keys and values of each query row: recompute p from q.k and the saved
+    // log-sum-exp, then dv += p dout, ds = p (dout.v - dout.out) scale, dq += ds k, dk += ds q
     const int hs = C / NH;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
     const int64_t C3 = 3 * (int64_t)C;
-#pragma omp parallel
-    {
-      std::vector<float> a(T), datt(T);
-#pragma omp for collapse(2) schedule(dynamic, 1)
-      for (int b = 0; b < B; ++b)
-        for (int h = 0; h < NH; ++h) {
-          for (int t = 0; t < T; ++t)
-            for (int part = 0; part < 3; ++part)
-              std::memset(dqkv + ((int64_t)b * T + t) * C3 + part * C + h * hs, 0,
-                          sizeof(float) * hs);
-          for (int t = 0; t < T; ++t) {
-            const float* d = dout + ((int64_t)b * T + t) * C + h * hs;
-            const float* o = out + ((int64_t)b * T + t) * C + h * hs;
-            const float* q = qkv + ((int64_t)b * T + t) * C3 + h * hs;
-            float* dq = dqkv + ((int64_t)b * T + t) * C3 + h * hs;
-            const float l = lse[((int64_t)b * NH + h) * T + t];
-            // recompute the probabilities of row t from q, k and the saved log-sum-exp
-            for (int t2 = 0; t2 <= t; ++t2) {
-              const float* k = qkv + ((int64_t)b * T + t2) * C3 + C + h * hs;
-              float s = 0.f;
-              for (int i = 0; i < hs; ++i) s += q[i] * k[i];
-              a[t2] = s * scale - l;
+#pragma omp parallel for collapse(2) schedule(dynamic, 1)
+    for (int b = 0; b < B; ++b)
+      for (int h = 0; h < NH; ++h) {
+        for (int t = 0; t < T; ++t)
+          for (int part = 0; part < 3; ++part)
+            std::memset(dqkv + ((int64_t)b * T + t) * C3 + part * C + h * hs, 0,
+                        sizeof(float) * hs);
+        for (int t = 0; t < T; ++t) {
+          const float* d = dout + ((int64_t)b * T + t) * C + h * hs;
+          const float* o = out + ((int64_t)b * T + t) * C + h * hs;
+          const float* q = qkv + ((int64_t)b * T + t) * C3 + h * hs;
+          float* dq = dqkv + ((int64_t)b * T + t) * C3 + h * hs;
+          const float l = lse[((int64_t)b * NH + h) * T + t];
+          float dot = 0.f;  // sum_t2 p dp = dout . out
+#pragma omp simd reduction(+ : dot)
+          for (int i = 0; i < hs; ++i) dot += d[i] * o[i];
+          for (int t2 = 0; t2 <= t; ++t2) {
+            const float* k = qkv + ((int64_t)b * T + t2) * C3 + C + h * hs;
+            const float* v = k + C;
+            float* dk = dqkv + ((int64_t)b * T + t2) * C3 + C + h * hs;
+            float* dv = dk + C;
+            float sc = 0.f, dp = 0.f;
+#pragma omp simd reduction(+ : sc, dp)
+            for (int i = 0; i < hs; ++i) {
+              sc += q[i] * k[i];
+              dp += d[i] * v[i];
             }
+            const float p = cpu::exp_approx(sc * scale - l);
+            const float g = p * (dp - dot) * scale;
 #pragma omp simd
-            for (int t2 = 0; t2 <= t; ++t2) a[t2] = cpu::exp_approx(a[t2]);
-            float dot = 0.f;  // sum_t2 p dp = dout . out
-            for (int i = 0; i < hs; ++i) dot += d[i] * o[i];
-            for (int t2 = 0; t2 <= t; ++t2) {
-              const float* v = qkv + ((int64_t)b * T + t2) * C3 + 2 * C + h * hs;
-              float* dv = dqkv + ((int64_t)b * T + t2) * C3 + 2 * C + h * hs;
-              float s = 0.f;
-              for (int i = 0; i < hs; ++i) {
-                s += d[i] * v[i];
-                dv[i] += a[t2] * d[i];
-              }
-              datt[t2] = a[t2] * (s - dot) * scale;
-            }
-            for (int t2 = 0; t2 <= t; ++t2) {
-              const float* k = qkv + ((int64_t)b * T + t2) * C3 + C + h * hs;
-              float* dk = dqkv + ((int64_t)b * T + t2) * C3 + C + h * hs;
-              float g = datt[t2];
-              for (int i = 0; i < hs; ++i) {
-                dq[i] += g * k[i];
-                dk[i] += g * q[i];
-              }
+            for (int i = 0; i < hs; ++i) {
+              dv[i] += p * d[i];
+              dq[i] += g * k[i];
+              dk[i] += g * q[i];
             }
           }
         }
-    }
+      }
   }
 
   void softmax_crossentropy_fused(float* logits, float* losses, const int32_t* targets, float dloss,
