@@ -78,6 +78,7 @@ class GPT {
 
   const GPTConfig& config() const { return cfg_; }
   Recompute recompute() const { return rc_; }
+  /// Whether the model runs the fused forms (train.fusion=on).
   bool fused() const { return fused_; }
   int max_batch() const { return max_batch_; }
   /// Parameters and their gradients; tensor i of both is gpt_param_specs()[i].

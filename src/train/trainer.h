@@ -102,8 +102,10 @@ class Trainer {
   int64_t optimizer_steps() const { return step_ - scaler_.skipped_steps(); }
   /// Whether the last train_step() was skipped (inf/NaN gradients under fp16).
   bool last_step_skipped() const { return last_skipped_; }
+  /// AdamW first and second moments, tensor for tensor like model().params().
   Arena& adam_m() { return *m_; }
   Arena& adam_v() { return *v_; }
+  /// The backend the model runs on (its precision is train.precision).
   Backend& backend() { return *backend_; }
   /// One optimizer step (all micro-batches); returns the mean training loss.
   double train_step();
