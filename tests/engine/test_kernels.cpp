@@ -192,7 +192,9 @@ TEST_F(Kernels, AttentionForwardBackward) {
       double s = 0;
       for (int t2 = 0; t2 < T; ++t2) {
         float p = att[(bh * T + t) * T + t2];
-        if (t2 > t) ASSERT_EQ(p, 0.0f);
+        if (t2 > t) {
+          ASSERT_EQ(p, 0.0f);
+        }
         s += p;
       }
       ASSERT_NEAR(s, 1.0, 1e-5);

@@ -1,7 +1,7 @@
 // Writes what torch_parity.py compares against PyTorch: a small GPT's initial weights, one
 // batch, its logits, loss and gradients, and the losses of 10 AdamW steps on that batch
 // (with gradient clipping), all through the engine's own model and optimizer code.
-// Usage: parity_dump OUT_DIR
+// Usage: parity_dump OUT_DIR [fp32|bf16]  (bf16: matrix products in bf16, fp32 master weights)
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -14,8 +14,8 @@
 using namespace gt;
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: parity_dump OUT_DIR\n");
+  if (argc != 2 && argc != 3) {
+    std::fprintf(stderr, "usage: parity_dump OUT_DIR [fp32|bf16]\n");
     return 2;
   }
   std::filesystem::path out = argv[1];
@@ -31,8 +31,11 @@ int main(int argc, char** argv) {
   cfg.grad_clip = 1.0;
   const int B = cfg.batch_size, T = cfg.model.block_size, V = cfg.model.vocab_size;
   auto be = make_cpu_backend();
+  const Precision precision = parse_precision(argc == 3 ? argv[2] : "fp32");
+  be->set_precision(precision);
   GPT model(cfg.model, B, Recompute::none, *be);
   model.init_weights(2024);
+  be->weights_updated();
   auto dump = [&](const std::string& file, Arena& a) {
     std::vector<NamedTensor> ts;
     for (size_t i = 0; i < model.specs().size(); ++i)
@@ -74,6 +77,7 @@ int main(int argc, char** argv) {
                  {"beta2", cfg.beta2},
                  {"eps", cfg.eps},
                  {"grad_clip", cfg.grad_clip}};
+  j["precision"] = to_string(precision);
   j["inputs"] = in;
   j["targets"] = tg;
   j["loss"] = loss;

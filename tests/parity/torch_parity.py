@@ -7,7 +7,10 @@ and compares logits, loss, every gradient and the 10 losses.
 fp32 tolerances: loss within 1e-5 relative, gradients within 1e-4 (max abs difference
 over the tensor's max abs value), logits within 1e-4.
 
-Usage: torch_parity.py PARITY_DUMP_BINARY   (exit 77 = skipped: PyTorch not installed)
+With --bf16: greentrain's bf16 policy against PyTorch's bf16 autocast; the 10 losses must
+agree within 2e-2 relative (bf16 keeps 8 bits of mantissa).
+
+Usage: torch_parity.py PARITY_DUMP_BINARY [--bf16]   (exit 77 = skipped: PyTorch not installed)
 """
 import json
 import os
@@ -70,9 +73,48 @@ def rel_err(a, b):
     return float((a - b).abs().max() / max(b.abs().max().item(), 1e-12))
 
 
+def bf16_main(dump_bin):
+    with tempfile.TemporaryDirectory() as d:
+        subprocess.run([dump_bin, d, "bf16"], check=True)
+        meta = json.load(open(os.path.join(d, "parity.json")))
+        init = read_safetensors(os.path.join(d, "init.safetensors"))
+    cfg = meta["config"]
+    B, T = cfg["batch_size"], cfg["block_size"]
+    idx = torch.tensor(meta["inputs"]).view(B, T)
+    tgt = torch.tensor(meta["targets"]).view(B, T)
+    params = {k: v.clone().requires_grad_(True) for k, v in init.items()}
+    decay = [p for n, p in params.items() if p.dim() >= 2]
+    no_decay = [p for n, p in params.items() if p.dim() < 2]
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": cfg["weight_decay"]},
+         {"params": no_decay, "weight_decay": 0.0}],
+        lr=cfg["lr"], betas=(cfg["beta1"], cfg["beta2"]), eps=cfg["eps"])
+    failures = []
+    for i in range(10):
+        opt.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            lg = gpt_forward(params, idx, cfg)
+        l = F.cross_entropy(lg.float().view(-1, lg.size(-1)), tgt.view(-1))
+        l.backward()
+        torch.nn.utils.clip_grad_norm_(list(params.values()), cfg["grad_clip"])
+        opt.step()
+        a, b = meta["losses"][i], l.item()
+        e = abs(a - b) / abs(b)
+        print(f"step {i + 1:2d}: greentrain bf16 {a:.5f} torch autocast bf16 {b:.5f} rel err {e:.1e}")
+        if e > 2e-2:
+            failures.append(f"bf16 loss after {i} AdamW steps differs: {e:.2e}")
+    if failures:
+        print("FAIL:\n  " + "\n  ".join(failures))
+        return 1
+    print("PASS: greentrain bf16 matches PyTorch bf16 autocast", torch.__version__)
+    return 0
+
+
 def main():
     torch.set_num_threads(2)
     dump_bin = sys.argv[1]
+    if "--bf16" in sys.argv[2:]:
+        return bf16_main(dump_bin)
     with tempfile.TemporaryDirectory() as d:
         subprocess.run([dump_bin, d], check=True)
         meta = json.load(open(os.path.join(d, "parity.json")))
