@@ -69,6 +69,16 @@ def gpt_forward(p, idx, cfg):
     return x @ p["wte.weight"].t()
 
 
+def make_adamw(params, cfg):
+    """torch AdamW as greentrain runs it: weight decay on matrices (dim >= 2) only."""
+    decay = [p for n, p in params.items() if p.dim() >= 2]
+    no_decay = [p for n, p in params.items() if p.dim() < 2]
+    return torch.optim.AdamW(
+        [{"params": decay, "weight_decay": cfg["weight_decay"]},
+         {"params": no_decay, "weight_decay": 0.0}],
+        lr=cfg["lr"], betas=(cfg["beta1"], cfg["beta2"]), eps=cfg["eps"])
+
+
 def rel_err(a, b):
     return float((a - b).abs().max() / max(b.abs().max().item(), 1e-12))
 
@@ -83,12 +93,7 @@ def bf16_main(dump_bin):
     idx = torch.tensor(meta["inputs"]).view(B, T)
     tgt = torch.tensor(meta["targets"]).view(B, T)
     params = {k: v.clone().requires_grad_(True) for k, v in init.items()}
-    decay = [p for n, p in params.items() if p.dim() >= 2]
-    no_decay = [p for n, p in params.items() if p.dim() < 2]
-    opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": cfg["weight_decay"]},
-         {"params": no_decay, "weight_decay": 0.0}],
-        lr=cfg["lr"], betas=(cfg["beta1"], cfg["beta2"]), eps=cfg["eps"])
+    opt = make_adamw(params, cfg)
     failures = []
     for i in range(10):
         opt.zero_grad()
@@ -147,12 +152,7 @@ def main():
     print(f"gradients: {len(params)} tensors, worst max rel err {worst:.2e}")
     # 10 AdamW steps on the same batch, as greentrain did
     params = {k: v.clone().requires_grad_(True) for k, v in init.items()}
-    decay = [p for n, p in params.items() if p.dim() >= 2]
-    no_decay = [p for n, p in params.items() if p.dim() < 2]
-    opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": cfg["weight_decay"]},
-         {"params": no_decay, "weight_decay": 0.0}],
-        lr=cfg["lr"], betas=(cfg["beta1"], cfg["beta2"]), eps=cfg["eps"])
+    opt = make_adamw(params, cfg)
     losses = []
     for _ in range(10):
         opt.zero_grad()
