@@ -10,6 +10,7 @@
 #include <cstring>
 #include <tuple>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -50,6 +51,29 @@ void parallel_chunks(int64_t n, F f) {
     int64_t b = std::min<int64_t>(n, per * id), e = std::min<int64_t>(n, b + per);
     if (b < e) f(b, e);
   }
+}
+
+/// One causal attention row: a[t2] = exp(scale * q.k[t2] - max) for t2 = 0..t, with keys at
+/// k0 + t2 * kstride (hs floats each). Returns {max of the scaled scores, sum of a}.
+inline std::pair<float, float> causal_row_exp(float* a, const float* q, const float* k0,
+                                              int64_t kstride, int t, int hs, float scale) {
+  float maxv = -INFINITY;
+  for (int t2 = 0; t2 <= t; ++t2) {
+    const float* k = k0 + t2 * kstride;
+    float s = 0.f;
+    for (int i = 0; i < hs; ++i) s += q[i] * k[i];
+    s *= scale;
+    a[t2] = s;
+    maxv = std::max(maxv, s);
+  }
+  float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+  for (int t2 = 0; t2 <= t; ++t2) {
+    float e = cpu::exp_approx(a[t2] - maxv);
+    a[t2] = e;
+    sum += e;
+  }
+  return {maxv, sum};
 }
 
 class CpuBackend final : public Backend {
@@ -192,22 +216,9 @@ class CpuBackend final : public Backend {
         for (int h = 0; h < NH; ++h) {
           const float* q = qkv + ((int64_t)b * T + t) * C3 + h * hs;
           float* a = att + (((int64_t)b * NH + h) * T + t) * T;
-          float maxv = -INFINITY;
-          for (int t2 = 0; t2 <= t; ++t2) {
-            const float* k = qkv + ((int64_t)b * T + t2) * C3 + C + h * hs;
-            float s = 0.f;
-            for (int i = 0; i < hs; ++i) s += q[i] * k[i];
-            s *= scale;
-            a[t2] = s;
-            maxv = std::max(maxv, s);
-          }
-          float sum = 0.f;
-#pragma omp simd reduction(+ : sum)
-          for (int t2 = 0; t2 <= t; ++t2) {
-            float e = cpu::exp_approx(a[t2] - maxv);
-            a[t2] = e;
-            sum += e;
-          }
+          auto [maxv, sum] =
+              causal_row_exp(a, q, qkv + (int64_t)b * T * C3 + C + h * hs, C3, t, hs, scale);
+          (void)maxv;
           float inv = 1.0f / sum;
           for (int t2 = 0; t2 <= t; ++t2) a[t2] *= inv;
           for (int t2 = t + 1; t2 < T; ++t2) a[t2] = 0.f;
@@ -423,22 +434,8 @@ class CpuBackend final : public Backend {
           for (int h = 0; h < NH; ++h) {
             const float* q = qkv + ((int64_t)b * T + t) * C3 + h * hs;
             float* a = row.data();
-            float maxv = -INFINITY;
-            for (int t2 = 0; t2 <= t; ++t2) {
-              const float* k = qkv + ((int64_t)b * T + t2) * C3 + C + h * hs;
-              float s = 0.f;
-              for (int i = 0; i < hs; ++i) s += q[i] * k[i];
-              s *= scale;
-              a[t2] = s;
-              maxv = std::max(maxv, s);
-            }
-            float sum = 0.f;
-#pragma omp simd reduction(+ : sum)
-            for (int t2 = 0; t2 <= t; ++t2) {
-              float e = cpu::exp_approx(a[t2] - maxv);
-              a[t2] = e;
-              sum += e;
-            }
+            auto [maxv, sum] =
+                causal_row_exp(a, q, qkv + (int64_t)b * T * C3 + C + h * hs, C3, t, hs, scale);
             float inv = 1.0f / sum;
             float* o = out + ((int64_t)b * T + t) * C + h * hs;
             for (int i = 0; i < hs; ++i) o[i] = 0.f;
