@@ -191,15 +191,19 @@ void TrainConfig::validate() const {
   non_negative("train.checkpoint_interval", checkpoint_interval);
   positive("train.log_interval", log_interval);
   non_negative("train.threads", threads);
-  if (precision != "fp32" && precision != "bf16" && precision != "fp16" && precision != "fp8")
-    throw Error(fmt::format("train.precision = '{}': expected fp32, bf16, fp16 or fp8", precision));
-  if (precision == "fp8")
+  // the names come from the backend's policy tables; the error gains the key
+  auto named = [](const char* key, auto parse) {
+    try {
+      return parse();
+    } catch (const Error& e) {
+      throw Error(fmt::format("{}: {}", key, e.what()));
+    }
+  };
+  if (named("train.precision", [&] { return parse_precision(precision); }) == Precision::fp8)
     throw Error(
         "train.precision = 'fp8': fp8 needs the CUDA backend on a Hopper GPU, which this build "
         "does not have; on the CPU use fp32, bf16 or fp16");
-  if (recompute != "none" && recompute != "gelu" && recompute != "gelu+ln" && recompute != "block")
-    throw Error(
-        fmt::format("train.recompute = '{}': expected none, gelu, gelu+ln or block", recompute));
+  named("train.recompute", [&] { return parse_recompute(recompute); });
   if (fusion != "off" && fusion != "on")
     throw Error(fmt::format("train.fusion = '{}': expected on or off", fusion));
   if (tokenizer != "char" && tokenizer != "byte")

@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <tuple>
@@ -605,46 +606,44 @@ class CpuBackend final : public Backend {
 std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
 bool backend_has_native_f16() { return cpu::onednn_supports(cpu::MmType::f16); }
 
+namespace {
+// The one list of each policy's names: parsing, printing and error messages all use it.
+template <typename E, size_t N>
+using NameTable = std::array<std::pair<E, const char*>, N>;
+constexpr NameTable<Precision, 4> kPrecisionNames{{{Precision::fp32, "fp32"},
+                                                   {Precision::bf16, "bf16"},
+                                                   {Precision::fp16, "fp16"},
+                                                   {Precision::fp8, "fp8"}}};
+constexpr NameTable<Recompute, 4> kRecomputeNames{{{Recompute::none, "none"},
+                                                   {Recompute::gelu, "gelu"},
+                                                   {Recompute::gelu_ln, "gelu+ln"},
+                                                   {Recompute::block, "block"}}};
+
+template <typename E, size_t N>
+E parse_name(const NameTable<E, N>& table, const std::string& s, const char* what) {
+  std::string expected;
+  for (size_t i = 0; i < N; ++i) {
+    if (s == table[i].second) return table[i].first;
+    expected += (i == 0 ? "" : i + 1 == N ? " or " : ", ") + std::string(table[i].second);
+  }
+  throw Error(fmt::format("{} '{}' is unknown; expected {}", what, s, expected));
+}
+
+template <typename E, size_t N>
+std::string name_of(const NameTable<E, N>& table, E v) {
+  for (auto& [e, name] : table)
+    if (e == v) return name;
+  return "?";
+}
+}  // namespace
+
 Precision parse_precision(const std::string& s) {
-  if (s == "fp32") return Precision::fp32;
-  if (s == "bf16") return Precision::bf16;
-  if (s == "fp16") return Precision::fp16;
-  if (s == "fp8") return Precision::fp8;
-  throw Error(fmt::format("precision '{}' is unknown; expected fp32, bf16, fp16 or fp8", s));
+  return parse_name(kPrecisionNames, s, "precision");
 }
-std::string to_string(Precision p) {
-  switch (p) {
-    case Precision::fp32:
-      return "fp32";
-    case Precision::bf16:
-      return "bf16";
-    case Precision::fp16:
-      return "fp16";
-    case Precision::fp8:
-      return "fp8";
-  }
-  return "?";
-}
+std::string to_string(Precision p) { return name_of(kPrecisionNames, p); }
 Recompute parse_recompute(const std::string& s) {
-  if (s == "none") return Recompute::none;
-  if (s == "gelu") return Recompute::gelu;
-  if (s == "gelu+ln") return Recompute::gelu_ln;
-  if (s == "block") return Recompute::block;
-  throw Error(
-      fmt::format("recompute policy '{}' is unknown; expected none, gelu, gelu+ln or block", s));
+  return parse_name(kRecomputeNames, s, "recompute policy");
 }
-std::string to_string(Recompute r) {
-  switch (r) {
-    case Recompute::none:
-      return "none";
-    case Recompute::gelu:
-      return "gelu";
-    case Recompute::gelu_ln:
-      return "gelu+ln";
-    case Recompute::block:
-      return "block";
-  }
-  return "?";
-}
+std::string to_string(Recompute r) { return name_of(kRecomputeNames, r); }
 
 }  // namespace gt
