@@ -79,6 +79,35 @@ def make_adamw(params, cfg):
         lr=cfg["lr"], betas=(cfg["beta1"], cfg["beta2"]), eps=cfg["eps"])
 
 
+def adamw_losses(init, idx, tgt, cfg, bf16=False, steps=10):
+    """Losses of `steps` AdamW steps (with gradient clipping) on one batch from weights
+    `init`; with bf16 the forward runs under PyTorch's CPU bf16 autocast."""
+    params = {k: v.clone().requires_grad_(True) for k, v in init.items()}
+    opt = make_adamw(params, cfg)
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            lg = gpt_forward(params, idx, cfg)
+        l = F.cross_entropy(lg.float().view(-1, lg.size(-1)), tgt.view(-1))
+        l.backward()
+        torch.nn.utils.clip_grad_norm_(list(params.values()), cfg["grad_clip"])
+        opt.step()
+        losses.append(l.item())
+    return losses
+
+
+def compare_losses(ours, theirs, tol, our_name, their_name):
+    """Prints both loss curves; returns a failure line per step whose relative error > tol."""
+    failures = []
+    for i, (a, b) in enumerate(zip(ours, theirs)):
+        e = abs(a - b) / abs(b)
+        print(f"step {i + 1:2d}: {our_name} {a:.7f} {their_name} {b:.7f} rel err {e:.1e}")
+        if e > tol:
+            failures.append(f"{our_name} loss after {i} AdamW steps differs: {e:.2e}")
+    return failures
+
+
 def rel_err(a, b):
     return float((a - b).abs().max() / max(b.abs().max().item(), 1e-12))
 
@@ -92,22 +121,8 @@ def bf16_main(dump_bin):
     B, T = cfg["batch_size"], cfg["block_size"]
     idx = torch.tensor(meta["inputs"]).view(B, T)
     tgt = torch.tensor(meta["targets"]).view(B, T)
-    params = {k: v.clone().requires_grad_(True) for k, v in init.items()}
-    opt = make_adamw(params, cfg)
-    failures = []
-    for i in range(10):
-        opt.zero_grad()
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            lg = gpt_forward(params, idx, cfg)
-        l = F.cross_entropy(lg.float().view(-1, lg.size(-1)), tgt.view(-1))
-        l.backward()
-        torch.nn.utils.clip_grad_norm_(list(params.values()), cfg["grad_clip"])
-        opt.step()
-        a, b = meta["losses"][i], l.item()
-        e = abs(a - b) / abs(b)
-        print(f"step {i + 1:2d}: greentrain bf16 {a:.5f} torch autocast bf16 {b:.5f} rel err {e:.1e}")
-        if e > 2e-2:
-            failures.append(f"bf16 loss after {i} AdamW steps differs: {e:.2e}")
+    failures = compare_losses(meta["losses"], adamw_losses(init, idx, tgt, cfg, bf16=True), 2e-2,
+                              "greentrain bf16", "torch autocast bf16")
     if failures:
         print("FAIL:\n  " + "\n  ".join(failures))
         return 1
@@ -151,22 +166,8 @@ def main():
             failures.append(f"gradient of {name} differs: {e:.2e}")
     print(f"gradients: {len(params)} tensors, worst max rel err {worst:.2e}")
     # 10 AdamW steps on the same batch, as greentrain did
-    params = {k: v.clone().requires_grad_(True) for k, v in init.items()}
-    opt = make_adamw(params, cfg)
-    losses = []
-    for _ in range(10):
-        opt.zero_grad()
-        lg = gpt_forward(params, idx, cfg)
-        l = F.cross_entropy(lg.view(-1, lg.size(-1)), tgt.view(-1))
-        l.backward()
-        torch.nn.utils.clip_grad_norm_(list(params.values()), cfg["grad_clip"])
-        opt.step()
-        losses.append(l.item())
-    for i, (a, b) in enumerate(zip(meta["losses"], losses)):
-        e = abs(a - b) / abs(b)
-        print(f"step {i + 1:2d}: greentrain {a:.7f} torch {b:.7f} rel err {e:.1e}")
-        if e > 1e-5:
-            failures.append(f"loss after {i} AdamW steps differs: {e:.2e}")
+    failures += compare_losses(meta["losses"], adamw_losses(init, idx, tgt, cfg), 1e-5,
+                               "greentrain", "torch")
     if failures:
         print("FAIL:\n  " + "\n  ".join(failures))
         return 1
