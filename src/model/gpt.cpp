@@ -192,13 +192,15 @@ double gpt_flops_per_token(const GPTConfig& c, int T) {
   return 6.0 * (double)gpt_num_params(c) + 6.0 * c.n_layer * (double)c.n_embd * T;
 }
 
-size_t plan_workspace_bytes(const GPTConfig& c, int B, Precision p) {
-  if (p == Precision::fp32) return 0;
+size_t plan_workspace_bytes(const GPTConfig& c, int B, Precision p, bool fused) {
+  const size_t attention =
+      (fused ? 2 : 1) * sizeof(float) * (size_t)c.n_head * c.block_size * c.block_size;
+  if (p == Precision::fp32) return attention;
   const int64_t C = c.n_embd, N = (int64_t)B * c.block_size;
   int64_t w = (int64_t)c.vocab_size * C + c.n_layer * (3 * C * C + C * C + 4 * C * C + 4 * C * C);
   int64_t elems = w + N * std::max<int64_t>(4 * C, c.vocab_size) + N * 4 * C;
   const bool emulated = p == Precision::fp16 && !backend_has_native_f16();
-  return static_cast<size_t>(elems) * (emulated ? 4 : 2);
+  return attention + static_cast<size_t>(elems) * (emulated ? 4 : 2);
 }
 
 int largest_batch_that_fits(const GPTConfig& c, Recompute rc, bool fused, Precision p,
@@ -225,7 +227,7 @@ MemoryPlan plan_memory(const GPTConfig& c, int B, Recompute rc, bool fused, Prec
   m.optimizer_bytes = 2 * p.bytes();
   m.activations_bytes = a.bytes();
   m.scratch_bytes = s.bytes();
-  m.workspace_bytes = plan_workspace_bytes(c, B, prec);
+  m.workspace_bytes = plan_workspace_bytes(c, B, prec, fused);
   return m;
 }
 
@@ -270,7 +272,7 @@ GPT::GPT(const GPTConfig& cfg, int max_batch, Recompute rc, Backend& be, bool fu
   plan_.optimizer_bytes = 2 * params_->bytes();
   plan_.activations_bytes = acts_->bytes();
   plan_.scratch_bytes = scratch_->bytes();
-  plan_.workspace_bytes = plan_workspace_bytes(cfg, max_batch, be.precision());
+  plan_.workspace_bytes = plan_workspace_bytes(cfg, max_batch, be.precision(), fused);
 }
 
 GPT::~GPT() = default;

@@ -45,17 +45,18 @@ struct MemoryPlan {
   size_t optimizer_bytes = 0;  ///< AdamW m and v
   size_t activations_bytes = 0;
   size_t scratch_bytes = 0;    ///< activation gradients and recompute buffers
-  size_t workspace_bytes = 0;  ///< the backend's 16-bit weight and operand copies (bf16/fp16)
+  size_t workspace_bytes = 0;  ///< backend buffers: attention chunks, 16-bit copies (bf16/fp16)
   size_t total() const {
     return params_bytes + grads_bytes + optimizer_bytes + activations_bytes + scratch_bytes +
            workspace_bytes;
   }
 };
 
-/// Bytes of the CPU backend's low-precision workspace at micro-batch B: 16-bit copies of every
-/// matrix weight plus the two operand buffers (N*max(4C,V) and N*4C elements); 0 for fp32.
-/// Emulated fp16 (oneDNN without f16 matmul) keeps the rounded values as floats (x2).
-size_t plan_workspace_bytes(const GPTConfig& c, int B, Precision p);
+/// Bytes of the CPU backend's own buffers at micro-batch B: the attention chunk buffers
+/// (NH*T*T floats each: one unfused (dP), two fused (P recomputed, dP)); for bf16/fp16 also
+/// 16-bit copies of every matrix weight plus the two operand buffers (N*max(4C,V) and N*4C
+/// elements). Emulated fp16 (oneDNN without f16 matmul) keeps rounded values as floats (x2).
+size_t plan_workspace_bytes(const GPTConfig& c, int B, Precision p, bool fused);
 
 /// Plans the memory of a model at micro-batch B and context block_size without allocating.
 /// fused: the train.fusion=on layout (no (B,NH,T,T) attention matrix, only its (B,NH,T)

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/attention.h"
 #include "backend/cpu/fast_math.h"
 #include "backend/cpu/onednn_matmul.h"
 #include "core/error.h"
@@ -52,29 +53,6 @@ void parallel_chunks(int64_t n, F f) {
     int64_t b = std::min<int64_t>(n, per * id), e = std::min<int64_t>(n, b + per);
     if (b < e) f(b, e);
   }
-}
-
-/// One causal attention row: a[t2] = exp(scale * q.k[t2] - max) for t2 = 0..t, with keys at
-/// k0 + t2 * kstride (hs floats each). Returns {max of the scaled scores, sum of a}.
-inline std::pair<float, float> causal_row_exp(float* a, const float* q, const float* k0,
-                                              int64_t kstride, int t, int hs, float scale) {
-  float maxv = -INFINITY;
-  for (int t2 = 0; t2 <= t; ++t2) {
-    const float* k = k0 + t2 * kstride;
-    float s = 0.f;
-    for (int i = 0; i < hs; ++i) s += q[i] * k[i];
-    s *= scale;
-    a[t2] = s;
-    maxv = std::max(maxv, s);
-  }
-  float sum = 0.f;
-#pragma omp simd reduction(+ : sum)
-  for (int t2 = 0; t2 <= t; ++t2) {
-    float e = cpu::exp_approx(a[t2] - maxv);
-    a[t2] = e;
-    sum += e;
-  }
-  return {maxv, sum};
 }
 
 class CpuBackend final : public Backend {
@@ -208,76 +186,16 @@ class CpuBackend final : public Backend {
 
   void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
                          int NH) override {
-    const int hs = C / NH;
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-    const int64_t C3 = 3 * (int64_t)C;
-#pragma omp parallel for collapse(3) schedule(dynamic, 8)
-    for (int b = 0; b < B; ++b)
-      for (int t = 0; t < T; ++t)
-        for (int h = 0; h < NH; ++h) {
-          const float* q = qkv + ((int64_t)b * T + t) * C3 + h * hs;
-          float* a = att + (((int64_t)b * NH + h) * T + t) * T;
-          auto [maxv, sum] =
-              causal_row_exp(a, q, qkv + (int64_t)b * T * C3 + C + h * hs, C3, t, hs, scale);
-          (void)maxv;
-          float inv = 1.0f / sum;
-          for (int t2 = 0; t2 <= t; ++t2) a[t2] *= inv;
-          for (int t2 = t + 1; t2 < T; ++t2) a[t2] = 0.f;
-          float* o = out + ((int64_t)b * T + t) * C + h * hs;
-          for (int i = 0; i < hs; ++i) o[i] = 0.f;
-          for (int t2 = 0; t2 <= t; ++t2) {
-            const float* v = qkv + ((int64_t)b * T + t2) * C3 + 2 * C + h * hs;
-            float p = a[t2];
-            for (int i = 0; i < hs; ++i) o[i] += p * v[i];
-          }
-        }
+    cpu::attention_forward_chunk(out, att, nullptr, qkv, 0, B, T, C, NH);
   }
 
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int B,
                           int T, int C, int NH) override {
-    const int hs = C / NH;
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-    const int64_t C3 = 3 * (int64_t)C;
-#pragma omp parallel
-    {
-      std::vector<float> datt(T), dpre(T);
-#pragma omp for collapse(2) schedule(dynamic, 1)
-      for (int b = 0; b < B; ++b)
-        for (int h = 0; h < NH; ++h) {
-          for (int t = 0; t < T; ++t)
-            for (int part = 0; part < 3; ++part)
-              std::memset(dqkv + ((int64_t)b * T + t) * C3 + part * C + h * hs, 0,
-                          sizeof(float) * hs);
-          for (int t = 0; t < T; ++t) {
-            const float* a = att + (((int64_t)b * NH + h) * T + t) * T;
-            const float* d = dout + ((int64_t)b * T + t) * C + h * hs;
-            const float* q = qkv + ((int64_t)b * T + t) * C3 + h * hs;
-            float* dq = dqkv + ((int64_t)b * T + t) * C3 + h * hs;
-            float dot = 0.f;
-            for (int t2 = 0; t2 <= t; ++t2) {
-              const float* v = qkv + ((int64_t)b * T + t2) * C3 + 2 * C + h * hs;
-              float* dv = dqkv + ((int64_t)b * T + t2) * C3 + 2 * C + h * hs;
-              float s = 0.f;
-              for (int i = 0; i < hs; ++i) {
-                s += d[i] * v[i];
-                dv[i] += a[t2] * d[i];
-              }
-              datt[t2] = s;
-              dot += a[t2] * s;
-            }
-            for (int t2 = 0; t2 <= t; ++t2) dpre[t2] = a[t2] * (datt[t2] - dot) * scale;
-            for (int t2 = 0; t2 <= t; ++t2) {
-              const float* k = qkv + ((int64_t)b * T + t2) * C3 + C + h * hs;
-              float* dk = dqkv + ((int64_t)b * T + t2) * C3 + C + h * hs;
-              float g = dpre[t2];
-              for (int i = 0; i < hs; ++i) {
-                dq[i] += g * k[i];
-                dk[i] += g * q[i];
-              }
-            }
-          }
-        }
-    }
+    // one batch element at a time: the dP scratch is (NH,T,T)
+    float* dP = attention_scratch(dp_buf_, (int64_t)NH * T * T);
+    for (int b = 0; b < B; ++b)
+      cpu::attention_backward_chunk(dqkv, dP, dout, qkv, att + (int64_t)b * NH * T * T, b, 1, T, C,
+                                    NH);
   }
 
   void gelu_forward(float* out, const float* inp, int64_t N) override {
@@ -423,78 +341,21 @@ class CpuBackend final : public Backend {
 
   void attention_forward_fused(float* out, float* lse, const float* qkv, int B, int T, int C,
                                int NH) override {
-    const int hs = C / NH;
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-    const int64_t C3 = 3 * (int64_t)C;
-#pragma omp parallel
-    {
-      std::vector<float> row(T);
-#pragma omp for collapse(3) schedule(dynamic, 8)
-      for (int b = 0; b < B; ++b)
-        for (int t = 0; t < T; ++t)
-          for (int h = 0; h < NH; ++h) {
-            const float* q = qkv + ((int64_t)b * T + t) * C3 + h * hs;
-            float* a = row.data();
-            auto [maxv, sum] =
-                causal_row_exp(a, q, qkv + (int64_t)b * T * C3 + C + h * hs, C3, t, hs, scale);
-            float inv = 1.0f / sum;
-            float* o = out + ((int64_t)b * T + t) * C + h * hs;
-            for (int i = 0; i < hs; ++i) o[i] = 0.f;
-            for (int t2 = 0; t2 <= t; ++t2) {
-              const float* v = qkv + ((int64_t)b * T + t2) * C3 + 2 * C + h * hs;
-              float p = a[t2] * inv;
-              for (int i = 0; i < hs; ++i) o[i] += p * v[i];
-            }
-            lse[((int64_t)b * NH + h) * T + t] = maxv + std::log(sum);
-          }
-    }
+    // one batch element at a time through an (NH,T,T) buffer; only lse is kept
+    float* P = attention_scratch(p_buf_, (int64_t)NH * T * T);
+    for (int b = 0; b < B; ++b)
+      cpu::attention_forward_chunk(out, P, lse + (int64_t)b * NH * T, qkv, b, 1, T, C, NH);
   }
 
   void attention_backward_fused(float* dqkv, const float* dout, const float* qkv, const float* out,
                                 const float* lse, int B, int T, int C, int NH) override {
-    // one pass over the keys and values of each query row: recompute p from q.k and the saved
-    // log-sum-exp, then dv += p dout, ds = p (dout.v - dout.out) scale, dq += ds k, dk += ds q
-    const int hs = C / NH;
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-    const int64_t C3 = 3 * (int64_t)C;
-#pragma omp parallel for collapse(2) schedule(dynamic, 1)
-    for (int b = 0; b < B; ++b)
-      for (int h = 0; h < NH; ++h) {
-        for (int t = 0; t < T; ++t)
-          for (int part = 0; part < 3; ++part)
-            std::memset(dqkv + ((int64_t)b * T + t) * C3 + part * C + h * hs, 0,
-                        sizeof(float) * hs);
-        for (int t = 0; t < T; ++t) {
-          const float* d = dout + ((int64_t)b * T + t) * C + h * hs;
-          const float* o = out + ((int64_t)b * T + t) * C + h * hs;
-          const float* q = qkv + ((int64_t)b * T + t) * C3 + h * hs;
-          float* dq = dqkv + ((int64_t)b * T + t) * C3 + h * hs;
-          const float l = lse[((int64_t)b * NH + h) * T + t];
-          float dot = 0.f;  // sum_t2 p dp = dout . out
-#pragma omp simd reduction(+ : dot)
-          for (int i = 0; i < hs; ++i) dot += d[i] * o[i];
-          for (int t2 = 0; t2 <= t; ++t2) {
-            const float* k = qkv + ((int64_t)b * T + t2) * C3 + C + h * hs;
-            const float* v = k + C;
-            float* dk = dqkv + ((int64_t)b * T + t2) * C3 + C + h * hs;
-            float* dv = dk + C;
-            float sc = 0.f, dp = 0.f;
-#pragma omp simd reduction(+ : sc, dp)
-            for (int i = 0; i < hs; ++i) {
-              sc += q[i] * k[i];
-              dp += d[i] * v[i];
-            }
-            const float p = cpu::exp_approx(sc * scale - l);
-            const float g = p * (dp - dot) * scale;
-#pragma omp simd
-            for (int i = 0; i < hs; ++i) {
-              dv[i] += p * d[i];
-              dq[i] += g * k[i];
-              dk[i] += g * q[i];
-            }
-          }
-        }
-      }
+    (void)out;  // the row sums dout.out are taken as sum(P dP), equal in exact arithmetic
+    float* P = attention_scratch(p_buf_, (int64_t)NH * T * T);
+    float* dP = attention_scratch(dp_buf_, (int64_t)NH * T * T);
+    for (int b = 0; b < B; ++b) {
+      cpu::attention_probs_from_lse(P, qkv, lse + (int64_t)b * NH * T, b, 1, T, C, NH);
+      cpu::attention_backward_chunk(dqkv, dP, dout, qkv, P, b, 1, T, C, NH);
+    }
   }
 
   void softmax_crossentropy_fused(float* logits, float* losses, const int32_t* targets, float dloss,
@@ -590,6 +451,12 @@ class CpuBackend final : public Backend {
     return c.data.data();
   }
 
+  /// buf resized to exactly n floats (the memory plan counts these buffers as workspace).
+  static float* attention_scratch(std::vector<float>& buf, int64_t n) {
+    if ((int64_t)buf.size() != n) buf = std::vector<float>(n);
+    return buf.data();
+  }
+
   struct WeightCopy {
     std::vector<uint16_t> data;
     uint64_t generation = UINT64_MAX;
@@ -599,6 +466,7 @@ class CpuBackend final : public Backend {
   uint64_t generation_ = 0;
   std::unordered_map<const float*, WeightCopy> weights_;
   std::vector<uint16_t> act_a_, act_b_;
+  std::vector<float> p_buf_, dp_buf_;  // attention chunks (NH,T,T)
 };
 
 }  // namespace

@@ -2,10 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
 #include <dnnl.hpp>
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <vector>
 
 #include "core/error.h"
 
@@ -88,6 +90,43 @@ void onednn_matmul(float* c, const void* a, const void* b, const float* bias, in
       {DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}};
   if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(bias_md, cx.eng, const_cast<float*>(bias)));
   prim->execute(cx.strm, args);
+  cx.strm.wait();
+}
+
+void onednn_batched_matmul(float* c, Strided cs, const void* a, Strided as, const void* b,
+                           Strided bs, int64_t D0, int64_t D1, int64_t M, int64_t N, int64_t K,
+                           float alpha, MmType type) {
+  using BKey = std::vector<int64_t>;
+  static std::map<BKey, dnnl::matmul> prims;
+  Ctx& cx = ctx();
+  const dnnl::memory::desc a_md({D0, D1, M, K}, to_dt(type), {as.s0, as.s1, as.row, as.col});
+  const dnnl::memory::desc b_md({D0, D1, K, N}, to_dt(type), {bs.s0, bs.s1, bs.row, bs.col});
+  const dnnl::memory::desc c_md({D0, D1, M, N}, dt::f32, {cs.s0, cs.s1, cs.row, cs.col});
+  BKey key{D0,    D1,    M,      N,      K,     as.s0, as.s1,  as.row, as.col,
+           bs.s0, bs.s1, bs.row, bs.col, cs.s0, cs.s1, cs.row, cs.col, static_cast<int64_t>(type)};
+  int32_t abits;
+  std::memcpy(&abits, &alpha, 4);
+  key.push_back(abits);
+  dnnl::matmul* prim;
+  {
+    std::lock_guard<std::mutex> lock(cx.mu);
+    auto it = prims.find(key);
+    if (it == prims.end()) {
+      dnnl::primitive_attr attr;
+      if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+      try {
+        dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, cx.eng);
+        it = prims.emplace(key, dnnl::matmul(pd)).first;
+      } catch (const dnnl::error& e) {
+        throw Error(fmt::format("oneDNN has no {} batched matrix product ({}x{} of {}x{}x{}): {}",
+                                type_name(type), D0, D1, M, N, K, e.what()));
+      }
+    }
+    prim = &it->second;
+  }
+  prim->execute(cx.strm, {{DNNL_ARG_SRC, dnnl::memory(a_md, cx.eng, const_cast<void*>(a))},
+                          {DNNL_ARG_WEIGHTS, dnnl::memory(b_md, cx.eng, const_cast<void*>(b))},
+                          {DNNL_ARG_DST, dnnl::memory(c_md, cx.eng, c)}});
   cx.strm.wait();
 }
 

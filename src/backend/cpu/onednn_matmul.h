@@ -18,6 +18,20 @@ void onednn_matmul(float* c, const void* a, const void* b, const float* bias, in
                    int64_t K, bool trans_a, bool trans_b, bool accumulate,
                    MmType type = MmType::f32, bool gelu = false);
 
+/// One operand of a strided batched product: a (D0, D1, rows, cols) view of memory, with
+/// strides in elements for each of the four dimensions.
+struct Strided {
+  int64_t s0, s1, row, col;
+};
+
+/// Batched product over two batch dimensions: for every (i, j) in (D0, D1),
+/// C[i,j](M,N) = alpha * A[i,j](M,K) @ B[i,j](K,N). All f32 except a and b, which are
+/// `type`. Any strides (so q, k and v can be read in place from a (B,T,3C) qkv tensor, and
+/// transposes are stride swaps). Throws gt::Error when oneDNN has no kernel.
+void onednn_batched_matmul(float* c, Strided cs, const void* a, Strided as, const void* b,
+                           Strided bs, int64_t D0, int64_t D1, int64_t M, int64_t N, int64_t K,
+                           float alpha, MmType type = MmType::f32);
+
 /// True when oneDNN can run a `type` matrix product on this CPU (tries a tiny primitive).
 bool onednn_supports(MmType type);
 
