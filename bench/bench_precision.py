@@ -8,8 +8,12 @@ fp32 matrix-product peaks reachable here (torch.matmul on large square matrices;
 bf16 matmul runs on oneDNN, the library greentrain uses) and reports model FLOPs utilisation
 (MFU) against them: model FLOPs per token = 6N + 6*L*C*T (llm.c's count).
 
+With --compile the PyTorch model runs through torch.compile (default mode, PyTorch 2.x);
+it compiles in the first step, which is dropped from the median (its time is printed).
+
 Usage: bench/bench_precision.py [--greentrain build/src/cli/greentrain] [--data FILE]
                                 [--steps 12] [--threads 2] [--batch 8] [--precision bf16]
+                                [--compile]
 """
 import argparse
 import json
@@ -20,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -31,7 +36,9 @@ def matmul_peak(torch, dtype, threads, n=2048, reps=5):
     if dtype == torch.float32:
         import torch.utils.mkldnn as mk
 
-        lin = mk.to_mkldnn(torch.nn.Linear(n, n, bias=False))
+        with warnings.catch_warnings():  # PyTorch 2.x: "torch.jit.script_method is deprecated"
+            warnings.simplefilter("ignore", FutureWarning)
+            lin = mk.to_mkldnn(torch.nn.Linear(n, n, bias=False))
         x = torch.randn(n, n).to_mkldnn()
         f = lambda: lin(x)
     else:
@@ -101,6 +108,7 @@ def torch_run(args, text):
             std = 0.02 / math.sqrt(2 * L) if name.endswith(("c_proj.weight", "proj.weight")) else 0.02
             nn.init.normal_(p, 0.0, std)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1)
+    run = torch.compile(model) if args.compile else model
     g = torch.Generator().manual_seed(1)
     times, losses = [], []
     for _ in range(args.steps):
@@ -110,7 +118,7 @@ def torch_run(args, text):
         t0 = time.perf_counter()
         with torch.autocast(device_type="cpu", dtype=torch.bfloat16,
                             enabled=args.precision == "bf16"):
-            loss = model(x, y)
+            loss = run(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -121,7 +129,7 @@ def torch_run(args, text):
     peaks = {"bf16": matmul_peak(torch, torch.bfloat16, args.threads),
              "fp32": matmul_peak(torch, torch.float32, args.threads)}
     return {"step_s": statistics.median(times[1:]), "loss": losses[-1], "params": n_params,
-            "V": V, "torch": torch.__version__, "peaks": peaks}
+            "V": V, "torch": torch.__version__, "peaks": peaks, "first_s": times[0]}
 
 
 def greentrain_run(args):
@@ -150,7 +158,11 @@ def main():
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--precision", default="bf16", choices=["bf16", "fp32"])
     ap.add_argument("--fusion", default="off", choices=["on", "off"])
+    ap.add_argument("--compile", action="store_true", help="torch.compile the PyTorch model")
     args = ap.parse_args()
+    import torch
+    if args.compile and not hasattr(torch, "compile"):
+        sys.exit(f"--compile needs PyTorch 2.x; {sys.executable} has PyTorch {torch.__version__}")
     text = open(args.data, encoding="utf-8").read()
     T, L, C = 256, 6, 384
     tokens = args.batch * T
@@ -160,19 +172,23 @@ def main():
     peak = pt["peaks"][args.precision]
     print(f"model: 6 layers, 384 wide, context 256, {pt['params'] / 1e6:.2f}M parameters; "
           f"batch {args.batch}, {args.threads} threads, {args.precision}, median of {args.steps - 1} steps")
+    print(f"python {sys.version.split()[0]} ({sys.executable}), PyTorch {pt['torch']}; first PyTorch "
+          f"step ({'with compilation, ' if args.compile else ''}dropped): {pt['first_s']:.1f} s")
     print(f"matmul peak here ({args.precision}, 2048^3 on oneDNN, measured now): {peak:.0f} GFLOP/s "
           f"(bf16 {pt['peaks']['bf16']:.0f}, fp32 {pt['peaks']['fp32']:.0f})")
     rows = [(f"greentrain (fusion {args.fusion})", gt), (f"PyTorch {pt['torch']} "
-            f"{'bf16 autocast' if args.precision == 'bf16' else 'fp32'} eager", pt)]
+            f"{'bf16 autocast' if args.precision == 'bf16' else 'fp32'} "
+            f"{'compiled' if args.compile else 'eager'}", pt)]
     for name, r in rows:
         tps = tokens / r["step_s"]
         mfu = tps * flops_tok / 1e9 / peak
-        print(f"  {name:34s} {r['step_s'] * 1e3:8.1f} ms/step {tps:8.0f} tokens/s  "
+        print(f"  {name:44s} {r['step_s'] * 1e3:8.1f} ms/step {tps:8.0f} tokens/s  "
               f"MFU {100 * mfu:5.1f} %  loss after {args.steps} steps {r['loss']:.4f}")
     ratio = pt["step_s"] / gt["step_s"]
     print(f"greentrain / PyTorch tokens/s: {ratio:.2f}x (target 1.3x)")
-    print("note: Debian's PyTorch 1.13 is built with a generic BLAS (BLAS_INFO=generic), so its "
-          "fp32 products outside oneDNN are slow; PyTorch 2.x from PyPI is not measured here")
+    if pt["torch"].startswith("1."):
+        print("note: Debian's PyTorch 1.13 is built with a generic BLAS (BLAS_INFO=generic), so its "
+              "fp32 products outside oneDNN are slow; run with PyTorch 2.x from PyPI to compare")
     return 0
 
 

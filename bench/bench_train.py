@@ -7,8 +7,12 @@ count, alternating rounds (greentrain, torch, greentrain, torch, ...) so that ma
 hits both. Reports the median step time of each (the first 2 steps of every round are
 warm-up and dropped), tokens/s, and the ratio greentrain/torch.
 
+With --compile the torch forward and loss run through torch.compile (default mode, PyTorch
+2.x); compilation happens in the first step (warm-up, dropped), so compile time is not in
+the timings; that first step's time is printed.
+
 Usage: bench/bench_train.py [--greentrain build/src/cli/greentrain] [--steps 10]
-                            [--rounds 2] [--batch 8] [--threads 2] [--data PATH]
+                            [--rounds 2] [--batch 8] [--threads 2] [--data PATH] [--compile]
 """
 import argparse
 import json
@@ -36,10 +40,14 @@ def greentrain_round(args, out):
     return times[2:]
 
 
-def torch_round(args, text):
-    import torch
+def torch_loss(p, x, y, cfg, V):
     import torch.nn.functional as F
     from torch_parity import gpt_forward
+    return F.cross_entropy(gpt_forward(p, x, cfg).view(-1, V), y.view(-1))
+
+
+def torch_round(args, text, loss_fn):
+    import torch
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     chars = sorted(set(text))
@@ -71,13 +79,12 @@ def torch_round(args, text):
         y = torch.stack([data[i + 1:i + 1 + T] for i in ix])
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        logits = gpt_forward(p, x, cfg)
-        loss = F.cross_entropy(logits.view(-1, V), y.view(-1))
+        loss = loss_fn(p, x, y, cfg, V)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(list(p.values()), 1.0)
         opt.step()
         times.append(time.perf_counter() - t0)
-    return times[2:]
+    return times
 
 
 def main():
@@ -92,18 +99,31 @@ def main():
     ap.add_argument("--n-head", type=int, default=6)
     ap.add_argument("--n-embd", type=int, default=384)
     ap.add_argument("--block", type=int, default=256)
+    ap.add_argument("--compile", action="store_true", help="torch.compile the torch forward and loss")
     args = ap.parse_args()
+    if args.steps <= 2:
+        ap.error("--steps must be more than the 2 warm-up steps")
     text = open(args.data, encoding="utf-8").read()
     import torch
-    g, t = [], []
+    loss_fn = torch_loss
+    if args.compile:
+        if not hasattr(torch, "compile"):
+            sys.exit(f"--compile needs PyTorch 2.x; {sys.executable} has PyTorch {torch.__version__}")
+        loss_fn = torch.compile(torch_loss)
+    g, t, first = [], [], []
     with tempfile.TemporaryDirectory() as d:
         for r in range(args.rounds):
             g += greentrain_round(args, os.path.join(d, f"run{r}"))
-            t += torch_round(args, text)
+            times = torch_round(args, text, loss_fn)
+            t += times[2:]
+            first.append(times[0])
     tokens = args.batch * args.block
     gm, tm = statistics.median(g), statistics.median(t)
     print(f"model: {args.n_layer} layers, {args.n_embd} wide, context {args.block}, batch {args.batch}, "
           f"{args.threads} threads, fp32; {len(g)} + {len(t)} timed steps")
+    print(f"python {sys.version.split()[0]} ({sys.executable}), PyTorch {torch.__version__} "
+          f"{'torch.compile' if args.compile else 'eager'}; first torch step of each round (warm-up, "
+          f"{'with compilation, ' if args.compile else ''}dropped): {', '.join(f'{s:.1f}' for s in first)} s")
     print(f"greentrain        median step {gm * 1000:8.1f} ms  {tokens / gm:8.0f} tokens/s")
     print(f"PyTorch {torch.__version__:9s} median step {tm * 1000:8.1f} ms  {tokens / tm:8.0f} tokens/s")
     print(f"ratio greentrain/PyTorch: {tm / gm:.2f}x tokens/s")
