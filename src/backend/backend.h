@@ -7,6 +7,7 @@
 // the comment says "+=". Linear weights use the Hugging Face GPT-2 (Conv1D)
 // layout (C, OC): out = inp @ w + bias.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -139,6 +140,9 @@ class Backend {
 
 /// The CPU backend: oneDNN matrix products, OpenMP for the rest.
 std::unique_ptr<Backend> make_cpu_backend();
+/// Bytes the CPU backend's attention keeps for context T, width C and NH heads under a
+/// precision (one batch element's packed operands and (NH,T,T) buffers; cpu/attention.h).
+size_t backend_attention_workspace_bytes(int T, int C, int NH, Precision p, bool fused);
 /// Whether this CPU backend's oneDNN multiplies f16 natively (else fp16 rounds the operands
 /// to half precision and multiplies them in f32).
 bool backend_has_native_f16();

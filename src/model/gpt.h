@@ -52,8 +52,8 @@ struct MemoryPlan {
   }
 };
 
-/// Bytes of the CPU backend's own buffers at micro-batch B: the attention chunk buffers
-/// (NH*T*T floats each: one unfused (dP), two fused (P recomputed, dP)); for bf16/fp16 also
+/// Bytes of the CPU backend's own buffers at micro-batch B: the attention buffers
+/// (backend_attention_workspace_bytes); for bf16/fp16 also
 /// 16-bit copies of every matrix weight plus the two operand buffers (N*max(4C,V) and N*4C
 /// elements). Emulated fp16 (oneDNN without f16 matmul) keeps rounded values as floats (x2).
 size_t plan_workspace_bytes(const GPTConfig& c, int B, Precision p, bool fused);

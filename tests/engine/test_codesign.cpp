@@ -261,20 +261,9 @@ TEST(Fusion, ResidualLayernormEqualsResidualThenLayernorm) {
   EXPECT_LT(rel_err(s2, s1), 1e-5);
 }
 
-TEST(Fusion, AttentionWithoutTheTxTMatrixMatchesTheReference) {
-  const int B = 2, T = 13, C = 24, NH = 3;
-  auto qkv = randn(B * T * 3 * C, 5), dout = randn(B * T * C, 6);
-  auto be = make_cpu_backend();
-  std::vector<float> out1(B * T * C), att(B * NH * T * T), dq1(B * T * 3 * C);
-  std::vector<float> out2(B * T * C), lse(B * NH * T), dq2(B * T * 3 * C);
-  be->attention_forward(out1.data(), att.data(), qkv.data(), B, T, C, NH);
-  be->attention_backward(dq1.data(), dout.data(), qkv.data(), att.data(), B, T, C, NH);
-  be->attention_forward_fused(out2.data(), lse.data(), qkv.data(), B, T, C, NH);
-  be->attention_backward_fused(dq2.data(), dout.data(), qkv.data(), out2.data(), lse.data(), B, T,
-                               C, NH);
-  EXPECT_LT(rel_err(out2, out1), 1e-5);
-  EXPECT_LT(rel_err(dq2, dq1), 1e-5);
-  // float64 reference of the forward
+/// Causal attention output (B,T,C) in float64 from qkv (B,T,3C).
+std::vector<double> attention_reference(const std::vector<float>& qkv, int B, int T, int C,
+                                        int NH) {
   const int hs = C / NH;
   std::vector<double> ref(B * T * C, 0.0);
   for (int b = 0; b < B; ++b)
@@ -296,6 +285,61 @@ TEST(Fusion, AttentionWithoutTheTxTMatrixMatchesTheReference) {
             ref[(b * T + t) * C + h * hs + i] +=
                 s[u] / sum * qkv[(b * T + u) * 3 * C + 2 * C + h * hs + i];
       }
+  return ref;
+}
+
+// The attention products take 16-bit operands under bf16/fp16 (scores, softmax and sums stay
+// fp32): forward against float64, backward against the fp32 kernels (themselves checked
+// against finite differences in Kernels.AttentionForwardBackward), stored and fused forms.
+class AttentionPrecision : public ::testing::TestWithParam<std::tuple<Precision, bool>> {};
+
+TEST_P(AttentionPrecision, MatchesFloat64AndFp32WithinItsTolerance) {
+  const auto [prec, fused] = GetParam();
+  const double tol = prec == Precision::bf16 ? 2e-2 : 2e-3;  // ~8 and ~11 mantissa bits
+  const int B = 2, T = 40, C = 48, NH = 3;
+  auto qkv = randn(B * T * 3 * C, 21), dout = randn(B * T * C, 22);
+  auto be32 = make_cpu_backend(), be = make_cpu_backend();
+  be->set_precision(prec);
+  std::vector<float> out(B * T * C), att(B * NH * T * T), lse(B * NH * T), dq(B * T * 3 * C);
+  std::vector<float> out32(B * T * C), att32(B * NH * T * T), dq32(B * T * 3 * C);
+  be32->attention_forward(out32.data(), att32.data(), qkv.data(), B, T, C, NH);
+  be32->attention_backward(dq32.data(), dout.data(), qkv.data(), att32.data(), B, T, C, NH);
+  if (fused) {
+    be->attention_forward_fused(out.data(), lse.data(), qkv.data(), B, T, C, NH);
+    be->attention_backward_fused(dq.data(), dout.data(), qkv.data(), out.data(), lse.data(), B, T,
+                                 C, NH);
+  } else {
+    be->attention_forward(out.data(), att.data(), qkv.data(), B, T, C, NH);
+    be->attention_backward(dq.data(), dout.data(), qkv.data(), att.data(), B, T, C, NH);
+  }
+  auto ref = attention_reference(qkv, B, T, C, NH);
+  const double fwd = rel_err(out.data(), ref.data(), ref.size());
+  const double bwd = rel_err(dq, dq32);
+  EXPECT_LT(fwd, tol);
+  EXPECT_LT(bwd, tol);
+  // and the 16-bit operands are really used: the error is above fp32 rounding
+  EXPECT_GT(fwd, 1e-5);
+  EXPECT_GT(bwd, 1e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Precisions, AttentionPrecision,
+                         ::testing::Combine(::testing::Values(Precision::bf16, Precision::fp16),
+                                            ::testing::Bool()));
+
+TEST(Fusion, AttentionWithoutTheTxTMatrixMatchesTheReference) {
+  const int B = 2, T = 13, C = 24, NH = 3;
+  auto qkv = randn(B * T * 3 * C, 5), dout = randn(B * T * C, 6);
+  auto be = make_cpu_backend();
+  std::vector<float> out1(B * T * C), att(B * NH * T * T), dq1(B * T * 3 * C);
+  std::vector<float> out2(B * T * C), lse(B * NH * T), dq2(B * T * 3 * C);
+  be->attention_forward(out1.data(), att.data(), qkv.data(), B, T, C, NH);
+  be->attention_backward(dq1.data(), dout.data(), qkv.data(), att.data(), B, T, C, NH);
+  be->attention_forward_fused(out2.data(), lse.data(), qkv.data(), B, T, C, NH);
+  be->attention_backward_fused(dq2.data(), dout.data(), qkv.data(), out2.data(), lse.data(), B, T,
+                               C, NH);
+  EXPECT_LT(rel_err(out2, out1), 1e-5);
+  EXPECT_LT(rel_err(dq2, dq1), 1e-5);
+  auto ref = attention_reference(qkv, B, T, C, NH);
   EXPECT_LT(rel_err(out2.data(), ref.data(), ref.size()), 1e-5);
 }
 

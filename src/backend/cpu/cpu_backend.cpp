@@ -26,23 +26,6 @@ namespace {
 constexpr float kLnEps = 1e-5f;
 constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2/pi)
 
-/// float -> bfloat16, round to nearest even (NaN stays a quiet NaN).
-#pragma omp declare simd
-inline uint16_t to_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-  return (u & 0x7FFFFFFFu) > 0x7F800000u ? uint16_t((u >> 16) | 0x40u) : uint16_t(r);
-}
-
-/// float -> IEEE half, round to nearest even (the hardware conversion; overflow gives inf).
-inline uint16_t to_f16(float f) {
-  _Float16 h = static_cast<_Float16>(f);
-  uint16_t u;
-  std::memcpy(&u, &h, 2);
-  return u;
-}
-
 /// Splits [0, n) into contiguous chunks, one per thread, and calls f(begin, end).
 template <typename F>
 void parallel_chunks(int64_t n, F f) {
@@ -52,6 +35,18 @@ void parallel_chunks(int64_t n, F f) {
     int64_t per = (n + nt - 1) / nt;
     int64_t b = std::min<int64_t>(n, per * id), e = std::min<int64_t>(n, b + per);
     if (b < e) f(b, e);
+  }
+}
+
+/// The attention products' operand type under a precision policy.
+cpu::AttnType attention_type(Precision p) {
+  switch (p) {
+    case Precision::bf16:
+      return cpu::AttnType::bf16;
+    case Precision::fp16:
+      return cpu::onednn_supports(cpu::MmType::f16) ? cpu::AttnType::f16 : cpu::AttnType::f32_half;
+    default:
+      return cpu::AttnType::f32;
   }
 }
 
@@ -186,16 +181,12 @@ class CpuBackend final : public Backend {
 
   void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
                          int NH) override {
-    cpu::attention_forward_chunk(out, att, nullptr, qkv, 0, B, T, C, NH);
+    attn_.forward(out, att, nullptr, qkv, B, T, C, NH);
   }
 
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int B,
                           int T, int C, int NH) override {
-    // one batch element at a time: the dP scratch is (NH,T,T)
-    float* dP = attention_scratch(dp_buf_, (int64_t)NH * T * T);
-    for (int b = 0; b < B; ++b)
-      cpu::attention_backward_chunk(dqkv, dP, dout, qkv, att + (int64_t)b * NH * T * T, b, 1, T, C,
-                                    NH);
+    attn_.backward(dqkv, dout, qkv, att, nullptr, B, T, C, NH);
   }
 
   void gelu_forward(float* out, const float* inp, int64_t N) override {
@@ -309,6 +300,7 @@ class CpuBackend final : public Backend {
     if (p == Precision::bf16 && !cpu::onednn_supports(cpu::MmType::bf16))
       throw Error("train.precision = 'bf16': this oneDNN has no bf16 matrix product on this CPU");
     prec_ = p;
+    attn_.set_type(attention_type(p));
     weights_.clear();
   }
   Precision precision() const override { return prec_; }
@@ -341,21 +333,13 @@ class CpuBackend final : public Backend {
 
   void attention_forward_fused(float* out, float* lse, const float* qkv, int B, int T, int C,
                                int NH) override {
-    // one batch element at a time through an (NH,T,T) buffer; only lse is kept
-    float* P = attention_scratch(p_buf_, (int64_t)NH * T * T);
-    for (int b = 0; b < B; ++b)
-      cpu::attention_forward_chunk(out, P, lse + (int64_t)b * NH * T, qkv, b, 1, T, C, NH);
+    attn_.forward(out, nullptr, lse, qkv, B, T, C, NH);
   }
 
   void attention_backward_fused(float* dqkv, const float* dout, const float* qkv, const float* out,
                                 const float* lse, int B, int T, int C, int NH) override {
     (void)out;  // the row sums dout.out are taken as sum(P dP), equal in exact arithmetic
-    float* P = attention_scratch(p_buf_, (int64_t)NH * T * T);
-    float* dP = attention_scratch(dp_buf_, (int64_t)NH * T * T);
-    for (int b = 0; b < B; ++b) {
-      cpu::attention_probs_from_lse(P, qkv, lse + (int64_t)b * NH * T, b, 1, T, C, NH);
-      cpu::attention_backward_chunk(dqkv, dP, dout, qkv, P, b, 1, T, C, NH);
-    }
+    attn_.backward(dqkv, dout, qkv, nullptr, lse, B, T, C, NH);
   }
 
   void softmax_crossentropy_fused(float* logits, float* losses, const int32_t* targets, float dloss,
@@ -432,10 +416,10 @@ class CpuBackend final : public Backend {
     uint16_t* o = buf.data();
     if (prec_ == Precision::bf16) {
 #pragma omp parallel for simd schedule(static)
-      for (int64_t i = 0; i < n; ++i) o[i] = to_bf16(x[i]);
+      for (int64_t i = 0; i < n; ++i) o[i] = cpu::to_bf16(x[i]);
     } else {
 #pragma omp parallel for schedule(static)
-      for (int64_t i = 0; i < n; ++i) o[i] = to_f16(x[i]);
+      for (int64_t i = 0; i < n; ++i) o[i] = cpu::to_f16(x[i]);
     }
     return o;
   }
@@ -451,12 +435,6 @@ class CpuBackend final : public Backend {
     return c.data.data();
   }
 
-  /// buf resized to exactly n floats (the memory plan counts these buffers as workspace).
-  static float* attention_scratch(std::vector<float>& buf, int64_t n) {
-    if ((int64_t)buf.size() != n) buf = std::vector<float>(n);
-    return buf.data();
-  }
-
   struct WeightCopy {
     std::vector<uint16_t> data;
     uint64_t generation = UINT64_MAX;
@@ -466,12 +444,15 @@ class CpuBackend final : public Backend {
   uint64_t generation_ = 0;
   std::unordered_map<const float*, WeightCopy> weights_;
   std::vector<uint16_t> act_a_, act_b_;
-  std::vector<float> p_buf_, dp_buf_;  // attention chunks (NH,T,T)
+  cpu::Attention attn_;
 };
 
 }  // namespace
 
 std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+size_t backend_attention_workspace_bytes(int T, int C, int NH, Precision p, bool fused) {
+  return cpu::attention_workspace_bytes(T, C, NH, attention_type(p), fused);
+}
 bool backend_has_native_f16() { return cpu::onednn_supports(cpu::MmType::f16); }
 
 namespace {

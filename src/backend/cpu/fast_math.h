@@ -38,4 +38,21 @@ inline float tanh_approx(float x) {
   return std::copysign(t, x);
 }
 
+/// float -> bfloat16, round to nearest even (NaN stays a quiet NaN).
+#pragma omp declare simd
+inline uint16_t to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+  return (u & 0x7FFFFFFFu) > 0x7F800000u ? uint16_t((u >> 16) | 0x40u) : uint16_t(r);
+}
+
+/// float -> IEEE half, round to nearest even (the hardware conversion; overflow gives inf).
+inline uint16_t to_f16(float f) {
+  _Float16 h = static_cast<_Float16>(f);
+  uint16_t u;
+  std::memcpy(&u, &h, 2);
+  return u;
+}
+
 }  // namespace gt::cpu
