@@ -8,10 +8,12 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "backend/profiling.h"
 #include "core/error.h"
 #include "train/checkpoint.h"
 
@@ -84,6 +86,8 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume
   cfg_.validate();
   if (cfg_.threads > 0) omp_set_num_threads(cfg_.threads);
   backend_ = make_cpu_backend();
+  if (const char* prof = std::getenv("GT_PROFILE"); prof && *prof && std::string(prof) != "0")
+    backend_ = make_profiling_backend(std::move(backend_));
   backend_->set_precision(parse_precision(cfg_.precision));
   scaler_ = GradScaler(cfg_.precision == "fp16");
   std::optional<CheckpointState> st;
@@ -374,6 +378,7 @@ RunResult Trainer::run(int64_t stop_at) {
   save();
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
+  if (auto* prof = profiling_stats(*backend_); prof && log_) print_profile(*prof, log_);
   r.step = step_;
   r.last_loss = last_loss_;
   r.skipped_steps = scaler_.skipped_steps();

@@ -1,0 +1,169 @@
+#include "backend/profiling.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+namespace gt {
+namespace {
+
+class ProfilingBackend final : public Backend {
+ public:
+  explicit ProfilingBackend(std::unique_ptr<Backend> inner) : in_(std::move(inner)) {}
+  std::map<std::string, OpStats> stats;
+
+  std::string name() const override { return in_->name(); }
+
+  template <typename F>
+  auto timed(const char* op, double flops, F f) {
+    auto t0 = std::chrono::steady_clock::now();
+    struct Add {
+      OpStats& s;
+      std::chrono::steady_clock::time_point t0;
+      double flops;
+      ~Add() {
+        s.calls++;
+        s.flops += flops;
+        s.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      }
+    } add{stats[op], t0, flops};
+    return f();
+  }
+
+  void embedding_forward(float* out, const int32_t* inp, const float* wte, const float* wpe, int B,
+                         int T, int C) override {
+    timed("embedding_forward", 0, [&] { in_->embedding_forward(out, inp, wte, wpe, B, T, C); });
+  }
+  void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* inp, int B,
+                          int T, int C) override {
+    timed("embedding_backward", 0,
+          [&] { in_->embedding_backward(dwte, dwpe, dout, inp, B, T, C); });
+  }
+  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
+                         const float* b, int64_t N, int C) override {
+    timed("layernorm_forward", 0,
+          [&] { in_->layernorm_forward(out, mean, rstd, inp, w, b, N, C); });
+  }
+  void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
+                          const float* w, const float* mean, const float* rstd, int64_t N,
+                          int C) override {
+    timed("layernorm_backward", 0,
+          [&] { in_->layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C); });
+  }
+  void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int64_t N,
+                      int C, int OC, bool wt) override {
+    timed("matmul_forward", 2.0 * N * C * OC,
+          [&] { in_->matmul_forward(out, inp, w, bias, N, C, OC, wt); });
+  }
+  void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
+                       const float* w, int64_t N, int C, int OC, bool wt) override {
+    timed("matmul_backward", (dinp ? 4.0 : 2.0) * N * C * OC,
+          [&] { in_->matmul_backward(dinp, dw, dbias, dout, inp, w, N, C, OC, wt); });
+  }
+  // attention FLOPs: the products as computed (full T x T squares): 2 forward, 4 backward
+  static double attn_flops(int B, int T, int C, int n) { return n * 2.0 * B * T * (double)T * C; }
+  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
+                         int NH) override {
+    timed("attention_forward", attn_flops(B, T, C, 2),
+          [&] { in_->attention_forward(out, att, qkv, B, T, C, NH); });
+  }
+  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int B,
+                          int T, int C, int NH) override {
+    timed("attention_backward", attn_flops(B, T, C, 4),
+          [&] { in_->attention_backward(dqkv, dout, qkv, att, B, T, C, NH); });
+  }
+  void gelu_forward(float* out, const float* inp, int64_t N) override {
+    timed("gelu_forward", 0, [&] { in_->gelu_forward(out, inp, N); });
+  }
+  void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t N) override {
+    timed("gelu_backward", 0, [&] { in_->gelu_backward(dinp, inp, dout, N); });
+  }
+  void residual_forward(float* out, const float* a, const float* b, int64_t N) override {
+    timed("residual_forward", 0, [&] { in_->residual_forward(out, a, b, N); });
+  }
+  void softmax_crossentropy_forward(float* probs, float* losses, const float* logits,
+                                    const int32_t* targets, int64_t N, int V) override {
+    timed("softmax_crossentropy_forward", 0,
+          [&] { in_->softmax_crossentropy_forward(probs, losses, logits, targets, N, V); });
+  }
+  void softmax_crossentropy_backward(float* dlogits, const float* probs, const int32_t* targets,
+                                     float dloss, int64_t N, int V) override {
+    timed("softmax_crossentropy_backward", 0,
+          [&] { in_->softmax_crossentropy_backward(dlogits, probs, targets, dloss, N, V); });
+  }
+  void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
+                    float beta2, float eps, float wd, int64_t t) override {
+    timed("adamw_update", 0,
+          [&] { in_->adamw_update(p, g, m, v, n, lr, beta1, beta2, eps, wd, t); });
+  }
+  double sum_squares(const float* g, int64_t n) override {
+    return timed("sum_squares", 0, [&] { return in_->sum_squares(g, n); });
+  }
+  void scale(float* g, float s, int64_t n) override {
+    timed("scale", 0, [&] { in_->scale(g, s, n); });
+  }
+  void set_precision(Precision p) override { in_->set_precision(p); }
+  Precision precision() const override { return in_->precision(); }
+  void weights_updated() override { in_->weights_updated(); }
+  void residual_layernorm_forward(float* res, float* out, float* mean, float* rstd, const float* a,
+                                  const float* b, const float* w, const float* bias, int64_t N,
+                                  int C) override {
+    timed("residual_layernorm_forward", 0,
+          [&] { in_->residual_layernorm_forward(res, out, mean, rstd, a, b, w, bias, N, C); });
+  }
+  void attention_forward_fused(float* out, float* lse, const float* qkv, int B, int T, int C,
+                               int NH) override {
+    timed("attention_forward_fused", attn_flops(B, T, C, 2),
+          [&] { in_->attention_forward_fused(out, lse, qkv, B, T, C, NH); });
+  }
+  void attention_backward_fused(float* dqkv, const float* dout, const float* qkv, const float* out,
+                                const float* lse, int B, int T, int C, int NH) override {
+    // the fused backward recomputes the scores: one more product
+    timed("attention_backward_fused", attn_flops(B, T, C, 5),
+          [&] { in_->attention_backward_fused(dqkv, dout, qkv, out, lse, B, T, C, NH); });
+  }
+  void softmax_crossentropy_fused(float* logits, float* losses, const int32_t* targets, float dloss,
+                                  int64_t N, int V) override {
+    timed("softmax_crossentropy_fused", 0,
+          [&] { in_->softmax_crossentropy_fused(logits, losses, targets, dloss, N, V); });
+  }
+  void adamw_fused(float* const* p, const float* const* g, float* const* m, float* const* v,
+                   const int64_t* n, const float* wd, int count, float grad_mult, float lr,
+                   float beta1, float beta2, float eps, int64_t t) override {
+    timed("adamw_fused", 0,
+          [&] { in_->adamw_fused(p, g, m, v, n, wd, count, grad_mult, lr, beta1, beta2, eps, t); });
+  }
+
+ private:
+  std::unique_ptr<Backend> in_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_profiling_backend(std::unique_ptr<Backend> inner) {
+  return std::make_unique<ProfilingBackend>(std::move(inner));
+}
+
+const std::map<std::string, OpStats>* profiling_stats(const Backend& be) {
+  auto* p = dynamic_cast<const ProfilingBackend*>(&be);
+  return p ? &p->stats : nullptr;
+}
+
+void print_profile(const std::map<std::string, OpStats>& stats, FILE* f) {
+  std::vector<std::pair<std::string, OpStats>> rows(stats.begin(), stats.end());
+  std::sort(rows.begin(), rows.end(),
+            [](auto& a, auto& b) { return a.second.seconds > b.second.seconds; });
+  double total = 0;
+  for (auto& r : rows) total += r.second.seconds;
+  fmt::print(f, "\nbackend ops (GT_PROFILE): wall time inside each op, all steps and evals\n");
+  fmt::print(f, "{:<32} {:>8} {:>10} {:>7} {:>10}\n", "op", "calls", "seconds", "%", "GFLOP/s");
+  for (auto& [name, s] : rows)
+    fmt::print(f, "{:<32} {:>8} {:>10.3f} {:>6.1f}% {:>10}\n", name, s.calls, s.seconds,
+               total > 0 ? 100.0 * s.seconds / total : 0.0,
+               s.flops > 0 ? fmt::format("{:.0f}", s.flops / s.seconds / 1e9) : "");
+  fmt::print(f, "{:<32} {:>8} {:>10.3f}\n", "total", "", total);
+}
+
+}  // namespace gt
