@@ -1,5 +1,7 @@
 #include "backend/cpu/attention.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -16,185 +18,251 @@ MmType mm_type(AttnType t) {
   return t == AttnType::bf16 ? MmType::bf16 : t == AttnType::f16 ? MmType::f16 : MmType::f32;
 }
 
-/// Writes x into element i of an operand buffer of type t.
-inline void store(void* dst, int64_t i, float x, AttnType t) {
-  switch (t) {
-    case AttnType::f32:
-      static_cast<float*>(dst)[i] = x;
-      break;
-    case AttnType::f32_half:
-      static_cast<float*>(dst)[i] = static_cast<float>(static_cast<_Float16>(x));
-      break;
-    case AttnType::bf16:
-      static_cast<uint16_t*>(dst)[i] = to_bf16(x);
-      break;
-    case AttnType::f16:
-      static_cast<uint16_t*>(dst)[i] = to_f16(x);
-      break;
-  }
-}
-
-/// n floats into an operand buffer of type t (vectorisable per type).
+/// n floats into an operand buffer of type t.
 void store_row(void* dst, const float* x, int64_t n, AttnType t) {
   switch (t) {
     case AttnType::f32:
       std::memcpy(dst, x, n * sizeof(float));
       break;
+    case AttnType::f32_half: {
+      float* o = static_cast<float*>(dst);
+      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<float>(static_cast<_Float16>(x[i]));
+      break;
+    }
     case AttnType::bf16: {
       uint16_t* o = static_cast<uint16_t*>(dst);
 #pragma omp simd
       for (int64_t i = 0; i < n; ++i) o[i] = to_bf16(x[i]);
       break;
     }
-    default:
-      for (int64_t i = 0; i < n; ++i) store(dst, i, x[i], t);
+    case AttnType::f16: {
+      uint16_t* o = static_cast<uint16_t*>(dst);
+      for (int64_t i = 0; i < n; ++i) o[i] = to_f16(x[i]);
+      break;
+    }
   }
 }
 
-struct Dims {
-  int64_t T, C, C3, hs, NH, TT;
-  Dims(int T_, int C_, int NH_)
-      : T(T_), C(C_), C3(3 * (int64_t)C_), hs(C_ / NH_), NH(NH_), TT((int64_t)T_ * T_) {}
-  Strided heads() const { return {NH * T * hs, T * hs, hs, 1}; }    // (NH,T,hs) dense
-  Strided heads_t() const { return {NH * T * hs, T * hs, 1, hs}; }  // its (NH,hs,T) transpose
-  Strided sq() const { return {NH * TT, TT, T, 1}; }                // (NH,T,T)
-  Strided sq_t() const { return {NH * TT, TT, 1, T}; }
-  Strided rows() const { return {T * C, hs, C, 1}; }  // (NH,T,hs) view of (T,C) rows
-};
-
-/// Packs `parts` consecutive C-wide slices of each of T rows (row stride ld) head-major:
-/// dst[p] (NH,T,hs) = src[t, p*C + h*hs + i].
-void pack(void* const* dst, const float* src, int64_t ld, int parts, const Dims& d, AttnType t) {
-  const size_t es = elem_bytes(t);
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int p = 0; p < parts; ++p)
-    for (int64_t tt = 0; tt < d.T; ++tt)
-      for (int64_t h = 0; h < d.NH; ++h)
-        store_row(static_cast<unsigned char*>(dst[p]) + ((h * d.T + tt) * d.hs) * es,
-                  src + tt * ld + p * d.C + h * d.hs, d.hs, t);
+/// Row of P: dst[0..n) = a * inv in the operand type, zeros up to T; also a *= inv in place
+/// when keep_f32 (the stored att), else a is left unnormalised.
+void normalize_store(void* dst, float* a, int n, int T, float inv, bool keep_f32, AttnType t) {
+  if (t == AttnType::bf16) {
+    uint16_t* o = static_cast<uint16_t*>(dst);
+#pragma omp simd
+    for (int i = 0; i < n; ++i) {
+      const float x = a[i] * inv;
+      o[i] = to_bf16(x);
+      if (keep_f32) a[i] = x;
+    }
+    std::fill(o + n, o + T, uint16_t(0));
+  } else {
+    for (int i = 0; i < n; ++i) a[i] *= inv;
+    store_row(dst, a, n, t);
+    for (int i = n; i < T; ++i) a[i] = 0.0f;
+    store_row(static_cast<unsigned char*>(dst) + n * elem_bytes(t), a + n, T - n, t);
+    if (!keep_f32)
+      for (int i = 0; i < n; ++i) a[i] /= inv;
+  }
+  if (keep_f32) std::fill(a + n, a + T, 0.0f);
 }
+
+/// Row of dS in the operand type: dst[i] = a[i] (g[i] - dot) scale for i < n, zeros up to T.
+void ds_store(void* dst, const float* a, const float* g, int n, int T, float dot, float scale,
+              AttnType t) {
+  if (t == AttnType::bf16) {
+    uint16_t* o = static_cast<uint16_t*>(dst);
+#pragma omp simd
+    for (int i = 0; i < n; ++i) o[i] = to_bf16(a[i] * (g[i] - dot) * scale);
+    std::fill(o + n, o + T, uint16_t(0));
+  } else {
+    const size_t es = elem_bytes(t);
+    for (int i = 0; i < n; ++i) {
+      const float x = a[i] * (g[i] - dot) * scale;
+      store_row(static_cast<unsigned char*>(dst) + i * es, &x, 1, t);
+    }
+    const float zero = 0.0f;
+    for (int i = n; i < T; ++i) store_row(static_cast<unsigned char*>(dst) + i * es, &zero, 1, t);
+  }
+}
+
+/// The products of one head, and the per-thread buffer layout.
+struct Plan {
+  int64_t T, C, C3, hs, NH;
+  AttnType type;
+  size_t es;
+  bool fused, low;
+  const ThreadMatmul *S, *O, *dP, *dV, *dQ, *dK;
+  // byte offsets in a thread's buffer
+  size_t q, k, v, d, o, p, dp, pl, dsl, scratch, total;
+
+  Plan(int T_, int C_, int NH_, AttnType t, bool fused_)
+      : T(T_),
+        C(C_),
+        C3(3 * (int64_t)C_),
+        hs(C_ / NH_),
+        NH(NH_),
+        type(t),
+        es(elem_bytes(t)),
+        fused(fused_),
+        low(t != AttnType::f32) {
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+    const MmType mt = mm_type(t);
+    // S(T,T) = scale q(T,hs) k^T; O(T,hs) = P(T,T) v(T,hs). Outputs are dense and copied
+    // into the strided rows after: oneDNN 2.6 has no brgemm for a strided destination.
+    S = &thread_matmul(T, T, hs, hs, false, hs, true, T, scale, mt);
+    O = &thread_matmul(T, hs, T, T, false, hs, false, hs, 1.0f, mt);
+    // dP = dO v^T; dV = P^T dO, dQ = dS k, dK = dS^T q
+    dP = &thread_matmul(T, T, hs, hs, false, hs, true, T, 1.0f, mt);
+    dV = &thread_matmul(T, hs, T, T, true, hs, false, hs, 1.0f, mt);
+    dQ = O;
+    dK = dV;
+    size_t at = 0;
+    auto take = [&](size_t bytes) {
+      size_t off = at;
+      at += (bytes + 63) / 64 * 64;
+      return off;
+    };
+    const size_t head = T * hs * es, sq = T * T * sizeof(float);
+    q = take(head);
+    k = take(head);
+    v = take(head);
+    d = take(head);
+    o = take(T * hs * sizeof(float));
+    p = fused ? take(sq) : 0;
+    dp = take(sq);
+    pl = low ? take(T * T * es) : 0;
+    dsl = low ? take(T * T * es) : 0;
+    size_t sp = 0;
+    for (auto* m : {S, O, dP, dV, dQ}) sp = std::max(sp, m->scratchpad_bytes());
+    scratch = take(sp);
+    total = at;
+  }
+
+  /// Copies the dense (T,hs) f32 result at o into T rows of stride ld at dst.
+  void unpack(float* dst, const unsigned char* o, int64_t ld) const {
+    const float* src = reinterpret_cast<const float*>(o);
+    for (int64_t t = 0; t < T; ++t) std::memcpy(dst + t * ld, src + t * hs, hs * sizeof(float));
+  }
+
+  /// Packs head h of the T rows at src (row stride ld) into dst (T,hs) dense.
+  void pack(unsigned char* dst, const float* src, int64_t ld) const {
+    for (int64_t t = 0; t < T; ++t) store_row(dst + t * hs * es, src + t * ld, hs, type);
+  }
+};
 
 }  // namespace
 
-size_t attention_workspace_bytes(int T, int C, int NH, AttnType type, bool fused) {
-  const size_t TC = (size_t)T * C, NTT = (size_t)NH * T * T, es = elem_bytes(type);
-  size_t b = 4 * TC * es + 3 * TC * sizeof(float) + NTT * sizeof(float);
-  if (fused) b += NTT * sizeof(float);
-  if (type != AttnType::f32) b += 2 * NTT * es;
-  return b;
+size_t attention_workspace_bytes(int T, int C, int NH, AttnType type, bool fused, int threads) {
+  return Plan(T, C, NH, type, fused).total * threads;
 }
 
-void* Attention::buffer(std::vector<unsigned char>& b, size_t bytes) {
-  if (b.size() != bytes) b = std::vector<unsigned char>(bytes);  // exact (memory plan)
+unsigned char* Attention::thread_buffer(int thread, size_t bytes) {
+  auto& b = per_thread_[thread];
+  if (b.size() != bytes) b = std::vector<unsigned char>(bytes);
   return b.data();
 }
 
 void Attention::forward(float* out, float* att, float* lse, const float* qkv, int B, int T, int C,
                         int NH) {
-  const Dims d(T, C, NH);
-  const AttnType t = type_;
-  const size_t es = elem_bytes(t), TCb = (size_t)T * C * es, NTT = (size_t)NH * T * T;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d.hs));
-  void* qkvh[3] = {buffer(q_, TCb), buffer(k_, TCb), buffer(v_, TCb)};
-  float* pfused = att ? nullptr : static_cast<float*>(buffer(p_, NTT * sizeof(float)));
-  void* pl = t == AttnType::f32 ? nullptr : buffer(pl_, NTT * es);
-  for (int b = 0; b < B; ++b) {
-    pack(qkvh, qkv + b * d.T * d.C3, d.C3, 3, d, t);
-    float* P = att ? att + b * (int64_t)NTT : pfused;
-    onednn_batched_matmul(P, d.sq(), qkvh[0], d.heads(), qkvh[1], d.heads_t(), 1, NH, T, T, d.hs,
-                          scale, mm_type(t));
-    const int64_t rows = NH * d.T;
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-      const int tq = static_cast<int>(r % T);
-      float* a = P + r * T;
-      float maxv = -INFINITY;
-      for (int t2 = 0; t2 <= tq; ++t2) maxv = std::max(maxv, a[t2]);
-      float sum = 0.f;
+  const Plan pl(T, C, NH, type_, att == nullptr);
+  const int nt = omp_get_max_threads();
+  if ((int)per_thread_.size() != nt) per_thread_.assign(nt, {});
+#pragma omp parallel
+  {
+    unsigned char* buf = thread_buffer(omp_get_thread_num(), pl.total);
+    float* Sbuf = reinterpret_cast<float*>(buf + pl.p);
+#pragma omp for collapse(2) schedule(dynamic, 1)
+    for (int b = 0; b < B; ++b)
+      for (int h = 0; h < NH; ++h) {
+        const float* rows = qkv + (int64_t)b * T * pl.C3 + h * pl.hs;
+        pl.pack(buf + pl.q, rows, pl.C3);
+        pl.pack(buf + pl.k, rows + C, pl.C3);
+        pl.pack(buf + pl.v, rows + 2 * C, pl.C3);
+        float* P = att ? att + ((int64_t)b * NH + h) * T * T : Sbuf;
+        pl.S->run(P, buf + pl.q, buf + pl.k, buf + pl.scratch);
+        for (int t = 0; t < T; ++t) {
+          float* a = P + (int64_t)t * T;
+          float maxv = row_max(a, t + 1);
+          float sum = 0.f;
 #pragma omp simd reduction(+ : sum)
-      for (int t2 = 0; t2 <= tq; ++t2) {
-        const float e = exp_approx(a[t2] - maxv);
-        a[t2] = e;
-        sum += e;
-      }
-      const float inv = 1.0f / sum;
+          for (int t2 = 0; t2 <= t; ++t2) {
+            const float e = exp_approx(a[t2] - maxv);
+            a[t2] = e;
+            sum += e;
+          }
+          const float inv = 1.0f / sum;
+          if (pl.low) {  // the product reads the 16-bit copy; the f32 row is kept only in att
+            normalize_store(buf + pl.pl + t * T * pl.es, a, t + 1, T, inv, att != nullptr, pl.type);
+          } else {
 #pragma omp simd
-      for (int t2 = 0; t2 <= tq; ++t2) a[t2] *= inv;
-      std::fill(a + tq + 1, a + T, 0.0f);
-      if (pl) store_row(static_cast<unsigned char*>(pl) + r * T * es, a, T, t);
-      if (lse) lse[b * rows + r] = maxv + std::log(sum);
-    }
-    onednn_batched_matmul(out + b * d.T * d.C, d.rows(), pl ? pl : P, d.sq(), qkvh[2], d.heads(), 1,
-                          NH, T, d.hs, T, 1.0f, mm_type(t));
+            for (int t2 = 0; t2 <= t; ++t2) a[t2] *= inv;
+            std::fill(a + t + 1, a + T, 0.0f);
+          }
+          if (lse) lse[((int64_t)b * NH + h) * T + t] = maxv + std::log(sum);
+        }
+        float* o = reinterpret_cast<float*>(buf + pl.o);
+        pl.O->run(o, pl.low ? buf + pl.pl : (void*)P, buf + pl.v, buf + pl.scratch);
+        pl.unpack(out + (int64_t)b * T * C + h * pl.hs, buf + pl.o, C);
+      }
   }
 }
 
 void Attention::backward(float* dqkv, const float* dout, const float* qkv, const float* att,
                          const float* lse, int B, int T, int C, int NH) {
-  const Dims d(T, C, NH);
-  const AttnType t = type_;
-  const size_t es = elem_bytes(t), TCb = (size_t)T * C * es, NTT = (size_t)NH * T * T;
-  const size_t TCf = (size_t)T * C * sizeof(float);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d.hs));
-  void* qkvh[3] = {buffer(q_, TCb), buffer(k_, TCb), buffer(v_, TCb)};
-  void* doh[1] = {buffer(do_, TCb)};
-  float* dh[3] = {static_cast<float*>(buffer(dq_, TCf)), static_cast<float*>(buffer(dk_, TCf)),
-                  static_cast<float*>(buffer(dv_, TCf))};
-  float* dP = static_cast<float*>(buffer(dp_, NTT * sizeof(float)));
-  float* pfused = att ? nullptr : static_cast<float*>(buffer(p_, NTT * sizeof(float)));
-  const bool low = t != AttnType::f32;
-  void* pl = low ? buffer(pl_, NTT * es) : nullptr;
-  void* dsl = low ? buffer(dsl_, NTT * es) : nullptr;
-  const MmType mt = mm_type(t);
-  for (int b = 0; b < B; ++b) {
-    pack(qkvh, qkv + b * d.T * d.C3, d.C3, 3, d, t);
-    pack(doh, dout + b * d.T * d.C, d.C, 1, d, t);
-    const float* P = att ? att + b * (int64_t)NTT : pfused;
-    if (!att)  // scores again; the row pass below turns them into probabilities with lse
-      onednn_batched_matmul(pfused, d.sq(), qkvh[0], d.heads(), qkvh[1], d.heads_t(), 1, NH, T, T,
-                            d.hs, scale, mt);
-    onednn_batched_matmul(dP, d.sq(), doh[0], d.heads(), qkvh[2], d.heads_t(), 1, NH, T, T, d.hs,
-                          1.0f, mt);
-    const int64_t rows = NH * d.T;
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-      const int tq = static_cast<int>(r % T);
-      float* g = dP + r * T;
-      const float* a = P + r * T;
-      if (!att) {
-        float* s = pfused + r * T;
-        const float l = lse[b * rows + r];
+  const Plan pl(T, C, NH, type_, att == nullptr);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(pl.hs));
+  const int nt = omp_get_max_threads();
+  if ((int)per_thread_.size() != nt) per_thread_.assign(nt, {});
+#pragma omp parallel
+  {
+    unsigned char* buf = thread_buffer(omp_get_thread_num(), pl.total);
+    float* Sbuf = reinterpret_cast<float*>(buf + pl.p);
+    float* dP = reinterpret_cast<float*>(buf + pl.dp);
+#pragma omp for collapse(2) schedule(dynamic, 1)
+    for (int b = 0; b < B; ++b)
+      for (int h = 0; h < NH; ++h) {
+        const float* rows = qkv + (int64_t)b * T * pl.C3 + h * pl.hs;
+        pl.pack(buf + pl.q, rows, pl.C3);
+        pl.pack(buf + pl.k, rows + C, pl.C3);
+        pl.pack(buf + pl.v, rows + 2 * C, pl.C3);
+        pl.pack(buf + pl.d, dout + (int64_t)b * T * C + h * pl.hs, C);
+        const float* P = att ? att + ((int64_t)b * NH + h) * T * T : Sbuf;
+        if (!att)  // the scores again; the row pass turns them into probabilities with lse
+          pl.S->run(Sbuf, buf + pl.q, buf + pl.k, buf + pl.scratch);
+        pl.dP->run(dP, buf + pl.d, buf + pl.v, buf + pl.scratch);
+        for (int t = 0; t < T; ++t) {
+          float* g = dP + (int64_t)t * T;
+          const float* a = P + (int64_t)t * T;
+          if (!att) {
+            float* s = Sbuf + (int64_t)t * T;
+            const float l = lse[((int64_t)b * NH + h) * T + t];
 #pragma omp simd
-        for (int t2 = 0; t2 <= tq; ++t2) s[t2] = exp_approx(s[t2] - l);
-        std::fill(s + tq + 1, s + T, 0.0f);
-      }
-      float dot = 0.f;
+            for (int t2 = 0; t2 <= t; ++t2) s[t2] = exp_approx(s[t2] - l);
+            std::fill(s + t + 1, s + T, 0.0f);
+          }
+          float dot = 0.f;
 #pragma omp simd reduction(+ : dot)
-      for (int t2 = 0; t2 <= tq; ++t2) dot += a[t2] * g[t2];
+          for (int t2 = 0; t2 <= t; ++t2) dot += a[t2] * g[t2];
+          if (pl.low) {
+            store_row(buf + pl.pl + t * T * pl.es, a, T, pl.type);
+            ds_store(buf + pl.dsl + t * T * pl.es, a, g, t + 1, T, dot, scale, pl.type);
+          } else {
 #pragma omp simd
-      for (int t2 = 0; t2 <= tq; ++t2) g[t2] = a[t2] * (g[t2] - dot) * scale;
-      std::fill(g + tq + 1, g + T, 0.0f);
-      if (low) {
-        store_row(static_cast<unsigned char*>(pl) + r * T * es, a, T, t);
-        store_row(static_cast<unsigned char*>(dsl) + r * T * es, g, T, t);
+            for (int t2 = 0; t2 <= t; ++t2) g[t2] = a[t2] * (g[t2] - dot) * scale;
+            std::fill(g + t + 1, g + T, 0.0f);
+          }
+        }
+        const void* Pm = pl.low ? buf + pl.pl : (const void*)P;
+        const void* dS = pl.low ? buf + pl.dsl : (const void*)dP;
+        float* dst = dqkv + (int64_t)b * T * pl.C3 + h * pl.hs;
+        float* o = reinterpret_cast<float*>(buf + pl.o);
+        pl.dV->run(o, Pm, buf + pl.d, buf + pl.scratch);
+        pl.unpack(dst + 2 * C, buf + pl.o, pl.C3);
+        pl.dQ->run(o, dS, buf + pl.k, buf + pl.scratch);
+        pl.unpack(dst, buf + pl.o, pl.C3);
+        pl.dK->run(o, dS, buf + pl.q, buf + pl.scratch);
+        pl.unpack(dst + C, buf + pl.o, pl.C3);
       }
-    }
-    const void* Pm = low ? pl : P;
-    const void* dS = low ? dsl : dP;
-    // dV = P^T dO; dQ = dS K; dK = dS^T Q, each (NH,T,hs) dense in f32
-    onednn_batched_matmul(dh[2], d.heads(), Pm, d.sq_t(), doh[0], d.heads(), 1, NH, T, d.hs, T,
-                          1.0f, mt);
-    onednn_batched_matmul(dh[0], d.heads(), dS, d.sq(), qkvh[1], d.heads(), 1, NH, T, d.hs, T, 1.0f,
-                          mt);
-    onednn_batched_matmul(dh[1], d.heads(), dS, d.sq_t(), qkvh[0], d.heads(), 1, NH, T, d.hs, T,
-                          1.0f, mt);
-    float* dst = dqkv + b * d.T * d.C3;
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int p = 0; p < 3; ++p)
-      for (int64_t tt = 0; tt < d.T; ++tt)
-        for (int64_t h = 0; h < d.NH; ++h)
-          std::memcpy(dst + tt * d.C3 + p * d.C + h * d.hs, dh[p] + (h * d.T + tt) * d.hs,
-                      d.hs * sizeof(float));
   }
 }
 

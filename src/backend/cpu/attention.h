@@ -1,13 +1,15 @@
-// backend/cpu/attention.h: causal multi-head attention as batched matrix products (oneDNN)
-// plus row-wise softmax passes, one batch element (all heads) at a time.
+// backend/cpu/attention.h: causal multi-head attention, one (batch element, head) pair per
+// task, tasks spread over the OpenMP threads; each thread works in its own buffers with
+// single-threaded oneDNN products, so the T x T scores exist for one head per thread at a
+// time and there is no barrier between the steps of a head.
 //   forward:  S = scale Q K^T, P = causal softmax(S), O = P V      (Vaswani et al. 2017)
 //   backward: dP = dO V^T, dV = P^T dO, dS = P (dP - rowsum(P dP)) scale, dQ = dS K,
 //             dK = dS^T Q (the backward of FlashAttention, Dao et al. 2022, Alg. 4, without
-//             its tiling over keys: a chunk's score rows are complete, so the softmax needs
+//             its tiling over keys: a head's score rows are complete, so the softmax needs
 //             no online rescaling).
-// q, k, v (and dO) are first packed head-major, (NH,T,hs) dense, in the operand type of the
-// precision policy: oneDNN then runs its brgemm kernels (AMX or AVX-512), which it does not
-// for the strided views of the (B,T,3C) tensor. Scores, softmax and all sums stay fp32.
+// A head's q, k, v (and dO) are first packed into dense (T,hs) blocks in the operand type of
+// the precision policy, so oneDNN runs its brgemm kernels (AMX for bf16) on them. Scores,
+// softmax and all sums stay fp32.
 // Layouts: qkv (B,T,3C) holds q, k, v per row; head h uses columns h*hs..h*hs+hs-1 of each
 // (hs = C/NH). att (B,NH,T,T): row t holds the probabilities of columns 0..t, zeros after.
 #pragma once
@@ -21,11 +23,12 @@ namespace gt::cpu {
 /// emulated where oneDNN has no f16 product); bf16; f16.
 enum class AttnType { f32, f32_half, bf16, f16 };
 
-/// Bytes of the buffers Attention keeps for one batch element (it allocates exactly this):
-/// packed q, k, v, dO in the operand type, dq, dk, dv in f32, the (NH,T,T) dP in f32, the
-/// (NH,T,T) P in f32 when `fused` (no stored att), and 16-bit (or rounded) copies of P and dS
-/// unless the type is f32.
-size_t attention_workspace_bytes(int T, int C, int NH, AttnType type, bool fused);
+/// Bytes of the buffers Attention keeps (it allocates exactly this), for `threads` threads:
+/// per thread, q, k, v, dO of one head (T,hs) in the operand type, a (T,hs) f32 result, the
+/// (T,T) dP in f32, the
+/// (T,T) P in f32 when `fused` (no stored att), 16-bit (or rounded) copies of P and dS unless
+/// the type is f32, and oneDNN's scratchpad for the products.
+size_t attention_workspace_bytes(int T, int C, int NH, AttnType type, bool fused, int threads);
 
 /// Causal self-attention kernels with their workspace. Not thread-safe (one per backend).
 class Attention {
@@ -44,10 +47,10 @@ class Attention {
                 const float* lse, int B, int T, int C, int NH);
 
  private:
-  struct Buffers;
-  void* buffer(std::vector<unsigned char>& b, size_t bytes);
+  /// One buffer per thread, each exactly attention_workspace_bytes / threads.
+  unsigned char* thread_buffer(int thread, size_t bytes);
   AttnType type_ = AttnType::f32;
-  std::vector<unsigned char> q_, k_, v_, do_, dq_, dk_, dv_, p_, dp_, pl_, dsl_;
+  std::vector<std::vector<unsigned char>> per_thread_;
 };
 
 }  // namespace gt::cpu

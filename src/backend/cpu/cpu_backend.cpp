@@ -224,8 +224,7 @@ class CpuBackend final : public Backend {
     for (int64_t i = 0; i < N; ++i) {
       const float* l = logits + i * V;
       float* p = probs + i * V;
-      float maxv = -INFINITY;
-      for (int j = 0; j < V; ++j) maxv = std::max(maxv, l[j]);
+      float maxv = cpu::row_max(l, V);
       float sum = 0.f;
 #pragma omp simd reduction(+ : sum)
       for (int j = 0; j < V; ++j) {
@@ -351,8 +350,7 @@ class CpuBackend final : public Backend {
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < N; ++i) {
       float* l = logits + i * V;
-      float maxv = -INFINITY;
-      for (int j = 0; j < V; ++j) maxv = std::max(maxv, l[j]);
+      float maxv = cpu::row_max(l, V);
       float sum = 0.f;
 #pragma omp simd reduction(+ : sum)
       for (int j = 0; j < V; ++j) sum += cpu::exp_approx(l[j] - maxv);
@@ -451,7 +449,7 @@ class CpuBackend final : public Backend {
 
 std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
 size_t backend_attention_workspace_bytes(int T, int C, int NH, Precision p, bool fused) {
-  return cpu::attention_workspace_bytes(T, C, NH, attention_type(p), fused);
+  return cpu::attention_workspace_bytes(T, C, NH, attention_type(p), fused, omp_get_max_threads());
 }
 bool backend_has_native_f16() { return cpu::onednn_supports(cpu::MmType::f16); }
 

@@ -55,4 +55,18 @@ inline uint16_t to_f16(float f) {
   return u;
 }
 
+/// Largest of a[0..n) (-inf for n = 0), in 16 lanes so that GCC vectorises it (a max
+/// reduction is not vectorised under -fno-finite-math-only).
+inline float row_max(const float* a, int64_t n) {
+  float m[16];
+  for (int j = 0; j < 16; ++j) m[j] = -INFINITY;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int j = 0; j < 16; ++j) m[j] = a[i + j] > m[j] ? a[i + j] : m[j];
+  for (; i < n; ++i) m[0] = a[i] > m[0] ? a[i] : m[0];
+  float r = m[0];
+  for (int j = 1; j < 16; ++j) r = m[j] > r ? m[j] : r;
+  return r;
+}
+
 }  // namespace gt::cpu

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <dnnl.hpp>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <tuple>
 #include <vector>
@@ -93,41 +94,65 @@ void onednn_matmul(float* c, const void* a, const void* b, const float* bias, in
   cx.strm.wait();
 }
 
-void onednn_batched_matmul(float* c, Strided cs, const void* a, Strided as, const void* b,
-                           Strided bs, int64_t D0, int64_t D1, int64_t M, int64_t N, int64_t K,
-                           float alpha, MmType type) {
-  using BKey = std::vector<int64_t>;
-  static std::map<BKey, dnnl::matmul> prims;
+struct ThreadMatmul::Impl {
+  dnnl::memory::desc a_md, b_md, c_md;
+  dnnl::matmul::primitive_desc pd;
+  dnnl::matmul prim;
+  size_t scratch = 0;
+};
+
+ThreadMatmul::ThreadMatmul(int64_t M, int64_t N, int64_t K, int64_t lda, bool trans_a, int64_t ldb,
+                           bool trans_b, int64_t ldc, float alpha, MmType type)
+    : impl_(new Impl) {
   Ctx& cx = ctx();
-  const dnnl::memory::desc a_md({D0, D1, M, K}, to_dt(type), {as.s0, as.s1, as.row, as.col});
-  const dnnl::memory::desc b_md({D0, D1, K, N}, to_dt(type), {bs.s0, bs.s1, bs.row, bs.col});
-  const dnnl::memory::desc c_md({D0, D1, M, N}, dt::f32, {cs.s0, cs.s1, cs.row, cs.col});
-  BKey key{D0,    D1,    M,      N,      K,     as.s0, as.s1,  as.row, as.col,
-           bs.s0, bs.s1, bs.row, bs.col, cs.s0, cs.s1, cs.row, cs.col, static_cast<int64_t>(type)};
+  impl_->a_md = dnnl::memory::desc(
+      {M, K}, to_dt(type), trans_a ? dnnl::memory::dims{1, lda} : dnnl::memory::dims{lda, 1});
+  impl_->b_md = dnnl::memory::desc(
+      {K, N}, to_dt(type), trans_b ? dnnl::memory::dims{1, ldb} : dnnl::memory::dims{ldb, 1});
+  impl_->c_md = dnnl::memory::desc({M, N}, dt::f32, dnnl::memory::dims{ldc, 1});
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+  try {
+    impl_->pd = dnnl::matmul::primitive_desc(
+        dnnl::matmul::desc(impl_->a_md, impl_->b_md, impl_->c_md), attr, cx.eng);
+    impl_->prim = dnnl::matmul(impl_->pd);
+  } catch (const dnnl::error& e) {
+    delete impl_;
+    throw Error(fmt::format("oneDNN has no {} matrix product ({}x{}x{}) on this CPU: {}",
+                            type_name(type), M, N, K, e.what()));
+  }
+  impl_->scratch = impl_->pd.scratchpad_desc().get_size();
+}
+
+ThreadMatmul::~ThreadMatmul() { delete impl_; }
+
+size_t ThreadMatmul::scratchpad_bytes() const { return impl_->scratch; }
+
+void ThreadMatmul::run(float* c, const void* a, const void* b, void* scratchpad) const {
+  static thread_local dnnl::stream strm(ctx().eng);
+  const auto& eng = ctx().eng;
+  std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_SRC, dnnl::memory(impl_->a_md, eng, const_cast<void*>(a))},
+      {DNNL_ARG_WEIGHTS, dnnl::memory(impl_->b_md, eng, const_cast<void*>(b))},
+      {DNNL_ARG_DST, dnnl::memory(impl_->c_md, eng, c)}};
+  if (impl_->scratch)
+    args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(impl_->pd.scratchpad_desc(), eng, scratchpad));
+  impl_->prim.execute(strm, args);
+  strm.wait();
+}
+
+const ThreadMatmul& thread_matmul(int64_t M, int64_t N, int64_t K, int64_t lda, bool trans_a,
+                                  int64_t ldb, bool trans_b, int64_t ldc, float alpha,
+                                  MmType type) {
+  static std::map<std::vector<int64_t>, std::unique_ptr<ThreadMatmul>> cache;
   int32_t abits;
   std::memcpy(&abits, &alpha, 4);
-  key.push_back(abits);
-  dnnl::matmul* prim;
-  {
-    std::lock_guard<std::mutex> lock(cx.mu);
-    auto it = prims.find(key);
-    if (it == prims.end()) {
-      dnnl::primitive_attr attr;
-      if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
-      try {
-        dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, cx.eng);
-        it = prims.emplace(key, dnnl::matmul(pd)).first;
-      } catch (const dnnl::error& e) {
-        throw Error(fmt::format("oneDNN has no {} batched matrix product ({}x{} of {}x{}x{}): {}",
-                                type_name(type), D0, D1, M, N, K, e.what()));
-      }
-    }
-    prim = &it->second;
-  }
-  prim->execute(cx.strm, {{DNNL_ARG_SRC, dnnl::memory(a_md, cx.eng, const_cast<void*>(a))},
-                          {DNNL_ARG_WEIGHTS, dnnl::memory(b_md, cx.eng, const_cast<void*>(b))},
-                          {DNNL_ARG_DST, dnnl::memory(c_md, cx.eng, c)}});
-  cx.strm.wait();
+  std::vector<int64_t> key{M, N, K, lda, trans_a, ldb, trans_b, ldc, abits, (int64_t)type};
+  std::lock_guard<std::mutex> lock(ctx().mu);
+  auto& p = cache[key];
+  if (!p) p = std::make_unique<ThreadMatmul>(M, N, K, lda, trans_a, ldb, trans_b, ldc, alpha, type);
+  return *p;
 }
 
 bool onednn_supports(MmType type) {

@@ -3,6 +3,7 @@
 // accumulate in f32 inside oneDNN). Primitives are created once per shape and reused
 // (oneDNN's "describe, create, execute" pattern); creation is the slow part.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 namespace gt::cpu {
@@ -18,19 +19,27 @@ void onednn_matmul(float* c, const void* a, const void* b, const float* bias, in
                    int64_t K, bool trans_a, bool trans_b, bool accumulate,
                    MmType type = MmType::f32, bool gelu = false);
 
-/// One operand of a strided batched product: a (D0, D1, rows, cols) view of memory, with
-/// strides in elements for each of the four dimensions.
-struct Strided {
-  int64_t s0, s1, row, col;
+/// C(M,N) = alpha * op(A)(M,K) @ op(B)(K,N), row strides (in elements) lda, ldb, ldc; A is
+/// stored (K,M) when trans_a, B (N,K) when trans_b; A and B of `type`, C f32. Built once, then
+/// safe to run from many threads at once: each call passes its own scratchpad of
+/// scratchpad_bytes() (oneDNN's user scratchpad mode) and runs on the calling thread alone
+/// (oneDNN starts no threads inside an OpenMP parallel region).
+class ThreadMatmul {
+ public:
+  ThreadMatmul(int64_t M, int64_t N, int64_t K, int64_t lda, bool trans_a, int64_t ldb,
+               bool trans_b, int64_t ldc, float alpha, MmType type);
+  ~ThreadMatmul();
+  size_t scratchpad_bytes() const;
+  void run(float* c, const void* a, const void* b, void* scratchpad) const;
+
+ private:
+  struct Impl;
+  Impl* impl_;
 };
 
-/// Batched product over two batch dimensions: for every (i, j) in (D0, D1),
-/// C[i,j](M,N) = alpha * A[i,j](M,K) @ B[i,j](K,N). All f32 except a and b, which are
-/// `type`. Any strides (so q, k and v can be read in place from a (B,T,3C) qkv tensor, and
-/// transposes are stride swaps). Throws gt::Error when oneDNN has no kernel.
-void onednn_batched_matmul(float* c, Strided cs, const void* a, Strided as, const void* b,
-                           Strided bs, int64_t D0, int64_t D1, int64_t M, int64_t N, int64_t K,
-                           float alpha, MmType type = MmType::f32);
+/// The ThreadMatmul for these arguments, created on first use and kept (thread-safe).
+const ThreadMatmul& thread_matmul(int64_t M, int64_t N, int64_t K, int64_t lda, bool trans_a,
+                                  int64_t ldb, bool trans_b, int64_t ldc, float alpha, MmType type);
 
 /// True when oneDNN can run a `type` matrix product on this CPU (tries a tiny primitive).
 bool onednn_supports(MmType type);
