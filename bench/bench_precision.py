@@ -1,19 +1,18 @@
 #!/usr/bin/env python3
-"""greentrain bf16 against PyTorch bf16 autocast on the CPU, side by side in one run.
+"""greentrain against PyTorch on the CPU, fp32 or bf16 (autocast), side by side in one run.
 
 Same model (GPT-2 style, 6 layers, 384 wide, 6 heads, context 256, character vocabulary of
-tinyshakespeare), same batch (8), same thread count (2), same optimizer (AdamW, lr 1e-3);
-median step time over the steps after the first. Also measures, in the same run, the bf16 and
-fp32 matrix-product peaks reachable here (torch.matmul on large square matrices; PyTorch's CPU
-bf16 matmul runs on oneDNN, the library greentrain uses) and reports model FLOPs utilisation
-(MFU) against them: model FLOPs per token = 6N + 6*L*C*T (llm.c's count).
-
-With --compile the PyTorch model runs through torch.compile (default mode, PyTorch 2.x);
-it compiles in the first step, which is dropped from the median (its time is printed).
+tinyshakespeare), same batch (8), same thread count (2), same optimizer (AdamW, lr 1e-3).
+The machine is shared and its speed drifts by up to 2x within minutes, so the contenders run
+in alternating rounds (greentrain, PyTorch eager, PyTorch compiled with --compile, then the
+matrix-product peak), each round dropping its first steps; every figure is the median over
+rounds. MFU = model FLOPs per second (6N + 6*L*C*T per token, llm.c's count) over the peak
+that greentrain's own oneDNN reaches in the same round (bench/matmul_peak.cpp, 2048^3, median
+of its runs); PyTorch's own matmul peak is printed beside it.
 
 Usage: bench/bench_precision.py [--greentrain build/src/cli/greentrain] [--data FILE]
-                                [--steps 12] [--threads 2] [--batch 8] [--precision bf16]
-                                [--compile]
+                                [--precision bf16|fp32] [--fusion on|off] [--rounds 3]
+                                [--steps 8] [--threads 2] [--batch 8] [--compile]
 """
 import argparse
 import json
@@ -54,7 +53,8 @@ def matmul_peak(torch, dtype, threads, n=2048, reps=5):
     return 2.0 * n**3 / best / 1e9
 
 
-def torch_run(args, text):
+def torch_trainer(args, text, compiled):
+    """A PyTorch model, optimizer and data; returns f(steps) -> (step times, losses)."""
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
@@ -108,10 +108,15 @@ def torch_run(args, text):
             std = 0.02 / math.sqrt(2 * L) if name.endswith(("c_proj.weight", "proj.weight")) else 0.02
             nn.init.normal_(p, 0.0, std)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1)
-    run = torch.compile(model) if args.compile else model
+    run = torch.compile(model) if compiled else model
     g = torch.Generator().manual_seed(1)
+    return lambda steps: torch_steps(torch, model, run, opt, data, g, args, steps, B, T)
+
+
+def torch_steps(torch, model, run, opt, data, g, args, steps, B, T):
+    """Trains `steps` steps; returns the step times (s) and losses."""
     times, losses = [], []
-    for _ in range(args.steps):
+    for _ in range(steps):
         ix = torch.randint(len(data) - T - 1, (B,), generator=g)
         x = torch.stack([data[i : i + T] for i in ix])
         y = torch.stack([data[i + 1 : i + T + 1] for i in ix])
@@ -125,11 +130,7 @@ def torch_run(args, text):
         opt.step()
         times.append(time.perf_counter() - t0)
         losses.append(loss.item())
-    n_params = sum(p.numel() for p in model.parameters())
-    peaks = {"bf16": matmul_peak(torch, torch.bfloat16, args.threads),
-             "fp32": matmul_peak(torch, torch.float32, args.threads)}
-    return {"step_s": statistics.median(times[1:]), "loss": losses[-1], "params": n_params,
-            "V": V, "torch": torch.__version__, "peaks": peaks, "first_s": times[0]}
+    return times, losses
 
 
 def greentrain_run(args):
@@ -145,48 +146,75 @@ def greentrain_run(args):
         env = dict(os.environ, OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "passive"))
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
         recs = [json.loads(l) for l in open(os.path.join(out, "metrics.jsonl"))]
-    return {"step_s": statistics.median(r["step_time_s"] for r in recs[1:]),
-            "loss": recs[-1]["loss"]}
+    return [r["step_time_s"] for r in recs], [r["loss"] for r in recs]
+
+
+def onednn_peak(args):
+    """greentrain's oneDNN matrix-product GFLOP/s now (median of its runs), per precision."""
+    exe = os.path.join(os.path.dirname(args.greentrain), "..", "..", "bench", "gt_matmul_peak")
+    out = subprocess.run([exe, "2048", "5", str(args.threads)], check=True, capture_output=True,
+                         text=True).stdout
+    r = json.loads(out)
+    return {"bf16": r["bf16"]["median"], "fp32": r["fp32"]["median"]}
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--greentrain", default=os.path.join(ROOT, "build/src/cli/greentrain"))
     ap.add_argument("--data", default=os.path.join(ROOT, "../shared/data/text/tinyshakespeare.txt"))
-    ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--precision", default="bf16", choices=["bf16", "fp32"])
-    ap.add_argument("--fusion", default="off", choices=["on", "off"])
+    ap.add_argument("--fusion", default="on", choices=["on", "off"])
     ap.add_argument("--compile", action="store_true", help="torch.compile the PyTorch model")
     args = ap.parse_args()
     import torch
     if args.compile and not hasattr(torch, "compile"):
         sys.exit(f"--compile needs PyTorch 2.x; {sys.executable} has PyTorch {torch.__version__}")
     text = open(args.data, encoding="utf-8").read()
-    T, L, C = 256, 6, 384
+    T, L, C, V = 256, 6, 384, len(set(text))
+    n_params = V * C + T * C + L * 12 * C * C + L * 13 * C + 2 * C
+    flops_tok = 6 * n_params + 6 * L * C * T
     tokens = args.batch * T
-    gt = greentrain_run(args)
-    pt = torch_run(args, text)
-    flops_tok = 6 * pt["params"] + 6 * L * C * T
-    peak = pt["peaks"][args.precision]
-    print(f"model: 6 layers, 384 wide, context 256, {pt['params'] / 1e6:.2f}M parameters; "
-          f"batch {args.batch}, {args.threads} threads, {args.precision}, median of {args.steps - 1} steps")
-    print(f"python {sys.version.split()[0]} ({sys.executable}), PyTorch {pt['torch']}; first PyTorch "
-          f"step ({'with compilation, ' if args.compile else ''}dropped): {pt['first_s']:.1f} s")
-    print(f"matmul peak here ({args.precision}, 2048^3 on oneDNN, measured now): {peak:.0f} GFLOP/s "
-          f"(bf16 {pt['peaks']['bf16']:.0f}, fp32 {pt['peaks']['fp32']:.0f})")
-    rows = [(f"greentrain (fusion {args.fusion})", gt), (f"PyTorch {pt['torch']} "
-            f"{'bf16 autocast' if args.precision == 'bf16' else 'fp32'} "
-            f"{'compiled' if args.compile else 'eager'}", pt)]
-    for name, r in rows:
-        tps = tokens / r["step_s"]
-        mfu = tps * flops_tok / 1e9 / peak
-        print(f"  {name:44s} {r['step_s'] * 1e3:8.1f} ms/step {tps:8.0f} tokens/s  "
-              f"MFU {100 * mfu:5.1f} %  loss after {args.steps} steps {r['loss']:.4f}")
-    ratio = pt["step_s"] / gt["step_s"]
-    print(f"greentrain / PyTorch tokens/s: {ratio:.2f}x (target 1.3x)")
-    if pt["torch"].startswith("1."):
+    contenders = {"greentrain": None, "torch eager": torch_trainer(args, text, False)}
+    if args.compile:
+        contenders["torch compiled"] = torch_trainer(args, text, True)
+    warm = 2  # steps dropped from each round (warm-up; compilation in round 1)
+    times = {k: [] for k in contenders}  # per round: median step time
+    first = {k: None for k in contenders}
+    loss = {}
+    peaks, torch_peaks = [], []
+    for rnd in range(args.rounds):
+        for name, f in contenders.items():
+            t, l = greentrain_run(args) if f is None else f(args.steps)
+            times[name].append(statistics.median(t[warm:]))
+            if first[name] is None:
+                first[name], loss[name] = t[0], l[-1]
+        peaks.append(onednn_peak(args)[args.precision])
+        torch_peaks.append(matmul_peak(torch, torch.bfloat16 if args.precision == "bf16"
+                                       else torch.float32, args.threads))
+    med = statistics.median
+    print(f"model: 6 layers, 384 wide, context 256, {n_params / 1e6:.2f}M parameters; batch "
+          f"{args.batch}, {args.threads} threads, {args.precision}; {args.rounds} alternating "
+          f"rounds of {args.steps} steps (first {warm} of each dropped); medians over rounds")
+    print(f"python {sys.version.split()[0]} ({sys.executable}), PyTorch {torch.__version__}")
+    print(f"matmul peak ({args.precision}, 2048^3): greentrain's oneDNN {med(peaks):.0f} GFLOP/s "
+          f"(rounds: {', '.join(f'{p:.0f}' for p in peaks)}); PyTorch's {med(torch_peaks):.0f}")
+    for name in contenders:
+        label = ("greentrain (fusion " + args.fusion + ")" if name == "greentrain" else
+                 f"PyTorch {name.split()[1]} ({'bf16 autocast' if args.precision == 'bf16' else 'fp32'})")
+        tps = [tokens / s for s in times[name]]
+        mfu = [t * flops_tok / 1e9 / p for t, p in zip(tps, peaks)]
+        print(f"  {label:40s} {med(times[name]) * 1e3:8.1f} ms/step {med(tps):8.0f} tokens/s  "
+              f"MFU {100 * med(mfu):5.1f} %  loss after {args.steps} steps {loss[name]:.4f}"
+              f"  (first step {first[name]:.1f} s)")
+    best_torch = min((n for n in contenders if n != "greentrain"), key=lambda n: med(times[n]))
+    ratios = [b / g for g, b in zip(times["greentrain"], times[best_torch])]
+    print(f"greentrain / fastest PyTorch ({best_torch}) tokens/s: {med(ratios):.2f}x "
+          f"(rounds: {', '.join(f'{r:.2f}' for r in ratios)}; target 1.3x)")
+    if torch.__version__.startswith("1."):
         print("note: Debian's PyTorch 1.13 is built with a generic BLAS (BLAS_INFO=generic), so its "
               "fp32 products outside oneDNN are slow; run with PyTorch 2.x from PyPI to compare")
     return 0

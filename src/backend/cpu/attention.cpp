@@ -139,9 +139,13 @@ struct Plan {
   }
 
   /// Copies the dense (T,hs) f32 result at o into T rows of stride ld at dst.
-  void unpack(float* dst, const unsigned char* o, int64_t ld) const {
+  /// (and its bf16 copy into dst16 at the same offsets, if not null).
+  void unpack(float* dst, uint16_t* dst16, const unsigned char* o, int64_t ld) const {
     const float* src = reinterpret_cast<const float*>(o);
-    for (int64_t t = 0; t < T; ++t) std::memcpy(dst + t * ld, src + t * hs, hs * sizeof(float));
+    for (int64_t t = 0; t < T; ++t) {
+      std::memcpy(dst + t * ld, src + t * hs, hs * sizeof(float));
+      if (dst16) store_bf16(dst16 + t * ld, src + t * hs, hs);
+    }
   }
 
   /// Packs head h of the T rows at src (row stride ld) into dst (T,hs) dense.
@@ -163,7 +167,7 @@ unsigned char* Attention::thread_buffer(int thread, size_t bytes) {
 }
 
 void Attention::forward(float* out, float* att, float* lse, const float* qkv, int B, int T, int C,
-                        int NH) {
+                        int NH, uint16_t* out16) {
   const Plan pl(T, C, NH, type_, att == nullptr);
   const int nt = omp_get_max_threads();
   if ((int)per_thread_.size() != nt) per_thread_.assign(nt, {});
@@ -202,13 +206,14 @@ void Attention::forward(float* out, float* att, float* lse, const float* qkv, in
         }
         float* o = reinterpret_cast<float*>(buf + pl.o);
         pl.O->run(o, pl.low ? buf + pl.pl : (void*)P, buf + pl.v, buf + pl.scratch);
-        pl.unpack(out + (int64_t)b * T * C + h * pl.hs, buf + pl.o, C);
+        const int64_t at = (int64_t)b * T * C + h * pl.hs;
+        pl.unpack(out + at, out16 ? out16 + at : nullptr, buf + pl.o, C);
       }
   }
 }
 
 void Attention::backward(float* dqkv, const float* dout, const float* qkv, const float* att,
-                         const float* lse, int B, int T, int C, int NH) {
+                         const float* lse, int B, int T, int C, int NH, uint16_t* dqkv16) {
   const Plan pl(T, C, NH, type_, att == nullptr);
   const float scale = 1.0f / std::sqrt(static_cast<float>(pl.hs));
   const int nt = omp_get_max_threads();
@@ -254,14 +259,16 @@ void Attention::backward(float* dqkv, const float* dout, const float* qkv, const
         }
         const void* Pm = pl.low ? buf + pl.pl : (const void*)P;
         const void* dS = pl.low ? buf + pl.dsl : (const void*)dP;
-        float* dst = dqkv + (int64_t)b * T * pl.C3 + h * pl.hs;
+        const int64_t at = (int64_t)b * T * pl.C3 + h * pl.hs;
+        float* dst = dqkv + at;
+        uint16_t* d16 = dqkv16 ? dqkv16 + at : nullptr;
         float* o = reinterpret_cast<float*>(buf + pl.o);
         pl.dV->run(o, Pm, buf + pl.d, buf + pl.scratch);
-        pl.unpack(dst + 2 * C, buf + pl.o, pl.C3);
+        pl.unpack(dst + 2 * C, d16 ? d16 + 2 * C : nullptr, buf + pl.o, pl.C3);
         pl.dQ->run(o, dS, buf + pl.k, buf + pl.scratch);
-        pl.unpack(dst, buf + pl.o, pl.C3);
+        pl.unpack(dst, d16, buf + pl.o, pl.C3);
         pl.dK->run(o, dS, buf + pl.q, buf + pl.scratch);
-        pl.unpack(dst + C, buf + pl.o, pl.C3);
+        pl.unpack(dst + C, d16 ? d16 + C : nullptr, buf + pl.o, pl.C3);
       }
   }
 }

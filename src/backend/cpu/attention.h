@@ -38,13 +38,16 @@ class Attention {
 
   /// out (B,T,C) from qkv (B,T,3C). att (B,NH,T,T) receives the probabilities (may be null:
   /// the fused form, which keeps one batch element's at a time); lse (B,NH,T) the
-  /// log-sum-exp of the scaled scores (may be null).
-  void forward(float* out, float* att, float* lse, const float* qkv, int B, int T, int C, int NH);
+  /// log-sum-exp of the scaled scores (may be null); out16 (B,T,C), if not null, a bf16 copy
+  /// of out.
+  void forward(float* out, float* att, float* lse, const float* qkv, int B, int T, int C, int NH,
+               uint16_t* out16 = nullptr);
 
   /// dqkv (B,T,3C) ASSIGNED from dout (B,T,C), qkv and either the stored att or, when att is
-  /// null, probabilities recomputed from qkv and the forward's lse.
+  /// null, probabilities recomputed from qkv and the forward's lse; dqkv16 (B,T,3C), if not
+  /// null, a bf16 copy of dqkv.
   void backward(float* dqkv, const float* dout, const float* qkv, const float* att,
-                const float* lse, int B, int T, int C, int NH);
+                const float* lse, int B, int T, int C, int NH, uint16_t* dqkv16 = nullptr);
 
  private:
   /// One buffer per thread, each exactly attention_workspace_bytes / threads.

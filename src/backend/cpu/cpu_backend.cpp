@@ -56,6 +56,7 @@ class CpuBackend final : public Backend {
 
   void embedding_forward(float* out, const int32_t* inp, const float* wte, const float* wpe, int B,
                          int T, int C) override {
+    drop_shadow();
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; ++b)
       for (int t = 0; t < T; ++t) {
@@ -68,6 +69,7 @@ class CpuBackend final : public Backend {
 
   void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* inp, int B,
                           int T, int C) override {
+    drop_shadow();
     // split the channels among threads: each thread owns a slice of every row
     parallel_chunks(C, [&](int64_t c0, int64_t c1) {
       for (int b = 0; b < B; ++b)
@@ -85,6 +87,7 @@ class CpuBackend final : public Backend {
 
   void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
                          const float* b, int64_t N, int C) override {
+    uint16_t* o16 = emit_shadow(out, N * C);
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < N; ++i) {
       const float* x = inp + i * C;
@@ -97,6 +100,7 @@ class CpuBackend final : public Backend {
       float s = 1.0f / std::sqrt(v + kLnEps);
       float* o = out + i * C;
       for (int c = 0; c < C; ++c) o[c] = (x[c] - m) * s * w[c] + b[c];
+      if (o16) cpu::store_bf16(o16 + i * C, o, C);
       mean[i] = m;
       rstd[i] = s;
     }
@@ -105,6 +109,7 @@ class CpuBackend final : public Backend {
   void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
                           const float* w, const float* mean, const float* rstd, int64_t N,
                           int C) override {
+    drop_shadow();
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < N; ++i) {
       const float* d = dout + i * C;
@@ -143,7 +148,7 @@ class CpuBackend final : public Backend {
       cpu::onednn_matmul(out, inp, w, bias, N, OC, C, false, w_transposed, false);
       return;
     }
-    const void* a = lowp(act_a_, inp, N * C);
+    const void* a = operand_a(inp, N * C);
     const void* b = weight_copy(w, (int64_t)C * OC);
     cpu::onednn_matmul(out, a, b, bias, N, OC, C, false, w_transposed, false, mm_type());
   }
@@ -158,7 +163,7 @@ class CpuBackend final : public Backend {
         cpu::onednn_matmul(dw, dout, inp, nullptr, OC, C, N, true, false, true);
     } else {
       // dout and inp rounded to 16 bits once; both products accumulate in f32
-      const void* d = lowp(act_a_, dout, N * OC);
+      const void* d = operand_a(dout, N * OC);
       const void* x = lowp(act_b_, inp, N * C);
       auto t = mm_type();
       if (dinp)
@@ -181,41 +186,60 @@ class CpuBackend final : public Backend {
 
   void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
                          int NH) override {
-    attn_.forward(out, att, nullptr, qkv, B, T, C, NH);
+    attn_.forward(out, att, nullptr, qkv, B, T, C, NH, emit_shadow(out, (int64_t)B * T * C));
   }
 
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int B,
                           int T, int C, int NH) override {
-    attn_.backward(dqkv, dout, qkv, att, nullptr, B, T, C, NH);
+    attn_.backward(dqkv, dout, qkv, att, nullptr, B, T, C, NH,
+                   emit_shadow(dqkv, (int64_t)B * T * 3 * C));
   }
 
+  static float gelu(float x) {
+    return 0.5f * x * (1.0f + cpu::tanh_approx(kGeluScale * (x + 0.044715f * x * x * x)));
+  }
   void gelu_forward(float* out, const float* inp, int64_t N) override {
+    if (uint16_t* o16 = emit_shadow(out, N)) {
 #pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < N; ++i) {
-      float x = inp[i];
-      out[i] = 0.5f * x * (1.0f + cpu::tanh_approx(kGeluScale * (x + 0.044715f * x * x * x)));
+      for (int64_t i = 0; i < N; ++i) {
+        const float g = gelu(inp[i]);
+        out[i] = g;
+        o16[i] = cpu::to_bf16(g);
+      }
+      return;
     }
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < N; ++i) out[i] = gelu(inp[i]);
   }
 
+  static float gelu_grad(float x) {
+    float th = cpu::tanh_approx(kGeluScale * (x + 0.044715f * x * x * x));
+    float sech2 = 1.0f - th * th;
+    return 0.5f * (1.0f + th) + 0.5f * x * sech2 * kGeluScale * (1.0f + 3.0f * 0.044715f * x * x);
+  }
   void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t N) override {
+    if (uint16_t* d16 = emit_shadow(dinp, N)) {
 #pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < N; ++i) {
-      float x = inp[i];
-      float th = cpu::tanh_approx(kGeluScale * (x + 0.044715f * x * x * x));
-      float sech2 = 1.0f - th * th;
-      float g =
-          0.5f * (1.0f + th) + 0.5f * x * sech2 * kGeluScale * (1.0f + 3.0f * 0.044715f * x * x);
-      dinp[i] = g * dout[i];
+      for (int64_t i = 0; i < N; ++i) {
+        const float d = gelu_grad(inp[i]) * dout[i];
+        dinp[i] = d;
+        d16[i] = cpu::to_bf16(d);
+      }
+      return;
     }
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < N; ++i) dinp[i] = gelu_grad(inp[i]) * dout[i];
   }
 
   void residual_forward(float* out, const float* a, const float* b, int64_t N) override {
+    drop_shadow();
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < N; ++i) out[i] = a[i] + b[i];
   }
 
   void softmax_crossentropy_forward(float* probs, float* losses, const float* logits,
                                     const int32_t* targets, int64_t N, int V) override {
+    drop_shadow();
     for (int64_t i = 0; i < N; ++i)
       if (targets[i] < 0 || targets[i] >= V)
         throw Error(fmt::format("target token {} at row {} is outside the vocabulary [0, {})",
@@ -239,6 +263,7 @@ class CpuBackend final : public Backend {
 
   void softmax_crossentropy_backward(float* dlogits, const float* probs, const int32_t* targets,
                                      float dloss, int64_t N, int V) override {
+    drop_shadow();
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < N; ++i) {
       const float* p = probs + i * V;
@@ -250,6 +275,7 @@ class CpuBackend final : public Backend {
 
   void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
                     float beta2, float eps, float weight_decay, int64_t t) override {
+    drop_shadow();
     const float bc1 = 1.0f - std::pow(beta1, (float)t);
     const float bc2_sqrt = std::sqrt(1.0f - std::pow(beta2, (float)t));
     const float step_size = lr / bc1;
@@ -267,6 +293,7 @@ class CpuBackend final : public Backend {
   }
 
   double sum_squares(const float* g, int64_t n) override {
+    drop_shadow();
     constexpr int64_t kChunk = 1 << 16;
     int64_t nchunks = (n + kChunk - 1) / kChunk;
     std::vector<double> part(nchunks, 0.0);
@@ -283,6 +310,7 @@ class CpuBackend final : public Backend {
   }
 
   void scale(float* g, float s, int64_t n) override {
+    drop_shadow();
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i) g[i] *= s;
   }
@@ -298,16 +326,21 @@ class CpuBackend final : public Backend {
     f16_emulated_ = p == Precision::fp16 && !cpu::onednn_supports(cpu::MmType::f16);
     if (p == Precision::bf16 && !cpu::onednn_supports(cpu::MmType::bf16))
       throw Error("train.precision = 'bf16': this oneDNN has no bf16 matrix product on this CPU");
+    drop_shadow();
     prec_ = p;
     attn_.set_type(attention_type(p));
     weights_.clear();
   }
   Precision precision() const override { return prec_; }
-  void weights_updated() override { ++generation_; }
+  void weights_updated() override {
+    drop_shadow();
+    ++generation_;
+  }
 
   void residual_layernorm_forward(float* res, float* out, float* mean, float* rstd, const float* a,
                                   const float* b, const float* w, const float* bias, int64_t N,
                                   int C) override {
+    uint16_t* o16 = emit_shadow(out, N * C);
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < N; ++i) {
       const float* x1 = a + i * C;
@@ -325,6 +358,7 @@ class CpuBackend final : public Backend {
       float s = 1.0f / std::sqrt(v + kLnEps);
       float* o = out + i * C;
       for (int c = 0; c < C; ++c) o[c] = (r[c] - m) * s * w[c] + bias[c];
+      if (o16) cpu::store_bf16(o16 + i * C, o, C);
       mean[i] = m;
       rstd[i] = s;
     }
@@ -332,17 +366,19 @@ class CpuBackend final : public Backend {
 
   void attention_forward_fused(float* out, float* lse, const float* qkv, int B, int T, int C,
                                int NH) override {
-    attn_.forward(out, nullptr, lse, qkv, B, T, C, NH);
+    attn_.forward(out, nullptr, lse, qkv, B, T, C, NH, emit_shadow(out, (int64_t)B * T * C));
   }
 
   void attention_backward_fused(float* dqkv, const float* dout, const float* qkv, const float* out,
                                 const float* lse, int B, int T, int C, int NH) override {
     (void)out;  // the row sums dout.out are taken as sum(P dP), equal in exact arithmetic
-    attn_.backward(dqkv, dout, qkv, nullptr, lse, B, T, C, NH);
+    attn_.backward(dqkv, dout, qkv, nullptr, lse, B, T, C, NH,
+                   emit_shadow(dqkv, (int64_t)B * T * 3 * C));
   }
 
   void softmax_crossentropy_fused(float* logits, float* losses, const int32_t* targets, float dloss,
                                   int64_t N, int V) override {
+    drop_shadow();
     for (int64_t i = 0; i < N; ++i)
       if (targets[i] < 0 || targets[i] >= V)
         throw Error(fmt::format("target token {} at row {} is outside the vocabulary [0, {})",
@@ -366,6 +402,7 @@ class CpuBackend final : public Backend {
   void adamw_fused(float* const* p, const float* const* g, float* const* m, float* const* v,
                    const int64_t* n, const float* wd, int count, float grad_mult, float lr,
                    float beta1, float beta2, float eps, int64_t t) override {
+    drop_shadow();
     const float bc1 = 1.0f - std::pow(beta1, (float)t);
     const float bc2_sqrt = std::sqrt(1.0f - std::pow(beta2, (float)t));
     const float step_size = lr / bc1;
@@ -400,6 +437,28 @@ class CpuBackend final : public Backend {
     if (f16_emulated_) return cpu::MmType::f32;
     return prec_ == Precision::fp16 ? cpu::MmType::f16 : cpu::MmType::bf16;
   }
+  // ---- bf16 copies written by the producing kernel -------------------------------------
+  // A kernel whose output is the next matrix product's operand (LayerNorm -> c_attn, c_fc and
+  // the classifier; attention -> attn.c_proj; GELU -> mlp.c_proj; GELU' -> c_fc's dout;
+  // attention's backward -> c_attn's dout) writes the bf16 copy into act_a_ in the same pass
+  // as its f32 result, and the product takes it instead of converting again. The copy lives
+  // until the very next backend call only: every other op drops it, so it is never stale.
+  uint16_t* emit_shadow(const float* out, int64_t n) {
+    shadow_ = nullptr;
+    if (prec_ != Precision::bf16) return nullptr;
+    if ((int64_t)act_a_.size() < n) act_a_ = std::vector<uint16_t>(n);  // as lowp sizes it
+    shadow_ = out;
+    shadow_n_ = n;
+    return act_a_.data();
+  }
+  void drop_shadow() { shadow_ = nullptr; }
+  /// The 16-bit operand in act_a_: the producer's copy of x if it wrote one, else converted.
+  const void* operand_a(const float* x, int64_t n) {
+    const bool have = x == shadow_ && n == shadow_n_;
+    shadow_ = nullptr;
+    return have ? act_a_.data() : lowp(act_a_, x, n);
+  }
+
   /// Rounds n floats into buf (16-bit, the current precision) and returns buf's data.
   /// (Emulated fp16: the rounded values as floats, in buf's memory viewed as float.)
   const void* lowp(std::vector<uint16_t>& buf, const float* x, int64_t n) {
@@ -442,6 +501,8 @@ class CpuBackend final : public Backend {
   uint64_t generation_ = 0;
   std::unordered_map<const float*, WeightCopy> weights_;
   std::vector<uint16_t> act_a_, act_b_;
+  const float* shadow_ = nullptr;  // the f32 tensor whose bf16 copy act_a_ holds, if any
+  int64_t shadow_n_ = 0;
   cpu::Attention attn_;
 };
 

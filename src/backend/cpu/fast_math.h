@@ -69,4 +69,10 @@ inline float row_max(const float* a, int64_t n) {
   return r;
 }
 
+/// dst[0..n) = bf16 of src (round to nearest even), vectorised.
+inline void store_bf16(uint16_t* dst, const float* src, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) dst[i] = to_bf16(src[i]);
+}
+
 }  // namespace gt::cpu

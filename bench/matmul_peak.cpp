@@ -1,0 +1,52 @@
+// bench/matmul_peak.cpp: the matrix-product throughput greentrain's own oneDNN reaches on this
+// machine, the denominator of MFU (model FLOPs per second / peak, as in PaLM, Chowdhery et al.
+// 2022, appendix B). Square n x n x n products through the same call the training uses
+// (cpu::onednn_matmul: f32, or bf16 operands with f32 accumulation), `reps` timed runs after
+// one warm-up; prints JSON with the best and the median GFLOP/s of each type.
+// Usage: gt_matmul_peak [n=2048] [reps=10] [threads=2]
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "backend/cpu/fast_math.h"
+#include "backend/cpu/onednn_matmul.h"
+
+int main(int argc, char** argv) {
+  const int64_t n = argc > 1 ? std::atoll(argv[1]) : 2048;
+  const int reps = argc > 2 ? std::atoi(argv[2]) : 10;
+  omp_set_num_threads(argc > 3 ? std::atoi(argv[3]) : 2);
+  std::mt19937 gen(1);
+  std::normal_distribution<float> normal;
+  std::vector<float> a(n * n), b(n * n), c(n * n);
+  for (auto& x : a) x = normal(gen);
+  for (auto& x : b) x = normal(gen);
+  std::vector<uint16_t> a16(n * n), b16(n * n);
+  for (int64_t i = 0; i < n * n; ++i) {
+    a16[i] = gt::cpu::to_bf16(a[i]);
+    b16[i] = gt::cpu::to_bf16(b[i]);
+  }
+  fmt::print("{{\"n\": {}, \"threads\": {}", n, omp_get_max_threads());
+  for (auto type : {gt::cpu::MmType::f32, gt::cpu::MmType::bf16}) {
+    const bool bf = type == gt::cpu::MmType::bf16;
+    const void* pa = bf ? (const void*)a16.data() : a.data();
+    const void* pb = bf ? (const void*)b16.data() : b.data();
+    std::vector<double> gflops;
+    for (int r = 0; r <= reps; ++r) {
+      auto t0 = std::chrono::steady_clock::now();
+      gt::cpu::onednn_matmul(c.data(), pa, pb, nullptr, n, n, n, false, false, false, type);
+      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (r > 0) gflops.push_back(2.0 * n * n * n / s / 1e9);
+    }
+    std::sort(gflops.begin(), gflops.end());
+    fmt::print(", \"{}\": {{\"best\": {:.1f}, \"median\": {:.1f}}}", bf ? "bf16" : "fp32",
+               gflops.back(), gflops[gflops.size() / 2]);
+  }
+  fmt::print("}}\n");
+  return 0;
+}
