@@ -93,7 +93,9 @@ void run_row(const Args& a, const std::string& data, Row& row, const fs::path& d
   row.loss = s.value("last_loss", 0.0);
   if (s.contains("val_loss")) row.val_loss = s["val_loss"].get<double>();
   row.peak_rss = s.value("memory_peak_rss_bytes", size_t(0));
-  row.planned = s.value("memory_planned_bytes", size_t(0));
+  // the plan's arenas plus what the process held before allocating them
+  row.planned =
+      s.value("memory_planned_bytes", size_t(0)) + s.value("memory_runtime_bytes", size_t(0));
   row.estimated = s.value("energy_estimated", true);
   // training steps only: median step speed without the first (primitive creation) step;
   // energy of the logged training intervals (validation is outside them)
@@ -198,9 +200,9 @@ int run_ablate(const Args& a) {
       "energy,peak_rss_bytes,planned_bytes,loss,val_loss,speedup_vs_prev,speedup_vs_baseline,"
       "factor_vs_prev,factor_vs_baseline,claimed_factor,claimed_cumulative\n";
   nlohmann::ordered_json js = nlohmann::ordered_json::array();
-  std::printf("\n%-12s %6s %9s %9s %9s %10s %6s %7s %8s %8s %8s %8s %8s %9s\n", "row", "batch",
-              "tok/s", "J/token", "tok/J", "peak mem", "loss", "val", "spd prev", "spd base",
-              "tokJ prev", "tokJ base", "claimed", "claim cum");
+  std::printf("\n%-12s %6s %9s %9s %9s %10s %10s %6s %6s %7s %8s %8s %8s %8s %8s %9s\n", "row",
+              "batch", "tok/s", "J/token", "tok/J", "peak mem", "planned", "vs pl", "loss", "val",
+              "spd prev", "spd base", "tokJ prev", "tokJ base", "claimed", "claim cum");
   double claimed_cum = 1.0;
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& w = rows[i];
@@ -214,11 +216,13 @@ int run_ablate(const Args& a) {
     double sprev = i == 0 ? 1.0 : ratio(w.tokens_per_s, rows[i - 1].tokens_per_s);
     double sbase = ratio(w.tokens_per_s, rows[0].tokens_per_s);
     std::printf(
-        "%-12s %6d %9.0f %9.4f %9.1f %10s %6.3f %7.3f %7.2fx %7.2fx %8.2fx %8.2fx %7.2fx %8.2fx  "
-        "%s\n",
+        "%-12s %6d %9.0f %9.4f %9.1f %10s %10s %+5.1f%% %6.3f %7.3f %7.2fx %7.2fx %8.2fx %8.2fx "
+        "%7.2fx %8.2fx  %s\n",
         w.name.c_str(), w.batch, w.tokens_per_s, w.joules_per_token, w.tokens_per_joule,
-        gt::format_bytes(w.peak_rss).c_str(), w.loss, w.val_loss, sprev, sbase, fprev, fbase,
-        claimed, claimed_cum, w.energy.substr(0, 9).c_str());
+        gt::format_bytes(w.peak_rss).c_str(), gt::format_bytes(w.planned).c_str(),
+        w.planned ? 100.0 * ((double)w.peak_rss - (double)w.planned) / (double)w.planned : 0.0,
+        w.loss, w.val_loss, sprev, sbase, fprev, fbase, claimed, claimed_cum,
+        w.energy.substr(0, 9).c_str());
     std::string en = w.energy.substr(0, w.energy.find(';'));
     csv += fmt::format(
         "{},{},{},{},{},{:.1f},{:.6g},{:.6g},{},{},{},{:.5f},{:.5f},{:.4f},{:.4f},{:.4f},{:.4f},{},"

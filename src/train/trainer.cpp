@@ -73,6 +73,14 @@ double learning_rate_at(const TrainConfig& cfg, int64_t it) {
   return cfg.min_lr + coeff * (cfg.learning_rate - cfg.min_lr);
 }
 
+size_t current_rss_bytes() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  return 0;
+}
+
 size_t peak_rss_bytes() {
   std::ifstream f("/proc/self/status");
   std::string line;
@@ -98,6 +106,8 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume
   if (cfg_.model.vocab_size < v)
     throw Error(fmt::format("model.vocab_size = {} is smaller than the tokenizer's {} tokens",
                             cfg_.model.vocab_size, v));
+  // what the process holds before the model: code, libraries, the loaded data
+  runtime_bytes_ = current_rss_bytes();
   if (cfg_.memory_budget > 0 && !resume) {
     const auto rc = parse_recompute(cfg_.recompute);
     const auto prec = parse_precision(cfg_.precision);

@@ -109,6 +109,9 @@ class Trainer {
   Backend& backend() { return *backend_; }
   /// One optimizer step (all micro-batches); returns the mean training loss.
   double train_step();
+  /// Resident bytes of the process before the model was allocated (code, libraries, loaded
+  /// data); the memory plan's runtime term.
+  size_t runtime_bytes() const { return runtime_bytes_; }
 
  private:
   void log_line(const std::string& s, bool final_line);
@@ -122,6 +125,7 @@ class Trainer {
   std::unique_ptr<BatchSampler> sampler_;
   std::vector<int32_t> inputs_, targets_;
   int64_t step_ = 0;
+  size_t runtime_bytes_ = 0;
   double last_loss_ = 0;
   double last_grad_norm_ = 0;
   bool last_skipped_ = false;
@@ -148,5 +152,7 @@ LoadedModel load_model(const std::string& run_dir, int max_batch = 0);
 
 /// Peak resident memory of this process in bytes (VmHWM), 0 where unknown.
 size_t peak_rss_bytes();
+/// The process's resident memory now (VmRSS of /proc/self/status), bytes; 0 if unknown.
+size_t current_rss_bytes();
 
 }  // namespace gt

@@ -150,6 +150,11 @@ struct Plan {
 
   /// Packs head h of the T rows at src (row stride ld) into dst (T,hs) dense.
   void pack(unsigned char* dst, const float* src, int64_t ld) const {
+    if (type == AttnType::bf16) {  // the hot case, inlined
+      uint16_t* o = reinterpret_cast<uint16_t*>(dst);
+      for (int64_t t = 0; t < T; ++t) store_bf16(o + t * hs, src + t * ld, hs);
+      return;
+    }
     for (int64_t t = 0; t < T; ++t) store_row(dst + t * hs * es, src + t * ld, hs, type);
   }
 };
