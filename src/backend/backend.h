@@ -107,6 +107,11 @@ class Backend {
   /// cannot run (fp8 on the CPU).
   virtual void set_precision(Precision p) = 0;
   virtual Precision precision() const = 0;
+  /// bf16 weight copies with stochastic rounding (on) instead of round-to-nearest-even:
+  /// rounds up with probability equal to the cut-off fraction (Gupta et al. 2015), random
+  /// bits from a counter-based hash of (seed, tensor, element), so a run is reproducible and
+  /// independent of the thread count. The trainer passes a seed per step. Ignored unless bf16.
+  virtual void set_stochastic_rounding(bool on, uint64_t seed) = 0;
   /// Marks the 16-bit weight copies stale; call after every write to the parameters (the
   /// optimizer step, initialisation, loading). Copies are refreshed on their next use.
   virtual void weights_updated() = 0;

@@ -107,6 +107,9 @@ class ProfilingBackend final : public Backend {
   void set_precision(Precision p) override { in_->set_precision(p); }
   Precision precision() const override { return in_->precision(); }
   void weights_updated() override { in_->weights_updated(); }
+  void set_stochastic_rounding(bool on, uint64_t seed) override {
+    in_->set_stochastic_rounding(on, seed);
+  }
   void residual_layernorm_forward(float* res, float* out, float* mean, float* rstd, const float* a,
                                   const float* b, const float* w, const float* bias, int64_t N,
                                   int C) override {

@@ -48,6 +48,7 @@ std::vector<Key> key_table(TrainConfig& c) {
       {"train.precision", &c.precision},
       {"train.recompute", &c.recompute},
       {"train.fusion", &c.fusion},
+      {"train.stochastic_rounding", &c.stochastic_rounding},
       {"train.memory_budget", &c.memory_budget},
       {"data.path", &c.data_path},
       {"data.val_path", &c.data_val_path},
@@ -206,6 +207,9 @@ void TrainConfig::validate() const {
   named("train.recompute", [&] { return parse_recompute(recompute); });
   if (fusion != "off" && fusion != "on")
     throw Error(fmt::format("train.fusion = '{}': expected on or off", fusion));
+  if (stochastic_rounding != "off" && stochastic_rounding != "on")
+    throw Error(
+        fmt::format("train.stochastic_rounding = '{}': expected on or off", stochastic_rounding));
   if (tokenizer != "char" && tokenizer != "byte")
     throw Error(fmt::format("data.tokenizer = '{}': expected char or byte", tokenizer));
   if (data_format != "text" && data_format != "llmc" && data_format != "nanogpt")

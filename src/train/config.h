@@ -34,6 +34,8 @@ struct TrainConfig {
   std::string precision = "fp32";
   std::string recompute = "none";
   std::string fusion = "off";
+  /// "on": bf16 weight copies rounded stochastically (Gupta et al. 2015) instead of to nearest.
+  std::string stochastic_rounding = "off";
   /// train.memory_budget (bytes): when > 0, the micro-batch becomes the largest that fits
   /// (parameters + gradients + AdamW + activations + scratch + workspace, from plan_memory)
   int64_t memory_budget = 0;

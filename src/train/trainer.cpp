@@ -231,6 +231,9 @@ double clip_and_update(Backend& be, GPT& model, Arena& m, Arena& v, const TrainC
 double Trainer::train_step() {
   const int B = cfg_.batch_size, T = cfg_.model.block_size;
   model_->zero_grad();
+  if (cfg_.stochastic_rounding == "on")  // a seed per step: resume rounds as the run would
+    backend_->set_stochastic_rounding(
+        true, static_cast<uint64_t>(cfg_.seed) * 0x100000001B3ull + static_cast<uint64_t>(step_));
   double loss = 0.0;
   const float dloss = static_cast<float>(scaler_.scale() / (double(B) * T * cfg_.grad_accum_steps));
   for (int micro = 0; micro < cfg_.grad_accum_steps; ++micro) {

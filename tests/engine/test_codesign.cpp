@@ -113,6 +113,42 @@ TEST(Precision, WeightCopiesRefreshOnlyAfterWeightsUpdated) {
   for (int i = 0; i < N * OC; ++i) EXPECT_FLOAT_EQ(b[i], 2.0f * a[i]);
 }
 
+// With a 1 x 1 input of 1.0 the product returns the bf16 copy of each weight exactly.
+std::vector<float> bf16_weight_copy(Backend& be, const std::vector<float>& w) {
+  const float one = 1.0f;
+  std::vector<float> out(w.size());
+  be.matmul_forward(out.data(), &one, w.data(), nullptr, 1, 1, (int)w.size());
+  return out;
+}
+
+TEST(Precision, StochasticRoundingIsUnbiasedAndReproducible) {
+  // x = 1 + 2^-9 lies a quarter of the way from bf16 1.0 to its neighbour 1 + 2^-7
+  const float x = 1.0f + std::ldexp(1.0f, -9), lo = 1.0f, hi = 1.0f + std::ldexp(1.0f, -7);
+  std::vector<float> w(1 << 16, x);
+  auto be = make_cpu_backend();
+  be->set_precision(Precision::bf16);
+  EXPECT_EQ(bf16_weight_copy(*be, w)[0], lo);  // round to nearest even: always down
+  be->set_stochastic_rounding(true, 7);
+  auto r = bf16_weight_copy(*be, w);
+  double mean = 0;
+  for (float v : r) {
+    ASSERT_TRUE(v == lo || v == hi) << v;
+    mean += v;
+  }
+  mean /= r.size();
+  // E = x; the standard error of the mean is (hi-lo) sqrt(p(1-p)/n) = 1.3e-5
+  EXPECT_NEAR(mean, x, 6e-5);
+  // same seed, same copy (after the weights change and change back); another seed differs
+  be->weights_updated();
+  EXPECT_EQ(bf16_weight_copy(*be, w), r);
+  be->set_stochastic_rounding(true, 8);
+  EXPECT_NE(bf16_weight_copy(*be, w), r);
+  // exactly representable values and infinities are never moved
+  std::vector<float> exact{1.0f, -2.5f, 0.0f, INFINITY};
+  be->set_stochastic_rounding(true, 9);
+  EXPECT_EQ(bf16_weight_copy(*be, exact), exact);
+}
+
 TEST(Precision, Fp8IsRefusedOnTheCpuWithAClearMessage) {
   auto be = make_cpu_backend();
   try {

@@ -157,11 +157,14 @@ TEST(Training, LossFallsOnText) {
   ASSERT_TRUE(r.val_loss.has_value());
 }
 
-void expect_resume_bitwise(const std::string& text, int stop_at, int total) {
+void expect_resume_bitwise(const std::string& text, int stop_at, int total,
+                           const std::string& precision = "fp32", bool stochastic = false) {
   test::TempDir d;
   test::write_file(d.file("t.txt"), text);
   TrainConfig c = tiny_config(d.file("t.txt"));
   c.max_steps = total;
+  c.precision = precision;
+  c.stochastic_rounding = stochastic ? "on" : "off";
   std::vector<double> full;
   {
     Trainer tr(c, d.file("full"), false, nullptr);
@@ -191,6 +194,12 @@ void expect_resume_bitwise(const std::string& text, int stop_at, int total) {
 
 TEST(Resume, TwentyStepsEqualTenSaveResumeTen) {
   expect_resume_bitwise(test::sample_text(20000), 10, 20);
+}
+
+// bf16 with stochastic rounding of the weight copies: the random bits are a function of
+// (seed, step, tensor, element), so a resumed run rounds exactly as the uninterrupted one.
+TEST(Resume, Bf16WithStochasticRoundingResumesBitwise) {
+  expect_resume_bitwise(test::sample_text(20000), 5, 10, "bf16", true);
 }
 
 TEST(Resume, SaveExactlyAtTheEndOfTheData) {

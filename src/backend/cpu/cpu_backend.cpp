@@ -332,6 +332,12 @@ class CpuBackend final : public Backend {
     weights_.clear();
   }
   Precision precision() const override { return prec_; }
+  void set_stochastic_rounding(bool on, uint64_t seed) override {
+    drop_shadow();
+    if (on != sr_ || seed != sr_seed_) ++generation_;  // copies made otherwise are stale
+    sr_ = on;
+    sr_seed_ = seed;
+  }
   void weights_updated() override {
     drop_shadow();
     ++generation_;
@@ -482,11 +488,21 @@ class CpuBackend final : public Backend {
   }
   /// The 16-bit copy of weight tensor w (n floats), refreshed when weights_updated() ran.
   const void* weight_copy(const float* w, int64_t n) {
-    WeightCopy& c = weights_[w];
+    auto [it, fresh] = weights_.try_emplace(w);
+    WeightCopy& c = it->second;
+    if (fresh) c.id = weights_.size();  // first-use order: the same in every run of a model
     const int64_t len = f16_emulated_ ? 2 * n : n;
     if (c.generation != generation_ || (int64_t)c.data.size() != len) {
       if ((int64_t)c.data.size() != len) c.data = std::vector<uint16_t>(len);
-      lowp(c.data, w, n);
+      if (sr_ && prec_ == Precision::bf16) {
+        uint16_t* o = c.data.data();
+        const uint64_t key = cpu::splitmix64(sr_seed_ ^ (c.id * 0x9E3779B97F4A7C15ull));
+#pragma omp parallel for simd schedule(static)
+        for (int64_t i = 0; i < n; ++i)
+          o[i] = cpu::to_bf16_stochastic(w[i], static_cast<uint32_t>(cpu::splitmix64(key + i)));
+      } else {
+        lowp(c.data, w, n);
+      }
       c.generation = generation_;
     }
     return c.data.data();
@@ -495,7 +511,10 @@ class CpuBackend final : public Backend {
   struct WeightCopy {
     std::vector<uint16_t> data;
     uint64_t generation = UINT64_MAX;
+    uint64_t id = 0;
   };
+  bool sr_ = false;
+  uint64_t sr_seed_ = 0;
   Precision prec_ = Precision::fp32;
   bool f16_emulated_ = false;
   uint64_t generation_ = 0;

@@ -75,4 +75,26 @@ inline void store_bf16(uint16_t* dst, const float* src, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = to_bf16(src[i]);
 }
 
+/// SplitMix64 (Steele, Lea and Flood 2014): a counter-based hash, so random bits depend only
+/// on (seed, index), never on threads or call order.
+#pragma omp declare simd
+inline uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+/// float -> bfloat16 with stochastic rounding (Gupta et al. 2015, "Deep Learning with Limited
+/// Numerical Precision"): rounds up with probability equal to the fraction of the bf16 step
+/// cut off, so the expected value is f. `bits`: uniform random bits (the low 16 are used).
+/// Infinities and NaN convert as in to_bf16.
+#pragma omp declare simd
+inline uint16_t to_bf16_stochastic(float f, uint32_t bits) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7F800000u) == 0x7F800000u) return to_bf16(f);
+  return uint16_t((u + (bits & 0xFFFFu)) >> 16);
+}
+
 }  // namespace gt::cpu
