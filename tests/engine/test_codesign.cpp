@@ -332,7 +332,7 @@ class AttentionPrecision : public ::testing::TestWithParam<std::tuple<Precision,
 TEST_P(AttentionPrecision, MatchesFloat64AndFp32WithinItsTolerance) {
   const auto [prec, fused] = GetParam();
   const double tol = prec == Precision::bf16 ? 2e-2 : 2e-3;  // ~8 and ~11 mantissa bits
-  const int B = 2, T = 40, C = 48, NH = 3;
+  const int B = 2, T = 100, C = 48, NH = 3;
   auto qkv = randn(B * T * 3 * C, 21), dout = randn(B * T * C, 22);
   auto be32 = make_cpu_backend(), be = make_cpu_backend();
   be->set_precision(prec);
@@ -362,8 +362,11 @@ INSTANTIATE_TEST_SUITE_P(Precisions, AttentionPrecision,
                          ::testing::Combine(::testing::Values(Precision::bf16, Precision::fp16),
                                             ::testing::Bool()));
 
-TEST(Fusion, AttentionWithoutTheTxTMatrixMatchesTheReference) {
-  const int B = 2, T = 13, C = 24, NH = 3;
+// T = 13: one query block; T = 150: three causal blocks of 64, 64 and 22 rows
+class FusedAttention : public ::testing::TestWithParam<int> {};
+
+TEST_P(FusedAttention, WithoutTheTxTMatrixMatchesTheReference) {
+  const int B = 2, T = GetParam(), C = 24, NH = 3;
   auto qkv = randn(B * T * 3 * C, 5), dout = randn(B * T * C, 6);
   auto be = make_cpu_backend();
   std::vector<float> out1(B * T * C), att(B * NH * T * T), dq1(B * T * 3 * C);
@@ -378,6 +381,8 @@ TEST(Fusion, AttentionWithoutTheTxTMatrixMatchesTheReference) {
   auto ref = attention_reference(qkv, B, T, C, NH);
   EXPECT_LT(rel_err(out2.data(), ref.data(), ref.size()), 1e-5);
 }
+
+INSTANTIATE_TEST_SUITE_P(Lengths, FusedAttention, ::testing::Values(13, 150));
 
 TEST(Fusion, SoftmaxCrossEntropyGradientInPlace) {
   const int N = 9, V = 37;

@@ -50,6 +50,11 @@ class Attention {
                 const float* lse, int B, int T, int C, int NH, uint16_t* dqkv16 = nullptr);
 
  private:
+  // the fused form (no stored att): causal query blocks, scores of one block at a time
+  void forward_blocks(float* out, float* lse, const float* qkv, int B, int T, int C, int NH,
+                      uint16_t* out16);
+  void backward_blocks(float* dqkv, const float* dout, const float* qkv, const float* lse, int B,
+                       int T, int C, int NH, uint16_t* dqkv16);
   /// One buffer per thread, each exactly attention_workspace_bytes / threads.
   unsigned char* thread_buffer(int thread, size_t bytes);
   AttnType type_ = AttnType::f32;

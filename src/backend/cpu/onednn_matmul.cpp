@@ -102,7 +102,7 @@ struct ThreadMatmul::Impl {
 };
 
 ThreadMatmul::ThreadMatmul(int64_t M, int64_t N, int64_t K, int64_t lda, bool trans_a, int64_t ldb,
-                           bool trans_b, int64_t ldc, float alpha, MmType type)
+                           bool trans_b, int64_t ldc, float alpha, MmType type, bool accumulate)
     : impl_(new Impl) {
   Ctx& cx = ctx();
   impl_->a_md = dnnl::memory::desc(
@@ -113,6 +113,11 @@ ThreadMatmul::ThreadMatmul(int64_t M, int64_t N, int64_t K, int64_t lda, bool tr
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+  if (accumulate) {
+    dnnl::post_ops po;
+    po.append_sum(1.0f);
+    attr.set_post_ops(po);
+  }
   try {
     impl_->pd = dnnl::matmul::primitive_desc(
         dnnl::matmul::desc(impl_->a_md, impl_->b_md, impl_->c_md), attr, cx.eng);
@@ -130,28 +135,49 @@ ThreadMatmul::~ThreadMatmul() { delete impl_; }
 size_t ThreadMatmul::scratchpad_bytes() const { return impl_->scratch; }
 
 void ThreadMatmul::run(float* c, const void* a, const void* b, void* scratchpad) const {
+  // per thread and product: the memory objects and argument map, made once; each call only
+  // points them at this call's buffers (creating them was a third of a small product's time)
+  struct Bound {
+    dnnl::memory a, b, c, s;
+    std::unordered_map<int, dnnl::memory> args;
+  };
   static thread_local dnnl::stream strm(ctx().eng);
-  const auto& eng = ctx().eng;
-  std::unordered_map<int, dnnl::memory> args{
-      {DNNL_ARG_SRC, dnnl::memory(impl_->a_md, eng, const_cast<void*>(a))},
-      {DNNL_ARG_WEIGHTS, dnnl::memory(impl_->b_md, eng, const_cast<void*>(b))},
-      {DNNL_ARG_DST, dnnl::memory(impl_->c_md, eng, c)}};
-  if (impl_->scratch)
-    args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(impl_->pd.scratchpad_desc(), eng, scratchpad));
-  impl_->prim.execute(strm, args);
+  static thread_local std::unordered_map<const Impl*, Bound> bound;
+  auto [it, fresh] = bound.try_emplace(impl_);
+  Bound& m = it->second;
+  if (fresh) {
+    const auto& eng = ctx().eng;
+    m.a = dnnl::memory(impl_->a_md, eng, const_cast<void*>(a));
+    m.b = dnnl::memory(impl_->b_md, eng, const_cast<void*>(b));
+    m.c = dnnl::memory(impl_->c_md, eng, c);
+    m.args = {{DNNL_ARG_SRC, m.a}, {DNNL_ARG_WEIGHTS, m.b}, {DNNL_ARG_DST, m.c}};
+    if (impl_->scratch) {
+      m.s = dnnl::memory(impl_->pd.scratchpad_desc(), eng, scratchpad);
+      m.args.emplace(DNNL_ARG_SCRATCHPAD, m.s);
+    }
+  } else {
+    m.a.set_data_handle(const_cast<void*>(a));
+    m.b.set_data_handle(const_cast<void*>(b));
+    m.c.set_data_handle(c);
+    if (impl_->scratch) m.s.set_data_handle(scratchpad);
+  }
+  impl_->prim.execute(strm, m.args);
   strm.wait();
 }
 
 const ThreadMatmul& thread_matmul(int64_t M, int64_t N, int64_t K, int64_t lda, bool trans_a,
-                                  int64_t ldb, bool trans_b, int64_t ldc, float alpha,
-                                  MmType type) {
+                                  int64_t ldb, bool trans_b, int64_t ldc, float alpha, MmType type,
+                                  bool accumulate) {
   static std::map<std::vector<int64_t>, std::unique_ptr<ThreadMatmul>> cache;
   int32_t abits;
   std::memcpy(&abits, &alpha, 4);
-  std::vector<int64_t> key{M, N, K, lda, trans_a, ldb, trans_b, ldc, abits, (int64_t)type};
+  std::vector<int64_t> key{M,       N,   K,     lda,           trans_a,   ldb,
+                           trans_b, ldc, abits, (int64_t)type, accumulate};
   std::lock_guard<std::mutex> lock(ctx().mu);
   auto& p = cache[key];
-  if (!p) p = std::make_unique<ThreadMatmul>(M, N, K, lda, trans_a, ldb, trans_b, ldc, alpha, type);
+  if (!p)
+    p = std::make_unique<ThreadMatmul>(M, N, K, lda, trans_a, ldb, trans_b, ldc, alpha, type,
+                                       accumulate);
   return *p;
 }
 

@@ -19,15 +19,16 @@ void onednn_matmul(float* c, const void* a, const void* b, const float* bias, in
                    int64_t K, bool trans_a, bool trans_b, bool accumulate,
                    MmType type = MmType::f32, bool gelu = false);
 
-/// C(M,N) = alpha * op(A)(M,K) @ op(B)(K,N), row strides (in elements) lda, ldb, ldc; A is
-/// stored (K,M) when trans_a, B (N,K) when trans_b; A and B of `type`, C f32. Built once, then
+/// C(M,N) [+]= alpha * op(A)(M,K) @ op(B)(K,N), row strides (in elements) lda, ldb, ldc; A is
+/// stored (K,M) when trans_a, B (N,K) when trans_b; A and B of `type`, C f32; accumulate adds
+/// to C (oneDNN sum post-op) instead of overwriting it. Built once, then
 /// safe to run from many threads at once: each call passes its own scratchpad of
 /// scratchpad_bytes() (oneDNN's user scratchpad mode) and runs on the calling thread alone
 /// (oneDNN starts no threads inside an OpenMP parallel region).
 class ThreadMatmul {
  public:
   ThreadMatmul(int64_t M, int64_t N, int64_t K, int64_t lda, bool trans_a, int64_t ldb,
-               bool trans_b, int64_t ldc, float alpha, MmType type);
+               bool trans_b, int64_t ldc, float alpha, MmType type, bool accumulate = false);
   ~ThreadMatmul();
   size_t scratchpad_bytes() const;
   void run(float* c, const void* a, const void* b, void* scratchpad) const;
@@ -39,7 +40,8 @@ class ThreadMatmul {
 
 /// The ThreadMatmul for these arguments, created on first use and kept (thread-safe).
 const ThreadMatmul& thread_matmul(int64_t M, int64_t N, int64_t K, int64_t lda, bool trans_a,
-                                  int64_t ldb, bool trans_b, int64_t ldc, float alpha, MmType type);
+                                  int64_t ldb, bool trans_b, int64_t ldc, float alpha, MmType type,
+                                  bool accumulate = false);
 
 /// True when oneDNN can run a `type` matrix product on this CPU (tries a tiny primitive).
 bool onednn_supports(MmType type);
