@@ -56,7 +56,8 @@ class Backend {
   virtual void matmul_forward(float* out, const float* inp, const float* w, const float* bias,
                               int64_t N, int C, int OC, bool w_transposed = false) = 0;
   /// dinp(N,C) = dout @ W^T (assigned), dw += inp^T @ dout (or its transpose), dbias(OC) +=
-  /// column sums of dout (dbias may be null).
+  /// column sums of dout (dbias may be null; under bf16 the sums, in f32, are of the
+  /// bf16-rounded dout the products use, as in PyTorch's autocast).
   virtual void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout,
                                const float* inp, const float* w, int64_t N, int C, int OC,
                                bool w_transposed = false) = 0;

@@ -155,6 +155,7 @@ class CpuBackend final : public Backend {
 
   void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
                        const float* w, int64_t N, int C, int OC, bool w_transposed) override {
+    const uint16_t* dout16 = nullptr;  // bf16: the bias gradient sums the rounded operand
     if (prec_ == Precision::fp32) {
       if (dinp) cpu::onednn_matmul(dinp, dout, w, nullptr, N, C, OC, false, !w_transposed, false);
       if (!w_transposed)
@@ -164,6 +165,7 @@ class CpuBackend final : public Backend {
     } else {
       // dout and inp rounded to 16 bits once; both products accumulate in f32
       const void* d = operand_a(dout, N * OC);
+      if (prec_ == Precision::bf16) dout16 = static_cast<const uint16_t*>(d);
       const void* x = lowp(act_b_, inp, N * C);
       auto t = mm_type();
       if (dinp)
@@ -174,7 +176,15 @@ class CpuBackend final : public Backend {
       else
         cpu::onednn_matmul(dw, d, x, nullptr, OC, C, N, true, false, true, t);
     }
-    if (dbias) {
+    if (dbias && dout16) {  // half the bytes of the f32 dout; the sums stay f32
+      parallel_chunks(OC, [&](int64_t o0, int64_t o1) {
+        for (int64_t i = 0; i < N; ++i) {
+          const uint16_t* d = dout16 + i * OC;
+#pragma omp simd
+          for (int64_t o = o0; o < o1; ++o) dbias[o] += cpu::bf16_to_float(d[o]);
+        }
+      });
+    } else if (dbias) {
       parallel_chunks(OC, [&](int64_t o0, int64_t o1) {
         for (int64_t i = 0; i < N; ++i) {
           const float* d = dout + i * OC;

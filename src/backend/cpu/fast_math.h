@@ -97,4 +97,13 @@ inline uint16_t to_bf16_stochastic(float f, uint32_t bits) {
   return uint16_t((u + (bits & 0xFFFFu)) >> 16);
 }
 
+/// bfloat16 -> float (exact).
+#pragma omp declare simd
+inline float bf16_to_float(uint16_t h) {
+  const uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
 }  // namespace gt::cpu
