@@ -29,12 +29,9 @@ void store_row(void* dst, const float* x, int64_t n, AttnType t) {
       for (int64_t i = 0; i < n; ++i) o[i] = static_cast<float>(static_cast<_Float16>(x[i]));
       break;
     }
-    case AttnType::bf16: {
-      uint16_t* o = static_cast<uint16_t*>(dst);
-#pragma omp simd
-      for (int64_t i = 0; i < n; ++i) o[i] = to_bf16(x[i]);
+    case AttnType::bf16:
+      store_bf16(static_cast<uint16_t*>(dst), x, n);
       break;
-    }
     case AttnType::f16: {
       uint16_t* o = static_cast<uint16_t*>(dst);
       for (int64_t i = 0; i < n; ++i) o[i] = to_f16(x[i]);
@@ -43,205 +40,110 @@ void store_row(void* dst, const float* x, int64_t n, AttnType t) {
   }
 }
 
-/// Row of P: dst[0..n) = a * inv in the operand type, zeros up to T; also a *= inv in place
-/// when keep_f32 (the stored att), else a is left unnormalised.
-void normalize_store(void* dst, float* a, int n, int T, float inv, bool keep_f32, AttnType t) {
-  if (t == AttnType::bf16) {
-    uint16_t* o = static_cast<uint16_t*>(dst);
+/// Causal softmax of one score row a[0..width): columns 0..valid-1 count, the rest become 0.
+/// Without a 16-bit copy (low == null) a is normalised in place. With one, the normalised row
+/// is written to low (type t) and a is normalised too only when keep_f32 (the stored att).
+/// Returns the log-sum-exp of a[0..valid).
+float softmax_row(float* a, int64_t valid, int64_t width, unsigned char* low, bool keep_f32,
+                  AttnType t) {
+  const float maxv = row_max(a, valid);
+  float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t i = 0; i < valid; ++i) {
+    const float e = exp_approx(a[i] - maxv);
+    a[i] = e;
+    sum += e;
+  }
+  const float inv = 1.0f / sum;
+  if (low && t == AttnType::bf16) {
+    uint16_t* o = reinterpret_cast<uint16_t*>(low);
 #pragma omp simd
-    for (int i = 0; i < n; ++i) {
+    for (int64_t i = 0; i < valid; ++i) {
       const float x = a[i] * inv;
       o[i] = to_bf16(x);
       if (keep_f32) a[i] = x;
     }
-    std::fill(o + n, o + T, uint16_t(0));
+    std::fill(o + valid, o + width, uint16_t(0));
+    if (keep_f32) std::fill(a + valid, a + width, 0.0f);
   } else {
-    for (int i = 0; i < n; ++i) a[i] *= inv;
-    store_row(dst, a, n, t);
-    for (int i = n; i < T; ++i) a[i] = 0.0f;
-    store_row(static_cast<unsigned char*>(dst) + n * elem_bytes(t), a + n, T - n, t);
-    if (!keep_f32)
-      for (int i = 0; i < n; ++i) a[i] /= inv;
-  }
-  if (keep_f32) std::fill(a + n, a + T, 0.0f);
-}
-
-/// Row of dS in the operand type: dst[i] = a[i] (g[i] - dot) scale for i < n, zeros up to T.
-void ds_store(void* dst, const float* a, const float* g, int n, int T, float dot, float scale,
-              AttnType t) {
-  if (t == AttnType::bf16) {
-    uint16_t* o = static_cast<uint16_t*>(dst);
 #pragma omp simd
-    for (int i = 0; i < n; ++i) o[i] = to_bf16(a[i] * (g[i] - dot) * scale);
-    std::fill(o + n, o + T, uint16_t(0));
-  } else {
-    const size_t es = elem_bytes(t);
-    for (int i = 0; i < n; ++i) {
-      const float x = a[i] * (g[i] - dot) * scale;
-      store_row(static_cast<unsigned char*>(dst) + i * es, &x, 1, t);
+    for (int64_t i = 0; i < valid; ++i) a[i] *= inv;
+    std::fill(a + valid, a + width, 0.0f);
+    if (low) store_row(low, a, width, t);
+  }
+  return maxv + std::log(sum);
+}
+
+/// Backward of one row. p: the probabilities (width, zeros past valid); when lse is given,
+/// p holds the scaled scores instead and is turned into probabilities first. g: dP in, and
+/// without 16-bit copies dS = p (g - sum(p g)) scale out; with them (pl, dsl non-null) p and
+/// dS are written there in type t and g is left as it was.
+void softmax_backward_row(float* p, float* g, int64_t valid, int64_t width, const float* lse,
+                          float scale, unsigned char* pl, unsigned char* dsl, AttnType t) {
+  float dot = 0.f;
+  if (lse) {
+    const float l = *lse;
+#pragma omp simd reduction(+ : dot)
+    for (int64_t i = 0; i < valid; ++i) {
+      p[i] = exp_approx(p[i] - l);
+      dot += p[i] * g[i];
     }
-    const float zero = 0.0f;
-    for (int i = n; i < T; ++i) store_row(static_cast<unsigned char*>(dst) + i * es, &zero, 1, t);
+    std::fill(p + valid, p + width, 0.0f);
+  } else {
+#pragma omp simd reduction(+ : dot)
+    for (int64_t i = 0; i < valid; ++i) dot += p[i] * g[i];
+  }
+  if (!pl) {
+#pragma omp simd
+    for (int64_t i = 0; i < valid; ++i) g[i] = p[i] * (g[i] - dot) * scale;
+    std::fill(g + valid, g + width, 0.0f);
+    return;
+  }
+  store_row(pl, p, width, t);
+  if (t == AttnType::bf16) {
+    uint16_t* o = reinterpret_cast<uint16_t*>(dsl);
+#pragma omp simd
+    for (int64_t i = 0; i < valid; ++i) o[i] = to_bf16(p[i] * (g[i] - dot) * scale);
+    std::fill(o + valid, o + width, uint16_t(0));
+  } else {
+    float tmp[64];
+    const size_t es = elem_bytes(t);
+    for (int64_t i0 = 0; i0 < width; i0 += 64) {
+      const int64_t n = std::min<int64_t>(64, width - i0);
+      for (int64_t i = 0; i < n; ++i)
+        tmp[i] = i0 + i < valid ? p[i0 + i] * (g[i0 + i] - dot) * scale : 0.0f;
+      store_row(dsl + i0 * es, tmp, n, t);
+    }
   }
 }
 
-/// The products of one head, and the per-thread buffer layout.
-struct Plan {
+/// One head's shape and its packing between the strided (B,T,3C)/(B,T,C) tensors and dense
+/// (T,hs) blocks.
+struct Head {
   int64_t T, C, C3, hs, NH;
   AttnType type;
   size_t es;
-  bool fused, low;
-  const ThreadMatmul *S, *O, *dP, *dV, *dQ, *dK;
-  // byte offsets in a thread's buffer
-  size_t q, k, v, d, o, p, dp, pl, dsl, scratch, total;
-
-  Plan(int T_, int C_, int NH_, AttnType t, bool fused_)
-      : T(T_),
-        C(C_),
-        C3(3 * (int64_t)C_),
-        hs(C_ / NH_),
-        NH(NH_),
-        type(t),
-        es(elem_bytes(t)),
-        fused(fused_),
-        low(t != AttnType::f32) {
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-    const MmType mt = mm_type(t);
-    // S(T,T) = scale q(T,hs) k^T; O(T,hs) = P(T,T) v(T,hs). Outputs are dense and copied
-    // into the strided rows after: oneDNN 2.6 has no brgemm for a strided destination.
-    S = &thread_matmul(T, T, hs, hs, false, hs, true, T, scale, mt);
-    O = &thread_matmul(T, hs, T, T, false, hs, false, hs, 1.0f, mt);
-    // dP = dO v^T; dV = P^T dO, dQ = dS k, dK = dS^T q
-    dP = &thread_matmul(T, T, hs, hs, false, hs, true, T, 1.0f, mt);
-    dV = &thread_matmul(T, hs, T, T, true, hs, false, hs, 1.0f, mt);
-    dQ = O;
-    dK = dV;
-    size_t at = 0;
-    auto take = [&](size_t bytes) {
-      size_t off = at;
-      at += (bytes + 63) / 64 * 64;
-      return off;
-    };
-    const size_t head = T * hs * es, sq = T * T * sizeof(float);
-    q = take(head);
-    k = take(head);
-    v = take(head);
-    d = take(head);
-    o = take(T * hs * sizeof(float));
-    p = fused ? take(sq) : 0;
-    dp = take(sq);
-    pl = low ? take(T * T * es) : 0;
-    dsl = low ? take(T * T * es) : 0;
-    size_t sp = 0;
-    for (auto* m : {S, O, dP, dV, dQ}) sp = std::max(sp, m->scratchpad_bytes());
-    scratch = take(sp);
-    total = at;
-  }
-
-  /// Copies the dense (T,hs) f32 result at o into T rows of stride ld at dst.
-  /// (and its bf16 copy into dst16 at the same offsets, if not null).
-  void unpack(float* dst, uint16_t* dst16, const unsigned char* o, int64_t ld) const {
-    const float* src = reinterpret_cast<const float*>(o);
-    for (int64_t t = 0; t < T; ++t) {
-      std::memcpy(dst + t * ld, src + t * hs, hs * sizeof(float));
-      if (dst16) store_bf16(dst16 + t * ld, src + t * hs, hs);
-    }
-  }
-
-  /// Packs head h of the T rows at src (row stride ld) into dst (T,hs) dense.
-  void pack(unsigned char* dst, const float* src, int64_t ld) const {
-    if (type == AttnType::bf16) {  // the hot case, inlined
-      uint16_t* o = reinterpret_cast<uint16_t*>(dst);
-      for (int64_t t = 0; t < T; ++t) store_bf16(o + t * hs, src + t * ld, hs);
-      return;
-    }
-    for (int64_t t = 0; t < T; ++t) store_row(dst + t * hs * es, src + t * ld, hs, type);
-  }
-};
-
-/// The fused form: causal query blocks of kBlock rows. Block i (rows r0..r1-1) needs keys
-/// 0..r1-1 only, so the products skip the masked upper triangle (for T = 256: 62.5 % of the
-/// square's FLOPs) and the scores of a block, (kBlock, r1), are all a thread keeps.
-constexpr int64_t kBlock = 64;
-
-struct BlockPlan {
-  struct Products {
-    const ThreadMatmul *S, *O, *dP, *dV, *dQ;  // dK has dV's shape
-  };
-  int64_t T, C, C3, hs, NH, nblocks;
-  AttnType type;
-  size_t es;
   bool low;
-  std::vector<Products> blk;
-  size_t q, k, v, d, o, dk, dv, s, dp, pl, dsl, scratch, total;
-
-  BlockPlan(int T_, int C_, int NH_, AttnType t)
+  Head(int T_, int C_, int NH_, AttnType t)
       : T(T_),
         C(C_),
         C3(3 * (int64_t)C_),
         hs(C_ / NH_),
         NH(NH_),
-        nblocks((T_ + kBlock - 1) / kBlock),
         type(t),
         es(elem_bytes(t)),
-        low(t != AttnType::f32) {
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-    const MmType mt = mm_type(t);
-    size_t sp = 0;
-    for (int64_t i = 0; i < nblocks; ++i) {
-      const int64_t m = rows(i), n = keys(i);
-      Products p;
-      p.S = &thread_matmul(m, n, hs, hs, false, hs, true, n, scale, mt);        // q_i k^T
-      p.O = &thread_matmul(m, hs, n, n, false, hs, false, hs, 1.0f, mt);        // P_i v
-      p.dP = &thread_matmul(m, n, hs, hs, false, hs, true, n, 1.0f, mt);        // dO_i v^T
-      p.dV = &thread_matmul(n, hs, m, n, true, hs, false, hs, 1.0f, mt, true);  // += P_i^T dO_i
-      p.dQ = p.O;                                                               // dS_i k
-      for (auto* x : {p.S, p.O, p.dP, p.dV}) sp = std::max(sp, x->scratchpad_bytes());
-      blk.push_back(p);
-    }
-    size_t at = 0;
-    auto take = [&](size_t bytes) {
-      size_t off = at;
-      at += (bytes + 63) / 64 * 64;
-      return off;
-    };
-    const size_t head = T * hs * es, headf = T * hs * sizeof(float);
-    const size_t tile = std::min(kBlock, T) * T;
-    q = take(head);
-    k = take(head);
-    v = take(head);
-    d = take(head);
-    o = take(headf);
-    dk = take(headf);
-    dv = take(headf);
-    s = take(tile * sizeof(float));
-    dp = take(tile * sizeof(float));
-    pl = low ? take(tile * es) : 0;
-    dsl = low ? take(tile * es) : 0;
-    scratch = take(sp);
-    total = at;
-  }
-  int64_t r0(int64_t i) const { return i * kBlock; }
-  int64_t rows(int64_t i) const { return std::min(T, r0(i) + kBlock) - r0(i); }
-  int64_t keys(int64_t i) const { return r0(i) + rows(i); }
+        low(t != AttnType::f32) {}
+  float scale() const { return 1.0f / std::sqrt(static_cast<float>(hs)); }
 
-  void pack(unsigned char* dst, const float* src, int64_t ld) const {
-    if (type == AttnType::bf16) {
-      uint16_t* o16 = reinterpret_cast<uint16_t*>(dst);
-      for (int64_t t = 0; t < T; ++t) store_bf16(o16 + t * hs, src + t * ld, hs);
-      return;
-    }
-    for (int64_t t = 0; t < T; ++t) store_row(dst + t * hs * es, src + t * ld, hs, type);
-  }
-  /// q, k, v of one head from T rows of 3C (each row's three slices together, the next rows
-  /// prefetched: the rows are 12 KiB apart, too far for the hardware prefetcher).
+  /// q, k, v of one head from T rows of 3C (each row's three slices together, the rows two
+  /// ahead prefetched: they are 3C floats apart, too far for the hardware prefetcher).
   void pack_qkv(unsigned char* q, unsigned char* k, unsigned char* v, const float* rows) const {
     for (int64_t t = 0; t < T; ++t) {
       const float* r = rows + t * C3;
       if (t + 2 < T)
         for (int p = 0; p < 3; ++p)
           for (int64_t x = 0; x < hs; x += 16) __builtin_prefetch(r + 2 * C3 + p * C + x);
-      if (type == AttnType::bf16) {
+      if (type == AttnType::bf16) {  // the hot case, inlined
         store_bf16(reinterpret_cast<uint16_t*>(q) + t * hs, r, hs);
         store_bf16(reinterpret_cast<uint16_t*>(k) + t * hs, r + C, hs);
         store_bf16(reinterpret_cast<uint16_t*>(v) + t * hs, r + 2 * C, hs);
@@ -252,6 +154,15 @@ struct BlockPlan {
       }
     }
   }
+  /// T rows of hs floats (row stride ld) into dst (T,hs) dense.
+  void pack(unsigned char* dst, const float* src, int64_t ld) const {
+    if (type == AttnType::bf16) {
+      for (int64_t t = 0; t < T; ++t)
+        store_bf16(reinterpret_cast<uint16_t*>(dst) + t * hs, src + t * ld, hs);
+      return;
+    }
+    for (int64_t t = 0; t < T; ++t) store_row(dst + t * hs * es, src + t * ld, hs, type);
+  }
   /// m dense rows of hs floats at src into rows of stride ld at dst (and dst16, if not null).
   void unpack(float* dst, uint16_t* dst16, const float* src, int64_t m, int64_t ld) const {
     for (int64_t t = 0; t < m; ++t) {
@@ -259,18 +170,173 @@ struct BlockPlan {
       if (dst16) store_bf16(dst16 + t * ld, src + t * hs, hs);
     }
   }
-  /// A row of n scores or gradients into the operand type (a no-op copy source for f32).
-  const void* operand(unsigned char* buf16, float* row, int64_t n) const {
-    if (!low) return row;
-    store_row(buf16, row, n, type);
-    return buf16;
+};
+
+/// Lays out a thread's buffer: take(bytes) returns 64-byte aligned offsets.
+struct Layout {
+  size_t at = 0;
+  size_t take(size_t bytes) {
+    size_t off = at;
+    at += (bytes + 63) / 64 * 64;
+    return off;
   }
+};
+
+/// The stored form (att kept): whole (T,T) products of one head.
+struct StoredPlan : Head {
+  const ThreadMatmul *S, *O, *dP, *dV;  // dQ has O's shape, dK dV's
+  size_t q, k, v, d, o, dp, pl, dsl, scratch, total;
+
+  StoredPlan(int T_, int C_, int NH_, AttnType t) : Head(T_, C_, NH_, t) {
+    const MmType mt = mm_type(t);
+    // S(T,T) = scale q k^T; O(T,hs) = P v; dP = dO v^T; dV = P^T dO, dQ = dS k, dK = dS^T q.
+    // Outputs are dense and copied into the strided rows after: oneDNN 2.6 has no brgemm
+    // for a strided destination.
+    S = &thread_matmul(T, T, hs, hs, false, hs, true, T, scale(), mt);
+    O = &thread_matmul(T, hs, T, T, false, hs, false, hs, 1.0f, mt);
+    dP = &thread_matmul(T, T, hs, hs, false, hs, true, T, 1.0f, mt);
+    dV = &thread_matmul(T, hs, T, T, true, hs, false, hs, 1.0f, mt);
+    Layout l;
+    const size_t head = T * hs * es, sq = T * T;
+    q = l.take(head);
+    k = l.take(head);
+    v = l.take(head);
+    d = l.take(head);
+    o = l.take(T * hs * sizeof(float));
+    dp = l.take(sq * sizeof(float));
+    pl = low ? l.take(sq * es) : 0;
+    dsl = low ? l.take(sq * es) : 0;
+    size_t sp = 0;
+    for (auto* m : {S, O, dP, dV}) sp = std::max(sp, m->scratchpad_bytes());
+    scratch = l.take(sp);
+    total = l.at;
+  }
+};
+
+/// The fused form: causal query blocks of kBlock rows. Block i (rows r0..r1-1) needs keys
+/// 0..r1-1 only, so the products skip the masked upper triangle (for T = 256: 62.5 % of the
+/// square's FLOPs) and the scores of a block, (kBlock, r1), are all a thread keeps.
+constexpr int64_t kBlock = 64;
+
+struct BlockPlan : Head {
+  struct Products {
+    const ThreadMatmul *S, *O, *dP, *dV;  // dQ has O's shape, dK dV's
+  };
+  int64_t nblocks;
+  std::vector<Products> blk;
+  size_t q, k, v, d, o, dk, dv, s, dp, pl, dsl, scratch, total;
+
+  BlockPlan(int T_, int C_, int NH_, AttnType t)
+      : Head(T_, C_, NH_, t), nblocks((T_ + kBlock - 1) / kBlock) {
+    const MmType mt = mm_type(t);
+    size_t sp = 0;
+    for (int64_t i = 0; i < nblocks; ++i) {
+      const int64_t m = rows(i), n = keys(i);
+      Products p;
+      p.S = &thread_matmul(m, n, hs, hs, false, hs, true, n, scale(), mt);      // q_i k^T
+      p.O = &thread_matmul(m, hs, n, n, false, hs, false, hs, 1.0f, mt);        // P_i v
+      p.dP = &thread_matmul(m, n, hs, hs, false, hs, true, n, 1.0f, mt);        // dO_i v^T
+      p.dV = &thread_matmul(n, hs, m, n, true, hs, false, hs, 1.0f, mt, true);  // += P_i^T dO_i
+      for (auto* x : {p.S, p.O, p.dP, p.dV}) sp = std::max(sp, x->scratchpad_bytes());
+      blk.push_back(p);
+    }
+    Layout l;
+    const size_t head = T * hs * es, headf = T * hs * sizeof(float);
+    const size_t tile = std::min(kBlock, T) * T;
+    q = l.take(head);
+    k = l.take(head);
+    v = l.take(head);
+    d = l.take(head);
+    o = l.take(headf);
+    dk = l.take(headf);
+    dv = l.take(headf);
+    s = l.take(tile * sizeof(float));
+    dp = l.take(tile * sizeof(float));
+    pl = low ? l.take(tile * es) : 0;
+    dsl = low ? l.take(tile * es) : 0;
+    scratch = l.take(sp);
+    total = l.at;
+  }
+  int64_t r0(int64_t i) const { return i * kBlock; }
+  int64_t rows(int64_t i) const { return std::min(T, r0(i) + kBlock) - r0(i); }
+  int64_t keys(int64_t i) const { return r0(i) + rows(i); }
 };
 
 }  // namespace
 
 size_t attention_workspace_bytes(int T, int C, int NH, AttnType type, bool fused, int threads) {
-  return (fused ? BlockPlan(T, C, NH, type).total : Plan(T, C, NH, type, false).total) * threads;
+  return (fused ? BlockPlan(T, C, NH, type).total : StoredPlan(T, C, NH, type).total) * threads;
+}
+
+unsigned char* Attention::thread_buffer(int thread, size_t bytes) {
+  auto& b = per_thread_[thread];
+  if (b.size() != bytes) b = std::vector<unsigned char>(bytes);
+  return b.data();
+}
+
+void Attention::forward(float* out, float* att, float* lse, const float* qkv, int B, int T, int C,
+                        int NH, uint16_t* out16) {
+  if (!att) return forward_blocks(out, lse, qkv, B, T, C, NH, out16);
+  const StoredPlan pl(T, C, NH, type_);
+  const int nt = omp_get_max_threads();
+  if ((int)per_thread_.size() != nt) per_thread_.assign(nt, {});
+#pragma omp parallel
+  {
+    unsigned char* buf = thread_buffer(omp_get_thread_num(), pl.total);
+    float* o = reinterpret_cast<float*>(buf + pl.o);
+#pragma omp for collapse(2) schedule(dynamic, 1)
+    for (int b = 0; b < B; ++b)
+      for (int h = 0; h < NH; ++h) {
+        pl.pack_qkv(buf + pl.q, buf + pl.k, buf + pl.v, qkv + (int64_t)b * T * pl.C3 + h * pl.hs);
+        float* P = att + ((int64_t)b * NH + h) * T * T;
+        pl.S->run(P, buf + pl.q, buf + pl.k, buf + pl.scratch);
+        for (int64_t t = 0; t < T; ++t) {
+          const float l = softmax_row(
+              P + t * T, t + 1, T, pl.low ? buf + pl.pl + t * T * pl.es : nullptr, true, pl.type);
+          if (lse) lse[((int64_t)b * NH + h) * T + t] = l;
+        }
+        pl.O->run(o, pl.low ? buf + pl.pl : (void*)P, buf + pl.v, buf + pl.scratch);
+        const int64_t at = (int64_t)b * T * C + h * pl.hs;
+        pl.unpack(out + at, out16 ? out16 + at : nullptr, o, T, C);
+      }
+  }
+}
+
+void Attention::backward(float* dqkv, const float* dout, const float* qkv, const float* att,
+                         const float* lse, int B, int T, int C, int NH, uint16_t* dqkv16) {
+  if (!att) return backward_blocks(dqkv, dout, qkv, lse, B, T, C, NH, dqkv16);
+  const StoredPlan pl(T, C, NH, type_);
+  const int nt = omp_get_max_threads();
+  if ((int)per_thread_.size() != nt) per_thread_.assign(nt, {});
+#pragma omp parallel
+  {
+    unsigned char* buf = thread_buffer(omp_get_thread_num(), pl.total);
+    float* dP = reinterpret_cast<float*>(buf + pl.dp);
+    float* o = reinterpret_cast<float*>(buf + pl.o);
+#pragma omp for collapse(2) schedule(dynamic, 1)
+    for (int b = 0; b < B; ++b)
+      for (int h = 0; h < NH; ++h) {
+        pl.pack_qkv(buf + pl.q, buf + pl.k, buf + pl.v, qkv + (int64_t)b * T * pl.C3 + h * pl.hs);
+        pl.pack(buf + pl.d, dout + (int64_t)b * T * C + h * pl.hs, C);
+        // the stored probabilities are read, not written: copy-free for f32 operands
+        float* P = const_cast<float*>(att) + ((int64_t)b * NH + h) * T * T;
+        pl.dP->run(dP, buf + pl.d, buf + pl.v, buf + pl.scratch);
+        for (int64_t t = 0; t < T; ++t)
+          softmax_backward_row(P + t * T, dP + t * T, t + 1, T, nullptr, pl.scale(),
+                               pl.low ? buf + pl.pl + t * T * pl.es : nullptr,
+                               pl.low ? buf + pl.dsl + t * T * pl.es : nullptr, pl.type);
+        const void* Pm = pl.low ? buf + pl.pl : (const void*)P;
+        const void* dS = pl.low ? buf + pl.dsl : (const void*)dP;
+        const int64_t at = (int64_t)b * T * pl.C3 + h * pl.hs;
+        uint16_t* d16 = dqkv16 ? dqkv16 + at : nullptr;
+        pl.dV->run(o, Pm, buf + pl.d, buf + pl.scratch);  // dV = P^T dO
+        pl.unpack(dqkv + at + 2 * C, d16 ? d16 + 2 * C : nullptr, o, T, pl.C3);
+        pl.O->run(o, dS, buf + pl.k, buf + pl.scratch);  // dQ = dS k
+        pl.unpack(dqkv + at, d16, o, T, pl.C3);
+        pl.dV->run(o, dS, buf + pl.q, buf + pl.scratch);  // dK = dS^T q
+        pl.unpack(dqkv + at + C, d16 ? d16 + C : nullptr, o, T, pl.C3);
+      }
+  }
 }
 
 void Attention::forward_blocks(float* out, float* lse, const float* qkv, int B, int T, int C,
@@ -290,27 +356,10 @@ void Attention::forward_blocks(float* out, float* lse, const float* qkv, int B, 
         for (int64_t i = 0; i < pl.nblocks; ++i) {
           const int64_t r0 = pl.r0(i), m = pl.rows(i), n = pl.keys(i);
           pl.blk[i].S->run(S, buf + pl.q + r0 * pl.hs * pl.es, buf + pl.k, buf + pl.scratch);
-          for (int64_t j = 0; j < m; ++j) {
-            const int64_t t = r0 + j;  // keys 0..t of row j are unmasked
-            float* a = S + j * n;
-            const float maxv = row_max(a, t + 1);
-            float sum = 0.f;
-#pragma omp simd reduction(+ : sum)
-            for (int64_t t2 = 0; t2 <= t; ++t2) {
-              const float e = exp_approx(a[t2] - maxv);
-              a[t2] = e;
-              sum += e;
-            }
-            const float inv = 1.0f / sum;
-            if (pl.low) {
-              normalize_store(buf + pl.pl + j * n * pl.es, a, t + 1, n, inv, false, pl.type);
-            } else {
-#pragma omp simd
-              for (int64_t t2 = 0; t2 <= t; ++t2) a[t2] *= inv;
-              std::fill(a + t + 1, a + n, 0.0f);
-            }
-            lse[((int64_t)b * NH + h) * T + t] = maxv + std::log(sum);
-          }
+          for (int64_t j = 0; j < m; ++j)  // row j is query r0 + j: keys 0..r0+j count
+            lse[((int64_t)b * NH + h) * T + r0 + j] =
+                softmax_row(S + j * n, r0 + j + 1, n,
+                            pl.low ? buf + pl.pl + j * n * pl.es : nullptr, false, pl.type);
           pl.blk[i].O->run(o, pl.low ? buf + pl.pl : (void*)S, buf + pl.v, buf + pl.scratch);
           const int64_t at = ((int64_t)b * T + r0) * C + h * pl.hs;
           pl.unpack(out + at, out16 ? out16 + at : nullptr, o, m, C);
@@ -322,7 +371,6 @@ void Attention::forward_blocks(float* out, float* lse, const float* qkv, int B, 
 void Attention::backward_blocks(float* dqkv, const float* dout, const float* qkv, const float* lse,
                                 int B, int T, int C, int NH, uint16_t* dqkv16) {
   const BlockPlan pl(T, C, NH, type_);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(pl.hs));
   const int nt = omp_get_max_threads();
   if ((int)per_thread_.size() != nt) per_thread_.assign(nt, {});
 #pragma omp parallel
@@ -341,38 +389,22 @@ void Attention::backward_blocks(float* dqkv, const float* dout, const float* qkv
         std::fill(dK, dK + T * pl.hs, 0.0f);
         std::fill(dV, dV + T * pl.hs, 0.0f);
         const int64_t base = (int64_t)b * T * pl.C3 + h * pl.hs;
+        const float* lse_bh = lse + ((int64_t)b * NH + h) * T;
         for (int64_t i = 0; i < pl.nblocks; ++i) {
           const int64_t r0 = pl.r0(i), m = pl.rows(i), n = pl.keys(i);
           const auto& pr = pl.blk[i];
           const size_t qoff = r0 * pl.hs * pl.es;
-          pr.S->run(S, buf + pl.q + qoff, buf + pl.k, buf + pl.scratch);
+          pr.S->run(S, buf + pl.q + qoff, buf + pl.k, buf + pl.scratch);  // scores again
           pr.dP->run(dP, buf + pl.d + qoff, buf + pl.v, buf + pl.scratch);
-          for (int64_t j = 0; j < m; ++j) {
-            const int64_t t = r0 + j;
-            float* a = S + j * n;
-            float* g = dP + j * n;
-            const float l = lse[((int64_t)b * NH + h) * T + t];
-            float dot = 0.f;
-#pragma omp simd reduction(+ : dot)
-            for (int64_t t2 = 0; t2 <= t; ++t2) {
-              a[t2] = exp_approx(a[t2] - l);
-              dot += a[t2] * g[t2];
-            }
-            std::fill(a + t + 1, a + n, 0.0f);
-            if (pl.low) {
-              store_row(buf + pl.pl + j * n * pl.es, a, n, pl.type);
-              ds_store(buf + pl.dsl + j * n * pl.es, a, g, t + 1, n, dot, scale, pl.type);
-            } else {
-#pragma omp simd
-              for (int64_t t2 = 0; t2 <= t; ++t2) g[t2] = a[t2] * (g[t2] - dot) * scale;
-              std::fill(g + t + 1, g + n, 0.0f);
-            }
-          }
+          for (int64_t j = 0; j < m; ++j)
+            softmax_backward_row(S + j * n, dP + j * n, r0 + j + 1, n, lse_bh + r0 + j, pl.scale(),
+                                 pl.low ? buf + pl.pl + j * n * pl.es : nullptr,
+                                 pl.low ? buf + pl.dsl + j * n * pl.es : nullptr, pl.type);
           const void* Pm = pl.low ? buf + pl.pl : (const void*)S;
           const void* dS = pl.low ? buf + pl.dsl : (const void*)dP;
           pr.dV->run(dV, Pm, buf + pl.d + qoff, buf + pl.scratch);  // keys 0..n-1 += P^T dO
           pr.dV->run(dK, dS, buf + pl.q + qoff, buf + pl.scratch);  // keys 0..n-1 += dS^T q
-          pr.dQ->run(o, dS, buf + pl.k, buf + pl.scratch);          // rows r0..r1-1
+          pr.O->run(o, dS, buf + pl.k, buf + pl.scratch);           // dQ rows r0..r1-1
           const int64_t at = base + r0 * pl.C3;
           pl.unpack(dqkv + at, dqkv16 ? dqkv16 + at : nullptr, o, m, pl.C3);
         }
@@ -385,121 +417,6 @@ void Attention::backward_blocks(float* dqkv, const float* dout, const float* qkv
             store_bf16(dqkv16 + at + 2 * C, dV + t * pl.hs, pl.hs);
           }
         }
-      }
-  }
-}
-
-unsigned char* Attention::thread_buffer(int thread, size_t bytes) {
-  auto& b = per_thread_[thread];
-  if (b.size() != bytes) b = std::vector<unsigned char>(bytes);
-  return b.data();
-}
-
-void Attention::forward(float* out, float* att, float* lse, const float* qkv, int B, int T, int C,
-                        int NH, uint16_t* out16) {
-  if (!att) return forward_blocks(out, lse, qkv, B, T, C, NH, out16);
-  const Plan pl(T, C, NH, type_, att == nullptr);
-  const int nt = omp_get_max_threads();
-  if ((int)per_thread_.size() != nt) per_thread_.assign(nt, {});
-#pragma omp parallel
-  {
-    unsigned char* buf = thread_buffer(omp_get_thread_num(), pl.total);
-    float* Sbuf = reinterpret_cast<float*>(buf + pl.p);
-#pragma omp for collapse(2) schedule(dynamic, 1)
-    for (int b = 0; b < B; ++b)
-      for (int h = 0; h < NH; ++h) {
-        const float* rows = qkv + (int64_t)b * T * pl.C3 + h * pl.hs;
-        pl.pack(buf + pl.q, rows, pl.C3);
-        pl.pack(buf + pl.k, rows + C, pl.C3);
-        pl.pack(buf + pl.v, rows + 2 * C, pl.C3);
-        float* P = att ? att + ((int64_t)b * NH + h) * T * T : Sbuf;
-        pl.S->run(P, buf + pl.q, buf + pl.k, buf + pl.scratch);
-        for (int t = 0; t < T; ++t) {
-          float* a = P + (int64_t)t * T;
-          float maxv = row_max(a, t + 1);
-          float sum = 0.f;
-#pragma omp simd reduction(+ : sum)
-          for (int t2 = 0; t2 <= t; ++t2) {
-            const float e = exp_approx(a[t2] - maxv);
-            a[t2] = e;
-            sum += e;
-          }
-          const float inv = 1.0f / sum;
-          if (pl.low) {  // the product reads the 16-bit copy; the f32 row is kept only in att
-            normalize_store(buf + pl.pl + t * T * pl.es, a, t + 1, T, inv, att != nullptr, pl.type);
-          } else {
-#pragma omp simd
-            for (int t2 = 0; t2 <= t; ++t2) a[t2] *= inv;
-            std::fill(a + t + 1, a + T, 0.0f);
-          }
-          if (lse) lse[((int64_t)b * NH + h) * T + t] = maxv + std::log(sum);
-        }
-        float* o = reinterpret_cast<float*>(buf + pl.o);
-        pl.O->run(o, pl.low ? buf + pl.pl : (void*)P, buf + pl.v, buf + pl.scratch);
-        const int64_t at = (int64_t)b * T * C + h * pl.hs;
-        pl.unpack(out + at, out16 ? out16 + at : nullptr, buf + pl.o, C);
-      }
-  }
-}
-
-void Attention::backward(float* dqkv, const float* dout, const float* qkv, const float* att,
-                         const float* lse, int B, int T, int C, int NH, uint16_t* dqkv16) {
-  if (!att) return backward_blocks(dqkv, dout, qkv, lse, B, T, C, NH, dqkv16);
-  const Plan pl(T, C, NH, type_, att == nullptr);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(pl.hs));
-  const int nt = omp_get_max_threads();
-  if ((int)per_thread_.size() != nt) per_thread_.assign(nt, {});
-#pragma omp parallel
-  {
-    unsigned char* buf = thread_buffer(omp_get_thread_num(), pl.total);
-    float* Sbuf = reinterpret_cast<float*>(buf + pl.p);
-    float* dP = reinterpret_cast<float*>(buf + pl.dp);
-#pragma omp for collapse(2) schedule(dynamic, 1)
-    for (int b = 0; b < B; ++b)
-      for (int h = 0; h < NH; ++h) {
-        const float* rows = qkv + (int64_t)b * T * pl.C3 + h * pl.hs;
-        pl.pack(buf + pl.q, rows, pl.C3);
-        pl.pack(buf + pl.k, rows + C, pl.C3);
-        pl.pack(buf + pl.v, rows + 2 * C, pl.C3);
-        pl.pack(buf + pl.d, dout + (int64_t)b * T * C + h * pl.hs, C);
-        const float* P = att ? att + ((int64_t)b * NH + h) * T * T : Sbuf;
-        if (!att)  // the scores again; the row pass turns them into probabilities with lse
-          pl.S->run(Sbuf, buf + pl.q, buf + pl.k, buf + pl.scratch);
-        pl.dP->run(dP, buf + pl.d, buf + pl.v, buf + pl.scratch);
-        for (int t = 0; t < T; ++t) {
-          float* g = dP + (int64_t)t * T;
-          const float* a = P + (int64_t)t * T;
-          if (!att) {
-            float* s = Sbuf + (int64_t)t * T;
-            const float l = lse[((int64_t)b * NH + h) * T + t];
-#pragma omp simd
-            for (int t2 = 0; t2 <= t; ++t2) s[t2] = exp_approx(s[t2] - l);
-            std::fill(s + t + 1, s + T, 0.0f);
-          }
-          float dot = 0.f;
-#pragma omp simd reduction(+ : dot)
-          for (int t2 = 0; t2 <= t; ++t2) dot += a[t2] * g[t2];
-          if (pl.low) {
-            store_row(buf + pl.pl + t * T * pl.es, a, T, pl.type);
-            ds_store(buf + pl.dsl + t * T * pl.es, a, g, t + 1, T, dot, scale, pl.type);
-          } else {
-#pragma omp simd
-            for (int t2 = 0; t2 <= t; ++t2) g[t2] = a[t2] * (g[t2] - dot) * scale;
-            std::fill(g + t + 1, g + T, 0.0f);
-          }
-        }
-        const void* Pm = pl.low ? buf + pl.pl : (const void*)P;
-        const void* dS = pl.low ? buf + pl.dsl : (const void*)dP;
-        const int64_t at = (int64_t)b * T * pl.C3 + h * pl.hs;
-        float* dst = dqkv + at;
-        uint16_t* d16 = dqkv16 ? dqkv16 + at : nullptr;
-        float* o = reinterpret_cast<float*>(buf + pl.o);
-        pl.dV->run(o, Pm, buf + pl.d, buf + pl.scratch);
-        pl.unpack(dst + 2 * C, d16 ? d16 + 2 * C : nullptr, buf + pl.o, pl.C3);
-        pl.dQ->run(o, dS, buf + pl.k, buf + pl.scratch);
-        pl.unpack(dst, d16, buf + pl.o, pl.C3);
-        pl.dK->run(o, dS, buf + pl.q, buf + pl.scratch);
-        pl.unpack(dst + C, d16 ? d16 + C : nullptr, buf + pl.o, pl.C3);
       }
   }
 }
