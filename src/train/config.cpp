@@ -210,6 +210,11 @@ void TrainConfig::validate() const {
   if (stochastic_rounding != "off" && stochastic_rounding != "on")
     throw Error(
         fmt::format("train.stochastic_rounding = '{}': expected on or off", stochastic_rounding));
+  if (stochastic_rounding == "on" && precision != "bf16")
+    throw Error(
+        fmt::format("train.stochastic_rounding = 'on' rounds the bf16 weight copies; it needs "
+                    "train.precision = 'bf16' (got '{}')",
+                    precision));
   if (tokenizer != "char" && tokenizer != "byte")
     throw Error(fmt::format("data.tokenizer = '{}': expected char or byte", tokenizer));
   if (data_format != "text" && data_format != "llmc" && data_format != "nanogpt")

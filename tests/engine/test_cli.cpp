@@ -118,6 +118,16 @@ TEST_F(Cli, ZeroOrNegativeSizes) {
   expect_train_error(cfg + " --set model.n_embd=15", "must be divisible");
 }
 
+TEST_F(Cli, PolicyValuesAreCheckedAndNamed) {
+  expect_train_error(cfg + " --set train.fusion=maybe",
+                     "train.fusion = 'maybe': expected on or off");
+  expect_train_error(cfg + " --set train.stochastic_rounding=yes",
+                     "train.stochastic_rounding = 'yes': expected on or off");
+  expect_train_error(cfg + " --set train.stochastic_rounding=on",
+                     "needs train.precision = 'bf16' (got 'fp32')");
+  expect_train_error(cfg + " --set train.recompute=all", "train.recompute");
+}
+
 TEST_F(Cli, TrainEvalSampleResumeAndDamagedCheckpoints) {
   std::string run = d.file("run");
   auto r = run_cmd(kBin + " train " + cfg + " --out " + run);
