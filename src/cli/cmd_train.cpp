@@ -68,11 +68,12 @@ int run_train(const Args& a) {
               c.precision.c_str(), omp_get_max_threads());
   std::printf(
       "  memory   %s planned: parameters %s, gradients %s, AdamW %s, activations %s "
-      "(recompute %s), scratch %s\n",
+      "(recompute %s), scratch %s, workspace %s; + %s held before allocation\n",
       gt::format_bytes(mem.total()).c_str(), gt::format_bytes(mem.params_bytes).c_str(),
       gt::format_bytes(mem.grads_bytes).c_str(), gt::format_bytes(mem.optimizer_bytes).c_str(),
       gt::format_bytes(mem.activations_bytes).c_str(), c.recompute.c_str(),
-      gt::format_bytes(mem.scratch_bytes).c_str());
+      gt::format_bytes(mem.scratch_bytes).c_str(), gt::format_bytes(mem.workspace_bytes).c_str(),
+      gt::format_bytes(trainer.runtime_bytes()).c_str());
   if (a.resume) std::printf("  resumed  from step %lld\n", (long long)trainer.step());
   std::fflush(stdout);
 #ifdef GT_HAVE_TUNE
