@@ -8,12 +8,17 @@
 // before and the baseline beside the survey's claimed factors. The power-limit row is shown
 // as not measured when this machine has no writable power limit.
 #include <fmt/format.h>
+#include <omp.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
 #include <sstream>
 
 #include "cli/command.h"
@@ -49,6 +54,7 @@ struct Row {
   double val_loss = NAN;
   bool estimated = true;
   std::string energy = "unknown";  ///< measured | estimated | unknown (no sensor counted)
+  std::string flags;               ///< the meter's flags (a sensor missing, untrusted samples)
   size_t peak_rss = 0, planned = 0;
 };
 
@@ -63,6 +69,40 @@ std::string shell_quote(const std::string& s) {
   std::string r = "'";
   for (char c : s) r += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return r + "'";
+}
+
+volatile sig_atomic_t g_child = 0;
+void forward_signal(int sig) {
+  if (g_child > 0) kill(g_child, sig);
+}
+
+/// Runs `sh -c cmd` and returns its wait status. SIGINT and SIGTERM reach the child (which
+/// saves a checkpoint and exits 130/143) instead of leaving it running without its parent.
+int run_child(const std::string& cmd) {
+  struct sigaction sa {
+  }, old_int{}, old_term{};
+  sa.sa_handler = forward_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+  pid_t pid = fork();
+  if (pid == 0) {
+    sigaction(SIGINT, &old_int, nullptr);
+    sigaction(SIGTERM, &old_term, nullptr);
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), (char*)nullptr);
+    _exit(127);
+  }
+  int status = 0;
+  if (pid > 0) {
+    g_child = pid;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    g_child = 0;
+  }
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  if (pid < 0) throw gt::Error("cannot start a row: fork failed");
+  return status;
 }
 
 // Runs one row as `greentrain train` and reads its run folder.
@@ -84,10 +124,14 @@ void run_row(const Args& a, const std::string& data, Row& row, const fs::path& d
               row.name.c_str(), row.precision.c_str(), row.fusion.c_str(), row.recompute.c_str(),
               row.batch);
   std::fflush(stdout);
-  int rc = std::system((cmd + " > " + shell_quote(log.string()) + " 2>&1").c_str());
-  if (rc != 0)
-    throw gt::Error(
-        fmt::format("row '{}' failed (exit status {}); see {}", row.name, rc, log.string()));
+  const int status = run_child("exec " + cmd + " > " + shell_quote(log.string()) + " 2>&1");
+  if (WIFSIGNALED(status) ||
+      (WIFEXITED(status) && (WEXITSTATUS(status) == 130 || WEXITSTATUS(status) == 143)))
+    throw gt::Error(fmt::format("row '{}' was interrupted (its checkpoint is in {}); see {}",
+                                row.name, dir.string(), log.string()));
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw gt::Error(fmt::format("row '{}' failed (exit code {}); see {}", row.name,
+                                WIFEXITED(status) ? WEXITSTATUS(status) : -1, log.string()));
   std::ifstream sf(dir / "summary.json");
   auto s = nlohmann::json::parse(sf);
   row.loss = s.value("last_loss", 0.0);
@@ -99,17 +143,22 @@ void run_row(const Args& a, const std::string& data, Row& row, const fs::path& d
   row.estimated = s.value("energy_estimated", true);
   // training steps only: median step speed without the first (primitive creation) step;
   // energy of the logged training intervals (validation is outside them)
+  // energy likewise leaves out the first logged interval (it holds step 1) when there are more
   std::ifstream mf(dir / "metrics.jsonl");
   std::string line;
   std::vector<double> tps;
-  double energy = 0, tokens = 0;
+  std::vector<std::pair<double, double>> intervals;  // (joules, tokens)
   while (std::getline(mf, line)) {
     auto j = nlohmann::json::parse(line);
     if (j.value("step", 0) > 1) tps.push_back(j.value("tokens_per_s", 0.0));
-    if (j.contains("energy_j") && j.contains("energy_interval_tokens")) {
-      energy += j["energy_j"].get<double>();
-      tokens += j["energy_interval_tokens"].get<double>();
-    }
+    if (j.contains("energy_j") && j.contains("energy_interval_tokens"))
+      intervals.emplace_back(j["energy_j"].get<double>(),
+                             j["energy_interval_tokens"].get<double>());
+  }
+  double energy = 0, tokens = 0;
+  for (size_t i = intervals.size() > 1 ? 1 : 0; i < intervals.size(); ++i) {
+    energy += intervals[i].first;
+    tokens += intervals[i].second;
   }
   row.tokens_per_s = median(tps);
   if (!(tokens > 0 && energy > 0)) {
@@ -122,6 +171,9 @@ void run_row(const Args& a, const std::string& data, Row& row, const fs::path& d
     row.joules_per_token = energy / tokens;
     row.tokens_per_joule = tokens / energy;
     row.energy = row.estimated ? "estimated" : "measured";
+    if (s.contains("energy") && s["energy"].contains("flags"))  // e.g. a sensor left out
+      for (auto& f : s["energy"]["flags"])
+        row.flags += (row.flags.empty() ? "" : "; ") + f.get<std::string>();
   } else {
     row.energy = "unknown";
     if (s.contains("energy") && s["energy"].contains("flags"))
@@ -140,9 +192,25 @@ int run_ablate(const Args& a) {
   if (a.config.empty())
     throw gt::Error("a configuration file is needed, e.g. configs/shakespeare-char.toml");
   if (a.steps < 2) throw gt::Error(fmt::format("--steps {}: expected at least 2", a.steps));
+  for (auto& kv : a.sets) {  // the keys each row sets itself
+    const std::string key = kv.substr(0, kv.find('='));
+    for (const char* own : {"train.batch_size", "train.memory_budget", "train.precision",
+                            "train.fusion", "train.recompute", "train.max_steps"})
+      if (key == own)
+        throw gt::Error(fmt::format(
+            "--set {}: ablate sets {} for each row itself (use --memory-budget, --order, "
+            "--recompute or --steps)",
+            kv, own));
+  }
+  if (a.memory_budget < 0)
+    throw gt::Error(
+        fmt::format("--memory-budget {}: expected a positive number of bytes", a.memory_budget));
+  if (a.recompute != "gelu" && a.recompute != "gelu+ln" && a.recompute != "block")
+    throw gt::Error(fmt::format("--recompute '{}': expected gelu, gelu+ln or block", a.recompute));
   gt::TrainConfig cfg;
   gt::load_config_file(a.config, cfg);
   gt::apply_overrides(a.sets, cfg);
+  if (cfg.threads > 0) omp_set_num_threads(cfg.threads);  // the plan's workspace is per thread
   if (!a.data.empty()) cfg.data_path = a.data;
   cfg.validate();
   gt::parse_recompute(a.recompute);
@@ -150,13 +218,17 @@ int run_ablate(const Args& a) {
   {
     std::stringstream ss(a.order);
     std::string t;
-    while (std::getline(ss, t, ','))
-      if (!t.empty()) {
-        if (t != "bf16" && t != "fusion" && t != "recompute")
-          throw gt::Error(
-              fmt::format("--order: '{}' is unknown; expected bf16, fusion, recompute", t));
-        order.push_back(t);
-      }
+    std::set<std::string> seen;
+    while (std::getline(ss, t, ',')) {
+      if (t != "bf16" && t != "fusion" && t != "recompute")
+        throw gt::Error(
+            fmt::format("--order '{}': '{}' is unknown; expected a list of bf16, fusion, recompute",
+                        a.order, t));
+      if (!seen.insert(t).second)
+        throw gt::Error(fmt::format("--order '{}': '{}' appears twice", a.order, t));
+      order.push_back(t);
+    }
+    if (order.empty()) throw gt::Error("--order is empty; expected e.g. bf16,fusion,recompute");
   }
   gt::TokenData data = gt::load_data(cfg, nullptr);
   if (cfg.model.vocab_size == 0) cfg.model.vocab_size = data.tokenizer.vocab_size();
@@ -171,6 +243,10 @@ int run_ablate(const Args& a) {
         fmt::format("--memory-budget {}: the baseline does not fit a micro-batch of 1", budget));
   if (a.memory_budget == 0) base_batch = cfg.batch_size;
   fs::create_directories(a.out);
+  // rows of an earlier ablation in this folder would sit beside the new table: remove them
+  const std::regex row_dir(R"([0-9]+_(baseline|\+[a-z0-9_]+)(\.log)?)");
+  for (auto& e : fs::directory_iterator(a.out))
+    if (std::regex_match(e.path().filename().string(), row_dir)) fs::remove_all(e.path());
   std::printf("greentrain ablate: %s, %d steps per row, memory budget %s (%s)\n", a.config.c_str(),
               a.steps, gt::format_bytes(budget).c_str(),
               a.memory_budget > 0 ? "--memory-budget" : "the baseline's plan");
@@ -200,9 +276,9 @@ int run_ablate(const Args& a) {
       "energy,peak_rss_bytes,planned_bytes,loss,val_loss,speedup_vs_prev,speedup_vs_baseline,"
       "factor_vs_prev,factor_vs_baseline,claimed_factor,claimed_cumulative\n";
   nlohmann::ordered_json js = nlohmann::ordered_json::array();
-  std::printf("\n%-12s %6s %9s %9s %9s %10s %10s %6s %6s %7s %8s %8s %8s %8s %8s %9s\n", "row",
+  std::printf("\n%-12s %6s %9s %9s %9s %10s %10s %6s %6s %7s %8s %8s %8s %8s %8s %9s  %s\n", "row",
               "batch", "tok/s", "J/token", "tok/J", "peak mem", "planned", "vs pl", "loss", "val",
-              "spd prev", "spd base", "tokJ prev", "tokJ base", "claimed", "claim cum");
+              "spd prev", "spd base", "tokJ prev", "tokJ base", "claimed", "claim cum", "energy");
   double claimed_cum = 1.0;
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& w = rows[i];
@@ -225,8 +301,9 @@ int run_ablate(const Args& a) {
         w.energy.substr(0, 9).c_str());
     std::string en = w.energy.substr(0, w.energy.find(';'));
     csv += fmt::format(
-        "{},{},{},{},{},{:.1f},{:.6g},{:.6g},{},{},{},{:.5f},{:.5f},{:.4f},{:.4f},{:.4f},{:.4f},{},"
-        "{}\n",
+        "{},{},{},{},{},{:.1f},{:.6g},{:.6g},{},{},{},{:.5f},{:.5f},{:.4f},{:.4f},{:.4f},{:.4f},{:."
+        "4g},"
+        "{:.4g}\n",
         w.name, w.precision, w.fusion, w.recompute, w.batch, w.tokens_per_s, w.joules_per_token,
         w.tokens_per_joule, en, w.peak_rss, w.planned, w.loss, w.val_loss, sprev, sbase, fprev,
         fbase, claimed, claimed_cum);
@@ -240,6 +317,7 @@ int run_ablate(const Args& a) {
     o["joules_per_token"] = w.joules_per_token;
     o["tokens_per_joule"] = w.tokens_per_joule;
     o["energy"] = w.energy;
+    o["energy_flags"] = w.flags;
     o["peak_rss_bytes"] = w.peak_rss;
     o["planned_bytes"] = w.planned;
     o["loss"] = w.loss;
@@ -258,10 +336,12 @@ int run_ablate(const Args& a) {
       can_cap ? "a writable power limit exists; run `greentrain tune` for this row"
               : "no writable power-limit interface (RAPL powercap or NVML) on this machine";
   claimed_cum *= claimed_factor("power_limit");
-  std::printf("%-12s %6s %9s %9s %9s %10s %6s %7s %7s %8s %7.2fx %8.2fx  not measured: %s\n",
-              "+power_cap", "-", "-", "-", "-", "-", "-", "-", "-", "-", 1.12, claimed_cum,
-              cap_reason.c_str());
-  csv += fmt::format("+power_cap,,,,,,,,not measured,,,,,,,,,1.12,{}\n", claimed_cum);
+  std::printf(
+      "%-12s %6s %9s %9s %9s %10s %10s %6s %6s %7s %8s %8s %8s %8s %7.2fx %8.2fx  not measured: "
+      "%s\n",
+      "+power_cap", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", 1.12,
+      claimed_cum, cap_reason.c_str());
+  csv += fmt::format("+power_cap,,,,,,,,not measured,,,,,,,,,1.12,{:.4g}\n", claimed_cum);
   nlohmann::ordered_json cap;
   cap["row"] = "+power_cap";
   cap["measured"] = false;
@@ -284,6 +364,13 @@ int run_ablate(const Args& a) {
         "energy is ESTIMATED here (CPU utilization x TDP, no energy counters), so tokens/J "
         "follows tokens/s\n");
   if (!known) std::printf("energy unknown for some rows (%s)\n", rows[0].energy.c_str());
+  for (auto& w : rows)
+    if (!w.flags.empty())
+      std::printf("warning: row %s: the energy meter flagged: %s\n", w.name.c_str(),
+                  w.flags.c_str());
+  std::printf(
+      "tokens/s: median step without step 1; J/token: the logged intervals after the first "
+      "(step 1 creates the kernels)\n");
   nlohmann::ordered_json doc;
   doc["config"] = a.config;
   doc["steps"] = a.steps;

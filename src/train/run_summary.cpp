@@ -40,6 +40,7 @@ void RunSummaryWriter::finish(const RunResult& r) {
   }
   s["memory_planned_bytes"] = mem.total();
   s["memory_runtime_bytes"] = trainer_.runtime_bytes();
+  s["memory_load_peak_bytes"] = trainer_.load_peak_bytes();
   s["memory_peak_rss_bytes"] = peak_rss_bytes();
   s["interrupted_by_signal"] = r.interrupted_by;
   std::printf("\n");
@@ -48,12 +49,14 @@ void RunSummaryWriter::finish(const RunResult& r) {
   const size_t planned = mem.total() + trainer_.runtime_bytes(), peak = peak_rss_bytes();
   std::printf(
       "trained %lld steps (%lld tokens) in %.1f s: %.0f tokens/s; peak memory %s (planned %s = "
-      "arenas %s + runtime before allocation %s; peak %+.1f %%)\n",
+      "arenas %s + runtime before allocation %s; peak %+.1f %%; loading the data peaked at "
+      "%s)\n",
       (long long)r.losses.size(), (long long)r.tokens, r.train_time_s,
       r.train_time_s > 0 ? r.tokens / r.train_time_s : 0.0, format_bytes(peak).c_str(),
       format_bytes(planned).c_str(), format_bytes(mem.total()).c_str(),
       format_bytes(trainer_.runtime_bytes()).c_str(),
-      planned ? 100.0 * ((double)peak - (double)planned) / (double)planned : 0.0);
+      planned ? 100.0 * ((double)peak - (double)planned) / (double)planned : 0.0,
+      format_bytes(trainer_.load_peak_bytes()).c_str());
   (void)tokens_per_step;
   nlohmann::json extra;
   if (observer_hook_) observer_hook_(extra);

@@ -106,7 +106,14 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume
   if (cfg_.model.vocab_size < v)
     throw Error(fmt::format("model.vocab_size = {} is smaller than the tokenizer's {} tokens",
                             cfg_.model.vocab_size, v));
-  // what the process holds before the model: code, libraries, the loaded data
+  // what the process holds before the model: code, libraries, the loaded data. Loading
+  // (tokenizing) peaks above that and frees it again; that peak is kept apart, and the high-
+  // water mark is reset (Linux clear_refs 5) so the reported peak is the training phase's.
+  load_peak_bytes_ = peak_rss_bytes();
+  {
+    std::ofstream clear("/proc/self/clear_refs");
+    if (clear) clear << "5";
+  }
   runtime_bytes_ = current_rss_bytes();
   if (cfg_.memory_budget > 0 && !resume) {
     const auto rc = parse_recompute(cfg_.recompute);

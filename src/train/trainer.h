@@ -112,6 +112,9 @@ class Trainer {
   /// Resident bytes of the process before the model was allocated (code, libraries, loaded
   /// data); the memory plan's runtime term.
   size_t runtime_bytes() const { return runtime_bytes_; }
+  /// Peak resident bytes while loading the data (before the high-water mark was reset for the
+  /// training phase; see peak_rss_bytes()).
+  size_t load_peak_bytes() const { return load_peak_bytes_; }
 
  private:
   void log_line(const std::string& s, bool final_line);
@@ -125,7 +128,7 @@ class Trainer {
   std::unique_ptr<BatchSampler> sampler_;
   std::vector<int32_t> inputs_, targets_;
   int64_t step_ = 0;
-  size_t runtime_bytes_ = 0;
+  size_t runtime_bytes_ = 0, load_peak_bytes_ = 0;
   double last_loss_ = 0;
   double last_grad_norm_ = 0;
   bool last_skipped_ = false;
@@ -151,6 +154,8 @@ struct LoadedModel {
 LoadedModel load_model(const std::string& run_dir, int max_batch = 0);
 
 /// Peak resident memory of this process in bytes (VmHWM), 0 where unknown.
+/// Peak resident bytes (VmHWM of /proc/self/status) since the process started or since the
+/// Trainer reset the high-water mark after loading the data; 0 if unknown.
 size_t peak_rss_bytes();
 /// The process's resident memory now (VmRSS of /proc/self/status), bytes; 0 if unknown.
 size_t current_rss_bytes();

@@ -43,5 +43,26 @@ TEST(AblateCli, RunsEveryRowAndWritesTheTable) {
   EXPECT_NE(r.output.find("bad"), std::string::npos) << r.output;
 }
 
+TEST(AblateCli, RefusesWhatEachRowSetsAndMalformedFlags) {
+  test::TempDir d;
+  test::write_file(d.file("t.txt"), test::sample_text(5000));
+  test::write_file(d.file("c.toml"),
+                   "[model]\nn_layer = 1\nn_head = 2\nn_embd = 16\nblock_size = 16\n"
+                   "[train]\nbatch_size = 2\n");
+  const std::string base = std::string(GT_BINARY) + " ablate " + d.file("c.toml") + " --data " +
+                           d.file("t.txt") + " --steps 2 --out " + d.file("abl") + " ";
+  for (auto [flags, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--set train.memory_budget=1000000", "ablate sets train.memory_budget"},
+           {"--set train.batch_size=3", "ablate sets train.batch_size"},
+           {"--order bf16,bf16", "'bf16' appears twice"},
+           {"--order bf16,,fusion", "'' is unknown"},
+           {"--recompute none", "expected gelu, gelu+ln or block"},
+           {"--memory-budget -1", "expected a positive number of bytes"}}) {
+    auto r = test::run_cmd(base + flags);
+    EXPECT_NE(r.exit_code, 0) << flags;
+    EXPECT_NE(r.output.find(message), std::string::npos) << flags << "\n" << r.output;
+  }
+}
+
 }  // namespace
 }  // namespace gt
