@@ -124,10 +124,19 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume
       throw Error(fmt::format(
           "train.memory_budget = {} bytes: not even a micro-batch of 1 fits ({} bytes planned)",
           cfg_.memory_budget, plan_memory(cfg_.model, 1, rc, cfg_.fusion == "on", prec).total()));
+    // no larger than the number of distinct windows in the training data
+    const int64_t windows = (int64_t)data_.train.size() - cfg_.model.block_size;
+    if (windows >= 1 && b > windows) b = static_cast<int>(windows);
     cfg_.batch_size = b;
   }
-  model_ = std::make_unique<GPT>(cfg_.model, cfg_.batch_size, parse_recompute(cfg_.recompute),
-                                 *backend_, cfg_.fusion == "on");
+  try {
+    model_ = std::make_unique<GPT>(cfg_.model, cfg_.batch_size, parse_recompute(cfg_.recompute),
+                                   *backend_, cfg_.fusion == "on");
+  } catch (const Error& e) {
+    if (cfg_.memory_budget <= 0 || resume) throw;
+    throw Error(fmt::format("train.memory_budget = {} bytes chose micro-batch {}: {}",
+                            cfg_.memory_budget, cfg_.batch_size, e.what()));
+  }
   m_ = std::make_unique<Arena>("adamw.exp_avg");
   v_ = std::make_unique<Arena>("adamw.exp_avg_sq");
   for (auto& s : model_->specs()) {
@@ -384,10 +393,14 @@ RunResult Trainer::run(int64_t stop_at) {
     metrics << rec.dump() << "\n";
     metrics.flush();
     std::string line = fmt::format(
-        "step {:>5}/{} | loss {:.4f}{} | lr {:.2e} | {:.0f} tok/s | {:.0f} ms/step{} | ETA {}",
-        step_, cfg_.max_steps, loss, val_text, lr, tokens_per_step / mean_dt, dt * 1000,
-        energy_text.empty() ? "" : " | " + energy_text, format_duration(mean_dt * (last - step_)));
-    log_line(line, do_eval || step_ % cfg_.log_interval == 0 || step_ == last);
+        "step {:>5}/{} | loss {:.4f}{}{} | lr {:.2e} | {:.0f} tok/s | {:.0f} ms/step{} | ETA {}",
+        step_, cfg_.max_steps, loss, val_text,
+        last_skipped_
+            ? fmt::format(" | SKIPPED (inf/NaN gradients), loss scale now {:g}", scaler_.scale())
+            : "",
+        lr, tokens_per_step / mean_dt, dt * 1000, energy_text.empty() ? "" : " | " + energy_text,
+        format_duration(mean_dt * (last - step_)));
+    log_line(line, do_eval || last_skipped_ || step_ % cfg_.log_interval == 0 || step_ == last);
     if (cfg_.checkpoint_interval > 0 && step_ % cfg_.checkpoint_interval == 0 && step_ < last)
       save();
   }
