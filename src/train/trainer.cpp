@@ -100,6 +100,24 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume
   scaler_ = GradScaler(cfg_.precision == "fp16");
   std::optional<CheckpointState> st;
   if (resume) st = load_checkpoint_state(run_dir);
+  if (st && log_) {  // a policy changed on resume: allowed, but say the run is no longer exact
+    TrainConfig saved;
+    load_config_string(st->config_toml, checkpoint_dir(run_dir) + "/state.json", saved);
+    auto note = [&](const char* key, const std::string& was, const std::string& now) {
+      if (was != now)
+        std::fprintf(log_,
+                     "note: resuming with %s = %s (the checkpoint's run used %s): from here the "
+                     "run differs from an uninterrupted one\n",
+                     key, now.c_str(), was.c_str());
+    };
+    note("train.precision", saved.precision, cfg_.precision);
+    note("train.fusion", saved.fusion, cfg_.fusion);
+    note("train.recompute", saved.recompute, cfg_.recompute);
+    note("train.stochastic_rounding", saved.stochastic_rounding, cfg_.stochastic_rounding);
+    note("train.batch_size", std::to_string(saved.batch_size), std::to_string(cfg_.batch_size));
+    note("train.grad_accum_steps", std::to_string(saved.grad_accum_steps),
+         std::to_string(cfg_.grad_accum_steps));
+  }
   data_ = load_data(cfg_, st ? &st->tokenizer : nullptr);
   int v = data_.tokenizer.vocab_size();
   if (cfg_.model.vocab_size == 0) cfg_.model.vocab_size = v;
