@@ -194,8 +194,9 @@ int run_ablate(const Args& a) {
   if (a.steps < 2) throw gt::Error(fmt::format("--steps {}: expected at least 2", a.steps));
   for (auto& kv : a.sets) {  // the keys each row sets itself
     const std::string key = kv.substr(0, kv.find('='));
-    for (const char* own : {"train.batch_size", "train.memory_budget", "train.precision",
-                            "train.fusion", "train.recompute", "train.max_steps"})
+    // (train.batch_size may be set: it is the baseline's micro-batch without --memory-budget)
+    for (const char* own : {"train.memory_budget", "train.precision", "train.fusion",
+                            "train.recompute", "train.max_steps"})
       if (key == own)
         throw gt::Error(fmt::format(
             "--set {}: ablate sets {} for each row itself (use --memory-budget, --order, "

@@ -53,7 +53,7 @@ TEST(AblateCli, RefusesWhatEachRowSetsAndMalformedFlags) {
                            d.file("t.txt") + " --steps 2 --out " + d.file("abl") + " ";
   for (auto [flags, message] : std::vector<std::pair<std::string, std::string>>{
            {"--set train.memory_budget=1000000", "ablate sets train.memory_budget"},
-           {"--set train.batch_size=3", "ablate sets train.batch_size"},
+           {"--set train.precision=bf16", "ablate sets train.precision"},
            {"--order bf16,bf16", "'bf16' appears twice"},
            {"--order bf16,,fusion", "'' is unknown"},
            {"--recompute none", "expected gelu, gelu+ln or block"},
