@@ -35,6 +35,7 @@ struct Args {
   std::string recompute = "block";
   std::vector<std::string> sets;
   int steps = 200;
+  int rounds = 1;
   int64_t memory_budget = 0;
 };
 
@@ -105,26 +106,37 @@ int run_child(const std::string& cmd) {
   return status;
 }
 
-// Runs one row as `greentrain train` and reads its run folder.
-void run_row(const Args& a, const std::string& data, Row& row, const fs::path& dir) {
-  fs::remove_all(dir);
+// Runs steps (stop_at - previous stop] of one row as `greentrain train`: the first segment
+// starts the run, later ones resume its checkpoint (bit for bit), so rounds of segments
+// interleave the rows and the machine's drift hits every row alike.
+void run_segment(const Args& a, const std::string& data, const Row& row, const fs::path& dir,
+                 int stop_at, bool first) {
   std::string exe = fs::read_symlink("/proc/self/exe").string();
-  std::string cmd = fmt::format("{} train {} --out {}", shell_quote(exe), shell_quote(a.config),
-                                shell_quote(dir.string()));
-  if (!data.empty()) cmd += " --data " + shell_quote(data);
-  for (auto& s : a.sets) cmd += " --set " + shell_quote(s);
-  for (auto s : {fmt::format("train.max_steps={}", a.steps), std::string("train.eval_interval=0"),
-                 std::string("train.checkpoint_interval=0"),
-                 fmt::format("train.log_interval={}", std::max(1, a.steps / 10)),
-                 fmt::format("train.batch_size={}", row.batch), "train.precision=" + row.precision,
-                 "train.fusion=" + row.fusion, "train.recompute=" + row.recompute})
-    cmd += " --set " + shell_quote(s);
+  std::string cmd;
+  if (first) {
+    fs::remove_all(dir);
+    cmd = fmt::format("{} train {} --out {}", shell_quote(exe), shell_quote(a.config),
+                      shell_quote(dir.string()));
+    if (!data.empty()) cmd += " --data " + shell_quote(data);
+    for (auto& s : a.sets) cmd += " --set " + shell_quote(s);
+    for (auto s :
+         {fmt::format("train.max_steps={}", a.steps), std::string("train.eval_interval=0"),
+          std::string("train.checkpoint_interval=0"),
+          fmt::format("train.log_interval={}", std::max(1, a.steps / a.rounds / 10)),
+          fmt::format("train.batch_size={}", row.batch), "train.precision=" + row.precision,
+          "train.fusion=" + row.fusion, "train.recompute=" + row.recompute})
+      cmd += " --set " + shell_quote(s);
+  } else {  // the configuration comes from the checkpoint
+    cmd = fmt::format("{} train --out {} --resume", shell_quote(exe), shell_quote(dir.string()));
+  }
+  if (stop_at < a.steps) cmd += fmt::format(" --stop-at {}", stop_at);
   fs::path log = dir.string() + ".log";
-  std::printf("  running %-12s (%s, fusion %s, recompute %s, micro-batch %d) ...\n",
+  std::printf("  running %-12s (%s, fusion %s, recompute %s, micro-batch %d), steps to %d ...\n",
               row.name.c_str(), row.precision.c_str(), row.fusion.c_str(), row.recompute.c_str(),
-              row.batch);
+              row.batch, stop_at);
   std::fflush(stdout);
-  const int status = run_child("exec " + cmd + " > " + shell_quote(log.string()) + " 2>&1");
+  const int status =
+      run_child("exec " + cmd + (first ? " > " : " >> ") + shell_quote(log.string()) + " 2>&1");
   if (WIFSIGNALED(status) ||
       (WIFEXITED(status) && (WEXITSTATUS(status) == 130 || WEXITSTATUS(status) == 143)))
     throw gt::Error(fmt::format("row '{}' was interrupted (its checkpoint is in {}); see {}",
@@ -132,6 +144,12 @@ void run_row(const Args& a, const std::string& data, Row& row, const fs::path& d
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     throw gt::Error(fmt::format("row '{}' failed (exit code {}); see {}", row.name,
                                 WIFEXITED(status) ? WEXITSTATUS(status) : -1, log.string()));
+}
+
+// Reads a finished row's run folder. starts: the first step of each segment (these steps
+// create the kernels and are left out of tokens/s, as is the logged energy interval holding
+// them).
+void read_row(Row& row, const fs::path& dir, const std::vector<int>& starts) {
   std::ifstream sf(dir / "summary.json");
   auto s = nlohmann::json::parse(sf);
   row.loss = s.value("last_loss", 0.0);
@@ -147,18 +165,30 @@ void run_row(const Args& a, const std::string& data, Row& row, const fs::path& d
   std::ifstream mf(dir / "metrics.jsonl");
   std::string line;
   std::vector<double> tps;
-  std::vector<std::pair<double, double>> intervals;  // (joules, tokens)
+  std::vector<std::pair<double, double>> intervals, all;  // (joules, tokens)
+  int prev = 0;  // the step of the previous energy interval's end
+  auto is_start = [&](int st) {
+    return std::find(starts.begin(), starts.end(), st) != starts.end();
+  };
   while (std::getline(mf, line)) {
     auto j = nlohmann::json::parse(line);
-    if (j.value("step", 0) > 1) tps.push_back(j.value("tokens_per_s", 0.0));
-    if (j.contains("energy_j") && j.contains("energy_interval_tokens"))
-      intervals.emplace_back(j["energy_j"].get<double>(),
-                             j["energy_interval_tokens"].get<double>());
+    const int step = j.value("step", 0);
+    if (!is_start(step)) tps.push_back(j.value("tokens_per_s", 0.0));
+    if (j.contains("energy_j") && j.contains("energy_interval_tokens")) {
+      std::pair<double, double> e{j["energy_j"].get<double>(),
+                                  j["energy_interval_tokens"].get<double>()};
+      all.push_back(e);
+      bool holds_start = false;
+      for (int st : starts) holds_start |= prev < st && st <= step;
+      if (!holds_start) intervals.push_back(e);
+      prev = step;
+    }
   }
+  if (intervals.empty()) intervals = all;  // too few intervals to leave any out
   double energy = 0, tokens = 0;
-  for (size_t i = intervals.size() > 1 ? 1 : 0; i < intervals.size(); ++i) {
-    energy += intervals[i].first;
-    tokens += intervals[i].second;
+  for (auto& [j, t] : intervals) {
+    energy += j;
+    tokens += t;
   }
   row.tokens_per_s = median(tps);
   if (!(tokens > 0 && energy > 0)) {
@@ -192,6 +222,9 @@ int run_ablate(const Args& a) {
   if (a.config.empty())
     throw gt::Error("a configuration file is needed, e.g. configs/shakespeare-char.toml");
   if (a.steps < 2) throw gt::Error(fmt::format("--steps {}: expected at least 2", a.steps));
+  if (a.rounds < 1 || a.steps / a.rounds < 2)
+    throw gt::Error(fmt::format("--rounds {}: expected 1 to {} (at least 2 steps per round)",
+                                a.rounds, a.steps / 2));
   for (auto& kv : a.sets) {  // the keys each row sets itself
     const std::string key = kv.substr(0, kv.find('='));
     // (train.batch_size may be set: it is the baseline's micro-batch without --memory-budget)
@@ -268,8 +301,18 @@ int run_ablate(const Args& a) {
     rows.push_back(r);
   }
   const std::string data_path = cfg.data_path;
-  for (size_t i = 0; i < rows.size(); ++i)
-    run_row(a, data_path, rows[i], fs::path(a.out) / fmt::format("{}_{}", i, rows[i].name));
+  auto folder = [&](size_t i) { return fs::path(a.out) / fmt::format("{}_{}", i, rows[i].name); };
+  std::vector<int> starts;
+  for (int r = 0; r < a.rounds; ++r) {
+    const int from = (int)((int64_t)a.steps * r / a.rounds),
+              to = (int)((int64_t)a.steps * (r + 1) / a.rounds);
+    starts.push_back(from + 1);
+    if (a.rounds > 1)
+      std::printf("round %d of %d: steps %d to %d of every row\n", r + 1, a.rounds, from + 1, to);
+    for (size_t i = 0; i < rows.size(); ++i)
+      run_segment(a, data_path, rows[i], folder(i), to, r == 0);
+  }
+  for (size_t i = 0; i < rows.size(); ++i) read_row(rows[i], folder(i), starts);
 
   // table
   std::string csv =
@@ -370,8 +413,8 @@ int run_ablate(const Args& a) {
       std::printf("warning: row %s: the energy meter flagged: %s\n", w.name.c_str(),
                   w.flags.c_str());
   std::printf(
-      "tokens/s: median step without step 1; J/token: the logged intervals after the first "
-      "(step 1 creates the kernels)\n");
+      "tokens/s: median step without the first step of each run segment; J/token: the "
+      "logged intervals without the ones holding those steps (they create the kernels)\n");
   nlohmann::ordered_json doc;
   doc["config"] = a.config;
   doc["steps"] = a.steps;
@@ -396,6 +439,10 @@ void setup(CLI::App& app) {
   sub->add_option("config", args->config, "TOML configuration (configs/*.toml)")->required();
   sub->add_option("--data", args->data, "Data file (overrides data.path)");
   sub->add_option("--steps", args->steps, "Optimizer steps per row (default 200)");
+  sub->add_option("--rounds", args->rounds,
+                  "Interleave the rows in R rounds of steps/R steps each, every row resuming its "
+                  "checkpoint, so the machine's drift hits all rows alike (default 1: one row "
+                  "after another)");
   sub->add_option("--memory-budget", args->memory_budget,
                   "Bytes the plan may take (default: the baseline's plan at train.batch_size)");
   sub->add_option("--out", args->out, "Folder for the rows' runs, ablation.csv and .json");

@@ -43,6 +43,36 @@ TEST(AblateCli, RunsEveryRowAndWritesTheTable) {
   EXPECT_NE(r.output.find("bad"), std::string::npos) << r.output;
 }
 
+// --rounds interleaves the rows in resumed segments: the same losses as one row after
+// another (resume is bit-exact), every step in metrics.jsonl once.
+TEST(AblateCli, InterleavedRoundsGiveTheSameLosses) {
+  test::TempDir d;
+  test::write_file(d.file("t.txt"), test::sample_text(8000));
+  test::write_file(d.file("c.toml"),
+                   "[model]\nn_layer = 1\nn_head = 2\nn_embd = 16\nblock_size = 16\n"
+                   "[train]\nbatch_size = 2\neval_steps = 1\nthreads = 2\n");
+  const std::string base = std::string(GT_BINARY) + " ablate " + d.file("c.toml") + " --data " +
+                           d.file("t.txt") + " --steps 6 --order bf16 ";
+  auto r1 = test::run_cmd(base + "--out " + d.file("a"));
+  ASSERT_EQ(r1.exit_code, 0) << r1.output;
+  auto r3 = test::run_cmd(base + "--rounds 3 --out " + d.file("b"));
+  ASSERT_EQ(r3.exit_code, 0) << r3.output;
+  std::ifstream fa(d.file("a") + "/ablation.json"), fb(d.file("b") + "/ablation.json");
+  auto ja = nlohmann::json::parse(fa), jb = nlohmann::json::parse(fb);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(ja["rows"][i]["loss"], jb["rows"][i]["loss"]) << i;
+    EXPECT_EQ(ja["rows"][i]["val_loss"], jb["rows"][i]["val_loss"]) << i;
+  }
+  std::ifstream mf(d.file("b") + "/1_+bf16/metrics.jsonl");
+  std::string line;
+  int expect = 1;
+  while (std::getline(mf, line)) EXPECT_EQ(nlohmann::json::parse(line)["step"], expect++);
+  EXPECT_EQ(expect, 7);
+  auto bad = test::run_cmd(base + "--rounds 4 --out " + d.file("c"));
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("--rounds 4"), std::string::npos) << bad.output;
+}
+
 TEST(AblateCli, RefusesWhatEachRowSetsAndMalformedFlags) {
   test::TempDir d;
   test::write_file(d.file("t.txt"), test::sample_text(5000));
