@@ -144,6 +144,10 @@ void run_segment(const Args& a, const std::string& data, const Row& row, const f
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     throw gt::Error(fmt::format("row '{}' failed (exit code {}); see {}", row.name,
                                 WIFEXITED(status) ? WEXITSTATUS(status) : -1, log.string()));
+  // memory is the fresh run's: a resumed segment also holds the checkpoint it reads
+  if (first)
+    fs::copy_file(dir / "summary.json", dir / "summary.first.json",
+                  fs::copy_options::overwrite_existing);
 }
 
 // Reads a finished row's run folder. starts: the first step of each segment (these steps
@@ -154,10 +158,15 @@ void read_row(Row& row, const fs::path& dir, const std::vector<int>& starts) {
   auto s = nlohmann::json::parse(sf);
   row.loss = s.value("last_loss", 0.0);
   if (s.contains("val_loss")) row.val_loss = s["val_loss"].get<double>();
-  row.peak_rss = s.value("memory_peak_rss_bytes", size_t(0));
+  nlohmann::json mem = s;  // the first segment's (a fresh start), when rounds resumed it
+  if (fs::exists(dir / "summary.first.json")) {
+    std::ifstream ff(dir / "summary.first.json");
+    mem = nlohmann::json::parse(ff);
+  }
+  row.peak_rss = mem.value("memory_peak_rss_bytes", size_t(0));
   // the plan's arenas plus what the process held before allocating them
   row.planned =
-      s.value("memory_planned_bytes", size_t(0)) + s.value("memory_runtime_bytes", size_t(0));
+      mem.value("memory_planned_bytes", size_t(0)) + mem.value("memory_runtime_bytes", size_t(0));
   row.estimated = s.value("energy_estimated", true);
   // training steps only: median step speed without the first (primitive creation) step;
   // energy of the logged training intervals (validation is outside them)
