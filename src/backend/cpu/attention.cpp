@@ -268,6 +268,11 @@ size_t attention_workspace_bytes(int T, int C, int NH, AttnType type, bool fused
   return (fused ? BlockPlan(T, C, NH, type).total : StoredPlan(T, C, NH, type).total) * threads;
 }
 
+void Attention::prepare_threads() {
+  const int nt = omp_get_max_threads();
+  if ((int)per_thread_.size() != nt) per_thread_.assign(nt, {});
+}
+
 unsigned char* Attention::thread_buffer(int thread, size_t bytes) {
   auto& b = per_thread_[thread];
   if (b.size() != bytes) b = std::vector<unsigned char>(bytes);
@@ -278,8 +283,7 @@ void Attention::forward(float* out, float* att, float* lse, const float* qkv, in
                         int NH, uint16_t* out16) {
   if (!att) return forward_blocks(out, lse, qkv, B, T, C, NH, out16);
   const StoredPlan pl(T, C, NH, type_);
-  const int nt = omp_get_max_threads();
-  if ((int)per_thread_.size() != nt) per_thread_.assign(nt, {});
+  prepare_threads();
 #pragma omp parallel
   {
     unsigned char* buf = thread_buffer(omp_get_thread_num(), pl.total);
@@ -306,8 +310,7 @@ void Attention::backward(float* dqkv, const float* dout, const float* qkv, const
                          const float* lse, int B, int T, int C, int NH, uint16_t* dqkv16) {
   if (!att) return backward_blocks(dqkv, dout, qkv, lse, B, T, C, NH, dqkv16);
   const StoredPlan pl(T, C, NH, type_);
-  const int nt = omp_get_max_threads();
-  if ((int)per_thread_.size() != nt) per_thread_.assign(nt, {});
+  prepare_threads();
 #pragma omp parallel
   {
     unsigned char* buf = thread_buffer(omp_get_thread_num(), pl.total);
@@ -342,8 +345,7 @@ void Attention::backward(float* dqkv, const float* dout, const float* qkv, const
 void Attention::forward_blocks(float* out, float* lse, const float* qkv, int B, int T, int C,
                                int NH, uint16_t* out16) {
   const BlockPlan pl(T, C, NH, type_);
-  const int nt = omp_get_max_threads();
-  if ((int)per_thread_.size() != nt) per_thread_.assign(nt, {});
+  prepare_threads();
 #pragma omp parallel
   {
     unsigned char* buf = thread_buffer(omp_get_thread_num(), pl.total);
@@ -371,8 +373,7 @@ void Attention::forward_blocks(float* out, float* lse, const float* qkv, int B, 
 void Attention::backward_blocks(float* dqkv, const float* dout, const float* qkv, const float* lse,
                                 int B, int T, int C, int NH, uint16_t* dqkv16) {
   const BlockPlan pl(T, C, NH, type_);
-  const int nt = omp_get_max_threads();
-  if ((int)per_thread_.size() != nt) per_thread_.assign(nt, {});
+  prepare_threads();
 #pragma omp parallel
   {
     unsigned char* buf = thread_buffer(omp_get_thread_num(), pl.total);

@@ -55,6 +55,8 @@ class Attention {
                       uint16_t* out16);
   void backward_blocks(float* dqkv, const float* dout, const float* qkv, const float* lse, int B,
                        int T, int C, int NH, uint16_t* dqkv16);
+  /// One (empty until used) buffer slot per OpenMP thread; call outside parallel regions.
+  void prepare_threads();
   /// One buffer per thread, each exactly attention_workspace_bytes / threads.
   unsigned char* thread_buffer(int thread, size_t bytes);
   AttnType type_ = AttnType::f32;

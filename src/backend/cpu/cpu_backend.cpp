@@ -38,6 +38,23 @@ void parallel_chunks(int64_t n, F f) {
   }
 }
 
+/// One LayerNorm row (eps kLnEps, biased variance): o = (x - mean) rstd w + b, and its bf16
+/// copy into o16 when not null.
+inline void layernorm_row(float* o, uint16_t* o16, float* mean, float* rstd, const float* x,
+                          const float* w, const float* b, int C) {
+  float m = 0.f;
+  for (int c = 0; c < C; ++c) m += x[c];
+  m /= C;
+  float v = 0.f;
+  for (int c = 0; c < C; ++c) v += (x[c] - m) * (x[c] - m);
+  v /= C;
+  const float s = 1.0f / std::sqrt(v + kLnEps);
+  for (int c = 0; c < C; ++c) o[c] = (x[c] - m) * s * w[c] + b[c];
+  if (o16) cpu::store_bf16(o16, o, C);
+  *mean = m;
+  *rstd = s;
+}
+
 /// The attention products' operand type under a precision policy.
 cpu::AttnType attention_type(Precision p) {
   switch (p) {
@@ -89,21 +106,9 @@ class CpuBackend final : public Backend {
                          const float* b, int64_t N, int C) override {
     uint16_t* o16 = emit_shadow(out, N * C);
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < N; ++i) {
-      const float* x = inp + i * C;
-      float m = 0.f;
-      for (int c = 0; c < C; ++c) m += x[c];
-      m /= C;
-      float v = 0.f;
-      for (int c = 0; c < C; ++c) v += (x[c] - m) * (x[c] - m);
-      v /= C;
-      float s = 1.0f / std::sqrt(v + kLnEps);
-      float* o = out + i * C;
-      for (int c = 0; c < C; ++c) o[c] = (x[c] - m) * s * w[c] + b[c];
-      if (o16) cpu::store_bf16(o16 + i * C, o, C);
-      mean[i] = m;
-      rstd[i] = s;
-    }
+    for (int64_t i = 0; i < N; ++i)
+      layernorm_row(out + i * C, o16 ? o16 + i * C : nullptr, mean + i, rstd + i, inp + i * C, w, b,
+                    C);
   }
 
   void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
@@ -362,21 +367,8 @@ class CpuBackend final : public Backend {
       const float* x1 = a + i * C;
       const float* x2 = b + i * C;
       float* r = res + i * C;
-      float m = 0.f;
-      for (int c = 0; c < C; ++c) {
-        r[c] = x1[c] + x2[c];
-        m += r[c];
-      }
-      m /= C;
-      float v = 0.f;
-      for (int c = 0; c < C; ++c) v += (r[c] - m) * (r[c] - m);
-      v /= C;
-      float s = 1.0f / std::sqrt(v + kLnEps);
-      float* o = out + i * C;
-      for (int c = 0; c < C; ++c) o[c] = (r[c] - m) * s * w[c] + bias[c];
-      if (o16) cpu::store_bf16(o16 + i * C, o, C);
-      mean[i] = m;
-      rstd[i] = s;
+      for (int c = 0; c < C; ++c) r[c] = x1[c] + x2[c];
+      layernorm_row(out + i * C, o16 ? o16 + i * C : nullptr, mean + i, rstd + i, r, w, bias, C);
     }
   }
 
