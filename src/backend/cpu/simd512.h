@@ -1,0 +1,70 @@
+// backend/cpu/simd512.h: AVX-512 forms of fast_math.h's exp and bf16 rounding, and masked
+// 16-lane helpers for short rows. GCC vectorises `omp simd` loops only in whole vectors and
+// finishes each row with a scalar loop; for attention's score rows (1 to T long, one per
+// query) those scalar tails were most of the softmax time. Here a row's last partial vector
+// is a masked one.
+// exp512 computes exactly the steps of exp_approx (Cephes expf: the same range reduction and
+// polynomial, 2^n applied with vscalefps); bf16_512 is to_bf16 (round to nearest even, NaN
+// kept quiet) on 16 lanes, so rows rounded here equal rows rounded by to_bf16.
+// Only compiled where the compiler targets AVX-512 F and BW (GT_SIMD512 is then 1).
+#pragma once
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+#define GT_SIMD512 1
+// GCC 12 warns that the masked and reducing intrinsics read an uninitialised vector (its
+// bug 105593, fixed in GCC 13); the warnings point into the intrinsics' header.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
+#include <cstdint>
+
+namespace gt::cpu {
+
+/// exp of 16 floats, as exp_approx (inputs clamped to [-87.3, 88.7]).
+inline __m512 exp512(__m512 x) {
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.3f)), _mm512_set1_ps(88.7f));
+  const __m512 n = _mm512_roundscale_ps(
+      _mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504088896341f), _mm512_set1_ps(0.5f)),
+      _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  const __m512 y = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(y, n);
+}
+
+/// 16 floats -> 16 bf16, round to nearest even, NaN -> quiet NaN (as to_bf16).
+inline __m256i bf16_512(__m512 x) {
+  const __m512i u = _mm512_castps_si512(x);
+  const __m512i hi = _mm512_srli_epi32(u, 16);
+  const __m512i lsb = _mm512_and_si512(hi, _mm512_set1_epi32(1));
+  __m512i r =
+      _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), lsb), 16);
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)),
+                                                _mm512_set1_epi32(0x7F800000));
+  r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(hi, _mm512_set1_epi32(0x40)));
+  return _mm512_cvtepi32_epi16(r);
+}
+
+/// Lanes i..i+15 that are below n: the mask of a row's (possibly partial) vector at i.
+inline __mmask16 lanes_below(int64_t i, int64_t n) {
+  const int64_t k = n - i;
+  return k >= 16 ? __mmask16(0xFFFF) : k <= 0 ? __mmask16(0) : __mmask16((1u << k) - 1);
+}
+
+/// Stores the lanes of `mask` of 16 bf16 values.
+inline void store_bf16_512(uint16_t* dst, __mmask16 mask, __m512 x) {
+  _mm256_mask_storeu_epi16(dst, mask, bf16_512(x));
+}
+
+}  // namespace gt::cpu
+#else
+#define GT_SIMD512 0
+#endif
