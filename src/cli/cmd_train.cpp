@@ -3,6 +3,7 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -112,7 +113,16 @@ void setup(CLI::App& app) {
   sub->add_option("--out", args->out, "Run folder (default runs/<config name>)");
   sub->add_flag("--resume", args->resume, "Continue the run in --out from its checkpoint");
   sub->add_option("--stop-at", args->stop_at,
-                  "Stop after this step (saving a checkpoint) without changing the schedule");
+                  "Stop after this step (saving a checkpoint) without changing the schedule")
+      ->check(
+          [](const std::string& v) {
+            long long n = 0;
+            auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+            return ec == std::errc() && end == v.data() + v.size() && n >= 1
+                       ? std::string()
+                       : fmt::format("expected a step number >= 1, got '{}'", v);
+          },
+          "STEP >= 1");
   sub->callback([args] { gt::cli::exit_code() = run_train(*args); });
 }
 

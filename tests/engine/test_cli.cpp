@@ -126,6 +126,8 @@ TEST_F(Cli, PolicyValuesAreCheckedAndNamed) {
   expect_train_error(cfg + " --set train.stochastic_rounding=on",
                      "needs train.precision = 'bf16' (got 'fp32')");
   expect_train_error(cfg + " --set train.recompute=all", "train.recompute");
+  expect_train_error(cfg + " --stop-at 0", "--stop-at: expected a step number >= 1, got '0'");
+  expect_train_error(cfg + " --stop-at 3x", "--stop-at: expected a step number >= 1, got '3x'");
 }
 
 TEST_F(Cli, TrainEvalSampleResumeAndDamagedCheckpoints) {
