@@ -113,6 +113,17 @@ class Backend {
   /// bits from a counter-based hash of (seed, tensor, element), so a run is reproducible and
   /// independent of the thread count. The trainer passes a seed per step. Ignored unless bf16.
   virtual void set_stochastic_rounding(bool on, uint64_t seed) = 0;
+  /// bf16 activation storage (only under bf16; off by default). When on, these tensors are
+  /// bf16 arrays (uint16_t, same element count, passed through the float* parameters) instead
+  /// of f32: the `out` of layernorm_forward, residual_layernorm_forward (not `res`),
+  /// gelu_forward, attention_forward and attention_forward_fused, and the `inp` of
+  /// matmul_forward and matmul_backward. They are exactly the operands the bf16 products use,
+  /// the bf16 rounding of the f32 result (as the activations PyTorch autocast saves for the
+  /// backward), so results are bitwise the same as with it off; a model keeps these tensors
+  /// in half the memory and the backward does not round them again. Throws gt::Error when
+  /// turned on under another precision.
+  virtual void set_bf16_activations(bool on) = 0;
+  virtual bool bf16_activations() const = 0;
   /// Marks the 16-bit weight copies stale; call after every write to the parameters (the
   /// optimizer step, initialisation, loading). Copies are refreshed on their next use.
   virtual void weights_updated() = 0;

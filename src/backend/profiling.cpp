@@ -107,6 +107,8 @@ class ProfilingBackend final : public Backend {
   void set_precision(Precision p) override { in_->set_precision(p); }
   Precision precision() const override { return in_->precision(); }
   void weights_updated() override { in_->weights_updated(); }
+  void set_bf16_activations(bool on) override { in_->set_bf16_activations(on); }
+  bool bf16_activations() const override { return in_->bf16_activations(); }
   void set_stochastic_rounding(bool on, uint64_t seed) override {
     in_->set_stochastic_rounding(on, seed);
   }

@@ -97,7 +97,10 @@ struct Plans {
   size_t dres, dC, dqkv, d4C, dlogits, tmpC;
 };
 
-Plans plan_arenas(const GPTConfig& c, int B, Recompute rc, bool fused,
+// The matrix products' inputs: bf16 arrays under bf16 activation storage.
+bool is_product_input(ActKind k) { return k == kLn1 || k == kAtty || k == kLn2 || k == kFchg; }
+
+Plans plan_arenas(const GPTConfig& c, int B, Recompute rc, bool fused, bool act16,
                   const std::vector<ParamSpec>& specs, Arena& params, Arena& grads, Arena& acts,
                   Arena& scratch) {
   for (auto& s : specs) {
@@ -106,11 +109,13 @@ Plans plan_arenas(const GPTConfig& c, int B, Recompute rc, bool fused,
   }
   Plans p;
   int64_t T = c.block_size, C = c.n_embd, V = c.vocab_size;
+  const DType in_type = act16 ? DType::bf16 : DType::f32;
+  auto type = [&](int k) { return is_product_input(ActKind(k)) ? in_type : DType::f32; };
   std::vector<size_t> shared_idx(kNumKinds, SIZE_MAX);
   for (int k = 0; k < kNumKinds; ++k)
     if (is_shared(ActKind(k), rc))
-      shared_idx[k] =
-          acts.plan(fmt::format("shared.{}", kActNames[k]), act_shape(ActKind(k), c, B, fused));
+      shared_idx[k] = acts.plan(fmt::format("shared.{}", kActNames[k]),
+                                act_shape(ActKind(k), c, B, fused), type(k));
   for (int l = 0; l <= c.n_layer; ++l)
     p.resid_idx.push_back(acts.plan(fmt::format("resid.{}", l), {B, T, C}));
   for (int l = 0; l < c.n_layer; ++l) {
@@ -118,10 +123,10 @@ Plans plan_arenas(const GPTConfig& c, int B, Recompute rc, bool fused,
     for (int k = 0; k < kNumKinds; ++k)
       idx[k] = shared_idx[k] != SIZE_MAX ? shared_idx[k]
                                          : acts.plan(fmt::format("h.{}.{}", l, kActNames[k]),
-                                                     act_shape(ActKind(k), c, B, fused));
+                                                     act_shape(ActKind(k), c, B, fused), type(k));
     p.layer_idx.push_back(idx);
   }
-  p.lnf = acts.plan("ln_f", {B, T, C});
+  p.lnf = acts.plan("ln_f", {B, T, C}, in_type);
   p.lnf_mean = acts.plan("ln_f_mean", {B, T});
   p.lnf_rstd = acts.plan("ln_f_rstd", {B, T});
   p.logits = acts.plan("logits", {B, T, V});
@@ -198,7 +203,10 @@ size_t plan_workspace_bytes(const GPTConfig& c, int B, Precision p, bool fused) 
   if (p == Precision::fp32) return attention;
   const int64_t C = c.n_embd, N = (int64_t)B * c.block_size;
   int64_t w = (int64_t)c.vocab_size * C + c.n_layer * (3 * C * C + C * C + 4 * C * C + 4 * C * C);
-  int64_t elems = w + N * std::max<int64_t>(4 * C, c.vocab_size) + N * 4 * C;
+  // the weights' copies, the operand buffer (N*max(4C,V)) and, for fp16 (bf16 keeps its
+  // product inputs in bf16: GPT's bf16 activations), the buffer the backward rounds them into
+  int64_t elems =
+      w + N * std::max<int64_t>(4 * C, c.vocab_size) + (p == Precision::bf16 ? 0 : N * 4 * C);
   const bool emulated = p == Precision::fp16 && !backend_has_native_f16();
   return attention + static_cast<size_t>(elems) * (emulated ? 4 : 2);
 }
@@ -220,7 +228,7 @@ MemoryPlan plan_memory(const GPTConfig& c, int B, Recompute rc, bool fused, Prec
   validate(c, B);
   Arena p("parameters"), g("gradients"), a("activations"), s("scratch");
   auto specs = gpt_param_specs(c);
-  plan_arenas(c, B, rc, fused, specs, p, g, a, s);
+  plan_arenas(c, B, rc, fused, prec == Precision::bf16, specs, p, g, a, s);
   MemoryPlan m;
   m.params_bytes = p.bytes();
   m.grads_bytes = g.bytes();
@@ -231,15 +239,22 @@ MemoryPlan plan_memory(const GPTConfig& c, int B, Recompute rc, bool fused, Prec
   return m;
 }
 
-GPT::GPT(const GPTConfig& cfg, int max_batch, Recompute rc, Backend& be, bool fused)
-    : cfg_(cfg), max_batch_(max_batch), rc_(rc), be_(be), fused_(fused) {
+GPT::GPT(const GPTConfig& cfg, int max_batch, Recompute rc, Backend& be, bool fused,
+         bool bf16_activations)
+    : cfg_(cfg),
+      max_batch_(max_batch),
+      rc_(rc),
+      be_(be),
+      fused_(fused),
+      bf16_acts_(bf16_activations && be.precision() == Precision::bf16) {
   validate(cfg, max_batch);
   specs_ = gpt_param_specs(cfg);
   params_ = std::make_unique<Arena>("parameters");
   grads_ = std::make_unique<Arena>("gradients");
   acts_ = std::make_unique<Arena>("activations");
   scratch_ = std::make_unique<Arena>("scratch");
-  Plans p = plan_arenas(cfg, max_batch, rc, fused, specs_, *params_, *grads_, *acts_, *scratch_);
+  Plans p = plan_arenas(cfg, max_batch, rc, fused, bf16_acts_, specs_, *params_, *grads_, *acts_,
+                        *scratch_);
   params_->allocate();
   grads_->allocate();
   acts_->allocate();
@@ -273,6 +288,8 @@ GPT::GPT(const GPTConfig& cfg, int max_batch, Recompute rc, Backend& be, bool fu
   plan_.activations_bytes = acts_->bytes();
   plan_.scratch_bytes = scratch_->bytes();
   plan_.workspace_bytes = plan_workspace_bytes(cfg, max_batch, be.precision(), fused);
+  if (be.precision() == Precision::bf16 && !bf16_acts_)  // the backward rounds inputs again
+    plan_.workspace_bytes += (size_t)max_batch * cfg.block_size * 4 * cfg.n_embd * 2;
 }
 
 GPT::~GPT() = default;
@@ -355,6 +372,7 @@ float GPT::forward(const int32_t* inputs, const int32_t* targets, int B, int T) 
           fmt::format("input token {} at position {} is outside the vocabulary [0, {})", inputs[i],
                       i, V));
   std::memcpy(inputs_, inputs, sizeof(int32_t) * N);
+  be_.set_bf16_activations(bf16_acts_);  // throws if the backend left bf16 since planning
   lastB_ = B;
   lastT_ = T;
   have_targets_ = targets != nullptr;
@@ -404,6 +422,7 @@ void GPT::backward(float dloss) {
   check(have_targets_, "backward() needs a forward() with targets first");
   const int B = lastB_, T = lastT_, C = cfg_.n_embd, V = cfg_.vocab_size, NH = cfg_.n_head;
   const int64_t N = (int64_t)B * T;
+  be_.set_bf16_activations(bf16_acts_);
   if (fused_)
     be_.scale(dlogits_, dloss, N * V);  // dlogits_ is logits_, written by the fused loss
   else

@@ -54,13 +54,16 @@ struct MemoryPlan {
 
 /// Bytes of the CPU backend's own buffers at micro-batch B: the attention buffers
 /// (backend_attention_workspace_bytes); for bf16/fp16 also
-/// 16-bit copies of every matrix weight plus the two operand buffers (N*max(4C,V) and N*4C
-/// elements). Emulated fp16 (oneDNN without f16 matmul) keeps rounded values as floats (x2).
+/// 16-bit copies of every matrix weight plus the operand buffer (N*max(4C,V) elements) and,
+/// for fp16 only, the backward's buffer for the rounded product inputs (N*4C; bf16 stores
+/// those inputs in bf16 already). Emulated fp16 (oneDNN without f16 matmul) keeps rounded values as
+/// floats (x2).
 size_t plan_workspace_bytes(const GPTConfig& c, int B, Precision p, bool fused);
 
 /// Plans the memory of a model at micro-batch B and context block_size without allocating.
 /// fused: the train.fusion=on layout (no (B,NH,T,T) attention matrix, only its (B,NH,T)
-/// log-sum-exp; no probabilities and no separate logits gradient).
+/// log-sum-exp; no probabilities and no separate logits gradient). p == bf16: the matrix
+/// products' inputs are planned as bf16 tensors (GPT's bf16 activations).
 MemoryPlan plan_memory(const GPTConfig& c, int B, Recompute rc, bool fused = false,
                        Precision p = Precision::fp32);
 
@@ -74,7 +77,13 @@ class GPT {
   /// Plans and allocates parameters, gradients and activations for micro-batches of up to
   /// max_batch sequences of up to block_size tokens. Throws gt::Error on invalid sizes.
   /// fused: use the backend's fused forms (train.fusion=on); same loss within rounding.
-  GPT(const GPTConfig& cfg, int max_batch, Recompute rc, Backend& be, bool fused = false);
+  /// bf16_activations: when the backend runs bf16 at construction, keep the matrix products'
+  /// inputs (both LayerNorm outputs, attention output, GELU output, ln_f) as bf16 tensors
+  /// (Backend::set_bf16_activations): bitwise the same training, half their memory, no
+  /// rounding again in the backward. Off only to compare (tests); the memory plan
+  /// (plan_memory) assumes on.
+  GPT(const GPTConfig& cfg, int max_batch, Recompute rc, Backend& be, bool fused = false,
+      bool bf16_activations = true);
   ~GPT();
 
   const GPTConfig& config() const { return cfg_; }
@@ -119,6 +128,7 @@ class GPT {
   Recompute rc_;
   Backend& be_;
   bool fused_ = false;
+  bool bf16_acts_ = false;  // product inputs stored as bf16
   std::vector<ParamSpec> specs_;
   std::unique_ptr<Arena> params_, grads_, acts_, scratch_;
   std::vector<Layer> layers_;

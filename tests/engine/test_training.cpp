@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/error.h"
 #include "model/gpt.h"
 #include "test_helpers.h"
 #include "train/checkpoint.h"
@@ -93,6 +94,45 @@ TEST(Model, GradientsAreBitwiseEqualUnderEveryRecomputePolicy) {
           ASSERT_EQ(0, std::memcmp(g.data(), ref.data(), g.size() * sizeof(float))) << what;
         }
       }
+    }
+}
+
+// bf16 activation storage keeps the products' inputs as the bf16 values the products used
+// anyway: the same loss and gradients bit for bit, in less memory.
+TEST(Model, Bf16ActivationsAreBitwiseTheSameInHalfTheirMemory) {
+  GPTConfig c{3, 2, 16, 8, 10};
+  const int B = 4, T = 8;
+  std::vector<int32_t> in(B * T), tg(B * T);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = (i * 7) % 10, tg[i] = (i * 3 + 1) % 10;
+  auto be = make_cpu_backend();
+  EXPECT_THROW(be->set_bf16_activations(true), Error);  // fp32
+  be->set_precision(Precision::bf16);
+  for (bool fused : {false, true})
+    for (auto rc : {Recompute::none, Recompute::gelu_ln, Recompute::block}) {
+      std::vector<float> g[2];
+      float loss[2];
+      size_t acts[2];
+      for (int on = 0; on < 2; ++on) {
+        GPT m(c, B, rc, *be, fused, on == 1);
+        m.init_weights(42);
+        m.zero_grad();
+        loss[on] = m.forward(in.data(), tg.data(), B, T);
+        EXPECT_EQ(be->bf16_activations(), on == 1);
+        m.backward(1.0f / (B * T));
+        g[on] = copy_grads(m);
+        acts[on] = m.memory().activations_bytes;
+        if (on)
+          EXPECT_EQ(m.memory().total(), plan_memory(c, B, rc, fused, Precision::bf16).total());
+      }
+      const std::string what = std::string(fused ? "fused " : "") + to_string(rc);
+      EXPECT_EQ(loss[0], loss[1]) << what;
+      ASSERT_EQ(0, std::memcmp(g[0].data(), g[1].data(), g[0].size() * sizeof(float))) << what;
+      // per stored layer ln1, atty, ln2 (N*C each) and the GELU output (N*4C), and ln_f: 2
+      // bytes less per element; recomputed tensors share one buffer across the layers
+      const size_t NC = (size_t)B * T * c.n_embd;
+      const size_t per_layer = rc == Recompute::none ? 7 * NC : rc == Recompute::gelu_ln ? NC : 0;
+      const size_t shared = rc == Recompute::none ? 0 : rc == Recompute::gelu_ln ? 6 * NC : 7 * NC;
+      EXPECT_EQ(acts[0] - acts[1], 2 * (c.n_layer * per_layer + shared + NC)) << what;
     }
 }
 

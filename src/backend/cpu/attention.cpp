@@ -249,10 +249,11 @@ struct Head {
     }
     for (int64_t t = 0; t < T; ++t) store_row(dst + t * hs * es, src + t * ld, hs, type);
   }
-  /// m dense rows of hs floats at src into rows of stride ld at dst (and dst16, if not null).
+  /// m dense rows of hs floats at src into rows of stride ld at dst and dst16 (each may be
+  /// null).
   void unpack(float* dst, uint16_t* dst16, const float* src, int64_t m, int64_t ld) const {
     for (int64_t t = 0; t < m; ++t) {
-      copy_row_stream(dst + t * ld, src + t * hs, hs);
+      if (dst) copy_row_stream(dst + t * ld, src + t * hs, hs);
       if (dst16) store_bf16(dst16 + t * ld, src + t * hs, hs);
     }
   }
@@ -364,7 +365,7 @@ void Attention::prepare_threads() {
 
 unsigned char* Attention::thread_buffer(int thread, size_t bytes) {
   auto& b = per_thread_[thread];
-  if (b.size() != bytes) b = std::vector<unsigned char>(bytes);
+  if (b.size() != bytes) b = AlignedVector<unsigned char>(bytes);
   return b.data();
 }
 
@@ -390,7 +391,7 @@ void Attention::forward(float* out, float* att, float* lse, const float* qkv, in
         }
         pl.O->run(o, pl.low ? buf + pl.pl : (void*)P, buf + pl.v, buf + pl.scratch);
         const int64_t at = (int64_t)b * T * C + h * pl.hs;
-        pl.unpack(out + at, out16 ? out16 + at : nullptr, o, T, C);
+        pl.unpack(out ? out + at : nullptr, out16 ? out16 + at : nullptr, o, T, C);
       }
     stream_fence();
   }
@@ -455,7 +456,7 @@ void Attention::forward_blocks(float* out, float* lse, const float* qkv, int B, 
                             pl.low ? buf + pl.pl + j * n * pl.es : nullptr, false, pl.type);
           pl.blk[i].O->run(o, pl.low ? buf + pl.pl : (void*)S, buf + pl.v, buf + pl.scratch);
           const int64_t at = ((int64_t)b * T + r0) * C + h * pl.hs;
-          pl.unpack(out + at, out16 ? out16 + at : nullptr, o, m, C);
+          pl.unpack(out ? out + at : nullptr, out16 ? out16 + at : nullptr, o, m, C);
         }
       }
     stream_fence();

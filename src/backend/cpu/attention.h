@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/cpu/aligned_vector.h"
+
 namespace gt::cpu {
 
 /// Operand type of the attention products: f32; f32 holding values rounded to half (fp16
@@ -36,10 +38,10 @@ class Attention {
   void set_type(AttnType t) { type_ = t; }
   AttnType type() const { return type_; }
 
-  /// out (B,T,C) from qkv (B,T,3C). att (B,NH,T,T) receives the probabilities (may be null:
-  /// the fused form, which keeps one batch element's at a time); lse (B,NH,T) the
-  /// log-sum-exp of the scaled scores (may be null); out16 (B,T,C), if not null, a bf16 copy
-  /// of out.
+  /// out (B,T,C) from qkv (B,T,3C); out may be null when out16 is not (bf16 only). att (B,NH,T,T)
+  /// receives the probabilities (may be null: the fused form, which keeps one batch element's at a
+  /// time); lse (B,NH,T) the log-sum-exp of the scaled scores (may be null); out16 (B,T,C), if not
+  /// null, a bf16 copy of out.
   void forward(float* out, float* att, float* lse, const float* qkv, int B, int T, int C, int NH,
                uint16_t* out16 = nullptr);
 
@@ -60,7 +62,7 @@ class Attention {
   /// One buffer per thread, each exactly attention_workspace_bytes / threads.
   unsigned char* thread_buffer(int thread, size_t bytes);
   AttnType type_ = AttnType::f32;
-  std::vector<std::vector<unsigned char>> per_thread_;
+  std::vector<AlignedVector<unsigned char>> per_thread_;
 };
 
 }  // namespace gt::cpu

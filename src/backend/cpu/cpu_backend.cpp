@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/aligned_vector.h"
 #include "backend/cpu/attention.h"
 #include "backend/cpu/fast_math.h"
 #include "backend/cpu/onednn_matmul.h"
@@ -39,7 +40,7 @@ void parallel_chunks(int64_t n, F f) {
 }
 
 /// One LayerNorm row (eps kLnEps, biased variance): o = (x - mean) rstd w + b, and its bf16
-/// copy into o16 when not null.
+/// copy into o16 when not null; o may be null (bf16 activations: o16 only).
 inline void layernorm_row(float* o, uint16_t* o16, float* mean, float* rstd, const float* x,
                           const float* w, const float* b, int C) {
   float m = 0.f;
@@ -49,8 +50,13 @@ inline void layernorm_row(float* o, uint16_t* o16, float* mean, float* rstd, con
   for (int c = 0; c < C; ++c) v += (x[c] - m) * (x[c] - m);
   v /= C;
   const float s = 1.0f / std::sqrt(v + kLnEps);
-  for (int c = 0; c < C; ++c) o[c] = (x[c] - m) * s * w[c] + b[c];
-  if (o16) cpu::store_bf16(o16, o, C);
+  if (o) {
+    for (int c = 0; c < C; ++c) o[c] = (x[c] - m) * s * w[c] + b[c];
+    if (o16) cpu::store_bf16(o16, o, C);
+  } else {
+#pragma omp simd
+    for (int c = 0; c < C; ++c) o16[c] = cpu::to_bf16((x[c] - m) * s * w[c] + b[c]);
+  }
   *mean = m;
   *rstd = s;
 }
@@ -104,11 +110,12 @@ class CpuBackend final : public Backend {
 
   void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
                          const float* b, int64_t N, int C) override {
-    uint16_t* o16 = emit_shadow(out, N * C);
+    uint16_t* a16 = act16(out);
+    uint16_t* o16 = a16 ? a16 : emit_shadow(out, N * C);
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < N; ++i)
-      layernorm_row(out + i * C, o16 ? o16 + i * C : nullptr, mean + i, rstd + i, inp + i * C, w, b,
-                    C);
+      layernorm_row(a16 ? nullptr : out + i * C, o16 ? o16 + i * C : nullptr, mean + i, rstd + i,
+                    inp + i * C, w, b, C);
   }
 
   void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
@@ -153,7 +160,7 @@ class CpuBackend final : public Backend {
       cpu::onednn_matmul(out, inp, w, bias, N, OC, C, false, w_transposed, false);
       return;
     }
-    const void* a = operand_a(inp, N * C);
+    const void* a = act16_ ? (drop_shadow(), static_cast<const void*>(inp)) : operand_a(inp, N * C);
     const void* b = weight_copy(w, (int64_t)C * OC);
     cpu::onednn_matmul(out, a, b, bias, N, OC, C, false, w_transposed, false, mm_type());
   }
@@ -171,7 +178,7 @@ class CpuBackend final : public Backend {
       // dout and inp rounded to 16 bits once; both products accumulate in f32
       const void* d = operand_a(dout, N * OC);
       if (prec_ == Precision::bf16) dout16 = static_cast<const uint16_t*>(d);
-      const void* x = lowp(act_b_, inp, N * C);
+      const void* x = act16_ ? static_cast<const void*>(inp) : lowp(act_b_, inp, N * C);
       auto t = mm_type();
       if (dinp)
         cpu::onednn_matmul(dinp, d, weight_copy(w, (int64_t)C * OC), nullptr, N, C, OC, false,
@@ -201,6 +208,8 @@ class CpuBackend final : public Backend {
 
   void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
                          int NH) override {
+    if (uint16_t* a16 = act16(out))
+      return attn_.forward(nullptr, att, nullptr, qkv, B, T, C, NH, a16);
     attn_.forward(out, att, nullptr, qkv, B, T, C, NH, emit_shadow(out, (int64_t)B * T * C));
   }
 
@@ -214,6 +223,11 @@ class CpuBackend final : public Backend {
     return 0.5f * x * (1.0f + cpu::tanh_approx(kGeluScale * (x + 0.044715f * x * x * x)));
   }
   void gelu_forward(float* out, const float* inp, int64_t N) override {
+    if (uint16_t* a16 = act16(out)) {
+#pragma omp parallel for simd schedule(static)
+      for (int64_t i = 0; i < N; ++i) a16[i] = cpu::to_bf16(gelu(inp[i]));
+      return;
+    }
     if (uint16_t* o16 = emit_shadow(out, N)) {
 #pragma omp parallel for simd schedule(static)
       for (int64_t i = 0; i < N; ++i) {
@@ -342,11 +356,20 @@ class CpuBackend final : public Backend {
     if (p == Precision::bf16 && !cpu::onednn_supports(cpu::MmType::bf16))
       throw Error("train.precision = 'bf16': this oneDNN has no bf16 matrix product on this CPU");
     drop_shadow();
+    act16_ = false;
     prec_ = p;
     attn_.set_type(attention_type(p));
     weights_.clear();
   }
   Precision precision() const override { return prec_; }
+  void set_bf16_activations(bool on) override {
+    if (on && prec_ != Precision::bf16)
+      throw Error(fmt::format("bf16 activation storage needs precision bf16 (the backend runs {})",
+                              to_string(prec_)));
+    drop_shadow();
+    act16_ = on;
+  }
+  bool bf16_activations() const override { return act16_; }
   void set_stochastic_rounding(bool on, uint64_t seed) override {
     drop_shadow();
     if (on != sr_ || seed != sr_seed_) ++generation_;  // copies made otherwise are stale
@@ -361,19 +384,23 @@ class CpuBackend final : public Backend {
   void residual_layernorm_forward(float* res, float* out, float* mean, float* rstd, const float* a,
                                   const float* b, const float* w, const float* bias, int64_t N,
                                   int C) override {
-    uint16_t* o16 = emit_shadow(out, N * C);
+    uint16_t* a16 = act16(out);
+    uint16_t* o16 = a16 ? a16 : emit_shadow(out, N * C);
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < N; ++i) {
       const float* x1 = a + i * C;
       const float* x2 = b + i * C;
       float* r = res + i * C;
       for (int c = 0; c < C; ++c) r[c] = x1[c] + x2[c];
-      layernorm_row(out + i * C, o16 ? o16 + i * C : nullptr, mean + i, rstd + i, r, w, bias, C);
+      layernorm_row(a16 ? nullptr : out + i * C, o16 ? o16 + i * C : nullptr, mean + i, rstd + i, r,
+                    w, bias, C);
     }
   }
 
   void attention_forward_fused(float* out, float* lse, const float* qkv, int B, int T, int C,
                                int NH) override {
+    if (uint16_t* a16 = act16(out))
+      return attn_.forward(nullptr, nullptr, lse, qkv, B, T, C, NH, a16);
     attn_.forward(out, nullptr, lse, qkv, B, T, C, NH, emit_shadow(out, (int64_t)B * T * C));
   }
 
@@ -454,12 +481,18 @@ class CpuBackend final : public Backend {
   uint16_t* emit_shadow(const float* out, int64_t n) {
     shadow_ = nullptr;
     if (prec_ != Precision::bf16) return nullptr;
-    if ((int64_t)act_a_.size() < n) act_a_ = std::vector<uint16_t>(n);  // as lowp sizes it
+    if ((int64_t)act_a_.size() < n) act_a_ = cpu::AlignedVector<uint16_t>(n);  // as lowp sizes it
     shadow_ = out;
     shadow_n_ = n;
     return act_a_.data();
   }
   void drop_shadow() { shadow_ = nullptr; }
+  /// With bf16 activations on: the bf16 array a float* parameter really points to.
+  uint16_t* act16(float* p) {
+    if (!act16_) return nullptr;
+    drop_shadow();
+    return reinterpret_cast<uint16_t*>(p);
+  }
   /// The 16-bit operand in act_a_: the producer's copy of x if it wrote one, else converted.
   const void* operand_a(const float* x, int64_t n) {
     const bool have = x == shadow_ && n == shadow_n_;
@@ -469,15 +502,15 @@ class CpuBackend final : public Backend {
 
   /// Rounds n floats into buf (16-bit, the current precision) and returns buf's data.
   /// (Emulated fp16: the rounded values as floats, in buf's memory viewed as float.)
-  const void* lowp(std::vector<uint16_t>& buf, const float* x, int64_t n) {
+  const void* lowp(cpu::AlignedVector<uint16_t>& buf, const float* x, int64_t n) {
     if (f16_emulated_) {
-      if ((int64_t)buf.size() < 2 * n) buf = std::vector<uint16_t>(2 * n);  // exact size
+      if ((int64_t)buf.size() < 2 * n) buf = cpu::AlignedVector<uint16_t>(2 * n);  // exact size
       float* o = reinterpret_cast<float*>(buf.data());
 #pragma omp parallel for schedule(static)
       for (int64_t i = 0; i < n; ++i) o[i] = static_cast<float>(static_cast<_Float16>(x[i]));
       return o;
     }
-    if ((int64_t)buf.size() < n) buf = std::vector<uint16_t>(n);  // exact size (memory plan)
+    if ((int64_t)buf.size() < n) buf = cpu::AlignedVector<uint16_t>(n);  // exact size (memory plan)
     uint16_t* o = buf.data();
     if (prec_ == Precision::bf16) {
 #pragma omp parallel for simd schedule(static)
@@ -495,7 +528,7 @@ class CpuBackend final : public Backend {
     if (fresh) c.id = weights_.size();  // first-use order: the same in every run of a model
     const int64_t len = f16_emulated_ ? 2 * n : n;
     if (c.generation != generation_ || (int64_t)c.data.size() != len) {
-      if ((int64_t)c.data.size() != len) c.data = std::vector<uint16_t>(len);
+      if ((int64_t)c.data.size() != len) c.data = cpu::AlignedVector<uint16_t>(len);
       if (sr_ && prec_ == Precision::bf16) {
         uint16_t* o = c.data.data();
         const uint64_t key = cpu::splitmix64(sr_seed_ ^ (c.id * 0x9E3779B97F4A7C15ull));
@@ -511,17 +544,18 @@ class CpuBackend final : public Backend {
   }
 
   struct WeightCopy {
-    std::vector<uint16_t> data;
+    cpu::AlignedVector<uint16_t> data;
     uint64_t generation = UINT64_MAX;
     uint64_t id = 0;
   };
   bool sr_ = false;
+  bool act16_ = false;  // set_bf16_activations
   uint64_t sr_seed_ = 0;
   Precision prec_ = Precision::fp32;
   bool f16_emulated_ = false;
   uint64_t generation_ = 0;
   std::unordered_map<const float*, WeightCopy> weights_;
-  std::vector<uint16_t> act_a_, act_b_;
+  cpu::AlignedVector<uint16_t> act_a_, act_b_;
   const float* shadow_ = nullptr;  // the f32 tensor whose bf16 copy act_a_ holds, if any
   int64_t shadow_n_ = 0;
   cpu::Attention attn_;
