@@ -151,6 +151,47 @@ TEST(Precision, StochasticRoundingIsUnbiasedAndReproducible) {
   EXPECT_EQ(bf16_weight_copy(*be, exact), exact);
 }
 
+// With bf16 activations on, a product's input is a bf16 array and GELU's gradient reaches the
+// next product as a bf16 copy only: the same gradients, bit for bit, as the f32 hand-over;
+// a gradient left for a later op is refused, not read as stale floats.
+TEST(Precision, Bf16ActivationsAndGradientHandOff) {
+  const int N = 6, C = 8, OC = 32;
+  auto inp = randn(N * C, 21), w = randn(C * OC, 22), pre = randn(N * OC, 23);
+  std::vector<uint16_t> inp16(N * C);
+  for (int i = 0; i < N * C; ++i) {  // values exactly representable in bf16
+    uint32_t u;
+    std::memcpy(&u, &inp[i], 4);
+    u &= 0xFFFF0000u;
+    std::memcpy(&inp[i], &u, 4);
+    inp16[i] = uint16_t(u >> 16);
+  }
+  auto run = [&](bool act16, std::vector<float>& dinp, std::vector<float>& dw,
+                 std::vector<float>& db) {
+    auto be = make_cpu_backend();
+    be->set_precision(Precision::bf16);
+    be->set_bf16_activations(act16);
+    auto d = randn(N * OC, 24);
+    dinp.assign(N * C, 0.f), dw.assign(C * OC, 0.f), db.assign(OC, 0.f);
+    be->gelu_backward(d.data(), pre.data(), d.data(), N * OC);
+    const float* x = act16 ? reinterpret_cast<const float*>(inp16.data()) : inp.data();
+    be->matmul_backward(dinp.data(), dw.data(), db.data(), d.data(), x, w.data(), N, C, OC);
+    if (act16) {  // an op between the hand-off and its product
+      be->gelu_backward(d.data(), pre.data(), d.data(), N * OC);
+      std::vector<float> r(4);
+      be->residual_forward(r.data(), r.data(), r.data(), 4);
+      EXPECT_THROW(
+          be->matmul_backward(dinp.data(), dw.data(), db.data(), d.data(), x, w.data(), N, C, OC),
+          Error);
+    }
+  };
+  std::vector<float> a1, a2, a3, b1, b2, b3;
+  run(false, a1, a2, a3);
+  run(true, b1, b2, b3);
+  EXPECT_EQ(a1, b1);
+  EXPECT_EQ(a2, b2);
+  EXPECT_EQ(a3, b3);
+}
+
 TEST(Precision, Fp8IsRefusedOnTheCpuWithAClearMessage) {
   auto be = make_cpu_backend();
   try {

@@ -424,11 +424,12 @@ void Attention::backward(float* dqkv, const float* dout, const float* qkv, const
         const int64_t at = (int64_t)b * T * pl.C3 + h * pl.hs;
         uint16_t* d16 = dqkv16 ? dqkv16 + at : nullptr;
         pl.dV->run(o, Pm, buf + pl.d, buf + pl.scratch);  // dV = P^T dO
-        pl.unpack(dqkv + at + 2 * C, d16 ? d16 + 2 * C : nullptr, o, T, pl.C3);
+        float* dq = dqkv ? dqkv + at : nullptr;
+        pl.unpack(dq ? dq + 2 * C : nullptr, d16 ? d16 + 2 * C : nullptr, o, T, pl.C3);
         pl.O->run(o, dS, buf + pl.k, buf + pl.scratch);  // dQ = dS k
-        pl.unpack(dqkv + at, d16, o, T, pl.C3);
+        pl.unpack(dq, d16, o, T, pl.C3);
         pl.dV->run(o, dS, buf + pl.q, buf + pl.scratch);  // dK = dS^T q
-        pl.unpack(dqkv + at + C, d16 ? d16 + C : nullptr, o, T, pl.C3);
+        pl.unpack(dq ? dq + C : nullptr, d16 ? d16 + C : nullptr, o, T, pl.C3);
       }
     stream_fence();
   }
@@ -500,12 +501,14 @@ void Attention::backward_blocks(float* dqkv, const float* dout, const float* qkv
           pr.dV->run(dK, dS, buf + pl.q + qoff, buf + pl.scratch);  // keys 0..n-1 += dS^T q
           pr.O->run(o, dS, buf + pl.k, buf + pl.scratch);           // dQ rows r0..r1-1
           const int64_t at = base + r0 * pl.C3;
-          pl.unpack(dqkv + at, dqkv16 ? dqkv16 + at : nullptr, o, m, pl.C3);
+          pl.unpack(dqkv ? dqkv + at : nullptr, dqkv16 ? dqkv16 + at : nullptr, o, m, pl.C3);
         }
         for (int64_t t = 0; t < T; ++t) {  // dK and dV of a row together
           const int64_t at = base + t * pl.C3;
-          copy_row_stream(dqkv + at + C, dK + t * pl.hs, pl.hs);
-          copy_row_stream(dqkv + at + 2 * C, dV + t * pl.hs, pl.hs);
+          if (dqkv) {
+            copy_row_stream(dqkv + at + C, dK + t * pl.hs, pl.hs);
+            copy_row_stream(dqkv + at + 2 * C, dV + t * pl.hs, pl.hs);
+          }
           if (dqkv16) {
             store_bf16(dqkv16 + at + C, dK + t * pl.hs, pl.hs);
             store_bf16(dqkv16 + at + 2 * C, dV + t * pl.hs, pl.hs);

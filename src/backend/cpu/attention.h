@@ -47,7 +47,7 @@ class Attention {
 
   /// dqkv (B,T,3C) ASSIGNED from dout (B,T,C), qkv and either the stored att or, when att is
   /// null, probabilities recomputed from qkv and the forward's lse; dqkv16 (B,T,3C), if not
-  /// null, a bf16 copy of dqkv.
+  /// null, a bf16 copy of dqkv. dqkv may be null when dqkv16 is not (the bf16 copy only).
   void backward(float* dqkv, const float* dout, const float* qkv, const float* att,
                 const float* lse, int B, int T, int C, int NH, uint16_t* dqkv16 = nullptr);
 

@@ -215,8 +215,8 @@ class CpuBackend final : public Backend {
 
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int B,
                           int T, int C, int NH) override {
-    attn_.backward(dqkv, dout, qkv, att, nullptr, B, T, C, NH,
-                   emit_shadow(dqkv, (int64_t)B * T * 3 * C));
+    uint16_t* d16 = emit_shadow(dqkv, (int64_t)B * T * 3 * C);
+    attn_.backward(handoff(dqkv), dout, qkv, att, nullptr, B, T, C, NH, d16);
   }
 
   static float gelu(float x) {
@@ -248,6 +248,11 @@ class CpuBackend final : public Backend {
   }
   void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t N) override {
     if (uint16_t* d16 = emit_shadow(dinp, N)) {
+      if (!handoff(dinp)) {
+#pragma omp parallel for simd schedule(static)
+        for (int64_t i = 0; i < N; ++i) d16[i] = cpu::to_bf16(gelu_grad(inp[i]) * dout[i]);
+        return;
+      }
 #pragma omp parallel for simd schedule(static)
       for (int64_t i = 0; i < N; ++i) {
         const float d = gelu_grad(inp[i]) * dout[i];
@@ -407,8 +412,8 @@ class CpuBackend final : public Backend {
   void attention_backward_fused(float* dqkv, const float* dout, const float* qkv, const float* out,
                                 const float* lse, int B, int T, int C, int NH) override {
     (void)out;  // the row sums dout.out are taken as sum(P dP), equal in exact arithmetic
-    attn_.backward(dqkv, dout, qkv, nullptr, lse, B, T, C, NH,
-                   emit_shadow(dqkv, (int64_t)B * T * 3 * C));
+    uint16_t* d16 = emit_shadow(dqkv, (int64_t)B * T * 3 * C);
+    attn_.backward(handoff(dqkv), dout, qkv, nullptr, lse, B, T, C, NH, d16);
   }
 
   void softmax_crossentropy_fused(float* logits, float* losses, const int32_t* targets, float dloss,
@@ -493,9 +498,22 @@ class CpuBackend final : public Backend {
     drop_shadow();
     return reinterpret_cast<uint16_t*>(p);
   }
+  /// With bf16 activations on, a gradient whose only reader is the next matmul_backward
+  /// (gelu_backward's dinp, attention's dqkv) is written as its bf16 copy alone: returns
+  /// null (write no f32) and marks x as handed off; otherwise returns x.
+  float* handoff(float* x) {
+    if (!act16_) return x;
+    handed_off_ = x;
+    return nullptr;
+  }
   /// The 16-bit operand in act_a_: the producer's copy of x if it wrote one, else converted.
   const void* operand_a(const float* x, int64_t n) {
     const bool have = x == shadow_ && n == shadow_n_;
+    if (!have && x == handed_off_)  // its f32 values were never written
+      throw Error(
+          "cpu backend: a gradient written as a bf16 copy only (bf16 activations) was "
+          "not taken by the very next matmul_backward");
+    handed_off_ = nullptr;
     shadow_ = nullptr;
     return have ? act_a_.data() : lowp(act_a_, x, n);
   }
@@ -549,7 +567,8 @@ class CpuBackend final : public Backend {
     uint64_t id = 0;
   };
   bool sr_ = false;
-  bool act16_ = false;  // set_bf16_activations
+  bool act16_ = false;                 // set_bf16_activations
+  const float* handed_off_ = nullptr;  // f32 buffer left unwritten: see handoff()
   uint64_t sr_seed_ = 0;
   Precision prec_ = Precision::fp32;
   bool f16_emulated_ = false;
