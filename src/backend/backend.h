@@ -163,6 +163,9 @@ std::unique_ptr<Backend> make_cpu_backend();
 /// Bytes the CPU backend's attention keeps for context T, width C and NH heads under a
 /// precision (one batch element's packed operands and (NH,T,T) buffers; cpu/attention.h).
 size_t backend_attention_workspace_bytes(int T, int C, int NH, Precision p, bool fused);
+/// Bytes of the CPU backend's layernorm_backward partial sums for N rows of width C (dw and db
+/// per block of 64 rows, f32).
+size_t backend_layernorm_workspace_bytes(int64_t N, int C);
 /// Whether this CPU backend's oneDNN multiplies f16 natively (else fp16 rounds the operands
 /// to half precision and multiplies them in f32).
 bool backend_has_native_f16();

@@ -199,7 +199,8 @@ double gpt_flops_per_token(const GPTConfig& c, int T) {
 
 size_t plan_workspace_bytes(const GPTConfig& c, int B, Precision p, bool fused) {
   const size_t attention =
-      backend_attention_workspace_bytes(c.block_size, c.n_embd, c.n_head, p, fused);
+      backend_attention_workspace_bytes(c.block_size, c.n_embd, c.n_head, p, fused) +
+      backend_layernorm_workspace_bytes((int64_t)B * c.block_size, c.n_embd);
   if (p == Precision::fp32) return attention;
   const int64_t C = c.n_embd, N = (int64_t)B * c.block_size;
   int64_t w = (int64_t)c.vocab_size * C + c.n_layer * (3 * C * C + C * C + 4 * C * C + 4 * C * C);

@@ -53,7 +53,7 @@ struct MemoryPlan {
 };
 
 /// Bytes of the CPU backend's own buffers at micro-batch B: the attention buffers
-/// (backend_attention_workspace_bytes); for bf16/fp16 also
+/// (backend_attention_workspace_bytes), LayerNorm's partial sums; for bf16/fp16 also
 /// 16-bit copies of every matrix weight plus the operand buffer (N*max(4C,V) elements) and,
 /// for fp16 only, the backward's buffer for the rounded product inputs (N*4C; bf16 stores
 /// those inputs in bf16 already). Emulated fp16 (oneDNN without f16 matmul) keeps rounded values as

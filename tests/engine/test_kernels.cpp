@@ -137,8 +137,11 @@ TEST_F(Kernels, EmbeddingForwardBackward) {
   expect_close(dwpe, dwpe_ref, 1e-5, 1e-5, "dwpe");
 }
 
-TEST_F(Kernels, LayerNormForwardBackward) {
-  const int N = 6, C = 16;
+// N = 150: three blocks of layernorm_backward's partial sums (64, 64, 22 rows)
+class LayerNormRows : public Kernels, public ::testing::WithParamInterface<int> {};
+
+TEST_P(LayerNormRows, ForwardBackward) {
+  const int N = GetParam(), C = 16;
   auto x = randn(N * C, 4, 2.0f), w = randn(C, 5), b = randn(C, 6), r = randn(N * C, 7);
   std::vector<float> out(N * C), mean(N), rstd(N);
   be->layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
@@ -154,6 +157,8 @@ TEST_F(Kernels, LayerNormForwardBackward) {
   expect_close(dw, fd_grad(to_d(w), fw), 1e-4, 1e-3, "dw");
   expect_close(db, fd_grad(to_d(b), fb), 1e-4, 1e-3, "db");
 }
+
+INSTANTIATE_TEST_SUITE_P(Rows, LayerNormRows, ::testing::Values(6, 150));
 
 class MatmulLayout : public Kernels, public ::testing::WithParamInterface<bool> {};
 

@@ -25,6 +25,8 @@ namespace gt {
 namespace {
 
 constexpr float kLnEps = 1e-5f;
+/// Rows per block of layernorm_backward's partial parameter-gradient sums.
+constexpr int64_t kLnRows = 64;
 constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2/pi)
 
 /// Splits [0, n) into contiguous chunks, one per thread, and calls f(begin, end).
@@ -122,33 +124,46 @@ class CpuBackend final : public Backend {
                           const float* w, const float* mean, const float* rstd, int64_t N,
                           int C) override {
     drop_shadow();
+    // One pass over the rows: each block of kLnRows rows also sums its share of dw and db
+    // into its own partial row (the rows are read once, not again for the parameter
+    // gradients); the partials are then added in block order, so the sums do not depend on
+    // the thread count.
+    const int64_t nb = (N + kLnRows - 1) / kLnRows;
+    if ((int64_t)ln_partial_.size() < nb * 2 * C) ln_partial_.assign(nb * 2 * C, 0.0f);
+    float* part = ln_partial_.data();
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < N; ++i) {
-      const float* d = dout + i * C;
-      const float* x = inp + i * C;
-      float m = mean[i], s = rstd[i];
-      float dnorm_mean = 0.f, dnorm_norm_mean = 0.f;
-      for (int c = 0; c < C; ++c) {
-        float dn = w[c] * d[c];
-        dnorm_mean += dn;
-        dnorm_norm_mean += dn * (x[c] - m) * s;
-      }
-      dnorm_mean /= C;
-      dnorm_norm_mean /= C;
-      float* di = dinp + i * C;
-      for (int c = 0; c < C; ++c) {
-        float norm = (x[c] - m) * s;
-        di[c] += (w[c] * d[c] - dnorm_mean - norm * dnorm_norm_mean) * s;
-      }
-    }
-    parallel_chunks(C, [&](int64_t c0, int64_t c1) {
-      for (int64_t i = 0; i < N; ++i) {
+    for (int64_t blk = 0; blk < nb; ++blk) {
+      float* pdw = part + blk * 2 * C;
+      float* pdb = pdw + C;
+      std::fill(pdw, pdw + 2 * C, 0.0f);
+      for (int64_t i = blk * kLnRows; i < std::min(N, (blk + 1) * kLnRows); ++i) {
         const float* d = dout + i * C;
         const float* x = inp + i * C;
         float m = mean[i], s = rstd[i];
+        float dnorm_mean = 0.f, dnorm_norm_mean = 0.f;
+        for (int c = 0; c < C; ++c) {
+          float dn = w[c] * d[c];
+          dnorm_mean += dn;
+          dnorm_norm_mean += dn * (x[c] - m) * s;
+        }
+        dnorm_mean /= C;
+        dnorm_norm_mean /= C;
+        float* di = dinp + i * C;
+#pragma omp simd
+        for (int c = 0; c < C; ++c) {
+          float norm = (x[c] - m) * s;
+          di[c] += (w[c] * d[c] - dnorm_mean - norm * dnorm_norm_mean) * s;
+          pdb[c] += d[c];
+          pdw[c] += norm * d[c];
+        }
+      }
+    }
+    parallel_chunks(C, [&](int64_t c0, int64_t c1) {
+      for (int64_t blk = 0; blk < nb; ++blk) {
+        const float* pdw = part + blk * 2 * C;
         for (int64_t c = c0; c < c1; ++c) {
-          db[c] += d[c];
-          dw[c] += (x[c] - m) * s * d[c];
+          dw[c] += pdw[c];
+          db[c] += pdw[C + c];
         }
       }
     });
@@ -567,8 +582,9 @@ class CpuBackend final : public Backend {
     uint64_t id = 0;
   };
   bool sr_ = false;
-  bool act16_ = false;                 // set_bf16_activations
-  const float* handed_off_ = nullptr;  // f32 buffer left unwritten: see handoff()
+  cpu::AlignedVector<float> ln_partial_;  // layernorm_backward's per-block dw, db
+  bool act16_ = false;                    // set_bf16_activations
+  const float* handed_off_ = nullptr;     // f32 buffer left unwritten: see handoff()
   uint64_t sr_seed_ = 0;
   Precision prec_ = Precision::fp32;
   bool f16_emulated_ = false;
@@ -585,6 +601,9 @@ class CpuBackend final : public Backend {
 std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
 size_t backend_attention_workspace_bytes(int T, int C, int NH, Precision p, bool fused) {
   return cpu::attention_workspace_bytes(T, C, NH, attention_type(p), fused, omp_get_max_threads());
+}
+size_t backend_layernorm_workspace_bytes(int64_t N, int C) {
+  return static_cast<size_t>((N + kLnRows - 1) / kLnRows) * 2 * C * sizeof(float);
 }
 bool backend_has_native_f16() { return cpu::onednn_supports(cpu::MmType::f16); }
 
