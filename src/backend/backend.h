@@ -122,9 +122,10 @@ class Backend {
   /// backward), so results are bitwise the same as with it off; a model keeps these tensors
   /// in half the memory and the backward does not round them again. Also, gelu_backward's
   /// dinp and attention_backward(_fused)'s dqkv, whose one reader is the matmul_backward
-  /// right after (as dout), are handed to it as bf16 copies only: their f32 buffers are not
-  /// written (a later reader gets gt::Error). Throws gt::Error when turned on under another
-  /// precision.
+  /// right after (as dout), are handed to it as bf16 copies only: their f32 buffers are left
+  /// unwritten and no other op may read them (a matrix product that finds such a buffer
+  /// without its bf16 copy throws gt::Error; other ops cannot tell). Throws gt::Error when
+  /// turned on under another precision.
   virtual void set_bf16_activations(bool on) = 0;
   virtual bool bf16_activations() const = 0;
   /// Marks the 16-bit weight copies stale; call after every write to the parameters (the

@@ -3,6 +3,7 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <filesystem>
@@ -117,7 +118,10 @@ void setup(CLI::App& app) {
       ->check(
           [](const std::string& v) {
             long long n = 0;
-            auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+            size_t at = v.find_first_not_of(' ');  // " 3" and "+3", as CLI11 takes them
+            if (at != std::string::npos && v[at] == '+') ++at;
+            const char* b = v.data() + std::min(at, v.size());
+            auto [end, ec] = std::from_chars(b, v.data() + v.size(), n);
             return ec == std::errc() && end == v.data() + v.size() && n >= 1
                        ? std::string()
                        : fmt::format("expected a step number >= 1, got '{}'", v);
