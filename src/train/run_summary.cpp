@@ -62,6 +62,34 @@ void RunSummaryWriter::finish(const RunResult& r) {
   if (observer_hook_) observer_hook_(extra);
   for (auto& [k, v] : extra.items()) s[k] = v;
   fs::path p = fs::path(dir_) / "summary.json";
+  // The figures above are this session's. run_totals adds up every session of the run
+  // (a resumed run continues from the summary.json the previous session left, if that
+  // session ended at the step this one started from).
+  const int64_t start = r.step - (int64_t)r.losses.size();
+  s["session_start_step"] = start;
+  nlohmann::ordered_json totals;
+  totals["sessions"] = 1;
+  totals["first_step"] = start;
+  for (const char* k : {"tokens", "duration_s", "energy_j", "g_co2e"})
+    if (s.contains(k)) totals[k] = s[k];
+  if (start > 0 && fs::exists(p)) {
+    try {
+      std::ifstream f(p);
+      const auto prev = nlohmann::json::parse(f);
+      if (prev.value("step", int64_t(-1)) == start) {
+        const auto& pt = prev.contains("run_totals") ? prev["run_totals"] : prev;
+        totals["sessions"] = pt.value("sessions", 1) + 1;
+        totals["first_step"] = pt.value("first_step", pt.value("session_start_step", 0));
+        if (pt.contains("tokens"))
+          totals["tokens"] = totals["tokens"].get<int64_t>() + pt["tokens"].get<int64_t>();
+        for (const char* k : {"duration_s", "energy_j", "g_co2e"})
+          if (totals.contains(k) && pt.contains(k))
+            totals[k] = totals[k].get<double>() + pt[k].get<double>();
+      }
+    } catch (const std::exception&) {  // unreadable: the totals cover this session only
+    }
+  }
+  s["run_totals"] = totals;
   fs::path tmp = p.string() + fmt::format(".tmp-{}", getpid());
   {
     std::ofstream f(tmp);

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <regex>
 
 #include "test_helpers.h"
@@ -128,6 +130,32 @@ TEST_F(Cli, PolicyValuesAreCheckedAndNamed) {
   expect_train_error(cfg + " --set train.recompute=all", "train.recompute");
   expect_train_error(cfg + " --stop-at 0", "--stop-at: expected a step number >= 1, got '0'");
   expect_train_error(cfg + " --stop-at 3x", "--stop-at: expected a step number >= 1, got '3x'");
+}
+
+// summary.json's figures are the session's; run_totals adds up the sessions of a resumed run
+TEST_F(Cli, ResumedSummaryAddsUpTheSessions) {
+  std::string run = d.file("run-totals");
+  auto read = [&] {
+    std::ifstream f(fs::path(run) / "summary.json");
+    return nlohmann::json::parse(f);
+  };
+  auto r1 = run_cmd(kBin + " train " + cfg + " --out " + run + " --stop-at 2");
+  ASSERT_EQ(r1.exit_code, 0) << r1.output;
+  auto s1 = read();
+  EXPECT_EQ(s1["session_start_step"], 0);
+  EXPECT_EQ(s1["run_totals"]["sessions"], 1);
+  EXPECT_EQ(s1["run_totals"]["tokens"], s1["tokens"]);
+  for (int k = 0; k < 2; ++k) {  // twice: the totals carry over from session to session
+    auto r = run_cmd(kBin + " train --out " + run + " --resume --stop-at " + std::to_string(3 + k));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  auto s3 = read();
+  EXPECT_EQ(s3["session_start_step"], 3);
+  EXPECT_EQ(s3["run_totals"]["sessions"], 3);
+  EXPECT_EQ(s3["run_totals"]["first_step"], 0);
+  EXPECT_EQ(s3["run_totals"]["tokens"].get<int64_t>(), 2 * s1["tokens"].get<int64_t>());  // 4 steps
+  EXPECT_GT(s3["run_totals"]["energy_j"].get<double>(), s3["energy_j"].get<double>());
+  EXPECT_GT(s3["run_totals"]["duration_s"].get<double>(), s3["duration_s"].get<double>());
 }
 
 TEST_F(Cli, TrainEvalSampleResumeAndDamagedCheckpoints) {
