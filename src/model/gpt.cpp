@@ -197,17 +197,18 @@ double gpt_flops_per_token(const GPTConfig& c, int T) {
   return 6.0 * (double)gpt_num_params(c) + 6.0 * c.n_layer * (double)c.n_embd * T;
 }
 
-size_t plan_workspace_bytes(const GPTConfig& c, int B, Precision p, bool fused) {
+size_t plan_workspace_bytes(const GPTConfig& c, int B, Precision p, bool fused,
+                            bool bf16_activations) {
   const size_t attention =
       backend_attention_workspace_bytes(c.block_size, c.n_embd, c.n_head, p, fused) +
       backend_layernorm_workspace_bytes((int64_t)B * c.block_size, c.n_embd);
   if (p == Precision::fp32) return attention;
   const int64_t C = c.n_embd, N = (int64_t)B * c.block_size;
   int64_t w = (int64_t)c.vocab_size * C + c.n_layer * (3 * C * C + C * C + 4 * C * C + 4 * C * C);
-  // the weights' copies, the operand buffer (N*max(4C,V)) and, for fp16 (bf16 keeps its
-  // product inputs in bf16: GPT's bf16 activations), the buffer the backward rounds them into
-  int64_t elems =
-      w + N * std::max<int64_t>(4 * C, c.vocab_size) + (p == Precision::bf16 ? 0 : N * 4 * C);
+  // the weights' copies, the operand buffer (N*max(4C,V)) and, unless the product inputs
+  // are stored in bf16 already, the buffer the backward rounds them into
+  const bool act16 = bf16_activations && p == Precision::bf16;
+  int64_t elems = w + N * std::max<int64_t>(4 * C, c.vocab_size) + (act16 ? 0 : N * 4 * C);
   const bool emulated = p == Precision::fp16 && !backend_has_native_f16();
   return attention + static_cast<size_t>(elems) * (emulated ? 4 : 2);
 }
@@ -288,9 +289,8 @@ GPT::GPT(const GPTConfig& cfg, int max_batch, Recompute rc, Backend& be, bool fu
   plan_.optimizer_bytes = 2 * params_->bytes();
   plan_.activations_bytes = acts_->bytes();
   plan_.scratch_bytes = scratch_->bytes();
-  plan_.workspace_bytes = plan_workspace_bytes(cfg, max_batch, be.precision(), fused);
-  if (be.precision() == Precision::bf16 && !bf16_acts_)  // the backward rounds inputs again
-    plan_.workspace_bytes += (size_t)max_batch * cfg.block_size * 4 * cfg.n_embd * 2;
+  plan_.workspace_bytes =
+      plan_workspace_bytes(cfg, max_batch, be.precision(), fused, bf16_activations);
 }
 
 GPT::~GPT() = default;

@@ -55,10 +55,11 @@ struct MemoryPlan {
 /// Bytes of the CPU backend's own buffers at micro-batch B: the attention buffers
 /// (backend_attention_workspace_bytes), LayerNorm's partial sums; for bf16/fp16 also
 /// 16-bit copies of every matrix weight plus the operand buffer (N*max(4C,V) elements) and,
-/// for fp16 only, the backward's buffer for the rounded product inputs (N*4C; bf16 stores
-/// those inputs in bf16 already). Emulated fp16 (oneDNN without f16 matmul) keeps rounded values as
-/// floats (x2).
-size_t plan_workspace_bytes(const GPTConfig& c, int B, Precision p, bool fused);
+/// unless the product inputs are stored in bf16 (bf16_activations under bf16, GPT's
+/// default), the backward's buffer for the rounded product inputs (N*4C). Emulated fp16
+/// (oneDNN without f16 matmul) keeps rounded values as floats (x2).
+size_t plan_workspace_bytes(const GPTConfig& c, int B, Precision p, bool fused,
+                            bool bf16_activations = true);
 
 /// Plans the memory of a model at micro-batch B and context block_size without allocating.
 /// fused: the train.fusion=on layout (no (B,NH,T,T) attention matrix, only its (B,NH,T)

@@ -358,9 +358,22 @@ size_t attention_workspace_bytes(int T, int C, int NH, AttnType type, bool fused
   return (fused ? BlockPlan(T, C, NH, type).total : StoredPlan(T, C, NH, type).total) * threads;
 }
 
-void Attention::prepare_threads() {
+template <class Plan, class F>
+void Attention::each_head(const Plan& pl, const float* qkv, int B, int NH, F f) {
   const int nt = omp_get_max_threads();
   if ((int)per_thread_.size() != nt) per_thread_.assign(nt, {});
+#pragma omp parallel
+  {
+    unsigned char* buf = thread_buffer(omp_get_thread_num(), pl.total);
+#pragma omp for collapse(2) schedule(dynamic, 1)
+    for (int b = 0; b < B; ++b)
+      for (int h = 0; h < NH; ++h) {
+        pl.pack_qkv(buf + pl.q, buf + pl.k, buf + pl.v,
+                    qkv + (int64_t)b * pl.T * pl.C3 + h * pl.hs);
+        f(buf, b, h);
+      }
+    stream_fence();  // this thread's streaming stores, before anyone reads the results
+  }
 }
 
 unsigned char* Attention::thread_buffer(int thread, size_t bytes) {
@@ -373,150 +386,114 @@ void Attention::forward(float* out, float* att, float* lse, const float* qkv, in
                         int NH, uint16_t* out16) {
   if (!att) return forward_blocks(out, lse, qkv, B, T, C, NH, out16);
   const StoredPlan pl(T, C, NH, type_);
-  prepare_threads();
-#pragma omp parallel
-  {
-    unsigned char* buf = thread_buffer(omp_get_thread_num(), pl.total);
+  each_head(pl, qkv, B, NH, [&](unsigned char* buf, int b, int h) {
     float* o = reinterpret_cast<float*>(buf + pl.o);
-#pragma omp for collapse(2) schedule(dynamic, 1)
-    for (int b = 0; b < B; ++b)
-      for (int h = 0; h < NH; ++h) {
-        pl.pack_qkv(buf + pl.q, buf + pl.k, buf + pl.v, qkv + (int64_t)b * T * pl.C3 + h * pl.hs);
-        float* P = att + ((int64_t)b * NH + h) * T * T;
-        pl.S->run(P, buf + pl.q, buf + pl.k, buf + pl.scratch);
-        for (int64_t t = 0; t < T; ++t) {
-          const float l = softmax_row(
-              P + t * T, t + 1, T, pl.low ? buf + pl.pl + t * T * pl.es : nullptr, true, pl.type);
-          if (lse) lse[((int64_t)b * NH + h) * T + t] = l;
-        }
-        pl.O->run(o, pl.low ? buf + pl.pl : (void*)P, buf + pl.v, buf + pl.scratch);
-        const int64_t at = (int64_t)b * T * C + h * pl.hs;
-        pl.unpack(out ? out + at : nullptr, out16 ? out16 + at : nullptr, o, T, C);
-      }
-    stream_fence();
-  }
+    float* P = att + ((int64_t)b * NH + h) * T * T;
+    pl.S->run(P, buf + pl.q, buf + pl.k, buf + pl.scratch);
+    for (int64_t t = 0; t < T; ++t) {
+      const float l = softmax_row(P + t * T, t + 1, T,
+                                  pl.low ? buf + pl.pl + t * T * pl.es : nullptr, true, pl.type);
+      if (lse) lse[((int64_t)b * NH + h) * T + t] = l;
+    }
+    pl.O->run(o, pl.low ? buf + pl.pl : (void*)P, buf + pl.v, buf + pl.scratch);
+    const int64_t at = (int64_t)b * T * C + h * pl.hs;
+    pl.unpack(out ? out + at : nullptr, out16 ? out16 + at : nullptr, o, T, C);
+  });
 }
 
 void Attention::backward(float* dqkv, const float* dout, const float* qkv, const float* att,
                          const float* lse, int B, int T, int C, int NH, uint16_t* dqkv16) {
   if (!att) return backward_blocks(dqkv, dout, qkv, lse, B, T, C, NH, dqkv16);
   const StoredPlan pl(T, C, NH, type_);
-  prepare_threads();
-#pragma omp parallel
-  {
-    unsigned char* buf = thread_buffer(omp_get_thread_num(), pl.total);
+  each_head(pl, qkv, B, NH, [&](unsigned char* buf, int b, int h) {
     float* dP = reinterpret_cast<float*>(buf + pl.dp);
     float* o = reinterpret_cast<float*>(buf + pl.o);
-#pragma omp for collapse(2) schedule(dynamic, 1)
-    for (int b = 0; b < B; ++b)
-      for (int h = 0; h < NH; ++h) {
-        pl.pack_qkv(buf + pl.q, buf + pl.k, buf + pl.v, qkv + (int64_t)b * T * pl.C3 + h * pl.hs);
-        pl.pack(buf + pl.d, dout + (int64_t)b * T * C + h * pl.hs, C);
-        // the stored probabilities are read, not written: copy-free for f32 operands
-        float* P = const_cast<float*>(att) + ((int64_t)b * NH + h) * T * T;
-        pl.dP->run(dP, buf + pl.d, buf + pl.v, buf + pl.scratch);
-        for (int64_t t = 0; t < T; ++t)
-          softmax_backward_row(P + t * T, dP + t * T, t + 1, T, nullptr, pl.scale(),
-                               pl.low ? buf + pl.pl + t * T * pl.es : nullptr,
-                               pl.low ? buf + pl.dsl + t * T * pl.es : nullptr, pl.type);
-        const void* Pm = pl.low ? buf + pl.pl : (const void*)P;
-        const void* dS = pl.low ? buf + pl.dsl : (const void*)dP;
-        const int64_t at = (int64_t)b * T * pl.C3 + h * pl.hs;
-        uint16_t* d16 = dqkv16 ? dqkv16 + at : nullptr;
-        pl.dV->run(o, Pm, buf + pl.d, buf + pl.scratch);  // dV = P^T dO
-        float* dq = dqkv ? dqkv + at : nullptr;
-        pl.unpack(dq ? dq + 2 * C : nullptr, d16 ? d16 + 2 * C : nullptr, o, T, pl.C3);
-        pl.O->run(o, dS, buf + pl.k, buf + pl.scratch);  // dQ = dS k
-        pl.unpack(dq, d16, o, T, pl.C3);
-        pl.dV->run(o, dS, buf + pl.q, buf + pl.scratch);  // dK = dS^T q
-        pl.unpack(dq ? dq + C : nullptr, d16 ? d16 + C : nullptr, o, T, pl.C3);
-      }
-    stream_fence();
-  }
+    pl.pack(buf + pl.d, dout + (int64_t)b * T * C + h * pl.hs, C);
+    // the stored probabilities are read, not written: copy-free for f32 operands
+    float* P = const_cast<float*>(att) + ((int64_t)b * NH + h) * T * T;
+    pl.dP->run(dP, buf + pl.d, buf + pl.v, buf + pl.scratch);
+    for (int64_t t = 0; t < T; ++t)
+      softmax_backward_row(P + t * T, dP + t * T, t + 1, T, nullptr, pl.scale(),
+                           pl.low ? buf + pl.pl + t * T * pl.es : nullptr,
+                           pl.low ? buf + pl.dsl + t * T * pl.es : nullptr, pl.type);
+    const void* Pm = pl.low ? buf + pl.pl : (const void*)P;
+    const void* dS = pl.low ? buf + pl.dsl : (const void*)dP;
+    const int64_t at = (int64_t)b * T * pl.C3 + h * pl.hs;
+    uint16_t* d16 = dqkv16 ? dqkv16 + at : nullptr;
+    pl.dV->run(o, Pm, buf + pl.d, buf + pl.scratch);  // dV = P^T dO
+    float* dq = dqkv ? dqkv + at : nullptr;
+    pl.unpack(dq ? dq + 2 * C : nullptr, d16 ? d16 + 2 * C : nullptr, o, T, pl.C3);
+    pl.O->run(o, dS, buf + pl.k, buf + pl.scratch);  // dQ = dS k
+    pl.unpack(dq, d16, o, T, pl.C3);
+    pl.dV->run(o, dS, buf + pl.q, buf + pl.scratch);  // dK = dS^T q
+    pl.unpack(dq ? dq + C : nullptr, d16 ? d16 + C : nullptr, o, T, pl.C3);
+  });
 }
 
 void Attention::forward_blocks(float* out, float* lse, const float* qkv, int B, int T, int C,
                                int NH, uint16_t* out16) {
   const BlockPlan pl(T, C, NH, type_);
-  prepare_threads();
-#pragma omp parallel
-  {
-    unsigned char* buf = thread_buffer(omp_get_thread_num(), pl.total);
+  each_head(pl, qkv, B, NH, [&](unsigned char* buf, int b, int h) {
     float* S = reinterpret_cast<float*>(buf + pl.s);
     float* o = reinterpret_cast<float*>(buf + pl.o);
-#pragma omp for collapse(2) schedule(dynamic, 1)
-    for (int b = 0; b < B; ++b)
-      for (int h = 0; h < NH; ++h) {
-        pl.pack_qkv(buf + pl.q, buf + pl.k, buf + pl.v, qkv + (int64_t)b * T * pl.C3 + h * pl.hs);
-        for (int64_t i = 0; i < pl.nblocks; ++i) {
-          const int64_t r0 = pl.r0(i), m = pl.rows(i), n = pl.keys(i);
-          pl.blk[i].S->run(S, buf + pl.q + r0 * pl.hs * pl.es, buf + pl.k, buf + pl.scratch);
-          for (int64_t j = 0; j < m; ++j)  // row j is query r0 + j: keys 0..r0+j count
-            lse[((int64_t)b * NH + h) * T + r0 + j] =
-                softmax_row(S + j * n, r0 + j + 1, n,
-                            pl.low ? buf + pl.pl + j * n * pl.es : nullptr, false, pl.type);
-          pl.blk[i].O->run(o, pl.low ? buf + pl.pl : (void*)S, buf + pl.v, buf + pl.scratch);
-          const int64_t at = ((int64_t)b * T + r0) * C + h * pl.hs;
-          pl.unpack(out ? out + at : nullptr, out16 ? out16 + at : nullptr, o, m, C);
-        }
-      }
-    stream_fence();
-  }
+    for (int64_t i = 0; i < pl.nblocks; ++i) {
+      const int64_t r0 = pl.r0(i), m = pl.rows(i), n = pl.keys(i);
+      pl.blk[i].S->run(S, buf + pl.q + r0 * pl.hs * pl.es, buf + pl.k, buf + pl.scratch);
+      for (int64_t j = 0; j < m; ++j)  // row j is query r0 + j: keys 0..r0+j count
+        lse[((int64_t)b * NH + h) * T + r0 + j] =
+            softmax_row(S + j * n, r0 + j + 1, n, pl.low ? buf + pl.pl + j * n * pl.es : nullptr,
+                        false, pl.type);
+      pl.blk[i].O->run(o, pl.low ? buf + pl.pl : (void*)S, buf + pl.v, buf + pl.scratch);
+      const int64_t at = ((int64_t)b * T + r0) * C + h * pl.hs;
+      pl.unpack(out ? out + at : nullptr, out16 ? out16 + at : nullptr, o, m, C);
+    }
+  });
 }
 
 void Attention::backward_blocks(float* dqkv, const float* dout, const float* qkv, const float* lse,
                                 int B, int T, int C, int NH, uint16_t* dqkv16) {
   const BlockPlan pl(T, C, NH, type_);
-  prepare_threads();
-#pragma omp parallel
-  {
-    unsigned char* buf = thread_buffer(omp_get_thread_num(), pl.total);
+  each_head(pl, qkv, B, NH, [&](unsigned char* buf, int b, int h) {
     float* S = reinterpret_cast<float*>(buf + pl.s);
     float* dP = reinterpret_cast<float*>(buf + pl.dp);
     float* o = reinterpret_cast<float*>(buf + pl.o);
     float* dK = reinterpret_cast<float*>(buf + pl.dk);
     float* dV = reinterpret_cast<float*>(buf + pl.dv);
-#pragma omp for collapse(2) schedule(dynamic, 1)
-    for (int b = 0; b < B; ++b)
-      for (int h = 0; h < NH; ++h) {
-        pl.pack_qkv(buf + pl.q, buf + pl.k, buf + pl.v, qkv + (int64_t)b * T * pl.C3 + h * pl.hs);
-        pl.pack(buf + pl.d, dout + (int64_t)b * T * C + h * pl.hs, C);
-        std::fill(dK, dK + T * pl.hs, 0.0f);
-        std::fill(dV, dV + T * pl.hs, 0.0f);
-        const int64_t base = (int64_t)b * T * pl.C3 + h * pl.hs;
-        const float* lse_bh = lse + ((int64_t)b * NH + h) * T;
-        for (int64_t i = 0; i < pl.nblocks; ++i) {
-          const int64_t r0 = pl.r0(i), m = pl.rows(i), n = pl.keys(i);
-          const auto& pr = pl.blk[i];
-          const size_t qoff = r0 * pl.hs * pl.es;
-          pr.S->run(S, buf + pl.q + qoff, buf + pl.k, buf + pl.scratch);  // scores again
-          pr.dP->run(dP, buf + pl.d + qoff, buf + pl.v, buf + pl.scratch);
-          for (int64_t j = 0; j < m; ++j)
-            softmax_backward_row(S + j * n, dP + j * n, r0 + j + 1, n, lse_bh + r0 + j, pl.scale(),
-                                 pl.low ? buf + pl.pl + j * n * pl.es : nullptr,
-                                 pl.low ? buf + pl.dsl + j * n * pl.es : nullptr, pl.type);
-          const void* Pm = pl.low ? buf + pl.pl : (const void*)S;
-          const void* dS = pl.low ? buf + pl.dsl : (const void*)dP;
-          pr.dV->run(dV, Pm, buf + pl.d + qoff, buf + pl.scratch);  // keys 0..n-1 += P^T dO
-          pr.dV->run(dK, dS, buf + pl.q + qoff, buf + pl.scratch);  // keys 0..n-1 += dS^T q
-          pr.O->run(o, dS, buf + pl.k, buf + pl.scratch);           // dQ rows r0..r1-1
-          const int64_t at = base + r0 * pl.C3;
-          pl.unpack(dqkv ? dqkv + at : nullptr, dqkv16 ? dqkv16 + at : nullptr, o, m, pl.C3);
-        }
-        for (int64_t t = 0; t < T; ++t) {  // dK and dV of a row together
-          const int64_t at = base + t * pl.C3;
-          if (dqkv) {
-            copy_row_stream(dqkv + at + C, dK + t * pl.hs, pl.hs);
-            copy_row_stream(dqkv + at + 2 * C, dV + t * pl.hs, pl.hs);
-          }
-          if (dqkv16) {
-            store_bf16(dqkv16 + at + C, dK + t * pl.hs, pl.hs);
-            store_bf16(dqkv16 + at + 2 * C, dV + t * pl.hs, pl.hs);
-          }
-        }
+    pl.pack(buf + pl.d, dout + (int64_t)b * T * C + h * pl.hs, C);
+    std::fill(dK, dK + T * pl.hs, 0.0f);
+    std::fill(dV, dV + T * pl.hs, 0.0f);
+    const int64_t base = (int64_t)b * T * pl.C3 + h * pl.hs;
+    const float* lse_bh = lse + ((int64_t)b * NH + h) * T;
+    for (int64_t i = 0; i < pl.nblocks; ++i) {
+      const int64_t r0 = pl.r0(i), m = pl.rows(i), n = pl.keys(i);
+      const auto& pr = pl.blk[i];
+      const size_t qoff = r0 * pl.hs * pl.es;
+      pr.S->run(S, buf + pl.q + qoff, buf + pl.k, buf + pl.scratch);  // scores again
+      pr.dP->run(dP, buf + pl.d + qoff, buf + pl.v, buf + pl.scratch);
+      for (int64_t j = 0; j < m; ++j)
+        softmax_backward_row(S + j * n, dP + j * n, r0 + j + 1, n, lse_bh + r0 + j, pl.scale(),
+                             pl.low ? buf + pl.pl + j * n * pl.es : nullptr,
+                             pl.low ? buf + pl.dsl + j * n * pl.es : nullptr, pl.type);
+      const void* Pm = pl.low ? buf + pl.pl : (const void*)S;
+      const void* dS = pl.low ? buf + pl.dsl : (const void*)dP;
+      pr.dV->run(dV, Pm, buf + pl.d + qoff, buf + pl.scratch);  // keys 0..n-1 += P^T dO
+      pr.dV->run(dK, dS, buf + pl.q + qoff, buf + pl.scratch);  // keys 0..n-1 += dS^T q
+      pr.O->run(o, dS, buf + pl.k, buf + pl.scratch);           // dQ rows r0..r1-1
+      const int64_t at = base + r0 * pl.C3;
+      pl.unpack(dqkv ? dqkv + at : nullptr, dqkv16 ? dqkv16 + at : nullptr, o, m, pl.C3);
+    }
+    for (int64_t t = 0; t < T; ++t) {  // dK and dV of a row together
+      const int64_t at = base + t * pl.C3;
+      if (dqkv) {
+        copy_row_stream(dqkv + at + C, dK + t * pl.hs, pl.hs);
+        copy_row_stream(dqkv + at + 2 * C, dV + t * pl.hs, pl.hs);
       }
-    stream_fence();
-  }
+      if (dqkv16) {
+        store_bf16(dqkv16 + at + C, dK + t * pl.hs, pl.hs);
+        store_bf16(dqkv16 + at + 2 * C, dV + t * pl.hs, pl.hs);
+      }
+    }
+  });
 }
 
 }  // namespace gt::cpu

@@ -57,8 +57,11 @@ class Attention {
                       uint16_t* out16);
   void backward_blocks(float* dqkv, const float* dout, const float* qkv, const float* lse, int B,
                        int T, int C, int NH, uint16_t* dqkv16);
-  /// One (empty until used) buffer slot per OpenMP thread; call outside parallel regions.
-  void prepare_threads();
+  /// Runs f(buf, b, h) for every (batch element, head) pair, spread over the OpenMP threads,
+  /// each with its own buffer (pl.total bytes) holding that head's packed q, k, v; fences
+  /// the streaming stores before returning. Call outside parallel regions.
+  template <class Plan, class F>
+  void each_head(const Plan& pl, const float* qkv, int B, int NH, F f);
   /// One buffer per thread, each exactly attention_workspace_bytes / threads.
   unsigned char* thread_buffer(int thread, size_t bytes);
   AttnType type_ = AttnType::f32;
