@@ -55,6 +55,14 @@ class Backend {
   /// w_transposed (the tied classifier uses wte (V,C)).
   virtual void matmul_forward(float* out, const float* inp, const float* w, const float* bias,
                               int64_t N, int C, int OC, bool w_transposed = false) = 0;
+  /// out(N,OC) = gelu(inp(N,C) @ W(C,OC) + bias(OC)) as ONE matrix product, the GELU (tanh
+  /// form) applied to its output as a oneDNN eltwise post-op, so the pre-activation is never
+  /// written. For forward-only passes (evaluation, sampling): no backward can follow, since
+  /// gelu_backward needs the pre-activation. Equals matmul_forward then gelu_forward within
+  /// the precision's rounding (the post-op's GELU is oneDNN's, not gelu_forward's). Under bf16
+  /// activations `out` is bf16, as gelu_forward's.
+  virtual void matmul_gelu_forward(float* out, const float* inp, const float* w, const float* bias,
+                                   int64_t N, int C, int OC) = 0;
   /// dinp(N,C) = dout @ W^T (assigned), dw += inp^T @ dout (or its transpose), dbias(OC) +=
   /// column sums of dout (dbias may be null; under bf16 the sums, in f32, are of the
   /// bf16-rounded dout the products use, as in PyTorch's autocast).

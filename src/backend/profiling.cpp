@@ -57,6 +57,11 @@ class ProfilingBackend final : public Backend {
     timed("matmul_forward", 2.0 * N * C * OC,
           [&] { in_->matmul_forward(out, inp, w, bias, N, C, OC, wt); });
   }
+  void matmul_gelu_forward(float* out, const float* inp, const float* w, const float* bias,
+                           int64_t N, int C, int OC) override {
+    timed("matmul_gelu_forward", 2.0 * N * C * OC,
+          [&] { in_->matmul_gelu_forward(out, inp, w, bias, N, C, OC); });
+  }
   void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
                        const float* w, int64_t N, int C, int OC, bool wt) override {
     timed("matmul_backward", (dinp ? 4.0 : 2.0) * N * C * OC,

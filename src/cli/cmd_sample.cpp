@@ -38,7 +38,7 @@ int run_sample(const Args& a) {
   std::vector<double> p(V_tok);
   for (int n = 0; n < a.tokens; ++n) {
     int T = std::min<int>(ctx.size(), BS);
-    lm.model->forward(ctx.data() + ctx.size() - T, nullptr, 1, T);
+    lm.model->forward(ctx.data() + ctx.size() - T, nullptr, 1, T, /*for_backward=*/false);
     const float* logits = lm.model->logits() + (int64_t)(T - 1) * V;
     int32_t next = 0;
     if (a.temperature == 0) {

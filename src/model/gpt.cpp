@@ -343,8 +343,12 @@ void GPT::layer_forward(int l, int B, int T, bool recomputing) {
     be_.layernorm_forward(L.a[kLn2], L.a[kLn2Mean], L.a[kLn2Rstd], L.a[kRes2], P(pi + 6), P(pi + 7),
                           N, C);
   }
-  be_.matmul_forward(L.a[kFch], L.a[kLn2], P(pi + 8), P(pi + 9), N, C, 4 * C);
-  be_.gelu_forward(L.a[kFchg], L.a[kFch], N * 4 * C);
+  if (fused_ && !for_backward_) {  // no backward follows: the pre-activation is not kept
+    be_.matmul_gelu_forward(L.a[kFchg], L.a[kLn2], P(pi + 8), P(pi + 9), N, C, 4 * C);
+  } else {
+    be_.matmul_forward(L.a[kFch], L.a[kLn2], P(pi + 8), P(pi + 9), N, C, 4 * C);
+    be_.gelu_forward(L.a[kFchg], L.a[kFch], N * 4 * C);
+  }
   be_.matmul_forward(tmpC_, L.a[kFchg], P(pi + 10), P(pi + 11), N, 4 * C, C);
   if (!fused_ || recomputing) {
     be_.residual_forward(L.out, L.a[kRes2], tmpC_, N * C);
@@ -360,7 +364,7 @@ void GPT::layer_forward(int l, int B, int T, bool recomputing) {
   }
 }
 
-float GPT::forward(const int32_t* inputs, const int32_t* targets, int B, int T) {
+float GPT::forward(const int32_t* inputs, const int32_t* targets, int B, int T, bool for_backward) {
   check(B > 0 && B <= max_batch_,
         fmt::format("forward: batch {} outside [1, {}] planned for", B, max_batch_));
   check(T > 0 && T <= cfg_.block_size,
@@ -377,6 +381,7 @@ float GPT::forward(const int32_t* inputs, const int32_t* targets, int B, int T) 
   lastB_ = B;
   lastT_ = T;
   have_targets_ = targets != nullptr;
+  for_backward_ = for_backward;
   be_.embedding_forward(x0_, inputs_, P(0), P(1), B, T, C);
   for (int l = 0; l < cfg_.n_layer; ++l) layer_forward(l, B, T);
   int pf = 2 + 12 * cfg_.n_layer;
@@ -421,6 +426,7 @@ void GPT::recompute_for_backward(int l, int B, int T) {
 
 void GPT::backward(float dloss) {
   check(have_targets_, "backward() needs a forward() with targets first");
+  check(for_backward_, "backward() after a forward(for_backward = false), which kept no state");
   const int B = lastB_, T = lastT_, C = cfg_.n_embd, V = cfg_.vocab_size, NH = cfg_.n_head;
   const int64_t N = (int64_t)B * T;
   be_.set_bf16_activations(bf16_acts_);

@@ -104,7 +104,11 @@ class GPT {
 
   /// Runs the model on inputs (B,T) int32; with targets (B,T) also computes the mean
   /// cross-entropy loss and returns it (else returns NaN). B <= max_batch, T <= block_size.
-  float forward(const int32_t* inputs, const int32_t* targets, int B, int T);
+  /// for_backward = false (evaluation, sampling): no backward() may follow, so with fusion on
+  /// each MLP runs c_fc with its GELU as one product (Backend::matmul_gelu_forward) and
+  /// keeps no pre-activation; the loss equals the training forward's within rounding.
+  float forward(const int32_t* inputs, const int32_t* targets, int B, int T,
+                bool for_backward = true);
   /// Logits (B,T,V) of the last forward (with fusion on and targets given, this buffer holds
   /// the logits' gradient instead: the fused loss overwrites it in place).
   const float* logits() const;
@@ -113,7 +117,8 @@ class GPT {
 
   /// Sets every parameter gradient to zero.
   void zero_grad();
-  /// Backward of the last forward (which must have had targets); accumulates (+=) into
+  /// Backward of the last forward (which must have had targets and for_backward; else
+  /// throws gt::Error); accumulates (+=) into
   /// grads(). dloss is d(objective)/d(loss of one position), 1/(B*T*grad_accum_steps).
   void backward(float dloss);
 
@@ -143,6 +148,7 @@ class GPT {
   float* tmpC_ = nullptr;  // attention/MLP projection output before the residual add
   int lastB_ = 0, lastT_ = 0;
   bool have_targets_ = false;
+  bool for_backward_ = true;  // the last forward keeps what backward() needs
 };
 
 }  // namespace gt

@@ -298,7 +298,7 @@ double evaluate_loss(GPT& model, const std::vector<int32_t>& val, int B, int T, 
   double sum = 0.0;
   for (int i = 0; i < eval_steps; ++i) {
     eval_batch(val, B, T, i, inputs.data(), targets.data());
-    sum += model.forward(inputs.data(), targets.data(), B, T);
+    sum += model.forward(inputs.data(), targets.data(), B, T, /*for_backward=*/false);
   }
   return sum / eval_steps;
 }

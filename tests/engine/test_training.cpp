@@ -121,8 +121,9 @@ TEST(Model, Bf16ActivationsAreBitwiseTheSameInHalfTheirMemory) {
         m.backward(1.0f / (B * T));
         g[on] = copy_grads(m);
         acts[on] = m.memory().activations_bytes;
-        if (on)
+        if (on) {
           EXPECT_EQ(m.memory().total(), plan_memory(c, B, rc, fused, Precision::bf16).total());
+        }
       }
       const std::string what = std::string(fused ? "fused " : "") + to_string(rc);
       EXPECT_EQ(loss[0], loss[1]) << what;

@@ -180,6 +180,17 @@ class CpuBackend final : public Backend {
     cpu::onednn_matmul(out, a, b, bias, N, OC, C, false, w_transposed, false, mm_type());
   }
 
+  void matmul_gelu_forward(float* out, const float* inp, const float* w, const float* bias,
+                           int64_t N, int C, int OC) override {
+    if (prec_ == Precision::fp32) {
+      cpu::onednn_matmul(out, inp, w, bias, N, OC, C, false, false, false, cpu::MmType::f32, true);
+      return;
+    }
+    const void* a = act16_ ? (drop_shadow(), static_cast<const void*>(inp)) : operand_a(inp, N * C);
+    const void* b = weight_copy(w, (int64_t)C * OC);
+    cpu::onednn_matmul(out, a, b, bias, N, OC, C, false, false, false, mm_type(), true, act16_);
+  }
+
   void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
                        const float* w, int64_t N, int C, int OC, bool w_transposed) override {
     const uint16_t* dout16 = nullptr;  // bf16: the bias gradient sums the rounded operand

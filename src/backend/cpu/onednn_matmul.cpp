@@ -16,7 +16,7 @@ namespace gt::cpu {
 namespace {
 
 using dt = dnnl::memory::data_type;
-using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, bool, bool, int, bool>;
+using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, bool, bool, int, bool, bool>;
 
 struct Ctx {
   dnnl::engine eng{dnnl::engine::kind::cpu, 0};
@@ -54,13 +54,15 @@ dnnl::memory::desc md_2d(int64_t rows, int64_t cols, bool transposed, dt type) {
 
 }  // namespace
 
-void onednn_matmul(float* c, const void* a, const void* b, const float* bias, int64_t M, int64_t N,
-                   int64_t K, bool trans_a, bool trans_b, bool accumulate, MmType type, bool gelu) {
+void onednn_matmul(void* c, const void* a, const void* b, const float* bias, int64_t M, int64_t N,
+                   int64_t K, bool trans_a, bool trans_b, bool accumulate, MmType type, bool gelu,
+                   bool c_bf16) {
   Ctx& cx = ctx();
-  Key key{M, N, K, trans_a, trans_b, accumulate, bias != nullptr, static_cast<int>(type), gelu};
+  Key key{M,    N,     K, trans_a, trans_b, accumulate, bias != nullptr, static_cast<int>(type),
+          gelu, c_bf16};
   auto a_md = md_2d(M, K, trans_a, to_dt(type));
   auto b_md = md_2d(K, N, trans_b, to_dt(type));
-  auto c_md = md_2d(M, N, false, dt::f32);
+  auto c_md = md_2d(M, N, false, c_bf16 ? dt::bf16 : dt::f32);
   auto bias_md = dnnl::memory::desc({1, N}, dt::f32, dnnl::memory::dims{N, 1});
   dnnl::matmul* prim;
   {
