@@ -154,6 +154,19 @@ class Backend {
   virtual void attention_backward_fused(float* dqkv, const float* dout, const float* qkv,
                                         const float* out, const float* lse, int B, int T, int C,
                                         int NH) = 0;
+  /// GELU in one pass that also writes its derivative, for the fused MLP backward:
+  /// out = gelu(inp) (as gelu_forward; bf16 under bf16 activations) and dgelu = gelu'(inp),
+  /// N elements. dgelu is a bf16 array under bf16 (uint16_t through the float*, whatever the
+  /// activation storage), else f32; dgelu may be null (out only, as when a recompute policy
+  /// recomputes the derivative later). The pre-activation inp is then no longer needed.
+  virtual void gelu_forward_fused(float* out, float* dgelu, const float* inp, int64_t N) = 0;
+  /// matmul_backward (W in the (C,OC) layout) with the GELU backward of the product's input
+  /// fused into the dinp product as a oneDNN binary post-op: dinp(N,C) = (dout @ W^T) * dgelu,
+  /// with dgelu (N,C) from gelu_forward_fused. Under bf16 activations dinp is handed to the
+  /// next matmul_backward as its bf16 copy only, as gelu_backward's is.
+  virtual void matmul_backward_gelu(float* dinp, float* dw, float* dbias, const float* dout,
+                                    const float* inp, const float* w, const float* dgelu, int64_t N,
+                                    int C, int OC) = 0;
   /// Softmax, cross-entropy and its gradient in one pass that never stores probabilities:
   /// losses(N) = -log softmax(logits)[target]; logits(N,V) is overwritten IN PLACE with
   /// (softmax - onehot(target)) * dloss. Throws gt::Error for a target outside [0, V).

@@ -57,6 +57,15 @@ class ProfilingBackend final : public Backend {
     timed("matmul_forward", 2.0 * N * C * OC,
           [&] { in_->matmul_forward(out, inp, w, bias, N, C, OC, wt); });
   }
+  void gelu_forward_fused(float* out, float* dgelu, const float* inp, int64_t N) override {
+    timed("gelu_forward_fused", 0, [&] { in_->gelu_forward_fused(out, dgelu, inp, N); });
+  }
+  void matmul_backward_gelu(float* dinp, float* dw, float* dbias, const float* dout,
+                            const float* inp, const float* w, const float* dgelu, int64_t N, int C,
+                            int OC) override {
+    timed("matmul_backward_gelu", 4.0 * N * C * OC,
+          [&] { in_->matmul_backward_gelu(dinp, dw, dbias, dout, inp, w, dgelu, N, C, OC); });
+  }
   void matmul_gelu_forward(float* out, const float* inp, const float* w, const float* bias,
                            int64_t N, int C, int OC) override {
     timed("matmul_gelu_forward", 2.0 * N * C * OC,

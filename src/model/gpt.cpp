@@ -1,11 +1,14 @@
 // model/gpt.cpp: GPT-2 forward and backward over the backend op table, with the
 // activation-recompute policies of DESIGN.md:
 //   none     every activation a block's backward needs is stored per layer;
-//   gelu     the GELU output is recomputed from its input (one shared buffer);
+//   gelu     the GELU output is recomputed from its input (one shared buffer; with fusion
+//            on, its derivative too);
 //   gelu+ln  also both LayerNorm outputs (means and 1/std stay stored per layer);
 //   block    only each block's input is stored; the whole block is re-run forward.
 // Recomputation uses the same kernels as the forward pass, so gradients are bitwise
-// the same under every policy.
+// the same under every policy. With fusion on, the GELU pass also writes gelu' of the
+// pre-activation (fch_dgelu) and mlp.c_proj's backward multiplies by it as a post-op of its
+// product, so the pre-activation itself is kept only when a policy recomputes from it.
 #include "model/gpt.h"
 
 #include <fmt/format.h>
@@ -32,19 +35,22 @@ enum ActKind {
   kLn2Rstd,
   kFch,
   kFchg,
+  kDgelu,  // fusion on only: gelu'(fch), for the fused backward of mlp.c_proj
   kNumKinds
 };
-const char* kActNames[kNumKinds] = {"ln1",  "ln1_mean", "ln1_rstd", "qkv",      "atty", "att",
-                                    "res2", "ln2",      "ln2_mean", "ln2_rstd", "fch",  "fch_gelu"};
+const char* kActNames[kNumKinds] = {"ln1", "ln1_mean", "ln1_rstd", "qkv",      "atty",
+                                    "att", "res2",     "ln2",      "ln2_mean", "ln2_rstd",
+                                    "fch", "fch_gelu", "fch_dgelu"};
 
-bool is_shared(ActKind k, Recompute rc) {
+// One buffer shared by all layers (rewritten when needed) rather than one per layer.
+bool is_shared(ActKind k, Recompute rc, bool fused) {
   switch (rc) {
     case Recompute::none:
-      return false;
+      return fused && k == kFch;  // fused: the backward reads fch_dgelu instead
     case Recompute::gelu:
-      return k == kFchg;
+      return k == kFchg || k == kDgelu;
     case Recompute::gelu_ln:
-      return k == kFchg || k == kLn1 || k == kLn2;
+      return k == kFchg || k == kDgelu || k == kLn1 || k == kLn2;
     case Recompute::block:
       return true;
   }
@@ -70,6 +76,7 @@ Shape act_shape(ActKind k, const GPTConfig& c, int B, bool fused) {
       return fused ? Shape{B, c.n_head, T} : Shape{B, c.n_head, T, T};
     case kFch:
     case kFchg:
+    case kDgelu:
       return {B, T, 4 * C};
     default:
       return {};
@@ -100,7 +107,8 @@ struct Plans {
 // The matrix products' inputs: bf16 arrays under bf16 activation storage.
 bool is_product_input(ActKind k) { return k == kLn1 || k == kAtty || k == kLn2 || k == kFchg; }
 
-Plans plan_arenas(const GPTConfig& c, int B, Recompute rc, bool fused, bool act16,
+// act16: product inputs stored as bf16; dgelu16: fch_dgelu stored as bf16 (under bf16).
+Plans plan_arenas(const GPTConfig& c, int B, Recompute rc, bool fused, bool act16, bool dgelu16,
                   const std::vector<ParamSpec>& specs, Arena& params, Arena& grads, Arena& acts,
                   Arena& scratch) {
   for (auto& s : specs) {
@@ -110,10 +118,14 @@ Plans plan_arenas(const GPTConfig& c, int B, Recompute rc, bool fused, bool act1
   Plans p;
   int64_t T = c.block_size, C = c.n_embd, V = c.vocab_size;
   const DType in_type = act16 ? DType::bf16 : DType::f32;
-  auto type = [&](int k) { return is_product_input(ActKind(k)) ? in_type : DType::f32; };
+  auto type = [&](int k) {
+    if (k == kDgelu) return dgelu16 ? DType::bf16 : DType::f32;
+    return is_product_input(ActKind(k)) ? in_type : DType::f32;
+  };
+  auto planned = [&](int k) { return fused || k != kDgelu; };
   std::vector<size_t> shared_idx(kNumKinds, SIZE_MAX);
   for (int k = 0; k < kNumKinds; ++k)
-    if (is_shared(ActKind(k), rc))
+    if (planned(k) && is_shared(ActKind(k), rc, fused))
       shared_idx[k] = acts.plan(fmt::format("shared.{}", kActNames[k]),
                                 act_shape(ActKind(k), c, B, fused), type(k));
   for (int l = 0; l <= c.n_layer; ++l)
@@ -121,9 +133,10 @@ Plans plan_arenas(const GPTConfig& c, int B, Recompute rc, bool fused, bool act1
   for (int l = 0; l < c.n_layer; ++l) {
     std::vector<size_t> idx(kNumKinds);
     for (int k = 0; k < kNumKinds; ++k)
-      idx[k] = shared_idx[k] != SIZE_MAX ? shared_idx[k]
-                                         : acts.plan(fmt::format("h.{}.{}", l, kActNames[k]),
-                                                     act_shape(ActKind(k), c, B, fused), type(k));
+      idx[k] = !planned(k)                 ? SIZE_MAX
+               : shared_idx[k] != SIZE_MAX ? shared_idx[k]
+                                           : acts.plan(fmt::format("h.{}.{}", l, kActNames[k]),
+                                                       act_shape(ActKind(k), c, B, fused), type(k));
     p.layer_idx.push_back(idx);
   }
   p.lnf = acts.plan("ln_f", {B, T, C}, in_type);
@@ -230,7 +243,7 @@ MemoryPlan plan_memory(const GPTConfig& c, int B, Recompute rc, bool fused, Prec
   validate(c, B);
   Arena p("parameters"), g("gradients"), a("activations"), s("scratch");
   auto specs = gpt_param_specs(c);
-  plan_arenas(c, B, rc, fused, prec == Precision::bf16, specs, p, g, a, s);
+  plan_arenas(c, B, rc, fused, prec == Precision::bf16, prec == Precision::bf16, specs, p, g, a, s);
   MemoryPlan m;
   m.params_bytes = p.bytes();
   m.grads_bytes = g.bytes();
@@ -255,8 +268,8 @@ GPT::GPT(const GPTConfig& cfg, int max_batch, Recompute rc, Backend& be, bool fu
   grads_ = std::make_unique<Arena>("gradients");
   acts_ = std::make_unique<Arena>("activations");
   scratch_ = std::make_unique<Arena>("scratch");
-  Plans p = plan_arenas(cfg, max_batch, rc, fused, bf16_acts_, specs_, *params_, *grads_, *acts_,
-                        *scratch_);
+  Plans p = plan_arenas(cfg, max_batch, rc, fused, bf16_acts_, be.precision() == Precision::bf16,
+                        specs_, *params_, *grads_, *acts_, *scratch_);
   params_->allocate();
   grads_->allocate();
   acts_->allocate();
@@ -264,7 +277,8 @@ GPT::GPT(const GPTConfig& cfg, int max_batch, Recompute rc, Backend& be, bool fu
   auto A = [&](size_t i) { return acts_->at(i).f32(); };
   layers_.resize(cfg.n_layer);
   for (int l = 0; l < cfg.n_layer; ++l) {
-    for (int k = 0; k < kNumKinds; ++k) layers_[l].a[k] = A(p.layer_idx[l][k]);
+    for (int k = 0; k < kNumKinds; ++k)
+      layers_[l].a[k] = p.layer_idx[l][k] == SIZE_MAX ? nullptr : A(p.layer_idx[l][k]);
     layers_[l].x = A(p.resid_idx[l]);
     layers_[l].out = A(p.resid_idx[l + 1]);
   }
@@ -345,6 +359,10 @@ void GPT::layer_forward(int l, int B, int T, bool recomputing) {
   }
   if (fused_ && !for_backward_) {  // no backward follows: the pre-activation is not kept
     be_.matmul_gelu_forward(L.a[kFchg], L.a[kLn2], P(pi + 8), P(pi + 9), N, C, 4 * C);
+  } else if (fused_) {  // and gelu' for the backward, unless a policy recomputes it there
+    be_.matmul_forward(L.a[kFch], L.a[kLn2], P(pi + 8), P(pi + 9), N, C, 4 * C);
+    const bool keep = rc_ == Recompute::none || recomputing;
+    be_.gelu_forward_fused(L.a[kFchg], keep ? L.a[kDgelu] : nullptr, L.a[kFch], N * 4 * C);
   } else {
     be_.matmul_forward(L.a[kFch], L.a[kLn2], P(pi + 8), P(pi + 9), N, C, 4 * C);
     be_.gelu_forward(L.a[kFchg], L.a[kFch], N * 4 * C);
@@ -416,7 +434,10 @@ void GPT::recompute_for_backward(int l, int B, int T) {
                             P(pi + 7), N, C);
       [[fallthrough]];
     case Recompute::gelu:
-      be_.gelu_forward(L.a[kFchg], L.a[kFch], N * 4 * C);
+      if (fused_)
+        be_.gelu_forward_fused(L.a[kFchg], L.a[kDgelu], L.a[kFch], N * 4 * C);
+      else
+        be_.gelu_forward(L.a[kFchg], L.a[kFch], N * 4 * C);
       break;
     case Recompute::block:
       layer_forward(l, B, T, /*recomputing=*/true);
@@ -445,8 +466,13 @@ void GPT::backward(float dloss) {
     Layer& L = layers_[l];
     int pi = 2 + 12 * l;
     // MLP: out = res2 + c_proj(gelu(c_fc(ln2(res2))))
-    be_.matmul_backward(d4C_, G(pi + 10), G(pi + 11), dres_, L.a[kFchg], P(pi + 10), N, 4 * C, C);
-    be_.gelu_backward(d4C_, L.a[kFch], d4C_, N * 4 * C);
+    if (fused_) {  // d4C_ = (dres @ W^T) * gelu'(fch), one product
+      be_.matmul_backward_gelu(d4C_, G(pi + 10), G(pi + 11), dres_, L.a[kFchg], P(pi + 10),
+                               L.a[kDgelu], N, 4 * C, C);
+    } else {
+      be_.matmul_backward(d4C_, G(pi + 10), G(pi + 11), dres_, L.a[kFchg], P(pi + 10), N, 4 * C, C);
+      be_.gelu_backward(d4C_, L.a[kFch], d4C_, N * 4 * C);
+    }
     be_.matmul_backward(dC_, G(pi + 8), G(pi + 9), d4C_, L.a[kLn2], P(pi + 8), N, C, 4 * C);
     be_.layernorm_backward(dres_, G(pi + 6), G(pi + 7), dC_, L.a[kRes2], P(pi + 6), L.a[kLn2Mean],
                            L.a[kLn2Rstd], N, C);

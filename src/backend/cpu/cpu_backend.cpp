@@ -18,6 +18,7 @@
 #include "backend/cpu/aligned_vector.h"
 #include "backend/cpu/attention.h"
 #include "backend/cpu/fast_math.h"
+#include "backend/cpu/gelu.h"
 #include "backend/cpu/onednn_matmul.h"
 #include "core/error.h"
 
@@ -27,7 +28,6 @@ namespace {
 constexpr float kLnEps = 1e-5f;
 /// Rows per block of layernorm_backward's partial parameter-gradient sums.
 constexpr int64_t kLnRows = 64;
-constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2/pi)
 
 /// Splits [0, n) into contiguous chunks, one per thread, and calls f(begin, end).
 template <typename F>
@@ -183,19 +183,36 @@ class CpuBackend final : public Backend {
   void matmul_gelu_forward(float* out, const float* inp, const float* w, const float* bias,
                            int64_t N, int C, int OC) override {
     if (prec_ == Precision::fp32) {
-      cpu::onednn_matmul(out, inp, w, bias, N, OC, C, false, false, false, cpu::MmType::f32, true);
+      cpu::onednn_matmul(out, inp, w, bias, N, OC, C, false, false, false, cpu::MmType::f32,
+                         {.gelu = true});
       return;
     }
     const void* a = act16_ ? (drop_shadow(), static_cast<const void*>(inp)) : operand_a(inp, N * C);
     const void* b = weight_copy(w, (int64_t)C * OC);
-    cpu::onednn_matmul(out, a, b, bias, N, OC, C, false, false, false, mm_type(), true, act16_);
+    cpu::onednn_matmul(out, a, b, bias, N, OC, C, false, false, false, mm_type(),
+                       {.gelu = true, .c_bf16 = act16_});
   }
 
   void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
                        const float* w, int64_t N, int C, int OC, bool w_transposed) override {
+    matmul_backward_impl(dinp, dw, dbias, dout, inp, w, nullptr, N, C, OC, w_transposed);
+  }
+  void matmul_backward_gelu(float* dinp, float* dw, float* dbias, const float* dout,
+                            const float* inp, const float* w, const float* dgelu, int64_t N, int C,
+                            int OC) override {
+    matmul_backward_impl(dinp, dw, dbias, dout, inp, w, dgelu, N, C, OC, false);
+  }
+  /// dgelu: when set, dinp = (dout @ W^T) * dgelu (binary post-op; bf16 under bf16), and
+  /// under bf16 activations dinp is written as its bf16 copy only, in dinp's own memory.
+  void matmul_backward_impl(float* dinp, float* dw, float* dbias, const float* dout,
+                            const float* inp, const float* w, const float* dgelu, int64_t N, int C,
+                            int OC, bool w_transposed) {
     const uint16_t* dout16 = nullptr;  // bf16: the bias gradient sums the rounded operand
+    cpu::MmPost post{.mul = dgelu, .mul_bf16 = dgelu && prec_ == Precision::bf16};
     if (prec_ == Precision::fp32) {
-      if (dinp) cpu::onednn_matmul(dinp, dout, w, nullptr, N, C, OC, false, !w_transposed, false);
+      if (dinp)
+        cpu::onednn_matmul(dinp, dout, w, nullptr, N, C, OC, false, !w_transposed, false,
+                           cpu::MmType::f32, post);
       if (!w_transposed)
         cpu::onednn_matmul(dw, inp, dout, nullptr, C, OC, N, true, false, true);
       else
@@ -206,9 +223,12 @@ class CpuBackend final : public Backend {
       if (prec_ == Precision::bf16) dout16 = static_cast<const uint16_t*>(d);
       const void* x = act16_ ? static_cast<const void*>(inp) : lowp(act_b_, inp, N * C);
       auto t = mm_type();
+      // bf16 activations: a GELU-fused dinp goes to the next product as bf16, in place
+      const bool hand16 = dgelu && act16_;
+      post.c_bf16 = hand16;
       if (dinp)
         cpu::onednn_matmul(dinp, d, weight_copy(w, (int64_t)C * OC), nullptr, N, C, OC, false,
-                           !w_transposed, false, t);
+                           !w_transposed, false, t, post);
       if (!w_transposed)
         cpu::onednn_matmul(dw, x, d, nullptr, C, OC, N, true, false, true, t);
       else
@@ -230,6 +250,12 @@ class CpuBackend final : public Backend {
         }
       });
     }
+    if (dinp && dgelu && act16_) {  // as handoff(): the f32 dinp holds its bf16 copy instead
+      shadow_ = dinp;
+      shadow16_ = reinterpret_cast<const uint16_t*>(dinp);
+      shadow_n_ = N * C;
+      handed_off_ = dinp;
+    }
   }
 
   void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
@@ -245,50 +271,51 @@ class CpuBackend final : public Backend {
     attn_.backward(handoff(dqkv), dout, qkv, att, nullptr, B, T, C, NH, d16);
   }
 
-  static float gelu(float x) {
-    return 0.5f * x * (1.0f + cpu::tanh_approx(kGeluScale * (x + 0.044715f * x * x * x)));
-  }
   void gelu_forward(float* out, const float* inp, int64_t N) override {
     if (uint16_t* a16 = act16(out)) {
 #pragma omp parallel for simd schedule(static)
-      for (int64_t i = 0; i < N; ++i) a16[i] = cpu::to_bf16(gelu(inp[i]));
+      for (int64_t i = 0; i < N; ++i) a16[i] = cpu::to_bf16(cpu::gelu(inp[i]));
       return;
     }
     if (uint16_t* o16 = emit_shadow(out, N)) {
 #pragma omp parallel for simd schedule(static)
       for (int64_t i = 0; i < N; ++i) {
-        const float g = gelu(inp[i]);
+        const float g = cpu::gelu(inp[i]);
         out[i] = g;
         o16[i] = cpu::to_bf16(g);
       }
       return;
     }
 #pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < N; ++i) out[i] = gelu(inp[i]);
+    for (int64_t i = 0; i < N; ++i) out[i] = cpu::gelu(inp[i]);
   }
 
-  static float gelu_grad(float x) {
-    float th = cpu::tanh_approx(kGeluScale * (x + 0.044715f * x * x * x));
-    float sech2 = 1.0f - th * th;
-    return 0.5f * (1.0f + th) + 0.5f * x * sech2 * kGeluScale * (1.0f + 3.0f * 0.044715f * x * x);
-  }
   void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t N) override {
     if (uint16_t* d16 = emit_shadow(dinp, N)) {
       if (!handoff(dinp)) {
 #pragma omp parallel for simd schedule(static)
-        for (int64_t i = 0; i < N; ++i) d16[i] = cpu::to_bf16(gelu_grad(inp[i]) * dout[i]);
+        for (int64_t i = 0; i < N; ++i) d16[i] = cpu::to_bf16(cpu::gelu_grad(inp[i]) * dout[i]);
         return;
       }
 #pragma omp parallel for simd schedule(static)
       for (int64_t i = 0; i < N; ++i) {
-        const float d = gelu_grad(inp[i]) * dout[i];
+        const float d = cpu::gelu_grad(inp[i]) * dout[i];
         dinp[i] = d;
         d16[i] = cpu::to_bf16(d);
       }
       return;
     }
 #pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < N; ++i) dinp[i] = gelu_grad(inp[i]) * dout[i];
+    for (int64_t i = 0; i < N; ++i) dinp[i] = cpu::gelu_grad(inp[i]) * dout[i];
+  }
+
+  void gelu_forward_fused(float* out, float* dgelu, const float* inp, int64_t N) override {
+    uint16_t* a16 = act16(out);
+    uint16_t* o16 = a16 ? a16 : emit_shadow(out, N);
+    const int g = !dgelu ? 0 : prec_ == Precision::bf16 ? 2 : 1;
+    if (a16) return cpu::gelu_fused<2>(g, out, o16, dgelu, inp, N);
+    if (o16) return cpu::gelu_fused<1>(g, out, o16, dgelu, inp, N);
+    cpu::gelu_fused<0>(g, out, o16, dgelu, inp, N);
   }
 
   void residual_forward(float* out, const float* a, const float* b, int64_t N) override {
@@ -509,11 +536,14 @@ class CpuBackend final : public Backend {
   // attention's backward -> c_attn's dout) writes the bf16 copy into act_a_ in the same pass
   // as its f32 result, and the product takes it instead of converting again. The copy lives
   // until the very next backend call only: every other op drops it, so it is never stale.
+  // (matmul_backward_gelu under bf16 activations: its product writes the copy, c_fc's dout,
+  // into the f32 tensor's own memory, and shadow16_ points there.)
   uint16_t* emit_shadow(const float* out, int64_t n) {
     shadow_ = nullptr;
     if (prec_ != Precision::bf16) return nullptr;
     if ((int64_t)act_a_.size() < n) act_a_ = cpu::AlignedVector<uint16_t>(n);  // as lowp sizes it
     shadow_ = out;
+    shadow16_ = act_a_.data();
     shadow_n_ = n;
     return act_a_.data();
   }
@@ -532,7 +562,8 @@ class CpuBackend final : public Backend {
     handed_off_ = x;
     return nullptr;
   }
-  /// The 16-bit operand in act_a_: the producer's copy of x if it wrote one, else converted.
+  /// The 16-bit operand of x: the producer's copy if it wrote one (shadow16_), else x
+  /// converted into act_a_.
   const void* operand_a(const float* x, int64_t n) {
     const bool have = x == shadow_ && n == shadow_n_;
     if (!have && x == handed_off_)  // its f32 values were never written
@@ -541,7 +572,7 @@ class CpuBackend final : public Backend {
           "not taken by the very next matmul_backward");
     handed_off_ = nullptr;
     shadow_ = nullptr;
-    return have ? act_a_.data() : lowp(act_a_, x, n);
+    return have ? shadow16_ : lowp(act_a_, x, n);
   }
 
   /// Rounds n floats into buf (16-bit, the current precision) and returns buf's data.
@@ -602,7 +633,8 @@ class CpuBackend final : public Backend {
   uint64_t generation_ = 0;
   std::unordered_map<const float*, WeightCopy> weights_;
   cpu::AlignedVector<uint16_t> act_a_, act_b_;
-  const float* shadow_ = nullptr;  // the f32 tensor whose bf16 copy act_a_ holds, if any
+  const float* shadow_ = nullptr;       // the f32 tensor whose bf16 copy shadow16_ holds, if any
+  const uint16_t* shadow16_ = nullptr;  // act_a_, or the tensor's own memory (handed off)
   int64_t shadow_n_ = 0;
   cpu::Attention attn_;
 };
@@ -617,45 +649,5 @@ size_t backend_layernorm_workspace_bytes(int64_t N, int C) {
   return static_cast<size_t>((N + kLnRows - 1) / kLnRows) * 2 * C * sizeof(float);
 }
 bool backend_has_native_f16() { return cpu::onednn_supports(cpu::MmType::f16); }
-
-namespace {
-// The one list of each policy's names: parsing, printing and error messages all use it.
-template <typename E, size_t N>
-using NameTable = std::array<std::pair<E, const char*>, N>;
-constexpr NameTable<Precision, 4> kPrecisionNames{{{Precision::fp32, "fp32"},
-                                                   {Precision::bf16, "bf16"},
-                                                   {Precision::fp16, "fp16"},
-                                                   {Precision::fp8, "fp8"}}};
-constexpr NameTable<Recompute, 4> kRecomputeNames{{{Recompute::none, "none"},
-                                                   {Recompute::gelu, "gelu"},
-                                                   {Recompute::gelu_ln, "gelu+ln"},
-                                                   {Recompute::block, "block"}}};
-
-template <typename E, size_t N>
-E parse_name(const NameTable<E, N>& table, const std::string& s, const char* what) {
-  std::string expected;
-  for (size_t i = 0; i < N; ++i) {
-    if (s == table[i].second) return table[i].first;
-    expected += (i == 0 ? "" : i + 1 == N ? " or " : ", ") + std::string(table[i].second);
-  }
-  throw Error(fmt::format("{} '{}' is unknown; expected {}", what, s, expected));
-}
-
-template <typename E, size_t N>
-std::string name_of(const NameTable<E, N>& table, E v) {
-  for (auto& [e, name] : table)
-    if (e == v) return name;
-  return "?";
-}
-}  // namespace
-
-Precision parse_precision(const std::string& s) {
-  return parse_name(kPrecisionNames, s, "precision");
-}
-std::string to_string(Precision p) { return name_of(kPrecisionNames, p); }
-Recompute parse_recompute(const std::string& s) {
-  return parse_name(kRecomputeNames, s, "recompute policy");
-}
-std::string to_string(Recompute r) { return name_of(kRecomputeNames, r); }
 
 }  // namespace gt

@@ -16,7 +16,7 @@ namespace gt::cpu {
 namespace {
 
 using dt = dnnl::memory::data_type;
-using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, bool, bool, int, bool, bool>;
+using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, bool, bool, int, bool, int, bool>;
 
 struct Ctx {
   dnnl::engine eng{dnnl::engine::kind::cpu, 0};
@@ -55,14 +55,25 @@ dnnl::memory::desc md_2d(int64_t rows, int64_t cols, bool transposed, dt type) {
 }  // namespace
 
 void onednn_matmul(void* c, const void* a, const void* b, const float* bias, int64_t M, int64_t N,
-                   int64_t K, bool trans_a, bool trans_b, bool accumulate, MmType type, bool gelu,
-                   bool c_bf16) {
+                   int64_t K, bool trans_a, bool trans_b, bool accumulate, MmType type,
+                   const MmPost& post) {
   Ctx& cx = ctx();
-  Key key{M,    N,     K, trans_a, trans_b, accumulate, bias != nullptr, static_cast<int>(type),
-          gelu, c_bf16};
+  const int mul = post.mul ? (post.mul_bf16 ? 2 : 1) : 0;
+  Key key{M,
+          N,
+          K,
+          trans_a,
+          trans_b,
+          accumulate,
+          bias != nullptr,
+          static_cast<int>(type),
+          post.gelu,
+          mul,
+          post.c_bf16};
   auto a_md = md_2d(M, K, trans_a, to_dt(type));
   auto b_md = md_2d(K, N, trans_b, to_dt(type));
-  auto c_md = md_2d(M, N, false, c_bf16 ? dt::bf16 : dt::f32);
+  auto c_md = md_2d(M, N, false, post.c_bf16 ? dt::bf16 : dt::f32);
+  auto mul_md = md_2d(M, N, false, post.mul_bf16 ? dt::bf16 : dt::f32);
   auto bias_md = dnnl::memory::desc({1, N}, dt::f32, dnnl::memory::dims{N, 1});
   dnnl::matmul* prim;
   {
@@ -72,8 +83,9 @@ void onednn_matmul(void* c, const void* a, const void* b, const float* bias, int
       dnnl::primitive_attr attr;
       dnnl::post_ops po;
       if (accumulate) po.append_sum(1.0f);
-      if (gelu) po.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_tanh, 0.f, 0.f);
-      if (accumulate || gelu) attr.set_post_ops(po);
+      if (post.gelu) po.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_tanh, 0.f, 0.f);
+      if (post.mul) po.append_binary(dnnl::algorithm::binary_mul, mul_md);
+      if (accumulate || post.gelu || post.mul) attr.set_post_ops(po);
       try {
         auto desc = bias ? dnnl::matmul::desc(a_md, b_md, bias_md, c_md)
                          : dnnl::matmul::desc(a_md, b_md, c_md);
@@ -92,6 +104,12 @@ void onednn_matmul(void* c, const void* a, const void* b, const float* bias, int
   std::unordered_map<int, dnnl::memory> args{
       {DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}};
   if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(bias_md, cx.eng, const_cast<float*>(bias)));
+  if (post.mul) {
+    // the binary post-op's index counts the sum post-op before it
+    const int idx = (accumulate ? 1 : 0) + (post.gelu ? 1 : 0);
+    args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(idx) | DNNL_ARG_SRC_1,
+                 dnnl::memory(mul_md, cx.eng, const_cast<void*>(post.mul)));
+  }
   prim->execute(cx.strm, args);
   cx.strm.wait();
 }

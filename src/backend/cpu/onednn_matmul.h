@@ -11,14 +11,21 @@ namespace gt::cpu {
 /// Element type of the A and B operands.
 enum class MmType { f32, bf16, f16 };
 
+/// What a product does to its result before storing it (oneDNN post-ops), and C's type.
+struct MmPost {
+  bool gelu = false;          ///< GELU (tanh form), eltwise post-op (not with accumulate)
+  const void* mul = nullptr;  ///< if set, times this (M,N) row-major tensor, element-wise
+  bool mul_bf16 = false;      ///< mul is bf16 (else f32)
+  bool c_bf16 = false;        ///< C is bf16 (the f32 result rounded to nearest-even)
+};
+
 /// Row-major operands. trans_a: A is stored (K,M); trans_b: B is stored (N,K).
 /// accumulate: C += result (oneDNN sum post-op) instead of C = result. bias may be null.
-/// gelu: apply GELU (tanh form) to the result as an eltwise post-op (not with accumulate).
-/// c_bf16: C is a bf16 array (the f32 result rounded to nearest-even) instead of f32.
+/// post: GELU, element-wise multiply and C's type (MmPost). C is f32 unless post.c_bf16.
 /// Throws gt::Error when oneDNN has no kernel for the type on this CPU.
 void onednn_matmul(void* c, const void* a, const void* b, const float* bias, int64_t M, int64_t N,
                    int64_t K, bool trans_a, bool trans_b, bool accumulate,
-                   MmType type = MmType::f32, bool gelu = false, bool c_bf16 = false);
+                   MmType type = MmType::f32, const MmPost& post = {});
 
 /// C(M,N) [+]= alpha * op(A)(M,K) @ op(B)(K,N), row strides (in elements) lda, ldb, ldc; A is
 /// stored (K,M) when trans_a, B (N,K) when trans_b; A and B of `type`, C f32; accumulate adds

@@ -1,6 +1,8 @@
-// Forward-only passes (evaluation, sampling) with fusion on: c_fc and its GELU as one matrix
-// product with a GELU post-op (Backend::matmul_gelu_forward), against a float64 reference,
-// the two-pass form, and inside the model against the training forward.
+// The MLP's GELU with fusion on. Training: gelu_forward_fused writes gelu and gelu', and
+// matmul_backward_gelu multiplies mlp.c_proj's input gradient by gelu' as a post-op of its
+// product. Forward-only passes (evaluation, sampling): c_fc and its GELU as one product with
+// a GELU post-op (matmul_gelu_forward). Each against float64, its two-pass form, and inside
+// the model.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -30,6 +32,10 @@ std::vector<float> randn(size_t n, uint64_t seed, float std = 1.0f) {
 
 double gelu64(double x) {  // tanh form (Hendrycks & Gimpel 2016)
   return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+double dgelu64(double x) {
+  const double k = std::sqrt(2.0 / M_PI), th = std::tanh(k * (x + 0.044715 * x * x * x));
+  return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * k * (1.0 + 3.0 * 0.044715 * x * x);
 }
 
 // round to nearest even bf16, and back
@@ -103,6 +109,93 @@ TEST(MatmulGelu, Bf16ActivationsWriteTheRoundedBf16Output) {
   be->set_bf16_activations(false);
   // the same product, its f32 result rounded once to bf16
   for (size_t i = 0; i < out16.size(); ++i) ASSERT_EQ(out16[i], to_bf16(f32out[i])) << i;
+}
+
+TEST(GeluFused, WritesGeluAndItsDerivative) {
+  const int64_t n = 4099;
+  auto x = randn(n, 7, 2.0f);
+  for (Precision p : {Precision::fp32, Precision::bf16}) {
+    auto be = make_cpu_backend();
+    be->set_precision(p);
+    std::vector<float> g(n), d(n, -1.f), two(n);
+    be->gelu_forward_fused(g.data(), d.data(), x.data(), n);
+    be->gelu_forward(two.data(), x.data(), n);
+    EXPECT_EQ(g, two) << to_string(p);  // the same GELU as gelu_forward, bitwise
+    std::vector<double> g64(n), d64(n);
+    for (int64_t i = 0; i < n; ++i) g64[i] = gelu64(x[i]), d64[i] = dgelu64(x[i]);
+    EXPECT_LT(rel_err(g, g64), 1e-6) << to_string(p);
+    std::vector<float> dv(n);
+    if (p == Precision::bf16) {  // a bf16 array in the first half of the buffer
+      const auto* d16 = reinterpret_cast<const uint16_t*>(d.data());
+      for (int64_t i = 0; i < n; ++i) dv[i] = from_bf16(d16[i]);
+    } else {
+      dv = d;
+    }
+    EXPECT_LT(rel_err(dv, d64), p == Precision::fp32 ? 1e-6 : 4e-3) << to_string(p);
+    // null derivative: the output alone
+    std::vector<float> g2(n);
+    be->gelu_forward_fused(g2.data(), nullptr, x.data(), n);
+    EXPECT_EQ(g2, g) << to_string(p);
+  }
+}
+
+TEST(GeluFused, MatmulBackwardGeluMatchesFloat64AndTheTwoPassForm) {
+  const int N = 40, C = 120, OC = 72;  // dinp (N,C) = (dout (N,OC) @ W^T) * gelu'(pre)
+  auto pre = randn(N * C, 8, 1.5f), w = randn(C * OC, 9, 0.1f), dout = randn(N * OC, 10);
+  for (Precision p : {Precision::fp32, Precision::bf16}) {
+    const std::string what = to_string(p);
+    auto be = make_cpu_backend();
+    be->set_precision(p);
+    std::vector<float> g(N * C), dg(N * C);
+    be->gelu_forward_fused(g.data(), dg.data(), pre.data(), (int64_t)N * C);
+    std::vector<float> dinp(N * C), dw(C * OC, 0.f), db(OC, 0.f);
+    be->matmul_backward_gelu(dinp.data(), dw.data(), db.data(), dout.data(), g.data(), w.data(),
+                             dg.data(), N, C, OC);
+    // the two-pass form: product, then gelu_backward
+    std::vector<float> dinp2(N * C), dw2(C * OC, 0.f), db2(OC, 0.f);
+    be->matmul_backward(dinp2.data(), dw2.data(), db2.data(), dout.data(), g.data(), w.data(), N, C,
+                        OC);
+    be->gelu_backward(dinp2.data(), pre.data(), dinp2.data(), (int64_t)N * C);
+    EXPECT_EQ(dw, dw2) << what;  // the weight and bias gradients are the same products
+    EXPECT_EQ(db, db2) << what;
+    std::vector<double> ref(N * C), two(dinp2.begin(), dinp2.end());
+    for (int i = 0; i < N; ++i)
+      for (int c = 0; c < C; ++c) {
+        double s = 0;
+        for (int o = 0; o < OC; ++o) s += (double)dout[i * OC + o] * w[c * OC + o];
+        ref[i * C + c] = s * dgelu64(pre[i * C + c]);
+      }
+    const double tol = p == Precision::fp32 ? 1e-5 : 2e-2;
+    EXPECT_LT(rel_err(dinp, ref), tol) << what;
+    EXPECT_LT(rel_err(dinp, two), tol) << what;
+  }
+}
+
+TEST(GeluFused, Bf16ActivationsHandTheGradientOnInPlace) {
+  // With bf16 activations the fused product writes dinp as bf16 into dinp's own memory and
+  // the next matmul_backward takes it: the same results as with f32 dinp rounded there.
+  const int N = 64, C = 96, OC = 48, C2 = 32;
+  auto pre = randn(N * C, 11, 1.5f), w = randn(C * OC, 12, 0.1f), dout = randn(N * OC, 13),
+       x2 = randn(N * C2, 14), w2 = randn(C2 * C, 15, 0.1f);
+  std::vector<uint16_t> x2_16(x2.size());
+  for (size_t i = 0; i < x2.size(); ++i) x2_16[i] = to_bf16(x2[i]);
+  std::vector<float> dx2[2], dw2[2];
+  for (int on = 0; on < 2; ++on) {
+    auto be = make_cpu_backend();
+    be->set_precision(Precision::bf16);
+    be->set_bf16_activations(on == 1);
+    std::vector<float> g(N * C), dg(N * C), dinp(N * C), dw(C * OC, 0.f), db(OC, 0.f);
+    be->gelu_forward_fused(g.data(), dg.data(), pre.data(), (int64_t)N * C);
+    be->matmul_backward_gelu(dinp.data(), dw.data(), db.data(), dout.data(), g.data(), w.data(),
+                             dg.data(), N, C, OC);
+    dx2[on].assign(N * C2, 0.f);
+    dw2[on].assign(C2 * C, 0.f);
+    const float* x = on ? reinterpret_cast<const float*>(x2_16.data()) : x2.data();
+    be->matmul_backward(dx2[on].data(), dw2[on].data(), nullptr, dinp.data(), x, w2.data(), N, C2,
+                        C);
+  }
+  EXPECT_EQ(dx2[0], dx2[1]);
+  EXPECT_EQ(dw2[0], dw2[1]);
 }
 
 struct Tokens {

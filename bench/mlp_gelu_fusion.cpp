@@ -1,0 +1,75 @@
+// bench/mlp_gelu_fusion.cpp: the MLP's GELU with fusion on against its two-pass form, per
+// layer of nanoGPT's shakespeare-char model (N = batch x 256 rows, C = 384):
+//   two-pass: gelu_forward, then in the backward matmul_backward(mlp.c_proj) + gelu_backward;
+//   fused:    gelu_forward_fused (also writes gelu'), then matmul_backward_gelu (the product
+//             multiplies by gelu' as a oneDNN post-op).
+// Six layers' buffers are used in turn, so the data comes from memory as in training. The two
+// forms alternate in one process, `reps` rounds; prints JSON with each one's median seconds
+// per layer and their ratio. Under bf16, with bf16 activations on, as the model runs it.
+// Usage: gt_mlp_gelu_fusion [precision=bf16] [batch=8] [reps=30] [threads=2]
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "backend/backend.h"
+
+int main(int argc, char** argv) {
+  using namespace gt;
+  const Precision p = parse_precision(argc > 1 ? argv[1] : "bf16");
+  const int B = argc > 2 ? std::atoi(argv[2]) : 8;
+  const int reps = argc > 3 ? std::atoi(argv[3]) : 30;
+  omp_set_num_threads(argc > 4 ? std::atoi(argv[4]) : 2);
+  const int64_t N = (int64_t)B * 256, C = 384, H = 4 * C, L = 6;
+  auto be = make_cpu_backend();
+  be->set_precision(p);
+  be->set_bf16_activations(p == Precision::bf16);  // as the model runs bf16
+  std::mt19937 g(1);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  auto randn = [&](int64_t n, float s) {
+    std::vector<float> v(n);
+    for (auto& x : v) x = s * nd(g);
+    return v;
+  };
+  struct Layer {
+    std::vector<float> fch, fchg, dgelu, w, dw, db;
+  };
+  std::vector<Layer> layers(L);
+  for (auto& l : layers)
+    l = {randn(N * H, 1.f),   std::vector<float>(N * H), std::vector<float>(N * H),
+         randn(H * C, 0.02f), std::vector<float>(H * C), std::vector<float>(C)};
+  auto dres = randn(N * C, 1e-3f);
+  std::vector<float> d4C(N * H), dC(N * C), wfc = randn(C * H, 0.02f), dwfc(C * H), dbfc(H);
+  std::vector<double> t[2];
+  for (int r = 0; r <= reps; ++r)
+    for (int k = 0; k < 2; ++k) {  // k = 0: two-pass; 1: fused
+      Layer& l = layers[r % L];
+      auto t0 = std::chrono::steady_clock::now();
+      if (k == 0) {
+        be->gelu_forward(l.fchg.data(), l.fch.data(), N * H);
+        be->matmul_backward(d4C.data(), l.dw.data(), l.db.data(), dres.data(), l.fchg.data(),
+                            l.w.data(), N, H, C);
+        be->gelu_backward(d4C.data(), l.fch.data(), d4C.data(), N * H);
+      } else {
+        be->gelu_forward_fused(l.fchg.data(), l.dgelu.data(), l.fch.data(), N * H);
+        be->matmul_backward_gelu(d4C.data(), l.dw.data(), l.db.data(), dres.data(), l.fchg.data(),
+                                 l.w.data(), l.dgelu.data(), N, H, C);
+      }
+      // the next product reads d4C (bf16: the copy the GELU's backward handed on), as c_fc's
+      // backward does in training; the same in both forms, not timed
+      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      be->matmul_backward(dC.data(), dwfc.data(), dbfc.data(), d4C.data(), l.fch.data(), wfc.data(),
+                          N, C, H);
+      if (r > 0) t[k].push_back(s);  // the first round creates the primitives
+    }
+  for (auto& v : t) std::sort(v.begin(), v.end());
+  const double a = t[0][t[0].size() / 2], b = t[1][t[1].size() / 2];
+  fmt::print(
+      "{{\"precision\": \"{}\", \"batch\": {}, \"reps\": {}, \"threads\": {}, "
+      "\"two_pass_s\": {:.5f}, \"fused_s\": {:.5f}, \"speedup\": {:.3f}}}\n",
+      to_string(p), B, reps, omp_get_max_threads(), a, b, a / b);
+}
