@@ -1,12 +1,14 @@
 // Writes what torch_parity.py compares against PyTorch: a small GPT's initial weights, one
 // batch, its logits, loss and gradients, and the losses of 10 AdamW steps on that batch
 // (with gradient clipping), all through the engine's own model and optimizer code.
-// Usage: parity_dump OUT_DIR [fp32|bf16]  (bf16: matrix products in bf16, fp32 master weights)
+// Usage: parity_dump OUT_DIR [fp32|bf16] [fused]  (bf16: matrix products in bf16, fp32 master
+// weights; fused: the model's fusion=on forms)
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <string>
 
 #include "train/safetensors.h"
 #include "train/trainer.h"
@@ -14,10 +16,11 @@
 using namespace gt;
 
 int main(int argc, char** argv) {
-  if (argc != 2 && argc != 3) {
-    std::fprintf(stderr, "usage: parity_dump OUT_DIR [fp32|bf16]\n");
+  if (argc < 2 || argc > 4 || (argc == 4 && std::string(argv[3]) != "fused")) {
+    std::fprintf(stderr, "usage: parity_dump OUT_DIR [fp32|bf16] [fused]\n");
     return 2;
   }
+  const bool fused = argc == 4;
   std::filesystem::path out = argv[1];
   std::filesystem::create_directories(out);
   TrainConfig cfg;
@@ -31,9 +34,9 @@ int main(int argc, char** argv) {
   cfg.grad_clip = 1.0;
   const int B = cfg.batch_size, T = cfg.model.block_size, V = cfg.model.vocab_size;
   auto be = make_cpu_backend();
-  const Precision precision = parse_precision(argc == 3 ? argv[2] : "fp32");
+  const Precision precision = parse_precision(argc >= 3 ? argv[2] : "fp32");
   be->set_precision(precision);
-  GPT model(cfg.model, B, Recompute::none, *be);
+  GPT model(cfg.model, B, Recompute::none, *be, fused);
   model.init_weights(2024);
   be->weights_updated();
   auto dump = [&](const std::string& file, Arena& a) {
@@ -47,10 +50,12 @@ int main(int argc, char** argv) {
   std::vector<int32_t> in(B * T), tg(B * T);
   for (auto& x : in) x = g() % V;
   for (auto& x : tg) x = g() % V;
-  model.zero_grad();
-  float loss = model.forward(in.data(), tg.data(), B, T);
+  // the logits of a forward without targets (the fused loss overwrites them with its gradient)
+  model.forward(in.data(), nullptr, B, T);
   write_safetensors((out / "logits.safetensors").string(),
                     {{"logits", Shape{B, T, V}, model.logits()}});
+  model.zero_grad();
+  float loss = model.forward(in.data(), tg.data(), B, T);
   model.backward(1.0f / (B * T));
   dump("grads.safetensors", model.grads());
   Arena m("m"), v("v");
@@ -78,6 +83,7 @@ int main(int argc, char** argv) {
                  {"eps", cfg.eps},
                  {"grad_clip", cfg.grad_clip}};
   j["precision"] = to_string(precision);
+  j["fused"] = fused;
   j["inputs"] = in;
   j["targets"] = tg;
   j["loss"] = loss;

@@ -10,7 +10,12 @@ over the tensor's max abs value), logits within 1e-4.
 With --bf16: greentrain's bf16 policy against PyTorch's bf16 autocast; the 10 losses must
 agree within 2e-2 relative (bf16 keeps 8 bits of mantissa).
 
-Usage: torch_parity.py PARITY_DUMP_BINARY [--bf16]   (exit 77 = skipped: PyTorch not installed)
+With --fused: greentrain's fused forms (train.fusion=on: residual+LayerNorm, attention with
+online softmax, GELU and its backward fused into the MLP's products, softmax+cross-entropy)
+against the same PyTorch model, at the same tolerances.
+
+Usage: torch_parity.py PARITY_DUMP_BINARY [--bf16] [--fused]
+(exit 77 = skipped: PyTorch not installed)
 """
 import json
 import os
@@ -112,9 +117,9 @@ def rel_err(a, b):
     return float((a - b).abs().max() / max(b.abs().max().item(), 1e-12))
 
 
-def bf16_main(dump_bin):
+def bf16_main(dump_bin, fused):
     with tempfile.TemporaryDirectory() as d:
-        subprocess.run([dump_bin, d, "bf16"], check=True)
+        subprocess.run([dump_bin, d, "bf16"] + (["fused"] if fused else []), check=True)
         meta = json.load(open(os.path.join(d, "parity.json")))
         init = read_safetensors(os.path.join(d, "init.safetensors"))
     cfg = meta["config"]
@@ -133,10 +138,11 @@ def bf16_main(dump_bin):
 def main():
     torch.set_num_threads(2)
     dump_bin = sys.argv[1]
+    fused = "--fused" in sys.argv[2:]
     if "--bf16" in sys.argv[2:]:
-        return bf16_main(dump_bin)
+        return bf16_main(dump_bin, fused)
     with tempfile.TemporaryDirectory() as d:
-        subprocess.run([dump_bin, d], check=True)
+        subprocess.run([dump_bin, d, "fp32"] + (["fused"] if fused else []), check=True)
         meta = json.load(open(os.path.join(d, "parity.json")))
         init = read_safetensors(os.path.join(d, "init.safetensors"))
         gt_grads = read_safetensors(os.path.join(d, "grads.safetensors"))
