@@ -22,13 +22,7 @@
 namespace gt {
 namespace {
 
-std::vector<float> randn(size_t n, uint64_t seed, float std = 1.0f) {
-  std::mt19937_64 g(seed);
-  std::normal_distribution<float> d(0.f, std);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
+using test::randn;
 
 /// max |a-b| / max |b|
 double rel_err(const float* a, const double* b, size_t n) {

@@ -18,17 +18,12 @@
 #include "core/arena.h"
 #include "core/error.h"
 #include "model/gpt.h"
+#include "test_helpers.h"
 
 namespace gt {
 namespace {
 
-std::vector<float> randn(size_t n, uint64_t seed, float std = 1.0f) {
-  std::mt19937_64 g(seed);
-  std::normal_distribution<float> d(0.f, std);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
+using test::randn;
 
 double gelu64(double x) {  // tanh form (Hendrycks & Gimpel 2016)
   return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <vector>
 
 namespace gt::test {
 
@@ -31,6 +32,15 @@ struct TempDir {
     return c;
   }
 };
+
+/// n normal samples with standard deviation `scale`, from a fixed generator and seed.
+inline std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.0f) {
+  std::mt19937_64 g(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(g);
+  return v;
+}
 
 inline void write_file(const std::string& path, const std::string& bytes) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);

@@ -8,19 +8,15 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "test_helpers.h"
 
 namespace gt {
 namespace {
 
+using test::randn;
+
 using Vec = std::vector<double>;
 
-std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.0f) {
-  std::mt19937_64 g(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
 Vec to_d(const std::vector<float>& v) { return Vec(v.begin(), v.end()); }
 
 // ---- float64 references -------------------------------------------------------------
