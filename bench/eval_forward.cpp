@@ -1,6 +1,7 @@
 // bench/eval_forward.cpp: the evaluation forward (no backward follows) with c_fc and its GELU
 // as one oneDNN product with a GELU post-op (GPT::forward(..., for_backward = false)) against
-// the training forward's two passes (product, then gelu_forward), on the same model and batch.
+// the training forward (product, then gelu_forward_fused, which also writes gelu' for the
+// backward), on the same model and batch.
 // The two alternate in one process, `reps` times each, so the machine's drift hits both
 // alike; prints JSON with the median seconds of each and their ratio.
 // Usage: gt_eval_forward [precision=bf16] [batch=8] [reps=20] [threads=2]

@@ -112,7 +112,8 @@ class Backend {
   // ---- precision policy -------------------------------------------------------------
   /// Sets the type of the matrix-product operands: fp32 (default); bf16 or fp16 (inputs and
   /// weights rounded to nearest-even into 16-bit copies, products accumulated in f32, f32
-  /// outputs). Everything else stays fp32. Throws gt::Error for a precision this device
+  /// outputs except where bf16 activations or a fused op says otherwise). Everything else
+  /// stays fp32. Throws gt::Error for a precision this device
   /// cannot run (fp8 on the CPU).
   virtual void set_precision(Precision p) = 0;
   virtual Precision precision() const = 0;
@@ -124,15 +125,17 @@ class Backend {
   /// bf16 activation storage (only under bf16; off by default). When on, these tensors are
   /// bf16 arrays (uint16_t, same element count, passed through the float* parameters) instead
   /// of f32: the `out` of layernorm_forward, residual_layernorm_forward (not `res`),
-  /// gelu_forward, attention_forward and attention_forward_fused, and the `inp` of
-  /// matmul_forward and matmul_backward. They are exactly the operands the bf16 products use,
+  /// gelu_forward, gelu_forward_fused, matmul_gelu_forward, attention_forward and
+  /// attention_forward_fused, and the `inp` of matmul_forward, matmul_gelu_forward,
+  /// matmul_backward and matmul_backward_gelu. They are exactly the operands the bf16 products use,
   /// the bf16 rounding of the f32 result (as the activations PyTorch autocast saves for the
   /// backward), so results are bitwise the same as with it off; a model keeps these tensors
   /// in half the memory and the backward does not round them again. Also, gelu_backward's
   /// dinp and attention_backward(_fused)'s dqkv, whose one reader is the matmul_backward
   /// right after (as dout), are handed to it as bf16 copies only: their f32 buffers are left
-  /// unwritten and no other op may read them (a matrix product that finds such a buffer
-  /// without its bf16 copy throws gt::Error; other ops cannot tell). Throws gt::Error when
+  /// unwritten (matmul_backward_gelu's dinp: overwritten with its packed bf16 copy) and no
+  /// other op may read them (a matrix product that finds such a buffer without its bf16 copy
+  /// throws gt::Error; other ops cannot tell). Throws gt::Error when
   /// turned on under another precision.
   virtual void set_bf16_activations(bool on) = 0;
   virtual bool bf16_activations() const = 0;

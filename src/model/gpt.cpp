@@ -9,6 +9,9 @@
 // the same under every policy. With fusion on, the GELU pass also writes gelu' of the
 // pre-activation (fch_dgelu) and mlp.c_proj's backward multiplies by it as a post-op of its
 // product, so the pre-activation itself is kept only when a policy recomputes from it.
+// (Under bf16 with bf16 activations, the bf16 GELU output and bf16 gelu' that `none` keeps
+// take as many bytes as the f32 pre-activation that `gelu` keeps instead: there `gelu` saves
+// no memory over `none`, only costs the recomputation; gelu+ln and block still save.)
 #include "model/gpt.h"
 
 #include <fmt/format.h>
@@ -261,15 +264,16 @@ GPT::GPT(const GPTConfig& cfg, int max_batch, Recompute rc, Backend& be, bool fu
       rc_(rc),
       be_(be),
       fused_(fused),
-      bf16_acts_(bf16_activations && be.precision() == Precision::bf16) {
+      bf16_acts_(bf16_activations && be.precision() == Precision::bf16),
+      dgelu16_(be.precision() == Precision::bf16) {
   validate(cfg, max_batch);
   specs_ = gpt_param_specs(cfg);
   params_ = std::make_unique<Arena>("parameters");
   grads_ = std::make_unique<Arena>("gradients");
   acts_ = std::make_unique<Arena>("activations");
   scratch_ = std::make_unique<Arena>("scratch");
-  Plans p = plan_arenas(cfg, max_batch, rc, fused, bf16_acts_, be.precision() == Precision::bf16,
-                        specs_, *params_, *grads_, *acts_, *scratch_);
+  Plans p = plan_arenas(cfg, max_batch, rc, fused, bf16_acts_, dgelu16_, specs_, *params_, *grads_,
+                        *acts_, *scratch_);
   params_->allocate();
   grads_->allocate();
   acts_->allocate();
@@ -396,6 +400,7 @@ float GPT::forward(const int32_t* inputs, const int32_t* targets, int B, int T, 
                       i, V));
   std::memcpy(inputs_, inputs, sizeof(int32_t) * N);
   be_.set_bf16_activations(bf16_acts_);  // throws if the backend left bf16 since planning
+  check_dgelu_type();
   lastB_ = B;
   lastT_ = T;
   have_targets_ = targets != nullptr;
@@ -416,6 +421,15 @@ float GPT::forward(const int32_t* inputs, const int32_t* targets, int B, int T, 
   double sum = 0.0;
   for (int64_t i = 0; i < N; ++i) sum += losses_[i];
   return static_cast<float>(sum / N);
+}
+
+// The fused GELU writes gelu' as bf16 exactly when the backend runs bf16: the buffers
+// planned at construction must be of that type.
+void GPT::check_dgelu_type() const {
+  check(!fused_ || (be_.precision() == Precision::bf16) == dgelu16_,
+        fmt::format("GPT: the backend's precision changed to {} after the model was built with "
+                    "fusion on under {}; build the model again",
+                    to_string(be_.precision()), dgelu16_ ? "bf16" : "another precision"));
 }
 
 void GPT::zero_grad() { std::memset(grads_->base(), 0, grads_->bytes()); }
@@ -451,6 +465,7 @@ void GPT::backward(float dloss) {
   const int B = lastB_, T = lastT_, C = cfg_.n_embd, V = cfg_.vocab_size, NH = cfg_.n_head;
   const int64_t N = (int64_t)B * T;
   be_.set_bf16_activations(bf16_acts_);
+  check_dgelu_type();
   if (fused_)
     be_.scale(dlogits_, dloss, N * V);  // dlogits_ is logits_, written by the fused loss
   else

@@ -126,6 +126,7 @@ class GPT {
   struct Layer;
   void layer_forward(int l, int B, int T, bool recomputing = false);
   void recompute_for_backward(int l, int B, int T);
+  void check_dgelu_type() const;
   float* P(int i) { return params_->at(i).f32(); }
   float* G(int i) { return grads_->at(i).f32(); }
 
@@ -135,6 +136,7 @@ class GPT {
   Backend& be_;
   bool fused_ = false;
   bool bf16_acts_ = false;  // product inputs stored as bf16
+  bool dgelu16_ = false;    // fch_dgelu planned as bf16 (the backend ran bf16 at construction)
   std::vector<ParamSpec> specs_;
   std::unique_ptr<Arena> params_, grads_, acts_, scratch_;
   std::vector<Layer> layers_;

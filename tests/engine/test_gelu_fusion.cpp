@@ -225,7 +225,7 @@ TEST(MatmulGelu, EvaluationForwardMatchesTheTrainingForward) {
       be->weights_updated();
       auto eval = logits(m, t, B, T, c.vocab_size, false);
       EXPECT_EQ(profiling_stats(*be)->at("matmul_gelu_forward").calls, c.n_layer);
-      EXPECT_EQ(profiling_stats(*be)->count("gelu_forward"), 0u);
+      EXPECT_EQ(profiling_stats(*be)->count("gelu_forward_fused"), 0u);
       auto train = logits(m, t, B, T, c.vocab_size, true);
       EXPECT_EQ(profiling_stats(*be)->at("matmul_gelu_forward").calls, c.n_layer);
       // oneDNN's GELU against ours: f32 rounding, and in bf16 an occasional rounding flip of
@@ -241,6 +241,22 @@ TEST(MatmulGelu, EvaluationForwardMatchesTheTrainingForward) {
       EXPECT_NO_THROW(m.backward(1.0f / (B * T))) << what;
     }
   }
+}
+
+TEST(GeluFused, RefusesAPrecisionChangedAfterTheModelWasBuilt) {
+  // gelu' was planned as bf16; an fp32 pass would write f32 into it (twice the bytes)
+  GPTConfig c{2, 2, 32, 16, 23};
+  Tokens t(2 * 16, c.vocab_size);
+  auto be = make_cpu_backend();
+  be->set_precision(Precision::bf16);
+  GPT m(c, 2, Recompute::none, *be, /*fused=*/true, /*bf16_activations=*/false);
+  m.init_weights(3);
+  be->set_precision(Precision::fp32);
+  EXPECT_THROW(m.forward(t.in.data(), t.tg.data(), 2, 16), Error);
+  be->set_precision(Precision::bf16);
+  EXPECT_NO_THROW(m.forward(t.in.data(), t.tg.data(), 2, 16));
+  be->set_precision(Precision::fp32);
+  EXPECT_THROW(m.backward(1.0f / 32), Error);
 }
 
 TEST(MatmulGelu, UnfusedEvaluationKeepsTheTwoPassForm) {

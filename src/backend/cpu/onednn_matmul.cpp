@@ -57,6 +57,8 @@ dnnl::memory::desc md_2d(int64_t rows, int64_t cols, bool transposed, dt type) {
 void onednn_matmul(void* c, const void* a, const void* b, const float* bias, int64_t M, int64_t N,
                    int64_t K, bool trans_a, bool trans_b, bool accumulate, MmType type,
                    const MmPost& post) {
+  if (accumulate && post.mul)
+    throw Error("onednn_matmul: accumulate with an element-wise multiply would scale C too");
   Ctx& cx = ctx();
   const int mul = post.mul ? (post.mul_bf16 ? 2 : 1) : 0;
   Key key{M,
@@ -92,8 +94,10 @@ void onednn_matmul(void* c, const void* a, const void* b, const float* bias, int
         dnnl::matmul::primitive_desc pd(desc, attr, cx.eng);
         it = cx.prims.emplace(key, dnnl::matmul(pd)).first;
       } catch (const dnnl::error& e) {
-        throw Error(fmt::format("oneDNN has no {} matrix product ({}x{}x{}) on this CPU: {}",
-                                type_name(type), M, N, K, e.what()));
+        throw Error(fmt::format(
+            "oneDNN has no {} matrix product ({}x{}x{}{}{}{}{}) on this CPU: {}", type_name(type),
+            M, N, K, accumulate ? ", accumulate" : "", post.gelu ? ", GELU post-op" : "",
+            post.mul ? ", multiply post-op" : "", post.c_bf16 ? ", bf16 output" : "", e.what()));
       }
     }
     prim = &it->second;
@@ -105,7 +109,7 @@ void onednn_matmul(void* c, const void* a, const void* b, const float* bias, int
       {DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}};
   if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(bias_md, cx.eng, const_cast<float*>(bias)));
   if (post.mul) {
-    // the binary post-op's index counts the sum post-op before it
+    // the binary post-op's index counts the post-ops before it (sum, GELU)
     const int idx = (accumulate ? 1 : 0) + (post.gelu ? 1 : 0);
     args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(idx) | DNNL_ARG_SRC_1,
                  dnnl::memory(mul_md, cx.eng, const_cast<void*>(post.mul)));

@@ -15,6 +15,7 @@ enum class MmType { f32, bf16, f16 };
 struct MmPost {
   bool gelu = false;          ///< GELU (tanh form), eltwise post-op (not with accumulate)
   const void* mul = nullptr;  ///< if set, times this (M,N) row-major tensor, element-wise
+                              ///< (not with accumulate: oneDNN would scale C_old + AB too)
   bool mul_bf16 = false;      ///< mul is bf16 (else f32)
   bool c_bf16 = false;        ///< C is bf16 (the f32 result rounded to nearest-even)
 };
@@ -22,7 +23,8 @@ struct MmPost {
 /// Row-major operands. trans_a: A is stored (K,M); trans_b: B is stored (N,K).
 /// accumulate: C += result (oneDNN sum post-op) instead of C = result. bias may be null.
 /// post: GELU, element-wise multiply and C's type (MmPost). C is f32 unless post.c_bf16.
-/// Throws gt::Error when oneDNN has no kernel for the type on this CPU.
+/// Throws gt::Error when oneDNN has no kernel for the type and post-ops on this CPU, or for
+/// accumulate with post.mul.
 void onednn_matmul(void* c, const void* a, const void* b, const float* bias, int64_t M, int64_t N,
                    int64_t K, bool trans_a, bool trans_b, bool accumulate,
                    MmType type = MmType::f32, const MmPost& post = {});
