@@ -363,13 +363,9 @@ void GPT::layer_forward(int l, int B, int T, bool recomputing) {
   }
   if (fused_ && !for_backward_) {  // no backward follows: the pre-activation is not kept
     be_.matmul_gelu_forward(L.a[kFchg], L.a[kLn2], P(pi + 8), P(pi + 9), N, C, 4 * C);
-  } else if (fused_) {  // and gelu' for the backward, unless a policy recomputes it there
+  } else {  // gelu' too, unless a policy recomputes it in the backward
     be_.matmul_forward(L.a[kFch], L.a[kLn2], P(pi + 8), P(pi + 9), N, C, 4 * C);
-    const bool keep = rc_ == Recompute::none || recomputing;
-    be_.gelu_forward_fused(L.a[kFchg], keep ? L.a[kDgelu] : nullptr, L.a[kFch], N * 4 * C);
-  } else {
-    be_.matmul_forward(L.a[kFch], L.a[kLn2], P(pi + 8), P(pi + 9), N, C, 4 * C);
-    be_.gelu_forward(L.a[kFchg], L.a[kFch], N * 4 * C);
+    mlp_gelu(L, N * 4 * C, rc_ == Recompute::none || recomputing);
   }
   be_.matmul_forward(tmpC_, L.a[kFchg], P(pi + 10), P(pi + 11), N, 4 * C, C);
   if (!fused_ || recomputing) {
@@ -423,6 +419,14 @@ float GPT::forward(const int32_t* inputs, const int32_t* targets, int B, int T, 
   return static_cast<float>(sum / N);
 }
 
+// fch_gelu = gelu(fch), n elements; with fusion on also fch_dgelu = gelu'(fch) if with_dgelu.
+void GPT::mlp_gelu(Layer& L, int64_t n, bool with_dgelu) {
+  if (fused_)
+    be_.gelu_forward_fused(L.a[kFchg], with_dgelu ? L.a[kDgelu] : nullptr, L.a[kFch], n);
+  else
+    be_.gelu_forward(L.a[kFchg], L.a[kFch], n);
+}
+
 // The fused GELU writes gelu' as bf16 exactly when the backend runs bf16: the buffers
 // planned at construction must be of that type.
 void GPT::check_dgelu_type() const {
@@ -448,10 +452,7 @@ void GPT::recompute_for_backward(int l, int B, int T) {
                             P(pi + 7), N, C);
       [[fallthrough]];
     case Recompute::gelu:
-      if (fused_)
-        be_.gelu_forward_fused(L.a[kFchg], L.a[kDgelu], L.a[kFch], N * 4 * C);
-      else
-        be_.gelu_forward(L.a[kFchg], L.a[kFch], N * 4 * C);
+      mlp_gelu(L, N * 4 * C, true);
       break;
     case Recompute::block:
       layer_forward(l, B, T, /*recomputing=*/true);

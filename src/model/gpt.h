@@ -127,6 +127,7 @@ class GPT {
   void layer_forward(int l, int B, int T, bool recomputing = false);
   void recompute_for_backward(int l, int B, int T);
   void check_dgelu_type() const;
+  void mlp_gelu(Layer& L, int64_t n, bool with_dgelu);
   float* P(int i) { return params_->at(i).f32(); }
   float* G(int i) { return grads_->at(i).f32(); }
 

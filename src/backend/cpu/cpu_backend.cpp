@@ -171,26 +171,23 @@ class CpuBackend final : public Backend {
 
   void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int64_t N,
                       int C, int OC, bool w_transposed) override {
-    if (prec_ == Precision::fp32) {
-      cpu::onednn_matmul(out, inp, w, bias, N, OC, C, false, w_transposed, false);
-      return;
-    }
-    const void* a = act16_ ? (drop_shadow(), static_cast<const void*>(inp)) : operand_a(inp, N * C);
-    const void* b = weight_copy(w, (int64_t)C * OC);
-    cpu::onednn_matmul(out, a, b, bias, N, OC, C, false, w_transposed, false, mm_type());
+    forward_product(out, inp, w, bias, N, C, OC, w_transposed, {});
   }
-
   void matmul_gelu_forward(float* out, const float* inp, const float* w, const float* bias,
                            int64_t N, int C, int OC) override {
+    forward_product(out, inp, w, bias, N, C, OC, false, {.gelu = true, .c_bf16 = act16_});
+  }
+  /// out = inp @ W + bias with `post` applied, the operands in the current precision.
+  void forward_product(void* out, const float* inp, const float* w, const float* bias, int64_t N,
+                       int C, int OC, bool w_transposed, const cpu::MmPost& post) {
     if (prec_ == Precision::fp32) {
-      cpu::onednn_matmul(out, inp, w, bias, N, OC, C, false, false, false, cpu::MmType::f32,
-                         {.gelu = true});
+      cpu::onednn_matmul(out, inp, w, bias, N, OC, C, false, w_transposed, false, cpu::MmType::f32,
+                         post);
       return;
     }
     const void* a = act16_ ? (drop_shadow(), static_cast<const void*>(inp)) : operand_a(inp, N * C);
     const void* b = weight_copy(w, (int64_t)C * OC);
-    cpu::onednn_matmul(out, a, b, bias, N, OC, C, false, false, false, mm_type(),
-                       {.gelu = true, .c_bf16 = act16_});
+    cpu::onednn_matmul(out, a, b, bias, N, OC, C, false, w_transposed, false, mm_type(), post);
   }
 
   void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
@@ -250,11 +247,9 @@ class CpuBackend final : public Backend {
         }
       });
     }
-    if (dinp && dgelu && act16_) {  // as handoff(): the f32 dinp holds its bf16 copy instead
-      shadow_ = dinp;
-      shadow16_ = reinterpret_cast<const uint16_t*>(dinp);
-      shadow_n_ = N * C;
-      handed_off_ = dinp;
+    if (dinp && dgelu && act16_) {  // handed on as the bf16 copy the product wrote in place
+      emit_shadow(dinp, N * C, reinterpret_cast<uint16_t*>(dinp));
+      handoff(dinp);
     }
   }
 
@@ -538,14 +533,18 @@ class CpuBackend final : public Backend {
   // until the very next backend call only: every other op drops it, so it is never stale.
   // (matmul_backward_gelu under bf16 activations: its product writes the copy, c_fc's dout,
   // into the f32 tensor's own memory, and shadow16_ points there.)
-  uint16_t* emit_shadow(const float* out, int64_t n) {
+  /// `into`: where the copy is (default act_a_, sized here).
+  uint16_t* emit_shadow(const float* out, int64_t n, uint16_t* into = nullptr) {
     shadow_ = nullptr;
     if (prec_ != Precision::bf16) return nullptr;
-    if ((int64_t)act_a_.size() < n) act_a_ = cpu::AlignedVector<uint16_t>(n);  // as lowp sizes it
+    if (!into) {
+      if ((int64_t)act_a_.size() < n) act_a_ = cpu::AlignedVector<uint16_t>(n);  // as lowp
+      into = act_a_.data();
+    }
     shadow_ = out;
-    shadow16_ = act_a_.data();
+    shadow16_ = into;
     shadow_n_ = n;
-    return act_a_.data();
+    return into;
   }
   void drop_shadow() { shadow_ = nullptr; }
   /// With bf16 activations on: the bf16 array a float* parameter really points to.
