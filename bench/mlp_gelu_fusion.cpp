@@ -8,22 +8,18 @@
 // per layer and their ratio. Under bf16, with bf16 activations on, as the model runs it.
 // Usage: gt_mlp_gelu_fusion [precision=bf16] [batch=8] [reps=30] [threads=2]
 #include <fmt/format.h>
-#include <omp.h>
 
-#include <algorithm>
-#include <chrono>
-#include <cstdlib>
 #include <random>
 #include <vector>
 
+#include "alternate.h"
 #include "backend/backend.h"
 
 int main(int argc, char** argv) {
   using namespace gt;
-  const Precision p = parse_precision(argc > 1 ? argv[1] : "bf16");
-  const int B = argc > 2 ? std::atoi(argv[2]) : 8;
-  const int reps = argc > 3 ? std::atoi(argv[3]) : 30;
-  omp_set_num_threads(argc > 4 ? std::atoi(argv[4]) : 2);
+  const bench::Args args = bench::parse_args(argc, argv, 30);
+  const Precision p = args.precision;
+  const int B = args.batch;
   const int64_t N = (int64_t)B * 256, C = 384, H = 4 * C, L = 6;
   auto be = make_cpu_backend();
   be->set_precision(p);
@@ -46,32 +42,29 @@ int main(int argc, char** argv) {
   std::vector<float> d4C(N * H), dC(N * C), wfc = randn(C * H, 0.02f), dwfc(C * H), dbfc(H);
   // c_fc's input (ln_2's output; a bf16 array under bf16 activations): zeros suit both
   std::vector<float> ln2(N * C, 0.0f);
-  std::vector<double> t[2];
-  for (int r = 0; r <= reps; ++r)
-    for (int k = 0; k < 2; ++k) {  // k = 0: two-pass; 1: fused
-      Layer& l = layers[r % L];
-      auto t0 = std::chrono::steady_clock::now();
-      if (k == 0) {
-        be->gelu_forward(l.fchg.data(), l.fch.data(), N * H);
-        be->matmul_backward(d4C.data(), l.dw.data(), l.db.data(), dres.data(), l.fchg.data(),
-                            l.w.data(), N, H, C);
-        be->gelu_backward(d4C.data(), l.fch.data(), d4C.data(), N * H);
-      } else {
-        be->gelu_forward_fused(l.fchg.data(), l.dgelu.data(), l.fch.data(), N * H);
-        be->matmul_backward_gelu(d4C.data(), l.dw.data(), l.db.data(), dres.data(), l.fchg.data(),
-                                 l.w.data(), l.dgelu.data(), N, H, C);
-      }
-      // the next product reads d4C (bf16: the copy the GELU's backward handed on), as c_fc's
-      // backward does in training; the same in both forms, not timed
-      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      be->matmul_backward(dC.data(), dwfc.data(), dbfc.data(), d4C.data(), ln2.data(), wfc.data(),
-                          N, C, H);
-      if (r > 0) t[k].push_back(s);  // the first round creates the primitives
+  // k = 0: two-pass; 1: fused
+  auto run = [&](int r, int k) {
+    Layer& l = layers[r % L];
+    if (k == 0) {
+      be->gelu_forward(l.fchg.data(), l.fch.data(), N * H);
+      be->matmul_backward(d4C.data(), l.dw.data(), l.db.data(), dres.data(), l.fchg.data(),
+                          l.w.data(), N, H, C);
+      be->gelu_backward(d4C.data(), l.fch.data(), d4C.data(), N * H);
+    } else {
+      be->gelu_forward_fused(l.fchg.data(), l.dgelu.data(), l.fch.data(), N * H);
+      be->matmul_backward_gelu(d4C.data(), l.dw.data(), l.db.data(), dres.data(), l.fchg.data(),
+                               l.w.data(), l.dgelu.data(), N, H, C);
     }
-  for (auto& v : t) std::sort(v.begin(), v.end());
-  const double a = t[0][t[0].size() / 2], b = t[1][t[1].size() / 2];
+  };
+  // the next product reads d4C (bf16: the copy the GELU's backward handed on), as c_fc's
+  // backward does in training; the same in both forms, not timed
+  auto next = [&](int, int) {
+    be->matmul_backward(dC.data(), dwfc.data(), dbfc.data(), d4C.data(), ln2.data(), wfc.data(), N,
+                        C, H);
+  };
+  auto [a, b] = bench::alternate(args.reps, run, next);
   fmt::print(
       "{{\"precision\": \"{}\", \"batch\": {}, \"reps\": {}, \"threads\": {}, "
       "\"two_pass_s\": {:.5f}, \"fused_s\": {:.5f}, \"speedup\": {:.3f}}}\n",
-      to_string(p), B, reps, omp_get_max_threads(), a, b, a / b);
+      to_string(p), B, args.reps, args.threads, a, b, a / b);
 }
