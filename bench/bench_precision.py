@@ -28,11 +28,12 @@ import warnings
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def matmul_peak(torch, dtype, threads, n=2048, reps=5):
+def matmul_peak(torch, dtype, threads, n=2048, reps=5, blas=False):
     """Best GFLOP/s of an n x n x n product on oneDNN: bf16 torch.matmul (oneDNN in PyTorch's
     CPU build) or, for fp32, a oneDNN (mkldnn) linear layer, since Debian's PyTorch has a
-    generic reference BLAS for plain fp32 matmul."""
-    if dtype == torch.float32:
+    generic reference BLAS for plain fp32 matmul. blas: fp32 torch.matmul instead, on the BLAS
+    PyTorch's fp32 layers run on (MKL in PyPI's builds)."""
+    if dtype == torch.float32 and not blas:
         import torch.utils.mkldnn as mk
 
         with warnings.catch_warnings():  # PyTorch 2.x: "torch.jit.script_method is deprecated"
@@ -143,10 +144,28 @@ def greentrain_run(args):
                "--set", f"train.fusion={args.fusion}", "--set", "train.eval_interval=0",
                "--set", "train.eval_steps=1", "--set", "train.checkpoint_interval=0",
                "--set", "train.learning_rate=1e-3", "--set", "train.warmup_steps=0"]
-        env = dict(os.environ, OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "passive"))
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
+        env = dict(os.environ, OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "passive"),
+                   GT_PROFILE="1")
+        log = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
         recs = [json.loads(l) for l in open(os.path.join(out, "metrics.jsonl"))]
-    return [r["step_time_s"] for r in recs], [r["loss"] for r in recs]
+    return [r["step_time_s"] for r in recs], [r["loss"] for r in recs], op_shares(log)
+
+
+def op_shares(log):
+    """From greentrain's GT_PROFILE table (op, calls, seconds, %, GFLOP/s): the fraction of
+    the ops' time spent in matrix products (ops named matmul*) and in attention (attention*)."""
+    secs, inside = {}, False
+    for line in log.splitlines():
+        f = line.split()
+        if f[:3] == ["op", "calls", "seconds"]:
+            inside = True
+        elif inside and (not f or f[0] == "total"):
+            break
+        elif inside:
+            secs[f[0]] = float(f[2])
+    total = sum(secs.values()) or float("nan")
+    part = lambda prefix: sum(v for k, v in secs.items() if k.startswith(prefix)) / total
+    return {"products": part("matmul"), "attention": part("attention")}
 
 
 def onednn_peak(args):
@@ -185,23 +204,31 @@ def main():
     times = {k: [] for k in contenders}  # per round: median step time
     first = {k: None for k in contenders}
     loss = {}
-    peaks, torch_peaks = [], []
+    peaks, torch_peaks, blas_peaks, shares = [], [], [], []
     for rnd in range(args.rounds):
         for name, f in contenders.items():
-            t, l = greentrain_run(args) if f is None else f(args.steps)
+            if f is None:
+                t, l, share = greentrain_run(args)
+                shares.append(share)
+            else:
+                t, l = f(args.steps)
             times[name].append(statistics.median(t[warm:]))
             if first[name] is None:
                 first[name], loss[name] = t[0], l[-1]
         peaks.append(onednn_peak(args)[args.precision])
         torch_peaks.append(matmul_peak(torch, torch.bfloat16 if args.precision == "bf16"
                                        else torch.float32, args.threads))
+        if args.precision == "fp32" and not torch.__version__.startswith("1."):
+            blas_peaks.append(matmul_peak(torch, torch.float32, args.threads, blas=True))
     med = statistics.median
     print(f"model: 6 layers, 384 wide, context 256, {n_params / 1e6:.2f}M parameters; batch "
           f"{args.batch}, {args.threads} threads, {args.precision}; {args.rounds} alternating "
           f"rounds of {args.steps} steps (first {warm} of each dropped); medians over rounds")
     print(f"python {sys.version.split()[0]} ({sys.executable}), PyTorch {torch.__version__}")
     print(f"matmul peak ({args.precision}, 2048^3): greentrain's oneDNN {med(peaks):.0f} GFLOP/s "
-          f"(rounds: {', '.join(f'{p:.0f}' for p in peaks)}); PyTorch's {med(torch_peaks):.0f}")
+          f"(rounds: {', '.join(f'{p:.0f}' for p in peaks)}); PyTorch's {med(torch_peaks):.0f}"
+          + (f" on oneDNN, {med(blas_peaks):.0f} on its BLAS (its fp32 layers' products)"
+             if blas_peaks else ""))
     for name in contenders:
         label = ("greentrain (fusion " + args.fusion + ")" if name == "greentrain" else
                  f"PyTorch {name.split()[1]} ({'bf16 autocast' if args.precision == 'bf16' else 'fp32'})")
@@ -214,6 +241,14 @@ def main():
     ratios = [b / g for g, b in zip(times["greentrain"], times[best_torch])]
     print(f"greentrain / fastest PyTorch ({best_torch}) tokens/s: {med(ratios):.2f}x "
           f"(rounds: {', '.join(f'{r:.2f}' for r in ratios)}; target 1.3x)")
+    # what greentrain could reach at its present product speed: its step less everything
+    # else (ceiling_products), or less everything but products and attention
+    prod = med(s["products"] for s in shares)
+    attn = med(s["attention"] for s in shares)
+    print(f"greentrain's step: {100 * prod:.1f} % in matrix products, {100 * attn:.1f} % in "
+          f"attention (GT_PROFILE); at this product speed, the ratio could reach at most "
+          f"{med(ratios) / prod:.2f}x if every other op took no time, "
+          f"{med(ratios) / (prod + attn):.2f}x if every op but products and attention took none")
     if torch.__version__.startswith("1."):
         print("note: Debian's PyTorch 1.13 is built with a generic BLAS (BLAS_INFO=generic), so its "
               "fp32 products outside oneDNN are slow; run with PyTorch 2.x from PyPI to compare")
