@@ -10,14 +10,25 @@
 namespace gt {
 namespace {
 
-TEST(AblateCli, RunsEveryRowAndWritesTheTable) {
+/// A folder with `chars` characters of text (t.txt) and a config (c.toml) of `model` and
+/// `train` TOML lines; command(args) is the ablate command line on them.
+struct AblateSetup {
   test::TempDir d;
-  test::write_file(d.file("t.txt"), test::sample_text(20000));
-  test::write_file(d.file("c.toml"),
-                   "[model]\nn_layer = 4\nn_head = 2\nn_embd = 32\nblock_size = 32\n"
-                   "[train]\nbatch_size = 4\nwarmup_steps = 1\neval_steps = 1\nthreads = 2\n");
-  auto r = test::run_cmd(std::string(GT_BINARY) + " ablate " + d.file("c.toml") + " --data " +
-                         d.file("t.txt") + " --steps 3 --out " + d.file("abl"));
+  AblateSetup(int chars, const std::string& model, const std::string& train) {
+    test::write_file(d.file("t.txt"), test::sample_text(chars));
+    test::write_file(d.file("c.toml"), "[model]\n" + model + "[train]\n" + train);
+  }
+  std::string command(const std::string& args) const {
+    return std::string(GT_BINARY) + " ablate " + d.file("c.toml") + " --data " + d.file("t.txt") +
+           " " + args;
+  }
+};
+
+TEST(AblateCli, RunsEveryRowAndWritesTheTable) {
+  AblateSetup s(20000, "n_layer = 4\nn_head = 2\nn_embd = 32\nblock_size = 32\n",
+                "batch_size = 4\nwarmup_steps = 1\neval_steps = 1\nthreads = 2\n");
+  const test::TempDir& d = s.d;
+  auto r = test::run_cmd(s.command("--steps 3 --out " + d.file("abl")));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("+recompute"), std::string::npos) << r.output;
   std::ifstream jf(d.file("abl") + "/ablation.json");
@@ -37,8 +48,7 @@ TEST(AblateCli, RunsEveryRowAndWritesTheTable) {
   while (std::getline(cf, line)) ++lines;
   EXPECT_EQ(lines, 6);
   // the order can change
-  r = test::run_cmd(std::string(GT_BINARY) + " ablate " + d.file("c.toml") + " --data " +
-                    d.file("t.txt") + " --steps 2 --order recompute,bad --out " + d.file("x"));
+  r = test::run_cmd(s.command("--steps 2 --order recompute,bad --out " + d.file("x")));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("bad"), std::string::npos) << r.output;
 }
@@ -46,13 +56,10 @@ TEST(AblateCli, RunsEveryRowAndWritesTheTable) {
 // --rounds interleaves the rows in resumed segments: the same losses as one row after
 // another (resume is bit-exact), every step in metrics.jsonl once.
 TEST(AblateCli, InterleavedRoundsGiveTheSameLosses) {
-  test::TempDir d;
-  test::write_file(d.file("t.txt"), test::sample_text(8000));
-  test::write_file(d.file("c.toml"),
-                   "[model]\nn_layer = 1\nn_head = 2\nn_embd = 16\nblock_size = 16\n"
-                   "[train]\nbatch_size = 2\neval_steps = 1\nthreads = 2\n");
-  const std::string base = std::string(GT_BINARY) + " ablate " + d.file("c.toml") + " --data " +
-                           d.file("t.txt") + " --steps 6 --order bf16 ";
+  AblateSetup s(8000, "n_layer = 1\nn_head = 2\nn_embd = 16\nblock_size = 16\n",
+                "batch_size = 2\neval_steps = 1\nthreads = 2\n");
+  const test::TempDir& d = s.d;
+  const std::string base = s.command("--steps 6 --order bf16 ");
   auto r1 = test::run_cmd(base + "--out " + d.file("a"));
   ASSERT_EQ(r1.exit_code, 0) << r1.output;
   auto r3 = test::run_cmd(base + "--rounds 3 --out " + d.file("b"));
@@ -74,13 +81,9 @@ TEST(AblateCli, InterleavedRoundsGiveTheSameLosses) {
 }
 
 TEST(AblateCli, RefusesWhatEachRowSetsAndMalformedFlags) {
-  test::TempDir d;
-  test::write_file(d.file("t.txt"), test::sample_text(5000));
-  test::write_file(d.file("c.toml"),
-                   "[model]\nn_layer = 1\nn_head = 2\nn_embd = 16\nblock_size = 16\n"
-                   "[train]\nbatch_size = 2\n");
-  const std::string base = std::string(GT_BINARY) + " ablate " + d.file("c.toml") + " --data " +
-                           d.file("t.txt") + " --steps 2 --out " + d.file("abl") + " ";
+  AblateSetup s(5000, "n_layer = 1\nn_head = 2\nn_embd = 16\nblock_size = 16\n",
+                "batch_size = 2\n");
+  const std::string base = s.command("--steps 2 --out " + s.d.file("abl") + " ");
   for (auto [flags, message] : std::vector<std::pair<std::string, std::string>>{
            {"--set train.memory_budget=1000000", "ablate sets train.memory_budget"},
            {"--set train.precision=bf16", "ablate sets train.precision"},

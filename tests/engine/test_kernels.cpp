@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "core/error.h"
 #include "test_helpers.h"
 
 namespace gt {
@@ -245,6 +246,14 @@ TEST_F(Kernels, SoftmaxCrossEntropyForwardBackward) {
   EXPECT_THROW(be->softmax_crossentropy_forward(probs.data(), losses.data(), logits.data(),
                                                 bad.data(), N, V),
                std::exception);
+  std::vector<int32_t> negative = {0, 0, -1, 0};
+  try {
+    be->softmax_crossentropy_fused(logits.data(), losses.data(), negative.data(), dloss, N, V);
+    ADD_FAILURE() << "a negative target was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("target token -1 at row 2"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST_F(Kernels, AdamWMatchesFloat64Formula) {

@@ -29,6 +29,14 @@ constexpr float kLnEps = 1e-5f;
 /// Rows per block of layernorm_backward's partial parameter-gradient sums.
 constexpr int64_t kLnRows = 64;
 
+/// Throws gt::Error naming the first target outside the vocabulary [0, V).
+void check_targets(const int32_t* targets, int64_t N, int V) {
+  for (int64_t i = 0; i < N; ++i)
+    if (targets[i] < 0 || targets[i] >= V)
+      throw Error(fmt::format("target token {} at row {} is outside the vocabulary [0, {})",
+                              targets[i], i, V));
+}
+
 /// Splits [0, n) into contiguous chunks, one per thread, and calls f(begin, end).
 template <typename F>
 void parallel_chunks(int64_t n, F f) {
@@ -322,10 +330,7 @@ class CpuBackend final : public Backend {
   void softmax_crossentropy_forward(float* probs, float* losses, const float* logits,
                                     const int32_t* targets, int64_t N, int V) override {
     drop_shadow();
-    for (int64_t i = 0; i < N; ++i)
-      if (targets[i] < 0 || targets[i] >= V)
-        throw Error(fmt::format("target token {} at row {} is outside the vocabulary [0, {})",
-                                targets[i], i, V));
+    check_targets(targets, N, V);
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < N; ++i) {
       const float* l = logits + i * V;
@@ -467,10 +472,7 @@ class CpuBackend final : public Backend {
   void softmax_crossentropy_fused(float* logits, float* losses, const int32_t* targets, float dloss,
                                   int64_t N, int V) override {
     drop_shadow();
-    for (int64_t i = 0; i < N; ++i)
-      if (targets[i] < 0 || targets[i] >= V)
-        throw Error(fmt::format("target token {} at row {} is outside the vocabulary [0, {})",
-                                targets[i], i, V));
+    check_targets(targets, N, V);
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < N; ++i) {
       float* l = logits + i * V;
