@@ -213,7 +213,10 @@ class CpuBackend final : public Backend {
                             const float* inp, const float* w, const float* dgelu, int64_t N, int C,
                             int OC, bool w_transposed) {
     const uint16_t* dout16 = nullptr;  // bf16: the bias gradient sums the rounded operand
-    cpu::MmPost post{.mul = dgelu, .mul_bf16 = dgelu && prec_ == Precision::bf16};
+    // bf16 activations: a GELU-fused dinp goes to the next product as bf16, in place
+    const bool hand16 = dgelu && act16_;
+    const cpu::MmPost post{
+        .mul = dgelu, .mul_bf16 = dgelu && prec_ == Precision::bf16, .c_bf16 = hand16};
     if (prec_ == Precision::fp32) {
       if (dinp)
         cpu::onednn_matmul(dinp, dout, w, nullptr, N, C, OC, false, !w_transposed, false,
@@ -228,9 +231,6 @@ class CpuBackend final : public Backend {
       if (prec_ == Precision::bf16) dout16 = static_cast<const uint16_t*>(d);
       const void* x = act16_ ? static_cast<const void*>(inp) : lowp(act_b_, inp, N * C);
       auto t = mm_type();
-      // bf16 activations: a GELU-fused dinp goes to the next product as bf16, in place
-      const bool hand16 = dgelu && act16_;
-      post.c_bf16 = hand16;
       if (dinp)
         cpu::onednn_matmul(dinp, d, weight_copy(w, (int64_t)C * OC), nullptr, N, C, OC, false,
                            !w_transposed, false, t, post);
@@ -255,7 +255,7 @@ class CpuBackend final : public Backend {
         }
       });
     }
-    if (dinp && dgelu && act16_) {  // handed on as the bf16 copy the product wrote in place
+    if (dinp && hand16) {  // handed on as the bf16 copy the product wrote in place
       emit_shadow(dinp, N * C, reinterpret_cast<uint16_t*>(dinp));
       handoff(dinp);
     }

@@ -11,24 +11,28 @@ namespace gt::cpu {
 
 constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2/pi)
 
-/// gelu(x) = x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
-inline float gelu(float x) {
-  return 0.5f * x * (1.0f + tanh_approx(kGeluScale * (x + 0.044715f * x * x * x)));
-}
-
-/// gelu'(x) = (1 + t)/2 + x/2 (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2), t as in gelu.
-inline float gelu_grad(float x) {
-  float th = tanh_approx(kGeluScale * (x + 0.044715f * x * x * x));
-  float sech2 = 1.0f - th * th;
-  return 0.5f * (1.0f + th) + 0.5f * x * sech2 * kGeluScale * (1.0f + 3.0f * 0.044715f * x * x);
-}
-
-/// gelu(x) and gelu'(x) from one tanh: the same expressions as gelu() and gelu_grad().
+/// gelu(x) = x/2 (1 + t), t = tanh(sqrt(2/pi) (x + 0.044715 x^3)), and its derivative
+/// gelu'(x) = (1 + t)/2 + x/2 (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2), from one tanh.
+/// The one definition gelu() and gelu_grad() use too (inlined, the unused half is dropped).
 inline void gelu_and_grad(float x, float& g, float& d) {
   const float th = tanh_approx(kGeluScale * (x + 0.044715f * x * x * x));
   g = 0.5f * x * (1.0f + th);
   d = 0.5f * (1.0f + th) +
       0.5f * x * (1.0f - th * th) * kGeluScale * (1.0f + 3.0f * 0.044715f * x * x);
+}
+
+/// gelu(x), as gelu_and_grad.
+inline float gelu(float x) {
+  float g, d;
+  gelu_and_grad(x, g, d);
+  return g;
+}
+
+/// gelu'(x), as gelu_and_grad.
+inline float gelu_grad(float x) {
+  float g, d;
+  gelu_and_grad(x, g, d);
+  return d;
 }
 
 /// One pass over n elements of inp. kOut: 0 writes out (f32), 1 out and its bf16 copy o16,
