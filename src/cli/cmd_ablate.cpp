@@ -14,9 +14,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -51,11 +53,16 @@ double claimed_factor(const std::string& t) {
 struct Row {
   std::string name, precision = "fp32", fusion = "off", recompute = "none";
   int batch = 0;
-  double tokens_per_s = 0, joules_per_token = 0, tokens_per_joule = 0, loss = 0;
+  double tokens_per_s = 0, loss = 0;
+  std::optional<double> joules_per_token, tokens_per_joule;  ///< empty: energy unknown
   double val_loss = NAN;
   bool estimated = true;
-  std::string energy = "unknown";  ///< measured | estimated | unknown (no sensor counted)
-  std::string flags;               ///< the meter's flags (a sensor missing, untrusted samples)
+  std::string energy = "unknown";     ///< measured | estimated | unknown
+  std::string energy_unknown_reason;  ///< why, when energy is unknown
+  /// What the energy covers: the logged training intervals, or the whole run when those could
+  /// not be used (then it also holds the final validation pass, and the table says so).
+  std::string energy_basis;
+  std::string flags;  ///< the meter's flags (a sensor missing, untrusted samples)
   size_t peak_rss = 0, planned = 0;
 };
 
@@ -184,7 +191,8 @@ void read_row(Row& row, const fs::path& dir, const std::vector<int>& starts) {
     const int step = j.value("step", 0);
     if (!is_start(step)) tps.push_back(j.value("tokens_per_s", 0.0));
     if (j.contains("energy_j") && j.contains("energy_interval_tokens")) {
-      std::pair<double, double> e{j["energy_j"].get<double>(),
+      // an unknown interval (null) is NaN here, so the sum below is unknown too
+      std::pair<double, double> e{j["energy_j"].is_number() ? j["energy_j"].get<double>() : NAN,
                                   j["energy_interval_tokens"].get<double>()};
       all.push_back(e);
       bool holds_start = false;
@@ -200,24 +208,50 @@ void read_row(Row& row, const fs::path& dir, const std::vector<int>& starts) {
     tokens += t;
   }
   row.tokens_per_s = median(tps);
+  row.energy_basis = "training intervals";
   if (!(tokens > 0 && energy > 0)) {
-    // intervals shorter than the meter's sampling period read 0: use the whole run's window
-    // (which also holds the final validation pass)
-    energy = s.value("energy_j", 0.0);
+    // The intervals' energy is unknown or reads 0 (intervals below the sensors' resolution):
+    // use the whole run's window, which also holds the final validation pass, and say so.
+    const bool run_known = s.contains("energy_j") && s["energy_j"].is_number();
+    energy = run_known ? s["energy_j"].get<double>() : NAN;
     tokens = s.value("tokens", 0.0);
+    row.energy_basis =
+        fmt::format("whole run incl. final validation (the logged intervals' energy was {})",
+                    std::isnan(energy) ? "unknown" : "unknown or 0");
   }
+  if (s.contains("energy") && s["energy"].contains("flags"))  // e.g. a sensor left out
+    for (auto& f : s["energy"]["flags"])
+      row.flags += (row.flags.empty() ? "" : "; ") + f.get<std::string>();
   if (tokens > 0 && energy > 0) {
     row.joules_per_token = energy / tokens;
     row.tokens_per_joule = tokens / energy;
     row.energy = row.estimated ? "estimated" : "measured";
-    if (s.contains("energy") && s["energy"].contains("flags"))  // e.g. a sensor left out
-      for (auto& f : s["energy"]["flags"])
-        row.flags += (row.flags.empty() ? "" : "; ") + f.get<std::string>();
   } else {
     row.energy = "unknown";
-    if (s.contains("energy") && s["energy"].contains("flags"))
-      for (auto& f : s["energy"]["flags"]) row.energy += "; " + f.get<std::string>();
+    row.energy_unknown_reason = s.value(
+        "energy_unknown_reason",
+        std::isnan(energy) ? std::string("no sensor counted")
+                           : fmt::format("the meter read {} J over {} tokens", energy, tokens));
   }
+}
+
+// "unknown" for an empty figure, never 0 or nan.
+std::string fmt_or_unknown(std::optional<double> v, const char* spec, int width) {
+  const std::string t = v ? fmt::format(fmt::runtime(spec), *v) : "unknown";
+  return fmt::format("{:>{}}", t, width);
+}
+
+std::optional<double> ratio_of(std::optional<double> x, std::optional<double> y) {
+  if (!x || !y || !(*y > 0)) return std::nullopt;
+  return *x / *y;
+}
+
+nlohmann::ordered_json json_of(std::optional<double> v) {
+  return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json();
+}
+
+std::string csv_of(std::optional<double> v, const char* spec) {
+  return v ? fmt::format(fmt::runtime(spec), *v) : "";
 }
 
 bool power_limit_writable() {
@@ -327,7 +361,7 @@ int run_ablate(const Args& a) {
   std::string csv =
       "row,precision,fusion,recompute,micro_batch,tokens_per_s,joules_per_token,tokens_per_joule,"
       "energy,peak_rss_bytes,planned_bytes,loss,val_loss,speedup_vs_prev,speedup_vs_baseline,"
-      "factor_vs_prev,factor_vs_baseline,claimed_factor,claimed_cumulative\n";
+      "factor_vs_prev,factor_vs_baseline,claimed_factor,claimed_cumulative,energy_basis\n";
   nlohmann::ordered_json js = nlohmann::ordered_json::array();
   std::printf("\n%-12s %6s %9s %9s %9s %10s %10s %6s %6s %7s %8s %8s %8s %8s %8s %9s  %s\n", "row",
               "batch", "tok/s", "J/token", "tok/J", "peak mem", "planned", "vs pl", "loss", "val",
@@ -339,27 +373,29 @@ int run_ablate(const Args& a) {
     double claimed = i == 0 ? 1.0 : claimed_factor(tech);
     claimed_cum *= claimed;
     auto ratio = [](double x, double y) { return y > 0 ? x / y : NAN; };
-    double fprev = i == 0 ? ratio(w.tokens_per_joule, w.tokens_per_joule)
-                          : ratio(w.tokens_per_joule, rows[i - 1].tokens_per_joule);
-    double fbase = ratio(w.tokens_per_joule, rows[0].tokens_per_joule);
+    const auto fprev = i == 0 ? ratio_of(w.tokens_per_joule, w.tokens_per_joule)
+                              : ratio_of(w.tokens_per_joule, rows[i - 1].tokens_per_joule);
+    const auto fbase = ratio_of(w.tokens_per_joule, rows[0].tokens_per_joule);
     double sprev = i == 0 ? 1.0 : ratio(w.tokens_per_s, rows[i - 1].tokens_per_s);
     double sbase = ratio(w.tokens_per_s, rows[0].tokens_per_s);
+    const bool whole_run = w.tokens_per_joule && w.energy_basis != "training intervals";
     std::printf(
-        "%-12s %6d %9.0f %9.4f %9.1f %10s %10s %+5.1f%% %6.3f %7.3f %7.2fx %7.2fx %8.2fx %8.2fx "
-        "%7.2fx %8.2fx  %s\n",
-        w.name.c_str(), w.batch, w.tokens_per_s, w.joules_per_token, w.tokens_per_joule,
+        "%-12s %6d %9.0f %9s %9s %10s %10s %+5.1f%% %6.3f %7.3f %7.2fx %7.2fx %9s %9s "
+        "%7.2fx %8.2fx  %s%s\n",
+        w.name.c_str(), w.batch, w.tokens_per_s,
+        fmt_or_unknown(w.joules_per_token, "{:.4f}", 9).c_str(),
+        fmt_or_unknown(w.tokens_per_joule, "{:.1f}", 9).c_str(),
         gt::format_bytes(w.peak_rss).c_str(), gt::format_bytes(w.planned).c_str(),
         w.planned ? 100.0 * ((double)w.peak_rss - (double)w.planned) / (double)w.planned : 0.0,
-        w.loss, w.val_loss, sprev, sbase, fprev, fbase, claimed, claimed_cum,
-        w.energy.substr(0, 9).c_str());
-    std::string en = w.energy.substr(0, w.energy.find(';'));
+        w.loss, w.val_loss, sprev, sbase, fmt_or_unknown(fprev, "{:.2f}x", 9).c_str(),
+        fmt_or_unknown(fbase, "{:.2f}x", 9).c_str(), claimed, claimed_cum, w.energy.c_str(),
+        whole_run ? " (whole run)" : "");
     csv += fmt::format(
-        "{},{},{},{},{},{:.1f},{:.6g},{:.6g},{},{},{},{:.5f},{:.5f},{:.4f},{:.4f},{:.4f},{:.4f},{:."
-        "4g},"
-        "{:.4g}\n",
-        w.name, w.precision, w.fusion, w.recompute, w.batch, w.tokens_per_s, w.joules_per_token,
-        w.tokens_per_joule, en, w.peak_rss, w.planned, w.loss, w.val_loss, sprev, sbase, fprev,
-        fbase, claimed, claimed_cum);
+        "{},{},{},{},{},{:.1f},{},{},{},{},{},{:.5f},{:.5f},{:.4f},{:.4f},{},{},{:.4g},{:.4g},{}\n",
+        w.name, w.precision, w.fusion, w.recompute, w.batch, w.tokens_per_s,
+        csv_of(w.joules_per_token, "{:.6g}"), csv_of(w.tokens_per_joule, "{:.6g}"), w.energy,
+        w.peak_rss, w.planned, w.loss, w.val_loss, sprev, sbase, csv_of(fprev, "{:.4f}"),
+        csv_of(fbase, "{:.4f}"), claimed, claimed_cum, w.energy_basis);
     nlohmann::ordered_json o;
     o["row"] = w.name;
     o["precision"] = w.precision;
@@ -367,9 +403,11 @@ int run_ablate(const Args& a) {
     o["recompute"] = w.recompute;
     o["micro_batch"] = w.batch;
     o["tokens_per_s"] = w.tokens_per_s;
-    o["joules_per_token"] = w.joules_per_token;
-    o["tokens_per_joule"] = w.tokens_per_joule;
+    o["joules_per_token"] = json_of(w.joules_per_token);
+    o["tokens_per_joule"] = json_of(w.tokens_per_joule);
     o["energy"] = w.energy;
+    o["energy_basis"] = w.energy_basis;
+    if (!w.energy_unknown_reason.empty()) o["energy_unknown_reason"] = w.energy_unknown_reason;
     o["energy_flags"] = w.flags;
     o["peak_rss_bytes"] = w.peak_rss;
     o["planned_bytes"] = w.planned;
@@ -378,8 +416,8 @@ int run_ablate(const Args& a) {
         std::isnan(w.val_loss) ? nlohmann::ordered_json() : nlohmann::ordered_json(w.val_loss);
     o["speedup_vs_prev"] = sprev;
     o["speedup_vs_baseline"] = sbase;
-    o["factor_vs_prev"] = fprev;
-    o["factor_vs_baseline"] = fbase;
+    o["factor_vs_prev"] = json_of(fprev);
+    o["factor_vs_baseline"] = json_of(fbase);
     o["claimed_factor"] = claimed;
     o["claimed_cumulative"] = claimed_cum;
     js.push_back(o);
@@ -402,21 +440,27 @@ int run_ablate(const Args& a) {
   cap["claimed_factor"] = 1.12;
   cap["claimed_cumulative"] = claimed_cum;
   js.push_back(cap);
-  const bool known =
-      std::all_of(rows.begin(), rows.end(), [](const Row& w) { return w.tokens_per_joule > 0; });
-  const double combined = known ? rows.back().tokens_per_joule / rows[0].tokens_per_joule : NAN;
+  const bool known = std::all_of(rows.begin(), rows.end(),
+                                 [](const Row& w) { return w.tokens_per_joule.has_value(); });
+  const auto combined = ratio_of(rows.back().tokens_per_joule, rows[0].tokens_per_joule);
   const double speed = rows.back().tokens_per_s / rows[0].tokens_per_s;
   const bool est =
       std::any_of(rows.begin(), rows.end(), [](const Row& w) { return w.energy == "estimated"; });
   std::printf(
-      "\ncombined (measured rows): %.2fx tokens/s and %.2fx tokens per joule against the "
+      "\ncombined (measured rows): %.2fx tokens/s and %s tokens per joule against the "
       "baseline; the survey claims %.1fx with the power cap\n",
-      speed, combined, claimed_cum);
+      speed, fmt_or_unknown(combined, "{:.2f}x", 0).c_str(), claimed_cum);
   if (est)
     std::printf(
         "energy is ESTIMATED here (CPU utilization x TDP, no energy counters), so tokens/J "
         "follows tokens/s\n");
-  if (!known) std::printf("energy unknown for some rows (%s)\n", rows[0].energy.c_str());
+  for (auto& w : rows)  // the reason once per row whose energy is unknown
+    if (!w.tokens_per_joule)
+      std::printf("energy unknown for row %s: %s\n", w.name.c_str(),
+                  w.energy_unknown_reason.c_str());
+  for (auto& w : rows)
+    if (w.tokens_per_joule && w.energy_basis != "training intervals")
+      std::printf("row %s: energy is the %s\n", w.name.c_str(), w.energy_basis.c_str());
   for (auto& w : rows)
     if (!w.flags.empty())
       std::printf("warning: row %s: the energy meter flagged: %s\n", w.name.c_str(),
@@ -431,7 +475,7 @@ int run_ablate(const Args& a) {
   doc["order"] = order;
   doc["energy_estimated"] = est;
   doc["rows"] = js;
-  doc["combined_factor"] = known ? nlohmann::ordered_json(combined) : nlohmann::ordered_json();
+  doc["combined_factor"] = known ? json_of(combined) : nlohmann::ordered_json();
   doc["combined_speedup"] = speed;
   doc["claimed_combined"] = claimed_cum;
   std::ofstream(fs::path(a.out) / "ablation.csv") << csv;

@@ -135,19 +135,23 @@ int run_measure(const MeasureArgs& a) {
     r += fmt::format("  {:<14}unknown (no sensor could be read by this process; see the flags)\n",
                      "energy");
   else
-    r += fmt::format("  {:<14}{:.3f} J = {:.3g} kWh{}\n", "energy", m.energy_j,
-                     m.energy_j / 3.6e6, est);
+    r += fmt::format("  {:<14}{:.3f} J = {:.3g} kWh{}\n", "energy", m.energy_j, m.energy_j / 3.6e6,
+                     est);
   for (auto& d : m.domains)
-    r += fmt::format("    {:<18}{:<5}{:>12.3f} J   avg {:>9}   peak {:>8.2f} W   {}\n", d.sensor,
-                     d.domain, d.energy_j,
-                     d.avg_power_w ? fmt::format("{:.2f} W", *d.avg_power_w) : "undefined",
-                     d.peak_power_w, to_string(d.method));
+    r += fmt::format(
+        "    {:<18}{:<5}{:>12.3f} J   avg {:>9}   peak {:>9}   {}\n", d.sensor, d.domain,
+        d.energy_j, d.avg_power_w ? fmt::format("{:.2f} W", *d.avg_power_w) : "undefined",
+        // no interval as long as the sensor's refresh period: no peak either
+        d.avg_power_w ? fmt::format("{:.2f} W", d.peak_power_w) : "undefined", to_string(d.method));
   r += fmt::format("  {:<14}{}{}\n", "avg power",
                    m.avg_power_w ? fmt::format("{:.2f} W", *m.avg_power_w)
                                  : std::string("undefined (window shorter than sensor refresh)"),
                    est);
-  r += fmt::format("  {:<14}{:.2f} W{}\n", "peak power", m.peak_power_w, est);
-  r += fmt::format("  {:<14}{:.4g} gCO2e  at {}{}\n", "carbon", m.g_co2e, m.carbon_source, est);
+  r += fmt::format("  {:<14}{}{}\n", "peak power",
+                   m.avg_power_w ? fmt::format("{:.2f} W", m.peak_power_w) : "undefined", est);
+  r += fmt::format("  {:<14}{}  at {}{}\n", "carbon",
+                   m.known_g_co2e() ? fmt::format("{:.4g} gCO2e", m.g_co2e) : "unknown",
+                   m.carbon_source, est);
   r += fmt::format("  {:<14}{}\n", "method", m.method.empty() ? "none" : m.method);
   r +=
       fmt::format("  {:<14}{:.3f} % of one core (sampling thread CPU time / wall, every {:g} ms)\n",

@@ -19,6 +19,7 @@
                                                 __has_include("energy/meter.h")
 #include "energy/meter.h"
 #include "train/config.h"
+#include "train/energy_hook.h"
 #include "train/trainer.h"
 #define GT_TUNE_HAVE_TRAINER 1
 #endif
@@ -28,26 +29,53 @@ namespace {
 #ifdef GT_TUNE_HAVE_TRAINER
 // The default profiling: `steps` optimizer steps (Trainer::train_step) inside one meter window;
 // energy over all counted domains (J) and its duration (s).
+// The meter takes the configuration's energy.* settings (interval, carbon, CPU TDP), as `train`
+// does. An objective that compares energies is refused here, before any limit changes, when no
+// sensor of this machine counts energy that a power limit can change.
 gt::tune::ProfileFn trainer_profile(const std::string& config,
                                     const std::vector<std::string>& overrides,
-                                    const std::string& run_dir) {
+                                    const std::string& run_dir, gt::tune::Objective objective) {
   gt::TrainConfig cfg;
   gt::load_config_file(config, cfg);
   gt::apply_overrides(overrides, cfg);
   cfg.validate();
-  auto trainer = std::make_shared<gt::Trainer>(cfg, run_dir, /*resume=*/false, nullptr);
   std::shared_ptr<gt::energy::Meter> meter(
-      gt::energy::Meter::create(gt::energy::MeterOptions{}).release());
-  if (meter->estimated())
+      gt::energy::Meter::create(gt::meter_options(cfg)).release());
+  std::string counters, estimates, missing;
+  for (const auto& s : meter->sensors()) {
+    std::string& to = !s.available || !s.counted                    ? missing
+                      : s.kind == gt::energy::SensorKind::kEstimate ? estimates
+                                                                    : counters;
+    to += fmt::format("{}{}{}", to.empty() ? "" : ", ", s.name,
+                      s.reason.empty() ? "" : " (" + s.reason + ")");
+  }
+  if (gt::tune::objective_needs_energy(objective) && counters.empty())
+    throw gt::Error(fmt::format(
+        "greentrain tune --objective {}: no energy counter that sees a power limit can be read "
+        "here ({}{}); the search would compare figures it cannot measure. Use --objective time "
+        "or slowdown, or run where RAPL or NVML energy can be read (`greentrain sensors`)",
+        gt::tune::objective_name(objective),
+        estimates.empty() ? "no sensor counts" : "only estimates: " + estimates,
+        missing.empty() ? "" : "; not read: " + missing));
+  if (!estimates.empty())
     std::fprintf(stderr,
-                 "greentrain tune: warning: part of the energy is an estimate (no hardware "
-                 "counter): the estimate does not see the power limit, so the search measures "
-                 "time only for those domains (`greentrain sensors` lists them)\n");
+                 "greentrain tune: warning: part of the energy is an estimate (%s): the estimate "
+                 "does not see the power limit, so the search measures time only for those "
+                 "domains (`greentrain sensors` lists them)\n",
+                 estimates.c_str());
+  auto trainer = std::make_shared<gt::Trainer>(cfg, run_dir, /*resume=*/false, nullptr);
   return [trainer, meter](int steps) {
     meter->begin_window("tune-profile");
     for (int i = 0; i < steps; ++i) trainer->train_step();
     const auto m = meter->end_window("tune-profile");
-    return gt::tune::StepMeasurement{m.energy_j, m.duration_s};
+    gt::tune::StepMeasurement out;
+    out.energy_j = m.energy_j;
+    out.time_s = m.duration_s;
+    out.energy_known = m.known_energy_j().has_value();
+    out.estimated_only = !m.domains.empty();
+    for (const auto& d : m.domains) out.estimated_only = out.estimated_only && d.estimated;
+    out.flags = m.flags;
+    return out;
   };
 }
 #endif
@@ -99,7 +127,11 @@ void run_tune(const TuneArgs& a) {
               "greentrain tune: expected a training CONFIG (TOML), or --simulate");
     TrainerProfileFactory factory = trainer_profile_factory();
 #ifdef GT_TUNE_HAVE_TRAINER
-    if (!factory) factory = trainer_profile;
+    if (!factory)
+      factory = [objective = opt.objective](const std::string& c, const std::vector<std::string>& o,
+                                            const std::string& r) {
+        return trainer_profile(c, o, r, objective);
+      };
 #endif
     gt::check(static_cast<bool>(factory),
               "greentrain tune CONFIG: profiling real training steps needs the trainer's "

@@ -27,10 +27,25 @@ namespace {
 // here: 1,000 against 5,300 tokens/s under load). libgomp reads its settings when it is
 // loaded, before main(), so the program sets a short spin and re-executes itself once,
 // unless the user chose a policy (OMP_WAIT_POLICY or GOMP_SPINCOUNT).
+//
+// The setting is greentrain's own: after the re-execution libgomp has read it, so it is
+// removed from the environment again, and every program greentrain starts (`measure -- CMD`,
+// sbatch, nvidia-smi) gets the user's environment unchanged. A marker variable says that the
+// spin count was set here and not by the user; it is removed too.
+constexpr const char* kSpinMarker = "GREENTRAIN_SET_GOMP_SPINCOUNT";
+
 void set_openmp_spin(char** argv) {
+  if (std::getenv(kSpinMarker)) {  // the re-executed program: undo what the first one set
+    unsetenv("GOMP_SPINCOUNT");
+    unsetenv(kSpinMarker);
+    return;
+  }
   if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT")) return;
   setenv("GOMP_SPINCOUNT", "10000", 1);
+  setenv(kSpinMarker, "1", 1);
   execv("/proc/self/exe", argv);  // returns only on failure: carry on with the defaults
+  unsetenv("GOMP_SPINCOUNT");
+  unsetenv(kSpinMarker);
 }
 }  // namespace
 

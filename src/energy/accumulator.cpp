@@ -58,7 +58,8 @@ std::optional<Interval> Accumulator::add(double t_s, const Reading& r) {
     prev_power_w_.reset();
     return out;
   }
-  if (kind_ == SensorKind::kEnergyCounter) {
+  // An estimate may be read as a counter too (the CPU estimate's cumulative joules).
+  if (kind_ == SensorKind::kEnergyCounter || (kind_ == SensorKind::kEstimate && r.energy_j)) {
     if (!r.energy_j) {
       if (!first) out = fill(t0, t_s, "counter reading without a value");
       prev_t_ = t_s;

@@ -3,7 +3,8 @@
 // (RAPL max_energy_range_uj) when the corrected power is plausible; a counter that goes
 // backwards for another reason (driver reload, unknown range) or a failed reading gives an
 // *untrusted* interval whose energy is filled with the last trusted power x time (never 0,
-// never negative). Gauges and estimates: trapezoid rule on power.
+// never negative). Gauges and estimates: trapezoid rule on power; an estimate whose reading
+// carries a cumulative energy_j (the CPU estimate) is differenced like a counter.
 #pragma once
 #include <optional>
 #include <string>

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -87,6 +88,20 @@ bool machine_jiffies(const std::string& proc_root, double* busy, double* total) 
   *busy = t - v[3] - (v.size() > 4 ? v[4] : 0);
   return true;
 }
+
+// Online CPUs as /proc/stat counts them (the "cpuN" lines), which its totals are over.
+long stat_cpus(const std::string& proc_root) {
+  std::ifstream f(proc_root + "/stat");
+  long n = 0;
+  for (std::string line; std::getline(f, line);)
+    if (line.size() > 3 && line.rfind("cpu", 0) == 0 &&
+        std::isdigit(static_cast<unsigned char>(line[3])))
+      ++n;
+  return n > 0 ? n : std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+}
+
+// Scheduler ticks per CPU below which a window's utilization is not resolved.
+constexpr double kEstimateResolutionTicks = 5;
 
 struct ProcStat {
   int ppid = 0;
@@ -226,7 +241,7 @@ class CpuEstimateSensor : public Sensor {
     double per_socket = opt.tdp_w ? *opt.tdp_w : lookup_tdp_w(model, &src);
     if (opt.tdp_w) src = "given by configuration";
     tdp_w_ = per_socket * sockets;
-    ncpu_ = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+    ncpu_ = opt.pid ? std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)) : stat_cpus(opt.proc_root);
     hz_ = static_cast<double>(sysconf(_SC_CLK_TCK));
     info_.name = "cpu-estimate";
     info_.domain = "cpu";
@@ -234,7 +249,9 @@ class CpuEstimateSensor : public Sensor {
     info_.kind = SensorKind::kEstimate;
     info_.unit = "W";
     info_.available = true;
-    info_.refresh_period_s = 1.0 / hz_;
+    // Utilization is counted in scheduler ticks (1/hz s per CPU): a window needs a few ticks
+    // per CPU before its mean utilization is resolved. Shorter windows are flagged.
+    info_.refresh_period_s = kEstimateResolutionTicks / hz_;
     info_.method =
         fmt::format("estimated: TDP {:.0f} W ({} socket(s) x {:.0f} W, {}) x CPU utilization of {}",
                     tdp_w_, sockets, per_socket, src,
@@ -242,9 +259,12 @@ class CpuEstimateSensor : public Sensor {
                             : std::string("the machine (/proc/stat)"));
     // A machine-wide estimate counts the whole node: one reader per node, like a device.
     if (opt.pid == 0) info_.device_key = "cpu-estimate-machine";
-    sample(&prev_busy_, &prev_t_);
   }
   const SensorInfo& info() const override { return info_; }
+  // The estimate is read as an energy counter: TDP x busy CPU-seconds / CPUs, cumulative.
+  // Over any window this is TDP x the window's mean utilization x its length, without the
+  // bias of holding a utilization that is only resolvable over several scheduler ticks (a
+  // 20 ms window once read 0 J because the held value was still the initial 0).
   Reading read(double) override {
     Reading r;
     double busy = 0, t = 0;
@@ -253,20 +273,8 @@ class CpuEstimateSensor : public Sensor {
                          : fmt::format("{}/stat unreadable", opt_.proc_root);
       return r;
     }
-    if (t > prev_t_ && busy >= prev_busy_) {
-      const double denom = opt_.pid ? (t - prev_t_) * hz_ * static_cast<double>(ncpu_)
-                                    : (t - prev_t_);  // machine mode: t is total jiffies
-      // Hold the last utilization over intervals too short for jiffy resolution (~50 ms).
-      const bool long_enough =
-          opt_.pid ? t - prev_t_ >= 0.05 : t - prev_t_ >= 5.0 * static_cast<double>(ncpu_);
-      if (denom > 0 && long_enough) {
-        util_ = std::clamp((busy - prev_busy_) / denom, 0.0, 1.0);
-        prev_busy_ = busy;
-        prev_t_ = t;
-      }
-    }
     r.ok = true;
-    r.power_w = tdp_w_ * util_;
+    r.energy_j = tdp_w_ * busy / (hz_ * static_cast<double>(ncpu_));
     return r;
   }
 
@@ -286,7 +294,6 @@ class CpuEstimateSensor : public Sensor {
   double tdp_w_ = kDefaultTdpW;
   long ncpu_ = 1;
   double hz_ = 100;
-  double prev_busy_ = 0, prev_t_ = 0, util_ = 0;
 };
 
 class RamEstimateSensor : public Sensor {

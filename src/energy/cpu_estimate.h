@@ -3,7 +3,10 @@
 //   cpu power (W) = TDP (W) x utilization (0..1)   (CodeCarbon's "cpu_load" model)
 //   ram power (W) = ram_w_per_gb x GB              (CodeCarbon <= 2.x: 3 W per 8 GB = 0.375 W/GB)
 // Utilization is that of the whole machine (/proc/stat) or of one process tree (/proc/PID/stat
-// of the process and its descendants, reaped children included), over all online CPUs.
+// of the process and its descendants, reaped children included), over all online CPUs. The CPU
+// estimate is read as a cumulative energy, TDP x busy CPU-seconds / CPUs, so that a window's
+// energy is TDP x its own mean utilization x its length; its resolution (refresh_period_s) is
+// 5 scheduler ticks, and shorter windows are flagged by the meter.
 #pragma once
 #include <optional>
 #include <string>

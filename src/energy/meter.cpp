@@ -249,10 +249,18 @@ Measurement Meter::end_window(const std::string& name) {
       d.flags.push_back("zero-length window: power undefined");
     else
       d.flags.push_back(fmt::format(
-          "window {:.4f} s is shorter than the sensor's refresh period {:g} s: power undefined, "
-          "energy uncertain",
+          "window {:.4f} s is shorter than the sensor's refresh period (resolution) {:g} s: "
+          "power undefined, energy uncertain",
           m.duration_s, s.info.refresh_period_s));
     if (d.avg_power_w && d.peak_power_w < *d.avg_power_w) d.peak_power_w = *d.avg_power_w;
+    // A counted domain that reads nothing over a whole window is more likely a sensor that does
+    // not count (an idle estimate that could not resolve the window, a counter the firmware
+    // does not update) than a device drawing no power: say so wherever the figure goes.
+    if (m.duration_s > 0 && !(a.energy_j > 0))
+      d.flags.push_back(fmt::format(
+          "read 0 J (0 W) over the whole {:.4f} s window: the sensor may not be counting, or the "
+          "window is below its resolution",
+          m.duration_s));
     if (a.wraps) d.flags.push_back(fmt::format("counter wrapped {} time(s), corrected", a.wraps));
     if (a.untrusted_s > 0 || a.incomplete) {
       std::string n;
@@ -270,7 +278,15 @@ Measurement Meter::end_window(const std::string& name) {
     methods.push_back(s.info.name + ": " + s.info.method);
     m.domains.push_back(std::move(d));
   }
-  if (m.domains.empty()) m.flags.push_back("no sensor counted: energy is unknown, not 0");
+  if (m.domains.empty()) {
+    std::string why;
+    for (const Slot& s : slots_)
+      if (!s.active && !s.info.reason.empty())
+        why += fmt::format("{}{}: {}", why.empty() ? "" : "; ", s.info.name, s.info.reason);
+    m.energy_unknown_reason = why.empty() ? "no energy sensor on this machine"
+                                          : "no sensor could be read by this process (" + why + ")";
+    m.flags.push_back("no sensor counted: energy is unknown, not 0");
+  }
   if (m.duration_s > 0 && m.duration_s >= max_refresh && !m.domains.empty())
     m.avg_power_w = m.energy_j / m.duration_s;
   if (m.avg_power_w && m.peak_power_w < *m.avg_power_w) m.peak_power_w = *m.avg_power_w;

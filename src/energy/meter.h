@@ -77,6 +77,16 @@ struct Measurement {
   std::string method;                      ///< e.g. "cpu-estimate: estimated: TDP 85 W x ..."
   std::string carbon_source;               ///< CarbonIntensity::describe()
   std::vector<std::string> flags;  ///< window-level and per-domain flags, prefixed by sensor
+  /// Why the energy is unknown (no sensor counted); empty when it is known.
+  std::string energy_unknown_reason;
+  /// energy_j when at least one sensor counted; empty (unknown, never 0) when none did.
+  std::optional<double> known_energy_j() const {
+    return domains.empty() ? std::nullopt : std::optional<double>(energy_j);
+  }
+  /// g_co2e when the energy is known; empty otherwise (gCO2e).
+  std::optional<double> known_g_co2e() const {
+    return domains.empty() ? std::nullopt : std::optional<double>(g_co2e);
+  }
   /// Sum of energy_j of the counted domains named `domain` ("cpu", "gpu", "ram", "psys").
   double energy_j_of(const std::string& domain) const;
   /// Average power (W) of one domain kind over the window; 0 if duration is 0.

@@ -94,7 +94,10 @@ std::string codecarbon_row(const Measurement& m, const RunInfo& run) {
   const double cpu_j = m.energy_j_of("cpu") + m.energy_j_of("psys");
   const double gpu_j = m.energy_j_of("gpu"), ram_j = m.energy_j_of("ram");
   const double d = m.duration_s;
-  auto w = [d](double j) { return d > 0 ? j / d : 0.0; };
+  const bool known = m.known_energy_j().has_value();
+  // Unknown is an empty field, never 0 (CodeCarbon's readers take an empty field as missing).
+  auto w = [d, known](double j) { return known && d > 0 ? num(j / d) : std::string(); };
+  auto e = [known](double j) { return known ? num(j) : std::string(); };
   std::time_t t = static_cast<std::time_t>(m.start_unix_s + m.duration_s);
   char ts[32];
   std::tm tm{};
@@ -105,7 +108,7 @@ std::string codecarbon_row(const Measurement& m, const RunInfo& run) {
   int gpus = 0;
   for (auto& x : m.domains) gpus += x.domain == "gpu";
   std::string method = m.estimated ? "estimated; " + m.method : "measured; " + m.method;
-  std::string flags;
+  std::string flags = known ? "" : "energy unknown: " + m.energy_unknown_reason;
   for (auto& f : m.flags) {
     if (!flags.empty()) flags += " | ";
     flags += f;
@@ -116,15 +119,15 @@ std::string codecarbon_row(const Measurement& m, const RunInfo& run) {
                                 run.run_id.empty() ? make_run_id() : run.run_id,
                                 run.experiment_id,
                                 num(d),
-                                num(kg),
-                                num(d > 0 ? kg / d : 0),
-                                num(w(cpu_j)),
-                                num(w(gpu_j)),
-                                num(w(ram_j)),
-                                num(cpu_j * kwh),
-                                num(gpu_j * kwh),
-                                num(ram_j * kwh),
-                                num(m.energy_j * kwh),
+                                e(kg),
+                                known && d > 0 ? num(kg / d) : std::string(),
+                                w(cpu_j),
+                                w(gpu_j),
+                                w(ram_j),
+                                e(cpu_j * kwh),
+                                e(gpu_j * kwh),
+                                e(ram_j * kwh),
+                                e(m.energy_j * kwh),
                                 run.country_name,
                                 run.country_iso_code,
                                 run.region,
@@ -180,10 +183,12 @@ nlohmann::json to_json(const Measurement& m) {
   j["name"] = m.name;
   j["start_unix_s"] = m.start_unix_s;
   j["duration_s"] = m.duration_s;
-  j["energy_j"] = m.energy_j;
+  const bool known = m.known_energy_j().has_value();
+  j["energy_j"] = known ? json(m.energy_j) : json(nullptr);
+  if (!known) j["energy_unknown_reason"] = m.energy_unknown_reason;
   j["avg_power_w"] = m.avg_power_w ? json(*m.avg_power_w) : json(nullptr);
-  j["peak_power_w"] = m.peak_power_w;
-  j["g_co2e"] = m.g_co2e;
+  j["peak_power_w"] = known ? json(m.peak_power_w) : json(nullptr);
+  j["g_co2e"] = known ? json(m.g_co2e) : json(nullptr);
   j["carbon_source"] = m.carbon_source;
   j["estimated"] = m.estimated;
   j["method"] = m.method;
@@ -210,6 +215,7 @@ void write_json_file(const std::string& path, const nlohmann::json& j) {
 }
 
 std::string summary_line(const Measurement& m, std::optional<double> tokens) {
+  if (!m.known_energy_j()) return "energy unknown";
   std::string s = m.avg_power_w ? fmt::format("{:.1f} W", *m.avg_power_w) : "power undefined";
   if (tokens && *tokens > 0) s += fmt::format(", {:.3g} J/token", m.energy_j / *tokens);
   if (m.estimated) s += " (estimated)";

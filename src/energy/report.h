@@ -25,7 +25,9 @@ struct RunInfo {
 /// CodeCarbon's emissions.csv column names, in order, then energy_method and energy_flags.
 const std::vector<std::string>& codecarbon_columns();
 
-/// One CSV row (no newline) for `m`; fields with commas or quotes are quoted.
+/// One CSV row (no newline) for `m`; fields with commas or quotes are quoted. When the energy
+/// is unknown its energy, power and emissions fields are empty (never 0) and energy_flags
+/// starts with "energy unknown: <reason>".
 std::string codecarbon_row(const Measurement& m, const RunInfo& run);
 
 /// Appends one row to the CSV at `path`, writing the header if the file is new. The file is
@@ -41,14 +43,15 @@ inline void append_run_energy_csv(const std::string& run_dir, const Measurement&
 }
 
 /// The measurement as JSON: name, duration_s, energy_j, avg_power_w (null if undefined),
-/// peak_power_w, g_co2e, estimated, method, carbon_source, flags, domains[...].
+/// peak_power_w, g_co2e, estimated, method, carbon_source, flags, domains[...]. When no sensor
+/// counted, energy_j, peak_power_w and g_co2e are null and energy_unknown_reason says why.
 nlohmann::json to_json(const Measurement& m);
 
 /// Writes `j` to `path` atomically (temp file then rename), pretty-printed.
 void write_json_file(const std::string& path, const nlohmann::json& j);
 
 /// One line: "12.3 W, 0.45 J/token (estimated)"; the J/token part only when tokens > 0,
-/// "power undefined" when the window was too short.
+/// "power undefined" when the window was too short, "energy unknown" when no sensor counted.
 std::string summary_line(const Measurement& m, std::optional<double> tokens = std::nullopt);
 
 /// A random UUID4 string (CodeCarbon's run_id form).

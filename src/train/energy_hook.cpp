@@ -7,6 +7,22 @@
 
 namespace gt {
 
+nlohmann::json json_or_null(std::optional<double> v) {
+  return v ? nlohmann::json(*v) : nlohmann::json();
+}
+
+void add_energy_fields(const energy::Measurement& m, double tokens, nlohmann::json& record) {
+  const auto known = m.known_energy_j();
+  record["energy_j"] = json_or_null(known);
+  record["power_w"] = json_or_null(m.avg_power_w);
+  record["joules_per_token"] =
+      known ? json_or_null(energy::joules_per_token(*known, tokens)) : nlohmann::json();
+  record["g_co2e"] = json_or_null(m.known_g_co2e());
+  record["energy_estimated"] = m.estimated;
+  if (!known) record["energy_unknown_reason"] = m.energy_unknown_reason;
+  if (!m.flags.empty()) record["energy_flags"] = m.flags;
+}
+
 energy::MeterOptions meter_options(const TrainConfig& cfg) {
   energy::MeterOptions o;
   o.interval_s = cfg.energy_interval_ms / 1000.0;
@@ -50,12 +66,7 @@ std::string EnergyHook::end_step(int64_t step, int64_t tokens, double flops,
   if (!at_log) return {};
   energy::Measurement m = meter_->end_window("interval");
   interval_open_ = false;
-  record["energy_j"] = m.energy_j;
-  if (m.avg_power_w) record["power_w"] = *m.avg_power_w;
-  if (auto j = energy::joules_per_token(m.energy_j, interval_tokens_))
-    record["joules_per_token"] = *j;
-  record["g_co2e"] = m.g_co2e;
-  record["energy_estimated"] = m.estimated;
+  add_energy_fields(m, static_cast<double>(interval_tokens_), record);
   record["energy_interval_tokens"] = interval_tokens_;
   std::string line = energy::summary_line(m, static_cast<double>(interval_tokens_));
   interval_tokens_ = 0;
@@ -69,13 +80,13 @@ void EnergyHook::finish(nlohmann::json& summary) {
     interval_open_ = false;
   }
   energy::Measurement m = meter_->end_window("run");
-  if (m.domains.empty()) summary["energy_unknown"] = true;  // never a silent 0
-  summary["energy_j"] = m.energy_j;
-  if (auto j = energy::joules_per_token(m.energy_j, run_tokens_)) summary["joules_per_token"] = *j;
-  if (auto t = energy::tokens_per_joule(run_tokens_, m.energy_j)) summary["tokens_per_joule"] = *t;
-  if (auto g = energy::gflops_per_watt(run_flops_, m.energy_j)) summary["gflops_per_watt"] = *g;
-  summary["g_co2e"] = m.g_co2e;
-  summary["energy_estimated"] = m.estimated;
+  summary["energy_unknown"] = !m.known_energy_j();  // never a silent 0
+  add_energy_fields(m, static_cast<double>(run_tokens_), summary);
+  const auto known = m.known_energy_j();
+  summary["tokens_per_joule"] =
+      known ? json_or_null(energy::tokens_per_joule(run_tokens_, *known)) : nlohmann::json();
+  summary["gflops_per_watt"] =
+      known ? json_or_null(energy::gflops_per_watt(run_flops_, *known)) : nlohmann::json();
   summary["energy_method"] = m.method;
   summary["energy"] = energy::to_json(m);
   energy::RunInfo info;

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "energy/meter.h"
@@ -15,6 +16,15 @@ namespace gt {
 /// Meter options from the energy.* keys: interval_ms, carbon_intensity (gCO2e/kWh) or
 /// carbon_csv (+ carbon_utc_offset_h), cpu_tdp_w. Throws on an unreadable carbon CSV.
 energy::MeterOptions meter_options(const TrainConfig& cfg);
+
+/// JSON null for an empty optional, else its value.
+nlohmann::json json_or_null(std::optional<double> v);
+
+/// Adds one measurement's energy fields to a metrics.jsonl line or summary.json: energy_j (J),
+/// power_w (W), joules_per_token (J/token over `tokens`), g_co2e (gCO2e), energy_estimated, and
+/// when they apply energy_unknown_reason and energy_flags. Unknown or undefined figures are
+/// null, never 0.
+void add_energy_fields(const energy::Measurement& m, double tokens, nlohmann::json& record);
 
 class EnergyHook final : public StepObserver {
  public:

@@ -82,9 +82,12 @@ void RunSummaryWriter::finish(const RunResult& r) {
         totals["first_step"] = pt.value("first_step", pt.value("session_start_step", 0));
         if (pt.contains("tokens"))
           totals["tokens"] = totals["tokens"].get<int64_t>() + pt["tokens"].get<int64_t>();
+        // An unknown (null) figure in any session makes the total unknown, not a partial sum.
         for (const char* k : {"duration_s", "energy_j", "g_co2e"})
           if (totals.contains(k) && pt.contains(k))
-            totals[k] = totals[k].get<double>() + pt[k].get<double>();
+            totals[k] = totals[k].is_number() && pt[k].is_number()
+                            ? nlohmann::ordered_json(totals[k].get<double>() + pt[k].get<double>())
+                            : nlohmann::ordered_json();
       }
     } catch (const std::exception&) {  // unreadable: the totals cover this session only
     }

@@ -51,6 +51,8 @@ double zeus_cost_j(double energy_j, double time_s, double eta, double p_max_w) {
   return eta * energy_j + (1 - eta) * p_max_w * time_s;
 }
 
+bool objective_needs_energy(Objective o) { return o == Objective::energy || o == Objective::cost; }
+
 double choose_limit_w(const std::vector<ProfilePoint>& points, const TuneOptions& opt,
                       double p_max_w) {
   check(!points.empty(), "power-limit search: no profiled limits to choose from");
@@ -87,10 +89,17 @@ nlohmann::json tune_result_to_json(const TuneResult& r, const TuneOptions& opt) 
   for (const auto& p : r.points)
     pts.push_back(
         {{"limit_w", p.limit_w},
-         {"energy_per_step_j", p.energy_per_step_j},
+         {"energy_per_step_j", std::isnan(p.energy_per_step_j)  // unknown
+                                   ? nlohmann::json()
+                                   : nlohmann::json(p.energy_per_step_j)},
          {"time_per_step_s", p.time_per_step_s},
-         {"avg_power_w", p.avg_power_w()},
-         {"cost_j", zeus_cost_j(p.energy_per_step_j, p.time_per_step_s, opt.eta, r.p_max_w)}});
+         {"avg_power_w",
+          std::isnan(p.energy_per_step_j) ? nlohmann::json() : nlohmann::json(p.avg_power_w())},
+         {"cost_j", std::isnan(p.energy_per_step_j)
+                        ? nlohmann::json()
+                        : nlohmann::json(zeus_cost_j(p.energy_per_step_j, p.time_per_step_s,
+                                                     opt.eta, r.p_max_w))},
+         {"flags", p.flags}});
   return {{"format", "greentrain-power-profile-1"},
           {"devices", r.devices},
           {"original_limits_w", r.original_limits_w},
@@ -151,8 +160,11 @@ bool load_profile(const std::string& path, const std::vector<std::string>& devic
     }
     std::vector<ProfilePoint> pts;
     for (const auto& p : j.at("points"))
-      pts.push_back({p.at("limit_w").get<double>(), p.at("energy_per_step_j").get<double>(),
-                     p.at("time_per_step_s").get<double>()});
+      pts.push_back({p.at("limit_w").get<double>(),
+                     p.at("energy_per_step_j").is_null() ? NAN  // unknown when profiled
+                                                         : p.at("energy_per_step_j").get<double>(),
+                     p.at("time_per_step_s").get<double>(),
+                     {}});
     if (pts.size() != cands.size()) return false;
     for (std::size_t i = 0; i < pts.size(); ++i)
       if (std::fabs(pts[i].limit_w - cands[i]) > 1e-6) return false;
@@ -202,16 +214,34 @@ TuneResult tune_power_limit(const std::vector<DevicePtr>& devices, const Profile
     guard.apply_w(limit);
     if (opt.warmup_steps > 0) profile(opt.warmup_steps);
     const StepMeasurement m = profile(opt.profile_steps);
-    check(m.time_s > 0 && m.energy_j >= 0,
-          fmt::format("power-limit search: the profiling at {} W returned {} J in {} s; expected "
-                      "time > 0 and energy >= 0",
-                      limit, m.energy_j, m.time_s));
-    ProfilePoint p{limit, m.energy_j / opt.profile_steps, m.time_s / opt.profile_steps};
+    check(m.time_s > 0, fmt::format("power-limit search: the profiling at {} W took {} s; "
+                                    "expected time > 0",
+                                    limit, m.time_s));
+    std::string flags;
+    for (const auto& f : m.flags) flags += (flags.empty() ? "" : "; ") + f;
+    if (objective_needs_energy(opt.objective))
+      check(m.energy_known && m.energy_j > 0 && !m.estimated_only,
+            fmt::format("power-limit search: objective '{}' compares energies, but at {} W the "
+                        "meter {}{}; use --objective time or slowdown, or a machine whose "
+                        "energy counters (RAPL, NVML) can be read",
+                        objective_name(opt.objective), limit,
+                        !m.energy_known    ? "could not measure the energy"
+                        : m.estimated_only ? "has only an estimate, which does not see the limit"
+                                           : fmt::format("read {} J", m.energy_j),
+                        flags.empty() ? "" : " (" + flags + ")"));
+    ProfilePoint p{limit, m.energy_known ? m.energy_j / opt.profile_steps : NAN,
+                   m.time_s / opt.profile_steps, m.flags};
     r.points.push_back(p);
-    if (log)
-      std::fprintf(log, "limit %6.1f W: %9.3f J/step %8.4f s/step %7.1f W avg, cost %9.3f J\n",
-                   limit, p.energy_per_step_j, p.time_per_step_s, p.avg_power_w(),
-                   zeus_cost_j(p.energy_per_step_j, p.time_per_step_s, opt.eta, r.p_max_w));
+    if (log) {
+      if (m.energy_known)
+        std::fprintf(log, "limit %6.1f W: %9.3f J/step %8.4f s/step %7.1f W avg, cost %9.3f J%s\n",
+                     limit, p.energy_per_step_j, p.time_per_step_s, p.avg_power_w(),
+                     zeus_cost_j(p.energy_per_step_j, p.time_per_step_s, opt.eta, r.p_max_w),
+                     m.estimated_only ? " (estimated)" : "");
+      else
+        std::fprintf(log, "limit %6.1f W: energy unknown %8.4f s/step\n", limit, p.time_per_step_s);
+      for (const auto& f : m.flags) std::fprintf(log, "  flag: %s\n", f.c_str());
+    }
   }
   guard.restore();
   r.chosen_limit_w = choose_limit_w(r.points, opt, r.p_max_w);

@@ -20,10 +20,15 @@
 
 namespace gt::tune {
 
-/// What the profiled steps cost: energy over all devices, J; wall time, s.
+/// What the profiled steps cost: energy over all devices, J; wall time, s; and what the meter
+/// said of the energy, so that a search never optimises a figure that was not measured.
 struct StepMeasurement {
-  double energy_j = 0;
-  double time_s = 0;
+  double energy_j = 0;             ///< J; a figure only when energy_known
+  double time_s = 0;               ///< s
+  bool energy_known = true;        ///< false: no sensor counted (the meter's energy is unknown)
+  bool estimated_only = false;     ///< every counted domain is a model (TDP x utilization), which
+                                   ///< does not see a power limit
+  std::vector<std::string> flags;  ///< the meter's flags for the window
 };
 
 /// Runs `steps` training steps at the power limits now in force and measures them. The
@@ -47,9 +52,10 @@ struct TuneOptions {
 
 /// One measured limit.
 struct ProfilePoint {
-  double limit_w = 0;            ///< W (each device)
-  double energy_per_step_j = 0;  ///< J per step, all devices
-  double time_per_step_s = 0;    ///< s per step
+  double limit_w = 0;              ///< W (each device)
+  double energy_per_step_j = 0;    ///< J per step, all devices
+  double time_per_step_s = 0;      ///< s per step
+  std::vector<std::string> flags;  ///< the meter's flags at this limit (shown and saved)
   double avg_power_w() const {
     return time_per_step_s > 0 ? energy_per_step_j / time_per_step_s : 0;
   }
@@ -76,9 +82,14 @@ double zeus_cost_j(double energy_j, double time_s, double eta, double p_max_w);
 double choose_limit_w(const std::vector<ProfilePoint>& points, const TuneOptions& opt,
                       double p_max_w);
 
+/// true for the objectives that compare energies (energy, cost).
+bool objective_needs_energy(Objective o);
+
 /// Runs the search on devices (all set to the same limit) with profile(), or reuses the
 /// profile at opt.profile_path when it was made on the same devices and candidates. Refuses
-/// before changing anything (gt::Error saying what is needed) without permission. The previous
+/// before changing anything (gt::Error saying what is needed) without permission. An objective
+/// that needs energy stops the search (limits restored) with gt::Error when a profiled window's
+/// energy is unknown, reads 0 J, or is an estimate only. The previous
 /// limits are restored on return, exception, and SIGINT/SIGTERM (PowerLimitGuard). log: where
 /// progress lines go (nullptr: silent).
 TuneResult tune_power_limit(const std::vector<DevicePtr>& devices, const ProfileFn& profile,

@@ -5,9 +5,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 #include <sstream>
 #include <thread>
@@ -127,6 +129,49 @@ TEST(MeasureCli, BadOptionsAreErrors) {
   auto r = e.run({"measure", "--carbon-csv", e.d / "missing.csv", "--", "true"});
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("missing.csv"), std::string::npos) << r.err;
+}
+
+// The measured command runs in the user's environment, unchanged: greentrain's own OpenMP
+// spin setting (cli/main.cpp) must not leak into it (it once printed GOMP_SPINCOUNT=10000).
+std::vector<std::string> sorted_lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<std::string> own_environment() {
+  std::vector<std::string> out;
+  for (char** e = environ; *e; ++e) out.push_back(*e);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST(MeasureCli, CommandGetsTheUsersEnvironmentUnchanged) {
+  CliEnv e;
+  for (const char* user_spin : {static_cast<const char*>(nullptr), "77"}) {
+    std::optional<EnvGuard> spin;
+    if (user_spin)
+      spin.emplace("GOMP_SPINCOUNT", user_spin);
+    else
+      unsetenv("GOMP_SPINCOUNT");
+    unsetenv("OMP_WAIT_POLICY");
+    const std::string out = e.d / "env.txt";
+    auto r = e.run({"measure", "--", "sh", "-c", "env > " + out});
+    ASSERT_EQ(r.code, 0) << r.err;
+    auto child = sorted_lines(slurp(out));
+    // sh itself may add PWD, SHLVL and _; compare everything else.
+    auto drop_shell = [](std::vector<std::string> v) {
+      std::erase_if(v, [](const std::string& l) {
+        return l.rfind("PWD=", 0) == 0 || l.rfind("OLDPWD=", 0) == 0 || l.rfind("SHLVL=", 0) == 0 ||
+               l.rfind("_=", 0) == 0;
+      });
+      return v;
+    };
+    EXPECT_EQ(drop_shell(child), drop_shell(own_environment()))
+        << "with GOMP_SPINCOUNT " << (user_spin ? user_spin : "unset");
+  }
 }
 
 TEST(SensorsCli, ListsSensorsAndReasons) {

@@ -2,6 +2,7 @@
 // refresh period), one reader per device, the sampling thread, replay, detection here.
 #include "energy/meter.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -219,13 +220,17 @@ TEST(CpuEstimate, ProcessTreeSeesItsOwnCpuAndStatesTheMethod) {
   EXPECT_NE(s[0]->info().method.find("estimated: TDP 100 W"), std::string::npos);
   EXPECT_NE(s[0]->info().method.find("process tree"), std::string::npos);
   EXPECT_TRUE(s[0]->info().device_key.empty());  // per-process: no node lock
+  auto r0 = s[0]->read(0);                       // cumulative estimated joules of this process tree
+  ASSERT_TRUE(r0.ok) << r0.error;
   auto t0 = std::chrono::steady_clock::now();
   volatile double x = 0;
   while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(300)) x = x + 1;
   auto r = s[0]->read(0);
   ASSERT_TRUE(r.ok) << r.error;
-  EXPECT_GT(*r.power_w, 5.0);    // at least some of one core's share of 100 W
-  EXPECT_LE(*r.power_w, 100.0);  // never above TDP
+  const double w = (*r.energy_j - *r0.energy_j) /
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GT(w, 5.0);           // at least some of one core's share of 100 W
+  EXPECT_LE(w, 100.0 * 1.05);  // never above TDP (5 % for tick rounding)
   auto m = s[1]->read(0);
   ASSERT_TRUE(m.ok);
   EXPECT_GT(*m.power_w, 0.0);  // resident memory x 0.375 W/GB
@@ -236,6 +241,108 @@ TEST(CpuEstimate, TdpTableAndStatedDefault) {
   EXPECT_DOUBLE_EQ(lookup_tdp_w("AMD EPYC 7763 64-Core Processor", &src), 280);
   EXPECT_DOUBLE_EQ(lookup_tdp_w("Intel(R) Xeon(R) Processor", &src), kDefaultTdpW);
   EXPECT_NE(src.find("default 85 W"), std::string::npos);
+}
+
+}  // namespace gt::energy
+
+// Issue 12, part 3: zero where the truth is unknown.
+namespace gt::energy {
+using namespace test;
+
+namespace {
+// A /proc with a 2-CPU /proc/stat whose busy and idle jiffies the test sets.
+struct FakeProc {
+  TempDir d;
+  FakeProc() {
+    write_file(d / "cpuinfo", "processor\t: 0\nmodel name\t: Test CPU\n");
+    write_file(d / "meminfo", "MemTotal:       1000000 kB\n");
+    set(1000, 9000);
+  }
+  void set(long busy, long idle) {
+    write_file(d / "stat", fmt::format("cpu  {} 0 0 {} 0 0 0 0 0 0\ncpu0 0 0 0 0 0 0 0 0 0 0\n"
+                                       "cpu1 0 0 0 0 0 0 0 0 0 0\nintr 0\n",
+                                       busy, idle));
+  }
+};
+}  // namespace
+
+// A 20 ms window of a fully busy 2-CPU machine: 4 busy ticks of 4 (USER_HZ 100). It read
+// 0.000 J ("avg 0.00 W") because the held utilization was still its initial 0.
+TEST(CpuEstimate, WindowBelowTheResolutionIsNotZeroAndIsFlagged) {
+  FakeProc proc;
+  CpuEstimateOptions o;
+  o.proc_root = proc.d.path;
+  o.tdp_w = 85;
+  TempDir locks;
+  ManualClock clk;
+  Meter m(make_cpu_estimate(o), manual_options(locks.path), clk.clock());
+  m.begin_window("steps");
+  clk.advance(0.02);
+  proc.set(1004, 9000);
+  auto r = m.end_window("steps");
+  ASSERT_EQ(r.domains.size(), 2u);
+  EXPECT_EQ(r.domains[0].sensor, "cpu-estimate");
+  const double hz = static_cast<double>(sysconf(_SC_CLK_TCK));
+  EXPECT_NEAR(r.domains[0].energy_j, 85.0 * 4 / (hz * 2), 1e-9);  // 1.7 J at USER_HZ 100
+  EXPECT_FALSE(r.domains[0].avg_power_w.has_value());             // not resolved: no "0.00 W"
+  bool flagged = false;
+  for (auto& f : r.flags) flagged = flagged || f.find("cpu-estimate: window") == 0;
+  EXPECT_TRUE(flagged) << testing::PrintToString(r.flags);
+}
+
+// Over a resolved window the estimate is TDP x the window's own utilization: 50 % busy.
+TEST(CpuEstimate, ResolvedWindowIsTdpTimesItsUtilization) {
+  FakeProc proc;
+  CpuEstimateOptions o;
+  o.proc_root = proc.d.path;
+  o.tdp_w = 100;
+  TempDir locks;
+  ManualClock clk;
+  Meter m(make_cpu_estimate(o), manual_options(locks.path), clk.clock());
+  m.begin_window("w");
+  for (int i = 1; i <= 10; ++i) {  // 1 s in 0.1 s ticks, 10 of 20 ticks busy each
+    clk.advance(0.1);
+    proc.set(1000 + 10 * i, 9000 + 10 * i);
+    m.sample_now();
+  }
+  auto r = m.end_window("w");
+  EXPECT_NEAR(r.domains[0].energy_j, 100 * 0.5 * 1.0, 1e-9);
+  EXPECT_NEAR(*r.domains[0].avg_power_w, 50, 1e-9);
+}
+
+// The kind: any counted domain that reads 0 J over a whole window is flagged.
+TEST(Meter, DomainReadingZeroOverAWindowIsFlagged) {
+  TempDir d;
+  SensorList s;
+  auto g = std::make_unique<ScriptedSensor>(gauge_info("gpu0"));
+  *g->next = power(0);
+  s.push_back(std::move(g));
+  ManualClock clk;
+  Meter m(std::move(s), manual_options(d.path), clk.clock());
+  m.begin_window("w");
+  clk.advance(1);
+  auto r = m.end_window("w");
+  ASSERT_EQ(r.flags.size(), 1u);
+  EXPECT_NE(r.flags[0].find("gpu0: read 0 J"), std::string::npos) << r.flags[0];
+  EXPECT_EQ(r.known_energy_j(), 0.0);  // known, but flagged
+}
+
+// No sensor: the energy is unknown (empty, with the reason), not 0.
+TEST(Meter, NoSensorMeansUnknownEnergyWithTheReason) {
+  TempDir d;
+  SensorList s;
+  SensorInfo bad = counter_info("rapl:package-0");
+  bad.reason = "permission denied";
+  s.push_back(std::make_unique<UnavailableSensor>(bad));
+  ManualClock clk;
+  Meter m(std::move(s), manual_options(d.path), clk.clock());
+  m.begin_window("w");
+  clk.advance(1);
+  auto r = m.end_window("w");
+  EXPECT_FALSE(r.known_energy_j().has_value());
+  EXPECT_FALSE(r.known_g_co2e().has_value());
+  EXPECT_NE(r.energy_unknown_reason.find("rapl:package-0: permission denied"), std::string::npos)
+      << r.energy_unknown_reason;
 }
 
 }  // namespace gt::energy

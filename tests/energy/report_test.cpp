@@ -3,8 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "energy/metrics.h"
 #include "test_util.h"
@@ -138,6 +140,41 @@ TEST(Report, SummaryLine) {
   m.estimated = false;
   m.avg_power_w.reset();
   EXPECT_EQ(summary_line(m), "power undefined");
+}
+
+// Issue 12, part 3: unknown energy is null / empty with the reason in every output, never 0.
+TEST(Report, UnknownEnergyIsNullInJsonEmptyInCsvAndSaidInTheLine) {
+  Measurement m;
+  m.name = "w";
+  m.duration_s = 2;
+  m.energy_unknown_reason = "no sensor could be read by this process (nvml: no driver)";
+  m.flags.push_back("no sensor counted: energy is unknown, not 0");
+  auto j = to_json(m);
+  EXPECT_TRUE(j["energy_j"].is_null());
+  EXPECT_TRUE(j["g_co2e"].is_null());
+  EXPECT_EQ(j["energy_unknown_reason"], m.energy_unknown_reason);
+  EXPECT_EQ(summary_line(m, 100), "energy unknown");
+  const std::string row = codecarbon_row(m, RunInfo{});
+  std::vector<std::string> cols;
+  std::string cur;
+  bool quoted = false;
+  for (char c : row) {
+    if (c == '"')
+      quoted = !quoted;
+    else if (c == ',' && !quoted)
+      cols.push_back(std::exchange(cur, ""));
+    else
+      cur += c;
+  }
+  cols.push_back(cur);
+  ASSERT_EQ(cols.size(), codecarbon_columns().size());
+  for (const char* k : {"emissions", "emissions_rate", "cpu_power", "gpu_power", "ram_power",
+                        "cpu_energy", "gpu_energy", "ram_energy", "energy_consumed"}) {
+    const auto i = std::find(codecarbon_columns().begin(), codecarbon_columns().end(), k) -
+                   codecarbon_columns().begin();
+    EXPECT_EQ(cols[i], "") << k;
+  }
+  EXPECT_EQ(cols.back().rfind("energy unknown: no sensor could be read", 0), 0u) << cols.back();
 }
 
 TEST(Report, RunIdIsUuid4) {

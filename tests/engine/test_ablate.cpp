@@ -2,9 +2,11 @@
 // CSV and JSON with the claimed factors, and the power-cap row is marked not measured.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "energy/node_lock.h"
 #include "test_helpers.h"
 
 namespace gt {
@@ -78,6 +80,51 @@ TEST(AblateCli, InterleavedRoundsGiveTheSameLosses) {
   auto bad = test::run_cmd(base + "--rounds 4 --out " + d.file("c"));
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.output.find("--rounds 4"), std::string::npos) << bad.output;
+}
+
+// Issue 12, part 3: with no counting sensor (another process reads the machine-wide estimates)
+// the energy is unknown: `null` with the reason in ablation.json and in every metrics.jsonl
+// line, "unknown" in the table, never 0 or "nan", and no silent switch to another energy.
+TEST(AblateCli, UnknownEnergyIsUnknownEverywhere) {
+  AblateSetup s(8000, "n_layer = 1\nn_head = 2\nn_embd = 16\nblock_size = 16\n",
+                "batch_size = 2\neval_steps = 1\nthreads = 2\nlog_interval = 1\n");
+  const std::string locks = s.d.file("locks");
+  std::filesystem::create_directories(locks);
+  std::string who;
+  auto cpu = energy::DeviceLock::try_acquire(locks, "cpu-estimate-machine", &who);
+  auto ram = energy::DeviceLock::try_acquire(locks, "ram-estimate-machine", &who);
+  ASSERT_TRUE(cpu && ram) << who;
+  auto r = test::run_cmd("GT_ENERGY_LOCK_DIR=" + locks +
+                         " GT_NVML_LIBRARY=/nonexistent GT_ROCM_SMI_LIBRARY=/nonexistent "
+                         "GT_POWERCAP_ROOT=/nonexistent " +
+                         s.command("--steps 4 --order bf16 --out " + s.d.file("abl")));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("nan"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("energy unknown for row baseline: "), std::string::npos) << r.output;
+  std::ifstream jf(s.d.file("abl") + "/ablation.json");
+  auto j = nlohmann::json::parse(jf);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_TRUE(j["rows"][i]["tokens_per_joule"].is_null()) << i;
+    EXPECT_TRUE(j["rows"][i]["joules_per_token"].is_null()) << i;
+    EXPECT_TRUE(j["rows"][i]["factor_vs_baseline"].is_null()) << i;
+    EXPECT_EQ(j["rows"][i]["energy"], "unknown") << i;
+    EXPECT_FALSE(j["rows"][i]["energy_unknown_reason"].get<std::string>().empty()) << i;
+  }
+  EXPECT_TRUE(j["combined_factor"].is_null());
+  std::ifstream mf(s.d.file("abl") + "/0_baseline/metrics.jsonl");
+  int lines = 0;
+  for (std::string line; std::getline(mf, line); ++lines) {
+    auto m = nlohmann::json::parse(line);
+    EXPECT_TRUE(m["energy_j"].is_null()) << line;
+    EXPECT_TRUE(m["joules_per_token"].is_null()) << line;
+    EXPECT_TRUE(m.contains("energy_unknown_reason")) << line;
+  }
+  EXPECT_GT(lines, 0);
+  std::ifstream sf(s.d.file("abl") + "/0_baseline/summary.json");
+  auto sj = nlohmann::json::parse(sf);
+  EXPECT_TRUE(sj["energy_j"].is_null());
+  EXPECT_TRUE(sj["tokens_per_joule"].is_null());
+  EXPECT_TRUE(sj["run_totals"]["energy_j"].is_null());
 }
 
 TEST(AblateCli, RefusesWhatEachRowSetsAndMalformedFlags) {

@@ -139,7 +139,10 @@ TEST_F(Cli, ResumedSummaryAddsUpTheSessions) {
     std::ifstream f(fs::path(run) / "summary.json");
     return nlohmann::json::parse(f);
   };
-  auto r1 = run_cmd(kBin + " train " + cfg + " --out " + run + " --stop-at 2");
+  // its own lock folder: another greentrain on this machine (a parallel test) would otherwise
+  // be the reader of the machine-wide estimate, and this run's energy unknown (null)
+  const std::string bin = "GT_ENERGY_LOCK_DIR=" + d.file("locks") + " " + kBin;
+  auto r1 = run_cmd(bin + " train " + cfg + " --out " + run + " --stop-at 2");
   ASSERT_EQ(r1.exit_code, 0) << r1.output;
   auto s1 = read();
   EXPECT_EQ(s1["session_start_step"], 0);
@@ -147,7 +150,7 @@ TEST_F(Cli, ResumedSummaryAddsUpTheSessions) {
   EXPECT_EQ(s1["run_totals"]["tokens"], s1["tokens"]);
   auto prev = s1;
   for (int k = 0; k < 2; ++k) {  // twice: the totals carry over from session to session
-    auto r = run_cmd(kBin + " train --out " + run + " --resume --stop-at " + std::to_string(3 + k));
+    auto r = run_cmd(bin + " train --out " + run + " --resume --stop-at " + std::to_string(3 + k));
     ASSERT_EQ(r.exit_code, 0) << r.output;
     auto s = read();
     // each total is the previous total plus this session's figure (a session this short may

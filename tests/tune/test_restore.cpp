@@ -158,7 +158,9 @@ TEST(TuneRestore, SigtermDuringTheSearch) {
             ready(fd);
             for (;;) ::pause();
           }
-          return {1.0, 1.0};
+          StepMeasurement m;
+          m.energy_j = m.time_s = 1.0;
+          return m;
         };
         tune_power_limit(open_rapl_devices(pc.root.string()), slow, TuneOptions{});
       },

@@ -169,7 +169,9 @@ TEST(TuneSearch, ProfileIsSavedAndReused) {
   const std::size_t sets = d->set_log_w.size();
   ProfileFn never = [](int) -> StepMeasurement {
     ADD_FAILURE() << "profiled although a profile exists";
-    return {1, 1};
+    StepMeasurement m;
+    m.energy_j = m.time_s = 1;
+    return m;
   };
   TuneResult again = tune_power_limit({d}, never, opt);
   EXPECT_TRUE(again.reused_profile);
@@ -184,4 +186,45 @@ TEST(TuneSearch, ProfileIsSavedAndReused) {
   std::ofstream(path) << "not json";
   EXPECT_THROW(tune_power_limit({d}, never, opt), gt::Error);
   std::filesystem::remove(path);
+}
+
+// Issue 12, part 3: a search that compares energies refuses energy it could not measure (no
+// sensor, 0 J, an estimate blind to the limit) instead of picking the lowest limit from a row
+// of zeros; it restores the limits; a time objective still runs and keeps the meter's flags.
+TEST(TuneSearch, RefusesAnEnergyObjectiveOnUnmeasuredEnergy) {
+  struct Case {
+    StepMeasurement m;
+    const char* says;
+  };
+  StepMeasurement unknown{0, 0.5, false, false, {"no sensor counted: energy is unknown, not 0"}};
+  StepMeasurement zero{0, 0.5, true, false, {"cpu: read 0 J (0 W) over the whole window"}};
+  StepMeasurement estimate{40, 0.5, true, true, {}};
+  for (const Case& c : {Case{unknown, "could not measure the energy"}, Case{zero, "read 0 J"},
+                        Case{estimate, "only an estimate"}}) {
+    for (Objective o : {Objective::energy, Objective::cost}) {
+      auto d = sim();
+      const double before = d->limit_w();
+      TuneOptions opt;
+      opt.objective = o;
+      opt.warmup_steps = 0;
+      try {
+        tune_power_limit(
+            {d}, [&](int) { return c.m; }, opt);
+        ADD_FAILURE() << "accepted: " << c.says;
+      } catch (const gt::Error& e) {
+        EXPECT_NE(std::string(e.what()).find(c.says), std::string::npos) << e.what();
+      }
+      EXPECT_EQ(d->limit_w(), before);
+    }
+  }
+  auto d = sim();
+  TuneOptions opt;
+  opt.objective = Objective::time;
+  opt.warmup_steps = 0;
+  TuneResult r = tune_power_limit(
+      {d}, [&](int) { return unknown; }, opt);
+  ASSERT_FALSE(r.points.empty());
+  EXPECT_TRUE(std::isnan(r.points[0].energy_per_step_j));
+  EXPECT_EQ(r.points[0].flags, unknown.flags);
+  EXPECT_TRUE(tune_result_to_json(r, opt)["points"][0]["energy_per_step_j"].is_null());
 }
