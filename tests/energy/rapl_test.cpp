@@ -157,6 +157,24 @@ TEST(Rapl, UnreadableRangeFileFlagsBackwardsStepInsteadOfGuessing) {
   EXPECT_NE(r.flags[0].find("untrusted"), std::string::npos);
 }
 
+// Issue 12, part 5: a RAPL counter that dips by 10 mJ is not a plausible wrap (262 kJ in 0.1 s);
+// when it comes back, the value before the dip stays the base: 0.6 J, not 0.7 J.
+TEST(Rapl, CounterThatDipsAndRecoversCountsTheTruth) {
+  TempDir d;
+  zone(d, "intel-rapl:0", "package-0", 1000000);
+  ManualClock clk;
+  Meter m(detect_rapl(d.path), manual_options(d / "locks"), clk.clock());
+  m.begin_window("w");
+  for (unsigned long long uj :
+       {1100000ULL, 1200000ULL, 1190000ULL, 1400000ULL, 1500000ULL, 1600000ULL}) {
+    clk.advance(0.1);
+    set_uj(d, "intel-rapl:0", uj);
+    m.sample_now();
+  }
+  auto r = m.end_window("w");
+  EXPECT_NEAR(r.energy_j, 0.6, 1e-9);
+}
+
 TEST(Rapl, PermissionDeniedIsUnavailableWithReason) {
   TempDir d;
   zone(d, "intel-rapl:0", "package-0", 7);
