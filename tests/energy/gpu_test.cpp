@@ -195,6 +195,31 @@ TEST(Nvml, CudaVisibleDevicesResolvedThroughUuids) {
   EXPECT_NE(notes[0].find("ambiguous"), std::string::npos);
 }
 
+// Issue 12, part 8: an index too large for a number is an unmatched entry with a message, not an
+// exception that says "stoul".
+TEST(Nvml, CudaVisibleDevicesIndexTooLargeIsUnmatched) {
+  NvmlEnv e;
+  e.set("FAKE_NVML_DEVICES", "2");
+  std::string err;
+  auto lib = nvml::Library::load(&err);
+  ASSERT_TRUE(lib) << err;
+  std::vector<std::string> notes;
+  auto v = nvml::resolve_visible(*lib, "1,99999999999999999999,0", &notes);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].nvml_index, 1u);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("CUDA_VISIBLE_DEVICES entry '99999999999999999999' matches no NVML "
+                          "device (CUDA_VISIBLE_DEVICES entry: '99999999999999999999' is out of "
+                          "range (at most 4294967295); expected a GPU index)"),
+            std::string::npos)
+      << notes[0];
+  e.set("CUDA_VISIBLE_DEVICES", "99999999999999999999");
+  auto l = detect_nvml();
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_FALSE(l[0]->info().available);
+  EXPECT_NE(l[0]->info().reason.find("matches no NVML device"), std::string::npos);
+}
+
 TEST(Nvml, OnlyVisibleGpusAreSensors) {
   NvmlEnv e;
   e.set("FAKE_NVML_DEVICES", "4");

@@ -149,4 +149,31 @@ TEST(SensorsCli, ListsSensorsAndReasons) {
   EXPECT_NE(text.find("reason: "), std::string::npos);
 }
 
+// Issue 12, part 8: CUDA_VISIBLE_DEVICES=99999999999999999999 was "greentrain: error: stoul"
+// (exit 1) in sensors, measure and train. It is an unmatched entry with a message.
+TEST(SensorsCli, CudaVisibleDevicesIndexTooLargeIsAMessageNotAnError) {
+  CliEnv e;
+  EnvGuard lib("GT_NVML_LIBRARY", GT_FAKE_NVML);
+  EnvGuard cvd("CUDA_VISIBLE_DEVICES", "99999999999999999999");
+  const std::string out = e.d / "out.txt";
+  pid_t pid = fork();
+  if (pid == 0) {
+    FILE* o = freopen(out.c_str(), "w", stdout);
+    (void)o;
+    execl(GT_PROGRAM, GT_PROGRAM, "sensors", static_cast<char*>(nullptr));
+    _exit(126);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 0);
+  const std::string text = slurp(out);
+  EXPECT_NE(text.find("CUDA_VISIBLE_DEVICES entry '99999999999999999999' matches no NVML device"),
+            std::string::npos)
+      << text;
+  auto r = e.run({"measure", "--", "true"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err.find("stoul"), std::string::npos) << r.err;
+}
+
 }  // namespace gt::energy

@@ -283,7 +283,7 @@ struct FakeNvmlEnv {
   }
   ~FakeNvmlEnv() {
     for (const char* k : {"GT_NVML_LIBRARY", "FAKE_NVML_DEVICES", "FAKE_NVML_SET_LOG",
-                          "FAKE_NVML_LIMIT_FILE", "FAKE_NVML_SET_RC"})
+                          "FAKE_NVML_LIMIT_FILE", "FAKE_NVML_SET_RC", "FAKE_NVML_LIMIT_MW"})
       ::unsetenv(k);
     fs::remove_all(dir);
   }
@@ -337,5 +337,40 @@ TEST(TuneNvml, RefusesWithoutPermissionNeverHalfApplies) {
   ::unsetenv("FAKE_NVML_SET_RC");
   EXPECT_DOUBLE_EQ(devs[0]->limit_w(), 300);
   EXPECT_DOUBLE_EQ(devs[1]->limit_w(), 300);
+}
+// Issue 12, part 8: a GPU whose current limit (90 W) is below its allowed minimum (100 W): NVML
+// answers Invalid Argument to any attempt to set it back. That is not a permission problem.
+TEST(TuneNvml, LimitBelowTheMinimumIsNotCalledAPermissionProblem) {
+  FakeNvmlEnv env;
+  ::setenv("FAKE_NVML_LIMIT_MW", "90000", 1);
+  auto devs = open_power_limit_devices("nvml");
+  ASSERT_EQ(devs.size(), 2u);
+  EXPECT_DOUBLE_EQ(devs[0]->limit_w(), 90);
+  try {
+    PowerLimitGuard g(devs);
+    FAIL();
+  } catch (const gt::Error& e) {
+    const std::string m = e.what();
+    EXPECT_EQ(m.find("not permitted"), std::string::npos) << m;
+    EXPECT_EQ(m.find("root"), std::string::npos) << m;
+    EXPECT_NE(m.find("its current power limit 90 W lies below its allowed range [100, 400] W"),
+              std::string::npos)
+        << m;
+  }
+  EXPECT_TRUE(env.sets().empty());  // nothing was set, not even a probe
+}
+
+TEST(TuneNvml, NoVisibleGpuSaysWhichEntryMatchedNothing) {
+  FakeNvmlEnv env;
+  ::setenv("CUDA_VISIBLE_DEVICES", "99999999999999999999", 1);
+  try {
+    open_power_limit_devices("nvml");
+    FAIL();
+  } catch (const gt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'99999999999999999999' matches no NVML device"),
+              std::string::npos)
+        << e.what();
+  }
+  ::unsetenv("CUDA_VISIBLE_DEVICES");
 }
 #endif
