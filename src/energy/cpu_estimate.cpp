@@ -16,6 +16,8 @@
 #include <sstream>
 #include <vector>
 
+#include "energy/parse.h"
+
 namespace gt::energy {
 namespace {
 
@@ -23,18 +25,25 @@ double mono_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-double mem_total_gb(const std::string& proc_root) {
-  std::ifstream f(proc_root + "/meminfo");
-  std::string key;
-  double kb = 0;
-  while (f >> key) {
-    if (key == "MemTotal:") {
-      f >> kb;
-      break;
-    }
-    f.ignore(1 << 20, '\n');
+// MemTotal of <proc_root>/meminfo in GB; nullopt with *err naming the file or the value.
+std::optional<double> mem_total_gb(const std::string& proc_root, std::string* err) {
+  const std::string path = proc_root + "/meminfo";
+  std::ifstream f(path);
+  if (!f) {
+    *err = path + ": cannot read";
+    return std::nullopt;
   }
-  return kb * 1024.0 / 1e9;
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("MemTotal:", 0) != 0) continue;
+    std::string v = line.substr(9);
+    if (auto kb = v.rfind("kB"); kb != std::string::npos) v.erase(kb);
+    auto x = try_parse_number<double>(v, path + ": MemTotal", "a size in kB", err);
+    if (!x) return std::nullopt;
+    return *x * 1024.0 / 1e9;
+  }
+  *err = path + ": no MemTotal line";
+  return std::nullopt;
 }
 
 // Busy and total jiffies of the machine from the first line of /proc/stat.
@@ -263,8 +272,15 @@ class RamEstimateSensor : public Sensor {
     info_.unit = "W";
     info_.available = true;
     info_.refresh_period_s = 0;
-    const double gb = mem_total_gb(opt.proc_root);
-    info_.device = fmt::format("{:.1f} GB RAM", gb);
+    std::string err;
+    const auto total = mem_total_gb(opt.proc_root, &err);
+    const double gb = total.value_or(0);
+    info_.device = total ? fmt::format("{:.1f} GB RAM", gb) : "RAM of unknown size";
+    // The machine-wide estimate needs the installed size: unknown is not 0 W.
+    if (!total && opt.pid == 0) {
+      info_.available = false;
+      info_.reason = "installed memory unknown (" + err + ")";
+    }
     info_.method =
         fmt::format("estimated: {} W/GB (CodeCarbon 3 W per 8 GB) x {}", opt.ram_w_per_gb,
                     opt.pid ? fmt::format("resident memory of process tree {}", opt.pid)
@@ -311,7 +327,11 @@ double lookup_tdp_w(const std::string& model_name, std::string* source) {
 SensorList make_cpu_estimate(const CpuEstimateOptions& opt) {
   SensorList out;
   out.push_back(std::make_unique<CpuEstimateSensor>(opt));
-  out.push_back(std::make_unique<RamEstimateSensor>(opt));
+  auto ram = std::make_unique<RamEstimateSensor>(opt);
+  if (ram->info().available)
+    out.push_back(std::move(ram));
+  else
+    out.push_back(std::make_unique<UnavailableSensor>(ram->info()));
   return out;
 }
 

@@ -31,15 +31,16 @@ bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; 
 template <class T>
 std::optional<T> try_parse_number(std::string_view text, std::string_view source,
                                   std::string_view expected, std::string* error) {
-  auto fail = [&](std::string what) -> std::optional<T> {
-    if (error)
-      *error = fmt::format("{}: '{}' is {}; expected {}", source, text, what,
-                           expected.empty() ? type_range<T>() : std::string(expected));
-    return std::nullopt;
-  };
   std::string_view s = text;
   while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
   while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+  const std::string_view shown = s;  // without the spaces and line ends around it
+  auto fail = [&](std::string what) -> std::optional<T> {
+    if (error)
+      *error = fmt::format("{}: '{}' is {}; expected {}", source, shown, what,
+                           expected.empty() ? type_range<T>() : std::string(expected));
+    return std::nullopt;
+  };
   if (s.empty()) return fail("empty");
   if (s.front() == '+') {
     s.remove_prefix(1);

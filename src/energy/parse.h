@@ -2,7 +2,8 @@
 // variables, command-line values, TOML and --set values, CSV fields, sysfs files). It lives in
 // energy because energy depends on nothing else of greentrain; every other module may use it.
 // The whole text must be the number (spaces, tabs and line ends around it are allowed); the
-// value must fit the type. Errors name the source, the value and what was expected:
+// value must fit the type. Errors name the source, the value (without the spaces and line ends
+// around it, which a message would not show) and what was expected:
 //   "<source>: '<text>' is <what is wrong>; expected <expected>"
 #pragma once
 #include <optional>

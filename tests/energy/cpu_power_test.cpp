@@ -157,4 +157,19 @@ TEST(CpuPower, CpuinfoFieldThatIsNotANumberIsNamed) {
             "whole number");
 }
 
+// Issue 12, part 8 (the same kind): an unreadable MemTotal made the machine's RAM estimate 0 W
+// without a word. It is unavailable, with the file and value named.
+TEST(CpuPower, MemTotalThatIsNotANumberMakesTheRamEstimateUnavailable) {
+  FakeProc p(cpuinfo(2, "AuthenticAMD", "AMD EPYC", 25, 17, true));
+  write_file(p.d / "meminfo", "MemTotal:        lots kB\n");
+  CpuEstimateOptions o;
+  o.proc_root = p.d.path;
+  auto s = make_cpu_estimate(o);
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_FALSE(s[1]->info().available);
+  EXPECT_NE(s[1]->info().reason.find("meminfo: MemTotal: 'lots' is not a number"),
+            std::string::npos)
+      << s[1]->info().reason;
+}
+
 }  // namespace gt::energy
