@@ -129,6 +129,21 @@ TEST(MeasureCli, BadOptionsAreErrors) {
   EXPECT_NE(r.err.find("missing.csv"), std::string::npos) << r.err;
 }
 
+// Issue 12, part 8 (the same kind): CLI11 turned "inf", "nan" and "1e999" into doubles without
+// a word (--tdp inf gave a NaN power). Every floating-point option goes through the checked
+// parser and names the option and the value.
+TEST(MeasureCli, NonFiniteNumberOptionIsNamed) {
+  CliEnv e;
+  auto r = e.run({"measure", "--tdp", "inf", "--", "true"});
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("--tdp: 'inf' is not finite; expected a finite number"), std::string::npos)
+      << r.err;
+  r = e.run({"measure", "--carbon-intensity", "1e999", "--", "true"});
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("--carbon-intensity: '1e999' is out of range"), std::string::npos) << r.err;
+  EXPECT_EQ(e.run({"measure", "--tdp", "35.5", "--", "true"}).code, 0);
+}
+
 TEST(SensorsCli, ListsSensorsAndReasons) {
   CliEnv e;
   const std::string out = e.d / "out.txt";
