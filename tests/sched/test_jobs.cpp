@@ -128,7 +128,7 @@ TEST(SchedJobs, BadNumberIsNamedWithItsValue) {
       "[[job]]\nname = \"a\"\ncommand = \"x\"\nduration_s = 60\n"
       "earliest_start = 2020-06-01T18:00:00\ndeadline = 2020-06-01T19:00:00\n";
   const std::string e = error_of(d.write("p.toml", job + "power_w = \"300W\"\n"));
-  EXPECT_NE(e.find("key 'power_w': \"300W\" is not valid; expected a positive number (W)"),
+  EXPECT_NE(e.find("key 'power_w': '300W' is not valid; expected a positive number (W)"),
             std::string::npos)
       << e;
   const std::string e2 = error_of(d.write("q.toml", job + "power_w = -5\n"));
