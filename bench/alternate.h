@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "energy/parse.h"
 
 namespace gt::bench {
 
@@ -20,10 +21,14 @@ struct Args {
 };
 
 /// argv: [precision=bf16] [batch=8] [reps=default_reps] [threads=2]; sets OpenMP's threads.
-/// Throws gt::Error for an unknown precision.
+/// Throws gt::Error for an unknown precision, gt::energy::EnergyError for a count that is not a
+/// whole number (naming the argument and its value).
 inline Args parse_args(int argc, char** argv, int default_reps) {
-  Args a{parse_precision(argc > 1 ? argv[1] : "bf16"), argc > 2 ? std::atoi(argv[2]) : 8,
-         argc > 3 ? std::atoi(argv[3]) : default_reps, argc > 4 ? std::atoi(argv[4]) : 2};
+  auto count = [&](int i, const char* what, int dflt) {
+    return argc > i ? energy::parse_number<int>(argv[i], what, "a whole number") : dflt;
+  };
+  Args a{parse_precision(argc > 1 ? argv[1] : "bf16"), count(2, "argument 2 (batch)", 8),
+         count(3, "argument 3 (reps)", default_reps), count(4, "argument 4 (threads)", 2)};
   omp_set_num_threads(a.threads);
   return a;
 }

@@ -16,11 +16,14 @@
 
 #include "backend/cpu/fast_math.h"
 #include "backend/cpu/onednn_matmul.h"
+#include "energy/parse.h"
 
 int main(int argc, char** argv) {
-  const int64_t n = argc > 1 ? std::atoll(argv[1]) : 2048;
-  const int reps = argc > 2 ? std::atoi(argv[2]) : 10;
-  omp_set_num_threads(argc > 3 ? std::atoi(argv[3]) : 2);
+  using gt::energy::parse_number;
+  const int64_t n =
+      argc > 1 ? parse_number<long>(argv[1], "argument 1 (n)", "a matrix size") : 2048;
+  const int reps = argc > 2 ? parse_number<int>(argv[2], "argument 2 (reps)", "a count") : 10;
+  omp_set_num_threads(argc > 3 ? parse_number<int>(argv[3], "argument 3 (threads)", "a count") : 2);
   std::mt19937 gen(1);
   std::normal_distribution<float> normal;
   std::vector<float> a(n * n), b(n * n), c(n * n);

@@ -31,6 +31,31 @@ struct Args {
   int64_t stop_at = 0;
 };
 
+// Removes what a failed start created in the run folder, unless disarmed.
+class StartCleanup {
+ public:
+  StartCleanup(std::string dir, bool resume) : dir_(std::move(dir)), armed_(!resume) {
+    std::error_code ec;
+    existed_ = fs::exists(dir_, ec);
+    had_config_ = fs::exists(fs::path(dir_) / "config.toml", ec);
+  }
+  ~StartCleanup() {
+    if (!armed_) return;
+    std::error_code ec;
+    if (!existed_)
+      fs::remove_all(dir_, ec);
+    else if (!had_config_)
+      fs::remove(fs::path(dir_) / "config.toml", ec);
+  }
+  StartCleanup(const StartCleanup&) = delete;
+  StartCleanup& operator=(const StartCleanup&) = delete;
+  void disarm() { armed_ = false; }
+
+ private:
+  std::string dir_;
+  bool armed_ = true, existed_ = false, had_config_ = false;
+};
+
 int run_train(const Args& a) {
   gt::TrainConfig cfg;
   std::string out = a.out;
@@ -52,6 +77,10 @@ int run_train(const Args& a) {
   gt::apply_overrides(a.sets, cfg);
   if (!a.data.empty()) cfg.data_path = a.data;
   cfg.validate();
+  // Some inputs can only be checked once the trainer exists (the power-limit devices, the energy
+  // sensors and carbon data): a start that fails leaves no run folder (or, in a folder that
+  // existed, no config.toml) behind. Disarmed once training begins.
+  StartCleanup cleanup(out, a.resume);
   gt::Trainer trainer(cfg, out, a.resume);
   const auto& c = trainer.config();
   const auto mem = trainer.model().memory();
@@ -92,6 +121,7 @@ int run_train(const Args& a) {
   trainer.set_observer(&energy);
   gt::RunSummaryWriter summary(trainer, out);
   summary.set_extra([&](nlohmann::json& s) { energy.finish(s); });
+  cleanup.disarm();
   gt::RunResult r = trainer.run(a.stop_at);
   summary.finish(r);
   if (r.interrupted_by) {

@@ -3,6 +3,7 @@
 // steps run, or on a simulated device (--simulate). The search lives in src/tune.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -138,6 +139,13 @@ void run_tune(const TuneArgs& a) {
               "profiling hook (gt::tune::set_trainer_profile_factory), which this build does not "
               "provide yet; use --simulate to run the search on a simulated device");
     devices = open_power_limit_devices(a.devices);
+    // Refuse a step that gives too many candidates before the run folder and the trainer exist.
+    double lo = 0, hi = 1e300;
+    for (const auto& d : devices) {
+      lo = std::max(lo, d->min_limit_w());
+      hi = std::min(hi, d->max_limit_w());
+    }
+    candidate_limits_w(lo, hi, opt.step_w);
     std::filesystem::create_directories(a.out);
     profile = factory(a.config, a.overrides, a.out);
   }

@@ -31,4 +31,9 @@ struct Registrar {
 /// The process exit code a subcommand's callback sets (default 0).
 int& exit_code();
 
+/// Puts every floating-point option of app and its subcommands through the one checked number
+/// parser (energy/parse.h): "nan", "inf", "1e999" and trailing text are refused with a message
+/// naming the option, the value and what was expected. Called once after all setups.
+void check_numbers(CLI::App& app);
+
 }  // namespace gt::cli

@@ -57,6 +57,7 @@ int main(int argc, char** argv) {
   auto& reg = gt::cli::registry();
   std::sort(reg.begin(), reg.end(), [](auto& a, auto& b) { return a.order < b.order; });
   for (auto& c : reg) c.setup(app);
+  gt::cli::check_numbers(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,6 +1,10 @@
 // energy/accumulator.cpp: see accumulator.h.
 #include "energy/accumulator.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+
 namespace gt::energy {
 
 const char* to_string(SensorKind k) {
@@ -55,6 +59,7 @@ std::optional<Interval> Accumulator::add(double t_s, const Reading& r) {
     if (!first) out = fill(t0, t_s, "reading failed: " + r.error);
     prev_t_ = t_s;
     prev_energy_j_.reset();  // re-base on the next good reading
+    dip_base_j_.reset();
     prev_power_w_.reset();
     return out;
   }
@@ -64,11 +69,13 @@ std::optional<Interval> Accumulator::add(double t_s, const Reading& r) {
       if (!first) out = fill(t0, t_s, "counter reading without a value");
       prev_t_ = t_s;
       prev_energy_j_.reset();
+      dip_base_j_.reset();
       return out;
     }
     const double e = *r.energy_j;
     if (!first && !prev_energy_j_) {
       out = fill(t0, t_s, "counter re-based after a failed reading");
+      dip_base_j_.reset();
     } else if (!first) {
       double delta = e - *prev_energy_j_;
       bool wrapped = false;
@@ -87,7 +94,26 @@ std::optional<Interval> Accumulator::add(double t_s, const Reading& r) {
           note = "counter went backwards and its wrap range is unknown";
         }
       }
-      if (ok) {
+      if (ok && dip_base_j_ && !wrapped && e >= *dip_base_j_) {
+        // The dip was a glitch: the value before it stays the base. The interval gets the rise
+        // since then less what the dipped intervals were filled with.
+        const double rise = e - *dip_base_j_;
+        Interval iv;
+        iv.t0_s = t0;
+        iv.t1_s = t_s;
+        iv.energy_j = std::max(0.0, rise - dip_fill_j_);
+        if (dt > 0) iv.power_w = iv.energy_j / dt;
+        if (rise < dip_fill_j_) {
+          iv.trusted = false;
+          iv.note = fmt::format(
+              "counter came back above its value before a dip; the dip's fill was {:.3f} J "
+              "too high",
+              dip_fill_j_ - rise);
+        }
+        if (t_s > dip_t0_s_) last_power_w_ = rise / (t_s - dip_t0_s_);
+        out = iv;
+        dip_base_j_.reset();
+      } else if (ok) {
         Interval iv;
         iv.t0_s = t0;
         iv.t1_s = t_s;
@@ -98,8 +124,15 @@ std::optional<Interval> Accumulator::add(double t_s, const Reading& r) {
           last_power_w_ = iv.power_w;
         }
         out = iv;
+        dip_base_j_.reset();  // still below the value before the dip: the dip was a reset
       } else {
-        out = fill(t0, t_s, note);
+        out = fill(t0, t_s, note + "; counted from the value before the step if it comes back");
+        if (!dip_base_j_) {
+          dip_base_j_ = *prev_energy_j_;
+          dip_t0_s_ = t0;
+          dip_fill_j_ = 0;
+        }
+        dip_fill_j_ += out->energy_j;
       }
     }
     prev_energy_j_ = e;

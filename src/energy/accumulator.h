@@ -3,8 +3,13 @@
 // (RAPL max_energy_range_uj) when the corrected power is plausible; a counter that goes
 // backwards for another reason (driver reload, unknown range) or a failed reading gives an
 // *untrusted* interval whose energy is filled with the last trusted power x time (never 0,
-// never negative). Gauges and estimates: trapezoid rule on power; an estimate whose reading
-// carries a cumulative energy_j (the CPU estimate) is differenced like a counter.
+// never negative). A counter that dips and comes back: when the first reading after a
+// backwards step that is not itself a step back lies at or above the value before the dip, that
+// value stays the base (the dip was a glitch) and the fill already given is subtracted, so the
+// total is exactly the counter's rise; otherwise the dipped value is the new base (a reset).
+// The rule holds for every counter sensor (NVML mJ, ROCm SMI ticks, RAPL uJ): they all come
+// here. Gauges and estimates: trapezoid rule on power; an estimate whose reading carries a
+// cumulative energy_j (the CPU estimate) is differenced like a counter.
 #pragma once
 #include <optional>
 #include <string>
@@ -45,6 +50,10 @@ class Accumulator {
   std::optional<double> prev_energy_j_;
   std::optional<double> prev_power_w_;
   std::optional<double> last_power_w_;
+  // After a backwards step: the counter value before it (J), when it was read (s), and the
+  // energy filled since (J).
+  std::optional<double> dip_base_j_;
+  double dip_t0_s_ = 0, dip_fill_j_ = 0;
 };
 
 }  // namespace gt::energy

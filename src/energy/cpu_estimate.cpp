@@ -17,6 +17,8 @@
 #include <sstream>
 #include <vector>
 
+#include "energy/parse.h"
+
 namespace gt::energy {
 namespace {
 
@@ -24,51 +26,25 @@ double mono_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-struct TdpEntry {
-  const char* needle;
-  double tdp_w;
-};
-// Per-socket TDP from vendor spec sheets. First match wins, so longer names come first.
-const TdpEntry kTdpTable[] = {
-    {"EPYC 9654", 360},        {"EPYC 9554", 360},        {"EPYC 7763", 280},
-    {"EPYC 7742", 225},        {"EPYC 7713", 225},        {"EPYC 7543", 225},
-    {"Platinum 8480", 350},    {"Platinum 8468", 350},    {"Platinum 8380", 270},
-    {"Platinum 8360Y", 250},   {"Platinum 8280", 205},    {"Platinum 8180", 205},
-    {"Gold 6448Y", 225},       {"Gold 6330", 205},        {"Gold 6248R", 205},
-    {"Gold 6226R", 150},       {"Gold 6148", 150},        {"Gold 5218", 125},
-    {"Ryzen 9 7950X", 170},    {"Ryzen 9 5950X", 105},    {"Core(TM) i9-13900K", 125},
-    {"Core(TM) i7-12700", 65}, {"Core(TM) i5-12400", 65}, {"Grace", 250},
-};
-
-std::string cpu_model_name(const std::string& proc_root, int* sockets) {
-  std::ifstream f(proc_root + "/cpuinfo");
-  std::string line, model;
-  std::set<std::string> ids;
+// MemTotal of <proc_root>/meminfo in GB; nullopt with *err naming the file or the value.
+std::optional<double> mem_total_gb(const std::string& proc_root, std::string* err) {
+  const std::string path = proc_root + "/meminfo";
+  std::ifstream f(path);
+  if (!f) {
+    *err = path + ": cannot read";
+    return std::nullopt;
+  }
+  std::string line;
   while (std::getline(f, line)) {
-    auto colon = line.find(':');
-    if (colon == std::string::npos) continue;
-    std::string key = line.substr(0, line.find_last_not_of(" \t", colon - 1) + 1);
-    std::string val = line.substr(colon + 1);
-    if (!val.empty() && val[0] == ' ') val.erase(0, 1);
-    if (key == "model name" && model.empty()) model = val;
-    if (key == "physical id") ids.insert(val);
+    if (line.rfind("MemTotal:", 0) != 0) continue;
+    std::string v = line.substr(9);
+    if (auto kb = v.rfind("kB"); kb != std::string::npos) v.erase(kb);
+    auto x = try_parse_number<double>(v, path + ": MemTotal", "a size in kB", err);
+    if (!x) return std::nullopt;
+    return *x * 1024.0 / 1e9;
   }
-  *sockets = ids.empty() ? 1 : static_cast<int>(ids.size());
-  return model;
-}
-
-double mem_total_gb(const std::string& proc_root) {
-  std::ifstream f(proc_root + "/meminfo");
-  std::string key;
-  double kb = 0;
-  while (f >> key) {
-    if (key == "MemTotal:") {
-      f >> kb;
-      break;
-    }
-    f.ignore(1 << 20, '\n');
-  }
-  return kb * 1024.0 / 1e9;
+  *err = path + ": no MemTotal line";
+  return std::nullopt;
 }
 
 // Busy and total jiffies of the machine from the first line of /proc/stat.
@@ -235,12 +211,11 @@ bool tree_usage(const std::string& proc_root, int pid, double* jiffies, double* 
 class CpuEstimateSensor : public Sensor {
  public:
   CpuEstimateSensor(const CpuEstimateOptions& opt) : opt_(opt) {
-    int sockets = 1;
-    std::string model = cpu_model_name(opt.proc_root, &sockets);
-    std::string src;
-    double per_socket = opt.tdp_w ? *opt.tdp_w : lookup_tdp_w(model, &src);
-    if (opt.tdp_w) src = "given by configuration";
-    tdp_w_ = per_socket * sockets;
+    const CpuInfo cpu =
+        read_cpuinfo(opt.cpuinfo_path.empty() ? opt.proc_root + "/cpuinfo" : opt.cpuinfo_path);
+    const std::string& model = cpu.model_name;
+    const CpuPowerFigure fig = cpu_full_load_power(cpu, opt.tdp_w);
+    tdp_w_ = fig.full_load_w;
     ncpu_ = opt.pid ? std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)) : stat_cpus(opt.proc_root);
     hz_ = static_cast<double>(sysconf(_SC_CLK_TCK));
     info_.name = "cpu-estimate";
@@ -252,11 +227,10 @@ class CpuEstimateSensor : public Sensor {
     // Utilization is counted in scheduler ticks (1/hz s per CPU): a window needs a few ticks
     // per CPU before its mean utilization is resolved. Shorter windows are flagged.
     info_.refresh_period_s = kEstimateResolutionTicks / hz_;
-    info_.method =
-        fmt::format("estimated: TDP {:.0f} W ({} socket(s) x {:.0f} W, {}) x CPU utilization of {}",
-                    tdp_w_, sockets, per_socket, src,
-                    opt.pid ? fmt::format("process tree {} over {} CPUs", opt.pid, ncpu_)
-                            : std::string("the machine (/proc/stat)"));
+    info_.method = fmt::format("estimated: {} x CPU utilization of {}", fig.how,
+                               opt.pid ? fmt::format("process tree {} over {} CPUs", opt.pid, ncpu_)
+                                       : std::string("the machine (/proc/stat)"));
+    for (const auto& n : cpu.notes) info_.method += "; " + n;
     // A machine-wide estimate counts the whole node: one reader per node, like a device.
     if (opt.pid == 0) info_.device_key = "cpu-estimate-machine";
   }
@@ -305,8 +279,15 @@ class RamEstimateSensor : public Sensor {
     info_.unit = "W";
     info_.available = true;
     info_.refresh_period_s = 0;
-    const double gb = mem_total_gb(opt.proc_root);
-    info_.device = fmt::format("{:.1f} GB RAM", gb);
+    std::string err;
+    const auto total = mem_total_gb(opt.proc_root, &err);
+    const double gb = total.value_or(0);
+    info_.device = total ? fmt::format("{:.1f} GB RAM", gb) : "RAM of unknown size";
+    // The machine-wide estimate needs the installed size: unknown is not 0 W.
+    if (!total && opt.pid == 0) {
+      info_.available = false;
+      info_.reason = "installed memory unknown (" + err + ")";
+    }
     info_.method =
         fmt::format("estimated: {} W/GB (CodeCarbon 3 W per 8 GB) x {}", opt.ram_w_per_gb,
                     opt.pid ? fmt::format("resident memory of process tree {}", opt.pid)
@@ -340,11 +321,9 @@ class RamEstimateSensor : public Sensor {
 }  // namespace
 
 double lookup_tdp_w(const std::string& model_name, std::string* source) {
-  for (const auto& e : kTdpTable) {
-    if (model_name.find(e.needle) != std::string::npos) {
-      if (source) *source = fmt::format("table entry '{}'", e.needle);
-      return e.tdp_w;
-    }
+  if (auto p = find_cpu_part(model_name)) {
+    if (source) *source = fmt::format("table entry '{}' ({})", p->name, p->source);
+    return p->tdp_w;
   }
   if (source)
     *source = fmt::format("model '{}' not in table: default {:.0f} W (CodeCarbon's fallback)",
@@ -355,7 +334,11 @@ double lookup_tdp_w(const std::string& model_name, std::string* source) {
 SensorList make_cpu_estimate(const CpuEstimateOptions& opt) {
   SensorList out;
   out.push_back(std::make_unique<CpuEstimateSensor>(opt));
-  out.push_back(std::make_unique<RamEstimateSensor>(opt));
+  auto ram = std::make_unique<RamEstimateSensor>(opt);
+  if (ram->info().available)
+    out.push_back(std::move(ram));
+  else
+    out.push_back(std::make_unique<UnavailableSensor>(ram->info()));
   return out;
 }
 

@@ -1,6 +1,8 @@
 // energy/cpu_estimate.h: CPU and memory power where no counter is readable. Every number is
 // labelled "estimated" and the method is stated:
-//   cpu power (W) = TDP (W) x utilization (0..1)   (CodeCarbon's "cpu_load" model)
+//   cpu power (W) = full-load power (W) x utilization (0..1)   (CodeCarbon's "cpu_load" model)
+// where the full-load power is the TDP of the sockets on a physical machine and W per logical
+// CPU x logical CPUs on a virtual one (cpu_power_table.h says how each is found).
 //   ram power (W) = ram_w_per_gb x GB              (CodeCarbon <= 2.x: 3 W per 8 GB = 0.375 W/GB)
 // Utilization is that of the whole machine (/proc/stat) or of one process tree (/proc/PID/stat
 // of the process and its descendants, reaped children included), over all online CPUs. The CPU
@@ -11,25 +13,25 @@
 #include <optional>
 #include <string>
 
+#include "energy/cpu_power_table.h"
 #include "energy/sensor.h"
 
 namespace gt::energy {
 
-/// Default TDP when the CPU model is not in the table: 85 W, CodeCarbon's fallback value.
-constexpr double kDefaultTdpW = 85.0;
 /// Memory power per GB (W/GB): 3 W per 8 GB, CodeCarbon's RAM model (v2.x).
 constexpr double kDefaultRamWPerGb = 0.375;
 
 struct CpuEstimateOptions {
-  std::optional<double> tdp_w;  ///< per-socket TDP (W); empty: table lookup from /proc/cpuinfo
+  std::optional<double> tdp_w;  ///< per-socket TDP (W), the user's override; empty: the table
   double ram_w_per_gb = kDefaultRamWPerGb;  ///< W/GB
   int pid = 0;  ///< 0: whole machine; otherwise the root of the measured process tree
   std::string proc_root = "/proc";  ///< for tests
+  std::string cpuinfo_path;         ///< for tests; empty: proc_root + "/cpuinfo"
 };
 
-/// TDP (W, per socket) of a CPU model name as in /proc/cpuinfo, from a small table of vendor
-/// specification sheets (ark.intel.com, amd.com); kDefaultTdpW when not found. `source` says
-/// which entry matched or that the default was used.
+/// TDP (W, per socket) of a CPU model name as in /proc/cpuinfo, from the table of vendor
+/// datasheets (cpu_power_table.h); kDefaultTdpW when not found. `source` says which entry
+/// matched or that the default was used.
 double lookup_tdp_w(const std::string& model_name, std::string* source);
 
 /// The CPU estimate (domain "cpu") and the memory estimate (domain "ram").

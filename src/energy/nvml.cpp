@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "energy/parse.h"
+
 namespace gt::energy::nvml {
 
 struct Library::Fns {
@@ -206,10 +208,15 @@ std::vector<VisibleGpu> resolve_visible(const Library& lib, const char* cvd,
     }
     const Gpu* hit = nullptr;
     int matches = 0;
+    std::string why;  // why an index entry matches nothing
     if (std::all_of(e.begin(), e.end(), ::isdigit)) {
-      unsigned long k = std::stoul(e);
-      for (auto& g : gpus)
-        if (g.index == k) hit = &g, matches = 1;
+      // An index too large for a number matches no GPU, like any other unmatched entry.
+      if (auto k =
+              try_parse_number<unsigned>(e, "CUDA_VISIBLE_DEVICES entry", "a GPU index", &why)) {
+        why.clear();
+        for (auto& g : gpus)
+          if (g.index == *k) hit = &g, matches = 1;
+      }
     } else {
       // "GPU-..."/"MIG-..." or a prefix; old MIG form "MIG-GPU-<uuid>/gi/ci" names its GPU.
       std::string key = e;
@@ -225,7 +232,11 @@ std::vector<VisibleGpu> resolve_visible(const Library& lib, const char* cvd,
         notes->push_back(fmt::format(
             "CUDA_VISIBLE_DEVICES entry '{}' {}; expected an index below {} or a unique GPU-/MIG- "
             "UUID prefix: no GPU from here on",
-            e, matches ? "is ambiguous" : "matches no NVML device", gpus.size()));
+            e,
+            matches       ? "is ambiguous"
+            : why.empty() ? "matches no NVML device"
+                          : "matches no NVML device (" + why + ")",
+            gpus.size()));
       break;
     }
     add(*hit, e);

@@ -11,6 +11,8 @@
 #include <fstream>
 #include <map>
 
+#include "energy/parse.h"
+
 namespace gt::energy {
 namespace fs = std::filesystem;
 
@@ -22,7 +24,8 @@ std::string powercap_root(const std::string& override_root) {
 
 namespace {
 
-// Reads a whole small file; on failure returns false and sets *err to "<path>: <strerror>".
+// Reads the first line of a small file; on failure returns false and sets *err to
+// "<path>: <strerror>" with a hint when the file is readable by root only.
 bool read_text(const std::string& path, std::string* out, std::string* err) {
   errno = 0;
   std::ifstream f(path);
@@ -30,9 +33,10 @@ bool read_text(const std::string& path, std::string* out, std::string* err) {
     int e = errno;
     *err = fmt::format("{}: {}", path, e ? std::strerror(e) : "cannot open");
     if (e == EACCES)
-      *err +=
-          " (energy_uj is readable by root only since Linux 5.10; run as root or grant read "
-          "access with a udev rule)";
+      *err += fs::path(path).filename() == "energy_uj"
+                  ? " (energy_uj is readable by root only since Linux 5.10; run as root or grant "
+                    "read access with a udev rule)"
+                  : " (run as root or grant read access to that file)";
     return false;
   }
   std::getline(f, *out);
@@ -43,16 +47,13 @@ bool read_text(const std::string& path, std::string* out, std::string* err) {
   return true;
 }
 
-bool read_uint(const std::string& path, unsigned long long* v, std::string* err) {
+bool read_uint(const std::string& path, const char* expected, unsigned long long* v,
+               std::string* err) {
   std::string s;
   if (!read_text(path, &s, err)) return false;
-  char* end = nullptr;
-  errno = 0;
-  *v = std::strtoull(s.c_str(), &end, 10);
-  if (s.empty() || end == s.c_str() || errno) {
-    *err = fmt::format("{}: '{}' is not an unsigned integer; expected a count of uJ", path, s);
-    return false;
-  }
+  auto x = try_parse_number<unsigned long long>(s, path, expected, err);
+  if (!x) return false;
+  *v = *x;
   return true;
 }
 
@@ -64,7 +65,7 @@ RaplSensor::RaplSensor(SensorInfo info, std::string energy_path)
 Reading RaplSensor::read(double) {
   Reading r;
   unsigned long long uj = 0;
-  if (!read_uint(energy_path_, &uj, &r.error)) return r;
+  if (!read_uint(energy_path_, "a count of uJ", &uj, &r.error)) return r;
   r.ok = true;
   r.energy_j = static_cast<double>(uj) * 1e-6;  // uJ -> J
   return r;
@@ -97,21 +98,27 @@ SensorList detect_rapl(const std::string& root_arg) {
   struct Z {
     SensorInfo info;
     std::string energy_path;
-    std::string zname;
+    std::string zone;    // intel-rapl:N or intel-rapl:N:M
+    std::string zname;   // contents of <zone>/name
+    std::string parent;  // intel-rapl:N for a sub-zone, empty for a top-level zone
   };
   std::vector<Z> zs;
   for (auto& z : zones) {
     const std::string dir = root + "/" + z;
     std::string zname, err;
-    if (!read_text(dir + "/name", &zname, &err)) zname = "unknown";
+    if (!read_text(dir + "/name", &zname, &err)) zname = "";
     Z x;
+    x.zone = z;
     x.zname = zname;
     x.energy_path = dir + "/energy_uj";
+    // The hierarchy is in the directory name: intel-rapl:N:M lies inside intel-rapl:N.
+    const std::string idx = z.substr(std::strlen("intel-rapl:"));
+    if (auto c = idx.rfind(':'); c != std::string::npos)
+      x.parent = "intel-rapl:" + idx.substr(0, c);
     SensorInfo& i = x.info;
-    i.name = "rapl:" + zname;
-    // Several packages: name the zone by its index so names stay unique.
-    if (zname == "dram" || zname == "core" || zname == "uncore")
-      i.name = "rapl:" + zname + "-" + z.substr(std::strlen("intel-rapl:"));
+    const std::string shown = zname.empty() ? "unnamed" : zname;
+    // Sub-zones carry their index (several packages have a dram, core, ... each).
+    i.name = x.parent.empty() ? "rapl:" + shown : "rapl:" + shown + "-" + idx;
     i.domain = zname == "dram" ? "ram" : (zname == "psys" ? "psys" : "cpu");
     i.device = dir;
     i.device_key = "rapl-" + z;
@@ -120,40 +127,70 @@ SensorList detect_rapl(const std::string& root_arg) {
     i.refresh_period_s = 0.001;  // RAPL updates about every 976 us (Intel SDM vol. 3B, 15.10)
     i.method = "RAPL energy counter (uJ) differences, wrap-corrected";
     unsigned long long v = 0;
-    if (!read_uint(x.energy_path, &v, &err)) {
+    if (!read_uint(x.energy_path, "a count of uJ", &v, &err)) {
       i.available = false;
       i.reason = err;
     } else {
       i.available = true;
       unsigned long long range = 0;
       std::string rerr;
-      if (read_uint(dir + "/max_energy_range_uj", &range, &rerr) && range > 0) {
+      if (read_uint(dir + "/max_energy_range_uj", "the counter's range in uJ", &range, &rerr) &&
+          range > 0) {
         i.wrap_j = static_cast<double>(range) * 1e-6;
       } else {
+        if (rerr.empty()) rerr = dir + "/max_energy_range_uj: 0";
         i.reason = "wrap range unknown (" + rerr +
                    "): a counter that steps back is flagged untrusted, not corrected";
       }
     }
     zs.push_back(std::move(x));
   }
+  // Names stay unique: a repeated name gets its zone index.
+  std::map<std::string, int> uses;
+  for (auto& z : zs) ++uses[z.info.name];
+  for (auto& z : zs)
+    if (uses[z.info.name] > 1) z.info.name += "@" + z.zone;
+
+  // Counting follows the hierarchy. Top-level zones do not overlap, except psys (the platform),
+  // which contains them all. A sub-zone lies inside its parent, except dram, which the package
+  // zone does not include. So: packages, other top-level zones and dram sub-zones are counted,
+  // psys is not, when a package is readable; otherwise psys alone, when it is readable.
+  auto find_zone = [&](const std::string& zone) -> const Z* {
+    for (auto& z : zs)
+      if (z.zone == zone) return &z;
+    return nullptr;
+  };
   bool have_pkg = false, have_psys = false;
   for (auto& z : zs) {
-    if (!z.info.available) continue;
+    if (!z.info.available || !z.parent.empty()) continue;
     if (z.zname.rfind("package", 0) == 0) have_pkg = true;
     if (z.zname == "psys") have_psys = true;
   }
+  const bool psys_counted = have_psys && !have_pkg;
   for (auto& z : zs) {
     SensorInfo& i = z.info;
-    const bool pkg = z.zname.rfind("package", 0) == 0;
-    if (z.zname == "core" || z.zname == "uncore") {
+    const Z* parent = z.parent.empty() ? nullptr : find_zone(z.parent);
+    auto not_counted = [&](const std::string& why) {
       i.counted = false;
-      i.reason = "inside its package zone (counted there)";
-    } else if (z.zname == "psys" && have_pkg) {
-      i.counted = false;
-      i.reason = "platform zone includes the packages and DRAM, which are counted";
-    } else if ((pkg || z.zname == "dram") && !have_pkg && have_psys) {
-      i.counted = false;
-      i.reason = "inside psys (counted)";
+      // An unreadable zone keeps its error first; a readable one may have a wrap-range note.
+      i.reason =
+          i.available ? why + (i.reason.empty() ? "" : "; " + i.reason) : i.reason + "; " + why;
+    };
+    if (z.zname == "psys" && z.parent.empty()) {
+      if (have_pkg) not_counted("platform zone includes the packages and DRAM, which are counted");
+    } else if (psys_counted) {
+      not_counted(z.parent.empty() ? fmt::format("top-level zone '{}' lies inside psys (counted)",
+                                                 z.zname.empty() ? "unnamed" : z.zname)
+                                   : "inside psys (counted)");
+    } else if (!z.parent.empty() && z.zname != "dram") {
+      const std::string pd =
+          fmt::format("{} ({})", z.parent,
+                      parent ? (parent->zname.empty() ? "unnamed" : parent->zname) : "absent");
+      not_counted(parent && parent->info.available
+                      ? fmt::format("inside its parent zone {} (counted there)", pd)
+                      : fmt::format("inside its parent zone {}, which is not readable: a part "
+                                    "of it, not counted on its own",
+                                    pd));
     }
     if (i.available)
       out.push_back(std::make_unique<RaplSensor>(i, z.energy_path));

@@ -1,9 +1,13 @@
 // energy/rapl.h: CPU package and DRAM energy from Linux powercap RAPL
 // (/sys/class/powercap/intel-rapl:*; also used by AMD since Linux 5.8). Counters are in uJ
-// (energy_uj) and wrap at max_energy_range_uj. Zones overlap: psys (platform) contains the
-// packages, a package contains its core and uncore zones. To count no joule twice we count
-// package-N plus dram when a package is readable, otherwise psys alone; the others are listed
-// with counted=false and the reason.
+// (energy_uj) and wrap at max_energy_range_uj. Zones overlap, and counting follows the zone
+// hierarchy (intel-rapl:N:M lies inside intel-rapl:N), not the names: psys (the platform)
+// contains every other zone; a sub-zone lies inside its parent (core, uncore, gpu, a die, an
+// unnamed one), except dram, which the package does not include. To count no joule twice we
+// count the top-level zones other than psys plus the dram sub-zones when a package is
+// readable, otherwise psys alone; the others are listed with counted=false and the reason.
+// Sensor names are unique ("rapl:<name>", sub-zones "rapl:<name>-N:M", a repeated name gets
+// "@intel-rapl:N").
 #pragma once
 #include <string>
 

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "energy/error.h"
+#include "energy/parse.h"
 
 namespace gt::energy {
 
@@ -44,14 +45,14 @@ ReplaySensor::ReplaySensor(const std::string& path, const std::string& name,
     std::string c;
     std::vector<std::string> fld;
     while (std::getline(ss, c, ',')) fld.push_back(c);
-    double t = 0, v = 0;
-    try {
-      t = std::stod(fld.at(ti));
-      v = std::stod(fld.at(vi));
-    } catch (const std::exception&) {
-      throw EnergyError(fmt::format("{}:{}: '{}' is not numeric; expected time_s,{}", path, lineno,
-                                    line, energy_ ? "energy_j" : "power_w"));
-    }
+    const char* vname = energy_ ? "energy_j" : "power_w";
+    if (static_cast<int>(fld.size()) <= std::max(ti, vi))
+      throw EnergyError(fmt::format("{}:{}: '{}' has {} field(s); expected time_s and {}", path,
+                                    lineno, line, fld.size(), vname));
+    const double t = parse_number<double>(fld[ti], fmt::format("{}:{}: time_s", path, lineno),
+                                          "a time in seconds");
+    const double v = parse_number<double>(fld[vi], fmt::format("{}:{}: {}", path, lineno, vname),
+                                          energy_ ? "a counter value in J" : "a power in W");
     if (!t_.empty() && t <= t_.back())
       throw EnergyError(fmt::format("{}:{}: time_s {} does not increase; expected > {}", path,
                                     lineno, t, t_.back()));

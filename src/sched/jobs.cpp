@@ -9,6 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 
 #include "core/error.h"
 
@@ -56,8 +57,12 @@ UnixTimeS node_time(const toml::node& n, std::int64_t utc_offset_s, const std::s
 
 double node_number(const toml::node& n, const std::string& where, const char* unit) {
   std::optional<double> v = n.value<double>();
-  if (!v || !std::isfinite(*v) || *v <= 0)
-    throw Error(fmt::format("{}: expected a positive number ({})", where, unit));
+  if (!v || !std::isfinite(*v) || *v <= 0) {
+    std::ostringstream shown;  // the value as the file has it, so the message names it
+    n.visit([&](auto&& x) { shown << x; });
+    throw Error(fmt::format("{}: {} is not valid; expected a positive number ({})", where,
+                            shown.str(), unit));
+  }
   return *v;
 }
 

@@ -4,12 +4,15 @@
 #include <toml++/toml.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <variant>
 
 #include "core/error.h"
+#include "energy/parse.h"
 
 namespace gt {
 namespace {
@@ -76,22 +79,30 @@ std::string known_keys_msg() {
   return s;
 }
 
+// --set values go through the one checked parser (energy/parse.h); its error names the key,
+// the value and what was expected.
 int64_t parse_int(const std::string& v, const std::string& what) {
-  errno = 0;
-  char* end = nullptr;
-  long long x = std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0' || errno == ERANGE)
-    throw Error(fmt::format("{}: '{}' is not an integer", what, v));
-  return x;
+  std::string err;
+  if (auto x = energy::try_parse_number<long long>(v, what, "an integer", &err)) return *x;
+  throw Error(err);
 }
 
 double parse_double(const std::string& v, const std::string& what) {
-  errno = 0;
-  char* end = nullptr;
-  double x = std::strtod(v.c_str(), &end);
-  if (v.empty() || *end != '\0' || errno == ERANGE)
-    throw Error(fmt::format("{}: '{}' is not a number", what, v));
-  return x;
+  std::string err;
+  if (auto x = energy::try_parse_number<double>(v, what, "a finite number", &err)) return *x;
+  throw Error(err);
+}
+
+// An integer for a key of type T (int for most keys): out of T's range is an error, not a
+// silent wrap.
+template <class T>
+T narrow(int64_t x, const std::string& what) {
+  static_assert(sizeof(T) <= sizeof(int64_t) && std::numeric_limits<T>::is_signed);
+  if (x < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
+      x > static_cast<int64_t>(std::numeric_limits<T>::max()))
+    throw Error(fmt::format("{}: {} is out of range; expected an integer in [{}, {}]", what, x,
+                            std::numeric_limits<T>::min(), std::numeric_limits<T>::max()));
+  return static_cast<T>(x);
 }
 
 void load_table(const toml::table& tbl, const std::string& where, TrainConfig& cfg) {
@@ -118,10 +129,12 @@ void load_table(const toml::table& tbl, const std::string& where, TrainConfig& c
             } else if constexpr (std::is_same_v<T, double>) {
               auto d = val.template value<double>();
               if (!d) throw Error(at + ": expected a number");
+              if (!std::isfinite(*d))
+                throw Error(fmt::format("{}: {} is not finite; expected a finite number", at, *d));
               *p = *d;
             } else {
               if (!val.is_integer()) throw Error(at + ": expected an integer");
-              *p = static_cast<T>(*val.template value<int64_t>());
+              *p = narrow<T>(*val.template value<int64_t>(), at);
             }
           },
           k->ptr);
@@ -153,7 +166,7 @@ void TrainConfig::set(const std::string& key, const std::string& value, const st
         else if constexpr (std::is_same_v<T, double>)
           *p = parse_double(value, what);
         else
-          *p = static_cast<T>(parse_int(value, what));
+          *p = narrow<T>(parse_int(value, what), what);
       },
       k->ptr);
 }

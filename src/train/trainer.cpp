@@ -15,6 +15,7 @@
 
 #include "backend/profiling.h"
 #include "core/error.h"
+#include "energy/parse.h"
 #include "train/checkpoint.h"
 
 namespace fs = std::filesystem;
@@ -73,21 +74,32 @@ double learning_rate_at(const TrainConfig& cfg, int64_t it) {
   return cfg.min_lr + coeff * (cfg.learning_rate - cfg.min_lr);
 }
 
-size_t current_rss_bytes() {
+// A "Key:   N kB" line of /proc/self/status, in bytes; 0 when absent. A value that is not a
+// number is reported once (naming the line) and read as 0, so memory accounting never stops a
+// run.
+size_t status_kb_bytes(const char* key) {
   std::ifstream f("/proc/self/status");
+  const std::string k = std::string(key) + ":";
   std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  while (std::getline(f, line)) {
+    if (line.rfind(k, 0) != 0) continue;
+    std::string v = line.substr(k.size());
+    if (auto kb = v.rfind("kB"); kb != std::string::npos) v.erase(kb);
+    std::string err;
+    if (auto n = energy::try_parse_number<unsigned long long>(
+            v, std::string("/proc/self/status: ") + key, "a size in kB", &err))
+      return static_cast<size_t>(*n) * 1024;
+    static bool said = false;
+    if (!said) std::fprintf(stderr, "greentrain: warning: %s\n", err.c_str());
+    said = true;
+    return 0;
+  }
   return 0;
 }
 
-size_t peak_rss_bytes() {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
-  return 0;
-}
+size_t current_rss_bytes() { return status_kb_bytes("VmRSS"); }
+
+size_t peak_rss_bytes() { return status_kb_bytes("VmHWM"); }
 
 Trainer::Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume, FILE* log)
     : cfg_(cfg), run_dir_(run_dir), log_(log) {

@@ -48,6 +48,16 @@ void NvmlDevice::set_limit_w(double limit_w) {
 std::string NvmlDevice::permission_problem() const {
   auto l = lib_->power_limit_mw(dev_);
   if (!l.ok()) return fmt::format("cannot read the power limit ({})", lib_->error_string(l.rc));
+  const double now_w = l.value * 1e-3;
+  // A limit outside the allowed range cannot be set again (NVML: Invalid Argument), so it could
+  // not be restored after the search. That is not a permission problem.
+  if (now_w < min_w_ - 1e-6 || now_w > max_w_ + 1e-6)
+    return fmt::format(
+        "its current power limit {} W lies {} its allowed range [{}, {}] W, so it could not be "
+        "restored after a change (NVML refuses to set a limit outside the range); expected a "
+        "limit in the range: set one first, e.g. `sudo nvidia-smi -i {} -pl {}`",
+        now_w, now_w < min_w_ ? "below" : "above", min_w_, max_w_, index_,
+        now_w < min_w_ ? min_w_ : max_w_);
   nv::Return rc = lib_->set_power_limit_mw(dev_, l.value);
   if (rc == nv::kSuccess) return "";
   if (rc == nv::kErrorNoPermission)
@@ -68,7 +78,10 @@ std::vector<DevicePtr> open_nvml_devices(std::string* note) {
   auto visible = nv::resolve_visible(*lib, std::getenv("CUDA_VISIBLE_DEVICES"), &notes);
   std::vector<DevicePtr> out;
   for (const auto& g : visible) out.push_back(std::make_shared<NvmlDevice>(lib, g.nvml_index));
-  if (out.empty() && note) *note = "NVML found no visible GPU";
+  if (out.empty() && note) {
+    *note = "NVML found no visible GPU";
+    for (const auto& n : notes) *note += "; " + n;
+  }
   return out;
 }
 

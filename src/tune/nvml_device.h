@@ -21,7 +21,8 @@ class NvmlDevice : public PowerLimitDevice {
   double max_limit_w() const override { return max_w_; }
   void set_limit_w(double limit_w) override;
   /// Sets the current limit to itself: NVML answers NO_PERMISSION without root, and nothing
-  /// changes either way.
+  /// changes either way. A current limit outside [min, max] is reported as such (it could not
+  /// be restored), not as a permission problem.
   std::string permission_problem() const override;
 
  private:

@@ -101,8 +101,7 @@ PowerLimitGuard::PowerLimitGuard(std::vector<DevicePtr> devices, bool handle_sig
     if (std::string p = d->permission_problem(); !p.empty())
       problems += fmt::format("\n  {}: {}", d->name(), p);
   if (!problems.empty())
-    throw Error("power limit: not permitted to set the power limit of:" + problems +
-                "\nnothing was changed");
+    throw Error("power limit: cannot set the power limit of:" + problems + "\nnothing was changed");
   for (const auto& d : devices_) saved_w_.push_back(d->limit_w());
   std::lock_guard lock(g_mutex);
   bool registered = false;

@@ -14,14 +14,42 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "energy/parse.h"
 
 namespace gt::tune {
 namespace fs = std::filesystem;
 namespace {
 
-bool read_number(const std::string& path, double& out) {
+// The number in a powercap file (µW). Absent file: false, *err empty; present but unreadable
+// or not a number: false, *err says which file, what it held and what was expected.
+bool read_number(const std::string& path, double& out, std::string* err = nullptr) {
   std::ifstream in(path);
-  return static_cast<bool>(in >> out);
+  if (!in) {
+    if (err) *err = std::filesystem::exists(path) ? path + ": cannot read" : "";
+    return false;
+  }
+  std::string s;
+  std::getline(in, s);
+  std::string e;
+  auto v = energy::try_parse_number<unsigned long long>(s, path, "a whole number of µW", &e);
+  if (!v) {
+    if (err) *err = e;
+    return false;
+  }
+  out = static_cast<double>(*v);
+  return true;
+}
+
+// Reads the limit file or throws gt::Error saying why.
+double read_limit_uw(const std::string& path) {
+  double uw = 0;
+  std::string err;
+  if (!read_number(path, uw, &err))
+    throw Error(err.empty() ? fmt::format("{}: cannot read the RAPL power limit; expected a "
+                                          "number in µW",
+                                          path)
+                            : err);
+  return uw;
 }
 
 std::string read_line(const std::string& path) {
@@ -35,15 +63,20 @@ std::string read_line(const std::string& path) {
 
 RaplDevice::RaplDevice(std::string zone_dir) : dir_(std::move(zone_dir)) {
   limit_path_ = dir_ + "/constraint_0_power_limit_uw";
-  double uw = 0;
-  check(read_number(limit_path_, uw),
-        fmt::format("{}: cannot read the RAPL power limit; expected a number in µW", limit_path_));
+  const double uw = read_limit_uw(limit_path_);
   zone_name_ = read_line(dir_ + "/name");
-  double max_uw = 0, min_uw = 0;
-  max_w_ = read_number(dir_ + "/constraint_0_max_power_uw", max_uw) && max_uw > 0 ? max_uw * 1e-6
-                                                                                  : uw * 1e-6;
-  min_w_ = read_number(dir_ + "/constraint_0_min_power_uw", min_uw) && min_uw > 0 ? min_uw * 1e-6
-                                                                                  : max_w_ / 4;
+  // Optional files: absent is allowed, present and not a number is an error.
+  auto optional_uw = [](const std::string& path) {
+    double v = 0;
+    std::string err;
+    if (read_number(path, v, &err)) return v;
+    if (!err.empty()) throw Error(err);
+    return 0.0;
+  };
+  const double max_uw = optional_uw(dir_ + "/constraint_0_max_power_uw");
+  const double min_uw = optional_uw(dir_ + "/constraint_0_min_power_uw");
+  max_w_ = max_uw > 0 ? max_uw * 1e-6 : uw * 1e-6;
+  min_w_ = min_uw > 0 ? min_uw * 1e-6 : max_w_ / 4;
 }
 
 std::string RaplDevice::name() const {
@@ -51,12 +84,7 @@ std::string RaplDevice::name() const {
                      zone_name_.empty() ? std::string("?") : zone_name_);
 }
 
-double RaplDevice::limit_w() const {
-  double uw = 0;
-  check(read_number(limit_path_, uw),
-        fmt::format("{}: cannot read the RAPL power limit; expected a number in µW", limit_path_));
-  return uw * 1e-6;
-}
+double RaplDevice::limit_w() const { return read_limit_uw(limit_path_) * 1e-6; }
 
 void RaplDevice::set_limit_w(double limit_w) {
   std::ofstream out(limit_path_);
@@ -100,11 +128,15 @@ std::vector<DevicePtr> open_rapl_devices(const std::string& root_arg) {
     const char* e = std::getenv("GT_POWERCAP_ROOT");
     root = e && *e ? e : "/sys/class/powercap";
   }
+  // Only CPU package zones cap anything we run: top-level zones (intel-rapl:N, not a sub-zone
+  // intel-rapl:N:M) named package-N. psys (the whole platform) and zones of other names are
+  // never set.
   std::vector<std::string> zones;
   std::error_code ec;
   for (auto& e : fs::directory_iterator(root, ec)) {
     const std::string n = e.path().filename().string();
     if (n.rfind("intel-rapl:", 0) == 0 && n.find(':', 11) == std::string::npos &&
+        read_line((e.path() / "name").string()).rfind("package", 0) == 0 &&
         fs::exists(e.path() / "constraint_0_power_limit_uw"))
       zones.push_back(e.path().string());
   }

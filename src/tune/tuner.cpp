@@ -41,6 +41,16 @@ std::vector<double> candidate_limits_w(double min_w, double max_w, double step_w
   check(min_w > 0 && min_w <= max_w,
         fmt::format("allowed power limits [{}, {}] W are not valid; expected 0 < min <= max", min_w,
                     max_w));
+  // Each candidate is a profiling run (warm-up and profiled training steps at that limit), so a
+  // search over more than kMaxCandidateLimits of them would not end in useful time; counting
+  // first also keeps a tiny step from allocating billions of limits.
+  const double n = std::floor((max_w - min_w) / step_w + 1e-9) + 2;
+  if (n > kMaxCandidateLimits)
+    throw Error(fmt::format(
+        "power-limit step {} W over the allowed range [{}, {}] W gives about {:.3g} candidate "
+        "limits; at most {} are profiled (each runs warm-up and profiled training steps); "
+        "expected a step of at least {:.3g} W",
+        step_w, min_w, max_w, n, kMaxCandidateLimits, (max_w - min_w) / (kMaxCandidateLimits - 2)));
   std::vector<double> c;
   for (double l = max_w; l >= min_w - 1e-9; l -= step_w) c.push_back(std::max(l, min_w));
   if (c.back() > min_w + 1e-9) c.push_back(min_w);

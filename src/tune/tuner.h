@@ -70,8 +70,14 @@ struct TuneResult {
   std::vector<double> original_limits_w;  ///< limits before (and after) the search, W
 };
 
+/// The most candidate limits one search profiles (each is a profiling run of warm-up and
+/// profiled training steps).
+constexpr int kMaxCandidateLimits = 1000;
+
 /// Candidates from max_w down to min_w in steps of step_w, W; min_w is added when the steps
-/// miss it, and all lie within [min_w, max_w]. Throws gt::Error for step_w <= 0 or min > max.
+/// miss it, and all lie within [min_w, max_w]. Throws gt::Error for step_w <= 0, min > max, or
+/// a step that would give more than kMaxCandidateLimits candidates (the error names the
+/// smallest step allowed).
 std::vector<double> candidate_limits_w(double min_w, double max_w, double step_w);
 
 /// Zeus's cost, J: eta * energy_j + (1 - eta) * p_max_w * time_s (Zeus, NSDI 2023, the cost it

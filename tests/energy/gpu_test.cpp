@@ -92,6 +92,48 @@ TEST(Nvml, CounterGoingBackwardsIsFlagged) {
   EXPECT_GT(r.domains[0].untrusted_s, 0.0);
 }
 
+// Issue 12, part 5: NVML's counter read every 0.1 s dips by 10 mJ and comes back: 60.000 J, not
+// 70.010 J.
+TEST(Nvml, CounterThatDipsAndRecoversCountsTheTruth) {
+  NvmlEnv e;
+  TempDir d;
+  e.set("FAKE_NVML_ENERGY_FILE", d / "e");
+  write_file(d / "e", "1000000\n");
+  ManualClock clk;
+  Meter m(detect_nvml(), manual_options(d / "locks"), clk.clock());
+  m.begin_window("w");
+  for (auto mj : {"1010000", "1020000", "1019990", "1040000", "1050000", "1060000"}) {
+    clk.advance(0.1);
+    write_file(d / "e", std::string(mj) + "\n");
+    m.sample_now();
+  }
+  auto r = m.end_window("w");
+  EXPECT_NEAR(r.energy_j, 60.0, 1e-9);
+  EXPECT_NEAR(r.domains[0].untrusted_s, 0.1, 1e-9);
+}
+
+TEST(RocmSmi, CounterThatDipsAndRecoversCountsTheTruth) {
+  TempDir d;
+  EnvGuard lib("GT_ROCM_SMI_LIBRARY", GT_FAKE_ROCM_SMI);
+  EnvGuard f("FAKE_RSMI_TICKS_FILE", d / "t");
+  EnvGuard r("FAKE_RSMI_RESOLUTION", "1");      // 1 uJ per tick
+  EnvGuard p("FAKE_RSMI_POWER_UW", "1000000");  // 1 W: the start-up check accepts the counter
+  write_file(d / "t", "0\n");
+  ManualClock clk;
+  auto l = detect_rocm_smi(0.0);
+  ASSERT_TRUE(l[0]->info().available) << l[0]->info().reason;
+  Meter m(std::move(l), manual_options(d / "locks"), clk.clock());
+  m.begin_window("w");
+  std::vector<std::string> ticks = {"1000000", "2000000", "1999000", "4000000"};
+  for (auto& t : ticks) {
+    clk.advance(0.1);
+    write_file(d / "t", t + "\n");
+    m.sample_now();
+  }
+  auto res = m.end_window("w");
+  EXPECT_NEAR(res.energy_j, 4.0, 1e-9);  // 4,000,000 uJ counted once, not 5.001 J
+}
+
 TEST(Nvml, GpuWithoutEnergyCounterIntegratesPowerMilliwatts) {
   NvmlEnv e;
   TempDir d;
@@ -151,6 +193,31 @@ TEST(Nvml, CudaVisibleDevicesResolvedThroughUuids) {
   nvml::resolve_visible(*lib, "GPU-", &notes);  // ambiguous prefix
   ASSERT_EQ(notes.size(), 1u);
   EXPECT_NE(notes[0].find("ambiguous"), std::string::npos);
+}
+
+// Issue 12, part 8: an index too large for a number is an unmatched entry with a message, not an
+// exception that says "stoul".
+TEST(Nvml, CudaVisibleDevicesIndexTooLargeIsUnmatched) {
+  NvmlEnv e;
+  e.set("FAKE_NVML_DEVICES", "2");
+  std::string err;
+  auto lib = nvml::Library::load(&err);
+  ASSERT_TRUE(lib) << err;
+  std::vector<std::string> notes;
+  auto v = nvml::resolve_visible(*lib, "1,99999999999999999999,0", &notes);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].nvml_index, 1u);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("CUDA_VISIBLE_DEVICES entry '99999999999999999999' matches no NVML "
+                          "device (CUDA_VISIBLE_DEVICES entry: '99999999999999999999' is out of "
+                          "range (at most 4294967295); expected a GPU index)"),
+            std::string::npos)
+      << notes[0];
+  e.set("CUDA_VISIBLE_DEVICES", "99999999999999999999");
+  auto l = detect_nvml();
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_FALSE(l[0]->info().available);
+  EXPECT_NE(l[0]->info().reason.find("matches no NVML device"), std::string::npos);
 }
 
 TEST(Nvml, OnlyVisibleGpusAreSensors) {

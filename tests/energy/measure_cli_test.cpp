@@ -174,6 +174,21 @@ TEST(MeasureCli, CommandGetsTheUsersEnvironmentUnchanged) {
   }
 }
 
+// Issue 12, part 8 (the same kind): CLI11 turned "inf", "nan" and "1e999" into doubles without
+// a word (--tdp inf gave a NaN power). Every floating-point option goes through the checked
+// parser and names the option and the value.
+TEST(MeasureCli, NonFiniteNumberOptionIsNamed) {
+  CliEnv e;
+  auto r = e.run({"measure", "--tdp", "inf", "--", "true"});
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("--tdp: 'inf' is not finite; expected a finite number"), std::string::npos)
+      << r.err;
+  r = e.run({"measure", "--carbon-intensity", "1e999", "--", "true"});
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("--carbon-intensity: '1e999' is out of range"), std::string::npos) << r.err;
+  EXPECT_EQ(e.run({"measure", "--tdp", "35.5", "--", "true"}).code, 0);
+}
+
 TEST(SensorsCli, ListsSensorsAndReasons) {
   CliEnv e;
   const std::string out = e.d / "out.txt";
@@ -192,6 +207,33 @@ TEST(SensorsCli, ListsSensorsAndReasons) {
   EXPECT_NE(text.find("cpu-estimate"), std::string::npos) << text;
   EXPECT_NE(text.find("nvml"), std::string::npos);
   EXPECT_NE(text.find("reason: "), std::string::npos);
+}
+
+// Issue 12, part 8: CUDA_VISIBLE_DEVICES=99999999999999999999 was "greentrain: error: stoul"
+// (exit 1) in sensors, measure and train. It is an unmatched entry with a message.
+TEST(SensorsCli, CudaVisibleDevicesIndexTooLargeIsAMessageNotAnError) {
+  CliEnv e;
+  EnvGuard lib("GT_NVML_LIBRARY", GT_FAKE_NVML);
+  EnvGuard cvd("CUDA_VISIBLE_DEVICES", "99999999999999999999");
+  const std::string out = e.d / "out.txt";
+  pid_t pid = fork();
+  if (pid == 0) {
+    FILE* o = freopen(out.c_str(), "w", stdout);
+    (void)o;
+    execl(GT_PROGRAM, GT_PROGRAM, "sensors", static_cast<char*>(nullptr));
+    _exit(126);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 0);
+  const std::string text = slurp(out);
+  EXPECT_NE(text.find("CUDA_VISIBLE_DEVICES entry '99999999999999999999' matches no NVML device"),
+            std::string::npos)
+      << text;
+  auto r = e.run({"measure", "--", "true"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err.find("stoul"), std::string::npos) << r.err;
 }
 
 }  // namespace gt::energy

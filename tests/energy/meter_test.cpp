@@ -176,6 +176,24 @@ TEST(Meter, ReplayEnergyTraceIsACounter) {
   EXPECT_THROW(ReplaySensor(d / "bad.csv"), EnergyError);
 }
 
+// Issue 12, part 8: a replay trace's numbers go through the checked parser: "12abc" was read as
+// 12 W without a word.
+TEST(Meter, ReplayTraceFieldThatIsNotANumberIsNamed) {
+  TempDir d;
+  write_file(d / "t.csv", "time_s,power_w\r\n0,10\r\n1,12abc\r\n");
+  try {
+    ReplaySensor r(d / "t.csv");
+    FAIL();
+  } catch (const EnergyError& e) {
+    EXPECT_NE(std::string(e.what()).find("t.csv:3: power_w: '12abc' is not a number (it goes on "
+                                         "with 'abc'); expected a power in W"),
+              std::string::npos)
+        << e.what();
+  }
+  write_file(d / "short.csv", "time_s,power_w\n0,10\n1\n");
+  EXPECT_THROW(ReplaySensor(d / "short.csv"), EnergyError);
+}
+
 TEST(Meter, CreateOnThisMachineAndSamplerOverhead) {
   TempDir d;
   MeterOptions o;

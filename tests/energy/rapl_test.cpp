@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <set>
 
 #include "energy/meter.h"
 #include "test_util.h"
@@ -157,18 +158,132 @@ TEST(Rapl, UnreadableRangeFileFlagsBackwardsStepInsteadOfGuessing) {
   EXPECT_NE(r.flags[0].find("untrusted"), std::string::npos);
 }
 
+// Issue 12, part 5: a RAPL counter that dips by 10 mJ is not a plausible wrap (262 kJ in 0.1 s);
+// when it comes back, the value before the dip stays the base: 0.6 J, not 0.7 J.
+TEST(Rapl, CounterThatDipsAndRecoversCountsTheTruth) {
+  TempDir d;
+  zone(d, "intel-rapl:0", "package-0", 1000000);
+  ManualClock clk;
+  Meter m(detect_rapl(d.path), manual_options(d / "locks"), clk.clock());
+  m.begin_window("w");
+  for (unsigned long long uj :
+       {1100000ULL, 1200000ULL, 1190000ULL, 1400000ULL, 1500000ULL, 1600000ULL}) {
+    clk.advance(0.1);
+    set_uj(d, "intel-rapl:0", uj);
+    m.sample_now();
+  }
+  auto r = m.end_window("w");
+  EXPECT_NEAR(r.energy_j, 0.6, 1e-9);
+}
+
+// Issue 12, part 4: counting follows the zone hierarchy, not the names. package-0 rises 10 J and
+// its sub-zone (named gpu, unnamed, or package-0-die-1) 5 J of it: 10 J in all.
+TEST(Rapl, SubZoneOfAnyNameOtherThanDramIsInsideItsParent) {
+  for (std::string sub : {"gpu", "", "package-0-die-1"}) {
+    TempDir d;
+    zone(d, "intel-rapl:0", "package-0", 0);
+    zone(d, "intel-rapl:0:1", sub, 0);
+    auto v = infos(detect_rapl(d.path));
+    ASSERT_EQ(v.size(), 2u);
+    EXPECT_TRUE(v[0].counted);
+    EXPECT_FALSE(v[1].counted) << "sub-zone '" << sub << "'";
+    EXPECT_NE(v[1].reason.find("inside its parent zone intel-rapl:0 (package-0)"),
+              std::string::npos)
+        << v[1].reason;
+    EXPECT_NE(v[0].name, v[1].name);
+    ManualClock clk;
+    Meter m(detect_rapl(d.path), manual_options(d / "locks"), clk.clock());
+    m.begin_window("w");
+    clk.advance(1);
+    set_uj(d, "intel-rapl:0", 10000000);
+    set_uj(d, "intel-rapl:0:1", 5000000);
+    auto r = m.end_window("w");
+    EXPECT_NEAR(r.energy_j, 10.0, 1e-9) << "sub-zone '" << sub << "'";
+  }
+}
+
+TEST(Rapl, UnknownTopLevelZoneIsReportedAndNotCountedWhenPsysIs) {
+  TempDir d;
+  zone(d, "intel-rapl:0", "psys", 0);
+  zone(d, "intel-rapl:1", "mystery", 0);
+  auto v = infos(detect_rapl(d.path));
+  ASSERT_TRUE(find(v, "rapl:psys") && find(v, "rapl:mystery"));
+  EXPECT_TRUE(find(v, "rapl:psys")->counted);
+  EXPECT_FALSE(find(v, "rapl:mystery")->counted);
+  EXPECT_NE(find(v, "rapl:mystery")->reason.find("inside psys"), std::string::npos);
+  ManualClock clk;
+  Meter m(detect_rapl(d.path), manual_options(d / "locks"), clk.clock());
+  m.begin_window("w");
+  clk.advance(1);
+  set_uj(d, "intel-rapl:0", 20000000);
+  set_uj(d, "intel-rapl:1", 7000000);
+  EXPECT_NEAR(m.end_window("w").energy_j, 20.0, 1e-9);
+}
+
+TEST(Rapl, TopLevelCoreZoneIsNotSaidToBeInsideAPackage) {
+  {
+    TempDir d;
+    zone(d, "intel-rapl:0", "core", 0);
+    auto v = infos(detect_rapl(d.path));
+    ASSERT_EQ(v.size(), 1u);
+    EXPECT_TRUE(v[0].counted);  // nothing contains it: it is what there is to count
+    EXPECT_EQ(v[0].reason.find("package"), std::string::npos) << v[0].reason;
+  }
+  {
+    TempDir d;
+    zone(d, "intel-rapl:0", "core", 0);
+    zone(d, "intel-rapl:1", "psys", 0);
+    auto v = infos(detect_rapl(d.path));
+    EXPECT_FALSE(find(v, "rapl:core")->counted);
+    EXPECT_EQ(find(v, "rapl:core")->reason.find("package"), std::string::npos);
+    EXPECT_NE(find(v, "rapl:core")->reason.find("psys"), std::string::npos);
+  }
+}
+
+TEST(Rapl, SensorNamesStayUnique) {
+  TempDir d;
+  zone(d, "intel-rapl:0", "package-0", 0);
+  zone(d, "intel-rapl:1", "package-0", 0);  // a firmware that names both sockets alike
+  zone(d, "intel-rapl:0:0", "", 0);
+  zone(d, "intel-rapl:1:0", "", 0);
+  zone(d, "intel-rapl:2", "", 0);
+  auto v = infos(detect_rapl(d.path));
+  std::set<std::string> names;
+  for (auto& i : v) names.insert(i.name);
+  EXPECT_EQ(names.size(), v.size());
+  EXPECT_TRUE(find(v, "rapl:package-0@intel-rapl:0"));
+  EXPECT_TRUE(find(v, "rapl:package-0@intel-rapl:1"));
+}
+
+TEST(Rapl, RangeFileThatIsNotANumberIsNamedWithItsValue) {
+  TempDir d;
+  zone(d, "intel-rapl:0", "package-0", 0, std::nullopt);
+  write_file(d / "intel-rapl:0/max_energy_range_uj", "lots\n");
+  auto v = infos(detect_rapl(d.path));
+  EXPECT_FALSE(v[0].wrap_j);
+  EXPECT_NE(v[0].reason.find("max_energy_range_uj: 'lots' is not an integer"), std::string::npos)
+      << v[0].reason;
+}
+
 TEST(Rapl, PermissionDeniedIsUnavailableWithReason) {
   TempDir d;
   zone(d, "intel-rapl:0", "package-0", 7);
   zone(d, "intel-rapl:0:0", "dram", 7);
+  zone(d, "intel-rapl:1", "package-1", 7);
   chmod((d / "intel-rapl:0/energy_uj").c_str(), 0400);  // root-only, as since Linux 5.10
   chmod((d / "intel-rapl:0:0/energy_uj").c_str(), 0400);
+  chmod((d / "intel-rapl:1/max_energy_range_uj").c_str(), 0400);  // only the range is unreadable
   auto check = [&]() -> int {
     auto v = infos(detect_rapl(d.path));
     auto* p = find(v, "rapl:package-0");
     if (!p || p->available) return 2;
     if (p->reason.find("Permission denied") == std::string::npos) return 3;
     if (p->reason.find("root") == std::string::npos) return 4;
+    // Issue 12, part 8: the range file's error gives no hint about energy_uj.
+    auto* q = find(v, "rapl:package-1");
+    if (!q || !q->available || q->wrap_j) return 5;
+    if (q->reason.find("max_energy_range_uj: Permission denied") == std::string::npos) return 6;
+    if (q->reason.find("energy_uj is") != std::string::npos) return 7;
     return 0;
   };
   if (geteuid() != 0) {
@@ -188,7 +303,7 @@ TEST(Rapl, PermissionDeniedIsUnavailableWithReason) {
   waitpid(pid, &st, 0);
   ASSERT_TRUE(WIFEXITED(st));
   EXPECT_EQ(WEXITSTATUS(st), 0)
-      << "2: available, 3: no 'Permission denied', 4: no hint, 10: setuid";
+      << "2: available, 3: no 'Permission denied', 4: no hint, 5-7: range file, 10: setuid";
 }
 
 }  // namespace gt::energy

@@ -41,6 +41,7 @@ struct Cli : ::testing::Test {
     EXPECT_NE(r.exit_code, 0) << r.output;
     EXPECT_NE(r.output.find(needle), std::string::npos) << "message was: " << r.output;
     EXPECT_FALSE(fs::exists(fs::path(out) / "checkpoint")) << "partial checkpoint left";
+    EXPECT_FALSE(fs::exists(out)) << "a failed start left its run folder";
     for (auto& e : fs::directory_iterator(d.path))
       EXPECT_EQ(e.path().string().find(".tmp-"), std::string::npos) << e.path();
   }
@@ -48,6 +49,18 @@ struct Cli : ::testing::Test {
 
 TEST_F(Cli, MissingDataFile) {
   expect_train_error(cfg + " --data " + d.file("nope.txt"), "nope.txt: no such file");
+}
+
+// Issue 12, part 8: inputs checked only once the trainer exists left a run folder holding only
+// config.toml.
+TEST_F(Cli, FailedStartLeavesNoRunFolder) {
+  expect_train_error(cfg + " --set energy.carbon_csv=" + d.file("no-such.csv"), "no-such.csv");
+  fs::create_directories(d.file("empty-powercap"));
+  setenv("GT_POWERCAP_ROOT", d.file("empty-powercap").c_str(), 1);     // no RAPL zone,
+  setenv("GT_NVML_LIBRARY", d.file("no-libnvidia-ml.so").c_str(), 1);  // no GPU
+  expect_train_error(cfg + " --set train.power_limit=60", "power limit: no device found");
+  unsetenv("GT_POWERCAP_ROOT");
+  unsetenv("GT_NVML_LIBRARY");
 }
 
 TEST_F(Cli, EmptyDataFile) {
@@ -110,6 +123,22 @@ TEST_F(Cli, UnknownKeyInFileAndInSet) {
   expect_train_error(d.file("typo.toml"), "key 'model.n_layers' is unknown");
   expect_train_error(cfg + " --set train.batchsize=3", "unknown key 'train.batchsize'");
   expect_train_error(cfg + " --set train.batch_size=three", "'three' is not an integer");
+}
+
+// Issue 12, part 8: numbers from --set and TOML go through the one checked parser: a value out
+// of the key's range is named (it used to wrap silently: 4294967298 became 2 layers), and inf
+// is not a TDP.
+TEST_F(Cli, NumbersOutOfRangeOrNotFiniteAreNamed) {
+  expect_train_error(cfg + " --set model.n_layer=4294967298",
+                     "model.n_layer: 4294967298 is out of range; expected an integer in "
+                     "[-2147483648, 2147483647]");
+  test::write_file(d.file("big.toml"),
+                   "[model]\nn_layer = 4294967298\n[data]\npath = \"" + d.file("t.txt") + "\"\n");
+  expect_train_error(d.file("big.toml"), "key 'model.n_layer': 4294967298 is out of range");
+  expect_train_error(cfg + " --set energy.cpu_tdp_w=inf",
+                     "energy.cpu_tdp_w: 'inf' is not finite; expected a finite number");
+  expect_train_error(cfg + " --set train.batch_size=99999999999999999999",
+                     "train.batch_size: '99999999999999999999' is out of range");
 }
 
 TEST_F(Cli, ZeroOrNegativeSizes) {

@@ -120,3 +120,17 @@ TEST(SchedJobs, OtherBadInputIsAnErrorNamingTheKey) {
                 .find("duplicate name"),
             std::string::npos);
 }
+
+// Issue 12, part 8 (the same kind): a number that is not valid is named with its value.
+TEST(SchedJobs, BadNumberIsNamedWithItsValue) {
+  TempDir d;
+  const std::string job =
+      "[[job]]\nname = \"a\"\ncommand = \"x\"\nduration_s = 60\n"
+      "earliest_start = 2020-06-01T18:00:00\ndeadline = 2020-06-01T19:00:00\n";
+  const std::string e = error_of(d.write("p.toml", job + "power_w = \"300W\"\n"));
+  EXPECT_NE(e.find("key 'power_w': '300W' is not valid; expected a positive number (W)"),
+            std::string::npos)
+      << e;
+  const std::string e2 = error_of(d.write("q.toml", job + "power_w = -5\n"));
+  EXPECT_NE(e2.find("-5 is not valid"), std::string::npos) << e2;
+}

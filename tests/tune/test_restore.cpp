@@ -88,6 +88,66 @@ TEST(TuneRapl, OpensPackageZonesWithTheirRange) {
   EXPECT_EQ(pc.limit_uw(), 120500000);
 }
 
+// Issue 12, part 4: only CPU package zones are capping devices. With package-0 and psys in the
+// tree, psys is never listed, never set, and P_max is the package's alone.
+TEST(TuneRapl, PsysAndOtherZonesAreNeverPowerLimitDevices) {
+  FakePowercap pc;
+  for (auto [z, name] : {std::pair{"intel-rapl:1", "psys"},
+                         {"intel-rapl:2", "mystery"},
+                         {"intel-rapl:0:1", "package-0-die-1"}}) {
+    fs::create_directories(pc.root / z);
+    std::ofstream(pc.root / z / "name") << name << "\n";
+    std::ofstream(pc.root / z / "constraint_0_max_power_uw") << "200000000\n";
+    std::ofstream(pc.root / z / "constraint_0_power_limit_uw") << "180000000\n";
+  }
+  auto untouched = [&] {
+    for (auto z : {"intel-rapl:1", "intel-rapl:2", "intel-rapl:0:1"}) {
+      std::ifstream in(pc.root / z / "constraint_0_power_limit_uw");
+      std::string v;
+      in >> v;
+      if (v != "180000000") return false;
+    }
+    return true;
+  };
+  auto devs = open_power_limit_devices("rapl", pc.root.string());
+  ASSERT_EQ(devs.size(), 1u);
+  EXPECT_EQ(devs[0]->name(), "rapl:intel-rapl:0 (package-0)");
+  TuneOptions opt;
+  opt.step_w = 50;
+  std::vector<double> seen;
+  auto profile = [&](int steps) {
+    seen.push_back(devs[0]->limit_w());
+    EXPECT_TRUE(untouched());
+    return StepMeasurement{static_cast<double>(steps), static_cast<double>(steps)};
+  };
+  auto r = tune_power_limit(devs, profile, opt);
+  EXPECT_DOUBLE_EQ(r.p_max_w, 200);  // not 400: psys is not summed in
+  EXPECT_EQ(r.devices.size(), 1u);
+  EXPECT_TRUE(untouched());
+  ::setenv("GT_POWERCAP_ROOT", pc.root.c_str(), 1);
+  {
+    auto g = apply_power_limit(60, "rapl");  // train.power_limit=60
+    EXPECT_EQ(pc.limit_uw(), 60000000);
+    EXPECT_TRUE(untouched());
+  }
+  ::unsetenv("GT_POWERCAP_ROOT");
+  EXPECT_EQ(pc.limit_uw(), 150000000);
+}
+
+TEST(TuneRapl, LimitFileThatIsNotANumberIsNamed) {
+  FakePowercap pc;
+  std::ofstream(pc.limit) << "150000000 W\n";
+  try {
+    open_rapl_devices(pc.root.string());
+    FAIL();
+  } catch (const gt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("constraint_0_power_limit_uw: '150000000 W' is not an "
+                                         "integer"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(TuneRapl, RefusesWithoutWriteAccess) {
   if (::geteuid() == 0) GTEST_SKIP() << "running as root: file modes do not stop root";
   FakePowercap pc;
@@ -225,7 +285,7 @@ struct FakeNvmlEnv {
   }
   ~FakeNvmlEnv() {
     for (const char* k : {"GT_NVML_LIBRARY", "FAKE_NVML_DEVICES", "FAKE_NVML_SET_LOG",
-                          "FAKE_NVML_LIMIT_FILE", "FAKE_NVML_SET_RC"})
+                          "FAKE_NVML_LIMIT_FILE", "FAKE_NVML_SET_RC", "FAKE_NVML_LIMIT_MW"})
       ::unsetenv(k);
     fs::remove_all(dir);
   }
@@ -279,5 +339,40 @@ TEST(TuneNvml, RefusesWithoutPermissionNeverHalfApplies) {
   ::unsetenv("FAKE_NVML_SET_RC");
   EXPECT_DOUBLE_EQ(devs[0]->limit_w(), 300);
   EXPECT_DOUBLE_EQ(devs[1]->limit_w(), 300);
+}
+// Issue 12, part 8: a GPU whose current limit (90 W) is below its allowed minimum (100 W): NVML
+// answers Invalid Argument to any attempt to set it back. That is not a permission problem.
+TEST(TuneNvml, LimitBelowTheMinimumIsNotCalledAPermissionProblem) {
+  FakeNvmlEnv env;
+  ::setenv("FAKE_NVML_LIMIT_MW", "90000", 1);
+  auto devs = open_power_limit_devices("nvml");
+  ASSERT_EQ(devs.size(), 2u);
+  EXPECT_DOUBLE_EQ(devs[0]->limit_w(), 90);
+  try {
+    PowerLimitGuard g(devs);
+    FAIL();
+  } catch (const gt::Error& e) {
+    const std::string m = e.what();
+    EXPECT_EQ(m.find("not permitted"), std::string::npos) << m;
+    EXPECT_EQ(m.find("root"), std::string::npos) << m;
+    EXPECT_NE(m.find("its current power limit 90 W lies below its allowed range [100, 400] W"),
+              std::string::npos)
+        << m;
+  }
+  EXPECT_TRUE(env.sets().empty());  // nothing was set, not even a probe
+}
+
+TEST(TuneNvml, NoVisibleGpuSaysWhichEntryMatchedNothing) {
+  FakeNvmlEnv env;
+  ::setenv("CUDA_VISIBLE_DEVICES", "99999999999999999999", 1);
+  try {
+    open_power_limit_devices("nvml");
+    FAIL();
+  } catch (const gt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'99999999999999999999' matches no NVML device"),
+              std::string::npos)
+        << e.what();
+  }
+  ::unsetenv("CUDA_VISIBLE_DEVICES");
 }
 #endif

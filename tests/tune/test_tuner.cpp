@@ -53,6 +53,24 @@ TEST(TuneCandidates, FromMaxDownToMinClamped) {
   EXPECT_THROW(candidate_limits_w(300, 200, 25), gt::Error);
 }
 
+// Issue 12, part 8: `tune --simulate --step 1e-7` died with std::bad_alloc (billions of
+// candidates). The count is bounded, and the error says why and which step would do.
+TEST(TuneCandidates, TinyStepIsRefusedWithTheReason) {
+  try {
+    candidate_limits_w(100, 400, 1e-7);
+    FAIL();
+  } catch (const gt::Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("power-limit step 1e-07 W over the allowed range [100, 400] W gives about "
+                     "3e+09 candidate limits; at most 1000 are profiled"),
+              std::string::npos)
+        << m;
+    EXPECT_NE(m.find("expected a step of at least 0.301 W"), std::string::npos) << m;
+  }
+  EXPECT_EQ(candidate_limits_w(100, 400, 0.301).size(), 998u);
+  EXPECT_EQ(candidate_limits_w(100, 100, 1e-7).size(), 1u);
+}
+
 TEST(TuneSearch, FindsTheKnownOptimumForEachObjective) {
   // Energy per step is lowest at L = idle / (1 - exponent) = 90 / 0.6 = 150 W, on the grid.
   EXPECT_EQ(brute_force(energy_at), 150);
