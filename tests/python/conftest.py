@@ -52,3 +52,13 @@ class FakeNvml:
         if not p.exists():
             return []
         return [(int(l.split()[1]), int(l.split()[2])) for l in p.read_text().splitlines()]
+
+    def changes(self):
+        """The limits set that differed from the one in force (mW): NVML's permission probe
+        sets the limit in force to itself, which changes nothing."""
+        out, cur = [], 300000
+        for mw, rc in self.sets():
+            if rc == 0 and mw != cur:
+                out.append(mw)
+                cur = mw
+        return out

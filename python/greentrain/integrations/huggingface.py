@@ -6,7 +6,8 @@
     trainer.train()     # every log entry gets energy_j, energy_avg_power_w, energy_g_co2e, ...
 
 Each log entry gets the energy since the previous one: ``energy_j`` (J, None when unknown),
-``energy_avg_power_w`` (W), ``energy_g_co2e`` (gCO2e), ``energy_estimated`` (bool),
+``energy_duration_s`` (s), ``energy_avg_power_w`` (W, None when the interval is shorter than a
+sensor's refresh period), ``energy_g_co2e`` (gCO2e), ``energy_estimated`` (bool),
 ``energy_total_j`` (J since training began) and, when the trainer counts input tokens
 (``include_num_input_tokens_seen=True``), ``energy_j_per_token``. Callbacks passed to
 ``Trainer`` run after the built-in printers and reporters; ``add_to_trainer(trainer, cb)``
@@ -73,7 +74,8 @@ class GreentrainCallback(TrainerCallback):  # type: ignore[misc]
     def _energy_logs(self, state: Any) -> Dict[str, Any]:
         m = self._close()
         self._open()
-        out: Dict[str, Any] = {"energy_j": m.energy_j, "energy_avg_power_w": m.avg_power_w,
+        out: Dict[str, Any] = {"energy_j": m.energy_j, "energy_duration_s": m.duration_s,
+                               "energy_avg_power_w": m.avg_power_w,
                                "energy_g_co2e": m.g_co2e, "energy_estimated": m.estimated,
                                "energy_total_j": self.total_j}
         tokens = int(getattr(state, "num_input_tokens_seen", 0) or 0)
