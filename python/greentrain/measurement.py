@@ -67,73 +67,122 @@ class DomainMeasurement:
                    unknown=unknown)
 
 
-@dataclass(frozen=True)
+def _normalize(d: Mapping[str, Any]) -> Dict[str, Any]:
+    """The C++ to_json's dict with unknown figures as None and their reasons in "unknown"."""
+    out = dict(d)
+    flags = list(d.get("flags", []))
+    unknown: Dict[str, str] = dict(d.get("unknown") or {})
+    if not d.get("domains"):
+        why = "; ".join(f for f in flags if "no sensor counted" in f) or \
+            "no sensor was counted (greentrain.sensors() says why)"
+        for k in ("energy_j", "g_co2e", "avg_power_w", "peak_power_w"):
+            out[k] = None
+            unknown.setdefault(k, why)
+    elif d.get("avg_power_w") is None:
+        why = "; ".join(f for f in flags if "power undefined" in f) or \
+            "the window is shorter than a sensor's refresh period"
+        unknown.setdefault("avg_power_w", why)
+        if not d.get("peak_power_w"):
+            out["peak_power_w"] = None
+            unknown.setdefault("peak_power_w", why)
+    out["flags"] = flags
+    out["unknown"] = unknown
+    return out
+
+
 class Measurement:
     """One measured window (``Meter.end_window``): time, energy per domain and in all, power,
-    carbon, and how each figure was made."""
+    carbon, and how each figure was made. Read-only. The figures are converted from the C++
+    measurement when first read, so that ending a window costs the loop little."""
 
-    name: str
-    """The window's name."""
-    start_unix_s: float
-    """Wall clock at begin_window (s since 1970-01-01 UTC)."""
-    duration_s: float
-    """Length of the window on the meter's monotonic clock (s)."""
-    energy_j: Optional[float]
-    """Energy of all counted domains (J); None when no sensor was counted."""
-    avg_power_w: Optional[float]
-    """energy_j / duration_s (W); None when undefined (window shorter than a sensor's refresh)."""
-    peak_power_w: Optional[float]
-    """Highest total power over one sampling interval (W); None when undefined."""
-    g_co2e: Optional[float]
-    """Carbon (gCO2e): energy integrated against the grid intensity over the window."""
-    carbon_source: str
-    """The intensity used, e.g. ``"constant 475 gCO2e/kWh (world average)"``."""
-    estimated: bool
-    """True when any counted figure is an estimate."""
-    method: str
-    """How each counted sensor's figure was made, in words."""
-    flags: List[str]
-    """Odd cases (wraps, failed readings, short windows, another reader), in words."""
-    domains: List[DomainMeasurement]
-    """Per counted sensor."""
-    unknown: Dict[str, str] = field(default_factory=dict)
-    """Field name -> why it is None."""
-    _raw: Any = field(default=None, repr=False, compare=False)
+    __slots__ = ("_raw", "_d", "_domains")
+
+    def __init__(self, raw: Any = None, d: Optional[Mapping[str, Any]] = None) -> None:
+        self._raw = raw
+        self._d: Optional[Dict[str, Any]] = None if d is None else _normalize(d)
+        self._domains: Optional[List[DomainMeasurement]] = None
 
     @classmethod
     def _from_core(cls, raw: Any) -> "Measurement":
-        m = cls.from_dict(raw.to_dict())
-        object.__setattr__(m, "_raw", raw)
-        return m
+        return cls(raw=raw)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Measurement":
         """Builds a Measurement from ``to_dict()``'s output (or the C++ to_json)."""
-        domains = [DomainMeasurement.from_dict(x) for x in d.get("domains", [])]
-        flags = list(d.get("flags", []))
-        unknown: Dict[str, str] = dict(d.get("unknown") or {})
-        energy: Optional[float] = d.get("energy_j")
-        g: Optional[float] = d.get("g_co2e")
-        avg = d.get("avg_power_w")
-        peak = d.get("peak_power_w")
-        if not domains:
-            why = "; ".join(f for f in flags if "no sensor counted" in f) or \
-                "no sensor was counted (greentrain.sensors() says why)"
-            energy = g = avg = peak = None
-            for k in ("energy_j", "g_co2e", "avg_power_w", "peak_power_w"):
-                unknown.setdefault(k, why)
-        elif avg is None:
-            why = "; ".join(f for f in flags if "power undefined" in f) or \
-                "the window is shorter than a sensor's refresh period"
-            unknown.setdefault("avg_power_w", why)
-            if not peak:
-                peak = None
-                unknown.setdefault("peak_power_w", why)
-        return cls(name=d["name"], start_unix_s=float(d.get("start_unix_s", 0.0)),
-                   duration_s=float(d["duration_s"]), energy_j=energy, avg_power_w=avg,
-                   peak_power_w=peak, g_co2e=g, carbon_source=d.get("carbon_source", ""),
-                   estimated=bool(d.get("estimated", False)), method=d.get("method", ""),
-                   flags=flags, domains=domains, unknown=unknown)
+        return cls(d=d)
+
+    def _get(self, k: str) -> Any:
+        if self._d is None:
+            self._d = _normalize(self._raw.to_dict())
+        return self._d.get(k)
+
+    @property
+    def name(self) -> str:
+        """The window's name."""
+        return self._get("name")
+
+    @property
+    def start_unix_s(self) -> float:
+        """Wall clock at begin_window (s since 1970-01-01 UTC)."""
+        return self._get("start_unix_s")
+
+    @property
+    def duration_s(self) -> float:
+        """Length of the window on the meter's monotonic clock (s)."""
+        return self._get("duration_s")
+
+    @property
+    def energy_j(self) -> Optional[float]:
+        """Energy of all counted domains (J); None when no sensor was counted."""
+        return self._get("energy_j")
+
+    @property
+    def avg_power_w(self) -> Optional[float]:
+        """energy_j / duration_s (W); None when undefined (window shorter than a sensor's
+        refresh period)."""
+        return self._get("avg_power_w")
+
+    @property
+    def peak_power_w(self) -> Optional[float]:
+        """Highest total power over one sampling interval (W); None when undefined."""
+        return self._get("peak_power_w")
+
+    @property
+    def g_co2e(self) -> Optional[float]:
+        """Carbon (gCO2e): the energy integrated against the grid intensity over the window."""
+        return self._get("g_co2e")
+
+    @property
+    def carbon_source(self) -> str:
+        """The intensity used, e.g. ``"constant 475 gCO2e/kWh (world average)"``."""
+        return self._get("carbon_source")
+
+    @property
+    def estimated(self) -> bool:
+        """True when any counted figure is an estimate."""
+        return bool(self._get("estimated"))
+
+    @property
+    def method(self) -> str:
+        """How each counted sensor's figure was made, in words."""
+        return self._get("method")
+
+    @property
+    def flags(self) -> List[str]:
+        """Odd cases (wraps, failed readings, short windows, another reader), in words."""
+        return list(self._get("flags"))
+
+    @property
+    def unknown(self) -> Dict[str, str]:
+        """Field name -> why it is None."""
+        return dict(self._get("unknown"))
+
+    @property
+    def domains(self) -> List[DomainMeasurement]:
+        """Per counted sensor."""
+        if self._domains is None:
+            self._domains = [DomainMeasurement.from_dict(x) for x in self._get("domains") or []]
+        return list(self._domains)
 
     def energy_j_of(self, domain: str) -> Optional[float]:
         """Energy (J) of the counted sensors of one domain kind (``"gpu"``, ``"cpu"``,
@@ -149,15 +198,22 @@ class Measurement:
             out[d.domain] = out.get(d.domain, 0.0) + d.energy_j
         return out
 
+    _FIELDS = ("name", "start_unix_s", "duration_s", "energy_j", "avg_power_w", "peak_power_w",
+               "g_co2e", "carbon_source", "estimated", "method", "flags")
+
     def to_dict(self) -> Dict[str, Any]:
-        """Plain data (JSON-ready): every field, unknown figures as None, and ``unknown``."""
-        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-             if not f.name.startswith("_")}
-        d["flags"] = list(self.flags)
-        d["unknown"] = dict(self.unknown)
+        """Plain data (JSON-ready): every figure, unknown ones as None with the reasons in
+        ``unknown``, ``domains`` and ``energy_j_by_domain``."""
+        d = {k: getattr(self, k) for k in self._FIELDS}
         d["domains"] = [dataclasses.asdict(x) for x in self.domains]
         d["energy_j_by_domain"] = self.energy_j_by_domain
+        d["unknown"] = self.unknown
         return d
+
+    def __repr__(self) -> str:
+        e = "unknown" if self.energy_j is None else f"{self.energy_j:.6g} J"
+        return (f"Measurement({self.name!r}, {self.duration_s:.6g} s, {e}"
+                + (", estimated" if self.estimated else "") + ")")
 
     def _core_measurement(self) -> Any:
         if self._raw is None:
