@@ -43,37 +43,38 @@ def busy(seconds):
 
 
 def make_tool(tool):
-    """(begin(name), end(name) -> report dict, close()) for a tool; raises if it cannot run."""
+    """(begin(name), end(name) -> result, report(result) -> dict, close()) for a tool, each its
+    own API: the overhead loop calls begin and end alone. Raises if the tool cannot run."""
     if tool.startswith("greentrain"):
         import greentrain
-        meter = greentrain.Meter(cpu=(tool != "greentrain-gpu"), interval_ms=100)
+        # greentrain: this machine's sensors; -gpu: the stand-in GPU alone; -nothing: no sensor
+        # (what Zeus reads on a machine without a GPU or RAPL)
+        meter = greentrain.Meter(gpus=[] if tool == "greentrain-nothing" else None,
+                                 cpu=(tool == "greentrain"), interval_ms=100)
 
-        def end(n):
-            m = meter.end_window(n)
+        def report(m):
             return {"energy_j": m.energy_j, "by_domain": m.energy_j_by_domain,
                     "avg_power_w": m.avg_power_w, "g_co2e": m.g_co2e, "estimated": m.estimated,
                     "unknown": m.unknown, "flags": m.flags[:3],
                     "sensors": [s.name for s in meter.sensors() if s.available and s.counted],
                     "sampler_overhead": meter.sampler_overhead}
-        return meter.begin_window, end, meter.close
+        return meter.begin_window, meter.end_window, report, meter.close
     if tool == "zeus":
         from zeus.monitor import ZeusMonitor
         mon = ZeusMonitor(approx_instant_energy=True)
 
-        def end(n):
-            m = mon.end_window(n)
+        def report(m):
             return {"time_s": m.time, "gpu_energy_j": dict(m.gpu_energy),
                     "cpu_energy_j": dict(m.cpu_energy or {}),
                     "dram_energy_j": dict(m.dram_energy or {}), "total_energy_j": m.total_energy}
-        return mon.begin_window, end, lambda: None
+        return mon.begin_window, mon.end_window, report, lambda: None
     if tool == "codecarbon":
         import logging
         from codecarbon import EmissionsTracker
         tr = EmissionsTracker(save_to_file=False, log_level="error", project_name="bench")
         logging.getLogger("codecarbon").setLevel(logging.ERROR)
 
-        def end(n):
-            d = tr.stop_task(n)
+        def report(d):
             return {"duration_s": d.duration, "energy_kwh": d.energy_consumed,
                     "energy_j": d.energy_consumed * 3.6e6, "cpu_power_w": d.cpu_power,
                     "ram_power_w": d.ram_power, "gpu_power_w": d.gpu_power,
@@ -84,9 +85,9 @@ def make_tool(tool):
                 tr.stop()
             except Exception:
                 pass
-        return tr.start_task, end, close
+        return tr.start_task, tr.stop_task, report, close
     if tool == "none":
-        return (lambda n: None), (lambda n: {}), (lambda: None)
+        return (lambda n: None), (lambda n: None), (lambda m: {}), (lambda: None)
     raise SystemExit(f"unknown tool {tool}")
 
 
@@ -95,7 +96,7 @@ def child(tool, task, n):
     t_setup = time.perf_counter()
     c0 = time.process_time()
     try:
-        begin, end, close = make_tool(tool)
+        begin, end, report, close = make_tool(tool)
     except Exception as e:  # what the tool says here
         out["error"] = f"{type(e).__name__}: {e}"
         print(json.dumps(out))
@@ -120,7 +121,7 @@ def child(tool, task, n):
         elif task == "report":
             begin("work")
             busy(WORK_S)
-            out["report"] = end("work")
+            out["report"] = report(end("work"))
     except Exception as e:
         out["error"] = f"{type(e).__name__}: {e}"
     finally:
@@ -180,6 +181,8 @@ def compare_with_cli(program, env, label):
     print(f"  {'':12s} {'s':>7s} {'J':>9s} {'J/s':>8s}  per domain (J)")
     for name, s, j, dd in (("CLI measure", cli["duration_s"], cli["energy_j"], dom(cli)),
                            ("Python Meter", py.duration_s, py.energy_j, py.energy_j_by_domain)):
+        if name == "CLI measure" and not dd:
+            j = None  # the CLI's JSON writes 0 when no sensor was counted; its flags say unknown
         jj = "unknown" if j is None else f"{j:9.3f}"
         jps = "" if j is None else f"{j / s:8.2f}"
         print(f"  {name:12s} {s:7.3f} {jj:>9s} {jps:>8s}  "
@@ -200,13 +203,17 @@ def main():
         child(a.child[0], a.child[1], int(float(a.child[2])))
         return
 
-    base = dict(os.environ)
+    # A lock folder of its own: on a shared machine another greentrain process may be the
+    # reader of this machine's estimate (one reader per device), and then we would read nothing.
+    base = dict(os.environ, GT_ENERGY_LOCK_DIR=tempfile.mkdtemp(prefix="gt_bench_locks_"))
     envs = {}
     for t in a.tools.split(","):
         envs[t] = base
+    if "greentrain" in envs:
+        envs["greentrain-nothing"] = base
     if a.fake_nvml:
-        fake = dict(base, GT_NVML_LIBRARY=os.path.abspath(a.fake_nvml), FAKE_NVML_POWER_MW="150000",
-                    GT_ENERGY_LOCK_DIR=tempfile.mkdtemp(prefix="gt_bench_locks_"))
+        fake = dict(base, GT_NVML_LIBRARY=os.path.abspath(a.fake_nvml),
+                    FAKE_NVML_POWER_MW="150000")
         envs["greentrain-gpu"] = fake  # the stand-in GPU alone: the cost of a counter read
     tools = list(envs)
     print(f"CPU: {cpu_model()} ({os.cpu_count()} logical CPUs); Python {platform.python_version()}")
