@@ -73,8 +73,8 @@ def _normalize(d: Mapping[str, Any]) -> Dict[str, Any]:
     flags = list(d.get("flags", []))
     unknown: Dict[str, str] = dict(d.get("unknown") or {})
     if not d.get("domains"):
-        why = "; ".join(f for f in flags if "no sensor counted" in f) or \
-            "no sensor was counted (greentrain.sensors() says why)"
+        # every flag: "no sensor counted", and why (e.g. another process is the reader)
+        why = "; ".join(flags) or "no sensor was counted (greentrain.sensors() says why)"
         for k in ("energy_j", "g_co2e", "avg_power_w", "peak_power_w"):
             out[k] = None
             unknown.setdefault(k, why)
