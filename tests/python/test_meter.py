@@ -161,3 +161,21 @@ def test_to_dict_and_codecarbon_row(fake_nvml, tmp_path):
     m.append_to_codecarbon_csv(str(path), run_id="r2")
     rows = list(csv.DictReader(path.open()))
     assert [r["run_id"] for r in rows] == ["r1", "r2"]
+
+
+def test_carbon_series_from_csv(fake_nvml, tmp_path):
+    csv_path = tmp_path / "ci.csv"
+    csv_path.write_text("Time,Carbon Intensity\n2020-01-01 00:00:00,200\n"
+                        "2020-01-01 01:00:00,400\n")
+    with gpu_meter(carbon=csv_path, region="test grid") as meter:
+        assert "series" in meter.carbon_source
+        meter.begin_window("w")
+        time.sleep(0.12)
+        m = meter.end_window("w")
+    # now is after the series: its last value (400 gCO2e/kWh) is used, and flagged
+    assert m.g_co2e == pytest.approx(m.energy_j / 3.6e6 * 400, rel=1e-6)
+    assert any("outside the intensity series" in f for f in m.flags)
+    bad = tmp_path / "bad.csv"
+    bad.write_text("Time,Carbon Intensity\n2020-01-01 00:00:00,lots\n")
+    with pytest.raises(greentrain.Error, match="bad.csv"):
+        gpu_meter(carbon=bad)
