@@ -26,8 +26,8 @@ def test_energy_logger_joules_per_step_and_token(fake_nvml):
             with log.step(tokens=100):
                 1 / 0  # the step's window still ends
     assert log.steps == 5 and len(log.records) == 5
-    for r in log.records:
-        assert r.energy_j == pytest.approx(W * r.duration_s, rel=0.05)
+    for r in log.records:  # the counter counts whole mJ: the short last step within 2 mJ
+        assert r.energy_j == pytest.approx(W * r.duration_s, rel=0.05, abs=0.002)
         assert r.joules_per_token == pytest.approx(r.energy_j / 100)
         assert not r.estimated
     assert log.total_j == pytest.approx(sum(r.energy_j for r in log.records))

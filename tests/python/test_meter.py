@@ -25,11 +25,12 @@ def test_window_energy_is_power_times_time(fake_nvml):
         time.sleep(0.3)
         m = meter.end_window("w")
     assert isinstance(m, greentrain.Measurement)
-    assert m.duration_s == pytest.approx(0.3, abs=0.05)
+    assert 0.3 <= m.duration_s < 0.6  # sleep overshoots on a loaded machine
     assert m.energy_j == pytest.approx(W * m.duration_s, rel=0.03)
     assert m.avg_power_w == pytest.approx(W, rel=0.03)
     assert m.peak_power_w >= m.avg_power_w * 0.97
-    assert m.g_co2e == pytest.approx(m.energy_j / 3.6e6 * 100.0, rel=1e-6)
+    # carbon is integrated per sampling interval on the unix clock (1e9 s: ~1e-7 s steps)
+    assert m.g_co2e == pytest.approx(m.energy_j / 3.6e6 * 100.0, rel=1e-4)
     assert not m.estimated and m.unknown == {}
     [d] = m.domains
     assert (d.sensor, d.domain, d.method) == ("nvml:0", "gpu", "counter")
@@ -47,8 +48,8 @@ def test_windows_nest_and_overlap(fake_nvml):
         outer = meter.end_window("outer")  # overlapping: outer ends first
         time.sleep(0.15)
         inner = meter.end_window("inner")
-    assert outer.duration_s == pytest.approx(0.3, abs=0.05)
-    assert inner.duration_s == pytest.approx(0.3, abs=0.05)
+    assert 0.3 <= outer.duration_s < 0.6 and 0.3 <= inner.duration_s < 0.6
+    assert outer.start_unix_s < inner.start_unix_s
     for m in (outer, inner):
         assert m.energy_j == pytest.approx(W * m.duration_s, rel=0.05)
     with gpu_meter() as meter:
@@ -129,7 +130,7 @@ def test_context_manager_and_decorator(fake_nvml):
         assert work(1) == 1
         assert work.last_measurement.energy_j == pytest.approx(
             W * work.last_measurement.duration_s, rel=0.05)
-        assert work.last_measurement.duration_s == pytest.approx(0.24, abs=0.06)
+        assert 0.24 <= work.last_measurement.duration_s < 0.5  # the outer call of two
         assert meter.last[work.__qualname__] is work.last_measurement
 
 
@@ -173,7 +174,7 @@ def test_carbon_series_from_csv(fake_nvml, tmp_path):
         time.sleep(0.12)
         m = meter.end_window("w")
     # now is after the series: its last value (400 gCO2e/kWh) is used, and flagged
-    assert m.g_co2e == pytest.approx(m.energy_j / 3.6e6 * 400, rel=1e-6)
+    assert m.g_co2e == pytest.approx(m.energy_j / 3.6e6 * 400, rel=1e-4)
     assert any("outside the intensity series" in f for f in m.flags)
     bad = tmp_path / "bad.csv"
     bad.write_text("Time,Carbon Intensity\n2020-01-01 00:00:00,lots\n")
