@@ -31,8 +31,22 @@ std::unique_ptr<Meter> Meter::create(const MeterOptions& opt) {
   auto take = [&all](SensorList l) {
     for (auto& s : l) all.push_back(std::move(s));
   };
-  if (opt.use_nvml) take(detect_nvml());
-  if (opt.use_rocm_smi) take(detect_rocm_smi());
+  // Keeps the GPUs at positions opt.gpus of a vendor's list (its placeholder when it has none).
+  auto select = [&opt](SensorList l, const char* vendor) {
+    if (!opt.gpus || (l.size() == 1 && !l[0]->info().available)) return l;
+    SensorList out;
+    for (int g : *opt.gpus) {
+      if (g < 0 || g >= static_cast<int>(l.size()) || !l[static_cast<size_t>(g)])
+        throw EnergyError(
+            fmt::format("gpus: {} is not a visible {} GPU (or is listed twice); "
+                        "expected a position in 0..{}",
+                        g, vendor, static_cast<int>(l.size()) - 1));
+      out.push_back(std::move(l[static_cast<size_t>(g)]));
+    }
+    return out;
+  };
+  if (opt.use_nvml) take(select(detect_nvml(), "NVIDIA"));
+  if (opt.use_rocm_smi) take(select(detect_rocm_smi(), "AMD"));
   if (opt.use_rapl) take(detect_rapl(opt.powercap_root));
   if (opt.use_estimate) {
     std::set<std::string> covered;  // domains a counted, readable counter measures

@@ -43,6 +43,10 @@ struct MeterOptions {
   double ram_w_per_gb = 0.375;      ///< W/GB for the memory estimate (CodeCarbon)
   int pid = 0;  ///< CPU/memory estimate of this process tree (0: the whole machine)
   bool use_nvml = true, use_rocm_smi = true, use_rapl = true, use_estimate = true;
+  /// GPUs to read, as positions among the visible GPUs of each vendor (0-based, CUDA's
+  /// numbering after CUDA_VISIBLE_DEVICES); empty optional: all of them. create() throws
+  /// EnergyError naming a position that is not a visible GPU.
+  std::optional<std::vector<int>> gpus;
   std::string powercap_root;  ///< empty: $GT_POWERCAP_ROOT or /sys/class/powercap
   std::string lock_dir;       ///< empty: $GT_ENERGY_LOCK_DIR or /tmp/greentrain-energy-locks
   double max_plausible_power_w = 1e4;  ///< per domain; above it a wrap is taken for a reset

@@ -1,0 +1,125 @@
+"""A helper for plain training loops (PyTorch or other): one energy window per step.
+
+    meter = greentrain.Meter(sync=torch.cuda.synchronize if torch.cuda.is_available() else None)
+    log = EnergyLogger(meter, print_every=10)
+    for batch in loader:
+        with log.step(tokens=batch.numel()):
+            loss = model(batch).loss; loss.backward(); opt.step(); opt.zero_grad()
+    print(log.total_j, log.joules_per_token)
+"""
+
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, List, Optional
+
+from ..measurement import Measurement
+from ..meter import Meter
+
+__all__ = ["EnergyLogger", "StepRecord"]
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """The energy of one training step."""
+
+    step: int
+    """0-based step index."""
+    duration_s: float
+    """Step time (s)."""
+    energy_j: Optional[float]
+    """Energy of the step over the meter's counted domains (J); None when unknown."""
+    tokens: Optional[float]
+    """Tokens processed in the step, when given."""
+    joules_per_token: Optional[float]
+    """energy_j / tokens (J/token); None without tokens or energy."""
+    avg_power_w: Optional[float]
+    """Average power over the step (W); None when the step is shorter than a sensor's
+    refresh period."""
+    estimated: bool
+    """True when part of the energy is an estimate."""
+    measurement: Measurement
+    """The full measurement (domains, flags, carbon)."""
+
+
+class EnergyLogger:
+    """One meter window per training step; keeps a StepRecord per step.
+
+    Args:
+        meter: the Meter to measure with.
+        optimizer: a PowerLimitOptimizer to drive (its on_step_begin is called at each step).
+        print_every: print a line every this many steps (0: never).
+        print_fn: where lines go (default: print to stderr).
+        keep: keep at most this many records (oldest dropped; totals keep counting).
+    """
+
+    def __init__(self, meter: Meter, optimizer: Any = None, print_every: int = 0,
+                 print_fn: Optional[Callable[[str], Any]] = None, keep: int = 100000) -> None:
+        self.meter = meter
+        self.optimizer = optimizer
+        self.print_every = print_every
+        self.print_fn = print_fn or (lambda s: print(s, file=sys.stderr))
+        self.keep = keep
+        self.records: List[StepRecord] = []
+        self.steps = 0
+        self.total_j = 0.0
+        """Sum of the steps' energy (J); steps of unknown energy are not in it."""
+        self.total_s = 0.0
+        self.total_tokens = 0.0
+        self.unknown_steps = 0
+        """Steps whose energy was unknown."""
+        self._window = f"greentrain.step@{id(self):x}"
+
+    def begin(self) -> None:
+        """Starts a step (drives the optimizer, then opens the step's window)."""
+        if self.optimizer is not None:
+            self.optimizer.on_step_begin()
+        self.meter.begin_window(self._window)
+
+    def end(self, tokens: Optional[float] = None) -> StepRecord:
+        """Ends the step opened by begin(); ``tokens``: tokens it processed."""
+        m = self.meter.end_window(self._window)
+        jpt = m.energy_j / tokens if (m.energy_j is not None and tokens) else None
+        r = StepRecord(step=self.steps, duration_s=m.duration_s, energy_j=m.energy_j,
+                       tokens=tokens, joules_per_token=jpt, avg_power_w=m.avg_power_w,
+                       estimated=m.estimated, measurement=m)
+        self.steps += 1
+        self.total_s += m.duration_s
+        if m.energy_j is None:
+            self.unknown_steps += 1
+        else:
+            self.total_j += m.energy_j
+            if tokens:
+                self.total_tokens += tokens
+        self.records.append(r)
+        if len(self.records) > self.keep:
+            del self.records[0]
+        if self.print_every and self.steps % self.print_every == 0:
+            self.print_fn(self.line(r))
+        return r
+
+    @contextmanager
+    def step(self, tokens: Optional[float] = None) -> Iterator[None]:
+        """``with logger.step(tokens=n): ...``: one step (the window ends if the body raises,
+        and the exception goes on)."""
+        self.begin()
+        try:
+            yield
+        finally:
+            self.end(tokens)
+
+    @property
+    def joules_per_token(self) -> Optional[float]:
+        """Total J / total tokens over the steps with known energy and tokens; None if none."""
+        return self.total_j / self.total_tokens if self.total_tokens > 0 else None
+
+    @staticmethod
+    def line(r: StepRecord) -> str:
+        """``step 10: 0.52 s, 61.3 J, 118 W, 0.0150 J/token (estimated)``."""
+        e = "energy unknown" if r.energy_j is None else f"{r.energy_j:.4g} J"
+        p = "" if r.avg_power_w is None else f", {r.avg_power_w:.4g} W"
+        t = "" if r.joules_per_token is None else f", {r.joules_per_token:.4g} J/token"
+        return f"step {r.step}: {r.duration_s:.4g} s, {e}{p}{t}" + \
+            (" (estimated)" if r.estimated else "")

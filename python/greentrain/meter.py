@@ -1,0 +1,214 @@
+"""The energy meter: Zeus-style windows over greentrain's C++ Meter.
+
+    meter = greentrain.Meter()                  # GPUs (NVML, ROCm SMI), RAPL, else estimates
+    meter.begin_window("step")
+    ...work...
+    m = meter.end_window("step")                # m.energy_j (J), m.duration_s (s), m.g_co2e
+
+Windows nest and overlap freely (each name has its own start). The sensors are sampled in a
+C++ thread every ``interval_ms`` (wraps and dips are corrected there) and at every window
+boundary; Python holds no lock while the meter reads them.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import os
+import threading
+import weakref
+from contextlib import contextmanager
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, TypeVar, Union
+
+from . import _core
+from .measurement import Measurement, SensorInfo
+
+__all__ = ["Meter", "Window", "sensors"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def sensors(powercap_root: str = "") -> List[SensorInfo]:
+    """Every power or energy sensor looked for on this machine, as ``greentrain sensors``
+    lists them: available or not (with the reason), counted or not. ``powercap_root``: RAPL's
+    powercap folder (empty: $GT_POWERCAP_ROOT or /sys/class/powercap)."""
+    return [SensorInfo.from_dict(d) for d in _core.sensors(powercap_root)]
+
+
+class Window:
+    """A window opened by ``Meter.window()``; ``measurement`` is set when it ends."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.measurement: Optional[Measurement] = None
+
+
+class Meter:
+    """Measures the energy (J), time (s), power (W) and carbon (gCO2e) of named windows.
+
+    Args:
+        gpus: GPUs to read, as positions among the visible GPUs (CUDA's numbering after
+            CUDA_VISIBLE_DEVICES); None: all visible GPUs; ``[]``: none.
+        cpu: read the CPU and memory: RAPL counters, else an estimate (CPU TDP x utilization,
+            0.375 W per GB of RAM, always marked ``estimated``). False: GPUs only.
+        interval_ms: background sampling period (ms); 0: no thread, sensors are read only at
+            window boundaries (enough for counters; power gauges want sampling).
+        carbon: grid carbon intensity: a number (gCO2e/kWh, constant), a path to a CSV series
+            with columns ``Time`` and ``Carbon Intensity`` (gCO2e/kWh), or None (475 gCO2e/kWh,
+            the IEA world average CodeCarbon also uses).
+        carbon_utc_offset_h: the CSV's naive times are local at this offset east of UTC (h).
+        region: a label for the intensity, shown in measurements and CSV rows.
+        cpu_tdp_w: per-socket TDP (W) for the CPU estimate (default: table lookup, else 85 W).
+        pid: estimate the CPU share of this process tree (0: the whole machine, the default).
+        powercap_root: RAPL's powercap folder (empty: $GT_POWERCAP_ROOT or /sys/class/powercap).
+        lock_dir: folder of the one-reader-per-device locks (empty: $GT_ENERGY_LOCK_DIR or
+            /tmp/greentrain-energy-locks).
+        sync: called before each window boundary, e.g. ``torch.cuda.synchronize`` so that queued
+            GPU work is inside the window it belongs to (as Zeus's ``sync_execution_with``).
+
+    Raises:
+        greentrain.Error: bad option (the message names it), e.g. a GPU position that is not
+            visible or a carbon CSV with a bad line.
+    """
+
+    def __init__(self, gpus: Optional[Sequence[int]] = None, cpu: bool = True,
+                 interval_ms: float = 100, carbon: Union[None, float, str, os.PathLike] = None,
+                 *, carbon_utc_offset_h: float = 0.0, region: str = "",
+                 cpu_tdp_w: Optional[float] = None, pid: int = 0, powercap_root: str = "",
+                 lock_dir: str = "", sync: Optional[Callable[[], Any]] = None) -> None:
+        if interval_ms < 0:
+            raise ValueError(f"interval_ms {interval_ms}: expected >= 0 (ms)")
+        carbon_g: Optional[float] = None
+        carbon_csv = ""
+        if isinstance(carbon, (int, float)) and not isinstance(carbon, bool):
+            if carbon < 0:
+                raise ValueError(f"carbon {carbon} gCO2e/kWh: expected >= 0")
+            carbon_g = float(carbon)
+            region = region or "given"
+        elif carbon is not None:
+            carbon_csv = os.fspath(carbon)
+        self._sync = sync
+        self._core = _core.make_meter(
+            None if gpus is None else [int(g) for g in gpus], bool(cpu), interval_ms / 1000.0,
+            carbon_g, carbon_csv, float(carbon_utc_offset_h), region, None, cpu_tdp_w, int(pid),
+            powercap_root, lock_dir)
+        self._lock = threading.Lock()
+        self._seq = itertools.count(1)
+        self.last: Dict[str, Measurement] = {}
+        """The last measurement of each window name made by ``window()`` or ``measure()``."""
+        self._users: "weakref.WeakSet[Any]" = weakref.WeakSet()
+
+    # -- windows -----------------------------------------------------------------------------
+    def begin_window(self, name: str) -> None:
+        """Starts window ``name`` now. Raises greentrain.Error if one of that name is open."""
+        if self._sync is not None:
+            self._sync()
+        self._meter().begin_window(name)
+
+    def end_window(self, name: str) -> Measurement:
+        """Ends window ``name`` and returns its Measurement. Raises greentrain.Error if no
+        window of that name is open."""
+        if self._sync is not None:
+            self._sync()
+        return Measurement._from_core(self._meter().end_window(name))
+
+    def has_window(self, name: str) -> bool:
+        """True while a window of this name is open."""
+        return self._meter().has_window(name)
+
+    @contextmanager
+    def window(self, name: str) -> Iterator[Window]:
+        """``with meter.window("eval") as w: ...`` then ``w.measurement``. The window also ends
+        (and is recorded in ``meter.last``) when the block raises."""
+        w = Window(name)
+        key = self._free_name(name)
+        self.begin_window(key)
+        try:
+            yield w
+        finally:
+            m = self.end_window(key)
+            w.measurement = m
+            self.last[name] = m
+
+    def measure(self, name: Optional[str] = None) -> Callable[[F], F]:
+        """Decorator: each call of the function is a window named ``name`` (default: the
+        function's qualified name); its Measurement goes to ``meter.last[name]`` and to the
+        wrapper's ``last_measurement``. Recursive or concurrent calls get windows of their
+        own."""
+
+        def deco(fn: F) -> F:
+            label = name or getattr(fn, "__qualname__", "function")
+
+            def run(*args: Any, **kwargs: Any) -> Any:
+                w_holder: List[Window] = []
+                try:
+                    with self.window(label) as w:
+                        w_holder.append(w)
+                        return fn(*args, **kwargs)
+                finally:
+                    if w_holder and w_holder[0].measurement is not None:
+                        run.last_measurement = w_holder[0].measurement  # type: ignore[attr-defined]
+
+            functools.update_wrapper(run, fn)
+            run.last_measurement = None  # type: ignore[attr-defined]
+            return run  # type: ignore[return-value]
+
+        return deco
+
+    def _free_name(self, name: str) -> str:
+        if not self._meter().has_window(name):
+            return name
+        return f"{name}#{next(self._seq)}"
+
+    # -- about the meter ---------------------------------------------------------------------
+    def sensors(self) -> List[SensorInfo]:
+        """The sensors of this meter: available or not, counted or not, and the ones another
+        process reads (one reader per device per node; then ``reason`` names it)."""
+        return [SensorInfo.from_dict(d) for d in self._meter().sensors()]
+
+    @property
+    def estimated(self) -> bool:
+        """True when any counted figure is an estimate (no hardware counter covers a domain)."""
+        return self._meter().estimated()
+
+    @property
+    def sampler_overhead(self) -> float:
+        """CPU time of the sampling thread over its wall time (fraction of one core)."""
+        return self._meter().sampler_overhead()
+
+    @property
+    def interval_ms(self) -> float:
+        """The sampling period (ms)."""
+        return self._meter().interval_s() * 1000.0
+
+    @property
+    def carbon_source(self) -> str:
+        """The carbon intensity in use, in words."""
+        return self._meter().carbon_source()
+
+    def sample_now(self) -> None:
+        """Reads every sensor now (the thread does it every interval_ms)."""
+        self._meter().sample_now()
+
+    # -- lifetime ----------------------------------------------------------------------------
+    def _meter(self) -> Any:
+        m = self._core
+        if m is None:
+            raise _core.Error("this Meter is closed")
+        return m
+
+    def _attach(self, user: Any) -> None:
+        self._users.add(user)
+
+    def close(self) -> None:
+        """Closes the power-limit optimizers that use this meter (restoring their limits), stops
+        the sampling thread and releases the device locks. Idempotent."""
+        for u in list(self._users):
+            u.close()
+        self._core = None
+
+    def __enter__(self) -> "Meter":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -1,0 +1,64 @@
+// python/src/bind_tune.cpp: the tune module in Python: power-limit devices and the search
+// driven from a training loop (StepTuner). The GIL is released while the loop waits on the
+// search and while the search is closed.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "common.h"
+#include "step_tuner.h"
+#include "tune/power_limit.h"
+#include "tune/tuner.h"
+
+namespace gt::python {
+
+void bind_tune(nb::module_& m) {
+  using namespace gt::tune;
+  nb::class_<PowerLimitDevice>(m, "PowerLimitDevice", "A device whose power limit can be set (W)")
+      .def_prop_ro("name", &PowerLimitDevice::name)
+      .def_prop_ro("limit_w", &PowerLimitDevice::limit_w)
+      .def_prop_ro("min_limit_w", &PowerLimitDevice::min_limit_w)
+      .def_prop_ro("max_limit_w", &PowerLimitDevice::max_limit_w)
+      .def("permission_problem", &PowerLimitDevice::permission_problem);
+
+  m.def("open_power_limit_devices", &open_power_limit_devices, nb::arg("kind") = "auto",
+        nb::arg("powercap_root") = "");
+  m.def("candidate_limits_w", &candidate_limits_w, nb::arg("min_w"), nb::arg("max_w"),
+        nb::arg("step_w"));
+
+  nb::class_<StepTuner>(m, "StepTuner", "The power-limit search driven by step boundaries")
+      .def(
+          "__init__",
+          [](StepTuner* self, std::vector<DevicePtr> devices, energy::Meter* meter,
+             const std::string& objective, double eta, double max_slowdown, double step_w,
+             int warmup_steps, int profile_steps, const std::string& profile_path, bool apply_best,
+             bool verbose) {
+            TuneOptions o;
+            o.objective = parse_objective(objective);
+            o.eta = eta;
+            o.max_slowdown = max_slowdown;
+            o.step_w = step_w;
+            o.warmup_steps = warmup_steps;
+            o.profile_steps = profile_steps;
+            o.profile_path = profile_path;
+            new (self) StepTuner(std::move(devices), meter, o, apply_best, verbose);
+          },
+          nb::arg("devices"), nb::arg("meter"), nb::arg("objective"), nb::arg("eta"),
+          nb::arg("max_slowdown"), nb::arg("step_w"), nb::arg("warmup_steps"),
+          nb::arg("profile_steps"), nb::arg("profile_path"), nb::arg("apply_best"),
+          nb::arg("verbose"), nb::keep_alive<1, 3>())
+      .def(
+          "check_permission", [](const StepTuner& t) { PowerLimitGuard probe(t.devices(), false); },
+          "Raises greentrain.Error listing each device that may not be set; changes nothing.")
+      .def("step", &StepTuner::step, nb::call_guard<nb::gil_scoped_release>())
+      .def("epoch_end", &StepTuner::epoch_end)
+      .def("close", &StepTuner::close, nb::call_guard<nb::gil_scoped_release>())
+      .def_prop_ro("state", &StepTuner::state_name)
+      .def_prop_ro("chosen_limit_w", &StepTuner::chosen_limit_w)
+      .def_prop_ro("devices", &StepTuner::devices)
+      .def("result", [](const StepTuner& t) { return to_py(t.result_json()); })
+      .def_prop_ro("error", &StepTuner::error);
+}
+
+}  // namespace gt::python

@@ -1,0 +1,171 @@
+// python/src/step_tuner.cpp: the power-limit search driven by a loop's step boundaries.
+#include "step_tuner.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+
+#include "core/error.h"
+
+namespace gt::python {
+
+StepTuner::StepTuner(std::vector<tune::DevicePtr> devices, energy::Meter* meter,
+                     tune::TuneOptions opt, bool apply_best, bool verbose)
+    : devices_(std::move(devices)),
+      meter_(meter),
+      opt_(std::move(opt)),
+      apply_best_(apply_best),
+      verbose_(verbose),
+      window_(fmt::format("greentrain.tune@{}", static_cast<const void*>(this))) {}
+
+StepTuner::~StepTuner() { close(); }
+
+void StepTuner::wait_boundary(std::unique_lock<std::mutex>& lk) {
+  cv_.wait(lk, [this] { return abort_ || boundary_ > acked_; });
+  if (abort_) throw Aborted{};
+}
+
+void StepTuner::ack(std::unique_lock<std::mutex>& lk) {
+  acked_ = boundary_;
+  cv_.notify_all();
+}
+
+tune::StepMeasurement StepTuner::profile(int steps) {
+  std::unique_lock<std::mutex> lk(mu_);
+  try {
+    wait_boundary(lk);  // the loop waits at a step boundary: the window starts exactly there
+    epoch_break_ = false;
+    meter_->begin_window(window_);
+    ack(lk);
+    int done = 0;
+    for (;;) {
+      wait_boundary(lk);   // one more step has run
+      if (epoch_break_) {  // other work ran since the last boundary: start this window again
+        epoch_break_ = false;
+        meter_->end_window(window_);
+        meter_->begin_window(window_);
+        done = 0;
+        ack(lk);
+        continue;
+      }
+      if (++done == steps) break;
+      ack(lk);
+    }
+    const energy::Measurement m = meter_->end_window(window_);
+    return {m.energy_j, m.duration_s};  // the loop still waits: the search sets the next limit
+  } catch (...) {
+    try {
+      if (meter_->has_window(window_)) meter_->end_window(window_);
+    } catch (...) {
+    }
+    throw;
+  }
+}
+
+void StepTuner::thread_main() {
+  try {
+    tune::ProfileFn f = [this](int n) { return profile(n); };
+    tune::TuneResult r = tune::tune_power_limit(devices_, f, opt_, verbose_ ? stderr : nullptr);
+    if (apply_best_) {
+      auto g = std::make_unique<tune::PowerLimitGuard>(devices_, /*handle_signals=*/true);
+      g->apply_w(r.chosen_limit_w);
+      if (verbose_)
+        std::fprintf(stderr, "greentrain: power limit %.1f W applied until the optimizer closes\n",
+                     r.chosen_limit_w);
+      std::lock_guard<std::mutex> lk(mu_);
+      best_guard_ = std::move(g);
+    }
+    std::lock_guard<std::mutex> lk(mu_);
+    result_ = std::move(r);
+    state_ = State::done;
+    acked_ = boundary_;
+    cv_.notify_all();
+  } catch (const Aborted&) {
+    std::lock_guard<std::mutex> lk(mu_);
+    state_ = State::closed;
+    cv_.notify_all();
+  } catch (const std::exception& e) {
+    std::lock_guard<std::mutex> lk(mu_);
+    error_ = e.what();
+    state_ = State::failed;
+    cv_.notify_all();
+  }
+}
+
+void StepTuner::step() {
+  std::unique_lock<std::mutex> lk(mu_);
+  if (state_ == State::idle) {
+    { tune::PowerLimitGuard probe(devices_, false); }  // refuses without permission; no change
+    state_ = State::profiling;
+    boundary_ = 1;
+    thread_ = std::thread([this] { thread_main(); });
+  } else if (state_ == State::profiling) {
+    ++boundary_;
+    cv_.notify_all();
+  }
+  cv_.wait(lk, [this] { return acked_ >= boundary_ || state_ != State::profiling; });
+  if (state_ == State::failed && !error_raised_) {
+    error_raised_ = true;
+    throw Error("power-limit search failed (the limits in force before were restored): " + error_);
+  }
+}
+
+void StepTuner::epoch_end() {
+  std::lock_guard<std::mutex> lk(mu_);
+  epoch_break_ = true;
+}
+
+void StepTuner::close() noexcept {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    abort_ = true;
+    cv_.notify_all();
+  }
+  if (thread_.joinable()) thread_.join();
+  std::unique_ptr<tune::PowerLimitGuard> g;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    g = std::move(best_guard_);
+    if (state_ != State::failed) state_ = State::closed;
+  }
+  g.reset();  // restores the limits in force before the chosen one was applied
+}
+
+StepTuner::State StepTuner::state() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return state_;
+}
+
+std::string StepTuner::state_name() const {
+  switch (state()) {
+    case State::idle:
+      return "idle";
+    case State::profiling:
+      return "profiling";
+    case State::done:
+      return "done";
+    case State::closed:
+      return "closed";
+    case State::failed:
+      return "failed";
+  }
+  return "?";
+}
+
+std::optional<double> StepTuner::chosen_limit_w() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (!result_) return std::nullopt;
+  return result_->chosen_limit_w;
+}
+
+nlohmann::json StepTuner::result_json() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return result_ ? tune::tune_result_to_json(*result_, opt_) : nlohmann::json(nullptr);
+}
+
+std::string StepTuner::error() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return error_;
+}
+
+}  // namespace gt::python

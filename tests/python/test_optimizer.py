@@ -1,0 +1,161 @@
+"""PowerLimitOptimizer from Python on the stand-in NVML (limits 100..400 W, 300 W at start,
+every set logged): the search's order and choice, epoch ends, the restore of the limits on
+exceptions, KeyboardInterrupt (raised, and a real SIGINT in and out of a `with` block), and the
+refusal without permission before anything changes."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import greentrain
+
+ORIGINAL_MW = 300000
+
+
+def make(meter, **kw):
+    kw.setdefault("devices", "nvml")
+    kw.setdefault("step_w", 100)
+    kw.setdefault("warmup_steps", 0)
+    kw.setdefault("profile_steps", 2)
+    kw.setdefault("verbose", False)
+    return greentrain.PowerLimitOptimizer(meter, **kw)
+
+
+def work(draw_mw=250000):
+    """A step whose power is min(limit, 250 W) and whose time grows as the limit drops
+    (the stand-in's FAKE_NVML_DRAW_MW model, speed = min(1, limit/draw)^0.5)."""
+    with open(os.environ["FAKE_NVML_LIMIT_FILE"]) as f:
+        limit = int(f.read().split()[0])
+    time.sleep(0.02 / min(1.0, limit / draw_mw) ** 0.5)
+
+
+def test_search_order_choice_and_restore(fake_nvml, env):
+    env.setenv("FAKE_NVML_DRAW_MW", "250000")
+    with greentrain.Meter(cpu=False, interval_ms=5) as meter:
+        with make(meter, objective="energy") as plo:
+            assert plo.state == "idle" and fake_nvml.changes() == []  # nothing before a step
+            n = 0
+            while plo.state != "done":
+                plo.on_step_begin()
+                n += 1
+                work()
+                assert n < 50
+            # 4 candidates x 2 profiled steps; the 9th boundary ends the last profile
+            assert n == 9
+            r = plo.result()
+            assert [p["limit_w"] for p in r["points"]] == [400, 300, 200, 100]
+            # energy per step ~ min(L, 250 W) x time(L): lowest at 100 W
+            assert plo.chosen_limit_w == 100 == r["chosen_limit_w"]
+            assert fake_nvml.limit_mw() == 100000  # the chosen limit stays until close
+            for _ in range(3):
+                plo.on_step_begin()  # no-ops after the search
+        assert plo.state == "closed"
+    # the search from the top, its restore, the chosen limit, and its restore at close
+    assert fake_nvml.changes() == [400000, 300000, 200000, 100000, ORIGINAL_MW, 100000,
+                                   ORIGINAL_MW]
+    assert fake_nvml.limit_mw() == ORIGINAL_MW
+
+
+def test_epoch_end_discards_the_profiled_steps(fake_nvml):
+    with greentrain.Meter(cpu=False, interval_ms=0) as meter, make(meter) as plo:
+        n = 0
+        while plo.state != "done":
+            plo.on_step_begin()
+            n += 1
+            if n == 2:
+                plo.on_epoch_end()  # evaluation after step 2: the 400 W profile starts again
+        assert n == 11
+    assert fake_nvml.limit_mw() == ORIGINAL_MW
+
+
+def test_restore_on_exception(fake_nvml):
+    with greentrain.Meter(cpu=False, interval_ms=0) as meter:
+        with pytest.raises(RuntimeError, match="diverged"):
+            with make(meter) as plo:
+                for i in range(100):
+                    plo.on_step_begin()
+                    if i == 3:
+                        assert fake_nvml.limit_mw() == 300000  # mid-search: 300 W candidate
+                        raise RuntimeError("loss diverged")
+        assert plo.state == "closed"
+    assert fake_nvml.limit_mw() == ORIGINAL_MW
+    assert fake_nvml.sets()[-1] == (ORIGINAL_MW, 0)
+
+
+def test_restore_on_keyboard_interrupt(fake_nvml):
+    with greentrain.Meter(cpu=False, interval_ms=0) as meter:
+        with pytest.raises(KeyboardInterrupt):
+            with make(meter) as plo:
+                for i in range(100):
+                    plo.on_step_begin()
+                    if i == 5:
+                        raise KeyboardInterrupt
+    assert fake_nvml.limit_mw() == ORIGINAL_MW
+
+
+def test_restore_on_sigint_in_process(fake_nvml):
+    with greentrain.Meter(cpu=False, interval_ms=0) as meter:
+        with pytest.raises(KeyboardInterrupt):
+            with make(meter) as plo:
+                for i in range(100):
+                    plo.on_step_begin()
+                    if i == 5:
+                        assert fake_nvml.limit_mw() == 200000
+                        os.kill(os.getpid(), signal.SIGINT)
+                        time.sleep(1)  # Python raises KeyboardInterrupt here
+                        pytest.fail("no KeyboardInterrupt")
+    assert fake_nvml.limit_mw() == ORIGINAL_MW
+
+
+@pytest.mark.parametrize("chosen", [False, True])
+def test_restore_on_sigint_without_with_block(fake_nvml, env, chosen):
+    """Ctrl-C in a loop that never closes the optimizer: during the search, and after it
+    with the chosen limit in force. The process ends by KeyboardInterrupt; the limit is back."""
+    env.setenv("FAKE_NVML_DRAW_MW", "250000")
+    script = textwrap.dedent(f"""
+        import os, sys, time, greentrain
+        meter = greentrain.Meter(cpu=False, interval_ms=5)
+        plo = greentrain.PowerLimitOptimizer(meter, "energy", devices="nvml", step_w=100,
+                                             warmup_steps=0, profile_steps=2, verbose=False)
+        for i in range(1000):
+            plo.on_step_begin()
+            limit = int(open(os.environ["FAKE_NVML_LIMIT_FILE"]).read().split()[0])
+            time.sleep(0.02 / min(1.0, limit / 250000) ** 0.5)
+            if {chosen} == (plo.state == "done") and i >= 5:
+                print("ready", plo.chosen_limit_w or 200, flush=True)
+                time.sleep(30)
+    """)
+    p = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    ready, limit_w = p.stdout.readline().split()
+    assert ready == "ready" and fake_nvml.limit_mw() == float(limit_w) * 1000
+    assert fake_nvml.limit_mw() != ORIGINAL_MW  # 200 W during the search, 100 W chosen
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=30)
+    assert "KeyboardInterrupt" in err
+    assert "power limits restored after signal" in err
+    assert fake_nvml.limit_mw() == ORIGINAL_MW
+
+
+def test_refuses_without_permission(fake_nvml, env):
+    env.setenv("FAKE_NVML_SET_RC", "4")  # NVML_ERROR_NO_PERMISSION
+    with greentrain.Meter(cpu=False, interval_ms=0) as meter:
+        with pytest.raises(PermissionError, match="nothing was changed"):
+            make(meter)
+    assert fake_nvml.changes() == [] and all(rc == 4 for _, rc in fake_nvml.sets())
+    assert fake_nvml.limit_mw() == ORIGINAL_MW
+
+
+def test_closing_the_meter_closes_the_optimizer(fake_nvml):
+    meter = greentrain.Meter(cpu=False, interval_ms=0)
+    plo = make(meter)
+    for _ in range(6):
+        plo.on_step_begin()
+    assert fake_nvml.limit_mw() == 200000
+    meter.close()
+    assert plo.state == "closed" and fake_nvml.limit_mw() == ORIGINAL_MW
