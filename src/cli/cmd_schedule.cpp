@@ -39,10 +39,14 @@ void run_schedule(const ScheduleArgs& a) {
   const CarbonSeries series = load_carbon_csv(a.carbon_csv, off);
   const std::vector<Job> jobs = load_jobs_toml(a.jobs_toml, off);
   const Plan plan = make_plan(jobs, series, opt);
+  // A hole in the series is bridged with the value before it: say so, in every output.
+  const std::vector<std::string> gaps = gap_warnings(series);
+  for (const auto& g : gaps) std::printf("warning: %s\n", g.c_str());
   std::fputs(plan_table(plan, off).c_str(), stdout);
   if (!a.json_path.empty()) {
     nlohmann::json j = plan_to_json(plan, off);
     j["carbon_csv"] = a.carbon_csv;
+    j["carbon_warnings"] = gaps;
     j["jobs_toml"] = a.jobs_toml;
     write_file_atomic(a.json_path, j.dump(2) + "\n");
     std::printf("plan written to %s\n", a.json_path.c_str());

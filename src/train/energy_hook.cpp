@@ -7,13 +7,24 @@
 
 namespace gt {
 
+namespace {
+// The intensity behind g_co2e and where it came from, in every JSON output of the run.
+void add_carbon_fields(const energy::Measurement& m, nlohmann::json& j) {
+  j["carbon_g_per_kwh"] = m.carbon_g_per_kwh ? nlohmann::json(*m.carbon_g_per_kwh) : nullptr;
+  j["carbon_origin"] = m.carbon_origin;
+  j["carbon_source"] = m.carbon_source;
+}
+}  // namespace
+
 energy::MeterOptions meter_options(const TrainConfig& cfg) {
   energy::MeterOptions o;
   o.interval_s = cfg.energy_interval_ms / 1000.0;
+  // Unset is unset (the meter's default, labelled so); a set value, 0 included, is used.
   if (!cfg.carbon_csv.empty())
     o.carbon = energy::CarbonIntensity::from_csv(cfg.carbon_csv, cfg.carbon_utc_offset_h);
-  else if (cfg.carbon_intensity > 0)
-    o.carbon = energy::CarbonIntensity::constant(cfg.carbon_intensity, "energy.carbon_intensity");
+  else if (cfg.carbon_intensity)
+    o.carbon =
+        energy::CarbonIntensity::constant(*cfg.carbon_intensity, "", "energy.carbon_intensity");
   if (cfg.cpu_tdp_w > 0) o.cpu_tdp_w = cfg.cpu_tdp_w;
   return o;
 }
@@ -29,6 +40,7 @@ EnergyHook::EnergyHook(const TrainConfig& cfg, std::string run_dir, FILE* log)
     std::fprintf(log_, "  energy   %s%s\n", counted.empty() ? "no sensor" : counted.c_str(),
                  meter_->estimated() ? " (ESTIMATED: no energy counter readable here)" : "");
     for (auto& r : meter_->not_reader()) std::fprintf(log_, "  energy   %s\n", r.c_str());
+    std::fprintf(log_, "  carbon   %s\n", meter_->carbon().describe().c_str());
   }
 }
 
@@ -55,9 +67,11 @@ std::string EnergyHook::end_step(int64_t step, int64_t tokens, double flops,
   if (auto j = energy::joules_per_token(m.energy_j, interval_tokens_))
     record["joules_per_token"] = *j;
   record["g_co2e"] = m.g_co2e;
+  add_carbon_fields(m, record);
   record["energy_estimated"] = m.estimated;
   record["energy_interval_tokens"] = interval_tokens_;
-  std::string line = energy::summary_line(m, static_cast<double>(interval_tokens_));
+  std::string line = energy::summary_line(m, static_cast<double>(interval_tokens_)) + ", " +
+                     energy::carbon_short(m);
   interval_tokens_ = 0;
   interval_flops_ = 0;
   return line;
@@ -75,19 +89,23 @@ void EnergyHook::finish(nlohmann::json& summary) {
   if (auto t = energy::tokens_per_joule(run_tokens_, m.energy_j)) summary["tokens_per_joule"] = *t;
   if (auto g = energy::gflops_per_watt(run_flops_, m.energy_j)) summary["gflops_per_watt"] = *g;
   summary["g_co2e"] = m.g_co2e;
+  add_carbon_fields(m, summary);
   summary["energy_estimated"] = m.estimated;
   summary["energy_method"] = m.method;
   summary["energy"] = energy::to_json(m);
   energy::RunInfo info;
   info.project_name = "greentrain";
+  info.region = meter_->carbon().region();
   energy::append_run_energy_csv(run_dir_, m, info);
   if (log_ && m.domains.empty()) {
     std::fprintf(log_, "energy unknown: no sensor could be read by this process\n");
     for (auto& f : m.flags) std::fprintf(log_, "  flag: %s\n", f.c_str());
   } else if (log_) {
-    std::fprintf(log_, "energy %.1f J over %.1f s (%s): %s, %.3g gCO2e\n", m.energy_j, m.duration_s,
+    std::fprintf(log_, "energy %.1f J over %.1f s (%s): %s, %s\n", m.energy_j, m.duration_s,
                  m.estimated ? "ESTIMATED" : "measured",
-                 energy::summary_line(m, static_cast<double>(run_tokens_)).c_str(), m.g_co2e);
+                 energy::summary_line(m, static_cast<double>(run_tokens_)).c_str(),
+                 energy::carbon_short(m).c_str());
+    std::fprintf(log_, "  carbon: %s\n", m.carbon_source.c_str());
     std::fprintf(log_, "  method: %s\n", m.method.c_str());
     for (auto& f : m.flags) std::fprintf(log_, "  flag: %s\n", f.c_str());
   }

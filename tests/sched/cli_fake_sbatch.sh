@@ -82,4 +82,17 @@ if "$GT" schedule "$T/jobs.toml" --carbon-csv "$T/bad.csv" --utc-offset 0 2> "$T
   fail "bad CSV accepted"
 fi
 grep -q "no column 'Carbon Intensity'" "$T/err.txt" || fail "unclear error: $(cat "$T/err.txt")"
+# Issue 12.6: the energy module's reader: a byte order mark, CRLF and rows with their own offset
+# are read (they were refused), and a hole in the series is warned about on the console and in
+# the JSON plan instead of being bridged silently.
+printf '\357\273\277Time,Carbon Intensity\r\n2020-06-01T00:00:00+02:00,400\r\n2020-06-01T01:00:00+02:00,100\r\n2020-06-01T04:00:00+02:00,50\r\n2020-06-01T05:00:00+02:00,400\r\n' > "$T/hole.csv"
+rc=0
+"$GT" schedule "$T/jobs.toml" --carbon-csv "$T/hole.csv" --utc-offset 2 --json "$T/hole.json" \
+  > "$T/out3.txt" 2>&1 || rc=$?
+cat "$T/out3.txt"
+[ "$rc" = 2 ] || fail "exit code $rc with the offset CSV, expected 2 (a job was not scheduled)"
+grep -q "warning: carbon series $T/hole.csv: no rows from 2020-06-01T00:00:00Z to 2020-06-01T02:00:00Z" \
+  "$T/out3.txt" || fail "hole not warned about on the console"
+grep -q '"carbon_warnings"' "$T/hole.json" || fail "no carbon_warnings in the JSON plan"
+grep -q 'no rows from 2020-06-01T00:00:00Z' "$T/hole.json" || fail "hole not in the JSON plan"
 echo "PASS"
