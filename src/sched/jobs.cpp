@@ -11,6 +11,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "sched/slurm.h"
 
 namespace gt::sched {
 namespace fs = std::filesystem;
@@ -146,6 +147,11 @@ std::vector<Job> load_jobs_toml(const std::string& path, std::int64_t utc_offset
       auto b = n->as_boolean();
       check(b != nullptr, key("interruptible") + ": expected true or false");
       j.interruptible = b->get();
+    }
+    // an interruptible job's command is exec'd so that it receives Slurm's SIGTERM (slurm.h)
+    if (j.interruptible && !j.command.empty()) {
+      const std::string why = exec_problem(j.command);
+      check(why.empty(), fmt::format("{}: job is interruptible, but {}", key("command"), why));
     }
     jobs.push_back(std::move(j));
   }
