@@ -32,6 +32,7 @@ struct Args {
 };
 
 int run_train(const Args& a) {
+  const auto session_start = std::chrono::steady_clock::now();  // summary.json's wall_s
   gt::TrainConfig cfg;
   std::string out = a.out;
   if (a.resume) {
@@ -91,6 +92,7 @@ int run_train(const Args& a) {
   gt::EnergyHook energy(c, out);
   trainer.set_observer(&energy);
   gt::RunSummaryWriter summary(trainer, out);
+  summary.set_session_start(session_start);
   summary.set_extra([&](nlohmann::json& s) { energy.finish(s); });
   gt::RunResult r = trainer.run(a.stop_at);
   summary.finish(r);
