@@ -35,7 +35,16 @@ int run_train(const Args& a) {
   const auto session_start = std::chrono::steady_clock::now();  // summary.json's wall_s
   gt::TrainConfig cfg;
   std::string out = a.out;
-  if (a.resume) {
+  // CONFIG --out RUN --resume: continue RUN if it holds a checkpoint, else start it from CONFIG.
+  // One command line then serves every run of an interruptible Slurm job (sched/slurm.h), the
+  // first included.
+  bool resume = a.resume;
+  if (resume && !a.config.empty() && !out.empty() && !gt::has_checkpoint(out)) {
+    std::printf("greentrain train: %s holds no checkpoint yet: starting it from %s\n", out.c_str(),
+                a.config.c_str());
+    resume = false;
+  }
+  if (resume) {
     if (out.empty()) throw gt::Error("--resume needs --out RUN_DIR (the run to continue)");
     gt::CheckpointState st = gt::load_checkpoint_state(out);
     gt::load_config_string(st.config_toml, gt::checkpoint_dir(out) + "/state.json", cfg);
@@ -53,7 +62,7 @@ int run_train(const Args& a) {
   gt::apply_overrides(a.sets, cfg);
   if (!a.data.empty()) cfg.data_path = a.data;
   cfg.validate();
-  gt::Trainer trainer(cfg, out, a.resume);
+  gt::Trainer trainer(cfg, out, resume);
   const auto& c = trainer.config();
   const auto mem = trainer.model().memory();
   std::printf("greentrain train: %s\n", out.c_str());
@@ -77,7 +86,7 @@ int run_train(const Args& a) {
       gt::format_bytes(mem.activations_bytes).c_str(), c.recompute.c_str(),
       gt::format_bytes(mem.scratch_bytes).c_str(), gt::format_bytes(mem.workspace_bytes).c_str(),
       gt::format_bytes(trainer.runtime_bytes()).c_str());
-  if (a.resume) std::printf("  resumed  from step %lld\n", (long long)trainer.step());
+  if (resume) std::printf("  resumed  from step %lld\n", (long long)trainer.step());
   std::fflush(stdout);
 #ifdef GT_HAVE_TUNE
   std::unique_ptr<gt::tune::PowerLimitGuard> power_guard;
@@ -114,7 +123,9 @@ void setup(CLI::App& app) {
       ->type_name("KEY=VALUE");
   sub->add_option("--data", args->data, "Data file (overrides data.path)");
   sub->add_option("--out", args->out, "Run folder (default runs/<config name>)");
-  sub->add_flag("--resume", args->resume, "Continue the run in --out from its checkpoint");
+  sub->add_flag("--resume", args->resume,
+                "Continue the run in --out from its checkpoint (with CONFIG: start it from CONFIG "
+                "when --out holds no checkpoint yet)");
   sub->add_option("--stop-at", args->stop_at,
                   "Stop after this step (saving a checkpoint) without changing the schedule")
       ->check(

@@ -408,8 +408,9 @@ std::string CarbonIntensity::describe() const {
       return fmt::format("{:g} gCO2e/kWh, constant{}{}", constant_,
                          set_by_.empty() ? "" : " from " + set_by_, in_region);
     case CarbonOrigin::kCsv:
-      return fmt::format("series {}{} ({}, {} rows, step {}{})", csv_->path, in_region,
-                         csv_->zone_text(), csv_->t_s.size(), format_span_s(csv_->step_s),
+      return fmt::format("series {} ({}{}, {} rows, step {}{})", csv_->path,
+                         region_.empty() ? "" : region_ + "; ", csv_->zone_text(), csv_->t_s.size(),
+                         format_span_s(csv_->step_s),
                          csv_->gaps.empty() ? "" : fmt::format(", {} gap(s)", csv_->gaps.size()));
   }
   return "";

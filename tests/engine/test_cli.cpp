@@ -169,6 +169,24 @@ TEST_F(Cli, ResumedSummaryAddsUpTheSessions) {
   EXPECT_GT(s3["run_totals"]["duration_s"].get<double>(), s3["duration_s"].get<double>());
 }
 
+// An interruptible Slurm job runs the same command line every time (sched/slurm.h):
+// `train CONFIG --out RUN --resume` starts RUN from CONFIG when it holds no checkpoint yet (it
+// was an error, so the job's first run failed), and continues it afterwards (issue 17.1).
+TEST_F(Cli, ResumeWithConfigStartsARunThatHasNoCheckpointYet) {
+  std::string run = d.file("slurm-run");
+  const std::string cmd = kBin + " train " + cfg + " --out " + run + " --resume --stop-at 3";
+  auto first = run_cmd(cmd);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_NE(first.output.find("holds no checkpoint yet: starting it from"), std::string::npos)
+      << first.output;
+  auto second = run_cmd(kBin + " train " + cfg + " --out " + run + " --resume");
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  EXPECT_NE(second.output.find("resumed  from step 3"), std::string::npos) << second.output;
+  // without a configuration, --resume still needs a checkpoint
+  auto none = run_cmd(kBin + " train --out " + d.file("empty-run") + " --resume");
+  EXPECT_NE(none.exit_code, 0) << none.output;
+}
+
 TEST_F(Cli, TrainEvalSampleResumeAndDamagedCheckpoints) {
   std::string run = d.file("run");
   auto r = run_cmd(kBin + " train " + cfg + " --out " + run);
