@@ -82,8 +82,7 @@ TEST(SchedPlanner, ShiftEqualsBruteForceForOneJob) {
     // Brute force over the arrival and every slot-boundary start after it, integrating the
     // series directly.
     double best = std::numeric_limits<double>::infinity();
-    if (e + dur <= std::min(d, s.end_s()))
-      best = s.g_co2e(e, e + static_cast<UnixTimeS>(dur), 300);
+    if (e + dur <= std::min(d, s.end_s())) best = s.g_co2e(e, e + static_cast<UnixTimeS>(dur), 300);
     for (UnixTimeS t = s.start_s; t + dur <= std::min(d, s.end_s()); t += s.slot_s)
       if (t >= e) best = std::min(best, s.g_co2e(t, t + static_cast<UnixTimeS>(dur), 300));
     if (std::isinf(best)) {
