@@ -10,9 +10,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,7 +36,7 @@ void forward(int sig, siginfo_t* info, void*) {
 
 struct MeasureArgs {
   double interval_ms = 100;
-  double carbon_g = -1;
+  std::optional<double> carbon_g;  ///< unset: the meter's labelled default; 0 is 0
   std::string carbon_region;
   std::string carbon_csv;
   double carbon_utc_offset_h = 0;
@@ -57,15 +59,15 @@ int run_measure(const MeasureArgs& a) {
   opt.interval_s = a.interval_ms / 1000.0;
   if (!a.carbon_csv.empty()) {
     opt.carbon = CarbonIntensity::from_csv(a.carbon_csv, a.carbon_utc_offset_h, a.carbon_region);
-    if (!a.carbon_start.empty()) {
-      auto t = parse_local_time(a.carbon_start, a.carbon_utc_offset_h);
-      if (!t)
-        throw EnergyError(
-            fmt::format("--carbon-start '{}': expected 'YYYY-MM-DD HH:MM:SS'", a.carbon_start));
-      opt.carbon_replay_start_unix_s = *t;
-    }
-  } else if (a.carbon_g >= 0) {
-    opt.carbon = CarbonIntensity::constant(a.carbon_g, a.carbon_region);
+    if (!a.carbon_start.empty())  // read like the series' rows: naive at the offset, or its own
+      opt.carbon_replay_start_unix_s = static_cast<double>(
+          parse_time_or_throw(a.carbon_start, std::llround(a.carbon_utc_offset_h * 3600),
+                              "--carbon-start")
+              .unix_s);
+  } else if (a.carbon_g) {
+    opt.carbon = CarbonIntensity::constant(*a.carbon_g, a.carbon_region, "--carbon-intensity");
+  } else if (!a.carbon_start.empty()) {
+    throw EnergyError("--carbon-start: replays a series; expected --carbon-csv with it");
   }
   if (a.tdp_w > 0) opt.cpu_tdp_w = a.tdp_w;
 
@@ -149,9 +151,8 @@ int run_measure(const MeasureArgs& a) {
                    est);
   r += fmt::format("  {:<14}{}{}\n", "peak power",
                    m.avg_power_w ? fmt::format("{:.2f} W", m.peak_power_w) : "undefined", est);
-  r += fmt::format("  {:<14}{}  at {}{}\n", "carbon",
-                   m.known_g_co2e() ? fmt::format("{:.4g} gCO2e", m.g_co2e) : "unknown",
-                   m.carbon_source, est);
+  r += fmt::format("  {:<14}{}{}\n", "carbon", carbon_short(m), est);
+  r += fmt::format("  {:<14}{}\n", "intensity", m.carbon_source);
   r += fmt::format("  {:<14}{}\n", "method", m.method.empty() ? "none" : m.method);
   r +=
       fmt::format("  {:<14}{:.3f} % of one core (sampling thread CPU time / wall, every {:g} ms)\n",
@@ -181,14 +182,17 @@ gt::cli::Registrar reg(40, "measure", [](CLI::App& root) {
   auto a = std::make_shared<MeasureArgs>();
   c->add_option("--interval", a->interval_ms, "sampling interval in ms (default 100)");
   auto* ci = c->add_option("--carbon-intensity", a->carbon_g,
-                           "constant grid intensity, gCO2e/kWh (default 475, world average)");
+                           "constant grid intensity, gCO2e/kWh, >= 0 (unset: 475, the IEA world "
+                           "average, reported as the default)");
   auto* cc = c->add_option("--carbon-csv", a->carbon_csv,
                            "intensity series CSV with columns Time, Carbon Intensity (gCO2e/kWh)");
   ci->excludes(cc);
   c->add_option("--carbon-utc-offset", a->carbon_utc_offset_h,
-                "hours east of UTC of the series' naive times (default 0)");
+                "hours east of UTC of the series' naive times (default 0); rows with their "
+                "own offset (Z, +02:00) keep it");
   c->add_option("--carbon-start", a->carbon_start,
-                "replay: take the start to be this series time, 'YYYY-MM-DD HH:MM:SS'");
+                "replay: take the start to be this series time, 'YYYY-MM-DD HH:MM:SS' (at "
+                "--carbon-utc-offset) or with its offset, e.g. 2020-06-08T00:30:00Z");
   c->add_option("--carbon-region", a->carbon_region, "region label shown with the intensity");
   c->add_option("--csv", a->csv, "append a CodeCarbon emissions.csv row to this file");
   c->add_option("--json", a->json, "write the measurement as JSON to this file");

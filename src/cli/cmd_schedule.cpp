@@ -19,6 +19,7 @@ struct ScheduleArgs {
   std::string jobs_toml;
   std::string carbon_csv;
   std::string utc_offset;
+  std::string cluster_tz = "local";
   double power_budget_w = 0;
   std::string strategy = "best";
   double forecast_error_pct = 0;
@@ -31,6 +32,7 @@ struct ScheduleArgs {
 void run_schedule(const ScheduleArgs& a) {
   using namespace gt::sched;
   const std::int64_t off = parse_utc_offset_s(a.utc_offset);
+  const SlurmZone cluster_zone = SlurmZone::parse(a.cluster_tz);
   PlanOptions opt;
   opt.strategy = parse_strategy(a.strategy);
   opt.power_budget_w = a.power_budget_w;
@@ -39,10 +41,14 @@ void run_schedule(const ScheduleArgs& a) {
   const CarbonSeries series = load_carbon_csv(a.carbon_csv, off);
   const std::vector<Job> jobs = load_jobs_toml(a.jobs_toml, off);
   const Plan plan = make_plan(jobs, series, opt);
+  // A hole in the series is bridged with the value before it: say so, in every output.
+  const std::vector<std::string> gaps = gap_warnings(series);
+  for (const auto& g : gaps) std::printf("warning: %s\n", g.c_str());
   std::fputs(plan_table(plan, off).c_str(), stdout);
   if (!a.json_path.empty()) {
     nlohmann::json j = plan_to_json(plan, off);
     j["carbon_csv"] = a.carbon_csv;
+    j["carbon_warnings"] = gaps;
     j["jobs_toml"] = a.jobs_toml;
     write_file_atomic(a.json_path, j.dump(2) + "\n");
     std::printf("plan written to %s\n", a.json_path.c_str());
@@ -51,10 +57,10 @@ void run_schedule(const ScheduleArgs& a) {
     gt::check(a.submit == "slurm",
               fmt::format("--submit '{}' is not known; expected slurm", a.submit));
     const std::string sbatch = sbatch_program();
-    const auto calls = sbatch_calls(plan, jobs, off);
+    const auto calls = sbatch_calls(plan, jobs, cluster_zone);
     if (a.dry_run) {
-      std::printf("# dry run: %zu sbatch call(s); times are wall clock at UTC%+.2g\n", calls.size(),
-                  static_cast<double>(off) / 3600.0);
+      std::printf("# dry run: %zu sbatch call(s); --begin/--deadline are wall clock in %s\n",
+                  calls.size(), cluster_zone.describe().c_str());
       for (const auto& c : calls) {
         if (c.run_index > 0)
           std::printf("# run %zu of %s: PREV_JOBID is the id the previous line printed\n",
@@ -86,6 +92,10 @@ void setup(CLI::App& root) {
                 "hours east of UTC of the CSV's times and of job times without an offset "
                 "(e.g. 0, 1, -5, 5.5); never guessed")
       ->required();
+  c->add_option("--cluster-tz", a->cluster_tz,
+                "zone of the times given to sbatch (--begin, --deadline), which Slurm reads in "
+                "the local zone of the host running sbatch: local (default: this host's), an "
+                "offset (+01:00) or a zone name (Europe/Berlin)");
   c->add_option("--power-budget", a->power_budget_w,
                 "cluster power budget, W: running jobs' power never exceeds it");
   c->add_option("--strategy", a->strategy, "arrival | shift | interrupt | best (default best)");

@@ -57,9 +57,19 @@ class StartCleanup {
 };
 
 int run_train(const Args& a) {
+  const auto session_start = std::chrono::steady_clock::now();  // summary.json's wall_s
   gt::TrainConfig cfg;
   std::string out = a.out;
-  if (a.resume) {
+  // CONFIG --out RUN --resume: continue RUN if it holds a checkpoint, else start it from CONFIG.
+  // One command line then serves every run of an interruptible Slurm job (sched/slurm.h), the
+  // first included.
+  bool resume = a.resume;
+  if (resume && !a.config.empty() && !out.empty() && !gt::has_checkpoint(out)) {
+    std::printf("greentrain train: %s holds no checkpoint yet: starting it from %s\n", out.c_str(),
+                a.config.c_str());
+    resume = false;
+  }
+  if (resume) {
     if (out.empty()) throw gt::Error("--resume needs --out RUN_DIR (the run to continue)");
     gt::CheckpointState st = gt::load_checkpoint_state(out);
     gt::load_config_string(st.config_toml, gt::checkpoint_dir(out) + "/state.json", cfg);
@@ -80,8 +90,8 @@ int run_train(const Args& a) {
   // Some inputs can only be checked once the trainer exists (the power-limit devices, the energy
   // sensors and carbon data): a start that fails leaves no run folder (or, in a folder that
   // existed, no config.toml) behind. Disarmed once training begins.
-  StartCleanup cleanup(out, a.resume);
-  gt::Trainer trainer(cfg, out, a.resume);
+  StartCleanup cleanup(out, resume);
+  gt::Trainer trainer(cfg, out, resume);
   const auto& c = trainer.config();
   const auto mem = trainer.model().memory();
   std::printf("greentrain train: %s\n", out.c_str());
@@ -105,7 +115,7 @@ int run_train(const Args& a) {
       gt::format_bytes(mem.activations_bytes).c_str(), c.recompute.c_str(),
       gt::format_bytes(mem.scratch_bytes).c_str(), gt::format_bytes(mem.workspace_bytes).c_str(),
       gt::format_bytes(trainer.runtime_bytes()).c_str());
-  if (a.resume) std::printf("  resumed  from step %lld\n", (long long)trainer.step());
+  if (resume) std::printf("  resumed  from step %lld\n", (long long)trainer.step());
   std::fflush(stdout);
 #ifdef GT_HAVE_TUNE
   std::unique_ptr<gt::tune::PowerLimitGuard> power_guard;
@@ -120,6 +130,7 @@ int run_train(const Args& a) {
   gt::EnergyHook energy(c, out);
   trainer.set_observer(&energy);
   gt::RunSummaryWriter summary(trainer, out);
+  summary.set_session_start(session_start);
   summary.set_extra([&](nlohmann::json& s) { energy.finish(s); });
   cleanup.disarm();
   gt::RunResult r = trainer.run(a.stop_at);
@@ -142,7 +153,9 @@ void setup(CLI::App& app) {
       ->type_name("KEY=VALUE");
   sub->add_option("--data", args->data, "Data file (overrides data.path)");
   sub->add_option("--out", args->out, "Run folder (default runs/<config name>)");
-  sub->add_flag("--resume", args->resume, "Continue the run in --out from its checkpoint");
+  sub->add_flag("--resume", args->resume,
+                "Continue the run in --out from its checkpoint (with CONFIG: start it from CONFIG "
+                "when --out holds no checkpoint yet)");
   sub->add_option("--stop-at", args->stop_at,
                   "Stop after this step (saving a checkpoint) without changing the schedule")
       ->check(

@@ -4,96 +4,350 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstdio>
+#include <charconv>
+#include <chrono>
+#include <cmath>
 #include <fstream>
+#include <iterator>
 
 #include "energy/error.h"
 
 namespace gt::energy {
 
 namespace {
-// Days from 1970-01-01 of a civil date (Howard Hinnant's days_from_civil algorithm).
-long days_from_civil(long y, unsigned m, unsigned d) {
-  y -= m <= 2;
-  const long era = (y >= 0 ? y : y - 399) / 400;
-  const unsigned yoe = static_cast<unsigned>(y - era * 400);
-  const unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-  const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-  return era * 146097 + static_cast<long>(doe) - 719468;
+namespace chr = std::chrono;
+
+std::string_view trim(std::string_view s) {
+  auto blank = [](char c) { return c == ' ' || c == '\t' || c == '"' || c == '\r'; };
+  while (!s.empty() && blank(s.front())) s.remove_prefix(1);
+  while (!s.empty() && blank(s.back())) s.remove_suffix(1);
+  return s;
 }
+
+// All of `s` is decimal digits; its value in `out`.
+bool digits(std::string_view s, int& out) {
+  if (s.empty() || !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return false;
+  return std::from_chars(s.data(), s.data() + s.size(), out).ec == std::errc();
+}
+
+std::vector<std::string_view> split(std::string_view line, char sep) {
+  std::vector<std::string_view> out;
+  std::size_t pos = 0;
+  while (true) {
+    const std::size_t q = line.find(sep, pos);
+    out.push_back(trim(line.substr(pos, q == std::string_view::npos ? q : q - pos)));
+    if (q == std::string_view::npos) break;
+    pos = q + 1;
+  }
+  return out;
+}
+
+// Text for an error message with invisible characters shown: control bytes as \xNN, a byte
+// order mark as \ufeff, a no-break space as \u00a0.
+std::string visible(std::string_view s) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (s.substr(i, 3) == "\xEF\xBB\xBF") {
+      out += "\\ufeff";
+      i += 2;
+    } else if (s.substr(i, 2) == "\xC2\xA0") {
+      out += "\\u00a0";
+      ++i;
+    } else if (c < 0x20 || c == 0x7f) {
+      out += fmt::format("\\x{:02x}", c);
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+std::string utc_text(std::int64_t unix_s) { return format_wall_time(unix_s, 0) + "Z"; }
+
+std::string offset_text(std::int64_t s) {
+  const std::int64_t a = s < 0 ? -s : s;
+  return fmt::format("{}{:02}:{:02}", s < 0 ? '-' : '+', a / 3600, (a / 60) % 60);
+}
+
+constexpr std::int64_t kMaxOffsetS = 14 * 3600;
+const char* kTimeForm = "'YYYY-MM-DD HH:MM[:SS]', naive or with its offset (Z, +02:00, -0500, +01)";
+
 }  // namespace
 
+std::optional<ParsedTime> parse_time(std::string_view text, std::int64_t naive_utc_offset_s,
+                                     std::string* why) {
+  auto fail = [&](std::string reason) -> std::optional<ParsedTime> {
+    if (why) *why = std::move(reason);
+    return std::nullopt;
+  };
+  const std::string_view s = trim(text);
+  int y = 0, mo = 0, d = 0, h = 0, mi = 0, se = 0;
+  if (s.size() < 10 || s[4] != '-' || s[7] != '-' || !digits(s.substr(0, 4), y) ||
+      !digits(s.substr(5, 2), mo) || !digits(s.substr(8, 2), d))
+    return fail("no date YYYY-MM-DD at its start");
+  if (s.size() < 16 || (s[10] != ' ' && s[10] != 'T') || s[13] != ':' ||
+      !digits(s.substr(11, 2), h) || !digits(s.substr(14, 2), mi))
+    return fail("no time HH:MM after the date");
+  std::size_t pos = 16;
+  if (s.size() > 16 && s[16] == ':') {
+    if (s.size() < 19 || !digits(s.substr(17, 2), se)) return fail("seconds are not :SS");
+    pos = 19;
+  }
+  if (pos < s.size() && s[pos] == '.') return fail("fractional seconds are not supported");
+  std::optional<std::int64_t> offset;
+  if (std::string_view z = s.substr(pos); !z.empty()) {
+    if (z == "Z" || z == "z") {
+      offset = 0;
+    } else if (z[0] == '+' || z[0] == '-') {
+      const std::string_view r = z.substr(1);
+      int oh = 0, om = 0;
+      const bool ok =
+          (r.size() == 2 && digits(r, oh)) ||
+          (r.size() == 4 && digits(r.substr(0, 2), oh) && digits(r.substr(2), om)) ||
+          (r.size() == 5 && r[2] == ':' && digits(r.substr(0, 2), oh) && digits(r.substr(3), om));
+      if (!ok) return fail(fmt::format("offset '{}' is not Z, +HH:MM, +HHMM or +HH", z));
+      const std::int64_t a = oh * 3600 + om * 60;
+      if (om > 59 || a > kMaxOffsetS) return fail(fmt::format("offset '{}' is beyond 14 hours", z));
+      offset = z[0] == '-' ? -a : a;
+    } else {
+      return fail(fmt::format("'{}' after the time is not an offset such as Z or +02:00", z));
+    }
+  }
+  if (h > 23 || mi > 59 || se > 59) return fail("hour must be 00-23, minute and second 00-59");
+  const chr::year_month_day ymd{chr::year{y}, chr::month{static_cast<unsigned>(mo)},
+                                chr::day{static_cast<unsigned>(d)}};
+  if (!ymd.ok()) return fail(fmt::format("{:04}-{:02}-{:02} is not a calendar date", y, mo, d));
+  const chr::sys_seconds local =
+      chr::sys_days{ymd} + chr::hours{h} + chr::minutes{mi} + chr::seconds{se};
+  return ParsedTime{local.time_since_epoch().count() - offset.value_or(naive_utc_offset_s),
+                    offset.has_value()};
+}
+
+ParsedTime parse_time_or_throw(std::string_view text, std::int64_t naive_utc_offset_s,
+                               std::string_view where) {
+  std::string why;
+  auto t = parse_time(text, naive_utc_offset_s, &why);
+  if (!t)
+    throw EnergyError(fmt::format("{}: time '{}' is not valid ({}); expected {}", where,
+                                  visible(text), why, kTimeForm));
+  return *t;
+}
+
 std::optional<double> parse_local_time(const std::string& s, double utc_offset_h) {
-  int y, mo, d, h, mi;
-  double sec;
-  char sep;
-  if (std::sscanf(s.c_str(), "%d-%d-%d%c%d:%d:%lf", &y, &mo, &d, &sep, &h, &mi, &sec) != 7)
-    return std::nullopt;
-  if ((sep != ' ' && sep != 'T') || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 24 || mi > 59)
-    return std::nullopt;
-  return static_cast<double>(days_from_civil(y, mo, d)) * 86400.0 + h * 3600.0 + mi * 60.0 + sec -
-         utc_offset_h * 3600.0;
+  if (!(std::abs(utc_offset_h) <= 14)) return std::nullopt;
+  auto t = parse_time(s, std::llround(utc_offset_h * 3600));
+  if (!t) return std::nullopt;
+  return static_cast<double>(t->unix_s);
+}
+
+std::int64_t civil_to_unix_s(int year, int month, int day, int hour, int minute, int second,
+                             std::int64_t utc_offset_s) {
+  const chr::year_month_day ymd{chr::year{year}, chr::month{static_cast<unsigned>(month)},
+                                chr::day{static_cast<unsigned>(day)}};
+  if (!ymd.ok())
+    throw EnergyError(
+        fmt::format("{:04}-{:02}-{:02}: not a calendar date; expected a valid "
+                    "year, month 1-12 and a day of that month",
+                    year, month, day));
+  const chr::sys_seconds t =
+      chr::sys_days{ymd} + chr::hours{hour} + chr::minutes{minute} + chr::seconds{second};
+  return t.time_since_epoch().count() - utc_offset_s;
+}
+
+std::string format_wall_time(std::int64_t unix_s, std::int64_t utc_offset_s) {
+  const chr::sys_seconds t{chr::seconds{unix_s + utc_offset_s}};
+  const auto day = chr::floor<chr::days>(t);
+  const chr::year_month_day ymd{day};
+  const chr::hh_mm_ss hms{t - day};
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}", static_cast<int>(ymd.year()),
+                     static_cast<unsigned>(ymd.month()), static_cast<unsigned>(ymd.day()),
+                     hms.hours().count(), hms.minutes().count(), hms.seconds().count());
+}
+
+std::string format_iso_time(std::int64_t unix_s, std::int64_t utc_offset_s) {
+  return format_wall_time(unix_s, utc_offset_s) + offset_text(utc_offset_s);
+}
+
+std::string format_span_s(std::int64_t s) {
+  if (s < 0) return fmt::format("-{}", format_span_s(-s));
+  if (s < 60) return fmt::format("{} s", s);
+  if (s % 60) return fmt::format("{} min {} s", s / 60, s % 60);
+  const std::int64_t m = s / 60;
+  if (m < 60) return fmt::format("{} min", m);
+  const std::int64_t h = m / 60;
+  if (h < 24) return m % 60 ? fmt::format("{} h {} min", h, m % 60) : fmt::format("{} h", h);
+  return h % 24 || m % 60 ? fmt::format("{} d {} h{}", h / 24, h % 24,
+                                        m % 60 ? fmt::format(" {} min", m % 60) : "")
+                          : fmt::format("{} d", h / 24);
+}
+
+std::string CarbonCsv::zone_text() const {
+  if (explicit_offsets) return "times with their own UTC offsets";
+  return fmt::format("naive times at UTC{}",
+                     naive_utc_offset_s == 0 ? "+0" : offset_text(naive_utc_offset_s));
+}
+
+CarbonCsv read_carbon_csv(const std::string& path, std::int64_t naive_utc_offset_s) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw EnergyError(fmt::format(
+        "{}: cannot open the carbon-intensity CSV; expected a readable file with columns Time "
+        "and Carbon Intensity (gCO2e/kWh)",
+        path));
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string_view rest(text);
+  if (rest.substr(0, 3) == "\xEF\xBB\xBF") rest.remove_prefix(3);  // UTF-8 byte order mark
+  auto next_line = [&rest](std::string_view& line) {
+    if (rest.empty()) return false;
+    const std::size_t nl = rest.find('\n');
+    line = rest.substr(0, nl);
+    rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);  // CRLF
+    return true;
+  };
+  std::string_view line;
+  if (!next_line(line) || trim(line).empty())
+    throw EnergyError(fmt::format(
+        "{}: empty first line; expected a header with columns Time and Carbon Intensity", path));
+  const auto header = split(line, ',');
+  int time_col = -1, ci_col = -1;
+  for (std::size_t i = 0; i < header.size(); ++i) {
+    if (header[i] == "Time") time_col = static_cast<int>(i);
+    if (header[i] == "Carbon Intensity") ci_col = static_cast<int>(i);
+  }
+  if (time_col < 0 || ci_col < 0)
+    throw EnergyError(fmt::format(
+        "{}: header '{}' has no column '{}'; expected columns Time and Carbon Intensity "
+        "(gCO2e/kWh)",
+        path, visible(trim(line)), time_col < 0 ? "Time" : "Carbon Intensity"));
+  const std::size_t need = static_cast<std::size_t>(std::max(time_col, ci_col)) + 1;
+
+  CarbonCsv c;
+  c.path = path;
+  c.naive_utc_offset_s = naive_utc_offset_s;
+  std::size_t lineno = 1, first_lineno = 0;
+  while (next_line(line)) {
+    ++lineno;
+    if (trim(line).empty()) continue;
+    const auto f = split(line, ',');
+    const std::string where = fmt::format("{}:{}", path, lineno);
+    if (f.size() < need)
+      throw EnergyError(
+          fmt::format("{}: '{}' has {} field(s); expected at least {} (Time and "
+                      "Carbon Intensity)",
+                      where, visible(line), f.size(), need));
+    std::string why;
+    const auto t = parse_time(f[time_col], naive_utc_offset_s, &why);
+    if (!t)
+      throw EnergyError(fmt::format("{}: Time '{}' is not valid ({}); expected {}", where,
+                                    visible(f[time_col]), why, kTimeForm));
+    const std::string_view v = f[ci_col];
+    double g = -1;
+    const auto r = std::from_chars(v.data(), v.data() + v.size(), g);
+    if (v.empty() || r.ec != std::errc() || r.ptr != v.data() + v.size() || !std::isfinite(g) ||
+        g < 0)
+      throw EnergyError(
+          fmt::format("{}: Carbon Intensity '{}' is not valid; expected a number >= 0 (gCO2e/kWh)",
+                      where, visible(v)));
+    if (c.t_s.empty()) {
+      c.explicit_offsets = t->explicit_offset;
+      first_lineno = lineno;
+    } else if (t->explicit_offset != c.explicit_offsets) {
+      throw EnergyError(fmt::format(
+          "{}: Time '{}' {} a UTC offset but line {} {}; expected every row with its offset "
+          "(e.g. +02:00 or Z) or none",
+          where, visible(f[time_col]), t->explicit_offset ? "has" : "has no", first_lineno,
+          c.explicit_offsets ? "has one" : "has none"));
+    }
+    if (!c.t_s.empty() && t->unix_s <= c.t_s.back())
+      throw EnergyError(fmt::format(
+          "{}: Time '{}' ({}) is not after the previous row ({}); expected increasing times "
+          "(a local-time series repeats an hour where daylight saving ends: give each row its "
+          "offset, e.g. 2020-10-25 02:30:00+01:00)",
+          where, visible(f[time_col]), utc_text(t->unix_s), utc_text(c.t_s.back())));
+    c.t_s.push_back(t->unix_s);
+    c.g_co2e_per_kwh.push_back(g);
+  }
+  if (c.t_s.empty())
+    throw EnergyError(
+        fmt::format("{}: no data rows; expected at least one row after the header "
+                    "'Time,Carbon Intensity'",
+                    path));
+  if (c.t_s.size() > 1) {
+    std::vector<std::int64_t> steps;
+    for (std::size_t i = 1; i < c.t_s.size(); ++i) steps.push_back(c.t_s[i] - c.t_s[i - 1]);
+    std::vector<std::int64_t> sorted = steps;
+    std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
+    c.step_s = sorted[sorted.size() / 2];
+    for (std::size_t i = 0; i < steps.size(); ++i)
+      if (steps[i] > c.step_s) c.gaps.push_back({c.t_s[i], c.t_s[i + 1]});
+  }
+  return c;
+}
+
+std::string describe_gap(const CarbonGap& gap, std::int64_t step_s) {
+  return fmt::format(
+      "no rows from {} to {} ({} between rows, the series' step is {}); the value at {} was held",
+      utc_text(gap.last_row_s + step_s), utc_text(gap.next_row_s),
+      format_span_s(gap.next_row_s - gap.last_row_s), format_span_s(step_s),
+      utc_text(gap.last_row_s));
+}
+
+const char* to_string(CarbonOrigin o) {
+  switch (o) {
+    case CarbonOrigin::kDefault:
+      return "default";
+    case CarbonOrigin::kConstant:
+      return "constant";
+    case CarbonOrigin::kCsv:
+      return "csv";
+  }
+  return "?";
 }
 
 CarbonIntensity::CarbonIntensity() = default;
 
-CarbonIntensity CarbonIntensity::constant(double g, const std::string& region) {
-  if (!(g >= 0)) throw EnergyError(fmt::format("carbon intensity {}: expected >= 0 gCO2e/kWh", g));
+CarbonIntensity CarbonIntensity::constant(double g, const std::string& region,
+                                          const std::string& set_by) {
+  if (!(g >= 0) || !std::isfinite(g))
+    throw EnergyError(fmt::format("{}carbon intensity {}: expected a number >= 0 gCO2e/kWh",
+                                  set_by.empty() ? "" : set_by + ": ", g));
   CarbonIntensity c;
   c.constant_ = g;
-  c.region_ = region.empty() ? "unspecified region" : region;
+  c.region_ = region;
+  c.set_by_ = set_by;
+  c.origin_ = CarbonOrigin::kConstant;
   return c;
 }
 
 CarbonIntensity CarbonIntensity::from_csv(const std::string& path, double utc_offset_h,
                                           const std::string& region) {
-  std::ifstream f(path);
-  if (!f)
-    throw EnergyError(
-        fmt::format("{}: cannot open; expected a CSV with columns Time and "
-                    "Carbon Intensity (gCO2e/kWh)",
-                    path));
+  if (!(std::abs(utc_offset_h) <= 14))
+    throw EnergyError(fmt::format("{}: UTC offset {} h; expected hours east of UTC from -14 to 14",
+                                  path, utc_offset_h));
   CarbonIntensity c;
-  std::string line;
-  std::getline(f, line);
-  if (!line.empty() && line.back() == '\r') line.pop_back();
-  auto comma = line.find(',');
-  if (comma == std::string::npos || line.substr(0, comma) != "Time" ||
-      line.substr(comma + 1) != "Carbon Intensity")
-    throw EnergyError(fmt::format("{}: header '{}'; expected 'Time,Carbon Intensity'", path, line));
-  int lineno = 1;
-  while (std::getline(f, line)) {
-    ++lineno;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.empty()) continue;
-    comma = line.find(',');
-    auto t = comma == std::string::npos ? std::nullopt
-                                        : parse_local_time(line.substr(0, comma), utc_offset_h);
-    char* end = nullptr;
-    double g = comma == std::string::npos ? -1 : std::strtod(line.c_str() + comma + 1, &end);
-    if (!t || !end || *end || !(g >= 0))
-      throw EnergyError(fmt::format("{}:{}: '{}'; expected 'YYYY-MM-DD HH:MM:SS,<gCO2e/kWh >= 0>'",
-                                    path, lineno, line));
-    if (!c.t_.empty() && *t <= c.t_.back())
-      throw EnergyError(fmt::format("{}:{}: time '{}' is not after the previous row", path, lineno,
-                                    line.substr(0, comma)));
-    c.t_.push_back(*t);
-    c.g_.push_back(g);
+  c.csv_ = read_carbon_csv(path, std::llround(utc_offset_h * 3600));
+  for (std::size_t i = 0; i < c.csv_->t_s.size(); ++i) {
+    c.t_.push_back(static_cast<double>(c.csv_->t_s[i]));
+    c.g_.push_back(c.csv_->g_co2e_per_kwh[i]);
   }
-  if (c.t_.empty()) throw EnergyError(fmt::format("{}: no data rows", path));
-  auto slash = path.find_last_of('/');
-  c.source_ = fmt::format("series {} (UTC{:+g}), {} rows",
-                          slash == std::string::npos ? path : path.substr(slash + 1), utc_offset_h,
-                          c.t_.size());
-  c.region_ = region.empty() ? c.source_ : region;
+  c.step_s_ = static_cast<double>(c.csv_->step_s);
+  c.region_ = region;
+  c.origin_ = CarbonOrigin::kCsv;
   return c;
+}
+
+std::optional<double> CarbonIntensity::constant_g_per_kwh() const {
+  if (is_series()) return std::nullopt;
+  return constant_;
 }
 
 double CarbonIntensity::at(double unix_s) const {
   if (t_.empty()) return constant_;
   // A series' last value holds for one more step (its row covers one step).
-  const double step = t_.size() > 1 ? t_.back() - t_[t_.size() - 2] : 0;
-  if (unix_s < t_.front() || unix_s > t_.back() + step) out_of_range_ = true;
+  if (unix_s < t_.front() || unix_s > t_.back() + step_s_) out_of_range_ = true;
   auto it = std::upper_bound(t_.begin(), t_.end(), unix_s);
   if (it == t_.begin()) return g_.front();
   return g_[static_cast<size_t>(it - t_.begin()) - 1];
@@ -112,9 +366,54 @@ double CarbonIntensity::integrate_g(double t0, double t1, double power_w) const 
   return g;
 }
 
+double CarbonIntensity::energy_g(double t0, double t1, double energy_j) const {
+  if (t_.empty() || !(t1 > t0)) return g_co2e(energy_j, at(t1));
+  const double span = t1 - t0;
+  double g = 0, t = t0;
+  while (t < t1) {
+    auto it = std::upper_bound(t_.begin(), t_.end(), t);
+    const double next = it == t_.end() ? t1 : std::min(t1, *it);
+    g += g_co2e(energy_j * ((next - t) / span), at(t));
+    t = next;
+  }
+  return g;
+}
+
+std::vector<std::string> CarbonIntensity::span_flags(double t0, double t1) const {
+  std::vector<std::string> out;
+  if (!csv_) return out;
+  const double end = t_.back() + step_s_;
+  if (t0 < t_.front() || t1 > end)
+    out.push_back(fmt::format(
+        "carbon: {} .. {} is outside the intensity series ({} .. {}); its nearest value was used",
+        utc_text(std::llround(std::floor(t0))), utc_text(std::llround(std::ceil(t1))),
+        utc_text(csv_->t_s.front()), utc_text(csv_->t_s.back() + csv_->step_s)));
+  for (const CarbonGap& gap : csv_->gaps) {
+    const double hole0 = static_cast<double>(gap.last_row_s + csv_->step_s);
+    const double hole1 = static_cast<double>(gap.next_row_s);
+    if (t1 > hole0 && t0 < hole1) out.push_back("carbon: " + describe_gap(gap, csv_->step_s));
+  }
+  return out;
+}
+
 std::string CarbonIntensity::describe() const {
-  if (t_.empty()) return fmt::format("constant {:g} gCO2e/kWh ({})", constant_, region_);
-  return region_ == source_ ? source_ : fmt::format("{}: {}", region_, source_);
+  const std::string in_region = region_.empty() ? "" : fmt::format(" ({})", region_);
+  switch (origin_) {
+    case CarbonOrigin::kDefault:
+      return fmt::format(
+          "{:g} gCO2e/kWh, default (IEA world average; no intensity was set: set "
+          "energy.carbon_intensity or energy.carbon_csv)",
+          constant_);
+    case CarbonOrigin::kConstant:
+      return fmt::format("{:g} gCO2e/kWh, constant{}{}", constant_,
+                         set_by_.empty() ? "" : " from " + set_by_, in_region);
+    case CarbonOrigin::kCsv:
+      return fmt::format("series {} ({}{}, {} rows, step {}{})", csv_->path,
+                         region_.empty() ? "" : region_ + "; ", csv_->zone_text(), csv_->t_s.size(),
+                         format_span_s(csv_->step_s),
+                         csv_->gaps.empty() ? "" : fmt::format(", {} gap(s)", csv_->gaps.size()));
+  }
+  return "";
 }
 
 }  // namespace gt::energy

@@ -1,8 +1,22 @@
 // energy/carbon.h: grid carbon intensity (gCO2e/kWh), constant or a time series, and its
 // integral against power over time: g = sum over intervals of E_kWh x intensity(t).
+//
+// This is greentrain's one reader of carbon-intensity CSV files and its one place of calendar
+// arithmetic (std::chrono year_month_day / sys_days): the meter, `measure`, `train` and the
+// scheduler (sched/carbon.h) all read series and times through it, with the same rules:
+//  - a UTF-8 byte order mark and CRLF line ends are accepted;
+//  - a time that states its offset ("2020-06-08T00:00:00+02:00", "...Z") is converted to UTC
+//    with that offset; a naive time ("2020-06-08 00:00:00") is read at the UTC offset the
+//    caller states (never guessed); a file mixing both is refused;
+//  - a hole (two consecutive rows further apart than the series' own step, the median spacing)
+//    is recorded in CarbonCsv::gaps and flagged wherever a measured span touches it.
+// All instants are seconds since 1970-01-01 00:00 UTC ("unix seconds"); UTC offsets are
+// seconds (or hours, where named so) east of UTC.
 #pragma once
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace gt::energy {
@@ -11,43 +25,139 @@ namespace gt::energy {
 /// also uses as its global fallback (IEA, Global Energy & CO2 Status Report 2019).
 constexpr double kWorldAverageGCo2ePerKwh = 475.0;
 
+/// A time read from text.
+struct ParsedTime {
+  std::int64_t unix_s = 0;       ///< the instant, seconds since 1970 UTC
+  bool explicit_offset = false;  ///< the text stated its offset (Z, +HH:MM, ...); else naive
+};
+
+/// Parses "YYYY-MM-DD HH:MM[:SS]" ('T' may replace the space), optionally followed by "Z",
+/// "+HH:MM", "+HHMM" or "+HH" (or '-'). A stated offset is honoured; a naive time is read at
+/// `naive_utc_offset_s` seconds east of UTC. Dates are checked on the calendar (2021-02-29 is
+/// refused); hours 00-23, minutes and seconds 00-59, offsets up to 14 h. Returns nullopt when
+/// malformed and then sets *why (if given) to the reason.
+std::optional<ParsedTime> parse_time(std::string_view text, std::int64_t naive_utc_offset_s,
+                                     std::string* why = nullptr);
+
+/// parse_time that throws EnergyError "<where>: time '<text>' is not valid (<reason>);
+/// expected ..." on malformed text.
+ParsedTime parse_time_or_throw(std::string_view text, std::int64_t naive_utc_offset_s,
+                               std::string_view where);
+
+/// Compatibility form of parse_time: seconds since 1970 UTC of `s`, a naive time being read at
+/// `utc_offset_h` hours east of UTC; nullopt if malformed.
+std::optional<double> parse_local_time(const std::string& s, double utc_offset_h);
+
+/// Unix seconds of a civil date and time read at `utc_offset_s` seconds east of UTC.
+/// Throws EnergyError naming the date when it is not on the calendar (month 13, 30 February).
+std::int64_t civil_to_unix_s(int year, int month, int day, int hour, int minute, int second,
+                             std::int64_t utc_offset_s);
+
+/// `unix_s` as wall-clock "YYYY-MM-DDTHH:MM:SS" at `utc_offset_s` east of UTC (no zone suffix).
+std::string format_wall_time(std::int64_t unix_s, std::int64_t utc_offset_s);
+
+/// `unix_s` as ISO 8601 with its offset, e.g. "2020-06-01T18:00:00+02:00".
+std::string format_iso_time(std::int64_t unix_s, std::int64_t utc_offset_s);
+
+/// A span as people read it: "45 s", "15 min", "4 h", "1 h 30 min", "2 d 3 h".
+std::string format_span_s(std::int64_t s);
+
+/// Two consecutive rows of a series further apart than its step: no row says what the
+/// intensity was from last_row_s + step to next_row_s. Unix seconds.
+struct CarbonGap {
+  std::int64_t last_row_s = 0;  ///< the row before the hole
+  std::int64_t next_row_s = 0;  ///< the row after it
+};
+
+/// A carbon-intensity CSV as read: one entry per data row, times in UTC.
+struct CarbonCsv {
+  std::string path;
+  std::vector<std::int64_t> t_s;        ///< unix seconds of each row, strictly increasing
+  std::vector<double> g_co2e_per_kwh;   ///< each row's intensity, gCO2e/kWh (>= 0)
+  std::int64_t step_s = 0;              ///< the series' own step: the median row spacing, s
+                                        ///< (the upper one for an even count; 0 with one row)
+  std::vector<CarbonGap> gaps;          ///< row spacings longer than step_s, in time order
+  bool explicit_offsets = false;        ///< rows stated their offsets (naive offset unused)
+  std::int64_t naive_utc_offset_s = 0;  ///< the offset naive times were read at
+  /// "naive times at UTC+2" or "times with their own UTC offsets".
+  std::string zone_text() const;
+};
+
+/// Reads a CSV with columns `Time` (see parse_time) and `Carbon Intensity` (gCO2e/kWh, a number
+/// >= 0), in any order, other columns ignored, as in shared/data/carbon/. Naive times are read
+/// at `naive_utc_offset_s` seconds east of UTC. A UTF-8 byte order mark, CRLF line ends,
+/// blank lines, spaces and double quotes around fields are accepted. Throws EnergyError naming
+/// the file, line, column and value and what was expected: unreadable file, missing column,
+/// malformed time or value, times not increasing (e.g. a local-time series repeating an hour
+/// at a daylight-saving change), rows mixing naive and offset times, no data row.
+CarbonCsv read_carbon_csv(const std::string& path, std::int64_t naive_utc_offset_s);
+
+/// "no rows from 2020-01-01T02:00:00Z to 2020-01-01T05:00:00Z (4 h between rows, the series'
+/// step is 1 h); the value at 2020-01-01T01:00:00Z was held".
+std::string describe_gap(const CarbonGap& gap, std::int64_t step_s);
+
+/// Where the intensity in use came from.
+enum class CarbonOrigin {
+  kDefault,   ///< nothing was set: kWorldAverageGCo2ePerKwh
+  kConstant,  ///< a constant given by the user (configuration key or command-line option)
+  kCsv,       ///< a series read from a CSV file
+};
+/// "default", "constant" or "csv".
+const char* to_string(CarbonOrigin o);
+
 class CarbonIntensity {
  public:
-  /// A constant intensity (gCO2e/kWh) for `region` (a label shown in reports).
-  static CarbonIntensity constant(double g_co2e_per_kwh, const std::string& region);
-  /// A series from a CSV with columns `Time` ("YYYY-MM-DD HH:MM:SS", naive) and
-  /// `Carbon Intensity` (gCO2e/kWh), as in shared/data/carbon/. The naive times are local at
-  /// `utc_offset_h` hours east of UTC (0 for UTC). The intensity holds from its row's time to
-  /// the next row (step function). Throws EnergyError naming file, line and value on bad input.
+  /// A constant intensity `g_co2e_per_kwh` (>= 0; 0 is a zero-carbon supply, not "unset"),
+  /// set by `set_by` (the key or option, e.g. "energy.carbon_intensity"), for `region` (a label
+  /// shown in reports; may be empty). Throws EnergyError for a negative or non-finite value.
+  static CarbonIntensity constant(double g_co2e_per_kwh, const std::string& region,
+                                  const std::string& set_by = "");
+  /// A series from a CSV (read_carbon_csv) whose naive times are local at `utc_offset_h` hours
+  /// east of UTC (0 for UTC; -14..14). The intensity holds from its row's time to the next row
+  /// (step function); the last row holds for one step. Throws EnergyError on bad input.
   static CarbonIntensity from_csv(const std::string& path, double utc_offset_h = 0,
                                   const std::string& region = "");
-  /// Default: constant kWorldAverageGCo2ePerKwh, region "world average".
+  /// Default: constant kWorldAverageGCo2ePerKwh, region "world average", origin kDefault.
   CarbonIntensity();
 
   /// Intensity (gCO2e/kWh) at `unix_s` (seconds since 1970 UTC). Outside a series the nearest
-  /// end value is used and out_of_range() becomes true.
+  /// end value is used and out_of_range() becomes true (and stays true).
   double at(double unix_s) const;
   /// gCO2e of `power_w` (constant W) from t0 to t1 (unix s), exact for the step series.
   double integrate_g(double t0_unix_s, double t1_unix_s, double power_w) const;
+  /// gCO2e of `energy_j` (J) drawn evenly over [t0, t1] (unix s): each part of the span gets
+  /// its share of the joules, so a constant c gives exactly energy_j / 3.6e6 x c (no rounding
+  /// from unix-second differences). t1 <= t0: all of it at intensity at(t1).
+  double energy_g(double t0_unix_s, double t1_unix_s, double energy_j) const;
+  /// Flags for a measured span [t0, t1] (unix s): the part outside the series, and each hole of
+  /// the series it touches (describe_gap). Empty for a constant.
+  std::vector<std::string> span_flags(double t0_unix_s, double t1_unix_s) const;
   bool is_series() const { return !t_.empty(); }
   double series_start_unix_s() const { return t_.empty() ? 0 : t_.front(); }
   double series_end_unix_s() const { return t_.empty() ? 0 : t_.back(); }
   bool out_of_range() const { return out_of_range_; }
   const std::string& region() const { return region_; }
-  /// e.g. "constant 475 gCO2e/kWh (world average)" or "series ger_ci.csv (UTC+0), 37147 rows".
+  CarbonOrigin origin() const { return origin_; }
+  /// The constant in gCO2e/kWh (default or user's); nullopt for a series.
+  std::optional<double> constant_g_per_kwh() const;
+  /// The series as read (nullopt for a constant): path, rows, step, gaps.
+  const std::optional<CarbonCsv>& csv() const { return csv_; }
+  /// The intensity and where it came from, e.g. "475 gCO2e/kWh, default (IEA world average;
+  /// set energy.carbon_intensity or energy.carbon_csv)", "0 gCO2e/kWh, constant from
+  /// energy.carbon_intensity", "series data/ger_ci.csv (naive times at UTC+0, 37147 rows,
+  /// step 15 min)".
   std::string describe() const;
 
  private:
   double constant_ = kWorldAverageGCo2ePerKwh;
   std::string region_ = "world average";
-  std::string source_;
-  std::vector<double> t_, g_;
+  std::string set_by_;
+  CarbonOrigin origin_ = CarbonOrigin::kDefault;
+  std::optional<CarbonCsv> csv_;
+  std::vector<double> t_, g_;  // the series' rows (unix s, gCO2e/kWh)
+  double step_s_ = 0;
   mutable bool out_of_range_ = false;
 };
-
-/// Seconds since 1970 UTC of a naive "YYYY-MM-DD HH:MM:SS" (or "YYYY-MM-DDTHH:MM:SS") local
-/// time `utc_offset_h` hours east of UTC; nullopt if malformed.
-std::optional<double> parse_local_time(const std::string& s, double utc_offset_h);
 
 /// grams CO2e of `energy_j` joules at `g_co2e_per_kwh` (1 kWh = 3.6e6 J).
 inline double g_co2e(double energy_j, double g_co2e_per_kwh) {

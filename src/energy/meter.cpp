@@ -170,8 +170,7 @@ void Meter::tick_locked() {
   }
   if (primed_ && !windows_.empty()) {
     const double carbon_t1 = carbon_time(t, unix_now);
-    const double g = dt > 0 ? opt_.carbon.integrate_g(carbon_t1 - dt, carbon_t1, tick_j / dt)
-                            : g_co2e(tick_j, opt_.carbon.at(carbon_t1));
+    const double g = opt_.carbon.energy_g(carbon_t1 - dt, carbon_t1, tick_j);
     for (auto& [name, w] : windows_) {
       w.g += g;
       if (peak_ok) w.peak_w = std::max(w.peak_w, tick_w);
@@ -210,6 +209,7 @@ void Meter::begin_window(const std::string& name) {
   Window w;
   w.t0_s = last_t_;
   w.unix0_s = clock_.unix_s();
+  w.carbon_t0_s = carbon_time(w.t0_s, w.unix0_s);
   w.acc.resize(slots_.size());
   windows_.emplace(name, std::move(w));
 }
@@ -236,8 +236,9 @@ Measurement Meter::end_window(const std::string& name) {
   m.peak_power_w = w.peak_w;
   m.g_co2e = w.g;
   m.carbon_source = opt_.carbon.describe();
-  if (opt_.carbon.is_series() && opt_.carbon.out_of_range())
-    m.flags.push_back("carbon: time outside the intensity series; its nearest value was used");
+  m.carbon_origin = to_string(opt_.carbon.origin());
+  for (auto& f : opt_.carbon.span_flags(w.carbon_t0_s, carbon_time(last_t_, clock_.unix_s())))
+    m.flags.push_back(f);
   double max_refresh = 0;
   std::vector<std::string> methods;
   for (size_t i = 0; i < slots_.size(); ++i) {
@@ -305,6 +306,10 @@ Measurement Meter::end_window(const std::string& name) {
     m.avg_power_w = m.energy_j / m.duration_s;
   if (m.avg_power_w && m.peak_power_w < *m.avg_power_w) m.peak_power_w = *m.avg_power_w;
   for (auto& x : methods) m.method += (m.method.empty() ? "" : "; ") + x;
+  if (auto c = opt_.carbon.constant_g_per_kwh())
+    m.carbon_g_per_kwh = *c;
+  else if (m.energy_j > 0)
+    m.carbon_g_per_kwh = m.g_co2e / (m.energy_j / 3.6e6);
   return m;
 }
 

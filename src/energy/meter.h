@@ -35,7 +35,8 @@ namespace gt::energy {
 struct MeterOptions {
   double interval_s = 0.1;  ///< background sampling period (s); 0: no thread, samples are taken
                             ///< only at window boundaries and by sample_now()
-  CarbonIntensity carbon;   ///< gCO2e/kWh, constant or series (default: world average 475)
+  CarbonIntensity carbon;   ///< gCO2e/kWh, constant or series (default: world average 475,
+                            ///< CarbonOrigin::kDefault; a constant 0 is 0, not the default)
   /// With a series: the meter's start is taken to be this time (unix s) in the series, to replay
   /// a measurement against historical data; empty: the wall clock.
   std::optional<double> carbon_replay_start_unix_s;
@@ -79,7 +80,11 @@ struct Measurement {
   bool estimated = false;                  ///< any counted figure is an estimate
   std::vector<DomainMeasurement> domains;  ///< counted sensors only
   std::string method;                      ///< e.g. "cpu-estimate: estimated: TDP 85 W x ..."
-  std::string carbon_source;               ///< CarbonIntensity::describe()
+  std::string carbon_source;               ///< CarbonIntensity::describe(): value and origin
+  std::string carbon_origin;               ///< to_string(CarbonOrigin): default|constant|csv
+  /// The intensity used, gCO2e/kWh: the constant, or for a series g_co2e over the window's
+  /// energy (energy-weighted mean); empty for a series window with no energy.
+  std::optional<double> carbon_g_per_kwh;
   std::vector<std::string> flags;  ///< window-level and per-domain flags, prefixed by sensor
   /// Why the energy is unknown (no sensor counted); empty when it is known.
   std::string energy_unknown_reason;
@@ -145,6 +150,7 @@ class Meter {
   };
   struct Window {
     double t0_s = 0, unix0_s = 0, peak_w = 0, g = 0;
+    double carbon_t0_s = 0;      // the window's start on the carbon series' clock (unix s)
     std::vector<DomainAcc> acc;  // per slot
   };
   struct Slot {

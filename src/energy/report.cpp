@@ -67,15 +67,15 @@ void write_atomic(const std::string& path, const std::string& text) {
 
 const std::vector<std::string>& codecarbon_columns() {
   static const std::vector<std::string> cols = {
-      "timestamp",      "project_name",       "run_id",         "experiment_id",
-      "duration",       "emissions",          "emissions_rate", "cpu_power",
-      "gpu_power",      "ram_power",          "cpu_energy",     "gpu_energy",
-      "ram_energy",     "energy_consumed",    "country_name",   "country_iso_code",
-      "region",         "cloud_provider",     "cloud_region",   "os",
-      "python_version", "codecarbon_version", "cpu_count",      "cpu_model",
-      "gpu_count",      "gpu_model",          "longitude",      "latitude",
-      "ram_total_size", "tracking_mode",      "on_cloud",       "pue",
-      "energy_method",  "energy_flags"};
+      "timestamp",      "project_name",       "run_id",           "experiment_id",
+      "duration",       "emissions",          "emissions_rate",   "cpu_power",
+      "gpu_power",      "ram_power",          "cpu_energy",       "gpu_energy",
+      "ram_energy",     "energy_consumed",    "country_name",     "country_iso_code",
+      "region",         "cloud_provider",     "cloud_region",     "os",
+      "python_version", "codecarbon_version", "cpu_count",        "cpu_model",
+      "gpu_count",      "gpu_model",          "longitude",        "latitude",
+      "ram_total_size", "tracking_mode",      "on_cloud",         "pue",
+      "energy_method",  "energy_flags",       "carbon_intensity", "carbon_source"};
   return cols;
 }
 
@@ -147,7 +147,9 @@ std::string codecarbon_row(const Measurement& m, const RunInfo& run) {
                                 "N",
                                 num(run.pue),
                                 method,
-                                flags};
+                                flags,
+                                m.carbon_g_per_kwh ? num(*m.carbon_g_per_kwh) : "",
+                                m.carbon_source};
   std::string row;
   for (size_t i = 0; i < v.size(); ++i) {
     if (i) row += ',';
@@ -190,6 +192,8 @@ nlohmann::json to_json(const Measurement& m) {
   j["peak_power_w"] = known ? json(m.peak_power_w) : json(nullptr);
   j["g_co2e"] = known ? json(m.g_co2e) : json(nullptr);
   j["carbon_source"] = m.carbon_source;
+  j["carbon_origin"] = m.carbon_origin;
+  j["carbon_g_per_kwh"] = m.carbon_g_per_kwh ? json(*m.carbon_g_per_kwh) : json(nullptr);
   j["estimated"] = m.estimated;
   j["method"] = m.method;
   j["flags"] = m.flags;
@@ -220,6 +224,14 @@ std::string summary_line(const Measurement& m, std::optional<double> tokens) {
   if (tokens && *tokens > 0) s += fmt::format(", {:.3g} J/token", m.energy_j / *tokens);
   if (m.estimated) s += " (estimated)";
   return s;
+}
+
+std::string carbon_short(const Measurement& m) {
+  const std::string g =
+      m.carbon_g_per_kwh ? fmt::format("{:.4g} gCO2e/kWh", *m.carbon_g_per_kwh) : "no energy";
+  return fmt::format("{} ({}, {})",
+                     m.known_g_co2e() ? fmt::format("{:.3g} gCO2e", m.g_co2e) : "unknown gCO2e", g,
+                     m.carbon_origin.empty() ? "unknown origin" : m.carbon_origin);
 }
 
 }  // namespace gt::energy

@@ -1,7 +1,9 @@
 // energy/report.h: writing measurements. CodeCarbon-compatible `emissions.csv` rows (same column
 // names and units as CodeCarbon 2.x: duration s, emissions kg CO2e, emissions_rate kg/s, powers
-// W, energies kWh, ram_total_size GB) plus two greentrain columns at the end (energy_method,
-// energy_flags) so an estimate is marked wherever it is written; JSON; one-line summaries.
+// W, energies kWh, ram_total_size GB) plus four greentrain columns at the end (energy_method,
+// energy_flags, so an estimate is marked wherever it is written; carbon_intensity in gCO2e/kWh
+// and carbon_source, so the intensity behind `emissions` and its origin are written with it);
+// JSON; one-line summaries.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -22,7 +24,9 @@ struct RunInfo {
   std::string tracking_mode = "machine";  ///< "machine" or "process"
 };
 
-/// CodeCarbon's emissions.csv column names, in order, then energy_method and energy_flags.
+/// CodeCarbon's emissions.csv column names, in order, then energy_method, energy_flags,
+/// carbon_intensity (gCO2e/kWh, Measurement::carbon_g_per_kwh; empty when unknown) and
+/// carbon_source (Measurement::carbon_source).
 const std::vector<std::string>& codecarbon_columns();
 
 /// One CSV row (no newline) for `m`; fields with commas or quotes are quoted. When the energy
@@ -43,8 +47,9 @@ inline void append_run_energy_csv(const std::string& run_dir, const Measurement&
 }
 
 /// The measurement as JSON: name, duration_s, energy_j, avg_power_w (null if undefined),
-/// peak_power_w, g_co2e, estimated, method, carbon_source, flags, domains[...]. When no sensor
-/// counted, energy_j, peak_power_w and g_co2e are null and energy_unknown_reason says why.
+/// peak_power_w, g_co2e, carbon_source, carbon_origin, carbon_g_per_kwh (null if unknown),
+/// estimated, method, flags, domains[...]. When no sensor counted, energy_j, peak_power_w and
+/// g_co2e are null and energy_unknown_reason says why.
 nlohmann::json to_json(const Measurement& m);
 
 /// Writes `j` to `path` atomically (temp file then rename), pretty-printed.
@@ -53,6 +58,10 @@ void write_json_file(const std::string& path, const nlohmann::json& j);
 /// One line: "12.3 W, 0.45 J/token (estimated)"; the J/token part only when tokens > 0,
 /// "power undefined" when the window was too short, "energy unknown" when no sensor counted.
 std::string summary_line(const Measurement& m, std::optional<double> tokens = std::nullopt);
+
+/// Short carbon text for progress lines: "0.012 gCO2e (475 gCO2e/kWh, default)", the origin
+/// being Measurement::carbon_origin (default | constant | csv).
+std::string carbon_short(const Measurement& m);
 
 /// A random UUID4 string (CodeCarbon's run_id form).
 std::string make_run_id();

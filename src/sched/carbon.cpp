@@ -1,4 +1,5 @@
-// sched/carbon.cpp: carbon-intensity CSV loading, resampling and forecast noise.
+// sched/carbon.cpp: carbon-intensity series on the planner's grid (the CSV is read by
+// energy/carbon.cpp), UTC offsets of the command line, and forecast noise.
 #include "sched/carbon.h"
 
 #include <fmt/format.h>
@@ -6,39 +7,22 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <fstream>
 #include <random>
 
 #include "core/error.h"
+#include "energy/error.h"
 
 namespace gt::sched {
 namespace {
 
-// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days_from_civil).
-std::int64_t days_from_civil(std::int64_t y, unsigned m, unsigned d) {
-  y -= m <= 2;
-  const std::int64_t era = (y >= 0 ? y : y - 399) / 400;
-  const unsigned yoe = static_cast<unsigned>(y - era * 400);
-  const unsigned doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
-  const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-  return era * 146097 + static_cast<std::int64_t>(doe) - 719468;
-}
-
-struct Civil {
-  std::int64_t y;
-  unsigned m, d;
-};
-Civil civil_from_days(std::int64_t z) {
-  z += 719468;
-  const std::int64_t era = (z >= 0 ? z : z - 146096) / 146097;
-  const unsigned doe = static_cast<unsigned>(z - era * 146097);
-  const unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-  const std::int64_t y = static_cast<std::int64_t>(yoe) + era * 400;
-  const unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-  const unsigned mp = (5 * doy + 2) / 153;
-  const unsigned d = doy - (153 * mp + 2) / 5 + 1;
-  const unsigned m = mp < 10 ? mp + 3 : mp - 9;
-  return {y + (m <= 2), m, d};
+// Runs f, turning the energy module's EnergyError into gt::Error (the same message).
+template <class F>
+auto energy_call(F f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const energy::EnergyError& e) {
+    throw Error(e.what());
+  }
 }
 
 std::string_view trim(std::string_view s) {
@@ -55,60 +39,26 @@ bool parse_int(std::string_view s, int& out) {
   return r.ec == std::errc() && r.ptr == s.data() + s.size();
 }
 
-std::vector<std::string_view> split(std::string_view line, char sep) {
-  std::vector<std::string_view> out;
-  std::size_t pos = 0;
-  while (true) {
-    std::size_t q = line.find(sep, pos);
-    out.push_back(
-        trim(line.substr(pos, q == std::string_view::npos ? std::string_view::npos : q - pos)));
-    if (q == std::string_view::npos) break;
-    pos = q + 1;
-  }
-  return out;
-}
-
 }  // namespace
 
 UnixTimeS civil_to_unix_s(int year, int month, int day, int hour, int minute, int second,
                           std::int64_t utc_offset_s) {
-  return days_from_civil(year, static_cast<unsigned>(month), static_cast<unsigned>(day)) * 86400 +
-         hour * 3600 + minute * 60 + second - utc_offset_s;
+  return energy_call([&] {
+    return energy::civil_to_unix_s(year, month, day, hour, minute, second, utc_offset_s);
+  });
 }
 
 UnixTimeS parse_wall_time(std::string_view text, std::int64_t utc_offset_s,
                           std::string_view where) {
-  std::string_view s = trim(text);
-  auto bad = [&]() {
-    return Error(
-        fmt::format("{}: time '{}' is not valid; expected 'YYYY-MM-DD HH:MM[:SS]'", where, text));
-  };
-  // YYYY-MM-DD[ T]HH:MM[:SS]
-  if (s.size() != 16 && s.size() != 19) throw bad();
-  if (s[4] != '-' || s[7] != '-' || (s[10] != ' ' && s[10] != 'T') || s[13] != ':') throw bad();
-  int y, mo, d, h, mi, se = 0;
-  if (!parse_int(s.substr(0, 4), y) || !parse_int(s.substr(5, 2), mo) ||
-      !parse_int(s.substr(8, 2), d) || !parse_int(s.substr(11, 2), h) ||
-      !parse_int(s.substr(14, 2), mi))
-    throw bad();
-  if (s.size() == 19 && (s[16] != ':' || !parse_int(s.substr(17, 2), se))) throw bad();
-  if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || se > 60) throw bad();
-  return civil_to_unix_s(y, mo, d, h, mi, se, utc_offset_s);
+  return energy_call([&] { return energy::parse_time_or_throw(text, utc_offset_s, where).unix_s; });
 }
 
 std::string format_wall_time(UnixTimeS t, std::int64_t utc_offset_s) {
-  const std::int64_t local = t + utc_offset_s;
-  std::int64_t days = local >= 0 ? local / 86400 : -((-local + 86399) / 86400);
-  std::int64_t sod = local - days * 86400;
-  Civil c = civil_from_days(days);
-  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}", c.y, c.m, c.d, sod / 3600,
-                     (sod / 60) % 60, sod % 60);
+  return energy::format_wall_time(t, utc_offset_s);
 }
 
 std::string format_iso_time(UnixTimeS t, std::int64_t utc_offset_s) {
-  const std::int64_t a = utc_offset_s < 0 ? -utc_offset_s : utc_offset_s;
-  return fmt::format("{}{}{:02}:{:02}", format_wall_time(t, utc_offset_s),
-                     utc_offset_s < 0 ? '-' : '+', a / 3600, (a / 60) % 60);
+  return energy::format_iso_time(t, utc_offset_s);
 }
 
 std::int64_t parse_utc_offset_s(std::string_view text) {
@@ -167,67 +117,20 @@ double CarbonSeries::g_co2e(UnixTimeS t0_s, UnixTimeS t1_s, double power_w) cons
 }
 
 CarbonSeries load_carbon_csv(const std::string& path, std::int64_t utc_offset_s) {
-  std::ifstream in(path);
-  check(in.good(), fmt::format("{}: cannot open the carbon-intensity CSV; expected a readable file "
-                               "with columns Time and Carbon Intensity",
-                               path));
-  std::string line;
-  check(static_cast<bool>(std::getline(in, line)),
-        fmt::format("{}: empty file; expected a header with columns Time and Carbon Intensity",
-                    path));
-  if (line.size() >= 3 && static_cast<unsigned char>(line[0]) == 0xEF) line.erase(0, 3);  // BOM
-  auto header = split(line, ',');
-  int time_col = -1, ci_col = -1;
-  for (std::size_t i = 0; i < header.size(); ++i) {
-    if (header[i] == "Time") time_col = static_cast<int>(i);
-    if (header[i] == "Carbon Intensity") ci_col = static_cast<int>(i);
-  }
-  if (time_col < 0 || ci_col < 0)
-    throw Error(
-        fmt::format("{}: header '{}' has no column '{}'; expected columns Time and Carbon "
-                    "Intensity (gCO2e/kWh)",
-                    path, trim(line), time_col < 0 ? "Time" : "Carbon Intensity"));
-  std::vector<UnixTimeS> ts;
-  std::vector<double> vs;
-  std::size_t lineno = 1;
-  const std::size_t need = static_cast<std::size_t>(std::max(time_col, ci_col)) + 1;
-  while (std::getline(in, line)) {
-    ++lineno;
-    if (trim(line).empty()) continue;
-    auto f = split(line, ',');
-    const std::string where = fmt::format("{}:{}", path, lineno);
-    check(f.size() >= need,
-          fmt::format("{}: {} fields; expected at least {}", where, f.size(), need));
-    UnixTimeS t = parse_wall_time(f[time_col], utc_offset_s, where);
-    std::string vtext(f[ci_col]);
-    double v;
-    std::size_t used = 0;
-    try {
-      v = std::stod(vtext, &used);
-    } catch (...) {
-      used = 0;
-    }
-    if (used == 0 || used != vtext.size() || !std::isfinite(v) || v < 0)
-      throw Error(
-          fmt::format("{}: Carbon Intensity '{}' is not valid; expected a number >= 0 "
-                      "(gCO2e/kWh)",
-                      where, vtext));
-    if (!ts.empty() && t <= ts.back())
-      throw Error(
-          fmt::format("{}: Time '{}' is not after the previous row; expected increasing "
-                      "timestamps",
-                      where, f[time_col]));
-    ts.push_back(t);
-    vs.push_back(v);
-  }
-  check(ts.size() >= 2, fmt::format("{}: {} data rows; expected at least 2", path, ts.size()));
-  std::vector<std::int64_t> steps;
-  for (std::size_t i = 1; i < ts.size(); ++i) steps.push_back(ts[i] - ts[i - 1]);
-  std::vector<std::int64_t> sorted = steps;
-  std::sort(sorted.begin(), sorted.end());
-  const std::int64_t slot = sorted.front();
-  const std::int64_t median = sorted[sorted.size() / 2];
+  const energy::CarbonCsv csv =
+      energy_call([&] { return energy::read_carbon_csv(path, utc_offset_s); });
+  const std::vector<UnixTimeS>& ts = csv.t_s;
+  const std::vector<double>& vs = csv.g_co2e_per_kwh;
+  check(ts.size() >= 2,
+        fmt::format("{}: {} data row(s); expected at least 2 (the planner needs the series' step)",
+                    path, ts.size()));
+  std::int64_t slot = ts[1] - ts[0];  // the grid: the smallest step
+  for (std::size_t i = 2; i < ts.size(); ++i) slot = std::min(slot, ts[i] - ts[i - 1]);
+  const std::int64_t median = csv.step_s;  // the reader's step: the median spacing
   CarbonSeries s;
+  s.path = path;
+  s.row_step_s = csv.step_s;
+  s.gaps = csv.gaps;
   s.start_s = ts.front();
   s.slot_s = slot;
   const UnixTimeS end = ts.back() + median;
@@ -247,6 +150,14 @@ CarbonSeries load_carbon_csv(const std::string& path, std::int64_t utc_offset_s)
     s.g_co2e_per_kwh[static_cast<std::size_t>(i)] = acc / static_cast<double>(slot);
   }
   return s;
+}
+
+std::vector<std::string> gap_warnings(const CarbonSeries& s) {
+  std::vector<std::string> out;
+  for (const energy::CarbonGap& g : s.gaps)
+    out.push_back(fmt::format("carbon series {}: {}", s.path.empty() ? "(in memory)" : s.path,
+                              energy::describe_gap(g, s.row_step_s)));
+  return out;
 }
 
 CarbonSeries with_forecast_error(const CarbonSeries& truth, double error_pct, std::uint64_t seed) {

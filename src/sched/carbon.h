@@ -1,11 +1,16 @@
 // sched/carbon.h: grid carbon-intensity series (gCO2e/kWh) on a uniform time grid, and the
-// wall-clock <-> UTC conversions the scheduler needs. A series' time zone is always stated by
-// the user as a UTC offset; nothing here guesses it.
+// wall-clock <-> UTC conversions the scheduler needs. The CSV is read and times are parsed by
+// the energy module's one reader (energy/carbon.h: byte order mark and CRLF accepted, explicit
+// offsets honoured, holes recorded); this file resamples the rows onto the planner's grid and
+// turns the reader's EnergyError into gt::Error. A series' time zone is always stated by the
+// user as a UTC offset (or by each row's own offset); nothing here guesses it.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "energy/carbon.h"
 
 namespace gt::sched {
 
@@ -16,10 +21,12 @@ using UnixTimeS = std::int64_t;
 inline constexpr double kJoulesPerKwh = 3.6e6;
 
 /// Parses wall-clock text "YYYY-MM-DD HH:MM[:SS]" (a 'T' may separate date and time) read at
-/// utc_offset_s seconds east of UTC; returns UTC Unix seconds. Throws gt::Error naming `where`.
+/// utc_offset_s seconds east of UTC, or with its own offset ("...Z", "...+02:00"), which wins;
+/// returns UTC Unix seconds (energy::parse_time). Throws gt::Error naming `where`.
 UnixTimeS parse_wall_time(std::string_view text, std::int64_t utc_offset_s, std::string_view where);
 
-/// UTC Unix seconds for a civil date/time given at utc_offset_s seconds east of UTC.
+/// UTC Unix seconds for a civil date/time given at utc_offset_s seconds east of UTC
+/// (std::chrono calendar). Throws gt::Error for a date not on the calendar.
 UnixTimeS civil_to_unix_s(int year, int month, int day, int hour, int minute, int second,
                           std::int64_t utc_offset_s);
 
@@ -38,6 +45,11 @@ struct CarbonSeries {
   UnixTimeS start_s = 0;               ///< UTC start of slot 0
   std::int64_t slot_s = 0;             ///< slot length, s
   std::vector<double> g_co2e_per_kwh;  ///< mean intensity per slot, gCO2e/kWh
+  std::string path;                    ///< the CSV it was read from (empty if built in code)
+  std::int64_t row_step_s = 0;         ///< the CSV's own step (median row spacing), s
+  /// Holes of the CSV (rows further apart than row_step_s): bridged by holding the value before
+  /// them, and flagged by the caller (gap_warnings), never silently.
+  std::vector<energy::CarbonGap> gaps;
 
   /// UTC end of the last slot, s.
   UnixTimeS end_s() const {
@@ -50,12 +62,17 @@ struct CarbonSeries {
   double g_co2e(UnixTimeS t0_s, UnixTimeS t1_s, double power_w) const;
 };
 
-/// Loads a CSV with columns `Time` (naive wall clock "YYYY-MM-DD HH:MM:SS" at utc_offset_s) and
-/// `Carbon Intensity` (gCO2e/kWh). Each sample holds until the next timestamp (the last one for
-/// the median step); the step function is resampled onto a uniform grid of the smallest step
-/// (time-weighted mean per slot), so irregular series (GB's 15/30 min) are exact on the grid.
-/// Throws gt::Error naming the file, line and column on bad input.
+/// Loads a CSV with columns `Time` (wall clock "YYYY-MM-DD HH:MM:SS", naive at utc_offset_s or
+/// with its own offset) and `Carbon Intensity` (gCO2e/kWh) through energy::read_carbon_csv.
+/// Each sample holds until the next timestamp (the last one for the median step); the step
+/// function is resampled onto a uniform grid of the smallest step (time-weighted mean per slot),
+/// so irregular series (GB's 15/30 min) are exact on the grid. Holes are kept in `gaps`.
+/// Throws gt::Error naming the file, line and column on bad input, or with fewer than 2 rows.
 CarbonSeries load_carbon_csv(const std::string& path, std::int64_t utc_offset_s);
+
+/// One warning per hole of the series, for the console and the plan's JSON:
+/// "carbon series x.csv: no rows from ... to ... (...); the value at ... was held".
+std::vector<std::string> gap_warnings(const CarbonSeries& s);
 
 /// A forecast with error: each slot gets independent Gaussian noise with standard deviation
 /// error_pct/100 * (series mean), clamped at 0 gCO2e/kWh; deterministic for a given seed.

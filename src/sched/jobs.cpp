@@ -12,11 +12,12 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "sched/slurm.h"
 
 namespace gt::sched {
 namespace fs = std::filesystem;
 
-double duration_from_summary_s(const std::string& path) {
+RunFigures run_figures_from_summary(const std::string& path) {
   fs::path p(path);
   if (fs::is_directory(p)) p /= "summary.json";
   std::ifstream in(p);
@@ -30,13 +31,30 @@ double duration_from_summary_s(const std::string& path) {
     throw Error(fmt::format("{}: not valid JSON ({}); expected a greentrain summary.json",
                             p.string(), e.what()));
   }
-  check(j.is_object() && j.contains("duration_s") && j["duration_s"].is_number(),
-        fmt::format("{}: no numeric key 'duration_s'; expected a greentrain summary.json",
+  // run_totals adds up the sessions of a resumed run; the top level is the last session's.
+  const nlohmann::json* t = j.is_object() && j.contains("run_totals") && j["run_totals"].is_object()
+                                ? &j["run_totals"]
+                                : &j;
+  check(t->is_object() && t->contains("wall_s") && (*t)["wall_s"].is_number(),
+        fmt::format("{}: no numeric 'wall_s' in run_totals (the whole run's wall time); expected "
+                    "a summary.json written by this greentrain, or give duration_s in the job "
+                    "list ('duration_s' of a summary counts optimizer steps only)",
                     p.string()));
-  double d = j["duration_s"].get<double>();
-  check(d > 0 && std::isfinite(d),
-        fmt::format("{}: duration_s = {}; expected a positive number of seconds", p.string(), d));
-  return d;
+  RunFigures f;
+  f.wall_s = (*t)["wall_s"].get<double>();
+  check(
+      f.wall_s > 0 && std::isfinite(f.wall_s),
+      fmt::format("{}: wall_s = {}; expected a positive number of seconds", p.string(), f.wall_s));
+  const bool unknown = j.is_object() && j.value("energy_unknown", false);
+  if (!unknown && t->contains("energy_j") && (*t)["energy_j"].is_number()) {
+    const double e = (*t)["energy_j"].get<double>();
+    if (e > 0 && std::isfinite(e)) f.energy_j = e;
+  }
+  return f;
+}
+
+double duration_from_summary_s(const std::string& path) {
+  return run_figures_from_summary(path).wall_s;
 }
 
 namespace {
@@ -130,11 +148,18 @@ std::vector<Job> load_jobs_toml(const std::string& path, std::int64_t utc_offset
           where +
               ": expected exactly one of 'duration_s' (s) or 'summary' (a run folder or its "
               "summary.json)");
-    j.duration_s = dur ? node_number(*dur, key("duration_s"), "seconds")
-                       : duration_from_summary_s(resolve(node_string(*sum, key("summary"))));
+    std::optional<RunFigures> run;
+    if (sum) run = run_figures_from_summary(resolve(node_string(*sum, key("summary"))));
+    j.duration_s = dur ? node_number(*dur, key("duration_s"), "seconds") : run->wall_s;
     const toml::node* pw = t->get("power_w");
-    check(pw != nullptr, where + ": missing key 'power_w'; expected average power in W");
-    j.power_w = node_number(*pw, key("power_w"), "W");
+    if (pw)
+      j.power_w = node_number(*pw, key("power_w"), "W");
+    else if (run && run->energy_j)  // the run's measured joules over its wall time
+      j.power_w = *run->energy_j / run->wall_s;
+    else
+      throw Error(where +
+                  ": missing key 'power_w'; expected average power in W (optional only with a "
+                  "summary whose run's energy is known)");
     const toml::node* es = t->get("earliest_start");
     check(es != nullptr, where + ": missing key 'earliest_start'; expected a date-time");
     j.earliest_start_s = node_time(*es, utc_offset_s, key("earliest_start"));
@@ -151,6 +176,11 @@ std::vector<Job> load_jobs_toml(const std::string& path, std::int64_t utc_offset
       auto b = n->as_boolean();
       check(b != nullptr, key("interruptible") + ": expected true or false");
       j.interruptible = b->get();
+    }
+    // an interruptible job's command is exec'd so that it receives Slurm's SIGTERM (slurm.h)
+    if (j.interruptible && !j.command.empty()) {
+      const std::string why = exec_problem(j.command);
+      check(why.empty(), fmt::format("{}: job is interruptible, but {}", key("command"), why));
     }
     jobs.push_back(std::move(j));
   }

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <limits>
 #include <numeric>
+#include <optional>
 
 #include "core/error.h"
 
@@ -29,11 +30,21 @@ struct Window {
   std::int64_t hi_full = 0;      // slots [lo, hi_full) lie fully before the deadline
 };
 
-// One job's placement: (slot, seconds used) in chronological order.
+// One job's placement: (slot, seconds used) in chronological order; a job run in one piece
+// also has its exact run (it may start at its arrival, between two slot boundaries).
 struct Placement {
   bool ok = false;
   std::string reason;
   std::vector<std::pair<std::int64_t, std::int64_t>> slots;
+  std::optional<Run> run;
+};
+
+// One way to run a job in one piece: from t for dur_s, occupying slots [first, first + n) for
+// the budget; cost: forecast gCO2e.
+struct Start {
+  UnixTimeS t = 0;
+  std::int64_t first = 0, n = 0;
+  double cost = 0;
 };
 
 std::int64_t floor_div(std::int64_t a, std::int64_t b) {
@@ -126,7 +137,7 @@ class Planner {
     if (budget_w_ > 0 && j.power_w > budget_w_ + kBudgetEps)
       return fmt::format("power_w {} W exceeds the power budget of {} W", j.power_w, budget_w_);
     const std::int64_t room_s = contiguous
-                                    ? (w.last_start >= w.lo ? w.dur_s : 0)
+                                    ? (!starts(i).empty() ? w.dur_s : 0)
                                     : std::max<std::int64_t>(0, w.hi_full - w.lo) * fc_.slot_s;
     if (room_s < w.dur_s)
       return fmt::format(
@@ -139,12 +150,38 @@ class Planner {
     return fmt::format("no room under the power budget of {} W before the deadline", budget_w_);
   }
 
-  Placement contiguous_at(std::size_t i, std::int64_t s) const {
+  // The contiguous starts of job i, in time order: at its arrival when that falls between two
+  // slot boundaries (partial slots integrated exactly), then on every boundary after it that
+  // ends by the deadline inside the series.
+  std::vector<Start> starts(std::size_t i) const {
     const Window& w = win_[i];
+    const Job& j = jobs_[i];
+    const std::int64_t slot = fc_.slot_s;
+    std::vector<Start> out;
+    const std::int64_t off = j.earliest_start_s - fc_.start_s;
+    if (off > 0 && off % slot != 0) {
+      const UnixTimeS t = j.earliest_start_s, end = t + w.dur_s;
+      if (end <= j.deadline_s && end <= fc_.end_s()) {
+        const std::int64_t first = off / slot;
+        out.push_back(
+            {t, first, ceil_div(end - fc_.start_s, slot) - first, fc_.g_co2e(t, end, j.power_w)});
+      }
+    }
+    for (std::int64_t s = w.lo; s <= w.last_start; ++s)
+      out.push_back({fc_.start_s + s * slot, s, w.n, cost_at(i, s)});
+    return out;
+  }
+
+  Placement contiguous_at(std::size_t i, const Start& st) const {
     Placement p;
     p.ok = true;
-    for (std::int64_t k = 0; k < w.n; ++k)
-      p.slots.push_back({s + k, k + 1 < w.n ? fc_.slot_s : w.rem_s});
+    const UnixTimeS end = st.t + win_[i].dur_s;
+    p.run = Run{st.t, end};
+    for (std::int64_t k = st.first; k < st.first + st.n; ++k) {
+      const UnixTimeS a = std::max(st.t, fc_.start_s + k * fc_.slot_s);
+      const UnixTimeS b = std::min(end, fc_.start_s + (k + 1) * fc_.slot_s);
+      p.slots.push_back({k, b - a});
+    }
     return p;
   }
 
@@ -152,25 +189,22 @@ class Planner {
     Placement p;
     p.reason = static_reason(i, true);
     if (!p.reason.empty()) return p;
-    const Window& w = win_[i];
     const double pw = jobs_[i].power_w;
-    std::int64_t best = -1;
-    double best_cost = std::numeric_limits<double>::infinity();
-    for (std::int64_t s = w.lo; s <= w.last_start; ++s) {
-      if (!fits_run(s, w.n, pw)) continue;
+    std::optional<Start> best;
+    for (const Start& st : starts(i)) {
+      if (!fits_run(st.first, st.n, pw)) continue;
       if (earliest) {
-        best = s;
+        best = st;
         break;
       }
-      const double c = cost_at(i, s);
-      if (c < best_cost - 1e-12) best_cost = c, best = s;
+      if (!best || st.cost < best->cost - 1e-12) best = st;
     }
-    if (best < 0) {
+    if (!best) {
       p.reason = budget_reason();
       return p;
     }
-    occupy(best, w.n, pw);
-    return contiguous_at(i, best);
+    occupy(best->first, best->n, pw);
+    return contiguous_at(i, *best);
   }
 
   Placement place_pieces(std::size_t i) {
@@ -203,19 +237,14 @@ class Planner {
   // (fewest unscheduled, lowest forecast emissions). False (nothing placed) when too large.
   bool exact_search(const std::vector<std::size_t>& ids, std::vector<Placement>& out,
                     std::int64_t limit) {
-    struct Cand {
-      double cost;
-      std::int64_t s;
-    };
+    using Cand = Start;
     std::vector<std::vector<Cand>> cands(ids.size());
     double combos = 1;
     for (std::size_t k = 0; k < ids.size(); ++k) {
       const std::size_t i = ids[k];
-      if (static_reason(i, true).empty())
-        for (std::int64_t s = win_[i].lo; s <= win_[i].last_start; ++s)
-          cands[k].push_back({cost_at(i, s), s});
-      std::sort(cands[k].begin(), cands[k].end(),
-                [](const Cand& a, const Cand& b) { return a.cost < b.cost; });
+      if (static_reason(i, true).empty()) cands[k] = starts(i);
+      std::stable_sort(cands[k].begin(), cands[k].end(),
+                       [](const Cand& a, const Cand& b) { return a.cost < b.cost; });
       combos *= static_cast<double>(cands[k].size() + 1);
     }
     if (combos > static_cast<double>(limit)) return false;
@@ -226,7 +255,7 @@ class Planner {
     std::vector<double> rest_min(ids.size() + 1, 0.0);
     for (std::size_t d = ids.size(); d-- > 0;)
       rest_min[d] = rest_min[d + 1] + (cands[perm[d]].empty() ? 0.0 : cands[perm[d]][0].cost);
-    std::vector<std::int64_t> cur(ids.size(), -1), best(ids.size(), -1);
+    std::vector<std::optional<Start>> cur(ids.size()), best(ids.size());
     std::size_t best_unsched = ids.size() + 1;
     double best_cost = std::numeric_limits<double>::infinity();
     auto better = [&](std::size_t u, double c) {
@@ -242,22 +271,22 @@ class Planner {
       const double pw = jobs_[i].power_w;
       for (const Cand& c : cands[k]) {
         if (!better(unsched, cost + c.cost + rest_min[d + 1])) break;
-        if (!fits_run(c.s, win_[i].n, pw)) continue;
-        occupy(c.s, win_[i].n, pw);
-        cur[k] = c.s;
+        if (!fits_run(c.first, c.n, pw)) continue;
+        occupy(c.first, c.n, pw);
+        cur[k] = c;
         self(self, d + 1, unsched, cost + c.cost);
-        occupy(c.s, win_[i].n, -pw);
+        occupy(c.first, c.n, -pw);
       }
-      cur[k] = -1;
+      cur[k].reset();
       // Leave job unscheduled: only worthwhile if it can still beat the best.
       if (better(unsched + 1, cost)) self(self, d + 1, unsched + 1, cost);
     };
     dfs(dfs, 0, 0, 0.0);
     for (std::size_t k = 0; k < ids.size(); ++k) {
       const std::size_t i = ids[k];
-      if (best[k] >= 0) {
-        occupy(best[k], win_[i].n, jobs_[i].power_w);
-        out[i] = contiguous_at(i, best[k]);
+      if (best[k]) {
+        occupy(best[k]->first, best[k]->n, jobs_[i].power_w);
+        out[i] = contiguous_at(i, *best[k]);
       } else {
         out[i].reason = static_reason(i, true);
         if (out[i].reason.empty()) out[i].reason = budget_reason();
@@ -276,6 +305,7 @@ class Planner {
 };
 
 std::vector<Run> to_runs(const Placement& p, const CarbonSeries& s) {
+  if (p.run) return {*p.run};
   std::vector<Run> runs;
   for (auto [slot, used_s] : p.slots) {
     const UnixTimeS a = s.start_s + slot * s.slot_s;
@@ -382,7 +412,7 @@ Plan make_plan(const std::vector<Job>& jobs, const CarbonSeries& truth, const Pl
     JobPlan jp;
     jp.name = j.name;
     jp.power_cap_w = j.power_w;
-    jp.energy_j = j.power_w * std::ceil(j.duration_s);
+    jp.energy_j = j.power_w * j.duration_s;  // not rounded up to whole seconds
     const Placement& p = chosen.placements[i];
     jp.scheduled = p.ok;
     jp.reason = p.reason;

@@ -1,13 +1,15 @@
 // sched/planner.h: plans when each job runs so that its emissions (gCO2e) are lowest, under an
 // optional cluster power budget (W), against a carbon-intensity series (gCO2e/kWh).
 //
-// Time is cut into the series' slots (15 min for Germany 2020). Jobs start on slot boundaries,
-// never before their earliest start, and end by their deadline. A job occupies every slot it
-// runs in, for the whole slot, when the budget is checked, so the sum of running jobs' power
-// (each capped at its power_w) never exceeds the budget at any instant.
+// Time is cut into the series' slots (15 min for Germany 2020). A job starts at its earliest
+// start (its arrival) or on a slot boundary after it, never before, and ends by its deadline;
+// emissions integrate partial slots exactly, so a job arriving between two boundaries is
+// compared against running at that very time. A job occupies every slot it runs in, for the
+// whole slot, when the budget is checked, so the sum of running jobs' power (each capped at its
+// power_w) never exceeds the budget at any instant.
 //
 // Strategies (after Wiesner et al., "Let's Wait Awhile", Middleware '21):
-//  - arrival:   start each job as early as possible (the baseline);
+//  - arrival:   start each job as early as possible: at its arrival (the baseline);
 //  - shift:     run each job in one piece, in the window before its deadline with the lowest
 //               mean intensity;
 //  - interrupt: interruptible jobs run in the lowest-intensity slots before their deadline

@@ -7,13 +7,138 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <optional>
 
 #include "core/error.h"
 
 namespace gt::sched {
 
+namespace {
+
+// Sets $TZ for its lifetime (and tzset), then restores it: the C library's zone code reads the
+// zoneinfo file of a named zone, daylight-saving rules included.
+class TzScope {
+ public:
+  explicit TzScope(const std::string& tz) {
+    if (const char* o = std::getenv("TZ")) old_ = o;
+    ::setenv("TZ", tz.c_str(), 1);
+    ::tzset();
+  }
+  ~TzScope() {
+    if (old_)
+      ::setenv("TZ", old_->c_str(), 1);
+    else
+      ::unsetenv("TZ");
+    ::tzset();
+  }
+  TzScope(const TzScope&) = delete;
+  TzScope& operator=(const TzScope&) = delete;
+
+ private:
+  std::optional<std::string> old_;
+};
+
+std::string local_wall_time(UnixTimeS t) {
+  ::tzset();  // localtime_r need not read $TZ itself
+  const std::time_t tt = static_cast<std::time_t>(t);
+  std::tm tm{};
+  check(::localtime_r(&tt, &tm) != nullptr,
+        fmt::format("time {} cannot be shown in the local time zone", t));
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}", tm.tm_year + 1900, tm.tm_mon + 1,
+                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+}
+
+std::string zoneinfo_dir() {
+  const char* d = std::getenv("TZDIR");
+  return d && *d ? d : "/usr/share/zoneinfo";
+}
+
+}  // namespace
+
+SlurmZone SlurmZone::local() { return SlurmZone{}; }
+
+SlurmZone SlurmZone::fixed(std::int64_t utc_offset_s) {
+  SlurmZone z;
+  z.kind_ = Kind::kFixed;
+  z.offset_s_ = utc_offset_s;
+  return z;
+}
+
+SlurmZone SlurmZone::parse(std::string_view text) {
+  if (text == "local") return local();
+  if (!text.empty() && (text[0] == '+' || text[0] == '-' || (text[0] >= '0' && text[0] <= '9'))) {
+    try {
+      return fixed(parse_utc_offset_s(text));
+    } catch (const Error&) {
+      throw Error(fmt::format(
+          "--cluster-tz '{}' is not valid; expected local, an offset such as 0, +01:00 or -5, "
+          "or a zone name such as Europe/Berlin",
+          text));
+    }
+  }
+  const std::string name(text);
+  const bool safe = !name.empty() && name.find("..") == std::string::npos && name[0] != '/' &&
+                    name.find_first_not_of(
+                        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                        "0123456789_+-/") == std::string::npos;
+  std::error_code ec;
+  if (!safe || !std::filesystem::is_regular_file(zoneinfo_dir() + "/" + name, ec))
+    throw Error(fmt::format(
+        "--cluster-tz '{}': no such time zone in {}; expected local, an offset such as +01:00, "
+        "or a zone name such as Europe/Berlin (Debian package tzdata)",
+        text, zoneinfo_dir()));
+  SlurmZone z;
+  z.kind_ = Kind::kNamed;
+  z.name_ = name;
+  return z;
+}
+
+std::string SlurmZone::wall_time(UnixTimeS t) const {
+  switch (kind_) {
+    case Kind::kFixed:
+      return format_wall_time(t, offset_s_);
+    case Kind::kNamed: {
+      TzScope scope(name_);
+      return local_wall_time(t);
+    }
+    case Kind::kLocal:
+      break;
+  }
+  return local_wall_time(t);
+}
+
+std::string SlurmZone::describe() const {
+  switch (kind_) {
+    case Kind::kFixed:
+      return "UTC" + format_iso_time(0, offset_s_).substr(19);
+    case Kind::kNamed:
+      return name_;
+    case Kind::kLocal:
+      break;
+  }
+  const char* tz = std::getenv("TZ");
+  return fmt::format("the local zone of this host ({})",
+                     tz ? fmt::format("TZ={}", tz) : std::string("TZ unset: /etc/localtime"));
+}
+
+std::string exec_problem(const std::string& command) {
+  const std::size_t bad = command.find_first_of(";&|()`\n");
+  if (bad == std::string::npos) return "";
+  return fmt::format(
+      "its command holds '{}', so it is not one program that `exec` can make the batch shell; "
+      "expected one command (put several in a script and give script = ...)",
+      command[bad] == '\n' ? std::string("\\n") : std::string(1, command[bad]));
+}
+
 std::vector<SbatchCall> sbatch_calls(const Plan& plan, const std::vector<Job>& jobs,
                                      std::int64_t utc_offset_s) {
+  return sbatch_calls(plan, jobs, SlurmZone::fixed(utc_offset_s));
+}
+
+std::vector<SbatchCall> sbatch_calls(const Plan& plan, const std::vector<Job>& jobs,
+                                     const SlurmZone& zone) {
   std::vector<SbatchCall> calls;
   for (std::size_t i = 0; i < plan.jobs.size(); ++i) {
     const JobPlan& jp = plan.jobs[i];
@@ -26,8 +151,8 @@ std::vector<SbatchCall> sbatch_calls(const Plan& plan, const std::vector<Job>& j
       c.run_index = r;
       c.args.push_back("--parsable");
       c.args.push_back("--job-name=" + j.name);
-      c.args.push_back("--begin=" + format_wall_time(jp.runs[r].start_s, utc_offset_s));
-      c.args.push_back("--deadline=" + format_wall_time(j.deadline_s, utc_offset_s));
+      c.args.push_back("--begin=" + zone.wall_time(jp.runs[r].start_s));
+      c.args.push_back("--deadline=" + zone.wall_time(j.deadline_s));
       if (pieces) {
         const std::int64_t minutes = (jp.runs[r].end_s - jp.runs[r].start_s + 59) / 60;
         c.args.push_back(fmt::format("--time={}", minutes));
@@ -36,10 +161,18 @@ std::vector<SbatchCall> sbatch_calls(const Plan& plan, const std::vector<Job>& j
         if (r > 0) c.args.push_back("--dependency=afterany:{prev}");
       }
       c.args.push_back(fmt::format("--comment=greentrain power_cap_w={:.0f}", jp.power_cap_w));
-      if (!j.script.empty())
+      if (!j.script.empty()) {
         c.args.push_back(j.script);
-      else
+      } else if (pieces) {
+        // --signal=B:TERM reaches the batch shell only: exec makes the command that shell, so
+        // the trainer gets SIGTERM and checkpoints (without exec the shell dies, the trainer
+        // runs on until Slurm kills it).
+        const std::string why = exec_problem(j.command);
+        check(why.empty(), fmt::format("job '{}' is interruptible, but {}", j.name, why));
+        c.args.push_back("--wrap=exec " + j.command);
+      } else {
         c.args.push_back("--wrap=" + j.command);
+      }
       calls.push_back(std::move(c));
     }
   }

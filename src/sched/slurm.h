@@ -2,17 +2,44 @@
 // `sbatch --begin=START --deadline=DEADLINE`; an interruptible job becomes one sbatch per run,
 // each `--begin` at its run, with `--time` the run's length, `--signal=B:TERM@60 --requeue`
 // (greentrain train checkpoints on SIGTERM and exits 143) and `--dependency=afterany:PREV` so
-// the runs follow each other and each resumes the last. Times are wall clock at the user's
-// stated UTC offset: Slurm reads them in the controller's local zone, so the two must agree.
+// the runs follow each other and each resumes the last; its `--wrap` command is exec'd, so the
+// trainer itself is the batch shell that B:TERM signals. Times are wall clock in the zone sbatch
+// reads them in: the local time zone of the host that runs sbatch (sbatch(1), --begin: "the
+// time is in the local time zone"), or the zone given as --cluster-tz; never the CSV's zone.
 #pragma once
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sched/jobs.h"
 #include "sched/planner.h"
 
 namespace gt::sched {
+
+/// The time zone --begin and --deadline are written in.
+class SlurmZone {
+ public:
+  /// This host's local zone as the C library sees it ($TZ, else /etc/localtime): where sbatch
+  /// runs, it is the zone sbatch reads times in.
+  static SlurmZone local();
+  /// A fixed offset, seconds east of UTC.
+  static SlurmZone fixed(std::int64_t utc_offset_s);
+  /// "local", an offset ("0", "+01:00", "-5", as parse_utc_offset_s) or an IANA zone name
+  /// ("Europe/Berlin", read from the system's zoneinfo, daylight saving included). Throws
+  /// gt::Error naming --cluster-tz and the value for an unknown zone.
+  static SlurmZone parse(std::string_view text);
+  /// `t` (UTC Unix seconds) as "YYYY-MM-DDTHH:MM:SS" wall clock in this zone.
+  std::string wall_time(UnixTimeS t) const;
+  /// e.g. "the local zone of this host (TZ unset: /etc/localtime)", "UTC+02:00",
+  /// "Europe/Berlin".
+  std::string describe() const;
+
+ private:
+  enum class Kind { kLocal, kFixed, kNamed } kind_ = Kind::kLocal;
+  std::int64_t offset_s_ = 0;
+  std::string name_;
+};
 
 /// One sbatch invocation. Arguments may hold the placeholder "{prev}", the Slurm job id of the
 /// previous run of the same job.
@@ -22,9 +49,18 @@ struct SbatchCall {
   std::vector<std::string> args;  ///< without the program name
 };
 
-/// The sbatch calls that submit every scheduled job of the plan (unscheduled jobs are skipped).
+/// The sbatch calls that submit every scheduled job of the plan (unscheduled jobs are skipped),
+/// with --begin and --deadline in `zone`. Throws gt::Error for an interruptible job whose command
+/// is not one simple command (it could not be exec'd to receive SIGTERM).
+std::vector<SbatchCall> sbatch_calls(const Plan& plan, const std::vector<Job>& jobs,
+                                     const SlurmZone& zone);
+/// The same with times at a fixed offset, seconds east of UTC (SlurmZone::fixed).
 std::vector<SbatchCall> sbatch_calls(const Plan& plan, const std::vector<Job>& jobs,
                                      std::int64_t utc_offset_s);
+
+/// Empty when `command` is one simple shell command that `exec` can replace the batch shell
+/// with; otherwise why not (it holds ; & | && || ( ) ` or a newline).
+std::string exec_problem(const std::string& command);
 
 /// The call as a shell command line (POSIX-quoted), with "{prev}" shown as $PREV_JOBID.
 std::string sbatch_command_line(const std::string& sbatch, const SbatchCall& call);

@@ -17,7 +17,8 @@
 namespace gt {
 namespace {
 
-using Ptr = std::variant<int*, int64_t*, double*, std::string*>;
+// std::optional<double>: a key that may be unset (absent from config.toml when unset).
+using Ptr = std::variant<int*, int64_t*, double*, std::optional<double>*, std::string*>;
 struct Key {
   const char* name;
   Ptr ptr;
@@ -126,7 +127,8 @@ void load_table(const toml::table& tbl, const std::string& where, TrainConfig& c
               auto s = val.template value<std::string>();
               if (!s) throw Error(at + ": expected a string");
               *p = *s;
-            } else if constexpr (std::is_same_v<T, double>) {
+            } else if constexpr (std::is_same_v<T, double> ||
+                                 std::is_same_v<T, std::optional<double>>) {
               auto d = val.template value<double>();
               if (!d) throw Error(at + ": expected a number");
               if (!std::isfinite(*d))
@@ -163,7 +165,7 @@ void TrainConfig::set(const std::string& key, const std::string& value, const st
         using T = std::remove_pointer_t<decltype(p)>;
         if constexpr (std::is_same_v<T, std::string>)
           *p = value;
-        else if constexpr (std::is_same_v<T, double>)
+        else if constexpr (std::is_same_v<T, double> || std::is_same_v<T, std::optional<double>>)
           *p = parse_double(value, what);
         else
           *p = narrow<T>(parse_int(value, what), what);
@@ -235,7 +237,12 @@ void TrainConfig::validate() const {
   if (!(val_fraction >= 0 && val_fraction < 1))
     throw Error(fmt::format("data.val_fraction = {}: expected [0, 1)", val_fraction));
   positive("energy.interval_ms", energy_interval_ms);
-  non_negative("energy.carbon_intensity", carbon_intensity);
+  if (carbon_intensity) non_negative("energy.carbon_intensity", *carbon_intensity);
+  if (carbon_intensity && !carbon_csv.empty())
+    throw Error(fmt::format(
+        "energy.carbon_intensity = {} and energy.carbon_csv = '{}' are both set; expected one "
+        "of them (a constant intensity or a series)",
+        *carbon_intensity, carbon_csv));
   non_negative("energy.cpu_tdp_w", cpu_tdp_w);
   non_negative("train.power_limit", power_limit_w);
   non_negative("train.memory_budget", memory_budget);
@@ -256,7 +263,9 @@ std::string TrainConfig::to_toml() const {
           using T = std::remove_pointer_t<decltype(p)>;
           if constexpr (std::is_same_v<T, int>)
             t->insert(key, static_cast<int64_t>(*p));
-          else
+          else if constexpr (std::is_same_v<T, std::optional<double>>) {
+            if (*p) t->insert(key, **p);  // unset stays unset: no key
+          } else
             t->insert(key, *p);
         },
         k.ptr);

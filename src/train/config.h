@@ -3,6 +3,7 @@
 // file and key. The resolved configuration is written into every run folder.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,9 +48,11 @@ struct TrainConfig {
   double val_fraction = 0.1;
   // energy.*
   double energy_interval_ms = 100;
-  double carbon_intensity = 0;  ///< gCO2e/kWh; 0: the meter's default
-  std::string carbon_csv;
-  double carbon_utc_offset_h = 0;  ///< time zone of carbon_csv (hours east of UTC)
+  /// energy.carbon_intensity, gCO2e/kWh (>= 0; 0 is a zero-carbon supply). Unset (absent from
+  /// every file and --set): the meter's default, kWorldAverageGCo2ePerKwh, reported as such.
+  std::optional<double> carbon_intensity;
+  std::string carbon_csv;  ///< energy.carbon_csv: series (energy/carbon.h); excludes the above
+  double carbon_utc_offset_h = 0;  ///< time zone of carbon_csv's naive times (hours east of UTC)
   double cpu_tdp_w = 0;            ///< 0: from the CPU model table
   double power_limit_w = 0;        ///< train.power_limit (W) for the run; 0 leaves the limit alone
 

@@ -7,6 +7,15 @@
 
 namespace gt {
 
+namespace {
+// The intensity behind g_co2e and where it came from, in every JSON output of the run.
+void add_carbon_fields(const energy::Measurement& m, nlohmann::json& j) {
+  j["carbon_g_per_kwh"] = m.carbon_g_per_kwh ? nlohmann::json(*m.carbon_g_per_kwh) : nullptr;
+  j["carbon_origin"] = m.carbon_origin;
+  j["carbon_source"] = m.carbon_source;
+}
+}  // namespace
+
 nlohmann::json json_or_null(std::optional<double> v) {
   return v ? nlohmann::json(*v) : nlohmann::json();
 }
@@ -18,6 +27,7 @@ void add_energy_fields(const energy::Measurement& m, double tokens, nlohmann::js
   record["joules_per_token"] =
       known ? json_or_null(energy::joules_per_token(*known, tokens)) : nlohmann::json();
   record["g_co2e"] = json_or_null(m.known_g_co2e());
+  add_carbon_fields(m, record);
   record["energy_estimated"] = m.estimated;
   if (!known) record["energy_unknown_reason"] = m.energy_unknown_reason;
   if (!m.flags.empty()) record["energy_flags"] = m.flags;
@@ -26,10 +36,12 @@ void add_energy_fields(const energy::Measurement& m, double tokens, nlohmann::js
 energy::MeterOptions meter_options(const TrainConfig& cfg) {
   energy::MeterOptions o;
   o.interval_s = cfg.energy_interval_ms / 1000.0;
+  // Unset is unset (the meter's default, labelled so); a set value, 0 included, is used.
   if (!cfg.carbon_csv.empty())
     o.carbon = energy::CarbonIntensity::from_csv(cfg.carbon_csv, cfg.carbon_utc_offset_h);
-  else if (cfg.carbon_intensity > 0)
-    o.carbon = energy::CarbonIntensity::constant(cfg.carbon_intensity, "energy.carbon_intensity");
+  else if (cfg.carbon_intensity)
+    o.carbon =
+        energy::CarbonIntensity::constant(*cfg.carbon_intensity, "", "energy.carbon_intensity");
   if (cfg.cpu_tdp_w > 0) o.cpu_tdp_w = cfg.cpu_tdp_w;
   return o;
 }
@@ -45,6 +57,7 @@ EnergyHook::EnergyHook(const TrainConfig& cfg, std::string run_dir, FILE* log)
     std::fprintf(log_, "  energy   %s%s\n", counted.empty() ? "no sensor" : counted.c_str(),
                  meter_->estimated() ? " (ESTIMATED: no energy counter readable here)" : "");
     for (auto& r : meter_->not_reader()) std::fprintf(log_, "  energy   %s\n", r.c_str());
+    std::fprintf(log_, "  carbon   %s\n", meter_->carbon().describe().c_str());
   }
 }
 
@@ -68,7 +81,8 @@ std::string EnergyHook::end_step(int64_t step, int64_t tokens, double flops,
   interval_open_ = false;
   add_energy_fields(m, static_cast<double>(interval_tokens_), record);
   record["energy_interval_tokens"] = interval_tokens_;
-  std::string line = energy::summary_line(m, static_cast<double>(interval_tokens_));
+  std::string line = energy::summary_line(m, static_cast<double>(interval_tokens_)) + ", " +
+                     energy::carbon_short(m);
   interval_tokens_ = 0;
   interval_flops_ = 0;
   return line;
@@ -91,14 +105,17 @@ void EnergyHook::finish(nlohmann::json& summary) {
   summary["energy"] = energy::to_json(m);
   energy::RunInfo info;
   info.project_name = "greentrain";
+  info.region = meter_->carbon().region();
   energy::append_run_energy_csv(run_dir_, m, info);
   if (log_ && m.domains.empty()) {
     std::fprintf(log_, "energy unknown: no sensor could be read by this process\n");
     for (auto& f : m.flags) std::fprintf(log_, "  flag: %s\n", f.c_str());
   } else if (log_) {
-    std::fprintf(log_, "energy %.1f J over %.1f s (%s): %s, %.3g gCO2e\n", m.energy_j, m.duration_s,
+    std::fprintf(log_, "energy %.1f J over %.1f s (%s): %s, %s\n", m.energy_j, m.duration_s,
                  m.estimated ? "ESTIMATED" : "measured",
-                 energy::summary_line(m, static_cast<double>(run_tokens_)).c_str(), m.g_co2e);
+                 energy::summary_line(m, static_cast<double>(run_tokens_)).c_str(),
+                 energy::carbon_short(m).c_str());
+    std::fprintf(log_, "  carbon: %s\n", m.carbon_source.c_str());
     std::fprintf(log_, "  method: %s\n", m.method.c_str());
     for (auto& f : m.flags) std::fprintf(log_, "  flag: %s\n", f.c_str());
   }

@@ -13,8 +13,9 @@
 
 namespace gt {
 
-/// Meter options from the energy.* keys: interval_ms, carbon_intensity (gCO2e/kWh) or
-/// carbon_csv (+ carbon_utc_offset_h), cpu_tdp_w. Throws on an unreadable carbon CSV.
+/// Meter options from the energy.* keys: interval_ms, carbon_intensity (gCO2e/kWh; any set
+/// value, 0 included, is used; unset leaves the meter's labelled default) or carbon_csv
+/// (+ carbon_utc_offset_h), cpu_tdp_w. Throws EnergyError on an unreadable carbon CSV.
 energy::MeterOptions meter_options(const TrainConfig& cfg);
 
 /// JSON null for an empty optional, else its value.
@@ -33,7 +34,8 @@ class EnergyHook final : public StepObserver {
   void begin_step(int64_t step) override;
   std::string end_step(int64_t step, int64_t tokens, double flops, nlohmann::json& record) override;
   /// Ends the run window, writes energy.csv and adds the energy fields to summary.json:
-  /// energy_j, joules_per_token, tokens_per_joule, gflops_per_watt, g_co2e,
+  /// energy_j, joules_per_token, tokens_per_joule, gflops_per_watt, g_co2e, carbon_g_per_kwh,
+  /// carbon_origin, carbon_source (also on every logged metrics line),
   /// energy_estimated, energy_method, energy (the full measurement).
   void finish(nlohmann::json& summary) override;
   energy::Meter& meter() { return *meter_; }

@@ -24,7 +24,10 @@ void RunSummaryWriter::finish(const RunResult& r) {
   s["last_loss"] = r.last_loss;
   if (r.val_loss) s["val_loss"] = *r.val_loss;
   s["tokens"] = r.tokens;
-  s["duration_s"] = r.train_time_s;
+  s["duration_s"] = r.train_time_s;  // optimizer steps only
+  // the session's wall time: loading, steps, evaluations, checkpoints (what a scheduler plans)
+  s["wall_s"] =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - session_start_).count();
   s["tokens_per_s"] = r.train_time_s > 0 ? r.tokens / r.train_time_s : 0.0;
   // median step time is robust to the first (warm-up) step and to noise
   if (!r.losses.empty()) {
@@ -70,7 +73,7 @@ void RunSummaryWriter::finish(const RunResult& r) {
   nlohmann::ordered_json totals;
   totals["sessions"] = 1;
   totals["first_step"] = start;
-  for (const char* k : {"tokens", "duration_s", "energy_j", "g_co2e"})
+  for (const char* k : {"tokens", "duration_s", "wall_s", "energy_j", "g_co2e"})
     if (s.contains(k)) totals[k] = s[k];
   if (start > 0 && fs::exists(p)) {
     try {
@@ -83,11 +86,14 @@ void RunSummaryWriter::finish(const RunResult& r) {
         if (pt.contains("tokens"))
           totals["tokens"] = totals["tokens"].get<int64_t>() + pt["tokens"].get<int64_t>();
         // An unknown (null) figure in any session makes the total unknown, not a partial sum.
-        for (const char* k : {"duration_s", "energy_j", "g_co2e"})
+        for (const char* k : {"duration_s", "wall_s", "energy_j", "g_co2e"})
           if (totals.contains(k) && pt.contains(k))
             totals[k] = totals[k].is_number() && pt[k].is_number()
                             ? nlohmann::ordered_json(totals[k].get<double>() + pt[k].get<double>())
                             : nlohmann::ordered_json();
+        // a session written before wall_s existed: the run's wall time is unknown, not this
+        // session's alone
+        if (!pt.contains("wall_s")) totals.erase("wall_s");
       }
     } catch (const std::exception&) {  // unreadable: the totals cover this session only
     }

@@ -1,7 +1,9 @@
 // tests/energy/cpu_power_test.cpp: the CPU power figure of the estimate (cpu_power_table.h):
 // datasheet rows, the virtual-machine scaling by logical CPUs, the user's override, and a
 // /proc/cpuinfo injected from a file.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <set>
 
@@ -34,19 +36,28 @@ struct FakeProc {
   explicit FakeProc(const std::string& info) {
     write_file(d / "cpuinfo", info);
     write_file(d / "meminfo", "MemTotal:        8000000 kB\n");
-    write_file(d / "stat", "cpu  0 0 0 100000 0 0 0 0\n");
+    for (size_t at = 0; (at = info.find("processor", at)) != std::string::npos; ++at)
+      cpu_lines += "cpu" + std::to_string(ncpu++) + " 0 0 0 0 0 0 0 0\n";
+    write_file(d / "stat", "cpu  0 0 0 100000 0 0 0 0\n" + cpu_lines);
   }
-  // Full-load power (W) and method of the estimate.
+  // Full-load power (W) and method of the estimate. The estimate is read as cumulative joules
+  // (TDP x busy CPU-seconds / CPUs): all CPUs busy for `s` seconds give full-load W x s.
   std::pair<double, std::string> full_load(std::optional<double> tdp_w = {}) {
     CpuEstimateOptions o;
     o.proc_root = d.path;
     o.tdp_w = tdp_w;
     auto s = make_cpu_estimate(o);
-    write_file(d / "stat", "cpu  100000 0 0 100000 0 0 0 0\n");  // 100000 busy jiffies
+    auto r0 = s[0]->read(0);
+    const double hz = static_cast<double>(sysconf(_SC_CLK_TCK));
+    const double busy = 1000 * hz * ncpu;  // 1000 s of every CPU
+    write_file(d / "stat", fmt::format("cpu  {} 0 0 100000 0 0 0 0\n", busy) + cpu_lines);
     auto r = s[0]->read(0);
-    EXPECT_TRUE(r.ok) << r.error;
-    return {r.power_w.value_or(-1), s[0]->info().method};
+    EXPECT_TRUE(r0.ok && r.ok) << r0.error << r.error;
+    if (!r0.energy_j || !r.energy_j) return {-1, s[0]->info().method};
+    return {(*r.energy_j - *r0.energy_j) / 1000, s[0]->info().method};
   }
+  std::string cpu_lines;
+  int ncpu = 0;
 };
 
 }  // namespace

@@ -189,6 +189,58 @@ TEST(MeasureCli, NonFiniteNumberOptionIsNamed) {
   EXPECT_EQ(e.run({"measure", "--tdp", "35.5", "--", "true"}).code, 0);
 }
 
+// Issue 12.6: 0 gCO2e/kWh is 0, a negative one an error (it silently became 475); the report,
+// the JSON and the CSV name the intensity and where it came from.
+TEST(MeasureCli, CarbonIntensityZeroIsUsedAndNamed) {
+  CliEnv e;
+  auto r = e.run({"measure", "--carbon-intensity", "0", "--json", e.d / "m.json", "--csv",
+                  e.d / "e.csv", "--", "sleep", "0.3"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("0 gCO2e/kWh, constant from --carbon-intensity"), std::string::npos)
+      << r.err;
+  auto j = nlohmann::json::parse(slurp(e.d / "m.json"));
+  EXPECT_EQ(j["g_co2e"].get<double>(), 0.0);
+  EXPECT_EQ(j["carbon_g_per_kwh"].get<double>(), 0.0);
+  EXPECT_EQ(j["carbon_origin"], "constant");
+  const std::string csv = slurp(e.d / "e.csv");
+  EXPECT_NE(csv.find("energy_flags,carbon_intensity,carbon_source\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find(",0,\"0 gCO2e/kWh, constant from --carbon-intensity\"\n"), std::string::npos)
+      << csv;
+
+  auto d = e.run({"measure", "--json", e.d / "d.json", "--", "sleep", "0.3"});
+  ASSERT_EQ(d.code, 0) << d.err;
+  EXPECT_NE(d.err.find("475 gCO2e/kWh, default"), std::string::npos) << d.err;
+  auto dj = nlohmann::json::parse(slurp(e.d / "d.json"));
+  EXPECT_EQ(dj["carbon_origin"], "default");
+  EXPECT_EQ(dj["carbon_g_per_kwh"].get<double>(), 475.0);
+
+  auto n = e.run({"measure", "--carbon-intensity", "-1", "--", "true"});
+  EXPECT_NE(n.code, 0) << n.err;
+  EXPECT_NE(n.err.find("--carbon-intensity"), std::string::npos) << n.err;
+}
+
+// A series with a byte order mark, CRLF line ends and rows with their own offset is read, and
+// --carbon-start may state its offset too: 00:30 UTC is the row of 02:00+02:00, 900 gCO2e/kWh.
+TEST(MeasureCli, SeriesWithBomCrlfAndOffsetsIsRead) {
+  CliEnv e;
+  write_file(e.d / "ci.csv",
+             "\xEF\xBB\xBFTime,Carbon Intensity\r\n"
+             "2020-06-08T00:00:00+02:00,100\r\n"
+             "2020-06-08T01:00:00+02:00,500\r\n"
+             "2020-06-08T02:00:00+02:00,900\r\n"
+             "2020-06-08T03:00:00+02:00,300\r\n");
+  auto r = e.run({"measure", "--carbon-csv", e.d / "ci.csv", "--carbon-start",
+                  "2020-06-08T00:30:00Z", "--json", e.d / "m.json", "--", "sleep", "0.3"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(slurp(e.d / "m.json"));
+  ASSERT_GT(j["energy_j"].get<double>(), 0.0);
+  EXPECT_NEAR(j["carbon_g_per_kwh"].get<double>(), 900, 1e-9);
+  EXPECT_EQ(j["carbon_origin"], "csv");
+  EXPECT_NE(j["carbon_source"].get<std::string>().find(e.d / "ci.csv"), std::string::npos);
+  // --carbon-start without a series is an error, not ignored
+  EXPECT_NE(e.run({"measure", "--carbon-start", "2020-06-08 00:30", "--", "true"}).code, 0);
+}
+
 TEST(SensorsCli, ListsSensorsAndReasons) {
   CliEnv e;
   const std::string out = e.d / "out.txt";

@@ -184,10 +184,13 @@ TEST_F(Cli, ResumedSummaryAddsUpTheSessions) {
     auto s = read();
     // each total is the previous total plus this session's figure (a session this short may
     // have logged no energy interval: 0 J is a valid session figure)
-    for (const char* key : {"duration_s", "energy_j", "g_co2e"})
+    for (const char* key : {"duration_s", "wall_s", "energy_j", "g_co2e"})
       EXPECT_DOUBLE_EQ(s["run_totals"][key].get<double>(),
                        prev["run_totals"][key].get<double>() + s[key].get<double>())
           << key;
+    // wall_s is the session's wall time (loading, steps, evaluation, checkpoint): what a
+    // scheduler plans with (issue 17.1); duration_s counts optimizer steps only
+    EXPECT_GT(s["wall_s"].get<double>(), s["duration_s"].get<double>());
     prev = s;
   }
   auto s3 = read();
@@ -196,6 +199,24 @@ TEST_F(Cli, ResumedSummaryAddsUpTheSessions) {
   EXPECT_EQ(s3["run_totals"]["first_step"], 0);
   EXPECT_EQ(s3["run_totals"]["tokens"].get<int64_t>(), 2 * s1["tokens"].get<int64_t>());  // 4 steps
   EXPECT_GT(s3["run_totals"]["duration_s"].get<double>(), s3["duration_s"].get<double>());
+}
+
+// An interruptible Slurm job runs the same command line every time (sched/slurm.h):
+// `train CONFIG --out RUN --resume` starts RUN from CONFIG when it holds no checkpoint yet (it
+// was an error, so the job's first run failed), and continues it afterwards (issue 17.1).
+TEST_F(Cli, ResumeWithConfigStartsARunThatHasNoCheckpointYet) {
+  std::string run = d.file("slurm-run");
+  const std::string cmd = kBin + " train " + cfg + " --out " + run + " --resume --stop-at 3";
+  auto first = run_cmd(cmd);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_NE(first.output.find("holds no checkpoint yet: starting it from"), std::string::npos)
+      << first.output;
+  auto second = run_cmd(kBin + " train " + cfg + " --out " + run + " --resume");
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  EXPECT_NE(second.output.find("resumed  from step 3"), std::string::npos) << second.output;
+  // without a configuration, --resume still needs a checkpoint
+  auto none = run_cmd(kBin + " train --out " + d.file("empty-run") + " --resume");
+  EXPECT_NE(none.exit_code, 0) << none.output;
 }
 
 TEST_F(Cli, TrainEvalSampleResumeAndDamagedCheckpoints) {

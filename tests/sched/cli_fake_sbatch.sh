@@ -53,7 +53,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 # Dry run: prints sbatch lines, submits nothing. Exit 2: one job could not be scheduled.
 rc=0
 GT_SBATCH="$T/sbatch" "$GT" schedule "$T/jobs.toml" --carbon-csv "$T/ci.csv" --utc-offset 2 \
-  --strategy interrupt --json "$T/plan.json" --submit slurm --dry-run > "$T/out.txt" || rc=$?
+  --cluster-tz +02:00 --strategy interrupt --json "$T/plan.json" --submit slurm --dry-run > "$T/out.txt" || rc=$?
 cat "$T/out.txt"
 [ "$rc" = 2 ] || fail "exit code $rc, expected 2 (a job was not scheduled)"
 grep -q "impossible *NOT SCHEDULED" "$T/out.txt" || fail "unscheduled job not reported"
@@ -68,7 +68,7 @@ ls "$T" | grep -q tmp && fail "temporary JSON file left behind"
 # Submission through the fake sbatch.
 rc=0
 GT_SBATCH="$T/sbatch" "$GT" schedule "$T/jobs.toml" --carbon-csv "$T/ci.csv" --utc-offset 2 \
-  --strategy interrupt --submit slurm > "$T/out2.txt" || rc=$?
+  --cluster-tz +02:00 --strategy interrupt --submit slurm > "$T/out2.txt" || rc=$?
 cat "$T/out2.txt" "$T/calls.log"
 [ "$rc" = 2 ] || fail "exit code $rc"
 [ "$(wc -l < "$T/calls.log")" = 3 ] || fail "expected 3 sbatch calls"
@@ -76,10 +76,39 @@ grep -q "submitted resumable run 1 as Slurm job 503" "$T/out2.txt" || fail "ids 
 grep -q -- "--dependency=afterany:502" "$T/calls.log" || fail "run 1 not chained to 502"
 grep -q -- "--signal=B:TERM@60 --requeue" "$T/calls.log" || fail "no preemption signal"
 
+# Issue 17.1: the times given to sbatch are in the zone sbatch reads them in (the host's, here
+# Berlin's CEST, UTC+2), not the CSV's: the 03:00 (UTC+2) valley is 01:00 UTC, 03:00 in Berlin.
+printf 'Time,Carbon Intensity\n2020-05-31 22:00:00,400\n2020-05-31 23:00:00,100\n2020-06-01 00:00:00,400\n2020-06-01 01:00:00,50\n2020-06-01 02:00:00,400\n2020-06-01 03:00:00,400\n' \
+  > "$T/ci_utc.csv"
+rc=0
+TZ=Europe/Berlin GT_SBATCH="$T/sbatch" "$GT" schedule "$T/jobs.toml" --carbon-csv "$T/ci_utc.csv" \
+  --utc-offset 0 --strategy interrupt --submit slurm --dry-run > "$T/out_tz.txt" || rc=$?
+cat "$T/out_tz.txt"
+if [ -e /usr/share/zoneinfo/Europe/Berlin ]; then
+  grep -q "wall clock in the local zone of this host (TZ=Europe/Berlin)" "$T/out_tz.txt" ||
+    fail "dry run does not say which zone its times are in"
+  # job times in jobs.toml are now read at UTC+0: 2020-06-01T00:00 .. 05:00 UTC
+  grep -q -- "--begin=2020-06-01T03:00:00 --deadline=2020-06-01T07:00:00" "$T/out_tz.txt" ||
+    fail "--begin/--deadline not in the host's zone (Berlin, UTC+2)"
+fi
+
 # Bad input: a CSV without the Carbon Intensity column.
 printf 'Time,CI\n2020-06-01 00:00:00,1\n' > "$T/bad.csv"
 if "$GT" schedule "$T/jobs.toml" --carbon-csv "$T/bad.csv" --utc-offset 0 2> "$T/err.txt"; then
   fail "bad CSV accepted"
 fi
 grep -q "no column 'Carbon Intensity'" "$T/err.txt" || fail "unclear error: $(cat "$T/err.txt")"
+# Issue 12.6: the energy module's reader: a byte order mark, CRLF and rows with their own offset
+# are read (they were refused), and a hole in the series is warned about on the console and in
+# the JSON plan instead of being bridged silently.
+printf '\357\273\277Time,Carbon Intensity\r\n2020-06-01T00:00:00+02:00,400\r\n2020-06-01T01:00:00+02:00,100\r\n2020-06-01T04:00:00+02:00,50\r\n2020-06-01T05:00:00+02:00,400\r\n' > "$T/hole.csv"
+rc=0
+"$GT" schedule "$T/jobs.toml" --carbon-csv "$T/hole.csv" --utc-offset 2 --json "$T/hole.json" \
+  > "$T/out3.txt" 2>&1 || rc=$?
+cat "$T/out3.txt"
+[ "$rc" = 2 ] || fail "exit code $rc with the offset CSV, expected 2 (a job was not scheduled)"
+grep -q "warning: carbon series $T/hole.csv: no rows from 2020-06-01T00:00:00Z to 2020-06-01T02:00:00Z" \
+  "$T/out3.txt" || fail "hole not warned about on the console"
+grep -q '"carbon_warnings"' "$T/hole.json" || fail "no carbon_warnings in the JSON plan"
+grep -q 'no rows from 2020-06-01T00:00:00Z' "$T/hole.json" || fail "hole not in the JSON plan"
 echo "PASS"

@@ -98,3 +98,42 @@ TEST(SchedCarbon, ForecastErrorIsSeededAndScaledToTheMean) {
   EXPECT_NEAR(std::sqrt(var / 20000), 30.0, 1.0);  // 10 % of the mean
   EXPECT_EQ(with_forecast_error(s, 0, 1).g_co2e_per_kwh, s.g_co2e_per_kwh);
 }
+
+// Issue 12.6: the scheduler reads series with the energy module's reader, so the rules are the
+// meter's: rows with their own offset are honoured (they were refused), a byte order mark and
+// CRLF are accepted, and holes are reported, not bridged silently.
+TEST(SchedCarbon, RowsWithTheirOwnOffsetAreConvertedToUtc) {
+  TempDir d;
+  auto p = d.write("off.csv",
+                   "\xEF\xBB\xBFTime,Carbon Intensity\r\n"
+                   "2020-06-08T00:00:00+02:00,100\r\n"
+                   "2020-06-08T01:00:00+02:00,500\r\n"
+                   "2020-06-08T02:00:00+02:00,900\r\n");
+  CarbonSeries s = load_carbon_csv(p, 0);  // --utc-offset 0 does not override the rows' own
+  EXPECT_EQ(s.start_s, parse_wall_time("2020-06-07 22:00:00", 0, "t"));
+  ASSERT_EQ(s.g_co2e_per_kwh.size(), 3u);
+  EXPECT_DOUBLE_EQ(s.g_co2e_per_kwh[2], 900);  // 00:00-01:00 UTC
+  EXPECT_TRUE(s.gaps.empty());
+  EXPECT_EQ(parse_wall_time("2020-06-08T00:30:00Z", 3600, "t"),
+            parse_wall_time("2020-06-08 00:30", 0, "t"));
+  EXPECT_THROW(parse_wall_time("2021-02-29 00:00", 0, "t"), gt::Error);
+}
+
+TEST(SchedCarbon, HolesAreKeptAndWarnedAbout) {
+  TempDir d;
+  auto p = d.write("hole.csv",
+                   "Time,Carbon Intensity\n"
+                   "2020-01-01 00:00:00,100\n2020-01-01 01:00:00,200\n"
+                   "2020-01-01 05:00:00,300\n2020-01-01 06:00:00,400\n");
+  CarbonSeries s = load_carbon_csv(p, 0);
+  EXPECT_EQ(s.row_step_s, 3600);
+  ASSERT_EQ(s.gaps.size(), 1u);
+  auto w = gap_warnings(s);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_NE(w[0].find("hole.csv"), std::string::npos) << w[0];
+  EXPECT_NE(w[0].find("no rows from 2020-01-01T02:00:00Z to 2020-01-01T05:00:00Z"),
+            std::string::npos)
+      << w[0];
+  // the hole still holds the value before it on the grid (as the meter does)
+  EXPECT_DOUBLE_EQ(s.g_co2e_per_kwh[3], 200);
+}

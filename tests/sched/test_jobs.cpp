@@ -22,7 +22,9 @@ std::string error_of(const std::string& path, std::int64_t off = 0) {
 TEST(SchedJobs, LoadsJobsWithOffsetsAndSummaryDuration) {
   TempDir d;
   std::filesystem::create_directory(d.path / "run1");
-  d.write("run1/summary.json", R"({"duration_s": 5400.5, "energy_j": 1e6})");
+  d.write("run1/summary.json",
+          R"({"duration_s": 5000, "wall_s": 5400.5, "energy_j": 1e6,
+              "run_totals": {"sessions": 1, "duration_s": 5000, "wall_s": 5400.5, "energy_j": 1e6}})");
   auto p = d.write("jobs.toml", R"(
 [[job]]
 name = "a"
@@ -133,4 +135,31 @@ TEST(SchedJobs, BadNumberIsNamedWithItsValue) {
       << e;
   const std::string e2 = error_of(d.write("q.toml", job + "power_w = -5\n"));
   EXPECT_NE(e2.find("-5 is not valid"), std::string::npos) << e2;
+}
+
+// Issue 17.1: a resumed run's duration is its whole wall time over all sessions (run_totals),
+// not the last session's step time; its power, when not given, is its measured joules over that.
+TEST(SchedJobs, SummaryGivesTheWholeRunsWallTimeAndJoules) {
+  TempDir d;
+  std::filesystem::create_directory(d.path / "run");
+  d.write("run/summary.json", R"({"duration_s": 1.93, "wall_s": 2.5, "energy_j": 200,
+    "run_totals": {"sessions": 2, "duration_s": 3.84, "wall_s": 5.0, "energy_j": 500}})");
+  auto p = d.write("jobs.toml", R"(
+[[job]]
+name = "resumed"
+command = "greentrain train c.toml --out run --resume"
+summary = "run"
+earliest_start = 2020-06-01T18:00:00Z
+deadline = 2020-06-02T08:00:00Z
+)");
+  auto jobs = load_jobs_toml(p, 0);
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_DOUBLE_EQ(jobs[0].duration_s, 5.0);
+  EXPECT_DOUBLE_EQ(jobs[0].power_w, 100.0);  // 500 J over 5 s
+  // a summary without the whole run's wall time, or with unknown energy and no power_w
+  d.write("run/summary.json", R"({"duration_s": 1.93, "energy_j": 200})");
+  EXPECT_NE(error_of(p).find("wall_s"), std::string::npos) << error_of(p);
+  d.write("run/summary.json",
+          R"({"energy_unknown": true, "run_totals": {"wall_s": 5.0, "energy_j": 0}})");
+  EXPECT_NE(error_of(p).find("power_w"), std::string::npos) << error_of(p);
 }

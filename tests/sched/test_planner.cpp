@@ -79,8 +79,10 @@ TEST(SchedPlanner, ShiftEqualsBruteForceForOneJob) {
         e + static_cast<UnixTimeS>(dur) + std::uniform_int_distribution<int>(0, 30000)(rng);
     std::vector<Job> jobs = {make_job("j", dur, 300, e, d)};
     Plan p = make_plan(jobs, s, opts(Strategy::shift));
-    // Brute force over every slot-boundary start, integrating the series directly.
+    // Brute force over the arrival and every slot-boundary start after it, integrating the
+    // series directly.
     double best = std::numeric_limits<double>::infinity();
+    if (e + dur <= std::min(d, s.end_s())) best = s.g_co2e(e, e + static_cast<UnixTimeS>(dur), 300);
     for (UnixTimeS t = s.start_s; t + dur <= std::min(d, s.end_s()); t += s.slot_s)
       if (t >= e) best = std::min(best, s.g_co2e(t, t + static_cast<UnixTimeS>(dur), 300));
     if (std::isinf(best)) {
@@ -304,4 +306,48 @@ TEST(SchedPlanner, GermanYear2020ShiftingToNextMorningSavesCarbon) {
       "error) against arrival ({:.0f} gCO2e)\n",
       shift.saving_pct(), shift_noisy.saving_pct(), shift.baseline_g_co2e);
   expect_within_windows(shift, jobs);
+}
+
+// Issue 17.1: planned energy is power x the duration, not x the duration rounded up to whole
+// seconds.
+TEST(SchedPlanner, PlannedEnergyIsPowerTimesTheExactDuration) {
+  CarbonSeries s;
+  s.start_s = 1'600'000'200;
+  s.slot_s = 900;
+  s.g_co2e_per_kwh.assign(8, 100.0);
+  std::vector<Job> jobs = {make_job("a", 1800.4, 1000, s.start_s, s.end_s())};
+  Plan p = make_plan(jobs, s, opts(Strategy::shift));
+  ASSERT_TRUE(p.jobs[0].scheduled);
+  EXPECT_DOUBLE_EQ(p.jobs[0].energy_j, 1800400.0);
+}
+
+// Issue 17.1: a 45-minute 1 kW job arriving at 16:10 on a 30-minute series. Run at arrival it
+// emits (20 + 25 min) x 20 g/kWh = 15 g; the baseline is exactly that (it was moved to the
+// 16:30 boundary: 30 min x 20 + 15 min x 100 = 35 g), and the plan may start at arrival too.
+TEST(SchedPlanner, ArrivalBetweenSlotBoundariesIsRunAtArrival) {
+  CarbonSeries s;
+  s.start_s = 1'600'000'200 - 1'600'000'200 % 1800;  // 16:00 of some day, on a 30-min boundary
+  s.slot_s = 1800;
+  s.g_co2e_per_kwh = {20, 20, 100, 100};      // 16:00, 16:30, 17:00, 17:30
+  const UnixTimeS arrival = s.start_s + 600;  // 16:10
+  std::vector<Job> jobs = {make_job("a", 2700, 1000, arrival, s.start_s + 3 * 1800)};
+  for (Strategy st : {Strategy::arrival, Strategy::shift, Strategy::best}) {
+    Plan p = make_plan(jobs, s, opts(st));
+    const JobPlan& j = p.jobs[0];
+    ASSERT_TRUE(j.baseline_scheduled);
+    ASSERT_EQ(j.baseline_runs.size(), 1u);
+    EXPECT_EQ(j.baseline_runs[0].start_s, arrival);
+    EXPECT_EQ(j.baseline_runs[0].end_s, arrival + 2700);
+    EXPECT_NEAR(j.baseline_g_co2e, 15.0, 1e-9);
+    ASSERT_TRUE(j.scheduled);
+    EXPECT_EQ(j.runs.front().start_s, arrival) << strategy_name(st);
+    EXPECT_NEAR(j.g_co2e, 15.0, 1e-9) << strategy_name(st);
+    expect_within_windows(p, jobs);
+  }
+  // with a cheaper boundary after arrival, shifting still goes there
+  s.g_co2e_per_kwh = {100, 10, 10, 100};
+  Plan p = make_plan(jobs, s, opts(Strategy::shift));
+  EXPECT_EQ(p.jobs[0].runs.front().start_s, s.start_s + 1800);
+  EXPECT_NEAR(p.jobs[0].g_co2e, 7.5, 1e-9);
+  EXPECT_NEAR(p.jobs[0].baseline_g_co2e, (20.0 / 60 * 100 + 25.0 / 60 * 10), 1e-9);
 }

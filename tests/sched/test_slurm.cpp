@@ -1,10 +1,16 @@
 // Slurm submission: sbatch lines for a plan, and submission through a fake sbatch that records
 // its arguments (no Slurm needed).
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "core/error.h"
@@ -67,8 +73,8 @@ TEST(SchedSlurm, SbatchLinesCarryBeginDeadlineAndPreemptionOptions) {
   EXPECT_TRUE(has(calls[1], "--requeue"));
   EXPECT_TRUE(has(calls[2], "--begin=2020-06-01T05:00:00"));
   EXPECT_TRUE(has(calls[2], "--dependency=afterany:{prev}"));
-  EXPECT_EQ(calls[2].args.back(), "--wrap=greentrain train c.toml --out r --resume");
-  EXPECT_EQ(sbatch_command_line("sbatch", calls[2]).find("'--wrap=greentrain train"),
+  EXPECT_EQ(calls[2].args.back(), "--wrap=exec greentrain train c.toml --out r --resume");
+  EXPECT_EQ(sbatch_command_line("sbatch", calls[2]).find("'--wrap=exec greentrain train"),
             sbatch_command_line("sbatch", calls[2]).find("'--wrap="));
   EXPECT_NE(sbatch_command_line("sbatch", calls[2]).find("afterany:\"$PREV_JOBID\""),
             std::string::npos);
@@ -117,4 +123,116 @@ TEST(SchedSlurm, SubmitsThroughFakeSbatchAndChainsRuns) {
   } catch (const gt::Error& e) {
     EXPECT_NE(std::string(e.what()).find("job 'fixed'"), std::string::npos) << e.what();
   }
+}
+
+// Issue 17.1: Slurm reads --begin and --deadline in the local zone of the host running sbatch,
+// whatever the CSV's zone: a 02:00 UTC slot is 04:00 in Berlin in June (it was written 02:00,
+// so a Berlin cluster started the job two hours early).
+namespace {
+struct TzEnv {  // sets $TZ for one test
+  std::optional<std::string> old;
+  explicit TzEnv(const char* tz) {
+    if (const char* o = std::getenv("TZ")) old = o;
+    ::setenv("TZ", tz, 1);
+  }
+  ~TzEnv() {
+    if (old)
+      ::setenv("TZ", old->c_str(), 1);
+    else
+      ::unsetenv("TZ");
+  }
+};
+}  // namespace
+
+TEST(SchedSlurm, BeginIsInTheZoneSbatchReadsItIn) {
+  if (!std::filesystem::exists("/usr/share/zoneinfo/Europe/Berlin"))
+    GTEST_SKIP() << "no tzdata (Debian package tzdata)";
+  CarbonSeries s = valley_series();
+  auto jobs = two_jobs(s);
+  Plan p = make_plan(jobs, s, PlanOptions{});
+  auto has = [](const SbatchCall& c, const std::string& a) {
+    return std::find(c.args.begin(), c.args.end(), a) != c.args.end();
+  };
+  {
+    TzEnv tz("Europe/Berlin");  // the host's zone: CEST, UTC+2, in June
+    auto calls = sbatch_calls(p, jobs, SlurmZone::local());
+    EXPECT_TRUE(has(calls[0], "--begin=2020-06-01T04:00:00"))
+        << ::testing::PrintToString(calls[0].args);
+    EXPECT_TRUE(has(calls[0], "--deadline=2020-06-01T08:00:00"));
+    EXPECT_NE(SlurmZone::local().describe().find("TZ=Europe/Berlin"), std::string::npos);
+  }
+  {
+    TzEnv tz("UTC");  // a named --cluster-tz wins over the host's zone, daylight saving included
+    const SlurmZone berlin = SlurmZone::parse("Europe/Berlin");
+    EXPECT_TRUE(has(sbatch_calls(p, jobs, berlin)[0], "--begin=2020-06-01T04:00:00"));
+    EXPECT_EQ(berlin.wall_time(civil_to_unix_s(2020, 1, 15, 1, 0, 0, 0)), "2020-01-15T02:00:00");
+    EXPECT_EQ(SlurmZone::local().wall_time(civil_to_unix_s(2020, 6, 1, 2, 0, 0, 0)),
+              "2020-06-01T02:00:00");
+    EXPECT_EQ(std::getenv("TZ"), std::string("UTC"));  // restored after the named zone
+  }
+  EXPECT_EQ(SlurmZone::parse("+05:30").wall_time(0), "1970-01-01T05:30:00");
+  EXPECT_EQ(SlurmZone::parse("+05:30").describe(), "UTC+05:30");
+  EXPECT_THROW(SlurmZone::parse("Mars/Olympus_Mons"), gt::Error);
+  EXPECT_THROW(SlurmZone::parse("../../etc/passwd"), gt::Error);
+  EXPECT_THROW(SlurmZone::parse("+25"), gt::Error);
+}
+
+// Issue 17.1: --signal=B:TERM@60 signals the batch shell only. The --wrap command is exec'd, so
+// the trainer is that shell and checkpoints; here the batch script is written as sbatch --wrap
+// writes it, run by /bin/sh, and sent SIGTERM as Slurm would.
+TEST(SchedSlurm, WrappedCommandReceivesTheBatchShellsSigterm) {
+  TempDir d;
+  const std::string mark = (d.path / "got-term").string(), pidf = (d.path / "pid").string();
+  const std::string child =
+      d.write("trainer.sh", "#!/bin/sh\necho $$ > '" + pidf + "'\ntrap 'echo TERM > \"" + mark +
+                                "\"; exit 143' TERM\n"
+                                "while :; do sleep 0.05; done\n");
+  ::chmod(child.c_str(), 0755);
+  CarbonSeries s = valley_series();
+  auto jobs = two_jobs(s);
+  jobs[1].command = child;
+  PlanOptions o;
+  o.strategy = Strategy::interrupt;
+  auto calls = sbatch_calls(make_plan(jobs, s, o), jobs, 0);
+  const std::string wrap = calls.back().args.back();
+  ASSERT_EQ(wrap.rfind("--wrap=", 0), 0u) << wrap;
+  EXPECT_EQ(wrap, "--wrap=exec " + child);
+  const std::string batch =
+      d.write("batch.sh",
+              "#!/bin/sh\n# This script was created by sbatch --wrap.\n\n" + wrap.substr(7) + "\n");
+  const pid_t shell = ::fork();
+  if (shell == 0) {
+    ::execl("/bin/sh", "sh", batch.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  for (int i = 0; i < 100 && !std::filesystem::exists(pidf); ++i) ::usleep(20000);
+  ::usleep(100000);
+  ::kill(shell, SIGTERM);  // B: the batch shell, nothing else
+  int st = 0;
+  ::waitpid(shell, &st, 0);
+  for (int i = 0; i < 50 && !std::filesystem::exists(mark); ++i) ::usleep(20000);
+  const bool got = std::filesystem::exists(mark);
+  if (!got) {  // the shell died and left the trainer running: end it
+    std::ifstream f(pidf);
+    pid_t c = 0;
+    if (f >> c && c > 0) ::kill(c, SIGKILL);
+  }
+  EXPECT_TRUE(got) << "the trainer did not receive the batch shell's SIGTERM";
+}
+
+TEST(SchedSlurm, InterruptibleCompoundCommandIsRefused) {
+  CarbonSeries s = valley_series();
+  auto jobs = two_jobs(s);
+  jobs[1].command = "cd runs && greentrain train c.toml --out r --resume";
+  PlanOptions o;
+  o.strategy = Strategy::interrupt;
+  try {
+    sbatch_calls(make_plan(jobs, s, o), jobs, 0);
+    FAIL() << "no error";
+  } catch (const gt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("job 'resumable' is interruptible"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("script"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(exec_problem("greentrain train c.toml --out 'r 1' --resume"), "");
 }
