@@ -14,7 +14,7 @@
 namespace gt {
 namespace {
 
-using Ptr = std::variant<int*, int64_t*, double*, std::string*>;
+using Ptr = std::variant<int*, int64_t*, double*, bool*, std::string*>;
 struct Key {
   const char* name;
   Ptr ptr;
@@ -50,6 +50,8 @@ std::vector<Key> key_table(TrainConfig& c) {
       {"train.fusion", &c.fusion},
       {"train.stochastic_rounding", &c.stochastic_rounding},
       {"train.memory_budget", &c.memory_budget},
+      {"train.target_loss", &c.target_loss},
+      {"train.stop_at_target", &c.stop_at_target},
       {"data.path", &c.data_path},
       {"data.val_path", &c.data_val_path},
       {"data.tokenizer", &c.tokenizer},
@@ -119,6 +121,9 @@ void load_table(const toml::table& tbl, const std::string& where, TrainConfig& c
               auto d = val.template value<double>();
               if (!d) throw Error(at + ": expected a number");
               *p = *d;
+            } else if constexpr (std::is_same_v<T, bool>) {
+              if (!val.is_boolean()) throw Error(at + ": expected true or false");
+              *p = *val.template value<bool>();
             } else {
               if (!val.is_integer()) throw Error(at + ": expected an integer");
               *p = static_cast<T>(*val.template value<int64_t>());
@@ -152,7 +157,11 @@ void TrainConfig::set(const std::string& key, const std::string& value, const st
           *p = value;
         else if constexpr (std::is_same_v<T, double>)
           *p = parse_double(value, what);
-        else
+        else if constexpr (std::is_same_v<T, bool>) {
+          if (value != "true" && value != "false")
+            throw Error(fmt::format("{}: '{}' is not true or false", what, value));
+          *p = value == "true";
+        } else
           *p = static_cast<T>(parse_int(value, what));
       },
       k->ptr);
@@ -226,6 +235,9 @@ void TrainConfig::validate() const {
   non_negative("energy.cpu_tdp_w", cpu_tdp_w);
   non_negative("train.power_limit", power_limit_w);
   non_negative("train.memory_budget", memory_budget);
+  non_negative("train.target_loss", target_loss);
+  if (stop_at_target && !(target_loss > 0))
+    throw Error("train.stop_at_target = true needs train.target_loss (a validation loss > 0)");
 }
 
 std::string TrainConfig::to_toml() const {

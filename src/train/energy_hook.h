@@ -36,6 +36,9 @@ class EnergyHook final : public StepObserver {
   /// energy_j, joules_per_token, tokens_per_joule, gflops_per_watt, g_co2e,
   /// energy_estimated, energy_method, energy (the full measurement).
   void finish(nlohmann::json& summary) override;
+  /// Ends the "to_target" window (opened with the run's when train.target_loss is set) and adds
+  /// its energy_j, g_co2e, energy_estimated (and energy_unknown_reason) to `fields`.
+  void target_reached(int64_t step, nlohmann::json& fields) override;
   energy::Meter& meter() { return *meter_; }
 
  private:
