@@ -4,6 +4,7 @@
 
 #include <sstream>
 
+#include "chromium_util.h"
 #include "report_test_util.h"
 
 namespace gt {
@@ -43,6 +44,14 @@ TEST(AblateTarget, RowsAreRankedByJoulesToTargetAndTheFolderGetsAReport) {
   ss << f.rdbuf();
   EXPECT_NE(ss.str().find("<h2>Ablation</h2>"), std::string::npos);
   EXPECT_NE(ss.str().find("claimed (cumulative)"), std::string::npos);
+  if (chromium().empty()) GTEST_SKIP() << "chromium is not installed (Debian package chromium)";
+  const auto pc = open_in_chromium(t.d.file("abl/report.html"), "ablate");
+  ASSERT_TRUE(pc.self.is_object()) << pc.dom.substr(0, 3000);
+  EXPECT_TRUE(pc.self["errors"].empty()) << pc.self.dump(2);
+  bool bars = false;
+  for (const auto& c : pc.self["charts"])
+    if (c["id"] == "ablation") bars = c["points"].get<int>() > 0 && c["painted"].get<int>() > 5000;
+  EXPECT_TRUE(bars) << "the measured-vs-claimed bar chart: " << pc.self.dump(2);
 }
 
 TEST(AblateTarget, RowsThatNeverReachItAreListedLastWithTheReason) {

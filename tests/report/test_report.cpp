@@ -7,6 +7,7 @@
 #include <regex>
 #include <sstream>
 
+#include "chromium_util.h"
 #include "report/report.h"
 #include "report_test_util.h"
 
@@ -16,62 +17,12 @@ namespace {
 namespace fs = std::filesystem;
 using namespace test;
 
-std::string slurp(const std::string& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-std::string chromium() {
-  for (const char* c : {"/usr/bin/chromium", "/usr/bin/chromium-browser"})
-    if (fs::exists(c)) return c;
-  return "";
-}
-
-struct PageCheck {
-  nlohmann::json self;  // what report.js recorded: charts, skipped, errors
-  std::string dom;
-};
-
-// Opens `html` in headless Chromium, keeps a screenshot as GT_TEST_OUTPUT/<shot>.png and
-// returns the page's self-check.
-PageCheck open_in_chromium(const std::string& html, const std::string& shot) {
-  fs::create_directories(GT_TEST_OUTPUT);
-  const std::string flags =
-      " --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --no-first-run "
-      "--hide-scrollbars --virtual-time-budget=5000 --user-data-dir=" +
-      (fs::path(html).parent_path() / "chromium-profile").string() + " ";
-  const std::string url = "file://" + fs::absolute(html).string();
-  auto dom = run_cmd(chromium() + flags + "--dump-dom " + url + " 2>/dev/null");
-  PageCheck pc;
-  pc.dom = dom.output;
-  std::smatch m;
-  const std::regex re(R"(<pre id="gt-selfcheck" hidden="">([^<]*)</pre>)");
-  if (std::regex_search(pc.dom, m, re)) {
-    std::string text = m[1].str();
-    for (auto [from, to] : {std::pair<std::string, std::string>{"&quot;", "\""},
-                            {"&lt;", "<"},
-                            {"&gt;", ">"},
-                            {"&amp;", "&"}})
-      for (size_t at = 0; (at = text.find(from, at)) != std::string::npos; at += to.size())
-        text.replace(at, from.size(), to);
-    pc.self = nlohmann::json::parse(text, nullptr, false);
-  }
-  const std::string png = std::string(GT_TEST_OUTPUT) + "/" + shot + ".png";
-  fs::remove(png);
-  run_cmd(chromium() + flags + "--window-size=1300,2600 --screenshot=" + png + " " + url +
-          " >/dev/null 2>&1");
-  EXPECT_TRUE(fs::exists(png) && fs::file_size(png) > 10000) << "no screenshot " << png;
-  return pc;
-}
-
 TEST(Report, TrainWritesItAndEveryChartIsDrawnInChromium) {
   TinyRun t;
   // two runs, unfused and fused, with a target, to overlay and compare; logged intervals long
   // enough (10 steps) for the power of each to be defined
   const std::string common =
-      "--set model.n_embd=64 --set model.block_size=64 --set train.batch_size=8 "
+      "--set model.n_embd=128 --set model.block_size=64 --set train.batch_size=16 "
       "--set train.max_steps=40 --set train.log_interval=10 --set train.eval_interval=10 "
       "--set train.target_loss=2.9 ";
   auto a = t.train("unfused", common);
@@ -79,6 +30,12 @@ TEST(Report, TrainWritesItAndEveryChartIsDrawnInChromium) {
   EXPECT_NE(a.output.find("report   " + t.d.file("unfused/report.html")), std::string::npos)
       << a.output;
   ASSERT_TRUE(fs::exists(t.d.file("unfused/report.html")));
+  // each logged interval holds its power per domain (W), for the stacked power chart
+  for (const auto& line : read_jsonl(t.d.file("unfused/metrics.jsonl")))
+    if (line.contains("energy_interval_tokens") && line["energy_j"].is_number()) {
+      ASSERT_TRUE(line.contains("power_w_by_domain")) << line.dump();
+      EXPECT_FALSE(line["power_w_by_domain"].empty()) << line.dump();
+    }
   auto b = t.train("fused", common + "--set train.fusion=on");
   ASSERT_EQ(b.exit_code, 0) << b.output;
   auto r = run_cmd(kBin + " report " + t.d.file("unfused") + " " + t.d.file("fused") + " -o " +
