@@ -72,6 +72,20 @@ TEST(Target, NeverReachedIsNullWithTheReason) {
   EXPECT_NE(why.find("best"), std::string::npos) << why;
 }
 
+TEST(Target, AResumedRunKeepsTheFirstSessionsRecord) {
+  TinyRun t;
+  // the evaluation at --stop-at 2 reaches it in the first session
+  auto r = t.train("run", "--set train.target_loss=50 --stop-at 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto first = read_json(t.d.file("run/summary.json"))["target"];
+  ASSERT_EQ(first["step"], 2) << first.dump(2);
+  r = run_cmd(t.bin() + " train --out " + t.d.file("run") + " --resume");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto s = read_json(t.d.file("run/summary.json"));
+  EXPECT_EQ(s["step"], 6);
+  EXPECT_EQ(s["target"], first) << "reached in session 1: that record stands";
+}
+
 TEST(Target, NoTargetNoTargetField) {
   TinyRun t;
   ASSERT_EQ(t.train("run").exit_code, 0);
