@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <ctime>
 #include <filesystem>
@@ -54,11 +55,22 @@ std::string fnum(const nlohmann::json& j, const char* key, const char* spec) {
   return "<span class=unknown>unknown</span>";
 }
 
-// Keeps "</script" out of inlined text (JSON strings may hold "</", written "<\/" there).
-std::string script_safe(std::string s) {
+// JSON inlined in a <script> element: "</" (only inside its strings) is written "<\/", which
+// JSON reads back as "</", so no "</script" can end the element early.
+std::string json_script_safe(std::string s) {
   for (size_t at = 0; (at = s.find("</", at)) != std::string::npos; at += 3)
     s.replace(at, 2, "<\\/");
   return s;
+}
+
+// JavaScript inlined in a <script> element must not hold "</script" (HTML ends the element
+// there). Chart.js and report.js do not; refuse rather than rewrite code.
+const std::string& js_script_safe(const std::string& js, const char* what) {
+  std::string lower = js;
+  for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower.find("</script") != std::string::npos)
+    throw Error(fmt::format("{} holds \"</script\": it cannot be inlined into the report", what));
+  return js;
 }
 
 std::string summary_table(const std::vector<RunData>& runs) {
@@ -258,12 +270,13 @@ std::string render_html(const std::vector<RunData>& runs, const AblationData* ab
   data["runs"] = nlohmann::json::array();
   for (const auto& r : runs) data["runs"].push_back(run_series(r));
   data["ablation"] = ablation ? ablation->table : nlohmann::json();
-  h += "<script type=\"application/json\" id=gt-data>" + script_safe(data.dump()) + "</script>\n";
+  h += "<script type=\"application/json\" id=gt-data>" + json_script_safe(data.dump()) +
+       "</script>\n";
   if (!chart_js.empty()) {
     h += "<script>/* Chart.js, inlined from " + esc(find_chart_js()) + " */\n" +
-         script_safe(chart_js) + "\n</script>\n";
+         js_script_safe(chart_js, "Chart.js") + "\n</script>\n";
   }
-  h += "<script>\n" + script_safe(report_js()) + "\n</script>\n</body></html>\n";
+  h += "<script>\n" + js_script_safe(report_js(), "report.js") + "\n</script>\n</body></html>\n";
   return h;
 }
 

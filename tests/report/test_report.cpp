@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "chromium_util.h"
+#include "core/error.h"
 #include "report/report.h"
 #include "report_test_util.h"
 
@@ -101,6 +102,18 @@ TEST(Report, MissingOrTruncatedMetricsAreNamed) {
   EXPECT_TRUE(pc.self["charts"].empty()) << "nothing to draw: " << pc.self.dump(2);
   EXPECT_FALSE(pc.self["skipped"].empty());
   EXPECT_NE(pc.dom.find("no data"), std::string::npos) << "each empty chart says so";
+}
+
+TEST(Report, TextFromTheRunCannotEndTheDataScript) {
+  report::RunData run;
+  run.name = "r";
+  report::AblationData abl;
+  abl.table = {{"config", "x</script><script>alert(1)</script>"},
+               {"rows", nlohmann::json::array()}};
+  const std::string html = report::render_html({run}, &abl, "");
+  EXPECT_EQ(html.find("</script><script>alert(1)"), std::string::npos);
+  EXPECT_NE(html.find("x<\\/script>"), std::string::npos) << "written <\\/ inside the JSON";
+  EXPECT_THROW(report::render_html({run}, nullptr, "var a = '</SCRIPT>';"), Error);
 }
 
 TEST(Report, NoRunFolderIsAnError) {
