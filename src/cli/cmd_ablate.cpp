@@ -305,6 +305,10 @@ int run_ablate(const Args& a) {
   if (cfg.threads > 0) omp_set_num_threads(cfg.threads);  // the plan's workspace is per thread
   if (!a.data.empty()) cfg.data_path = a.data;
   cfg.validate();
+  if (cfg.stop_at_target && a.rounds > 1)
+    throw gt::Error(
+        "--set train.stop_at_target=true: a row that stops early cannot be resumed in the next "
+        "round; use --rounds 1");
   gt::parse_recompute(a.recompute);
   std::vector<std::string> order;
   {
@@ -361,10 +365,6 @@ int run_ablate(const Args& a) {
   const std::string data_path = cfg.data_path;
   Args args = a;
   args.has_target = cfg.target_loss > 0;
-  if (cfg.stop_at_target && a.rounds > 1)
-    throw gt::Error(
-        "--set train.stop_at_target=true: a row that stops early cannot be resumed in the next "
-        "round; use --rounds 1");
   auto folder = [&](size_t i) { return fs::path(a.out) / fmt::format("{}_{}", i, rows[i].name); };
   std::vector<int> starts;
   for (int r = 0; r < a.rounds; ++r) {
