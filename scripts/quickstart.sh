@@ -15,3 +15,4 @@ echo "=== a sample from $run ==="
 ./build/src/cli/greentrain sample "$run" --tokens 400 --temperature 0.8
 echo
 echo "Run folder: $run (metrics.jsonl, summary.json, energy.csv, checkpoint/)"
+echo "Report (open it in a browser, works offline): $run/report.html"

@@ -27,6 +27,9 @@
 #include "core/error.h"
 #include "train/config.h"
 #include "train/data.h"
+#ifdef GT_HAVE_REPORT
+#include "report/report.h"
+#endif
 
 namespace fs = std::filesystem;
 
@@ -39,6 +42,7 @@ struct Args {
   int steps = 200;
   int rounds = 1;
   int64_t memory_budget = 0;
+  bool has_target = false;  ///< train.target_loss is set: rows are ranked by joules to target
 };
 
 /// The survey's claimed gain in performance per watt of each technique.
@@ -64,6 +68,7 @@ struct Row {
   std::string energy_basis;
   std::string flags;  ///< the meter's flags (a sensor missing, untrusted samples)
   size_t peak_rss = 0, planned = 0;
+  nlohmann::json target;  ///< summary.json's "target" (null without train.target_loss)
 };
 
 double median(std::vector<double> v) {
@@ -126,9 +131,10 @@ void run_segment(const Args& a, const std::string& data, const Row& row, const f
                       shell_quote(dir.string()));
     if (!data.empty()) cmd += " --data " + shell_quote(data);
     for (auto& s : a.sets) cmd += " --set " + shell_quote(s);
+    // with a target the validation passes of the configuration find when it is reached
+    if (!a.has_target) cmd += " --set " + shell_quote("train.eval_interval=0");
     for (auto s :
-         {fmt::format("train.max_steps={}", a.steps), std::string("train.eval_interval=0"),
-          std::string("train.checkpoint_interval=0"),
+         {fmt::format("train.max_steps={}", a.steps), std::string("train.checkpoint_interval=0"),
           fmt::format("train.log_interval={}", std::max(1, a.steps / a.rounds / 10)),
           fmt::format("train.batch_size={}", row.batch), "train.precision=" + row.precision,
           "train.fusion=" + row.fusion, "train.recompute=" + row.recompute})
@@ -164,6 +170,7 @@ void read_row(Row& row, const fs::path& dir, const std::vector<int>& starts) {
   std::ifstream sf(dir / "summary.json");
   auto s = nlohmann::json::parse(sf);
   row.loss = s.value("last_loss", 0.0);
+  if (s.contains("target")) row.target = s["target"];
   if (s.contains("val_loss")) row.val_loss = s["val_loss"].get<double>();
   nlohmann::json mem = s;  // the first segment's (a fresh start), when rounds resumed it
   if (fs::exists(dir / "summary.first.json")) {
@@ -254,6 +261,14 @@ std::string csv_of(std::optional<double> v, const char* spec) {
   return v ? fmt::format(fmt::runtime(spec), *v) : "";
 }
 
+// Joules to train.target_loss of a row; empty when not reached or unknown.
+std::optional<double> joules_to_target(const Row& w) {
+  if (!w.target.is_object() || !w.target.value("reached", false) ||
+      !w.target.contains("energy_j") || !w.target["energy_j"].is_number())
+    return std::nullopt;
+  return w.target["energy_j"].get<double>();
+}
+
 bool power_limit_writable() {
   for (const char* p : {"/sys/class/powercap/intel-rapl:0/constraint_0_power_limit_uw",
                         "/sys/class/powercap/intel-rapl/intel-rapl:0/constraint_0_power_limit_uw"})
@@ -290,6 +305,10 @@ int run_ablate(const Args& a) {
   if (cfg.threads > 0) omp_set_num_threads(cfg.threads);  // the plan's workspace is per thread
   if (!a.data.empty()) cfg.data_path = a.data;
   cfg.validate();
+  if (cfg.stop_at_target && a.rounds > 1)
+    throw gt::Error(
+        "--set train.stop_at_target=true: a row that stops early cannot be resumed in the next "
+        "round; use --rounds 1");
   gt::parse_recompute(a.recompute);
   std::vector<std::string> order;
   {
@@ -344,6 +363,8 @@ int run_ablate(const Args& a) {
     rows.push_back(r);
   }
   const std::string data_path = cfg.data_path;
+  Args args = a;
+  args.has_target = cfg.target_loss > 0;
   auto folder = [&](size_t i) { return fs::path(a.out) / fmt::format("{}_{}", i, rows[i].name); };
   std::vector<int> starts;
   for (int r = 0; r < a.rounds; ++r) {
@@ -353,7 +374,7 @@ int run_ablate(const Args& a) {
     if (a.rounds > 1)
       std::printf("round %d of %d: steps %d to %d of every row\n", r + 1, a.rounds, from + 1, to);
     for (size_t i = 0; i < rows.size(); ++i)
-      run_segment(a, data_path, rows[i], folder(i), to, r == 0);
+      run_segment(args, data_path, rows[i], folder(i), to, r == 0);
   }
   for (size_t i = 0; i < rows.size(); ++i) read_row(rows[i], folder(i), starts);
 
@@ -361,7 +382,8 @@ int run_ablate(const Args& a) {
   std::string csv =
       "row,precision,fusion,recompute,micro_batch,tokens_per_s,joules_per_token,tokens_per_joule,"
       "energy,peak_rss_bytes,planned_bytes,loss,val_loss,speedup_vs_prev,speedup_vs_baseline,"
-      "factor_vs_prev,factor_vs_baseline,claimed_factor,claimed_cumulative,energy_basis\n";
+      "factor_vs_prev,factor_vs_baseline,claimed_factor,claimed_cumulative,energy_basis,"
+      "joules_to_target\n";
   nlohmann::ordered_json js = nlohmann::ordered_json::array();
   std::printf("\n%-12s %6s %9s %9s %9s %10s %10s %6s %6s %7s %8s %8s %8s %8s %8s %9s  %s\n", "row",
               "batch", "tok/s", "J/token", "tok/J", "peak mem", "planned", "vs pl", "loss", "val",
@@ -391,11 +413,13 @@ int run_ablate(const Args& a) {
         fmt_or_unknown(fbase, "{:.2f}x", 9).c_str(), claimed, claimed_cum, w.energy.c_str(),
         whole_run ? " (whole run)" : "");
     csv += fmt::format(
-        "{},{},{},{},{},{:.1f},{},{},{},{},{},{:.5f},{:.5f},{:.4f},{:.4f},{},{},{:.4g},{:.4g},{}\n",
+        "{},{},{},{},{},{:.1f},{},{},{},{},{},{:.5f},{:.5f},{:.4f},{:.4f},{},{},{:.4g},{:.4g},{},{}"
+        "\n",
         w.name, w.precision, w.fusion, w.recompute, w.batch, w.tokens_per_s,
         csv_of(w.joules_per_token, "{:.6g}"), csv_of(w.tokens_per_joule, "{:.6g}"), w.energy,
         w.peak_rss, w.planned, w.loss, w.val_loss, sprev, sbase, csv_of(fprev, "{:.4f}"),
-        csv_of(fbase, "{:.4f}"), claimed, claimed_cum, w.energy_basis);
+        csv_of(fbase, "{:.4f}"), claimed, claimed_cum, w.energy_basis,
+        csv_of(joules_to_target(w), "{:.6g}"));
     nlohmann::ordered_json o;
     o["row"] = w.name;
     o["precision"] = w.precision;
@@ -420,6 +444,10 @@ int run_ablate(const Args& a) {
     o["factor_vs_baseline"] = json_of(fbase);
     o["claimed_factor"] = claimed;
     o["claimed_cumulative"] = claimed_cum;
+    if (!w.target.is_null()) {
+      o["target"] = w.target;
+      o["joules_to_target"] = json_of(joules_to_target(w));
+    }
     js.push_back(o);
   }
   const bool can_cap = power_limit_writable();
@@ -432,7 +460,7 @@ int run_ablate(const Args& a) {
       "%s\n",
       "+power_cap", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", 1.12,
       claimed_cum, cap_reason.c_str());
-  csv += fmt::format("+power_cap,,,,,,,,not measured,,,,,,,,,1.12,{:.4g}\n", claimed_cum);
+  csv += fmt::format("+power_cap,,,,,,,,not measured,,,,,,,,,1.12,{:.4g},,\n", claimed_cum);
   nlohmann::ordered_json cap;
   cap["row"] = "+power_cap";
   cap["measured"] = false;
@@ -468,6 +496,35 @@ int run_ablate(const Args& a) {
   std::printf(
       "tokens/s: median step without the first step of each run segment; J/token: the "
       "logged intervals without the ones holding those steps (they create the kernels)\n");
+  nlohmann::ordered_json ranking = nlohmann::ordered_json::array();
+  if (args.has_target) {
+    // fewest joules to the target first; reached with unknown energy next; not reached last
+    std::vector<const Row*> order_j;
+    for (auto& w : rows) order_j.push_back(&w);
+    auto rank = [](const Row* w) {
+      return w->target.value("reached", false) ? (joules_to_target(*w) ? 0 : 1) : 2;
+    };
+    std::stable_sort(order_j.begin(), order_j.end(), [&](const Row* x, const Row* y) {
+      if (rank(x) != rank(y)) return rank(x) < rank(y);
+      return rank(x) == 0 && *joules_to_target(*x) < *joules_to_target(*y);
+    });
+    std::printf("\nranked by joules to validation loss %g:\n", cfg.target_loss);
+    int place = 0;
+    for (const Row* w : order_j) {
+      const auto& t = w->target;
+      ranking.push_back(w->name);
+      if (rank(w) == 2) {
+        std::printf("  -  %-12s not reached: %s\n", w->name.c_str(),
+                    t.value("reason", std::string("no target in summary.json")).c_str());
+        continue;
+      }
+      std::printf("  %d. %-12s %s J%s at step %lld, %.1f s\n", ++place, w->name.c_str(),
+                  fmt_or_unknown(joules_to_target(*w), "{:.4g}", 0).c_str(),
+                  t.value("energy_estimated", false) ? " (estimated)" : "",
+                  (long long)t.value("step", int64_t(0)),
+                  t["seconds"].is_number() ? t["seconds"].get<double>() : NAN);
+    }
+  }
   nlohmann::ordered_json doc;
   doc["config"] = a.config;
   doc["steps"] = a.steps;
@@ -478,10 +535,22 @@ int run_ablate(const Args& a) {
   doc["combined_factor"] = known ? json_of(combined) : nlohmann::ordered_json();
   doc["combined_speedup"] = speed;
   doc["claimed_combined"] = claimed_cum;
+  if (args.has_target) {
+    doc["target_loss"] = cfg.target_loss;
+    doc["ranking_by_joules_to_target"] = ranking;
+  }
   std::ofstream(fs::path(a.out) / "ablation.csv") << csv;
   std::ofstream(fs::path(a.out) / "ablation.json") << doc.dump(2) << "\n";
   std::printf("wrote %s and %s\n", (fs::path(a.out) / "ablation.csv").c_str(),
               (fs::path(a.out) / "ablation.json").c_str());
+#ifdef GT_HAVE_REPORT
+  try {
+    const auto rep = gt::report::write_report({a.out}, (fs::path(a.out) / "report.html").string());
+    std::printf("wrote %s\n", rep.path.c_str());
+  } catch (const std::exception& e) {
+    std::printf("report not written: %s\n", e.what());
+  }
+#endif
   return 0;
 }
 

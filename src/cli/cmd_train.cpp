@@ -15,6 +15,9 @@
 #include "train/energy_hook.h"
 #include "train/run_summary.h"
 #include "train/trainer.h"
+#ifdef GT_HAVE_REPORT
+#include "report/report.h"
+#endif
 #ifdef GT_HAVE_TUNE
 #include "tune/power_limit.h"
 #endif
@@ -135,6 +138,16 @@ int run_train(const Args& a) {
   cleanup.disarm();
   gt::RunResult r = trainer.run(a.stop_at);
   summary.finish(r);
+#ifdef GT_HAVE_REPORT
+  // every run ends with its report, an interrupted one too; a failure here loses no result
+  try {
+    const auto rep = gt::report::write_report({out}, (fs::path(out) / "report.html").string());
+    std::printf("report   %s%s\n", rep.path.c_str(),
+                rep.charts ? "" : " (tables only: Chart.js, Debian's libjs-chart.js, not found)");
+  } catch (const std::exception& e) {
+    std::printf("report   not written: %s\n", e.what());
+  }
+#endif
   if (r.interrupted_by) {
     std::printf("stopped at step %lld; continue with: greentrain train --out %s --resume\n",
                 (long long)r.step, out.c_str());

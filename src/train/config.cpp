@@ -18,7 +18,7 @@ namespace gt {
 namespace {
 
 // std::optional<double>: a key that may be unset (absent from config.toml when unset).
-using Ptr = std::variant<int*, int64_t*, double*, std::optional<double>*, std::string*>;
+using Ptr = std::variant<int*, int64_t*, double*, bool*, std::optional<double>*, std::string*>;
 struct Key {
   const char* name;
   Ptr ptr;
@@ -54,6 +54,8 @@ std::vector<Key> key_table(TrainConfig& c) {
       {"train.fusion", &c.fusion},
       {"train.stochastic_rounding", &c.stochastic_rounding},
       {"train.memory_budget", &c.memory_budget},
+      {"train.target_loss", &c.target_loss},
+      {"train.stop_at_target", &c.stop_at_target},
       {"data.path", &c.data_path},
       {"data.val_path", &c.data_val_path},
       {"data.tokenizer", &c.tokenizer},
@@ -134,6 +136,9 @@ void load_table(const toml::table& tbl, const std::string& where, TrainConfig& c
               if (!std::isfinite(*d))
                 throw Error(fmt::format("{}: {} is not finite; expected a finite number", at, *d));
               *p = *d;
+            } else if constexpr (std::is_same_v<T, bool>) {
+              if (!val.is_boolean()) throw Error(at + ": expected true or false");
+              *p = *val.template value<bool>();
             } else {
               if (!val.is_integer()) throw Error(at + ": expected an integer");
               *p = narrow<T>(*val.template value<int64_t>(), at);
@@ -167,7 +172,11 @@ void TrainConfig::set(const std::string& key, const std::string& value, const st
           *p = value;
         else if constexpr (std::is_same_v<T, double> || std::is_same_v<T, std::optional<double>>)
           *p = parse_double(value, what);
-        else
+        else if constexpr (std::is_same_v<T, bool>) {
+          if (value != "true" && value != "false")
+            throw Error(fmt::format("{}: '{}' is not true or false", what, value));
+          *p = value == "true";
+        } else
           *p = narrow<T>(parse_int(value, what), what);
       },
       k->ptr);
@@ -246,6 +255,9 @@ void TrainConfig::validate() const {
   non_negative("energy.cpu_tdp_w", cpu_tdp_w);
   non_negative("train.power_limit", power_limit_w);
   non_negative("train.memory_budget", memory_budget);
+  non_negative("train.target_loss", target_loss);
+  if (stop_at_target && !(target_loss > 0))
+    throw Error("train.stop_at_target = true needs train.target_loss (a validation loss > 0)");
 }
 
 std::string TrainConfig::to_toml() const {

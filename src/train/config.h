@@ -40,6 +40,11 @@ struct TrainConfig {
   /// train.memory_budget (bytes): when > 0, the micro-batch becomes the largest that fits
   /// (parameters + gradients + AdamW + activations + scratch + workspace, from plan_memory)
   int64_t memory_budget = 0;
+  /// train.target_loss: validation loss whose first reaching is recorded (step, tokens, s, J,
+  /// gCO2e to target, as MLPerf Training's time/energy to train); 0: no target.
+  double target_loss = 0;
+  /// train.stop_at_target: end the run (checkpoint written) when target_loss is reached.
+  bool stop_at_target = false;
   // data.*
   std::string data_path;
   std::string data_val_path;         ///< optional separate validation file

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <map>
+#include <set>
+
 #include "energy/metrics.h"
 #include "energy/report.h"
 
@@ -50,6 +53,7 @@ EnergyHook::EnergyHook(const TrainConfig& cfg, std::string run_dir, FILE* log)
     : cfg_(cfg), run_dir_(std::move(run_dir)), log_(log) {
   meter_ = energy::Meter::create(meter_options(cfg));
   meter_->begin_window("run");
+  if (cfg_.target_loss > 0) meter_->begin_window("to_target");
   if (log_) {
     std::string counted;
     for (auto& s : meter_->sensors())
@@ -81,6 +85,23 @@ std::string EnergyHook::end_step(int64_t step, int64_t tokens, double flops,
   interval_open_ = false;
   add_energy_fields(m, static_cast<double>(interval_tokens_), record);
   record["energy_interval_tokens"] = interval_tokens_;
+  // per-domain average power of the interval (W), for the report's stacked power chart; a
+  // domain whose interval was shorter than its sensor's refresh period is null
+  std::map<std::string, std::optional<double>> watts;  // unknown in one sensor: unknown
+  std::set<std::string> est;
+  for (const auto& d : m.domains) {
+    auto it = watts.try_emplace(d.domain, 0.0).first;
+    if (!d.avg_power_w)
+      it->second.reset();
+    else if (it->second)
+      *it->second += *d.avg_power_w;
+    if (d.estimated) est.insert(d.domain);
+  }
+  nlohmann::json by_domain = nlohmann::json::object();
+  for (auto& [dom, w] : watts) by_domain[dom] = json_or_null(w);
+  record["power_w_by_domain"] = by_domain;
+  if (!est.empty())
+    record["power_estimated_domains"] = std::vector<std::string>(est.begin(), est.end());
   std::string line = energy::summary_line(m, static_cast<double>(interval_tokens_)) + ", " +
                      energy::carbon_short(m);
   interval_tokens_ = 0;
@@ -88,7 +109,17 @@ std::string EnergyHook::end_step(int64_t step, int64_t tokens, double flops,
   return line;
 }
 
+void EnergyHook::target_reached(int64_t step, nlohmann::json& fields) {
+  if (!meter_->has_window("to_target")) return;
+  energy::Measurement m = meter_->end_window("to_target");
+  fields["energy_j"] = json_or_null(m.known_energy_j());
+  fields["g_co2e"] = json_or_null(m.known_g_co2e());
+  fields["energy_estimated"] = m.estimated;
+  if (!m.known_energy_j()) fields["energy_unknown_reason"] = m.energy_unknown_reason;
+}
+
 void EnergyHook::finish(nlohmann::json& summary) {
+  if (meter_->has_window("to_target")) meter_->end_window("to_target");
   if (interval_open_) {
     meter_->end_window("interval");
     interval_open_ = false;

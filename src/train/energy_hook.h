@@ -38,6 +38,9 @@ class EnergyHook final : public StepObserver {
   /// carbon_origin, carbon_source (also on every logged metrics line),
   /// energy_estimated, energy_method, energy (the full measurement).
   void finish(nlohmann::json& summary) override;
+  /// Ends the "to_target" window (opened with the run's when train.target_loss is set) and adds
+  /// its energy_j, g_co2e, energy_estimated (and energy_unknown_reason) to `fields`.
+  void target_reached(int64_t step, nlohmann::json& fields) override;
   energy::Meter& meter() { return *meter_; }
 
  private:

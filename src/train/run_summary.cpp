@@ -6,12 +6,75 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "core/error.h"
 
 namespace fs = std::filesystem;
 
 namespace gt {
+namespace {
+
+// summary.json's "target": what it took to first reach train.target_loss, or why it was not
+nlohmann::ordered_json target_json(const TrainConfig& c, const RunResult& r,
+                                   const std::optional<nlohmann::json>& prev_session) {
+  // reached in an earlier session of this run: that session's record stands
+  if (prev_session && prev_session->contains("target") &&
+      (*prev_session)["target"].value("reached", false))
+    return (*prev_session)["target"];
+  nlohmann::ordered_json t;
+  t["target_loss"] = c.target_loss;
+  t["reached"] = r.target.has_value();
+  const nlohmann::ordered_json null;
+  if (!r.target) {
+    for (const char* k : {"step", "tokens", "seconds", "energy_j", "g_co2e"}) t[k] = null;
+    std::string why;
+    if (r.best_val_loss)
+      why = fmt::format("the validation loss never reached {:g}: best {:.4f} at step {}",
+                        c.target_loss, *r.best_val_loss, r.best_val_step);
+    else
+      why = fmt::format("the validation loss never reached {:g}: no validation pass ran{}",
+                        c.target_loss,
+                        c.val_fraction > 0 || !c.data_val_path.empty()
+                            ? ""
+                            : " (no validation split: data.val_fraction = 0)");
+    if (r.interrupted_by)
+      why += fmt::format("; the run was stopped by signal {} at step {}", r.interrupted_by, r.step);
+    else
+      why += fmt::format("; the run ended at step {} of {}", r.step, c.max_steps);
+    t["reason"] = why;
+    return t;
+  }
+  const TargetHit& h = *r.target;
+  // earlier sessions of a resumed run add their totals (unknown there: unknown here)
+  nlohmann::json before = nlohmann::json::object();
+  if (prev_session)
+    before = prev_session->contains("run_totals") ? (*prev_session)["run_totals"] : *prev_session;
+  auto plus = [&](const char* key, const nlohmann::json& now) -> nlohmann::ordered_json {
+    if (!now.is_number()) return null;
+    if (!prev_session) return now;
+    if (!before.contains(key) || !before[key].is_number()) return null;
+    return before[key].get<double>() + now.get<double>();
+  };
+  t["step"] = h.step;
+  t["tokens"] = h.tokens + (prev_session ? before.value("tokens", int64_t(0)) : 0);
+  t["seconds"] = plus("duration_s", h.seconds);
+  t["energy_j"] = plus("energy_j", h.energy.value("energy_j", nlohmann::json()));
+  t["g_co2e"] = plus("g_co2e", h.energy.value("g_co2e", nlohmann::json()));
+  t["val_loss"] = h.val_loss;
+  t["energy_estimated"] = h.energy.value("energy_estimated", false);
+  if (h.energy.contains("energy_unknown_reason"))
+    t["energy_unknown_reason"] = h.energy["energy_unknown_reason"];
+  else if (!t["energy_j"].is_number())
+    t["energy_unknown_reason"] = h.energy.empty()
+                                     ? std::string("no energy meter ran")
+                                     : std::string("an earlier session's energy is unknown");
+  t["stopped_at_target"] = r.stopped_at_target;
+  t["seconds_basis"] = "wall time of the run up to the evaluation that reached the target";
+  return t;
+}
+
+}  // namespace
 
 void RunSummaryWriter::finish(const RunResult& r) {
   const TrainConfig& c = trainer_.config();
@@ -75,11 +138,13 @@ void RunSummaryWriter::finish(const RunResult& r) {
   totals["first_step"] = start;
   for (const char* k : {"tokens", "duration_s", "wall_s", "energy_j", "g_co2e"})
     if (s.contains(k)) totals[k] = s[k];
+  std::optional<nlohmann::json> prev_session;  // the summary of the session this one continues
   if (start > 0 && fs::exists(p)) {
     try {
       std::ifstream f(p);
       const auto prev = nlohmann::json::parse(f);
       if (prev.value("step", int64_t(-1)) == start) {
+        prev_session = prev;
         const auto& pt = prev.contains("run_totals") ? prev["run_totals"] : prev;
         totals["sessions"] = pt.value("sessions", 1) + 1;
         totals["first_step"] = pt.value("first_step", pt.value("session_start_step", 0));
@@ -99,6 +164,23 @@ void RunSummaryWriter::finish(const RunResult& r) {
     }
   }
   s["run_totals"] = totals;
+  if (c.target_loss > 0) {
+    const auto t = target_json(c, r, prev_session);
+    auto num = [](const nlohmann::ordered_json& v, const char* spec) {
+      return v.is_number() ? fmt::format(fmt::runtime(spec), v.get<double>()) : "unknown";
+    };
+    if (t.value("reached", false))
+      std::printf(
+          "target validation loss %g reached at step %lld: %lld tokens, %s s, %s J%s, %s gCO2e\n",
+          c.target_loss, (long long)t["step"].get<int64_t>(), (long long)t["tokens"].get<int64_t>(),
+          num(t["seconds"], "{:.1f}").c_str(), num(t["energy_j"], "{:.4g}").c_str(),
+          t.value("energy_estimated", false) ? " (estimated)" : "",
+          num(t["g_co2e"], "{:.3g}").c_str());
+    else
+      std::printf("target validation loss %g not reached: %s\n", c.target_loss,
+                  t.value("reason", std::string()).c_str());
+    s["target"] = t;
+  }
   fs::path tmp = p.string() + fmt::format(".tmp-{}", getpid());
   {
     std::ofstream f(tmp);

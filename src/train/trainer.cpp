@@ -375,8 +375,9 @@ RunResult Trainer::run(int64_t stop_at) {
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
   using clock = std::chrono::steady_clock;
+  const auto run_t0 = clock::now();
   std::vector<double> recent;  // step times for the ETA
-  while (step_ < last && g_stop_signal.load() == 0) {
+  while (step_ < last && g_stop_signal.load() == 0 && !r.stopped_at_target) {
     if (observer_) observer_->begin_step(step_ + 1);
     auto t0 = clock::now();
     double lr = learning_rate_at(cfg_, step_);
@@ -418,7 +419,30 @@ RunResult Trainer::run(int64_t stop_at) {
       if (r.val_loss) {
         rec["val_loss"] = *r.val_loss;
         val_text = fmt::format(" | val {:.4f}", *r.val_loss);
+        if (!r.best_val_loss || *r.val_loss < *r.best_val_loss) {
+          r.best_val_loss = r.val_loss;
+          r.best_val_step = step_;
+        }
       }
+    }
+    if (cfg_.target_loss > 0 && !r.target && r.val_loss && do_eval &&
+        *r.val_loss <= cfg_.target_loss) {
+      TargetHit hit;
+      hit.step = step_;
+      hit.tokens = r.tokens;
+      hit.seconds = std::chrono::duration<double>(clock::now() - run_t0).count();
+      hit.val_loss = *r.val_loss;
+      if (observer_) observer_->target_reached(step_, hit.energy);
+      rec["target_reached"] = cfg_.target_loss;
+      const auto& ej = hit.energy.contains("energy_j") ? hit.energy["energy_j"] : nlohmann::json();
+      val_text += fmt::format(
+          " | TARGET {:g} reached ({:.1f} s, {})", cfg_.target_loss, hit.seconds,
+          ej.is_number()
+              ? fmt::format("{:.4g} J{}", ej.get<double>(),
+                            hit.energy.value("energy_estimated", false) ? " estimated" : "")
+              : std::string("energy unknown"));
+      r.target = std::move(hit);
+      r.stopped_at_target = cfg_.stop_at_target;
     }
     metrics << rec.dump() << "\n";
     metrics.flush();
@@ -430,11 +454,17 @@ RunResult Trainer::run(int64_t stop_at) {
             : "",
         lr, tokens_per_step / mean_dt, dt * 1000, energy_text.empty() ? "" : " | " + energy_text,
         format_duration(mean_dt * (last - step_)));
-    log_line(line, do_eval || last_skipped_ || step_ % cfg_.log_interval == 0 || step_ == last);
+    log_line(line, do_eval || last_skipped_ || step_ % cfg_.log_interval == 0 || step_ == last ||
+                       r.stopped_at_target);
     if (cfg_.checkpoint_interval > 0 && step_ % cfg_.checkpoint_interval == 0 && step_ < last)
       save();
   }
   r.interrupted_by = g_stop_signal.load();
+  if (r.stopped_at_target && log_)
+    std::fprintf(log_,
+                 "greentrain: validation loss reached train.target_loss = %g at step %lld: "
+                 "stopping (train.stop_at_target)\n",
+                 cfg_.target_loss, (long long)step_);
   if (r.interrupted_by && log_)
     std::fprintf(log_, "\ngreentrain: signal %d received at step %lld: saving a checkpoint\n",
                  r.interrupted_by, (long long)step_);

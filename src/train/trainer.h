@@ -34,6 +34,10 @@ class StepObserver {
   }
   /// Called once at the end of run(); may add fields to summary.json.
   virtual void finish(nlohmann::json& summary) {}
+  /// Called once, after the evaluation of the step at which the validation loss first reached
+  /// train.target_loss; may add the energy spent to get there to `fields` ("energy_j" in J,
+  /// "g_co2e" in gCO2e, "energy_estimated", and "energy_unknown_reason" when unknown).
+  virtual void target_reached(int64_t step, nlohmann::json& fields) {}
 };
 
 /// Learning rate at 0-based step `it`: linear warm-up over warmup_steps, then cosine decay
@@ -60,6 +64,16 @@ struct OptimizerResult {
 OptimizerResult optimizer_step(Backend& be, GPT& model, Arena& m, Arena& v, const TrainConfig& cfg,
                                float lr, int64_t t, double loss_scale = 1.0);
 
+/// When this process first saw the validation loss reach train.target_loss (evaluations happen
+/// every train.eval_interval steps, so that is the resolution).
+struct TargetHit {
+  int64_t step = 0;       ///< the step whose evaluation reached the target
+  int64_t tokens = 0;     ///< tokens trained in this process up to that step
+  double seconds = 0;     ///< wall seconds of run() up to the end of that evaluation (s)
+  double val_loss = 0;    ///< the validation loss that reached the target
+  nlohmann::json energy;  ///< what StepObserver::target_reached added (energy_j, g_co2e, ...)
+};
+
 /// What run() did.
 struct RunResult {
   int64_t step = 0;                ///< optimizer steps completed in total
@@ -71,6 +85,12 @@ struct RunResult {
   int64_t skipped_steps = 0;       ///< steps skipped for inf/NaN gradients (fp16), in total
   double loss_scale = 1;           ///< fp16 loss scale at the end (1 otherwise)
   std::vector<double> losses;      ///< training loss of each step run in this process
+
+  // train.target_loss
+  std::optional<TargetHit> target;      ///< set when it was reached in this process
+  bool stopped_at_target = false;       ///< train.stop_at_target ended the run there
+  std::optional<double> best_val_loss;  ///< lowest validation loss seen in this process
+  int64_t best_val_step = 0;            ///< the step of best_val_loss
 };
 
 class Trainer {
@@ -83,7 +103,8 @@ class Trainer {
   ~Trainer();
 
   /// Trains up to train.max_steps, or until step stop_at (> 0) is done, or until a
-  /// SIGINT/SIGTERM arrives; saves a checkpoint at the end in every case.
+  /// SIGINT/SIGTERM arrives, or (train.stop_at_target) until the validation loss reaches
+  /// train.target_loss; saves a checkpoint at the end in every case.
   RunResult run(int64_t stop_at = 0);
   /// Mean validation loss over train.eval_steps batches (nullopt without a validation split).
   std::optional<double> evaluate();

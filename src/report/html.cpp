@@ -1,0 +1,323 @@
+// report/html.cpp: the report page. Tables are written here as HTML (readable without
+// JavaScript); the charts are drawn in the browser by the inlined Chart.js from the series of
+// report/series.h, by report.js (compiled in from src/report/report.js).
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "core/error.h"
+#include "report/report.h"
+#include "report/series.h"
+
+namespace fs = std::filesystem;
+
+namespace gt::report {
+
+const char* report_js();  // report_js.cpp, generated from report.js
+
+namespace {
+
+std::string esc(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '&':
+        o += "&amp;";
+        break;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      default:
+        o += c;
+    }
+  }
+  return o;
+}
+
+// A number of a JSON object, formatted, or `unknown` (never 0 for a missing figure).
+std::string fnum(const nlohmann::json& j, const char* key, const char* spec) {
+  if (j.contains(key) && j[key].is_number())
+    return fmt::format(fmt::runtime(spec), j[key].get<double>());
+  return "<span class=unknown>unknown</span>";
+}
+
+// JSON inlined in a <script> element: "</" (only inside its strings) is written "<\/", which
+// JSON reads back as "</", so no "</script" can end the element early.
+std::string json_script_safe(std::string s) {
+  for (size_t at = 0; (at = s.find("</", at)) != std::string::npos; at += 3)
+    s.replace(at, 2, "<\\/");
+  return s;
+}
+
+// JavaScript inlined in a <script> element must not hold "</script" (HTML ends the element
+// there). Chart.js and report.js do not; refuse rather than rewrite code.
+const std::string& js_script_safe(const std::string& js, const char* what) {
+  std::string lower = js;
+  for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower.find("</script") != std::string::npos)
+    throw Error(fmt::format("{} holds \"</script\": it cannot be inlined into the report", what));
+  return js;
+}
+
+std::string summary_table(const std::vector<RunData>& runs) {
+  std::string h =
+      "<table><tr><th>run</th><th>steps</th><th>tokens</th><th>training s</th><th>tokens/s</th>"
+      "<th>energy (J)</th><th>J/token</th><th>gCO2e</th><th>val loss</th><th>energy "
+      "method</th></tr>\n";
+  for (const auto& r : runs) {
+    h += "<tr><td>" + esc(r.name) + "</td>";
+    if (!r.summary) {
+      h += "<td colspan=9 class=unknown>summary.json missing: totals unknown</td></tr>\n";
+      continue;
+    }
+    const auto& s = *r.summary;
+    const bool est = s.value("energy_estimated", false);
+    std::string method = s.contains("energy_j") && s["energy_j"].is_number()
+                             ? (est ? "<b>ESTIMATED</b>" : "measured")
+                             : "<span class=unknown>unknown</span><br><small class=unknown>" +
+                                   esc(s.value("energy_unknown_reason", std::string("no sensor"))) +
+                                   "</small>";
+    if (s.contains("energy_method") && s["energy_method"].is_string())
+      method += "<br><small>" + esc(s["energy_method"].get<std::string>()) + "</small>";
+    h += fmt::format(
+        "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td>"
+        "<td>{}</td></tr>\n",
+        fnum(s, "step", "{:.0f}"), fnum(s, "tokens", "{:.0f}"), fnum(s, "duration_s", "{:.1f}"),
+        fnum(s, "tokens_per_s", "{:.0f}"), fnum(s, "energy_j", "{:.4g}"), est ? " (est.)" : "",
+        fnum(s, "joules_per_token", "{:.3g}"), fnum(s, "g_co2e", "{:.3g}"),
+        fnum(s, "val_loss", "{:.4f}"), method);
+  }
+  return h + "</table>\n";
+}
+
+std::string target_table(const std::vector<RunData>& runs) {
+  std::optional<double> least;  // the fewest joules to target among the runs that reached it
+  bool any = false;
+  for (const auto& r : runs)
+    if (r.summary && r.summary->contains("target")) {
+      any = true;
+      const auto& t = (*r.summary)["target"];
+      if (t.value("reached", false) && t.contains("energy_j") && t["energy_j"].is_number())
+        least = std::min(least.value_or(1e300), t["energy_j"].get<double>());
+    }
+  if (!any)
+    return "<p>No run set <code>train.target_loss</code>; set it (e.g. <code>--set "
+           "train.target_loss=1.95</code>) to measure the energy to reach a validation loss.</p>\n";
+  std::string h =
+      "<table><tr><th>run</th><th>target val loss</th><th>reached at step</th><th>tokens</th>"
+      "<th>seconds</th><th>joules</th><th>gCO2e</th><th>J / least J</th></tr>\n";
+  for (const auto& r : runs) {
+    h += "<tr><td>" + esc(r.name) + "</td>";
+    if (!r.summary || !r.summary->contains("target")) {
+      h += "<td colspan=7>" +
+           std::string(r.summary ? "no target set" : "summary.json missing: unknown") +
+           "</td></tr>\n";
+      continue;
+    }
+    const auto& t = (*r.summary)["target"];
+    h += "<td>" + fnum(t, "target_loss", "{:g}") + "</td>";
+    if (!t.value("reached", false)) {
+      h += "<td colspan=6 class=unknown>not reached: " + esc(t.value("reason", std::string())) +
+           "</td></tr>\n";
+      continue;
+    }
+    const bool est = t.value("energy_estimated", false);
+    std::string joules = fnum(t, "energy_j", "{:.4g}") + (est ? " <b>(estimated)</b>" : "");
+    if (!(t.contains("energy_j") && t["energy_j"].is_number()))
+      joules += "<br><small class=unknown>" + esc(t.value("energy_unknown_reason", std::string())) +
+                "</small>";
+    std::string ratio = least && t["energy_j"].is_number() && *least > 0
+                            ? fmt::format("{:.2f}x", t["energy_j"].get<double>() / *least)
+                            : "<span class=unknown>unknown</span>";
+    h += fmt::format("<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                     fnum(t, "step", "{:.0f}"), fnum(t, "tokens", "{:.0f}"),
+                     fnum(t, "seconds", "{:.1f}"), joules, fnum(t, "g_co2e", "{:.3g}"), ratio);
+  }
+  return h +
+         "</table>\n<p class=note>Seconds and joules to target run from the start of training to "
+         "the end of the evaluation that first reached the target (evaluations every "
+         "<code>train.eval_interval</code> steps), evaluations included.</p>\n";
+}
+
+std::string config_table(const std::vector<RunData>& runs) {
+  std::set<std::string> keys;
+  for (const auto& r : runs)
+    for (auto& [k, v] : r.config) keys.insert(k);
+  std::string rows;
+  for (const auto& k : keys) {
+    std::set<std::string> values;
+    for (const auto& r : runs) values.insert(r.config.count(k) ? r.config.at(k) : "(absent)");
+    if (runs.size() > 1 && values.size() < 2) continue;
+    rows += "<tr><td><code>" + esc(k) + "</code></td>";
+    for (const auto& r : runs)
+      rows += "<td>" + esc(r.config.count(k) ? r.config.at(k) : "(absent)") + "</td>";
+    rows += "</tr>\n";
+  }
+  std::string head = "<tr><th>key</th>";
+  for (const auto& r : runs) head += "<th>" + esc(r.name) + "</th>";
+  head += "</tr>\n";
+  if (runs.size() > 1 && rows.empty()) return "<p>The runs' configurations do not differ.</p>\n";
+  const std::string table = "<table>" + head + rows + "</table>\n";
+  if (runs.size() > 1) return table;
+  return "<details><summary>configuration of the run (one run: nothing to compare)</summary>" +
+         table + "</details>\n";
+}
+
+std::string ablation_table(const AblationData& a) {
+  const auto& t = a.table;
+  std::string h = fmt::format(
+      "<p>{} steps per row of <code>{}</code>{}.</p>\n<table><tr><th>row</th><th>precision</th>"
+      "<th>fusion</th><th>recompute</th><th>micro-batch</th><th>tokens/s</th><th>J/token</th>"
+      "<th>tokens/J</th><th>tokens/J vs baseline</th><th>claimed (cumulative)</th>"
+      "<th>J to target</th><th>energy</th></tr>\n",
+      t.value("steps", 0), esc(t.value("config", std::string())),
+      t.value("energy_estimated", false) ? "; energy <b>ESTIMATED</b> (no energy counters)" : "");
+  if (t.contains("rows"))
+    for (const auto& r : t["rows"]) {
+      if (!r.value("measured", true)) {
+        h += fmt::format(
+            "<tr><td>{}</td><td colspan=8 class=unknown>not measured: {}</td>"
+            "<td>{}</td><td></td><td></td></tr>\n",
+            esc(r.value("row", std::string())), esc(r.value("reason", std::string())),
+            fnum(r, "claimed_cumulative", "{:.2f}x"));
+        continue;
+      }
+      std::string to_target = r.contains("target") ? (r["target"].value("reached", false)
+                                                          ? fnum(r["target"], "energy_j", "{:.4g}")
+                                                          : std::string("not reached"))
+                                                   : "";
+      h += fmt::format(
+          "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+          "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+          esc(r.value("row", std::string())), esc(r.value("precision", std::string())),
+          esc(r.value("fusion", std::string())), esc(r.value("recompute", std::string())),
+          fnum(r, "micro_batch", "{:.0f}"), fnum(r, "tokens_per_s", "{:.0f}"),
+          fnum(r, "joules_per_token", "{:.4g}"), fnum(r, "tokens_per_joule", "{:.1f}"),
+          fnum(r, "factor_vs_baseline", "{:.2f}x"), fnum(r, "claimed_cumulative", "{:.2f}x"),
+          to_target, esc(r.value("energy", std::string())));
+    }
+  return h + "</table>\n";
+}
+
+const char* kStyle = R"(<style>
+body{font-family:sans-serif;margin:1.5em;max-width:1300px;color:#222}
+h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ccc}
+table{border-collapse:collapse;font-size:.9em}td,th{border:1px solid #ccc;padding:3px 7px;text-align:right}
+td:first-child,th:first-child{text-align:left}small{display:inline-block;max-width:40em;text-align:left}.unknown{color:#a33}.note{font-size:.85em;color:#555}
+.problems{background:#fff3cd;border:1px solid #d9b44a;padding:.5em 1em}
+.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(600px,1fr));gap:1em}
+.chart{position:relative;height:320px;border:1px solid #eee;padding:4px}
+.nochart{color:#a33;padding:1em;border:1px dashed #d99}
+</style>
+)";
+
+}  // namespace
+
+std::string render_html(const std::vector<RunData>& runs, const AblationData* ablation,
+                        const std::string& chart_js) {
+  std::string h = "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>\n";
+  std::string title = runs.size() == 1 ? "greentrain report: " + runs[0].name
+                                       : fmt::format("greentrain report: {} runs", runs.size());
+  h += "<title>" + esc(title) + "</title>\n" + kStyle + "</head><body>\n";
+  h += "<h1>" + esc(title) + "</h1>\n";
+  const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  char when[64];
+  std::strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
+  h += "<p class=note>Written " + std::string(when) + " by <code>greentrain report</code> from ";
+  for (size_t i = 0; i < runs.size(); ++i)
+    h += (i ? ", " : "") + ("<code>" + esc(runs[i].dir) + "</code>");
+  h += ".</p>\n";
+  bool any_est = false;
+  for (const auto& r : runs) any_est |= r.summary && r.summary->value("energy_estimated", false);
+  if (any_est)
+    h += "<p><b>Energy is ESTIMATED</b> for the runs marked so (no energy counter could be read: "
+         "CPU utilization &times; TDP and memory size &times; W/GB); the charts mark them "
+         "too.</p>\n";
+  std::string problems;
+  for (const auto& r : runs)
+    for (const auto& p : r.problems)
+      problems += "<li><b>" + esc(r.name) + "</b>: " + esc(p) + "</li>\n";
+  if (!problems.empty())
+    h += "<div class=problems id=gt-problems><b>Missing or damaged</b><ul>\n" + problems +
+         "</ul></div>\n";
+  if (chart_js.empty())
+    h += "<p class=nochart id=gt-nocharts>The charts need Chart.js (Debian package "
+         "libjs-chart.js), which was not found when this report was written; the tables below "
+         "hold the figures.</p>\n";
+
+  h += "<h2>Energy to target</h2>\n" + target_table(runs);
+  h += "<h2>Runs</h2>\n" + summary_table(runs);
+  if (ablation) h += "<h2>Ablation</h2>\n" + ablation_table(*ablation);
+  h += "<h2>Configuration differences</h2>\n" + config_table(runs);
+  h += "<h2>Charts</h2>\n<div class=grid id=gt-charts></div>\n";
+  h += "<pre id=gt-selfcheck hidden></pre>\n";
+
+  nlohmann::json data;
+  data["runs"] = nlohmann::json::array();
+  for (const auto& r : runs) data["runs"].push_back(run_series(r));
+  data["ablation"] = ablation ? ablation->table : nlohmann::json();
+  h += "<script type=\"application/json\" id=gt-data>" + json_script_safe(data.dump()) +
+       "</script>\n";
+  if (!chart_js.empty()) {
+    h += "<script>/* Chart.js, inlined from " + esc(find_chart_js()) + " */\n" +
+         js_script_safe(chart_js, "Chart.js") + "\n</script>\n";
+  }
+  h += "<script>\n" + js_script_safe(report_js(), "report.js") + "\n</script>\n</body></html>\n";
+  return h;
+}
+
+ReportResult write_report(const std::vector<std::string>& dirs, const std::string& out_path) {
+  if (dirs.empty()) throw Error("greentrain report: no run folder given");
+  std::vector<RunData> runs;
+  std::optional<AblationData> ablation;
+  for (const auto& d : dirs) {
+    if (!fs::is_directory(d)) throw Error(fmt::format("{}: no such run folder", d));
+    if (is_ablation_dir(d)) {
+      std::vector<RunData> rows;
+      AblationData a = read_ablation(d, rows);
+      if (!ablation) ablation = std::move(a);
+      for (auto& r : rows) runs.push_back(std::move(r));
+    } else {
+      runs.push_back(read_run(d));
+    }
+  }
+  ReportResult res;
+  res.path = out_path;
+  std::string js;
+  if (const std::string p = find_chart_js(); !p.empty()) {
+    std::ifstream f(p, std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    js = ss.str();
+  }
+  res.charts = !js.empty();
+  for (const auto& r : runs)
+    for (const auto& p : r.problems) res.problems.push_back(r.name + ": " + p);
+  const std::string html = render_html(runs, ablation ? &*ablation : nullptr, js);
+  const fs::path tmp = out_path + fmt::format(".tmp-{}", getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) throw Error(fmt::format("{}: cannot open for writing", tmp.string()));
+    f << html;
+    f.flush();
+    if (!f) throw Error(fmt::format("{}: write failed", tmp.string()));
+  }
+  fs::rename(tmp, out_path);
+  return res;
+}
+
+}  // namespace gt::report

@@ -1,0 +1,132 @@
+// report/run_data.cpp: reads run folders and ablate folders for the report, leniently: what
+// is missing or damaged is described, not fatal.
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "core/error.h"
+#include "report/report.h"
+
+namespace fs = std::filesystem;
+
+namespace gt::report {
+namespace {
+
+void flatten(const toml::table& t, const std::string& prefix,
+             std::map<std::string, std::string>& out) {
+  for (auto&& [k, v] : t) {
+    std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
+    if (const auto* sub = v.as_table()) {
+      flatten(*sub, key, out);
+    } else if (auto s = v.value<std::string>(); s && v.is_string()) {
+      out[key] = *s;
+    } else {
+      std::ostringstream os;
+      v.visit([&](auto&& node) { os << node; });
+      out[key] = os.str();
+    }
+  }
+}
+
+}  // namespace
+
+RunData read_run(const std::string& dir) {
+  RunData r;
+  r.dir = dir;
+  r.name = fs::path(dir).lexically_normal().filename().string();
+  if (r.name.empty() || r.name == ".")
+    r.name = fs::absolute(dir).lexically_normal().parent_path().filename().string();
+  if (!fs::is_directory(dir)) {
+    r.problems.push_back(fmt::format("{}: no such folder", dir));
+    return r;
+  }
+  const fs::path d(dir);
+  // metrics.jsonl: one JSON object per line; a crash can leave the last line cut short
+  if (std::ifstream f(d / "metrics.jsonl"); !f) {
+    r.problems.push_back(
+        "metrics.jsonl is missing: no loss, power or energy over the run can be shown");
+  } else {
+    std::string line;
+    int n = 0, bad = 0, first_bad = 0;
+    while (std::getline(f, line)) {
+      ++n;
+      if (line.empty()) continue;
+      try {
+        auto j = nlohmann::json::parse(line);
+        if (!j.is_object() || !j.contains("step")) throw std::runtime_error("no step");
+        r.metrics.push_back(std::move(j));
+      } catch (const std::exception&) {
+        if (bad++ == 0) first_bad = n;
+      }
+    }
+    if (bad)
+      r.problems.push_back(fmt::format(
+          "metrics.jsonl: {} of its {} lines could not be read (the first is line {}, cut short "
+          "or not JSON, e.g. by a crash while it was written); the charts show the {} readable "
+          "lines",
+          bad, n, first_bad, r.metrics.size()));
+    else if (r.metrics.empty())
+      r.problems.push_back("metrics.jsonl is empty: no step was logged");
+  }
+  if (std::ifstream f(d / "summary.json"); !f) {
+    r.problems.push_back(
+        "summary.json is missing (the run has not finished, or was killed without saving): "
+        "totals, energy and the target are unknown");
+  } else {
+    try {
+      r.summary = nlohmann::json::parse(f);
+    } catch (const std::exception& e) {
+      r.problems.push_back(
+          fmt::format("summary.json cannot be read ({}): totals unknown", e.what()));
+    }
+  }
+  if (!fs::exists(d / "config.toml")) {
+    r.problems.push_back("config.toml is missing: the configuration cannot be compared");
+  } else {
+    try {
+      flatten(toml::parse_file((d / "config.toml").string()), "", r.config);
+    } catch (const toml::parse_error& e) {
+      r.problems.push_back(fmt::format("config.toml cannot be read: {}", e.description()));
+    }
+  }
+  return r;
+}
+
+bool is_ablation_dir(const std::string& dir) { return fs::exists(fs::path(dir) / "ablation.json"); }
+
+AblationData read_ablation(const std::string& dir, std::vector<RunData>& rows) {
+  AblationData a;
+  a.dir = dir;
+  const fs::path p = fs::path(dir) / "ablation.json";
+  std::ifstream f(p);
+  try {
+    a.table = nlohmann::json::parse(f);
+  } catch (const std::exception& e) {
+    throw Error(fmt::format("{}: cannot be read as JSON ({})", p.string(), e.what()));
+  }
+  // the rows' run folders, "<index>_<row name>", in index order
+  const std::regex row_dir(R"(([0-9]+)_(baseline|\+[a-z0-9_]+))");
+  std::vector<std::pair<int, fs::path>> found;
+  for (auto& e : fs::directory_iterator(dir)) {
+    std::smatch m;
+    const std::string name = e.path().filename().string();
+    if (e.is_directory() && std::regex_match(name, m, row_dir))
+      found.emplace_back(std::stoi(m[1].str()), e.path());
+  }
+  std::sort(found.begin(), found.end());
+  for (auto& [i, path] : found) rows.push_back(read_run(path.string()));
+  return a;
+}
+
+std::string find_chart_js() {
+  if (const char* env = std::getenv("GT_CHARTJS"); env && *env) return fs::exists(env) ? env : "";
+  const char* debian = "/usr/share/javascript/chart.js/chart.min.js";
+  return fs::exists(debian) ? debian : "";
+}
+
+}  // namespace gt::report

@@ -1,0 +1,76 @@
+// `greentrain ablate` with train.target_loss: rows ranked by joules to the target, and the
+// ablate folder's report.html with its table and the measured-vs-claimed bar chart.
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "chromium_util.h"
+#include "report_test_util.h"
+
+namespace gt {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace test;
+
+std::string ablate_cmd(const TinyRun& t, const std::string& out, const std::string& extra) {
+  return t.bin() + " ablate " + t.cfg + " --steps 4 --order fusion --out " + t.d.file(out) +
+         " --set train.eval_interval=2 " + extra;
+}
+
+TEST(AblateTarget, RowsAreRankedByJoulesToTargetAndTheFolderGetsAReport) {
+  TinyRun t;
+  auto r = run_cmd(ablate_cmd(t, "abl", "--set train.target_loss=50"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("ranked by joules to validation loss 50"), std::string::npos) << r.output;
+  const auto j = read_json(t.d.file("abl/ablation.json"));
+  EXPECT_EQ(j["target_loss"], 50.0);
+  ASSERT_EQ(j["ranking_by_joules_to_target"].size(), 2u) << j.dump(2);
+  // the ranking follows the rows' joules to target, fewest first
+  std::map<std::string, double> joules;
+  for (const auto& row : j["rows"])
+    if (row.contains("target")) {
+      EXPECT_EQ(row["target"]["reached"], true) << row.dump(2);
+      EXPECT_EQ(row["target"]["step"], 2) << "reached at the first validation";
+      if (row["joules_to_target"].is_number()) joules[row["row"]] = row["joules_to_target"];
+    }
+  if (joules.size() == 2) {
+    const auto& rank = j["ranking_by_joules_to_target"];
+    EXPECT_LE(joules[rank[0]], joules[rank[1]]) << j.dump(2);
+  }
+  ASSERT_TRUE(fs::exists(t.d.file("abl/report.html"))) << r.output;
+  std::ifstream f(t.d.file("abl/report.html"));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  EXPECT_NE(ss.str().find("<h2>Ablation</h2>"), std::string::npos);
+  EXPECT_NE(ss.str().find("claimed (cumulative)"), std::string::npos);
+  if (chromium().empty()) GTEST_SKIP() << "chromium is not installed (Debian package chromium)";
+  const auto pc = open_in_chromium(t.d.file("abl/report.html"), "ablate");
+  ASSERT_TRUE(pc.self.is_object()) << pc.dom.substr(0, 3000);
+  EXPECT_TRUE(pc.self["errors"].empty()) << pc.self.dump(2);
+  bool bars = false;
+  for (const auto& c : pc.self["charts"])
+    if (c["id"] == "ablation") bars = c["points"].get<int>() > 0 && c["painted"].get<int>() > 5000;
+  EXPECT_TRUE(bars) << "the measured-vs-claimed bar chart: " << pc.self.dump(2);
+}
+
+TEST(AblateTarget, RowsThatNeverReachItAreListedLastWithTheReason) {
+  TinyRun t;
+  auto r = run_cmd(ablate_cmd(t, "abl", "--set train.target_loss=0.001"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("not reached: the validation loss never reached 0.001"),
+            std::string::npos)
+      << r.output;
+  const auto j = read_json(t.d.file("abl/ablation.json"));
+  int with_target = 0;
+  for (const auto& row : j["rows"]) {
+    if (!row.contains("target")) continue;
+    ++with_target;
+    EXPECT_EQ(row["target"]["reached"], false) << row.dump(2);
+    EXPECT_TRUE(row["joules_to_target"].is_null()) << row.dump(2);
+  }
+  EXPECT_EQ(with_target, 2) << j.dump(2);
+}
+
+}  // namespace
+}  // namespace gt

@@ -1,0 +1,127 @@
+// The HTML report: written by `train` at the end of every run (SIGTERM too) and by
+// `greentrain report`; opened in headless Chromium, it draws every chart without a console
+// error (the page records what it drew into #gt-selfcheck); a damaged run folder still gives a
+// report that says what is missing. Screenshots are kept in GT_TEST_OUTPUT.
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <sstream>
+
+#include "chromium_util.h"
+#include "core/error.h"
+#include "report/report.h"
+#include "report_test_util.h"
+
+namespace gt {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace test;
+
+TEST(Report, TrainWritesItAndEveryChartIsDrawnInChromium) {
+  TinyRun t;
+  // two runs, unfused and fused, with a target, to overlay and compare; logged intervals long
+  // enough (10 steps) for the power of each to be defined
+  const std::string common =
+      "--set model.n_embd=128 --set model.block_size=64 --set train.batch_size=16 "
+      "--set train.max_steps=40 --set train.log_interval=10 --set train.eval_interval=10 "
+      "--set train.target_loss=2.9 ";
+  auto a = t.train("unfused", common);
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  EXPECT_NE(a.output.find("report   " + t.d.file("unfused/report.html")), std::string::npos)
+      << a.output;
+  ASSERT_TRUE(fs::exists(t.d.file("unfused/report.html")));
+  // each logged interval holds its power per domain (W), for the stacked power chart
+  for (const auto& line : read_jsonl(t.d.file("unfused/metrics.jsonl")))
+    if (line.contains("energy_interval_tokens") && line["energy_j"].is_number()) {
+      ASSERT_TRUE(line.contains("power_w_by_domain")) << line.dump();
+      EXPECT_FALSE(line["power_w_by_domain"].empty()) << line.dump();
+    }
+  auto b = t.train("fused", common + "--set train.fusion=on");
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  auto r = run_cmd(kBin + " report " + t.d.file("unfused") + " " + t.d.file("fused") + " -o " +
+                   t.d.file("both.html"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string html = slurp(t.d.file("both.html"));
+  EXPECT_EQ(html.find("http://"), std::string::npos) << "the page must not fetch anything";
+  EXPECT_EQ(html.find("https://cdn"), std::string::npos);
+  EXPECT_NE(html.find("Chart.js v"), std::string::npos) << "Chart.js is inlined";
+  EXPECT_NE(html.find("<code>train.fusion</code>"), std::string::npos)
+      << "the configuration difference is listed";
+  EXPECT_EQ(html.find("<code>train.seed</code>"), std::string::npos) << "equal keys are not";
+  if (read_json(t.d.file("unfused/summary.json")).value("energy_estimated", false)) {
+    EXPECT_NE(html.find("ESTIMATED"), std::string::npos);
+  }
+  if (chromium().empty()) GTEST_SKIP() << "chromium is not installed (Debian package chromium)";
+  const auto pc = open_in_chromium(t.d.file("both.html"), "two-runs");
+  ASSERT_TRUE(pc.self.is_object()) << "no self-check in the page:\n" << pc.dom.substr(0, 3000);
+  EXPECT_TRUE(pc.self["errors"].empty()) << pc.self.dump(2);
+  EXPECT_TRUE(pc.self["skipped"].empty()) << pc.self.dump(2);
+  // loss x3, power per run x2, J/token, carbon
+  ASSERT_EQ(pc.self["charts"].size(), 7u) << pc.self.dump(2);
+  for (const auto& c : pc.self["charts"]) {
+    EXPECT_GT(c["points"].get<int>(), 0) << c.dump();
+    EXPECT_GT(c["painted"].get<int>(), 5000) << "blank canvas: " << c.dump();
+  }
+}
+
+TEST(Report, SigtermStillWritesTheReport) {
+  TinyRun t;
+  auto r = run_cmd("timeout --preserve-status -s TERM 3 " + kBin + " train " + t.cfg +
+                   " --set train.max_steps=1000000 --set train.eval_interval=0 --out " +
+                   t.d.file("run"));
+  EXPECT_EQ(r.exit_code, 143) << r.output;
+  EXPECT_TRUE(fs::exists(t.d.file("run/report.html"))) << r.output;
+}
+
+TEST(Report, MissingOrTruncatedMetricsAreNamed) {
+  TinyRun t;
+  ASSERT_EQ(t.train("run").exit_code, 0);
+  // truncated: the last line cut in the middle, as a crash while writing leaves it
+  std::string m = slurp(t.d.file("run/metrics.jsonl"));
+  write_file(t.d.file("run/metrics.jsonl"), m.substr(0, m.size() - 30));
+  auto r = run_cmd(kBin + " report " + t.d.file("run") + " -o " + t.d.file("cut.html"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::string html = slurp(t.d.file("cut.html"));
+  EXPECT_NE(html.find("metrics.jsonl: 1 of its 6 lines could not be read (the first is line 6"),
+            std::string::npos)
+      << r.output;
+  // missing metrics and summary
+  fs::remove(t.d.file("run/metrics.jsonl"));
+  fs::remove(t.d.file("run/summary.json"));
+  r = run_cmd(kBin + " report " + t.d.file("run") + " -o " + t.d.file("missing.html"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  html = slurp(t.d.file("missing.html"));
+  EXPECT_NE(html.find("metrics.jsonl is missing"), std::string::npos);
+  EXPECT_NE(html.find("summary.json is missing"), std::string::npos);
+  EXPECT_NE(r.output.find("metrics.jsonl is missing"), std::string::npos) << r.output;
+  if (chromium().empty()) GTEST_SKIP() << "chromium is not installed (Debian package chromium)";
+  const auto pc = open_in_chromium(t.d.file("missing.html"), "missing-metrics");
+  ASSERT_TRUE(pc.self.is_object()) << pc.dom.substr(0, 3000);
+  EXPECT_TRUE(pc.self["errors"].empty()) << pc.self.dump(2);
+  EXPECT_TRUE(pc.self["charts"].empty()) << "nothing to draw: " << pc.self.dump(2);
+  EXPECT_FALSE(pc.self["skipped"].empty());
+  EXPECT_NE(pc.dom.find("no data"), std::string::npos) << "each empty chart says so";
+}
+
+TEST(Report, TextFromTheRunCannotEndTheDataScript) {
+  report::RunData run;
+  run.name = "r";
+  report::AblationData abl;
+  abl.table = {{"config", "x</script><script>alert(1)</script>"},
+               {"rows", nlohmann::json::array()}};
+  const std::string html = report::render_html({run}, &abl, "");
+  EXPECT_EQ(html.find("</script><script>alert(1)"), std::string::npos);
+  EXPECT_NE(html.find("x<\\/script>"), std::string::npos) << "written <\\/ inside the JSON";
+  EXPECT_THROW(report::render_html({run}, nullptr, "var a = '</SCRIPT>';"), Error);
+}
+
+TEST(Report, NoRunFolderIsAnError) {
+  TempDir d;
+  auto r = run_cmd(kBin + " report " + d.file("nope"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("nope: no such run folder"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace gt
