@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
   const Precision p = args.precision;
   const int B = args.batch;
   const int64_t N = (int64_t)B * 256, C = 384, H = 4 * C, L = 6;
-  auto be = make_cpu_backend();
+  auto be = make_backend("cpu");
   be->set_precision(p);
   be->set_bf16_activations(p == Precision::bf16);  // as the model runs bf16
   std::mt19937 g(1);

@@ -1,5 +1,6 @@
-// backend/backend.h: one table of ops per device, each with forward and backward.
-// The model calls only these; a device (cpu/, later cuda/) implements them.
+// backend/backend.h: one table of ops per device, each with forward and backward, and the
+// memory of that device. The model calls only these; a device (ref/, cpu/, later cuda/)
+// implements them and is made by make_backend() from train.device.
 //
 // Conventions (as in llm.c): shapes are row-major; B batch, T time, C channels,
 // NH heads, V vocabulary, N = B*T rows. Gradients of parameters are ACCUMULATED
@@ -11,6 +12,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/memory.h"
 
 namespace gt {
 
@@ -29,11 +34,66 @@ std::string to_string(Precision p);
 Recompute parse_recompute(const std::string& s);
 std::string to_string(Recompute r);
 
-/// The op table. All pointers are device memory of the backend (host memory for cpu).
-class Backend {
+/// The ops of the table, for Backend::supports() and the op test.
+enum class Op {
+  embedding_forward,
+  embedding_backward,
+  layernorm_forward,
+  layernorm_backward,
+  matmul_forward,
+  matmul_gelu_forward,
+  matmul_backward,
+  matmul_backward_gelu,
+  attention_forward,
+  attention_backward,
+  attention_forward_fused,
+  attention_backward_fused,
+  gelu_forward,
+  gelu_backward,
+  gelu_forward_fused,
+  residual_forward,
+  residual_layernorm_forward,
+  softmax_crossentropy_forward,
+  softmax_crossentropy_backward,
+  softmax_crossentropy_fused,
+  adamw_update,
+  adamw_fused,
+  sum_squares,
+  scale,
+};
+/// Every Op, in declaration order.
+const std::vector<Op>& all_ops();
+/// "matmul_forward" etc.
+std::string_view op_name(Op op);
+
+/// The sizes of a transformer's ops at one micro-batch, for Backend::workspace_bytes().
+struct WorkspaceQuery {
+  int64_t N = 0;             ///< rows, B*T
+  int T = 0;                 ///< context length
+  int C = 0;                 ///< channels
+  int NH = 1;                ///< attention heads
+  int V = 0;                 ///< vocabulary (classifier width)
+  int hidden = 0;            ///< MLP hidden width (4C for GPT-2)
+  int64_t weight_elems = 0;  ///< elements of all matrix weights the products read
+  Precision precision = Precision::fp32;
+  bool fused = false;             ///< the fused forms (train.fusion=on)
+  bool bf16_activations = false;  ///< product inputs stored as bf16 (set_bf16_activations)
+};
+
+/// The op table and the memory of one device. All pointers the ops take are device memory
+/// of this backend (from allocate(), usually through an Arena); host memory enters and
+/// leaves only through copy_to_device / copy_to_host.
+class Backend : public DeviceMemory {
  public:
   virtual ~Backend() = default;
+  /// The device's name as train.device spells it: "cpu", "ref", "cuda:0".
   virtual std::string name() const = 0;
+  /// Whether this backend runs op under precision p. A model checks every op it will call
+  /// when it is built (check_supports), so a partial backend refuses before the first step.
+  virtual bool supports(Op op, Precision p) const = 0;
+  /// Bytes of the backend's own buffers (not the model's arenas) for ops of these sizes:
+  /// scratch, low-precision operand copies and the like. Part of the memory plan.
+  virtual size_t workspace_bytes(const WorkspaceQuery& q) const = 0;
 
   /// out(B,T,C) = wte[inp[b,t], :] + wpe[t, :]. inp (B,T) int32 in [0, V).
   virtual void embedding_forward(float* out, const int32_t* inp, const float* wte, const float* wpe,
@@ -183,16 +243,26 @@ class Backend {
                            float beta1, float beta2, float eps, int64_t t) = 0;
 };
 
-/// The CPU backend: oneDNN matrix products, OpenMP for the rest.
-std::unique_ptr<Backend> make_cpu_backend();
-/// Bytes the CPU backend's attention keeps for context T, width C and NH heads under a
-/// precision (one batch element's packed operands and (NH,T,T) buffers; cpu/attention.h).
-size_t backend_attention_workspace_bytes(int T, int C, int NH, Precision p, bool fused);
-/// Bytes of the CPU backend's layernorm_backward partial sums for N rows of width C (dw and db
-/// per block of 64 rows, f32).
-size_t backend_layernorm_workspace_bytes(int64_t N, int C);
-/// Whether this CPU backend's oneDNN multiplies f16 natively (else fp16 rounds the operands
-/// to half precision and multiplies them in f32).
-bool backend_has_native_f16();
+/// Throws gt::Error naming the backend, the op and the precision when `be` does not support
+/// one of `ops` under p.
+void check_supports(const Backend& be, const std::vector<Op>& ops, Precision p);
+
+/// Options every backend factory takes.
+struct BackendOptions {
+  int threads = 0;  ///< CPU threads (OpenMP) for backends that use them; 0: all cores
+};
+/// A backend factory, as registered under a device name.
+using BackendFactory = std::unique_ptr<Backend> (*)(int index, const BackendOptions& opt);
+/// One registered backend: the name train.device uses and its factory.
+struct BackendEntry {
+  const char* name;
+  BackendFactory make;
+};
+/// Every backend this build has, in the order the op test runs them ("ref" first).
+const std::vector<BackendEntry>& registered_backends();
+/// Makes the backend train.device names: "cpu", "ref", "cuda" or "cuda:N" (device index N).
+/// Throws gt::Error naming the value and the devices this build has otherwise (a CUDA device
+/// in a build without the CUDA backend is such an error).
+std::unique_ptr<Backend> make_backend(const std::string& device, const BackendOptions& opt = {});
 
 }  // namespace gt

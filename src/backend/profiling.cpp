@@ -15,6 +15,19 @@ class ProfilingBackend final : public Backend {
   std::map<std::string, OpStats> stats;
 
   std::string name() const override { return in_->name(); }
+  Device device() const override { return in_->device(); }
+  void* allocate(size_t bytes) override { return in_->allocate(bytes); }
+  void deallocate(void* p) override { in_->deallocate(p); }
+  void zero(void* p, size_t bytes) override { in_->zero(p, bytes); }
+  void copy_to_device(void* dst, const void* src, size_t bytes) override {
+    in_->copy_to_device(dst, src, bytes);
+  }
+  void copy_to_host(void* dst, const void* src, size_t bytes) override {
+    in_->copy_to_host(dst, src, bytes);
+  }
+  void synchronize() override { in_->synchronize(); }
+  bool supports(Op op, Precision p) const override { return in_->supports(op, p); }
+  size_t workspace_bytes(const WorkspaceQuery& q) const override { return in_->workspace_bytes(q); }
 
   template <typename F>
   auto timed(const char* op, double flops, F f) {

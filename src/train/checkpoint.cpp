@@ -50,12 +50,25 @@ void save_checkpoint(const std::string& run_dir, GPT& model, const Arena& m, con
   std::error_code ec;
   fs::remove_all(tmp, ec);
   fs::create_directories(tmp);
+  // host copies of the device tensors, taken through the backend
+  Backend& be = model.backend();
+  auto host_copy = [&](const Arena& a) {
+    std::vector<float> h(a.bytes() / sizeof(float));
+    be.copy_to_host(h.data(), a.base(), a.bytes());
+    return h;
+  };
+  auto host_at = [](const std::vector<float>& h, const Arena& a, size_t i) {
+    return h.data() +
+           (static_cast<const char*>(a.at(i).data) - static_cast<const char*>(a.base())) /
+               sizeof(float);
+  };
+  const std::vector<float> hp = host_copy(model.params()), hm = host_copy(m), hv = host_copy(v);
   std::vector<NamedTensor> params, moments;
   auto& specs = model.specs();
   for (size_t i = 0; i < specs.size(); ++i) {
-    params.push_back({specs[i].name, specs[i].shape, model.params().at(i).f32()});
-    moments.push_back({"exp_avg." + specs[i].name, specs[i].shape, m.at(i).f32()});
-    moments.push_back({"exp_avg_sq." + specs[i].name, specs[i].shape, v.at(i).f32()});
+    params.push_back({specs[i].name, specs[i].shape, host_at(hp, model.params(), i)});
+    moments.push_back({"exp_avg." + specs[i].name, specs[i].shape, host_at(hm, m, i)});
+    moments.push_back({"exp_avg_sq." + specs[i].name, specs[i].shape, host_at(hv, v, i)});
   }
   write_safetensors((tmp / "model.safetensors").string(), params, {{"format", "pt"}});
   write_safetensors((tmp / "optimizer.safetensors").string(), moments);
@@ -106,14 +119,23 @@ CheckpointState load_checkpoint_state(const std::string& run_dir) {
 void load_checkpoint_tensors(const std::string& run_dir, GPT& model, Arena* m, Arena* v) {
   fs::path dir = resolve_dir(run_dir);
   auto& specs = model.specs();
+  Backend& be = model.backend();
+  std::vector<float> host;
+  // read into host memory, then copy to the device through the backend
+  auto load = [&](const SafetensorsFile& f, const std::string& name, const Shape& shape,
+                  const Tensor& dst) {
+    host.resize(shape.numel());
+    f.read(name, shape, host.data());
+    be.upload(dst, host.data());
+  };
   SafetensorsFile pf((dir / "model.safetensors").string());
   for (size_t i = 0; i < specs.size(); ++i)
-    pf.read(specs[i].name, specs[i].shape, model.params().at(i).f32());
+    load(pf, specs[i].name, specs[i].shape, model.params().at(i));
   if (m && v) {
     SafetensorsFile of((dir / "optimizer.safetensors").string());
     for (size_t i = 0; i < specs.size(); ++i) {
-      of.read("exp_avg." + specs[i].name, specs[i].shape, m->at(i).f32());
-      of.read("exp_avg_sq." + specs[i].name, specs[i].shape, v->at(i).f32());
+      load(of, "exp_avg." + specs[i].name, specs[i].shape, m->at(i));
+      load(of, "exp_avg_sq." + specs[i].name, specs[i].shape, v->at(i));
     }
   }
 }

@@ -110,7 +110,7 @@ void expect_close(const A& got, const B& want, double atol, double rtol, const c
 
 class Kernels : public ::testing::Test {
  protected:
-  std::unique_ptr<Backend> be = make_cpu_backend();
+  std::unique_ptr<Backend> be = make_backend("cpu");
 };
 
 TEST_F(Kernels, EmbeddingForwardBackward) {

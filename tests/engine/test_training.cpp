@@ -54,11 +54,11 @@ TEST(Model, ParamNamesFollowHuggingFaceGPT2) {
 
 TEST(Model, MemoryPlanMatchesAllocationAndShrinksWithRecompute) {
   GPTConfig c{3, 2, 16, 8, 10};
-  auto be = make_cpu_backend();
+  auto be = make_backend("cpu");
   size_t prev = SIZE_MAX;
   for (auto rc : {Recompute::none, Recompute::gelu, Recompute::gelu_ln, Recompute::block}) {
     GPT m(c, 4, rc, *be);
-    MemoryPlan p = plan_memory(c, 4, rc);
+    MemoryPlan p = plan_memory(c, 4, rc, false, Precision::fp32, *be);
     EXPECT_EQ(p.total(), m.memory().total());
     EXPECT_LT(p.activations_bytes, prev) << to_string(rc);
     prev = p.activations_bytes;
@@ -74,7 +74,7 @@ TEST(Model, GradientsAreBitwiseEqualUnderEveryRecomputePolicy) {
   for (size_t i = 0; i < in.size(); ++i) in[i] = (i * 7) % 10, tg[i] = (i * 3 + 1) % 10;
   for (Precision p : {Precision::fp32, Precision::bf16})
     for (bool fused : {false, true}) {
-      auto be = make_cpu_backend();
+      auto be = make_backend("cpu");
       be->set_precision(p);
       std::vector<float> ref;
       float ref_loss = 0;
@@ -104,7 +104,7 @@ TEST(Model, Bf16ActivationsAreBitwiseTheSameInHalfTheirMemory) {
   const int B = 4, T = 8;
   std::vector<int32_t> in(B * T), tg(B * T);
   for (size_t i = 0; i < in.size(); ++i) in[i] = (i * 7) % 10, tg[i] = (i * 3 + 1) % 10;
-  auto be = make_cpu_backend();
+  auto be = make_backend("cpu");
   EXPECT_THROW(be->set_bf16_activations(true), Error);  // fp32
   be->set_precision(Precision::bf16);
   for (bool fused : {false, true})
@@ -122,7 +122,7 @@ TEST(Model, Bf16ActivationsAreBitwiseTheSameInHalfTheirMemory) {
         g[on] = copy_grads(m);
         acts[on] = m.memory().activations_bytes;
         if (on) {
-          EXPECT_EQ(m.memory().total(), plan_memory(c, B, rc, fused, Precision::bf16).total());
+          EXPECT_EQ(m.memory().total(), plan_memory(c, B, rc, fused, Precision::bf16, *be).total());
         }
       }
       const std::string what = std::string(fused ? "fused " : "") + to_string(rc);
@@ -139,7 +139,7 @@ TEST(Model, Bf16ActivationsAreBitwiseTheSameInHalfTheirMemory) {
 
 TEST(Model, InitialLossIsLogVocabulary) {
   GPTConfig c{2, 2, 32, 16, 50};
-  auto be = make_cpu_backend();
+  auto be = make_backend("cpu");
   GPT m(c, 2, Recompute::none, *be);
   m.init_weights(1);
   std::vector<int32_t> in(32), tg(32);
@@ -150,7 +150,7 @@ TEST(Model, InitialLossIsLogVocabulary) {
 
 TEST(Model, OverfitsOneBatch) {
   GPTConfig c{2, 2, 32, 16, 20};
-  auto be = make_cpu_backend();
+  auto be = make_backend("cpu");
   GPT m(c, 2, Recompute::none, *be);
   m.init_weights(3);
   std::vector<int32_t> in(32), tg(32);
@@ -158,8 +158,8 @@ TEST(Model, OverfitsOneBatch) {
   for (int i = 0; i < 32; ++i) in[i] = g() % 20, tg[i] = g() % 20;
   Arena mm("m"), vv("v");
   for (auto& s : m.specs()) mm.plan(s.name, s.shape), vv.plan(s.name, s.shape);
-  mm.allocate();
-  vv.allocate();
+  mm.allocate(*be);
+  vv.allocate(*be);
   float loss = 0;
   for (int step = 1; step <= 300; ++step) {
     m.zero_grad();
@@ -204,8 +204,8 @@ void expect_resume_bitwise(const std::string& text, int stop_at, int total,
   test::write_file(d.file("t.txt"), text);
   TrainConfig c = tiny_config(d.file("t.txt"));
   c.max_steps = total;
-  c.precision = precision;
-  c.stochastic_rounding = stochastic ? "on" : "off";
+  c.precision = parse_precision(precision);
+  c.stochastic_rounding = stochastic;
   std::vector<double> full;
   {
     Trainer tr(c, d.file("full"), false, nullptr);

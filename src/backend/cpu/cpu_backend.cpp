@@ -2,12 +2,15 @@
 // train_gpt2.c forms, parallelised with OpenMP so that every result is independent of
 // the thread count: no atomics, reductions in a fixed order). Matrix products go to
 // oneDNN. This is the reference that faster forms (fused, bf16, CUDA) are tested against.
+#include "backend/cpu/cpu_backend.h"
+
 #include <fmt/format.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <tuple>
 #include <unordered_map>
@@ -85,7 +88,51 @@ cpu::AttnType attention_type(Precision p) {
 
 class CpuBackend final : public Backend {
  public:
+  explicit CpuBackend(const BackendOptions& opt) {
+    if (opt.threads > 0) omp_set_num_threads(opt.threads);
+  }
   std::string name() const override { return "cpu"; }
+
+  // ---- memory: host memory, 64-byte aligned ---------------------------------------------
+  Device device() const override { return Device::cpu; }
+  void* allocate(size_t bytes) override {
+    void* p = std::aligned_alloc(64, (std::max<size_t>(bytes, 1) + 63) / 64 * 64);
+    if (!p) throw Error(fmt::format("cpu backend: cannot allocate {} bytes", bytes));
+    return p;
+  }
+  void deallocate(void* p) override { std::free(p); }
+  void zero(void* p, size_t bytes) override { std::memset(p, 0, bytes); }
+  void copy_to_device(void* dst, const void* src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+  }
+  void copy_to_host(void* dst, const void* src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+  }
+  void synchronize() override {}  // every op returns when its work is done
+
+  bool supports(Op op, Precision p) const override {
+    if (p == Precision::fp8) return false;
+    if (p == Precision::bf16) return cpu::onednn_supports(cpu::MmType::bf16);
+    (void)op;
+    return true;
+  }
+  /// The attention buffers (cpu/attention.h, per thread), LayerNorm's partial sums; for
+  /// bf16/fp16 also 16-bit copies of every matrix weight plus the operand buffer
+  /// (N*max(hidden,V) elements) and, unless the product inputs are stored in bf16, the
+  /// backward's buffer for the rounded product inputs (N*hidden). Emulated fp16 (oneDNN
+  /// without f16 matmul) keeps rounded values as floats (x2).
+  size_t workspace_bytes(const WorkspaceQuery& q) const override {
+    const size_t fixed =
+        cpu::attention_workspace_bytes(q.T, q.C, q.NH, attention_type(q.precision), q.fused,
+                                       omp_get_max_threads()) +
+        static_cast<size_t>((q.N + kLnRows - 1) / kLnRows) * 2 * q.C * sizeof(float);
+    if (q.precision == Precision::fp32) return fixed;
+    const bool act16 = q.bf16_activations && q.precision == Precision::bf16;
+    const int64_t elems =
+        q.weight_elems + q.N * std::max<int64_t>(q.hidden, q.V) + (act16 ? 0 : q.N * q.hidden);
+    const bool emulated = q.precision == Precision::fp16 && !cpu::onednn_supports(cpu::MmType::f16);
+    return fixed + static_cast<size_t>(elems) * (emulated ? 4 : 2);
+  }
 
   void embedding_forward(float* out, const int32_t* inp, const float* wte, const float* wpe, int B,
                          int T, int C) override {
@@ -642,13 +689,9 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
-size_t backend_attention_workspace_bytes(int T, int C, int NH, Precision p, bool fused) {
-  return cpu::attention_workspace_bytes(T, C, NH, attention_type(p), fused, omp_get_max_threads());
+std::unique_ptr<Backend> make_cpu_backend(int index, const BackendOptions& opt) {
+  check(index == 0, "cpu backend: there is one CPU device (index 0)");
+  return std::make_unique<CpuBackend>(opt);
 }
-size_t backend_layernorm_workspace_bytes(int64_t N, int C) {
-  return static_cast<size_t>((N + kLnRows - 1) / kLnRows) * 2 * C * sizeof(float);
-}
-bool backend_has_native_f16() { return cpu::onednn_supports(cpu::MmType::f16); }
 
 }  // namespace gt
