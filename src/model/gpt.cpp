@@ -103,7 +103,7 @@ struct Plans {
   std::vector<std::vector<size_t>> layer_idx;  // [layer][kind] index in acts
   std::vector<size_t> resid_idx;               // L+1 residual streams
   size_t lnf, lnf_mean, lnf_rstd, logits, probs, losses, inputs, targets;
-  size_t dres, dC, dqkv, d4C, dlogits, tmpC;
+  size_t dres, dC, dqkv, d4C, d4C16, dlogits, tmpC;
 };
 
 // The matrix products' inputs: bf16 arrays under bf16 activation storage.
@@ -151,8 +151,12 @@ Plans plan_arenas(const GPTConfig& c, int B, Recompute rc, bool fused, bool act1
   p.targets = acts.plan("targets", {B, T}, DType::i32);
   p.dres = scratch.plan("d_resid", {B, T, C});
   p.dC = scratch.plan("d_C", {B, T, C});
-  p.dqkv = scratch.plan("d_qkv", {B, T, 3 * C});
-  p.d4C = scratch.plan("d_4C", {B, T, 4 * C});
+  // the gradients handed to a product: bf16 tensors under bf16 activations (attention's
+  // dqkv; the GELU-fused dinp of mlp.c_proj, or unfused, gelu_backward's bf16 output beside
+  // the f32 product output it reads)
+  p.dqkv = scratch.plan("d_qkv", {B, T, 3 * C}, in_type);
+  p.d4C = scratch.plan("d_4C", {B, T, 4 * C}, fused ? in_type : DType::f32);
+  p.d4C16 = act16 && !fused ? scratch.plan("d_4C_bf16", {B, T, 4 * C}, DType::bf16) : SIZE_MAX;
   p.dlogits = fused ? SIZE_MAX : scratch.plan("d_logits", {B, T, V});
   p.tmpC = scratch.plan("proj_out", {B, T, C});
   return p;
@@ -172,9 +176,9 @@ struct Normal {
 }  // namespace
 
 struct GPT::Layer {
-  float* a[kNumKinds];
-  float* x;    // block input (residual stream)
-  float* out;  // block output
+  DevPtr a[kNumKinds];  // typed: the products' inputs and fch_dgelu may be bf16
+  float* x;             // block input (residual stream)
+  float* out;           // block output
 };
 
 std::vector<ParamSpec> gpt_param_specs(const GPTConfig& c) {
@@ -317,7 +321,7 @@ GPT::GPT(const GPTConfig& cfg, int max_batch, Recompute rc, Backend& be, bool fu
       be_(be),
       fused_(fused),
       bf16_acts_(bf16_activations && be.precision() == Precision::bf16),
-      dgelu16_(be.precision() == Precision::bf16) {
+      planned_bf16_(be.precision() == Precision::bf16) {
   validate(cfg, max_batch);
   check_supports(be, gpt_ops(fused), be.precision());  // refuse now, not mid-step
   specs_ = gpt_param_specs(cfg);
@@ -325,8 +329,8 @@ GPT::GPT(const GPTConfig& cfg, int max_batch, Recompute rc, Backend& be, bool fu
   grads_ = std::make_unique<Arena>("gradients");
   acts_ = std::make_unique<Arena>("activations");
   scratch_ = std::make_unique<Arena>("scratch");
-  Plans p = plan_arenas(cfg, max_batch, rc, fused, bf16_acts_, dgelu16_, specs_, *params_, *grads_,
-                        *acts_, *scratch_);
+  Plans p = plan_arenas(cfg, max_batch, rc, fused, bf16_acts_, planned_bf16_, specs_, *params_,
+                        *grads_, *acts_, *scratch_);
   params_->allocate(be);
   grads_->allocate(be);
   acts_->allocate(be);
@@ -337,12 +341,13 @@ GPT::GPT(const GPTConfig& cfg, int max_batch, Recompute rc, Backend& be, bool fu
   layers_.resize(cfg.n_layer);
   for (int l = 0; l < cfg.n_layer; ++l) {
     for (int k = 0; k < kNumKinds; ++k)
-      layers_[l].a[k] = p.layer_idx[l][k] == SIZE_MAX ? nullptr : A(p.layer_idx[l][k]);
+      layers_[l].a[k] =
+          p.layer_idx[l][k] == SIZE_MAX ? DevPtr() : DevPtr(acts_->at(p.layer_idx[l][k]));
     layers_[l].x = A(p.resid_idx[l]);
     layers_[l].out = A(p.resid_idx[l + 1]);
   }
   x0_ = A(p.resid_idx[0]);
-  lnf_ = A(p.lnf);
+  lnf_ = DevPtr(acts_->at(p.lnf));
   lnf_mean_ = A(p.lnf_mean);
   lnf_rstd_ = A(p.lnf_rstd);
   logits_ = A(p.logits);
@@ -353,8 +358,9 @@ GPT::GPT(const GPTConfig& cfg, int max_batch, Recompute rc, Backend& be, bool fu
   auto S = [&](size_t i) { return scratch_->at(i).f32(); };
   dres_ = S(p.dres);
   dC_ = S(p.dC);
-  dqkv_ = S(p.dqkv);
-  d4C_ = S(p.d4C);
+  dqkv_ = DevPtr(scratch_->at(p.dqkv));
+  d4C_ = DevPtr(scratch_->at(p.d4C));
+  if (p.d4C16 != SIZE_MAX) d4C16_ = DevPtr(scratch_->at(p.d4C16));
   dlogits_ = fused ? logits_ : S(p.dlogits);
   tmpC_ = S(p.tmpC);
   plan_.params_bytes = params_->bytes();
@@ -406,19 +412,21 @@ void GPT::block_forward_unfused(int l, int B, int T) {
   const int64_t N = (int64_t)B * T;
   Layer& L = layers_[l];
   const LayerParams& w = pv_.h[l];
-  be_.layernorm_forward(L.a[kLn1], L.a[kLn1Mean], L.a[kLn1Rstd], L.x, w.ln1_w, w.ln1_b, N,
-                        C);                                                 // ln1 (N, C)
-  be_.matmul_forward(L.a[kQkv], L.a[kLn1], w.qkv_w, w.qkv_b, N, C, 3 * C);  // qkv (N, 3C)
-  be_.attention_forward(L.a[kAtty], L.a[kAtt], L.a[kQkv], B, T, C,
+  be_.layernorm_forward(L.a[kLn1], L.a[kLn1Mean].f32(), L.a[kLn1Rstd].f32(), L.x, w.ln1_w, w.ln1_b,
+                        N,
+                        C);                                                       // ln1 (N, C)
+  be_.matmul_forward(L.a[kQkv].f32(), L.a[kLn1], w.qkv_w, w.qkv_b, N, C, 3 * C);  // qkv (N, 3C)
+  be_.attention_forward(L.a[kAtty], L.a[kAtt].f32(), L.a[kQkv].f32(), B, T, C,
                         NH);  // atty (N, C), att (B, NH, T, T)
   be_.matmul_forward(tmpC_, L.a[kAtty], w.attproj_w, w.attproj_b, N, C, C);  // (N, C)
-  be_.residual_forward(L.a[kRes2], L.x, tmpC_, N * C);                       // res2 (N, C)
-  be_.layernorm_forward(L.a[kLn2], L.a[kLn2Mean], L.a[kLn2Rstd], L.a[kRes2], w.ln2_w, w.ln2_b, N,
-                        C);                                                    // ln2 (N, C)
-  be_.matmul_forward(L.a[kFch], L.a[kLn2], w.fc_w, w.fc_b, N, C, 4 * C);       // fch (N, 4C)
-  mlp_gelu(L, N * 4 * C, false);                                               // fch_gelu (N, 4C)
-  be_.matmul_forward(tmpC_, L.a[kFchg], w.fcproj_w, w.fcproj_b, N, 4 * C, C);  // (N, C)
-  be_.residual_forward(L.out, L.a[kRes2], tmpC_, N * C);                       // out (N, C)
+  be_.residual_forward(L.a[kRes2].f32(), L.x, tmpC_, N * C);                 // res2 (N, C)
+  be_.layernorm_forward(L.a[kLn2], L.a[kLn2Mean].f32(), L.a[kLn2Rstd].f32(), L.a[kRes2].f32(),
+                        w.ln2_w, w.ln2_b, N,
+                        C);                                                     // ln2 (N, C)
+  be_.matmul_forward(L.a[kFch].f32(), L.a[kLn2], w.fc_w, w.fc_b, N, C, 4 * C);  // fch (N, 4C)
+  mlp_gelu(L, N * 4 * C, false);                                                // fch_gelu (N, 4C)
+  be_.matmul_forward(tmpC_, L.a[kFchg], w.fcproj_w, w.fcproj_b, N, 4 * C, C);   // (N, C)
+  be_.residual_forward(L.out, L.a[kRes2].f32(), tmpC_, N * C);                  // out (N, C)
 }
 
 // The fused block (train.fusion=on): each residual add is fused with the LayerNorm that reads
@@ -433,31 +441,33 @@ void GPT::block_forward_fused(int l, int B, int T, bool recomputing) {
   Layer& L = layers_[l];
   const LayerParams& w = pv_.h[l];
   if (l == 0 || recomputing)
-    be_.layernorm_forward(L.a[kLn1], L.a[kLn1Mean], L.a[kLn1Rstd], L.x, w.ln1_w, w.ln1_b, N,
-                          C);                                               // ln1 (N, C)
-  be_.matmul_forward(L.a[kQkv], L.a[kLn1], w.qkv_w, w.qkv_b, N, C, 3 * C);  // qkv (N, 3C)
-  be_.attention_forward_fused(L.a[kAtty], L.a[kAtt], L.a[kQkv], B, T, C,
+    be_.layernorm_forward(L.a[kLn1], L.a[kLn1Mean].f32(), L.a[kLn1Rstd].f32(), L.x, w.ln1_w,
+                          w.ln1_b, N,
+                          C);                                                     // ln1 (N, C)
+  be_.matmul_forward(L.a[kQkv].f32(), L.a[kLn1], w.qkv_w, w.qkv_b, N, C, 3 * C);  // qkv (N, 3C)
+  be_.attention_forward_fused(L.a[kAtty], L.a[kAtt].f32(), L.a[kQkv].f32(), B, T, C,
                               NH);  // atty (N, C), lse (B, NH, T)
   be_.matmul_forward(tmpC_, L.a[kAtty], w.attproj_w, w.attproj_b, N, C, C);  // (N, C)
-  be_.residual_layernorm_forward(L.a[kRes2], L.a[kLn2], L.a[kLn2Mean], L.a[kLn2Rstd], L.x, tmpC_,
-                                 w.ln2_w, w.ln2_b, N, C);  // res2, ln2 (N, C)
-  if (!for_backward_) {  // no backward follows: c_fc and its GELU as one product
+  be_.residual_layernorm_forward(L.a[kRes2].f32(), L.a[kLn2], L.a[kLn2Mean].f32(),
+                                 L.a[kLn2Rstd].f32(), L.x, tmpC_, w.ln2_w, w.ln2_b, N,
+                                 C);  // res2, ln2 (N, C)
+  if (!for_backward_) {               // no backward follows: c_fc and its GELU as one product
     be_.matmul_gelu_forward(L.a[kFchg], L.a[kLn2], w.fc_w, w.fc_b, N, C, 4 * C);  // (N, 4C)
   } else {  // gelu' too, unless a policy recomputes it in the backward
-    be_.matmul_forward(L.a[kFch], L.a[kLn2], w.fc_w, w.fc_b, N, C, 4 * C);  // fch (N, 4C)
-    mlp_gelu(L, N * 4 * C, rc_ == Recompute::none || recomputing);          // fch_gelu, fch_dgelu
+    be_.matmul_forward(L.a[kFch].f32(), L.a[kLn2], w.fc_w, w.fc_b, N, C, 4 * C);  // fch (N, 4C)
+    mlp_gelu(L, N * 4 * C, rc_ == Recompute::none || recomputing);  // fch_gelu, fch_dgelu
   }
   be_.matmul_forward(tmpC_, L.a[kFchg], w.fcproj_w, w.fcproj_b, N, 4 * C, C);  // (N, C)
   if (recomputing) {
-    be_.residual_forward(L.out, L.a[kRes2], tmpC_, N * C);  // out (N, C)
-  } else if (l + 1 < cfg_.n_layer) {                        // out, and the next block's ln1
+    be_.residual_forward(L.out, L.a[kRes2].f32(), tmpC_, N * C);  // out (N, C)
+  } else if (l + 1 < cfg_.n_layer) {                              // out, and the next block's ln1
     Layer& nx = layers_[l + 1];
     const LayerParams& wn = pv_.h[l + 1];
-    be_.residual_layernorm_forward(L.out, nx.a[kLn1], nx.a[kLn1Mean], nx.a[kLn1Rstd], L.a[kRes2],
-                                   tmpC_, wn.ln1_w, wn.ln1_b, N, C);
+    be_.residual_layernorm_forward(L.out, nx.a[kLn1], nx.a[kLn1Mean].f32(), nx.a[kLn1Rstd].f32(),
+                                   L.a[kRes2].f32(), tmpC_, wn.ln1_w, wn.ln1_b, N, C);
   } else {  // out, and ln_f
-    be_.residual_layernorm_forward(L.out, lnf_, lnf_mean_, lnf_rstd_, L.a[kRes2], tmpC_, pv_.lnf_w,
-                                   pv_.lnf_b, N, C);
+    be_.residual_layernorm_forward(L.out, lnf_, lnf_mean_, lnf_rstd_, L.a[kRes2].f32(), tmpC_,
+                                   pv_.lnf_w, pv_.lnf_b, N, C);
   }
 }
 
@@ -474,8 +484,7 @@ float GPT::forward(const int32_t* inputs, const int32_t* targets, int B, int T, 
           fmt::format("input token {} at position {} is outside the vocabulary [0, {})", inputs[i],
                       i, V));
   be_.copy_to_device(inputs_, inputs, sizeof(int32_t) * N);
-  be_.set_bf16_activations(bf16_acts_);  // throws if the backend left bf16 since planning
-  check_dgelu_type();
+  check_precision();  // the tensors' types were planned for the backend's precision
   lastB_ = B;
   lastT_ = T;
   have_targets_ = targets != nullptr;
@@ -508,18 +517,18 @@ float GPT::forward(const int32_t* inputs, const int32_t* targets, int B, int T, 
 // fch_gelu = gelu(fch), n elements; with fusion on also fch_dgelu = gelu'(fch) if with_dgelu.
 void GPT::mlp_gelu(Layer& L, int64_t n, bool with_dgelu) {
   if (fused_)
-    be_.gelu_forward_fused(L.a[kFchg], with_dgelu ? L.a[kDgelu] : nullptr, L.a[kFch], n);
+    be_.gelu_forward_fused(L.a[kFchg], with_dgelu ? L.a[kDgelu] : nullptr, L.a[kFch].f32(), n);
   else
-    be_.gelu_forward(L.a[kFchg], L.a[kFch], n);
+    be_.gelu_forward(L.a[kFchg], L.a[kFch].f32(), n);
 }
 
-// The fused GELU writes gelu' as bf16 exactly when the backend runs bf16: the buffers
-// planned at construction must be of that type.
-void GPT::check_dgelu_type() const {
-  check(!fused_ || (be_.precision() == Precision::bf16) == dgelu16_,
-        fmt::format("GPT: the backend's precision changed to {} after the model was built with "
-                    "fusion on under {}; build the model again",
-                    to_string(be_.precision()), dgelu16_ ? "bf16" : "another precision"));
+// The bf16 tensors of the plan (bf16 activations, fch_dgelu) belong to precision bf16: the
+// backend must still run the precision the model was planned for.
+void GPT::check_precision() const {
+  check((be_.precision() == Precision::bf16) == planned_bf16_,
+        fmt::format("GPT: the backend's precision changed to {} after the model was planned for "
+                    "{}; build the model again",
+                    to_string(be_.precision()), planned_bf16_ ? "bf16" : "another precision"));
 }
 
 void GPT::zero_grad() { grads_->zero(); }
@@ -533,9 +542,10 @@ void GPT::recompute_for_backward(int l, int B, int T) {
     case Recompute::none:
       break;
     case Recompute::gelu_ln:
-      be_.layernorm_forward(L.a[kLn1], L.a[kLn1Mean], L.a[kLn1Rstd], L.x, w.ln1_w, w.ln1_b, N, C);
-      be_.layernorm_forward(L.a[kLn2], L.a[kLn2Mean], L.a[kLn2Rstd], L.a[kRes2], w.ln2_w, w.ln2_b,
-                            N, C);
+      be_.layernorm_forward(L.a[kLn1], L.a[kLn1Mean].f32(), L.a[kLn1Rstd].f32(), L.x, w.ln1_w,
+                            w.ln1_b, N, C);
+      be_.layernorm_forward(L.a[kLn2], L.a[kLn2Mean].f32(), L.a[kLn2Rstd].f32(), L.a[kRes2].f32(),
+                            w.ln2_w, w.ln2_b, N, C);
       [[fallthrough]];
     case Recompute::gelu:
       mlp_gelu(L, N * 4 * C, true);
@@ -557,28 +567,33 @@ void GPT::block_backward(int l, int B, int T) {
   const LayerParams& w = pv_.h[l];
   LayerParams& g = gv_.h[l];
   // MLP: out = res2 + c_proj(gelu(c_fc(ln2(res2))))
+  // d(fch) (N, 4C), handed to c_fc's backward: bf16 under bf16 activations
+  DevPtr dfch = d4C_;
   if (fused_) {  // d4C (N, 4C) = (dres @ fcproj_w^T) * gelu'(fch), one product
     be_.matmul_backward_gelu(d4C_, g.fcproj_w, g.fcproj_b, dres_, L.a[kFchg], w.fcproj_w,
                              L.a[kDgelu], N, 4 * C, C);
-  } else {  // d4C (N, 4C) = dres @ fcproj_w^T, then times gelu'(fch) in place
-    be_.matmul_backward(d4C_, g.fcproj_w, g.fcproj_b, dres_, L.a[kFchg], w.fcproj_w, N, 4 * C, C);
-    be_.gelu_backward(d4C_, L.a[kFch], d4C_, N * 4 * C);
+  } else {  // d4C (N, 4C) = dres @ fcproj_w^T, then times gelu'(fch): in place, or into d4C16
+    be_.matmul_backward(d4C_.f32(), g.fcproj_w, g.fcproj_b, dres_, L.a[kFchg], w.fcproj_w, N, 4 * C,
+                        C);
+    if (d4C16_) dfch = d4C16_;
+    be_.gelu_backward(dfch, L.a[kFch].f32(), d4C_.f32(), N * 4 * C);
   }
-  be_.matmul_backward(dC_, g.fc_w, g.fc_b, d4C_, L.a[kLn2], w.fc_w, N, C, 4 * C);  // dC (N, C)
-  be_.layernorm_backward(dres_, g.ln2_w, g.ln2_b, dC_, L.a[kRes2], w.ln2_w, L.a[kLn2Mean],
-                         L.a[kLn2Rstd], N, C);  // dres (N, C) += d(res2)
+  be_.matmul_backward(dC_, g.fc_w, g.fc_b, dfch, L.a[kLn2], w.fc_w, N, C, 4 * C);  // dC (N, C)
+  be_.layernorm_backward(dres_, g.ln2_w, g.ln2_b, dC_, L.a[kRes2].f32(), w.ln2_w,
+                         L.a[kLn2Mean].f32(), L.a[kLn2Rstd].f32(), N, C);  // dres (N, C) += d(res2)
   // attention: res2 = x + c_proj(attn(c_attn(ln1(x))))
   be_.matmul_backward(dC_, g.attproj_w, g.attproj_b, dres_, L.a[kAtty], w.attproj_w, N, C,
                       C);  // dC (N, C) = d(atty)
   if (fused_)
-    be_.attention_backward_fused(dqkv_, dC_, L.a[kQkv], L.a[kAtty], L.a[kAtt], B, T, C,
+    be_.attention_backward_fused(dqkv_, dC_, L.a[kQkv].f32(), L.a[kAtty], L.a[kAtt].f32(), B, T, C,
                                  NH);  // dqkv (N, 3C)
   else
-    be_.attention_backward(dqkv_, dC_, L.a[kQkv], L.a[kAtt], B, T, C, NH);  // dqkv (N, 3C)
+    be_.attention_backward(dqkv_, dC_, L.a[kQkv].f32(), L.a[kAtt].f32(), B, T, C,
+                           NH);  // dqkv (N, 3C)
   be_.matmul_backward(dC_, g.qkv_w, g.qkv_b, dqkv_, L.a[kLn1], w.qkv_w, N, C,
                       3 * C);  // dC (N, C) = d(ln1)
-  be_.layernorm_backward(dres_, g.ln1_w, g.ln1_b, dC_, L.x, w.ln1_w, L.a[kLn1Mean], L.a[kLn1Rstd],
-                         N, C);  // dres (N, C) += d(x)
+  be_.layernorm_backward(dres_, g.ln1_w, g.ln1_b, dC_, L.x, w.ln1_w, L.a[kLn1Mean].f32(),
+                         L.a[kLn1Rstd].f32(), N, C);  // dres (N, C) += d(x)
 }
 
 void GPT::backward(float dloss) {
@@ -586,8 +601,7 @@ void GPT::backward(float dloss) {
   check(for_backward_, "backward() after a forward(for_backward = false), which kept no state");
   const int B = lastB_, T = lastT_, C = cfg_.n_embd, V = cfg_.vocab_size;
   const int64_t N = (int64_t)B * T;
-  be_.set_bf16_activations(bf16_acts_);
-  check_dgelu_type();
+  check_precision();
   if (fused_)
     be_.scale(dlogits_, dloss, N * V);  // dlogits (N, V) is logits_, written by the fused loss
   else

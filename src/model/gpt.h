@@ -107,9 +107,9 @@ class GPT {
   /// max_batch sequences of up to block_size tokens. Throws gt::Error on invalid sizes.
   /// fused: use the backend's fused forms (train.fusion=on); same loss within rounding.
   /// bf16_activations: when the backend runs bf16 at construction, keep the matrix products'
-  /// inputs (both LayerNorm outputs, attention output, GELU output, ln_f) as bf16 tensors
-  /// (Backend::set_bf16_activations): bitwise the same training, half their memory, no
-  /// rounding again in the backward. Off only to compare (tests); the memory plan
+  /// inputs (both LayerNorm outputs, attention output, GELU output, ln_f) and the gradients
+  /// handed to the products (d_qkv, d(fch)) as bf16 tensors: bitwise the same training, half
+  /// their memory, no rounding again in the backward. Off only to compare (tests); the memory plan
   /// (plan_memory) assumes on.
   GPT(const GPTConfig& cfg, int max_batch, Recompute rc, Backend& be, bool fused = false,
       bool bf16_activations = true);
@@ -162,7 +162,7 @@ class GPT {
   void block_forward_fused(int l, int B, int T, bool recomputing);
   void block_backward(int l, int B, int T);
   void recompute_for_backward(int l, int B, int T);
-  void check_dgelu_type() const;
+  void check_precision() const;
   void mlp_gelu(Layer& L, int64_t n, bool with_dgelu);
 
   GPTConfig cfg_;
@@ -170,20 +170,22 @@ class GPT {
   Recompute rc_;
   Backend& be_;
   bool fused_ = false;
-  bool bf16_acts_ = false;  // product inputs stored as bf16
-  bool dgelu16_ = false;    // fch_dgelu planned as bf16 (the backend ran bf16 at construction)
+  bool bf16_acts_ = false;     // product inputs stored as bf16
+  bool planned_bf16_ = false;  // planned under bf16: fch_dgelu (and with bf16_acts_ more) bf16
   std::vector<ParamSpec> specs_;
   std::unique_ptr<Arena> params_, grads_, acts_, scratch_;
   std::vector<Layer> layers_;
   ParameterTensors pv_, gv_;  // named views of params_ and grads_
   MemoryPlan plan_;
   // top-level activations
-  float *x0_ = nullptr, *lnf_ = nullptr, *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr;
+  float *x0_ = nullptr, *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr;
+  DevPtr lnf_;  // (B, T, C), bf16 under bf16 activations
   float *logits_ = nullptr, *probs_ = nullptr, *losses_ = nullptr;
   int32_t *inputs_ = nullptr, *targets_ = nullptr;
   // gradient scratch
-  float *dres_ = nullptr, *dC_ = nullptr, *dqkv_ = nullptr, *d4C_ = nullptr, *dlogits_ = nullptr;
-  float* tmpC_ = nullptr;  // attention/MLP projection output before the residual add
+  float *dres_ = nullptr, *dC_ = nullptr, *dlogits_ = nullptr;
+  DevPtr dqkv_, d4C_, d4C16_;  // typed: bf16 where handed to a product under bf16 activations
+  float* tmpC_ = nullptr;      // attention/MLP projection output before the residual add
   int lastB_ = 0, lastT_ = 0;
   bool have_targets_ = false;
   bool for_backward_ = true;  // the last forward keeps what backward() needs

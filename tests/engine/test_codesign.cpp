@@ -145,9 +145,10 @@ TEST(Precision, StochasticRoundingIsUnbiasedAndReproducible) {
   EXPECT_EQ(bf16_weight_copy(*be, exact), exact);
 }
 
-// With bf16 activations on, a product's input is a bf16 array and GELU's gradient reaches the
-// next product as a bf16 copy only: the same gradients, bit for bit, as the f32 hand-over;
-// a gradient left for a later op is refused, not read as stale floats.
+// Under bf16 a product's input can be a bf16 tensor, and GELU's gradient can reach the next
+// product as a bf16 tensor the model planned for it (DevPtr carries the type): the same
+// gradients, bit for bit, as the f32 hand-over rounded at the product; a bf16 tensor under
+// another precision is refused.
 TEST(Precision, Bf16ActivationsAndGradientHandOff) {
   const int N = 6, C = 8, OC = 32;
   auto inp = randn(N * C, 21), w = randn(C * OC, 22), pre = randn(N * OC, 23);
@@ -163,20 +164,13 @@ TEST(Precision, Bf16ActivationsAndGradientHandOff) {
                  std::vector<float>& db) {
     auto be = make_backend("cpu");
     be->set_precision(Precision::bf16);
-    be->set_bf16_activations(act16);
     auto d = randn(N * OC, 24);
     dinp.assign(N * C, 0.f), dw.assign(C * OC, 0.f), db.assign(OC, 0.f);
-    be->gelu_backward(d.data(), pre.data(), d.data(), N * OC);
-    const float* x = act16 ? reinterpret_cast<const float*>(inp16.data()) : inp.data();
-    be->matmul_backward(dinp.data(), dw.data(), db.data(), d.data(), x, w.data(), N, C, OC);
-    if (act16) {  // an op between the hand-off and its product
-      be->gelu_backward(d.data(), pre.data(), d.data(), N * OC);
-      std::vector<float> r(4);
-      be->residual_forward(r.data(), r.data(), r.data(), 4);
-      EXPECT_THROW(
-          be->matmul_backward(dinp.data(), dw.data(), db.data(), d.data(), x, w.data(), N, C, OC),
-          Error);
-    }
+    std::vector<uint16_t> d16(N * OC);
+    const DevPtr dgrad = act16 ? DevPtr(d16.data(), DType::bf16) : DevPtr(d.data());
+    be->gelu_backward(dgrad, pre.data(), d.data(), N * OC);
+    const ConstDevPtr x = act16 ? ConstDevPtr(inp16.data(), DType::bf16) : inp.data();
+    be->matmul_backward(dinp.data(), dw.data(), db.data(), dgrad, x, w.data(), N, C, OC);
   };
   std::vector<float> a1, a2, a3, b1, b2, b3;
   run(false, a1, a2, a3);
@@ -184,6 +178,12 @@ TEST(Precision, Bf16ActivationsAndGradientHandOff) {
   EXPECT_EQ(a1, b1);
   EXPECT_EQ(a2, b2);
   EXPECT_EQ(a3, b3);
+  auto be = make_backend("cpu");  // fp32
+  std::vector<float> out(N * C);
+  EXPECT_THROW(be->matmul_forward(out.data(), ConstDevPtr(inp16.data(), DType::bf16), w.data(),
+                                  nullptr, N, C, OC),
+               Error);
+  EXPECT_THROW(be->gelu_forward(DevPtr(inp16.data(), DType::bf16), pre.data(), N * C), Error);
 }
 
 TEST(Precision, Fp8IsRefusedOnTheCpuWithAClearMessage) {

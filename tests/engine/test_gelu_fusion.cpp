@@ -96,12 +96,9 @@ TEST(MatmulGelu, Bf16ActivationsWriteTheRoundedBf16Output) {
   be->set_precision(Precision::bf16);
   std::vector<float> f32out((size_t)N * OC);
   be->matmul_gelu_forward(f32out.data(), inp.data(), w.data(), bias.data(), N, C, OC);
-  be->set_bf16_activations(true);
   std::vector<uint16_t> out16((size_t)N * OC, 0xFFFF);  // NaN: every element must be written
-  be->matmul_gelu_forward(reinterpret_cast<float*>(out16.data()),
-                          reinterpret_cast<const float*>(in16.data()), w.data(), bias.data(), N, C,
-                          OC);
-  be->set_bf16_activations(false);
+  be->matmul_gelu_forward(DevPtr(out16.data(), DType::bf16), ConstDevPtr(in16.data(), DType::bf16),
+                          w.data(), bias.data(), N, C, OC);
   // the same product, its f32 result rounded once to bf16
   for (size_t i = 0; i < out16.size(); ++i) ASSERT_EQ(out16[i], to_bf16(f32out[i])) << i;
 }
@@ -113,7 +110,9 @@ TEST(GeluFused, WritesGeluAndItsDerivative) {
     auto be = make_backend("cpu");
     be->set_precision(p);
     std::vector<float> g(n), d(n, -1.f), two(n);
-    be->gelu_forward_fused(g.data(), d.data(), x.data(), n);
+    // the derivative as bf16 under bf16 (as the model plans fch_dgelu), else f32
+    const DevPtr dg = p == Precision::bf16 ? DevPtr(d.data(), DType::bf16) : DevPtr(d.data());
+    be->gelu_forward_fused(g.data(), dg, x.data(), n);
     be->gelu_forward(two.data(), x.data(), n);
     EXPECT_EQ(g, two) << to_string(p);  // the same GELU as gelu_forward, bitwise
     std::vector<double> g64(n), d64(n);
@@ -178,16 +177,16 @@ TEST(GeluFused, Bf16ActivationsHandTheGradientOnInPlace) {
   for (int on = 0; on < 2; ++on) {
     auto be = make_backend("cpu");
     be->set_precision(Precision::bf16);
-    be->set_bf16_activations(on == 1);
     std::vector<float> g(N * C), dg(N * C), dinp(N * C), dw(C * OC, 0.f), db(OC, 0.f);
-    be->gelu_forward_fused(g.data(), dg.data(), pre.data(), (int64_t)N * C);
-    be->matmul_backward_gelu(dinp.data(), dw.data(), db.data(), dout.data(), g.data(), w.data(),
-                             dg.data(), N, C, OC);
+    // on: the product writes dinp as a bf16 tensor (in dinp's memory) for the next product
+    const DevPtr d = on ? DevPtr(dinp.data(), DType::bf16) : DevPtr(dinp.data());
+    be->gelu_forward_fused(g.data(), DevPtr(dg.data(), DType::bf16), pre.data(), (int64_t)N * C);
+    be->matmul_backward_gelu(d, dw.data(), db.data(), dout.data(), g.data(), w.data(),
+                             ConstDevPtr(dg.data(), DType::bf16), N, C, OC);
     dx2[on].assign(N * C2, 0.f);
     dw2[on].assign(C2 * C, 0.f);
-    const float* x = on ? reinterpret_cast<const float*>(x2_16.data()) : x2.data();
-    be->matmul_backward(dx2[on].data(), dw2[on].data(), nullptr, dinp.data(), x, w2.data(), N, C2,
-                        C);
+    const ConstDevPtr x = on ? ConstDevPtr(x2_16.data(), DType::bf16) : ConstDevPtr(x2.data());
+    be->matmul_backward(dx2[on].data(), dw2[on].data(), nullptr, d, x, w2.data(), N, C2, C);
   }
   EXPECT_EQ(dx2[0], dx2[1]);
   EXPECT_EQ(dw2[0], dw2[1]);

@@ -65,9 +65,6 @@ TEST(Model, MemoryPlanMatchesAllocationAndShrinksWithRecompute) {
   }
 }
 
-// Under bf16 this also checks the copies kernels write for the next product (backend
-// "shadows"): recomputation changes which products get one, so a stale or wrong copy would
-// break the bitwise equality.
 TEST(Model, GradientsAreBitwiseEqualUnderEveryRecomputePolicy) {
   GPTConfig c{3, 2, 16, 8, 10};
   std::vector<int32_t> in(4 * 8), tg(4 * 8);
@@ -105,7 +102,6 @@ TEST(Model, Bf16ActivationsAreBitwiseTheSameInHalfTheirMemory) {
   std::vector<int32_t> in(B * T), tg(B * T);
   for (size_t i = 0; i < in.size(); ++i) in[i] = (i * 7) % 10, tg[i] = (i * 3 + 1) % 10;
   auto be = make_backend("cpu");
-  EXPECT_THROW(be->set_bf16_activations(true), Error);  // fp32
   be->set_precision(Precision::bf16);
   for (bool fused : {false, true})
     for (auto rc : {Recompute::none, Recompute::gelu_ln, Recompute::block}) {
@@ -117,7 +113,6 @@ TEST(Model, Bf16ActivationsAreBitwiseTheSameInHalfTheirMemory) {
         m.init_weights(42);
         m.zero_grad();
         loss[on] = m.forward(in.data(), tg.data(), B, T);
-        EXPECT_EQ(be->bf16_activations(), on == 1);
         m.backward(1.0f / (B * T));
         g[on] = copy_grads(m);
         acts[on] = m.memory().activations_bytes;

@@ -18,8 +18,8 @@
 namespace gt {
 namespace {
 
-constexpr double kLnEps = 1e-5;                       // torch.nn.LayerNorm's default
-constexpr double kSqrt2OverPi = 0.7978845608028654;   // GELU tanh form
+constexpr double kLnEps = 1e-5;                      // torch.nn.LayerNorm's default
+constexpr double kSqrt2OverPi = 0.7978845608028654;  // GELU tanh form
 constexpr double kGeluCubic = 0.044715;
 
 /// gelu(x) = x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (Hendrycks & Gimpel 2016).
@@ -29,12 +29,24 @@ double gelu(double x) {
 /// d gelu / dx.
 double gelu_grad(double x) {
   const double t = std::tanh(kSqrt2OverPi * (x + kGeluCubic * x * x * x));
-  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * kSqrt2OverPi * (1.0 + 3.0 * kGeluCubic * x * x);
+  return 0.5 * (1.0 + t) +
+         0.5 * x * (1.0 - t * t) * kSqrt2OverPi * (1.0 + 3.0 * kGeluCubic * x * x);
 }
 
 /// W[c, o] of a (C, OC) weight, or of the (OC, C) layout when transposed.
 inline float weight(const float* w, int64_t c, int64_t o, int C, int OC, bool transposed) {
   return transposed ? w[o * C + c] : w[c * OC + o];
+}
+
+/// The f32 elements of a tensor argument: the reference computes in fp32 only, so a bf16
+/// tensor (DevPtr) is an error.
+float* f32(DevPtr p) {
+  check(!p.bf16(), "ref backend: a bf16 tensor argument; the reference computes in fp32 only");
+  return p.f32();
+}
+const float* f32(ConstDevPtr p) {
+  check(!p.bf16(), "ref backend: a bf16 tensor argument; the reference computes in fp32 only");
+  return p.f32();
 }
 
 void check_targets(const int32_t* targets, int64_t N, int V) {
@@ -88,8 +100,9 @@ class RefBackend final : public Backend {
   }
 
   // ---- layernorm ----------------------------------------------------------------------
-  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
+  void layernorm_forward(DevPtr out_, float* mean, float* rstd, const float* inp, const float* w,
                          const float* b, int64_t N, int C) override {
+    float* out = f32(out_);
     for (int64_t i = 0; i < N; ++i) {
       const float* x = inp + i * C;
       double m = 0.0;
@@ -122,7 +135,8 @@ class RefBackend final : public Backend {
       dnorm_norm_mean /= C;
       for (int c = 0; c < C; ++c) {
         const double norm = (x[c] - m) * s;
-        dinp[i * C + c] += static_cast<float>(((double)w[c] * d[c] - dnorm_mean - norm * dnorm_norm_mean) * s);
+        dinp[i * C + c] +=
+            static_cast<float>(((double)w[c] * d[c] - dnorm_mean - norm * dnorm_norm_mean) * s);
         dbsum[c] += d[c];
         dwsum[c] += norm * d[c];
       }
@@ -134,28 +148,30 @@ class RefBackend final : public Backend {
   }
 
   // ---- matrix products ----------------------------------------------------------------
-  void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int64_t N,
+  void matmul_forward(float* out, ConstDevPtr inp_, const float* w, const float* bias, int64_t N,
                       int C, int OC, bool w_transposed) override {
+    const float* inp = f32(inp_);
     for (int64_t i = 0; i < N; ++i)
       for (int o = 0; o < OC; ++o) {
         double s = bias ? bias[o] : 0.0;
-        for (int c = 0; c < C; ++c) s += (double)inp[i * C + c] * weight(w, c, o, C, OC, w_transposed);
+        for (int c = 0; c < C; ++c)
+          s += (double)inp[i * C + c] * weight(w, c, o, C, OC, w_transposed);
         out[i * OC + o] = static_cast<float>(s);
       }
   }
-  void matmul_gelu_forward(float* out, const float* inp, const float* w, const float* bias,
+  void matmul_gelu_forward(DevPtr out_, ConstDevPtr inp, const float* w, const float* bias,
                            int64_t N, int C, int OC) override {
+    float* out = f32(out_);
     matmul_forward(out, inp, w, bias, N, C, OC, false);
     for (int64_t i = 0; i < N * OC; ++i) out[i] = static_cast<float>(gelu(out[i]));
   }
-  void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
+  void matmul_backward(float* dinp, float* dw, float* dbias, ConstDevPtr dout, ConstDevPtr inp,
                        const float* w, int64_t N, int C, int OC, bool w_transposed) override {
-    matmul_backward_impl(dinp, dw, dbias, dout, inp, w, nullptr, N, C, OC, w_transposed);
+    matmul_backward_impl(dinp, dw, dbias, f32(dout), f32(inp), w, nullptr, N, C, OC, w_transposed);
   }
-  void matmul_backward_gelu(float* dinp, float* dw, float* dbias, const float* dout,
-                            const float* inp, const float* w, const float* dgelu, int64_t N, int C,
-                            int OC) override {
-    matmul_backward_impl(dinp, dw, dbias, dout, inp, w, dgelu, N, C, OC, false);
+  void matmul_backward_gelu(DevPtr dinp, float* dw, float* dbias, ConstDevPtr dout, ConstDevPtr inp,
+                            const float* w, ConstDevPtr dgelu, int64_t N, int C, int OC) override {
+    matmul_backward_impl(f32(dinp), dw, dbias, f32(dout), f32(inp), w, f32(dgelu), N, C, OC, false);
   }
   /// dinp = dout @ W^T (times dgelu when not null), dw += inp^T @ dout, dbias += sum of dout.
   void matmul_backward_impl(float* dinp, float* dw, float* dbias, const float* dout,
@@ -248,8 +264,9 @@ class RefBackend final : public Backend {
     }
   }
 
-  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
+  void attention_forward(DevPtr out_, float* att, const float* qkv, int B, int T, int C,
                          int NH) override {
+    float* out = f32(out_);
     std::vector<double> p(T);
     for (int b = 0; b < B; ++b)
       for (int h = 0; h < NH; ++h)
@@ -260,8 +277,9 @@ class RefBackend final : public Backend {
           attention_out(out, p.data(), qkv, b, h, t, T, C, NH);
         }
   }
-  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int B,
-                          int T, int C, int NH) override {
+  void attention_backward(DevPtr dqkv_, const float* dout, const float* qkv, const float* att,
+                          int B, int T, int C, int NH) override {
+    float* dqkv = f32(dqkv_);
     std::memset(dqkv, 0, sizeof(float) * B * T * 3 * C);
     std::vector<double> p(T);
     for (int b = 0; b < B; ++b)
@@ -272,8 +290,9 @@ class RefBackend final : public Backend {
           attention_row_backward(dqkv, p.data(), dout, qkv, b, h, t, T, C, NH);
         }
   }
-  void attention_forward_fused(float* out, float* lse, const float* qkv, int B, int T, int C,
+  void attention_forward_fused(DevPtr out_, float* lse, const float* qkv, int B, int T, int C,
                                int NH) override {
+    float* out = f32(out_);
     std::vector<double> p(T);
     for (int b = 0; b < B; ++b)
       for (int h = 0; h < NH; ++h)
@@ -283,9 +302,10 @@ class RefBackend final : public Backend {
           attention_out(out, p.data(), qkv, b, h, t, T, C, NH);
         }
   }
-  void attention_backward_fused(float* dqkv, const float* dout, const float* qkv, const float* out,
+  void attention_backward_fused(DevPtr dqkv_, const float* dout, const float* qkv, ConstDevPtr out,
                                 const float* lse, int B, int T, int C, int NH) override {
     (void)out;
+    float* dqkv = f32(dqkv_);
     std::memset(dqkv, 0, sizeof(float) * B * T * 3 * C);
     std::vector<double> p(T);
     const int hs = C / NH;
@@ -307,13 +327,16 @@ class RefBackend final : public Backend {
   }
 
   // ---- element-wise -------------------------------------------------------------------
-  void gelu_forward(float* out, const float* inp, int64_t N) override {
+  void gelu_forward(DevPtr out_, const float* inp, int64_t N) override {
+    float* out = f32(out_);
     for (int64_t i = 0; i < N; ++i) out[i] = static_cast<float>(gelu(inp[i]));
   }
-  void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t N) override {
+  void gelu_backward(DevPtr dinp_, const float* inp, const float* dout, int64_t N) override {
+    float* dinp = f32(dinp_);
     for (int64_t i = 0; i < N; ++i) dinp[i] = static_cast<float>(gelu_grad(inp[i]) * dout[i]);
   }
-  void gelu_forward_fused(float* out, float* dgelu, const float* inp, int64_t N) override {
+  void gelu_forward_fused(DevPtr out_, DevPtr dgelu_, const float* inp, int64_t N) override {
+    float *out = f32(out_), *dgelu = f32(dgelu_);
     for (int64_t i = 0; i < N; ++i) {
       const float x = inp[i];
       out[i] = static_cast<float>(gelu(x));
@@ -323,7 +346,7 @@ class RefBackend final : public Backend {
   void residual_forward(float* out, const float* a, const float* b, int64_t N) override {
     for (int64_t i = 0; i < N; ++i) out[i] = a[i] + b[i];
   }
-  void residual_layernorm_forward(float* res, float* out, float* mean, float* rstd, const float* a,
+  void residual_layernorm_forward(float* res, DevPtr out, float* mean, float* rstd, const float* a,
                                   const float* b, const float* w, const float* bias, int64_t N,
                                   int C) override {
     residual_forward(res, a, b, N * C);
@@ -409,10 +432,6 @@ class RefBackend final : public Backend {
   }
   Precision precision() const override { return Precision::fp32; }
   void set_stochastic_rounding(bool, uint64_t) override {}  // no 16-bit copies to round
-  void set_bf16_activations(bool on) override {
-    if (on) throw Error("the ref backend has no bf16 activation storage (fp32 only)");
-  }
-  bool bf16_activations() const override { return false; }
   void weights_updated() override {}
 };
 
