@@ -16,6 +16,7 @@ class ProfilingBackend final : public Backend {
 
   std::string name() const override { return in_->name(); }
   Device device() const override { return in_->device(); }
+  bool host_readable() const override { return in_->host_readable(); }
   void* allocate(size_t bytes) override { return in_->allocate(bytes); }
   void deallocate(void* p) override { in_->deallocate(p); }
   void zero(void* p, size_t bytes) override { in_->zero(p, bytes); }

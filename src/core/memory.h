@@ -3,6 +3,7 @@
 // (DESIGN.md, backend). Every Backend is a DeviceMemory; core knows only this interface.
 #pragma once
 #include <cstddef>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -28,6 +29,18 @@ class DeviceMemory {
   virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;
   /// Waits until every operation queued on the device is complete.
   virtual void synchronize() = 0;
+
+  /// Whether device pointers are host memory that the host may read directly (the CPU
+  /// backends; a GPU backend with device-only memory says false).
+  virtual bool host_readable() const { return device() == Device::cpu; }
+  /// A host pointer to `bytes` of device memory at p, for reading until the next op: p itself
+  /// when host_readable() (no copy), else a copy made in `staging`.
+  const void* read_on_host(const void* p, size_t bytes, std::vector<unsigned char>& staging) {
+    if (host_readable()) return p;
+    staging.resize(bytes);
+    copy_to_host(staging.data(), p, bytes);
+    return staging.data();
+  }
 
   /// Host -> device copy of a whole tensor (host holds t.bytes() bytes).
   void upload(const Tensor& t, const void* host) { copy_to_device(t.data, host, t.bytes()); }

@@ -50,19 +50,20 @@ void save_checkpoint(const std::string& run_dir, GPT& model, const Arena& m, con
   std::error_code ec;
   fs::remove_all(tmp, ec);
   fs::create_directories(tmp);
-  // host copies of the device tensors, taken through the backend
+  // the tensors as the host may read them, through the backend: the arenas themselves where
+  // device memory is host memory (no copy, no extra peak memory), else staged host copies
   Backend& be = model.backend();
-  auto host_copy = [&](const Arena& a) {
-    std::vector<float> h(a.bytes() / sizeof(float));
-    be.copy_to_host(h.data(), a.base(), a.bytes());
-    return h;
+  std::vector<unsigned char> staged[3];
+  auto host_arena = [&](const Arena& a, int k) {
+    return static_cast<const char*>(be.read_on_host(a.base(), a.bytes(), staged[k]));
   };
-  auto host_at = [](const std::vector<float>& h, const Arena& a, size_t i) {
-    return h.data() +
-           (static_cast<const char*>(a.at(i).data) - static_cast<const char*>(a.base())) /
-               sizeof(float);
+  auto host_at = [](const char* base, const Arena& a, size_t i) {
+    return reinterpret_cast<const float*>(
+        base + (static_cast<const char*>(a.at(i).data) - static_cast<const char*>(a.base())));
   };
-  const std::vector<float> hp = host_copy(model.params()), hm = host_copy(m), hv = host_copy(v);
+  const char* hp = host_arena(model.params(), 0);
+  const char* hm = host_arena(m, 1);
+  const char* hv = host_arena(v, 2);
   std::vector<NamedTensor> params, moments;
   auto& specs = model.specs();
   for (size_t i = 0; i < specs.size(); ++i) {

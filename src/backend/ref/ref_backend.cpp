@@ -76,6 +76,10 @@ class RefBackend final : public Backend {
     std::memcpy(dst, src, bytes);
   }
   void synchronize() override {}
+  /// Host memory, but declared not readable on the host: everything above the backend then
+  /// takes the staged-copy paths a GPU backend needs (checkpoints, logits), and
+  /// `train.device = ref` tests them on the CPU.
+  bool host_readable() const override { return false; }
 
   bool supports(Op, Precision p) const override { return p == Precision::fp32; }
   size_t workspace_bytes(const WorkspaceQuery&) const override { return 0; }
