@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
   const int B = args.batch;
   GPTConfig c{6, 6, 384, 256, 65};
   const int T = c.block_size;
-  auto be = make_cpu_backend();
+  auto be = make_backend("cpu");
   be->set_precision(p);
   GPT m(c, B, Recompute::none, *be, /*fused=*/true);
   m.init_weights(1);

@@ -1,5 +1,6 @@
-// backend/backend.h: one table of ops per device, each with forward and backward.
-// The model calls only these; a device (cpu/, later cuda/) implements them.
+// backend/backend.h: one table of ops per device, each with forward and backward, and the
+// memory of that device. The model calls only these; a device (ref/, cpu/, later cuda/)
+// implements them and is made by make_backend() from train.device.
 //
 // Conventions (as in llm.c): shapes are row-major; B batch, T time, C channels,
 // NH heads, V vocabulary, N = B*T rows. Gradients of parameters are ACCUMULATED
@@ -11,6 +12,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/memory.h"
 
 namespace gt {
 
@@ -29,11 +34,97 @@ std::string to_string(Precision p);
 Recompute parse_recompute(const std::string& s);
 std::string to_string(Recompute r);
 
-/// The op table. All pointers are device memory of the backend (host memory for cpu).
-class Backend {
+/// A device pointer that carries the type of its elements: f32, or bf16 for the 16-bit
+/// tensors of bf16 mixed precision (the products' inputs and the gradients handed to them,
+/// as the model plans them). From a float*, an f32 pointer; from a Tensor, the tensor's type.
+/// A backend throws gt::Error for a type it cannot take in an argument (bf16 outside bf16).
+struct DevPtr {
+  void* data = nullptr;
+  DType dtype = DType::f32;
+  DevPtr() = default;
+  DevPtr(std::nullptr_t) {}
+  DevPtr(float* p) : data(p) {}
+  DevPtr(void* p, DType t) : data(p), dtype(t) {}
+  explicit DevPtr(const Tensor& t) : data(t.data), dtype(t.dtype) {}
+  bool bf16() const { return dtype == DType::bf16; }
+  float* f32() const { return static_cast<float*>(data); }
+  uint16_t* u16() const { return static_cast<uint16_t*>(data); }
+  explicit operator bool() const { return data != nullptr; }
+};
+/// The read-only DevPtr.
+struct ConstDevPtr {
+  const void* data = nullptr;
+  DType dtype = DType::f32;
+  ConstDevPtr() = default;
+  ConstDevPtr(const float* p) : data(p) {}
+  ConstDevPtr(DevPtr p) : data(p.data), dtype(p.dtype) {}
+  ConstDevPtr(const void* p, DType t) : data(p), dtype(t) {}
+  bool bf16() const { return dtype == DType::bf16; }
+  const float* f32() const { return static_cast<const float*>(data); }
+  const uint16_t* u16() const { return static_cast<const uint16_t*>(data); }
+  explicit operator bool() const { return data != nullptr; }
+};
+
+/// The ops of the table, for Backend::supports() and the op test.
+enum class Op {
+  embedding_forward,
+  embedding_backward,
+  layernorm_forward,
+  layernorm_backward,
+  matmul_forward,
+  matmul_gelu_forward,
+  matmul_backward,
+  matmul_backward_gelu,
+  attention_forward,
+  attention_backward,
+  attention_forward_fused,
+  attention_backward_fused,
+  gelu_forward,
+  gelu_backward,
+  gelu_forward_fused,
+  residual_forward,
+  residual_layernorm_forward,
+  softmax_crossentropy_forward,
+  softmax_crossentropy_backward,
+  softmax_crossentropy_fused,
+  adamw_update,
+  adamw_fused,
+  sum_squares,
+  scale,
+};
+/// Every Op, in declaration order.
+const std::vector<Op>& all_ops();
+/// "matmul_forward" etc.
+std::string_view op_name(Op op);
+
+/// The sizes of a transformer's ops at one micro-batch, for Backend::workspace_bytes().
+struct WorkspaceQuery {
+  int64_t N = 0;             ///< rows, B*T
+  int T = 0;                 ///< context length
+  int C = 0;                 ///< channels
+  int NH = 1;                ///< attention heads
+  int V = 0;                 ///< vocabulary (classifier width)
+  int hidden = 0;            ///< MLP hidden width (4C for GPT-2)
+  int64_t weight_elems = 0;  ///< elements of all matrix weights the products read
+  Precision precision = Precision::fp32;
+  bool fused = false;             ///< the fused forms (train.fusion=on)
+  bool bf16_activations = false;  ///< product inputs stored as bf16 (bf16 DevPtr arguments)
+};
+
+/// The op table and the memory of one device. All pointers the ops take are device memory
+/// of this backend (from allocate(), usually through an Arena); host memory enters and
+/// leaves only through copy_to_device / copy_to_host.
+class Backend : public DeviceMemory {
  public:
   virtual ~Backend() = default;
+  /// The device's name as train.device spells it: "cpu", "ref", "cuda:0".
   virtual std::string name() const = 0;
+  /// Whether this backend runs op under precision p. A model checks every op it will call
+  /// when it is built (check_supports), so a partial backend refuses before the first step.
+  virtual bool supports(Op op, Precision p) const = 0;
+  /// Bytes of the backend's own buffers (not the model's arenas) for ops of these sizes:
+  /// scratch, low-precision operand copies and the like. Part of the memory plan.
+  virtual size_t workspace_bytes(const WorkspaceQuery& q) const = 0;
 
   /// out(B,T,C) = wte[inp[b,t], :] + wpe[t, :]. inp (B,T) int32 in [0, V).
   virtual void embedding_forward(float* out, const int32_t* inp, const float* wte, const float* wpe,
@@ -43,8 +134,8 @@ class Backend {
                                   int B, int T, int C) = 0;
 
   /// LayerNorm over the last dim (eps 1e-5, biased variance, as torch.nn.LayerNorm).
-  /// inp, out (N,C); mean, rstd (N) saved for backward; w, b (C).
-  virtual void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
+  /// inp, out (N,C); mean, rstd (N) saved for backward; w, b (C). out: f32 or bf16.
+  virtual void layernorm_forward(DevPtr out, float* mean, float* rstd, const float* inp,
                                  const float* w, const float* b, int64_t N, int C) = 0;
   /// dinp(N,C) += ..., dw(C) += ..., db(C) += ...
   virtual void layernorm_backward(float* dinp, float* dw, float* db, const float* dout,
@@ -52,37 +143,41 @@ class Backend {
                                   const float* rstd, int64_t N, int C) = 0;
 
   /// out(N,OC) = inp(N,C) @ W + bias(OC) (bias may be null). W is (C,OC), or (OC,C) when
-  /// w_transposed (the tied classifier uses wte (V,C)).
-  virtual void matmul_forward(float* out, const float* inp, const float* w, const float* bias,
+  /// w_transposed (the tied classifier uses wte (V,C)). inp: f32, or bf16 (the operand itself).
+  virtual void matmul_forward(float* out, ConstDevPtr inp, const float* w, const float* bias,
                               int64_t N, int C, int OC, bool w_transposed = false) = 0;
   /// out(N,OC) = gelu(inp(N,C) @ W(C,OC) + bias(OC)) as ONE matrix product, the GELU (tanh
   /// form) applied to its output as a oneDNN eltwise post-op, so the pre-activation is never
   /// written. For forward-only passes (evaluation, sampling): no backward can follow, since
   /// gelu_backward needs the pre-activation. Equals matmul_forward then gelu_forward within
-  /// the precision's rounding (the post-op's GELU is oneDNN's, not gelu_forward's). Under bf16
-  /// activations `out` is bf16, as gelu_forward's.
-  virtual void matmul_gelu_forward(float* out, const float* inp, const float* w, const float* bias,
+  /// the precision's rounding (the post-op's GELU is oneDNN's, not gelu_forward's). out and
+  /// inp: f32 or bf16 (a bf16 out is the f32 result rounded to nearest-even).
+  virtual void matmul_gelu_forward(DevPtr out, ConstDevPtr inp, const float* w, const float* bias,
                                    int64_t N, int C, int OC) = 0;
   /// dinp(N,C) = dout @ W^T (assigned), dw += inp^T @ dout (or its transpose), dbias(OC) +=
   /// column sums of dout (dbias may be null; under bf16 the sums, in f32, are of the
-  /// bf16-rounded dout the products use, as in PyTorch's autocast).
-  virtual void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout,
-                               const float* inp, const float* w, int64_t N, int C, int OC,
+  /// bf16-rounded dout the products use, as in PyTorch's autocast). dout and inp: f32 or bf16
+  /// (a bf16 dout is the gradient an earlier op handed on as bf16, used as it is).
+  virtual void matmul_backward(float* dinp, float* dw, float* dbias, ConstDevPtr dout,
+                               ConstDevPtr inp, const float* w, int64_t N, int C, int OC,
                                bool w_transposed = false) = 0;
 
   /// Causal multi-head self-attention. qkv (B,T,3C) holds q, k, v; out (B,T,C);
   /// att (B,NH,T,T) receives the softmax probabilities (row t uses columns 0..t).
-  /// Scale 1/sqrt(C/NH) (Vaswani et al. 2017).
-  virtual void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
+  /// Scale 1/sqrt(C/NH) (Vaswani et al. 2017). out: f32 or bf16.
+  virtual void attention_forward(DevPtr out, float* att, const float* qkv, int B, int T, int C,
                                  int NH) = 0;
-  /// dqkv(B,T,3C) = gradient of out w.r.t. qkv given dout (B,T,C) and saved att.
-  virtual void attention_backward(float* dqkv, const float* dout, const float* qkv,
+  /// dqkv(B,T,3C) = gradient of out w.r.t. qkv given dout (B,T,C) and saved att. dqkv: f32, or
+  /// bf16 (rounded once, for c_attn's matmul_backward).
+  virtual void attention_backward(DevPtr dqkv, const float* dout, const float* qkv,
                                   const float* att, int B, int T, int C, int NH) = 0;
 
   /// GELU, tanh approximation (Hendrycks & Gimpel 2016), as torch's approximate='tanh'.
-  virtual void gelu_forward(float* out, const float* inp, int64_t N) = 0;
-  /// dinp = gelu'(inp) * dout; dinp may alias dout.
-  virtual void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t N) = 0;
+  /// out: f32 or bf16.
+  virtual void gelu_forward(DevPtr out, const float* inp, int64_t N) = 0;
+  /// dinp = gelu'(inp) * dout; an f32 dinp may alias dout; a bf16 dinp (for c_fc's
+  /// matmul_backward) may not.
+  virtual void gelu_backward(DevPtr dinp, const float* inp, const float* dout, int64_t N) = 0;
 
   /// out = a + b, N elements.
   virtual void residual_forward(float* out, const float* a, const float* b, int64_t N) = 0;
@@ -110,9 +205,15 @@ class Backend {
   virtual void scale(float* g, float s, int64_t n) = 0;
 
   // ---- precision policy -------------------------------------------------------------
+  // The types of the tensors are the model's plan (DevPtr): under bf16 the products' inputs
+  // and the gradients handed to a product (gelu_backward's dinp, attention_backward's dqkv,
+  // matmul_backward_gelu's dinp) may be bf16 tensors, the exact operands the products use
+  // (the bf16 rounding of the f32 result, as the activations PyTorch autocast saves), so the
+  // results are bitwise those of f32 tensors rounded at the product, in less memory. bf16
+  // tensors under another precision are an error.
   /// Sets the type of the matrix-product operands: fp32 (default); bf16 or fp16 (inputs and
   /// weights rounded to nearest-even into 16-bit copies, products accumulated in f32, f32
-  /// outputs except where bf16 activations or a fused op says otherwise). Everything else
+  /// outputs except where a bf16 output tensor or a fused op says otherwise). Everything else
   /// stays fp32. Throws gt::Error for a precision this device
   /// cannot run (fp8 on the CPU).
   virtual void set_precision(Precision p) = 0;
@@ -122,53 +223,36 @@ class Backend {
   /// bits from a counter-based hash of (seed, tensor, element), so a run is reproducible and
   /// independent of the thread count. The trainer passes a seed per step. Ignored unless bf16.
   virtual void set_stochastic_rounding(bool on, uint64_t seed) = 0;
-  /// bf16 activation storage (only under bf16; off by default). When on, these tensors are
-  /// bf16 arrays (uint16_t, same element count, passed through the float* parameters) instead
-  /// of f32: the `out` of layernorm_forward, residual_layernorm_forward (not `res`),
-  /// gelu_forward, gelu_forward_fused, matmul_gelu_forward, attention_forward and
-  /// attention_forward_fused, and the `inp` of matmul_forward, matmul_gelu_forward,
-  /// matmul_backward and matmul_backward_gelu. They are exactly the operands the bf16 products use,
-  /// the bf16 rounding of the f32 result (as the activations PyTorch autocast saves for the
-  /// backward), so results are bitwise the same as with it off; a model keeps these tensors
-  /// in half the memory and the backward does not round them again. Also, gelu_backward's
-  /// dinp and attention_backward(_fused)'s dqkv, whose one reader is the matmul_backward
-  /// right after (as dout), are handed to it as bf16 copies only: their f32 buffers are left
-  /// unwritten (matmul_backward_gelu's dinp: overwritten with its packed bf16 copy) and no
-  /// other op may read them (a matrix product that finds such a buffer without its bf16 copy
-  /// throws gt::Error; other ops cannot tell). Throws gt::Error when
-  /// turned on under another precision.
-  virtual void set_bf16_activations(bool on) = 0;
-  virtual bool bf16_activations() const = 0;
   /// Marks the 16-bit weight copies stale; call after every write to the parameters (the
   /// optimizer step, initialisation, loading). Copies are refreshed on their next use.
   virtual void weights_updated() = 0;
 
   // ---- fused forms (train.fusion=on); each equals its unfused chain within rounding ---
   /// res(N,C) = a + b and out/mean/rstd = layernorm(res) in one pass over the rows.
-  virtual void residual_layernorm_forward(float* res, float* out, float* mean, float* rstd,
+  virtual void residual_layernorm_forward(float* res, DevPtr out, float* mean, float* rstd,
                                           const float* a, const float* b, const float* w,
                                           const float* bias, int64_t N, int C) = 0;
   /// Attention without the (B,NH,T,T) matrix: each row's scores live in a per-thread row
   /// buffer (online softmax); lse (B,NH,T) receives log-sum-exp of the scaled scores.
-  virtual void attention_forward_fused(float* out, float* lse, const float* qkv, int B, int T,
+  virtual void attention_forward_fused(DevPtr out, float* lse, const float* qkv, int B, int T,
                                        int C, int NH) = 0;
   /// Backward of attention_forward_fused: recomputes the probabilities from qkv and lse.
-  /// out (B,T,C) is the forward output (for the row sums dout.out).
-  virtual void attention_backward_fused(float* dqkv, const float* dout, const float* qkv,
-                                        const float* out, const float* lse, int B, int T, int C,
+  /// out (B,T,C) is the forward output (for the row sums dout.out). dqkv as
+  /// attention_backward's.
+  virtual void attention_backward_fused(DevPtr dqkv, const float* dout, const float* qkv,
+                                        ConstDevPtr out, const float* lse, int B, int T, int C,
                                         int NH) = 0;
   /// GELU in one pass that also writes its derivative, for the fused MLP backward:
-  /// out = gelu(inp) (as gelu_forward; bf16 under bf16 activations) and dgelu = gelu'(inp),
-  /// N elements. dgelu is a bf16 array under bf16 (uint16_t through the float*, whatever the
-  /// activation storage), else f32; dgelu may be null (out only, as when a recompute policy
-  /// recomputes the derivative later). The pre-activation inp is then no longer needed.
-  virtual void gelu_forward_fused(float* out, float* dgelu, const float* inp, int64_t N) = 0;
+  /// out = gelu(inp) (as gelu_forward) and dgelu = gelu'(inp), N elements, each f32 or bf16;
+  /// dgelu may be null (out only, as when a recompute policy recomputes the derivative
+  /// later). The pre-activation inp is then no longer needed.
+  virtual void gelu_forward_fused(DevPtr out, DevPtr dgelu, const float* inp, int64_t N) = 0;
   /// matmul_backward (W in the (C,OC) layout) with the GELU backward of the product's input
   /// fused into the dinp product as a oneDNN binary post-op: dinp(N,C) = (dout @ W^T) * dgelu,
-  /// with dgelu (N,C) from gelu_forward_fused. Under bf16 activations dinp is handed to the
-  /// next matmul_backward as its bf16 copy only, as gelu_backward's is.
-  virtual void matmul_backward_gelu(float* dinp, float* dw, float* dbias, const float* dout,
-                                    const float* inp, const float* w, const float* dgelu, int64_t N,
+  /// with dgelu (N,C) from gelu_forward_fused. dinp, dout, inp, dgelu: f32 or bf16 (a bf16
+  /// dinp is written rounded by the product, for the next matmul_backward).
+  virtual void matmul_backward_gelu(DevPtr dinp, float* dw, float* dbias, ConstDevPtr dout,
+                                    ConstDevPtr inp, const float* w, ConstDevPtr dgelu, int64_t N,
                                     int C, int OC) = 0;
   /// Softmax, cross-entropy and its gradient in one pass that never stores probabilities:
   /// losses(N) = -log softmax(logits)[target]; logits(N,V) is overwritten IN PLACE with
@@ -183,16 +267,26 @@ class Backend {
                            float beta1, float beta2, float eps, int64_t t) = 0;
 };
 
-/// The CPU backend: oneDNN matrix products, OpenMP for the rest.
-std::unique_ptr<Backend> make_cpu_backend();
-/// Bytes the CPU backend's attention keeps for context T, width C and NH heads under a
-/// precision (one batch element's packed operands and (NH,T,T) buffers; cpu/attention.h).
-size_t backend_attention_workspace_bytes(int T, int C, int NH, Precision p, bool fused);
-/// Bytes of the CPU backend's layernorm_backward partial sums for N rows of width C (dw and db
-/// per block of 64 rows, f32).
-size_t backend_layernorm_workspace_bytes(int64_t N, int C);
-/// Whether this CPU backend's oneDNN multiplies f16 natively (else fp16 rounds the operands
-/// to half precision and multiplies them in f32).
-bool backend_has_native_f16();
+/// Throws gt::Error naming the backend, the op and the precision when `be` does not support
+/// one of `ops` under p.
+void check_supports(const Backend& be, const std::vector<Op>& ops, Precision p);
+
+/// Options every backend factory takes.
+struct BackendOptions {
+  int threads = 0;  ///< CPU threads (OpenMP) for backends that use them; 0: all cores
+};
+/// A backend factory, as registered under a device name.
+using BackendFactory = std::unique_ptr<Backend> (*)(int index, const BackendOptions& opt);
+/// One registered backend: the name train.device uses and its factory.
+struct BackendEntry {
+  const char* name;
+  BackendFactory make;
+};
+/// Every backend this build has, in the order the op test runs them ("ref" first).
+const std::vector<BackendEntry>& registered_backends();
+/// Makes the backend train.device names: "cpu", "ref", "cuda" or "cuda:N" (device index N).
+/// Throws gt::Error naming the value and the devices this build has otherwise (a CUDA device
+/// in a build without the CUDA backend is such an error).
+std::unique_ptr<Backend> make_backend(const std::string& device, const BackendOptions& opt = {});
 
 }  // namespace gt

@@ -15,6 +15,20 @@ class ProfilingBackend final : public Backend {
   std::map<std::string, OpStats> stats;
 
   std::string name() const override { return in_->name(); }
+  Device device() const override { return in_->device(); }
+  bool host_readable() const override { return in_->host_readable(); }
+  void* allocate(size_t bytes) override { return in_->allocate(bytes); }
+  void deallocate(void* p) override { in_->deallocate(p); }
+  void zero(void* p, size_t bytes) override { in_->zero(p, bytes); }
+  void copy_to_device(void* dst, const void* src, size_t bytes) override {
+    in_->copy_to_device(dst, src, bytes);
+  }
+  void copy_to_host(void* dst, const void* src, size_t bytes) override {
+    in_->copy_to_host(dst, src, bytes);
+  }
+  void synchronize() override { in_->synchronize(); }
+  bool supports(Op op, Precision p) const override { return in_->supports(op, p); }
+  size_t workspace_bytes(const WorkspaceQuery& q) const override { return in_->workspace_bytes(q); }
 
   template <typename F>
   auto timed(const char* op, double flops, F f) {
@@ -41,7 +55,7 @@ class ProfilingBackend final : public Backend {
     timed("embedding_backward", 0,
           [&] { in_->embedding_backward(dwte, dwpe, dout, inp, B, T, C); });
   }
-  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
+  void layernorm_forward(DevPtr out, float* mean, float* rstd, const float* inp, const float* w,
                          const float* b, int64_t N, int C) override {
     timed("layernorm_forward", 0,
           [&] { in_->layernorm_forward(out, mean, rstd, inp, w, b, N, C); });
@@ -52,46 +66,45 @@ class ProfilingBackend final : public Backend {
     timed("layernorm_backward", 0,
           [&] { in_->layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C); });
   }
-  void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int64_t N,
+  void matmul_forward(float* out, ConstDevPtr inp, const float* w, const float* bias, int64_t N,
                       int C, int OC, bool wt) override {
     timed("matmul_forward", 2.0 * N * C * OC,
           [&] { in_->matmul_forward(out, inp, w, bias, N, C, OC, wt); });
   }
-  void gelu_forward_fused(float* out, float* dgelu, const float* inp, int64_t N) override {
+  void gelu_forward_fused(DevPtr out, DevPtr dgelu, const float* inp, int64_t N) override {
     timed("gelu_forward_fused", 0, [&] { in_->gelu_forward_fused(out, dgelu, inp, N); });
   }
-  void matmul_backward_gelu(float* dinp, float* dw, float* dbias, const float* dout,
-                            const float* inp, const float* w, const float* dgelu, int64_t N, int C,
-                            int OC) override {
+  void matmul_backward_gelu(DevPtr dinp, float* dw, float* dbias, ConstDevPtr dout, ConstDevPtr inp,
+                            const float* w, ConstDevPtr dgelu, int64_t N, int C, int OC) override {
     timed("matmul_backward_gelu", 4.0 * N * C * OC,
           [&] { in_->matmul_backward_gelu(dinp, dw, dbias, dout, inp, w, dgelu, N, C, OC); });
   }
-  void matmul_gelu_forward(float* out, const float* inp, const float* w, const float* bias,
+  void matmul_gelu_forward(DevPtr out, ConstDevPtr inp, const float* w, const float* bias,
                            int64_t N, int C, int OC) override {
     timed("matmul_gelu_forward", 2.0 * N * C * OC,
           [&] { in_->matmul_gelu_forward(out, inp, w, bias, N, C, OC); });
   }
-  void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
+  void matmul_backward(float* dinp, float* dw, float* dbias, ConstDevPtr dout, ConstDevPtr inp,
                        const float* w, int64_t N, int C, int OC, bool wt) override {
     timed("matmul_backward", (dinp ? 4.0 : 2.0) * N * C * OC,
           [&] { in_->matmul_backward(dinp, dw, dbias, dout, inp, w, N, C, OC, wt); });
   }
   // attention FLOPs: the products as computed (full T x T squares): 2 forward, 4 backward
   static double attn_flops(int B, int T, int C, int n) { return n * 2.0 * B * T * (double)T * C; }
-  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
+  void attention_forward(DevPtr out, float* att, const float* qkv, int B, int T, int C,
                          int NH) override {
     timed("attention_forward", attn_flops(B, T, C, 2),
           [&] { in_->attention_forward(out, att, qkv, B, T, C, NH); });
   }
-  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int B,
+  void attention_backward(DevPtr dqkv, const float* dout, const float* qkv, const float* att, int B,
                           int T, int C, int NH) override {
     timed("attention_backward", attn_flops(B, T, C, 4),
           [&] { in_->attention_backward(dqkv, dout, qkv, att, B, T, C, NH); });
   }
-  void gelu_forward(float* out, const float* inp, int64_t N) override {
+  void gelu_forward(DevPtr out, const float* inp, int64_t N) override {
     timed("gelu_forward", 0, [&] { in_->gelu_forward(out, inp, N); });
   }
-  void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t N) override {
+  void gelu_backward(DevPtr dinp, const float* inp, const float* dout, int64_t N) override {
     timed("gelu_backward", 0, [&] { in_->gelu_backward(dinp, inp, dout, N); });
   }
   void residual_forward(float* out, const float* a, const float* b, int64_t N) override {
@@ -121,23 +134,21 @@ class ProfilingBackend final : public Backend {
   void set_precision(Precision p) override { in_->set_precision(p); }
   Precision precision() const override { return in_->precision(); }
   void weights_updated() override { in_->weights_updated(); }
-  void set_bf16_activations(bool on) override { in_->set_bf16_activations(on); }
-  bool bf16_activations() const override { return in_->bf16_activations(); }
   void set_stochastic_rounding(bool on, uint64_t seed) override {
     in_->set_stochastic_rounding(on, seed);
   }
-  void residual_layernorm_forward(float* res, float* out, float* mean, float* rstd, const float* a,
+  void residual_layernorm_forward(float* res, DevPtr out, float* mean, float* rstd, const float* a,
                                   const float* b, const float* w, const float* bias, int64_t N,
                                   int C) override {
     timed("residual_layernorm_forward", 0,
           [&] { in_->residual_layernorm_forward(res, out, mean, rstd, a, b, w, bias, N, C); });
   }
-  void attention_forward_fused(float* out, float* lse, const float* qkv, int B, int T, int C,
+  void attention_forward_fused(DevPtr out, float* lse, const float* qkv, int B, int T, int C,
                                int NH) override {
     timed("attention_forward_fused", attn_flops(B, T, C, 2),
           [&] { in_->attention_forward_fused(out, lse, qkv, B, T, C, NH); });
   }
-  void attention_backward_fused(float* dqkv, const float* dout, const float* qkv, const float* out,
+  void attention_backward_fused(DevPtr dqkv, const float* dout, const float* qkv, ConstDevPtr out,
                                 const float* lse, int B, int T, int C, int NH) override {
     // the fused backward recomputes the scores: one more product
     timed("attention_backward_fused", attn_flops(B, T, C, 5),

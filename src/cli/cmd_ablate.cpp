@@ -302,7 +302,8 @@ int run_ablate(const Args& a) {
   gt::TrainConfig cfg;
   gt::load_config_file(a.config, cfg);
   gt::apply_overrides(a.sets, cfg);
-  if (cfg.threads > 0) omp_set_num_threads(cfg.threads);  // the plan's workspace is per thread
+  // the backend the rows train on reports its workspace (per thread on the CPU)
+  const auto backend = gt::make_backend(cfg.device, {.threads = cfg.threads});
   if (!a.data.empty()) cfg.data_path = a.data;
   cfg.validate();
   if (cfg.stop_at_target && a.rounds > 1)
@@ -329,11 +330,12 @@ int run_ablate(const Args& a) {
   gt::TokenData data = gt::load_data(cfg, nullptr);
   if (cfg.model.vocab_size == 0) cfg.model.vocab_size = data.tokenizer.vocab_size();
   const gt::GPTConfig& m = cfg.model;
-  size_t budget = a.memory_budget > 0
-                      ? static_cast<size_t>(a.memory_budget)
-                      : gt::plan_memory(m, cfg.batch_size, gt::Recompute::none).total();
-  int base_batch =
-      gt::largest_batch_that_fits(m, gt::Recompute::none, false, gt::Precision::fp32, budget);
+  size_t budget = a.memory_budget > 0 ? static_cast<size_t>(a.memory_budget)
+                                      : gt::plan_memory(m, cfg.batch_size, gt::Recompute::none,
+                                                        false, gt::Precision::fp32, *backend)
+                                            .total();
+  int base_batch = gt::largest_batch_that_fits(m, gt::Recompute::none, false, gt::Precision::fp32,
+                                               budget, *backend);
   if (base_batch == 0)
     throw gt::Error(
         fmt::format("--memory-budget {}: the baseline does not fit a micro-batch of 1", budget));
@@ -357,7 +359,7 @@ int run_ablate(const Args& a) {
     if (t == "fusion") r.fusion = "on";
     if (t == "recompute") r.recompute = a.recompute;
     int fit = gt::largest_batch_that_fits(m, gt::parse_recompute(r.recompute), r.fusion == "on",
-                                          gt::parse_precision(r.precision), budget);
+                                          gt::parse_precision(r.precision), budget, *backend);
     // the recompute row takes the larger batch it lets fit; the others keep the baseline's
     r.batch = t == "recompute" ? std::max(fit, 1) : std::max(1, std::min(base_batch, fit));
     rows.push_back(r);

@@ -39,7 +39,8 @@ int run_sample(const Args& a) {
   for (int n = 0; n < a.tokens; ++n) {
     int T = std::min<int>(ctx.size(), BS);
     lm.model->forward(ctx.data() + ctx.size() - T, nullptr, 1, T, /*for_backward=*/false);
-    const float* logits = lm.model->logits() + (int64_t)(T - 1) * V;
+    const std::vector<float> all = lm.model->logits();  // (1, T, V), through the backend
+    const float* logits = all.data() + (int64_t)(T - 1) * V;
     int32_t next = 0;
     if (a.temperature == 0) {
       for (int j = 1; j < V_tok; ++j)

@@ -106,16 +106,17 @@ int run_train(const Args& a) {
   std::printf("  data     %s (%s, %s tokens): %zu train / %zu validation tokens\n",
               c.data_path.c_str(), c.data_format.c_str(), trainer.data().tokenizer.kind.c_str(),
               trainer.data().train.size(), trainer.data().val.size());
-  std::printf("  batch    %d x %d tokens x %d accumulation = %lld tokens/step, %s, %d threads\n",
-              c.batch_size, c.model.block_size, c.grad_accum_steps,
-              (long long)c.batch_size * c.model.block_size * c.grad_accum_steps,
-              c.precision.c_str(), omp_get_max_threads());
+  std::printf(
+      "  batch    %d x %d tokens x %d accumulation = %lld tokens/step, %s, %s, %d threads\n",
+      c.batch_size, c.model.block_size, c.grad_accum_steps,
+      (long long)c.batch_size * c.model.block_size * c.grad_accum_steps,
+      gt::to_string(c.precision).c_str(), trainer.backend().name().c_str(), omp_get_max_threads());
   std::printf(
       "  memory   %s planned: parameters %s, gradients %s, AdamW %s, activations %s "
       "(recompute %s), scratch %s, workspace %s; + %s held before allocation\n",
       gt::format_bytes(mem.total()).c_str(), gt::format_bytes(mem.params_bytes).c_str(),
       gt::format_bytes(mem.grads_bytes).c_str(), gt::format_bytes(mem.optimizer_bytes).c_str(),
-      gt::format_bytes(mem.activations_bytes).c_str(), c.recompute.c_str(),
+      gt::format_bytes(mem.activations_bytes).c_str(), gt::to_string(c.recompute).c_str(),
       gt::format_bytes(mem.scratch_bytes).c_str(), gt::format_bytes(mem.workspace_bytes).c_str(),
       gt::format_bytes(trainer.runtime_bytes()).c_str());
   if (resume) std::printf("  resumed  from step %lld\n", (long long)trainer.step());

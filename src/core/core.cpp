@@ -66,7 +66,9 @@ std::string Shape::str() const {
   return s + ")";
 }
 
-Arena::~Arena() { std::free(base_); }
+Arena::~Arena() {
+  if (mem_) mem_->deallocate(base_);
+}
 
 size_t Arena::plan(const std::string& tensor_name, Shape shape, DType dtype) {
   check(base_ == nullptr, "Arena '" + name_ + "': plan() after allocate()");
@@ -83,15 +85,23 @@ size_t Arena::plan(const std::string& tensor_name, Shape shape, DType dtype) {
   return tensors_.size() - 1;
 }
 
-void Arena::allocate() {
+void Arena::allocate(DeviceMemory& mem) {
   check(base_ == nullptr, "Arena '" + name_ + "': allocate() twice");
   size_t n = total_bytes_ ? total_bytes_ : 64;
-  base_ = std::aligned_alloc(64, n);
-  if (!base_)
-    throw Error(fmt::format("Arena '{}': cannot allocate {}", name_, format_bytes(total_bytes_)));
-  std::memset(base_, 0, n);
+  try {
+    base_ = mem.allocate(n);
+  } catch (const Error& e) {
+    throw Error(fmt::format("Arena '{}': {}", name_, e.what()));
+  }
+  mem_ = &mem;
+  mem.zero(base_, n);
   for (size_t i = 0; i < tensors_.size(); ++i)
     tensors_[i].data = static_cast<char*>(base_) + offsets_[i];
+}
+
+void Arena::zero() {
+  check(mem_ != nullptr, "Arena '" + name_ + "': zero() before allocate()");
+  mem_->zero(base_, total_bytes_);
 }
 
 std::string format_bytes(size_t bytes) {

@@ -17,7 +17,6 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <cstring>
 #include <random>
 
 #include "core/error.h"
@@ -104,7 +103,7 @@ struct Plans {
   std::vector<std::vector<size_t>> layer_idx;  // [layer][kind] index in acts
   std::vector<size_t> resid_idx;               // L+1 residual streams
   size_t lnf, lnf_mean, lnf_rstd, logits, probs, losses, inputs, targets;
-  size_t dres, dC, dqkv, d4C, dlogits, tmpC;
+  size_t dres, dC, dqkv, d4C, d4C16, dlogits, tmpC;
 };
 
 // The matrix products' inputs: bf16 arrays under bf16 activation storage.
@@ -152,8 +151,12 @@ Plans plan_arenas(const GPTConfig& c, int B, Recompute rc, bool fused, bool act1
   p.targets = acts.plan("targets", {B, T}, DType::i32);
   p.dres = scratch.plan("d_resid", {B, T, C});
   p.dC = scratch.plan("d_C", {B, T, C});
-  p.dqkv = scratch.plan("d_qkv", {B, T, 3 * C});
-  p.d4C = scratch.plan("d_4C", {B, T, 4 * C});
+  // the gradients handed to a product: bf16 tensors under bf16 activations (attention's
+  // dqkv; the GELU-fused dinp of mlp.c_proj, or unfused, gelu_backward's bf16 output beside
+  // the f32 product output it reads)
+  p.dqkv = scratch.plan("d_qkv", {B, T, 3 * C}, in_type);
+  p.d4C = scratch.plan("d_4C", {B, T, 4 * C}, fused ? in_type : DType::f32);
+  p.d4C16 = act16 && !fused ? scratch.plan("d_4C_bf16", {B, T, 4 * C}, DType::bf16) : SIZE_MAX;
   p.dlogits = fused ? SIZE_MAX : scratch.plan("d_logits", {B, T, V});
   p.tmpC = scratch.plan("proj_out", {B, T, C});
   return p;
@@ -173,9 +176,9 @@ struct Normal {
 }  // namespace
 
 struct GPT::Layer {
-  float* a[kNumKinds];
-  float* x;    // block input (residual stream)
-  float* out;  // block output
+  DevPtr a[kNumKinds];  // typed: the products' inputs and fch_dgelu may be bf16
+  float* x;             // block input (residual stream)
+  float* out;           // block output
 };
 
 std::vector<ParamSpec> gpt_param_specs(const GPTConfig& c) {
@@ -213,25 +216,28 @@ double gpt_flops_per_token(const GPTConfig& c, int T) {
   return 6.0 * (double)gpt_num_params(c) + 6.0 * c.n_layer * (double)c.n_embd * T;
 }
 
-size_t plan_workspace_bytes(const GPTConfig& c, int B, Precision p, bool fused,
-                            bool bf16_activations) {
-  const size_t attention =
-      backend_attention_workspace_bytes(c.block_size, c.n_embd, c.n_head, p, fused) +
-      backend_layernorm_workspace_bytes((int64_t)B * c.block_size, c.n_embd);
-  if (p == Precision::fp32) return attention;
-  const int64_t C = c.n_embd, N = (int64_t)B * c.block_size;
-  int64_t w = (int64_t)c.vocab_size * C + c.n_layer * (3 * C * C + C * C + 4 * C * C + 4 * C * C);
-  // the weights' copies, the operand buffer (N*max(4C,V)) and, unless the product inputs
-  // are stored in bf16 already, the buffer the backward rounds them into
-  const bool act16 = bf16_activations && p == Precision::bf16;
-  int64_t elems = w + N * std::max<int64_t>(4 * C, c.vocab_size) + (act16 ? 0 : N * 4 * C);
-  const bool emulated = p == Precision::fp16 && !backend_has_native_f16();
-  return attention + static_cast<size_t>(elems) * (emulated ? 4 : 2);
+WorkspaceQuery workspace_query(const GPTConfig& c, int B, Precision p, bool fused,
+                               bool bf16_activations) {
+  const int64_t C = c.n_embd;
+  WorkspaceQuery q;
+  q.N = (int64_t)B * c.block_size;
+  q.T = c.block_size;
+  q.C = c.n_embd;
+  q.NH = c.n_head;
+  q.V = c.vocab_size;
+  q.hidden = 4 * c.n_embd;
+  // the matrix weights: wte (the classifier) and each block's c_attn, attn.c_proj, c_fc, mlp.c_proj
+  q.weight_elems =
+      (int64_t)c.vocab_size * C + c.n_layer * (3 * C * C + C * C + 4 * C * C + 4 * C * C);
+  q.precision = p;
+  q.fused = fused;
+  q.bf16_activations = bf16_activations && p == Precision::bf16;
+  return q;
 }
 
 int largest_batch_that_fits(const GPTConfig& c, Recompute rc, bool fused, Precision p,
-                            size_t budget_bytes) {
-  auto fits = [&](int B) { return plan_memory(c, B, rc, fused, p).total() <= budget_bytes; };
+                            size_t budget_bytes, const Backend& be) {
+  auto fits = [&](int B) { return plan_memory(c, B, rc, fused, p, be).total() <= budget_bytes; };
   if (!fits(1)) return 0;
   int lo = 1, hi = 65536;
   if (fits(hi)) return hi;
@@ -242,7 +248,8 @@ int largest_batch_that_fits(const GPTConfig& c, Recompute rc, bool fused, Precis
   return lo;
 }
 
-MemoryPlan plan_memory(const GPTConfig& c, int B, Recompute rc, bool fused, Precision prec) {
+MemoryPlan plan_memory(const GPTConfig& c, int B, Recompute rc, bool fused, Precision prec,
+                       const Backend& be) {
   validate(c, B);
   Arena p("parameters"), g("gradients"), a("activations"), s("scratch");
   auto specs = gpt_param_specs(c);
@@ -253,8 +260,57 @@ MemoryPlan plan_memory(const GPTConfig& c, int B, Recompute rc, bool fused, Prec
   m.optimizer_bytes = 2 * p.bytes();
   m.activations_bytes = a.bytes();
   m.scratch_bytes = s.bytes();
-  m.workspace_bytes = plan_workspace_bytes(c, B, prec, fused);
+  m.workspace_bytes = be.workspace_bytes(workspace_query(c, B, prec, fused));
   return m;
+}
+
+std::vector<Op> gpt_ops(bool fused) {
+  std::vector<Op> ops = {
+      Op::embedding_forward, Op::embedding_backward, Op::layernorm_forward, Op::layernorm_backward,
+      Op::matmul_forward,    Op::matmul_backward,    Op::sum_squares,       Op::scale};
+  const std::vector<Op> unfused = {Op::attention_forward,
+                                   Op::attention_backward,
+                                   Op::gelu_forward,
+                                   Op::gelu_backward,
+                                   Op::residual_forward,
+                                   Op::softmax_crossentropy_forward,
+                                   Op::softmax_crossentropy_backward,
+                                   Op::adamw_update};
+  const std::vector<Op> fused_ops = {
+      Op::attention_forward_fused,    Op::attention_backward_fused,   Op::gelu_forward_fused,
+      Op::matmul_backward_gelu,       Op::matmul_gelu_forward,        Op::residual_forward,
+      Op::residual_layernorm_forward, Op::softmax_crossentropy_fused, Op::adamw_fused};
+  for (Op op : fused ? fused_ops : unfused) ops.push_back(op);
+  return ops;
+}
+
+ParameterTensors parameter_views(Arena& a, const GPTConfig& c) {
+  check(
+      a.allocated() && a.size() == gpt_param_specs(c).size(),
+      fmt::format("parameter_views: arena '{}' is not an allocated GPT parameter arena", a.name()));
+  size_t i = 0;
+  auto next = [&] { return a.at(i++).f32(); };  // gpt_param_specs order
+  ParameterTensors t;
+  t.wte = next();
+  t.wpe = next();
+  t.h.resize(c.n_layer);
+  for (LayerParams& L : t.h) {
+    L.ln1_w = next();
+    L.ln1_b = next();
+    L.qkv_w = next();
+    L.qkv_b = next();
+    L.attproj_w = next();
+    L.attproj_b = next();
+    L.ln2_w = next();
+    L.ln2_b = next();
+    L.fc_w = next();
+    L.fc_b = next();
+    L.fcproj_w = next();
+    L.fcproj_b = next();
+  }
+  t.lnf_w = next();
+  t.lnf_b = next();
+  return t;
 }
 
 GPT::GPT(const GPTConfig& cfg, int max_batch, Recompute rc, Backend& be, bool fused,
@@ -265,29 +321,33 @@ GPT::GPT(const GPTConfig& cfg, int max_batch, Recompute rc, Backend& be, bool fu
       be_(be),
       fused_(fused),
       bf16_acts_(bf16_activations && be.precision() == Precision::bf16),
-      dgelu16_(be.precision() == Precision::bf16) {
+      planned_bf16_(be.precision() == Precision::bf16) {
   validate(cfg, max_batch);
+  check_supports(be, gpt_ops(fused), be.precision());  // refuse now, not mid-step
   specs_ = gpt_param_specs(cfg);
   params_ = std::make_unique<Arena>("parameters");
   grads_ = std::make_unique<Arena>("gradients");
   acts_ = std::make_unique<Arena>("activations");
   scratch_ = std::make_unique<Arena>("scratch");
-  Plans p = plan_arenas(cfg, max_batch, rc, fused, bf16_acts_, dgelu16_, specs_, *params_, *grads_,
-                        *acts_, *scratch_);
-  params_->allocate();
-  grads_->allocate();
-  acts_->allocate();
-  scratch_->allocate();
+  Plans p = plan_arenas(cfg, max_batch, rc, fused, bf16_acts_, planned_bf16_, specs_, *params_,
+                        *grads_, *acts_, *scratch_);
+  params_->allocate(be);
+  grads_->allocate(be);
+  acts_->allocate(be);
+  scratch_->allocate(be);
+  pv_ = parameter_views(*params_, cfg);
+  gv_ = parameter_views(*grads_, cfg);
   auto A = [&](size_t i) { return acts_->at(i).f32(); };
   layers_.resize(cfg.n_layer);
   for (int l = 0; l < cfg.n_layer; ++l) {
     for (int k = 0; k < kNumKinds; ++k)
-      layers_[l].a[k] = p.layer_idx[l][k] == SIZE_MAX ? nullptr : A(p.layer_idx[l][k]);
+      layers_[l].a[k] =
+          p.layer_idx[l][k] == SIZE_MAX ? DevPtr() : DevPtr(acts_->at(p.layer_idx[l][k]));
     layers_[l].x = A(p.resid_idx[l]);
     layers_[l].out = A(p.resid_idx[l + 1]);
   }
   x0_ = A(p.resid_idx[0]);
-  lnf_ = A(p.lnf);
+  lnf_ = DevPtr(acts_->at(p.lnf));
   lnf_mean_ = A(p.lnf_mean);
   lnf_rstd_ = A(p.lnf_rstd);
   logits_ = A(p.logits);
@@ -298,8 +358,9 @@ GPT::GPT(const GPTConfig& cfg, int max_batch, Recompute rc, Backend& be, bool fu
   auto S = [&](size_t i) { return scratch_->at(i).f32(); };
   dres_ = S(p.dres);
   dC_ = S(p.dC);
-  dqkv_ = S(p.dqkv);
-  d4C_ = S(p.d4C);
+  dqkv_ = DevPtr(scratch_->at(p.dqkv));
+  d4C_ = DevPtr(scratch_->at(p.d4C));
+  if (p.d4C16 != SIZE_MAX) d4C16_ = DevPtr(scratch_->at(p.d4C16));
   dlogits_ = fused ? logits_ : S(p.dlogits);
   tmpC_ = S(p.tmpC);
   plan_.params_bytes = params_->bytes();
@@ -308,7 +369,7 @@ GPT::GPT(const GPTConfig& cfg, int max_batch, Recompute rc, Backend& be, bool fu
   plan_.activations_bytes = acts_->bytes();
   plan_.scratch_bytes = scratch_->bytes();
   plan_.workspace_bytes =
-      plan_workspace_bytes(cfg, max_batch, be.precision(), fused, bf16_activations);
+      be.workspace_bytes(workspace_query(cfg, max_batch, be.precision(), fused, bf16_activations));
 }
 
 GPT::~GPT() = default;
@@ -316,69 +377,97 @@ GPT::~GPT() = default;
 void GPT::init_weights(uint64_t seed) {
   Normal normal(seed);
   const float proj_std = 0.02f / std::sqrt(2.0f * cfg_.n_layer);
+  std::vector<float> host;
   for (size_t i = 0; i < specs_.size(); ++i) {
     const std::string& n = specs_[i].name;
-    float* p = P(i);
-    int64_t cnt = specs_[i].shape.numel();
+    host.assign(specs_[i].shape.numel(), 0.0f);  // biases stay zero
     bool is_ln_weight = n.find("ln_") != std::string::npos && n.ends_with(".weight");
-    if (n.ends_with(".bias")) {
-      std::fill(p, p + cnt, 0.0f);
-    } else if (is_ln_weight) {
-      std::fill(p, p + cnt, 1.0f);
-    } else {
+    if (is_ln_weight) {
+      std::fill(host.begin(), host.end(), 1.0f);
+    } else if (!n.ends_with(".bias")) {
       float std = n.ends_with("c_proj.weight") ? proj_std : 0.02f;
-      for (int64_t j = 0; j < cnt; ++j) p[j] = normal(std);
+      for (float& x : host) x = normal(std);
     }
+    be_.upload(params_->at(i), host.data());
   }
   be_.weights_updated();
 }
 
-const float* GPT::logits() const { return logits_; }
-const float* GPT::losses() const { return losses_; }
+std::vector<float> GPT::logits() const {
+  std::vector<float> h((size_t)lastB_ * lastT_ * cfg_.vocab_size);
+  be_.copy_to_host(h.data(), logits_, h.size() * sizeof(float));
+  return h;
+}
+std::vector<float> GPT::losses() const {
+  std::vector<float> h((size_t)lastB_ * lastT_);
+  be_.copy_to_host(h.data(), losses_, h.size() * sizeof(float));
+  return h;
+}
 
-// Fused (train.fusion=on): each residual add is fused with the LayerNorm that reads its
-// result (ln_2 of this block, ln_1 of the next block or ln_f), attention keeps only the
-// log-sum-exp. When a block is re-run for recomputation it computes its own ln_1 and writes
-// only its residual output (the next block's buffers are not touched).
-void GPT::layer_forward(int l, int B, int T, bool recomputing) {
+// The unfused block (train.fusion=off), one op per elementary step:
+//   x -> ln1 -> c_attn -> attention -> attn.c_proj -> + x = res2
+//     -> ln2 -> c_fc -> gelu -> mlp.c_proj -> + res2 = out
+void GPT::block_forward_unfused(int l, int B, int T) {
   const int C = cfg_.n_embd, NH = cfg_.n_head;
   const int64_t N = (int64_t)B * T;
   Layer& L = layers_[l];
-  int pi = 2 + 12 * l;
-  if (!fused_ || l == 0 || recomputing)
-    be_.layernorm_forward(L.a[kLn1], L.a[kLn1Mean], L.a[kLn1Rstd], L.x, P(pi), P(pi + 1), N, C);
-  be_.matmul_forward(L.a[kQkv], L.a[kLn1], P(pi + 2), P(pi + 3), N, C, 3 * C);
-  if (fused_)
-    be_.attention_forward_fused(L.a[kAtty], L.a[kAtt], L.a[kQkv], B, T, C, NH);
-  else
-    be_.attention_forward(L.a[kAtty], L.a[kAtt], L.a[kQkv], B, T, C, NH);
-  be_.matmul_forward(tmpC_, L.a[kAtty], P(pi + 4), P(pi + 5), N, C, C);
-  if (fused_) {
-    be_.residual_layernorm_forward(L.a[kRes2], L.a[kLn2], L.a[kLn2Mean], L.a[kLn2Rstd], L.x, tmpC_,
-                                   P(pi + 6), P(pi + 7), N, C);
-  } else {
-    be_.residual_forward(L.a[kRes2], L.x, tmpC_, N * C);
-    be_.layernorm_forward(L.a[kLn2], L.a[kLn2Mean], L.a[kLn2Rstd], L.a[kRes2], P(pi + 6), P(pi + 7),
-                          N, C);
-  }
-  if (fused_ && !for_backward_) {  // no backward follows: the pre-activation is not kept
-    be_.matmul_gelu_forward(L.a[kFchg], L.a[kLn2], P(pi + 8), P(pi + 9), N, C, 4 * C);
+  const LayerParams& w = pv_.h[l];
+  be_.layernorm_forward(L.a[kLn1], L.a[kLn1Mean].f32(), L.a[kLn1Rstd].f32(), L.x, w.ln1_w, w.ln1_b,
+                        N,
+                        C);                                                       // ln1 (N, C)
+  be_.matmul_forward(L.a[kQkv].f32(), L.a[kLn1], w.qkv_w, w.qkv_b, N, C, 3 * C);  // qkv (N, 3C)
+  be_.attention_forward(L.a[kAtty], L.a[kAtt].f32(), L.a[kQkv].f32(), B, T, C,
+                        NH);  // atty (N, C), att (B, NH, T, T)
+  be_.matmul_forward(tmpC_, L.a[kAtty], w.attproj_w, w.attproj_b, N, C, C);  // (N, C)
+  be_.residual_forward(L.a[kRes2].f32(), L.x, tmpC_, N * C);                 // res2 (N, C)
+  be_.layernorm_forward(L.a[kLn2], L.a[kLn2Mean].f32(), L.a[kLn2Rstd].f32(), L.a[kRes2].f32(),
+                        w.ln2_w, w.ln2_b, N,
+                        C);                                                     // ln2 (N, C)
+  be_.matmul_forward(L.a[kFch].f32(), L.a[kLn2], w.fc_w, w.fc_b, N, C, 4 * C);  // fch (N, 4C)
+  mlp_gelu(L, N * 4 * C, false);                                                // fch_gelu (N, 4C)
+  be_.matmul_forward(tmpC_, L.a[kFchg], w.fcproj_w, w.fcproj_b, N, 4 * C, C);   // (N, C)
+  be_.residual_forward(L.out, L.a[kRes2].f32(), tmpC_, N * C);                  // out (N, C)
+}
+
+// The fused block (train.fusion=on): each residual add is fused with the LayerNorm that reads
+// its result (ln_2 of this block; ln_1 of the next block or ln_f, so a block's own ln1 was
+// written by the block before it, except for block 0), attention keeps only the log-sum-exp,
+// the GELU pass also writes gelu' for the backward. When a block is re-run for recomputation
+// it computes its own ln1 and writes only its residual output (the next block's buffers are
+// not touched).
+void GPT::block_forward_fused(int l, int B, int T, bool recomputing) {
+  const int C = cfg_.n_embd, NH = cfg_.n_head;
+  const int64_t N = (int64_t)B * T;
+  Layer& L = layers_[l];
+  const LayerParams& w = pv_.h[l];
+  if (l == 0 || recomputing)
+    be_.layernorm_forward(L.a[kLn1], L.a[kLn1Mean].f32(), L.a[kLn1Rstd].f32(), L.x, w.ln1_w,
+                          w.ln1_b, N,
+                          C);                                                     // ln1 (N, C)
+  be_.matmul_forward(L.a[kQkv].f32(), L.a[kLn1], w.qkv_w, w.qkv_b, N, C, 3 * C);  // qkv (N, 3C)
+  be_.attention_forward_fused(L.a[kAtty], L.a[kAtt].f32(), L.a[kQkv].f32(), B, T, C,
+                              NH);  // atty (N, C), lse (B, NH, T)
+  be_.matmul_forward(tmpC_, L.a[kAtty], w.attproj_w, w.attproj_b, N, C, C);  // (N, C)
+  be_.residual_layernorm_forward(L.a[kRes2].f32(), L.a[kLn2], L.a[kLn2Mean].f32(),
+                                 L.a[kLn2Rstd].f32(), L.x, tmpC_, w.ln2_w, w.ln2_b, N,
+                                 C);  // res2, ln2 (N, C)
+  if (!for_backward_) {               // no backward follows: c_fc and its GELU as one product
+    be_.matmul_gelu_forward(L.a[kFchg], L.a[kLn2], w.fc_w, w.fc_b, N, C, 4 * C);  // (N, 4C)
   } else {  // gelu' too, unless a policy recomputes it in the backward
-    be_.matmul_forward(L.a[kFch], L.a[kLn2], P(pi + 8), P(pi + 9), N, C, 4 * C);
-    mlp_gelu(L, N * 4 * C, rc_ == Recompute::none || recomputing);
+    be_.matmul_forward(L.a[kFch].f32(), L.a[kLn2], w.fc_w, w.fc_b, N, C, 4 * C);  // fch (N, 4C)
+    mlp_gelu(L, N * 4 * C, rc_ == Recompute::none || recomputing);  // fch_gelu, fch_dgelu
   }
-  be_.matmul_forward(tmpC_, L.a[kFchg], P(pi + 10), P(pi + 11), N, 4 * C, C);
-  if (!fused_ || recomputing) {
-    be_.residual_forward(L.out, L.a[kRes2], tmpC_, N * C);
-  } else if (l + 1 < cfg_.n_layer) {
+  be_.matmul_forward(tmpC_, L.a[kFchg], w.fcproj_w, w.fcproj_b, N, 4 * C, C);  // (N, C)
+  if (recomputing) {
+    be_.residual_forward(L.out, L.a[kRes2].f32(), tmpC_, N * C);  // out (N, C)
+  } else if (l + 1 < cfg_.n_layer) {                              // out, and the next block's ln1
     Layer& nx = layers_[l + 1];
-    int pn = pi + 12;
-    be_.residual_layernorm_forward(L.out, nx.a[kLn1], nx.a[kLn1Mean], nx.a[kLn1Rstd], L.a[kRes2],
-                                   tmpC_, P(pn), P(pn + 1), N, C);
-  } else {
-    int pf = 2 + 12 * cfg_.n_layer;
-    be_.residual_layernorm_forward(L.out, lnf_, lnf_mean_, lnf_rstd_, L.a[kRes2], tmpC_, P(pf),
-                                   P(pf + 1), N, C);
+    const LayerParams& wn = pv_.h[l + 1];
+    be_.residual_layernorm_forward(L.out, nx.a[kLn1], nx.a[kLn1Mean].f32(), nx.a[kLn1Rstd].f32(),
+                                   L.a[kRes2].f32(), tmpC_, wn.ln1_w, wn.ln1_b, N, C);
+  } else {  // out, and ln_f
+    be_.residual_layernorm_forward(L.out, lnf_, lnf_mean_, lnf_rstd_, L.a[kRes2].f32(), tmpC_,
+                                   pv_.lnf_w, pv_.lnf_b, N, C);
   }
 }
 
@@ -390,119 +479,145 @@ float GPT::forward(const int32_t* inputs, const int32_t* targets, int B, int T, 
                     cfg_.block_size));
   const int C = cfg_.n_embd, V = cfg_.vocab_size;
   const int64_t N = (int64_t)B * T;
-  for (int64_t i = 0; i < N; ++i)
+  for (int64_t i = 0; i < N; ++i)  // `inputs` is the caller's host memory
     check(inputs[i] >= 0 && inputs[i] < V,
           fmt::format("input token {} at position {} is outside the vocabulary [0, {})", inputs[i],
                       i, V));
-  std::memcpy(inputs_, inputs, sizeof(int32_t) * N);
-  be_.set_bf16_activations(bf16_acts_);  // throws if the backend left bf16 since planning
-  check_dgelu_type();
+  be_.copy_to_device(inputs_, inputs, sizeof(int32_t) * N);
+  check_precision();  // the tensors' types were planned for the backend's precision
   lastB_ = B;
   lastT_ = T;
   have_targets_ = targets != nullptr;
   for_backward_ = for_backward;
-  be_.embedding_forward(x0_, inputs_, P(0), P(1), B, T, C);
-  for (int l = 0; l < cfg_.n_layer; ++l) layer_forward(l, B, T);
-  int pf = 2 + 12 * cfg_.n_layer;
+  be_.embedding_forward(x0_, inputs_, pv_.wte, pv_.wpe, B, T, C);  // x0 (N, C)
+  for (int l = 0; l < cfg_.n_layer; ++l) {
+    if (fused_)
+      block_forward_fused(l, B, T, /*recomputing=*/false);
+    else
+      block_forward_unfused(l, B, T);
+  }
   float* xL = cfg_.n_layer ? layers_.back().out : x0_;
-  if (!fused_ || cfg_.n_layer == 0)
-    be_.layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, xL, P(pf), P(pf + 1), N, C);
-  be_.matmul_forward(logits_, lnf_, P(0), nullptr, N, C, V, /*w_transposed=*/true);
+  if (!fused_ || cfg_.n_layer == 0)  // (fused: the last block wrote ln_f)
+    be_.layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, xL, pv_.lnf_w, pv_.lnf_b, N, C);  // (N, C)
+  be_.matmul_forward(logits_, lnf_, pv_.wte, nullptr, N, C, V,
+                     /*w_transposed=*/true);  // logits (N, V) = ln_f @ wte^T
   if (!targets) return NAN;
-  std::memcpy(targets_, targets, sizeof(int32_t) * N);
+  be_.copy_to_device(targets_, targets, sizeof(int32_t) * N);
   if (fused_)  // logits_ now holds softmax - onehot; backward scales it by dloss
-    be_.softmax_crossentropy_fused(logits_, losses_, targets_, 1.0f, N, V);
+    be_.softmax_crossentropy_fused(logits_, losses_, targets_, 1.0f, N, V);  // losses (N)
   else
-    be_.softmax_crossentropy_forward(probs_, losses_, logits_, targets_, N, V);
+    be_.softmax_crossentropy_forward(probs_, losses_, logits_, targets_, N, V);  // probs (N, V)
+  std::vector<float> losses(N);
+  be_.copy_to_host(losses.data(), losses_, sizeof(float) * N);
   double sum = 0.0;
-  for (int64_t i = 0; i < N; ++i) sum += losses_[i];
+  for (float x : losses) sum += x;
   return static_cast<float>(sum / N);
 }
 
 // fch_gelu = gelu(fch), n elements; with fusion on also fch_dgelu = gelu'(fch) if with_dgelu.
 void GPT::mlp_gelu(Layer& L, int64_t n, bool with_dgelu) {
   if (fused_)
-    be_.gelu_forward_fused(L.a[kFchg], with_dgelu ? L.a[kDgelu] : nullptr, L.a[kFch], n);
+    be_.gelu_forward_fused(L.a[kFchg], with_dgelu ? L.a[kDgelu] : nullptr, L.a[kFch].f32(), n);
   else
-    be_.gelu_forward(L.a[kFchg], L.a[kFch], n);
+    be_.gelu_forward(L.a[kFchg], L.a[kFch].f32(), n);
 }
 
-// The fused GELU writes gelu' as bf16 exactly when the backend runs bf16: the buffers
-// planned at construction must be of that type.
-void GPT::check_dgelu_type() const {
-  check(!fused_ || (be_.precision() == Precision::bf16) == dgelu16_,
-        fmt::format("GPT: the backend's precision changed to {} after the model was built with "
-                    "fusion on under {}; build the model again",
-                    to_string(be_.precision()), dgelu16_ ? "bf16" : "another precision"));
+// The bf16 tensors of the plan (bf16 activations, fch_dgelu) belong to precision bf16: the
+// backend must still run the precision the model was planned for.
+void GPT::check_precision() const {
+  check((be_.precision() == Precision::bf16) == planned_bf16_,
+        fmt::format("GPT: the backend's precision changed to {} after the model was planned for "
+                    "{}; build the model again",
+                    to_string(be_.precision()), planned_bf16_ ? "bf16" : "another precision"));
 }
 
-void GPT::zero_grad() { std::memset(grads_->base(), 0, grads_->bytes()); }
+void GPT::zero_grad() { grads_->zero(); }
 
 void GPT::recompute_for_backward(int l, int B, int T) {
   const int C = cfg_.n_embd;
   const int64_t N = (int64_t)B * T;
   Layer& L = layers_[l];
-  int pi = 2 + 12 * l;
+  const LayerParams& w = pv_.h[l];
   switch (rc_) {
     case Recompute::none:
       break;
     case Recompute::gelu_ln:
-      be_.layernorm_forward(L.a[kLn1], L.a[kLn1Mean], L.a[kLn1Rstd], L.x, P(pi), P(pi + 1), N, C);
-      be_.layernorm_forward(L.a[kLn2], L.a[kLn2Mean], L.a[kLn2Rstd], L.a[kRes2], P(pi + 6),
-                            P(pi + 7), N, C);
+      be_.layernorm_forward(L.a[kLn1], L.a[kLn1Mean].f32(), L.a[kLn1Rstd].f32(), L.x, w.ln1_w,
+                            w.ln1_b, N, C);
+      be_.layernorm_forward(L.a[kLn2], L.a[kLn2Mean].f32(), L.a[kLn2Rstd].f32(), L.a[kRes2].f32(),
+                            w.ln2_w, w.ln2_b, N, C);
       [[fallthrough]];
     case Recompute::gelu:
       mlp_gelu(L, N * 4 * C, true);
       break;
     case Recompute::block:
-      layer_forward(l, B, T, /*recomputing=*/true);
+      if (fused_)
+        block_forward_fused(l, B, T, /*recomputing=*/true);
+      else
+        block_forward_unfused(l, B, T);
       break;
   }
+}
+
+// The backward of one block; dres_ (N, C) holds d(out) on entry and d(x) on return.
+void GPT::block_backward(int l, int B, int T) {
+  const int C = cfg_.n_embd, NH = cfg_.n_head;
+  const int64_t N = (int64_t)B * T;
+  Layer& L = layers_[l];
+  const LayerParams& w = pv_.h[l];
+  LayerParams& g = gv_.h[l];
+  // MLP: out = res2 + c_proj(gelu(c_fc(ln2(res2))))
+  // d(fch) (N, 4C), handed to c_fc's backward: bf16 under bf16 activations
+  DevPtr dfch = d4C_;
+  if (fused_) {  // d4C (N, 4C) = (dres @ fcproj_w^T) * gelu'(fch), one product
+    be_.matmul_backward_gelu(d4C_, g.fcproj_w, g.fcproj_b, dres_, L.a[kFchg], w.fcproj_w,
+                             L.a[kDgelu], N, 4 * C, C);
+  } else {  // d4C (N, 4C) = dres @ fcproj_w^T, then times gelu'(fch): in place, or into d4C16
+    be_.matmul_backward(d4C_.f32(), g.fcproj_w, g.fcproj_b, dres_, L.a[kFchg], w.fcproj_w, N, 4 * C,
+                        C);
+    if (d4C16_) dfch = d4C16_;
+    be_.gelu_backward(dfch, L.a[kFch].f32(), d4C_.f32(), N * 4 * C);
+  }
+  be_.matmul_backward(dC_, g.fc_w, g.fc_b, dfch, L.a[kLn2], w.fc_w, N, C, 4 * C);  // dC (N, C)
+  be_.layernorm_backward(dres_, g.ln2_w, g.ln2_b, dC_, L.a[kRes2].f32(), w.ln2_w,
+                         L.a[kLn2Mean].f32(), L.a[kLn2Rstd].f32(), N, C);  // dres (N, C) += d(res2)
+  // attention: res2 = x + c_proj(attn(c_attn(ln1(x))))
+  be_.matmul_backward(dC_, g.attproj_w, g.attproj_b, dres_, L.a[kAtty], w.attproj_w, N, C,
+                      C);  // dC (N, C) = d(atty)
+  if (fused_)
+    be_.attention_backward_fused(dqkv_, dC_, L.a[kQkv].f32(), L.a[kAtty], L.a[kAtt].f32(), B, T, C,
+                                 NH);  // dqkv (N, 3C)
+  else
+    be_.attention_backward(dqkv_, dC_, L.a[kQkv].f32(), L.a[kAtt].f32(), B, T, C,
+                           NH);  // dqkv (N, 3C)
+  be_.matmul_backward(dC_, g.qkv_w, g.qkv_b, dqkv_, L.a[kLn1], w.qkv_w, N, C,
+                      3 * C);  // dC (N, C) = d(ln1)
+  be_.layernorm_backward(dres_, g.ln1_w, g.ln1_b, dC_, L.x, w.ln1_w, L.a[kLn1Mean].f32(),
+                         L.a[kLn1Rstd].f32(), N, C);  // dres (N, C) += d(x)
 }
 
 void GPT::backward(float dloss) {
   check(have_targets_, "backward() needs a forward() with targets first");
   check(for_backward_, "backward() after a forward(for_backward = false), which kept no state");
-  const int B = lastB_, T = lastT_, C = cfg_.n_embd, V = cfg_.vocab_size, NH = cfg_.n_head;
+  const int B = lastB_, T = lastT_, C = cfg_.n_embd, V = cfg_.vocab_size;
   const int64_t N = (int64_t)B * T;
-  be_.set_bf16_activations(bf16_acts_);
-  check_dgelu_type();
+  check_precision();
   if (fused_)
-    be_.scale(dlogits_, dloss, N * V);  // dlogits_ is logits_, written by the fused loss
+    be_.scale(dlogits_, dloss, N * V);  // dlogits (N, V) is logits_, written by the fused loss
   else
-    be_.softmax_crossentropy_backward(dlogits_, probs_, targets_, dloss, N, V);
-  // classifier: logits = lnf @ wte^T
-  be_.matmul_backward(dC_, G(0), nullptr, dlogits_, lnf_, P(0), N, C, V, /*w_transposed=*/true);
-  int pf = 2 + 12 * cfg_.n_layer;
+    be_.softmax_crossentropy_backward(dlogits_, probs_, targets_, dloss, N, V);  // (N, V)
+  // classifier: logits = lnf @ wte^T; dC (N, C) = d(lnf), dwte += dlogits^T @ lnf
+  be_.matmul_backward(dC_, gv_.wte, nullptr, dlogits_, lnf_, pv_.wte, N, C, V,
+                      /*w_transposed=*/true);
   float* xL = cfg_.n_layer ? layers_.back().out : x0_;
-  std::memset(dres_, 0, sizeof(float) * N * C);
-  be_.layernorm_backward(dres_, G(pf), G(pf + 1), dC_, xL, P(pf), lnf_mean_, lnf_rstd_, N, C);
+  be_.zero(dres_, sizeof(float) * N * C);
+  be_.layernorm_backward(dres_, gv_.lnf_w, gv_.lnf_b, dC_, xL, pv_.lnf_w, lnf_mean_, lnf_rstd_, N,
+                         C);  // dres (N, C) = d(xL)
   for (int l = cfg_.n_layer - 1; l >= 0; --l) {
     recompute_for_backward(l, B, T);
-    Layer& L = layers_[l];
-    int pi = 2 + 12 * l;
-    // MLP: out = res2 + c_proj(gelu(c_fc(ln2(res2))))
-    if (fused_) {  // d4C_ = (dres @ W^T) * gelu'(fch), one product
-      be_.matmul_backward_gelu(d4C_, G(pi + 10), G(pi + 11), dres_, L.a[kFchg], P(pi + 10),
-                               L.a[kDgelu], N, 4 * C, C);
-    } else {
-      be_.matmul_backward(d4C_, G(pi + 10), G(pi + 11), dres_, L.a[kFchg], P(pi + 10), N, 4 * C, C);
-      be_.gelu_backward(d4C_, L.a[kFch], d4C_, N * 4 * C);
-    }
-    be_.matmul_backward(dC_, G(pi + 8), G(pi + 9), d4C_, L.a[kLn2], P(pi + 8), N, C, 4 * C);
-    be_.layernorm_backward(dres_, G(pi + 6), G(pi + 7), dC_, L.a[kRes2], P(pi + 6), L.a[kLn2Mean],
-                           L.a[kLn2Rstd], N, C);
-    // attention: res2 = x + c_proj(attn(c_attn(ln1(x))))
-    be_.matmul_backward(dC_, G(pi + 4), G(pi + 5), dres_, L.a[kAtty], P(pi + 4), N, C, C);
-    if (fused_)
-      be_.attention_backward_fused(dqkv_, dC_, L.a[kQkv], L.a[kAtty], L.a[kAtt], B, T, C, NH);
-    else
-      be_.attention_backward(dqkv_, dC_, L.a[kQkv], L.a[kAtt], B, T, C, NH);
-    be_.matmul_backward(dC_, G(pi + 2), G(pi + 3), dqkv_, L.a[kLn1], P(pi + 2), N, C, 3 * C);
-    be_.layernorm_backward(dres_, G(pi), G(pi + 1), dC_, L.x, P(pi), L.a[kLn1Mean], L.a[kLn1Rstd],
-                           N, C);
+    block_backward(l, B, T);
   }
-  be_.embedding_backward(G(0), G(1), dres_, inputs_, B, T, C);
+  be_.embedding_backward(gv_.wte, gv_.wpe, dres_, inputs_, B, T, C);  // dwte, dwpe +=
 }
 
 }  // namespace gt

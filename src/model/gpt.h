@@ -52,26 +52,54 @@ struct MemoryPlan {
   }
 };
 
-/// Bytes of the CPU backend's own buffers at micro-batch B: the attention buffers
-/// (backend_attention_workspace_bytes), LayerNorm's partial sums; for bf16/fp16 also
-/// 16-bit copies of every matrix weight plus the operand buffer (N*max(4C,V) elements) and,
-/// unless the product inputs are stored in bf16 (bf16_activations under bf16, GPT's
-/// default), the backward's buffer for the rounded product inputs (N*4C). Emulated fp16
-/// (oneDNN without f16 matmul) keeps rounded values as floats (x2).
-size_t plan_workspace_bytes(const GPTConfig& c, int B, Precision p, bool fused,
-                            bool bf16_activations = true);
+/// The sizes of the model's ops at micro-batch B, as a backend's workspace_bytes() takes them.
+WorkspaceQuery workspace_query(const GPTConfig& c, int B, Precision p, bool fused,
+                               bool bf16_activations = true);
 
-/// Plans the memory of a model at micro-batch B and context block_size without allocating.
-/// fused: the train.fusion=on layout (no (B,NH,T,T) attention matrix, only its (B,NH,T)
-/// log-sum-exp; no probabilities and no separate logits gradient). p == bf16: the matrix
-/// products' inputs are planned as bf16 tensors (GPT's bf16 activations).
-MemoryPlan plan_memory(const GPTConfig& c, int B, Recompute rc, bool fused = false,
-                       Precision p = Precision::fp32);
+/// Plans the memory of a model at micro-batch B and context block_size on backend `be`
+/// without allocating. fused: the train.fusion=on layout (no (B,NH,T,T) attention matrix, only
+/// its (B,NH,T) log-sum-exp; no probabilities and no separate logits gradient). p == bf16: the
+/// matrix products' inputs are planned as bf16 tensors (GPT's bf16 activations). The
+/// workspace is what `be` reports for these sizes (Backend::workspace_bytes).
+MemoryPlan plan_memory(const GPTConfig& c, int B, Recompute rc, bool fused, Precision p,
+                       const Backend& be);
 
-/// The largest micro-batch B in [1, 65536] whose plan_memory(...).total() fits budget_bytes
-/// (the plan grows with B); 0 when not even B = 1 fits.
+/// The largest micro-batch B in [1, 65536] whose plan_memory(...).total() on `be` fits
+/// budget_bytes (the plan grows with B); 0 when not even B = 1 fits.
 int largest_batch_that_fits(const GPTConfig& c, Recompute rc, bool fused, Precision p,
-                            size_t budget_bytes);
+                            size_t budget_bytes, const Backend& be);
+
+/// The ops a model calls for a fusion setting (forward, backward and AdamW), for
+/// check_supports().
+std::vector<Op> gpt_ops(bool fused);
+
+/// Named views of one block's tensors in a parameter (or gradient) arena, as llm.c's
+/// ParameterTensors. Shapes use C = n_embd; linear weights are (in, out) (HF Conv1D).
+struct LayerParams {
+  float* ln1_w;      // (C)
+  float* ln1_b;      // (C)
+  float* qkv_w;      // (C, 3C)   attn.c_attn.weight
+  float* qkv_b;      // (3C)
+  float* attproj_w;  // (C, C)    attn.c_proj.weight
+  float* attproj_b;  // (C)
+  float* ln2_w;      // (C)
+  float* ln2_b;      // (C)
+  float* fc_w;       // (C, 4C)   mlp.c_fc.weight
+  float* fc_b;       // (4C)
+  float* fcproj_w;   // (4C, C)   mlp.c_proj.weight
+  float* fcproj_b;   // (C)
+};
+/// Named views of all parameter (or gradient) tensors of a GPT; V = vocab_size,
+/// maxT = block_size.
+struct ParameterTensors {
+  float* wte;                  // (V, C)     token embedding, tied with the classifier
+  float* wpe;                  // (maxT, C)  position embedding
+  std::vector<LayerParams> h;  // n_layer blocks
+  float* lnf_w;                // (C)
+  float* lnf_b;                // (C)
+};
+/// The views of `a`, an allocated arena planned from gpt_param_specs(c) in its order.
+ParameterTensors parameter_views(Arena& a, const GPTConfig& c);
 
 class GPT {
  public:
@@ -79,9 +107,9 @@ class GPT {
   /// max_batch sequences of up to block_size tokens. Throws gt::Error on invalid sizes.
   /// fused: use the backend's fused forms (train.fusion=on); same loss within rounding.
   /// bf16_activations: when the backend runs bf16 at construction, keep the matrix products'
-  /// inputs (both LayerNorm outputs, attention output, GELU output, ln_f) as bf16 tensors
-  /// (Backend::set_bf16_activations): bitwise the same training, half their memory, no
-  /// rounding again in the backward. Off only to compare (tests); the memory plan
+  /// inputs (both LayerNorm outputs, attention output, GELU output, ln_f) and the gradients
+  /// handed to the products (d_qkv, d(fch)) as bf16 tensors: bitwise the same training, half
+  /// their memory, no rounding again in the backward. Off only to compare (tests); the memory plan
   /// (plan_memory) assumes on.
   GPT(const GPTConfig& cfg, int max_batch, Recompute rc, Backend& be, bool fused = false,
       bool bf16_activations = true);
@@ -109,11 +137,17 @@ class GPT {
   /// keeps no pre-activation; the loss equals the training forward's within rounding.
   float forward(const int32_t* inputs, const int32_t* targets, int B, int T,
                 bool for_backward = true);
-  /// Logits (B,T,V) of the last forward (with fusion on and targets given, this buffer holds
-  /// the logits' gradient instead: the fused loss overwrites it in place).
-  const float* logits() const;
-  /// Per-position losses (B,T) of the last forward with targets.
-  const float* losses() const;
+  /// Host copy of the logits (B,T,V) of the last forward, copied through the backend (with
+  /// fusion on and targets given, this buffer holds the logits' gradient instead: the fused
+  /// loss overwrites it in place).
+  std::vector<float> logits() const;
+  /// Host copy of the per-position losses (B,T) of the last forward with targets.
+  std::vector<float> losses() const;
+  /// Named views of the parameters and of their gradients (device pointers).
+  const ParameterTensors& param_views() const { return pv_; }
+  const ParameterTensors& grad_views() const { return gv_; }
+  /// The backend the model runs on.
+  Backend& backend() const { return be_; }
 
   /// Sets every parameter gradient to zero.
   void zero_grad();
@@ -124,31 +158,34 @@ class GPT {
 
  private:
   struct Layer;
-  void layer_forward(int l, int B, int T, bool recomputing = false);
+  void block_forward_unfused(int l, int B, int T);
+  void block_forward_fused(int l, int B, int T, bool recomputing);
+  void block_backward(int l, int B, int T);
   void recompute_for_backward(int l, int B, int T);
-  void check_dgelu_type() const;
+  void check_precision() const;
   void mlp_gelu(Layer& L, int64_t n, bool with_dgelu);
-  float* P(int i) { return params_->at(i).f32(); }
-  float* G(int i) { return grads_->at(i).f32(); }
 
   GPTConfig cfg_;
   int max_batch_;
   Recompute rc_;
   Backend& be_;
   bool fused_ = false;
-  bool bf16_acts_ = false;  // product inputs stored as bf16
-  bool dgelu16_ = false;    // fch_dgelu planned as bf16 (the backend ran bf16 at construction)
+  bool bf16_acts_ = false;     // product inputs stored as bf16
+  bool planned_bf16_ = false;  // planned under bf16: fch_dgelu (and with bf16_acts_ more) bf16
   std::vector<ParamSpec> specs_;
   std::unique_ptr<Arena> params_, grads_, acts_, scratch_;
   std::vector<Layer> layers_;
+  ParameterTensors pv_, gv_;  // named views of params_ and grads_
   MemoryPlan plan_;
   // top-level activations
-  float *x0_ = nullptr, *lnf_ = nullptr, *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr;
+  float *x0_ = nullptr, *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr;
+  DevPtr lnf_;  // (B, T, C), bf16 under bf16 activations
   float *logits_ = nullptr, *probs_ = nullptr, *losses_ = nullptr;
   int32_t *inputs_ = nullptr, *targets_ = nullptr;
   // gradient scratch
-  float *dres_ = nullptr, *dC_ = nullptr, *dqkv_ = nullptr, *d4C_ = nullptr, *dlogits_ = nullptr;
-  float* tmpC_ = nullptr;  // attention/MLP projection output before the residual add
+  float *dres_ = nullptr, *dC_ = nullptr, *dlogits_ = nullptr;
+  DevPtr dqkv_, d4C_, d4C16_;  // typed: bf16 where handed to a product under bf16 activations
+  float* tmpC_ = nullptr;      // attention/MLP projection output before the residual add
   int lastB_ = 0, lastT_ = 0;
   bool have_targets_ = false;
   bool for_backward_ = true;  // the last forward keeps what backward() needs

@@ -50,12 +50,26 @@ void save_checkpoint(const std::string& run_dir, GPT& model, const Arena& m, con
   std::error_code ec;
   fs::remove_all(tmp, ec);
   fs::create_directories(tmp);
+  // the tensors as the host may read them, through the backend: the arenas themselves where
+  // device memory is host memory (no copy, no extra peak memory), else staged host copies
+  Backend& be = model.backend();
+  std::vector<unsigned char> staged[3];
+  auto host_arena = [&](const Arena& a, int k) {
+    return static_cast<const char*>(be.read_on_host(a.base(), a.bytes(), staged[k]));
+  };
+  auto host_at = [](const char* base, const Arena& a, size_t i) {
+    return reinterpret_cast<const float*>(
+        base + (static_cast<const char*>(a.at(i).data) - static_cast<const char*>(a.base())));
+  };
+  const char* hp = host_arena(model.params(), 0);
+  const char* hm = host_arena(m, 1);
+  const char* hv = host_arena(v, 2);
   std::vector<NamedTensor> params, moments;
   auto& specs = model.specs();
   for (size_t i = 0; i < specs.size(); ++i) {
-    params.push_back({specs[i].name, specs[i].shape, model.params().at(i).f32()});
-    moments.push_back({"exp_avg." + specs[i].name, specs[i].shape, m.at(i).f32()});
-    moments.push_back({"exp_avg_sq." + specs[i].name, specs[i].shape, v.at(i).f32()});
+    params.push_back({specs[i].name, specs[i].shape, host_at(hp, model.params(), i)});
+    moments.push_back({"exp_avg." + specs[i].name, specs[i].shape, host_at(hm, m, i)});
+    moments.push_back({"exp_avg_sq." + specs[i].name, specs[i].shape, host_at(hv, v, i)});
   }
   write_safetensors((tmp / "model.safetensors").string(), params, {{"format", "pt"}});
   write_safetensors((tmp / "optimizer.safetensors").string(), moments);
@@ -106,14 +120,23 @@ CheckpointState load_checkpoint_state(const std::string& run_dir) {
 void load_checkpoint_tensors(const std::string& run_dir, GPT& model, Arena* m, Arena* v) {
   fs::path dir = resolve_dir(run_dir);
   auto& specs = model.specs();
+  Backend& be = model.backend();
+  std::vector<float> host;
+  // read into host memory, then copy to the device through the backend
+  auto load = [&](const SafetensorsFile& f, const std::string& name, const Shape& shape,
+                  const Tensor& dst) {
+    host.resize(shape.numel());
+    f.read(name, shape, host.data());
+    be.upload(dst, host.data());
+  };
   SafetensorsFile pf((dir / "model.safetensors").string());
   for (size_t i = 0; i < specs.size(); ++i)
-    pf.read(specs[i].name, specs[i].shape, model.params().at(i).f32());
+    load(pf, specs[i].name, specs[i].shape, model.params().at(i));
   if (m && v) {
     SafetensorsFile of((dir / "optimizer.safetensors").string());
     for (size_t i = 0; i < specs.size(); ++i) {
-      of.read("exp_avg." + specs[i].name, specs[i].shape, m->at(i).f32());
-      of.read("exp_avg_sq." + specs[i].name, specs[i].shape, v->at(i).f32());
+      load(of, "exp_avg." + specs[i].name, specs[i].shape, m->at(i));
+      load(of, "exp_avg_sq." + specs[i].name, specs[i].shape, v->at(i));
     }
   }
 }

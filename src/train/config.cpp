@@ -17,8 +17,14 @@
 namespace gt {
 namespace {
 
+/// An on/off switch (TOML and --set spell it "on" or "off").
+struct OnOff {
+  bool* v;
+};
 // std::optional<double>: a key that may be unset (absent from config.toml when unset).
-using Ptr = std::variant<int*, int64_t*, double*, bool*, std::optional<double>*, std::string*>;
+// bool*: a true/false key; OnOff: an on/off key; Precision*, Recompute*: enums by name.
+using Ptr = std::variant<int*, int64_t*, double*, bool*, std::optional<double>*, std::string*,
+                         Precision*, Recompute*, OnOff>;
 struct Key {
   const char* name;
   Ptr ptr;
@@ -49,10 +55,11 @@ std::vector<Key> key_table(TrainConfig& c) {
       {"train.log_interval", &c.log_interval},
       {"train.seed", &c.seed},
       {"train.threads", &c.threads},
+      {"train.device", &c.device},
       {"train.precision", &c.precision},
       {"train.recompute", &c.recompute},
-      {"train.fusion", &c.fusion},
-      {"train.stochastic_rounding", &c.stochastic_rounding},
+      {"train.fusion", OnOff{&c.fusion}},
+      {"train.stochastic_rounding", OnOff{&c.stochastic_rounding}},
       {"train.memory_budget", &c.memory_budget},
       {"train.target_loss", &c.target_loss},
       {"train.stop_at_target", &c.stop_at_target},
@@ -108,6 +115,26 @@ T narrow(int64_t x, const std::string& what) {
   return static_cast<T>(x);
 }
 
+/// Sets an enum-valued key from its name; `at` names the source and key in errors.
+void set_named(Ptr ptr, const std::string& key, const std::string& value, const std::string& at) {
+  auto named = [&](auto parse) {
+    try {
+      return parse();
+    } catch (const Error& e) {
+      throw Error(fmt::format("{}: {}", at, e.what()));
+    }
+  };
+  if (auto* p = std::get_if<Precision*>(&ptr))
+    **p = named([&] { return parse_precision(value); });
+  else if (auto* r = std::get_if<Recompute*>(&ptr))
+    **r = named([&] { return parse_recompute(value); });
+  else if (auto* o = std::get_if<OnOff>(&ptr)) {
+    if (value != "on" && value != "off")
+      throw Error(fmt::format("{}: {} = '{}': expected on or off", at, key, value));
+    *o->v = value == "on";
+  }
+}
+
 void load_table(const toml::table& tbl, const std::string& where, TrainConfig& cfg) {
   auto table = key_table(cfg);
   for (auto&& [section, node] : tbl) {
@@ -123,9 +150,17 @@ void load_table(const toml::table& tbl, const std::string& where, TrainConfig& c
       std::string at = fmt::format("{}:{}: key '{}'", where, val.source().begin.line, key);
       if (!k) throw Error(fmt::format("{} is unknown; known keys are {}", at, known_keys_msg()));
       std::visit(
-          [&](auto* p) {
-            using T = std::remove_pointer_t<decltype(p)>;
-            if constexpr (std::is_same_v<T, std::string>) {
+          [&](auto p) {
+            using T = std::conditional_t<std::is_same_v<decltype(p), OnOff> ||
+                                             std::is_same_v<decltype(p), Precision*> ||
+                                             std::is_same_v<decltype(p), Recompute*>,
+                                         decltype(p), std::remove_pointer_t<decltype(p)>>;
+            if constexpr (std::is_same_v<T, OnOff> || std::is_same_v<T, Precision*> ||
+                          std::is_same_v<T, Recompute*>) {
+              auto s = val.template value<std::string>();
+              if (!s) throw Error(at + ": expected a string");
+              set_named(p, key, *s, at);
+            } else if constexpr (std::is_same_v<T, std::string>) {
               auto s = val.template value<std::string>();
               if (!s) throw Error(at + ": expected a string");
               *p = *s;
@@ -166,18 +201,22 @@ void TrainConfig::set(const std::string& key, const std::string& value, const st
         fmt::format("{}: unknown key '{}'; known keys are {}", where, key, known_keys_msg()));
   std::string what = fmt::format("{}: {}", where, key);
   std::visit(
-      [&](auto* p) {
-        using T = std::remove_pointer_t<decltype(p)>;
-        if constexpr (std::is_same_v<T, std::string>)
+      [&](auto p) {
+        using P = decltype(p);
+        if constexpr (std::is_same_v<P, OnOff> || std::is_same_v<P, Precision*> ||
+                      std::is_same_v<P, Recompute*>)
+          set_named(p, key, value, what);
+        else if constexpr (std::is_same_v<std::remove_pointer_t<P>, std::string>)
           *p = value;
-        else if constexpr (std::is_same_v<T, double> || std::is_same_v<T, std::optional<double>>)
+        else if constexpr (std::is_same_v<std::remove_pointer_t<P>, double> ||
+                           std::is_same_v<std::remove_pointer_t<P>, std::optional<double>>)
           *p = parse_double(value, what);
-        else if constexpr (std::is_same_v<T, bool>) {
+        else if constexpr (std::is_same_v<std::remove_pointer_t<P>, bool>) {
           if (value != "true" && value != "false")
             throw Error(fmt::format("{}: '{}' is not true or false", what, value));
           *p = value == "true";
         } else
-          *p = narrow<T>(parse_int(value, what), what);
+          *p = narrow<std::remove_pointer_t<P>>(parse_int(value, what), what);
       },
       k->ptr);
 }
@@ -216,29 +255,17 @@ void TrainConfig::validate() const {
   non_negative("train.checkpoint_interval", checkpoint_interval);
   positive("train.log_interval", log_interval);
   non_negative("train.threads", threads);
-  // the names come from the backend's policy tables; the error gains the key
-  auto named = [](const char* key, auto parse) {
-    try {
-      return parse();
-    } catch (const Error& e) {
-      throw Error(fmt::format("{}: {}", key, e.what()));
-    }
-  };
-  if (named("train.precision", [&] { return parse_precision(precision); }) == Precision::fp8)
+  // precision, recompute and the switches were parsed into enums by set() and the loaders
+  if (precision == Precision::fp8)
     throw Error(
         "train.precision = 'fp8': fp8 needs the CUDA backend on a Hopper GPU, which this build "
         "does not have; on the CPU use fp32, bf16 or fp16");
-  named("train.recompute", [&] { return parse_recompute(recompute); });
-  if (fusion != "off" && fusion != "on")
-    throw Error(fmt::format("train.fusion = '{}': expected on or off", fusion));
-  if (stochastic_rounding != "off" && stochastic_rounding != "on")
-    throw Error(
-        fmt::format("train.stochastic_rounding = '{}': expected on or off", stochastic_rounding));
-  if (stochastic_rounding == "on" && precision != "bf16")
+  if (device.empty()) throw Error("train.device = '': expected cpu, ref, cuda or cuda:N");
+  if (stochastic_rounding && precision != Precision::bf16)
     throw Error(
         fmt::format("train.stochastic_rounding = 'on' rounds the bf16 weight copies; it needs "
                     "train.precision = 'bf16' (got '{}')",
-                    precision));
+                    to_string(precision)));
   if (tokenizer != "char" && tokenizer != "byte")
     throw Error(fmt::format("data.tokenizer = '{}': expected char or byte", tokenizer));
   if (data_format != "text" && data_format != "llmc" && data_format != "nanogpt")
@@ -271,11 +298,15 @@ std::string TrainConfig::to_toml() const {
     if (!root.contains(sec)) root.insert(sec, toml::table{});
     toml::table* t = root[sec].as_table();
     std::visit(
-        [&](auto* p) {
-          using T = std::remove_pointer_t<decltype(p)>;
-          if constexpr (std::is_same_v<T, int>)
+        [&](auto p) {
+          using P = decltype(p);
+          if constexpr (std::is_same_v<P, OnOff>)
+            t->insert(key, std::string(*p.v ? "on" : "off"));
+          else if constexpr (std::is_same_v<P, Precision*> || std::is_same_v<P, Recompute*>)
+            t->insert(key, to_string(*p));
+          else if constexpr (std::is_same_v<P, int*>)
             t->insert(key, static_cast<int64_t>(*p));
-          else if constexpr (std::is_same_v<T, std::optional<double>>) {
+          else if constexpr (std::is_same_v<P, std::optional<double>*>) {
             if (*p) t->insert(key, **p);  // unset stays unset: no key
           } else
             t->insert(key, *p);

@@ -31,12 +31,15 @@ struct TrainConfig {
   int checkpoint_interval = 500;  ///< steps between checkpoints (0: only at the end)
   int log_interval = 10;          ///< steps between progress lines
   int64_t seed = 1337;
-  int threads = 0;  ///< OpenMP threads (0: all cores)
-  std::string precision = "fp32";
-  std::string recompute = "none";
-  std::string fusion = "off";
-  /// "on": bf16 weight copies rounded stochastically (Gupta et al. 2015) instead of to nearest.
-  std::string stochastic_rounding = "off";
+  int threads = 0;  ///< CPU threads of the backend (0: all cores)
+  /// train.device: the backend, "cpu", "ref", "cuda" or "cuda:N" (make_backend()).
+  std::string device = "cpu";
+  Precision precision = Precision::fp32;  ///< train.precision: fp32 | bf16 | fp16 | fp8
+  Recompute recompute = Recompute::none;  ///< train.recompute: none | gelu | gelu+ln | block
+  bool fusion = false;                    ///< train.fusion: on | off
+  /// train.stochastic_rounding (on | off): bf16 weight copies rounded stochastically (Gupta et
+  /// al. 2015) instead of to nearest.
+  bool stochastic_rounding = false;
   /// train.memory_budget (bytes): when > 0, the micro-batch becomes the largest that fits
   /// (parameters + gradients + AdamW + activations + scratch + workspace, from plan_memory)
   int64_t memory_budget = 0;

@@ -97,10 +97,11 @@ void RunSummaryWriter::finish(const RunResult& r) {
     s["flops_per_token"] = gpt_flops_per_token(c.model, c.model.block_size);
   }
   s["num_params"] = gpt_num_params(c.model);
-  s["precision"] = c.precision;
-  s["recompute"] = c.recompute;
-  s["fusion"] = c.fusion;
-  if (c.precision == "fp16") {
+  s["device"] = c.device;
+  s["precision"] = to_string(c.precision);
+  s["recompute"] = to_string(c.recompute);
+  s["fusion"] = c.fusion ? "on" : "off";
+  if (c.precision == Precision::fp16) {
     s["loss_scale"] = r.loss_scale;
     s["skipped_steps"] = r.skipped_steps;
   }

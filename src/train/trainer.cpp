@@ -1,7 +1,6 @@
 #include "train/trainer.h"
 
 #include <fmt/format.h>
-#include <omp.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -104,12 +103,11 @@ size_t peak_rss_bytes() { return status_kb_bytes("VmHWM"); }
 Trainer::Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume, FILE* log)
     : cfg_(cfg), run_dir_(run_dir), log_(log) {
   cfg_.validate();
-  if (cfg_.threads > 0) omp_set_num_threads(cfg_.threads);
-  backend_ = make_cpu_backend();
+  backend_ = make_backend(cfg_.device, {.threads = cfg_.threads});
   if (const char* prof = std::getenv("GT_PROFILE"); prof && *prof && std::string(prof) != "0")
     backend_ = make_profiling_backend(std::move(backend_));
-  backend_->set_precision(parse_precision(cfg_.precision));
-  scaler_ = GradScaler(cfg_.precision == "fp16");
+  backend_->set_precision(cfg_.precision);
+  scaler_ = GradScaler(cfg_.precision == Precision::fp16);
   std::optional<CheckpointState> st;
   if (resume) st = load_checkpoint_state(run_dir);
   if (st && log_) {  // a policy changed on resume: allowed, but say the run is no longer exact
@@ -122,10 +120,13 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume
                      "run differs from an uninterrupted one\n",
                      key, now.c_str(), was.c_str());
     };
-    note("train.precision", saved.precision, cfg_.precision);
-    note("train.fusion", saved.fusion, cfg_.fusion);
-    note("train.recompute", saved.recompute, cfg_.recompute);
-    note("train.stochastic_rounding", saved.stochastic_rounding, cfg_.stochastic_rounding);
+    auto on_off = [](bool b) { return std::string(b ? "on" : "off"); };
+    note("train.device", saved.device, cfg_.device);
+    note("train.precision", to_string(saved.precision), to_string(cfg_.precision));
+    note("train.fusion", on_off(saved.fusion), on_off(cfg_.fusion));
+    note("train.recompute", to_string(saved.recompute), to_string(cfg_.recompute));
+    note("train.stochastic_rounding", on_off(saved.stochastic_rounding),
+         on_off(cfg_.stochastic_rounding));
     note("train.batch_size", std::to_string(saved.batch_size), std::to_string(cfg_.batch_size));
     note("train.grad_accum_steps", std::to_string(saved.grad_accum_steps),
          std::to_string(cfg_.grad_accum_steps));
@@ -146,22 +147,23 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume
   }
   runtime_bytes_ = current_rss_bytes();
   if (cfg_.memory_budget > 0 && !resume) {
-    const auto rc = parse_recompute(cfg_.recompute);
-    const auto prec = parse_precision(cfg_.precision);
-    int b = largest_batch_that_fits(cfg_.model, rc, cfg_.fusion == "on", prec,
-                                    static_cast<size_t>(cfg_.memory_budget));
+    const auto rc = cfg_.recompute;
+    const auto prec = cfg_.precision;
+    int b = largest_batch_that_fits(cfg_.model, rc, cfg_.fusion, prec,
+                                    static_cast<size_t>(cfg_.memory_budget), *backend_);
     if (b == 0)
       throw Error(fmt::format(
           "train.memory_budget = {} bytes: not even a micro-batch of 1 fits ({} bytes planned)",
-          cfg_.memory_budget, plan_memory(cfg_.model, 1, rc, cfg_.fusion == "on", prec).total()));
+          cfg_.memory_budget,
+          plan_memory(cfg_.model, 1, rc, cfg_.fusion, prec, *backend_).total()));
     // no larger than the number of distinct windows in the training data
     const int64_t windows = (int64_t)data_.train.size() - cfg_.model.block_size;
     if (windows >= 1 && b > windows) b = static_cast<int>(windows);
     cfg_.batch_size = b;
   }
   try {
-    model_ = std::make_unique<GPT>(cfg_.model, cfg_.batch_size, parse_recompute(cfg_.recompute),
-                                   *backend_, cfg_.fusion == "on");
+    model_ =
+        std::make_unique<GPT>(cfg_.model, cfg_.batch_size, cfg_.recompute, *backend_, cfg_.fusion);
   } catch (const Error& e) {
     if (cfg_.memory_budget <= 0 || resume) throw;
     throw Error(fmt::format("train.memory_budget = {} bytes chose micro-batch {}: {}",
@@ -173,8 +175,8 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume
     m_->plan(s.name, s.shape);
     v_->plan(s.name, s.shape);
   }
-  m_->allocate();
-  v_->allocate();
+  m_->allocate(*backend_);
+  v_->allocate(*backend_);
   sampler_ = std::make_unique<BatchSampler>(data_.train, cfg_.batch_size, cfg_.model.block_size,
                                             static_cast<uint64_t>(cfg_.seed));
   inputs_.resize((size_t)cfg_.batch_size * cfg_.model.block_size);
@@ -201,8 +203,7 @@ Trainer::~Trainer() = default;
 
 OptimizerResult optimizer_step(Backend& be, GPT& model, Arena& m, Arena& v, const TrainConfig& cfg,
                                float lr, int64_t t, double loss_scale) {
-  if (cfg.fusion != "on" && loss_scale == 1.0)
-    return {clip_and_update(be, model, m, v, cfg, lr, t)};
+  if (!cfg.fusion && loss_scale == 1.0) return {clip_and_update(be, model, m, v, cfg, lr, t)};
   OptimizerResult r;
   Arena& g = model.grads();
   Arena& p = model.params();
@@ -220,7 +221,7 @@ OptimizerResult optimizer_step(Backend& be, GPT& model, Arena& m, Arena& v, cons
     if (coef < 1.0) mult *= coef;
   }
   const size_t n = p.size();
-  if (cfg.fusion == "on") {
+  if (cfg.fusion) {
     std::vector<float*> pp(n), mm(n), vv(n);
     std::vector<const float*> gg(n);
     std::vector<int64_t> cnt(n);
@@ -277,7 +278,7 @@ double clip_and_update(Backend& be, GPT& model, Arena& m, Arena& v, const TrainC
 double Trainer::train_step() {
   const int B = cfg_.batch_size, T = cfg_.model.block_size;
   model_->zero_grad();
-  if (cfg_.stochastic_rounding == "on")  // a seed per step: resume rounds as the run would
+  if (cfg_.stochastic_rounding)  // a seed per step: resume rounds as the run would
     backend_->set_stochastic_rounding(
         true, static_cast<uint64_t>(cfg_.seed) * 0x100000001B3ull + static_cast<uint64_t>(step_));
   double loss = 0.0;
@@ -322,12 +323,10 @@ LoadedModel load_model(const std::string& run_dir, int max_batch) {
   lm.cfg.validate();
   lm.tokenizer = st.tokenizer;
   lm.step = st.step;
-  if (lm.cfg.threads > 0) omp_set_num_threads(lm.cfg.threads);
-  lm.backend = make_cpu_backend();
-  lm.backend->set_precision(parse_precision(lm.cfg.precision));
-  lm.model =
-      std::make_unique<GPT>(lm.cfg.model, max_batch > 0 ? max_batch : lm.cfg.batch_size,
-                            parse_recompute(lm.cfg.recompute), *lm.backend, lm.cfg.fusion == "on");
+  lm.backend = make_backend(lm.cfg.device, {.threads = lm.cfg.threads});
+  lm.backend->set_precision(lm.cfg.precision);
+  lm.model = std::make_unique<GPT>(lm.cfg.model, max_batch > 0 ? max_batch : lm.cfg.batch_size,
+                                   lm.cfg.recompute, *lm.backend, lm.cfg.fusion);
   load_checkpoint_tensors(run_dir, *lm.model, nullptr, nullptr);
   lm.backend->weights_updated();
   return lm;

@@ -60,7 +60,7 @@ struct OptimizerResult {
 /// The precision-aware optimizer step: the gradients hold loss_scale times the true ones;
 /// when any is inf or NaN nothing changes and the result says skipped; otherwise they are
 /// unscaled, clipped (cfg.grad_clip) and AdamW is applied at step t (fused into one pass
-/// over all tensors when cfg.fusion is "on"). Marks the backend's 16-bit weight copies stale.
+/// over all tensors when cfg.fusion is on). Marks the backend's 16-bit weight copies stale.
 OptimizerResult optimizer_step(Backend& be, GPT& model, Arena& m, Arena& v, const TrainConfig& cfg,
                                float lr, int64_t t, double loss_scale = 1.0);
 
@@ -95,7 +95,8 @@ struct RunResult {
 
 class Trainer {
  public:
-  /// Sets threads, loads the data and builds the model. With resume, the configuration,
+  /// Makes the backend train.device names (with train.threads), loads the data and builds the
+  /// model. With resume, the configuration,
   /// tokenizer, weights, AdamW state and data position come from run_dir's checkpoint
   /// (cfg must then be the checkpoint's configuration, possibly with overrides).
   /// log: where progress lines go (nullptr: silent). Throws gt::Error on bad input.
@@ -170,8 +171,8 @@ struct LoadedModel {
   std::unique_ptr<GPT> model;
 };
 /// Loads the configuration, tokenizer and weights of run_dir's checkpoint into a model that
-/// takes micro-batches of up to max_batch (0: the run's train.batch_size). Sets the thread
-/// count as the run did. Throws gt::Error naming the missing or invalid file.
+/// takes micro-batches of up to max_batch (0: the run's train.batch_size), on the run's
+/// train.device with its train.threads. Throws gt::Error naming the missing or invalid file.
 LoadedModel load_model(const std::string& run_dir, int max_batch = 0);
 
 /// Peak resident memory of this process in bytes (VmHWM), 0 where unknown.

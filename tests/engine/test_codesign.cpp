@@ -70,7 +70,7 @@ void check_lowp_matmul(Precision p, double tol_hi) {
   auto inp = randn(N * C, 1), w = randn(C * OC, 2, 0.1f), bias = randn(OC, 3),
        dout = randn(N * OC, 4);
   MatmulRef ref(inp, w, bias, dout, N, C, OC);
-  auto be = make_cpu_backend();
+  auto be = make_backend("cpu");
   be->set_precision(p);
   EXPECT_EQ(be->precision(), p);
   std::vector<float> out(N * OC), dinp(N * C), dw(C * OC, 0.f);
@@ -97,7 +97,7 @@ TEST(Precision, Fp16MatmulMatchesFloat64WithinFp16Tolerance) {
 TEST(Precision, WeightCopiesRefreshOnlyAfterWeightsUpdated) {
   const int N = 4, C = 8, OC = 8;
   auto inp = randn(N * C, 1), w = randn(C * OC, 2);
-  auto be = make_cpu_backend();
+  auto be = make_backend("cpu");
   be->set_precision(Precision::bf16);
   std::vector<float> a(N * OC), b(N * OC);
   be->matmul_forward(a.data(), inp.data(), w.data(), nullptr, N, C, OC);
@@ -121,7 +121,7 @@ TEST(Precision, StochasticRoundingIsUnbiasedAndReproducible) {
   // x = 1 + 2^-9 lies a quarter of the way from bf16 1.0 to its neighbour 1 + 2^-7
   const float x = 1.0f + std::ldexp(1.0f, -9), lo = 1.0f, hi = 1.0f + std::ldexp(1.0f, -7);
   std::vector<float> w(1 << 16, x);
-  auto be = make_cpu_backend();
+  auto be = make_backend("cpu");
   be->set_precision(Precision::bf16);
   EXPECT_EQ(bf16_weight_copy(*be, w)[0], lo);  // round to nearest even: always down
   be->set_stochastic_rounding(true, 7);
@@ -145,9 +145,10 @@ TEST(Precision, StochasticRoundingIsUnbiasedAndReproducible) {
   EXPECT_EQ(bf16_weight_copy(*be, exact), exact);
 }
 
-// With bf16 activations on, a product's input is a bf16 array and GELU's gradient reaches the
-// next product as a bf16 copy only: the same gradients, bit for bit, as the f32 hand-over;
-// a gradient left for a later op is refused, not read as stale floats.
+// Under bf16 a product's input can be a bf16 tensor, and GELU's gradient can reach the next
+// product as a bf16 tensor the model planned for it (DevPtr carries the type): the same
+// gradients, bit for bit, as the f32 hand-over rounded at the product; a bf16 tensor under
+// another precision is refused.
 TEST(Precision, Bf16ActivationsAndGradientHandOff) {
   const int N = 6, C = 8, OC = 32;
   auto inp = randn(N * C, 21), w = randn(C * OC, 22), pre = randn(N * OC, 23);
@@ -161,22 +162,15 @@ TEST(Precision, Bf16ActivationsAndGradientHandOff) {
   }
   auto run = [&](bool act16, std::vector<float>& dinp, std::vector<float>& dw,
                  std::vector<float>& db) {
-    auto be = make_cpu_backend();
+    auto be = make_backend("cpu");
     be->set_precision(Precision::bf16);
-    be->set_bf16_activations(act16);
     auto d = randn(N * OC, 24);
     dinp.assign(N * C, 0.f), dw.assign(C * OC, 0.f), db.assign(OC, 0.f);
-    be->gelu_backward(d.data(), pre.data(), d.data(), N * OC);
-    const float* x = act16 ? reinterpret_cast<const float*>(inp16.data()) : inp.data();
-    be->matmul_backward(dinp.data(), dw.data(), db.data(), d.data(), x, w.data(), N, C, OC);
-    if (act16) {  // an op between the hand-off and its product
-      be->gelu_backward(d.data(), pre.data(), d.data(), N * OC);
-      std::vector<float> r(4);
-      be->residual_forward(r.data(), r.data(), r.data(), 4);
-      EXPECT_THROW(
-          be->matmul_backward(dinp.data(), dw.data(), db.data(), d.data(), x, w.data(), N, C, OC),
-          Error);
-    }
+    std::vector<uint16_t> d16(N * OC);
+    const DevPtr dgrad = act16 ? DevPtr(d16.data(), DType::bf16) : DevPtr(d.data());
+    be->gelu_backward(dgrad, pre.data(), d.data(), N * OC);
+    const ConstDevPtr x = act16 ? ConstDevPtr(inp16.data(), DType::bf16) : inp.data();
+    be->matmul_backward(dinp.data(), dw.data(), db.data(), dgrad, x, w.data(), N, C, OC);
   };
   std::vector<float> a1, a2, a3, b1, b2, b3;
   run(false, a1, a2, a3);
@@ -184,10 +178,16 @@ TEST(Precision, Bf16ActivationsAndGradientHandOff) {
   EXPECT_EQ(a1, b1);
   EXPECT_EQ(a2, b2);
   EXPECT_EQ(a3, b3);
+  auto be = make_backend("cpu");  // fp32
+  std::vector<float> out(N * C);
+  EXPECT_THROW(be->matmul_forward(out.data(), ConstDevPtr(inp16.data(), DType::bf16), w.data(),
+                                  nullptr, N, C, OC),
+               Error);
+  EXPECT_THROW(be->gelu_forward(DevPtr(inp16.data(), DType::bf16), pre.data(), N * C), Error);
 }
 
 TEST(Precision, Fp8IsRefusedOnTheCpuWithAClearMessage) {
-  auto be = make_cpu_backend();
+  auto be = make_backend("cpu");
   try {
     be->set_precision(Precision::fp8);
     FAIL() << "fp8 accepted";
@@ -196,14 +196,14 @@ TEST(Precision, Fp8IsRefusedOnTheCpuWithAClearMessage) {
   }
   TrainConfig c;
   c.data_path = "x";
-  c.precision = "fp8";
+  c.precision = Precision::fp8;
   EXPECT_THROW(c.validate(), Error);
-  c.precision = "bf16";
+  c.precision = Precision::bf16;
   EXPECT_NO_THROW(c.validate());
-  c.fusion = "on";
+  c.fusion = true;
   EXPECT_NO_THROW(c.validate());
-  c.fusion = "maybe";
-  EXPECT_THROW(c.validate(), Error);
+  EXPECT_THROW(c.set("train.fusion", "maybe", "test"), Error);
+  EXPECT_THROW(c.set("train.precision", "fp12", "test"), Error);
 }
 
 TrainConfig small_config(const std::string& data_path) {
@@ -232,7 +232,7 @@ TEST(Precision, Bf16LossCurveFollowsFp32) {
   test::write_file(d.file("t.txt"), test::sample_text(20000));
   TrainConfig c = small_config(d.file("t.txt"));
   auto f32 = train_losses(c, d.file("fp32"));
-  c.precision = "bf16";
+  c.precision = Precision::bf16;
   auto b16 = train_losses(c, d.file("bf16"));
   ASSERT_EQ(f32.size(), 50u);
   ASSERT_EQ(b16.size(), 50u);
@@ -250,7 +250,7 @@ TEST(Precision, Fp16TrainsAndReportsTheScale) {
   TrainConfig c = small_config(d.file("t.txt"));
   c.max_steps = 20;
   auto f32 = train_losses(c, d.file("fp32"));
-  c.precision = "fp16";
+  c.precision = Precision::fp16;
   Trainer tr(c, d.file("fp16"), false, nullptr);
   auto r = tr.run();
   EXPECT_EQ(r.skipped_steps, 0);
@@ -292,7 +292,7 @@ TEST(Precision, Fp16OverflowSkipsExactlyThatStep) {
   test::TempDir d;
   test::write_file(d.file("t.txt"), test::sample_text(20000));
   TrainConfig c = small_config(d.file("t.txt"));
-  c.precision = "fp16";
+  c.precision = Precision::fp16;
   Trainer tr(c, d.file("run"), false, nullptr);
   tr.train_step();
   ASSERT_FALSE(tr.last_step_skipped());
@@ -323,7 +323,7 @@ TEST(Precision, Fp16OverflowSkipsExactlyThatStep) {
 TEST(Fusion, ResidualLayernormEqualsResidualThenLayernorm) {
   const int N = 37, C = 48;
   auto a = randn(N * C, 1), b = randn(N * C, 2), w = randn(C, 3), bias = randn(C, 4);
-  auto be = make_cpu_backend();
+  auto be = make_backend("cpu");
   std::vector<float> r1(N * C), o1(N * C), m1(N), s1(N), r2(N * C), o2(N * C), m2(N), s2(N);
   be->residual_forward(r1.data(), a.data(), b.data(), N * C);
   be->layernorm_forward(o1.data(), m1.data(), s1.data(), r1.data(), w.data(), bias.data(), N, C);
@@ -371,7 +371,7 @@ TEST_P(AttentionPrecision, MatchesFloat64AndFp32WithinItsTolerance) {
   const double tol = prec == Precision::bf16 ? 2e-2 : 2e-3;  // ~8 and ~11 mantissa bits
   const int B = 2, T = 100, C = 48, NH = 3;
   auto qkv = randn(B * T * 3 * C, 21), dout = randn(B * T * C, 22);
-  auto be32 = make_cpu_backend(), be = make_cpu_backend();
+  auto be32 = make_backend("cpu"), be = make_backend("cpu");
   be->set_precision(prec);
   std::vector<float> out(B * T * C), att(B * NH * T * T), lse(B * NH * T), dq(B * T * 3 * C);
   std::vector<float> out32(B * T * C), att32(B * NH * T * T), dq32(B * T * 3 * C);
@@ -419,7 +419,7 @@ TEST_P(FusedAttention, WithoutTheTxTMatrixMatchesTheReference) {
   const auto [T, C, NH] = GetParam();
   const int B = 2;
   auto qkv = randn(B * T * 3 * C, 5), dout = randn(B * T * C, 6);
-  auto be = make_cpu_backend();
+  auto be = make_backend("cpu");
   std::vector<float> out1(B * T * C), att(B * NH * T * T), dq1(B * T * 3 * C);
   AlignedFloats out2(B * T * C), lse(B * NH * T), dq2(B * T * 3 * C);
   be->attention_forward(out1.data(), att.data(), qkv.data(), B, T, C, NH);
@@ -441,7 +441,7 @@ TEST(Fusion, SoftmaxCrossEntropyGradientInPlace) {
   auto logits = randn(N * V, 7, 3.0f);
   std::vector<int32_t> tg(N);
   for (int i = 0; i < N; ++i) tg[i] = (i * 7) % V;
-  auto be = make_cpu_backend();
+  auto be = make_backend("cpu");
   std::vector<float> probs(N * V), l1(N), d1(N * V), l2(N), fused = logits;
   be->softmax_crossentropy_forward(probs.data(), l1.data(), logits.data(), tg.data(), N, V);
   be->softmax_crossentropy_backward(d1.data(), probs.data(), tg.data(), 0.25f, N, V);
@@ -453,7 +453,7 @@ TEST(Fusion, SoftmaxCrossEntropyGradientInPlace) {
 }
 
 TEST(Fusion, OneAdamwPassEqualsPerTensorUpdates) {
-  auto be = make_cpu_backend();
+  auto be = make_backend("cpu");
   std::vector<int64_t> n = {100000, 7, 33};
   std::vector<float> wd = {0.1f, 0.f, 0.1f};
   std::vector<std::vector<float>> p1, g, m1, v1, p2, m2, v2;
@@ -491,7 +491,7 @@ struct ModelRun {
 };
 ModelRun run_model(bool fused, Recompute rc, Precision p = Precision::fp32) {
   GPTConfig c{2, 2, 32, 16, 23};
-  auto be = make_cpu_backend();
+  auto be = make_backend("cpu");
   be->set_precision(p);
   GPT m(c, 3, rc, *be, fused);
   m.init_weights(11);
@@ -525,54 +525,57 @@ TEST(Fusion, FusedTrainingFollowsUnfused) {
   TrainConfig c = small_config(d.file("t.txt"));
   c.max_steps = 20;
   auto u = train_losses(c, d.file("u"));
-  c.fusion = "on";
+  c.fusion = true;
   auto f = train_losses(c, d.file("f"));
   for (size_t i = 0; i < u.size(); ++i) EXPECT_NEAR(f[i], u[i], 1e-4 * u[i]) << "step " << i;
 }
 
 TEST(Fusion, MemoryPlanShrinks) {
   GPTConfig c{6, 6, 384, 256, 65};
+  auto be = make_backend("cpu");
+  const Precision fp32 = Precision::fp32;
   for (Recompute rc : {Recompute::none, Recompute::gelu, Recompute::gelu_ln, Recompute::block}) {
-    MemoryPlan u = plan_memory(c, 8, rc, false), f = plan_memory(c, 8, rc, true);
+    MemoryPlan u = plan_memory(c, 8, rc, false, fp32, *be),
+               f = plan_memory(c, 8, rc, true, fp32, *be);
     EXPECT_LT(f.activations_bytes, u.activations_bytes) << to_string(rc);
     EXPECT_LT(f.scratch_bytes, u.scratch_bytes) << to_string(rc);
     EXPECT_EQ(f.params_bytes, u.params_bytes);
   }
   // and the model allocates what was planned
-  auto be = make_cpu_backend();
   GPTConfig s{2, 2, 32, 16, 23};
   GPT m(s, 3, Recompute::gelu, *be, true);
-  MemoryPlan p = plan_memory(s, 3, Recompute::gelu, true);
+  MemoryPlan p = plan_memory(s, 3, Recompute::gelu, true, fp32, *be);
   EXPECT_EQ(m.memory().total(), p.total());
 }
 
 TEST(MemoryBudget, LargestBatchIsExactAndRecomputeFitsMore) {
   GPTConfig c{6, 6, 384, 256, 65};
   const size_t budget = size_t(2) << 30;
+  auto be = make_backend("cpu");
   int prev = 0;
   for (Recompute rc : {Recompute::none, Recompute::gelu, Recompute::gelu_ln, Recompute::block}) {
     for (Precision p : {Precision::fp32, Precision::bf16}) {
-      int b = largest_batch_that_fits(c, rc, false, p, budget);
+      int b = largest_batch_that_fits(c, rc, false, p, budget, *be);
       ASSERT_GT(b, 0);
-      EXPECT_LE(plan_memory(c, b, rc, false, p).total(), budget);
-      EXPECT_GT(plan_memory(c, b + 1, rc, false, p).total(), budget);
+      EXPECT_LE(plan_memory(c, b, rc, false, p, *be).total(), budget);
+      EXPECT_GT(plan_memory(c, b + 1, rc, false, p, *be).total(), budget);
     }
-    int b = largest_batch_that_fits(c, rc, false, Precision::fp32, budget);
+    int b = largest_batch_that_fits(c, rc, false, Precision::fp32, budget, *be);
     EXPECT_GE(b, prev) << to_string(rc);
     prev = b;
   }
-  EXPECT_GT(largest_batch_that_fits(c, Recompute::block, false, Precision::fp32, budget),
-            largest_batch_that_fits(c, Recompute::none, false, Precision::fp32, budget));
-  EXPECT_GT(largest_batch_that_fits(c, Recompute::none, true, Precision::fp32, budget),
-            largest_batch_that_fits(c, Recompute::none, false, Precision::fp32, budget));
-  EXPECT_EQ(largest_batch_that_fits(c, Recompute::none, false, Precision::fp32, 1000), 0);
+  EXPECT_GT(largest_batch_that_fits(c, Recompute::block, false, Precision::fp32, budget, *be),
+            largest_batch_that_fits(c, Recompute::none, false, Precision::fp32, budget, *be));
+  EXPECT_GT(largest_batch_that_fits(c, Recompute::none, true, Precision::fp32, budget, *be),
+            largest_batch_that_fits(c, Recompute::none, false, Precision::fp32, budget, *be));
+  EXPECT_EQ(largest_batch_that_fits(c, Recompute::none, false, Precision::fp32, 1000, *be), 0);
   // the bf16 workspace is in the plan the model reports
-  auto be = make_cpu_backend();
   be->set_precision(Precision::bf16);
   GPTConfig s{2, 2, 32, 16, 23};
   GPT m(s, 3, Recompute::none, *be);
   EXPECT_GT(m.memory().workspace_bytes, 0u);
-  EXPECT_EQ(m.memory().total(), plan_memory(s, 3, Recompute::none, false, Precision::bf16).total());
+  EXPECT_EQ(m.memory().total(),
+            plan_memory(s, 3, Recompute::none, false, Precision::bf16, *be).total());
 }
 
 TEST(MemoryBudget, TrainerTakesTheLargestBatchThatFits) {
@@ -587,8 +590,9 @@ TEST(MemoryBudget, TrainerTakesTheLargestBatchThatFits) {
     Trainer probe(c, d.file("p"), false, nullptr);
     g.vocab_size = probe.config().model.vocab_size;
   }
-  size_t budget = plan_memory(g, 7, Recompute::gelu, false).total();
-  c.recompute = "gelu";
+  size_t budget =
+      plan_memory(g, 7, Recompute::gelu, false, Precision::fp32, *make_backend("cpu")).total();
+  c.recompute = Recompute::gelu;
   c.memory_budget = static_cast<int64_t>(budget);
   Trainer tr(c, d.file("run"), false, nullptr);
   EXPECT_EQ(tr.config().batch_size, 7);

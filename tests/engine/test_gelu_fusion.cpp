@@ -74,7 +74,7 @@ TEST(MatmulGelu, MatchesFloat64AndTheTwoPassForm) {
         for (int c = 0; c < C; ++c) s += round(inp[i * C + c]) * round(w[c * OC + o]);
         ref[i * OC + o] = gelu64(s);
       }
-    auto be = make_cpu_backend();
+    auto be = make_backend("cpu");
     be->set_precision(p);
     std::vector<float> fused((size_t)N * OC), pre((size_t)N * OC), two((size_t)N * OC);
     be->matmul_gelu_forward(fused.data(), inp.data(), w.data(), bias.data(), N, C, OC);
@@ -92,16 +92,13 @@ TEST(MatmulGelu, Bf16ActivationsWriteTheRoundedBf16Output) {
   auto inp = randn(N * C, 4), w = randn(C * OC, 5, 0.15f), bias = randn(OC, 6, 0.5f);
   std::vector<uint16_t> in16(inp.size());
   for (size_t i = 0; i < inp.size(); ++i) in16[i] = to_bf16(inp[i]);
-  auto be = make_cpu_backend();
+  auto be = make_backend("cpu");
   be->set_precision(Precision::bf16);
   std::vector<float> f32out((size_t)N * OC);
   be->matmul_gelu_forward(f32out.data(), inp.data(), w.data(), bias.data(), N, C, OC);
-  be->set_bf16_activations(true);
   std::vector<uint16_t> out16((size_t)N * OC, 0xFFFF);  // NaN: every element must be written
-  be->matmul_gelu_forward(reinterpret_cast<float*>(out16.data()),
-                          reinterpret_cast<const float*>(in16.data()), w.data(), bias.data(), N, C,
-                          OC);
-  be->set_bf16_activations(false);
+  be->matmul_gelu_forward(DevPtr(out16.data(), DType::bf16), ConstDevPtr(in16.data(), DType::bf16),
+                          w.data(), bias.data(), N, C, OC);
   // the same product, its f32 result rounded once to bf16
   for (size_t i = 0; i < out16.size(); ++i) ASSERT_EQ(out16[i], to_bf16(f32out[i])) << i;
 }
@@ -110,10 +107,12 @@ TEST(GeluFused, WritesGeluAndItsDerivative) {
   const int64_t n = 4099;
   auto x = randn(n, 7, 2.0f);
   for (Precision p : {Precision::fp32, Precision::bf16}) {
-    auto be = make_cpu_backend();
+    auto be = make_backend("cpu");
     be->set_precision(p);
     std::vector<float> g(n), d(n, -1.f), two(n);
-    be->gelu_forward_fused(g.data(), d.data(), x.data(), n);
+    // the derivative as bf16 under bf16 (as the model plans fch_dgelu), else f32
+    const DevPtr dg = p == Precision::bf16 ? DevPtr(d.data(), DType::bf16) : DevPtr(d.data());
+    be->gelu_forward_fused(g.data(), dg, x.data(), n);
     be->gelu_forward(two.data(), x.data(), n);
     EXPECT_EQ(g, two) << to_string(p);  // the same GELU as gelu_forward, bitwise
     std::vector<double> g64(n), d64(n);
@@ -139,7 +138,7 @@ TEST(GeluFused, MatmulBackwardGeluMatchesFloat64AndTheTwoPassForm) {
   auto pre = randn(N * C, 8, 1.5f), w = randn(C * OC, 9, 0.1f), dout = randn(N * OC, 10);
   for (Precision p : {Precision::fp32, Precision::bf16}) {
     const std::string what = to_string(p);
-    auto be = make_cpu_backend();
+    auto be = make_backend("cpu");
     be->set_precision(p);
     std::vector<float> g(N * C), dg(N * C);
     be->gelu_forward_fused(g.data(), dg.data(), pre.data(), (int64_t)N * C);
@@ -176,18 +175,18 @@ TEST(GeluFused, Bf16ActivationsHandTheGradientOnInPlace) {
   for (size_t i = 0; i < x2.size(); ++i) x2_16[i] = to_bf16(x2[i]);
   std::vector<float> dx2[2], dw2[2];
   for (int on = 0; on < 2; ++on) {
-    auto be = make_cpu_backend();
+    auto be = make_backend("cpu");
     be->set_precision(Precision::bf16);
-    be->set_bf16_activations(on == 1);
     std::vector<float> g(N * C), dg(N * C), dinp(N * C), dw(C * OC, 0.f), db(OC, 0.f);
-    be->gelu_forward_fused(g.data(), dg.data(), pre.data(), (int64_t)N * C);
-    be->matmul_backward_gelu(dinp.data(), dw.data(), db.data(), dout.data(), g.data(), w.data(),
-                             dg.data(), N, C, OC);
+    // on: the product writes dinp as a bf16 tensor (in dinp's memory) for the next product
+    const DevPtr d = on ? DevPtr(dinp.data(), DType::bf16) : DevPtr(dinp.data());
+    be->gelu_forward_fused(g.data(), DevPtr(dg.data(), DType::bf16), pre.data(), (int64_t)N * C);
+    be->matmul_backward_gelu(d, dw.data(), db.data(), dout.data(), g.data(), w.data(),
+                             ConstDevPtr(dg.data(), DType::bf16), N, C, OC);
     dx2[on].assign(N * C2, 0.f);
     dw2[on].assign(C2 * C, 0.f);
-    const float* x = on ? reinterpret_cast<const float*>(x2_16.data()) : x2.data();
-    be->matmul_backward(dx2[on].data(), dw2[on].data(), nullptr, dinp.data(), x, w2.data(), N, C2,
-                        C);
+    const ConstDevPtr x = on ? ConstDevPtr(x2_16.data(), DType::bf16) : ConstDevPtr(x2.data());
+    be->matmul_backward(dx2[on].data(), dw2[on].data(), nullptr, d, x, w2.data(), N, C2, C);
   }
   EXPECT_EQ(dx2[0], dx2[1]);
   EXPECT_EQ(dw2[0], dw2[1]);
@@ -204,7 +203,7 @@ struct Tokens {
 /// The logits (B,T,V) of a forward without targets.
 std::vector<float> logits(GPT& m, const Tokens& t, int B, int T, int V, bool for_backward) {
   m.forward(t.in.data(), nullptr, B, T, for_backward);
-  return std::vector<float>(m.logits(), m.logits() + (size_t)B * T * V);
+  return m.logits();  // (B, T, V) of the last forward
 }
 
 TEST(MatmulGelu, EvaluationForwardMatchesTheTrainingForward) {
@@ -214,7 +213,7 @@ TEST(MatmulGelu, EvaluationForwardMatchesTheTrainingForward) {
   for (Precision p : {Precision::fp32, Precision::bf16}) {
     for (Recompute rc : {Recompute::none, Recompute::gelu, Recompute::block}) {
       const std::string what = to_string(p) + " " + to_string(rc);
-      auto be = make_profiling_backend(make_cpu_backend());
+      auto be = make_profiling_backend(make_backend("cpu"));
       be->set_precision(p);
       GPT m(c, B, rc, *be, /*fused=*/true);
       m.init_weights(11);
@@ -247,7 +246,7 @@ TEST(GeluFused, RefusesAPrecisionChangedAfterTheModelWasBuilt) {
   // gelu' was planned as bf16; an fp32 pass would write f32 into it (twice the bytes)
   GPTConfig c{2, 2, 32, 16, 23};
   Tokens t(2 * 16, c.vocab_size);
-  auto be = make_cpu_backend();
+  auto be = make_backend("cpu");
   be->set_precision(Precision::bf16);
   GPT m(c, 2, Recompute::none, *be, /*fused=*/true, /*bf16_activations=*/false);
   m.init_weights(3);
@@ -262,7 +261,7 @@ TEST(GeluFused, RefusesAPrecisionChangedAfterTheModelWasBuilt) {
 TEST(MatmulGelu, UnfusedEvaluationKeepsTheTwoPassForm) {
   GPTConfig c{2, 2, 32, 16, 23};
   Tokens t(2 * 16, c.vocab_size);
-  auto be = make_profiling_backend(make_cpu_backend());
+  auto be = make_profiling_backend(make_backend("cpu"));
   GPT m(c, 2, Recompute::none, *be, /*fused=*/false);
   m.init_weights(3);
   const float eval = m.forward(t.in.data(), t.tg.data(), 2, 16, /*for_backward=*/false);

@@ -1,10 +1,15 @@
-// Every CPU kernel against a float64 reference: forwards compared elementwise, backwards
-// compared with central finite differences of the float64 reference forward.
+// Every kernel of every registered backend (the reference backend included: these float64
+// formulas are its independent check) against a float64 reference: forwards compared
+// elementwise, backwards compared with central finite differences of the float64 reference
+// forward. tests/backend/test_backend_ops.cpp compares the backends with each other at many
+// more sizes.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <functional>
 #include <random>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "backend/backend.h"
@@ -108,12 +113,28 @@ void expect_close(const A& got, const B& want, double atol, double rtol, const c
     ASSERT_NEAR(got[i], want[i], atol + rtol * std::fabs(want[i])) << what << " at " << i;
 }
 
-class Kernels : public ::testing::Test {
- protected:
-  std::unique_ptr<Backend> be = make_cpu_backend();
-};
+std::vector<std::string> backends() {
+  std::vector<std::string> v;
+  for (auto& e : registered_backends()) v.push_back(e.name);
+  return v;
+}
 
-TEST_F(Kernels, EmbeddingForwardBackward) {
+/// The backend under test is the first parameter of every case.
+template <typename P>
+class OnBackend : public ::testing::TestWithParam<P> {
+ protected:
+  static const std::string& name_of(const std::string& p) { return p; }
+  template <typename T>
+  static const std::string& name_of(const std::tuple<std::string, T>& p) {
+    return std::get<0>(p);
+  }
+  std::unique_ptr<Backend> be = make_backend(name_of(this->GetParam()));
+};
+class Kernels : public OnBackend<std::string> {};
+INSTANTIATE_TEST_SUITE_P(Registered, Kernels, ::testing::ValuesIn(backends()),
+                         [](const auto& info) { return info.param; });
+
+TEST_P(Kernels, EmbeddingForwardBackward) {
   const int B = 2, T = 3, C = 5, V = 7;
   auto wte = randn(V * C, 1), wpe = randn(T * C, 2), dout = randn(B * T * C, 3);
   std::vector<int32_t> inp = {0, 3, 6, 3, 3, 1};
@@ -135,10 +156,10 @@ TEST_F(Kernels, EmbeddingForwardBackward) {
 }
 
 // N = 150: three blocks of layernorm_backward's partial sums (64, 64, 22 rows)
-class LayerNormRows : public Kernels, public ::testing::WithParamInterface<int> {};
+class LayerNormRows : public OnBackend<std::tuple<std::string, int>> {};
 
 TEST_P(LayerNormRows, ForwardBackward) {
-  const int N = GetParam(), C = 16;
+  const int N = std::get<1>(GetParam()), C = 16;
   auto x = randn(N * C, 4, 2.0f), w = randn(C, 5), b = randn(C, 6), r = randn(N * C, 7);
   std::vector<float> out(N * C), mean(N), rstd(N);
   be->layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
@@ -155,12 +176,14 @@ TEST_P(LayerNormRows, ForwardBackward) {
   expect_close(db, fd_grad(to_d(b), fb), 1e-4, 1e-3, "db");
 }
 
-INSTANTIATE_TEST_SUITE_P(Rows, LayerNormRows, ::testing::Values(6, 150));
+INSTANTIATE_TEST_SUITE_P(Rows, LayerNormRows,
+                         ::testing::Combine(::testing::ValuesIn(backends()),
+                                            ::testing::Values(6, 150)));
 
-class MatmulLayout : public Kernels, public ::testing::WithParamInterface<bool> {};
+class MatmulLayout : public OnBackend<std::tuple<std::string, bool>> {};
 
 TEST_P(MatmulLayout, ForwardBackward) {
-  const bool wt = GetParam();
+  const bool wt = std::get<1>(GetParam());
   const int N = 5, C = 12, OC = 7;
   auto x = randn(N * C, 8), w = randn(C * OC, 9), b = randn(OC, 10), r = randn(N * OC, 11);
   std::vector<float> out(N * OC);
@@ -180,9 +203,11 @@ TEST_P(MatmulLayout, ForwardBackward) {
   be->matmul_backward(dx.data(), dw2.data(), nullptr, r.data(), x.data(), w.data(), N, C, OC, wt);
   for (size_t i = 0; i < dw.size(); ++i) ASSERT_NEAR(dw2[i], 2 * dw[i], 1e-5);
 }
-INSTANTIATE_TEST_SUITE_P(Layouts, MatmulLayout, ::testing::Values(false, true));
+INSTANTIATE_TEST_SUITE_P(Layouts, MatmulLayout,
+                         ::testing::Combine(::testing::ValuesIn(backends()),
+                                            ::testing::Values(false, true)));
 
-TEST_F(Kernels, AttentionForwardBackward) {
+TEST_P(Kernels, AttentionForwardBackward) {
   const int B = 2, T = 5, C = 8, NH = 2;
   auto qkv = randn(B * T * 3 * C, 12), r = randn(B * T * C, 13);
   std::vector<float> out(B * T * C), att(B * NH * T * T), dqkv(B * T * 3 * C, 7.0f);
@@ -207,7 +232,7 @@ TEST_F(Kernels, AttentionForwardBackward) {
   expect_close(dqkv, fd_grad(to_d(qkv), f), 1e-4, 1e-3, "dqkv");
 }
 
-TEST_F(Kernels, GeluForwardBackward) {
+TEST_P(Kernels, GeluForwardBackward) {
   const int N = 50;
   auto x = randn(N, 14, 3.0f), r = randn(N, 15);
   std::vector<float> out(N), dx(N);
@@ -220,14 +245,14 @@ TEST_F(Kernels, GeluForwardBackward) {
   }
 }
 
-TEST_F(Kernels, ResidualForward) {
+TEST_P(Kernels, ResidualForward) {
   auto a = randn(33, 16), b = randn(33, 17);
   std::vector<float> out(33);
   be->residual_forward(out.data(), a.data(), b.data(), 33);
   for (int i = 0; i < 33; ++i) ASSERT_NEAR(out[i], (double)a[i] + b[i], 1e-6);
 }
 
-TEST_F(Kernels, SoftmaxCrossEntropyForwardBackward) {
+TEST_P(Kernels, SoftmaxCrossEntropyForwardBackward) {
   const int N = 4, V = 9;
   auto logits = randn(N * V, 18, 3.0f);
   std::vector<int32_t> tg = {0, 8, 3, 3};
@@ -256,7 +281,7 @@ TEST_F(Kernels, SoftmaxCrossEntropyForwardBackward) {
   }
 }
 
-TEST_F(Kernels, AdamWMatchesFloat64Formula) {
+TEST_P(Kernels, AdamWMatchesFloat64Formula) {
   const int n = 40;
   auto p = randn(n, 19), g = randn(n, 20);
   std::vector<float> m(n, 0), v(n, 0);
@@ -276,7 +301,7 @@ TEST_F(Kernels, AdamWMatchesFloat64Formula) {
   expect_close(m, M, 1e-7, 1e-5, "exp_avg");
 }
 
-TEST_F(Kernels, SumSquaresAndScale) {
+TEST_P(Kernels, SumSquaresAndScale) {
   const int n = 200000;  // spans several reduction chunks
   auto g = randn(n, 21);
   double want = 0;

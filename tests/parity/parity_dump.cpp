@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
   cfg.eps = 1e-8;
   cfg.grad_clip = 1.0;
   const int B = cfg.batch_size, T = cfg.model.block_size, V = cfg.model.vocab_size;
-  auto be = make_cpu_backend();
+  auto be = make_backend("cpu");
   const Precision precision = parse_precision(argc >= 3 ? argv[2] : "fp32");
   be->set_precision(precision);
   GPT model(cfg.model, B, Recompute::none, *be, fused);
@@ -53,15 +53,15 @@ int main(int argc, char** argv) {
   // the logits of a forward without targets (the fused loss overwrites them with its gradient)
   model.forward(in.data(), nullptr, B, T);
   write_safetensors((out / "logits.safetensors").string(),
-                    {{"logits", Shape{B, T, V}, model.logits()}});
+                    {{"logits", Shape{B, T, V}, model.logits().data()}});
   model.zero_grad();
   float loss = model.forward(in.data(), tg.data(), B, T);
   model.backward(1.0f / (B * T));
   dump("grads.safetensors", model.grads());
   Arena m("m"), v("v");
   for (auto& s : model.specs()) m.plan(s.name, s.shape), v.plan(s.name, s.shape);
-  m.allocate();
-  v.allocate();
+  m.allocate(*be);
+  v.allocate(*be);
   std::vector<double> losses;
   for (int step = 1; step <= 10; ++step) {
     model.zero_grad();

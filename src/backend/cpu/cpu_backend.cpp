@@ -2,12 +2,15 @@
 // train_gpt2.c forms, parallelised with OpenMP so that every result is independent of
 // the thread count: no atomics, reductions in a fixed order). Matrix products go to
 // oneDNN. This is the reference that faster forms (fused, bf16, CUDA) are tested against.
+#include "backend/cpu/cpu_backend.h"
+
 #include <fmt/format.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <tuple>
 #include <unordered_map>
@@ -85,11 +88,54 @@ cpu::AttnType attention_type(Precision p) {
 
 class CpuBackend final : public Backend {
  public:
+  explicit CpuBackend(const BackendOptions& opt) {
+    if (opt.threads > 0) omp_set_num_threads(opt.threads);
+  }
   std::string name() const override { return "cpu"; }
+
+  // ---- memory: host memory, 64-byte aligned ---------------------------------------------
+  Device device() const override { return Device::cpu; }
+  void* allocate(size_t bytes) override {
+    void* p = std::aligned_alloc(64, (std::max<size_t>(bytes, 1) + 63) / 64 * 64);
+    if (!p) throw Error(fmt::format("cpu backend: cannot allocate {} bytes", bytes));
+    return p;
+  }
+  void deallocate(void* p) override { std::free(p); }
+  void zero(void* p, size_t bytes) override { std::memset(p, 0, bytes); }
+  void copy_to_device(void* dst, const void* src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+  }
+  void copy_to_host(void* dst, const void* src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+  }
+  void synchronize() override {}  // every op returns when its work is done
+
+  bool supports(Op op, Precision p) const override {
+    if (p == Precision::fp8) return false;
+    if (p == Precision::bf16) return cpu::onednn_supports(cpu::MmType::bf16);
+    (void)op;
+    return true;
+  }
+  /// The attention buffers (cpu/attention.h, per thread), LayerNorm's partial sums; for
+  /// bf16/fp16 also 16-bit copies of every matrix weight plus the operand buffer
+  /// (N*max(hidden,V) elements) and, unless the product inputs are stored in bf16, the
+  /// backward's buffer for the rounded product inputs (N*hidden). Emulated fp16 (oneDNN
+  /// without f16 matmul) keeps rounded values as floats (x2).
+  size_t workspace_bytes(const WorkspaceQuery& q) const override {
+    const size_t fixed =
+        cpu::attention_workspace_bytes(q.T, q.C, q.NH, attention_type(q.precision), q.fused,
+                                       omp_get_max_threads()) +
+        static_cast<size_t>((q.N + kLnRows - 1) / kLnRows) * 2 * q.C * sizeof(float);
+    if (q.precision == Precision::fp32) return fixed;
+    const bool act16 = q.bf16_activations && q.precision == Precision::bf16;
+    const int64_t elems =
+        q.weight_elems + q.N * std::max<int64_t>(q.hidden, q.V) + (act16 ? 0 : q.N * q.hidden);
+    const bool emulated = q.precision == Precision::fp16 && !cpu::onednn_supports(cpu::MmType::f16);
+    return fixed + static_cast<size_t>(elems) * (emulated ? 4 : 2);
+  }
 
   void embedding_forward(float* out, const int32_t* inp, const float* wte, const float* wpe, int B,
                          int T, int C) override {
-    drop_shadow();
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; ++b)
       for (int t = 0; t < T; ++t) {
@@ -102,7 +148,6 @@ class CpuBackend final : public Backend {
 
   void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* inp, int B,
                           int T, int C) override {
-    drop_shadow();
     // split the channels among threads: each thread owns a slice of every row
     parallel_chunks(C, [&](int64_t c0, int64_t c1) {
       for (int b = 0; b < B; ++b)
@@ -118,20 +163,18 @@ class CpuBackend final : public Backend {
     });
   }
 
-  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
+  void layernorm_forward(DevPtr out, float* mean, float* rstd, const float* inp, const float* w,
                          const float* b, int64_t N, int C) override {
-    uint16_t* a16 = act16(out);
-    uint16_t* o16 = a16 ? a16 : emit_shadow(out, N * C);
+    uint16_t* o16 = as16(out);
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < N; ++i)
-      layernorm_row(a16 ? nullptr : out + i * C, o16 ? o16 + i * C : nullptr, mean + i, rstd + i,
-                    inp + i * C, w, b, C);
+      layernorm_row(o16 ? nullptr : out.f32() + i * C, o16 ? o16 + i * C : nullptr, mean + i,
+                    rstd + i, inp + i * C, w, b, C);
   }
 
   void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
                           const float* w, const float* mean, const float* rstd, int64_t N,
                           int C) override {
-    drop_shadow();
     // One pass over the rows: each block of kLnRows rows also sums its share of dw and db
     // into its own partial row (the rows are read once, not again for the parameter
     // gradients); the partials are then added in block order, so the sums do not depend on
@@ -177,62 +220,61 @@ class CpuBackend final : public Backend {
     });
   }
 
-  void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int64_t N,
+  void matmul_forward(float* out, ConstDevPtr inp, const float* w, const float* bias, int64_t N,
                       int C, int OC, bool w_transposed) override {
     forward_product(out, inp, w, bias, N, C, OC, w_transposed, {});
   }
-  void matmul_gelu_forward(float* out, const float* inp, const float* w, const float* bias,
+  void matmul_gelu_forward(DevPtr out, ConstDevPtr inp, const float* w, const float* bias,
                            int64_t N, int C, int OC) override {
-    forward_product(out, inp, w, bias, N, C, OC, false, {.gelu = true, .c_bf16 = act16_});
+    forward_product(out.data, inp, w, bias, N, C, OC, false,
+                    {.gelu = true, .c_bf16 = as16(out) != nullptr});
   }
   /// out = inp @ W + bias with `post` applied, the operands in the current precision.
-  void forward_product(void* out, const float* inp, const float* w, const float* bias, int64_t N,
+  void forward_product(void* out, ConstDevPtr inp, const float* w, const float* bias, int64_t N,
                        int C, int OC, bool w_transposed, const cpu::MmPost& post) {
     if (prec_ == Precision::fp32) {
-      cpu::onednn_matmul(out, inp, w, bias, N, OC, C, false, w_transposed, false, cpu::MmType::f32,
-                         post);
+      cpu::onednn_matmul(out, f32(inp), w, bias, N, OC, C, false, w_transposed, false,
+                         cpu::MmType::f32, post);
       return;
     }
-    const void* a = act16_ ? (drop_shadow(), static_cast<const void*>(inp)) : operand_a(inp, N * C);
+    const void* a = operand(act_a_, inp, N * C);
     const void* b = weight_copy(w, (int64_t)C * OC);
     cpu::onednn_matmul(out, a, b, bias, N, OC, C, false, w_transposed, false, mm_type(), post);
   }
 
-  void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
+  void matmul_backward(float* dinp, float* dw, float* dbias, ConstDevPtr dout, ConstDevPtr inp,
                        const float* w, int64_t N, int C, int OC, bool w_transposed) override {
     matmul_backward_impl(dinp, dw, dbias, dout, inp, w, nullptr, N, C, OC, w_transposed);
   }
-  void matmul_backward_gelu(float* dinp, float* dw, float* dbias, const float* dout,
-                            const float* inp, const float* w, const float* dgelu, int64_t N, int C,
-                            int OC) override {
+  void matmul_backward_gelu(DevPtr dinp, float* dw, float* dbias, ConstDevPtr dout, ConstDevPtr inp,
+                            const float* w, ConstDevPtr dgelu, int64_t N, int C, int OC) override {
     matmul_backward_impl(dinp, dw, dbias, dout, inp, w, dgelu, N, C, OC, false);
   }
-  /// dgelu: when set, dinp = (dout @ W^T) * dgelu (binary post-op; bf16 under bf16), and
-  /// under bf16 activations dinp is written as its bf16 copy only, in dinp's own memory.
-  void matmul_backward_impl(float* dinp, float* dw, float* dbias, const float* dout,
-                            const float* inp, const float* w, const float* dgelu, int64_t N, int C,
-                            int OC, bool w_transposed) {
+  /// dgelu: when set, dinp = (dout @ W^T) * dgelu (binary post-op, f32 or bf16); a bf16 dinp
+  /// is written rounded by the product.
+  void matmul_backward_impl(DevPtr dinp, float* dw, float* dbias, ConstDevPtr dout, ConstDevPtr inp,
+                            const float* w, ConstDevPtr dgelu, int64_t N, int C, int OC,
+                            bool w_transposed) {
     const uint16_t* dout16 = nullptr;  // bf16: the bias gradient sums the rounded operand
-    // bf16 activations: a GELU-fused dinp goes to the next product as bf16, in place
-    const bool hand16 = dgelu && act16_;
     const cpu::MmPost post{
-        .mul = dgelu, .mul_bf16 = dgelu && prec_ == Precision::bf16, .c_bf16 = hand16};
+        .mul = dgelu.data, .mul_bf16 = as16(dgelu) != nullptr, .c_bf16 = as16(dinp) != nullptr};
     if (prec_ == Precision::fp32) {
       if (dinp)
-        cpu::onednn_matmul(dinp, dout, w, nullptr, N, C, OC, false, !w_transposed, false,
+        cpu::onednn_matmul(dinp.data, f32(dout), w, nullptr, N, C, OC, false, !w_transposed, false,
                            cpu::MmType::f32, post);
       if (!w_transposed)
-        cpu::onednn_matmul(dw, inp, dout, nullptr, C, OC, N, true, false, true);
+        cpu::onednn_matmul(dw, f32(inp), f32(dout), nullptr, C, OC, N, true, false, true);
       else
-        cpu::onednn_matmul(dw, dout, inp, nullptr, OC, C, N, true, false, true);
+        cpu::onednn_matmul(dw, f32(dout), f32(inp), nullptr, OC, C, N, true, false, true);
     } else {
-      // dout and inp rounded to 16 bits once; both products accumulate in f32
-      const void* d = operand_a(dout, N * OC);
+      // dout and inp in 16 bits (rounded here unless they are bf16 tensors already); both
+      // products accumulate in f32
+      const void* d = operand(act_a_, dout, N * OC);
       if (prec_ == Precision::bf16) dout16 = static_cast<const uint16_t*>(d);
-      const void* x = act16_ ? static_cast<const void*>(inp) : lowp(act_b_, inp, N * C);
+      const void* x = operand(act_b_, inp, N * C);
       auto t = mm_type();
       if (dinp)
-        cpu::onednn_matmul(dinp, d, weight_copy(w, (int64_t)C * OC), nullptr, N, C, OC, false,
+        cpu::onednn_matmul(dinp.data, d, weight_copy(w, (int64_t)C * OC), nullptr, N, C, OC, false,
                            !w_transposed, false, t, post);
       if (!w_transposed)
         cpu::onednn_matmul(dw, x, d, nullptr, C, OC, N, true, false, true, t);
@@ -250,86 +292,62 @@ class CpuBackend final : public Backend {
     } else if (dbias) {
       parallel_chunks(OC, [&](int64_t o0, int64_t o1) {
         for (int64_t i = 0; i < N; ++i) {
-          const float* d = dout + i * OC;
+          const float* d = f32(dout) + i * OC;
           for (int64_t o = o0; o < o1; ++o) dbias[o] += d[o];
         }
       });
     }
-    if (dinp && hand16) {  // handed on as the bf16 copy the product wrote in place
-      emit_shadow(dinp, N * C, reinterpret_cast<uint16_t*>(dinp));
-      handoff(dinp);
-    }
   }
 
-  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
+  void attention_forward(DevPtr out, float* att, const float* qkv, int B, int T, int C,
                          int NH) override {
-    if (uint16_t* a16 = act16(out))
-      return attn_.forward(nullptr, att, nullptr, qkv, B, T, C, NH, a16);
-    attn_.forward(out, att, nullptr, qkv, B, T, C, NH, emit_shadow(out, (int64_t)B * T * C));
+    if (uint16_t* o16 = as16(out))
+      return attn_.forward(nullptr, att, nullptr, qkv, B, T, C, NH, o16);
+    attn_.forward(out.f32(), att, nullptr, qkv, B, T, C, NH, nullptr);
   }
 
-  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int B,
+  void attention_backward(DevPtr dqkv, const float* dout, const float* qkv, const float* att, int B,
                           int T, int C, int NH) override {
-    uint16_t* d16 = emit_shadow(dqkv, (int64_t)B * T * 3 * C);
-    attn_.backward(handoff(dqkv), dout, qkv, att, nullptr, B, T, C, NH, d16);
+    uint16_t* d16 = as16(dqkv);
+    attn_.backward(d16 ? nullptr : dqkv.f32(), dout, qkv, att, nullptr, B, T, C, NH, d16);
   }
 
-  void gelu_forward(float* out, const float* inp, int64_t N) override {
-    if (uint16_t* a16 = act16(out)) {
+  void gelu_forward(DevPtr out, const float* inp, int64_t N) override {
+    if (uint16_t* o16 = as16(out)) {
 #pragma omp parallel for simd schedule(static)
-      for (int64_t i = 0; i < N; ++i) a16[i] = cpu::to_bf16(cpu::gelu(inp[i]));
+      for (int64_t i = 0; i < N; ++i) o16[i] = cpu::to_bf16(cpu::gelu(inp[i]));
       return;
     }
-    if (uint16_t* o16 = emit_shadow(out, N)) {
+    float* o = out.f32();
 #pragma omp parallel for simd schedule(static)
-      for (int64_t i = 0; i < N; ++i) {
-        const float g = cpu::gelu(inp[i]);
-        out[i] = g;
-        o16[i] = cpu::to_bf16(g);
-      }
-      return;
-    }
-#pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < N; ++i) out[i] = cpu::gelu(inp[i]);
+    for (int64_t i = 0; i < N; ++i) o[i] = cpu::gelu(inp[i]);
   }
 
-  void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t N) override {
-    if (uint16_t* d16 = emit_shadow(dinp, N)) {
-      if (!handoff(dinp)) {
+  void gelu_backward(DevPtr dinp, const float* inp, const float* dout, int64_t N) override {
+    if (uint16_t* d16 = as16(dinp)) {
 #pragma omp parallel for simd schedule(static)
-        for (int64_t i = 0; i < N; ++i) d16[i] = cpu::to_bf16(cpu::gelu_grad(inp[i]) * dout[i]);
-        return;
-      }
-#pragma omp parallel for simd schedule(static)
-      for (int64_t i = 0; i < N; ++i) {
-        const float d = cpu::gelu_grad(inp[i]) * dout[i];
-        dinp[i] = d;
-        d16[i] = cpu::to_bf16(d);
-      }
+      for (int64_t i = 0; i < N; ++i) d16[i] = cpu::to_bf16(cpu::gelu_grad(inp[i]) * dout[i]);
       return;
     }
+    float* d = dinp.f32();
 #pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < N; ++i) dinp[i] = cpu::gelu_grad(inp[i]) * dout[i];
+    for (int64_t i = 0; i < N; ++i) d[i] = cpu::gelu_grad(inp[i]) * dout[i];
   }
 
-  void gelu_forward_fused(float* out, float* dgelu, const float* inp, int64_t N) override {
-    uint16_t* a16 = act16(out);
-    uint16_t* o16 = a16 ? a16 : emit_shadow(out, N);
-    const int g = !dgelu ? 0 : prec_ == Precision::bf16 ? 2 : 1;
-    if (a16) return cpu::gelu_fused<2>(g, out, o16, dgelu, inp, N);
-    if (o16) return cpu::gelu_fused<1>(g, out, o16, dgelu, inp, N);
-    cpu::gelu_fused<0>(g, out, o16, dgelu, inp, N);
+  void gelu_forward_fused(DevPtr out, DevPtr dgelu, const float* inp, int64_t N) override {
+    uint16_t* o16 = as16(out);
+    const int g = !dgelu ? 0 : as16(dgelu) ? 2 : 1;
+    if (o16) return cpu::gelu_fused<2>(g, nullptr, o16, dgelu.f32(), inp, N);
+    cpu::gelu_fused<0>(g, out.f32(), nullptr, dgelu.f32(), inp, N);
   }
 
   void residual_forward(float* out, const float* a, const float* b, int64_t N) override {
-    drop_shadow();
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < N; ++i) out[i] = a[i] + b[i];
   }
 
   void softmax_crossentropy_forward(float* probs, float* losses, const float* logits,
                                     const int32_t* targets, int64_t N, int V) override {
-    drop_shadow();
     check_targets(targets, N, V);
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < N; ++i) {
@@ -350,7 +368,6 @@ class CpuBackend final : public Backend {
 
   void softmax_crossentropy_backward(float* dlogits, const float* probs, const int32_t* targets,
                                      float dloss, int64_t N, int V) override {
-    drop_shadow();
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < N; ++i) {
       const float* p = probs + i * V;
@@ -362,7 +379,6 @@ class CpuBackend final : public Backend {
 
   void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
                     float beta2, float eps, float weight_decay, int64_t t) override {
-    drop_shadow();
     const float bc1 = 1.0f - std::pow(beta1, (float)t);
     const float bc2_sqrt = std::sqrt(1.0f - std::pow(beta2, (float)t));
     const float step_size = lr / bc1;
@@ -380,7 +396,6 @@ class CpuBackend final : public Backend {
   }
 
   double sum_squares(const float* g, int64_t n) override {
-    drop_shadow();
     constexpr int64_t kChunk = 1 << 16;
     int64_t nchunks = (n + kChunk - 1) / kChunk;
     std::vector<double> part(nchunks, 0.0);
@@ -397,7 +412,6 @@ class CpuBackend final : public Backend {
   }
 
   void scale(float* g, float s, int64_t n) override {
-    drop_shadow();
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i) g[i] *= s;
   }
@@ -413,65 +427,49 @@ class CpuBackend final : public Backend {
     f16_emulated_ = p == Precision::fp16 && !cpu::onednn_supports(cpu::MmType::f16);
     if (p == Precision::bf16 && !cpu::onednn_supports(cpu::MmType::bf16))
       throw Error("train.precision = 'bf16': this oneDNN has no bf16 matrix product on this CPU");
-    drop_shadow();
-    act16_ = false;
     prec_ = p;
     attn_.set_type(attention_type(p));
     weights_.clear();
   }
   Precision precision() const override { return prec_; }
-  void set_bf16_activations(bool on) override {
-    if (on && prec_ != Precision::bf16)
-      throw Error(fmt::format("bf16 activation storage needs precision bf16 (the backend runs {})",
-                              to_string(prec_)));
-    drop_shadow();
-    act16_ = on;
-  }
-  bool bf16_activations() const override { return act16_; }
   void set_stochastic_rounding(bool on, uint64_t seed) override {
-    drop_shadow();
     if (on != sr_ || seed != sr_seed_) ++generation_;  // copies made otherwise are stale
     sr_ = on;
     sr_seed_ = seed;
   }
-  void weights_updated() override {
-    drop_shadow();
-    ++generation_;
-  }
+  void weights_updated() override { ++generation_; }
 
-  void residual_layernorm_forward(float* res, float* out, float* mean, float* rstd, const float* a,
+  void residual_layernorm_forward(float* res, DevPtr out, float* mean, float* rstd, const float* a,
                                   const float* b, const float* w, const float* bias, int64_t N,
                                   int C) override {
-    uint16_t* a16 = act16(out);
-    uint16_t* o16 = a16 ? a16 : emit_shadow(out, N * C);
+    uint16_t* o16 = as16(out);
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < N; ++i) {
       const float* x1 = a + i * C;
       const float* x2 = b + i * C;
       float* r = res + i * C;
       for (int c = 0; c < C; ++c) r[c] = x1[c] + x2[c];
-      layernorm_row(a16 ? nullptr : out + i * C, o16 ? o16 + i * C : nullptr, mean + i, rstd + i, r,
-                    w, bias, C);
+      layernorm_row(o16 ? nullptr : out.f32() + i * C, o16 ? o16 + i * C : nullptr, mean + i,
+                    rstd + i, r, w, bias, C);
     }
   }
 
-  void attention_forward_fused(float* out, float* lse, const float* qkv, int B, int T, int C,
+  void attention_forward_fused(DevPtr out, float* lse, const float* qkv, int B, int T, int C,
                                int NH) override {
-    if (uint16_t* a16 = act16(out))
-      return attn_.forward(nullptr, nullptr, lse, qkv, B, T, C, NH, a16);
-    attn_.forward(out, nullptr, lse, qkv, B, T, C, NH, emit_shadow(out, (int64_t)B * T * C));
+    if (uint16_t* o16 = as16(out))
+      return attn_.forward(nullptr, nullptr, lse, qkv, B, T, C, NH, o16);
+    attn_.forward(out.f32(), nullptr, lse, qkv, B, T, C, NH, nullptr);
   }
 
-  void attention_backward_fused(float* dqkv, const float* dout, const float* qkv, const float* out,
+  void attention_backward_fused(DevPtr dqkv, const float* dout, const float* qkv, ConstDevPtr out,
                                 const float* lse, int B, int T, int C, int NH) override {
     (void)out;  // the row sums dout.out are taken as sum(P dP), equal in exact arithmetic
-    uint16_t* d16 = emit_shadow(dqkv, (int64_t)B * T * 3 * C);
-    attn_.backward(handoff(dqkv), dout, qkv, nullptr, lse, B, T, C, NH, d16);
+    uint16_t* d16 = as16(dqkv);
+    attn_.backward(d16 ? nullptr : dqkv.f32(), dout, qkv, nullptr, lse, B, T, C, NH, d16);
   }
 
   void softmax_crossentropy_fused(float* logits, float* losses, const int32_t* targets, float dloss,
                                   int64_t N, int V) override {
-    drop_shadow();
     check_targets(targets, N, V);
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < N; ++i) {
@@ -492,7 +490,6 @@ class CpuBackend final : public Backend {
   void adamw_fused(float* const* p, const float* const* g, float* const* m, float* const* v,
                    const int64_t* n, const float* wd, int count, float grad_mult, float lr,
                    float beta1, float beta2, float eps, int64_t t) override {
-    drop_shadow();
     const float bc1 = 1.0f - std::pow(beta1, (float)t);
     const float bc2_sqrt = std::sqrt(1.0f - std::pow(beta2, (float)t));
     const float step_size = lr / bc1;
@@ -527,53 +524,28 @@ class CpuBackend final : public Backend {
     if (f16_emulated_) return cpu::MmType::f32;
     return prec_ == Precision::fp16 ? cpu::MmType::f16 : cpu::MmType::bf16;
   }
-  // ---- bf16 copies written by the producing kernel -------------------------------------
-  // A kernel whose output is the next matrix product's operand (LayerNorm -> c_attn, c_fc and
-  // the classifier; attention -> attn.c_proj; GELU -> mlp.c_proj; GELU' -> c_fc's dout;
-  // attention's backward -> c_attn's dout) writes the bf16 copy into act_a_ in the same pass
-  // as its f32 result, and the product takes it instead of converting again. The copy lives
-  // until the very next backend call only: every other op drops it, so it is never stale.
-  // (matmul_backward_gelu under bf16 activations: its product writes the copy, c_fc's dout,
-  // into the f32 tensor's own memory, and shadow16_ points there.)
-  /// `into`: where the copy is (default act_a_, sized here).
-  uint16_t* emit_shadow(const float* out, int64_t n, uint16_t* into = nullptr) {
-    shadow_ = nullptr;
-    if (prec_ != Precision::bf16) return nullptr;
-    if (!into) {
-      if ((int64_t)act_a_.size() < n) act_a_ = cpu::AlignedVector<uint16_t>(n);  // as lowp
-      into = act_a_.data();
-    }
-    shadow_ = out;
-    shadow16_ = into;
-    shadow_n_ = n;
-    return into;
+  /// The bf16 elements of a tensor argument, or null for an f32 one; a bf16 tensor needs
+  /// precision bf16 (gt::Error otherwise).
+  uint16_t* as16(DevPtr p) const {
+    if (!p.bf16()) return nullptr;
+    check(prec_ == Precision::bf16,
+          fmt::format("cpu backend: a bf16 tensor argument under precision {}; bf16 tensors "
+                      "belong to precision bf16",
+                      to_string(prec_)));
+    return p.u16();
   }
-  void drop_shadow() { shadow_ = nullptr; }
-  /// With bf16 activations on: the bf16 array a float* parameter really points to.
-  uint16_t* act16(float* p) {
-    if (!act16_) return nullptr;
-    drop_shadow();
-    return reinterpret_cast<uint16_t*>(p);
+  const uint16_t* as16(ConstDevPtr p) const {
+    return as16(DevPtr(const_cast<void*>(p.data), p.dtype));
   }
-  /// With bf16 activations on, a gradient whose only reader is the next matmul_backward
-  /// (gelu_backward's dinp, attention's dqkv) is written as its bf16 copy alone: returns
-  /// null (write no f32) and marks x as handed off; otherwise returns x.
-  float* handoff(float* x) {
-    if (!act16_) return x;
-    handed_off_ = x;
-    return nullptr;
+  /// The f32 elements of a tensor argument (gt::Error for a bf16 one: an f32-only argument).
+  static const float* f32(ConstDevPtr p) {
+    check(!p.bf16(), "cpu backend: a bf16 tensor where this op under this precision takes f32");
+    return p.f32();
   }
-  /// The 16-bit operand of x: the producer's copy if it wrote one (shadow16_), else x
-  /// converted into act_a_.
-  const void* operand_a(const float* x, int64_t n) {
-    const bool have = x == shadow_ && n == shadow_n_;
-    if (!have && x == handed_off_)  // its f32 values were never written
-      throw Error(
-          "cpu backend: a gradient written as a bf16 copy only (bf16 activations) was "
-          "not taken by the very next matmul_backward");
-    handed_off_ = nullptr;
-    shadow_ = nullptr;
-    return have ? shadow16_ : lowp(act_a_, x, n);
+  /// The 16-bit operand of a product: a bf16 tensor as it is, else x rounded into buf.
+  const void* operand(cpu::AlignedVector<uint16_t>& buf, ConstDevPtr x, int64_t n) {
+    if (const uint16_t* x16 = as16(x)) return x16;
+    return lowp(buf, x.f32(), n);
   }
 
   /// Rounds n floats into buf (16-bit, the current precision) and returns buf's data.
@@ -626,29 +598,20 @@ class CpuBackend final : public Backend {
   };
   bool sr_ = false;
   cpu::AlignedVector<float> ln_partial_;  // layernorm_backward's per-block dw, db
-  bool act16_ = false;                    // set_bf16_activations
-  const float* handed_off_ = nullptr;     // f32 buffer left unwritten: see handoff()
   uint64_t sr_seed_ = 0;
   Precision prec_ = Precision::fp32;
   bool f16_emulated_ = false;
   uint64_t generation_ = 0;
   std::unordered_map<const float*, WeightCopy> weights_;
-  cpu::AlignedVector<uint16_t> act_a_, act_b_;
-  const float* shadow_ = nullptr;       // the f32 tensor whose bf16 copy shadow16_ holds, if any
-  const uint16_t* shadow16_ = nullptr;  // act_a_, or the tensor's own memory (handed off)
-  int64_t shadow_n_ = 0;
+  cpu::AlignedVector<uint16_t> act_a_, act_b_;  // operands rounded to 16 bits
   cpu::Attention attn_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
-size_t backend_attention_workspace_bytes(int T, int C, int NH, Precision p, bool fused) {
-  return cpu::attention_workspace_bytes(T, C, NH, attention_type(p), fused, omp_get_max_threads());
+std::unique_ptr<Backend> make_cpu_backend(int index, const BackendOptions& opt) {
+  check(index == 0, "cpu backend: there is one CPU device (index 0)");
+  return std::make_unique<CpuBackend>(opt);
 }
-size_t backend_layernorm_workspace_bytes(int64_t N, int C) {
-  return static_cast<size_t>((N + kLnRows - 1) / kLnRows) * 2 * C * sizeof(float);
-}
-bool backend_has_native_f16() { return cpu::onednn_supports(cpu::MmType::f16); }
 
 }  // namespace gt

@@ -22,9 +22,10 @@
 
 namespace gt::cpu {
 
-/// exp of 16 floats, as exp_approx (inputs clamped to [-87.3, 88.7]).
+/// exp of 16 floats, as exp_approx (inputs clamped to [-87.3, 88.7]; NaN stays NaN: VMAXPS and
+/// VMINPS return their SECOND operand when either is NaN, so x goes second).
 inline __m512 exp512(__m512 x) {
-  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.3f)), _mm512_set1_ps(88.7f));
+  x = _mm512_min_ps(_mm512_set1_ps(88.7f), _mm512_max_ps(_mm512_set1_ps(-87.3f), x));
   const __m512 n = _mm512_roundscale_ps(
       _mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504088896341f), _mm512_set1_ps(0.5f)),
       _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);

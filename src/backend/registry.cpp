@@ -1,0 +1,112 @@
+// backend/registry.cpp: the backends this build has, the one factory that train.device goes
+// through, and the op names. A new device is one folder under backend/ and one line in
+// kBackends.
+#include <fmt/format.h>
+
+#include <array>
+#include <cstdlib>
+
+#include "backend/backend.h"
+#include "backend/cpu/cpu_backend.h"
+#include "backend/ref/ref_backend.h"
+#include "core/error.h"
+
+namespace gt {
+
+namespace {
+constexpr std::array<std::pair<Op, const char*>, 24> kOpNames{{
+    {Op::embedding_forward, "embedding_forward"},
+    {Op::embedding_backward, "embedding_backward"},
+    {Op::layernorm_forward, "layernorm_forward"},
+    {Op::layernorm_backward, "layernorm_backward"},
+    {Op::matmul_forward, "matmul_forward"},
+    {Op::matmul_gelu_forward, "matmul_gelu_forward"},
+    {Op::matmul_backward, "matmul_backward"},
+    {Op::matmul_backward_gelu, "matmul_backward_gelu"},
+    {Op::attention_forward, "attention_forward"},
+    {Op::attention_backward, "attention_backward"},
+    {Op::attention_forward_fused, "attention_forward_fused"},
+    {Op::attention_backward_fused, "attention_backward_fused"},
+    {Op::gelu_forward, "gelu_forward"},
+    {Op::gelu_backward, "gelu_backward"},
+    {Op::gelu_forward_fused, "gelu_forward_fused"},
+    {Op::residual_forward, "residual_forward"},
+    {Op::residual_layernorm_forward, "residual_layernorm_forward"},
+    {Op::softmax_crossentropy_forward, "softmax_crossentropy_forward"},
+    {Op::softmax_crossentropy_backward, "softmax_crossentropy_backward"},
+    {Op::softmax_crossentropy_fused, "softmax_crossentropy_fused"},
+    {Op::adamw_update, "adamw_update"},
+    {Op::adamw_fused, "adamw_fused"},
+    {Op::sum_squares, "sum_squares"},
+    {Op::scale, "scale"},
+}};
+
+// The registry: "ref" first (the definition every other backend is tested against).
+// A CUDA backend adds {"cuda", make_cuda_backend} here in a build that has one.
+const std::vector<BackendEntry> kBackends = {
+    {"ref", make_ref_backend},
+    {"cpu", make_cpu_backend},
+};
+
+std::string known_devices() {
+  std::string s;
+  for (auto& e : kBackends) s += (s.empty() ? "" : ", ") + std::string(e.name);
+  return s;
+}
+}  // namespace
+
+const std::vector<Op>& all_ops() {
+  static const std::vector<Op> ops = [] {
+    std::vector<Op> v;
+    for (auto& [op, name] : kOpNames) v.push_back(op);
+    return v;
+  }();
+  return ops;
+}
+
+std::string_view op_name(Op op) {
+  for (auto& [o, name] : kOpNames)
+    if (o == op) return name;
+  return "?";
+}
+
+void check_supports(const Backend& be, const std::vector<Op>& ops, Precision p) {
+  for (Op op : ops)
+    if (!be.supports(op, p))
+      throw Error(fmt::format("train.device = '{}': the {} backend has no {} under precision {}",
+                              be.name(), be.name(), op_name(op), to_string(p)));
+}
+
+const std::vector<BackendEntry>& registered_backends() { return kBackends; }
+
+std::unique_ptr<Backend> make_backend(const std::string& device, const BackendOptions& opt) {
+  // "name" or "name:N"
+  std::string name = device;
+  int index = 0;
+  if (auto colon = device.find(':'); colon != std::string::npos) {
+    name = device.substr(0, colon);
+    const std::string idx = device.substr(colon + 1);
+    char* end = nullptr;
+    long v = idx.empty() ? -1 : std::strtol(idx.c_str(), &end, 10);
+    if (idx.empty() || *end != '\0' || v < 0 || v > 1024)
+      throw Error(fmt::format("train.device = '{}': the device index '{}' is not a number >= 0",
+                              device, idx));
+    index = static_cast<int>(v);
+  }
+  for (auto& e : kBackends)
+    if (name == e.name) {
+      if (index != 0 && name != "cuda")
+        throw Error(fmt::format("train.device = '{}': {} has no device index; expected '{}'",
+                                device, name, name));
+      return e.make(index, opt);
+    }
+  if (name == "cuda")
+    throw Error(fmt::format(
+        "train.device = '{}': this build has no CUDA backend (it has {}); the CUDA backend is "
+        "not written yet",
+        device, known_devices()));
+  throw Error(fmt::format("train.device = '{}' is unknown; expected {}, cuda or cuda:N", device,
+                          known_devices()));
+}
+
+}  // namespace gt

@@ -1,0 +1,51 @@
+// core/memory.h: the memory operations of a device. Arenas take and give back their memory
+// through one, and nothing above the backend touches device memory except through one
+// (DESIGN.md, backend). Every Backend is a DeviceMemory; core knows only this interface.
+#pragma once
+#include <cstddef>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace gt {
+
+/// Allocation, zeroing and host<->device copies of one device's memory. Pointers it returns
+/// are device pointers: on the CPU they are host memory, elsewhere they must not be read on
+/// the host. Errors: gt::Error naming the device and the byte count when out of memory.
+class DeviceMemory {
+ public:
+  virtual ~DeviceMemory() = default;
+  /// Where the memory lives (Device::cpu for host memory).
+  virtual Device device() const = 0;
+  /// bytes of device memory, 64-byte aligned, NOT initialised; never null (throws instead).
+  virtual void* allocate(size_t bytes) = 0;
+  /// Gives back memory from allocate(); p may be null.
+  virtual void deallocate(void* p) = 0;
+  /// Sets bytes of device memory at p to zero.
+  virtual void zero(void* p, size_t bytes) = 0;
+  /// Copies bytes from host memory src to device memory dst.
+  virtual void copy_to_device(void* dst, const void* src, size_t bytes) = 0;
+  /// Copies bytes from device memory src to host memory dst (waits for pending work on src).
+  virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;
+  /// Waits until every operation queued on the device is complete.
+  virtual void synchronize() = 0;
+
+  /// Whether device pointers are host memory that the host may read directly (the CPU
+  /// backends; a GPU backend with device-only memory says false).
+  virtual bool host_readable() const { return device() == Device::cpu; }
+  /// A host pointer to `bytes` of device memory at p, for reading until the next op: p itself
+  /// when host_readable() (no copy), else a copy made in `staging`.
+  const void* read_on_host(const void* p, size_t bytes, std::vector<unsigned char>& staging) {
+    if (host_readable()) return p;
+    staging.resize(bytes);
+    copy_to_host(staging.data(), p, bytes);
+    return staging.data();
+  }
+
+  /// Host -> device copy of a whole tensor (host holds t.bytes() bytes).
+  void upload(const Tensor& t, const void* host) { copy_to_device(t.data, host, t.bytes()); }
+  /// Device -> host copy of a whole tensor (host receives t.bytes() bytes).
+  void download(void* host, const Tensor& t) { copy_to_host(host, t.data, t.bytes()); }
+};
+
+}  // namespace gt
