@@ -370,11 +370,17 @@ Plan make_plan(const std::vector<Job>& jobs, const CarbonSeries& truth, const Pl
                     opt.power_budget_w));
   const CarbonSeries fc = with_forecast_error(truth, opt.forecast_error_pct, opt.seed);
   Planner planner(jobs, fc, opt.power_budget_w);
+  // The arrival strategy and the baseline run each job from its nominal start, which may lie
+  // after the window opens (a +-w window): the same jobs with earliest start = nominal.
+  std::vector<Job> nominal_jobs = jobs;
+  for (Job& j : nominal_jobs) j.earliest_start_s = j.nominal_s();
+  Planner nominal_planner(nominal_jobs, fc, opt.power_budget_w);
 
   auto evaluate = [&](Strategy s) {
     Candidate c;
     c.strategy = s;
-    c.placements = planner.run(s, c.method, opt.exact_search_limit);
+    c.placements = (s == Strategy::arrival ? nominal_planner : planner)
+                       .run(s, c.method, opt.exact_search_limit);
     for (std::size_t i = 0; i < jobs.size(); ++i) {
       if (!c.placements[i].ok)
         ++c.unscheduled;
@@ -395,8 +401,8 @@ Plan make_plan(const std::vector<Job>& jobs, const CarbonSeries& truth, const Pl
   } else {
     chosen = evaluate(opt.strategy);
   }
-  // The baseline needs no forecast: run at arrival, evaluated on the truth.
-  Planner base_planner(jobs, truth, opt.power_budget_w);
+  // The baseline needs no forecast: run at the nominal start, evaluated on the truth.
+  Planner base_planner(nominal_jobs, truth, opt.power_budget_w);
   std::string base_method;
   std::vector<Placement> base = base_planner.run(Strategy::arrival, base_method, 0);
 

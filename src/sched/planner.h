@@ -2,14 +2,16 @@
 // optional cluster power budget (W), against a carbon-intensity series (gCO2e/kWh).
 //
 // Time is cut into the series' slots (15 min for Germany 2020). A job starts at its earliest
-// start (its arrival) or on a slot boundary after it, never before, and ends by its deadline;
+// start or on a slot boundary after it, never before, and ends by its deadline;
 // emissions integrate partial slots exactly, so a job arriving between two boundaries is
 // compared against running at that very time. A job occupies every slot it runs in, for the
 // whole slot, when the budget is checked, so the sum of running jobs' power (each capped at its
 // power_w) never exceeds the budget at any instant.
 //
 // Strategies (after Wiesner et al., "Let's Wait Awhile", Middleware '21):
-//  - arrival:   start each job as early as possible: at its arrival (the baseline);
+//  - arrival:   start each job at its nominal start (Job::nominal_s(); the baseline), or, under
+//               a budget, on the first boundary after it where it fits. The nominal start may
+//               lie after the earliest start (the paper's +-w window around a nominal time);
 //  - shift:     run each job in one piece, in the window before its deadline with the lowest
 //               mean intensity;
 //  - interrupt: interruptible jobs run in the lowest-intensity slots before their deadline
@@ -63,7 +65,8 @@ struct JobPlan {
   double g_co2e = 0;           ///< emissions on the true series, gCO2e
   double forecast_g_co2e = 0;  ///< emissions on the forecast the plan was made on, gCO2e
   bool baseline_scheduled = false;
-  double baseline_g_co2e = 0;  ///< emissions of the arrival baseline on the true series, gCO2e
+  double baseline_g_co2e = 0;  ///< emissions of the baseline (run at the nominal start) on the
+                               ///< true series, gCO2e
   std::vector<Run> baseline_runs;
 };
 
@@ -88,7 +91,7 @@ struct Plan {
 };
 
 /// Makes the plan on the forecast (truth plus noise when forecast_error_pct > 0) and evaluates it
-/// and the arrival baseline on the true series.
+/// and the baseline (each job run at its nominal start) on the true series.
 Plan make_plan(const std::vector<Job>& jobs, const CarbonSeries& truth, const PlanOptions& opt);
 
 /// Highest total power of running jobs over all instants of the plan, W.

@@ -144,6 +144,10 @@ std::vector<SbatchCall> sbatch_calls(const Plan& plan, const std::vector<Job>& j
     const JobPlan& jp = plan.jobs[i];
     const Job& j = jobs[i];
     if (!jp.scheduled) continue;
+    check(!j.command.empty() || !j.script.empty(),
+          fmt::format("job '{}' has no command or script (a job CSV row without a 'command' "
+                      "column can be planned, not submitted); expected one to submit it",
+                      j.name));
     const bool pieces = j.interruptible;
     for (std::size_t r = 0; r < jp.runs.size(); ++r) {
       SbatchCall c;

@@ -51,7 +51,8 @@ struct SbatchCall {
 
 /// The sbatch calls that submit every scheduled job of the plan (unscheduled jobs are skipped),
 /// with --begin and --deadline in `zone`. Throws gt::Error for an interruptible job whose command
-/// is not one simple command (it could not be exec'd to receive SIGTERM).
+/// is not one simple command (it could not be exec'd to receive SIGTERM), or for a job with
+/// neither command nor script (a job CSV row without a command).
 std::vector<SbatchCall> sbatch_calls(const Plan& plan, const std::vector<Job>& jobs,
                                      const SlurmZone& zone);
 /// The same with times at a fixed offset, seconds east of UTC (SlurmZone::fixed).

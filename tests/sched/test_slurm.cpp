@@ -236,3 +236,17 @@ TEST(SchedSlurm, InterruptibleCompoundCommandIsRefused) {
   }
   EXPECT_EQ(exec_problem("greentrain train c.toml --out 'r 1' --resume"), "");
 }
+
+// Issue 17.2: a job CSV row without a command can be planned, but not submitted.
+TEST(SchedSlurm, JobWithoutCommandIsNotSubmitted) {
+  CarbonSeries s = valley_series();
+  auto jobs = two_jobs(s);
+  jobs[0].script.clear();
+  try {
+    sbatch_calls(make_plan(jobs, s, PlanOptions{}), jobs, 0);
+    FAIL() << "no error";
+  } catch (const gt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("job 'fixed' has no command or script"), std::string::npos)
+        << e.what();
+  }
+}
