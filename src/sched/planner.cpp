@@ -137,7 +137,7 @@ class Planner {
     if (budget_w_ > 0 && j.power_w > budget_w_ + kBudgetEps)
       return fmt::format("power_w {} W exceeds the power budget of {} W", j.power_w, budget_w_);
     const std::int64_t room_s = contiguous
-                                    ? (!starts(i).empty() ? w.dur_s : 0)
+                                    ? (has_start(i) ? w.dur_s : 0)
                                     : std::max<std::int64_t>(0, w.hi_full - w.lo) * fc_.slot_s;
     if (room_s < w.dur_s)
       return fmt::format(
@@ -154,22 +154,38 @@ class Planner {
   // slot boundaries (partial slots integrated exactly), then on every boundary after it that
   // ends by the deadline inside the series.
   std::vector<Start> starts(std::size_t i) const {
+    std::vector<Start> out;
+    for_each_start(i, [&](const Start& st) {
+      out.push_back(st);
+      return true;
+    });
+    return out;
+  }
+
+  bool has_start(std::size_t i) const {
+    bool any = false;
+    for_each_start(i, [&](const Start&) { return !(any = true); });
+    return any;
+  }
+
+  // Calls f(start) for the starts of starts(i), in time order, until f returns false.
+  template <class F>
+  void for_each_start(std::size_t i, F&& f) const {
     const Window& w = win_[i];
     const Job& j = jobs_[i];
     const std::int64_t slot = fc_.slot_s;
-    std::vector<Start> out;
     const std::int64_t off = j.earliest_start_s - fc_.start_s;
     if (off > 0 && off % slot != 0) {
       const UnixTimeS t = j.earliest_start_s, end = t + w.dur_s;
       if (end <= j.deadline_s && end <= fc_.end_s()) {
         const std::int64_t first = off / slot;
-        out.push_back(
-            {t, first, ceil_div(end - fc_.start_s, slot) - first, fc_.g_co2e(t, end, j.power_w)});
+        if (!f(Start{t, first, ceil_div(end - fc_.start_s, slot) - first,
+                     fc_.g_co2e(t, end, j.power_w)}))
+          return;
       }
     }
     for (std::int64_t s = w.lo; s <= w.last_start; ++s)
-      out.push_back({fc_.start_s + s * slot, s, w.n, cost_at(i, s)});
-    return out;
+      if (!f(Start{fc_.start_s + s * slot, s, w.n, cost_at(i, s)})) return;
   }
 
   Placement contiguous_at(std::size_t i, const Start& st) const {
@@ -191,14 +207,15 @@ class Planner {
     if (!p.reason.empty()) return p;
     const double pw = jobs_[i].power_w;
     std::optional<Start> best;
-    for (const Start& st : starts(i)) {
-      if (!fits_run(st.first, st.n, pw)) continue;
+    for_each_start(i, [&](const Start& st) {
+      if (!fits_run(st.first, st.n, pw)) return true;
       if (earliest) {
         best = st;
-        break;
+        return false;  // the first start that fits
       }
       if (!best || st.cost < best->cost - 1e-12) best = st;
-    }
+      return true;
+    });
     if (!best) {
       p.reason = budget_reason();
       return p;
@@ -220,9 +237,12 @@ class Planner {
       p.reason = budget_reason();
       return p;
     }
-    std::stable_sort(cand.begin(), cand.end(), [&](std::int64_t a, std::int64_t b) {
-      return fc_.g_co2e_per_kwh[a] < fc_.g_co2e_per_kwh[b];
-    });
+    // The n cheapest, ties to the earlier slot (as a stable sort by intensity would give).
+    std::partial_sort(cand.begin(), cand.begin() + w.n, cand.end(),
+                      [&](std::int64_t a, std::int64_t b) {
+                        const double ca = fc_.g_co2e_per_kwh[a], cb = fc_.g_co2e_per_kwh[b];
+                        return ca < cb || (ca == cb && a < b);
+                      });
     // Cheapest n-1 slots run fully; the n-th cheapest takes the remainder.
     for (std::int64_t k = 0; k < w.n; ++k) {
       p.slots.push_back({cand[k], k + 1 < w.n ? fc_.slot_s : w.rem_s});
