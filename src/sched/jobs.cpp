@@ -56,6 +56,46 @@ RunFigures run_figures_from_summary(const std::string& path) {
   return f;
 }
 
+std::vector<CapOption> caps_from_profile(const std::string& path, double steps) {
+  std::ifstream in(path);
+  check(in.good(), fmt::format("{}: cannot open power profile; expected the JSON that "
+                               "`greentrain tune --profile FILE` writes",
+                               path));
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    throw Error(fmt::format("{}: not valid JSON ({}); expected a greentrain power profile", path,
+                            e.what()));
+  }
+  check(j.is_object() && j.value("format", "") == "greentrain-power-profile-1" &&
+            j.contains("points") && j["points"].is_array() && !j["points"].empty(),
+        fmt::format("{}: not a greentrain power profile; expected format "
+                    "greentrain-power-profile-1 with points",
+                    path));
+  std::vector<CapOption> caps;
+  for (const auto& p : j["points"]) {
+    check(p.is_object() && p.contains("limit_w") && p["limit_w"].is_number() &&
+              p.contains("time_per_step_s") && p["time_per_step_s"].is_number(),
+          fmt::format("{}: a point without numeric limit_w and time_per_step_s", path));
+    const double limit = p["limit_w"].get<double>();
+    const double t = p["time_per_step_s"].get<double>();
+    check(p.contains("energy_per_step_j") && p["energy_per_step_j"].is_number(),
+          fmt::format("{}: energy per step at {} W is unknown (null); expected a profile whose "
+                      "energy was measured (the planner does not guess it)",
+                      path, limit));
+    const double e = p["energy_per_step_j"].get<double>();
+    check(limit > 0 && t > 0 && e > 0 && std::isfinite(limit + t + e),
+          fmt::format("{}: point at {} W: time {} s and energy {} J per step; expected positive "
+                      "numbers",
+                      path, limit, t, e));
+    caps.push_back({limit, steps * t, e / t});
+  }
+  std::sort(caps.begin(), caps.end(),
+            [](const CapOption& a, const CapOption& b) { return a.limit_w > b.limit_w; });
+  return caps;
+}
+
 double duration_from_summary_s(const std::string& path) {
   return run_figures_from_summary(path).wall_s;
 }
@@ -134,8 +174,9 @@ std::vector<Job> load_jobs_toml(const std::string& path, std::int64_t utc_offset
   check(arr && !arr->empty(),
         fmt::format("{}: no [[job]] tables; expected at least one job", path));
   static const std::set<std::string> known = {
-      "name",    "command",        "script",   "duration_s",    "summary",
-      "power_w", "earliest_start", "deadline", "interruptible", "nominal_start"};
+      "name",          "command",        "script",    "duration_s",    "summary",
+      "power_w",       "earliest_start", "deadline",  "interruptible", "nominal_start",
+      "power_profile", "steps",          "cap_device"};
   std::vector<Job> jobs;
   std::set<std::string> names;
   for (std::size_t i = 0; i < arr->size(); ++i) {
@@ -153,7 +194,7 @@ std::vector<Job> load_jobs_toml(const std::string& path, std::int64_t utc_offset
         throw Error(
             fmt::format("{}: unknown key '{}'; expected one of name, command, script, "
                         "duration_s, summary, power_w, nominal_start, earliest_start, "
-                        "deadline, interruptible",
+                        "deadline, interruptible, power_profile, steps, cap_device",
                         where, k.str()));
     check(names.insert(j.name).second, where + ": duplicate name; expected unique job names");
     auto key = [&](const char* k) { return fmt::format("{} key '{}'", where, k); };
@@ -165,22 +206,43 @@ std::vector<Job> load_jobs_toml(const std::string& path, std::int64_t utc_offset
     if (scr) j.script = resolve(node_string(*scr, key("script")));
     const toml::node* dur = t->get("duration_s");
     const toml::node* sum = t->get("summary");
-    check((dur != nullptr) != (sum != nullptr),
-          where +
-              ": expected exactly one of 'duration_s' (s) or 'summary' (a run folder or its "
-              "summary.json)");
-    std::optional<RunFigures> run;
-    if (sum) run = run_figures_from_summary(resolve(node_string(*sum, key("summary"))));
-    j.duration_s = dur ? node_number(*dur, key("duration_s"), "seconds") : run->wall_s;
     const toml::node* pw = t->get("power_w");
-    if (pw)
-      j.power_w = node_number(*pw, key("power_w"), "W");
-    else if (run && run->energy_j)  // the run's measured joules over its wall time
-      j.power_w = *run->energy_j / run->wall_s;
-    else
-      throw Error(where +
-                  ": missing key 'power_w'; expected average power in W (optional only with a "
-                  "summary whose run's energy is known)");
+    if (const toml::node* prof = t->get("power_profile")) {
+      check(!dur && !sum && !pw,
+            where +
+                ": power_profile gives the duration and power at each limit; expected no "
+                "duration_s, summary or power_w beside it");
+      const toml::node* steps = t->get("steps");
+      check(steps != nullptr,
+            where + ": power_profile without 'steps'; expected the job's number of steps");
+      j.caps = caps_from_profile(resolve(node_string(*prof, key("power_profile"))),
+                                 node_number(*steps, key("steps"), "steps"));
+      j.duration_s = j.caps.front().duration_s;
+      j.power_w = j.caps.front().power_w;
+      const toml::node* dev = t->get("cap_device");
+      const std::string d = dev ? node_string(*dev, key("cap_device")) : "gpu";
+      check(d == "gpu" || d == "cpu",
+            fmt::format("{}: '{}' is not valid; expected gpu or cpu", key("cap_device"), d));
+      j.cap_device = d == "gpu" ? CapDevice::gpu : CapDevice::cpu;
+    } else {
+      check(!t->get("steps") && !t->get("cap_device"),
+            where + ": 'steps' and 'cap_device' go with power_profile only");
+      check((dur != nullptr) != (sum != nullptr),
+            where +
+                ": expected exactly one of 'duration_s' (s), 'summary' (a run folder or its "
+                "summary.json) or 'power_profile'");
+      std::optional<RunFigures> run;
+      if (sum) run = run_figures_from_summary(resolve(node_string(*sum, key("summary"))));
+      j.duration_s = dur ? node_number(*dur, key("duration_s"), "seconds") : run->wall_s;
+      if (pw)
+        j.power_w = node_number(*pw, key("power_w"), "W");
+      else if (run && run->energy_j)  // the run's measured joules over its wall time
+        j.power_w = *run->energy_j / run->wall_s;
+      else
+        throw Error(where +
+                    ": missing key 'power_w'; expected average power in W (optional only with a "
+                    "summary whose run's energy is known)");
+    }
     const toml::node* es = t->get("earliest_start");
     check(es != nullptr, where + ": missing key 'earliest_start'; expected a date-time");
     j.earliest_start_s = node_time(*es, utc_offset_s, key("earliest_start"));

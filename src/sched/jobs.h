@@ -13,6 +13,11 @@
 //                                          # may lie before nominal_start (a +-w window)
 //   deadline = 2020-06-02T08:00:00
 //   interruptible = true         # checkpoints on SIGTERM and resumes (default false)
+//   # or, instead of duration_s/summary and power_w, a power-limit profile: the planner then
+//   # chooses the cap together with the start (planner.h)
+//   power_profile = "tune.json"  # what `greentrain tune --profile tune.json` wrote
+//   steps = 5000                 # the job's training steps
+//   cap_device = "gpu"           # gpu (sbatch --gpu-power-limit) or cpu (train.power_limit)
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -23,6 +28,18 @@
 #include "sched/carbon.h"
 
 namespace gt::sched {
+
+/// One power limit a job may run at, from its `greentrain tune` profile (tune/tuner.h: seconds
+/// and joules per step at each limit) and its number of steps.
+struct CapOption {
+  double limit_w = 0;     ///< the power limit, W (each device; what the profile's limit_w says)
+  double duration_s = 0;  ///< steps x time_per_step_s, s
+  double power_w = 0;     ///< energy_per_step_j / time_per_step_s, W (all devices)
+};
+
+/// Where a planned cap is applied at submission: gpu = sbatch --gpu-power-limit (the SPANK
+/// plugin, src/sched/spank), cpu = `--set train.power_limit=W` on the greentrain train command.
+enum class CapDevice { gpu, cpu };
 
 /// One job to place in time.
 struct Job {
@@ -38,6 +55,11 @@ struct Job {
   std::optional<UnixTimeS> nominal_start_s;
   UnixTimeS deadline_s = 0;    ///< UTC, s: the job must have finished by then
   bool interruptible = false;  ///< may be stopped (SIGTERM -> checkpoint) and resumed
+  /// Power limits the planner may choose among (highest first); empty: the job runs at power_w
+  /// for duration_s with no limit set. With caps, duration_s and power_w are the highest
+  /// limit's (the uncapped reference: shifting alone and the baseline use it).
+  std::vector<CapOption> caps;
+  CapDevice cap_device = CapDevice::gpu;
   /// The nominal start, UTC s (nominal_start_s, else earliest_start_s).
   UnixTimeS nominal_s() const { return nominal_start_s.value_or(earliest_start_s); }
 };
@@ -58,6 +80,11 @@ RunFigures run_figures_from_summary(const std::string& path);
 
 /// run_figures_from_summary(path).wall_s, s.
 double duration_from_summary_s(const std::string& path);
+
+/// The cap options of a `greentrain tune` profile (JSON, format greentrain-power-profile-1) for a
+/// job of `steps` steps, highest limit first. Throws gt::Error naming the file and the limit when
+/// it is not such a profile or a point's energy is unknown (null).
+std::vector<CapOption> caps_from_profile(const std::string& path, double steps);
 
 /// Loads and validates a job list. Date-times without an offset, and strings
 /// "YYYY-MM-DD HH:MM[:SS]", are read at utc_offset_s; relative paths in `summary` and `script`

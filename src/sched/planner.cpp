@@ -382,7 +382,28 @@ std::size_t Plan::unscheduled() const {
   return n;
 }
 
-Plan make_plan(const std::vector<Job>& jobs, const CarbonSeries& truth, const PlanOptions& opt) {
+namespace {
+
+// Sums a plan's totals over its jobs.
+void total_up(Plan& plan) {
+  plan.planned_energy_j = plan.planned_g_co2e = plan.energy_j = plan.g_co2e = plan.baseline_g_co2e =
+      0;
+  plan.compared = 0;
+  for (const JobPlan& jp : plan.jobs) {
+    if (jp.scheduled) {
+      plan.planned_energy_j += jp.energy_j;
+      plan.planned_g_co2e += jp.g_co2e;
+    }
+    if (jp.scheduled && jp.baseline_scheduled) {
+      ++plan.compared;
+      plan.energy_j += jp.energy_j;
+      plan.g_co2e += jp.g_co2e;
+      plan.baseline_g_co2e += jp.baseline_g_co2e;
+    }
+  }
+}
+
+Plan plan_fixed(const std::vector<Job>& jobs, const CarbonSeries& truth, const PlanOptions& opt) {
   check(truth.slot_s > 0 && !truth.g_co2e_per_kwh.empty(),
         "carbon series is empty; expected at least one slot");
   check(opt.power_budget_w >= 0 && std::isfinite(opt.power_budget_w),
@@ -452,27 +473,82 @@ Plan make_plan(const std::vector<Job>& jobs, const CarbonSeries& truth, const Pl
       jp.baseline_runs = to_runs(base[i], truth);
       jp.baseline_g_co2e = emissions(jp.baseline_runs, truth, j.power_w);
     }
-    if (jp.scheduled) {
-      plan.planned_energy_j += jp.energy_j;
-      plan.planned_g_co2e += jp.g_co2e;
-    }
-    if (jp.scheduled && jp.baseline_scheduled) {
-      ++plan.compared;
-      plan.energy_j += jp.energy_j;
-      plan.g_co2e += jp.g_co2e;
-      plan.baseline_g_co2e += jp.baseline_g_co2e;
-    }
     plan.jobs.push_back(std::move(jp));
   }
+  total_up(plan);
   return plan;
 }
 
-double peak_power_w(const Plan& plan, const std::vector<Job>& jobs) {
+}  // namespace
+
+Plan make_plan(const std::vector<Job>& jobs, const CarbonSeries& truth, const PlanOptions& opt) {
+  const bool any_caps =
+      std::any_of(jobs.begin(), jobs.end(), [](const Job& j) { return !j.caps.empty(); });
+  if (!any_caps) return plan_fixed(jobs, truth, opt);
+  check(opt.power_budget_w <= 0,
+        "jobs with power_profile (cap chosen by the planner) and --power-budget together are not "
+        "planned yet; expected one of them");
+  // Shifting alone: every job at its highest limit (its own duration_s and power_w).
+  const Plan shift = plan_fixed(jobs, truth, opt);
+  // Every (job, cap) pair as a job of its own; without a budget they do not interact.
+  std::vector<Job> flat;
+  std::vector<std::size_t> owner;
+  std::vector<double> limit;
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    if (jobs[i].caps.empty()) {
+      flat.push_back(jobs[i]);
+      owner.push_back(i);
+      limit.push_back(0);
+      continue;
+    }
+    for (const CapOption& c : jobs[i].caps) {
+      Job v = jobs[i];
+      v.duration_s = c.duration_s;
+      v.power_w = c.power_w;
+      v.caps.clear();
+      flat.push_back(std::move(v));
+      owner.push_back(i);
+      limit.push_back(c.limit_w);
+    }
+  }
+  auto pick = [&](const Plan& f) {
+    Plan p = shift;
+    p.strategy = f.strategy;
+    p.method = f.method;
+    std::vector<std::optional<std::size_t>> best(jobs.size());
+    for (std::size_t v = 0; v < flat.size(); ++v) {
+      auto& b = best[owner[v]];
+      const JobPlan& c = f.jobs[v];
+      if (!b || (c.scheduled &&
+                 (!f.jobs[*b].scheduled || c.forecast_g_co2e < f.jobs[*b].forecast_g_co2e - 1e-12)))
+        b = v;
+    }
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+      JobPlan jp = f.jobs[*best[i]];
+      const JobPlan& base = shift.jobs[i];  // the baseline: the highest limit at nominal
+      jp.baseline_scheduled = base.baseline_scheduled;
+      jp.baseline_g_co2e = base.baseline_g_co2e;
+      jp.baseline_runs = base.baseline_runs;
+      jp.cap_limit_w = limit[*best[i]];
+      p.jobs[i] = std::move(jp);
+    }
+    total_up(p);
+    return p;
+  };
+  Plan both = pick(plan_fixed(flat, truth, opt));
+  PlanOptions at_nominal = opt;
+  at_nominal.strategy = Strategy::arrival;
+  both.cap_only_saving_pct = pick(plan_fixed(flat, truth, at_nominal)).saving_pct();
+  both.shift_only_saving_pct = shift.saving_pct();
+  return both;
+}
+
+double peak_power_w(const Plan& plan, const std::vector<Job>& /*jobs*/) {
   std::vector<std::pair<UnixTimeS, double>> ev;
   for (std::size_t i = 0; i < plan.jobs.size(); ++i)
     for (const Run& r : plan.jobs[i].runs) {
-      ev.push_back({r.start_s, jobs[i].power_w});
-      ev.push_back({r.end_s, -jobs[i].power_w});
+      ev.push_back({r.start_s, plan.jobs[i].power_cap_w});
+      ev.push_back({r.end_s, -plan.jobs[i].power_cap_w});
     }
   std::sort(ev.begin(), ev.end());  // at equal times the ends (negative) come first
   double cur = 0, peak = 0;
@@ -496,6 +572,7 @@ nlohmann::json plan_to_json(const Plan& plan, std::int64_t utc_offset_s) {
     json o = {{"name", j.name},
               {"scheduled", j.scheduled},
               {"power_cap_w", j.power_cap_w},
+              {"power_limit_w", j.cap_limit_w > 0 ? json(j.cap_limit_w) : json()},
               {"energy_j", j.energy_j},
               {"energy_kwh", j.energy_j / kJoulesPerKwh}};
     if (j.scheduled) {
@@ -537,7 +614,11 @@ nlohmann::json plan_to_json(const Plan& plan, std::int64_t utc_offset_s) {
               {"energy_j", plan.energy_j},
               {"g_co2e", plan.g_co2e},
               {"baseline_g_co2e", plan.baseline_g_co2e},
-              {"saving_pct", plan.saving_pct()}}}}}};
+              {"saving_pct", plan.saving_pct()},
+              {"shift_only_saving_pct",
+               plan.shift_only_saving_pct ? json(*plan.shift_only_saving_pct) : json()},
+              {"cap_only_saving_pct",
+               plan.cap_only_saving_pct ? json(*plan.cap_only_saving_pct) : json()}}}}}};
 }
 
 std::string plan_table(const Plan& plan, std::int64_t utc_offset_s) {
@@ -572,6 +653,11 @@ std::string plan_table(const Plan& plan, std::int64_t utc_offset_s) {
       "vs arrival baseline ({} job(s) scheduled in both): {:.1f} gCO2e vs {:.1f} gCO2e: {:.1f} % "
       "saved\n",
       plan.compared, plan.g_co2e, plan.baseline_g_co2e, plan.saving_pct());
+  if (plan.shift_only_saving_pct && plan.cap_only_saving_pct)
+    out += fmt::format(
+        "power limits chosen with the starts: {:.1f} % saved; shifting alone {:.1f} %, capping "
+        "alone {:.1f} %\n",
+        plan.saving_pct(), *plan.shift_only_saving_pct, *plan.cap_only_saving_pct);
   if (const std::size_t u = plan.unscheduled())
     out += fmt::format("{} job(s) could not be scheduled (see above)\n", u);
   return out;

@@ -26,6 +26,7 @@
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -60,7 +61,10 @@ struct JobPlan {
   bool scheduled = false;
   std::string reason;          ///< why it could not be scheduled (when !scheduled)
   std::vector<Run> runs;       ///< chronological; one run unless interrupted
-  double power_cap_w = 0;      ///< cap while running, W (the job's power_w)
+  double power_cap_w = 0;      ///< average power while running, W (the job's power_w, or the
+                               ///< chosen limit's average power)
+  double cap_limit_w = 0;      ///< the power limit chosen from the job's profile, W; 0 = none
+                               ///< (the job has no caps: no limit is set)
   double energy_j = 0;         ///< power_w * duration_s, J
   double g_co2e = 0;           ///< emissions on the true series, gCO2e
   double forecast_g_co2e = 0;  ///< emissions on the forecast the plan was made on, gCO2e
@@ -83,6 +87,11 @@ struct Plan {
   /// Totals over jobs scheduled both in the plan and in the baseline (the fair comparison).
   double energy_j = 0, g_co2e = 0, baseline_g_co2e = 0;
   std::size_t compared = 0;  ///< number of jobs in that comparison
+  /// With power-limit profiles (Job::caps), the savings vs the baseline of shifting alone (every
+  /// job at its highest limit, placed by the strategy) and of capping alone (every job at its
+  /// nominal start, the cap with the lowest forecast emissions), %; empty without caps. The
+  /// plan itself chooses both (saving_pct()).
+  std::optional<double> shift_only_saving_pct, cap_only_saving_pct;
   /// 100 * (baseline - plan) / baseline, %.
   double saving_pct() const {
     return baseline_g_co2e > 0 ? 100.0 * (baseline_g_co2e - g_co2e) / baseline_g_co2e : 0.0;
@@ -91,10 +100,16 @@ struct Plan {
 };
 
 /// Makes the plan on the forecast (truth plus noise when forecast_error_pct > 0) and evaluates it
-/// and the baseline (each job run at its nominal start) on the true series.
+/// and the baseline (each job run at its nominal start, at its highest limit) on the true
+/// series. Jobs with power-limit profiles (Job::caps) get their start and cap chosen together:
+/// each (job, cap) pair is planned as a job of that cap's duration and power, and each job takes
+/// the pair with the fewest unscheduled and lowest forecast emissions (ties: the higher limit);
+/// without a budget jobs are independent, so this is the joint optimum of each strategy. Throws
+/// gt::Error for caps together with a power budget (not planned yet).
 Plan make_plan(const std::vector<Job>& jobs, const CarbonSeries& truth, const PlanOptions& opt);
 
-/// Highest total power of running jobs over all instants of the plan, W.
+/// Highest total power of running jobs (each at its JobPlan::power_cap_w) over all instants of
+/// the plan, W.
 double peak_power_w(const Plan& plan, const std::vector<Job>& jobs);
 
 /// The plan as JSON (times ISO 8601 at utc_offset_s; energy in J and kWh; emissions in gCO2e).

@@ -306,3 +306,51 @@ TEST(SchedJobs, JobCsvErrorsNameFileLineAndColumn) {
     EXPECT_NE(std::string(e.what()).find("no column 'power_w'"), std::string::npos) << e.what();
   }
 }
+
+// Issue 17.3: a job's power-limit profile (what `greentrain tune` writes) gives its caps.
+TEST(SchedJobs, PowerProfileGivesCapOptions) {
+  TempDir d;
+  d.write("tune.json", R"({"format": "greentrain-power-profile-1", "points": [
+    {"limit_w": 200, "energy_per_step_j": 30, "time_per_step_s": 0.2},
+    {"limit_w": 300, "energy_per_step_j": 40, "time_per_step_s": 0.16}]})");
+  d.write("unknown.json", R"({"format": "greentrain-power-profile-1", "points": [
+    {"limit_w": 300, "energy_per_step_j": null, "time_per_step_s": 0.16}]})");
+  auto p = d.write("j.toml", R"(
+[[job]]
+name = "a"
+command = "greentrain train c.toml --out r"
+power_profile = "tune.json"
+steps = 1000
+cap_device = "cpu"
+earliest_start = 2020-06-01T18:00:00
+deadline = 2020-06-02T08:00:00
+)");
+  auto jobs = load_jobs_toml(p, 0);
+  ASSERT_EQ(jobs[0].caps.size(), 2u);
+  EXPECT_DOUBLE_EQ(jobs[0].caps[0].limit_w, 300);  // highest first
+  EXPECT_DOUBLE_EQ(jobs[0].caps[0].duration_s, 160);
+  EXPECT_DOUBLE_EQ(jobs[0].caps[0].power_w, 250);
+  EXPECT_DOUBLE_EQ(jobs[0].caps[1].duration_s, 200);
+  EXPECT_DOUBLE_EQ(jobs[0].caps[1].power_w, 150);
+  EXPECT_DOUBLE_EQ(jobs[0].duration_s, 160);
+  EXPECT_EQ(jobs[0].cap_device, CapDevice::cpu);
+  std::string m;
+  try {
+    caps_from_profile((d.path / "unknown.json").string(), 10);
+  } catch (const gt::Error& e) {
+    m = e.what();
+  }
+  EXPECT_NE(m.find("unknown.json: energy per step at 300 W is unknown"), std::string::npos) << m;
+  auto both = d.write("b.toml", R"(
+[[job]]
+name = "a"
+command = "x"
+power_profile = "tune.json"
+steps = 10
+duration_s = 5
+earliest_start = 2020-06-01T18:00:00
+deadline = 2020-06-02T08:00:00
+)");
+  m = error_of(both);
+  EXPECT_NE(m.find("expected no duration_s"), std::string::npos) << m;
+}

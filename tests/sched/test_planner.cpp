@@ -436,3 +436,63 @@ TEST(SchedPlanner, LetsWaitAwhileAdHocGermanyNextWorkday) {
       make_plan(load_jobs_csv(lwa("ml_jobs_seed0.csv"), 0, o), s, opts(Strategy::interrupt));
   EXPECT_NEAR(100 * (1 - pi.g_co2e / base.g_co2e), 8.156, 0.01);
 }
+
+// Issue 17.3: with power-limit profiles the planner chooses start and cap together. Small
+// random cases against brute force over every (cap, start slot) of every job, and the savings of
+// shifting alone (highest limit) and capping alone (nominal start) against theirs.
+TEST(SchedPlanner, StartAndCapTogetherEqualBruteForce) {
+  std::mt19937_64 rng(17);
+  for (int trial = 0; trial < 40; ++trial) {
+    CarbonSeries s = random_series(rng, 12, 900);
+    std::vector<Job> jobs;
+    std::uniform_int_distribution<int> slots(1, 3), at(0, 4);
+    for (int k = 0; k < 3; ++k) {
+      const double steps = 100;
+      const double t_max = slots(rng) * 900.0 / steps;  // s per step at the highest limit
+      Job j = make_job(fmt::format("j{}", k), 0, 0, s.start_s + at(rng) * 900, s.end_s());
+      // slower and (per step) cheaper at lower limits, as a tuned GPU is
+      j.caps = {{300, steps * t_max, 300},
+                {250, steps * t_max * 1.25, 220},
+                {200, steps * t_max * 1.5, 160}};
+      j.duration_s = j.caps[0].duration_s;
+      j.power_w = j.caps[0].power_w;
+      jobs.push_back(j);
+    }
+    auto g = [&](const Job& j, const CapOption& c, UnixTimeS t) {
+      return t + static_cast<std::int64_t>(c.duration_s) <= j.deadline_s
+                 ? s.g_co2e(t, t + static_cast<std::int64_t>(c.duration_s), c.power_w)
+                 : std::numeric_limits<double>::infinity();
+    };
+    double both = 0, shift = 0, cap = 0, base = 0;
+    for (const Job& j : jobs) {
+      double b = std::numeric_limits<double>::infinity(), sh = b, cp = b;
+      for (std::size_t c = 0; c < j.caps.size(); ++c) {
+        for (UnixTimeS t = j.earliest_start_s; t < s.end_s(); t += 900) {
+          b = std::min(b, g(j, j.caps[c], t));
+          if (c == 0) sh = std::min(sh, g(j, j.caps[c], t));
+        }
+        cp = std::min(cp, g(j, j.caps[c], j.earliest_start_s));
+      }
+      both += b, shift += sh, cap += cp;
+      base += g(j, j.caps[0], j.earliest_start_s);
+    }
+    Plan p = make_plan(jobs, s, opts(Strategy::shift));
+    ASSERT_EQ(p.unscheduled(), 0u);
+    EXPECT_NEAR(p.g_co2e, both, 1e-6) << trial;
+    EXPECT_NEAR(p.baseline_g_co2e, base, 1e-6) << trial;
+    ASSERT_TRUE(p.shift_only_saving_pct && p.cap_only_saving_pct);
+    EXPECT_NEAR(*p.shift_only_saving_pct, 100 * (1 - shift / base), 1e-6) << trial;
+    EXPECT_NEAR(*p.cap_only_saving_pct, 100 * (1 - cap / base), 1e-6) << trial;
+    EXPECT_GE(p.saving_pct(), *p.shift_only_saving_pct - 1e-9);
+    EXPECT_GE(p.saving_pct(), *p.cap_only_saving_pct - 1e-9);
+    for (const JobPlan& jp : p.jobs) {
+      EXPECT_GT(jp.cap_limit_w, 0);
+      EXPECT_NEAR(jp.energy_j, jp.power_cap_w * (jp.runs[0].end_s - jp.runs[0].start_s), 1e-6);
+    }
+  }
+  // not planned together with a power budget yet: said, not ignored
+  CarbonSeries s = random_series(rng, 12, 900);
+  Job j = make_job("a", 900, 300, s.start_s, s.end_s());
+  j.caps = {{300, 900, 300}};
+  EXPECT_THROW(make_plan({j}, s, opts(Strategy::shift, 1000)), gt::Error);
+}
