@@ -25,6 +25,7 @@ struct ScheduleArgs {
   std::string strategy = "best";
   double forecast_error_pct = 0;
   std::uint64_t seed = 1;
+  int seeds = 1;
   std::string json_path;
   std::string submit;
   bool dry_run = false;
@@ -105,6 +106,7 @@ void run_schedule(const ScheduleArgs& a) {
     std::printf("plan written to %s\n", a.json_path.c_str());
   }
   if (!a.submit.empty()) {
+    gt::check(a.seeds == 1, "--submit with --seeds > 1: expected one plan to submit (one seed)");
     gt::check(a.submit == "slurm",
               fmt::format("--submit '{}' is not known; expected slurm", a.submit));
     const std::string sbatch = sbatch_program();
@@ -124,6 +126,26 @@ void run_schedule(const ScheduleArgs& a) {
         std::printf("submitted %s run %zu as Slurm job %s\n", calls[i].job_name.c_str(),
                     calls[i].run_index, ids[i].c_str());
     }
+  }
+  // More seeds of the forecast noise: one line each (the table above is the first seed's).
+  if (a.seeds > 1) {
+    double sum = 0;
+    for (int k = 0; k < a.seeds; ++k) {
+      PlanOptions o = opt;
+      o.seed = opt.seed + static_cast<std::uint64_t>(k);
+      const auto t1 = std::chrono::steady_clock::now();
+      const Plan p = k == 0 ? plan : make_plan(jobs, series, o);
+      const double s1 =
+          k == 0 ? planning_s
+                 : std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+      sum += p.saving_pct();
+      std::printf(
+          "seed %llu: %.6f gCO2e for %zu scheduled job(s), baseline %.6f gCO2e (%zu compared): "
+          "%.4f %% saved; planned in %.4f s\n",
+          static_cast<unsigned long long>(o.seed), p.planned_g_co2e,
+          p.jobs.size() - p.unscheduled(), p.baseline_g_co2e, p.compared, p.saving_pct(), s1);
+    }
+    std::printf("mean over %d seeds: %.4f %% saved\n", a.seeds, sum / a.seeds);
   }
   // Exit 2 when a job could not be scheduled, so scripts notice.
   gt::cli::exit_code() = plan.unscheduled() > 0 ? 2 : 0;
@@ -174,6 +196,10 @@ void setup(CLI::App& root) {
                 "plan on a forecast with Gaussian noise, % of the series mean; evaluate on the "
                 "true series");
   c->add_option("--seed", a->seed, "seed of the forecast noise (default 1)");
+  c->add_option("--seeds", a->seeds,
+                "plan N times, with seeds --seed .. --seed+N-1, and print each plan's totals and "
+                "the mean saving (the table and --json are the first seed's)")
+      ->check(CLI::Range(1, 1000000));
   c->add_option("--json", a->json_path, "also write the plan as JSON to this file");
   c->add_option("--submit", a->submit, "submit the plan: slurm (sbatch; $GT_SBATCH overrides)");
   c->add_flag("--dry-run", a->dry_run, "with --submit: print the sbatch lines, submit nothing");
