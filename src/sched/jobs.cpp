@@ -174,9 +174,9 @@ std::vector<Job> load_jobs_toml(const std::string& path, std::int64_t utc_offset
   check(arr && !arr->empty(),
         fmt::format("{}: no [[job]] tables; expected at least one job", path));
   static const std::set<std::string> known = {
-      "name",          "command",        "script",    "duration_s",    "summary",
-      "power_w",       "earliest_start", "deadline",  "interruptible", "nominal_start",
-      "power_profile", "steps",          "cap_device"};
+      "name",          "command",        "script",     "duration_s",     "summary",
+      "power_w",       "earliest_start", "deadline",   "interruptible",  "nominal_start",
+      "power_profile", "steps",          "cap_device", "interruption_s", "max_interruptions"};
   std::vector<Job> jobs;
   std::set<std::string> names;
   for (std::size_t i = 0; i < arr->size(); ++i) {
@@ -191,11 +191,12 @@ std::vector<Job> load_jobs_toml(const std::string& path, std::int64_t utc_offset
     where = fmt::format("{}: job '{}'", path, j.name);
     for (auto&& [k, v] : *t)
       if (!known.count(std::string(k.str())))
-        throw Error(
-            fmt::format("{}: unknown key '{}'; expected one of name, command, script, "
-                        "duration_s, summary, power_w, nominal_start, earliest_start, "
-                        "deadline, interruptible, power_profile, steps, cap_device",
-                        where, k.str()));
+        throw Error(fmt::format(
+            "{}: unknown key '{}'; expected one of name, command, script, "
+            "duration_s, summary, power_w, nominal_start, earliest_start, "
+            "deadline, interruptible, power_profile, steps, cap_device, interruption_s, "
+            "max_interruptions",
+            where, k.str()));
     check(names.insert(j.name).second, where + ": duplicate name; expected unique job names");
     auto key = [&](const char* k) { return fmt::format("{} key '{}'", where, k); };
     const toml::node* cmd = t->get("command");
@@ -263,6 +264,20 @@ std::vector<Job> load_jobs_toml(const std::string& path, std::int64_t utc_offset
       check(b != nullptr, key("interruptible") + ": expected true or false");
       j.interruptible = b->get();
     }
+    if (const toml::node* n = t->get("interruption_s")) {
+      const std::optional<double> v = n->value<double>();
+      check(v && std::isfinite(*v) && *v >= 0,
+            key("interruption_s") + ": expected seconds >= 0 (checkpoint + restart per resume)");
+      j.interruption_s = *v;
+    }
+    if (const toml::node* n = t->get("max_interruptions")) {
+      const std::optional<std::int64_t> v = n->value<std::int64_t>();
+      check(v && *v >= 0 && *v <= 100000,
+            key("max_interruptions") + ": expected a whole number >= 0");
+      j.max_interruptions = static_cast<int>(*v);
+    }
+    check(j.interruptible || (j.interruption_s == 0 && j.max_interruptions < 0),
+          where + ": interruption_s and max_interruptions need interruptible = true");
     // an interruptible job's command is exec'd so that it receives Slurm's SIGTERM (slurm.h)
     if (j.interruptible && !j.command.empty()) {
       const std::string why = exec_problem(j.command);

@@ -13,6 +13,8 @@
 //                                          # may lie before nominal_start (a +-w window)
 //   deadline = 2020-06-02T08:00:00
 //   interruptible = true         # checkpoints on SIGTERM and resumes (default false)
+//   interruption_s = 90          # each resume's checkpoint + restart, s (default 0)
+//   max_interruptions = 3        # most interruptions (default: no bound)
 //   # or, instead of duration_s/summary and power_w, a power-limit profile: the planner then
 //   # chooses the cap together with the start (planner.h)
 //   power_profile = "tune.json"  # what `greentrain tune --profile tune.json` wrote
@@ -55,6 +57,10 @@ struct Job {
   std::optional<UnixTimeS> nominal_start_s;
   UnixTimeS deadline_s = 0;    ///< UTC, s: the job must have finished by then
   bool interruptible = false;  ///< may be stopped (SIGTERM -> checkpoint) and resumed
+  double interruption_s = 0;   ///< extra run time each resume costs (checkpoint at the stop,
+                               ///< loading at the restart), s, at power_w; a stated figure (the
+                               ///< job's own measurement or a default); 0 = none
+  int max_interruptions = -1;  ///< most interruptions allowed; -1 = no bound
   /// Power limits the planner may choose among (highest first); empty: the job runs at power_w
   /// for duration_s with no limit set. With caps, duration_s and power_w are the highest
   /// limit's (the uncapped reference: shifting alone and the baseline use it).

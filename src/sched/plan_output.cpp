@@ -47,6 +47,7 @@ nlohmann::json plan_to_json(const Plan& plan, std::int64_t utc_offset_s) {
       o["start"] = format_iso_time(j.runs.front().start_s, utc_offset_s);
       o["end"] = format_iso_time(j.runs.back().end_s, utc_offset_s);
       o["runs"] = runs_json(j.runs);
+      o["interruptions"] = j.interruptions;
       o["g_co2e"] = j.g_co2e;
       o["forecast_g_co2e"] = j.forecast_g_co2e;
     } else {

@@ -221,7 +221,109 @@ class Planner {
     return contiguous_at(i, *best);
   }
 
+  // An interruptible job with interruption costs or a bound (Job::interruption_s,
+  // Job::max_interruptions): every stretch after an interruption runs interruption_s longer
+  // (checkpoint and restart), so b stretches need duration + (b-1) x interruption_s seconds, in
+  // whole slots but the last (partial) one. Dynamic programme over the window's slots, state
+  // (slots taken, stretches begun, whether the slot before was taken): the exact optimum of that
+  // model on the forecast.
+  Placement place_pieces_costed(std::size_t i) {
+    Placement p;
+    p.reason = static_reason(i, false);
+    if (!p.reason.empty()) return p;
+    const Job& j = jobs_[i];
+    const Window& w = win_[i];
+    const double pw = j.power_w;
+    const std::int64_t slot = fc_.slot_s, W = w.hi_full - w.lo;
+    const auto extra_s = static_cast<std::int64_t>(std::ceil(j.interruption_s));
+    const std::int64_t B =
+        std::min<std::int64_t>(W, j.max_interruptions >= 0 ? j.max_interruptions + 1 : W);
+    std::vector<std::int64_t> need(B + 1, 0), rem(B + 1, 0);
+    for (std::int64_t b = 1; b <= B; ++b) {
+      const std::int64_t t = w.dur_s + (b - 1) * extra_s;
+      need[b] = ceil_div(t, slot);
+      rem[b] = t - (need[b] - 1) * slot;
+    }
+    const std::int64_t N = std::min(need[B], W);
+    const double states = static_cast<double>(W + 1) * (N + 1) * (B + 1) * 2;
+    if (states > 4e7) {
+      p.reason = fmt::format(
+          "window of {} slots for {} slots of work in up to {} stretches is too large to plan "
+          "with interruption costs; expected a smaller max_interruptions",
+          W, N, B);
+      return p;
+    }
+    const double inf = std::numeric_limits<double>::infinity();
+    auto idx = [&](std::int64_t t, std::int64_t u, std::int64_t c, int in) {
+      return static_cast<std::size_t>(((t * (N + 1) + u) * (B + 1) + c) * 2 + in);
+    };
+    std::vector<double> dp(static_cast<std::size_t>(states), inf);
+    dp[idx(0, 0, 0, 0)] = 0;
+    auto g = [&](std::int64_t k, std::int64_t secs) {
+      return pw / kJoulesPerKwh * static_cast<double>(secs) * fc_.g_co2e_per_kwh[k];
+    };
+    double best = inf;
+    std::int64_t bt = -1, bu = 0, bc = 0;
+    int bin = 0;
+    for (std::int64_t t = 0; t < W; ++t) {
+      const std::int64_t k = w.lo + t;
+      const bool can = fits(k, pw);
+      for (std::int64_t u = 0; u <= N; ++u)
+        for (std::int64_t c = 0; c <= B; ++c)
+          for (int in = 0; in < 2; ++in) {
+            const double v = dp[idx(t, u, c, in)];
+            if (v == inf) continue;
+            double& skip = dp[idx(t + 1, u, c, 0)];
+            skip = std::min(skip, v);
+            if (!can || u >= N) continue;
+            const std::int64_t c2 = in ? c : c + 1, u2 = u + 1;
+            if (c2 > B || u2 > need[c2]) continue;
+            if (u2 == need[c2]) {  // the last slot: the job ends rem seconds into it
+              const double done = v + g(k, rem[c2]);
+              if (done < best - 1e-12) best = done, bt = t, bu = u, bc = c, bin = in;
+            } else {
+              double& take = dp[idx(t + 1, u2, c2, 1)];
+              take = std::min(take, v + g(k, slot));
+            }
+          }
+    }
+    if (bt < 0) {
+      p.reason = budget_reason();
+      return p;
+    }
+    // Back from the last slot: which predecessor state gave each value.
+    const std::int64_t c_end = bin ? bc : bc + 1;
+    p.slots.push_back({w.lo + bt, rem[c_end]});
+    std::int64_t u = bu, c = bc;
+    int in = bin;
+    for (std::int64_t t = bt; t > 0 && u > 0; --t) {
+      const double v = dp[idx(t, u, c, in)];
+      const std::int64_t k = w.lo + t - 1;
+      if (in == 0) {  // slot t-1 was skipped
+        in = dp[idx(t - 1, u, c, 0)] == v ? 0 : 1;
+        continue;
+      }
+      p.slots.push_back({k, slot});  // slot t-1 was taken: from (u-1, c or c-1, in')
+      bool found = false;
+      for (int pin = 0; pin < 2 && !found; ++pin) {
+        const std::int64_t pc = pin ? c : c - 1;
+        if (pc < 0) continue;
+        if (dp[idx(t - 1, u - 1, pc, pin)] + g(k, slot) == v) {
+          u -= 1, c = pc, in = pin;
+          found = true;
+        }
+      }
+      check(found, "planner: interruption-cost plan could not be traced back (internal error)");
+    }
+    std::sort(p.slots.begin(), p.slots.end());
+    for (auto [k, used] : p.slots) occupy(k, 1, pw);
+    p.ok = true;
+    return p;
+  }
+
   Placement place_pieces(std::size_t i) {
+    if (jobs_[i].interruption_s > 0 || jobs_[i].max_interruptions >= 0)
+      return place_pieces_costed(i);
     Placement p;
     p.reason = static_reason(i, false);
     if (!p.reason.empty()) return p;
@@ -462,6 +564,10 @@ Plan plan_fixed(const std::vector<Job>& jobs, const CarbonSeries& truth, const P
     jp.reason = p.reason;
     if (p.ok) {
       jp.runs = to_runs(p, truth);
+      if (j.interruptible && jp.runs.size() > 1) {  // each resume's checkpoint and restart
+        jp.interruptions = jp.runs.size() - 1;
+        jp.energy_j += j.power_w * j.interruption_s * static_cast<double>(jp.interruptions);
+      }
       jp.g_co2e = emissions(jp.runs, truth, j.power_w);
       jp.forecast_g_co2e = emissions(jp.runs, fc, j.power_w);
     }

@@ -16,7 +16,11 @@
 //               mean intensity;
 //  - interrupt: interruptible jobs run in the lowest-intensity slots before their deadline
 //               (one partial slot at most: the cheapest slots are filled first, which is the
-//               optimum of the fractional problem); other jobs are shifted;
+//               optimum of the fractional problem); other jobs are shifted. A job with
+//               interruption costs or a bound (Job::interruption_s, max_interruptions) runs in
+//               whole slots but its last; each stretch after the first runs interruption_s
+//               longer (checkpoint and restart, counted in its emissions and energy), at most
+//               max_interruptions + 1 stretches: a dynamic programme finds the exact optimum;
 //  - best:      the one of the three whose plan (on the forecast) schedules most jobs and emits
 //               least.
 // With a budget, the shift strategy searches all start combinations exactly (branch and bound)
@@ -59,15 +63,16 @@ struct Run {
 struct JobPlan {
   std::string name;
   bool scheduled = false;
-  std::string reason;          ///< why it could not be scheduled (when !scheduled)
-  std::vector<Run> runs;       ///< chronological; one run unless interrupted
-  double power_cap_w = 0;      ///< average power while running, W (the job's power_w, or the
-                               ///< chosen limit's average power)
-  double cap_limit_w = 0;      ///< the power limit chosen from the job's profile, W; 0 = none
-                               ///< (the job has no caps: no limit is set)
-  double energy_j = 0;         ///< power_w * duration_s, J
-  double g_co2e = 0;           ///< emissions on the true series, gCO2e
-  double forecast_g_co2e = 0;  ///< emissions on the forecast the plan was made on, gCO2e
+  std::string reason;             ///< why it could not be scheduled (when !scheduled)
+  std::vector<Run> runs;          ///< chronological; one run unless interrupted
+  double power_cap_w = 0;         ///< average power while running, W (the job's power_w, or the
+                                  ///< chosen limit's average power)
+  double cap_limit_w = 0;         ///< the power limit chosen from the job's profile, W; 0 = none
+                                  ///< (the job has no caps: no limit is set)
+  double energy_j = 0;            ///< power_w * (duration_s + interruptions x interruption_s), J
+  std::size_t interruptions = 0;  ///< times an interruptible job is stopped and resumed
+  double g_co2e = 0;              ///< emissions on the true series, gCO2e
+  double forecast_g_co2e = 0;     ///< emissions on the forecast the plan was made on, gCO2e
   bool baseline_scheduled = false;
   double baseline_g_co2e = 0;  ///< emissions of the baseline (run at the nominal start) on the
                                ///< true series, gCO2e

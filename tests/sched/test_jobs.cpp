@@ -354,3 +354,48 @@ deadline = 2020-06-02T08:00:00
   m = error_of(both);
   EXPECT_NE(m.find("expected no duration_s"), std::string::npos) << m;
 }
+
+// Issue 17.3: interruption costs and a bound on interruptions, for interruptible jobs only.
+TEST(SchedJobs, InterruptionCostKeys) {
+  TempDir d;
+  auto p = d.write("j.toml", R"(
+[[job]]
+name = "a"
+command = "greentrain train c.toml --out r --resume"
+duration_s = 3600
+power_w = 100
+earliest_start = 2020-06-01T18:00:00
+deadline = 2020-06-02T08:00:00
+interruptible = true
+interruption_s = 90
+max_interruptions = 2
+)");
+  auto jobs = load_jobs_toml(p, 0);
+  EXPECT_DOUBLE_EQ(jobs[0].interruption_s, 90);
+  EXPECT_EQ(jobs[0].max_interruptions, 2);
+  auto q = d.write("k.toml", R"(
+[[job]]
+name = "a"
+command = "x"
+duration_s = 3600
+power_w = 100
+earliest_start = 2020-06-01T18:00:00
+deadline = 2020-06-02T08:00:00
+interruption_s = 90
+)");
+  std::string m = error_of(q);
+  EXPECT_NE(m.find("need interruptible = true"), std::string::npos) << m;
+  auto r = d.write("r.toml", R"(
+[[job]]
+name = "a"
+command = "x"
+duration_s = 3600
+power_w = 100
+earliest_start = 2020-06-01T18:00:00
+deadline = 2020-06-02T08:00:00
+interruptible = true
+max_interruptions = -2
+)");
+  m = error_of(r);
+  EXPECT_NE(m.find("key 'max_interruptions'"), std::string::npos) << m;
+}

@@ -496,3 +496,47 @@ TEST(SchedPlanner, StartAndCapTogetherEqualBruteForce) {
   j.caps = {{300, 900, 300}};
   EXPECT_THROW(make_plan({j}, s, opts(Strategy::shift, 1000)), gt::Error);
 }
+
+// Issue 17.3: an interruptible job's plan counts what each interruption costs (checkpoint and
+// restart seconds at its power) and bounds the number of interruptions. Small random cases
+// against brute force over every subset of the window's slots.
+TEST(SchedPlanner, InterruptionCostsAndBoundEqualBruteForce) {
+  std::mt19937_64 rng(1717);
+  const std::int64_t slot = 900;
+  for (int trial = 0; trial < 60; ++trial) {
+    CarbonSeries s = random_series(rng, 10, slot);
+    const double dur = std::uniform_int_distribution<int>(1, 4)(rng) * 600.0;
+    Job j = make_job("i", dur, 500, s.start_s, s.end_s(), /*interruptible=*/true);
+    j.interruption_s = std::vector<double>{0, 120, 450, 900}[trial % 4];
+    j.max_interruptions = std::uniform_int_distribution<int>(-1, 3)(rng);
+    if (j.interruption_s == 0 && j.max_interruptions < 0) j.max_interruptions = 1;
+    double best = std::numeric_limits<double>::infinity();
+    std::size_t best_blocks = 0;
+    for (unsigned mask = 1; mask < (1u << 10); ++mask) {
+      std::vector<int> sel;
+      for (int k = 0; k < 10; ++k)
+        if (mask >> k & 1u) sel.push_back(k);
+      std::size_t blocks = 1;
+      for (std::size_t q = 1; q < sel.size(); ++q) blocks += sel[q] != sel[q - 1] + 1;
+      if (j.max_interruptions >= 0 && blocks > static_cast<std::size_t>(j.max_interruptions) + 1)
+        continue;
+      const auto t = static_cast<std::int64_t>(dur + (blocks - 1) * j.interruption_s);
+      const std::int64_t need = (t + slot - 1) / slot, rem = t - (need - 1) * slot;
+      if (static_cast<std::int64_t>(sel.size()) != need) continue;
+      double g = 0;
+      for (std::size_t q = 0; q < sel.size(); ++q)
+        g += 500.0 / kJoulesPerKwh * (q + 1 < sel.size() ? slot : rem) * s.g_co2e_per_kwh[sel[q]];
+      if (g < best - 1e-9) best = g, best_blocks = blocks;
+    }
+    Plan p = make_plan({j}, s, opts(Strategy::interrupt));
+    ASSERT_TRUE(p.jobs[0].scheduled) << trial << ": " << p.jobs[0].reason;
+    EXPECT_NEAR(p.jobs[0].g_co2e, best, 1e-9) << trial;
+    EXPECT_EQ(p.jobs[0].runs.size(), best_blocks) << trial;
+    EXPECT_EQ(p.jobs[0].interruptions, p.jobs[0].runs.size() - 1);
+    if (j.max_interruptions >= 0)
+      EXPECT_LE(p.jobs[0].interruptions, static_cast<std::size_t>(j.max_interruptions));
+    EXPECT_NEAR(p.jobs[0].energy_j,
+                500 * (dur + j.interruption_s * static_cast<double>(p.jobs[0].interruptions)),
+                1e-6);
+  }
+}
