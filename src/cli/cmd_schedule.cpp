@@ -3,6 +3,7 @@
 // to Slurm. The planning lives in src/sched.
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cstdio>
 #include <memory>
 
@@ -24,10 +25,52 @@ struct ScheduleArgs {
   std::string strategy = "best";
   double forecast_error_pct = 0;
   std::uint64_t seed = 1;
+  int seeds = 1;
   std::string json_path;
   std::string submit;
   bool dry_run = false;
+  // the carbon series' grid
+  std::int64_t slot_s = 0;
+  std::string slot_value = "mean";
+  // job CSVs only
+  double window_h = -1;
+  std::string deadline_rule;
+  double deadline_grace_s = 0;
+  double job_power_w = 0;
+  bool interruptible = false;
 };
+
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::vector<gt::sched::Job> load_jobs(const ScheduleArgs& a, std::int64_t off) {
+  using namespace gt::sched;
+  if (!ends_with(a.jobs_toml, ".csv")) {
+    gt::check(a.window_h < 0 && a.deadline_rule.empty() && a.deadline_grace_s == 0 &&
+                  a.job_power_w == 0 && !a.interruptible,
+              fmt::format("{}: --window-h, --deadline-rule, --deadline-grace-s, --job-power-w and "
+                          "--interruptible apply to job CSVs only; expected them in the TOML's "
+                          "[[job]] tables",
+                          a.jobs_toml));
+    return load_jobs_toml(a.jobs_toml, off);
+  }
+  JobCsvOptions o;
+  gt::check(a.window_h < 0 || a.deadline_rule.empty(),
+            "--window-h and --deadline-rule both given; expected one of them");
+  gt::check(a.window_h < 0 || a.window_h <= 24 * 366,
+            fmt::format("--window-h {} is not valid; expected hours >= 0", a.window_h));
+  o.window_s = a.window_h < 0 ? -1 : a.window_h * 3600;
+  if (!a.deadline_rule.empty()) o.rule = parse_deadline_rule(a.deadline_rule);
+  gt::check(a.deadline_grace_s >= 0, fmt::format("--deadline-grace-s {} is not valid; expected "
+                                                 "seconds >= 0",
+                                                 a.deadline_grace_s));
+  o.deadline_grace_s = a.deadline_grace_s;
+  o.power_w = a.job_power_w;
+  o.interruptible = a.interruptible;
+  return load_jobs_csv(a.jobs_toml, off, o);
+}
 
 void run_schedule(const ScheduleArgs& a) {
   using namespace gt::sched;
@@ -38,22 +81,32 @@ void run_schedule(const ScheduleArgs& a) {
   opt.power_budget_w = a.power_budget_w;
   opt.forecast_error_pct = a.forecast_error_pct;
   opt.seed = a.seed;
-  const CarbonSeries series = load_carbon_csv(a.carbon_csv, off);
-  const std::vector<Job> jobs = load_jobs_toml(a.jobs_toml, off);
+  SlotGrid grid;
+  grid.slot_s = a.slot_s;
+  grid.value_at_start = parse_slot_value(a.slot_value);
+  const CarbonSeries series = load_carbon_csv(a.carbon_csv, off, grid);
+  const std::vector<Job> jobs = load_jobs(a, off);
+  const auto t0 = std::chrono::steady_clock::now();
   const Plan plan = make_plan(jobs, series, opt);
+  const double planning_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // A hole in the series is bridged with the value before it: say so, in every output.
   const std::vector<std::string> gaps = gap_warnings(series);
   for (const auto& g : gaps) std::printf("warning: %s\n", g.c_str());
   std::fputs(plan_table(plan, off).c_str(), stdout);
+  std::printf("planned in %.4f s (%zu job(s), %zu slot(s))\n", planning_s, jobs.size(),
+              series.g_co2e_per_kwh.size());
   if (!a.json_path.empty()) {
     nlohmann::json j = plan_to_json(plan, off);
     j["carbon_csv"] = a.carbon_csv;
     j["carbon_warnings"] = gaps;
     j["jobs_toml"] = a.jobs_toml;
+    j["planning_s"] = planning_s;
     write_file_atomic(a.json_path, j.dump(2) + "\n");
     std::printf("plan written to %s\n", a.json_path.c_str());
   }
   if (!a.submit.empty()) {
+    gt::check(a.seeds == 1, "--submit with --seeds > 1: expected one plan to submit (one seed)");
     gt::check(a.submit == "slurm",
               fmt::format("--submit '{}' is not known; expected slurm", a.submit));
     const std::string sbatch = sbatch_program();
@@ -74,6 +127,26 @@ void run_schedule(const ScheduleArgs& a) {
                     calls[i].run_index, ids[i].c_str());
     }
   }
+  // More seeds of the forecast noise: one line each (the table above is the first seed's).
+  if (a.seeds > 1) {
+    double sum = 0;
+    for (int k = 0; k < a.seeds; ++k) {
+      PlanOptions o = opt;
+      o.seed = opt.seed + static_cast<std::uint64_t>(k);
+      const auto t1 = std::chrono::steady_clock::now();
+      const Plan p = k == 0 ? plan : make_plan(jobs, series, o);
+      const double s1 =
+          k == 0 ? planning_s
+                 : std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+      sum += p.saving_pct();
+      std::printf(
+          "seed %llu: %.6f gCO2e for %zu scheduled job(s), baseline %.6f gCO2e (%zu compared): "
+          "%.4f %% saved; planned in %.4f s\n",
+          static_cast<unsigned long long>(o.seed), p.planned_g_co2e,
+          p.jobs.size() - p.unscheduled(), p.baseline_g_co2e, p.compared, p.saving_pct(), s1);
+    }
+    std::printf("mean over %d seeds: %.4f %% saved\n", a.seeds, sum / a.seeds);
+  }
   // Exit 2 when a job could not be scheduled, so scripts notice.
   gt::cli::exit_code() = plan.unscheduled() > 0 ? 2 : 0;
 }
@@ -84,7 +157,10 @@ void setup(CLI::App& root) {
       "schedule",
       "Plan jobs under a power budget and a carbon-intensity series; submit them to Slurm "
       "(exit 2 when a job cannot be scheduled)");
-  c->add_option("jobs", a->jobs_toml, "job list (TOML, [[job]] tables)")->required();
+  c->add_option("jobs", a->jobs_toml,
+                "job list: TOML ([[job]] tables) or CSV (*.csv: name|job_id, "
+                "nominal_start|arrival_time, duration_s|duration_minutes, ...; see README)")
+      ->required();
   c->add_option("--carbon-csv", a->carbon_csv,
                 "carbon-intensity series (CSV with columns Time, Carbon Intensity in gCO2e/kWh)")
       ->required();
@@ -96,6 +172,23 @@ void setup(CLI::App& root) {
                 "zone of the times given to sbatch (--begin, --deadline), which Slurm reads in "
                 "the local zone of the host running sbatch: local (default: this host's), an "
                 "offset (+01:00) or a zone name (Europe/Berlin)");
+  c->add_option("--slot-s", a->slot_s,
+                "slot length of the plan, s (default: the CSV's smallest step)");
+  c->add_option("--slot-value", a->slot_value,
+                "mean (default: time-weighted mean of the rows over each slot) | start (the "
+                "value at each slot's start, as the Let's Wait Awhile simulator)");
+  c->add_option("--window-h", a->window_h,
+                "job CSV: each job may start from nominal - H hours and must end by its "
+                "nominal end + H hours (the paper's +-H window)");
+  c->add_option("--deadline-rule", a->deadline_rule,
+                "job CSV without a deadline column: none | next-workday | semi-weekly "
+                "(Let's Wait Awhile's rules on the unshifted end)");
+  c->add_option("--deadline-grace-s", a->deadline_grace_s,
+                "job CSV: seconds added to each rule deadline (the paper's simulator: 1800)");
+  c->add_option("--job-power-w", a->job_power_w,
+                "job CSV without a power_w column: every job's power, W");
+  c->add_flag("--interruptible", a->interruptible,
+              "job CSV without an interruptible column: every job may be interrupted");
   c->add_option("--power-budget", a->power_budget_w,
                 "cluster power budget, W: running jobs' power never exceeds it");
   c->add_option("--strategy", a->strategy, "arrival | shift | interrupt | best (default best)");
@@ -103,6 +196,10 @@ void setup(CLI::App& root) {
                 "plan on a forecast with Gaussian noise, % of the series mean; evaluate on the "
                 "true series");
   c->add_option("--seed", a->seed, "seed of the forecast noise (default 1)");
+  c->add_option("--seeds", a->seeds,
+                "plan N times, with seeds --seed .. --seed+N-1, and print each plan's totals and "
+                "the mean saving (the table and --json are the first seed's)")
+      ->check(CLI::Range(1, 1000000));
   c->add_option("--json", a->json_path, "also write the plan as JSON to this file");
   c->add_option("--submit", a->submit, "submit the plan: slurm (sbatch; $GT_SBATCH overrides)");
   c->add_flag("--dry-run", a->dry_run, "with --submit: print the sbatch lines, submit nothing");

@@ -116,7 +116,17 @@ double CarbonSeries::g_co2e(UnixTimeS t0_s, UnixTimeS t1_s, double power_w) cons
   return g;
 }
 
-CarbonSeries load_carbon_csv(const std::string& path, std::int64_t utc_offset_s) {
+bool parse_slot_value(std::string_view text) {
+  if (text == "mean") return false;
+  if (text == "start") return true;
+  throw Error(fmt::format("--slot-value '{}' is not known; expected mean or start", text));
+}
+
+CarbonSeries load_carbon_csv(const std::string& path, std::int64_t utc_offset_s,
+                             const SlotGrid& grid) {
+  check(grid.slot_s >= 0, fmt::format("--slot-s {} is not valid; expected seconds > 0 (or 0 for "
+                                      "the CSV's smallest step)",
+                                      grid.slot_s));
   const energy::CarbonCsv csv =
       energy_call([&] { return energy::read_carbon_csv(path, utc_offset_s); });
   const std::vector<UnixTimeS>& ts = csv.t_s;
@@ -126,6 +136,7 @@ CarbonSeries load_carbon_csv(const std::string& path, std::int64_t utc_offset_s)
                     path, ts.size()));
   std::int64_t slot = ts[1] - ts[0];  // the grid: the smallest step
   for (std::size_t i = 2; i < ts.size(); ++i) slot = std::min(slot, ts[i] - ts[i - 1]);
+  if (grid.slot_s > 0) slot = grid.slot_s;
   const std::int64_t median = csv.step_s;  // the reader's step: the median spacing
   CarbonSeries s;
   s.path = path;
@@ -142,6 +153,10 @@ CarbonSeries load_carbon_csv(const std::string& path, std::int64_t utc_offset_s)
     const UnixTimeS a = s.start_s + i * slot, b = a + slot;
     double acc = 0;
     while (k + 1 < ts.size() && ts[k + 1] <= a) ++k;
+    if (grid.value_at_start) {  // the row in force at the slot's start
+      s.g_co2e_per_kwh[static_cast<std::size_t>(i)] = vs[k];
+      continue;
+    }
     for (std::size_t j = k; j < ts.size() && ts[j] < b; ++j) {
       const UnixTimeS seg_end = j + 1 < ts.size() ? ts[j + 1] : end;
       const UnixTimeS lo = std::max(a, ts[j]), hi = std::min(b, seg_end);

@@ -62,13 +62,28 @@ struct CarbonSeries {
   double g_co2e(UnixTimeS t0_s, UnixTimeS t1_s, double power_w) const;
 };
 
+/// How a CSV's rows become the planner's slots.
+struct SlotGrid {
+  std::int64_t slot_s = 0;  ///< slot length, s; 0 = the CSV's smallest step
+  /// false: each slot holds the time-weighted mean of the rows over it (exact for energy);
+  /// true: each slot holds the value in force at its start (the row at that instant), as the
+  /// "Let's Wait Awhile" simulator reads its 15-minute German series at 30 minutes.
+  bool value_at_start = false;
+};
+
+/// "mean" or "start"; throws gt::Error naming --slot-value otherwise.
+bool parse_slot_value(std::string_view text);
+
 /// Loads a CSV with columns `Time` (wall clock "YYYY-MM-DD HH:MM:SS", naive at utc_offset_s or
 /// with its own offset) and `Carbon Intensity` (gCO2e/kWh) through energy::read_carbon_csv.
 /// Each sample holds until the next timestamp (the last one for the median step); the step
 /// function is resampled onto a uniform grid of the smallest step (time-weighted mean per slot),
-/// so irregular series (GB's 15/30 min) are exact on the grid. Holes are kept in `gaps`.
-/// Throws gt::Error naming the file, line and column on bad input, or with fewer than 2 rows.
-CarbonSeries load_carbon_csv(const std::string& path, std::int64_t utc_offset_s);
+/// so irregular series (GB's 15/30 min) are exact on the grid; `grid` may set a longer slot and
+/// the value at each slot's start instead. The grid starts at the first row. Holes are kept in
+/// `gaps`. Throws gt::Error naming the file, line and column on bad input, with fewer than 2
+/// rows, or for a negative slot length.
+CarbonSeries load_carbon_csv(const std::string& path, std::int64_t utc_offset_s,
+                             const SlotGrid& grid = {});
 
 /// One warning per hole of the series, for the console and the plan's JSON:
 /// "carbon series x.csv: no rows from ... to ... (...); the value at ... was held".

@@ -4,10 +4,13 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -53,6 +56,46 @@ RunFigures run_figures_from_summary(const std::string& path) {
   return f;
 }
 
+std::vector<CapOption> caps_from_profile(const std::string& path, double steps) {
+  std::ifstream in(path);
+  check(in.good(), fmt::format("{}: cannot open power profile; expected the JSON that "
+                               "`greentrain tune --profile FILE` writes",
+                               path));
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    throw Error(fmt::format("{}: not valid JSON ({}); expected a greentrain power profile", path,
+                            e.what()));
+  }
+  check(j.is_object() && j.value("format", "") == "greentrain-power-profile-1" &&
+            j.contains("points") && j["points"].is_array() && !j["points"].empty(),
+        fmt::format("{}: not a greentrain power profile; expected format "
+                    "greentrain-power-profile-1 with points",
+                    path));
+  std::vector<CapOption> caps;
+  for (const auto& p : j["points"]) {
+    check(p.is_object() && p.contains("limit_w") && p["limit_w"].is_number() &&
+              p.contains("time_per_step_s") && p["time_per_step_s"].is_number(),
+          fmt::format("{}: a point without numeric limit_w and time_per_step_s", path));
+    const double limit = p["limit_w"].get<double>();
+    const double t = p["time_per_step_s"].get<double>();
+    check(p.contains("energy_per_step_j") && p["energy_per_step_j"].is_number(),
+          fmt::format("{}: energy per step at {} W is unknown (null); expected a profile whose "
+                      "energy was measured (the planner does not guess it)",
+                      path, limit));
+    const double e = p["energy_per_step_j"].get<double>();
+    check(limit > 0 && t > 0 && e > 0 && std::isfinite(limit + t + e),
+          fmt::format("{}: point at {} W: time {} s and energy {} J per step; expected positive "
+                      "numbers",
+                      path, limit, t, e));
+    caps.push_back({limit, steps * t, e / t});
+  }
+  std::sort(caps.begin(), caps.end(),
+            [](const CapOption& a, const CapOption& b) { return a.limit_w > b.limit_w; });
+  return caps;
+}
+
 double duration_from_summary_s(const std::string& path) {
   return run_figures_from_summary(path).wall_s;
 }
@@ -90,6 +133,24 @@ std::string node_string(const toml::node& n, const std::string& where) {
   return s->get();
 }
 
+// nominal_start inside [earliest_start, deadline - duration].
+// (The end is checked only for a nominal start given explicitly: a job without one that cannot
+// finish in time is reported unscheduled by the planner, not refused here.)
+void check_nominal(const Job& j, const std::string& where, std::int64_t off, bool check_end) {
+  if (j.nominal_s() < j.earliest_start_s)
+    throw Error(fmt::format(
+        "{}: nominal_start {} is before earliest_start {}; expected earliest_start <= "
+        "nominal_start (the window opens at or before the unshifted start)",
+        where, format_iso_time(j.nominal_s(), off), format_iso_time(j.earliest_start_s, off)));
+  if (check_end &&
+      static_cast<double>(j.nominal_s()) + j.duration_s > static_cast<double>(j.deadline_s))
+    throw Error(fmt::format(
+        "{}: nominal_start {} + duration {} s ends after the deadline {}; expected the unshifted "
+        "run (the baseline) to meet its deadline",
+        where, format_iso_time(j.nominal_s(), off), j.duration_s,
+        format_iso_time(j.deadline_s, off)));
+}
+
 }  // namespace
 
 std::vector<Job> load_jobs_toml(const std::string& path, std::int64_t utc_offset_s) {
@@ -112,9 +173,10 @@ std::vector<Job> load_jobs_toml(const std::string& path, std::int64_t utc_offset
   auto* arr = root["job"].as_array();
   check(arr && !arr->empty(),
         fmt::format("{}: no [[job]] tables; expected at least one job", path));
-  static const std::set<std::string> known = {"name",           "command",  "script",
-                                              "duration_s",     "summary",  "power_w",
-                                              "earliest_start", "deadline", "interruptible"};
+  static const std::set<std::string> known = {
+      "name",          "command",        "script",     "duration_s",     "summary",
+      "power_w",       "earliest_start", "deadline",   "interruptible",  "nominal_start",
+      "power_profile", "steps",          "cap_device", "interruption_s", "max_interruptions"};
   std::vector<Job> jobs;
   std::set<std::string> names;
   for (std::size_t i = 0; i < arr->size(); ++i) {
@@ -129,11 +191,12 @@ std::vector<Job> load_jobs_toml(const std::string& path, std::int64_t utc_offset
     where = fmt::format("{}: job '{}'", path, j.name);
     for (auto&& [k, v] : *t)
       if (!known.count(std::string(k.str())))
-        throw Error(
-            fmt::format("{}: unknown key '{}'; expected one of name, command, script, "
-                        "duration_s, summary, power_w, earliest_start, deadline, "
-                        "interruptible",
-                        where, k.str()));
+        throw Error(fmt::format(
+            "{}: unknown key '{}'; expected one of name, command, script, "
+            "duration_s, summary, power_w, nominal_start, earliest_start, "
+            "deadline, interruptible, power_profile, steps, cap_device, interruption_s, "
+            "max_interruptions",
+            where, k.str()));
     check(names.insert(j.name).second, where + ": duplicate name; expected unique job names");
     auto key = [&](const char* k) { return fmt::format("{} key '{}'", where, k); };
     const toml::node* cmd = t->get("command");
@@ -144,22 +207,43 @@ std::vector<Job> load_jobs_toml(const std::string& path, std::int64_t utc_offset
     if (scr) j.script = resolve(node_string(*scr, key("script")));
     const toml::node* dur = t->get("duration_s");
     const toml::node* sum = t->get("summary");
-    check((dur != nullptr) != (sum != nullptr),
-          where +
-              ": expected exactly one of 'duration_s' (s) or 'summary' (a run folder or its "
-              "summary.json)");
-    std::optional<RunFigures> run;
-    if (sum) run = run_figures_from_summary(resolve(node_string(*sum, key("summary"))));
-    j.duration_s = dur ? node_number(*dur, key("duration_s"), "seconds") : run->wall_s;
     const toml::node* pw = t->get("power_w");
-    if (pw)
-      j.power_w = node_number(*pw, key("power_w"), "W");
-    else if (run && run->energy_j)  // the run's measured joules over its wall time
-      j.power_w = *run->energy_j / run->wall_s;
-    else
-      throw Error(where +
-                  ": missing key 'power_w'; expected average power in W (optional only with a "
-                  "summary whose run's energy is known)");
+    if (const toml::node* prof = t->get("power_profile")) {
+      check(!dur && !sum && !pw,
+            where +
+                ": power_profile gives the duration and power at each limit; expected no "
+                "duration_s, summary or power_w beside it");
+      const toml::node* steps = t->get("steps");
+      check(steps != nullptr,
+            where + ": power_profile without 'steps'; expected the job's number of steps");
+      j.caps = caps_from_profile(resolve(node_string(*prof, key("power_profile"))),
+                                 node_number(*steps, key("steps"), "steps"));
+      j.duration_s = j.caps.front().duration_s;
+      j.power_w = j.caps.front().power_w;
+      const toml::node* dev = t->get("cap_device");
+      const std::string d = dev ? node_string(*dev, key("cap_device")) : "gpu";
+      check(d == "gpu" || d == "cpu",
+            fmt::format("{}: '{}' is not valid; expected gpu or cpu", key("cap_device"), d));
+      j.cap_device = d == "gpu" ? CapDevice::gpu : CapDevice::cpu;
+    } else {
+      check(!t->get("steps") && !t->get("cap_device"),
+            where + ": 'steps' and 'cap_device' go with power_profile only");
+      check((dur != nullptr) != (sum != nullptr),
+            where +
+                ": expected exactly one of 'duration_s' (s), 'summary' (a run folder or its "
+                "summary.json) or 'power_profile'");
+      std::optional<RunFigures> run;
+      if (sum) run = run_figures_from_summary(resolve(node_string(*sum, key("summary"))));
+      j.duration_s = dur ? node_number(*dur, key("duration_s"), "seconds") : run->wall_s;
+      if (pw)
+        j.power_w = node_number(*pw, key("power_w"), "W");
+      else if (run && run->energy_j)  // the run's measured joules over its wall time
+        j.power_w = *run->energy_j / run->wall_s;
+      else
+        throw Error(where +
+                    ": missing key 'power_w'; expected average power in W (optional only with a "
+                    "summary whose run's energy is known)");
+    }
     const toml::node* es = t->get("earliest_start");
     check(es != nullptr, where + ": missing key 'earliest_start'; expected a date-time");
     j.earliest_start_s = node_time(*es, utc_offset_s, key("earliest_start"));
@@ -172,11 +256,28 @@ std::vector<Job> load_jobs_toml(const std::string& path, std::int64_t utc_offset
                       "later than the earliest start",
                       where, format_iso_time(j.deadline_s, utc_offset_s),
                       format_iso_time(j.earliest_start_s, utc_offset_s)));
+    const toml::node* ns = t->get("nominal_start");
+    if (ns) j.nominal_start_s = node_time(*ns, utc_offset_s, key("nominal_start"));
+    check_nominal(j, where, utc_offset_s, ns != nullptr);
     if (auto n = t->get("interruptible")) {
       auto b = n->as_boolean();
       check(b != nullptr, key("interruptible") + ": expected true or false");
       j.interruptible = b->get();
     }
+    if (const toml::node* n = t->get("interruption_s")) {
+      const std::optional<double> v = n->value<double>();
+      check(v && std::isfinite(*v) && *v >= 0,
+            key("interruption_s") + ": expected seconds >= 0 (checkpoint + restart per resume)");
+      j.interruption_s = *v;
+    }
+    if (const toml::node* n = t->get("max_interruptions")) {
+      const std::optional<std::int64_t> v = n->value<std::int64_t>();
+      check(v && *v >= 0 && *v <= 100000,
+            key("max_interruptions") + ": expected a whole number >= 0");
+      j.max_interruptions = static_cast<int>(*v);
+    }
+    check(j.interruptible || (j.interruption_s == 0 && j.max_interruptions < 0),
+          where + ": interruption_s and max_interruptions need interruptible = true");
     // an interruptible job's command is exec'd so that it receives Slurm's SIGTERM (slurm.h)
     if (j.interruptible && !j.command.empty()) {
       const std::string why = exec_problem(j.command);
@@ -184,6 +285,214 @@ std::vector<Job> load_jobs_toml(const std::string& path, std::int64_t utc_offset
     }
     jobs.push_back(std::move(j));
   }
+  return jobs;
+}
+
+}  // namespace gt::sched
+
+namespace gt::sched {
+namespace {
+
+// One CSV line split at commas; a field may be double-quoted ("" is a quote inside it).
+std::vector<std::string> split_csv_line(std::string_view line) {
+  std::vector<std::string> out(1);
+  bool quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"')
+        out.back() += '"', ++i;
+      else if (c == '"')
+        quoted = false;
+      else
+        out.back() += c;
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      out.emplace_back();
+    } else if (c != '\r') {
+      out.back() += c;
+    }
+  }
+  for (auto& f : out) {
+    while (!f.empty() && (f.back() == ' ' || f.back() == '\t')) f.pop_back();
+    while (!f.empty() && (f.front() == ' ' || f.front() == '\t')) f.erase(f.begin());
+  }
+  return out;
+}
+
+double csv_number(const std::string& text, const std::string& where, bool positive) {
+  double v = 0;
+  std::size_t used = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (...) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || !std::isfinite(v) || (positive ? v <= 0 : v < 0))
+    throw Error(fmt::format("{}: '{}' is not valid; expected a {} number", where, text,
+                            positive ? "positive" : "non-negative"));
+  return v;
+}
+
+constexpr std::int64_t kDayS = 86400;
+
+}  // namespace
+
+DeadlineRule parse_deadline_rule(std::string_view name) {
+  std::string n(name);
+  std::replace(n.begin(), n.end(), '_', '-');
+  if (n == "none") return DeadlineRule::none;
+  if (n == "next-workday") return DeadlineRule::next_workday;
+  if (n == "semi-weekly") return DeadlineRule::semi_weekly;
+  throw Error(fmt::format(
+      "--deadline-rule '{}' is not known; expected none, next-workday or semi-weekly", name));
+}
+
+UnixTimeS rule_deadline_s(DeadlineRule rule, UnixTimeS end_s, std::int64_t utc_offset_s) {
+  if (rule == DeadlineRule::none) return end_s;
+  const std::int64_t local = end_s + utc_offset_s;
+  const std::int64_t day = local >= 0 ? local / kDayS : -((-local + kDayS - 1) / kDayS);
+  const std::int64_t sod = local - day * kDayS;  // seconds of the day
+  // Monday = 0 (the paper's weekday()); 1970-01-01 was a Thursday (3).
+  const std::int64_t wd = ((day % 7) + 7 + 3) % 7;
+  const std::int64_t nine = 9 * 3600;
+  auto at_nine = [&](std::int64_t plus_days) {
+    return (day + plus_days) * kDayS + nine - utc_offset_s;
+  };
+  UnixTimeS d = end_s;
+  if (rule == DeadlineRule::next_workday) {
+    if (wd == 5)
+      d = at_nine(2);
+    else if (wd == 6 || sod > 17 * 3600)
+      d = at_nine(1);
+    else if (sod < nine)
+      d = at_nine(0);
+  } else {  // semi_weekly
+    const bool to_thursday =
+        (wd == 0 && sod > nine) || wd == 1 || wd == 2 || (wd == 3 && sod <= nine);
+    d = to_thursday ? at_nine((7 - wd + 3) % 7) : at_nine((7 - wd) % 7);
+  }
+  return std::max(d, end_s);
+}
+
+std::vector<Job> load_jobs_csv(const std::string& path, std::int64_t utc_offset_s,
+                               const JobCsvOptions& opt) {
+  std::ifstream in(path);
+  check(in.good(), fmt::format("{}: cannot open job list; expected a readable CSV file", path));
+  std::string line;
+  std::size_t line_no = 0;
+  std::vector<std::string> header;
+  while (header.empty() && std::getline(in, line)) {
+    ++line_no;
+    if (line_no == 1 && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);  // byte order mark
+    if (line.find_first_not_of(" \t\r") != std::string::npos) header = split_csv_line(line);
+  }
+  check(!header.empty(), fmt::format("{}: empty; expected a header line such as "
+                                     "name,nominal_start,duration_s,power_w",
+                                     path));
+  static const std::set<std::string> known = {"name",          "job_id",         "nominal_start",
+                                              "arrival_time",  "duration_s",     "duration_minutes",
+                                              "power_w",       "earliest_start", "deadline",
+                                              "interruptible", "command",        "arrival_minute"};
+  std::map<std::string, std::size_t> col;
+  for (std::size_t i = 0; i < header.size(); ++i) {
+    if (!known.count(header[i]))
+      throw Error(fmt::format(
+          "{}:1: unknown column '{}'; expected name|job_id, nominal_start|arrival_time, "
+          "duration_s|duration_minutes, power_w, earliest_start, deadline, interruptible, "
+          "command, arrival_minute",
+          path, header[i]));
+    check(col.emplace(header[i], i).second,
+          fmt::format("{}:1: column '{}' appears twice", path, header[i]));
+  }
+  auto pick = [&](const char* a, const char* b) -> std::optional<std::size_t> {
+    const bool ha = col.count(a), hb = col.count(b);
+    check(!(ha && hb),
+          fmt::format("{}:1: columns '{}' and '{}' both given; expected one", path, a, b));
+    if (ha) return col[a];
+    if (hb) return col[b];
+    throw Error(fmt::format("{}:1: no column '{}' (or '{}')", path, a, b));
+  };
+  const std::size_t c_name = *pick("name", "job_id");
+  const std::size_t c_start = *pick("nominal_start", "arrival_time");
+  const bool minutes = col.count("duration_minutes") > 0;
+  const std::size_t c_dur = *pick("duration_s", "duration_minutes");
+  auto opt_col = [&](const char* k) -> std::optional<std::size_t> {
+    if (auto it = col.find(k); it != col.end()) return it->second;
+    return std::nullopt;
+  };
+  const auto c_power = opt_col("power_w"), c_es = opt_col("earliest_start"),
+             c_dl = opt_col("deadline"), c_int = opt_col("interruptible"),
+             c_cmd = opt_col("command"), c_min = opt_col("arrival_minute");
+  check(c_power || opt.power_w > 0,
+        fmt::format("{}:1: no column 'power_w'; expected one, or --job-power-w W", path));
+  check(opt.window_s < 0 || (!c_es && !c_dl),
+        fmt::format("{}: --window-h given, but the CSV has earliest_start/deadline columns; "
+                    "expected one or the other",
+                    path));
+  std::vector<Job> jobs;
+  std::set<std::string> names;
+  std::optional<UnixTimeS> epoch;  // midnight of the first row's day (arrival_minute's zero)
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::vector<std::string> f = split_csv_line(line);
+    const std::string at = fmt::format("{}:{}", path, line_no);
+    check(f.size() == header.size(),
+          fmt::format("{}: {} field(s); expected {} (as the header)", at, f.size(), header.size()));
+    auto where = [&](std::size_t c) { return fmt::format("{} column '{}'", at, header[c]); };
+    Job j;
+    j.name = f[c_name];
+    check(!j.name.empty(), where(c_name) + ": empty; expected a job name");
+    check(names.insert(j.name).second,
+          fmt::format("{}: job '{}' appears twice; expected unique names", at, j.name));
+    const UnixTimeS nominal = parse_wall_time(f[c_start], utc_offset_s, where(c_start));
+    j.nominal_start_s = nominal;
+    j.duration_s = csv_number(f[c_dur], where(c_dur), true) * (minutes ? 60.0 : 1.0);
+    j.power_w = c_power ? csv_number(f[*c_power], where(*c_power), true) : opt.power_w;
+    if (c_min) {
+      if (!epoch) {
+        const std::int64_t local = nominal + utc_offset_s;
+        epoch = local - (((local % kDayS) + kDayS) % kDayS) - utc_offset_s;
+      }
+      const double m = csv_number(f[*c_min], where(*c_min), false);
+      check(std::llround(m * 60) == nominal - *epoch,
+            fmt::format("{}: arrival_minute {} does not match arrival_time {} ({} minutes after "
+                        "{}); expected both to name the same time",
+                        at, f[*c_min], f[c_start], (nominal - *epoch) / 60,
+                        format_wall_time(*epoch, utc_offset_s)));
+    }
+    const auto end = static_cast<UnixTimeS>(std::ceil(static_cast<double>(nominal) + j.duration_s));
+    if (opt.window_s >= 0) {
+      const auto w = static_cast<std::int64_t>(std::llround(opt.window_s));
+      j.earliest_start_s = nominal - w;
+      j.deadline_s = end + w;
+    } else {
+      j.earliest_start_s = c_es ? parse_wall_time(f[*c_es], utc_offset_s, where(*c_es)) : nominal;
+      j.deadline_s = c_dl ? parse_wall_time(f[*c_dl], utc_offset_s, where(*c_dl))
+                          : rule_deadline_s(opt.rule, end, utc_offset_s) +
+                                static_cast<std::int64_t>(std::llround(opt.deadline_grace_s));
+    }
+    check_nominal(j, fmt::format("{}: job '{}'", at, j.name), utc_offset_s, true);
+    j.interruptible = opt.interruptible;
+    if (c_int) {
+      const std::string& v = f[*c_int];
+      if (v == "true" || v == "1" || v == "True")
+        j.interruptible = true;
+      else if (v == "false" || v == "0" || v == "False")
+        j.interruptible = false;
+      else
+        throw Error(fmt::format("{}: '{}' is not valid; expected true or false", where(*c_int), v));
+    }
+    if (c_cmd) j.command = f[*c_cmd];
+    if (j.interruptible && !j.command.empty()) {
+      const std::string why = exec_problem(j.command);
+      check(why.empty(), fmt::format("{}: job is interruptible, but {}", where(*c_cmd), why));
+    }
+    jobs.push_back(std::move(j));
+  }
+  check(!jobs.empty(), fmt::format("{}: no job rows; expected at least one", path));
   return jobs;
 }
 

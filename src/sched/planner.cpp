@@ -2,13 +2,10 @@
 #include "sched/planner.h"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <limits>
 #include <numeric>
 #include <optional>
@@ -137,7 +134,7 @@ class Planner {
     if (budget_w_ > 0 && j.power_w > budget_w_ + kBudgetEps)
       return fmt::format("power_w {} W exceeds the power budget of {} W", j.power_w, budget_w_);
     const std::int64_t room_s = contiguous
-                                    ? (!starts(i).empty() ? w.dur_s : 0)
+                                    ? (has_start(i) ? w.dur_s : 0)
                                     : std::max<std::int64_t>(0, w.hi_full - w.lo) * fc_.slot_s;
     if (room_s < w.dur_s)
       return fmt::format(
@@ -154,22 +151,38 @@ class Planner {
   // slot boundaries (partial slots integrated exactly), then on every boundary after it that
   // ends by the deadline inside the series.
   std::vector<Start> starts(std::size_t i) const {
+    std::vector<Start> out;
+    for_each_start(i, [&](const Start& st) {
+      out.push_back(st);
+      return true;
+    });
+    return out;
+  }
+
+  bool has_start(std::size_t i) const {
+    bool any = false;
+    for_each_start(i, [&](const Start&) { return !(any = true); });
+    return any;
+  }
+
+  // Calls f(start) for the starts of starts(i), in time order, until f returns false.
+  template <class F>
+  void for_each_start(std::size_t i, F&& f) const {
     const Window& w = win_[i];
     const Job& j = jobs_[i];
     const std::int64_t slot = fc_.slot_s;
-    std::vector<Start> out;
     const std::int64_t off = j.earliest_start_s - fc_.start_s;
     if (off > 0 && off % slot != 0) {
       const UnixTimeS t = j.earliest_start_s, end = t + w.dur_s;
       if (end <= j.deadline_s && end <= fc_.end_s()) {
         const std::int64_t first = off / slot;
-        out.push_back(
-            {t, first, ceil_div(end - fc_.start_s, slot) - first, fc_.g_co2e(t, end, j.power_w)});
+        if (!f(Start{t, first, ceil_div(end - fc_.start_s, slot) - first,
+                     fc_.g_co2e(t, end, j.power_w)}))
+          return;
       }
     }
     for (std::int64_t s = w.lo; s <= w.last_start; ++s)
-      out.push_back({fc_.start_s + s * slot, s, w.n, cost_at(i, s)});
-    return out;
+      if (!f(Start{fc_.start_s + s * slot, s, w.n, cost_at(i, s)})) return;
   }
 
   Placement contiguous_at(std::size_t i, const Start& st) const {
@@ -191,14 +204,15 @@ class Planner {
     if (!p.reason.empty()) return p;
     const double pw = jobs_[i].power_w;
     std::optional<Start> best;
-    for (const Start& st : starts(i)) {
-      if (!fits_run(st.first, st.n, pw)) continue;
+    for_each_start(i, [&](const Start& st) {
+      if (!fits_run(st.first, st.n, pw)) return true;
       if (earliest) {
         best = st;
-        break;
+        return false;  // the first start that fits
       }
       if (!best || st.cost < best->cost - 1e-12) best = st;
-    }
+      return true;
+    });
     if (!best) {
       p.reason = budget_reason();
       return p;
@@ -207,7 +221,109 @@ class Planner {
     return contiguous_at(i, *best);
   }
 
+  // An interruptible job with interruption costs or a bound (Job::interruption_s,
+  // Job::max_interruptions): every stretch after an interruption runs interruption_s longer
+  // (checkpoint and restart), so b stretches need duration + (b-1) x interruption_s seconds, in
+  // whole slots but the last (partial) one. Dynamic programme over the window's slots, state
+  // (slots taken, stretches begun, whether the slot before was taken): the exact optimum of that
+  // model on the forecast.
+  Placement place_pieces_costed(std::size_t i) {
+    Placement p;
+    p.reason = static_reason(i, false);
+    if (!p.reason.empty()) return p;
+    const Job& j = jobs_[i];
+    const Window& w = win_[i];
+    const double pw = j.power_w;
+    const std::int64_t slot = fc_.slot_s, W = w.hi_full - w.lo;
+    const auto extra_s = static_cast<std::int64_t>(std::ceil(j.interruption_s));
+    const std::int64_t B =
+        std::min<std::int64_t>(W, j.max_interruptions >= 0 ? j.max_interruptions + 1 : W);
+    std::vector<std::int64_t> need(B + 1, 0), rem(B + 1, 0);
+    for (std::int64_t b = 1; b <= B; ++b) {
+      const std::int64_t t = w.dur_s + (b - 1) * extra_s;
+      need[b] = ceil_div(t, slot);
+      rem[b] = t - (need[b] - 1) * slot;
+    }
+    const std::int64_t N = std::min(need[B], W);
+    const double states = static_cast<double>(W + 1) * (N + 1) * (B + 1) * 2;
+    if (states > 4e7) {
+      p.reason = fmt::format(
+          "window of {} slots for {} slots of work in up to {} stretches is too large to plan "
+          "with interruption costs; expected a smaller max_interruptions",
+          W, N, B);
+      return p;
+    }
+    const double inf = std::numeric_limits<double>::infinity();
+    auto idx = [&](std::int64_t t, std::int64_t u, std::int64_t c, int in) {
+      return static_cast<std::size_t>(((t * (N + 1) + u) * (B + 1) + c) * 2 + in);
+    };
+    std::vector<double> dp(static_cast<std::size_t>(states), inf);
+    dp[idx(0, 0, 0, 0)] = 0;
+    auto g = [&](std::int64_t k, std::int64_t secs) {
+      return pw / kJoulesPerKwh * static_cast<double>(secs) * fc_.g_co2e_per_kwh[k];
+    };
+    double best = inf;
+    std::int64_t bt = -1, bu = 0, bc = 0;
+    int bin = 0;
+    for (std::int64_t t = 0; t < W; ++t) {
+      const std::int64_t k = w.lo + t;
+      const bool can = fits(k, pw);
+      for (std::int64_t u = 0; u <= N; ++u)
+        for (std::int64_t c = 0; c <= B; ++c)
+          for (int in = 0; in < 2; ++in) {
+            const double v = dp[idx(t, u, c, in)];
+            if (v == inf) continue;
+            double& skip = dp[idx(t + 1, u, c, 0)];
+            skip = std::min(skip, v);
+            if (!can || u >= N) continue;
+            const std::int64_t c2 = in ? c : c + 1, u2 = u + 1;
+            if (c2 > B || u2 > need[c2]) continue;
+            if (u2 == need[c2]) {  // the last slot: the job ends rem seconds into it
+              const double done = v + g(k, rem[c2]);
+              if (done < best - 1e-12) best = done, bt = t, bu = u, bc = c, bin = in;
+            } else {
+              double& take = dp[idx(t + 1, u2, c2, 1)];
+              take = std::min(take, v + g(k, slot));
+            }
+          }
+    }
+    if (bt < 0) {
+      p.reason = budget_reason();
+      return p;
+    }
+    // Back from the last slot: which predecessor state gave each value.
+    const std::int64_t c_end = bin ? bc : bc + 1;
+    p.slots.push_back({w.lo + bt, rem[c_end]});
+    std::int64_t u = bu, c = bc;
+    int in = bin;
+    for (std::int64_t t = bt; t > 0 && u > 0; --t) {
+      const double v = dp[idx(t, u, c, in)];
+      const std::int64_t k = w.lo + t - 1;
+      if (in == 0) {  // slot t-1 was skipped
+        in = dp[idx(t - 1, u, c, 0)] == v ? 0 : 1;
+        continue;
+      }
+      p.slots.push_back({k, slot});  // slot t-1 was taken: from (u-1, c or c-1, in')
+      bool found = false;
+      for (int pin = 0; pin < 2 && !found; ++pin) {
+        const std::int64_t pc = pin ? c : c - 1;
+        if (pc < 0) continue;
+        if (dp[idx(t - 1, u - 1, pc, pin)] + g(k, slot) == v) {
+          u -= 1, c = pc, in = pin;
+          found = true;
+        }
+      }
+      check(found, "planner: interruption-cost plan could not be traced back (internal error)");
+    }
+    std::sort(p.slots.begin(), p.slots.end());
+    for (auto [k, used] : p.slots) occupy(k, 1, pw);
+    p.ok = true;
+    return p;
+  }
+
   Placement place_pieces(std::size_t i) {
+    if (jobs_[i].interruption_s > 0 || jobs_[i].max_interruptions >= 0)
+      return place_pieces_costed(i);
     Placement p;
     p.reason = static_reason(i, false);
     if (!p.reason.empty()) return p;
@@ -220,9 +336,12 @@ class Planner {
       p.reason = budget_reason();
       return p;
     }
-    std::stable_sort(cand.begin(), cand.end(), [&](std::int64_t a, std::int64_t b) {
-      return fc_.g_co2e_per_kwh[a] < fc_.g_co2e_per_kwh[b];
-    });
+    // The n cheapest, ties to the earlier slot (as a stable sort by intensity would give).
+    std::partial_sort(cand.begin(), cand.begin() + w.n, cand.end(),
+                      [&](std::int64_t a, std::int64_t b) {
+                        const double ca = fc_.g_co2e_per_kwh[a], cb = fc_.g_co2e_per_kwh[b];
+                        return ca < cb || (ca == cb && a < b);
+                      });
     // Cheapest n-1 slots run fully; the n-th cheapest takes the remainder.
     for (std::int64_t k = 0; k < w.n; ++k) {
       p.slots.push_back({cand[k], k + 1 < w.n ? fc_.slot_s : w.rem_s});
@@ -362,7 +481,28 @@ std::size_t Plan::unscheduled() const {
   return n;
 }
 
-Plan make_plan(const std::vector<Job>& jobs, const CarbonSeries& truth, const PlanOptions& opt) {
+namespace {
+
+// Sums a plan's totals over its jobs.
+void total_up(Plan& plan) {
+  plan.planned_energy_j = plan.planned_g_co2e = plan.energy_j = plan.g_co2e = plan.baseline_g_co2e =
+      0;
+  plan.compared = 0;
+  for (const JobPlan& jp : plan.jobs) {
+    if (jp.scheduled) {
+      plan.planned_energy_j += jp.energy_j;
+      plan.planned_g_co2e += jp.g_co2e;
+    }
+    if (jp.scheduled && jp.baseline_scheduled) {
+      ++plan.compared;
+      plan.energy_j += jp.energy_j;
+      plan.g_co2e += jp.g_co2e;
+      plan.baseline_g_co2e += jp.baseline_g_co2e;
+    }
+  }
+}
+
+Plan plan_fixed(const std::vector<Job>& jobs, const CarbonSeries& truth, const PlanOptions& opt) {
   check(truth.slot_s > 0 && !truth.g_co2e_per_kwh.empty(),
         "carbon series is empty; expected at least one slot");
   check(opt.power_budget_w >= 0 && std::isfinite(opt.power_budget_w),
@@ -370,11 +510,17 @@ Plan make_plan(const std::vector<Job>& jobs, const CarbonSeries& truth, const Pl
                     opt.power_budget_w));
   const CarbonSeries fc = with_forecast_error(truth, opt.forecast_error_pct, opt.seed);
   Planner planner(jobs, fc, opt.power_budget_w);
+  // The arrival strategy and the baseline run each job from its nominal start, which may lie
+  // after the window opens (a +-w window): the same jobs with earliest start = nominal.
+  std::vector<Job> nominal_jobs = jobs;
+  for (Job& j : nominal_jobs) j.earliest_start_s = j.nominal_s();
+  Planner nominal_planner(nominal_jobs, fc, opt.power_budget_w);
 
   auto evaluate = [&](Strategy s) {
     Candidate c;
     c.strategy = s;
-    c.placements = planner.run(s, c.method, opt.exact_search_limit);
+    c.placements = (s == Strategy::arrival ? nominal_planner : planner)
+                       .run(s, c.method, opt.exact_search_limit);
     for (std::size_t i = 0; i < jobs.size(); ++i) {
       if (!c.placements[i].ok)
         ++c.unscheduled;
@@ -395,8 +541,8 @@ Plan make_plan(const std::vector<Job>& jobs, const CarbonSeries& truth, const Pl
   } else {
     chosen = evaluate(opt.strategy);
   }
-  // The baseline needs no forecast: run at arrival, evaluated on the truth.
-  Planner base_planner(jobs, truth, opt.power_budget_w);
+  // The baseline needs no forecast: run at the nominal start, evaluated on the truth.
+  Planner base_planner(nominal_jobs, truth, opt.power_budget_w);
   std::string base_method;
   std::vector<Placement> base = base_planner.run(Strategy::arrival, base_method, 0);
 
@@ -418,6 +564,10 @@ Plan make_plan(const std::vector<Job>& jobs, const CarbonSeries& truth, const Pl
     jp.reason = p.reason;
     if (p.ok) {
       jp.runs = to_runs(p, truth);
+      if (j.interruptible && jp.runs.size() > 1) {  // each resume's checkpoint and restart
+        jp.interruptions = jp.runs.size() - 1;
+        jp.energy_j += j.power_w * j.interruption_s * static_cast<double>(jp.interruptions);
+      }
       jp.g_co2e = emissions(jp.runs, truth, j.power_w);
       jp.forecast_g_co2e = emissions(jp.runs, fc, j.power_w);
     }
@@ -426,149 +576,74 @@ Plan make_plan(const std::vector<Job>& jobs, const CarbonSeries& truth, const Pl
       jp.baseline_runs = to_runs(base[i], truth);
       jp.baseline_g_co2e = emissions(jp.baseline_runs, truth, j.power_w);
     }
-    if (jp.scheduled) {
-      plan.planned_energy_j += jp.energy_j;
-      plan.planned_g_co2e += jp.g_co2e;
-    }
-    if (jp.scheduled && jp.baseline_scheduled) {
-      ++plan.compared;
-      plan.energy_j += jp.energy_j;
-      plan.g_co2e += jp.g_co2e;
-      plan.baseline_g_co2e += jp.baseline_g_co2e;
-    }
     plan.jobs.push_back(std::move(jp));
   }
+  total_up(plan);
   return plan;
 }
 
-double peak_power_w(const Plan& plan, const std::vector<Job>& jobs) {
-  std::vector<std::pair<UnixTimeS, double>> ev;
-  for (std::size_t i = 0; i < plan.jobs.size(); ++i)
-    for (const Run& r : plan.jobs[i].runs) {
-      ev.push_back({r.start_s, jobs[i].power_w});
-      ev.push_back({r.end_s, -jobs[i].power_w});
-    }
-  std::sort(ev.begin(), ev.end());  // at equal times the ends (negative) come first
-  double cur = 0, peak = 0;
-  for (auto& e : ev) peak = std::max(peak, cur += e.second);
-  return peak;
-}
+}  // namespace
 
-nlohmann::json plan_to_json(const Plan& plan, std::int64_t utc_offset_s) {
-  using nlohmann::json;
-  auto runs_json = [&](const std::vector<Run>& runs) {
-    json a = json::array();
-    for (const Run& r : runs)
-      a.push_back({{"start", format_iso_time(r.start_s, utc_offset_s)},
-                   {"end", format_iso_time(r.end_s, utc_offset_s)},
-                   {"duration_s", r.end_s - r.start_s}});
-    return a;
-  };
-  json jobs = json::array();
-  json unscheduled = json::array();
-  for (const JobPlan& j : plan.jobs) {
-    json o = {{"name", j.name},
-              {"scheduled", j.scheduled},
-              {"power_cap_w", j.power_cap_w},
-              {"energy_j", j.energy_j},
-              {"energy_kwh", j.energy_j / kJoulesPerKwh}};
-    if (j.scheduled) {
-      o["start"] = format_iso_time(j.runs.front().start_s, utc_offset_s);
-      o["end"] = format_iso_time(j.runs.back().end_s, utc_offset_s);
-      o["runs"] = runs_json(j.runs);
-      o["g_co2e"] = j.g_co2e;
-      o["forecast_g_co2e"] = j.forecast_g_co2e;
-    } else {
-      o["reason"] = j.reason;
-      unscheduled.push_back(j.name);
-    }
-    json b = {{"scheduled", j.baseline_scheduled}};
-    if (j.baseline_scheduled) {
-      b["start"] = format_iso_time(j.baseline_runs.front().start_s, utc_offset_s);
-      b["end"] = format_iso_time(j.baseline_runs.back().end_s, utc_offset_s);
-      b["g_co2e"] = j.baseline_g_co2e;
-    }
-    o["baseline"] = b;
-    if (j.scheduled && j.baseline_scheduled && j.baseline_g_co2e > 0)
-      o["saving_pct"] = 100.0 * (j.baseline_g_co2e - j.g_co2e) / j.baseline_g_co2e;
-    jobs.push_back(o);
-  }
-  return {{"strategy", strategy_name(plan.strategy)},
-          {"method", plan.method},
-          {"slot_s", plan.slot_s},
-          {"utc_offset_h", static_cast<double>(utc_offset_s) / 3600.0},
-          {"power_budget_w", plan.power_budget_w},
-          {"forecast_error_pct", plan.forecast_error_pct},
-          {"seed", plan.seed},
-          {"jobs", jobs},
-          {"total",
-           {{"energy_j", plan.planned_energy_j},
-            {"energy_kwh", plan.planned_energy_j / kJoulesPerKwh},
-            {"g_co2e", plan.planned_g_co2e},
-            {"unscheduled", unscheduled},
-            {"vs_baseline",
-             {{"jobs", plan.compared},
-              {"energy_j", plan.energy_j},
-              {"g_co2e", plan.g_co2e},
-              {"baseline_g_co2e", plan.baseline_g_co2e},
-              {"saving_pct", plan.saving_pct()}}}}}};
-}
-
-std::string plan_table(const Plan& plan, std::int64_t utc_offset_s) {
-  std::string out = fmt::format(
-      "strategy {} ({}), slots of {} s, power budget {}, forecast error {} %\n",
-      strategy_name(plan.strategy), plan.method, plan.slot_s,
-      plan.power_budget_w > 0 ? fmt::format("{} W", plan.power_budget_w) : std::string("none"),
-      plan.forecast_error_pct);
-  out +=
-      fmt::format("{:<16} {:<25} {:<25} {:>4} {:>7} {:>10} {:>11} {:>11} {:>7}\n", "job", "start",
-                  "end", "runs", "cap_W", "energy_kWh", "gCO2e", "base_gCO2e", "save_%");
-  for (const JobPlan& j : plan.jobs) {
-    const std::string base =
-        j.baseline_scheduled ? fmt::format("{:.1f}", j.baseline_g_co2e) : std::string("-");
-    if (!j.scheduled) {
-      out += fmt::format("{:<16} NOT SCHEDULED: {}\n", j.name, j.reason);
+Plan make_plan(const std::vector<Job>& jobs, const CarbonSeries& truth, const PlanOptions& opt) {
+  const bool any_caps =
+      std::any_of(jobs.begin(), jobs.end(), [](const Job& j) { return !j.caps.empty(); });
+  if (!any_caps) return plan_fixed(jobs, truth, opt);
+  check(opt.power_budget_w <= 0,
+        "jobs with power_profile (cap chosen by the planner) and --power-budget together are not "
+        "planned yet; expected one of them");
+  // Shifting alone: every job at its highest limit (its own duration_s and power_w).
+  const Plan shift = plan_fixed(jobs, truth, opt);
+  // Every (job, cap) pair as a job of its own; without a budget they do not interact.
+  std::vector<Job> flat;
+  std::vector<std::size_t> owner;
+  std::vector<double> limit;
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    if (jobs[i].caps.empty()) {
+      flat.push_back(jobs[i]);
+      owner.push_back(i);
+      limit.push_back(0);
       continue;
     }
-    const std::string save =
-        j.baseline_scheduled && j.baseline_g_co2e > 0
-            ? fmt::format("{:.1f}", 100.0 * (j.baseline_g_co2e - j.g_co2e) / j.baseline_g_co2e)
-            : std::string("-");
-    out += fmt::format("{:<16} {:<25} {:<25} {:>4} {:>7.0f} {:>10.3f} {:>11.1f} {:>11} {:>7}\n",
-                       j.name, format_iso_time(j.runs.front().start_s, utc_offset_s),
-                       format_iso_time(j.runs.back().end_s, utc_offset_s), j.runs.size(),
-                       j.power_cap_w, j.energy_j / kJoulesPerKwh, j.g_co2e, base, save);
+    for (const CapOption& c : jobs[i].caps) {
+      Job v = jobs[i];
+      v.duration_s = c.duration_s;
+      v.power_w = c.power_w;
+      v.caps.clear();
+      flat.push_back(std::move(v));
+      owner.push_back(i);
+      limit.push_back(c.limit_w);
+    }
   }
-  out += fmt::format("total: {:.3f} kWh ({:.4g} J), {:.1f} gCO2e for {} scheduled job(s)\n",
-                     plan.planned_energy_j / kJoulesPerKwh, plan.planned_energy_j,
-                     plan.planned_g_co2e, plan.jobs.size() - plan.unscheduled());
-  out += fmt::format(
-      "vs arrival baseline ({} job(s) scheduled in both): {:.1f} gCO2e vs {:.1f} gCO2e: {:.1f} % "
-      "saved\n",
-      plan.compared, plan.g_co2e, plan.baseline_g_co2e, plan.saving_pct());
-  if (const std::size_t u = plan.unscheduled())
-    out += fmt::format("{} job(s) could not be scheduled (see above)\n", u);
-  return out;
-}
-
-void write_file_atomic(const std::string& path, const std::string& text) {
-  namespace fs = std::filesystem;
-  fs::path p(path);
-  fs::path tmp = p;
-  tmp += fmt::format(".tmp.{}", ::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    check(out.good(), fmt::format("{}: cannot write; expected a writable folder", tmp.string()));
-    out << text;
-    out.flush();
-    check(out.good(), fmt::format("{}: write failed", tmp.string()));
-  }
-  std::error_code ec;
-  fs::rename(tmp, p, ec);
-  if (ec) {
-    fs::remove(tmp);
-    throw Error(fmt::format("{}: cannot rename from {} ({})", path, tmp.string(), ec.message()));
-  }
+  auto pick = [&](const Plan& f) {
+    Plan p = shift;
+    p.strategy = f.strategy;
+    p.method = f.method;
+    std::vector<std::optional<std::size_t>> best(jobs.size());
+    for (std::size_t v = 0; v < flat.size(); ++v) {
+      auto& b = best[owner[v]];
+      const JobPlan& c = f.jobs[v];
+      if (!b || (c.scheduled &&
+                 (!f.jobs[*b].scheduled || c.forecast_g_co2e < f.jobs[*b].forecast_g_co2e - 1e-12)))
+        b = v;
+    }
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+      JobPlan jp = f.jobs[*best[i]];
+      const JobPlan& base = shift.jobs[i];  // the baseline: the highest limit at nominal
+      jp.baseline_scheduled = base.baseline_scheduled;
+      jp.baseline_g_co2e = base.baseline_g_co2e;
+      jp.baseline_runs = base.baseline_runs;
+      jp.cap_limit_w = limit[*best[i]];
+      p.jobs[i] = std::move(jp);
+    }
+    total_up(p);
+    return p;
+  };
+  Plan both = pick(plan_fixed(flat, truth, opt));
+  PlanOptions at_nominal = opt;
+  at_nominal.strategy = Strategy::arrival;
+  both.cap_only_saving_pct = pick(plan_fixed(flat, truth, at_nominal)).saving_pct();
+  both.shift_only_saving_pct = shift.saving_pct();
+  return both;
 }
 
 }  // namespace gt::sched

@@ -2,19 +2,25 @@
 // optional cluster power budget (W), against a carbon-intensity series (gCO2e/kWh).
 //
 // Time is cut into the series' slots (15 min for Germany 2020). A job starts at its earliest
-// start (its arrival) or on a slot boundary after it, never before, and ends by its deadline;
+// start or on a slot boundary after it, never before, and ends by its deadline;
 // emissions integrate partial slots exactly, so a job arriving between two boundaries is
 // compared against running at that very time. A job occupies every slot it runs in, for the
 // whole slot, when the budget is checked, so the sum of running jobs' power (each capped at its
 // power_w) never exceeds the budget at any instant.
 //
 // Strategies (after Wiesner et al., "Let's Wait Awhile", Middleware '21):
-//  - arrival:   start each job as early as possible: at its arrival (the baseline);
+//  - arrival:   start each job at its nominal start (Job::nominal_s(); the baseline), or, under
+//               a budget, on the first boundary after it where it fits. The nominal start may
+//               lie after the earliest start (the paper's +-w window around a nominal time);
 //  - shift:     run each job in one piece, in the window before its deadline with the lowest
 //               mean intensity;
 //  - interrupt: interruptible jobs run in the lowest-intensity slots before their deadline
 //               (one partial slot at most: the cheapest slots are filled first, which is the
-//               optimum of the fractional problem); other jobs are shifted;
+//               optimum of the fractional problem); other jobs are shifted. A job with
+//               interruption costs or a bound (Job::interruption_s, max_interruptions) runs in
+//               whole slots but its last; each stretch after the first runs interruption_s
+//               longer (checkpoint and restart, counted in its emissions and energy), at most
+//               max_interruptions + 1 stretches: a dynamic programme finds the exact optimum;
 //  - best:      the one of the three whose plan (on the forecast) schedules most jobs and emits
 //               least.
 // With a budget, the shift strategy searches all start combinations exactly (branch and bound)
@@ -24,6 +30,7 @@
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -56,14 +63,19 @@ struct Run {
 struct JobPlan {
   std::string name;
   bool scheduled = false;
-  std::string reason;          ///< why it could not be scheduled (when !scheduled)
-  std::vector<Run> runs;       ///< chronological; one run unless interrupted
-  double power_cap_w = 0;      ///< cap while running, W (the job's power_w)
-  double energy_j = 0;         ///< power_w * duration_s, J
-  double g_co2e = 0;           ///< emissions on the true series, gCO2e
-  double forecast_g_co2e = 0;  ///< emissions on the forecast the plan was made on, gCO2e
+  std::string reason;             ///< why it could not be scheduled (when !scheduled)
+  std::vector<Run> runs;          ///< chronological; one run unless interrupted
+  double power_cap_w = 0;         ///< average power while running, W (the job's power_w, or the
+                                  ///< chosen limit's average power)
+  double cap_limit_w = 0;         ///< the power limit chosen from the job's profile, W; 0 = none
+                                  ///< (the job has no caps: no limit is set)
+  double energy_j = 0;            ///< power_w * (duration_s + interruptions x interruption_s), J
+  std::size_t interruptions = 0;  ///< times an interruptible job is stopped and resumed
+  double g_co2e = 0;              ///< emissions on the true series, gCO2e
+  double forecast_g_co2e = 0;     ///< emissions on the forecast the plan was made on, gCO2e
   bool baseline_scheduled = false;
-  double baseline_g_co2e = 0;  ///< emissions of the arrival baseline on the true series, gCO2e
+  double baseline_g_co2e = 0;  ///< emissions of the baseline (run at the nominal start) on the
+                               ///< true series, gCO2e
   std::vector<Run> baseline_runs;
 };
 
@@ -80,6 +92,11 @@ struct Plan {
   /// Totals over jobs scheduled both in the plan and in the baseline (the fair comparison).
   double energy_j = 0, g_co2e = 0, baseline_g_co2e = 0;
   std::size_t compared = 0;  ///< number of jobs in that comparison
+  /// With power-limit profiles (Job::caps), the savings vs the baseline of shifting alone (every
+  /// job at its highest limit, placed by the strategy) and of capping alone (every job at its
+  /// nominal start, the cap with the lowest forecast emissions), %; empty without caps. The
+  /// plan itself chooses both (saving_pct()).
+  std::optional<double> shift_only_saving_pct, cap_only_saving_pct;
   /// 100 * (baseline - plan) / baseline, %.
   double saving_pct() const {
     return baseline_g_co2e > 0 ? 100.0 * (baseline_g_co2e - g_co2e) / baseline_g_co2e : 0.0;
@@ -88,10 +105,16 @@ struct Plan {
 };
 
 /// Makes the plan on the forecast (truth plus noise when forecast_error_pct > 0) and evaluates it
-/// and the arrival baseline on the true series.
+/// and the baseline (each job run at its nominal start, at its highest limit) on the true
+/// series. Jobs with power-limit profiles (Job::caps) get their start and cap chosen together:
+/// each (job, cap) pair is planned as a job of that cap's duration and power, and each job takes
+/// the pair with the fewest unscheduled and lowest forecast emissions (ties: the higher limit);
+/// without a budget jobs are independent, so this is the joint optimum of each strategy. Throws
+/// gt::Error for caps together with a power budget (not planned yet).
 Plan make_plan(const std::vector<Job>& jobs, const CarbonSeries& truth, const PlanOptions& opt);
 
-/// Highest total power of running jobs over all instants of the plan, W.
+/// Highest total power of running jobs (each at its JobPlan::power_cap_w) over all instants of
+/// the plan, W.
 double peak_power_w(const Plan& plan, const std::vector<Job>& jobs);
 
 /// The plan as JSON (times ISO 8601 at utc_offset_s; energy in J and kWh; emissions in gCO2e).

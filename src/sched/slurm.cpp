@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -144,6 +145,10 @@ std::vector<SbatchCall> sbatch_calls(const Plan& plan, const std::vector<Job>& j
     const JobPlan& jp = plan.jobs[i];
     const Job& j = jobs[i];
     if (!jp.scheduled) continue;
+    check(!j.command.empty() || !j.script.empty(),
+          fmt::format("job '{}' has no command or script (a job CSV row without a 'command' "
+                      "column can be planned, not submitted); expected one to submit it",
+                      j.name));
     const bool pieces = j.interruptible;
     for (std::size_t r = 0; r < jp.runs.size(); ++r) {
       SbatchCall c;
@@ -161,17 +166,33 @@ std::vector<SbatchCall> sbatch_calls(const Plan& plan, const std::vector<Job>& j
         if (r > 0) c.args.push_back("--dependency=afterany:{prev}");
       }
       c.args.push_back(fmt::format("--comment=greentrain power_cap_w={:.0f}", jp.power_cap_w));
+      // A planned power limit is applied, not only noted: on GPUs by the SPANK plugin's
+      // --gpu-power-limit, on CPUs by the trainer's train.power_limit (RAPL).
+      std::string command = j.command;
+      if (jp.cap_limit_w > 0) {
+        const long w = std::lround(jp.cap_limit_w);
+        if (j.cap_device == CapDevice::gpu) {
+          c.args.push_back(fmt::format("--gpu-power-limit={}", w));
+        } else {
+          check(!command.empty() && command.rfind("greentrain train", 0) == 0,
+                fmt::format("job '{}': its planned CPU power limit ({} W) is applied as `--set "
+                            "train.power_limit=W` on a `greentrain train` command; expected "
+                            "command = \"greentrain train ...\"",
+                            j.name, w));
+          command += fmt::format(" --set train.power_limit={}", w);
+        }
+      }
       if (!j.script.empty()) {
         c.args.push_back(j.script);
       } else if (pieces) {
         // --signal=B:TERM reaches the batch shell only: exec makes the command that shell, so
         // the trainer gets SIGTERM and checkpoints (without exec the shell dies, the trainer
         // runs on until Slurm kills it).
-        const std::string why = exec_problem(j.command);
+        const std::string why = exec_problem(command);
         check(why.empty(), fmt::format("job '{}' is interruptible, but {}", j.name, why));
-        c.args.push_back("--wrap=exec " + j.command);
+        c.args.push_back("--wrap=exec " + command);
       } else {
-        c.args.push_back("--wrap=" + j.command);
+        c.args.push_back("--wrap=" + command);
       }
       calls.push_back(std::move(c));
     }

@@ -6,6 +6,7 @@ GT="$1"
 SRC="$2"
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
+SRC_CI="$T/ci.csv"
 cat > "$T/ci.csv" <<CSV
 Time,Carbon Intensity
 2020-06-01 00:00:00,400
@@ -111,4 +112,20 @@ grep -q "warning: carbon series $T/hole.csv: no rows from 2020-06-01T00:00:00Z t
   "$T/out3.txt" || fail "hole not warned about on the console"
 grep -q '"carbon_warnings"' "$T/hole.json" || fail "no carbon_warnings in the JSON plan"
 grep -q 'no rows from 2020-06-01T00:00:00Z' "$T/hole.json" || fail "hole not in the JSON plan"
+# Issue 17.2: a job CSV with a +-30 min window around each nominal start (the baseline), 30-min
+# slots at their start value, and several seeds of the forecast noise in one run.
+printf 'name,nominal_start,duration_s\nn1,2020-06-01 02:00:00,1800\n' > "$T/jobs.csv"
+"$GT" schedule "$T/jobs.csv" --carbon-csv "$SRC_CI" --utc-offset 0 --slot-s 1800 \
+  --slot-value start --job-power-w 1000 --window-h 0.5 --strategy shift --forecast-error 5 \
+  --seed 0 --seeds 3 --json "$T/w.json" > "$T/out4.txt" 2>&1 || fail "job CSV run failed: $(cat "$T/out4.txt")"
+cat "$T/out4.txt"
+# nominal 02:00 (400 g/kWh); the +-30 min window opens at 01:30 (100 g/kWh), before it
+grep -q '"start": "2020-06-01T01:30:00+00:00"' "$T/w.json" || fail "plan did not use the window before the nominal start"
+grep -q '"start": "2020-06-01T02:00:00+00:00"' "$T/w.json" || fail "baseline is not at the nominal start"
+[ "$(grep -c '^seed [0-9]*: ' "$T/out4.txt")" = 3 ] || fail "--seeds 3 did not print 3 plans"
+grep -q '^mean over 3 seeds: ' "$T/out4.txt" || fail "no mean over the seeds"
+rc=0
+"$GT" schedule "$T/jobs.csv" --carbon-csv "$SRC_CI" --utc-offset 0 --job-power-w 1 --seeds 2 \
+  --submit slurm --dry-run > "$T/err2.txt" 2>&1 || rc=$?
+[ "$rc" != 0 ] && grep -q -- "--seeds > 1" "$T/err2.txt" || fail "--submit with --seeds 2 was not refused"
 echo "PASS"

@@ -137,3 +137,26 @@ TEST(SchedCarbon, HolesAreKeptAndWarnedAbout) {
   // the hole still holds the value before it on the grid (as the meter does)
   EXPECT_DOUBLE_EQ(s.g_co2e_per_kwh[3], 200);
 }
+
+// Issue 17.2: a longer slot than the rows' step, holding either the time-weighted mean or the
+// value at the slot's start (how the Let's Wait Awhile simulator reads 15-min rows at 30 min).
+TEST(SchedCarbon, SlotGridMeanOrValueAtStart) {
+  TempDir d;
+  auto p = d.write("ci.csv",
+                   "Time,Carbon Intensity\n"
+                   "2020-01-01 00:00:00,100\n"
+                   "2020-01-01 00:15:00,200\n"
+                   "2020-01-01 00:30:00,300\n"
+                   "2020-01-01 00:45:00,400\n");
+  CarbonSeries fine = load_carbon_csv(p, 0);
+  EXPECT_EQ(fine.slot_s, 900);
+  CarbonSeries mean = load_carbon_csv(p, 0, SlotGrid{1800, false});
+  EXPECT_EQ(mean.slot_s, 1800);
+  EXPECT_EQ(mean.g_co2e_per_kwh, (std::vector<double>{150, 350}));
+  CarbonSeries start = load_carbon_csv(p, 0, SlotGrid{1800, true});
+  EXPECT_EQ(start.g_co2e_per_kwh, (std::vector<double>{100, 300}));
+  EXPECT_TRUE(parse_slot_value("start"));
+  EXPECT_FALSE(parse_slot_value("mean"));
+  EXPECT_THROW(parse_slot_value("first"), gt::Error);
+  EXPECT_THROW(load_carbon_csv(p, 0, SlotGrid{-5, false}), gt::Error);
+}

@@ -163,3 +163,239 @@ deadline = 2020-06-02T08:00:00Z
           R"({"energy_unknown": true, "run_totals": {"wall_s": 5.0, "energy_j": 0}})");
   EXPECT_NE(error_of(p).find("power_w"), std::string::npos) << error_of(p);
 }
+
+// Issue 17.2: nominal_start is the baseline's start; the window may open before it.
+TEST(SchedJobs, NominalStartSeparateFromEarliestStart) {
+  TempDir d;
+  auto p = d.write("j.toml", R"(
+[[job]]
+name = "night"
+command = "x"
+duration_s = 1800
+power_w = 1
+nominal_start = 2020-06-02T01:00:00
+earliest_start = 2020-06-01T23:00:00
+deadline = 2020-06-02T03:30:00
+
+[[job]]
+name = "plain"
+command = "x"
+duration_s = 1800
+power_w = 1
+earliest_start = 2020-06-01T23:00:00
+deadline = 2020-06-02T03:30:00
+)");
+  auto jobs = load_jobs_toml(p, 0);
+  EXPECT_EQ(jobs[0].nominal_s(), civil_to_unix_s(2020, 6, 2, 1, 0, 0, 0));
+  EXPECT_EQ(jobs[0].earliest_start_s, civil_to_unix_s(2020, 6, 1, 23, 0, 0, 0));
+  EXPECT_EQ(jobs[1].nominal_s(), jobs[1].earliest_start_s);
+  auto before = d.write("b.toml", R"(
+[[job]]
+name = "a"
+command = "x"
+duration_s = 1800
+power_w = 1
+nominal_start = 2020-06-01T22:00:00
+earliest_start = 2020-06-01T23:00:00
+deadline = 2020-06-02T03:30:00
+)");
+  std::string m = error_of(before);
+  EXPECT_NE(m.find("nominal_start"), std::string::npos) << m;
+  EXPECT_NE(m.find("before earliest_start"), std::string::npos) << m;
+  auto late = d.write("l.toml", R"(
+[[job]]
+name = "a"
+command = "x"
+duration_s = 7200
+power_w = 1
+nominal_start = 2020-06-02T02:00:00
+earliest_start = 2020-06-01T23:00:00
+deadline = 2020-06-02T03:30:00
+)");
+  m = error_of(late);
+  EXPECT_NE(m.find("ends after the deadline"), std::string::npos) << m;
+}
+
+// Issue 17.2: Let's Wait Awhile's deadline rules on the unshifted end (Monday = 2020-06-01).
+TEST(SchedJobs, DeadlineRulesOfThePaper) {
+  auto t = [](int day, int h, int m = 0) { return civil_to_unix_s(2020, 6, day, h, m, 0, 0); };
+  const auto nw = DeadlineRule::next_workday, sw = DeadlineRule::semi_weekly;
+  EXPECT_EQ(rule_deadline_s(nw, t(2, 12), 0), t(2, 12));     // Tuesday noon: no slack
+  EXPECT_EQ(rule_deadline_s(nw, t(2, 7), 0), t(2, 9));       // before 09:00: that day 09:00
+  EXPECT_EQ(rule_deadline_s(nw, t(2, 17, 30), 0), t(3, 9));  // after 17:00: next day 09:00
+  EXPECT_EQ(rule_deadline_s(nw, t(2, 17), 0), t(2, 17));     // 17:00 itself is not after
+  EXPECT_EQ(rule_deadline_s(nw, t(5, 18), 0), t(6, 9));      // Friday evening: Saturday (quirk)
+  EXPECT_EQ(rule_deadline_s(nw, t(6, 12), 0), t(8, 9));      // Saturday: Monday 09:00
+  EXPECT_EQ(rule_deadline_s(nw, t(7, 3), 0), t(8, 9));       // Sunday: Monday 09:00
+  EXPECT_EQ(rule_deadline_s(sw, t(1, 9, 30), 0), t(4, 9));   // Monday after 09:00: Thursday
+  EXPECT_EQ(rule_deadline_s(sw, t(4, 9), 0), t(4, 9));       // Thursday 09:00 itself
+  EXPECT_EQ(rule_deadline_s(sw, t(4, 9, 30), 0), t(8, 9));   // Thursday after: Monday
+  EXPECT_EQ(rule_deadline_s(sw, t(8, 8), 0), t(8, 9));       // Monday before 09:00: that day
+  EXPECT_EQ(rule_deadline_s(sw, t(6, 20), 0), t(8, 9));      // Saturday: Monday
+  EXPECT_EQ(rule_deadline_s(DeadlineRule::none, t(6, 20), 0), t(6, 20));
+  // the wall clock is read in the jobs' zone: 16:30 UTC is 18:30 at UTC+2, after 17:00
+  EXPECT_EQ(rule_deadline_s(nw, t(2, 16, 30), 7200), t(3, 7));
+  EXPECT_EQ(parse_deadline_rule("next_workday"), nw);
+  EXPECT_EQ(parse_deadline_rule("semi-weekly"), sw);
+  EXPECT_THROW(parse_deadline_rule("weekly"), gt::Error);
+}
+
+// Issue 17.2: a job list from CSV, the paper's ml_jobs_seed0.csv columns included.
+TEST(SchedJobs, LoadsJobCsv) {
+  TempDir d;
+  auto p = d.write("jobs.csv",
+                   "job_id,arrival_minute,duration_minutes,arrival_time\n"
+                   "0,570,3180,2020-01-01 09:30:00\n"
+                   "1,2070,240,2020-01-02 10:30:00\n");
+  JobCsvOptions o;
+  o.power_w = 500;
+  o.rule = DeadlineRule::next_workday;
+  o.deadline_grace_s = 1800;
+  auto jobs = load_jobs_csv(p, 0, o);
+  ASSERT_EQ(jobs.size(), 2u);
+  EXPECT_EQ(jobs[0].name, "0");
+  EXPECT_DOUBLE_EQ(jobs[0].duration_s, 3180 * 60.0);
+  EXPECT_DOUBLE_EQ(jobs[0].power_w, 500);
+  EXPECT_EQ(jobs[0].nominal_s(), civil_to_unix_s(2020, 1, 1, 9, 30, 0, 0));
+  EXPECT_EQ(jobs[0].earliest_start_s, jobs[0].nominal_s());
+  // ends Friday 2020-01-03 14:30: no slack, plus the grace
+  EXPECT_EQ(jobs[0].deadline_s, civil_to_unix_s(2020, 1, 3, 15, 0, 0, 0));
+  // ends Thursday 14:30: no slack either
+  EXPECT_EQ(jobs[1].deadline_s, civil_to_unix_s(2020, 1, 2, 15, 0, 0, 0));
+  EXPECT_TRUE(jobs[0].command.empty());
+  JobCsvOptions w;
+  w.window_s = 7200;
+  auto own = d.write("own.csv",
+                     "name,nominal_start,duration_s,power_w,interruptible,command\n"
+                     "a,2020-01-01 01:00:00,1800,250,true,greentrain train c.toml --out r\n");
+  auto a = load_jobs_csv(own, 0, w);
+  EXPECT_EQ(a[0].earliest_start_s, civil_to_unix_s(2020, 1, 1, -1 + 24, 0, 0, 0) - 86400);
+  EXPECT_EQ(a[0].deadline_s, civil_to_unix_s(2020, 1, 1, 3, 30, 0, 0));
+  EXPECT_TRUE(a[0].interruptible);
+  EXPECT_EQ(a[0].command, "greentrain train c.toml --out r");
+  EXPECT_DOUBLE_EQ(a[0].power_w, 250);
+}
+
+TEST(SchedJobs, JobCsvErrorsNameFileLineAndColumn) {
+  TempDir d;
+  auto err = [&](const std::string& text, JobCsvOptions o = {}) {
+    if (o.power_w == 0) o.power_w = 1;
+    auto p = d.write("j.csv", text);
+    try {
+      load_jobs_csv(p, 0, o);
+    } catch (const gt::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  std::string m = err("name,nominal_start,duration_s,gpus\na,2020-01-01 01:00,60,4\n");
+  EXPECT_NE(m.find("j.csv:1: unknown column 'gpus'"), std::string::npos) << m;
+  m = err("name,nominal_start,duration_s\na,2020-01-01 01:00,-60\n");
+  EXPECT_NE(m.find("j.csv:2 column 'duration_s'"), std::string::npos) << m;
+  m = err("job_id,arrival_minute,duration_minutes,arrival_time\n0,571,60,2020-01-01 09:30:00\n");
+  EXPECT_NE(m.find("arrival_minute 571 does not match"), std::string::npos) << m;
+  m = err("name,nominal_start,duration_s\na,2020-01-01 01:00,60\na,2020-01-01 02:00,60\n");
+  EXPECT_NE(m.find("job 'a' appears twice"), std::string::npos) << m;
+  m = err("name,nominal_start,duration_s\na,2020-01-01 01:00\n");
+  EXPECT_NE(m.find("j.csv:2: 2 field(s); expected 3"), std::string::npos) << m;
+  auto p = d.write("k.csv", "name,nominal_start,duration_s\na,2020-01-01 01:00,60\n");
+  try {
+    load_jobs_csv(p, 0, JobCsvOptions{});
+    ADD_FAILURE() << "no power given";
+  } catch (const gt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no column 'power_w'"), std::string::npos) << e.what();
+  }
+}
+
+// Issue 17.3: a job's power-limit profile (what `greentrain tune` writes) gives its caps.
+TEST(SchedJobs, PowerProfileGivesCapOptions) {
+  TempDir d;
+  d.write("tune.json", R"({"format": "greentrain-power-profile-1", "points": [
+    {"limit_w": 200, "energy_per_step_j": 30, "time_per_step_s": 0.2},
+    {"limit_w": 300, "energy_per_step_j": 40, "time_per_step_s": 0.16}]})");
+  d.write("unknown.json", R"({"format": "greentrain-power-profile-1", "points": [
+    {"limit_w": 300, "energy_per_step_j": null, "time_per_step_s": 0.16}]})");
+  auto p = d.write("j.toml", R"(
+[[job]]
+name = "a"
+command = "greentrain train c.toml --out r"
+power_profile = "tune.json"
+steps = 1000
+cap_device = "cpu"
+earliest_start = 2020-06-01T18:00:00
+deadline = 2020-06-02T08:00:00
+)");
+  auto jobs = load_jobs_toml(p, 0);
+  ASSERT_EQ(jobs[0].caps.size(), 2u);
+  EXPECT_DOUBLE_EQ(jobs[0].caps[0].limit_w, 300);  // highest first
+  EXPECT_DOUBLE_EQ(jobs[0].caps[0].duration_s, 160);
+  EXPECT_DOUBLE_EQ(jobs[0].caps[0].power_w, 250);
+  EXPECT_DOUBLE_EQ(jobs[0].caps[1].duration_s, 200);
+  EXPECT_DOUBLE_EQ(jobs[0].caps[1].power_w, 150);
+  EXPECT_DOUBLE_EQ(jobs[0].duration_s, 160);
+  EXPECT_EQ(jobs[0].cap_device, CapDevice::cpu);
+  std::string m;
+  try {
+    caps_from_profile((d.path / "unknown.json").string(), 10);
+  } catch (const gt::Error& e) {
+    m = e.what();
+  }
+  EXPECT_NE(m.find("unknown.json: energy per step at 300 W is unknown"), std::string::npos) << m;
+  auto both = d.write("b.toml", R"(
+[[job]]
+name = "a"
+command = "x"
+power_profile = "tune.json"
+steps = 10
+duration_s = 5
+earliest_start = 2020-06-01T18:00:00
+deadline = 2020-06-02T08:00:00
+)");
+  m = error_of(both);
+  EXPECT_NE(m.find("expected no duration_s"), std::string::npos) << m;
+}
+
+// Issue 17.3: interruption costs and a bound on interruptions, for interruptible jobs only.
+TEST(SchedJobs, InterruptionCostKeys) {
+  TempDir d;
+  auto p = d.write("j.toml", R"(
+[[job]]
+name = "a"
+command = "greentrain train c.toml --out r --resume"
+duration_s = 3600
+power_w = 100
+earliest_start = 2020-06-01T18:00:00
+deadline = 2020-06-02T08:00:00
+interruptible = true
+interruption_s = 90
+max_interruptions = 2
+)");
+  auto jobs = load_jobs_toml(p, 0);
+  EXPECT_DOUBLE_EQ(jobs[0].interruption_s, 90);
+  EXPECT_EQ(jobs[0].max_interruptions, 2);
+  auto q = d.write("k.toml", R"(
+[[job]]
+name = "a"
+command = "x"
+duration_s = 3600
+power_w = 100
+earliest_start = 2020-06-01T18:00:00
+deadline = 2020-06-02T08:00:00
+interruption_s = 90
+)");
+  std::string m = error_of(q);
+  EXPECT_NE(m.find("need interruptible = true"), std::string::npos) << m;
+  auto r = d.write("r.toml", R"(
+[[job]]
+name = "a"
+command = "x"
+duration_s = 3600
+power_w = 100
+earliest_start = 2020-06-01T18:00:00
+deadline = 2020-06-02T08:00:00
+interruptible = true
+max_interruptions = -2
+)");
+  m = error_of(r);
+  EXPECT_NE(m.find("key 'max_interruptions'"), std::string::npos) << m;
+}

@@ -351,3 +351,192 @@ TEST(SchedPlanner, ArrivalBetweenSlotBoundariesIsRunAtArrival) {
   EXPECT_NEAR(p.jobs[0].g_co2e, 7.5, 1e-9);
   EXPECT_NEAR(p.jobs[0].baseline_g_co2e, (20.0 / 60 * 100 + 25.0 / 60 * 10), 1e-9);
 }
+
+// Issue 17.2: a job's nominal start (the baseline) is separate from its earliest start, so a
+// +-w window may open before the nominal time; the plan may run before it, the baseline never.
+TEST(SchedPlanner, WindowMayOpenBeforeTheNominalStart) {
+  CarbonSeries s;
+  s.start_s = 1'600'000'200 - 1'600'000'200 % 1800;
+  s.slot_s = 1800;
+  s.g_co2e_per_kwh = {300, 10, 200, 250, 400, 500};
+  const UnixTimeS nominal = s.start_s + 3 * 1800;  // the 250 slot
+  Job j = make_job("night", 1800, 1000, nominal - 2 * 1800, nominal + 1800 + 2 * 1800);
+  j.nominal_start_s = nominal;
+  std::vector<Job> jobs = {j};
+  for (Strategy st : {Strategy::shift, Strategy::interrupt, Strategy::best}) {
+    Plan p = make_plan(jobs, s, opts(st));
+    ASSERT_TRUE(p.jobs[0].scheduled);
+    ASSERT_TRUE(p.jobs[0].baseline_scheduled);
+    EXPECT_EQ(p.jobs[0].baseline_runs.front().start_s, nominal) << strategy_name(st);
+    EXPECT_NEAR(p.jobs[0].baseline_g_co2e, 125.0, 1e-9);
+    EXPECT_EQ(p.jobs[0].runs.front().start_s, s.start_s + 1800) << strategy_name(st);  // 10
+    EXPECT_NEAR(p.jobs[0].g_co2e, 5.0, 1e-9);
+    EXPECT_NEAR(p.saving_pct(), 96.0, 1e-9);
+    expect_within_windows(p, jobs);
+  }
+  Plan a = make_plan(jobs, s, opts(Strategy::arrival));
+  EXPECT_EQ(a.jobs[0].runs.front().start_s, nominal);
+  EXPECT_NEAR(a.saving_pct(), 0.0, 1e-12);
+}
+
+namespace {
+std::string lwa(const char* file) {
+  return std::string(GT_CARBON_DIR) + "/lets_wait_awhile_2020/" + file;
+}
+// The simulator's German series: from 2020-01-01, 30-min slots, the value at each slot start.
+CarbonSeries paper_series(const std::string& csv) {
+  CarbonSeries full = load_carbon_csv(csv, 0, SlotGrid{1800, true});
+  const std::int64_t skip = (civil_to_unix_s(2020, 1, 1, 0, 0, 0, 0) - full.start_s) / 1800;
+  CarbonSeries s = full;
+  s.start_s = full.start_s + skip * 1800;
+  s.g_co2e_per_kwh.erase(s.g_co2e_per_kwh.begin(), s.g_co2e_per_kwh.begin() + skip);
+  return s;
+}
+}  // namespace
+
+// Issue 17.2: the paper's scenario I, Germany, +-8 h, perfect forecast: the same setting gives
+// the same answer (published by re-running the paper's simulation: 13.762 %).
+TEST(SchedPlanner, LetsWaitAwhileNightlyGermanyPlusMinus8h) {
+  if (!std::filesystem::exists(lwa("ger_ci.csv"))) GTEST_SKIP() << "no Let's Wait Awhile data";
+  const CarbonSeries s = paper_series(lwa("ger_ci.csv"));
+  std::vector<Job> jobs;
+  for (int d = 1; d < 365; ++d) {  // the simulator skips 1 January (its window opens in 2019)
+    const UnixTimeS nominal = civil_to_unix_s(2020, 1, 1, 1, 0, 0, 0) + d * 86400;
+    Job j =
+        make_job(fmt::format("n{}", d), 1800, 1000, nominal - 8 * 3600, nominal + 1800 + 8 * 3600);
+    j.nominal_start_s = nominal;
+    jobs.push_back(j);
+  }
+  Plan p = make_plan(jobs, s, opts(Strategy::shift));
+  ASSERT_EQ(p.unscheduled(), 0u);
+  // ... but divides by all 365 nights at 01:00
+  const double base = p.baseline_g_co2e + s.g_co2e(civil_to_unix_s(2020, 1, 1, 1, 0, 0, 0),
+                                                   civil_to_unix_s(2020, 1, 1, 1, 30, 0, 0), 1000);
+  EXPECT_NEAR(100 * (1 - p.g_co2e / base), 13.762, 0.01);
+}
+
+// Issue 17.2: scenario II, the paper's 3,387 jobs (its job CSV), next-workday deadlines, not
+// interruptible, perfect forecast, against the simulator's baseline (published 5.926 %).
+TEST(SchedPlanner, LetsWaitAwhileAdHocGermanyNextWorkday) {
+  if (!std::filesystem::exists(lwa("ml_jobs_seed0.csv"))) GTEST_SKIP() << "no data";
+  const CarbonSeries s = paper_series(lwa("ger_ci.csv"));
+  JobCsvOptions o;
+  o.power_w = 1000;
+  o.deadline_grace_s = 1800;
+  const std::vector<Job> base_jobs = load_jobs_csv(lwa("ml_jobs_seed0.csv"), 0, o);
+  o.rule = DeadlineRule::next_workday;
+  const std::vector<Job> jobs = load_jobs_csv(lwa("ml_jobs_seed0.csv"), 0, o);
+  ASSERT_EQ(jobs.size(), 3387u);
+  const Plan base = make_plan(base_jobs, s, opts(Strategy::shift));
+  const Plan p = make_plan(jobs, s, opts(Strategy::shift));
+  ASSERT_EQ(p.unscheduled(), 0u);
+  EXPECT_NEAR(100 * (1 - p.g_co2e / base.g_co2e), 5.926, 0.01);
+  o.interruptible = true;
+  const Plan pi =
+      make_plan(load_jobs_csv(lwa("ml_jobs_seed0.csv"), 0, o), s, opts(Strategy::interrupt));
+  EXPECT_NEAR(100 * (1 - pi.g_co2e / base.g_co2e), 8.156, 0.01);
+}
+
+// Issue 17.3: with power-limit profiles the planner chooses start and cap together. Small
+// random cases against brute force over every (cap, start slot) of every job, and the savings of
+// shifting alone (highest limit) and capping alone (nominal start) against theirs.
+TEST(SchedPlanner, StartAndCapTogetherEqualBruteForce) {
+  std::mt19937_64 rng(17);
+  for (int trial = 0; trial < 40; ++trial) {
+    CarbonSeries s = random_series(rng, 12, 900);
+    std::vector<Job> jobs;
+    std::uniform_int_distribution<int> slots(1, 3), at(0, 4);
+    for (int k = 0; k < 3; ++k) {
+      const double steps = 100;
+      const double t_max = slots(rng) * 900.0 / steps;  // s per step at the highest limit
+      Job j = make_job(fmt::format("j{}", k), 0, 0, s.start_s + at(rng) * 900, s.end_s());
+      // slower and (per step) cheaper at lower limits, as a tuned GPU is
+      j.caps = {{300, steps * t_max, 300},
+                {250, steps * t_max * 1.25, 220},
+                {200, steps * t_max * 1.5, 160}};
+      j.duration_s = j.caps[0].duration_s;
+      j.power_w = j.caps[0].power_w;
+      jobs.push_back(j);
+    }
+    auto g = [&](const Job& j, const CapOption& c, UnixTimeS t) {
+      return t + static_cast<std::int64_t>(c.duration_s) <= j.deadline_s
+                 ? s.g_co2e(t, t + static_cast<std::int64_t>(c.duration_s), c.power_w)
+                 : std::numeric_limits<double>::infinity();
+    };
+    double both = 0, shift = 0, cap = 0, base = 0;
+    for (const Job& j : jobs) {
+      double b = std::numeric_limits<double>::infinity(), sh = b, cp = b;
+      for (std::size_t c = 0; c < j.caps.size(); ++c) {
+        for (UnixTimeS t = j.earliest_start_s; t < s.end_s(); t += 900) {
+          b = std::min(b, g(j, j.caps[c], t));
+          if (c == 0) sh = std::min(sh, g(j, j.caps[c], t));
+        }
+        cp = std::min(cp, g(j, j.caps[c], j.earliest_start_s));
+      }
+      both += b, shift += sh, cap += cp;
+      base += g(j, j.caps[0], j.earliest_start_s);
+    }
+    Plan p = make_plan(jobs, s, opts(Strategy::shift));
+    ASSERT_EQ(p.unscheduled(), 0u);
+    EXPECT_NEAR(p.g_co2e, both, 1e-6) << trial;
+    EXPECT_NEAR(p.baseline_g_co2e, base, 1e-6) << trial;
+    ASSERT_TRUE(p.shift_only_saving_pct && p.cap_only_saving_pct);
+    EXPECT_NEAR(*p.shift_only_saving_pct, 100 * (1 - shift / base), 1e-6) << trial;
+    EXPECT_NEAR(*p.cap_only_saving_pct, 100 * (1 - cap / base), 1e-6) << trial;
+    EXPECT_GE(p.saving_pct(), *p.shift_only_saving_pct - 1e-9);
+    EXPECT_GE(p.saving_pct(), *p.cap_only_saving_pct - 1e-9);
+    for (const JobPlan& jp : p.jobs) {
+      EXPECT_GT(jp.cap_limit_w, 0);
+      EXPECT_NEAR(jp.energy_j, jp.power_cap_w * (jp.runs[0].end_s - jp.runs[0].start_s), 1e-6);
+    }
+  }
+  // not planned together with a power budget yet: said, not ignored
+  CarbonSeries s = random_series(rng, 12, 900);
+  Job j = make_job("a", 900, 300, s.start_s, s.end_s());
+  j.caps = {{300, 900, 300}};
+  EXPECT_THROW(make_plan({j}, s, opts(Strategy::shift, 1000)), gt::Error);
+}
+
+// Issue 17.3: an interruptible job's plan counts what each interruption costs (checkpoint and
+// restart seconds at its power) and bounds the number of interruptions. Small random cases
+// against brute force over every subset of the window's slots.
+TEST(SchedPlanner, InterruptionCostsAndBoundEqualBruteForce) {
+  std::mt19937_64 rng(1717);
+  const std::int64_t slot = 900;
+  for (int trial = 0; trial < 60; ++trial) {
+    CarbonSeries s = random_series(rng, 10, slot);
+    const double dur = std::uniform_int_distribution<int>(1, 4)(rng) * 600.0;
+    Job j = make_job("i", dur, 500, s.start_s, s.end_s(), /*interruptible=*/true);
+    j.interruption_s = std::vector<double>{0, 120, 450, 900}[trial % 4];
+    j.max_interruptions = std::uniform_int_distribution<int>(-1, 3)(rng);
+    if (j.interruption_s == 0 && j.max_interruptions < 0) j.max_interruptions = 1;
+    double best = std::numeric_limits<double>::infinity();
+    std::size_t best_blocks = 0;
+    for (unsigned mask = 1; mask < (1u << 10); ++mask) {
+      std::vector<int> sel;
+      for (int k = 0; k < 10; ++k)
+        if (mask >> k & 1u) sel.push_back(k);
+      std::size_t blocks = 1;
+      for (std::size_t q = 1; q < sel.size(); ++q) blocks += sel[q] != sel[q - 1] + 1;
+      if (j.max_interruptions >= 0 && blocks > static_cast<std::size_t>(j.max_interruptions) + 1)
+        continue;
+      const auto t = static_cast<std::int64_t>(dur + (blocks - 1) * j.interruption_s);
+      const std::int64_t need = (t + slot - 1) / slot, rem = t - (need - 1) * slot;
+      if (static_cast<std::int64_t>(sel.size()) != need) continue;
+      double g = 0;
+      for (std::size_t q = 0; q < sel.size(); ++q)
+        g += 500.0 / kJoulesPerKwh * (q + 1 < sel.size() ? slot : rem) * s.g_co2e_per_kwh[sel[q]];
+      if (g < best - 1e-9) best = g, best_blocks = blocks;
+    }
+    Plan p = make_plan({j}, s, opts(Strategy::interrupt));
+    ASSERT_TRUE(p.jobs[0].scheduled) << trial << ": " << p.jobs[0].reason;
+    EXPECT_NEAR(p.jobs[0].g_co2e, best, 1e-9) << trial;
+    EXPECT_EQ(p.jobs[0].runs.size(), best_blocks) << trial;
+    EXPECT_EQ(p.jobs[0].interruptions, p.jobs[0].runs.size() - 1);
+    if (j.max_interruptions >= 0)
+      EXPECT_LE(p.jobs[0].interruptions, static_cast<std::size_t>(j.max_interruptions));
+    EXPECT_NEAR(p.jobs[0].energy_j,
+                500 * (dur + j.interruption_s * static_cast<double>(p.jobs[0].interruptions)),
+                1e-6);
+  }
+}

@@ -1,5 +1,6 @@
 // Slurm submission: sbatch lines for a plan, and submission through a fake sbatch that records
 // its arguments (no Slurm needed).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -235,4 +236,50 @@ TEST(SchedSlurm, InterruptibleCompoundCommandIsRefused) {
     EXPECT_NE(std::string(e.what()).find("script"), std::string::npos) << e.what();
   }
   EXPECT_EQ(exec_problem("greentrain train c.toml --out 'r 1' --resume"), "");
+}
+
+// Issue 17.2: a job CSV row without a command can be planned, but not submitted.
+TEST(SchedSlurm, JobWithoutCommandIsNotSubmitted) {
+  CarbonSeries s = valley_series();
+  auto jobs = two_jobs(s);
+  jobs[0].script.clear();
+  try {
+    sbatch_calls(make_plan(jobs, s, PlanOptions{}), jobs, 0);
+    FAIL() << "no error";
+  } catch (const gt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("job 'fixed' has no command or script"), std::string::npos)
+        << e.what();
+  }
+}
+
+// Issue 17.3: the plan's power limits are applied at submission: --gpu-power-limit (SPANK)
+// for GPU jobs, train.power_limit on the greentrain train command for CPU jobs.
+TEST(SchedSlurm, PlannedPowerLimitsAreApplied) {
+  CarbonSeries s = valley_series();
+  auto jobs = two_jobs(s);
+  jobs[0].caps = {{300, 3600, 300}, {200, 4500, 180}};
+  jobs[1].caps = {{150, 5400, 300}, {100, 5400, 200}};
+  jobs[1].cap_device = CapDevice::cpu;
+  PlanOptions o;
+  o.strategy = Strategy::interrupt;
+  const Plan p = make_plan(jobs, s, o);
+  ASSERT_EQ(p.unscheduled(), 0u);
+  EXPECT_EQ(p.jobs[1].cap_limit_w, 100);  // same time, less power
+  auto calls = sbatch_calls(p, jobs, 0);
+  const double gpu_limit = p.jobs[0].cap_limit_w;
+  ASSERT_GT(gpu_limit, 0);
+  bool gpu = false, cpu = false;
+  for (const auto& c : calls)
+    for (const auto& a : c.args) {
+      if (c.job_name == "fixed" && a == fmt::format("--gpu-power-limit={:.0f}", gpu_limit))
+        gpu = true;
+      if (c.job_name == "resumable" && a.rfind("--wrap=exec greentrain train", 0) == 0) {
+        EXPECT_NE(a.find("--resume --set train.power_limit=100"), std::string::npos) << a;
+        cpu = true;
+      }
+    }
+  EXPECT_TRUE(gpu);
+  EXPECT_TRUE(cpu);
+  jobs[1].command = "python3 train.py";
+  EXPECT_THROW(sbatch_calls(make_plan(jobs, s, o), jobs, 0), gt::Error);
 }

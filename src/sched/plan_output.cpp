@@ -1,0 +1,155 @@
+// sched/plan_output.cpp: a plan's peak power, JSON and table, and atomic file writes.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "sched/planner.h"
+
+namespace gt::sched {
+
+double peak_power_w(const Plan& plan, const std::vector<Job>& /*jobs*/) {
+  std::vector<std::pair<UnixTimeS, double>> ev;
+  for (std::size_t i = 0; i < plan.jobs.size(); ++i)
+    for (const Run& r : plan.jobs[i].runs) {
+      ev.push_back({r.start_s, plan.jobs[i].power_cap_w});
+      ev.push_back({r.end_s, -plan.jobs[i].power_cap_w});
+    }
+  std::sort(ev.begin(), ev.end());  // at equal times the ends (negative) come first
+  double cur = 0, peak = 0;
+  for (auto& e : ev) peak = std::max(peak, cur += e.second);
+  return peak;
+}
+
+nlohmann::json plan_to_json(const Plan& plan, std::int64_t utc_offset_s) {
+  using nlohmann::json;
+  auto runs_json = [&](const std::vector<Run>& runs) {
+    json a = json::array();
+    for (const Run& r : runs)
+      a.push_back({{"start", format_iso_time(r.start_s, utc_offset_s)},
+                   {"end", format_iso_time(r.end_s, utc_offset_s)},
+                   {"duration_s", r.end_s - r.start_s}});
+    return a;
+  };
+  json jobs = json::array();
+  json unscheduled = json::array();
+  for (const JobPlan& j : plan.jobs) {
+    json o = {{"name", j.name},
+              {"scheduled", j.scheduled},
+              {"power_cap_w", j.power_cap_w},
+              {"power_limit_w", j.cap_limit_w > 0 ? json(j.cap_limit_w) : json()},
+              {"energy_j", j.energy_j},
+              {"energy_kwh", j.energy_j / kJoulesPerKwh}};
+    if (j.scheduled) {
+      o["start"] = format_iso_time(j.runs.front().start_s, utc_offset_s);
+      o["end"] = format_iso_time(j.runs.back().end_s, utc_offset_s);
+      o["runs"] = runs_json(j.runs);
+      o["interruptions"] = j.interruptions;
+      o["g_co2e"] = j.g_co2e;
+      o["forecast_g_co2e"] = j.forecast_g_co2e;
+    } else {
+      o["reason"] = j.reason;
+      unscheduled.push_back(j.name);
+    }
+    json b = {{"scheduled", j.baseline_scheduled}};
+    if (j.baseline_scheduled) {
+      b["start"] = format_iso_time(j.baseline_runs.front().start_s, utc_offset_s);
+      b["end"] = format_iso_time(j.baseline_runs.back().end_s, utc_offset_s);
+      b["g_co2e"] = j.baseline_g_co2e;
+    }
+    o["baseline"] = b;
+    if (j.scheduled && j.baseline_scheduled && j.baseline_g_co2e > 0)
+      o["saving_pct"] = 100.0 * (j.baseline_g_co2e - j.g_co2e) / j.baseline_g_co2e;
+    jobs.push_back(o);
+  }
+  return {{"strategy", strategy_name(plan.strategy)},
+          {"method", plan.method},
+          {"slot_s", plan.slot_s},
+          {"utc_offset_h", static_cast<double>(utc_offset_s) / 3600.0},
+          {"power_budget_w", plan.power_budget_w},
+          {"forecast_error_pct", plan.forecast_error_pct},
+          {"seed", plan.seed},
+          {"jobs", jobs},
+          {"total",
+           {{"energy_j", plan.planned_energy_j},
+            {"energy_kwh", plan.planned_energy_j / kJoulesPerKwh},
+            {"g_co2e", plan.planned_g_co2e},
+            {"unscheduled", unscheduled},
+            {"vs_baseline",
+             {{"jobs", plan.compared},
+              {"energy_j", plan.energy_j},
+              {"g_co2e", plan.g_co2e},
+              {"baseline_g_co2e", plan.baseline_g_co2e},
+              {"saving_pct", plan.saving_pct()},
+              {"shift_only_saving_pct",
+               plan.shift_only_saving_pct ? json(*plan.shift_only_saving_pct) : json()},
+              {"cap_only_saving_pct",
+               plan.cap_only_saving_pct ? json(*plan.cap_only_saving_pct) : json()}}}}}};
+}
+
+std::string plan_table(const Plan& plan, std::int64_t utc_offset_s) {
+  std::string out = fmt::format(
+      "strategy {} ({}), slots of {} s, power budget {}, forecast error {} %\n",
+      strategy_name(plan.strategy), plan.method, plan.slot_s,
+      plan.power_budget_w > 0 ? fmt::format("{} W", plan.power_budget_w) : std::string("none"),
+      plan.forecast_error_pct);
+  out +=
+      fmt::format("{:<16} {:<25} {:<25} {:>4} {:>7} {:>10} {:>11} {:>11} {:>7}\n", "job", "start",
+                  "end", "runs", "cap_W", "energy_kWh", "gCO2e", "base_gCO2e", "save_%");
+  for (const JobPlan& j : plan.jobs) {
+    const std::string base =
+        j.baseline_scheduled ? fmt::format("{:.1f}", j.baseline_g_co2e) : std::string("-");
+    if (!j.scheduled) {
+      out += fmt::format("{:<16} NOT SCHEDULED: {}\n", j.name, j.reason);
+      continue;
+    }
+    const std::string save =
+        j.baseline_scheduled && j.baseline_g_co2e > 0
+            ? fmt::format("{:.1f}", 100.0 * (j.baseline_g_co2e - j.g_co2e) / j.baseline_g_co2e)
+            : std::string("-");
+    out += fmt::format("{:<16} {:<25} {:<25} {:>4} {:>7.0f} {:>10.3f} {:>11.1f} {:>11} {:>7}\n",
+                       j.name, format_iso_time(j.runs.front().start_s, utc_offset_s),
+                       format_iso_time(j.runs.back().end_s, utc_offset_s), j.runs.size(),
+                       j.power_cap_w, j.energy_j / kJoulesPerKwh, j.g_co2e, base, save);
+  }
+  out += fmt::format("total: {:.3f} kWh ({:.4g} J), {:.1f} gCO2e for {} scheduled job(s)\n",
+                     plan.planned_energy_j / kJoulesPerKwh, plan.planned_energy_j,
+                     plan.planned_g_co2e, plan.jobs.size() - plan.unscheduled());
+  out += fmt::format(
+      "vs arrival baseline ({} job(s) scheduled in both): {:.1f} gCO2e vs {:.1f} gCO2e: {:.1f} % "
+      "saved\n",
+      plan.compared, plan.g_co2e, plan.baseline_g_co2e, plan.saving_pct());
+  if (plan.shift_only_saving_pct && plan.cap_only_saving_pct)
+    out += fmt::format(
+        "power limits chosen with the starts: {:.1f} % saved; shifting alone {:.1f} %, capping "
+        "alone {:.1f} %\n",
+        plan.saving_pct(), *plan.shift_only_saving_pct, *plan.cap_only_saving_pct);
+  if (const std::size_t u = plan.unscheduled())
+    out += fmt::format("{} job(s) could not be scheduled (see above)\n", u);
+  return out;
+}
+
+void write_file_atomic(const std::string& path, const std::string& text) {
+  namespace fs = std::filesystem;
+  fs::path p(path);
+  fs::path tmp = p;
+  tmp += fmt::format(".tmp.{}", ::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    check(out.good(), fmt::format("{}: cannot write; expected a writable folder", tmp.string()));
+    out << text;
+    out.flush();
+    check(out.good(), fmt::format("{}: write failed", tmp.string()));
+  }
+  std::error_code ec;
+  fs::rename(tmp, p, ec);
+  if (ec) {
+    fs::remove(tmp);
+    throw Error(fmt::format("{}: cannot rename from {} ({})", path, tmp.string(), ec.message()));
+  }
+}
+
+}  // namespace gt::sched
