@@ -163,6 +163,7 @@ void save_checkpoint(const std::string& run_dir, GPT& model, const Arena& m, con
                       {"clean_steps", st.scaler_clean_steps},
                       {"skipped_steps", st.skipped_steps}};
   j["tokenizer"] = st.tokenizer.to_json();
+  if (!st.data.is_null()) j["data_identity"] = st.data;
   j["config_toml"] = st.config_toml;
   write_text(tmp / "state.json", j.dump(2) + "\n");
   sync();
@@ -192,6 +193,7 @@ CheckpointState load_checkpoint_state(const std::string& run_dir) {
     }
     st.config_toml = j.at("config_toml").get<std::string>();
     st.tokenizer = Tokenizer::from_json(j.at("tokenizer"), path);
+    if (j.contains("data_identity")) st.data = j.at("data_identity");
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("{}: invalid checkpoint state: {}", path, e.what()));
   }

@@ -26,6 +26,9 @@ struct CheckpointState {
   int64_t skipped_steps = 0;  ///< steps skipped for inf/NaN gradients (fp16)
   std::string config_toml;    ///< the full resolved configuration
   Tokenizer tokenizer;
+  /// What the run was trained on (data_identity() in train/data.h); null in a checkpoint
+  /// written before it was recorded.
+  nlohmann::json data;
 };
 
 /// Path of the checkpoint folder inside a run folder.

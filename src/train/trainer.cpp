@@ -137,7 +137,8 @@ size_t current_rss_bytes() { return status_kb_bytes("VmRSS"); }
 
 size_t peak_rss_bytes() { return status_kb_bytes("VmHWM"); }
 
-Trainer::Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume, FILE* log)
+Trainer::Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume, FILE* log,
+                 bool allow_data_change)
     : cfg_(cfg), run_dir_(run_dir), log_(log) {
   cfg_.validate();
   backend_ = make_backend(cfg_.device, {.threads = cfg_.threads});
@@ -147,9 +148,9 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume
   scaler_ = GradScaler(cfg_.precision == Precision::fp16);
   std::optional<CheckpointState> st;
   if (resume) st = load_checkpoint_state(run_dir);
+  TrainConfig saved;
+  if (st) load_config_string(st->config_toml, checkpoint_dir(run_dir) + "/state.json", saved);
   if (st && log_) {  // a policy changed on resume: allowed, but say the run is no longer exact
-    TrainConfig saved;
-    load_config_string(st->config_toml, checkpoint_dir(run_dir) + "/state.json", saved);
     auto note = [&](const char* key, const std::string& was, const std::string& now) {
       if (was != now)
         std::fprintf(log_,
@@ -168,7 +169,43 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume
     note("train.grad_accum_steps", std::to_string(saved.grad_accum_steps),
          std::to_string(cfg_.grad_accum_steps));
   }
-  data_ = load_data(cfg_, st ? &st->tokenizer : nullptr);
+  // another tokenizer: the embedding rows are the old tokenizer's tokens
+  bool new_tokenizer = false;
+  if (st && (saved.tokenizer != cfg_.tokenizer || saved.data_format != cfg_.data_format)) {
+    if (!allow_data_change)
+      throw Error(fmt::format(
+          "--resume with another tokenizer: the checkpoint of step {} was trained with "
+          "data.format = '{}', data.tokenizer = '{}'; this run has data.format = '{}', "
+          "data.tokenizer = '{}'. Resume with the checkpoint's, or pass --allow-data-change to "
+          "go on with this one (the data position then restarts at the beginning)",
+          st->step, saved.data_format, saved.tokenizer, cfg_.data_format, cfg_.tokenizer));
+    new_tokenizer = true;
+  }
+  try {
+    data_ = load_data(cfg_, st && !new_tokenizer ? &st->tokenizer : nullptr);
+  } catch (const Error& e) {  // e.g. a character the checkpoint's tokenizer does not know
+    if (!st || st->data.is_null()) throw;
+    throw Error(fmt::format("{} (resuming the checkpoint of step {}, trained on {})", e.what(),
+                            st->step, describe_data(st->data)));
+  }
+  data_id_ = data_identity(cfg_, data_);
+  // other data: the saved position belongs to the old data's permutation
+  std::string data_note;
+  if (st && (new_tokenizer || (!st->data.is_null() && !same_data(st->data, data_id_)))) {
+    const std::string was = st->data.is_null()
+                                ? fmt::format("data.tokenizer = '{}'", saved.tokenizer)
+                                : describe_data(st->data);
+    if (!allow_data_change)
+      throw Error(fmt::format(
+          "--resume on other data: the checkpoint of step {} was trained on {}; this run reads "
+          "{}. Resume on the same data, or pass --allow-data-change to go on with this data "
+          "(the data position then restarts at the beginning)",
+          st->step, was, describe_data(data_id_)));
+    data_note = fmt::format(
+        "resuming at step {} on other data (--allow-data-change): the checkpoint was trained on "
+        "{}; this run reads {}; the data position restarts at the beginning",
+        st->step, was, describe_data(data_id_));
+  }
   int v = data_.tokenizer.vocab_size();
   if (cfg_.model.vocab_size == 0) cfg_.model.vocab_size = v;
   if (cfg_.model.vocab_size < v)
@@ -226,8 +263,17 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume
       scaler_.restore(st->loss_scale, st->scaler_clean_steps, st->skipped_steps);
     step_ = saved_step_ = st->step;
     last_loss_ = st->last_loss;
-    sampler_->restore(st->data_epoch, st->data_cursor);
+    if (data_note.empty()) sampler_->restore(st->data_epoch, st->data_cursor);
     truncate_metrics(fs::path(run_dir_) / "metrics.jsonl", step_);
+    if (!data_note.empty()) {  // said, and kept with the run's record
+      if (log_) std::fprintf(log_, "note: %s\n", data_note.c_str());
+      nlohmann::ordered_json rec;
+      rec["step"] = step_;
+      rec["note"] = data_note;
+      rec["data_was"] = st->data;
+      rec["data_now"] = data_id_;
+      std::ofstream(fs::path(run_dir_) / "metrics.jsonl", std::ios::app) << rec.dump() << "\n";
+    }
   } else {
     model_->init_weights(static_cast<uint64_t>(cfg_.seed));
     std::error_code ec;
@@ -409,6 +455,7 @@ void Trainer::save() {
   st.skipped_steps = scaler_.skipped_steps();
   st.config_toml = cfg_.to_toml();
   st.tokenizer = data_.tokenizer;
+  st.data = data_id_;
   save_checkpoint(run_dir_, *model_, *m_, *v_, st);
   saved_step_ = step_;
 }

@@ -107,8 +107,12 @@ class Trainer {
   /// model. With resume, the configuration,
   /// tokenizer, weights, AdamW state and data position come from run_dir's checkpoint
   /// (cfg must then be the checkpoint's configuration, possibly with overrides).
-  /// log: where progress lines go (nullptr: silent). Throws gt::Error on bad input.
-  Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume, FILE* log = stdout);
+  /// log: where progress lines go (nullptr: silent). Throws gt::Error on bad input, and on a
+  /// resume whose data or tokenizer differ from the checkpoint's (data_identity(), naming
+  /// both) unless allow_data_change: then the data position restarts at the beginning and a
+  /// note goes to log and into metrics.jsonl ({"step", "note", "data_was", "data_now"}).
+  Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume, FILE* log = stdout,
+          bool allow_data_change = false);
   ~Trainer();
 
   /// Trains up to train.max_steps, or until step stop_at (> 0) is done, or until a
@@ -159,6 +163,7 @@ class Trainer {
   FILE* log_;
   std::unique_ptr<Backend> backend_;
   TokenData data_;
+  nlohmann::json data_id_;  ///< data_identity() of data_, saved in every checkpoint
   std::unique_ptr<GPT> model_;
   std::unique_ptr<Arena> m_, v_;
   std::unique_ptr<BatchSampler> sampler_;

@@ -206,6 +206,72 @@ TEST_F(Cli, NaNLossStopsTheRunAndKeepsTheLastCheckpoint) {
   }
 }
 
+// Issue 15, part 2: a resume on other data applied the old permutation's position to the new
+// file without a word. The checkpoint records its data; other data or another tokenizer is
+// refused naming both, unless --allow-data-change (then the position restarts, with a note
+// printed and kept in metrics.jsonl).
+TEST_F(Cli, ResumeOnOtherDataIsRefusedUnlessAllowed) {
+  std::string run = d.file("run");
+  auto r = run_cmd(kBin + " train " + cfg + " --out " + run + " --stop-at 3");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto st = nlohmann::json::parse(test::read_bytes(run + "/checkpoint/state.json"));
+  ASSERT_TRUE(st.contains("data_identity")) << st.dump();
+  EXPECT_EQ(st["data_identity"]["bytes"], 5000);
+  EXPECT_EQ(st["data_identity"]["tokenizer"], "char");
+  EXPECT_EQ(st["data_identity"]["tokens_fnv1a64"].get<std::string>().size(), 16u);
+  const auto state_before = test::read_bytes(run + "/checkpoint/state.json");
+  // other text with the same characters
+  test::write_file(d.file("other.txt"), test::sample_text(5000, 99));
+  auto other = run_cmd(kBin + " train --out " + run + " --resume --data " + d.file("other.txt"));
+  EXPECT_NE(other.exit_code, 0) << other.output;
+  EXPECT_NE(other.output.find("--resume on other data: the checkpoint of step 3 was trained on " +
+                              d.file("t.txt") + " (5000 bytes"),
+            std::string::npos)
+      << other.output;
+  EXPECT_NE(other.output.find("this run reads " + d.file("other.txt")), std::string::npos)
+      << other.output;
+  EXPECT_NE(other.output.find("--allow-data-change"), std::string::npos) << other.output;
+  EXPECT_EQ(test::read_bytes(run + "/checkpoint/state.json"), state_before);
+  // another tokenizer
+  auto tok = run_cmd(kBin + " train --out " + run + " --resume --set data.tokenizer=byte");
+  EXPECT_NE(tok.exit_code, 0) << tok.output;
+  EXPECT_NE(tok.output.find("data.tokenizer = 'char'; this run has data.format = 'text', "
+                            "data.tokenizer = 'byte'"),
+            std::string::npos)
+      << tok.output;
+  EXPECT_EQ(test::read_bytes(run + "/checkpoint/state.json"), state_before);
+  // asked for: the position restarts, and the run says so in its output and its metrics
+  auto allowed = run_cmd(kBin + " train --out " + run + " --resume --stop-at 4 --data " +
+                         d.file("other.txt") + " --allow-data-change");
+  ASSERT_EQ(allowed.exit_code, 0) << allowed.output;
+  EXPECT_NE(allowed.output.find("note: resuming at step 3 on other data (--allow-data-change)"),
+            std::string::npos)
+      << allowed.output;
+  bool logged = false;
+  std::ifstream metrics(run + "/metrics.jsonl");
+  for (std::string line; std::getline(metrics, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j.contains("note")) {
+      logged = true;
+      EXPECT_EQ(j["step"], 3);
+      EXPECT_EQ(j["data_now"]["path"], d.file("other.txt"));
+      EXPECT_EQ(j["data_was"]["path"], d.file("t.txt"));
+    }
+  }
+  EXPECT_TRUE(logged) << "no note in metrics.jsonl";
+  auto now = nlohmann::json::parse(test::read_bytes(run + "/checkpoint/state.json"));
+  EXPECT_EQ(now["data_identity"]["path"], d.file("other.txt"));
+  // restarted: one step into the new data's first epoch (the checkpoint was three steps in)
+  EXPECT_EQ(now["data"]["epoch"], 0);
+  EXPECT_EQ(now["data"]["cursor"].get<int64_t>() * 3, st["data"]["cursor"].get<int64_t>());
+  // the new checkpoint's data under another name resumes without a word
+  fs::copy_file(d.file("other.txt"), d.file("other-moved.txt"));
+  auto same = run_cmd(kBin + " train --out " + run + " --resume --stop-at 5 --data " +
+                      d.file("other-moved.txt"));
+  EXPECT_EQ(same.exit_code, 0) << same.output;
+  EXPECT_EQ(same.output.find("other data"), std::string::npos) << same.output;
+}
+
 TEST_F(Cli, ZeroOrNegativeSizes) {
   expect_train_error(cfg + " --set model.n_layer=0",
                      "model.n_layer = 0: expected a positive value");
