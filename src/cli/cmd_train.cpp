@@ -31,6 +31,7 @@ struct Args {
   std::vector<std::string> sets;
   std::string data, out;
   bool resume = false;
+  bool allow_data_change = false;
   int64_t stop_at = 0;
 };
 
@@ -94,7 +95,7 @@ int run_train(const Args& a) {
   // sensors and carbon data): a start that fails leaves no run folder (or, in a folder that
   // existed, no config.toml) behind. Disarmed once training begins.
   StartCleanup cleanup(out, resume);
-  gt::Trainer trainer(cfg, out, resume);
+  gt::Trainer trainer(cfg, out, resume, stdout, a.allow_data_change);
   const auto& c = trainer.config();
   const auto mem = trainer.model().memory();
   std::printf("greentrain train: %s\n", out.c_str());
@@ -170,6 +171,9 @@ void setup(CLI::App& app) {
   sub->add_flag("--resume", args->resume,
                 "Continue the run in --out from its checkpoint (with CONFIG: start it from CONFIG "
                 "when --out holds no checkpoint yet)");
+  sub->add_flag("--allow-data-change", args->allow_data_change,
+                "With --resume: go on with data or a tokenizer other than the checkpoint's (the "
+                "data position restarts; the change is noted in metrics.jsonl)");
   sub->add_option("--stop-at", args->stop_at,
                   "Stop after this step (saving a checkpoint) without changing the schedule")
       ->check(

@@ -2,7 +2,9 @@
 // pre-LayerNorm blocks, GELU MLP, tied input/output embeddings. Forward and backward
 // are explicit (llm.c style) so precision, fusion and recomputation are visible per
 // layer. Parameter names and layouts are Hugging Face GPT-2's (e.g.
-// "h.0.attn.c_attn.weight" of shape (C, 3C)), so model.safetensors loads there too.
+// "h.0.attn.c_attn.weight" of shape (C, 3C)), so model.safetensors loads there too
+// (GPT2LMHeadModel.from_pretrained with activation_function "gelu_new" and layer_norm_epsilon
+// 1e-5; tested by tests/parity/hf_gpt2_load.py).
 #pragma once
 #include <cstdint>
 #include <memory>

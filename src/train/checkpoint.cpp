@@ -3,9 +3,13 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "core/error.h"
 #include "train/safetensors.h"
@@ -31,6 +35,74 @@ void write_text(const fs::path& p, const std::string& s) {
   if (!f) throw Error(fmt::format("{}: write failed", p.string()));
 }
 
+// Prefixes other tools put before the model's names: torch.compile's wrapper, DDP's, and
+// Hugging Face's GPT2LMHeadModel (its body is `transformer`).
+constexpr const char* kKnownPrefixes[] = {"_orig_mod.", "module.", "transformer."};
+
+// The prefix before the model's names in `f` ("" when they have none), found from where
+// `anchor` (e.g. "wte.weight") sits. A prefix made of known ones is accepted with a note; any
+// other is an error that names it. Without the anchor at all: "" (read() then names it).
+std::string name_prefix(const SafetensorsFile& f, const std::string& anchor) {
+  if (f.has(anchor)) return "";
+  for (const auto& n : f.names()) {
+    if (n.size() <= anchor.size() || n.compare(n.size() - anchor.size(), anchor.size(), anchor))
+      continue;
+    const std::string prefix = n.substr(0, n.size() - anchor.size());
+    if (prefix.back() != '.') continue;
+    std::string rest = prefix;
+    for (bool stripped = true; stripped && !rest.empty();) {
+      stripped = false;
+      for (const char* k : kKnownPrefixes)
+        if (rest.rfind(k, 0) == 0) {
+          rest.erase(0, std::strlen(k));
+          stripped = true;
+        }
+    }
+    if (!rest.empty())
+      throw Error(fmt::format(
+          "{}: tensor '{}' is missing; the file has '{}', whose prefix '{}' is not one that "
+          "greentrain knows (_orig_mod. from torch.compile, module. from DDP, transformer. from "
+          "Hugging Face)",
+          f.path(), anchor, n, prefix));
+    std::fprintf(stderr,
+                 "greentrain: note: %s: tensor names carry the prefix '%s'; read without it\n",
+                 f.path().c_str(), prefix.c_str());
+    return prefix;
+  }
+  return "";
+}
+
+// Every tensor of `f` must be one of `expected` (already read): an extra or unknown one is an
+// error naming it, except an lm_head.weight that equals wte.weight bit for bit (the tied output
+// embedding, as torch.save of a GPT2LMHeadModel's state_dict writes it).
+void check_no_extra(const SafetensorsFile& f, const std::set<std::string>& expected,
+                    const std::string& prefix, const std::vector<float>* wte,
+                    const Shape* wte_shape) {
+  std::vector<std::string> extra;
+  for (const auto& n : f.names()) {
+    if (expected.count(n)) continue;
+    if (wte && (n == prefix + "lm_head.weight" || n == "lm_head.weight")) {
+      std::vector<float> head(wte->size());
+      bool same = false;
+      try {
+        f.read(n, *wte_shape, head.data());
+        same = std::memcmp(head.data(), wte->data(), head.size() * sizeof(float)) == 0;
+      } catch (const Error&) {
+      }
+      if (same) continue;
+    }
+    extra.push_back("'" + n + "'");
+  }
+  if (extra.empty()) return;
+  std::string list;
+  for (size_t i = 0; i < extra.size() && i < 8; ++i) list += (i ? ", " : "") + extra[i];
+  if (extra.size() > 8) list += fmt::format(" and {} more", extra.size() - 8);
+  throw Error(fmt::format(
+      "{}: {} tensor{} that this model does not have: {} (the model's output layer is tied to "
+      "wte.weight; a checkpoint must hold exactly the model's tensors)",
+      f.path(), extra.size(), extra.size() == 1 ? "" : "s", list));
+}
+
 }  // namespace
 
 std::string checkpoint_dir(const std::string& run_dir) {
@@ -48,8 +120,6 @@ void save_checkpoint(const std::string& run_dir, GPT& model, const Arena& m, con
   fs::path tmp = final_dir.string() + fmt::format(".tmp-{}", getpid());
   fs::path old = final_dir.string() + ".old";
   std::error_code ec;
-  fs::remove_all(tmp, ec);
-  fs::create_directories(tmp);
   // the tensors as the host may read them, through the backend: the arenas themselves where
   // device memory is host memory (no copy, no extra peak memory), else staged host copies
   Backend& be = model.backend();
@@ -71,6 +141,17 @@ void save_checkpoint(const std::string& run_dir, GPT& model, const Arena& m, con
     moments.push_back({"exp_avg." + specs[i].name, specs[i].shape, host_at(hm, m, i)});
     moments.push_back({"exp_avg_sq." + specs[i].name, specs[i].shape, host_at(hv, v, i)});
   }
+  // inf or NaN is never written: the checkpoint on disk stays the last good one
+  for (const auto* list : {&params, &moments})
+    for (const NamedTensor& t : *list)
+      for (int64_t k = 0; k < t.shape.numel(); ++k)
+        if (!std::isfinite(t.data[k]))
+          throw Error(
+              fmt::format("{}: not saving the checkpoint: tensor '{}' holds {} at element {}; the "
+                          "checkpoint there is left as it was",
+                          final_dir.string(), t.name, t.data[k], k));
+  fs::remove_all(tmp, ec);
+  fs::create_directories(tmp);
   write_safetensors((tmp / "model.safetensors").string(), params, {{"format", "pt"}});
   write_safetensors((tmp / "optimizer.safetensors").string(), moments);
   nlohmann::ordered_json j;
@@ -82,6 +163,7 @@ void save_checkpoint(const std::string& run_dir, GPT& model, const Arena& m, con
                       {"clean_steps", st.scaler_clean_steps},
                       {"skipped_steps", st.skipped_steps}};
   j["tokenizer"] = st.tokenizer.to_json();
+  if (!st.data.is_null()) j["data_identity"] = st.data;
   j["config_toml"] = st.config_toml;
   write_text(tmp / "state.json", j.dump(2) + "\n");
   sync();
@@ -111,6 +193,7 @@ CheckpointState load_checkpoint_state(const std::string& run_dir) {
     }
     st.config_toml = j.at("config_toml").get<std::string>();
     st.tokenizer = Tokenizer::from_json(j.at("tokenizer"), path);
+    if (j.contains("data_identity")) st.data = j.at("data_identity");
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("{}: invalid checkpoint state: {}", path, e.what()));
   }
@@ -127,17 +210,33 @@ void load_checkpoint_tensors(const std::string& run_dir, GPT& model, Arena* m, A
                   const Tensor& dst) {
     host.resize(shape.numel());
     f.read(name, shape, host.data());
+    for (size_t k = 0; k < host.size(); ++k)
+      if (!std::isfinite(host[k]))
+        throw Error(fmt::format("{}: tensor '{}' holds {} at element {}; expected finite values",
+                                f.path(), name, host[k], k));
     be.upload(dst, host.data());
   };
   SafetensorsFile pf((dir / "model.safetensors").string());
-  for (size_t i = 0; i < specs.size(); ++i)
-    load(pf, specs[i].name, specs[i].shape, model.params().at(i));
+  const std::string prefix = specs.empty() ? "" : name_prefix(pf, specs[0].name);
+  std::set<std::string> expected;
+  std::vector<float> wte;  // specs[0], kept to recognise a tied lm_head.weight
+  for (size_t i = 0; i < specs.size(); ++i) {
+    load(pf, prefix + specs[i].name, specs[i].shape, model.params().at(i));
+    expected.insert(prefix + specs[i].name);
+    if (i == 0) wte = host;
+  }
+  check_no_extra(pf, expected, prefix, specs.empty() ? nullptr : &wte,
+                 specs.empty() ? nullptr : &specs[0].shape);
   if (m && v) {
     SafetensorsFile of((dir / "optimizer.safetensors").string());
+    expected.clear();
     for (size_t i = 0; i < specs.size(); ++i) {
       load(of, "exp_avg." + specs[i].name, specs[i].shape, m->at(i));
       load(of, "exp_avg_sq." + specs[i].name, specs[i].shape, v->at(i));
+      expected.insert("exp_avg." + specs[i].name);
+      expected.insert("exp_avg_sq." + specs[i].name);
     }
+    check_no_extra(of, expected, "", nullptr, nullptr);
   }
 }
 

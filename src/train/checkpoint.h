@@ -26,6 +26,9 @@ struct CheckpointState {
   int64_t skipped_steps = 0;  ///< steps skipped for inf/NaN gradients (fp16)
   std::string config_toml;    ///< the full resolved configuration
   Tokenizer tokenizer;
+  /// What the run was trained on (data_identity() in train/data.h); null in a checkpoint
+  /// written before it was recorded.
+  nlohmann::json data;
 };
 
 /// Path of the checkpoint folder inside a run folder.
@@ -34,13 +37,19 @@ std::string checkpoint_dir(const std::string& run_dir);
 bool has_checkpoint(const std::string& run_dir);
 
 /// Writes the checkpoint atomically (temporary folder, then rename). m and v are the AdamW
-/// moment arenas with the same tensors as model.params(). Throws gt::Error on I/O failure.
+/// moment arenas with the same tensors as model.params(). Throws gt::Error on I/O failure, and
+/// before writing anything when a tensor holds inf or NaN (naming it; the checkpoint already
+/// on disk is left as it was).
 void save_checkpoint(const std::string& run_dir, GPT& model, const Arena& m, const Arena& v,
                      const CheckpointState& st);
 /// Reads state.json only. Throws gt::Error naming the file when it is missing or invalid.
 CheckpointState load_checkpoint_state(const std::string& run_dir);
 /// Loads parameters (and, when m and v are not null, AdamW moments) into an allocated model.
-/// Throws gt::Error naming the file and tensor when one is missing, truncated or misshapen.
+/// Throws gt::Error naming the file and tensor when one is missing, truncated, misshapen or
+/// holds inf or NaN, or when the file holds a tensor the model does not have (an lm_head.weight
+/// equal to wte.weight, the tied output layer, is accepted). Names that carry a prefix other
+/// tools write (_orig_mod. from torch.compile, module. from DDP, transformer. from Hugging Face)
+/// are read without it, with a note on stderr; another prefix is named in the error.
 void load_checkpoint_tensors(const std::string& run_dir, GPT& model, Arena* m, Arena* v);
 
 }  // namespace gt

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -222,10 +223,16 @@ void TrainConfig::set(const std::string& key, const std::string& value, const st
 }
 
 void TrainConfig::validate() const {
-  auto positive = [](const char* key, double v) {
+  // a TrainConfig built in code never passed the parsers: inf and NaN are refused here too
+  auto finite = [](const char* key, double v) {
+    if (!std::isfinite(v)) throw Error(fmt::format("{} = {}: expected a finite number", key, v));
+  };
+  auto positive = [&](const char* key, double v) {
+    finite(key, v);
     if (!(v > 0)) throw Error(fmt::format("{} = {}: expected a positive value", key, v));
   };
-  auto non_negative = [](const char* key, double v) {
+  auto non_negative = [&](const char* key, double v) {
+    finite(key, v);
     if (!(v >= 0)) throw Error(fmt::format("{} = {}: expected zero or more", key, v));
   };
   positive("model.n_layer", model.n_layer);
@@ -239,16 +246,38 @@ void TrainConfig::validate() const {
   positive("train.batch_size", batch_size);
   positive("train.grad_accum_steps", grad_accum_steps);
   non_negative("train.max_steps", max_steps);
-  positive("train.learning_rate", learning_rate);
-  non_negative("train.min_lr", min_lr);
+  // AdamW runs in fp32 and moves each weight by about the learning rate per step: a rate above 1
+  // destroys any model (and 1e39 is inf as a float), so the optimizer's values are checked as
+  // the float they become.
+  if (!(learning_rate > 0 && learning_rate <= 1))
+    throw Error(fmt::format(
+        "train.learning_rate = {}: expected a value in (0, 1] (AdamW moves each weight by about "
+        "the learning rate per step; typical values are 1e-4 to 1e-2)",
+        learning_rate));
+  if (!(min_lr >= 0 && min_lr <= 1))
+    throw Error(fmt::format("train.min_lr = {}: expected a value in [0, 1]", min_lr));
   non_negative("train.warmup_steps", warmup_steps);
   non_negative("train.lr_decay_steps", lr_decay_steps);
-  non_negative("train.weight_decay", weight_decay);
-  if (!(beta1 >= 0 && beta1 < 1))
-    throw Error(fmt::format("train.beta1 = {}: expected [0, 1)", beta1));
-  if (!(beta2 >= 0 && beta2 < 1))
-    throw Error(fmt::format("train.beta2 = {}: expected [0, 1)", beta2));
-  positive("train.eps", eps);
+  // decoupled decay multiplies each matrix by 1 - lr * weight_decay every step (Loshchilov and
+  // Hutter 2019): above 1/lr the weights flip sign and grow without bound
+  if (!(weight_decay >= 0 && weight_decay * std::max(learning_rate, min_lr) <= 1))
+    throw Error(fmt::format(
+        "train.weight_decay = {}: expected a value in [0, 1 / train.learning_rate] = [0, {:g}] "
+        "(AdamW multiplies the weights by 1 - learning_rate * weight_decay each step)",
+        weight_decay, 1 / std::max(learning_rate, min_lr)));
+  // betas and eps as the floats the update uses: 0.9999999999 rounds to 1.0f, whose bias
+  // correction 1 - beta^t is 0; eps below the smallest normal float is 0 and divides 0 by 0
+  for (auto [key, b] : {std::pair{"train.beta1", beta1}, std::pair{"train.beta2", beta2}})
+    if (!(b >= 0 && static_cast<float>(b) < 1.0f))
+      throw Error(fmt::format(
+          "{} = {}: expected a value in [0, 1) that stays below 1 as a float (AdamW's bias "
+          "correction divides by 1 - beta^t)",
+          key, b));
+  if (!(eps >= std::numeric_limits<float>::min() && eps <= 1))
+    throw Error(fmt::format(
+        "train.eps = {}: expected a value in [{:g}, 1] (the smallest normal float; AdamW "
+        "divides by sqrt(v) + eps in fp32)",
+        eps, std::numeric_limits<float>::min()));
   non_negative("train.grad_clip", grad_clip);
   non_negative("train.eval_interval", eval_interval);
   positive("train.eval_steps", eval_steps);
@@ -279,6 +308,9 @@ void TrainConfig::validate() const {
         "energy.carbon_intensity = {} and energy.carbon_csv = '{}' are both set; expected one "
         "of them (a constant intensity or a series)",
         *carbon_intensity, carbon_csv));
+  if (!(carbon_utc_offset_h >= -24 && carbon_utc_offset_h <= 24))
+    throw Error(fmt::format("energy.carbon_utc_offset_h = {}: expected hours in [-24, 24]",
+                            carbon_utc_offset_h));
   non_negative("energy.cpu_tdp_w", cpu_tdp_w);
   non_negative("train.power_limit", power_limit_w);
   non_negative("train.memory_budget", memory_budget);

@@ -278,4 +278,52 @@ void eval_batch(const std::vector<int32_t>& tokens, int B, int T, int64_t i, int
   }
 }
 
+nlohmann::json data_identity(const TrainConfig& cfg, const TokenData& d) {
+  auto file = [](const std::string& path) -> std::pair<std::string, int64_t> {
+    if (path.empty()) return {"", -1};
+    std::error_code ec;
+    auto abs = std::filesystem::absolute(path, ec);
+    auto bytes = std::filesystem::file_size(path, ec);
+    return {ec ? path : abs.lexically_normal().string(), ec ? -1 : static_cast<int64_t>(bytes)};
+  };
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a offset basis and prime (Fowler, Noll, Vo)
+  for (const auto* stream : {&d.train, &d.val})
+    for (int32_t t : *stream) {
+      h ^= static_cast<uint32_t>(t);
+      h *= 0x100000001b3ull;
+    }
+  auto [path, bytes] = file(cfg.data_path);
+  auto [val_path, val_bytes] = file(cfg.data_val_path);
+  nlohmann::ordered_json j;
+  j["path"] = path;
+  j["bytes"] = bytes;
+  j["val_path"] = val_path;
+  j["val_bytes"] = val_bytes;
+  j["format"] = cfg.data_format;
+  j["tokenizer"] = d.tokenizer.kind;
+  j["vocab_size"] = d.tokenizer.vocab_size();
+  j["train_tokens"] = d.train.size();
+  j["val_tokens"] = d.val.size();
+  j["tokens_fnv1a64"] = fmt::format("{:016x}", h);
+  return j;
+}
+
+bool same_data(const nlohmann::json& a, const nlohmann::json& b) {
+  for (const char* k : {"tokens_fnv1a64", "train_tokens", "val_tokens", "tokenizer", "vocab_size"})
+    if (a.value(k, nlohmann::json()) != b.value(k, nlohmann::json())) return false;
+  return true;
+}
+
+std::string describe_data(const nlohmann::json& id) {
+  std::string s = fmt::format("{} ({} bytes", id.value("path", std::string("?")),
+                              id.value("bytes", int64_t(-1)));
+  if (!id.value("val_path", std::string()).empty())
+    s += fmt::format(", validation {}", id.value("val_path", std::string()));
+  s += fmt::format(", {} tokenizer of {} tokens, {} + {} tokens, hash {})",
+                   id.value("tokenizer", std::string("?")), id.value("vocab_size", 0),
+                   id.value("train_tokens", int64_t(0)), id.value("val_tokens", int64_t(0)),
+                   id.value("tokens_fnv1a64", std::string("?")));
+  return s;
+}
+
 }  // namespace gt

@@ -44,6 +44,18 @@ struct TokenData {
 /// outside the vocabulary, or a split shorter than block_size + 1 tokens.
 TokenData load_data(const TrainConfig& cfg, const Tokenizer* tokenizer);
 
+/// What a run is trained on, as its checkpoint records it: {"path", "bytes", "val_path",
+/// "val_bytes" (absolute paths; bytes of the files, -1 where unreadable), "format",
+/// "tokenizer" (its kind), "vocab_size", "train_tokens", "val_tokens", "tokens_fnv1a64" (FNV-1a,
+/// 64-bit, over the train then the validation token ids as 32-bit words, in hex: the content,
+/// the tokenizer and the split all change it)}.
+nlohmann::json data_identity(const TrainConfig& cfg, const TokenData& d);
+/// Whether two data identities name the same tokens (hash, counts, tokenizer, vocabulary; the
+/// paths may differ: a moved file is the same data).
+bool same_data(const nlohmann::json& a, const nlohmann::json& b);
+/// A data identity in words: "PATH (N bytes, char tokenizer of V tokens, T tokens, hash H)".
+std::string describe_data(const nlohmann::json& id);
+
 /// Reads a whole file; throws gt::Error naming it when it is missing or unreadable.
 std::string read_file(const std::string& path);
 

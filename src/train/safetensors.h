@@ -32,6 +32,7 @@ class SafetensorsFile {
   /// gt::Error naming the file and tensor when it is missing or differs.
   void read(const std::string& name, const Shape& expected, float* dst) const;
   std::vector<std::string> names() const;
+  const std::string& path() const { return path_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
  private:

@@ -61,6 +61,43 @@ std::string format_duration(double s) {
   return fmt::format("{}s", t);
 }
 
+// An inf or NaN as the messages print it ("NaN", not fmt's "-nan").
+std::string show(double x) { return std::isnan(x) ? std::string("NaN") : fmt::format("{}", x); }
+
+// Sum of squares of each tensor of `a` in double through the backend (a float squared stays
+// below 1.2e77, so only an inf or NaN element makes it non-finite); returns the total and sets
+// *first_bad to the first tensor whose sum is not finite (a.size() when none).
+double arena_sum_squares(Backend& be, Arena& a, size_t* first_bad) {
+  double sq = 0.0;
+  *first_bad = a.size();
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double t = be.sum_squares(a.at(i).f32(), a.at(i).numel());
+    if (!std::isfinite(t) && *first_bad == a.size()) *first_bad = i;
+    sq += t;
+  }
+  return sq;
+}
+
+// Clipping and AdamW of the unfused fp32 path, given the global squared norm (finite).
+void clip_and_update_finite(Backend& be, GPT& model, Arena& m, Arena& v, const TrainConfig& cfg,
+                            float lr, int64_t t, double norm) {
+  Arena& g = model.grads();
+  if (cfg.grad_clip > 0) {
+    double coef = cfg.grad_clip / (norm + 1e-6);
+    if (coef < 1.0)
+      for (size_t i = 0; i < g.size(); ++i)
+        be.scale(g.at(i).f32(), static_cast<float>(coef), g.at(i).numel());
+  }
+  Arena& p = model.params();
+  for (size_t i = 0; i < p.size(); ++i) {
+    float wd = model.specs()[i].decay ? static_cast<float>(cfg.weight_decay) : 0.0f;
+    be.adamw_update(p.at(i).f32(), g.at(i).f32(), m.at(i).f32(), v.at(i).f32(), p.at(i).numel(), lr,
+                    static_cast<float>(cfg.beta1), static_cast<float>(cfg.beta2),
+                    static_cast<float>(cfg.eps), wd, t);
+  }
+  be.weights_updated();
+}
+
 }  // namespace
 
 double learning_rate_at(const TrainConfig& cfg, int64_t it) {
@@ -100,7 +137,8 @@ size_t current_rss_bytes() { return status_kb_bytes("VmRSS"); }
 
 size_t peak_rss_bytes() { return status_kb_bytes("VmHWM"); }
 
-Trainer::Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume, FILE* log)
+Trainer::Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume, FILE* log,
+                 bool allow_data_change)
     : cfg_(cfg), run_dir_(run_dir), log_(log) {
   cfg_.validate();
   backend_ = make_backend(cfg_.device, {.threads = cfg_.threads});
@@ -110,9 +148,9 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume
   scaler_ = GradScaler(cfg_.precision == Precision::fp16);
   std::optional<CheckpointState> st;
   if (resume) st = load_checkpoint_state(run_dir);
+  TrainConfig saved;
+  if (st) load_config_string(st->config_toml, checkpoint_dir(run_dir) + "/state.json", saved);
   if (st && log_) {  // a policy changed on resume: allowed, but say the run is no longer exact
-    TrainConfig saved;
-    load_config_string(st->config_toml, checkpoint_dir(run_dir) + "/state.json", saved);
     auto note = [&](const char* key, const std::string& was, const std::string& now) {
       if (was != now)
         std::fprintf(log_,
@@ -131,7 +169,43 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume
     note("train.grad_accum_steps", std::to_string(saved.grad_accum_steps),
          std::to_string(cfg_.grad_accum_steps));
   }
-  data_ = load_data(cfg_, st ? &st->tokenizer : nullptr);
+  // another tokenizer: the embedding rows are the old tokenizer's tokens
+  bool new_tokenizer = false;
+  if (st && (saved.tokenizer != cfg_.tokenizer || saved.data_format != cfg_.data_format)) {
+    if (!allow_data_change)
+      throw Error(fmt::format(
+          "--resume with another tokenizer: the checkpoint of step {} was trained with "
+          "data.format = '{}', data.tokenizer = '{}'; this run has data.format = '{}', "
+          "data.tokenizer = '{}'. Resume with the checkpoint's, or pass --allow-data-change to "
+          "go on with this one (the data position then restarts at the beginning)",
+          st->step, saved.data_format, saved.tokenizer, cfg_.data_format, cfg_.tokenizer));
+    new_tokenizer = true;
+  }
+  try {
+    data_ = load_data(cfg_, st && !new_tokenizer ? &st->tokenizer : nullptr);
+  } catch (const Error& e) {  // e.g. a character the checkpoint's tokenizer does not know
+    if (!st || st->data.is_null()) throw;
+    throw Error(fmt::format("{} (resuming the checkpoint of step {}, trained on {})", e.what(),
+                            st->step, describe_data(st->data)));
+  }
+  data_id_ = data_identity(cfg_, data_);
+  // other data: the saved position belongs to the old data's permutation
+  std::string data_note;
+  if (st && (new_tokenizer || (!st->data.is_null() && !same_data(st->data, data_id_)))) {
+    const std::string was = st->data.is_null()
+                                ? fmt::format("data.tokenizer = '{}'", saved.tokenizer)
+                                : describe_data(st->data);
+    if (!allow_data_change)
+      throw Error(fmt::format(
+          "--resume on other data: the checkpoint of step {} was trained on {}; this run reads "
+          "{}. Resume on the same data, or pass --allow-data-change to go on with this data "
+          "(the data position then restarts at the beginning)",
+          st->step, was, describe_data(data_id_)));
+    data_note = fmt::format(
+        "resuming at step {} on other data (--allow-data-change): the checkpoint was trained on "
+        "{}; this run reads {}; the data position restarts at the beginning",
+        st->step, was, describe_data(data_id_));
+  }
   int v = data_.tokenizer.vocab_size();
   if (cfg_.model.vocab_size == 0) cfg_.model.vocab_size = v;
   if (cfg_.model.vocab_size < v)
@@ -187,10 +261,19 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume
     backend_->weights_updated();
     if (scaler_.enabled())
       scaler_.restore(st->loss_scale, st->scaler_clean_steps, st->skipped_steps);
-    step_ = st->step;
+    step_ = saved_step_ = st->step;
     last_loss_ = st->last_loss;
-    sampler_->restore(st->data_epoch, st->data_cursor);
+    if (data_note.empty()) sampler_->restore(st->data_epoch, st->data_cursor);
     truncate_metrics(fs::path(run_dir_) / "metrics.jsonl", step_);
+    if (!data_note.empty()) {  // said, and kept with the run's record
+      if (log_) std::fprintf(log_, "note: %s\n", data_note.c_str());
+      nlohmann::ordered_json rec;
+      rec["step"] = step_;
+      rec["note"] = data_note;
+      rec["data_was"] = st->data;
+      rec["data_now"] = data_id_;
+      std::ofstream(fs::path(run_dir_) / "metrics.jsonl", std::ios::app) << rec.dump() << "\n";
+    }
   } else {
     model_->init_weights(static_cast<uint64_t>(cfg_.seed));
     std::error_code ec;
@@ -203,18 +286,22 @@ Trainer::~Trainer() = default;
 
 OptimizerResult optimizer_step(Backend& be, GPT& model, Arena& m, Arena& v, const TrainConfig& cfg,
                                float lr, int64_t t, double loss_scale) {
-  if (!cfg.fusion && loss_scale == 1.0) return {clip_and_update(be, model, m, v, cfg, lr, t)};
   OptimizerResult r;
   Arena& g = model.grads();
   Arena& p = model.params();
-  double sq = 0.0;
-  for (size_t i = 0; i < g.size(); ++i) sq += be.sum_squares(g.at(i).f32(), g.at(i).numel());
-  if (!std::isfinite(sq)) {
+  size_t bad = 0;
+  const double sq = arena_sum_squares(be, g, &bad);
+  if (!std::isfinite(sq)) {  // nothing changes: fp16 skips the step, fp32 and bf16 stop
     r.grad_norm = sq;
     r.skipped = true;
+    r.nonfinite_tensor = bad < g.size() ? model.specs()[bad].name : std::string("?");
     return r;
   }
   r.grad_norm = std::sqrt(sq) / loss_scale;
+  if (!cfg.fusion && loss_scale == 1.0) {
+    clip_and_update_finite(be, model, m, v, cfg, lr, t, r.grad_norm);
+    return r;
+  }
   double mult = 1.0 / loss_scale;
   if (cfg.grad_clip > 0) {
     double coef = cfg.grad_clip / (r.grad_norm + 1e-6);
@@ -254,25 +341,37 @@ OptimizerResult optimizer_step(Backend& be, GPT& model, Arena& m, Arena& v, cons
 
 double clip_and_update(Backend& be, GPT& model, Arena& m, Arena& v, const TrainConfig& cfg,
                        float lr, int64_t t) {
-  Arena& g = model.grads();
-  double sq = 0.0;
-  for (size_t i = 0; i < g.size(); ++i) sq += be.sum_squares(g.at(i).f32(), g.at(i).numel());
+  size_t bad = 0;
+  const double sq = arena_sum_squares(be, model.grads(), &bad);
+  if (!std::isfinite(sq))
+    throw Error(fmt::format(
+        "the gradient of '{}' holds inf or NaN (global norm {}): the weights were not updated",
+        bad < model.specs().size() ? model.specs()[bad].name : std::string("?"), sq));
   const double norm = std::sqrt(sq);
-  if (cfg.grad_clip > 0) {
-    double coef = cfg.grad_clip / (norm + 1e-6);
-    if (coef < 1.0)
-      for (size_t i = 0; i < g.size(); ++i)
-        be.scale(g.at(i).f32(), static_cast<float>(coef), g.at(i).numel());
-  }
-  Arena& p = model.params();
-  for (size_t i = 0; i < p.size(); ++i) {
-    float wd = model.specs()[i].decay ? static_cast<float>(cfg.weight_decay) : 0.0f;
-    be.adamw_update(p.at(i).f32(), g.at(i).f32(), m.at(i).f32(), v.at(i).f32(), p.at(i).numel(), lr,
-                    static_cast<float>(cfg.beta1), static_cast<float>(cfg.beta2),
-                    static_cast<float>(cfg.eps), wd, t);
-  }
-  be.weights_updated();
+  clip_and_update_finite(be, model, m, v, cfg, lr, t, norm);
   return norm;
+}
+
+std::string first_nonfinite_state(Backend& be, GPT& model, Arena& m, Arena& v) {
+  size_t bad = 0;
+  // in the order the update computes them: the moments, then the weights from them
+  const std::pair<Arena*, const char*> arenas[] = {{&m, "AdamW's first moment (exp_avg) of "},
+                                                   {&v, "AdamW's second moment (exp_avg_sq) of "},
+                                                   {&model.params(), "parameter "}};
+  for (auto [a, what] : arenas)
+    if (!std::isfinite(arena_sum_squares(be, *a, &bad)) && bad < a->size())
+      return fmt::format("{}'{}'", what, model.specs()[bad].name);
+  return {};
+}
+
+Error Trainer::nonfinite_error(int64_t step, const std::string& what) const {
+  return Error(fmt::format(
+      "step {}: {}; the run stops here with nothing saved: {} (lower train.learning_rate, "
+      "set train.grad_clip, or check the data)",
+      step, what,
+      saved_step_ >= 0 ? fmt::format("the checkpoint of step {} in {} is left as it was",
+                                     saved_step_, checkpoint_dir(run_dir_))
+                       : std::string("no checkpoint was written")));
 }
 
 double Trainer::train_step() {
@@ -285,7 +384,13 @@ double Trainer::train_step() {
   const float dloss = static_cast<float>(scaler_.scale() / (double(B) * T * cfg_.grad_accum_steps));
   for (int micro = 0; micro < cfg_.grad_accum_steps; ++micro) {
     sampler_->next(inputs_.data(), targets_.data());
-    loss += model_->forward(inputs_.data(), targets_.data(), B, T);
+    const double l = model_->forward(inputs_.data(), targets_.data(), B, T);
+    // under fp16 the gradients are inf/NaN too and the loss scaler skips the step
+    if (!std::isfinite(l) && !scaler_.enabled())
+      throw nonfinite_error(
+          step_ + 1, fmt::format("the training loss of micro-batch {} of {} is {}", micro + 1,
+                                 cfg_.grad_accum_steps, show(l)));
+    loss += l;
     model_->backward(dloss);
   }
   loss /= cfg_.grad_accum_steps;
@@ -293,6 +398,13 @@ double Trainer::train_step() {
   OptimizerResult opt = optimizer_step(*backend_, *model_, *m_, *v_, cfg_,
                                        static_cast<float>(learning_rate_at(cfg_, step_)),
                                        optimizer_steps() + 1, scaler_.scale());
+  if (opt.skipped && !scaler_.enabled())
+    throw nonfinite_error(step_ + 1,
+                          fmt::format("the gradient of '{}' holds inf or NaN (global norm {})",
+                                      opt.nonfinite_tensor, show(opt.grad_norm)));
+  if (!opt.skipped)
+    if (std::string bad = first_nonfinite_state(*backend_, *model_, *m_, *v_); !bad.empty())
+      throw nonfinite_error(step_ + 1, bad + " became inf or NaN in the AdamW update");
   last_grad_norm_ = opt.grad_norm;
   last_skipped_ = opt.skipped;
   scaler_.update(opt.skipped);
@@ -343,7 +455,9 @@ void Trainer::save() {
   st.skipped_steps = scaler_.skipped_steps();
   st.config_toml = cfg_.to_toml();
   st.tokenizer = data_.tokenizer;
+  st.data = data_id_;
   save_checkpoint(run_dir_, *model_, *m_, *v_, st);
+  saved_step_ = step_;
 }
 
 void Trainer::log_line(const std::string& s, bool final_line) {
@@ -373,6 +487,13 @@ RunResult Trainer::run(int64_t stop_at) {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
+  struct RestoreSignals {  // on every way out, an error included
+    struct sigaction *i, *t;
+    ~RestoreSignals() {
+      sigaction(SIGINT, i, nullptr);
+      sigaction(SIGTERM, t, nullptr);
+    }
+  } restore{&old_int, &old_term};
   using clock = std::chrono::steady_clock;
   const auto run_t0 = clock::now();
   std::vector<double> recent;  // step times for the ETA
@@ -385,11 +506,6 @@ RunResult Trainer::run(int64_t stop_at) {
     r.train_time_s += dt;
     r.tokens += tokens_per_step;
     r.losses.push_back(loss);
-    if (!std::isfinite(loss))
-      throw Error(
-          fmt::format("step {}: the loss is {}; lower train.learning_rate or check the "
-                      "data",
-                      step_, loss));
     recent.push_back(dt);
     if (recent.size() > 20) recent.erase(recent.begin());
     double mean_dt = 0;
@@ -415,6 +531,9 @@ RunResult Trainer::run(int64_t stop_at) {
     std::string val_text;
     if (do_eval) {
       r.val_loss = evaluate();
+      if (r.val_loss && !std::isfinite(*r.val_loss)) {
+        throw nonfinite_error(step_, "the validation loss is " + show(*r.val_loss));
+      }
       if (r.val_loss) {
         rec["val_loss"] = *r.val_loss;
         val_text = fmt::format(" | val {:.4f}", *r.val_loss);
@@ -468,8 +587,6 @@ RunResult Trainer::run(int64_t stop_at) {
     std::fprintf(log_, "\ngreentrain: signal %d received at step %lld: saving a checkpoint\n",
                  r.interrupted_by, (long long)step_);
   save();
-  sigaction(SIGINT, &old_int, nullptr);
-  sigaction(SIGTERM, &old_term, nullptr);
   if (auto* prof = profiling_stats(*backend_); prof && log_) print_profile(*prof, log_);
   r.step = step_;
   r.last_loss = last_loss_;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "core/error.h"
 #include "model/gpt.h"
 #include "train/config.h"
 #include "train/data.h"
@@ -48,14 +49,16 @@ double learning_rate_at(const TrainConfig& cfg, int64_t it);
 /// torch.nn.utils.clip_grad_norm_: scale by clip/(norm+1e-6) when that is below 1) and
 /// applies one AdamW step at learning rate lr, decaying matrices only; t counts steps from 1.
 /// m and v hold the moments, tensor for tensor like model.params(). Returns the norm before
-/// clipping.
+/// clipping. Throws gt::Error naming the first gradient tensor that holds inf or NaN (nothing
+/// is changed then).
 double clip_and_update(Backend& be, GPT& model, Arena& m, Arena& v, const TrainConfig& cfg,
                        float lr, int64_t t);
 
 /// What optimizer_step() did.
 struct OptimizerResult {
-  double grad_norm = 0;  ///< global L2 norm of the unscaled gradients before clipping
-  bool skipped = false;  ///< true when a gradient was inf or NaN: nothing was changed
+  double grad_norm = 0;          ///< global L2 norm of the unscaled gradients before clipping
+  bool skipped = false;          ///< true when a gradient was inf or NaN: nothing was changed
+  std::string nonfinite_tensor;  ///< when skipped: the first such gradient's parameter name
 };
 /// The precision-aware optimizer step: the gradients hold loss_scale times the true ones;
 /// when any is inf or NaN nothing changes and the result says skipped; otherwise they are
@@ -63,6 +66,11 @@ struct OptimizerResult {
 /// over all tensors when cfg.fusion is on). Marks the backend's 16-bit weight copies stale.
 OptimizerResult optimizer_step(Backend& be, GPT& model, Arena& m, Arena& v, const TrainConfig& cfg,
                                float lr, int64_t t, double loss_scale = 1.0);
+
+/// The first AdamW moment (m, then v) or parameter of `model` that holds inf or NaN, as
+/// "parameter 'h.0.attn.c_attn.weight'" or "AdamW's second moment (exp_avg_sq) of 'wte.weight'";
+/// empty when all are finite. One sum_squares pass over each arena through the backend.
+std::string first_nonfinite_state(Backend& be, GPT& model, Arena& m, Arena& v);
 
 /// When this process first saw the validation loss reach train.target_loss (evaluations happen
 /// every train.eval_interval steps, so that is the resolution).
@@ -99,8 +107,12 @@ class Trainer {
   /// model. With resume, the configuration,
   /// tokenizer, weights, AdamW state and data position come from run_dir's checkpoint
   /// (cfg must then be the checkpoint's configuration, possibly with overrides).
-  /// log: where progress lines go (nullptr: silent). Throws gt::Error on bad input.
-  Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume, FILE* log = stdout);
+  /// log: where progress lines go (nullptr: silent). Throws gt::Error on bad input, and on a
+  /// resume whose data or tokenizer differ from the checkpoint's (data_identity(), naming
+  /// both) unless allow_data_change: then the data position restarts at the beginning and a
+  /// note goes to log and into metrics.jsonl ({"step", "note", "data_was", "data_now"}).
+  Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume, FILE* log = stdout,
+          bool allow_data_change = false);
   ~Trainer();
 
   /// Trains up to train.max_steps, or until step stop_at (> 0) is done, or until a
@@ -129,7 +141,11 @@ class Trainer {
   Arena& adam_v() { return *v_; }
   /// The backend the model runs on (its precision is train.precision).
   Backend& backend() { return *backend_; }
-  /// One optimizer step (all micro-batches); returns the mean training loss.
+  /// One optimizer step (all micro-batches); returns the mean training loss. A non-finite
+  /// training loss, gradient, AdamW moment or parameter is caught where it first appears: under
+  /// fp16 a step with an inf/NaN loss or gradient is skipped (the loss scaler's job); otherwise
+  /// it throws gt::Error naming the step and the tensor, before anything is saved (the last
+  /// checkpoint stays as it was).
   double train_step();
   /// Resident bytes of the process before the model was allocated (code, libraries, loaded
   /// data); the memory plan's runtime term.
@@ -140,16 +156,20 @@ class Trainer {
 
  private:
   void log_line(const std::string& s, bool final_line);
+  /// The error that stops a run at `step` on an inf or NaN (`what` names the value).
+  Error nonfinite_error(int64_t step, const std::string& what) const;
   TrainConfig cfg_;
   std::string run_dir_;
   FILE* log_;
   std::unique_ptr<Backend> backend_;
   TokenData data_;
+  nlohmann::json data_id_;  ///< data_identity() of data_, saved in every checkpoint
   std::unique_ptr<GPT> model_;
   std::unique_ptr<Arena> m_, v_;
   std::unique_ptr<BatchSampler> sampler_;
   std::vector<int32_t> inputs_, targets_;
   int64_t step_ = 0;
+  int64_t saved_step_ = -1;  ///< step of the checkpoint on disk (-1: none yet)
   size_t runtime_bytes_ = 0, load_peak_bytes_ = 0;
   double last_loss_ = 0;
   double last_grad_norm_ = 0;

@@ -141,6 +141,137 @@ TEST_F(Cli, NumbersOutOfRangeOrNotFiniteAreNamed) {
                      "train.batch_size: '99999999999999999999' is out of range");
 }
 
+// Issue 15, part 1: a learning rate of 1e39 is finite but inf as a float, and weight decay inf
+// came through --set: both ran to a checkpoint of NaN. Every optimizer value is checked for
+// its range, with the key and the value in the error.
+TEST_F(Cli, OptimizerValuesOutOfRangeAreNamed) {
+  expect_train_error(cfg + " --set train.learning_rate=1e39",
+                     "train.learning_rate = 1e+39: expected a value in (0, 1]");
+  expect_train_error(cfg + " --set train.learning_rate=inf",
+                     "train.learning_rate: 'inf' is not finite");
+  expect_train_error(cfg + " --set train.weight_decay=inf",
+                     "train.weight_decay: 'inf' is not finite");
+  expect_train_error(cfg + " --set train.weight_decay=2000",
+                     "train.weight_decay = 2000: expected a value in [0, 1 / train.learning_rate]");
+  expect_train_error(cfg + " --set train.min_lr=-1e-4", "train.min_lr = -0.0001");
+  expect_train_error(cfg + " --set train.beta1=1", "train.beta1 = 1: expected a value in [0, 1)");
+  expect_train_error(cfg + " --set train.beta2=0.9999999999",
+                     "train.beta2 = 0.9999999999: expected a value in [0, 1) that stays below 1 "
+                     "as a float");
+  expect_train_error(cfg + " --set train.eps=0", "train.eps = 0: expected a value in [");
+  expect_train_error(cfg + " --set train.eps=1e-45", "train.eps = 1e-45");
+  expect_train_error(cfg + " --set train.grad_clip=-1",
+                     "train.grad_clip = -1: expected zero or more");
+  expect_train_error(cfg + " --set energy.carbon_utc_offset_h=100",
+                     "energy.carbon_utc_offset_h = 100: expected hours in [-24, 24]");
+  test::write_file(d.file("inf.toml"),
+                   "[train]\nlearning_rate = inf\n[data]\npath = \"" + d.file("t.txt") + "\"\n");
+  expect_train_error(d.file("inf.toml"), "key 'train.learning_rate': inf is not finite");
+  test::write_file(d.file("nan.toml"),
+                   "[train]\nweight_decay = nan\n[data]\npath = \"" + d.file("t.txt") + "\"\n");
+  expect_train_error(d.file("nan.toml"), "key 'train.weight_decay': nan is not finite");
+}
+
+// Issue 15, part 1: a run whose loss becomes NaN stops at that step with an error naming it,
+// exits non-zero and leaves the last good checkpoint byte for byte.
+TEST_F(Cli, NaNLossStopsTheRunAndKeepsTheLastCheckpoint) {
+  std::string run = d.file("run");
+  auto r = run_cmd(kBin + " train " + cfg + " --out " + run + " --stop-at 3");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // finite but huge embeddings (a checkpoint from elsewhere): the LayerNorm overflows
+  fs::path model = fs::path(run) / "checkpoint" / "model.safetensors";
+  std::string bytes = test::read_bytes(model.string());
+  uint64_t hl;
+  std::memcpy(&hl, bytes.data(), 8);
+  auto hdr = nlohmann::json::parse(bytes.substr(8, hl));
+  auto offs = hdr["wte.weight"]["data_offsets"];
+  const float huge = 3e38f;
+  for (size_t at = 8 + hl + offs[0].get<size_t>(); at < 8 + hl + offs[1].get<size_t>(); at += 4)
+    std::memcpy(bytes.data() + at, &huge, 4);
+  test::write_file(model.string(), bytes);
+  std::vector<std::string> before;
+  for (auto f : {"model.safetensors", "optimizer.safetensors", "state.json"})
+    before.push_back(test::read_bytes((fs::path(run) / "checkpoint" / f).string()));
+  for (std::string prec : {"fp32", "bf16"}) {
+    auto res = run_cmd(kBin + " train --out " + run + " --resume --set train.precision=" + prec);
+    EXPECT_NE(res.exit_code, 0) << res.output;
+    EXPECT_NE(res.output.find("step 4: the training loss of micro-batch 1 of 1 is NaN"),
+              std::string::npos)
+        << res.output;
+    EXPECT_NE(res.output.find("the checkpoint of step 3"), std::string::npos) << res.output;
+    std::vector<std::string> after;
+    for (auto f : {"model.safetensors", "optimizer.safetensors", "state.json"})
+      after.push_back(test::read_bytes((fs::path(run) / "checkpoint" / f).string()));
+    EXPECT_TRUE(after == before) << prec << ": the last good checkpoint changed";
+  }
+}
+
+// Issue 15, part 2: a resume on other data applied the old permutation's position to the new
+// file without a word. The checkpoint records its data; other data or another tokenizer is
+// refused naming both, unless --allow-data-change (then the position restarts, with a note
+// printed and kept in metrics.jsonl).
+TEST_F(Cli, ResumeOnOtherDataIsRefusedUnlessAllowed) {
+  std::string run = d.file("run");
+  auto r = run_cmd(kBin + " train " + cfg + " --out " + run + " --stop-at 3");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto st = nlohmann::json::parse(test::read_bytes(run + "/checkpoint/state.json"));
+  ASSERT_TRUE(st.contains("data_identity")) << st.dump();
+  EXPECT_EQ(st["data_identity"]["bytes"], 5000);
+  EXPECT_EQ(st["data_identity"]["tokenizer"], "char");
+  EXPECT_EQ(st["data_identity"]["tokens_fnv1a64"].get<std::string>().size(), 16u);
+  const auto state_before = test::read_bytes(run + "/checkpoint/state.json");
+  // other text with the same characters
+  test::write_file(d.file("other.txt"), test::sample_text(5000, 99));
+  auto other = run_cmd(kBin + " train --out " + run + " --resume --data " + d.file("other.txt"));
+  EXPECT_NE(other.exit_code, 0) << other.output;
+  EXPECT_NE(other.output.find("--resume on other data: the checkpoint of step 3 was trained on " +
+                              d.file("t.txt") + " (5000 bytes"),
+            std::string::npos)
+      << other.output;
+  EXPECT_NE(other.output.find("this run reads " + d.file("other.txt")), std::string::npos)
+      << other.output;
+  EXPECT_NE(other.output.find("--allow-data-change"), std::string::npos) << other.output;
+  EXPECT_EQ(test::read_bytes(run + "/checkpoint/state.json"), state_before);
+  // another tokenizer
+  auto tok = run_cmd(kBin + " train --out " + run + " --resume --set data.tokenizer=byte");
+  EXPECT_NE(tok.exit_code, 0) << tok.output;
+  EXPECT_NE(tok.output.find("data.tokenizer = 'char'; this run has data.format = 'text', "
+                            "data.tokenizer = 'byte'"),
+            std::string::npos)
+      << tok.output;
+  EXPECT_EQ(test::read_bytes(run + "/checkpoint/state.json"), state_before);
+  // asked for: the position restarts, and the run says so in its output and its metrics
+  auto allowed = run_cmd(kBin + " train --out " + run + " --resume --stop-at 4 --data " +
+                         d.file("other.txt") + " --allow-data-change");
+  ASSERT_EQ(allowed.exit_code, 0) << allowed.output;
+  EXPECT_NE(allowed.output.find("note: resuming at step 3 on other data (--allow-data-change)"),
+            std::string::npos)
+      << allowed.output;
+  bool logged = false;
+  std::ifstream metrics(run + "/metrics.jsonl");
+  for (std::string line; std::getline(metrics, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j.contains("note")) {
+      logged = true;
+      EXPECT_EQ(j["step"], 3);
+      EXPECT_EQ(j["data_now"]["path"], d.file("other.txt"));
+      EXPECT_EQ(j["data_was"]["path"], d.file("t.txt"));
+    }
+  }
+  EXPECT_TRUE(logged) << "no note in metrics.jsonl";
+  auto now = nlohmann::json::parse(test::read_bytes(run + "/checkpoint/state.json"));
+  EXPECT_EQ(now["data_identity"]["path"], d.file("other.txt"));
+  // restarted: one step into the new data's first epoch (the checkpoint was three steps in)
+  EXPECT_EQ(now["data"]["epoch"], 0);
+  EXPECT_EQ(now["data"]["cursor"].get<int64_t>() * 3, st["data"]["cursor"].get<int64_t>());
+  // the new checkpoint's data under another name resumes without a word
+  fs::copy_file(d.file("other.txt"), d.file("other-moved.txt"));
+  auto same = run_cmd(kBin + " train --out " + run + " --resume --stop-at 5 --data " +
+                      d.file("other-moved.txt"));
+  EXPECT_EQ(same.exit_code, 0) << same.output;
+  EXPECT_EQ(same.output.find("other data"), std::string::npos) << same.output;
+}
+
 TEST_F(Cli, ZeroOrNegativeSizes) {
   expect_train_error(cfg + " --set model.n_layer=0",
                      "model.n_layer = 0: expected a positive value");

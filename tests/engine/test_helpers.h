@@ -61,6 +61,12 @@ inline std::string sample_text(size_t n, uint64_t seed = 7) {
   return s;
 }
 
+/// The bytes of a file ("" when it cannot be read).
+inline std::string read_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
 struct CmdResult {
   int exit_code;
   std::string output;  ///< stdout and stderr together
