@@ -289,4 +289,18 @@ const std::vector<BackendEntry>& registered_backends();
 /// in a build without the CUDA backend is such an error).
 std::unique_ptr<Backend> make_backend(const std::string& device, const BackendOptions& opt = {});
 
+/// A backend whose device memory is host memory, 64-byte aligned (the CPU and reference
+/// backends): allocation, zeroing and copies are the C library's. Errors: gt::Error naming
+/// the backend and the byte count when out of memory.
+class HostMemoryBackend : public Backend {
+ public:
+  Device device() const override { return Device::cpu; }
+  void* allocate(size_t bytes) override;
+  void deallocate(void* p) override;
+  void zero(void* p, size_t bytes) override;
+  void copy_to_device(void* dst, const void* src, size_t bytes) override;
+  void copy_to_host(void* dst, const void* src, size_t bytes) override;
+  void synchronize() override {}  // every op returns when its work is done
+};
+
 }  // namespace gt

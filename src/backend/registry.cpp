@@ -1,10 +1,12 @@
 // backend/registry.cpp: the backends this build has, the one factory that train.device goes
-// through, and the op names. A new device is one folder under backend/ and one line in
-// kBackends.
+// through, the op names, and the host memory of the CPU and reference backends. A new device
+// is one folder under backend/ and one line in kBackends.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
+#include <cstring>
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
@@ -107,6 +109,20 @@ std::unique_ptr<Backend> make_backend(const std::string& device, const BackendOp
         device, known_devices()));
   throw Error(fmt::format("train.device = '{}' is unknown; expected {}, cuda or cuda:N", device,
                           known_devices()));
+}
+
+void* HostMemoryBackend::allocate(size_t bytes) {
+  void* p = std::aligned_alloc(64, (std::max<size_t>(bytes, 1) + 63) / 64 * 64);
+  if (!p) throw Error(fmt::format("{} backend: cannot allocate {} bytes", name(), bytes));
+  return p;
+}
+void HostMemoryBackend::deallocate(void* p) { std::free(p); }
+void HostMemoryBackend::zero(void* p, size_t bytes) { std::memset(p, 0, bytes); }
+void HostMemoryBackend::copy_to_device(void* dst, const void* src, size_t bytes) {
+  std::memcpy(dst, src, bytes);
+}
+void HostMemoryBackend::copy_to_host(void* dst, const void* src, size_t bytes) {
+  std::memcpy(dst, src, bytes);
 }
 
 }  // namespace gt

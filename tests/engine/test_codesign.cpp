@@ -207,19 +207,7 @@ TEST(Precision, Fp8IsRefusedOnTheCpuWithAClearMessage) {
 }
 
 TrainConfig small_config(const std::string& data_path) {
-  TrainConfig c;
-  c.model = {2, 2, 64, 32, 0};
-  c.batch_size = 4;
-  c.max_steps = 50;
-  c.learning_rate = 3e-3;
-  c.min_lr = 3e-4;
-  c.warmup_steps = 5;
-  c.eval_interval = 0;
-  c.eval_steps = 2;
-  c.checkpoint_interval = 0;
-  c.threads = 2;
-  c.data_path = data_path;
-  return c;
+  return test::small_train_config(data_path, 64, 32, 50, 5);
 }
 
 std::vector<double> train_losses(TrainConfig c, const std::string& dir) {

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "train/config.h"
+
 namespace gt::test {
 
 namespace fs = std::filesystem;
@@ -82,6 +84,25 @@ inline CmdResult run_cmd(const std::string& cmd) {
   int st = pclose(p);
   r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
   return r;
+}
+
+/// A 2-layer, 2-head training configuration on data_path for fast tests: micro-batch 4,
+/// lr 3e-3 -> 3e-4, no evaluation or checkpoint interval, 2 threads.
+inline TrainConfig small_train_config(const std::string& data_path, int n_embd, int block_size,
+                                      int max_steps, int warmup_steps) {
+  TrainConfig c;
+  c.model = {2, 2, n_embd, block_size, 0};
+  c.batch_size = 4;
+  c.max_steps = max_steps;
+  c.learning_rate = 3e-3;
+  c.min_lr = 3e-4;
+  c.warmup_steps = warmup_steps;
+  c.eval_interval = 0;
+  c.eval_steps = 2;
+  c.checkpoint_interval = 0;
+  c.threads = 2;
+  c.data_path = data_path;
+  return c;
 }
 
 }  // namespace gt::test

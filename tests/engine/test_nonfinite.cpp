@@ -21,19 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 
 TrainConfig tiny(const std::string& data_path) {
-  TrainConfig c;
-  c.model = {2, 2, 16, 8, 0};
-  c.batch_size = 4;
-  c.max_steps = 10;
-  c.learning_rate = 3e-3;
-  c.min_lr = 3e-4;
-  c.warmup_steps = 2;
-  c.eval_interval = 0;
-  c.eval_steps = 2;
-  c.checkpoint_interval = 0;
-  c.threads = 2;
-  c.data_path = data_path;
-  return c;
+  return test::small_train_config(data_path, 16, 8, 10, 2);
 }
 
 std::string read_bytes(const fs::path& p) { return gt::read_file(p.string()); }

@@ -86,29 +86,14 @@ cpu::AttnType attention_type(Precision p) {
   }
 }
 
-class CpuBackend final : public Backend {
+class CpuBackend final : public HostMemoryBackend {
  public:
   explicit CpuBackend(const BackendOptions& opt) {
     if (opt.threads > 0) omp_set_num_threads(opt.threads);
   }
   std::string name() const override { return "cpu"; }
 
-  // ---- memory: host memory, 64-byte aligned ---------------------------------------------
-  Device device() const override { return Device::cpu; }
-  void* allocate(size_t bytes) override {
-    void* p = std::aligned_alloc(64, (std::max<size_t>(bytes, 1) + 63) / 64 * 64);
-    if (!p) throw Error(fmt::format("cpu backend: cannot allocate {} bytes", bytes));
-    return p;
-  }
-  void deallocate(void* p) override { std::free(p); }
-  void zero(void* p, size_t bytes) override { std::memset(p, 0, bytes); }
-  void copy_to_device(void* dst, const void* src, size_t bytes) override {
-    std::memcpy(dst, src, bytes);
-  }
-  void copy_to_host(void* dst, const void* src, size_t bytes) override {
-    std::memcpy(dst, src, bytes);
-  }
-  void synchronize() override {}  // every op returns when its work is done
+  // memory: host memory (HostMemoryBackend, backend.h)
 
   bool supports(Op op, Precision p) const override {
     if (p == Precision::fp8) return false;

@@ -56,26 +56,11 @@ void check_targets(const int32_t* targets, int64_t N, int V) {
                               targets[i], i, V));
 }
 
-class RefBackend final : public Backend {
+class RefBackend final : public HostMemoryBackend {
  public:
   std::string name() const override { return "ref"; }
 
   // ---- memory: host memory ------------------------------------------------------------
-  Device device() const override { return Device::cpu; }
-  void* allocate(size_t bytes) override {
-    void* p = std::aligned_alloc(64, (bytes + 64) / 64 * 64);
-    if (!p) throw Error(fmt::format("ref backend: cannot allocate {} bytes", bytes));
-    return p;
-  }
-  void deallocate(void* p) override { std::free(p); }
-  void zero(void* p, size_t bytes) override { std::memset(p, 0, bytes); }
-  void copy_to_device(void* dst, const void* src, size_t bytes) override {
-    std::memcpy(dst, src, bytes);
-  }
-  void copy_to_host(void* dst, const void* src, size_t bytes) override {
-    std::memcpy(dst, src, bytes);
-  }
-  void synchronize() override {}
   /// Host memory, but declared not readable on the host: everything above the backend then
   /// takes the staged-copy paths a GPU backend needs (checkpoints, logits), and
   /// `train.device = ref` tests them on the CPU.
