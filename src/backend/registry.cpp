@@ -10,6 +10,9 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
+#ifdef GT_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 #include "backend/ref/ref_backend.h"
 #include "core/error.h"
 
@@ -44,10 +47,12 @@ constexpr std::array<std::pair<Op, const char*>, 24> kOpNames{{
 }};
 
 // The registry: "ref" first (the definition every other backend is tested against).
-// A CUDA backend adds {"cuda", make_cuda_backend} here in a build that has one.
 const std::vector<BackendEntry> kBackends = {
     {"ref", make_ref_backend},
     {"cpu", make_cpu_backend},
+#ifdef GT_HAVE_CUDA
+    {"cuda", make_cuda_backend},
+#endif
 };
 
 std::string known_devices() {
@@ -104,8 +109,8 @@ std::unique_ptr<Backend> make_backend(const std::string& device, const BackendOp
     }
   if (name == "cuda")
     throw Error(fmt::format(
-        "train.device = '{}': this build has no CUDA backend (it has {}); the CUDA backend is "
-        "not written yet",
+        "train.device = '{}': this build has no CUDA backend (it has {}); build with the CUDA "
+        "toolkit (nvcc found, or -DGT_CUDA=ON)",
         device, known_devices()));
   throw Error(fmt::format("train.device = '{}' is unknown; expected {}, cuda or cuda:N", device,
                           known_devices()));

@@ -31,9 +31,30 @@ void add_energy_fields(const energy::Measurement& m, double tokens, nlohmann::js
       known ? json_or_null(energy::joules_per_token(*known, tokens)) : nlohmann::json();
   record["g_co2e"] = json_or_null(m.known_g_co2e());
   add_carbon_fields(m, record);
+  // The GPUs' own share, from their energy counters (NVML, ROCm SMI) only: on a GPU node
+  // without RAPL the total includes a CPU estimate, and this figure stays a measurement.
+  double gpu_j = 0;
+  bool gpu_counted = false;
+  for (const auto& d : m.domains)
+    if (d.domain == "gpu" && !d.estimated) {
+      gpu_j += d.energy_j;
+      gpu_counted = true;
+    }
+  record["gpu_energy_j"] = gpu_counted ? nlohmann::json(gpu_j) : nlohmann::json();
+  record["gpu_joules_per_token"] =
+      gpu_counted ? json_or_null(energy::joules_per_token(gpu_j, tokens)) : nlohmann::json();
   record["energy_estimated"] = m.estimated;
   if (!known) record["energy_unknown_reason"] = m.energy_unknown_reason;
   if (!m.flags.empty()) record["energy_flags"] = m.flags;
+}
+
+/// The GPUs a run on train.device uses, as positions among the visible GPUs: "cuda" or
+/// "cuda:N" reads GPU N (0 for "cuda"); a CPU device reads none, since GPUs the run does not
+/// use are not its energy (a shared node's other jobs may be using them).
+std::vector<int> gpus_of_device(const std::string& device) {
+  if (device == "cuda") return {0};
+  if (device.rfind("cuda:", 0) == 0) return {std::stoi(device.substr(5))};
+  return {};
 }
 
 energy::MeterOptions meter_options(const TrainConfig& cfg) {
@@ -46,6 +67,7 @@ energy::MeterOptions meter_options(const TrainConfig& cfg) {
     o.carbon =
         energy::CarbonIntensity::constant(*cfg.carbon_intensity, "", "energy.carbon_intensity");
   if (cfg.cpu_tdp_w > 0) o.cpu_tdp_w = cfg.cpu_tdp_w;
+  o.gpus = gpus_of_device(cfg.device);
   return o;
 }
 

@@ -8,6 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/backend.h"
+#ifdef GT_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 #include "core/error.h"
 #include "test_helpers.h"
 
@@ -78,8 +81,16 @@ TEST_F(Device, RefTrainsAndFollowsCpuWithinFloat32Rounding) {
 }
 
 TEST_F(Device, MissingDevicesAndUnsupportedPrecisionsAreRefused) {
+#ifdef GT_HAVE_CUDA
+  if (cuda_device_count() == 0) {
+    expect_error("--set train.device=cuda", "train.device = 'cuda:0': no CUDA device");
+    expect_error("--set train.device=cuda:1", "train.device = 'cuda:1': no CUDA device");
+  }
+  expect_error("--set train.device=cuda:99", "cuda:99");
+#else
   expect_error("--set train.device=cuda", "train.device = 'cuda': this build has no CUDA backend");
   expect_error("--set train.device=cuda:1", "this build has no CUDA backend");
+#endif
   expect_error("--set train.device=tpu", "train.device = 'tpu' is unknown; expected ref, cpu");
   expect_error("--set train.device=cpu:x", "device index 'x'");
   expect_error("--set train.device=ref --set train.precision=bf16", "ref backend");

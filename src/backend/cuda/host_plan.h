@@ -1,0 +1,82 @@
+// backend/cuda/host_plan.h: what the CUDA backend decides on the host, as pure functions that
+// the host test (tests/backend/cuda_host_math_test.cpp) checks on every machine:
+//  - the matrix products of backend.h (row-major, Hugging Face Conv1D weight layout) written
+//    as the column-major BLAS products cuBLASLt takes, D(m,n) = op(A)(m,k) op(B)(k,n) + beta D;
+//    the test runs each plan through a plain column-major product against the reference;
+//  - the token index of the deterministic embedding backward.
+//
+// A row-major (R, K) matrix is the column-major (K, R) matrix with leading dimension K, so
+// out(N,OC) = inp(N,C) @ W(C,OC) is, column-major, out^T(OC,N) = W^T(OC,C) inp^T(C,N).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace gt::cuda_plan {
+
+/// The tensors a product reads: the weight, the activation input (inp) and the gradient of
+/// the output (dout).
+enum class Role { weight, input, grad };
+
+/// One column-major product: D(m,n) (leading dimension ldd) = op(A)(m,k) op(B)(k,n) + beta D.
+/// ta/tb: the operand is stored transposed (op = T); A is stored (m,k) when !ta, (k,m) when ta,
+/// with leading dimension lda (B alike).
+struct Gemm {
+  Role a, b;
+  bool ta, tb;
+  int64_t m, n, k;
+  int64_t lda, ldb, ldd;
+  float beta;
+};
+
+/// out(N,OC) = inp(N,C) @ W: W (C,OC), or (OC,C) when w_transposed. The bias (OC) is the
+/// column-major product's per-row bias (m = OC), as cuBLASLt's BIAS epilogue adds it.
+inline Gemm forward(int64_t N, int64_t C, int64_t OC, bool wt) {
+  return wt ? Gemm{Role::weight, Role::input, true, false, OC, N, C, C, C, OC, 0.0f}
+            : Gemm{Role::weight, Role::input, false, false, OC, N, C, OC, C, OC, 0.0f};
+}
+/// dinp(N,C) = dout(N,OC) @ W^T (assigned).
+inline Gemm backward_input(int64_t N, int64_t C, int64_t OC, bool wt) {
+  return wt ? Gemm{Role::weight, Role::grad, false, false, C, N, OC, C, OC, C, 0.0f}
+            : Gemm{Role::weight, Role::grad, true, false, C, N, OC, OC, OC, C, 0.0f};
+}
+/// dW += inp^T @ dout: dW (C,OC), or (OC,C) when w_transposed (accumulated: beta = 1).
+inline Gemm backward_weight(int64_t N, int64_t C, int64_t OC, bool wt) {
+  return wt ? Gemm{Role::input, Role::grad, false, true, C, OC, N, C, OC, C, 1.0f}
+            : Gemm{Role::grad, Role::input, false, true, OC, C, N, OC, C, OC, 1.0f};
+}
+
+/// Element (row, col) of a column-major matrix stored with leading dimension ld, read through
+/// op (transposed when t): for the host test's plain product.
+inline float at(const float* p, bool t, int64_t row, int64_t col, int64_t ld) {
+  return t ? p[col + row * ld] : p[row + col * ld];
+}
+
+/// The token index of embedding_backward: for tokens (n ids >= 0) the distinct ids in
+/// increasing order (U of them), then U+1 offsets, then the n positions grouped by id, each
+/// group in increasing position: [ids (U)] [off (U+1)] [pos (n)]. Returns U. Counting sort,
+/// O(n + max id). Errors: none (the caller checks the ids are >= 0).
+inline int32_t token_index(const std::vector<int32_t>& tokens, std::vector<int32_t>& idx) {
+  int32_t vmax = 0;
+  for (int32_t t : tokens) vmax = t > vmax ? t : vmax;
+  std::vector<int32_t> count(static_cast<size_t>(vmax) + 1, 0);
+  for (int32_t t : tokens) ++count[t];
+  idx.clear();
+  for (size_t v = 0; v < count.size(); ++v)
+    if (count[v]) idx.push_back(static_cast<int32_t>(v));
+  const int32_t U = static_cast<int32_t>(idx.size());
+  std::vector<int32_t> start(count.size(), 0);
+  int32_t acc = 0;
+  for (int32_t u = 0; u < U; ++u) {
+    idx.push_back(acc);
+    start[idx[u]] = acc;
+    acc += count[idx[u]];
+  }
+  idx.push_back(acc);
+  const size_t pos0 = idx.size();
+  idx.resize(pos0 + tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i)
+    idx[pos0 + start[tokens[i]]++] = static_cast<int32_t>(i);
+  return U;
+}
+
+}  // namespace gt::cuda_plan
