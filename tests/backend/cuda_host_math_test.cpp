@@ -244,6 +244,36 @@ TEST(CudaHostMath, AttentionBothFormsForwardBackward) {
   EXPECT_LT(err(dqkv2, dqkv_r), 1e-5) << "fused";
 }
 
+TEST(CudaHostMath, AttentionWithACompileTimeHeadSizeIsTheSame) {
+  const int B = 1, T = 6, C = 8, NH = 2;  // head size 4
+  const m::AttnShape s{B, T, C, NH};
+  const int64_t rows = int64_t(B) * NH * T;
+  auto qkv = normal(B * T * 3 * C, 33), dout = normal(B * T * C, 34);
+  F out0(B * T * C), out4(B * T * C), lse0(rows), lse4(rows), delta(rows);
+  F d0(B * T * 3 * C), d4(B * T * 3 * C);
+  run(rows, [&](int64_t r) {
+    m::attention_forward_row<0>(r, out0.data(), nullptr, lse0.data(), nullptr, qkv.data(), s);
+    m::attention_forward_row<4>(r, out4.data(), nullptr, lse4.data(), nullptr, qkv.data(), s);
+  });
+  EXPECT_EQ(out0, out4);
+  EXPECT_EQ(lse0, lse4);
+  run(rows, [&](int64_t r) {
+    m::attention_delta_row<4>(r, delta.data(), dout.data(), qkv.data(), nullptr, lse4.data(),
+                              out4.data(), nullptr, s);
+  });
+  run(rows, [&](int64_t r) {
+    m::attention_dq_row<0>(r, d0.data(), nullptr, dout.data(), qkv.data(), nullptr, lse0.data(),
+                           delta.data(), s);
+    m::attention_dkv_row<0>(r, d0.data(), nullptr, dout.data(), qkv.data(), nullptr, lse0.data(),
+                            delta.data(), s);
+    m::attention_dq_row<4>(r, d4.data(), nullptr, dout.data(), qkv.data(), nullptr, lse4.data(),
+                           delta.data(), s);
+    m::attention_dkv_row<4>(r, d4.data(), nullptr, dout.data(), qkv.data(), nullptr, lse4.data(),
+                            delta.data(), s);
+  });
+  EXPECT_EQ(d0, d4);
+}
+
 TEST(CudaHostMath, AttentionNanQuerySpoilsItsRowOnly) {
   const int B = 1, T = 4, C = 4, NH = 1;
   auto qkv = normal(B * T * 3 * C, 32);

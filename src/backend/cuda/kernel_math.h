@@ -326,6 +326,10 @@ GT_HD void sum_squares_partial(int64_t k, double* partial, const float* g, int64
 // ---- causal self-attention (own kernels; one query or key row per call) ---------------------
 // qkv (B,T,3C): q at [0,C), k at [C,2C), v at [2C,3C) of a row; head h uses channels
 // [h*hs, (h+1)*hs). Row index r = (b*NH + h)*T + t. Scale 1/sqrt(hs) (Vaswani et al. 2017).
+// HS > 0: the head size as a compile-time constant (the kernels instantiate 32, 64 and 128,
+// so the row accumulators live in registers); HS = 0 takes it from the shape. The loops over
+// keys run in the same order in every thread, so the threads of a warp read the same key row
+// at the same step (one broadcast load).
 struct AttnShape {
   int B, T, C, NH;
   GT_HD int hs() const { return C / NH; }
@@ -337,7 +341,9 @@ struct AttnShape {
     return q(qkv, b, t, h) + 2 * C;
   }
 };
+template <int HS = 0>
 GT_HD float dot(const float* a, const float* b, int n) {
+  if (HS > 0) n = HS;  // a compile-time length: the loop unrolls into registers
   float s = 0.f;
   for (int i = 0; i < n; ++i) s += a[i] * b[i];
   return s;
@@ -347,17 +353,18 @@ GT_HD float dot(const float* a, const float* b, int n) {
 /// the online softmax (Milakov & Gimelshein 2018), so no T-long row is kept. lse[r] (may be
 /// null) = log-sum-exp of the scaled scores; att (may be null) row (B,NH,T,T) = probabilities
 /// (zero above the diagonal), from a second pass.
+template <int HS = 0>
 GT_HD void attention_forward_row(int64_t r, float* out32, uint16_t* out16, float* lse, float* att,
                                  const float* qkv, AttnShape s) {
   const int t = int(r % s.T), h = int((r / s.T) % s.NH), b = int(r / (int64_t(s.T) * s.NH));
-  const int hs = s.hs();
+  const int hs = HS > 0 ? HS : s.hs();
   const float scale = 1.0f / sqrtf(float(hs));
   const float* q = s.q(qkv, b, t, h);
   float acc[kMaxHeadSize];
   for (int i = 0; i < hs; ++i) acc[i] = 0.f;
   float mx = -INFINITY, z = 0.f;
   for (int t2 = 0; t2 <= t; ++t2) {
-    const float sc = dot(q, s.k(qkv, b, t2, h), hs) * scale;
+    const float sc = dot<HS>(q, s.k(qkv, b, t2, h), hs) * scale;
     const float* v = s.v(qkv, b, t2, h);
     if (sc > mx) {  // new maximum: rescale what was summed so far
       const float corr = expf(mx - sc);
@@ -377,25 +384,27 @@ GT_HD void attention_forward_row(int64_t r, float* out32, uint16_t* out16, float
   if (att) {
     float* a = att + r * s.T;
     for (int t2 = 0; t2 < s.T; ++t2)
-      a[t2] = t2 <= t ? expf(dot(q, s.k(qkv, b, t2, h), hs) * scale - l) : 0.0f;
+      a[t2] = t2 <= t ? expf(dot<HS>(q, s.k(qkv, b, t2, h), hs) * scale - l) : 0.0f;
   }
 }
 
 /// The probability p(t, t2) of query row r (= (b,h,t)) and key t2: from att when given, else
 /// recomputed from lse.
+template <int HS = 0>
 GT_HD float attention_p(int64_t r, int t2, const float* att, const float* lse, const float* q,
                         const float* k, int hs, float scale, int T) {
-  return att ? att[r * T + t2] : expf(dot(q, k, hs) * scale - lse[r]);
+  return att ? att[r * T + t2] : expf(dot<HS>(q, k, hs) * scale - lse[r]);
 }
 
 /// delta[r] = sum over t2 of p * (dout_t . v_t2) for query row r: the softmax backward's row
 /// sum. With out (f32 or bf16) given, dout_t . out_t instead (equal in exact arithmetic; one
 /// dot product, as FlashAttention-2 does).
+template <int HS = 0>
 GT_HD void attention_delta_row(int64_t r, float* delta, const float* dout, const float* qkv,
                                const float* att, const float* lse, const float* out32,
                                const uint16_t* out16, AttnShape s) {
   const int t = int(r % s.T), h = int((r / s.T) % s.NH), b = int(r / (int64_t(s.T) * s.NH));
-  const int hs = s.hs();
+  const int hs = HS > 0 ? HS : s.hs();
   const float scale = 1.0f / sqrtf(float(hs));
   const int64_t o = (int64_t(b) * s.T + t) * s.C + h * hs;
   const float* d = dout + o;
@@ -405,19 +414,20 @@ GT_HD void attention_delta_row(int64_t r, float* delta, const float* dout, const
   } else {
     const float* q = s.q(qkv, b, t, h);
     for (int t2 = 0; t2 <= t; ++t2)
-      sum += attention_p(r, t2, att, lse, q, s.k(qkv, b, t2, h), hs, scale, s.T) *
-             dot(d, s.v(qkv, b, t2, h), hs);
+      sum += attention_p<HS>(r, t2, att, lse, q, s.k(qkv, b, t2, h), hs, scale, s.T) *
+             dot<HS>(d, s.v(qkv, b, t2, h), hs);
   }
   delta[r] = sum;
 }
 
 /// dq of query row r (assigned into dqkv, f32 or bf16): scale * sum over t2 <= t of
 /// p (dout_t . v_t2 - delta_t) k_t2.
+template <int HS = 0>
 GT_HD void attention_dq_row(int64_t r, float* dqkv32, uint16_t* dqkv16, const float* dout,
                             const float* qkv, const float* att, const float* lse,
                             const float* delta, AttnShape s) {
   const int t = int(r % s.T), h = int((r / s.T) % s.NH), b = int(r / (int64_t(s.T) * s.NH));
-  const int hs = s.hs();
+  const int hs = HS > 0 ? HS : s.hs();
   const float scale = 1.0f / sqrtf(float(hs));
   const float* q = s.q(qkv, b, t, h);
   const float* d = dout + (int64_t(b) * s.T + t) * s.C + h * hs;
@@ -425,32 +435,34 @@ GT_HD void attention_dq_row(int64_t r, float* dqkv32, uint16_t* dqkv16, const fl
   for (int i = 0; i < hs; ++i) acc[i] = 0.f;
   for (int t2 = 0; t2 <= t; ++t2) {
     const float* k = s.k(qkv, b, t2, h);
-    const float p = attention_p(r, t2, att, lse, q, k, hs, scale, s.T);
-    const float ds = p * (dot(d, s.v(qkv, b, t2, h), hs) - delta[r]) * scale;
+    const float p = attention_p<HS>(r, t2, att, lse, q, k, hs, scale, s.T);
+    const float ds = p * (dot<HS>(d, s.v(qkv, b, t2, h), hs) - delta[r]) * scale;
     for (int i = 0; i < hs; ++i) acc[i] += ds * k[i];
   }
   const int64_t o = (int64_t(b) * s.T + t) * 3 * s.C + h * hs;
   for (int i = 0; i < hs; ++i) store(dqkv32, dqkv16, o + i, acc[i]);
 }
 
-/// dk and dv of key row r (= (b,h,j); assigned into dqkv): over the queries t >= j,
+/// dk and dv of key row r (= (b,h,j); assigned into dqkv): over the queries t >= j (from
+/// t = T-1 down),
 /// dk = scale * sum p (dout_t . v_j - delta_t) q_t and dv = sum p dout_t.
+template <int HS = 0>
 GT_HD void attention_dkv_row(int64_t r, float* dqkv32, uint16_t* dqkv16, const float* dout,
                              const float* qkv, const float* att, const float* lse,
                              const float* delta, AttnShape s) {
   const int j = int(r % s.T), h = int((r / s.T) % s.NH), b = int(r / (int64_t(s.T) * s.NH));
-  const int hs = s.hs();
+  const int hs = HS > 0 ? HS : s.hs();
   const float scale = 1.0f / sqrtf(float(hs));
   const float* k = s.k(qkv, b, j, h);
   const float* v = s.v(qkv, b, j, h);
   float dk[kMaxHeadSize], dv[kMaxHeadSize];
   for (int i = 0; i < hs; ++i) dk[i] = dv[i] = 0.f;
-  const int64_t r0 = r - j;  // query row (b,h,0)
-  for (int t = j; t < s.T; ++t) {
+  const int64_t r0 = r - j;             // query row (b,h,0)
+  for (int t = s.T - 1; t >= j; --t) {  // descending: a warp's threads read one row at a time
     const float* q = s.q(qkv, b, t, h);
     const float* d = dout + (int64_t(b) * s.T + t) * s.C + h * hs;
-    const float p = attention_p(r0 + t, j, att, lse, q, k, hs, scale, s.T);
-    const float ds = p * (dot(d, v, hs) - delta[r0 + t]) * scale;
+    const float p = attention_p<HS>(r0 + t, j, att, lse, q, k, hs, scale, s.T);
+    const float ds = p * (dot<HS>(d, v, hs) - delta[r0 + t]) * scale;
     for (int i = 0; i < hs; ++i) {
       dk[i] += ds * q[i];
       dv[i] += p * d[i];

@@ -190,37 +190,71 @@ void sum_squares_partial(cudaStream_t s, double* partial, const float* g, int64_
          [=] __device__(int64_t k) { m::sum_squares_partial(k, partial, g, n, K); });
 }
 
-void attention_forward(cudaStream_t s, float* o32, uint16_t* o16, float* lse, float* att,
-                       const float* qkv, int B, int T, int C, int NH) {
-  const m::AttnShape sh{B, T, C, NH};
+namespace {
+template <int HS>
+void attention_forward_hs(cudaStream_t s, float* o32, uint16_t* o16, float* lse, float* att,
+                          const float* qkv, m::AttnShape sh) {
   launch(
-      s, "attention_forward", int64_t(B) * NH * T,
-      [=] __device__(int64_t r) { m::attention_forward_row(r, o32, o16, lse, att, qkv, sh); },
+      s, "attention_forward", int64_t(sh.B) * sh.NH * sh.T,
+      [=] __device__(int64_t r) { m::attention_forward_row<HS>(r, o32, o16, lse, att, qkv, sh); },
       kRowThreads);
 }
-void attention_backward(cudaStream_t s, float* d32, uint16_t* d16, const float* dout,
-                        const float* qkv, const float* att, const float* lse, const float* out32,
-                        const uint16_t* out16, float* delta, int B, int T, int C, int NH) {
-  const m::AttnShape sh{B, T, C, NH};
-  const int64_t rows = int64_t(B) * NH * T;
+template <int HS>
+void attention_backward_hs(cudaStream_t s, float* d32, uint16_t* d16, const float* dout,
+                           const float* qkv, const float* att, const float* lse, const float* out32,
+                           const uint16_t* out16, float* delta, m::AttnShape sh) {
+  const int64_t rows = int64_t(sh.B) * sh.NH * sh.T;
   launch(
       s, "attention_backward (delta)", rows,
       [=] __device__(int64_t r) {
-        m::attention_delta_row(r, delta, dout, qkv, att, lse, out32, out16, sh);
+        m::attention_delta_row<HS>(r, delta, dout, qkv, att, lse, out32, out16, sh);
       },
       kRowThreads);
   launch(
       s, "attention_backward (dq)", rows,
       [=] __device__(int64_t r) {
-        m::attention_dq_row(r, d32, d16, dout, qkv, att, lse, delta, sh);
+        m::attention_dq_row<HS>(r, d32, d16, dout, qkv, att, lse, delta, sh);
       },
       kRowThreads);
   launch(
       s, "attention_backward (dk, dv)", rows,
       [=] __device__(int64_t r) {
-        m::attention_dkv_row(r, d32, d16, dout, qkv, att, lse, delta, sh);
+        m::attention_dkv_row<HS>(r, d32, d16, dout, qkv, att, lse, delta, sh);
       },
       kRowThreads);
+}
+}  // namespace
+
+// The head size as a compile-time constant where it is 32, 64 or 128 (GPT-2 has 64), so the
+// row accumulators live in registers; otherwise taken from the shape (HS = 0).
+void attention_forward(cudaStream_t s, float* o32, uint16_t* o16, float* lse, float* att,
+                       const float* qkv, int B, int T, int C, int NH) {
+  const m::AttnShape sh{B, T, C, NH};
+  switch (C / NH) {
+    case 32:
+      return attention_forward_hs<32>(s, o32, o16, lse, att, qkv, sh);
+    case 64:
+      return attention_forward_hs<64>(s, o32, o16, lse, att, qkv, sh);
+    case 128:
+      return attention_forward_hs<128>(s, o32, o16, lse, att, qkv, sh);
+    default:
+      return attention_forward_hs<0>(s, o32, o16, lse, att, qkv, sh);
+  }
+}
+void attention_backward(cudaStream_t s, float* d32, uint16_t* d16, const float* dout,
+                        const float* qkv, const float* att, const float* lse, const float* out32,
+                        const uint16_t* out16, float* delta, int B, int T, int C, int NH) {
+  const m::AttnShape sh{B, T, C, NH};
+  switch (C / NH) {
+    case 32:
+      return attention_backward_hs<32>(s, d32, d16, dout, qkv, att, lse, out32, out16, delta, sh);
+    case 64:
+      return attention_backward_hs<64>(s, d32, d16, dout, qkv, att, lse, out32, out16, delta, sh);
+    case 128:
+      return attention_backward_hs<128>(s, d32, d16, dout, qkv, att, lse, out32, out16, delta, sh);
+    default:
+      return attention_backward_hs<0>(s, d32, d16, dout, qkv, att, lse, out32, out16, delta, sh);
+  }
 }
 
 }  // namespace gt::cuda_kernels
