@@ -52,6 +52,7 @@ const std::vector<BackendEntry> kBackends = {
     {"cpu", make_cpu_backend},
 #ifdef GT_HAVE_CUDA
     {"cuda", make_cuda_backend},
+    {"cuda-emu", make_cuda_emulation_backend},
 #endif
 };
 

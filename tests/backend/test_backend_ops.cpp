@@ -389,8 +389,14 @@ TEST_P(BackendOps, NanAndInfinityPropagate) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Registered, BackendOps, ::testing::ValuesIn(backend_names()),
-                         [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(
+    Registered, BackendOps, ::testing::ValuesIn(backend_names()),
+    [](const auto& info) {  // test names take [A-Za-z0-9_]: cuda-emu -> cuda_emu
+      std::string n = info.param;
+      for (char& c : n)
+        if (c == '-') c = '_';
+      return n;
+    });
 
 /// --perf: every case on every backend and precision, one line each.
 int run_timing() {

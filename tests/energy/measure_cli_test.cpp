@@ -101,10 +101,15 @@ TEST(MeasureCli, MissingCommandIs127) {
 
 TEST(MeasureCli, SigintReachesTheChild) {
   CliEnv e;
+  // the child says when its trap is set (a fixed wait lost the race on a loaded machine)
+  const auto ready = e.d / "ready";
   pid_t pid =
-      spawn({"measure", "--", "sh", "-c", "trap 'exit 42' INT; while :; do sleep 0.05; done"},
+      spawn({"measure", "--", "sh", "-c",
+             "trap 'exit 42' INT; touch '" + ready.string() + "'; while :; do sleep 0.05; done"},
             e.d / "stderr.txt");
-  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  for (int i = 0; i < 600 && !std::filesystem::exists(ready); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(std::filesystem::exists(ready)) << "the child did not start in 30 s";
   kill(pid, SIGINT);
   auto r = finish(pid, e.d / "stderr.txt");
   EXPECT_EQ(r.code, 42) << r.err;

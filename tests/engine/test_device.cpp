@@ -80,6 +80,56 @@ TEST_F(Device, RefTrainsAndFollowsCpuWithinFloat32Rounding) {
   EXPECT_EQ(s.exit_code, 0) << s.output;
 }
 
+#ifdef GT_HAVE_CUDA
+/// The CUDA backend's code trained on `device` (cuda-emu: on the CPU; cuda: on a GPU) against
+/// the CPU backend: fp32 with fusion off and on within float32 rounding, bf16 (fused, GELU
+/// recomputed) within bf16's; and a run stopped at step 4 and resumed equals the straight run
+/// bit for bit (deterministic kernels, the 16-bit weight copies remade after loading).
+void cuda_backend_trains_like_the_cpu(Device& t, const std::string& device) {
+  struct Case {
+    const char* args;
+    double rel;
+  };
+  int n = 0;
+  for (const Case& c : {Case{"--set train.fusion=off", 2e-5}, Case{"--set train.fusion=on", 2e-5},
+                        Case{"--set train.precision=bf16 --set train.fusion=on "
+                             "--set train.recompute=gelu",
+                             1e-2}}) {
+    const std::string tag = std::to_string(n++);
+    auto cpu = t.train_losses(std::string("--set train.device=cpu ") + c.args, "cpu" + tag);
+    auto gpu = t.train_losses("--set train.device=" + device + " " + c.args, device + tag);
+    ASSERT_EQ(cpu.size(), 8u);
+    ASSERT_EQ(gpu.size(), cpu.size()) << c.args;
+    for (size_t i = 0; i < cpu.size(); ++i)
+      EXPECT_NEAR(gpu[i], cpu[i], c.rel * cpu[i]) << device << " step " << i + 1 << " " << c.args;
+  }
+  const std::string args = "--set train.device=" + device + " --set train.precision=bf16";
+  auto straight = t.train_losses(args, "straight");
+  auto r = run_cmd(kBin + " train " + t.cfg + " " + args + " --out " + t.d.file("resumed") +
+                   " --stop-at 4");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_cmd(kBin + " train --out " + t.d.file("resumed") + " --resume");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::vector<double> resumed;
+  std::ifstream f(t.d.file("resumed") + "/metrics.jsonl");
+  for (std::string line; std::getline(f, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j.contains("loss")) resumed.push_back(j["loss"]);
+  }
+  EXPECT_EQ(resumed, straight) << "resume on " << device << " is not bit-exact";
+}
+
+TEST_F(Device, CudaBackendCodeOnTheCpuTrainsLikeTheCpuBackend) {
+  cuda_backend_trains_like_the_cpu(*this, "cuda-emu");
+}
+
+TEST_F(Device, CudaBackendOnAGpuTrainsLikeTheCpuBackend) {
+  std::string why;
+  if (cuda_device_count(&why) == 0) GTEST_SKIP() << "skipped: no CUDA device (" << why << ")";
+  cuda_backend_trains_like_the_cpu(*this, "cuda");
+}
+#endif
+
 TEST_F(Device, MissingDevicesAndUnsupportedPrecisionsAreRefused) {
 #ifdef GT_HAVE_CUDA
   if (cuda_device_count() == 0) {

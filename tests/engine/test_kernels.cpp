@@ -135,8 +135,14 @@ class OnBackend : public ::testing::TestWithParam<P> {
   std::unique_ptr<Backend> be = make_backend(name_of(this->GetParam()));
 };
 class Kernels : public OnBackend<std::string> {};
-INSTANTIATE_TEST_SUITE_P(Registered, Kernels, ::testing::ValuesIn(backends()),
-                         [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(
+    Registered, Kernels, ::testing::ValuesIn(backends()),
+    [](const auto& info) {  // test names take [A-Za-z0-9_]: cuda-emu -> cuda_emu
+      std::string n = info.param;
+      for (char& c : n)
+        if (c == '-') c = '_';
+      return n;
+    });
 
 TEST_P(Kernels, EmbeddingForwardBackward) {
   const int B = 2, T = 3, C = 5, V = 7;

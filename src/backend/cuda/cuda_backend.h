@@ -16,6 +16,11 @@ namespace gt {
 /// driver, no GPU) or when index is not below the device count.
 std::unique_ptr<Backend> make_cuda_backend(int index, const BackendOptions& opt);
 
+/// The CUDA backend's code on the CPU (train.device = cuda-emu; cuda_emulation.cpp): host
+/// memory, the kernels' arithmetic run over their index spaces on the CPU, a plain product in
+/// place of cuBLASLt. Slow; for testing the backend on machines without a GPU.
+std::unique_ptr<Backend> make_cuda_emulation_backend(int index, const BackendOptions& opt);
+
 /// How many CUDA devices this process sees; 0 with the runtime's reason in *why when none.
 int cuda_device_count(std::string* why = nullptr);
 

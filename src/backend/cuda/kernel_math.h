@@ -25,6 +25,9 @@ namespace gt::cuda_math {
 /// Largest attention head size (C/NH) the own attention kernels take: each thread keeps one
 /// row of q, k or v and its accumulators in registers/local memory. GPT-2 (all sizes) has 64.
 constexpr int kMaxHeadSize = 128;
+/// Rows per partial sum of the column sums (LayerNorm's dw/db, the bias gradient): the first
+/// stage sums this many rows per column, the second the partials in order.
+constexpr int64_t kColumnRows = 256;
 /// LayerNorm epsilon, torch.nn.LayerNorm's default.
 constexpr float kLnEps = 1e-5f;
 
@@ -79,6 +82,14 @@ GT_HD uint16_t to_f16(float f) {
   const uint32_t rem = ax & 0x1FFFu;
   if (rem > 0x1000u || (rem == 0x1000u && (r & 1u))) ++r;
   return uint16_t(sign | r);
+}
+
+/// IEEE binary16 -> float (exact).
+GT_HD float f16_to_float(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000u) << 16, e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
+  if (e == 0x1F) return bits_float(sign | 0x7F800000u | (m << 13));              // inf, NaN
+  if (e == 0) return (sign ? -1.0f : 1.0f) * float(m) * 5.9604644775390625e-8f;  // m * 2^-24
+  return bits_float(sign | ((e + 112u) << 23) | (m << 13));
 }
 
 /// SplitMix64 (Steele, Lea & Flood 2014), the counter-based hash of stochastic rounding; the

@@ -35,7 +35,7 @@ void launch(cudaStream_t s, const char* what, int64_t n, F f, int threads = 256)
   check_launch(what);
 }
 constexpr int kRowThreads = 64;
-constexpr int64_t kColumnRows = 256;  // rows per partial column sum
+using m::kColumnRows;
 
 __global__ void adamw_multi_kernel(const AdamChunk* chunks, float grad_mult, float lr, float beta1,
                                    float beta2, float eps, float bc1, float bc2_sqrt) {
@@ -45,22 +45,23 @@ __global__ void adamw_multi_kernel(const AdamChunk* chunks, float grad_mult, flo
 }
 }  // namespace
 
-void round16(cudaStream_t s, uint16_t* out, const float* x, int64_t n, bool bf16) {
+void DeviceKernels::round16(cudaStream_t s, uint16_t* out, const float* x, int64_t n, bool bf16) {
   launch(s, "round16", n, [=] __device__(int64_t i) { m::round16_elem(i, out, x, bf16); });
 }
-void round_bf16_stochastic(cudaStream_t s, uint16_t* out, const float* x, int64_t n, uint64_t key) {
+void DeviceKernels::round_bf16_stochastic(cudaStream_t s, uint16_t* out, const float* x, int64_t n,
+                                          uint64_t key) {
   launch(s, "round_bf16_stochastic", n,
          [=] __device__(int64_t i) { m::round_bf16_stochastic_elem(i, out, x, key); });
 }
 
-void embedding_forward(cudaStream_t s, float* out, const int32_t* inp, const float* wte,
-                       const float* wpe, int B, int T, int C) {
+void DeviceKernels::embedding_forward(cudaStream_t s, float* out, const int32_t* inp,
+                                      const float* wte, const float* wpe, int B, int T, int C) {
   launch(s, "embedding_forward", int64_t(B) * T * C,
          [=] __device__(int64_t i) { m::embedding_forward_elem(i, out, inp, wte, wpe, T, C); });
 }
-void embedding_backward(cudaStream_t s, float* dwte, float* dwpe, const float* dout,
-                        const int32_t* tokens, const int32_t* off, const int32_t* pos, int U, int B,
-                        int T, int C) {
+void DeviceKernels::embedding_backward(cudaStream_t s, float* dwte, float* dwpe, const float* dout,
+                                       const int32_t* tokens, const int32_t* off,
+                                       const int32_t* pos, int U, int B, int T, int C) {
   launch(s, "embedding_backward (wte)", int64_t(U) * C, [=] __device__(int64_t i) {
     m::embedding_backward_wte_elem(i, dwte, dout, tokens, off, pos, C);
   });
@@ -68,8 +69,9 @@ void embedding_backward(cudaStream_t s, float* dwte, float* dwpe, const float* d
          [=] __device__(int64_t i) { m::embedding_backward_wpe_elem(i, dwpe, dout, B, T, C); });
 }
 
-void layernorm_forward(cudaStream_t s, float* o32, uint16_t* o16, float* mean, float* rstd,
-                       const float* inp, const float* w, const float* b, int64_t N, int C) {
+void DeviceKernels::layernorm_forward(cudaStream_t s, float* o32, uint16_t* o16, float* mean,
+                                      float* rstd, const float* inp, const float* w, const float* b,
+                                      int64_t N, int C) {
   launch(
       s, "layernorm_forward", N,
       [=] __device__(int64_t i) {
@@ -77,9 +79,10 @@ void layernorm_forward(cudaStream_t s, float* o32, uint16_t* o16, float* mean, f
       },
       kRowThreads);
 }
-void residual_layernorm_forward(cudaStream_t s, float* res, float* o32, uint16_t* o16, float* mean,
-                                float* rstd, const float* a, const float* b, const float* w,
-                                const float* bias, int64_t N, int C) {
+void DeviceKernels::residual_layernorm_forward(cudaStream_t s, float* res, float* o32,
+                                               uint16_t* o16, float* mean, float* rstd,
+                                               const float* a, const float* b, const float* w,
+                                               const float* bias, int64_t N, int C) {
   launch(
       s, "residual_layernorm_forward", N,
       [=] __device__(int64_t i) {
@@ -87,12 +90,13 @@ void residual_layernorm_forward(cudaStream_t s, float* res, float* o32, uint16_t
       },
       kRowThreads);
 }
-int64_t layernorm_partial_floats(int64_t N, int C) {
+int64_t DeviceKernels::layernorm_partial_floats(int64_t N, int C) {
   return (N + kColumnRows - 1) / kColumnRows * 2 * C;
 }
-void layernorm_backward(cudaStream_t s, float* dinp, float* dw, float* db, const float* dout,
-                        const float* inp, const float* w, const float* mean, const float* rstd,
-                        int64_t N, int C, float* partial) {
+void DeviceKernels::layernorm_backward(cudaStream_t s, float* dinp, float* dw, float* db,
+                                       const float* dout, const float* inp, const float* w,
+                                       const float* mean, const float* rstd, int64_t N, int C,
+                                       float* partial) {
   launch(
       s, "layernorm_backward", N,
       [=] __device__(int64_t i) {
@@ -108,9 +112,11 @@ void layernorm_backward(cudaStream_t s, float* dinp, float* dw, float* db, const
   launch(s, "layernorm_backward (db)", C,
          [=] __device__(int64_t c) { m::column_finish(c, db, partial + C, K, 2 * C); });
 }
-int64_t column_partial_floats(int64_t N, int C) { return (N + kColumnRows - 1) / kColumnRows * C; }
-void column_sums(cudaStream_t s, float* out, const float* x32, const uint16_t* x16, int64_t N,
-                 int C, float* partial) {
+int64_t DeviceKernels::column_partial_floats(int64_t N, int C) {
+  return (N + kColumnRows - 1) / kColumnRows * C;
+}
+void DeviceKernels::column_sums(cudaStream_t s, float* out, const float* x32, const uint16_t* x16,
+                                int64_t N, int C, float* partial) {
   const int64_t K = (N + kColumnRows - 1) / kColumnRows;
   launch(s, "column_sums (partial)", K * C,
          [=] __device__(int64_t j) { m::column_partial(j, partial, x32, x16, N, C, kColumnRows); });
@@ -118,38 +124,41 @@ void column_sums(cudaStream_t s, float* out, const float* x32, const uint16_t* x
          [=] __device__(int64_t c) { m::column_finish(c, out, partial, K, C); });
 }
 
-void gelu_forward(cudaStream_t s, float* o32, uint16_t* o16, const float* inp, int64_t n) {
+void DeviceKernels::gelu_forward(cudaStream_t s, float* o32, uint16_t* o16, const float* inp,
+                                 int64_t n) {
   launch(s, "gelu_forward", n,
          [=] __device__(int64_t i) { m::gelu_forward_elem(i, o32, o16, inp); });
 }
-void gelu_backward(cudaStream_t s, float* d32, uint16_t* d16, const float* inp, const float* dout,
-                   int64_t n) {
+void DeviceKernels::gelu_backward(cudaStream_t s, float* d32, uint16_t* d16, const float* inp,
+                                  const float* dout, int64_t n) {
   launch(s, "gelu_backward", n,
          [=] __device__(int64_t i) { m::gelu_backward_elem(i, d32, d16, inp, dout); });
 }
-void gelu_forward_fused(cudaStream_t s, float* o32, uint16_t* o16, float* g32, uint16_t* g16,
-                        const float* inp, int64_t n) {
+void DeviceKernels::gelu_forward_fused(cudaStream_t s, float* o32, uint16_t* o16, float* g32,
+                                       uint16_t* g16, const float* inp, int64_t n) {
   launch(s, "gelu_forward_fused", n,
          [=] __device__(int64_t i) { m::gelu_forward_fused_elem(i, o32, o16, g32, g16, inp); });
 }
-void bias_gelu(cudaStream_t s, float* o32, uint16_t* o16, const float* prod, const float* bias,
-               int64_t N, int OC) {
+void DeviceKernels::bias_gelu(cudaStream_t s, float* o32, uint16_t* o16, const float* prod,
+                              const float* bias, int64_t N, int OC) {
   launch(s, "bias_gelu", N * OC,
          [=] __device__(int64_t i) { m::bias_gelu_elem(i, o32, o16, prod, bias, OC); });
 }
-void mul(cudaStream_t s, float* o32, uint16_t* o16, const float* prod, const float* g32,
-         const uint16_t* g16, int64_t n) {
+void DeviceKernels::mul(cudaStream_t s, float* o32, uint16_t* o16, const float* prod,
+                        const float* g32, const uint16_t* g16, int64_t n) {
   launch(s, "mul", n, [=] __device__(int64_t i) { m::mul_elem(i, o32, o16, prod, g32, g16); });
 }
-void residual(cudaStream_t s, float* out, const float* a, const float* b, int64_t n) {
+void DeviceKernels::residual(cudaStream_t s, float* out, const float* a, const float* b,
+                             int64_t n) {
   launch(s, "residual", n, [=] __device__(int64_t i) { m::residual_elem(i, out, a, b); });
 }
-void scale(cudaStream_t s, float* g, float f, int64_t n) {
+void DeviceKernels::scale(cudaStream_t s, float* g, float f, int64_t n) {
   launch(s, "scale", n, [=] __device__(int64_t i) { m::scale_elem(i, g, f); });
 }
 
-void softmax_ce_forward(cudaStream_t s, float* probs, float* losses, const float* logits,
-                        const int32_t* targets, int64_t N, int V) {
+void DeviceKernels::softmax_ce_forward(cudaStream_t s, float* probs, float* losses,
+                                       const float* logits, const int32_t* targets, int64_t N,
+                                       int V) {
   launch(
       s, "softmax_crossentropy_forward", N,
       [=] __device__(int64_t i) {
@@ -157,35 +166,37 @@ void softmax_ce_forward(cudaStream_t s, float* probs, float* losses, const float
       },
       kRowThreads);
 }
-void softmax_ce_backward(cudaStream_t s, float* dlogits, const float* probs, const int32_t* targets,
-                         float dloss, int64_t N, int V) {
+void DeviceKernels::softmax_ce_backward(cudaStream_t s, float* dlogits, const float* probs,
+                                        const int32_t* targets, float dloss, int64_t N, int V) {
   launch(s, "softmax_crossentropy_backward", N * V, [=] __device__(int64_t i) {
     m::softmax_ce_backward_elem(i, dlogits, probs, targets, dloss, V);
   });
 }
-void softmax_ce_fused(cudaStream_t s, float* logits, float* losses, const int32_t* targets,
-                      float dloss, int64_t N, int V) {
+void DeviceKernels::softmax_ce_fused(cudaStream_t s, float* logits, float* losses,
+                                     const int32_t* targets, float dloss, int64_t N, int V) {
   launch(
       s, "softmax_crossentropy_fused", N,
       [=] __device__(int64_t i) { m::softmax_ce_fused_row(i, logits, losses, targets, dloss, V); },
       kRowThreads);
 }
 
-void adamw(cudaStream_t s, float* p, const float* g, float* mm, float* v, int64_t n,
-           float grad_mult, float lr, float beta1, float beta2, float eps, float decay, float bc1,
-           float bc2_sqrt) {
+void DeviceKernels::adamw(cudaStream_t s, float* p, const float* g, float* mm, float* v, int64_t n,
+                          float grad_mult, float lr, float beta1, float beta2, float eps,
+                          float decay, float bc1, float bc2_sqrt) {
   launch(s, "adamw_update", n, [=] __device__(int64_t j) {
     m::adamw_elem(j, p, g, mm, v, grad_mult, lr, beta1, beta2, eps, decay, bc1, bc2_sqrt);
   });
 }
-void adamw_multi(cudaStream_t s, const AdamChunk* chunks, int64_t count, float grad_mult, float lr,
-                 float beta1, float beta2, float eps, float bc1, float bc2_sqrt) {
+void DeviceKernels::adamw_multi(cudaStream_t s, const AdamChunk* chunks, int64_t count,
+                                float grad_mult, float lr, float beta1, float beta2, float eps,
+                                float bc1, float bc2_sqrt) {
   if (count <= 0) return;
   adamw_multi_kernel<<<static_cast<unsigned>(count), 256, 0, s>>>(chunks, grad_mult, lr, beta1,
                                                                   beta2, eps, bc1, bc2_sqrt);
   check_launch("adamw_fused");
 }
-void sum_squares_partial(cudaStream_t s, double* partial, const float* g, int64_t n, int64_t K) {
+void DeviceKernels::sum_squares_partial(cudaStream_t s, double* partial, const float* g, int64_t n,
+                                        int64_t K) {
   launch(s, "sum_squares", K,
          [=] __device__(int64_t k) { m::sum_squares_partial(k, partial, g, n, K); });
 }
@@ -227,8 +238,8 @@ void attention_backward_hs(cudaStream_t s, float* d32, uint16_t* d16, const floa
 
 // The head size as a compile-time constant where it is 32, 64 or 128 (GPT-2 has 64), so the
 // row accumulators live in registers; otherwise taken from the shape (HS = 0).
-void attention_forward(cudaStream_t s, float* o32, uint16_t* o16, float* lse, float* att,
-                       const float* qkv, int B, int T, int C, int NH) {
+void DeviceKernels::attention_forward(cudaStream_t s, float* o32, uint16_t* o16, float* lse,
+                                      float* att, const float* qkv, int B, int T, int C, int NH) {
   const m::AttnShape sh{B, T, C, NH};
   switch (C / NH) {
     case 32:
@@ -241,9 +252,10 @@ void attention_forward(cudaStream_t s, float* o32, uint16_t* o16, float* lse, fl
       return attention_forward_hs<0>(s, o32, o16, lse, att, qkv, sh);
   }
 }
-void attention_backward(cudaStream_t s, float* d32, uint16_t* d16, const float* dout,
-                        const float* qkv, const float* att, const float* lse, const float* out32,
-                        const uint16_t* out16, float* delta, int B, int T, int C, int NH) {
+void DeviceKernels::attention_backward(cudaStream_t s, float* d32, uint16_t* d16, const float* dout,
+                                       const float* qkv, const float* att, const float* lse,
+                                       const float* out32, const uint16_t* out16, float* delta,
+                                       int B, int T, int C, int NH) {
   const m::AttnShape sh{B, T, C, NH};
   switch (C / NH) {
     case 32:

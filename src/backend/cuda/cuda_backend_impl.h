@@ -1,0 +1,440 @@
+// backend/cuda/cuda_backend_impl.h: the CUDA backend's op table, precision policy and
+// bookkeeping, written once over a runtime RT that supplies memory, copies, the matrix
+// product and the kernels:
+//   - CudaRuntime (cuda_backend.cpp): device memory, one stream, cuBLASLt, DeviceKernels;
+//   - HostRuntime (cuda_emulation.cpp): host memory, a plain product, HostKernels: the same
+//     backend code on the CPU (train.device = cuda-emu), so that every line of it above the
+//     runtime is tested on every machine by the op test and the training tests.
+// RT provides: Kernels (kernels.h), kDevice, kWorkspaceBytes, static name(index),
+// RT(index), stream(), malloc/free/memset0/h2d/d2h/sync/sync_noexcept, and product().
+#pragma once
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+#include <library_types.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cuda/host_plan.h"
+#include "backend/cuda/kernel_math.h"
+#include "backend/cuda/kernels.h"
+#include "core/error.h"
+
+namespace gt::cuda_impl {
+
+/// Elements per block of the multi-tensor AdamW.
+constexpr int64_t kAdamChunk = int64_t(1) << 16;
+/// Interleaved partial sums of sum_squares (kernel_math.h): a constant, so the result is the
+/// same on every GPU.
+constexpr int64_t kSumSquaresParts = int64_t(1) << 14;
+
+/// A product operand: device pointer and element type (CUDA_R_32F, CUDA_R_16BF, CUDA_R_16F).
+struct LtOperand {
+  const void* p;
+  cudaDataType_t type;
+};
+
+/// A device buffer of runtime RT that grows (never shrinks) to the largest size asked of it.
+template <class RT>
+class DevBuffer {
+ public:
+  explicit DevBuffer(RT* rt) : rt_(rt) {}
+  DevBuffer(const DevBuffer&) = delete;
+  DevBuffer& operator=(const DevBuffer&) = delete;
+  ~DevBuffer() {
+    if (p_) rt_->free(p_);
+  }
+  /// At least `bytes` of device memory (the old contents are lost when it grows).
+  void* get(size_t bytes) {
+    if (bytes > bytes_) {
+      if (p_) rt_->free(p_);
+      p_ = nullptr;
+      bytes_ = 0;
+      p_ = rt_->malloc(bytes);
+      bytes_ = bytes;
+    }
+    return p_;
+  }
+  template <typename T>
+  T* as(int64_t n) {
+    return static_cast<T*>(get(static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(T)));
+  }
+
+ private:
+  RT* rt_;
+  void* p_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+template <class RT>
+class CudaBackendT final : public Backend {
+  using K = typename RT::Kernels;
+
+ public:
+  CudaBackendT(int index, const BackendOptions&) : rt_(index), index_(index) {}
+  ~CudaBackendT() override { rt_.sync_noexcept(); }
+
+  std::string name() const override { return RT::name(index_); }
+
+  // ---- memory: the runtime's (device memory on the GPU) --------------------------------
+  Device device() const override { return RT::kDevice; }
+  /// false for both runtimes: the emulation's host memory is declared device memory, so the
+  /// staged paths a GPU needs (checkpoints, logits) run on the CPU too.
+  bool host_readable() const override { return false; }
+  void* allocate(size_t bytes) override { return rt_.malloc(bytes); }
+  void deallocate(void* p) override {
+    if (p) rt_.free(p);
+  }
+  void zero(void* p, size_t bytes) override { rt_.memset0(p, bytes); }
+  void copy_to_device(void* dst, const void* src, size_t bytes) override {
+    rt_.h2d(dst, src, bytes);
+  }
+  void copy_to_host(void* dst, const void* src, size_t bytes) override { rt_.d2h(dst, src, bytes); }
+  void synchronize() override { rt_.sync(); }
+
+  // ---- capabilities -------------------------------------------------------------------
+  bool supports(Op, Precision p) const override { return p != Precision::fp8; }
+  /// cuBLASLt's workspace; for 16-bit precisions the weight copies and the rounded operands
+  /// (N*max(hidden,V), and N*hidden for the backward's input); the product buffer of the
+  /// fused GELU backward and GELU epilogue fallback (N*max(hidden,V) floats); partial sums,
+  /// attention row sums (B*NH*T) and the embedding backward's token index (3N ints).
+  size_t workspace_bytes(const WorkspaceQuery& q) const override {
+    const int64_t wide = std::max<int64_t>({q.hidden, q.V, q.C});
+    size_t bytes =
+        RT::kWorkspaceBytes + static_cast<size_t>(q.N * wide) * 4 +
+        static_cast<size_t>(K::layernorm_partial_floats(q.N, static_cast<int>(wide))) * 4 +
+        static_cast<size_t>(q.N * q.NH) * 4 + static_cast<size_t>(3 * q.N + 1) * 4;
+    if (q.precision != Precision::fp32) {
+      const bool act16 = q.bf16_activations && q.precision == Precision::bf16;
+      bytes += static_cast<size_t>(q.weight_elems + q.N * wide + (act16 ? 0 : q.N * q.hidden)) * 2;
+    }
+    return bytes;
+  }
+
+  // ---- embedding ----------------------------------------------------------------------
+  void embedding_forward(float* out, const int32_t* inp, const float* wte, const float* wpe, int B,
+                         int T, int C) override {
+    K::embedding_forward(rt_.stream(), out, inp, wte, wpe, B, T, C);
+  }
+  /// The token ids come to the host (B*T ints) for a counting sort by token, so that each
+  /// row of dwte is summed by one thread in the order of positions: no atomics on floats.
+  void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* inp, int B,
+                          int T, int C) override {
+    const int64_t n = int64_t(B) * T;
+    tokens_host_.resize(n);
+    copy_to_host(tokens_host_.data(), inp, n * sizeof(int32_t));
+    for (int32_t t : tokens_host_)
+      check(t >= 0, fmt::format("embedding_backward: token id {} is negative", t));
+    std::vector<int32_t>& idx = index_host_;
+    const int32_t U = cuda_plan::token_index(tokens_host_, idx);
+    int32_t* d = token_index_.template as<int32_t>(static_cast<int64_t>(idx.size()));
+    copy_to_device(d, idx.data(), idx.size() * sizeof(int32_t));
+    K::embedding_backward(rt_.stream(), dwte, dwpe, dout, d, d + U, d + 2 * U + 1, U, B, T, C);
+  }
+
+  // ---- LayerNorm ----------------------------------------------------------------------
+  void layernorm_forward(DevPtr out, float* mean, float* rstd, const float* inp, const float* w,
+                         const float* b, int64_t N, int C) override {
+    K::layernorm_forward(rt_.stream(), f32_or_null(out), as16(out), mean, rstd, inp, w, b, N, C);
+  }
+  void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
+                          const float* w, const float* mean, const float* rstd, int64_t N,
+                          int C) override {
+    K::layernorm_backward(rt_.stream(), dinp, dw, db, dout, inp, w, mean, rstd, N, C,
+                          partial_.template as<float>(K::layernorm_partial_floats(N, C)));
+  }
+  void residual_layernorm_forward(float* res, DevPtr out, float* mean, float* rstd, const float* a,
+                                  const float* b, const float* w, const float* bias, int64_t N,
+                                  int C) override {
+    K::residual_layernorm_forward(rt_.stream(), res, f32_or_null(out), as16(out), mean, rstd, a, b,
+                                  w, bias, N, C);
+  }
+
+  // ---- matrix products ----------------------------------------------------------------
+  void matmul_forward(float* out, ConstDevPtr inp, const float* w, const float* bias, int64_t N,
+                      int C, int OC, bool w_transposed) override {
+    const auto g = cuda_plan::forward(N, C, OC, w_transposed);
+    const LtOperand W = weight_operand(w, int64_t(C) * OC), X = operand(act_a_, inp, N * C);
+    product(g, pick(g.a, W, X, {}), pick(g.b, W, X, {}), out, CUDA_R_32F, bias, false);
+  }
+  /// The GELU is cuBLASLt's epilogue (tanh form) under 16-bit precisions; under fp32 the own
+  /// bias+GELU kernel follows a plain product, so fp32 stays within fp32 rounding of the
+  /// reference's GELU.
+  void matmul_gelu_forward(DevPtr out, ConstDevPtr inp, const float* w, const float* bias,
+                           int64_t N, int C, int OC) override {
+    const auto g = cuda_plan::forward(N, C, OC, false);
+    const LtOperand W = weight_operand(w, int64_t(C) * OC), X = operand(act_a_, inp, N * C);
+    uint16_t* o16 = as16(out);
+    if (prec_ != Precision::fp32) {
+      // the bias has the output's type (cuBLASLt: CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE)
+      const void* b = bias && o16 ? weight_operand(bias, OC).p : bias;
+      if (product(g, W, X, out.data, o16 ? CUDA_R_16BF : CUDA_R_32F, b, true, /*may_fail=*/true))
+        return;
+    }
+    float* prod = prod_.template as<float>(N * OC);
+    product(g, W, X, prod, CUDA_R_32F, nullptr, false);
+    K::bias_gelu(rt_.stream(), f32_or_null(out), o16, prod, bias, N, OC);
+  }
+  void matmul_backward(float* dinp, float* dw, float* dbias, ConstDevPtr dout, ConstDevPtr inp,
+                       const float* w, int64_t N, int C, int OC, bool w_transposed) override {
+    backward_products(dinp, dw, dbias, dout, inp, w, {}, N, C, OC, w_transposed);
+  }
+  void matmul_backward_gelu(DevPtr dinp, float* dw, float* dbias, ConstDevPtr dout, ConstDevPtr inp,
+                            const float* w, ConstDevPtr dgelu, int64_t N, int C, int OC) override {
+    backward_products(dinp, dw, dbias, dout, inp, w, dgelu, N, C, OC, false);
+  }
+
+  // ---- attention ----------------------------------------------------------------------
+  void attention_forward(DevPtr out, float* att, const float* qkv, int B, int T, int C,
+                         int NH) override {
+    check_heads(C, NH);
+    K::attention_forward(rt_.stream(), f32_or_null(out), as16(out), nullptr, att, qkv, B, T, C, NH);
+  }
+  void attention_backward(DevPtr dqkv, const float* dout, const float* qkv, const float* att, int B,
+                          int T, int C, int NH) override {
+    check_heads(C, NH);
+    K::attention_backward(rt_.stream(), f32_or_null(dqkv), as16(dqkv), dout, qkv, att, nullptr,
+                          nullptr, nullptr, delta_.template as<float>(int64_t(B) * NH * T), B, T, C,
+                          NH);
+  }
+  void attention_forward_fused(DevPtr out, float* lse, const float* qkv, int B, int T, int C,
+                               int NH) override {
+    check_heads(C, NH);
+    K::attention_forward(rt_.stream(), f32_or_null(out), as16(out), lse, nullptr, qkv, B, T, C, NH);
+  }
+  void attention_backward_fused(DevPtr dqkv, const float* dout, const float* qkv, ConstDevPtr out,
+                                const float* lse, int B, int T, int C, int NH) override {
+    check_heads(C, NH);
+    const uint16_t* o16 = as16(out);
+    K::attention_backward(rt_.stream(), f32_or_null(dqkv), as16(dqkv), dout, qkv, nullptr, lse,
+                          o16 ? nullptr : out.f32(), o16,
+                          delta_.template as<float>(int64_t(B) * NH * T), B, T, C, NH);
+  }
+
+  // ---- element-wise -------------------------------------------------------------------
+  void gelu_forward(DevPtr out, const float* inp, int64_t N) override {
+    K::gelu_forward(rt_.stream(), f32_or_null(out), as16(out), inp, N);
+  }
+  void gelu_backward(DevPtr dinp, const float* inp, const float* dout, int64_t N) override {
+    K::gelu_backward(rt_.stream(), f32_or_null(dinp), as16(dinp), inp, dout, N);
+  }
+  void gelu_forward_fused(DevPtr out, DevPtr dgelu, const float* inp, int64_t N) override {
+    K::gelu_forward_fused(rt_.stream(), f32_or_null(out), as16(out), f32_or_null(dgelu),
+                          as16(dgelu), inp, N);
+  }
+  void residual_forward(float* out, const float* a, const float* b, int64_t N) override {
+    K::residual(rt_.stream(), out, a, b, N);
+  }
+
+  // ---- loss ---------------------------------------------------------------------------
+  void softmax_crossentropy_forward(float* probs, float* losses, const float* logits,
+                                    const int32_t* targets, int64_t N, int V) override {
+    check_targets(targets, N, V);
+    K::softmax_ce_forward(rt_.stream(), probs, losses, logits, targets, N, V);
+  }
+  void softmax_crossentropy_backward(float* dlogits, const float* probs, const int32_t* targets,
+                                     float dloss, int64_t N, int V) override {
+    K::softmax_ce_backward(rt_.stream(), dlogits, probs, targets, dloss, N, V);
+  }
+  void softmax_crossentropy_fused(float* logits, float* losses, const int32_t* targets, float dloss,
+                                  int64_t N, int V) override {
+    check_targets(targets, N, V);
+    K::softmax_ce_fused(rt_.stream(), logits, losses, targets, dloss, N, V);
+  }
+
+  // ---- optimizer ----------------------------------------------------------------------
+  void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
+                    float beta2, float eps, float weight_decay, int64_t t) override {
+    const auto [bc1, bc2_sqrt] = bias_corrections(beta1, beta2, t);
+    K::adamw(rt_.stream(), p, g, m, v, n, 1.0f, lr, beta1, beta2, eps, 1.0f - lr * weight_decay,
+             bc1, bc2_sqrt);
+  }
+  /// One launch over every tensor: a table of (tensor, range) chunks of kAdamChunk elements.
+  void adamw_fused(float* const* p, const float* const* g, float* const* m, float* const* v,
+                   const int64_t* n, const float* wd, int count, float grad_mult, float lr,
+                   float beta1, float beta2, float eps, int64_t t) override {
+    chunks_host_.clear();
+    for (int i = 0; i < count; ++i)
+      for (int64_t b = 0; b < n[i]; b += kAdamChunk)
+        chunks_host_.push_back(
+            {p[i], g[i], m[i], v[i], b, std::min(n[i], b + kAdamChunk), 1.0f - lr * wd[i]});
+    if (chunks_host_.empty()) return;
+    auto* d =
+        chunks_.template as<cuda_kernels::AdamChunk>(static_cast<int64_t>(chunks_host_.size()));
+    copy_to_device(d, chunks_host_.data(), chunks_host_.size() * sizeof(cuda_kernels::AdamChunk));
+    const auto [bc1, bc2_sqrt] = bias_corrections(beta1, beta2, t);
+    K::adamw_multi(rt_.stream(), d, static_cast<int64_t>(chunks_host_.size()), grad_mult, lr, beta1,
+                   beta2, eps, bc1, bc2_sqrt);
+  }
+  /// Interleaved partial sums in double on the GPU, added in order on the host.
+  double sum_squares(const float* g, int64_t n) override {
+    const int64_t K = std::min(kSumSquaresParts, std::max<int64_t>(n, 1));
+    double* d = squares_.template as<double>(K);
+    K::sum_squares_partial(rt_.stream(), d, g, n, K);
+    std::vector<double> h(K);
+    copy_to_host(h.data(), d, K * sizeof(double));
+    double s = 0.0;
+    for (double x : h) s += x;
+    return s;
+  }
+  void scale(float* g, float s, int64_t n) override { K::scale(rt_.stream(), g, s, n); }
+
+  // ---- precision policy ---------------------------------------------------------------
+  void set_precision(Precision p) override {
+    if (p == Precision::fp8)
+      throw Error(
+          "train.precision = 'fp8': the CUDA backend of this build has no fp8 matrix products "
+          "yet (delayed-scaling fp8 is planned for compute capability 9.0); use bf16");
+    prec_ = p;
+    weights_.clear();
+  }
+  Precision precision() const override { return prec_; }
+  void set_stochastic_rounding(bool on, uint64_t seed) override {
+    if (on != sr_ || seed != sr_seed_) ++generation_;
+    sr_ = on;
+    sr_seed_ = seed;
+  }
+  void weights_updated() override { ++generation_; }
+
+ private:
+  static std::pair<float, float> bias_corrections(float beta1, float beta2, int64_t t) {
+    return {static_cast<float>(1.0 - std::pow(double(beta1), double(t))),
+            static_cast<float>(std::sqrt(1.0 - std::pow(double(beta2), double(t))))};
+  }
+  static void check_heads(int C, int NH) {
+    check(NH > 0 && C % NH == 0,
+          fmt::format("cuda backend: {} channels do not split into {} heads", C, NH));
+    check(C / NH <= cuda_math::kMaxHeadSize,
+          fmt::format("cuda backend: head size {} (n_embd {} / n_head {}) is above the {} its "
+                      "attention kernels take",
+                      C / NH, C, NH, cuda_math::kMaxHeadSize));
+  }
+  /// Targets come to the host (N ints) to be checked, as the reference does, so a bad token
+  /// is an error that names it rather than a read outside the row.
+  void check_targets(const int32_t* targets, int64_t N, int V) {
+    tokens_host_.resize(N);
+    copy_to_host(tokens_host_.data(), targets, N * sizeof(int32_t));
+    for (int64_t i = 0; i < N; ++i)
+      if (tokens_host_[i] < 0 || tokens_host_[i] >= V)
+        throw Error(fmt::format("target token {} at row {} is outside the vocabulary [0, {})",
+                                tokens_host_[i], i, V));
+  }
+
+  uint16_t* as16(DevPtr p) const {
+    if (!p.bf16()) return nullptr;
+    check(prec_ == Precision::bf16,
+          fmt::format("cuda backend: a bf16 tensor argument under precision {}; bf16 tensors "
+                      "belong to precision bf16",
+                      to_string(prec_)));
+    return p.u16();
+  }
+  const uint16_t* as16(ConstDevPtr p) const {
+    return as16(DevPtr(const_cast<void*>(p.data), p.dtype));
+  }
+  static float* f32_or_null(DevPtr p) { return p.bf16() ? nullptr : p.f32(); }
+  static const float* f32(ConstDevPtr p) {
+    check(!p.bf16(), "cuda backend: a bf16 tensor where this op under this precision takes f32");
+    return p.f32();
+  }
+  cudaDataType_t type16() const { return prec_ == Precision::fp16 ? CUDA_R_16F : CUDA_R_16BF; }
+
+  /// A product operand: f32 under fp32; else a bf16 tensor as it is, or x rounded into buf.
+  LtOperand operand(DevBuffer<RT>& buf, ConstDevPtr x, int64_t n) {
+    if (prec_ == Precision::fp32) return {f32(x), CUDA_R_32F};
+    if (const uint16_t* x16 = as16(x)) return {x16, CUDA_R_16BF};
+    uint16_t* o = buf.template as<uint16_t>(n);
+    K::round16(rt_.stream(), o, x.f32(), n, prec_ == Precision::bf16);
+    return {o, type16()};
+  }
+  /// The weight operand: w itself under fp32, else its 16-bit copy, refreshed after
+  /// weights_updated() (stochastic rounding as the CPU backend when asked for, bf16 only).
+  LtOperand weight_operand(const float* w, int64_t n) {
+    if (prec_ == Precision::fp32) return {w, CUDA_R_32F};
+    auto [it, fresh] = weights_.try_emplace(w, &rt_);
+    WeightCopy& c = it->second;
+    if (fresh) c.id = weights_.size();  // first-use order: the same in every run of a model
+    if (c.generation != generation_ || c.n != n) {
+      uint16_t* o = c.data.template as<uint16_t>(n);
+      if (sr_ && prec_ == Precision::bf16)
+        K::round_bf16_stochastic(rt_.stream(), o, w, n,
+                                 cuda_math::splitmix64(sr_seed_ ^ (c.id * 0x9E3779B97F4A7C15ull)));
+      else
+        K::round16(rt_.stream(), o, w, n, prec_ == Precision::bf16);
+      c.generation = generation_;
+      c.n = n;
+    }
+    return {c.data.template as<uint16_t>(n), type16()};
+  }
+  static LtOperand pick(cuda_plan::Role r, LtOperand w, LtOperand x, LtOperand d) {
+    return r == cuda_plan::Role::weight ? w : r == cuda_plan::Role::input ? x : d;
+  }
+
+  /// dinp (assigned; times dgelu when given), dw += inp^T dout, dbias += column sums of dout
+  /// (under bf16 of the rounded dout the products use, as the CPU backend).
+  void backward_products(DevPtr dinp, float* dw, float* dbias, ConstDevPtr dout, ConstDevPtr inp,
+                         const float* w, ConstDevPtr dgelu, int64_t N, int C, int OC, bool wt) {
+    const LtOperand D = operand(act_a_, dout, N * OC);
+    const LtOperand X = operand(act_b_, inp, N * C);
+    if (dinp) {
+      const LtOperand W = weight_operand(w, int64_t(C) * OC);
+      const auto g = cuda_plan::backward_input(N, C, OC, wt);
+      if (!dgelu && !dinp.bf16()) {
+        product(g, pick(g.a, W, X, D), pick(g.b, W, X, D), dinp.f32(), CUDA_R_32F, nullptr, false);
+      } else {
+        float* prod = prod_.template as<float>(N * C);
+        product(g, pick(g.a, W, X, D), pick(g.b, W, X, D), prod, CUDA_R_32F, nullptr, false);
+        if (dgelu) {
+          const uint16_t* g16 = as16(dgelu);
+          K::mul(rt_.stream(), f32_or_null(dinp), as16(dinp), prod, g16 ? nullptr : dgelu.f32(),
+                 g16, N * C);
+        } else {
+          K::round16(rt_.stream(), as16(dinp), prod, N * C, true);
+        }
+      }
+    }
+    const auto g = cuda_plan::backward_weight(N, C, OC, wt);
+    product(g, pick(g.a, {}, X, D), pick(g.b, {}, X, D), dw, CUDA_R_32F, nullptr, false);
+    if (dbias) {
+      float* partial = partial_.template as<float>(K::column_partial_floats(N, OC));
+      if (prec_ == Precision::bf16)
+        K::column_sums(rt_.stream(), dbias, nullptr, static_cast<const uint16_t*>(D.p), N, OC,
+                       partial);
+      else
+        K::column_sums(rt_.stream(), dbias, f32(dout), nullptr, N, OC, partial);
+    }
+  }
+
+  /// D (m x n, column-major, type td) = op(A) op(B) + beta D, the runtime's product (cuBLASLt
+  /// on the GPU); with may_fail, false when it has no algorithm for the epilogue.
+  bool product(const cuda_plan::Gemm& g, LtOperand A, LtOperand B, void* Dp, cudaDataType_t td,
+               const void* bias, bool gelu, bool may_fail = false) {
+    return rt_.product(g, A, B, Dp, td, bias, gelu, may_fail);
+  }
+
+  struct WeightCopy {
+    explicit WeightCopy(RT* rt) : data(rt) {}
+    DevBuffer<RT> data;
+    uint64_t generation = UINT64_MAX;
+    uint64_t id = 0;
+    int64_t n = 0;
+  };
+
+  RT rt_;
+  int index_;
+  DevBuffer<RT> act_a_{&rt_}, act_b_{&rt_}, prod_{&rt_}, partial_{&rt_}, delta_{&rt_},
+      token_index_{&rt_}, chunks_{&rt_}, squares_{&rt_};
+  std::vector<int32_t> tokens_host_, index_host_;
+  std::vector<cuda_kernels::AdamChunk> chunks_host_;
+  Precision prec_ = Precision::fp32;
+  bool sr_ = false;
+  uint64_t sr_seed_ = 0;
+  uint64_t generation_ = 0;
+  std::unordered_map<const float*, WeightCopy> weights_;
+};
+
+}  // namespace gt::cuda_impl
