@@ -102,11 +102,10 @@ TEST(MeasureCli, MissingCommandIs127) {
 TEST(MeasureCli, SigintReachesTheChild) {
   CliEnv e;
   // the child says when its trap is set (a fixed wait lost the race on a loaded machine)
-  const auto ready = e.d / "ready";
-  pid_t pid =
-      spawn({"measure", "--", "sh", "-c",
-             "trap 'exit 42' INT; touch '" + ready.string() + "'; while :; do sleep 0.05; done"},
-            e.d / "stderr.txt");
+  const std::string ready = e.d / "ready";
+  pid_t pid = spawn({"measure", "--", "sh", "-c",
+                     "trap 'exit 42' INT; touch '" + ready + "'; while :; do sleep 0.05; done"},
+                    e.d / "stderr.txt");
   for (int i = 0; i < 600 && !std::filesystem::exists(ready); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   ASSERT_TRUE(std::filesystem::exists(ready)) << "the child did not start in 30 s";
