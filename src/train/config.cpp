@@ -285,10 +285,11 @@ void TrainConfig::validate() const {
   positive("train.log_interval", log_interval);
   non_negative("train.threads", threads);
   // precision, recompute and the switches were parsed into enums by set() and the loaders
-  if (precision == Precision::fp8)
-    throw Error(
-        "train.precision = 'fp8': fp8 needs the CUDA backend on a Hopper GPU, which this build "
-        "does not have; on the CPU use fp32, bf16 or fp16");
+  if (precision == Precision::fp8 && device.rfind("cuda", 0) != 0)
+    throw Error(fmt::format(
+        "train.precision = 'fp8' needs train.device = cuda (an Ada or Hopper GPU; cuda-emu runs "
+        "the same code on the CPU), not '{}'; on the CPU use fp32, bf16 or fp16",
+        device));
   if (device.empty()) throw Error("train.device = '': expected cpu, ref, cuda or cuda:N");
   if (stochastic_rounding && precision != Precision::bf16)
     throw Error(

@@ -5,6 +5,7 @@
 // checks the launches and cuBLASLt the same way against the same reference.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -65,6 +66,68 @@ TEST(CudaHostMath, Fp16RoundingIsTheHardwares) {
     ASSERT_TRUE(same(uint32_t(u))) << std::hex << u;
   for (float f : {65504.f, 65519.f, 65520.f, 6.0e-8f, 2.98e-8f, 5.96e-8f, 6.1035e-5f, 1.0f / 3})
     for (float s : {1.f, -1.f}) ASSERT_TRUE(same(m::float_bits(f * s))) << f * s;
+}
+
+TEST(CudaHostMath, Fp8CastsAreNearestEvenAndSaturate) {
+  for (bool e5m2 : {false, true}) {
+    // every code decodes and encodes back to itself (NaN to NaN)
+    std::vector<float> values;
+    for (int c = 0; c < 256; ++c) {
+      const float v = m::fp8_to_float(uint8_t(c), e5m2);
+      if (std::isnan(v)) {
+        EXPECT_TRUE(std::isnan(m::fp8_to_float(m::to_fp8(v, e5m2), e5m2)));
+        continue;
+      }
+      if (std::isinf(v)) continue;
+      if (!(v == 0 && c == 0x80)) EXPECT_EQ(m::to_fp8(v, e5m2), c) << e5m2 << " code " << c;
+      values.push_back(v);
+    }
+    EXPECT_EQ(*std::max_element(values.begin(), values.end()), e5m2 ? 57344.f : 448.f);
+    // random floats go to the nearest value, ties to the even code, beyond the range to the max
+    std::mt19937 g(7);
+    std::uniform_real_distribution<float> mag(-20, 20);
+    for (int i = 0; i < 200000; ++i) {
+      const float x = std::ldexp(1.0f + (g() % 1024) / 1024.0f, int(mag(g))) * (g() % 2 ? 1 : -1);
+      const float got = m::fp8_to_float(m::to_fp8(x, e5m2), e5m2);
+      const float lim = e5m2 ? 57344.f : 448.f;
+      if (std::fabs(x) >= lim) {
+        ASSERT_EQ(got, std::copysign(lim, x)) << x;
+        continue;
+      }
+      float best = 0, bd = INFINITY;
+      for (float v : values)
+        if (std::fabs(v - x) < bd) bd = std::fabs(v - x), best = v;
+      ASSERT_EQ(std::fabs(got - x), bd) << x << " -> " << got << ", nearest " << best;
+      if (std::fabs(got - x) == bd && got != best) {  // a tie: the even code
+        ASSERT_EQ(m::to_fp8(got, e5m2) & 1, 0) << x;
+      }
+    }
+  }
+}
+
+TEST(CudaHostMath, Fp8DelayedScalingFollowsTheAmaxHistory) {
+  std::vector<float> state(m::kFp8StateFloats, 0.f), partial = {2.f, 4.f};
+  m::fp8_scale_step(state.data(), partial.data(), 2, 448.f);
+  EXPECT_EQ(state[m::kAmaxHistory + 2], 448.f / 4) << "first use: the current amax";
+  partial = {100.f, 8.f};
+  m::fp8_scale_step(state.data(), partial.data(), 2, 448.f);
+  EXPECT_EQ(state[m::kAmaxHistory + 2], 448.f / 4) << "delayed: the history before this step";
+  EXPECT_EQ(state[m::kAmaxHistory + 3], 4.f / 448.f);
+  partial = {1.f};
+  m::fp8_scale_step(state.data(), partial.data(), 1, 448.f);
+  EXPECT_EQ(state[m::kAmaxHistory + 2], 448.f / 100) << "the largest amax in the history";
+  for (int i = 0; i < m::kAmaxHistory; ++i)
+    m::fp8_scale_step(state.data(), partial.data(), 1, 448.f);
+  EXPECT_EQ(state[m::kAmaxHistory + 2], 448.f / 1) << "100 left the history";
+  // the cast of a transposed copy, at scale 1
+  state[m::kAmaxHistory + 2] = 1.0f;
+  std::vector<float> x = {1, 2, 3, 4, 5, 6};  // (2, 3)
+  std::vector<uint8_t> q(6);
+  run(6, [&](int64_t i) {
+    m::fp8_quantize_elem(i, q.data(), x.data(), state.data(), 2, 3, true, false);
+  });
+  EXPECT_EQ(m::fp8_to_float(q[1], false), 4.f);  // (3, 2): row 0 = x[0][0], x[1][0]
+  EXPECT_EQ(m::fp8_to_float(q[2], false), 2.f);
 }
 
 TEST(CudaHostMath, Embedding) {

@@ -27,6 +27,8 @@ double tolerance(Precision p) {
       return 2e-5;
     case Precision::fp16:
       return 5e-3;
+    case Precision::fp8:
+      return 1.2e-1;  // e4m3 keeps 3 mantissa bits: 6 % per operand
     default:
       return 3e-2;
   }
@@ -87,7 +89,7 @@ class BackendOps : public ::testing::TestWithParam<std::string> {
 TEST_P(BackendOps, EveryOpMatchesTheReference) {
   const auto& ref = reference_outputs(cases());
   int run = 0;
-  for (Precision p : {Precision::fp32, Precision::bf16, Precision::fp16}) {
+  for (Precision p : {Precision::fp32, Precision::bf16, Precision::fp16, Precision::fp8}) {
     if (!supports_all(*be, {Op::matmul_forward}, p)) continue;
     be->set_precision(p);
     for (size_t i = 0; i < cases().size(); ++i) {

@@ -40,6 +40,15 @@ class CudaRuntime {
     cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     lt_check(cublasLtCreate(&lt_), "cublasLtCreate");
     workspace_ = malloc(kWorkspaceBytes);
+    cudaDeviceProp prop{};
+    cuda_check(cudaGetDeviceProperties(&prop, index), "cudaGetDeviceProperties");
+    cc_ = prop.major * 10 + prop.minor;
+    gpu_name_ = prop.name;
+  }
+  /// fp8 tensor-core products: compute capability 8.9 (Ada) and 9.0 (Hopper) and later.
+  bool fp8_capable() const { return cc_ >= 89; }
+  std::string describe() const {
+    return fmt::format("{}, compute capability {}.{}", gpu_name_, cc_ / 10, cc_ % 10);
   }
   ~CudaRuntime() {
     sync_noexcept();
@@ -123,6 +132,14 @@ class CudaRuntime {
       lt_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                               sizeof(bias)),
                "set BIAS_POINTER");
+    if (A.scale)  // fp8: the dequantization factors (cuBLASLt docs, "FP8 scaling")
+      lt_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &A.scale,
+                                              sizeof(A.scale)),
+               "set A_SCALE_POINTER");
+    if (B.scale)
+      lt_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &B.scale,
+                                              sizeof(B.scale)),
+               "set B_SCALE_POINTER");
     lt_check(cublasLtMatrixLayoutCreate(&la, A.type, g.ta ? g.k : g.m, g.ta ? g.m : g.k, g.lda),
              "layout A");
     lt_check(cublasLtMatrixLayoutCreate(&lb, B.type, g.tb ? g.n : g.k, g.tb ? g.k : g.n, g.ldb),
@@ -157,6 +174,8 @@ class CudaRuntime {
 
  private:
   int index_;
+  int cc_ = 0;
+  std::string gpu_name_;
   cudaStream_t stream_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;
   void* workspace_ = nullptr;

@@ -6,7 +6,8 @@
 //     backend code on the CPU (train.device = cuda-emu), so that every line of it above the
 //     runtime is tested on every machine by the op test and the training tests.
 // RT provides: Kernels (kernels.h), kDevice, kWorkspaceBytes, static name(index),
-// RT(index), stream(), malloc/free/memset0/h2d/d2h/sync/sync_noexcept, and product().
+// RT(index), stream(), malloc/free/memset0/h2d/d2h/sync/sync_noexcept, product(),
+// fp8_capable() and describe().
 #pragma once
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
@@ -15,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -33,10 +35,12 @@ constexpr int64_t kAdamChunk = int64_t(1) << 16;
 /// same on every GPU.
 constexpr int64_t kSumSquaresParts = int64_t(1) << 14;
 
-/// A product operand: device pointer and element type (CUDA_R_32F, CUDA_R_16BF, CUDA_R_16F).
+/// A product operand: device pointer and element type (CUDA_R_32F, CUDA_R_16BF, CUDA_R_16F,
+/// CUDA_R_8F_E4M3, CUDA_R_8F_E5M2).
 struct LtOperand {
   const void* p;
   cudaDataType_t type;
+  const float* scale = nullptr;  ///< fp8: device pointer to the dequantization factor
 };
 
 /// A device buffer of runtime RT that grows (never shrinks) to the largest size asked of it.
@@ -98,7 +102,7 @@ class CudaBackendT final : public Backend {
   void synchronize() override { rt_.sync(); }
 
   // ---- capabilities -------------------------------------------------------------------
-  bool supports(Op, Precision p) const override { return p != Precision::fp8; }
+  bool supports(Op, Precision p) const override { return p != Precision::fp8 || rt_.fp8_capable(); }
   /// cuBLASLt's workspace; for 16-bit precisions the weight copies and the rounded operands
   /// (N*max(hidden,V), and N*hidden for the backward's input); the product buffer of the
   /// fused GELU backward and GELU epilogue fallback (N*max(hidden,V) floats); partial sums,
@@ -158,6 +162,10 @@ class CudaBackendT final : public Backend {
   // ---- matrix products ----------------------------------------------------------------
   void matmul_forward(float* out, ConstDevPtr inp, const float* w, const float* bias, int64_t N,
                       int C, int OC, bool w_transposed) override {
+    if (fp8_forward(out, inp, w, N, C, OC, w_transposed)) {
+      if (bias) K::bias_add(rt_.stream(), out, bias, N, OC);
+      return;
+    }
     const auto g = cuda_plan::forward(N, C, OC, w_transposed);
     const LtOperand W = weight_operand(w, int64_t(C) * OC), X = operand(act_a_, inp, N * C);
     product(g, pick(g.a, W, X, {}), pick(g.b, W, X, {}), out, CUDA_R_32F, bias, false);
@@ -167,16 +175,20 @@ class CudaBackendT final : public Backend {
   /// reference's GELU.
   void matmul_gelu_forward(DevPtr out, ConstDevPtr inp, const float* w, const float* bias,
                            int64_t N, int C, int OC) override {
+    uint16_t* o16 = as16(out);
+    float* prod = prod_.template as<float>(N * OC);
+    if (fp8_forward(prod, inp, w, N, C, OC, false)) {
+      K::bias_gelu(rt_.stream(), f32_or_null(out), o16, prod, bias, N, OC);
+      return;
+    }
     const auto g = cuda_plan::forward(N, C, OC, false);
     const LtOperand W = weight_operand(w, int64_t(C) * OC), X = operand(act_a_, inp, N * C);
-    uint16_t* o16 = as16(out);
     if (prec_ != Precision::fp32) {
       // the bias has the output's type (cuBLASLt: CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE)
       const void* b = bias && o16 ? weight_operand(bias, OC).p : bias;
       if (product(g, W, X, out.data, o16 ? CUDA_R_16BF : CUDA_R_32F, b, true, /*may_fail=*/true))
         return;
     }
-    float* prod = prod_.template as<float>(N * OC);
     product(g, W, X, prod, CUDA_R_32F, nullptr, false);
     K::bias_gelu(rt_.stream(), f32_or_null(out), o16, prod, bias, N, OC);
   }
@@ -286,12 +298,14 @@ class CudaBackendT final : public Backend {
 
   // ---- precision policy ---------------------------------------------------------------
   void set_precision(Precision p) override {
-    if (p == Precision::fp8)
-      throw Error(
-          "train.precision = 'fp8': the CUDA backend of this build has no fp8 matrix products "
-          "yet (delayed-scaling fp8 is planned for compute capability 9.0); use bf16");
+    if (p == Precision::fp8 && !rt_.fp8_capable())
+      throw Error(fmt::format(
+          "train.precision = 'fp8': {} ({}) has no fp8 matrix products; they need compute "
+          "capability 8.9 or 9.0 (Ada, Hopper); use bf16",
+          name(), rt_.describe()));
     prec_ = p;
     weights_.clear();
+    fp8_.clear();
   }
   Precision precision() const override { return prec_; }
   void set_stochastic_rounding(bool on, uint64_t seed) override {
@@ -343,12 +357,13 @@ class CudaBackendT final : public Backend {
   }
   cudaDataType_t type16() const { return prec_ == Precision::fp16 ? CUDA_R_16F : CUDA_R_16BF; }
 
-  /// A product operand: f32 under fp32; else a bf16 tensor as it is, or x rounded into buf.
+  /// A product operand: f32 under fp32; else a bf16 tensor as it is, or x rounded into buf
+  /// (fp16 under fp16; bf16 under bf16, and under fp8 for products fp8 cannot take).
   LtOperand operand(DevBuffer<RT>& buf, ConstDevPtr x, int64_t n) {
     if (prec_ == Precision::fp32) return {f32(x), CUDA_R_32F};
     if (const uint16_t* x16 = as16(x)) return {x16, CUDA_R_16BF};
     uint16_t* o = buf.template as<uint16_t>(n);
-    K::round16(rt_.stream(), o, x.f32(), n, prec_ == Precision::bf16);
+    K::round16(rt_.stream(), o, x.f32(), n, prec_ != Precision::fp16);
     return {o, type16()};
   }
   /// The weight operand: w itself under fp32, else its 16-bit copy, refreshed after
@@ -364,7 +379,7 @@ class CudaBackendT final : public Backend {
         K::round_bf16_stochastic(rt_.stream(), o, w, n,
                                  cuda_math::splitmix64(sr_seed_ ^ (c.id * 0x9E3779B97F4A7C15ull)));
       else
-        K::round16(rt_.stream(), o, w, n, prec_ == Precision::bf16);
+        K::round16(rt_.stream(), o, w, n, prec_ != Precision::fp16);
       c.generation = generation_;
       c.n = n;
     }
@@ -378,6 +393,7 @@ class CudaBackendT final : public Backend {
   /// (under bf16 of the rounded dout the products use, as the CPU backend).
   void backward_products(DevPtr dinp, float* dw, float* dbias, ConstDevPtr dout, ConstDevPtr inp,
                          const float* w, ConstDevPtr dgelu, int64_t N, int C, int OC, bool wt) {
+    if (fp8_backward(dinp, dw, dbias, dout, inp, w, dgelu, N, C, OC, wt)) return;
     const LtOperand D = operand(act_a_, dout, N * OC);
     const LtOperand X = operand(act_b_, inp, N * C);
     if (dinp) {
@@ -388,13 +404,7 @@ class CudaBackendT final : public Backend {
       } else {
         float* prod = prod_.template as<float>(N * C);
         product(g, pick(g.a, W, X, D), pick(g.b, W, X, D), prod, CUDA_R_32F, nullptr, false);
-        if (dgelu) {
-          const uint16_t* g16 = as16(dgelu);
-          K::mul(rt_.stream(), f32_or_null(dinp), as16(dinp), prod, g16 ? nullptr : dgelu.f32(),
-                 g16, N * C);
-        } else {
-          K::round16(rt_.stream(), as16(dinp), prod, N * C, true);
-        }
+        finish_dinp(dinp, prod, dgelu, N * C);
       }
     }
     const auto g = cuda_plan::backward_weight(N, C, OC, wt);
@@ -407,6 +417,78 @@ class CudaBackendT final : public Backend {
       else
         K::column_sums(rt_.stream(), dbias, f32(dout), nullptr, N, OC, partial);
     }
+  }
+
+  /// dinp = prod (times dgelu when given), f32 or bf16.
+  void finish_dinp(DevPtr dinp, const float* prod, ConstDevPtr dgelu, int64_t n) {
+    if (dgelu) {
+      const uint16_t* g16 = as16(dgelu);
+      K::mul(rt_.stream(), f32_or_null(dinp), as16(dinp), prod, g16 ? nullptr : dgelu.f32(), g16,
+             n);
+    } else {
+      K::round16(rt_.stream(), as16(dinp), prod, n, true);
+    }
+  }
+
+  // ---- fp8 (precision fp8): e4m3 weights and activations, e5m2 output gradients, per-tensor
+  // delayed scaling (kernel_math.h), fp32 accumulation and outputs, fp32 master weights. A
+  // product whose sizes cuBLASLt's fp8 kernels do not take runs in bf16 instead.
+  enum Fp8Use { kWeightFwd, kWeightBwd, kInput, kInputT, kGradT, kGrad };
+  struct Fp8Copy {
+    explicit Fp8Copy(RT* rt) : data(rt), state(rt) {}
+    DevBuffer<RT> data, state;
+    uint64_t generation = UINT64_MAX;
+  };
+  /// The fp8 copy of x (rows, cols), transposed when asked, with its scaling state (one per
+  /// tensor and use); a weight's copy is remade only after weights_updated().
+  LtOperand fp8_operand(const float* x, int64_t rows, int64_t cols, bool transpose, bool e5m2,
+                        Fp8Use use) {
+    auto [it, fresh] = fp8_.try_emplace({x, int(use)}, &rt_);
+    Fp8Copy& c = it->second;
+    float* state = c.state.template as<float>(cuda_math::kFp8StateFloats);
+    if (fresh) rt_.memset0(state, cuda_math::kFp8StateFloats * sizeof(float));
+    auto* q = c.data.template as<uint8_t>(rows * cols);
+    const bool weight = use == kWeightFwd || use == kWeightBwd;
+    if (!weight || c.generation != generation_) {
+      K::fp8_quantize(rt_.stream(), q, x, rows, cols, transpose, e5m2, state,
+                      fp8_partial_.template as<float>(cuda_kernels::kFp8AmaxParts));
+      c.generation = generation_;
+    }
+    return {q, e5m2 ? CUDA_R_8F_E5M2 : CUDA_R_8F_E4M3, state + cuda_math::kAmaxHistory + 3};
+  }
+  /// out(N,OC) = inp @ W in fp8 (no bias); false when not fp8 or the sizes do not fit.
+  bool fp8_forward(float* out, ConstDevPtr inp, const float* w, int64_t N, int C, int OC, bool wt) {
+    if (prec_ != Precision::fp8 || !cuda_plan::fp8_sizes_ok(N, C, OC)) return false;
+    // A = W^T (OC,C): w (C,OC) transposed, or w (OC,C) itself
+    const LtOperand W = wt ? fp8_operand(w, OC, C, false, false, kWeightFwd)
+                           : fp8_operand(w, C, OC, true, false, kWeightFwd);
+    const LtOperand X = fp8_operand(f32(inp), N, C, false, false, kInput);
+    product(cuda_plan::forward_fp8(N, C, OC), W, X, out, CUDA_R_32F, nullptr, false);
+    return true;
+  }
+  bool fp8_backward(DevPtr dinp, float* dw, float* dbias, ConstDevPtr dout, ConstDevPtr inp,
+                    const float* w, ConstDevPtr dgelu, int64_t N, int C, int OC, bool wt) {
+    if (prec_ != Precision::fp8 || !cuda_plan::fp8_sizes_ok(N, C, OC)) return false;
+    const float* d = f32(dout);
+    if (dinp) {
+      // A = W (C,OC): w itself, or w (OC,C) transposed
+      const LtOperand W = wt ? fp8_operand(w, OC, C, true, false, kWeightBwd)
+                             : fp8_operand(w, C, OC, false, false, kWeightBwd);
+      const LtOperand G = fp8_operand(d, N, OC, false, true, kGrad);
+      const auto g = cuda_plan::backward_input_fp8(N, C, OC);
+      float* prod = dgelu || dinp.bf16() ? prod_.template as<float>(N * C) : dinp.f32();
+      product(g, W, G, prod, CUDA_R_32F, nullptr, false);
+      if (prod != dinp.f32()) finish_dinp(dinp, prod, dgelu, N * C);
+    }
+    const LtOperand GT = fp8_operand(d, N, OC, true, true, kGradT);          // dout^T (OC,N)
+    const LtOperand XT = fp8_operand(f32(inp), N, C, true, false, kInputT);  // inp^T (C,N)
+    const auto g = cuda_plan::backward_weight_fp8(N, C, OC, wt);
+    product(g, pick(g.a, {}, XT, GT), pick(g.b, {}, XT, GT), dw, CUDA_R_32F, nullptr, false);
+    if (dbias) {
+      float* partial = partial_.template as<float>(K::column_partial_floats(N, OC));
+      K::column_sums(rt_.stream(), dbias, d, nullptr, N, OC, partial);
+    }
+    return true;
   }
 
   /// D (m x n, column-major, type td) = op(A) op(B) + beta D, the runtime's product (cuBLASLt
@@ -426,6 +508,8 @@ class CudaBackendT final : public Backend {
 
   RT rt_;
   int index_;
+  std::map<std::pair<const void*, int>, Fp8Copy> fp8_;
+  DevBuffer<RT> fp8_partial_{&rt_};
   DevBuffer<RT> act_a_{&rt_}, act_b_{&rt_}, prod_{&rt_}, partial_{&rt_}, delta_{&rt_},
       token_index_{&rt_}, chunks_{&rt_}, squares_{&rt_};
   std::vector<int32_t> tokens_host_, index_host_;

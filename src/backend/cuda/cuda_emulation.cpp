@@ -20,9 +20,13 @@ namespace {
 using cuda_impl::LtOperand;
 namespace m = cuda_math;
 
-/// Element i of a product operand, widened to float.
+/// Element i of a product operand, widened to float (fp8: times its dequantization factor).
 float element(const LtOperand& x, int64_t i) {
   switch (x.type) {
+    case CUDA_R_8F_E4M3:
+      return m::fp8_to_float(static_cast<const uint8_t*>(x.p)[i], false) * *x.scale;
+    case CUDA_R_8F_E5M2:
+      return m::fp8_to_float(static_cast<const uint8_t*>(x.p)[i], true) * *x.scale;
     case CUDA_R_16BF:
       return m::bf16_to_float(static_cast<const uint16_t*>(x.p)[i]);
     case CUDA_R_16F:
@@ -40,6 +44,8 @@ class HostRuntime {
   static std::string name(int) { return "cuda-emu"; }
 
   explicit HostRuntime(int) {}
+  bool fp8_capable() const { return true; }
+  std::string describe() const { return "the CUDA backend's code on the CPU"; }
   cudaStream_t stream() const { return nullptr; }
   void* malloc(size_t bytes) {
     void* p = std::aligned_alloc(256, (std::max<size_t>(bytes, 1) + 255) / 256 * 256);

@@ -45,6 +45,25 @@ inline Gemm backward_weight(int64_t N, int64_t C, int64_t OC, bool wt) {
             : Gemm{Role::grad, Role::input, false, true, OC, C, N, OC, C, OC, 1.0f};
 }
 
+/// The fp8 forms: cuBLASLt's fp8 products take A transposed and B not ("TN"; cuBLASLt docs,
+/// cublasLtMatmul, FP8 requirements), so the operands are fp8 copies in the layouts these
+/// plans name. forward_fp8: A = W^T (OC,C) for w (C,OC), or w itself when w_transposed.
+inline Gemm forward_fp8(int64_t N, int64_t C, int64_t OC) { return forward(N, C, OC, true); }
+/// backward_input_fp8: A = W (C,OC) as stored (w_transposed: the (C,OC) transpose of w).
+inline Gemm backward_input_fp8(int64_t N, int64_t C, int64_t OC) {
+  return backward_input(N, C, OC, false);
+}
+/// backward_weight_fp8: A and B are the transposes dout^T (OC,N) and inp^T (C,N) (row-major);
+/// dW (C,OC): A = dout^T, B = inp^T; dW (OC,C) when w_transposed: A = inp^T, B = dout^T.
+inline Gemm backward_weight_fp8(int64_t N, int64_t C, int64_t OC, bool wt) {
+  return wt ? Gemm{Role::input, Role::grad, true, false, C, OC, N, N, N, C, 1.0f}
+            : Gemm{Role::grad, Role::input, true, false, OC, C, N, N, N, OC, 1.0f};
+}
+/// Whether cuBLASLt's fp8 product takes these sizes (every dimension a multiple of 16).
+inline bool fp8_sizes_ok(int64_t N, int64_t C, int64_t OC) {
+  return N % 16 == 0 && C % 16 == 0 && OC % 16 == 0;
+}
+
 /// Element (row, col) of a column-major matrix stored with leading dimension ld, read through
 /// op (transposed when t): for the host test's plain product.
 inline float at(const float* p, bool t, int64_t row, int64_t col, int64_t ld) {

@@ -269,6 +269,10 @@ GT_HD void bias_gelu_elem(int64_t i, float* out32, uint16_t* out16, const float*
                           const float* bias, int OC) {
   store(out32, out16, i, gelu(prod[i] + (bias ? bias[i % OC] : 0.f)));
 }
+/// out(N,OC) element i += bias[i % OC] (the bias of a product that had no epilogue).
+GT_HD void bias_add_elem(int64_t i, float* out, const float* bias, int OC) {
+  out[i] += bias[i % OC];
+}
 /// out[i] = prod[i] * dgelu[i]: the GELU backward applied to the dinp product.
 GT_HD void mul_elem(int64_t i, float* out32, uint16_t* out16, const float* prod, const float* g32,
                     const uint16_t* g16) {
@@ -332,6 +336,102 @@ GT_HD void sum_squares_partial(int64_t k, double* partial, const float* g, int64
   double s = 0.0;
   for (int64_t i = k; i < n; i += K) s += double(g[i]) * g[i];
   partial[k] = s;
+}
+
+// ---- fp8 (Micikevicius et al. 2022, "FP8 Formats for Deep Learning") ----------------------
+// e4m3: 4 exponent bits (bias 7), 3 mantissa bits, largest 448, no infinity (S.1111.111 is
+// NaN); e5m2: 5 exponent bits (bias 15), 2 mantissa bits, largest 57344, IEEE-like. Products
+// take per-tensor scales from an amax history (delayed scaling, as NVIDIA's Transformer
+// Engine): q = fp8(x * scale), scale = fp8_max / max(amax history).
+constexpr float kE4m3Max = 448.0f;
+constexpr float kE5m2Max = 57344.0f;
+/// Length of the amax history of delayed scaling (Transformer Engine's default is 1024; short
+/// here, so a scale follows a changing tensor within a few steps).
+constexpr int kAmaxHistory = 16;
+/// Floats of one tensor's scaling state: [history (kAmaxHistory)] [uses] [next scale]
+/// [scale used] [1 / scale used] (the last is the dequantization factor the product reads).
+constexpr int kFp8StateFloats = kAmaxHistory + 4;
+
+/// fp8 code -> float (exact).
+GT_HD float fp8_to_float(uint8_t v, bool e5m2) {
+  const int mbits = e5m2 ? 2 : 3, bias = e5m2 ? 15 : 7;
+  const uint32_t sign = v >> 7, e = (v >> mbits) & (e5m2 ? 0x1Fu : 0xFu),
+                 m = v & ((1u << mbits) - 1u);
+  float r;
+  if (e5m2 && e == 0x1F)
+    r = m ? NAN : INFINITY;
+  else if (!e5m2 && e == 0xF && m == 7)
+    r = NAN;
+  else if (e == 0)
+    r = ldexpf(float(m), 1 - bias - mbits);
+  else
+    r = ldexpf(float((1u << mbits) | m), int(e) - bias - mbits);
+  return sign ? -r : r;
+}
+/// float -> fp8, round to nearest even, saturating to the largest finite value (as cuBLASLt's
+/// and Transformer Engine's "satfinite" casts); NaN stays NaN.
+GT_HD uint8_t to_fp8(float x, bool e5m2) {
+  const int mbits = e5m2 ? 2 : 3, bias = e5m2 ? 15 : 7;
+  const uint32_t u = float_bits(x);
+  const uint8_t sign = uint8_t((u >> 24) & 0x80u);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return uint8_t(sign | (e5m2 ? 0x7Fu : 0x7Fu));  // NaN
+  const float fmax = e5m2 ? kE5m2Max : kE4m3Max;
+  const uint8_t maxcode = e5m2 ? 0x7B : 0x7E;
+  float a = fabsf(x);
+  if (a >= fmax) return uint8_t(sign | maxcode);  // saturate (infinity included)
+  // the spacing of fp8 values around a: 2^(max(exp(a), 1 - bias) - mbits)
+  int e;
+  frexpf(a, &e);  // a = f * 2^e, f in [0.5, 1): a's exponent is e - 1
+  int ue = e - 1 < 1 - bias ? 1 - bias : e - 1;
+  const float q = ldexpf(1.0f, ue - mbits);
+  float n = rintf(a / q);  // round half to even (the default rounding mode); exact quotient
+  float r = n * q;
+  if (r > fmax) r = fmax;
+  // encode r (an fp8 value): exponent and mantissa
+  if (r == 0.0f) return sign;
+  int re;
+  frexpf(r, &re);
+  int be = re - 1 + bias;
+  uint32_t code;
+  if (be <= 0) {  // subnormal: r = m * 2^(1 - bias - mbits)
+    code = uint32_t(ldexpf(r, bias - 1 + mbits));
+  } else {
+    const uint32_t m = uint32_t(ldexpf(r, mbits - (re - 1))) - (1u << mbits);
+    code = (uint32_t(be) << mbits) | m;
+  }
+  return uint8_t(sign | code);
+}
+
+/// Partial amax over the elements x[k], x[k+K], ... (< n): the largest |x| (NaN ignored).
+GT_HD void amax_partial(int64_t k, float* partial, const float* x, int64_t n, int64_t K) {
+  float a = 0.f;
+  for (int64_t i = k; i < n; i += K) a = fmaxf(a, fabsf(x[i]));
+  partial[k] = a;
+}
+/// One use of a tensor's delayed scaling (one thread): amax = max of the K partials; the scale
+/// used now is the one the history gave (the current amax's on the first use); then the amax
+/// joins the history and the next scale is fmax / max(history) (1 when the history is all 0).
+GT_HD void fp8_scale_step(float* state, const float* partial, int64_t K, float fmax) {
+  float amax = 0.f;
+  for (int64_t k = 0; k < K; ++k) amax = fmaxf(amax, partial[k]);
+  float* hist = state;
+  float& uses = state[kAmaxHistory];
+  float& next = state[kAmaxHistory + 1];
+  const float now = uses == 0.f ? (amax > 0.f ? fmax / amax : 1.0f) : next;
+  state[kAmaxHistory + 2] = now;
+  state[kAmaxHistory + 3] = 1.0f / now;
+  hist[int(uses) % kAmaxHistory] = amax;
+  uses += 1.0f;
+  float m = 0.f;
+  for (int i = 0; i < kAmaxHistory; ++i) m = fmaxf(m, hist[i]);
+  next = m > 0.f ? fmax / m : 1.0f;
+}
+/// Element i of the fp8 copy of x (rows, cols) scaled by state's scale used: out is x's layout,
+/// or its transpose (cols, rows) when transpose.
+GT_HD void fp8_quantize_elem(int64_t i, uint8_t* out, const float* x, const float* state,
+                             int64_t rows, int64_t cols, bool transpose, bool e5m2) {
+  const int64_t src = transpose ? (i % rows) * cols + i / rows : i;
+  out[i] = to_fp8(x[src] * state[kAmaxHistory + 2], e5m2);
 }
 
 // ---- causal self-attention (own kernels; one query or key row per call) ---------------------

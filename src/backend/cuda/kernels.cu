@@ -201,6 +201,23 @@ void DeviceKernels::sum_squares_partial(cudaStream_t s, double* partial, const f
          [=] __device__(int64_t k) { m::sum_squares_partial(k, partial, g, n, K); });
 }
 
+void DeviceKernels::bias_add(cudaStream_t s, float* out, const float* bias, int64_t N, int OC) {
+  launch(s, "bias_add", N * OC, [=] __device__(int64_t i) { m::bias_add_elem(i, out, bias, OC); });
+}
+void DeviceKernels::fp8_quantize(cudaStream_t s, uint8_t* out, const float* x, int64_t rows,
+                                 int64_t cols, bool transpose, bool e5m2, float* state,
+                                 float* partial) {
+  const int64_t n = rows * cols, K = kFp8AmaxParts;
+  launch(s, "fp8_quantize (amax)", K,
+         [=] __device__(int64_t k) { m::amax_partial(k, partial, x, n, K); });
+  const float fmax = e5m2 ? m::kE5m2Max : m::kE4m3Max;
+  launch(s, "fp8_quantize (scale)", 1,
+         [=] __device__(int64_t) { m::fp8_scale_step(state, partial, K, fmax); });
+  launch(s, "fp8_quantize", n, [=] __device__(int64_t i) {
+    m::fp8_quantize_elem(i, out, x, state, rows, cols, transpose, e5m2);
+  });
+}
+
 namespace {
 template <int HS>
 void attention_forward_hs(cudaStream_t s, float* o32, uint16_t* o16, float* lse, float* att,

@@ -84,7 +84,15 @@ struct AdamChunk {
                                  const float* qkv, const float* att, const float* lse,             \
                                  const float* out32, const uint16_t* out16, float* delta, int B,   \
                                  int T, int C, int NH);                                            \
+  /* fp8 copy of x (rows, cols), or of its transpose: amax (partial: kFp8AmaxParts floats), */     \
+  /* one step of the delayed scaling in state (kFp8StateFloats floats), then the cast. */          \
+  static void bias_add(cudaStream_t s, float* out, const float* bias, int64_t N, int OC);          \
+  static void fp8_quantize(cudaStream_t s, uint8_t* out, const float* x, int64_t rows,             \
+                           int64_t cols, bool transpose, bool e5m2, float* state, float* partial); \
   static_assert(true, "")
+
+/// Partial amaxes of fp8_quantize (a constant: the same result on every launch).
+constexpr int64_t kFp8AmaxParts = 1024;
 
 /// The kernels on the GPU (kernels.cu).
 struct DeviceKernels {

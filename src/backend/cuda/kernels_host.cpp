@@ -135,6 +135,18 @@ void HostKernels::sum_squares_partial(cudaStream_t, double* partial, const float
                                       int64_t K) {
   for_each(K, [=](int64_t k) { m::sum_squares_partial(k, partial, g, n, K); });
 }
+void HostKernels::bias_add(cudaStream_t, float* out, const float* bias, int64_t N, int OC) {
+  for_each(N * OC, [=](int64_t i) { m::bias_add_elem(i, out, bias, OC); });
+}
+void HostKernels::fp8_quantize(cudaStream_t, uint8_t* out, const float* x, int64_t rows,
+                               int64_t cols, bool transpose, bool e5m2, float* state,
+                               float* partial) {
+  const int64_t n = rows * cols, K = kFp8AmaxParts;
+  for_each(K, [=](int64_t k) { m::amax_partial(k, partial, x, n, K); });
+  m::fp8_scale_step(state, partial, K, e5m2 ? m::kE5m2Max : m::kE4m3Max);
+  for_each(n,
+           [=](int64_t i) { m::fp8_quantize_elem(i, out, x, state, rows, cols, transpose, e5m2); });
+}
 void HostKernels::attention_forward(cudaStream_t, float* o32, uint16_t* o16, float* lse, float* att,
                                     const float* qkv, int B, int T, int C, int NH) {
   const m::AttnShape sh{B, T, C, NH};
