@@ -7,6 +7,10 @@
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+
 #include "backend/cuda/cuda_backend_impl.h"
 #include "core/error.h"
 
@@ -150,6 +154,19 @@ class CudaRuntime {
     lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                   &ws, sizeof(ws)),
              "set MAX_WORKSPACE_BYTES");
+    // cuBLASLt assumes 256-byte aligned operands unless told (CUBLASLT_MATMUL_PREF_MIN_
+    // ALIGNMENT_*_BYTES); tensors inside the model's arenas may be less aligned
+    const std::pair<cublasLtMatmulPreferenceAttributes_t, const void*> aligned[] = {
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, A.p},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, B.p},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, Dp},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, Dp}};
+    for (const auto& [attr, ptr] : aligned) {
+      const auto addr = reinterpret_cast<uintptr_t>(ptr);
+      const uint32_t align = static_cast<uint32_t>(std::min<uintptr_t>(addr & (~addr + 1), 256));
+      lt_check(cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align)),
+               "set MIN_ALIGNMENT");
+    }
     const uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_NONE;
     lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
                                                   &reduction, sizeof(reduction)),
