@@ -125,15 +125,19 @@ TEST_F(Device, CudaBackendCodeOnTheCpuTrainsLikeTheCpuBackend) {
 
 // fp8 (e4m3 forward, e5m2 gradients, delayed scaling) on sizes its products take (multiples
 // of 16): 8 steps follow fp32 on the CPU within fp8's rounding and still learn.
-TEST_F(Device, CudaBackendCodeOnTheCpuTrainsInFp8) {
+void trains_in_fp8(Device& t, const std::string& device) {
   const std::string shape =
       "--set model.n_embd=32 --set model.block_size=16 --set train.batch_size=2 ";
-  auto cpu = train_losses(shape + "--set train.device=cpu", "cpu-fp32");
-  auto fp8 = train_losses(shape + "--set train.device=cuda-emu --set train.precision=fp8", "fp8");
+  auto cpu = t.train_losses(shape + "--set train.device=cpu", "cpu-fp32");
+  auto fp8 = t.train_losses(shape + "--set train.device=" + device + " --set train.precision=fp8",
+                            "fp8-" + device);
   ASSERT_EQ(fp8.size(), cpu.size());
   EXPECT_LT(fp8.back(), fp8.front());
   for (size_t i = 0; i < cpu.size(); ++i)
-    EXPECT_NEAR(fp8[i], cpu[i], 0.05 * cpu[i]) << "step " << i + 1;
+    EXPECT_NEAR(fp8[i], cpu[i], 0.05 * cpu[i]) << device << " step " << i + 1;
+}
+TEST_F(Device, CudaBackendCodeOnTheCpuTrainsInFp8) {
+  trains_in_fp8(*this, "cuda-emu");
   expect_error("--set train.precision=fp8", "train.precision = 'fp8' needs train.device = cuda");
 }
 
@@ -147,41 +151,68 @@ double rel_error(const std::vector<float>& x, const std::vector<float>& r) {
   return std::sqrt(num / den);
 }
 
-// The fp8 products of the CUDA backend's code against the reference: large inputs (amax far
-// above e4m3's 448, so only the scaling keeps them), errors of fp8's size: above bf16's (the
-// fp8 path ran) and below 12 %.
-TEST(Fp8, ProductsOfTheCudaBackendCodeFollowFp32) {
-  auto emu = make_backend("cuda-emu"), ref = make_backend("ref");
-  emu->set_precision(Precision::fp8);
+// The fp8 products of the CUDA backend (device memory through copies) against the reference:
+// large inputs (amax far above e4m3's 448, so only the scaling keeps them), errors of fp8's
+// size: above bf16's (the fp8 path ran) and below 12 %.
+void fp8_products_follow_fp32(Backend& be) {
+  auto ref = make_backend("ref");
+  be.set_precision(Precision::fp8);
   const int64_t N = 32;
   const int C = 48, OC = 64;
+  std::vector<void*> bufs;
+  auto up = [&](const std::vector<float>& h) {
+    auto* p = static_cast<float*>(be.allocate(h.size() * sizeof(float)));
+    be.copy_to_device(p, h.data(), h.size() * sizeof(float));
+    bufs.push_back(p);
+    return p;
+  };
+  auto down = [&](const float* p, size_t n) {
+    std::vector<float> h(n);
+    be.copy_to_host(h.data(), p, n * sizeof(float));
+    return h;
+  };
   for (bool wt : {false, true}) {
     auto x = test::randn(N * C, 1), w = test::randn(C * OC, 2), b = test::randn(OC, 3);
     auto d = test::randn(N * OC, 4);
     for (auto& v : x) v *= 1000.0f;
     for (auto& v : d) v *= 1e-4f;
-    emu->weights_updated();  // new weights (perhaps at the last loop's addresses)
-    std::vector<float> o(N * OC), o_r(N * OC);
-    emu->matmul_forward(o.data(), x.data(), w.data(), b.data(), N, C, OC, wt);
+    float *xd = up(x), *wd = up(w), *bd = up(b), *dd = up(d);
+    be.weights_updated();  // new weights (perhaps at the last loop's addresses)
+    std::vector<float> o_r(N * OC);
+    float* o = up(o_r);
+    be.matmul_forward(o, xd, wd, bd, N, C, OC, wt);
     ref->matmul_forward(o_r.data(), x.data(), w.data(), b.data(), N, C, OC, wt);
-    EXPECT_GT(rel_error(o, o_r), 5e-3) << "wt " << wt;
-    EXPECT_LT(rel_error(o, o_r), 0.12) << "wt " << wt;
-    std::vector<float> di(N * C), di_r(N * C), dw(C * OC, 0.f), dw_r(C * OC, 0.f), db(OC, 0.f),
-        db_r(OC, 0.f);
-    emu->matmul_backward(di.data(), dw.data(), db.data(), d.data(), x.data(), w.data(), N, C, OC,
-                         wt);
+    EXPECT_GT(rel_error(down(o, N * OC), o_r), 5e-3) << "wt " << wt;
+    EXPECT_LT(rel_error(down(o, N * OC), o_r), 0.12) << "wt " << wt;
+    std::vector<float> di_r(N * C), dw_r(C * OC, 0.f), db_r(OC, 0.f);
+    float *di = up(di_r), *dw = up(dw_r), *db = up(db_r);
+    be.matmul_backward(di, dw, db, dd, xd, wd, N, C, OC, wt);
     ref->matmul_backward(di_r.data(), dw_r.data(), db_r.data(), d.data(), x.data(), w.data(), N, C,
                          OC, wt);
-    EXPECT_LT(rel_error(di, di_r), 0.12) << "dinp wt " << wt;
-    EXPECT_LT(rel_error(dw, dw_r), 0.12) << "dw wt " << wt;
-    EXPECT_LT(rel_error(db, db_r), 1e-5) << "dbias (f32 sums)";
+    EXPECT_LT(rel_error(down(di, N * C), di_r), 0.12) << "dinp wt " << wt;
+    EXPECT_LT(rel_error(down(dw, C * OC), dw_r), 0.12) << "dw wt " << wt;
+    EXPECT_LT(rel_error(down(db, OC), db_r), 1e-5) << "dbias (f32 sums)";
   }
+  for (void* p : bufs) be.deallocate(p);
+}
+TEST(Fp8, ProductsOfTheCudaBackendCodeFollowFp32) {
+  fp8_products_follow_fp32(*make_backend("cuda-emu"));
+}
+TEST(Fp8, ProductsOnAGpuFollowFp32) {
+  std::string why;
+  if (cuda_device_count(&why) == 0) GTEST_SKIP() << "skipped: no CUDA device (" << why << ")";
+  auto be = make_backend("cuda");
+  if (!be->supports(Op::matmul_forward, Precision::fp8))
+    GTEST_SKIP() << "skipped: " << be->name() << " has no fp8 products (compute capability < 8.9)";
+  fp8_products_follow_fp32(*be);
 }
 
 TEST_F(Device, CudaBackendOnAGpuTrainsLikeTheCpuBackend) {
   std::string why;
   if (cuda_device_count(&why) == 0) GTEST_SKIP() << "skipped: no CUDA device (" << why << ")";
   cuda_backend_trains_like_the_cpu(*this, "cuda");
+  if (make_backend("cuda")->supports(Op::matmul_forward, Precision::fp8))
+    trains_in_fp8(*this, "cuda");
 }
 #endif
 
