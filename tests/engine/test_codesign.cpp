@@ -2,7 +2,6 @@
 // bf16 training against fp32, the fp16 loss scaler, and each fused kernel against its
 // unfused form, alone and inside the model.
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <cmath>
 #include <cstdlib>
