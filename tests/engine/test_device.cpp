@@ -52,6 +52,7 @@ struct Device : ::testing::Test {
 
 // fusion off and on: the reference backend defines both forms
 TEST_F(Device, RefTrainsAndFollowsCpuWithinFloat32Rounding) {
+  GT_NEEDS_CPU_BACKEND();
   for (const char* fusion : {"off", "on"}) {
     const std::string f = std::string(" --set train.fusion=") + fusion;
     auto cpu = train_losses("--set train.device=cpu" + f, std::string("cpu-") + fusion);
@@ -78,6 +79,7 @@ TEST_F(Device, RefTrainsAndFollowsCpuWithinFloat32Rounding) {
 }
 
 TEST_F(Device, MissingDevicesAndUnsupportedPrecisionsAreRefused) {
+  GT_NEEDS_CPU_BACKEND();
   expect_error("--set train.device=cuda", "train.device = 'cuda': this build has no CUDA backend");
   expect_error("--set train.device=cuda:1", "this build has no CUDA backend");
   expect_error("--set train.device=tpu", "train.device = 'tpu' is unknown; expected ref, cpu");
@@ -86,6 +88,7 @@ TEST_F(Device, MissingDevicesAndUnsupportedPrecisionsAreRefused) {
 }
 
 TEST(Registry, EveryBackendSaysWhatItSupports) {
+  GT_NEEDS_CPU_BACKEND();
   ASSERT_GE(registered_backends().size(), 2u);
   EXPECT_STREQ(registered_backends()[0].name, "ref");
   auto ref = make_backend("ref");
@@ -103,6 +106,26 @@ TEST(Registry, EveryBackendSaysWhatItSupports) {
   auto cpu = make_backend("cpu");
   EXPECT_FALSE(cpu->supports(Op::matmul_forward, Precision::fp8));
   EXPECT_EQ(ref->workspace_bytes({}), 0u);
+}
+
+// GT_ONEDNN=OFF (GPU nodes without oneDNN): no cpu backend, so a configuration that names no
+// device trains on ref, and train.device = cpu is refused with the reason. With oneDNN the
+// default stays cpu.
+TEST(Registry, TheDefaultDeviceIsOneThisBuildHas) {
+  const bool cpu = test::has_backend("cpu");
+  EXPECT_STREQ(default_device(), cpu ? "cpu" : "ref");
+  EXPECT_EQ(TrainConfig{}.device, default_device());
+  EXPECT_NO_THROW(make_backend(TrainConfig{}.device));
+  if (cpu) return;
+  try {
+    make_backend("cpu");
+    ADD_FAILURE() << "cpu accepted by a build without the cpu backend";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("train.device = 'cpu': this build has no cpu backend "
+                                         "(it was configured with GT_ONEDNN=OFF"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace
