@@ -19,7 +19,7 @@
 #   3 losses       20 fp32 steps of a small model (configs/quickstart.toml's shape) on cuda and
 #                  on cpu (ref without oneDNN): per-step losses, max |diff| against 1e-4.
 #   4 gpt2-124m    GPT-2 124M (12 layers, 768 wide, 12 heads, context 1024, vocabulary 50304)
-#                  in bf16 with fusion, 30 steps: tokens/s, MFU (datasheet and measured peak),
+#                  in bf16 with fusion, 50 steps: tokens/s, MFU (datasheet and measured peak),
 #                  NVML joules per token and watts; beside bench/torch_gpt2_gpu.py (eager and
 #                  torch.compile) where PyTorch with CUDA is importable, with the ratios.
 #   6 fp8-vs-bf16  GPT-2 XL (48 layers, 1600 wide, 25 heads) for 50 steps in bf16 and in fp8:
@@ -128,16 +128,17 @@ report() {
 }
 skip() { report skip "$1" "$2" --seconds 0; }
 
-# limit STAGE CAP MIN: sets lim to the stage's seconds (CAP, or what the budget has left);
-# returns 1 (and records the skip) when fewer than MIN seconds are left.
+# limit_q CAP MIN: sets lim to CAP seconds, or what the budget has left if less; returns 1
+# when that is under MIN. limit STAGE CAP MIN: the same for a whole stage, recording the skip.
+limit_q() {
+  local l=$(($(left) - 5))
+  lim=$(($1 < l ? $1 : l))
+  [ "$lim" -ge "$2" ]
+}
 limit() {
-  local l
-  l=$(($(left) - 5))
-  lim=$(($2 < l ? $2 : l))
-  if [ "$lim" -lt "$3" ]; then
-    skip "$1" "time budget: $((l + 5)) s left of GT_CHECK_BUDGET_S=$budget, the stage needs at least $3 s"
-    return 1
-  fi
+  limit_q "$2" "$3" && return 0
+  skip "$1" "time budget: $((lim + 5)) s left of GT_CHECK_BUDGET_S=$budget, the stage needs at least $3 s"
+  return 1
 }
 
 secs_since() { echo $(($(date +%s) - $1)); }
@@ -259,7 +260,12 @@ if want 1; then
     configure_s=$(secs_since "$t")
     if [ "$rc" = 0 ]; then
       tb=$(date +%s)
-      limit 1 300 30 && run "$logs/01-build.log" "$lim" cmake --build "$build" -j "$jobs" --target "${targets[@]}"
+      why=""
+      if limit_q 300 30; then
+        run "$logs/01-build.log" "$lim" cmake --build "$build" -j "$jobs" --target "${targets[@]}"
+      else
+        rc=124 why="time budget: $((lim + 5)) s left after the configuration"
+      fi
       build_s=$(secs_since "$tb")
       if [ "$dry" = 0 ]; then
         for k in fmt nlohmann_json tomlplusplus CLI11 GTest dnnl CUDAToolkit_BIN; do
@@ -267,12 +273,12 @@ if want 1; then
           [ -n "$v" ] && found+=("$k=$v")
         done
       fi
-      report build --rc "$rc" --log "$logs/01-build.log" --cmake-args "${args[@]}" \
+      report build --rc "$rc" --log "$logs/01-build.log" --cmake-line "$(q "${args[@]}")" \
         --targets "${targets[@]}" --jobs "$jobs" --configure-s "$configure_s" --build-s "$build_s" \
         --onednn "$onednn" --arch "$([ "$rehearse" = 1 ] && echo none || echo "$arch")" \
-        --deps-prefix "$prefix" --found "${found[@]}" --seconds "$(secs_since "$t")"
+        --deps-prefix "$prefix" --found "${found[@]}" --reason "$why" --seconds "$(secs_since "$t")"
     else
-      report build --rc "$rc" --log "$logs/01-configure.log" --cmake-args "${args[@]}" \
+      report build --rc "$rc" --log "$logs/01-configure.log" --cmake-line "$(q "${args[@]}")" \
         --configure-s "$configure_s" --onednn "$onednn" --arch "$arch" --deps-prefix "$prefix" \
         --reason "cmake configuration failed (exit status $rc); see logs/01-configure.log" \
         --seconds "$(secs_since "$t")"
@@ -283,8 +289,11 @@ fi
 has_cpu=0
 if [ "$dry" = 0 ] && [ -f "$build/CMakeCache.txt" ] && grep -q '^GT_ONEDNN:BOOL=ON' "$build/CMakeCache.txt"; then has_cpu=1; fi
 [ "$dry" = 1 ] && [ "$onednn" = ON ] && has_cpu=1
+half=bf16 ablate_order=bf16,fusion,recompute
 if [ "$rehearse" = 1 ]; then
   dev=$([ $has_cpu = 1 ] && echo cpu || echo ref) cmp=ref
+  # ref computes in fp32 only: the rehearsal's "bf16" runs are fp32 there
+  [ "$dev" = ref ] && half=fp32 ablate_order=fusion,recompute
 else
   dev=cuda cmp=$([ $has_cpu = 1 ] && echo cpu || echo ref)
 fi
@@ -345,14 +354,55 @@ train() {
   [ "$dry" = 1 ] || find "$work/$name" -name '*.safetensors' -delete 2> /dev/null
 }
 
+# train_fast NAME CONFIG SECONDS LAST_STEP --set ...: as train, but killed (SIGKILL) as soon as
+# metrics.jsonl holds LAST_STEP: what the stage reads is there already (losses, tokens/s,
+# interval energy), and GPT-2 XL's final checkpoint (19 GB with the AdamW moments) would take
+# longer than its 50 steps. rc is 0 when LAST_STEP was reached.
+train_fast() {
+  local name=$1 cfg=$2 secs=$3 last=$4 pid t0 reached=0
+  shift 4
+  if [ "$dry" = 1 ]; then
+    echo "+ $(q "$gt" train "$work/$cfg.toml" --out "$work/$name" "$@")> $logs/$name.log (killed once step $last is in metrics.jsonl, or after ${secs}s)"
+    rc=0
+    return 0
+  fi
+  rm -rf "${work:?}/$name"
+  echo "  $(date -u +%H:%M:%S) $(q "$gt" train "$work/$cfg.toml" --out "$work/$name" "$@")" | cut -c1-220
+  "$gt" train "$work/$cfg.toml" --out "$work/$name" "$@" > "$logs/$name.log" 2>&1 &
+  pid=$!
+  t0=$(date +%s)
+  while kill -0 "$pid" 2> /dev/null; do
+    if grep -q "^{\"step\":$last," "$work/$name/metrics.jsonl" 2> /dev/null; then
+      kill -KILL "$pid" 2> /dev/null
+      reached=1
+      break
+    fi
+    if [ $(($(date +%s) - t0)) -ge "$secs" ]; then
+      kill -TERM "$pid" 2> /dev/null
+      sleep 10
+      kill -KILL "$pid" 2> /dev/null
+      echo "    (stopped by the ${secs} s limit)" >> "$logs/$name.log"
+      break
+    fi
+    sleep 0.5
+  done
+  wait "$pid"
+  rc=$?
+  if [ "$reached" = 1 ]; then
+    rc=0
+    echo "    (gpu-check.sh: killed after step $last was logged; no final checkpoint or summary.json)" >> "$logs/$name.log"
+  fi
+  find "$work/$name" -name '*.safetensors' -delete 2> /dev/null
+}
+
 # tiny shapes for --rehearse
 if [ "$rehearse" = 1 ]; then
-  small=(2 2 64 64 512 8 20) g2=(2 2 64 64 512 4 30) xl=(2 2 64 64 512 4 50) mid=(2 2 64 64 512 4)
+  small=(2 2 32 32 512 4 20) g2=(2 2 32 32 512 2 30) xl=(2 2 32 32 512 2 50) mid=(2 2 32 32 512 2)
   big_vocab=512 big_tokens=200000
 else
   B=$((mem_gib >= 70 ? 32 : (mem_gib >= 35 ? 16 : 8)))
   BX=$((mem_gib >= 120 ? 8 : (mem_gib >= 70 ? 4 : 2)))
-  small=(4 4 192 128 512 16 20) g2=(12 12 768 1024 50304 "$B" 30) xl=(48 25 1600 1024 50304 "$BX" 50)
+  small=(4 4 192 128 512 16 20) g2=(12 12 768 1024 50304 "$B" 50) xl=(48 25 1600 1024 50304 "$BX" 50)
   mid=(8 8 512 512 50304 16)
   big_vocab=50304 big_tokens=2000000
 fi
@@ -387,11 +437,11 @@ if want 3 && needs 3 "$gt" && limit 3 120 30; then
   t=$(date +%s)
   shard small 300000 "${small[4]}"
   toml small "${small[@]}" "$work/small.bin"
-  train "s3-$dev" small $((lim / 2)) --set "train.device=$dev" --set train.precision=fp32
+  train "s3-a-$dev" small $((lim / 2)) --set "train.device=$dev" --set train.precision=fp32
   rc_a=$rc
-  train "s3-$cmp" small $((lim / 2)) --set "train.device=$cmp" --set train.precision=fp32
-  report losses --run-a "$work/s3-$dev" --run-b "$work/s3-$cmp" --dev-a "$dev" --dev-b "$cmp" \
-    --log-a "$logs/s3-$dev.log" --log-b "$logs/s3-$cmp.log" --rc-a "$rc_a" --rc-b "$rc" \
+  train "s3-b-$cmp" small $((lim / 2)) --set "train.device=$cmp" --set train.precision=fp32
+  report losses --run-a "$work/s3-a-$dev" --run-b "$work/s3-b-$cmp" --dev-a "$dev" --dev-b "$cmp" \
+    --log-a "$logs/s3-a-$dev.log" --log-b "$logs/s3-b-$cmp.log" --rc-a "$rc_a" --rc-b "$rc" \
     --steps "${small[6]}" --tol 1e-4 --seconds "$(secs_since "$t")"
 fi
 
@@ -410,9 +460,9 @@ if want 4 && needs 4 "$gt" && limit 4 300 40; then
   t=$(date +%s)
   shard big "$big_tokens" "$big_vocab"
   toml gpt2 "${g2[@]}" "$work/big.bin"
-  train s4-gpt2-bf16 gpt2 $((lim < 150 ? lim : 150)) --set "train.device=$dev" --set train.precision=bf16 --set train.fusion=on
+  train s4-gpt2-bf16 gpt2 $((lim < 150 ? lim : 150)) --set "train.device=$dev" --set "train.precision=$half" --set train.fusion=on
   rc4=$rc
-  g2args=(--run "$work/s4-gpt2-bf16" --log "$logs/s4-gpt2-bf16.log" --rc "$rc4" --steps "${g2[6]}"
+  g2args=(--run "$work/s4-gpt2-bf16" --log "$logs/s4-gpt2-bf16.log" --rc "$rc4" --steps "${g2[6]}" --precision "$half"
     --batch "${g2[5]}" ${peak:+--peak "$peak"} ${measured:+--measured-peak "$measured"})
   tp=""
   [ "$rehearse" = 0 ] && [ "$dry" = 0 ] && tp="$(torch_python)"
@@ -421,9 +471,9 @@ if want 4 && needs 4 "$gt" && limit 4 300 40; then
   if [ -n "$tp" ] || [ "$dry" = 1 ]; then treason="not run: the time budget ran out first"; fi
   report gpt2 "${g2args[@]}" --torch-reason "$treason" --seconds "$(secs_since "$t")"
   if [ -n "$tp" ] || [ "$dry" = 1 ]; then
-    if limit 4 200 60; then
+    if limit_q 200 60; then
       run "$logs/04-torch.log" "$lim" "${tp:-python3}" bench/torch_gpt2_gpu.py --out "$out/04-torch.json" \
-        --batch "${g2[5]}" --steps 20 --warmup 3 ${peak:+--peak-tflops "$peak"}
+        --batch "${g2[5]}" --steps 30 --warmup 3 ${peak:+--peak-tflops "$peak"}
       report gpt2 "${g2args[@]}" --torch-json "$out/04-torch.json" --seconds "$(secs_since "$t")"
     fi
   fi
@@ -435,7 +485,7 @@ if want 6 && needs 6 "$gt" && limit 6 330 60; then
   shard big "$big_tokens" "$big_vocab"
   toml xl "${xl[@]}" "$work/big.bin"
   per=$((lim / 2 < 165 ? lim / 2 : 165))
-  train s6-xl-bf16 xl "$per" --set "train.device=$dev" --set train.precision=bf16 --set train.fusion=on
+  train_fast s6-xl-bf16 xl "$per" "${xl[6]}" --set "train.device=$dev" --set "train.precision=$half" --set train.fusion=on
   rcb=$rc
   fp8skip=""
   if [ "$rehearse" = 1 ]; then
@@ -443,11 +493,11 @@ if want 6 && needs 6 "$gt" && limit 6 330 60; then
   elif [ -n "$cc" ] && [ "${cc%%.*}" -lt 9 ]; then
     fp8skip="compute capability $cc: fp8 tensor cores need 9.0 (Hopper) or newer"
   fi
-  fargs=(--bf16-run "$work/s6-xl-bf16" --bf16-log "$logs/s6-xl-bf16.log" --rc-bf16 "$rcb"
+  fargs=(--bf16-run "$work/s6-xl-bf16" --bf16-log "$logs/s6-xl-bf16.log" --rc-bf16 "$rcb" --precision "$half"
     --steps "${xl[6]}" --batch "${xl[5]}" ${peak:+--peak "$peak"} ${measured:+--measured-peak "$measured"})
   if [ -z "$fp8skip" ]; then
-    if limit 6 "$per" 40; then
-      train s6-xl-fp8 xl "$lim" --set "train.device=$dev" --set train.precision=fp8 --set train.fusion=on
+    if limit_q "$per" 40; then
+      train_fast s6-xl-fp8 xl "$lim" "${xl[6]}" --set "train.device=$dev" --set train.precision=fp8 --set train.fusion=on
       fargs+=(--fp8-run "$work/s6-xl-fp8" --fp8-log "$logs/s6-xl-fp8.log" --rc-fp8 "$rc")
     else
       fp8skip="time budget: not enough left after the bf16 run"
@@ -463,7 +513,7 @@ if want 7 && needs 7 "$gt" && limit 7 200 40; then
   toml mid "${mid[@]}" 40 "$work/big.bin"
   [ "$dry" = 1 ] || rm -rf "$work/s7-ablate"
   run "$logs/s7-ablate.log" "$lim" "$gt" ablate "$work/mid.toml" --steps 40 --out "$work/s7-ablate" \
-    --set "train.device=$dev"
+    --order "$ablate_order" --set "train.device=$dev"
   [ "$dry" = 1 ] || find "$work/s7-ablate" -name '*.safetensors' -delete 2> /dev/null
   report ablate --dir "$work/s7-ablate" --log "$logs/s7-ablate.log" --rc "$rc" --device "$dev" \
     --model "GPT ${mid[0]} layers, ${mid[2]} wide, context ${mid[3]}, vocabulary ${mid[4]}, batch ${mid[5]}" \

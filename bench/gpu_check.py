@@ -111,7 +111,7 @@ def summarize(out):
             with open(p) as f:
                 docs.append(json.load(f))
     rows = [[d["stage"], d["name"], d["status"], fmt(d.get("seconds"), "{:.0f}", "-"),
-             d.get("headline") or d.get("reason") or ""] for d in docs]
+             (d.get("headline") if d["status"] == "ok" else d.get("reason")) or ""] for d in docs]
     write_atomic(os.path.join(out, "summary.json"), json.dumps(docs, indent=2) + "\n")
     write_atomic(os.path.join(out, "summary.txt"),
                  table(["stage", "name", "status", "s", "result"], rows) + "\n")
@@ -228,11 +228,11 @@ def cmd_skip(args):
 def cmd_build(args):
     """Stage 1: the CMake configuration and build (bash passes what it did)."""
     ok = args.rc == 0
-    doc = {"status": "ok" if ok else "failed", "cmake_args": args.cmake_args,
+    doc = {"status": "ok" if ok else "failed", "cmake": args.cmake_line,
            "targets": args.targets, "jobs": args.jobs, "configure_s": args.configure_s,
            "build_s": args.build_s, "onednn": args.onednn, "cuda_arch": args.arch,
            "deps_prefix": args.deps_prefix or None, "log": os.path.basename(args.log),
-           "headline": f"GT_ONEDNN={args.onednn}, sm_{args.arch}, configure "
+           "headline": f"GT_ONEDNN={args.onednn}, CUDA arch {args.arch}, configure "
                        f"{fmt(args.configure_s, '{:.0f}')} s, build {fmt(args.build_s, '{:.0f}')} s"}
     if args.found:
         doc["packages_found"] = dict(kv.split("=", 1) for kv in args.found)
@@ -244,7 +244,7 @@ def cmd_build(args):
             ["configure", f"{fmt(args.configure_s, '{:.1f}')} s"],
             ["build", f"{fmt(args.build_s, '{:.1f}')} s, -j{args.jobs}, {' '.join(args.targets)}"]]
     rows += [[k, v] for k, v in doc.get("packages_found", {}).items()]
-    text = table(["item", "value"], rows) + "\ncmake " + " ".join(args.cmake_args)
+    text = table(["item", "value"], rows) + "\ncmake " + args.cmake_line
     if not ok:
         text += "\n\nlast lines of the log:\n" + doc["log_tail"]
     write_stage(args, doc, text)
@@ -315,7 +315,7 @@ def cmd_losses(args):
         rows.append([s, fmt(la, "{:.7f}", "-"), fmt(lb, "{:.7f}", "-"), fmt(d, "{:.2e}", "-")])
     both = [s for s in a if s in b]
     max_diff = max(diffs) if diffs else None
-    complete = len(both) == args.steps and args.rc_a == 0 and args.rc_b == 0
+    complete = len(both) == args.steps  # (a run killed after its last step still counts)
     doc = {"status": "ok" if complete else "failed", "device_a": args.dev_a,
            "device_b": args.dev_b, "precision": "fp32", "steps_compared": len(both),
            "steps_expected": args.steps, "max_abs_diff": max_diff, "tolerance": args.tol,
@@ -433,7 +433,7 @@ def cmd_gpt2(args):
     """Stage 4: greentrain's GPT-2 124M bf16 run, beside PyTorch's where it ran."""
     gt = train_stats(args.run, args.peak, args.measured_peak, args.warm)
     tj = load_json(args.torch_json) if args.torch_json else None
-    ok = args.rc == 0 and gt["steps"] == args.steps
+    ok = gt["steps"] == args.steps  # (a run stopped after its last step, e.g. while saving, counts)
     doc = {"status": "ok" if ok else "failed", "model": "GPT-2 124M (12 layers, 768 wide, 12 "
            "heads, context 1024, vocabulary 50304)", "batch": args.batch, "steps": args.steps,
            "datasheet_bf16_tflops": args.peak, "measured_bf16_tflops": args.measured_peak,
@@ -442,7 +442,7 @@ def cmd_gpt2(args):
     if not ok:
         doc["reason"] = f"{gt['steps']} of {args.steps} steps (exit status {args.rc})"
         doc["log_tail"] = tail(args.log)
-    rows = [["greentrain bf16", fmt(gt["tokens_per_s"], "{:.0f}"),
+    rows = [[f"greentrain {args.precision}", fmt(gt["tokens_per_s"], "{:.0f}"),
              fmt(gt["mfu_datasheet"], "{:.1%}"), fmt(gt["gpu_joules_per_token"], "{:.3e}"),
              fmt(gt["gpu_avg_w"], "{:.0f}"), "1.00x", "1.00x"]]
     trows, ratios = torch_rows(tj, gt)
@@ -462,7 +462,7 @@ def cmd_gpt2(args):
              f"\nwhole run (summary.json): {fmt(gt['tokens_per_s_run'], '{:.0f}')} tokens/s, GPU "
              f"{fmt(gt['gpu_joules_per_token_run'], '{:.3e}')} J/token, "
              f"{fmt(gt['gpu_avg_w_run'], '{:.0f}')} W average; all domains "
-             f"{fmt(gt['joules_per_token_all_domains_run'], '{:.3e}')} J/token ({gt['energy_method']})")
+             f"{fmt(gt['joules_per_token_all_domains_run'], '{:.3e}')} J/token ({(gt['energy_method'] or '?')[:90]})")
     if not tj:
         text += f"\nPyTorch: skipped: {args.torch_reason}"
     if not ok:
@@ -502,13 +502,13 @@ def cmd_fp8(args):
     b = train_stats(args.bf16_run, args.peak, args.measured_peak, args.warm)
     doc = {"model": "GPT-2 XL (48 layers, 1600 wide, 25 heads, context 1024, vocabulary 50304)",
            "batch": args.batch, "steps": args.steps, "bf16": b, "exit_status_bf16": args.rc_bf16}
-    b_ok = args.rc_bf16 == 0 and b["steps"] == args.steps
+    b_ok = b["steps"] == args.steps  # (stopped after the last step counts: figures are in metrics.jsonl)
     if args.fp8_skip:
         doc["fp8"] = {"status": "skipped", "reason": args.fp8_skip}
         f, f_ok = None, False
     else:
         f = train_stats(args.fp8_run, args.peak, args.measured_peak, args.warm)
-        f_ok = args.rc_fp8 == 0 and f["steps"] == args.steps
+        f_ok = f["steps"] == args.steps
         doc["fp8"] = f
         doc["exit_status_fp8"] = args.rc_fp8
         if not f_ok:
@@ -531,7 +531,7 @@ def cmd_fp8(args):
                        f"differs {fmt(rel, '{:.2%}')}" if not args.fp8_skip
                        else f"fp8 skipped: {args.fp8_skip}")
     rows = []
-    for name, r, good in (("bf16", b, b_ok), ("fp8", f, f_ok)):
+    for name, r, good in ((args.precision, b, b_ok), ("fp8", f, f_ok)):
         if r is None:
             rows.append([name, "skipped", "", "", "", args.fp8_skip])
             continue
@@ -561,11 +561,11 @@ def cmd_ablate(args):
     doc = {"status": "ok", "rows": rows_j, "device": args.device, "model": args.model,
            "headline": ", ".join(f"{r.get('row')} {fmt(r.get('tokens_per_s'), '{:.0f}')} tok/s "
                                  f"{fmt(r.get('joules_per_token'), '{:.2e}')} J/tok" for r in rows_j)}
-    rows = [[r.get("row"), r.get("precision"), r.get("fusion"), r.get("recompute"),
-             r.get("micro_batch"), fmt(r.get("tokens_per_s"), "{:.0f}"),
+    rows = [[r.get("row"), r.get("precision") or "-", r.get("fusion") or "-", r.get("recompute") or "-",
+             r.get("micro_batch") or "-", fmt(r.get("tokens_per_s"), "{:.0f}"),
              fmt(r.get("joules_per_token"), "{:.3e}"), fmt(r.get("speedup_vs_baseline"), "{:.2f}x"),
              fmt(r.get("factor_vs_baseline"), "{:.2f}x"), fmt(r.get("loss"), "{:.4f}"),
-             r.get("energy_basis") or r.get("energy") or ""] for r in rows_j]
+             r.get("energy_basis") or r.get("energy") or r.get("why") or ""] for r in rows_j]
     text = table(["row", "precision", "fusion", "recompute", "batch", "tokens/s", "J/token",
                   "speed vs base", "tok/J vs base", "loss", "energy"], rows)
     text += f"\n{args.model} on {args.device}; the full table is in {os.path.basename(args.dir)}/"
@@ -639,7 +639,7 @@ def main():
     s = stage_parser("build", 1, cmd_build)
     s.add_argument("--rc", type=int, required=True)
     s.add_argument("--log", required=True)
-    s.add_argument("--cmake-args", nargs="*", default=[])
+    s.add_argument("--cmake-line", default="")
     s.add_argument("--targets", nargs="*", default=[])
     s.add_argument("--found", nargs="*", default=[])
     s.add_argument("--jobs", type=int)
@@ -670,6 +670,7 @@ def main():
         s.add_argument("--steps", type=int, required=True)
         s.add_argument("--batch", type=int)
         s.add_argument("--warm", type=int, default=5)
+        s.add_argument("--precision", default="bf16", help="the precision the bf16 runs had")
 
     s = stage_parser("gpt2", 4, cmd_gpt2)
     perf_args(s)
