@@ -204,7 +204,13 @@ def cmd_gpu_state(args):
     except OSError:
         pass
     peak, source = datasheet_peak(info.get("name"))
+    # other processes on the GPU (they would share its time and its energy counter)
+    r = subprocess.run(["nvidia-smi", "-i", args.gpu, "--query-compute-apps=pid,process_name,used_memory",
+                        "--format=csv,noheader,nounits"], capture_output=True, text=True)
+    apps = ([line.strip() for line in r.stdout.splitlines() if line.strip()]
+            if r.returncode == 0 else None)
     doc = {"status": "ok", "gpu": info, "unsupported_fields": unsupported,
+           "compute_processes": apps,
            "cuda_version_of_driver": cuda_driver, "nvcc": args.nvcc or None,
            "cpu": args.cpu, "cores": args.cores, "cuda_visible_devices": args.visible or None,
            "datasheet_bf16_tflops": peak, "datasheet_source": source,
@@ -215,6 +221,7 @@ def cmd_gpu_state(args):
     rows = [[k, "unknown" if v is None else v] for k, v in info.items()]
     rows += [["CUDA (driver)", cuda_driver or "unknown"], ["nvcc", args.nvcc or "not found"],
              ["CPU", f"{args.cpu} ({args.cores} cores)"],
+             ["other compute processes", "unknown" if apps is None else (", ".join(apps) or "none")],
              ["datasheet bf16 dense", f"{fmt(peak, '{:.0f}')} TFLOP/s ({source})"]]
     write_stage(args, doc, table(["field", "value"], rows))
 
