@@ -43,8 +43,10 @@
 # Environment: GT_CHECK_BUDGET_S (seconds for the whole run, default 540), GT_CHECK_BUILD_DIR
 # (default build-gpu), GT_CHECK_JOBS (default nproc), GT_CHECK_ONEDNN (AUTO, ON or OFF),
 # GT_CHECK_CUDA_ARCH (default: the GPU's compute capability), GT_CHECK_CMAKE_ARGS (more CMake
-# arguments, split at spaces), GT_CHECK_PYTHON (a Python with PyTorch for stage 4).
+# arguments, split at spaces), GT_CHECK_PYTHON (a Python with PyTorch for stage 4),
+# GT_CHECK_BUILD_S (the build's own limit, default 300 s).
 set -uo pipefail
+{ # the whole script is read before it runs: a checkout changed under a running check is harmless
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 
 usage() {
@@ -228,7 +230,7 @@ unpack_deps() {
 
 if want 1; then
   t=$(date +%s)
-  if limit 1 300 60; then
+  if limit 1 "$((${GT_CHECK_BUILD_S:-300} + 60))" 60; then
     [ -n "$deps" ] && unpack_deps
     targets=(greentrain backend_ops_test)
     base=(-S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DGT_BUILD_PYTHON=OFF -DGT_BUILD_BENCH=ON)
@@ -261,7 +263,7 @@ if want 1; then
     if [ "$rc" = 0 ]; then
       tb=$(date +%s)
       why=""
-      if limit_q 300 30; then
+      if limit_q "${GT_CHECK_BUILD_S:-300}" 30; then
         run "$logs/01-build.log" "$lim" cmake --build "$build" -j "$jobs" --target "${targets[@]}"
       else
         rc=124 why="time budget: $((lim + 5)) s left after the configuration"
@@ -523,3 +525,5 @@ fi
 echo
 echo "gpu-check.sh: $(($(date +%s) - start)) s of ${budget}; results in $out"
 if [ "$dry" = 0 ]; then cat "$out/summary.txt" 2> /dev/null; fi
+exit 0
+}
