@@ -284,6 +284,9 @@ struct BackendEntry {
 };
 /// Every backend this build has, in the order the op test runs them ("ref" first).
 const std::vector<BackendEntry>& registered_backends();
+/// The device train.device means where a configuration names none: "cpu" where this build has
+/// the CPU backend (oneDNN), else "ref" (a build with GT_ONEDNN=OFF).
+const char* default_device();
 /// Makes the backend train.device names: "cpu", "ref", "cuda" or "cuda:N" (device index N).
 /// Throws gt::Error naming the value and the devices this build has otherwise (a CUDA device
 /// in a build without the CUDA backend is such an error).

@@ -9,7 +9,9 @@
 #include <cstring>
 
 #include "backend/backend.h"
+#ifdef GT_HAVE_ONEDNN
 #include "backend/cpu/cpu_backend.h"
+#endif
 #ifdef GT_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
@@ -49,7 +51,9 @@ constexpr std::array<std::pair<Op, const char*>, 24> kOpNames{{
 // The registry: "ref" first (the definition every other backend is tested against).
 const std::vector<BackendEntry> kBackends = {
     {"ref", make_ref_backend},
+#ifdef GT_HAVE_ONEDNN
     {"cpu", make_cpu_backend},
+#endif
 #ifdef GT_HAVE_CUDA
     {"cuda", make_cuda_backend},
     {"cuda-emu", make_cuda_emulation_backend},
@@ -87,6 +91,12 @@ void check_supports(const Backend& be, const std::vector<Op>& ops, Precision p) 
 
 const std::vector<BackendEntry>& registered_backends() { return kBackends; }
 
+const char* default_device() {
+  for (auto& e : kBackends)
+    if (std::strcmp(e.name, "cpu") == 0) return "cpu";
+  return "ref";
+}
+
 std::unique_ptr<Backend> make_backend(const std::string& device, const BackendOptions& opt) {
   // "name" or "name:N"
   std::string name = device;
@@ -108,6 +118,11 @@ std::unique_ptr<Backend> make_backend(const std::string& device, const BackendOp
                                 device, name, name));
       return e.make(index, opt);
     }
+  if (name == "cpu")
+    throw Error(
+        fmt::format("train.device = '{}': this build has no cpu backend (it was configured with "
+                    "GT_ONEDNN=OFF: no oneDNN); it has {}",
+                    device, known_devices()));
   if (name == "cuda")
     throw Error(fmt::format(
         "train.device = '{}': this build has no CUDA backend (it has {}); build with the CUDA "

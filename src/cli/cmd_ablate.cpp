@@ -8,7 +8,6 @@
 // before and the baseline beside the survey's claimed factors. The power-limit row is shown
 // as not measured when this machine has no writable power limit.
 #include <fmt/format.h>
-#include <omp.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>

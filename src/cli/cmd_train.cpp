@@ -1,6 +1,8 @@
 // greentrain train: trains a GPT on text or token shards (train/trainer.h does the work).
 #include <fmt/format.h>
+#ifdef GT_HAVE_OPENMP
 #include <omp.h>
+#endif
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +27,15 @@
 namespace fs = std::filesystem;
 
 namespace {
+
+// The OpenMP threads the CPU backend runs on (1 in a build without OpenMP: GT_ONEDNN=OFF).
+int host_threads() {
+#ifdef GT_HAVE_OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
 
 struct Args {
   std::string config;
@@ -111,7 +122,7 @@ int run_train(const Args& a) {
       "  batch    %d x %d tokens x %d accumulation = %lld tokens/step, %s, %s, %d threads\n",
       c.batch_size, c.model.block_size, c.grad_accum_steps,
       (long long)c.batch_size * c.model.block_size * c.grad_accum_steps,
-      gt::to_string(c.precision).c_str(), trainer.backend().name().c_str(), omp_get_max_threads());
+      gt::to_string(c.precision).c_str(), trainer.backend().name().c_str(), host_threads());
   std::printf(
       "  memory   %s planned: parameters %s, gradients %s, AdamW %s, activations %s "
       "(recompute %s), scratch %s, workspace %s; + %s held before allocation\n",

@@ -32,8 +32,9 @@ struct TrainConfig {
   int log_interval = 10;          ///< steps between progress lines
   int64_t seed = 1337;
   int threads = 0;  ///< CPU threads of the backend (0: all cores)
-  /// train.device: the backend, "cpu", "ref", "cuda" or "cuda:N" (make_backend()).
-  std::string device = "cpu";
+  /// train.device: the backend, "cpu", "ref", "cuda" or "cuda:N" (make_backend()); by default
+  /// "cpu", or "ref" in a build without the CPU backend (default_device()).
+  std::string device = default_device();
   Precision precision = Precision::fp32;  ///< train.precision: fp32 | bf16 | fp16 | fp8
   Recompute recompute = Recompute::none;  ///< train.recompute: none | gelu | gelu+ln | block
   bool fusion = false;                    ///< train.fusion: on | off

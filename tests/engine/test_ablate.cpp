@@ -27,6 +27,7 @@ struct AblateSetup {
 };
 
 TEST(AblateCli, RunsEveryRowAndWritesTheTable) {
+  GT_NEEDS_CPU_BACKEND();
   AblateSetup s(20000, "n_layer = 4\nn_head = 2\nn_embd = 32\nblock_size = 32\n",
                 "batch_size = 4\nwarmup_steps = 1\neval_steps = 1\nthreads = 2\n");
   const test::TempDir& d = s.d;
@@ -58,6 +59,7 @@ TEST(AblateCli, RunsEveryRowAndWritesTheTable) {
 // --rounds interleaves the rows in resumed segments: the same losses as one row after
 // another (resume is bit-exact), every step in metrics.jsonl once.
 TEST(AblateCli, InterleavedRoundsGiveTheSameLosses) {
+  GT_NEEDS_CPU_BACKEND();
   AblateSetup s(8000, "n_layer = 1\nn_head = 2\nn_embd = 16\nblock_size = 16\n",
                 "batch_size = 2\neval_steps = 1\nthreads = 2\n");
   const test::TempDir& d = s.d;
@@ -86,6 +88,7 @@ TEST(AblateCli, InterleavedRoundsGiveTheSameLosses) {
 // the energy is unknown: `null` with the reason in ablation.json and in every metrics.jsonl
 // line, "unknown" in the table, never 0 or "nan", and no silent switch to another energy.
 TEST(AblateCli, UnknownEnergyIsUnknownEverywhere) {
+  GT_NEEDS_CPU_BACKEND();
   AblateSetup s(8000, "n_layer = 1\nn_head = 2\nn_embd = 16\nblock_size = 16\n",
                 "batch_size = 2\neval_steps = 1\nthreads = 2\nlog_interval = 1\n");
   const std::string locks = s.d.file("locks");

@@ -175,6 +175,7 @@ TEST_F(Cli, OptimizerValuesOutOfRangeAreNamed) {
 // Issue 15, part 1: a run whose loss becomes NaN stops at that step with an error naming it,
 // exits non-zero and leaves the last good checkpoint byte for byte.
 TEST_F(Cli, NaNLossStopsTheRunAndKeepsTheLastCheckpoint) {
+  GT_NEEDS_CPU_BACKEND();
   std::string run = d.file("run");
   auto r = run_cmd(kBin + " train " + cfg + " --out " + run + " --stop-at 3");
   ASSERT_EQ(r.exit_code, 0) << r.output;

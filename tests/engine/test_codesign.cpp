@@ -2,7 +2,6 @@
 // bf16 training against fp32, the fp16 loss scaler, and each fused kernel against its
 // unfused form, alone and inside the model.
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -87,14 +86,17 @@ void check_lowp_matmul(Precision p, double tol_hi) {
 }
 
 TEST(Precision, Bf16MatmulMatchesFloat64WithinBf16Tolerance) {
+  GT_NEEDS_CPU_BACKEND();
   check_lowp_matmul(Precision::bf16, 1e-2);
 }
 
 TEST(Precision, Fp16MatmulMatchesFloat64WithinFp16Tolerance) {
+  GT_NEEDS_CPU_BACKEND();
   check_lowp_matmul(Precision::fp16, 2e-3);
 }
 
 TEST(Precision, WeightCopiesRefreshOnlyAfterWeightsUpdated) {
+  GT_NEEDS_CPU_BACKEND();
   const int N = 4, C = 8, OC = 8;
   auto inp = randn(N * C, 1), w = randn(C * OC, 2);
   auto be = make_backend("cpu");
@@ -118,6 +120,7 @@ std::vector<float> bf16_weight_copy(Backend& be, const std::vector<float>& w) {
 }
 
 TEST(Precision, StochasticRoundingIsUnbiasedAndReproducible) {
+  GT_NEEDS_CPU_BACKEND();
   // x = 1 + 2^-9 lies a quarter of the way from bf16 1.0 to its neighbour 1 + 2^-7
   const float x = 1.0f + std::ldexp(1.0f, -9), lo = 1.0f, hi = 1.0f + std::ldexp(1.0f, -7);
   std::vector<float> w(1 << 16, x);
@@ -150,6 +153,7 @@ TEST(Precision, StochasticRoundingIsUnbiasedAndReproducible) {
 // gradients, bit for bit, as the f32 hand-over rounded at the product; a bf16 tensor under
 // another precision is refused.
 TEST(Precision, Bf16ActivationsAndGradientHandOff) {
+  GT_NEEDS_CPU_BACKEND();
   const int N = 6, C = 8, OC = 32;
   auto inp = randn(N * C, 21), w = randn(C * OC, 22), pre = randn(N * OC, 23);
   std::vector<uint16_t> inp16(N * C);
@@ -187,6 +191,7 @@ TEST(Precision, Bf16ActivationsAndGradientHandOff) {
 }
 
 TEST(Precision, Fp8IsRefusedOnTheCpuWithAClearMessage) {
+  GT_NEEDS_CPU_BACKEND();
   auto be = make_backend("cpu");
   try {
     be->set_precision(Precision::fp8);
@@ -216,6 +221,7 @@ std::vector<double> train_losses(TrainConfig c, const std::string& dir) {
 }
 
 TEST(Precision, Bf16LossCurveFollowsFp32) {
+  GT_NEEDS_CPU_BACKEND();
   test::TempDir d;
   test::write_file(d.file("t.txt"), test::sample_text(20000));
   TrainConfig c = small_config(d.file("t.txt"));
@@ -233,6 +239,7 @@ TEST(Precision, Bf16LossCurveFollowsFp32) {
 }
 
 TEST(Precision, Fp16TrainsAndReportsTheScale) {
+  GT_NEEDS_CPU_BACKEND();
   test::TempDir d;
   test::write_file(d.file("t.txt"), test::sample_text(20000));
   TrainConfig c = small_config(d.file("t.txt"));
@@ -277,6 +284,7 @@ std::vector<float> arena_copy(Arena& a) {
 }
 
 TEST(Precision, Fp16OverflowSkipsExactlyThatStep) {
+  GT_NEEDS_CPU_BACKEND();
   test::TempDir d;
   test::write_file(d.file("t.txt"), test::sample_text(20000));
   TrainConfig c = small_config(d.file("t.txt"));
@@ -309,6 +317,7 @@ TEST(Precision, Fp16OverflowSkipsExactlyThatStep) {
 // ---- fused kernels ----------------------------------------------------------------------
 
 TEST(Fusion, ResidualLayernormEqualsResidualThenLayernorm) {
+  GT_NEEDS_CPU_BACKEND();
   const int N = 37, C = 48;
   auto a = randn(N * C, 1), b = randn(N * C, 2), w = randn(C, 3), bias = randn(C, 4);
   auto be = make_backend("cpu");
@@ -355,6 +364,7 @@ std::vector<double> attention_reference(const std::vector<float>& qkv, int B, in
 class AttentionPrecision : public ::testing::TestWithParam<std::tuple<Precision, bool>> {};
 
 TEST_P(AttentionPrecision, MatchesFloat64AndFp32WithinItsTolerance) {
+  GT_NEEDS_CPU_BACKEND();
   const auto [prec, fused] = GetParam();
   const double tol = prec == Precision::bf16 ? 2e-2 : 2e-3;  // ~8 and ~11 mantissa bits
   const int B = 2, T = 100, C = 48, NH = 3;
@@ -404,6 +414,7 @@ struct AlignedFloats {
 class FusedAttention : public ::testing::TestWithParam<std::tuple<int, int, int>> {};
 
 TEST_P(FusedAttention, WithoutTheTxTMatrixMatchesTheReference) {
+  GT_NEEDS_CPU_BACKEND();
   const auto [T, C, NH] = GetParam();
   const int B = 2;
   auto qkv = randn(B * T * 3 * C, 5), dout = randn(B * T * C, 6);
@@ -425,6 +436,7 @@ INSTANTIATE_TEST_SUITE_P(Lengths, FusedAttention,
                                            std::tuple{300, 24, 3}, std::tuple{150, 128, 2}));
 
 TEST(Fusion, SoftmaxCrossEntropyGradientInPlace) {
+  GT_NEEDS_CPU_BACKEND();
   const int N = 9, V = 37;
   auto logits = randn(N * V, 7, 3.0f);
   std::vector<int32_t> tg(N);
@@ -441,6 +453,7 @@ TEST(Fusion, SoftmaxCrossEntropyGradientInPlace) {
 }
 
 TEST(Fusion, OneAdamwPassEqualsPerTensorUpdates) {
+  GT_NEEDS_CPU_BACKEND();
   auto be = make_backend("cpu");
   std::vector<int64_t> n = {100000, 7, 33};
   std::vector<float> wd = {0.1f, 0.f, 0.1f};
@@ -495,6 +508,7 @@ ModelRun run_model(bool fused, Recompute rc, Precision p = Precision::fp32) {
 }
 
 TEST(Fusion, FusedModelGivesTheSameLossAndGradients) {
+  GT_NEEDS_CPU_BACKEND();
   for (Precision p : {Precision::fp32, Precision::bf16}) {
     ModelRun u = run_model(false, Recompute::none, p);
     double tol = p == Precision::fp32 ? 1e-5 : 1e-2;
@@ -519,6 +533,7 @@ TEST(Fusion, FusedTrainingFollowsUnfused) {
 }
 
 TEST(Fusion, MemoryPlanShrinks) {
+  GT_NEEDS_CPU_BACKEND();
   GPTConfig c{6, 6, 384, 256, 65};
   auto be = make_backend("cpu");
   const Precision fp32 = Precision::fp32;
@@ -537,6 +552,7 @@ TEST(Fusion, MemoryPlanShrinks) {
 }
 
 TEST(MemoryBudget, LargestBatchIsExactAndRecomputeFitsMore) {
+  GT_NEEDS_CPU_BACKEND();
   GPTConfig c{6, 6, 384, 256, 65};
   const size_t budget = size_t(2) << 30;
   auto be = make_backend("cpu");
@@ -567,6 +583,7 @@ TEST(MemoryBudget, LargestBatchIsExactAndRecomputeFitsMore) {
 }
 
 TEST(MemoryBudget, TrainerTakesTheLargestBatchThatFits) {
+  GT_NEEDS_CPU_BACKEND();
   test::TempDir d;
   test::write_file(d.file("t.txt"), test::sample_text(20000));
   TrainConfig c = small_config(d.file("t.txt"));

@@ -55,6 +55,7 @@ struct Device : ::testing::Test {
 
 // fusion off and on: the reference backend defines both forms
 TEST_F(Device, RefTrainsAndFollowsCpuWithinFloat32Rounding) {
+  GT_NEEDS_CPU_BACKEND();
   for (const char* fusion : {"off", "on"}) {
     const std::string f = std::string(" --set train.fusion=") + fusion;
     auto cpu = train_losses("--set train.device=cpu" + f, std::string("cpu-") + fusion);
@@ -96,7 +97,15 @@ void cuda_backend_trains_like_the_cpu(Device& t, const std::string& device) {
                              "--set train.recompute=gelu",
                              1e-2}}) {
     const std::string tag = std::to_string(n++);
-    auto cpu = t.train_losses(std::string("--set train.device=cpu ") + c.args, "cpu" + tag);
+    // the CPU backend, or (a build without oneDNN, as on GPU nodes) the reference in fp32
+    std::string base =
+        test::has_backend("cpu") ? "--set train.device=cpu " : "--set train.device=ref ";
+    std::string base_args = c.args;
+    if (!test::has_backend("cpu")) {
+      if (auto at = base_args.find("--set train.precision=bf16"); at != std::string::npos)
+        base_args.erase(at, std::string("--set train.precision=bf16").size());
+    }
+    auto cpu = t.train_losses(base + base_args, "cpu" + tag);
     auto gpu = t.train_losses("--set train.device=" + device + " " + c.args, device + tag);
     ASSERT_EQ(cpu.size(), 8u);
     ASSERT_EQ(gpu.size(), cpu.size()) << c.args;
@@ -128,7 +137,9 @@ TEST_F(Device, CudaBackendCodeOnTheCpuTrainsLikeTheCpuBackend) {
 void trains_in_fp8(Device& t, const std::string& device) {
   const std::string shape =
       "--set model.n_embd=32 --set model.block_size=16 --set train.batch_size=2 ";
-  auto cpu = t.train_losses(shape + "--set train.device=cpu", "cpu-fp32");
+  auto cpu = t.train_losses(
+      shape + (test::has_backend("cpu") ? "--set train.device=cpu" : "--set train.device=ref"),
+      "cpu-fp32");
   auto fp8 = t.train_losses(shape + "--set train.device=" + device + " --set train.precision=fp8",
                             "fp8-" + device);
   ASSERT_EQ(fp8.size(), cpu.size());
@@ -217,6 +228,7 @@ TEST_F(Device, CudaBackendOnAGpuTrainsLikeTheCpuBackend) {
 #endif
 
 TEST_F(Device, MissingDevicesAndUnsupportedPrecisionsAreRefused) {
+  GT_NEEDS_CPU_BACKEND();
 #ifdef GT_HAVE_CUDA
   if (cuda_device_count() == 0) {
     expect_error("--set train.device=cuda", "train.device = 'cuda:0': no CUDA device");
@@ -233,6 +245,7 @@ TEST_F(Device, MissingDevicesAndUnsupportedPrecisionsAreRefused) {
 }
 
 TEST(Registry, EveryBackendSaysWhatItSupports) {
+  GT_NEEDS_CPU_BACKEND();
   ASSERT_GE(registered_backends().size(), 2u);
   EXPECT_STREQ(registered_backends()[0].name, "ref");
   auto ref = make_backend("ref");
@@ -250,6 +263,26 @@ TEST(Registry, EveryBackendSaysWhatItSupports) {
   auto cpu = make_backend("cpu");
   EXPECT_FALSE(cpu->supports(Op::matmul_forward, Precision::fp8));
   EXPECT_EQ(ref->workspace_bytes({}), 0u);
+}
+
+// GT_ONEDNN=OFF (GPU nodes without oneDNN): no cpu backend, so a configuration that names no
+// device trains on ref, and train.device = cpu is refused with the reason. With oneDNN the
+// default stays cpu.
+TEST(Registry, TheDefaultDeviceIsOneThisBuildHas) {
+  const bool cpu = test::has_backend("cpu");
+  EXPECT_STREQ(default_device(), cpu ? "cpu" : "ref");
+  EXPECT_EQ(TrainConfig{}.device, default_device());
+  EXPECT_NO_THROW(make_backend(TrainConfig{}.device));
+  if (cpu) return;
+  try {
+    make_backend("cpu");
+    ADD_FAILURE() << "cpu accepted by a build without the cpu backend";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("train.device = 'cpu': this build has no cpu backend "
+                                         "(it was configured with GT_ONEDNN=OFF"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -58,6 +58,7 @@ double rel_err(const std::vector<float>& a, const std::vector<double>& b) {
 }
 
 TEST(MatmulGelu, MatchesFloat64AndTheTwoPassForm) {
+  GT_NEEDS_CPU_BACKEND();
   const int N = 50, C = 96, OC = 136;
   auto inp = randn(N * C, 1), w = randn(C * OC, 2, 0.15f), bias = randn(OC, 3, 0.5f);
   for (Precision p : {Precision::fp32, Precision::bf16, Precision::fp16}) {
@@ -88,6 +89,7 @@ TEST(MatmulGelu, MatchesFloat64AndTheTwoPassForm) {
 }
 
 TEST(MatmulGelu, Bf16ActivationsWriteTheRoundedBf16Output) {
+  GT_NEEDS_CPU_BACKEND();
   const int N = 33, C = 64, OC = 200;
   auto inp = randn(N * C, 4), w = randn(C * OC, 5, 0.15f), bias = randn(OC, 6, 0.5f);
   std::vector<uint16_t> in16(inp.size());
@@ -104,6 +106,7 @@ TEST(MatmulGelu, Bf16ActivationsWriteTheRoundedBf16Output) {
 }
 
 TEST(GeluFused, WritesGeluAndItsDerivative) {
+  GT_NEEDS_CPU_BACKEND();
   const int64_t n = 4099;
   auto x = randn(n, 7, 2.0f);
   for (Precision p : {Precision::fp32, Precision::bf16}) {
@@ -134,6 +137,7 @@ TEST(GeluFused, WritesGeluAndItsDerivative) {
 }
 
 TEST(GeluFused, MatmulBackwardGeluMatchesFloat64AndTheTwoPassForm) {
+  GT_NEEDS_CPU_BACKEND();
   const int N = 40, C = 120, OC = 72;  // dinp (N,C) = (dout (N,OC) @ W^T) * gelu'(pre)
   auto pre = randn(N * C, 8, 1.5f), w = randn(C * OC, 9, 0.1f), dout = randn(N * OC, 10);
   for (Precision p : {Precision::fp32, Precision::bf16}) {
@@ -166,6 +170,7 @@ TEST(GeluFused, MatmulBackwardGeluMatchesFloat64AndTheTwoPassForm) {
 }
 
 TEST(GeluFused, Bf16ActivationsHandTheGradientOnInPlace) {
+  GT_NEEDS_CPU_BACKEND();
   // With bf16 activations the fused product writes dinp as bf16 into dinp's own memory and
   // the next matmul_backward takes it: the same results as with f32 dinp rounded there.
   const int N = 64, C = 96, OC = 48, C2 = 32;
@@ -207,6 +212,7 @@ std::vector<float> logits(GPT& m, const Tokens& t, int B, int T, int V, bool for
 }
 
 TEST(MatmulGelu, EvaluationForwardMatchesTheTrainingForward) {
+  GT_NEEDS_CPU_BACKEND();
   GPTConfig c{2, 2, 32, 16, 23};
   const int B = 3, T = 16;
   Tokens t(B * T, c.vocab_size);
@@ -243,6 +249,7 @@ TEST(MatmulGelu, EvaluationForwardMatchesTheTrainingForward) {
 }
 
 TEST(GeluFused, RefusesAPrecisionChangedAfterTheModelWasBuilt) {
+  GT_NEEDS_CPU_BACKEND();
   // gelu' was planned as bf16; an fp32 pass would write f32 into it (twice the bytes)
   GPTConfig c{2, 2, 32, 16, 23};
   Tokens t(2 * 16, c.vocab_size);
@@ -259,6 +266,7 @@ TEST(GeluFused, RefusesAPrecisionChangedAfterTheModelWasBuilt) {
 }
 
 TEST(MatmulGelu, UnfusedEvaluationKeepsTheTwoPassForm) {
+  GT_NEEDS_CPU_BACKEND();
   GPTConfig c{2, 2, 32, 16, 23};
   Tokens t(2 * 16, c.vocab_size);
   auto be = make_profiling_backend(make_backend("cpu"));

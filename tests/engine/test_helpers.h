@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
 #include "train/config.h"
 
 namespace gt::test {
@@ -85,6 +86,22 @@ inline CmdResult run_cmd(const std::string& cmd) {
   r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
   return r;
 }
+
+/// Whether this build registers the backend `name` (backend/registry.cpp); a build with
+/// GT_ONEDNN=OFF has no "cpu".
+inline bool has_backend(const std::string& name) {
+  for (auto& e : registered_backends())
+    if (name == e.name) return true;
+  return false;
+}
+
+/// Skips the calling test, saying why, in a build without the cpu backend (GT_ONEDNN=OFF):
+/// for tests of the cpu backend itself, of bf16/fp16 (ref computes in fp32 only), or of the
+/// program on its default device with either.
+#define GT_NEEDS_CPU_BACKEND()                                                          \
+  if (!::gt::test::has_backend("cpu"))                                                  \
+  GTEST_SKIP() << "needs the cpu backend, which this build leaves out (GT_ONEDNN=OFF: " \
+                  "no oneDNN)"
 
 /// A 2-layer, 2-head training configuration on data_path for fast tests: micro-batch 4,
 /// lr 3e-3 -> 3e-4, no evaluation or checkpoint interval, 2 threads.

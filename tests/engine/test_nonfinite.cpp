@@ -80,6 +80,7 @@ TEST(NonFinite, ConfigValuesBuiltInCodeAreCheckedToo) {
 // The unfused fp32 clipping path had no finiteness check on the gradient norm: a NaN gradient
 // went into AdamW and every weight became NaN.
 TEST(NonFinite, AGradientWithNaNChangesNothingOnEveryOptimizerPath) {
+  GT_NEEDS_CPU_BACKEND();
   auto be = make_backend("cpu", {.threads = 2});
   GPTConfig mc{2, 2, 16, 8, 20};
   for (bool fusion : {false, true}) {
@@ -147,14 +148,24 @@ void expect_run_stops(Precision p, bool poison_moment) {
   EXPECT_EQ(load_checkpoint_state(d.file("run")).step, 3);
 }
 
-TEST(NonFinite, Fp32RunStopsAtTheFirstNaNLoss) { expect_run_stops(Precision::fp32, false); }
-TEST(NonFinite, Bf16RunStopsAtTheFirstNaNLoss) { expect_run_stops(Precision::bf16, false); }
+TEST(NonFinite, Fp32RunStopsAtTheFirstNaNLoss) {
+  GT_NEEDS_CPU_BACKEND();  // on ref, huge embeddings make a NaN gradient, not a NaN loss
+  expect_run_stops(Precision::fp32, false);
+}
+TEST(NonFinite, Bf16RunStopsAtTheFirstNaNLoss) {
+  GT_NEEDS_CPU_BACKEND();
+  expect_run_stops(Precision::bf16, false);
+}
 TEST(NonFinite, Fp32RunStopsAtAnInfiniteMoment) { expect_run_stops(Precision::fp32, true); }
-TEST(NonFinite, Bf16RunStopsAtAnInfiniteMoment) { expect_run_stops(Precision::bf16, true); }
+TEST(NonFinite, Bf16RunStopsAtAnInfiniteMoment) {
+  GT_NEEDS_CPU_BACKEND();
+  expect_run_stops(Precision::bf16, true);
+}
 
 // fp16: an inf/NaN loss makes inf/NaN gradients and the loss scaler skips the step, as
 // PyTorch's GradScaler does.
 TEST(NonFinite, Fp16SkipsTheStepInstead) {
+  GT_NEEDS_CPU_BACKEND();
   test::TempDir d;
   test::write_file(d.file("t.txt"), test::sample_text(8000));
   TrainConfig c = tiny(d.file("t.txt"));

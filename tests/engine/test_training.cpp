@@ -53,6 +53,7 @@ TEST(Model, ParamNamesFollowHuggingFaceGPT2) {
 }
 
 TEST(Model, MemoryPlanMatchesAllocationAndShrinksWithRecompute) {
+  GT_NEEDS_CPU_BACKEND();
   GPTConfig c{3, 2, 16, 8, 10};
   auto be = make_backend("cpu");
   size_t prev = SIZE_MAX;
@@ -66,6 +67,7 @@ TEST(Model, MemoryPlanMatchesAllocationAndShrinksWithRecompute) {
 }
 
 TEST(Model, GradientsAreBitwiseEqualUnderEveryRecomputePolicy) {
+  GT_NEEDS_CPU_BACKEND();
   GPTConfig c{3, 2, 16, 8, 10};
   std::vector<int32_t> in(4 * 8), tg(4 * 8);
   for (size_t i = 0; i < in.size(); ++i) in[i] = (i * 7) % 10, tg[i] = (i * 3 + 1) % 10;
@@ -97,6 +99,7 @@ TEST(Model, GradientsAreBitwiseEqualUnderEveryRecomputePolicy) {
 // bf16 activation storage keeps the products' inputs as the bf16 values the products used
 // anyway: the same loss and gradients bit for bit, in less memory.
 TEST(Model, Bf16ActivationsAreBitwiseTheSameInHalfTheirMemory) {
+  GT_NEEDS_CPU_BACKEND();
   GPTConfig c{3, 2, 16, 8, 10};
   const int B = 4, T = 8;
   std::vector<int32_t> in(B * T), tg(B * T);
@@ -133,6 +136,7 @@ TEST(Model, Bf16ActivationsAreBitwiseTheSameInHalfTheirMemory) {
 }
 
 TEST(Model, InitialLossIsLogVocabulary) {
+  GT_NEEDS_CPU_BACKEND();
   GPTConfig c{2, 2, 32, 16, 50};
   auto be = make_backend("cpu");
   GPT m(c, 2, Recompute::none, *be);
@@ -144,6 +148,7 @@ TEST(Model, InitialLossIsLogVocabulary) {
 }
 
 TEST(Model, OverfitsOneBatch) {
+  GT_NEEDS_CPU_BACKEND();
   GPTConfig c{2, 2, 32, 16, 20};
   auto be = make_backend("cpu");
   GPT m(c, 2, Recompute::none, *be);
@@ -235,6 +240,7 @@ TEST(Resume, TwentyStepsEqualTenSaveResumeTen) {
 // bf16 with stochastic rounding of the weight copies: the random bits are a function of
 // (seed, step, tensor, element), so a resumed run rounds exactly as the uninterrupted one.
 TEST(Resume, Bf16WithStochasticRoundingResumesBitwise) {
+  GT_NEEDS_CPU_BACKEND();
   expect_resume_bitwise(test::sample_text(20000), 5, 10, "bf16", true);
 }
 

@@ -19,6 +19,7 @@ namespace fs = std::filesystem;
 using namespace test;
 
 TEST(Report, TrainWritesItAndEveryChartIsDrawnInChromium) {
+  GT_NEEDS_CPU_BACKEND();  // its 80 steps take over the 300 s limit on ref
   TinyRun t;
   // two runs, unfused and fused, with a target, to overlay and compare; logged intervals long
   // enough (10 steps) for the power of each to be defined
