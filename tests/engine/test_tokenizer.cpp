@@ -60,9 +60,19 @@ TEST(Gpt2Bpe, PiecesGiveTheIdsOfTheWhole) {
   EXPECT_TRUE(diff.first == pieces.end())
       << "first difference at id " << diff.first - pieces.begin();
   EXPECT_GE(cut_points(*bpe, text, 1 << 20).size(), 2u);
-  for (size_t cut : cut_points(*bpe, text, 1000)) {  // every cut is after a newline
-    ASSERT_EQ(text[cut - 1], '\n');
-  }
+  // every place the rule allows, on the table's texts: the pieces' ids are the whole's
+  std::string small;
+  for (const auto& e : table["encodings"]) small += e["text"].get<std::string>() + "\n";
+  small += small;
+  std::vector<int32_t> small_whole, joined;
+  bpe->encode(small, small_whole);
+  std::vector<size_t> cuts = cut_points(*bpe, small, 1);
+  EXPECT_GE(cuts.size(), 20u);
+  cuts.insert(cuts.begin(), 0);
+  cuts.push_back(small.size());
+  for (size_t i = 0; i + 1 < cuts.size(); ++i)
+    bpe->encode(std::string_view(small).substr(cuts[i], cuts[i + 1] - cuts[i]), joined);
+  EXPECT_EQ(joined, small_whole);
 }
 
 TEST(Gpt2Bpe, BadFilesNameTheFile) {
@@ -149,6 +159,20 @@ TEST_F(SentencePiece, LearnsPiecesAndStoresItsModel) {
   std::vector<int32_t> ids2;
   again->encode(text, ids2);
   EXPECT_EQ(ids, ids2);
+}
+
+TEST_F(SentencePiece, PiecesGiveTheIdsOfTheWhole) {
+  auto sp = model();
+  const std::string text = test::sample_text(8000, 3) + "\n\n  naïve\n\tcafé ▁ 日本\n";
+  std::vector<int32_t> whole, joined;
+  sp->encode(text, whole);
+  std::vector<size_t> cuts = cut_points(*sp, text, 1);
+  EXPECT_GE(cuts.size(), 20u);
+  cuts.insert(cuts.begin(), 0);
+  cuts.push_back(text.size());
+  for (size_t i = 0; i + 1 < cuts.size(); ++i)
+    sp->encode(std::string_view(text).substr(cuts[i], cuts[i + 1] - cuts[i]), joined);
+  EXPECT_EQ(joined, whole);
 }
 
 TEST_F(SentencePiece, TooLargeAVocabularyNamesTheKey) {
