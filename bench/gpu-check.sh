@@ -73,7 +73,9 @@ done
 # The Debian 12 packages the build needs from outside the CUDA toolkit (headers, CMake
 # configurations, and the shared libraries of fmt and toml++).
 deb_packages=(libfmt-dev libfmt9 libtomlplusplus-dev libtomlplusplus3 libcli11-dev
-  nlohmann-json3-dev libgtest-dev libgmock-dev)
+  nlohmann-json3-dev libgtest-dev libgmock-dev
+  libsentencepiece-dev libsentencepiece0 libpcre2-dev libpcre2-8-0 pkgconf pkgconf-bin
+  libpkgconf3)
 
 # ---- --prepare ------------------------------------------------------------------------------
 if [ -n "$prepare" ]; then
@@ -218,6 +220,16 @@ unpack_deps() {
   local paths="$prefix/usr"
   for d in "$prefix"/usr/lib/*-linux-gnu; do [ -d "$d" ] && paths="$paths;$d"; done
   deps_args=("-DCMAKE_PREFIX_PATH=$paths")
+  # SentencePiece and PCRE2 come through pkg-config: the prefix's .pc files, their /usr paths
+  # rewritten into the prefix (PKG_CONFIG_SYSROOT_DIR), the prefix's pkg-config if none exists
+  for d in "$prefix"/usr/lib/*-linux-gnu/pkgconfig "$prefix"/usr/share/pkgconfig; do
+    [ -d "$d" ] && export PKG_CONFIG_PATH="$d${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+  done
+  export PKG_CONFIG_SYSROOT_DIR="$prefix"
+  if ! command -v pkg-config > /dev/null && [ -x "$prefix/usr/bin/pkgconf" ]; then
+    export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    deps_args+=("-DPKG_CONFIG_EXECUTABLE=$prefix/usr/bin/pkgconf")
+  fi
   # each package's configuration folder by name, so CMake takes the prefix's over the system's
   while IFS= read -r cfg; do
     local name

@@ -40,7 +40,7 @@ int host_threads() {
 struct Args {
   std::string config;
   std::vector<std::string> sets;
-  std::string data, out;
+  std::string data, out, init_from;
   bool resume = false;
   bool allow_data_change = false;
   int64_t stop_at = 0;
@@ -101,6 +101,7 @@ int run_train(const Args& a) {
   }
   gt::apply_overrides(a.sets, cfg);
   if (!a.data.empty()) cfg.data_path = a.data;
+  if (!a.init_from.empty()) cfg.init_from = a.init_from;
   cfg.validate();
   // Some inputs can only be checked once the trainer exists (the power-limit devices, the energy
   // sensors and carbon data): a start that fails leaves no run folder (or, in a folder that
@@ -179,6 +180,10 @@ void setup(CLI::App& app) {
       ->type_name("KEY=VALUE");
   sub->add_option("--data", args->data, "Data file (overrides data.path)");
   sub->add_option("--out", args->out, "Run folder (default runs/<config name>)");
+  sub->add_option("--init-from", args->init_from,
+                  "Start from a Hugging Face GPT-2 folder (config.json, model.safetensors, "
+                  "vocab.json + merges.txt): its shapes, tokenizer and weights (train.init_from)")
+      ->type_name("DIR");
   sub->add_flag("--resume", args->resume,
                 "Continue the run in --out from its checkpoint (with CONFIG: start it from CONFIG "
                 "when --out holds no checkpoint yet)");

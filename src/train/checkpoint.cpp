@@ -12,6 +12,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "train/hf_gpt2.h"
 #include "train/safetensors.h"
 
 namespace fs = std::filesystem;
@@ -29,7 +30,7 @@ std::string resolve_dir(const std::string& run_dir) {
 }
 
 void write_text(const fs::path& p, const std::string& s) {
-  std::ofstream f(p, std::ios::trunc);
+  std::ofstream f(p, std::ios::binary | std::ios::trunc);
   f << s;
   f.flush();
   if (!f) throw Error(fmt::format("{}: write failed", p.string()));
@@ -103,6 +104,18 @@ void check_no_extra(const SafetensorsFile& f, const std::set<std::string>& expec
       f.path(), extra.size(), extra.size() == 1 ? "" : "s", list));
 }
 
+// Reads one tensor into host memory, checks it is finite, and copies it to the device.
+void load_tensor(const SafetensorsFile& f, const std::string& name, const Shape& shape,
+                 const Tensor& dst, Backend& be, std::vector<float>& host) {
+  host.resize(shape.numel());
+  f.read(name, shape, host.data());
+  for (size_t k = 0; k < host.size(); ++k)
+    if (!std::isfinite(host[k]))
+      throw Error(fmt::format("{}: tensor '{}' holds {} at element {}; expected finite values",
+                              f.path(), name, host[k], k));
+  be.upload(dst, host.data());
+}
+
 }  // namespace
 
 std::string checkpoint_dir(const std::string& run_dir) {
@@ -154,6 +167,8 @@ void save_checkpoint(const std::string& run_dir, GPT& model, const Arena& m, con
   fs::create_directories(tmp);
   write_safetensors((tmp / "model.safetensors").string(), params, {{"format", "pt"}});
   write_safetensors((tmp / "optimizer.safetensors").string(), moments);
+  // so that the folder loads in transformers (GPT2LMHeadModel.from_pretrained) as it is
+  write_text(tmp / "config.json", hf_gpt2_config_json(model.config()));
   nlohmann::ordered_json j;
   j["format"] = "greentrain-checkpoint-1";
   j["step"] = st.step;
@@ -163,6 +178,8 @@ void save_checkpoint(const std::string& run_dir, GPT& model, const Arena& m, con
                       {"clean_steps", st.scaler_clean_steps},
                       {"skipped_steps", st.skipped_steps}};
   j["tokenizer"] = st.tokenizer.to_json();
+  // a bpe or gpt2 tokenizer's own files (tokenizer.model; vocab.json and merges.txt) beside it
+  for (const auto& [name, content] : st.tokenizer.files()) write_text(tmp / name, content);
   if (!st.data.is_null()) j["data_identity"] = st.data;
   j["config_toml"] = st.config_toml;
   write_text(tmp / "state.json", j.dump(2) + "\n");
@@ -192,7 +209,7 @@ CheckpointState load_checkpoint_state(const std::string& run_dir) {
       st.skipped_steps = gs.value("skipped_steps", int64_t(0));
     }
     st.config_toml = j.at("config_toml").get<std::string>();
-    st.tokenizer = Tokenizer::from_json(j.at("tokenizer"), path);
+    st.tokenizer = Tokenizer::from_json(j.at("tokenizer"), path, dir);
     if (j.contains("data_identity")) st.data = j.at("data_identity");
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("{}: invalid checkpoint state: {}", path, e.what()));
@@ -200,39 +217,35 @@ CheckpointState load_checkpoint_state(const std::string& run_dir) {
   return st;
 }
 
-void load_checkpoint_tensors(const std::string& run_dir, GPT& model, Arena* m, Arena* v) {
-  fs::path dir = resolve_dir(run_dir);
+void load_parameters(const std::string& path, GPT& model) {
   auto& specs = model.specs();
   Backend& be = model.backend();
   std::vector<float> host;
-  // read into host memory, then copy to the device through the backend
-  auto load = [&](const SafetensorsFile& f, const std::string& name, const Shape& shape,
-                  const Tensor& dst) {
-    host.resize(shape.numel());
-    f.read(name, shape, host.data());
-    for (size_t k = 0; k < host.size(); ++k)
-      if (!std::isfinite(host[k]))
-        throw Error(fmt::format("{}: tensor '{}' holds {} at element {}; expected finite values",
-                                f.path(), name, host[k], k));
-    be.upload(dst, host.data());
-  };
-  SafetensorsFile pf((dir / "model.safetensors").string());
+  SafetensorsFile pf(path);
   const std::string prefix = specs.empty() ? "" : name_prefix(pf, specs[0].name);
   std::set<std::string> expected;
   std::vector<float> wte;  // specs[0], kept to recognise a tied lm_head.weight
   for (size_t i = 0; i < specs.size(); ++i) {
-    load(pf, prefix + specs[i].name, specs[i].shape, model.params().at(i));
+    load_tensor(pf, prefix + specs[i].name, specs[i].shape, model.params().at(i), be, host);
     expected.insert(prefix + specs[i].name);
     if (i == 0) wte = host;
   }
   check_no_extra(pf, expected, prefix, specs.empty() ? nullptr : &wte,
                  specs.empty() ? nullptr : &specs[0].shape);
+}
+
+void load_checkpoint_tensors(const std::string& run_dir, GPT& model, Arena* m, Arena* v) {
+  fs::path dir = resolve_dir(run_dir);
+  auto& specs = model.specs();
+  Backend& be = model.backend();
+  std::vector<float> host;
+  load_parameters((dir / "model.safetensors").string(), model);
   if (m && v) {
     SafetensorsFile of((dir / "optimizer.safetensors").string());
-    expected.clear();
+    std::set<std::string> expected;
     for (size_t i = 0; i < specs.size(); ++i) {
-      load(of, "exp_avg." + specs[i].name, specs[i].shape, m->at(i));
-      load(of, "exp_avg_sq." + specs[i].name, specs[i].shape, v->at(i));
+      load_tensor(of, "exp_avg." + specs[i].name, specs[i].shape, m->at(i), be, host);
+      load_tensor(of, "exp_avg_sq." + specs[i].name, specs[i].shape, v->at(i), be, host);
       expected.insert("exp_avg." + specs[i].name);
       expected.insert("exp_avg_sq." + specs[i].name);
     }

@@ -1,7 +1,10 @@
 // train/checkpoint.h: a checkpoint is a folder RUN_DIR/checkpoint holding
 //   model.safetensors      parameters, Hugging Face GPT-2 names and layouts;
 //   optimizer.safetensors  AdamW first and second moments ("exp_avg.<name>", "exp_avg_sq.<name>");
-//   state.json             step, data position, seed, tokenizer, full configuration (TOML).
+//   config.json            the model's shapes as Hugging Face's GPT2Config (train/hf_gpt2.h);
+//   state.json             step, data position, seed, tokenizer, full configuration (TOML);
+//   tokenizer.model        a bpe tokenizer's SentencePiece model, or
+//   vocab.json, merges.txt a gpt2 tokenizer's vocabulary (train/tokenizer.h).
 // It is written into a temporary folder that is then renamed over the old one, so a crash
 // never leaves a half-written checkpoint in place.
 #pragma once
@@ -51,5 +54,8 @@ CheckpointState load_checkpoint_state(const std::string& run_dir);
 /// tools write (_orig_mod. from torch.compile, module. from DDP, transformer. from Hugging Face)
 /// are read without it, with a note on stderr; another prefix is named in the error.
 void load_checkpoint_tensors(const std::string& run_dir, GPT& model, Arena* m, Arena* v);
+/// Loads the parameters of one safetensors file (a checkpoint's or a Hugging Face folder's
+/// model.safetensors) into an allocated model, with the checks of load_checkpoint_tensors.
+void load_parameters(const std::string& path, GPT& model);
 
 }  // namespace gt

@@ -64,9 +64,13 @@ std::vector<Key> key_table(TrainConfig& c) {
       {"train.memory_budget", &c.memory_budget},
       {"train.target_loss", &c.target_loss},
       {"train.stop_at_target", &c.stop_at_target},
+      {"train.init_from", &c.init_from},
       {"data.path", &c.data_path},
       {"data.val_path", &c.data_val_path},
       {"data.tokenizer", &c.tokenizer},
+      {"data.vocab_size", &c.bpe_vocab_size},
+      {"data.tokenizer_model", &c.tokenizer_model},
+      {"data.tokenizer_path", &c.tokenizer_path},
       {"data.format", &c.data_format},
       {"data.val_fraction", &c.val_fraction},
       {"energy.interval_ms", &c.energy_interval_ms},
@@ -296,8 +300,24 @@ void TrainConfig::validate() const {
         fmt::format("train.stochastic_rounding = 'on' rounds the bf16 weight copies; it needs "
                     "train.precision = 'bf16' (got '{}')",
                     to_string(precision)));
-  if (tokenizer != "char" && tokenizer != "byte")
-    throw Error(fmt::format("data.tokenizer = '{}': expected char or byte", tokenizer));
+  if (tokenizer != "char" && tokenizer != "byte" && tokenizer != "bpe" && tokenizer != "gpt2")
+    throw Error(fmt::format("data.tokenizer = '{}': expected char, byte, bpe or gpt2", tokenizer));
+  if (tokenizer == "gpt2" && tokenizer_path.empty())
+    throw Error(
+        "data.tokenizer = 'gpt2' needs data.tokenizer_path: a folder with GPT-2's vocab.json and "
+        "merges.txt (a Hugging Face GPT-2 checkpoint folder has them)");
+  if (!tokenizer_model.empty() && tokenizer != "bpe")
+    throw Error(fmt::format(
+        "data.tokenizer_model = '{}' is a SentencePiece model; it needs data.tokenizer = 'bpe' "
+        "(got '{}')",
+        tokenizer_model, tokenizer));
+  // 1 unknown id and 256 byte ids come first; SentencePiece itself refuses a vocabulary larger
+  // than the text supports
+  if (bpe_vocab_size < 260 || bpe_vocab_size > (1 << 20))
+    throw Error(fmt::format(
+        "data.vocab_size = {}: expected 260 to 1048576 (a bpe vocabulary holds an unknown id "
+        "and the 256 bytes before its learned pieces)",
+        bpe_vocab_size));
   if (data_format != "text" && data_format != "llmc" && data_format != "nanogpt")
     throw Error(fmt::format("data.format = '{}': expected text, llmc or nanogpt", data_format));
   if (!(val_fraction >= 0 && val_fraction < 1))

@@ -49,10 +49,18 @@ struct TrainConfig {
   double target_loss = 0;
   /// train.stop_at_target: end the run (checkpoint written) when target_loss is reached.
   bool stop_at_target = false;
+  /// train.init_from: a Hugging Face GPT-2 folder to start from (train/hf_gpt2.h): its shapes,
+  /// tokenizer and weights replace model.*, data.tokenizer and the random initialization
+  std::string init_from;
   // data.*
   std::string data_path;
-  std::string data_val_path;         ///< optional separate validation file
-  std::string tokenizer = "char";    ///< char | byte (text format only)
+  std::string data_val_path;  ///< optional separate validation file
+  /// data.tokenizer: char | byte | bpe | gpt2 (train/tokenizer.h); for llmc and nanogpt data only
+  /// bpe (with tokenizer_model) and gpt2 are used, to decode samples
+  std::string tokenizer = "char";
+  int bpe_vocab_size = 8192;    ///< data.vocab_size: ids of a bpe vocabulary trained on the text
+  std::string tokenizer_model;  ///< data.tokenizer_model: a SentencePiece .model to use for bpe
+  std::string tokenizer_path;   ///< data.tokenizer_path: folder of vocab.json + merges.txt (gpt2)
   std::string data_format = "text";  ///< text | llmc | nanogpt
   double val_fraction = 0.1;
   // energy.*

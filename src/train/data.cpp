@@ -1,13 +1,16 @@
 #include "train/data.h"
 
 #include <fmt/format.h>
+#include <glob.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <string_view>
 
 #include "core/error.h"
 
@@ -20,27 +23,6 @@ uint64_t splitmix64(uint64_t& s) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
-}
-
-// Splits UTF-8 into code points (as strings); throws at the first invalid sequence.
-std::vector<std::string> utf8_chars(const std::string& s, const std::string& where) {
-  std::vector<std::string> out;
-  out.reserve(s.size());
-  size_t i = 0;
-  while (i < s.size()) {
-    unsigned char c = s[i];
-    size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    bool ok = len > 0 && i + len <= s.size();
-    for (size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(s[i + k]) >> 6) == 2;
-    if (!ok)
-      throw Error(
-          fmt::format("{}: invalid UTF-8 at byte {}; expected UTF-8 text (or use "
-                      "data.tokenizer = \"byte\")",
-                      where, i));
-    out.emplace_back(s, i, len);
-    i += len;
-  }
-  return out;
 }
 
 std::vector<int32_t> load_u16(const std::string& bytes, size_t offset, size_t n) {
@@ -80,6 +62,25 @@ std::vector<int32_t> load_tokens_file(const std::string& path, const std::string
   return load_u16(bytes, 0, bytes.size() / 2);
 }
 
+// One token file, or every file a glob pattern matches, in name order (llm.c's shards).
+std::vector<int32_t> load_token_files(const std::string& pattern, const std::string& format) {
+  if (pattern.find_first_of("*?[") == std::string::npos) return load_tokens_file(pattern, format);
+  glob_t g{};
+  int rc = ::glob(pattern.c_str(), 0, nullptr, &g);
+  std::vector<std::string> paths(g.gl_pathv, g.gl_pathv + (rc == 0 ? g.gl_pathc : 0));
+  globfree(&g);
+  if (paths.empty())
+    throw Error(
+        fmt::format("{}: no file matches this pattern; expected {} token shards", pattern, format));
+  std::sort(paths.begin(), paths.end());
+  std::vector<int32_t> all;
+  for (const auto& p : paths) {
+    auto t = load_tokens_file(p, format);
+    all.insert(all.end(), t.begin(), t.end());
+  }
+  return all;
+}
+
 }  // namespace
 
 std::string read_file(const std::string& path) {
@@ -94,79 +95,6 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-int Tokenizer::vocab_size() const {
-  if (kind == "char") return static_cast<int>(vocab.size());
-  if (kind == "byte") return 256;
-  return ids_vocab_size;
-}
-
-std::vector<int32_t> Tokenizer::encode(const std::string& text) const {
-  std::vector<int32_t> ids;
-  if (kind == "byte") {
-    for (unsigned char c : text) ids.push_back(c);
-    return ids;
-  }
-  if (kind != "char") throw Error("this run's data is pre-tokenized (ids): text cannot be encoded");
-  std::map<std::string, int32_t> index;
-  for (size_t i = 0; i < vocab.size(); ++i) index[vocab[i]] = static_cast<int32_t>(i);
-  for (auto& ch : utf8_chars(text, "text")) {
-    auto it = index.find(ch);
-    if (it == index.end())
-      throw Error(fmt::format("character '{}' is not in the model's vocabulary of {} characters",
-                              ch, vocab.size()));
-    ids.push_back(it->second);
-  }
-  return ids;
-}
-
-std::string Tokenizer::decode(const int32_t* ids, size_t n) const {
-  std::string s;
-  for (size_t i = 0; i < n; ++i) {
-    if (kind == "char" && ids[i] >= 0 && ids[i] < (int32_t)vocab.size())
-      s += vocab[ids[i]];
-    else if (kind == "byte")
-      s += static_cast<char>(ids[i]);
-    else
-      s += fmt::format("<{}>", ids[i]);
-  }
-  return s;
-}
-
-nlohmann::json Tokenizer::to_json() const {
-  nlohmann::json j;
-  j["kind"] = kind;
-  if (kind == "char") j["vocab"] = vocab;
-  if (kind == "ids") j["vocab_size"] = ids_vocab_size;
-  return j;
-}
-
-Tokenizer Tokenizer::from_json(const nlohmann::json& j, const std::string& where) {
-  Tokenizer t;
-  try {
-    t.kind = j.at("kind").get<std::string>();
-    if (t.kind == "char")
-      t.vocab = j.at("vocab").get<std::vector<std::string>>();
-    else if (t.kind == "ids")
-      t.ids_vocab_size = j.at("vocab_size").get<int>();
-    else if (t.kind != "byte")
-      throw Error(
-          fmt::format("{}: tokenizer kind '{}'; expected char, byte or ids", where, t.kind));
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("{}: tokenizer: {}", where, e.what()));
-  }
-  return t;
-}
-
-Tokenizer Tokenizer::build_char(const std::string& text, const std::string& where) {
-  auto chars = utf8_chars(text, where);
-  std::sort(chars.begin(), chars.end());
-  chars.erase(std::unique(chars.begin(), chars.end()), chars.end());
-  Tokenizer t;
-  t.kind = "char";
-  t.vocab = std::move(chars);
-  return t;
-}
-
 TokenData load_data(const TrainConfig& cfg, const Tokenizer* tokenizer) {
   TokenData d;
   const int T = cfg.model.block_size;
@@ -174,12 +102,19 @@ TokenData load_data(const TrainConfig& cfg, const Tokenizer* tokenizer) {
   if (cfg.data_format == "text") {
     std::string text = read_file(cfg.data_path);
     if (text.empty()) throw Error(fmt::format("{}: the file is empty", cfg.data_path));
-    if (tokenizer)
+    if (tokenizer) {
       d.tokenizer = *tokenizer;
-    else if (cfg.tokenizer == "char")
-      d.tokenizer = Tokenizer::build_char(text, cfg.data_path);
-    else
-      d.tokenizer.kind = "byte";
+    } else {
+      // a trained vocabulary learns from the training part only (the split is in tokens, so
+      // this is the text before the validation split up to a fraction of a line)
+      std::string_view train_text = text;
+      if (cfg.tokenizer == "bpe" && cfg.data_val_path.empty() && cfg.val_fraction > 0) {
+        size_t cut = static_cast<size_t>(text.size() * (1 - cfg.val_fraction));
+        while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+        train_text = train_text.substr(0, cut);
+      }
+      d.tokenizer = Tokenizer::from_config(cfg, std::string(train_text), cfg.data_path);
+    }
     try {
       all = d.tokenizer.encode(text);
     } catch (const Error& e) {
@@ -194,13 +129,21 @@ TokenData load_data(const TrainConfig& cfg, const Tokenizer* tokenizer) {
       }
     }
   } else {
-    all = load_tokens_file(cfg.data_path, cfg.data_format);
+    all = load_token_files(cfg.data_path, cfg.data_format);
     if (all.empty()) throw Error(fmt::format("{}: holds no tokens", cfg.data_path));
-    if (!cfg.data_val_path.empty()) d.val = load_tokens_file(cfg.data_val_path, cfg.data_format);
-    d.tokenizer.kind = "ids";
-    int v = tokenizer ? tokenizer->vocab_size() : cfg.model.vocab_size;
-    if (v <= 0) v = 50257;  // GPT-2's vocabulary, what llm.c and nanoGPT shards hold
-    d.tokenizer.ids_vocab_size = v;
+    if (!cfg.data_val_path.empty()) d.val = load_token_files(cfg.data_val_path, cfg.data_format);
+    if (tokenizer && tokenizer->subword) {
+      d.tokenizer = *tokenizer;
+    } else if (!tokenizer && (cfg.tokenizer == "gpt2" ||
+                              (cfg.tokenizer == "bpe" && !cfg.tokenizer_model.empty()))) {
+      d.tokenizer = Tokenizer::from_config(cfg, "", cfg.data_path);
+    } else {
+      d.tokenizer.kind = "ids";
+      int v = tokenizer ? tokenizer->vocab_size() : cfg.model.vocab_size;
+      if (v <= 0) v = 50257;  // GPT-2's vocabulary, what llm.c and nanoGPT shards hold
+      d.tokenizer.ids_vocab_size = v;
+    }
+    const int v = d.tokenizer.vocab_size();
     auto check_range = [&](const std::vector<int32_t>& t, const std::string& path) {
       for (size_t i = 0; i < t.size(); ++i)
         if (t[i] >= v)
@@ -278,6 +221,28 @@ void eval_batch(const std::vector<int32_t>& tokens, int B, int T, int64_t i, int
   }
 }
 
+double eval_bytes_per_token(const Tokenizer& tok, const std::vector<int32_t>& tokens, int B, int T,
+                            int eval_steps) {
+  if ((int64_t)tokens.size() < T + 1 || B <= 0 || eval_steps <= 0) return 0;
+  std::vector<int32_t> inputs((size_t)B * T), targets((size_t)B * T);
+  int64_t bytes = 0, count = 0;
+  for (int i = 0; i < eval_steps; ++i) {
+    eval_batch(tokens, B, T, i, inputs.data(), targets.data());
+    for (int32_t id : targets) {
+      int64_t b = tok.token_byte_count(id);
+      if (b < 0) return 0;
+      bytes += b;
+      ++count;
+    }
+  }
+  return count > 0 ? static_cast<double>(bytes) / count : 0;
+}
+
+std::optional<double> bits_per_byte(double loss_nats, double bytes_per_token) {
+  if (!(bytes_per_token > 0)) return std::nullopt;
+  return loss_nats / std::log(2.0) / bytes_per_token;
+}
+
 nlohmann::json data_identity(const TrainConfig& cfg, const TokenData& d) {
   auto file = [](const std::string& path) -> std::pair<std::string, int64_t> {
     if (path.empty()) return {"", -1};
@@ -302,6 +267,7 @@ nlohmann::json data_identity(const TrainConfig& cfg, const TokenData& d) {
   j["format"] = cfg.data_format;
   j["tokenizer"] = d.tokenizer.kind;
   j["vocab_size"] = d.tokenizer.vocab_size();
+  j["tokenizer_fingerprint"] = d.tokenizer.fingerprint();
   j["train_tokens"] = d.train.size();
   j["val_tokens"] = d.val.size();
   j["tokens_fnv1a64"] = fmt::format("{:016x}", h);
@@ -311,6 +277,9 @@ nlohmann::json data_identity(const TrainConfig& cfg, const TokenData& d) {
 bool same_data(const nlohmann::json& a, const nlohmann::json& b) {
   for (const char* k : {"tokens_fnv1a64", "train_tokens", "val_tokens", "tokenizer", "vocab_size"})
     if (a.value(k, nlohmann::json()) != b.value(k, nlohmann::json())) return false;
+  // recorded since subword tokenizers: compared where both identities have it
+  const char* fp = "tokenizer_fingerprint";
+  if (a.contains(fp) && b.contains(fp) && a[fp] != b[fp]) return false;
   return true;
 }
 

@@ -1,34 +1,18 @@
-// train/data.h: tokenizers, data loading and seeded, resumable batch sampling.
-// Formats: plain UTF-8 text (character- or byte-level tokens), llm.c token shards
+// train/data.h: data loading and seeded, resumable batch sampling (tokenizers are in
+// train/tokenizer.h). Formats: plain UTF-8 text (any tokenizer), llm.c token shards
 // (256 x int32 header: magic 20240520, version 1, token count; then uint16 tokens) and
 // nanoGPT's raw uint16 .bin files.
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "train/config.h"
+#include "train/tokenizer.h"
 
 namespace gt {
-
-/// Maps text to token ids. kind "char": one token per Unicode code point of the training
-/// text, ids in code-point order; "byte": ids 0..255; "ids": pre-tokenized data (no text).
-struct Tokenizer {
-  std::string kind = "byte";
-  std::vector<std::string> vocab;  ///< char: the UTF-8 string of each id
-  int ids_vocab_size = 0;          ///< vocabulary of "ids" data
-
-  int vocab_size() const;
-  /// Throws gt::Error naming the first character not in the vocabulary.
-  std::vector<int32_t> encode(const std::string& text) const;
-  std::string decode(const int32_t* ids, size_t n) const;
-  nlohmann::json to_json() const;
-  /// Throws gt::Error when the JSON does not describe a tokenizer; `where` names its file.
-  static Tokenizer from_json(const nlohmann::json& j, const std::string& where);
-  /// Character vocabulary of `text` (UTF-8; throws gt::Error at the first invalid byte).
-  static Tokenizer build_char(const std::string& text, const std::string& where);
-};
 
 /// Train and validation token streams with their tokenizer.
 struct TokenData {
@@ -39,22 +23,38 @@ struct TokenData {
 
 /// Loads cfg.data_path (and cfg.data_val_path if set) in cfg.data_format, splitting off the
 /// last cfg.val_fraction as validation unless a validation file is given. When `tokenizer`
-/// is not null it is used (from a checkpoint) instead of building one. Throws gt::Error for a
+/// is not null it is used (from a checkpoint) instead of building one (Tokenizer::from_config;
+/// a bpe vocabulary is trained on the text before the validation split). For llmc and nanogpt
+/// files, data.path (and data.val_path) may be a glob pattern ("dir/train_*.bin"): the shards
+/// are read in name order; the tokenizer is "ids", or the bpe or gpt2 one the configuration
+/// names (so that samples decode to text). Throws gt::Error for a
 /// missing or empty file, a bad header, a size that disagrees with the token count, a token
 /// outside the vocabulary, or a split shorter than block_size + 1 tokens.
 TokenData load_data(const TrainConfig& cfg, const Tokenizer* tokenizer);
 
 /// What a run is trained on, as its checkpoint records it: {"path", "bytes", "val_path",
 /// "val_bytes" (absolute paths; bytes of the files, -1 where unreadable), "format",
-/// "tokenizer" (its kind), "vocab_size", "train_tokens", "val_tokens", "tokens_fnv1a64" (FNV-1a,
-/// 64-bit, over the train then the validation token ids as 32-bit words, in hex: the content,
-/// the tokenizer and the split all change it)}.
+/// "tokenizer" (its kind), "vocab_size", "tokenizer_fingerprint" (Tokenizer::fingerprint()),
+/// "train_tokens", "val_tokens", "tokens_fnv1a64" (FNV-1a, 64-bit, over the train then the
+/// validation token ids as 32-bit words, in hex: the content, the tokenizer and the split all
+/// change it)}.
 nlohmann::json data_identity(const TrainConfig& cfg, const TokenData& d);
-/// Whether two data identities name the same tokens (hash, counts, tokenizer, vocabulary; the
-/// paths may differ: a moved file is the same data).
+/// Whether two data identities name the same tokens (hash, counts, tokenizer, vocabulary, and
+/// the tokenizer's fingerprint where both record one; the paths may differ: a moved file is
+/// the same data).
 bool same_data(const nlohmann::json& a, const nlohmann::json& b);
 /// A data identity in words: "PATH (N bytes, char tokenizer of V tokens, T tokens, hash H)".
 std::string describe_data(const nlohmann::json& id);
+
+/// Bytes of text per target token over exactly the windows that `eval_steps` calls of
+/// eval_batch(tokens, B, T, i) read, the denominator of bits per byte; 0 when the tokenizer
+/// does not know the bytes of its ids ("ids" data: pre-tokenized shards without a tokenizer).
+double eval_bytes_per_token(const Tokenizer& tok, const std::vector<int32_t>& tokens, int B, int T,
+                            int eval_steps);
+/// Validation loss in bits per byte: loss_nats / ln 2 / bytes_per_token (bits per token over
+/// bytes per token; comparable across tokenizers, as in Gao et al. 2020, The Pile, sec. 3);
+/// nullopt when bytes_per_token is 0 (unknown).
+std::optional<double> bits_per_byte(double loss_nats, double bytes_per_token);
 
 /// Reads a whole file; throws gt::Error naming it when it is missing or unreadable.
 std::string read_file(const std::string& path);

@@ -85,7 +85,15 @@ void RunSummaryWriter::finish(const RunResult& r) {
   s["step"] = r.step;
   s["max_steps"] = c.max_steps;
   s["last_loss"] = r.last_loss;
-  if (r.val_loss) s["val_loss"] = *r.val_loss;
+  if (r.val_loss) {
+    s["val_loss"] = *r.val_loss;
+    s["val_bits_per_byte"] = r.val_bits_per_byte ? nlohmann::ordered_json(*r.val_bits_per_byte)
+                                                 : nlohmann::ordered_json();
+    if (!r.val_bits_per_byte)
+      s["val_bits_per_byte_unknown_reason"] =
+          "pre-tokenized data without a tokenizer: the bytes of the tokens are unknown (set "
+          "data.tokenizer = gpt2 or bpe with the shards' vocabulary)";
+  }
   s["tokens"] = r.tokens;
   s["duration_s"] = r.train_time_s;  // optimizer steps only
   // the session's wall time: loading, steps, evaluations, checkpoints (what a scheduler plans)
@@ -112,7 +120,10 @@ void RunSummaryWriter::finish(const RunResult& r) {
   s["interrupted_by_signal"] = r.interrupted_by;
   std::printf("\n");
   if (r.val_loss)
-    std::printf("validation loss %.4f at step %lld\n", *r.val_loss, (long long)r.step);
+    std::printf("validation loss %.4f at step %lld%s\n", *r.val_loss, (long long)r.step,
+                r.val_bits_per_byte
+                    ? fmt::format(" ({:.4f} bits per byte)", *r.val_bits_per_byte).c_str()
+                    : "");
   const size_t planned = mem.total() + trainer_.runtime_bytes(), peak = peak_rss_bytes();
   std::printf(
       "trained %lld steps (%lld tokens) in %.1f s: %.0f tokens/s; peak memory %s (planned %s = "

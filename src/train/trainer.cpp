@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "energy/parse.h"
 #include "train/checkpoint.h"
+#include "train/hf_gpt2.h"
 
 namespace fs = std::filesystem;
 
@@ -141,6 +142,8 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume
                  bool allow_data_change)
     : cfg_(cfg), run_dir_(run_dir), log_(log) {
   cfg_.validate();
+  // a Hugging Face GPT-2 folder's shapes and tokenizer (its weights are loaded below)
+  if (!cfg_.init_from.empty() && !resume) apply_hf_gpt2_config(cfg_.init_from, cfg_, log_);
   backend_ = make_backend(cfg_.device, {.threads = cfg_.threads});
   if (const char* prof = std::getenv("GT_PROFILE"); prof && *prof && std::string(prof) != "0")
     backend_ = make_profiling_backend(std::move(backend_));
@@ -171,14 +174,24 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume
   }
   // another tokenizer: the embedding rows are the old tokenizer's tokens
   bool new_tokenizer = false;
-  if (st && (saved.tokenizer != cfg_.tokenizer || saved.data_format != cfg_.data_format)) {
+  // the vocabulary a bpe or gpt2 tokenizer is made from (data.vocab_size, data.tokenizer_model,
+  // data.tokenizer_path), as words
+  auto vocab_of = [](const TrainConfig& c) -> std::string {
+    if (c.tokenizer == "gpt2") return fmt::format(" from '{}'", c.tokenizer_path);
+    if (c.tokenizer != "bpe") return "";
+    return c.tokenizer_model.empty() ? fmt::format(" of {} trained on the text", c.bpe_vocab_size)
+                                     : fmt::format(" from '{}'", c.tokenizer_model);
+  };
+  if (st && (saved.tokenizer != cfg_.tokenizer || saved.data_format != cfg_.data_format ||
+             vocab_of(saved) != vocab_of(cfg_))) {
     if (!allow_data_change)
       throw Error(fmt::format(
           "--resume with another tokenizer: the checkpoint of step {} was trained with "
-          "data.format = '{}', data.tokenizer = '{}'; this run has data.format = '{}', "
-          "data.tokenizer = '{}'. Resume with the checkpoint's, or pass --allow-data-change to "
+          "data.format = '{}', data.tokenizer = '{}'{}; this run has data.format = '{}', "
+          "data.tokenizer = '{}'{}. Resume with the checkpoint's, or pass --allow-data-change to "
           "go on with this one (the data position then restarts at the beginning)",
-          st->step, saved.data_format, saved.tokenizer, cfg_.data_format, cfg_.tokenizer));
+          st->step, saved.data_format, saved.tokenizer, vocab_of(saved), cfg_.data_format,
+          cfg_.tokenizer, vocab_of(cfg_)));
     new_tokenizer = true;
   }
   try {
@@ -189,6 +202,8 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume
                             st->step, describe_data(st->data)));
   }
   data_id_ = data_identity(cfg_, data_);
+  val_bytes_per_token_ = eval_bytes_per_token(data_.tokenizer, data_.val, cfg_.batch_size,
+                                              cfg_.model.block_size, cfg_.eval_steps);
   // other data: the saved position belongs to the old data's permutation
   std::string data_note;
   if (st && (new_tokenizer || (!st->data.is_null() && !same_data(st->data, data_id_)))) {
@@ -274,6 +289,11 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume
       rec["data_now"] = data_id_;
       std::ofstream(fs::path(run_dir_) / "metrics.jsonl", std::ios::app) << rec.dump() << "\n";
     }
+  } else if (!cfg_.init_from.empty()) {
+    load_parameters((fs::path(cfg_.init_from) / "model.safetensors").string(), *model_);
+    backend_->weights_updated();
+    std::error_code ec;
+    fs::remove(fs::path(run_dir_) / "metrics.jsonl", ec);
   } else {
     model_->init_weights(static_cast<uint64_t>(cfg_.seed));
     std::error_code ec;
@@ -428,10 +448,16 @@ double evaluate_loss(GPT& model, const std::vector<int32_t>& val, int B, int T, 
   return sum / eval_steps;
 }
 
-LoadedModel load_model(const std::string& run_dir, int max_batch) {
+LoadedModel load_model(const std::string& run_dir, int max_batch,
+                       const std::vector<std::string>& sets) {
+  if (!has_checkpoint(run_dir) && is_hf_gpt2_dir(run_dir))
+    return load_hf_gpt2(run_dir, max_batch, sets);
   LoadedModel lm;
   CheckpointState st = load_checkpoint_state(run_dir);
   load_config_string(st.config_toml, checkpoint_dir(run_dir) + "/state.json", lm.cfg);
+  const GPTConfig m = lm.cfg.model;
+  apply_overrides(sets, lm.cfg);
+  lm.cfg.model = m;
   lm.cfg.validate();
   lm.tokenizer = st.tokenizer;
   lm.step = st.step;
@@ -536,7 +562,12 @@ RunResult Trainer::run(int64_t stop_at) {
       }
       if (r.val_loss) {
         rec["val_loss"] = *r.val_loss;
+        r.val_bits_per_byte = bits_per_byte(*r.val_loss, val_bytes_per_token_);
+        rec["val_bits_per_byte"] =
+            r.val_bits_per_byte ? nlohmann::json(*r.val_bits_per_byte) : nlohmann::json();
         val_text = fmt::format(" | val {:.4f}", *r.val_loss);
+        if (r.val_bits_per_byte)
+          val_text += fmt::format(" ({:.3f} bits/byte)", *r.val_bits_per_byte);
         if (!r.best_val_loss || *r.val_loss < *r.best_val_loss) {
           r.best_val_loss = r.val_loss;
           r.best_val_step = step_;

@@ -87,12 +87,15 @@ struct RunResult {
   int64_t step = 0;                ///< optimizer steps completed in total
   double last_loss = 0;            ///< training loss of the last step
   std::optional<double> val_loss;  ///< last validation loss
-  int interrupted_by = 0;          ///< signal number when stopped by SIGINT/SIGTERM, else 0
-  double train_time_s = 0;         ///< wall time of the steps run in this process
-  int64_t tokens = 0;              ///< tokens trained in this process
-  int64_t skipped_steps = 0;       ///< steps skipped for inf/NaN gradients (fp16), in total
-  double loss_scale = 1;           ///< fp16 loss scale at the end (1 otherwise)
-  std::vector<double> losses;      ///< training loss of each step run in this process
+  /// val_loss in bits per byte (bits_per_byte() in train/data.h); nullopt when the bytes of the
+  /// tokens are unknown (pre-tokenized data without a tokenizer)
+  std::optional<double> val_bits_per_byte;
+  int interrupted_by = 0;      ///< signal number when stopped by SIGINT/SIGTERM, else 0
+  double train_time_s = 0;     ///< wall time of the steps run in this process
+  int64_t tokens = 0;          ///< tokens trained in this process
+  int64_t skipped_steps = 0;   ///< steps skipped for inf/NaN gradients (fp16), in total
+  double loss_scale = 1;       ///< fp16 loss scale at the end (1 otherwise)
+  std::vector<double> losses;  ///< training loss of each step run in this process
 
   // train.target_loss
   std::optional<TargetHit> target;      ///< set when it was reached in this process
@@ -163,7 +166,8 @@ class Trainer {
   FILE* log_;
   std::unique_ptr<Backend> backend_;
   TokenData data_;
-  nlohmann::json data_id_;  ///< data_identity() of data_, saved in every checkpoint
+  nlohmann::json data_id_;          ///< data_identity() of data_, saved in every checkpoint
+  double val_bytes_per_token_ = 0;  ///< eval_bytes_per_token() of the validation windows
   std::unique_ptr<GPT> model_;
   std::unique_ptr<Arena> m_, v_;
   std::unique_ptr<BatchSampler> sampler_;
@@ -192,8 +196,12 @@ struct LoadedModel {
 };
 /// Loads the configuration, tokenizer and weights of run_dir's checkpoint into a model that
 /// takes micro-batches of up to max_batch (0: the run's train.batch_size), on the run's
-/// train.device with its train.threads. Throws gt::Error naming the missing or invalid file.
-LoadedModel load_model(const std::string& run_dir, int max_batch = 0);
+/// train.device with its train.threads; `sets` ("key=value") are applied to the configuration
+/// (model.* keys excepted). A Hugging Face GPT-2 folder (config.json, model.safetensors) in
+/// place of a run folder is read by load_hf_gpt2 (train/hf_gpt2.h). Throws gt::Error naming the
+/// missing or invalid file.
+LoadedModel load_model(const std::string& run_dir, int max_batch = 0,
+                       const std::vector<std::string>& sets = {});
 
 /// Peak resident memory of this process in bytes (VmHWM), 0 where unknown.
 /// Peak resident bytes (VmHWM of /proc/self/status) since the process started or since the

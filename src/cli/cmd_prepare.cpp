@@ -1,0 +1,125 @@
+// greentrain prepare: text files (larger than memory if need be) -> llm.c token shards, on all
+// cores, with a progress line (train/shards.h does the work).
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "cli/command.h"
+#include "core/error.h"
+#include "train/config.h"
+#include "train/shards.h"
+
+namespace {
+
+struct Args {
+  std::vector<std::string> inputs;
+  std::string tokenizer = "gpt2", tokenizer_path, tokenizer_model, out;
+  int vocab_size = 8192;
+  double val_fraction = 0.1;
+  int64_t shard_tokens = 100'000'000;
+  int threads = 0;
+  double train_mib = 100;
+};
+
+std::string duration(double s) {
+  if (!(s >= 0) || s > 1e7) return "?";
+  int t = static_cast<int>(s + 0.5);
+  return t >= 3600 ? fmt::format("{}h{:02d}m", t / 3600, t / 60 % 60)
+                   : fmt::format("{}m{:02d}s", t / 60, t % 60);
+}
+
+int run_prepare(const Args& a) {
+  gt::TrainConfig cfg;
+  cfg.tokenizer = a.tokenizer;
+  cfg.tokenizer_path = a.tokenizer_path;
+  cfg.tokenizer_model = a.tokenizer_model;
+  cfg.bpe_vocab_size = a.vocab_size;
+  cfg.validate();
+  if (cfg.tokenizer == "char")
+    throw gt::Error(
+        "--tokenizer char: a character vocabulary needs the whole text first; "
+        "expected byte, bpe or gpt2");
+  std::string sample;
+  if (cfg.tokenizer == "bpe" && cfg.tokenizer_model.empty()) {
+    sample = gt::read_prefix(a.inputs, static_cast<size_t>(a.train_mib * (1 << 20)));
+    std::fprintf(stderr, "prepare: training a BPE vocabulary of %d on the first %.1f MiB\n",
+                 cfg.bpe_vocab_size, sample.size() / double(1 << 20));
+  }
+  gt::Tokenizer tok = gt::Tokenizer::from_config(cfg, sample, a.inputs.front());
+  sample.clear();
+  gt::PrepareOptions opt;
+  opt.val_fraction = a.val_fraction;
+  opt.shard_tokens = a.shard_tokens;
+  opt.threads = a.threads;
+  const bool tty = isatty(fileno(stderr));
+  int last_decile = -1;
+  auto show = [&](const gt::PrepareProgress& p) {
+    const double frac = p.bytes_total ? double(p.bytes_done) / p.bytes_total : 1;
+    const int64_t tokens = p.train_tokens + p.val_tokens;
+    const double tps = p.seconds > 0 ? tokens / p.seconds : 0;
+    const double eta = frac > 0 ? p.seconds * (1 - frac) / frac : -1;
+    const int width = 30, filled = static_cast<int>(frac * width);
+    std::string line =
+        fmt::format("[{}{}] {:5.1f}% {:.1f}/{:.1f} MiB | {} tokens | {:.0f} tokens/s | ETA {}",
+                    std::string(filled, '#'), std::string(width - filled, '.'), 100 * frac,
+                    p.bytes_done / double(1 << 20), p.bytes_total / double(1 << 20), tokens, tps,
+                    duration(eta));
+    if (tty) {
+      std::fprintf(stderr, "\r\033[K%s", line.c_str());
+    } else if (static_cast<int>(frac * 10) > last_decile) {
+      last_decile = static_cast<int>(frac * 10);
+      std::fprintf(stderr, "%s\n", line.c_str());
+    }
+  };
+  auto r = gt::prepare_shards(a.inputs, tok, a.out, opt, show);
+  if (tty) std::fprintf(stderr, "\n");
+  std::printf(
+      "prepare: %lld train + %lld validation tokens (%s tokenizer, %d ids) in %zu shards "
+      "in %s, %.1f s (%.0f tokens/s)\n",
+      (long long)r.train_tokens, (long long)r.val_tokens, tok.kind.c_str(), tok.vocab_size(),
+      r.shards.size(), a.out.c_str(), r.seconds,
+      r.seconds > 0 ? (r.train_tokens + r.val_tokens) / r.seconds : 0.0);
+  std::string tok_keys =
+      tok.kind == "gpt2"
+          ? fmt::format(" --set data.tokenizer=gpt2 --set data.tokenizer_path={}", a.out)
+      : tok.kind == "bpe"
+          ? fmt::format(" --set data.tokenizer=bpe --set data.tokenizer_model={}/tokenizer.model",
+                        a.out)
+          : std::string();
+  std::printf(
+      "train on them with: greentrain train CONFIG --set data.format=llmc --set "
+      "'data.path=%s/train_*.bin'%s --set model.vocab_size=%d%s\n",
+      a.out.c_str(),
+      r.val_tokens > 0 ? fmt::format(" --set 'data.val_path={}/val_*.bin'", a.out).c_str() : "",
+      tok.vocab_size(), tok_keys.c_str());
+  return 0;
+}
+
+void setup(CLI::App& app) {
+  auto args = std::make_shared<Args>();
+  auto* sub = app.add_subcommand(
+      "prepare", "Tokenize text files into llm.c token shards (train_*.bin, val_*.bin)");
+  sub->add_option("text", args->inputs, "UTF-8 text files, read in order")->required();
+  sub->add_option("--tokenizer", args->tokenizer, "byte, bpe or gpt2")->capture_default_str();
+  sub->add_option("--tokenizer-path", args->tokenizer_path,
+                  "gpt2: folder with vocab.json and merges.txt");
+  sub->add_option("--tokenizer-model", args->tokenizer_model,
+                  "bpe: a SentencePiece .model to use (default: train one)");
+  sub->add_option("--vocab-size", args->vocab_size, "bpe: vocabulary to train")
+      ->capture_default_str();
+  sub->add_option("--train-mib", args->train_mib,
+                  "bpe: MiB of the inputs' beginning to train the vocabulary on")
+      ->capture_default_str();
+  sub->add_option("--out", args->out, "Folder for the shards and the tokenizer")->required();
+  sub->add_option("--val-fraction", args->val_fraction,
+                  "Last fraction of the text that goes to val_*.bin")
+      ->capture_default_str();
+  sub->add_option("--shard-tokens", args->shard_tokens, "Tokens per shard")->capture_default_str();
+  sub->add_option("--threads", args->threads, "Threads (0: all cores)")->capture_default_str();
+  sub->callback([args] { gt::cli::exit_code() = run_prepare(*args); });
+}
+
+gt::cli::Registrar reg(15, "prepare", setup);
+
+}  // namespace

@@ -1,0 +1,260 @@
+#include "train/tokenizer.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "core/error.h"
+#include "train/config.h"
+#include "train/data.h"
+#include "train/tokenizer_gpt2.h"
+#include "train/tokenizer_sp.h"
+
+namespace gt {
+namespace {
+
+// Splits UTF-8 into code points (as strings); throws at the first invalid sequence.
+std::vector<std::string> utf8_chars(const std::string& s, const std::string& where) {
+  check_utf8(s, where);
+  std::vector<std::string> out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    unsigned char c = s[i];
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : 4;
+    out.emplace_back(s, i, len);
+    i += len;
+  }
+  return out;
+}
+
+void fnv1a(uint64_t& h, std::string_view s) {
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+}
+
+}  // namespace
+
+void check_utf8(std::string_view s, const std::string& where, size_t base) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const size_t n = s.size();
+  for (size_t i = 0; i < n;) {
+    unsigned char c = p[i];
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len = (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    bool ok = len > 0 && i + len <= n;
+    uint32_t cp = ok ? c & (0x7F >> len) : 0;
+    for (size_t k = 1; ok && k < len; ++k) {
+      ok = (p[i + k] >> 6) == 2;
+      cp = (cp << 6) | (p[i + k] & 0x3F);
+    }
+    // RFC 3629: the shortest form only, no UTF-16 surrogates, nothing above U+10FFFF
+    static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
+    ok = ok && cp >= kMin[len] && !(cp >= 0xD800 && cp <= 0xDFFF) && cp <= 0x10FFFF;
+    if (!ok)
+      throw Error(
+          fmt::format("{}: invalid UTF-8 at byte {}; expected UTF-8 text (or use "
+                      "data.tokenizer = \"byte\")",
+                      where, base + i));
+    i += len;
+  }
+}
+
+std::vector<size_t> cut_points(const SubwordModel& model, std::string_view text,
+                               size_t piece_bytes) {
+  std::vector<size_t> cuts;
+  size_t pos = piece_bytes;
+  while (pos < text.size()) {
+    size_t p = pos;
+    while (p < text.size() && !model.can_cut_before(text, p)) ++p;
+    if (p >= text.size()) break;
+    cuts.push_back(p);
+    pos = p + piece_bytes;
+  }
+  return cuts;
+}
+
+int Tokenizer::vocab_size() const {
+  if (kind == "char") return static_cast<int>(vocab.size());
+  if (kind == "byte") return 256;
+  if (subword) return subword->vocab_size();
+  return ids_vocab_size;
+}
+
+std::vector<int32_t> Tokenizer::encode(const std::string& text) const {
+  std::vector<int32_t> ids;
+  if (kind == "byte") {
+    ids.reserve(text.size());
+    for (unsigned char c : text) ids.push_back(c);
+    return ids;
+  }
+  if (subword) {
+    check_utf8(text, "text");
+    std::vector<size_t> cuts = cut_points(*subword, text, size_t(1) << 20);
+    cuts.insert(cuts.begin(), 0);
+    cuts.push_back(text.size());
+    const int64_t n = static_cast<int64_t>(cuts.size()) - 1;
+    std::vector<std::vector<int32_t>> parts(n);
+    std::string error;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t i = 0; i < n; ++i) {
+      try {
+        subword->encode(std::string_view(text).substr(cuts[i], cuts[i + 1] - cuts[i]), parts[i]);
+      } catch (const Error& e) {
+#pragma omp critical
+        error = e.what();
+      }
+    }
+    if (!error.empty()) throw Error(error);
+    size_t total = 0;
+    for (auto& p : parts) total += p.size();
+    ids.reserve(total);
+    for (auto& p : parts) ids.insert(ids.end(), p.begin(), p.end());
+    return ids;
+  }
+  if (kind != "char") throw Error("this run's data is pre-tokenized (ids): text cannot be encoded");
+  std::map<std::string, int32_t> index;
+  for (size_t i = 0; i < vocab.size(); ++i) index[vocab[i]] = static_cast<int32_t>(i);
+  for (auto& ch : utf8_chars(text, "text")) {
+    auto it = index.find(ch);
+    if (it == index.end())
+      throw Error(fmt::format("character '{}' is not in the model's vocabulary of {} characters",
+                              ch, vocab.size()));
+    ids.push_back(it->second);
+  }
+  return ids;
+}
+
+std::string Tokenizer::decode(const int32_t* ids, size_t n) const {
+  std::string s;
+  const int V = vocab_size();
+  for (size_t i = 0; i < n; ++i) {
+    const int32_t id = ids[i];
+    if (kind == "char" && id >= 0 && id < V)
+      s += vocab[id];
+    else if (kind == "byte" && id >= 0 && id < 256)
+      s += static_cast<char>(id);
+    else if (subword && id >= 0 && id < V)
+      s += subword->token_bytes(id);
+    else
+      s += fmt::format("<{}>", id);
+  }
+  return s;
+}
+
+int64_t Tokenizer::token_byte_count(int32_t id) const {
+  if (id < 0 || id >= vocab_size()) return -1;
+  if (kind == "char") return static_cast<int64_t>(vocab[id].size());
+  if (kind == "byte") return 1;
+  if (subword) return static_cast<int64_t>(subword->token_bytes(id).size());
+  return -1;
+}
+
+std::map<std::string, std::string> Tokenizer::files() const {
+  return subword ? subword->files() : std::map<std::string, std::string>{};
+}
+
+std::string Tokenizer::fingerprint() const {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a offset basis and prime (Fowler, Noll, Vo)
+  fnv1a(h, kind);
+  fnv1a(h, std::string(1, '\0'));
+  if (kind == "ids") fnv1a(h, std::to_string(ids_vocab_size));
+  for (const auto& v : vocab) {
+    fnv1a(h, v);
+    fnv1a(h, std::string(1, '\0'));
+  }
+  for (const auto& [name, content] : files()) {
+    fnv1a(h, name);
+    fnv1a(h, std::string(1, '\0'));
+    fnv1a(h, content);
+  }
+  return fmt::format("{:016x}", h);
+}
+
+nlohmann::json Tokenizer::to_json() const {
+  nlohmann::json j;
+  j["kind"] = kind;
+  if (kind == "char") j["vocab"] = vocab;
+  if (kind == "ids") j["vocab_size"] = ids_vocab_size;
+  if (subword) {
+    j["vocab_size"] = vocab_size();
+    std::vector<std::string> names;
+    for (const auto& [name, content] : files()) names.push_back(name);
+    j["files"] = names;
+    j["fingerprint"] = fingerprint();
+  }
+  return j;
+}
+
+Tokenizer Tokenizer::from_json(const nlohmann::json& j, const std::string& where,
+                               const std::string& dir) {
+  namespace fs = std::filesystem;
+  Tokenizer t;
+  try {
+    t.kind = j.at("kind").get<std::string>();
+    if (t.kind == "char") {
+      t.vocab = j.at("vocab").get<std::vector<std::string>>();
+    } else if (t.kind == "ids") {
+      t.ids_vocab_size = j.at("vocab_size").get<int>();
+    } else if (t.kind == "bpe" || t.kind == "gpt2") {
+      auto path = [&](const char* name) { return (fs::path(dir) / name).string(); };
+      if (t.kind == "bpe") {
+        std::string p = path("tokenizer.model");
+        t.subword = SentencePieceBpe::load(read_file(p), p);
+      } else {
+        t.subword = Gpt2Bpe::from_dir(dir);
+      }
+      const std::string want = j.at("fingerprint").get<std::string>();
+      if (t.fingerprint() != want)
+        throw Error(fmt::format(
+            "{}: the tokenizer files in {} have fingerprint {}, but the checkpoint recorded {}; "
+            "they were changed after the checkpoint was written",
+            where, dir, t.fingerprint(), want));
+    } else if (t.kind != "byte") {
+      throw Error(fmt::format("{}: tokenizer kind '{}'; expected char, byte, bpe, gpt2 or ids",
+                              where, t.kind));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("{}: tokenizer: {}", where, e.what()));
+  }
+  return t;
+}
+
+Tokenizer Tokenizer::build_char(const std::string& text, const std::string& where) {
+  auto chars = utf8_chars(text, where);
+  std::sort(chars.begin(), chars.end());
+  chars.erase(std::unique(chars.begin(), chars.end()), chars.end());
+  Tokenizer t;
+  t.kind = "char";
+  t.vocab = std::move(chars);
+  return t;
+}
+
+Tokenizer Tokenizer::from_config(const TrainConfig& cfg, const std::string& training_text,
+                                 const std::string& where) {
+  Tokenizer t;
+  t.kind = cfg.tokenizer;
+  if (cfg.tokenizer == "char") return build_char(training_text, where);
+  if (cfg.tokenizer == "gpt2") {
+    t.subword = Gpt2Bpe::from_dir(cfg.tokenizer_path);
+  } else if (cfg.tokenizer == "bpe") {
+    if (!cfg.tokenizer_model.empty()) {
+      try {
+        t.subword = SentencePieceBpe::load(read_file(cfg.tokenizer_model), cfg.tokenizer_model);
+      } catch (const Error& e) {
+        throw Error(fmt::format("data.tokenizer_model: {}", e.what()));
+      }
+    } else {
+      check_utf8(training_text, where);
+      t.subword = SentencePieceBpe::train(training_text, cfg.bpe_vocab_size, "data.vocab_size");
+    }
+  }
+  return t;
+}
+
+}  // namespace gt

@@ -1,0 +1,109 @@
+// Subword tokenizers through the greentrain program: a bpe run stores its vocabulary in the
+// checkpoint folder, eval and sample use it, eval reports bits per byte, a changed vocabulary
+// file is refused, and prepare writes llm.c shards that train reads back.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "test_helpers.h"
+
+namespace gt {
+namespace {
+
+namespace fs = std::filesystem;
+using test::run_cmd;
+
+const std::string kBin = GT_BINARY;
+
+struct TokenizerCli : ::testing::Test {
+  test::TempDir d;
+  std::string cfg;
+  void SetUp() override {
+    test::write_file(d.file("t.txt"), test::sample_text(30000) + "\nnaïve café 日本 😀\n");
+    cfg = d.file("tiny.toml");
+    test::write_file(cfg,
+                     "[model]\nn_layer = 2\nn_head = 2\nn_embd = 16\nblock_size = 16\n"
+                     "[train]\nbatch_size = 4\nmax_steps = 4\nwarmup_steps = 1\neval_interval = 0\n"
+                     "eval_steps = 2\ncheckpoint_interval = 0\nthreads = 2\nlog_interval = 1\n"
+                     "[data]\ntokenizer = \"bpe\"\nvocab_size = 300\npath = \"" +
+                         d.file("t.txt") + "\"\n");
+  }
+};
+
+TEST_F(TokenizerCli, BpeRunStoresItsVocabularyAndReportsBitsPerByte) {
+  const std::string run = d.file("run");
+  auto r = run_cmd(kBin + " train " + cfg + " --out " + run);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const fs::path ckpt = fs::path(run) / "checkpoint";
+  ASSERT_TRUE(fs::exists(ckpt / "tokenizer.model"));
+  EXPECT_TRUE(fs::exists(ckpt / "config.json"));
+  auto state = nlohmann::json::parse(test::read_bytes((ckpt / "state.json").string()));
+  EXPECT_EQ(state["tokenizer"]["kind"], "bpe");
+  EXPECT_EQ(state["tokenizer"]["vocab_size"], 300);
+  EXPECT_EQ(state["data_identity"]["tokenizer"], "bpe");
+  EXPECT_EQ(state["data_identity"]["tokenizer_fingerprint"], state["tokenizer"]["fingerprint"]);
+  auto summary = nlohmann::json::parse(test::read_bytes(run + "/summary.json"));
+  ASSERT_TRUE(summary["val_bits_per_byte"].is_number()) << summary.dump();
+  // bits per byte = loss / ln 2 / bytes per token, and BPE tokens hold more than one byte
+  EXPECT_LT(summary["val_bits_per_byte"].get<double>(),
+            summary["val_loss"].get<double>() / std::log(2.0));
+
+  auto e = run_cmd(kBin + " eval " + run);
+  ASSERT_EQ(e.exit_code, 0) << e.output;
+  EXPECT_NE(e.output.find("bits per byte"), std::string::npos) << e.output;
+  EXPECT_NE(e.output.find("bpe tokenizer"), std::string::npos) << e.output;
+  auto s = run_cmd(kBin + " sample " + run + " --prompt 'naïve café 日本 😀 the king' --tokens 5");
+  ASSERT_EQ(s.exit_code, 0) << s.output;
+  EXPECT_EQ(s.output.rfind("naïve café 日本 😀 the king", 0), 0u) << s.output;
+
+  // a vocabulary file changed after the checkpoint: refused, naming it
+  test::write_file((ckpt / "tokenizer.model").string(),
+                   test::read_bytes((ckpt / "tokenizer.model").string()) + "x");
+  auto bad = run_cmd(kBin + " eval " + run);
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_TRUE(bad.output.find("fingerprint") != std::string::npos ||
+              bad.output.find("tokenizer.model") != std::string::npos)
+      << bad.output;
+}
+
+TEST_F(TokenizerCli, ResumeWithAnotherVocabularyIsOtherData) {
+  const std::string run = d.file("run");
+  ASSERT_EQ(run_cmd(kBin + " train " + cfg + " --out " + run).exit_code, 0);
+  // the same text and tokenizer kind with another vocabulary size
+  auto r = run_cmd(kBin + " train --resume --out " + run +
+                   " --set data.vocab_size=290 --set train.max_steps=6");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("another tokenizer"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("of 290 trained on the text"), std::string::npos) << r.output;
+}
+
+TEST_F(TokenizerCli, PrepareWritesShardsThatTrainReads) {
+  const std::string out = d.file("shards");
+  auto p = run_cmd(kBin + " prepare " + d.file("t.txt") + " " + d.file("t.txt") +
+                   " --tokenizer bpe --vocab-size 300 --out " + out +
+                   " --shard-tokens 5000 --val-fraction 0.2");
+  ASSERT_EQ(p.exit_code, 0) << p.output;
+  EXPECT_TRUE(fs::exists(fs::path(out) / "train_000000.bin"));
+  EXPECT_TRUE(fs::exists(fs::path(out) / "train_000001.bin")) << "5000 tokens a shard";
+  EXPECT_TRUE(fs::exists(fs::path(out) / "val_000000.bin"));
+  EXPECT_TRUE(fs::exists(fs::path(out) / "tokenizer.model"));
+  EXPECT_NE(p.output.find("tokens/s"), std::string::npos) << p.output;
+  for (auto& e : fs::directory_iterator(out))
+    EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << e.path();
+  auto r = run_cmd(kBin + " train " + cfg + " --out " + d.file("run") +
+                   " --set data.format=llmc --set 'data.path=" + out +
+                   "/train_*.bin' --set 'data.val_path=" + out +
+                   "/val_*.bin' --set data.tokenizer_model=" + out + "/tokenizer.model");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto state = nlohmann::json::parse(test::read_bytes(d.file("run") + "/checkpoint/state.json"));
+  // both files' tokens: each file is encoded alone, so the train split holds about 1.6 texts
+  const auto tokens = state["data_identity"]["train_tokens"].get<int64_t>();
+  const auto val = state["data_identity"]["val_tokens"].get<int64_t>();
+  EXPECT_NEAR(static_cast<double>(val) / (tokens + val), 0.2, 0.05);
+  EXPECT_EQ(state["tokenizer"]["kind"], "bpe");
+  auto s = run_cmd(kBin + " sample " + d.file("run") + " --prompt 'the king' --tokens 3");
+  EXPECT_EQ(s.exit_code, 0) << s.output;
+}
+
+}  // namespace
+}  // namespace gt
