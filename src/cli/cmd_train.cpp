@@ -13,6 +13,7 @@
 
 #include "cli/command.h"
 #include "core/error.h"
+#include "dist/mpi_comm.h"
 #include "train/checkpoint.h"
 #include "train/energy_hook.h"
 #include "train/run_summary.h"
@@ -71,8 +72,9 @@ class StartCleanup {
   bool armed_ = true, existed_ = false, had_config_ = false;
 };
 
-int run_train(const Args& a) {
+int run_train(const Args& a, gt::dist::MpiRuntime* mpi) {
   const auto session_start = std::chrono::steady_clock::now();  // summary.json's wall_s
+  const int rank = mpi ? mpi->rank() : 0, ranks = mpi ? mpi->size() : 1;
   gt::TrainConfig cfg;
   std::string out = a.out;
   // CONFIG --out RUN --resume: continue RUN if it holds a checkpoint, else start it from CONFIG.
@@ -106,8 +108,11 @@ int run_train(const Args& a) {
   // Some inputs can only be checked once the trainer exists (the power-limit devices, the energy
   // sensors and carbon data): a start that fails leaves no run folder (or, in a folder that
   // existed, no config.toml) behind. Disarmed once training begins.
-  StartCleanup cleanup(out, resume);
-  gt::Trainer trainer(cfg, out, resume, stdout, a.allow_data_change);
+  StartCleanup cleanup(out, resume || rank != 0);  // rank 0 makes the run folder
+  std::unique_ptr<gt::dist::Communicator> comm;
+  if (ranks > 1) comm = gt::dist::make_mpi_communicator(cfg.dist_timeout_s);
+  gt::Trainer trainer(cfg, out, resume, rank == 0 ? stdout : nullptr, a.allow_data_change,
+                      comm.get());
   const auto& c = trainer.config();
   const auto mem = trainer.model().memory();
   std::printf("greentrain train: %s\n", out.c_str());
@@ -120,10 +125,15 @@ int run_train(const Args& a) {
               c.data_path.c_str(), c.data_format.c_str(), trainer.data().tokenizer.kind.c_str(),
               trainer.data().train.size(), trainer.data().val.size());
   std::printf(
-      "  batch    %d x %d tokens x %d accumulation = %lld tokens/step, %s, %s, %d threads\n",
-      c.batch_size, c.model.block_size, c.grad_accum_steps,
-      (long long)c.batch_size * c.model.block_size * c.grad_accum_steps,
+      "  batch    %d x %d tokens x %d accumulation x %d ranks = %lld tokens/step, %s, %s, %d "
+      "threads\n",
+      c.batch_size, c.model.block_size, c.grad_accum_steps, ranks,
+      (long long)c.batch_size * c.model.block_size * c.grad_accum_steps * ranks,
       gt::to_string(c.precision).c_str(), trainer.backend().name().c_str(), host_threads());
+  if (ranks > 1)
+    std::printf(
+        "  dist     %d ranks over MPI, gradients in %s, zero=%d, collective time-out %g s\n", ranks,
+        c.grad_comm.c_str(), c.zero, c.dist_timeout_s);
   std::printf(
       "  memory   %s planned: parameters %s, gradients %s, AdamW %s, activations %s "
       "(recompute %s), scratch %s, workspace %s; + %s held before allocation\n",
@@ -136,7 +146,7 @@ int run_train(const Args& a) {
   std::fflush(stdout);
 #ifdef GT_HAVE_TUNE
   std::unique_ptr<gt::tune::PowerLimitGuard> power_guard;
-  if (c.power_limit_w > 0) {
+  if (c.power_limit_w > 0 && gt::dist::local_rank_from_env() == 0) {  // once per node
     power_guard = gt::tune::apply_power_limit(c.power_limit_w);
     std::printf("  power    limit %.0f W applied (restored at exit)\n", c.power_limit_w);
   }
@@ -144,13 +154,24 @@ int run_train(const Args& a) {
   if (c.power_limit_w > 0)
     throw gt::Error("train.power_limit needs the tune module, which this build leaves out");
 #endif
-  gt::EnergyHook energy(c, out);
+  // one reader per device per node (node lock): rank 0 takes its node's devices first, so that
+  // its progress lines show them
+  if (comm && rank != 0) comm->barrier();
+  gt::EnergyHook energy(c, out, rank == 0 ? stdout : nullptr);
+  if (comm && rank == 0) comm->barrier();
+  energy.set_communicator(comm.get());
   trainer.set_observer(&energy);
   gt::RunSummaryWriter summary(trainer, out);
   summary.set_session_start(session_start);
   summary.set_extra([&](nlohmann::json& s) { energy.finish(s); });
   cleanup.disarm();
   gt::RunResult r = trainer.run(a.stop_at);
+  if (rank != 0) {  // the energy totals are collective; rank 0 writes them
+    nlohmann::json unused;
+    energy.finish(unused);
+    comm->barrier();  // rank 0 has written everything: exiting first could get it killed
+    return r.interrupted_by ? 128 + r.interrupted_by : 0;
+  }
   summary.finish(r);
 #ifdef GT_HAVE_REPORT
   // every run ends with its report, an interrupted one too; a failure here loses no result
@@ -162,6 +183,7 @@ int run_train(const Args& a) {
     std::printf("report   not written: %s\n", e.what());
   }
 #endif
+  if (comm) comm->barrier();
   if (r.interrupted_by) {
     std::printf("stopped at step %lld; continue with: greentrain train --out %s --resume\n",
                 (long long)r.step, out.c_str());
@@ -204,7 +226,24 @@ void setup(CLI::App& app) {
                        : fmt::format("expected a step number >= 1, got '{}'", v);
           },
           "STEP >= 1");
-  sub->callback([args] { gt::cli::exit_code() = run_train(*args); });
+  sub->callback([args] {
+    // several ranks (mpirun, srun --mpi=pmix): MPI for the whole command; rank 0 prints
+    std::unique_ptr<gt::dist::MpiRuntime> mpi;
+    if (gt::dist::launched_by_mpi()) {
+      mpi = std::make_unique<gt::dist::MpiRuntime>();
+      if (mpi->size() == 1) mpi.reset();
+    }
+    if (mpi && mpi->rank() != 0) std::freopen("/dev/null", "w", stdout);
+    try {
+      gt::cli::exit_code() = run_train(*args, mpi.get());
+    } catch (const std::exception& e) {
+      if (!mpi) throw;
+      // the other ranks may wait in a collective for this one: end the whole job
+      std::fprintf(stderr, "greentrain: error: rank %d of %d: %s\n", mpi->rank(), mpi->size(),
+                   e.what());
+      gt::dist::MpiRuntime::abort(1);
+    }
+  });
 }
 
 gt::cli::Registrar reg(10, "train", setup);

@@ -613,11 +613,24 @@ void GPT::backward(float dloss) {
   be_.zero(dres_, sizeof(float) * N * C);
   be_.layernorm_backward(dres_, gv_.lnf_w, gv_.lnf_b, dC_, xL, pv_.lnf_w, lnf_mean_, lnf_rstd_, N,
                          C);  // dres (N, C) = d(xL)
+  const auto groups = grad_ready_ ? grad_groups() : std::vector<std::pair<size_t, size_t>>();
+  if (grad_ready_) grad_ready_(groups[0].first, groups[0].second);  // ln_f
   for (int l = cfg_.n_layer - 1; l >= 0; --l) {
     recompute_for_backward(l, B, T);
     block_backward(l, B, T);
+    if (grad_ready_) grad_ready_(groups[cfg_.n_layer - l].first, groups[cfg_.n_layer - l].second);
   }
-  be_.embedding_backward(gv_.wte, gv_.wpe, dres_, inputs_, B, T, C);  // dwte, dwpe +=
+  be_.embedding_backward(gv_.wte, gv_.wpe, dres_, inputs_, B, T, C);        // dwte, dwpe +=
+  if (grad_ready_) grad_ready_(groups.back().first, groups.back().second);  // wte, wpe
+}
+
+std::vector<std::pair<size_t, size_t>> GPT::grad_groups() const {
+  constexpr size_t kPerBlock = 12;  // tensors of one block in gpt_param_specs()
+  const size_t L = cfg_.n_layer, lnf = 2 + kPerBlock * L;
+  std::vector<std::pair<size_t, size_t>> g{{lnf, lnf + 2}};
+  for (size_t l = L; l-- > 0;) g.push_back({2 + kPerBlock * l, 2 + kPerBlock * (l + 1)});
+  g.push_back({0, 2});
+  return g;
 }
 
 }  // namespace gt

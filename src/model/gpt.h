@@ -7,6 +7,7 @@
 // 1e-5; tested by tests/parity/hf_gpt2_load.py).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -157,6 +158,15 @@ class GPT {
   /// throws gt::Error); accumulates (+=) into
   /// grads(). dloss is d(objective)/d(loss of one position), 1/(B*T*grad_accum_steps).
   void backward(float dloss);
+  /// Called by backward() each time the gradients of a group of parameters are final for this
+  /// backward, with the group's indices [first, end) in specs(): ln_f, then blocks n_layer-1 down
+  /// to 0, then wte and wpe (wte last: the tied classifier and the embedding both add to it).
+  /// Data-parallel training starts reducing a group's gradients there (dist/grad_sync.h).
+  using GradReadyHook = std::function<void(size_t first, size_t end)>;
+  /// Sets (or, with an empty function, clears) the hook.
+  void set_grad_ready_hook(GradReadyHook hook) { grad_ready_ = std::move(hook); }
+  /// The parameter groups in the order backward() finishes them (see GradReadyHook).
+  std::vector<std::pair<size_t, size_t>> grad_groups() const;
 
  private:
   struct Layer;
@@ -191,6 +201,7 @@ class GPT {
   int lastB_ = 0, lastT_ = 0;
   bool have_targets_ = false;
   bool for_backward_ = true;  // the last forward keeps what backward() needs
+  GradReadyHook grad_ready_;
 };
 
 }  // namespace gt

@@ -176,7 +176,8 @@ std::vector<Job> load_jobs_toml(const std::string& path, std::int64_t utc_offset
   static const std::set<std::string> known = {
       "name",          "command",        "script",     "duration_s",     "summary",
       "power_w",       "earliest_start", "deadline",   "interruptible",  "nominal_start",
-      "power_profile", "steps",          "cap_device", "interruption_s", "max_interruptions"};
+      "power_profile", "steps",          "cap_device", "interruption_s", "max_interruptions",
+      "ntasks",        "nodes"};
   std::vector<Job> jobs;
   std::set<std::string> names;
   for (std::size_t i = 0; i < arr->size(); ++i) {
@@ -195,7 +196,7 @@ std::vector<Job> load_jobs_toml(const std::string& path, std::int64_t utc_offset
             "{}: unknown key '{}'; expected one of name, command, script, "
             "duration_s, summary, power_w, nominal_start, earliest_start, "
             "deadline, interruptible, power_profile, steps, cap_device, interruption_s, "
-            "max_interruptions",
+            "max_interruptions, ntasks, nodes",
             where, k.str()));
     check(names.insert(j.name).second, where + ": duplicate name; expected unique job names");
     auto key = [&](const char* k) { return fmt::format("{} key '{}'", where, k); };
@@ -276,6 +277,17 @@ std::vector<Job> load_jobs_toml(const std::string& path, std::int64_t utc_offset
             key("max_interruptions") + ": expected a whole number >= 0");
       j.max_interruptions = static_cast<int>(*v);
     }
+    for (auto [name, field] : {std::pair{"ntasks", &j.ntasks}, std::pair{"nodes", &j.nodes}})
+      if (const toml::node* n = t->get(name)) {
+        const std::optional<std::int64_t> v = n->value<std::int64_t>();
+        check(v && *v >= 1 && *v <= 1000000,
+              key(name) + ": expected a whole number >= 1 (MPI ranks / nodes of the job)");
+        *field = static_cast<int>(*v);
+      }
+    check(j.nodes <= j.ntasks,
+          fmt::format("{}: nodes = {} is more than ntasks = {}; expected at least one task per "
+                      "node",
+                      where, j.nodes, j.ntasks));
     check(j.interruptible || (j.interruption_s == 0 && j.max_interruptions < 0),
           where + ": interruption_s and max_interruptions need interruptible = true");
     // an interruptible job's command is exec'd so that it receives Slurm's SIGTERM (slurm.h)

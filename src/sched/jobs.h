@@ -66,6 +66,11 @@ struct Job {
   /// limit's (the uncapped reference: shifting alone and the baseline use it).
   std::vector<CapOption> caps;
   CapDevice cap_device = CapDevice::gpu;
+  /// Data-parallel tasks (MPI ranks) and nodes the job asks for (sbatch --ntasks, --nodes); with
+  /// more than one task the command is launched by `srun --mpi=pmix` inside the allocation.
+  /// power_w and duration_s are the whole job's. ntasks >= nodes >= 1.
+  int ntasks = 1;
+  int nodes = 1;
   /// The nominal start, UTC s (nominal_start_s, else earliest_start_s).
   UnixTimeS nominal_s() const { return nominal_start_s.value_or(earliest_start_s); }
 };

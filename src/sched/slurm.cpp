@@ -166,6 +166,10 @@ std::vector<SbatchCall> sbatch_calls(const Plan& plan, const std::vector<Job>& j
         if (r > 0) c.args.push_back("--dependency=afterany:{prev}");
       }
       c.args.push_back(fmt::format("--comment=greentrain power_cap_w={:.0f}", jp.power_cap_w));
+      if (j.ntasks > 1 || j.nodes > 1) {
+        c.args.push_back(fmt::format("--ntasks={}", j.ntasks));
+        c.args.push_back(fmt::format("--nodes={}", j.nodes));
+      }
       // A planned power limit is applied, not only noted: on GPUs by the SPANK plugin's
       // --gpu-power-limit, on CPUs by the trainer's train.power_limit (RAPL).
       std::string command = j.command;
@@ -182,6 +186,10 @@ std::vector<SbatchCall> sbatch_calls(const Plan& plan, const std::vector<Job>& j
           command += fmt::format(" --set train.power_limit={}", w);
         }
       }
+      // several tasks: srun starts them as the ranks of one MPI job (PMIx), forwards the
+      // batch shell's SIGTERM to every task, and ends the step when one task fails
+      const std::string srun =
+          j.ntasks > 1 && !command.empty() ? "srun --mpi=pmix --kill-on-bad-exit=1 " : "";
       if (!j.script.empty()) {
         c.args.push_back(j.script);
       } else if (pieces) {
@@ -190,9 +198,9 @@ std::vector<SbatchCall> sbatch_calls(const Plan& plan, const std::vector<Job>& j
         // runs on until Slurm kills it).
         const std::string why = exec_problem(command);
         check(why.empty(), fmt::format("job '{}' is interruptible, but {}", j.name, why));
-        c.args.push_back("--wrap=exec " + command);
+        c.args.push_back("--wrap=exec " + srun + command);
       } else {
-        c.args.push_back("--wrap=" + command);
+        c.args.push_back("--wrap=" + srun + command);
       }
       calls.push_back(std::move(c));
     }

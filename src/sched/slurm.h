@@ -52,10 +52,12 @@ struct SbatchCall {
 /// The sbatch calls that submit every scheduled job of the plan (unscheduled jobs are skipped),
 /// with --begin and --deadline in `zone`; a job whose plan chose a power limit gets
 /// --gpu-power-limit=W (CapDevice::gpu; the SPANK plugin) or `--set train.power_limit=W`
-/// appended to its greentrain train command (CapDevice::cpu). Throws gt::Error for an interruptible
-/// job whose command is not one simple command (it could not be exec'd to receive SIGTERM), or for
-/// a job with neither command nor script (a job CSV row without a command), or for a CPU job with a
-/// planned limit whose command is not `greentrain train ...`.
+/// appended to its greentrain train command (CapDevice::cpu). A job of ntasks > 1 gets
+/// --ntasks/--nodes and its command runs under `srun --mpi=pmix --kill-on-bad-exit=1` (exec'd
+/// when interruptible, so that srun forwards SIGTERM to every rank). Throws gt::Error for an
+/// interruptible job whose command is not one simple command (it could not be exec'd to receive
+/// SIGTERM), or for a job with neither command nor script (a job CSV row without a command), or for
+/// a CPU job with a planned limit whose command is not `greentrain train ...`.
 std::vector<SbatchCall> sbatch_calls(const Plan& plan, const std::vector<Job>& jobs,
                                      const SlurmZone& zone);
 /// The same with times at a fixed offset, seconds east of UTC (SlurmZone::fixed).

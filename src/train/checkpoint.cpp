@@ -177,6 +177,7 @@ void save_checkpoint(const std::string& run_dir, GPT& model, const Arena& m, con
   j["grad_scaler"] = {{"scale", st.loss_scale},
                       {"clean_steps", st.scaler_clean_steps},
                       {"skipped_steps", st.skipped_steps}};
+  j["world_size"] = st.world_size;
   j["tokenizer"] = st.tokenizer.to_json();
   // a bpe or gpt2 tokenizer's own files (tokenizer.model; vocab.json and merges.txt) beside it
   for (const auto& [name, content] : st.tokenizer.files()) write_text(tmp / name, content);
@@ -208,6 +209,10 @@ CheckpointState load_checkpoint_state(const std::string& run_dir) {
       st.scaler_clean_steps = gs.value("clean_steps", int64_t(0));
       st.skipped_steps = gs.value("skipped_steps", int64_t(0));
     }
+    st.world_size = j.value("world_size", 1);
+    if (st.world_size < 1)
+      throw Error(
+          fmt::format("{}: world_size = {}: expected a number of ranks >= 1", path, st.world_size));
     st.config_toml = j.at("config_toml").get<std::string>();
     st.tokenizer = Tokenizer::from_json(j.at("tokenizer"), path, dir);
     if (j.contains("data_identity")) st.data = j.at("data_identity");

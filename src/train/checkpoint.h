@@ -27,6 +27,7 @@ struct CheckpointState {
   double loss_scale = 1;  ///< fp16 GradScaler state (train/precision.h)
   int64_t scaler_clean_steps = 0;
   int64_t skipped_steps = 0;  ///< steps skipped for inf/NaN gradients (fp16)
+  int world_size = 1;         ///< ranks of the data-parallel job that wrote it
   std::string config_toml;    ///< the full resolved configuration
   Tokenizer tokenizer;
   /// What the run was trained on (data_identity() in train/data.h); null in a checkpoint

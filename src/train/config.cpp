@@ -79,6 +79,9 @@ std::vector<Key> key_table(TrainConfig& c) {
       {"energy.carbon_utc_offset_h", &c.carbon_utc_offset_h},
       {"energy.cpu_tdp_w", &c.cpu_tdp_w},
       {"train.power_limit", &c.power_limit_w},
+      {"train.zero", &c.zero},
+      {"train.grad_comm", &c.grad_comm},
+      {"dist.timeout_s", &c.dist_timeout_s},
   };
 }
 
@@ -147,7 +150,7 @@ void load_table(const toml::table& tbl, const std::string& where, TrainConfig& c
     if (!sub)
       throw Error(
           fmt::format("{}: top-level key '{}' is not a section; expected [model], "
-                      "[train], [data] or [energy]",
+                      "[train], [data], [energy] or [dist]",
                       where, section.str()));
     for (auto&& [name, val] : *sub) {
       std::string key = std::string(section.str()) + "." + std::string(name.str());
@@ -336,6 +339,14 @@ void TrainConfig::validate() const {
   non_negative("train.power_limit", power_limit_w);
   non_negative("train.memory_budget", memory_budget);
   non_negative("train.target_loss", target_loss);
+  if (zero != 0 && zero != 1)
+    throw Error(
+        fmt::format("train.zero = {}: expected 0 (AdamW state on every rank) or 1 "
+                    "(sharded across the ranks)",
+                    zero));
+  if (grad_comm != "fp32" && grad_comm != "bf16")
+    throw Error(fmt::format("train.grad_comm = '{}': expected fp32 or bf16", grad_comm));
+  positive("dist.timeout_s", dist_timeout_s);
   if (stop_at_target && !(target_loss > 0))
     throw Error("train.stop_at_target = true needs train.target_loss (a validation loss > 0)");
 }

@@ -72,6 +72,16 @@ struct TrainConfig {
   double carbon_utc_offset_h = 0;  ///< time zone of carbon_csv's naive times (hours east of UTC)
   double cpu_tdp_w = 0;            ///< 0: from the CPU model table
   double power_limit_w = 0;        ///< train.power_limit (W) for the run; 0 leaves the limit alone
+  // data parallelism (dist/, used when launched as several MPI ranks)
+  /// train.zero: 0 keeps the whole AdamW state on every rank; 1 shards it across the ranks
+  /// (ZeRO stage 1: reduce-scatter the gradients, update the shard, all-gather the weights).
+  int zero = 0;
+  /// train.grad_comm: fp32 | bf16, the type gradients travel in between ranks (bf16: half the
+  /// bytes; the sums are taken in fp32).
+  std::string grad_comm = "fp32";
+  /// dist.timeout_s: a collective that does not complete within this many seconds (another
+  /// rank died or hangs) stops the job with an error.
+  double dist_timeout_s = 300;
 
   /// Sets one key from its string form (as given to --set). `where` names the source for
   /// errors. Throws gt::Error for an unknown key or a value that does not parse.

@@ -201,6 +201,15 @@ void BatchSampler::next(int32_t* inputs, int32_t* targets) {
   }
 }
 
+void BatchSampler::skip(int64_t windows) {
+  while (windows > 0) {
+    if (cursor_ == (int64_t)order_.size()) start_epoch(epoch_ + 1);
+    const int64_t n = std::min<int64_t>(windows, (int64_t)order_.size() - cursor_);
+    cursor_ += n;
+    windows -= n;
+  }
+}
+
 void BatchSampler::restore(int64_t epoch, int64_t cursor) {
   start_epoch(epoch);
   check(cursor >= 0 && cursor <= (int64_t)order_.size(),

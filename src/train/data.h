@@ -67,6 +67,9 @@ class BatchSampler {
   BatchSampler(const std::vector<int32_t>& tokens, int B, int T, uint64_t seed);
   /// Fills inputs (B,T) and targets (B,T) (targets are inputs shifted by one).
   void next(int32_t* inputs, int32_t* targets);
+  /// Passes over `windows` windows (> = 0) as next() would draw them, without copying: the
+  /// windows other ranks of a data-parallel job draw (each rank keeps the whole position).
+  void skip(int64_t windows);
   int64_t epoch() const { return epoch_; }
   int64_t cursor() const { return cursor_; }
   /// Restores a position saved from epoch() and cursor().

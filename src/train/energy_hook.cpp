@@ -2,9 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
 #include <map>
 #include <set>
 
+#include "dist/mpi_comm.h"
 #include "energy/metrics.h"
 #include "energy/report.h"
 
@@ -147,6 +149,7 @@ void EnergyHook::finish(nlohmann::json& summary) {
     interval_open_ = false;
   }
   energy::Measurement m = meter_->end_window("run");
+  if (comm_ && comm_->size() > 1) add_nodes(m, summary);
   summary["energy_unknown"] = !m.known_energy_j();  // never a silent 0
   add_energy_fields(m, static_cast<double>(run_tokens_), summary);
   const auto known = m.known_energy_j();
@@ -159,7 +162,7 @@ void EnergyHook::finish(nlohmann::json& summary) {
   energy::RunInfo info;
   info.project_name = "greentrain";
   info.region = meter_->carbon().region();
-  energy::append_run_energy_csv(run_dir_, m, info);
+  if (!comm_ || comm_->rank() == 0) energy::append_run_energy_csv(run_dir_, m, info);
   if (log_ && m.domains.empty()) {
     std::fprintf(log_, "energy unknown: no sensor could be read by this process\n");
     for (auto& f : m.flags) std::fprintf(log_, "  flag: %s\n", f.c_str());
@@ -172,6 +175,71 @@ void EnergyHook::finish(nlohmann::json& summary) {
     std::fprintf(log_, "  method: %s\n", m.method.c_str());
     for (auto& f : m.flags) std::fprintf(log_, "  flag: %s\n", f.c_str());
   }
+}
+
+void EnergyHook::add_nodes(energy::Measurement& m, nlohmann::json& summary) {
+  const int n = comm_->size(), me = comm_->rank();
+  bool reader = false;  // this rank holds the lock of at least one counted device
+  for (auto& s : meter_->sensors()) reader = reader || (s.available && s.counted);
+  constexpr int kVals = 4;  // reader, known, energy_j, g_co2e
+  std::vector<double> all(kVals * n);
+  const double mine[kVals] = {reader ? 1.0 : 0.0, m.known_energy_j() ? 1.0 : 0.0,
+                              m.known_energy_j().value_or(0.0), m.known_g_co2e().value_or(0.0)};
+  std::memcpy(all.data() + kVals * me, mine, sizeof mine);
+  comm_->all_gather(all.data() + kVals * me, all.data(), std::vector<size_t>(n, kVals),
+                    dist::CommType::f64);
+  double est = m.estimated ? 1.0 : 0.0;
+  comm_->all_reduce(&est, 1, dist::CommType::f64, dist::ReduceOp::max);
+  constexpr size_t kName = 64;
+  std::vector<char> names(kName * n, 0);
+  const std::string host = dist::node_name().substr(0, kName - 1);
+  std::memcpy(names.data() + kName * me, host.data(), host.size());
+  comm_->all_gather(names.data() + kName * me, names.data(), std::vector<size_t>(n, kName),
+                    dist::CommType::byte);
+  struct Node {
+    int ranks = 0, readers = 0;
+    bool known = true;
+    double j = 0, g = 0;
+  };
+  std::map<std::string, Node> nodes;
+  for (int r = 0; r < n; ++r) {
+    const double* v = all.data() + kVals * r;
+    Node& nd = nodes[std::string(names.data() + kName * r)];
+    ++nd.ranks;
+    if (v[0] > 0) {
+      ++nd.readers;
+      nd.known = nd.known && v[1] > 0;
+      nd.j += v[2];
+      nd.g += v[3];
+    }
+  }
+  bool known = true;
+  double total_j = 0, total_g = 0;
+  nlohmann::json list = nlohmann::json::array();
+  for (auto& [name, nd] : nodes) {
+    const bool k = nd.readers > 0 && nd.known;
+    known = known && k;
+    total_j += nd.j;
+    total_g += nd.g;
+    list.push_back({{"node", name},
+                    {"ranks", nd.ranks},
+                    {"energy_j", k ? nlohmann::json(nd.j) : nlohmann::json()},
+                    {"estimated", est > 0}});
+  }
+  summary["energy_nodes"] = list;
+  m.flags.push_back(
+      fmt::format("energy of {} node(s) ({} ranks) added: each node's devices read "
+                  "by one rank (node lock)",
+                  nodes.size(), n));
+  if (!known) {
+    m.domains.clear();  // unknown, never a partial sum presented as the whole
+    m.energy_unknown_reason = "the energy of at least one node of the job is unknown";
+    return;
+  }
+  m.energy_j = total_j;
+  m.g_co2e = total_g;
+  m.estimated = est > 0;
+  m.avg_power_w = m.duration_s > 0 ? std::optional<double>(total_j / m.duration_s) : std::nullopt;
 }
 
 }  // namespace gt

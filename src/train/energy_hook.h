@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "dist/communicator.h"
 #include "energy/meter.h"
 #include "train/trainer.h"
 
@@ -42,8 +43,15 @@ class EnergyHook final : public StepObserver {
   /// its energy_j, g_co2e, energy_estimated (and energy_unknown_reason) to `fields`.
   void target_reached(int64_t step, nlohmann::json& fields) override;
   energy::Meter& meter() { return *meter_; }
+  /// Data parallelism: finish() then adds the energy of every node (each node's devices are
+  /// read by one rank, the holder of their node lock) into the run's totals, lists the nodes
+  /// under "energy_nodes" ([{"node", "ranks", "energy_j" (null when unknown), "estimated"}]),
+  /// and every rank must call it; only rank 0 writes energy.csv. Unknown on any node: unknown.
+  void set_communicator(dist::Communicator* comm) { comm_ = comm; }
 
  private:
+  void add_nodes(energy::Measurement& m, nlohmann::json& summary);
+  dist::Communicator* comm_ = nullptr;
   TrainConfig cfg_;
   std::string run_dir_;
   FILE* log_;

@@ -118,6 +118,7 @@ void RunSummaryWriter::finish(const RunResult& r) {
   s["memory_load_peak_bytes"] = trainer_.load_peak_bytes();
   s["memory_peak_rss_bytes"] = peak_rss_bytes();
   s["interrupted_by_signal"] = r.interrupted_by;
+  if (!r.dist.is_null()) s["dist"] = r.dist;
   std::printf("\n");
   if (r.val_loss)
     std::printf("validation loss %.4f at step %lld%s\n", *r.val_loss, (long long)r.step,

@@ -14,6 +14,7 @@
 
 #include "backend/profiling.h"
 #include "core/error.h"
+#include "dist/mpi_comm.h"
 #include "energy/parse.h"
 #include "train/checkpoint.h"
 #include "train/hf_gpt2.h"
@@ -65,40 +66,6 @@ std::string format_duration(double s) {
 // An inf or NaN as the messages print it ("NaN", not fmt's "-nan").
 std::string show(double x) { return std::isnan(x) ? std::string("NaN") : fmt::format("{}", x); }
 
-// Sum of squares of each tensor of `a` in double through the backend (a float squared stays
-// below 1.2e77, so only an inf or NaN element makes it non-finite); returns the total and sets
-// *first_bad to the first tensor whose sum is not finite (a.size() when none).
-double arena_sum_squares(Backend& be, Arena& a, size_t* first_bad) {
-  double sq = 0.0;
-  *first_bad = a.size();
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double t = be.sum_squares(a.at(i).f32(), a.at(i).numel());
-    if (!std::isfinite(t) && *first_bad == a.size()) *first_bad = i;
-    sq += t;
-  }
-  return sq;
-}
-
-// Clipping and AdamW of the unfused fp32 path, given the global squared norm (finite).
-void clip_and_update_finite(Backend& be, GPT& model, Arena& m, Arena& v, const TrainConfig& cfg,
-                            float lr, int64_t t, double norm) {
-  Arena& g = model.grads();
-  if (cfg.grad_clip > 0) {
-    double coef = cfg.grad_clip / (norm + 1e-6);
-    if (coef < 1.0)
-      for (size_t i = 0; i < g.size(); ++i)
-        be.scale(g.at(i).f32(), static_cast<float>(coef), g.at(i).numel());
-  }
-  Arena& p = model.params();
-  for (size_t i = 0; i < p.size(); ++i) {
-    float wd = model.specs()[i].decay ? static_cast<float>(cfg.weight_decay) : 0.0f;
-    be.adamw_update(p.at(i).f32(), g.at(i).f32(), m.at(i).f32(), v.at(i).f32(), p.at(i).numel(), lr,
-                    static_cast<float>(cfg.beta1), static_cast<float>(cfg.beta2),
-                    static_cast<float>(cfg.eps), wd, t);
-  }
-  be.weights_updated();
-}
-
 }  // namespace
 
 double learning_rate_at(const TrainConfig& cfg, int64_t it) {
@@ -139,11 +106,17 @@ size_t current_rss_bytes() { return status_kb_bytes("VmRSS"); }
 size_t peak_rss_bytes() { return status_kb_bytes("VmHWM"); }
 
 Trainer::Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume, FILE* log,
-                 bool allow_data_change)
-    : cfg_(cfg), run_dir_(run_dir), log_(log) {
+                 bool allow_data_change, dist::Communicator* comm)
+    : cfg_(cfg), run_dir_(run_dir), log_(log), comm_(comm) {
   cfg_.validate();
   // a Hugging Face GPT-2 folder's shapes and tokenizer (its weights are loaded below)
   if (!cfg_.init_from.empty() && !resume) apply_hf_gpt2_config(cfg_.init_from, cfg_, log_);
+  if (comm_ && comm_->size() > 1) {
+    rank_ = comm_->rank();
+    world_ = comm_->size();
+    if (cfg_.device == "cuda")  // one GPU per rank of a node
+      cfg_.device = fmt::format("cuda:{}", dist::local_rank_from_env());
+  }
   backend_ = make_backend(cfg_.device, {.threads = cfg_.threads});
   if (const char* prof = std::getenv("GT_PROFILE"); prof && *prof && std::string(prof) != "0")
     backend_ = make_profiling_backend(std::move(backend_));
@@ -153,6 +126,22 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume
   if (resume) st = load_checkpoint_state(run_dir);
   TrainConfig saved;
   if (st) load_config_string(st->config_toml, checkpoint_dir(run_dir) + "/state.json", saved);
+  // another number of ranks: the same global batch (micro-batches x accumulation x ranks)
+  if (st && st->world_size != world_ && cfg_.grad_accum_steps == saved.grad_accum_steps) {
+    const int64_t micro = (int64_t)saved.grad_accum_steps * st->world_size;
+    if (micro % world_ != 0)
+      throw Error(fmt::format(
+          "resuming a run of {} ranks x {} accumulation steps on {} ranks: its {} micro-batches "
+          "per step cannot be shared evenly; set train.grad_accum_steps (the global batch then "
+          "changes) or use a rank count that divides {}",
+          st->world_size, saved.grad_accum_steps, world_, micro, micro));
+    cfg_.grad_accum_steps = static_cast<int>(micro / world_);
+    if (log_)
+      std::fprintf(log_,
+                   "note: resuming a run of %d ranks on %d: train.grad_accum_steps = %d keeps its "
+                   "global batch of %lld micro-batches per step\n",
+                   st->world_size, world_, cfg_.grad_accum_steps, (long long)micro);
+  }
   if (st && log_) {  // a policy changed on resume: allowed, but say the run is no longer exact
     auto note = [&](const char* key, const std::string& was, const std::string& now) {
       if (was != now)
@@ -169,8 +158,9 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume
     note("train.stochastic_rounding", on_off(saved.stochastic_rounding),
          on_off(cfg_.stochastic_rounding));
     note("train.batch_size", std::to_string(saved.batch_size), std::to_string(cfg_.batch_size));
-    note("train.grad_accum_steps", std::to_string(saved.grad_accum_steps),
-         std::to_string(cfg_.grad_accum_steps));
+    note("micro-batches per step (train.grad_accum_steps x ranks)",
+         std::to_string((int64_t)saved.grad_accum_steps * st->world_size),
+         std::to_string((int64_t)cfg_.grad_accum_steps * world_));
   }
   // another tokenizer: the embedding rows are the old tokenizer's tokens
   bool new_tokenizer = false;
@@ -258,11 +248,17 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume
     throw Error(fmt::format("train.memory_budget = {} bytes chose micro-batch {}: {}",
                             cfg_.memory_budget, cfg_.batch_size, e.what()));
   }
+  setup_dist();
   m_ = std::make_unique<Arena>("adamw.exp_avg");
   v_ = std::make_unique<Arena>("adamw.exp_avg_sq");
-  for (auto& s : model_->specs()) {
-    m_->plan(s.name, s.shape);
-    v_->plan(s.name, s.shape);
+  if (!pieces_.empty() || (world_ > 1 && cfg_.zero == 1)) {  // this rank's shard only
+    m_->plan("shard", {(int64_t)std::max<size_t>(shard_elems_, 1)});
+    v_->plan("shard", {(int64_t)std::max<size_t>(shard_elems_, 1)});
+  } else {
+    for (auto& s : model_->specs()) {
+      m_->plan(s.name, s.shape);
+      v_->plan(s.name, s.shape);
+    }
   }
   m_->allocate(*backend_);
   v_->allocate(*backend_);
@@ -270,17 +266,20 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume
                                             static_cast<uint64_t>(cfg_.seed));
   inputs_.resize((size_t)cfg_.batch_size * cfg_.model.block_size);
   targets_.resize(inputs_.size());
-  fs::create_directories(run_dir_);
+  if (rank_ == 0) fs::create_directories(run_dir_);
   if (st) {
-    load_checkpoint_tensors(run_dir_, *model_, m_.get(), v_.get());
+    if (world_ > 1 && cfg_.zero == 1)
+      load_sharded_state();
+    else
+      load_checkpoint_tensors(run_dir_, *model_, m_.get(), v_.get());
     backend_->weights_updated();
     if (scaler_.enabled())
       scaler_.restore(st->loss_scale, st->scaler_clean_steps, st->skipped_steps);
     step_ = saved_step_ = st->step;
     last_loss_ = st->last_loss;
     if (data_note.empty()) sampler_->restore(st->data_epoch, st->data_cursor);
-    truncate_metrics(fs::path(run_dir_) / "metrics.jsonl", step_);
-    if (!data_note.empty()) {  // said, and kept with the run's record
+    if (rank_ == 0) truncate_metrics(fs::path(run_dir_) / "metrics.jsonl", step_);
+    if (!data_note.empty() && rank_ == 0) {  // said, and kept with the run's record
       if (log_) std::fprintf(log_, "note: %s\n", data_note.c_str());
       nlohmann::ordered_json rec;
       rec["step"] = step_;
@@ -297,92 +296,12 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume
   } else {
     model_->init_weights(static_cast<uint64_t>(cfg_.seed));
     std::error_code ec;
-    fs::remove(fs::path(run_dir_) / "metrics.jsonl", ec);
+    if (rank_ == 0) fs::remove(fs::path(run_dir_) / "metrics.jsonl", ec);
   }
-  write_atomic(fs::path(run_dir_) / "config.toml", cfg_.to_toml());
+  if (rank_ == 0) write_atomic(fs::path(run_dir_) / "config.toml", cfg_.to_toml());
 }
 
 Trainer::~Trainer() = default;
-
-OptimizerResult optimizer_step(Backend& be, GPT& model, Arena& m, Arena& v, const TrainConfig& cfg,
-                               float lr, int64_t t, double loss_scale) {
-  OptimizerResult r;
-  Arena& g = model.grads();
-  Arena& p = model.params();
-  size_t bad = 0;
-  const double sq = arena_sum_squares(be, g, &bad);
-  if (!std::isfinite(sq)) {  // nothing changes: fp16 skips the step, fp32 and bf16 stop
-    r.grad_norm = sq;
-    r.skipped = true;
-    r.nonfinite_tensor = bad < g.size() ? model.specs()[bad].name : std::string("?");
-    return r;
-  }
-  r.grad_norm = std::sqrt(sq) / loss_scale;
-  if (!cfg.fusion && loss_scale == 1.0) {
-    clip_and_update_finite(be, model, m, v, cfg, lr, t, r.grad_norm);
-    return r;
-  }
-  double mult = 1.0 / loss_scale;
-  if (cfg.grad_clip > 0) {
-    double coef = cfg.grad_clip / (r.grad_norm + 1e-6);
-    if (coef < 1.0) mult *= coef;
-  }
-  const size_t n = p.size();
-  if (cfg.fusion) {
-    std::vector<float*> pp(n), mm(n), vv(n);
-    std::vector<const float*> gg(n);
-    std::vector<int64_t> cnt(n);
-    std::vector<float> wd(n);
-    for (size_t i = 0; i < n; ++i) {
-      pp[i] = p.at(i).f32();
-      gg[i] = g.at(i).f32();
-      mm[i] = m.at(i).f32();
-      vv[i] = v.at(i).f32();
-      cnt[i] = p.at(i).numel();
-      wd[i] = model.specs()[i].decay ? static_cast<float>(cfg.weight_decay) : 0.0f;
-    }
-    be.adamw_fused(pp.data(), gg.data(), mm.data(), vv.data(), cnt.data(), wd.data(), (int)n,
-                   static_cast<float>(mult), lr, static_cast<float>(cfg.beta1),
-                   static_cast<float>(cfg.beta2), static_cast<float>(cfg.eps), t);
-  } else {
-    if (mult != 1.0)
-      for (size_t i = 0; i < n; ++i)
-        be.scale(g.at(i).f32(), static_cast<float>(mult), g.at(i).numel());
-    for (size_t i = 0; i < n; ++i) {
-      float wd = model.specs()[i].decay ? static_cast<float>(cfg.weight_decay) : 0.0f;
-      be.adamw_update(p.at(i).f32(), g.at(i).f32(), m.at(i).f32(), v.at(i).f32(), p.at(i).numel(),
-                      lr, static_cast<float>(cfg.beta1), static_cast<float>(cfg.beta2),
-                      static_cast<float>(cfg.eps), wd, t);
-    }
-  }
-  be.weights_updated();
-  return r;
-}
-
-double clip_and_update(Backend& be, GPT& model, Arena& m, Arena& v, const TrainConfig& cfg,
-                       float lr, int64_t t) {
-  size_t bad = 0;
-  const double sq = arena_sum_squares(be, model.grads(), &bad);
-  if (!std::isfinite(sq))
-    throw Error(fmt::format(
-        "the gradient of '{}' holds inf or NaN (global norm {}): the weights were not updated",
-        bad < model.specs().size() ? model.specs()[bad].name : std::string("?"), sq));
-  const double norm = std::sqrt(sq);
-  clip_and_update_finite(be, model, m, v, cfg, lr, t, norm);
-  return norm;
-}
-
-std::string first_nonfinite_state(Backend& be, GPT& model, Arena& m, Arena& v) {
-  size_t bad = 0;
-  // in the order the update computes them: the moments, then the weights from them
-  const std::pair<Arena*, const char*> arenas[] = {{&m, "AdamW's first moment (exp_avg) of "},
-                                                   {&v, "AdamW's second moment (exp_avg_sq) of "},
-                                                   {&model.params(), "parameter "}};
-  for (auto [a, what] : arenas)
-    if (!std::isfinite(arena_sum_squares(be, *a, &bad)) && bad < a->size())
-      return fmt::format("{}'{}'", what, model.specs()[bad].name);
-  return {};
-}
 
 Error Trainer::nonfinite_error(int64_t step, const std::string& what) const {
   return Error(fmt::format(
@@ -401,29 +320,62 @@ double Trainer::train_step() {
     backend_->set_stochastic_rounding(
         true, static_cast<uint64_t>(cfg_.seed) * 0x100000001B3ull + static_cast<uint64_t>(step_));
   double loss = 0.0;
-  const float dloss = static_cast<float>(scaler_.scale() / (double(B) * T * cfg_.grad_accum_steps));
+  // the mean over the global batch: every rank's micro-batches, summed by the reduction
+  const float dloss =
+      static_cast<float>(scaler_.scale() / (double(B) * T * cfg_.grad_accum_steps * world_));
   for (int micro = 0; micro < cfg_.grad_accum_steps; ++micro) {
+    // micro-batch j = micro * N + rank of the step's N x grad_accum_steps: the global batches
+    // do not depend on the number of ranks
+    if (world_ > 1) sampler_->skip((int64_t)rank_ * B);
     sampler_->next(inputs_.data(), targets_.data());
+    if (world_ > 1) sampler_->skip((int64_t)(world_ - 1 - rank_) * B);
     const double l = model_->forward(inputs_.data(), targets_.data(), B, T);
-    // under fp16 the gradients are inf/NaN too and the loss scaler skips the step
-    if (!std::isfinite(l) && !scaler_.enabled())
+    // under fp16 the gradients are inf/NaN too and the loss scaler skips the step; with
+    // several ranks the summed loss is checked below, so that every rank stops together
+    if (!std::isfinite(l) && !scaler_.enabled() && world_ == 1)
       throw nonfinite_error(
           step_ + 1, fmt::format("the training loss of micro-batch {} of {} is {}", micro + 1,
                                  cfg_.grad_accum_steps, show(l)));
     loss += l;
+    const bool last_micro = micro + 1 == cfg_.grad_accum_steps;
+    if (sync_ && last_micro)  // reduce each layer's gradients as soon as they are final
+      model_->set_grad_ready_hook([this](size_t first, size_t) {
+        if (!backend_->host_readable()) backend_->synchronize();
+        Arena& g = model_->grads();
+        sync_->start(sync_->bucket_at(
+            static_cast<size_t>(g.at(first).f32() - static_cast<float*>(g.base()))));
+      });
     model_->backward(dloss);
+    if (sync_ && last_micro) model_->set_grad_ready_hook({});
+  }
+  if (world_ > 1) {
+    sync_->wait();
+    double sum = loss;  // the mean over ranks; and whether any rank was asked to stop
+    comm_->all_reduce(&sum, 1, dist::CommType::f64, dist::ReduceOp::sum);
+    loss = sum / world_;
+    double sig = g_stop_signal.load();
+    comm_->all_reduce(&sig, 1, dist::CommType::f64, dist::ReduceOp::max);
+    agreed_stop_ = static_cast<int>(sig);
+    if (!std::isfinite(loss) && !scaler_.enabled())
+      throw nonfinite_error(step_ + 1, fmt::format("the training loss (mean over {} ranks) is {}",
+                                                   world_, show(loss)));
   }
   loss /= cfg_.grad_accum_steps;
   // AdamW's t counts the steps taken, not the ones skipped for inf/NaN gradients
-  OptimizerResult opt = optimizer_step(*backend_, *model_, *m_, *v_, cfg_,
-                                       static_cast<float>(learning_rate_at(cfg_, step_)),
-                                       optimizer_steps() + 1, scaler_.scale());
+  const float lr = static_cast<float>(learning_rate_at(cfg_, step_));
+  OptimizerResult opt = world_ > 1 && cfg_.zero == 1
+                            ? sharded_optimizer_step(lr, optimizer_steps() + 1, scaler_.scale())
+                            : optimizer_step(*backend_, *model_, *m_, *v_, cfg_, lr,
+                                             optimizer_steps() + 1, scaler_.scale());
   if (opt.skipped && !scaler_.enabled())
     throw nonfinite_error(step_ + 1,
                           fmt::format("the gradient of '{}' holds inf or NaN (global norm {})",
                                       opt.nonfinite_tensor, show(opt.grad_norm)));
   if (!opt.skipped)
-    if (std::string bad = first_nonfinite_state(*backend_, *model_, *m_, *v_); !bad.empty())
+    if (std::string bad = world_ > 1 && cfg_.zero == 1
+                              ? sharded_nonfinite_state()
+                              : first_nonfinite_state(*backend_, *model_, *m_, *v_);
+        !bad.empty())
       throw nonfinite_error(step_ + 1, bad + " became inf or NaN in the AdamW update");
   last_grad_norm_ = opt.grad_norm;
   last_skipped_ = opt.skipped;
@@ -435,7 +387,19 @@ double Trainer::train_step() {
 
 std::optional<double> Trainer::evaluate() {
   if (data_.val.empty()) return std::nullopt;
-  return evaluate_loss(*model_, data_.val, cfg_.batch_size, cfg_.model.block_size, cfg_.eval_steps);
+  if (world_ == 1)
+    return evaluate_loss(*model_, data_.val, cfg_.batch_size, cfg_.model.block_size,
+                         cfg_.eval_steps);
+  // several ranks: rank r evaluates batches r, r + N, ...; the sum over ranks
+  const int B = cfg_.batch_size, T = cfg_.model.block_size;
+  std::vector<int32_t> inputs((size_t)B * T), targets((size_t)B * T);
+  double sum = 0.0;
+  for (int i = rank_; i < cfg_.eval_steps; i += world_) {
+    eval_batch(data_.val, B, T, i, inputs.data(), targets.data());
+    sum += model_->forward(inputs.data(), targets.data(), B, T, /*for_backward=*/false);
+  }
+  comm_->all_reduce(&sum, 1, dist::CommType::f64, dist::ReduceOp::sum);
+  return sum / cfg_.eval_steps;
 }
 
 double evaluate_loss(GPT& model, const std::vector<int32_t>& val, int B, int T, int eval_steps) {
@@ -482,7 +446,21 @@ void Trainer::save() {
   st.config_toml = cfg_.to_toml();
   st.tokenizer = data_.tokenizer;
   st.data = data_id_;
-  save_checkpoint(run_dir_, *model_, *m_, *v_, st);
+  st.world_size = world_;
+  if (world_ > 1 && cfg_.zero == 1) {  // the whole AdamW state, gathered from the shards
+    Arena mf("adamw.exp_avg"), vf("adamw.exp_avg_sq");
+    for (auto& s : model_->specs()) {
+      mf.plan(s.name, s.shape);
+      vf.plan(s.name, s.shape);
+    }
+    mf.allocate(*backend_);
+    vf.allocate(*backend_);
+    gather_sharded_state(mf, vf);
+    if (rank_ == 0) save_checkpoint(run_dir_, *model_, mf, vf, st);
+  } else if (rank_ == 0) {
+    save_checkpoint(run_dir_, *model_, *m_, *v_, st);
+  }
+  if (world_ > 1) comm_->barrier();  // the checkpoint is on disk when any rank goes on
   saved_step_ = step_;
 }
 
@@ -499,13 +477,14 @@ void Trainer::log_line(const std::string& s, bool final_line) {
 
 RunResult Trainer::run(int64_t stop_at) {
   RunResult r;
-  const int64_t tokens_per_step =
-      (int64_t)cfg_.batch_size * cfg_.model.block_size * cfg_.grad_accum_steps;
+  const int64_t tokens_per_step =  // of all ranks together
+      (int64_t)cfg_.batch_size * cfg_.model.block_size * cfg_.grad_accum_steps * world_;
   const double flops_per_step =
       gpt_flops_per_token(cfg_.model, cfg_.model.block_size) * tokens_per_step;
   int64_t last = cfg_.max_steps;
   if (stop_at > 0 && stop_at < last) last = stop_at;
-  std::ofstream metrics(fs::path(run_dir_) / "metrics.jsonl", std::ios::app);
+  std::ofstream metrics;  // rank 0 writes the run folder
+  if (rank_ == 0) metrics.open(fs::path(run_dir_) / "metrics.jsonl", std::ios::app);
   g_stop_signal.store(0);
   struct sigaction sa {
   }, old_int{}, old_term{};
@@ -523,7 +502,8 @@ RunResult Trainer::run(int64_t stop_at) {
   using clock = std::chrono::steady_clock;
   const auto run_t0 = clock::now();
   std::vector<double> recent;  // step times for the ETA
-  while (step_ < last && g_stop_signal.load() == 0 && !r.stopped_at_target) {
+  agreed_stop_ = 0;
+  while (step_ < last && stop_signal() == 0 && !r.stopped_at_target) {
     if (observer_) observer_->begin_step(step_ + 1);
     auto t0 = clock::now();
     double lr = learning_rate_at(cfg_, step_);
@@ -593,8 +573,10 @@ RunResult Trainer::run(int64_t stop_at) {
       r.target = std::move(hit);
       r.stopped_at_target = cfg_.stop_at_target;
     }
-    metrics << rec.dump() << "\n";
-    metrics.flush();
+    if (metrics.is_open()) {
+      metrics << rec.dump() << "\n";
+      metrics.flush();
+    }
     std::string line = fmt::format(
         "step {:>5}/{} | loss {:.4f}{}{} | lr {:.2e} | {:.0f} tok/s | {:.0f} ms/step{} | ETA {}",
         step_, cfg_.max_steps, loss, val_text,
@@ -608,7 +590,7 @@ RunResult Trainer::run(int64_t stop_at) {
     if (cfg_.checkpoint_interval > 0 && step_ % cfg_.checkpoint_interval == 0 && step_ < last)
       save();
   }
-  r.interrupted_by = g_stop_signal.load();
+  r.interrupted_by = stop_signal();
   if (r.stopped_at_target && log_)
     std::fprintf(log_,
                  "greentrain: validation loss reached train.target_loss = %g at step %lld: "
@@ -623,7 +605,13 @@ RunResult Trainer::run(int64_t stop_at) {
   r.last_loss = last_loss_;
   r.skipped_steps = scaler_.skipped_steps();
   r.loss_scale = scaler_.scale();
+  if (world_ > 1) r.dist = dist_summary();
   return r;
+}
+
+int Trainer::stop_signal() const {
+  // several ranks stop together, at the end of the step in which any rank got the signal
+  return world_ > 1 ? agreed_stop_ : g_stop_signal.load();
 }
 
 }  // namespace gt

@@ -14,6 +14,8 @@
 
 #include "backend/backend.h"
 #include "core/error.h"
+#include "dist/communicator.h"
+#include "dist/grad_sync.h"
 #include "model/gpt.h"
 #include "train/config.h"
 #include "train/data.h"
@@ -102,6 +104,15 @@ struct RunResult {
   bool stopped_at_target = false;       ///< train.stop_at_target ended the run there
   std::optional<double> best_val_loss;  ///< lowest validation loss seen in this process
   int64_t best_val_step = 0;            ///< the step of best_val_loss
+
+  /// Data parallelism (several ranks): {"ranks", "zero", "grad_comm", "buckets",
+  /// "bytes_per_step" (gradient bytes this rank sent per step), "ring_allreduce_bytes_per_step"
+  /// (2(N-1)/N x gradient bytes), "per_rank": [{"rank", "node", "collective_wait_s" (s in
+  /// collectives on the trainer's thread, the exposed part of the gradient reduction included),
+  /// "grad_comm_s" (s the communication thread spent reducing gradients), "hidden_fraction"
+  /// (share of grad_comm_s overlapped with the backward, null when 0), "bytes_sent"}]};
+  /// null with one rank. The same on every rank.
+  nlohmann::json dist;
 };
 
 class Trainer {
@@ -114,8 +125,17 @@ class Trainer {
   /// resume whose data or tokenizer differ from the checkpoint's (data_identity(), naming
   /// both) unless allow_data_change: then the data position restarts at the beginning and a
   /// note goes to log and into metrics.jsonl ({"step", "note", "data_was", "data_now"}).
+  ///
+  /// comm: the job's communicator when launched as several ranks (dist/mpi_comm.h; nullptr or
+  /// one rank: a single process). Each rank then draws its part of every global batch
+  /// (micro-batch j of a step's N x grad_accum_steps goes to rank j mod N), gradients are
+  /// reduced in buckets during the backward (dist/grad_sync.h; NCCL on a CUDA device),
+  /// train.zero = 1 shards the AdamW state, and only rank 0 writes the run folder (pass log =
+  /// nullptr elsewhere). Every rank must construct, train, evaluate and save in step.
+  /// Resuming on another number of ranks keeps the global batch: grad_accum_steps is rescaled
+  /// (with a note) when it was left as the checkpoint's, else gt::Error if it cannot be.
   Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume, FILE* log = stdout,
-          bool allow_data_change = false);
+          bool allow_data_change = false, dist::Communicator* comm = nullptr);
   ~Trainer();
 
   /// Trains up to train.max_steps, or until step stop_at (> 0) is done, or until a
@@ -156,8 +176,21 @@ class Trainer {
   /// Peak resident bytes while loading the data (before the high-water mark was reset for the
   /// training phase; see peak_rss_bytes()).
   size_t load_peak_bytes() const { return load_peak_bytes_; }
+  /// This process's rank and the number of ranks (0 and 1 without a communicator).
+  int rank() const { return rank_; }
+  int world_size() const { return world_; }
+  /// The job's communicator (nullptr for a single process).
+  dist::Communicator* communicator() const { return world_ > 1 ? comm_ : nullptr; }
 
  private:
+  // data parallelism (train/dist_train.cpp)
+  void setup_dist();
+  OptimizerResult sharded_optimizer_step(float lr, int64_t t, double loss_scale);
+  std::string sharded_nonfinite_state();
+  void load_sharded_state();
+  void gather_sharded_state(Arena& m_full, Arena& v_full);
+  nlohmann::json dist_summary();
+  int stop_signal() const;
   void log_line(const std::string& s, bool final_line);
   /// The error that stops a run at `step` on an inf or NaN (`what` names the value).
   Error nonfinite_error(int64_t step, const std::string& what) const;
@@ -180,6 +213,22 @@ class Trainer {
   bool last_skipped_ = false;
   GradScaler scaler_;
   StepObserver* observer_ = nullptr;
+
+  dist::Communicator* comm_ = nullptr;            // host collectives (MPI)
+  std::unique_ptr<dist::Communicator> dev_comm_;  // device collectives (NCCL), when any
+  std::unique_ptr<dist::GradSync> sync_;
+  int rank_ = 0, world_ = 1;
+  int agreed_stop_ = 0;  // the largest stop signal any rank had at the end of the last step
+  /// zero = 1: this rank's part of the weights, (tensor, element range of the flat buffers,
+  /// offset in the shard), and the shard's size.
+  struct ShardPiece {
+    size_t tensor;
+    dist::Range range;
+    size_t shard_offset;
+  };
+  std::vector<ShardPiece> pieces_;
+  std::vector<size_t> bucket_shard_offset_;
+  size_t shard_elems_ = 0;
 };
 
 /// Mean loss over eval_steps validation batches of (B,T) (eval_batch order); the one

@@ -7,7 +7,10 @@
 #   2. runs a short `greentrain train` job under Slurm, preempts it with `scontrol requeue`
 #      (SIGTERM: the trainer checkpoints and exits 143), lets Slurm start it again (it resumes
 #      from the checkpoint) and checks that every step's loss equals an uninterrupted run's;
-#   3. with the SPANK plugin built, checks it registered --gpu-power-limit.
+#   3. with the SPANK plugin built, checks it registered --gpu-power-limit;
+#   4. (checked before 3) runs a data-parallel job of 2 tasks (srun --mpi=pmix, as `schedule
+#      --submit slurm` launches a job with ntasks = 2), preempts and resumes it, and checks its
+#      losses equal an uninterrupted 2-rank mpirun run's (GT_SLURM_E2E_DIST=0 leaves it out).
 # Exit 77 (ctest SKIP) when it cannot run: GT_SLURM_E2E=1 is not set, not root, the packages
 # are missing and cannot be installed, or the daemons do not start.
 # Usage: slurm_e2e.sh GREENTRAIN [SPANK_PLUGIN.so]
@@ -245,6 +248,60 @@ sed -E 's/^\{"step":([0-9]+),"loss":([^,]+),.*/\1 \2/' "$D/run/metrics.jsonl" > 
 cmp -s "$D/ref.loss" "$D/run.loss" ||
   fail "losses differ from the uninterrupted run: $(diff "$D/ref.loss" "$D/run.loss" | head -n 5)"
 echo "PASS: preempted at step $s with SIGTERM, requeued ($rc), resumed; all 2000 losses equal"
+
+# --- 4. a data-parallel job of 2 tasks: srun starts the ranks, preempted and resumed -------
+if [ "${GT_SLURM_E2E_DIST:-1}" = 1 ] && command -v mpirun >/dev/null; then
+  sed -i "s/^max_steps = 2000/max_steps = 300/" "$D/tiny.toml"
+  mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2 "$GT" train "$D/tiny.toml" \
+    --out "$D/dref" > "$D/dref.out" 2>&1 || fail "2-rank reference run failed: $(tail -n 5 "$D/dref.out")"
+  # as `greentrain schedule --submit slurm` submits a job of ntasks = 2 (sched/slurm.h)
+  cat > "$D/dist.sbatch" <<SH
+#!/bin/sh
+#SBATCH --job-name=e2e-dist
+#SBATCH --output=$D/dist-%j.out
+#SBATCH --open-mode=append
+#SBATCH --ntasks=2
+#SBATCH --nodes=1
+export OMP_NUM_THREADS=1
+exec srun --mpi=pmix --kill-on-bad-exit=1 "$GT" train "$D/tiny.toml" --out "$D/drun" --resume
+SH
+  DJOB=$(sbatch --parsable --requeue --signal=B:TERM@60 "$D/dist.sbatch") || fail "sbatch (2 tasks) failed"
+  echo "data-parallel job $DJOB submitted (2 tasks)"
+  s=""
+  for _ in $(seq 1 240); do
+    s=$(tail -n 1 "$D/drun/metrics.jsonl" 2>/dev/null | sed -E 's/^\{"step":([0-9]+).*/\1/')
+    [ -n "$s" ] && [ "$s" -ge 100 ] 2>/dev/null && break
+    sleep 0.5
+  done
+  [ -n "$s" ] || fail "the 2-task job did not start: $(cat "$D"/dist-*.out 2>/dev/null | tail -n 20)"
+  echo "preempting job $DJOB at step $s: scontrol requeue"
+  scontrol requeue "$DJOB" || fail "scontrol requeue (2 tasks) failed"
+  for _ in $(seq 1 30); do
+    if scontrol show job "$DJOB" 2>/dev/null | grep -q "JobState=PENDING"; then
+      scontrol update JobId="$DJOB" StartTime=now >/dev/null 2>&1 || true
+      break
+    fi
+    sleep 0.5
+  done
+  done_ok=""
+  for _ in $(seq 1 240); do
+    st=$(scontrol show job "$DJOB" 2>/dev/null | grep -oE "JobState=[A-Z_]+" | head -n 1)
+    rc=$(scontrol show job "$DJOB" 2>/dev/null | grep -oE "Restarts=[0-9]+" | head -n 1)
+    if [ "$st" = "JobState=COMPLETED" ]; then done_ok=1; break; fi
+    case "$st" in JobState=FAILED|JobState=CANCELLED|JobState=TIMEOUT) break ;; esac
+    sleep 1
+  done
+  cat "$D"/dist-*.out
+  [ -n "$done_ok" ] || fail "the 2-task job ended as ${st:-?} ($rc)"
+  [ "${rc#Restarts=}" -ge 1 ] 2>/dev/null || fail "the 2-task job was not requeued ($rc)"
+  grep -q "2 ranks" "$D"/dist-*.out || fail "the job did not run as 2 ranks"
+  grep -q "resumed  from step" "$D"/dist-*.out || fail "the requeued 2-task job did not resume"
+  sed -E 's/^\{"step":([0-9]+),"loss":([^,]+),.*/\1 \2/' "$D/dref/metrics.jsonl" > "$D/dref.loss"
+  sed -E 's/^\{"step":([0-9]+),"loss":([^,]+),.*/\1 \2/' "$D/drun/metrics.jsonl" > "$D/drun.loss"
+  cmp -s "$D/dref.loss" "$D/drun.loss" ||
+    fail "2-task losses differ from the uninterrupted 2-rank run: $(diff "$D/dref.loss" "$D/drun.loss" | head -n 5)"
+  echo "PASS: 2-task job preempted at step $s, requeued ($rc), resumed; losses equal the 2-rank run's"
+fi
 
 # --- 3. the SPANK plugin ------------------------------------------------------------------
 if [ -n "$PLUGSTACK" ]; then

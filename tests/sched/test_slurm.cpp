@@ -283,3 +283,55 @@ TEST(SchedSlurm, PlannedPowerLimitsAreApplied) {
   jobs[1].command = "python3 train.py";
   EXPECT_THROW(sbatch_calls(make_plan(jobs, s, o), jobs, 0), gt::Error);
 }
+
+// A data-parallel job (issue 18): ntasks/nodes from the job list, sbatch --ntasks/--nodes and
+// the command under srun (exec'd when interruptible, so srun forwards SIGTERM to the ranks).
+TEST(SchedSlurm, MultiTaskJobRunsUnderSrun) {
+  TempDir d;
+  auto p = d.write("jobs.toml", R"(
+[[job]]
+name = "dp"
+command = "greentrain train c.toml --out r --resume"
+duration_s = 3600
+power_w = 200
+earliest_start = 2020-06-01T00:00:00Z
+deadline = 2020-06-01T06:00:00Z
+interruptible = true
+ntasks = 2
+nodes = 1
+)");
+  auto jobs = load_jobs_toml(p, 0);
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0].ntasks, 2);
+  EXPECT_EQ(jobs[0].nodes, 1);
+  CarbonSeries s = valley_series();
+  PlanOptions o;
+  o.strategy = Strategy::interrupt;
+  auto calls = sbatch_calls(make_plan(jobs, s, o), jobs, 0);
+  ASSERT_FALSE(calls.empty());
+  for (auto& c : calls) {
+    EXPECT_NE(std::find(c.args.begin(), c.args.end(), "--ntasks=2"), c.args.end());
+    EXPECT_NE(std::find(c.args.begin(), c.args.end(), "--nodes=1"), c.args.end());
+    EXPECT_EQ(c.args.back(),
+              "--wrap=exec srun --mpi=pmix --kill-on-bad-exit=1 greentrain train c.toml --out r "
+              "--resume");
+  }
+  auto bad = d.write("bad.toml", R"(
+[[job]]
+name = "dp"
+command = "greentrain train c.toml"
+duration_s = 3600
+power_w = 200
+earliest_start = 2020-06-01T00:00:00Z
+deadline = 2020-06-01T06:00:00Z
+ntasks = 1
+nodes = 2
+)");
+  try {
+    load_jobs_toml(bad, 0);
+    ADD_FAILURE() << "nodes > ntasks accepted";
+  } catch (const gt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("nodes = 2 is more than ntasks = 1"), std::string::npos)
+        << e.what();
+  }
+}

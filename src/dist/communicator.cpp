@@ -1,0 +1,85 @@
+// dist/communicator.cpp: see communicator.h.
+#include "dist/communicator.h"
+
+#include <cstring>
+
+#include "core/error.h"
+
+namespace gt::dist {
+
+size_t comm_type_size(CommType t) {
+  switch (t) {
+    case CommType::f32:
+      return 4;
+    case CommType::bf16:
+      return 2;
+    case CommType::f64:
+    case CommType::i64:
+      return 8;
+    case CommType::byte:
+      return 1;
+  }
+  return 0;
+}
+
+const char* comm_type_name(CommType t) {
+  switch (t) {
+    case CommType::f32:
+      return "f32";
+    case CommType::bf16:
+      return "bf16";
+    case CommType::f64:
+      return "f64";
+    case CommType::i64:
+      return "i64";
+    case CommType::byte:
+      return "byte";
+  }
+  return "?";
+}
+
+std::vector<size_t> split_evenly(size_t n, int parts) {
+  std::vector<size_t> c(parts, n / parts);
+  for (size_t r = 0; r < n % parts; ++r) ++c[r];
+  return c;
+}
+
+uint16_t float_to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+float bf16_to_float(uint16_t h) {
+  uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+void LocalCommunicator::all_reduce(void* buf, size_t count, CommType t, ReduceOp op) {
+  ++stats_.collectives;
+}
+
+void LocalCommunicator::reduce_scatter(const void* send, CommType send_type, float* recv,
+                                       const std::vector<size_t>& counts) {
+  check(counts.size() == 1, "reduce_scatter: one count per rank expected");
+  ++stats_.collectives;
+  if (send_type == CommType::bf16) {
+    const auto* s = static_cast<const uint16_t*>(send);
+    for (size_t i = 0; i < counts[0]; ++i) recv[i] = bf16_to_float(s[i]);
+  } else if (send != recv) {
+    std::memmove(recv, send, counts[0] * sizeof(float));
+  }
+}
+
+void LocalCommunicator::all_gather(const void* send, void* recv, const std::vector<size_t>& counts,
+                                   CommType t) {
+  check(counts.size() == 1, "all_gather: one count per rank expected");
+  ++stats_.collectives;
+  if (send != recv) std::memmove(recv, send, counts[0] * comm_type_size(t));
+}
+
+}  // namespace gt::dist
