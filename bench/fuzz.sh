@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs each libFuzzer target (fuzz/, built with GT_FUZZ=ON) for SECONDS (default 600) in turn,
-# starting from its committed seed corpus, and prints one line per target: seconds run, executions,
-# and whether it found something. An allocation over -rss_limit_mb / -malloc_limit_mb and an input
-# that runs longer than -timeout count as findings, as crashes and sanitizer reports do.
+# starting from its committed seed corpus (with fuzz/dict/TARGET.dict, tokens of its format), and
+# prints one line per target: seconds run, executions, and whether it found something. An
+# allocation over -rss_limit_mb / -malloc_limit_mb and an input that runs longer than -timeout
+# count as findings, as crashes and sanitizer reports do.
 #   bench/fuzz.sh [SECONDS] [TARGET...]     e.g. bench/fuzz.sh 60 safetensors jobs
 # Environment: GT_FUZZ_BUILD (default build-fuzz; configured here if missing), GT_FUZZ_NICE
 # (default 10: shared machines), GT_FUZZ_BIN (a folder of targets built before, e.g. copies kept
@@ -29,11 +30,13 @@ for t in "${targets[@]}"; do
   out="$build/fuzz-out/$t"
   mkdir -p "$out/corpus"
   # the working corpus grows here; the committed seeds stay as they are
+  dict=()
+  [ -f "fuzz/dict/$t.dict" ] && dict=(-dict="fuzz/dict/$t.dict")
   start=$(date +%s)
   set +e
   nice -n "${GT_FUZZ_NICE:-10}" "$bin/fuzz_$t" "$out/corpus" "fuzz/corpus/$t" \
     -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=1024 \
-    -max_len=65536 -print_final_stats=1 -artifact_prefix="$out/" >"$out/log.txt" 2>&1
+    -max_len=65536 -print_final_stats=1 "${dict[@]}" -artifact_prefix="$out/" >"$out/log.txt" 2>&1
   rc=$?
   set -e
   ran=$(($(date +%s) - start))

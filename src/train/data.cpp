@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/json_number.h"
 
 namespace gt {
 namespace {
@@ -147,7 +148,8 @@ Tokenizer Tokenizer::from_json(const nlohmann::json& j, const std::string& where
     if (t.kind == "char")
       t.vocab = j.at("vocab").get<std::vector<std::string>>();
     else if (t.kind == "ids")
-      t.ids_vocab_size = j.at("vocab_size").get<int>();
+      t.ids_vocab_size = json_integer_or_throw<int>(
+          j.at("vocab_size"), fmt::format("{}: tokenizer.vocab_size", where), 1);
     else if (t.kind != "byte")
       throw Error(
           fmt::format("{}: tokenizer kind '{}'; expected char, byte or ids", where, t.kind));
@@ -315,14 +317,19 @@ bool same_data(const nlohmann::json& a, const nlohmann::json& b) {
 }
 
 std::string describe_data(const nlohmann::json& id) {
-  std::string s = fmt::format("{} ({} bytes", id.value("path", std::string("?")),
-                              id.value("bytes", int64_t(-1)));
-  if (!id.value("val_path", std::string()).empty())
-    s += fmt::format(", validation {}", id.value("val_path", std::string()));
-  s += fmt::format(", {} tokenizer of {} tokens, {} + {} tokens, hash {})",
-                   id.value("tokenizer", std::string("?")), id.value("vocab_size", 0),
-                   id.value("train_tokens", int64_t(0)), id.value("val_tokens", int64_t(0)),
-                   id.value("tokens_fnv1a64", std::string("?")));
+  // a checkpoint's record as it is: a field of another type than written is shown as JSON
+  auto field = [&](const char* key) -> std::string {
+    if (!id.is_object() || !id.contains(key)) return "?";
+    const auto& v = id.at(key);
+    return v.is_string() ? v.get<std::string>()
+                         : v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  };
+  std::string s = fmt::format("{} ({} bytes", field("path"), field("bytes"));
+  if (id.is_object() && id.contains("val_path") && id.at("val_path") != "")
+    s += fmt::format(", validation {}", field("val_path"));
+  s += fmt::format(", {} tokenizer of {} tokens, {} + {} tokens, hash {})", field("tokenizer"),
+                   field("vocab_size"), field("train_tokens"), field("val_tokens"),
+                   field("tokens_fnv1a64"));
   return s;
 }
 
