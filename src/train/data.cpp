@@ -33,6 +33,14 @@ std::vector<std::string> utf8_chars(const std::string& s, const std::string& whe
     size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
     bool ok = len > 0 && i + len <= s.size();
     for (size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(s[i + k]) >> 6) == 2;
+    if (ok && len > 1) {
+      // RFC 3629: no overlong forms, no UTF-16 surrogates (U+D800..U+DFFF), nothing above U+10FFFF
+      uint32_t cp = c & (0x7f >> len);
+      for (size_t k = 1; k < len; ++k)
+        cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3f);
+      static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
+      ok = cp >= kMin[len] && cp <= 0x10ffff && (cp < 0xd800 || cp > 0xdfff);
+    }
     if (!ok)
       throw Error(
           fmt::format("{}: invalid UTF-8 at byte {}; expected UTF-8 text (or use "

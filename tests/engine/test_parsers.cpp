@@ -119,3 +119,22 @@ TEST(ParserFindings, SafetensorsShapesAndOffsetsAreWholeNumbers) {
   SafetensorsFile(p).read("x", Shape{1}, &v);
   EXPECT_EQ(v, 0.0f);
 }
+
+// Found reading the UTF-8 decoder while writing fuzz_text_data (its oracle, encode/decode giving
+// the text back, cannot see this): overlong forms (C0 80 is NUL), UTF-16 surrogates and code
+// points above U+10FFFF were accepted as characters of a char vocabulary. RFC 3629 forbids them.
+TEST(ParserFindings, CharTokenizerRefusesInvalidUtf8Forms) {
+  for (const char* bad : {"ab\xC0\x80", "ab\xC1\xBF", "ab\xE0\x80\x80", "ab\xED\xA0\x80",
+                          "ab\xF0\x80\x80\x80", "ab\xF4\x90\x80\x80", "ab\xF5\x80\x80\x80"}) {
+    std::string e = error_of([&] { Tokenizer::build_char(bad, "t.txt"); });
+    EXPECT_NE(e.find("t.txt: invalid UTF-8 at byte 2"), std::string::npos) << e;
+  }
+  // a byte order mark, CRLF, NUL, and 2-, 3- and 4-byte characters at their bounds are text
+  const std::string ok =
+      "\xEF\xBB\xBFx\r\n" + std::string(1, '\0') +
+      "\xC2\x80\xDF\xBF\xE0\xA0\x80\xED\x9F\xBF\xEE\x80\x80\xF0\x90\x80\x80\xF4\x8F\xBF\xBF";
+  Tokenizer t = Tokenizer::build_char(ok, "t.txt");
+  EXPECT_EQ(t.vocab.size(), 12u);
+  auto ids = t.encode(ok);
+  EXPECT_EQ(t.decode(ids.data(), ids.size()), ok);
+}
