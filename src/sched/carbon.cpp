@@ -146,6 +146,13 @@ CarbonSeries load_carbon_csv(const std::string& path, std::int64_t utc_offset_s,
   s.slot_s = slot;
   const UnixTimeS end = ts.back() + median;
   const std::int64_t n = (end - s.start_s) / slot;
+  check(n <= kMaxCarbonSlots,
+        fmt::format("{}: the series runs from {} to {} ({}); on a grid of {} slots that is {} "
+                    "slots, more than the {} the planner takes; expected rows of one period "
+                    "(is a year mistyped?) or a longer --slot-s",
+                    path, energy::format_wall_time(ts.front(), 0) + "Z",
+                    energy::format_wall_time(end, 0) + "Z", energy::format_span_s(end - ts.front()),
+                    energy::format_span_s(slot), n, kMaxCarbonSlots));
   s.g_co2e_per_kwh.resize(static_cast<std::size_t>(n));
   // Step function: sample k holds on [ts[k], ts[k+1]) (last: [ts.back(), end)).
   std::size_t k = 0;

@@ -74,6 +74,10 @@ struct SlotGrid {
 /// "mean" or "start"; throws gt::Error naming --slot-value otherwise.
 bool parse_slot_value(std::string_view text);
 
+/// The most slots a carbon series' grid may have: 2,000,000 (16 MB of intensities; 3.8 years of
+/// 1-minute slots, 57 years of 15-minute ones). Bounds memory and planning time for any CSV.
+inline constexpr std::int64_t kMaxCarbonSlots = 2'000'000;
+
 /// Loads a CSV with columns `Time` (wall clock "YYYY-MM-DD HH:MM:SS", naive at utc_offset_s or
 /// with its own offset) and `Carbon Intensity` (gCO2e/kWh) through energy::read_carbon_csv.
 /// Each sample holds until the next timestamp (the last one for the median step); the step
@@ -81,7 +85,8 @@ bool parse_slot_value(std::string_view text);
 /// so irregular series (GB's 15/30 min) are exact on the grid; `grid` may set a longer slot and
 /// the value at each slot's start instead. The grid starts at the first row. Holes are kept in
 /// `gaps`. Throws gt::Error naming the file, line and column on bad input, with fewer than 2
-/// rows, or for a negative slot length.
+/// rows, for a negative slot length, or when the grid would have more than kMaxCarbonSlots
+/// slots (naming the span and the slot).
 CarbonSeries load_carbon_csv(const std::string& path, std::int64_t utc_offset_s,
                              const SlotGrid& grid = {});
 

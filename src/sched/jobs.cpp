@@ -48,7 +48,12 @@ RunFigures run_figures_from_summary(const std::string& path) {
   check(
       f.wall_s > 0 && std::isfinite(f.wall_s),
       fmt::format("{}: wall_s = {}; expected a positive number of seconds", p.string(), f.wall_s));
-  const bool unknown = j.is_object() && j.value("energy_unknown", false);
+  // value() would throw nlohmann's type_error on a non-boolean: name the key instead
+  const nlohmann::json* u =
+      j.is_object() && j.contains("energy_unknown") ? &j["energy_unknown"] : nullptr;
+  check(!u || u->is_boolean(), fmt::format("{}: energy_unknown is {}; expected true or false",
+                                           p.string(), u ? u->type_name() : ""));
+  const bool unknown = u && u->get<bool>();
   if (!unknown && t->contains("energy_j") && (*t)["energy_j"].is_number()) {
     const double e = (*t)["energy_j"].get<double>();
     if (e > 0 && std::isfinite(e)) f.energy_j = e;
@@ -68,7 +73,8 @@ std::vector<CapOption> caps_from_profile(const std::string& path, double steps) 
     throw Error(fmt::format("{}: not valid JSON ({}); expected a greentrain power profile", path,
                             e.what()));
   }
-  check(j.is_object() && j.value("format", "") == "greentrain-power-profile-1" &&
+  // (a comparison, not value(): a format of another type is "not a profile", not a type_error)
+  check(j.is_object() && j.contains("format") && j["format"] == "greentrain-power-profile-1" &&
             j.contains("points") && j["points"].is_array() && !j["points"].empty(),
         fmt::format("{}: not a greentrain power profile; expected format "
                     "greentrain-power-profile-1 with points",

@@ -193,33 +193,9 @@ void save_checkpoint(const std::string& run_dir, GPT& model, const Arena& m, con
 }
 
 CheckpointState load_checkpoint_state(const std::string& run_dir) {
-  std::string dir = resolve_dir(run_dir);
-  std::string path = (fs::path(dir) / "state.json").string();
-  CheckpointState st;
-  try {
-    std::ifstream f(path);
-    auto j = nlohmann::json::parse(f);
-    st.step = j.at("step").get<int64_t>();
-    st.data_epoch = j.at("data").at("epoch").get<int64_t>();
-    st.data_cursor = j.at("data").at("cursor").get<int64_t>();
-    st.last_loss = j.value("last_loss", 0.0);
-    if (j.contains("grad_scaler")) {
-      const auto& gs = j.at("grad_scaler");
-      st.loss_scale = gs.value("scale", 1.0);
-      st.scaler_clean_steps = gs.value("clean_steps", int64_t(0));
-      st.skipped_steps = gs.value("skipped_steps", int64_t(0));
-    }
-    st.world_size = j.value("world_size", 1);
-    if (st.world_size < 1)
-      throw Error(
-          fmt::format("{}: world_size = {}: expected a number of ranks >= 1", path, st.world_size));
-    st.config_toml = j.at("config_toml").get<std::string>();
-    st.tokenizer = Tokenizer::from_json(j.at("tokenizer"), path, dir);
-    if (j.contains("data_identity")) st.data = j.at("data_identity");
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("{}: invalid checkpoint state: {}", path, e.what()));
-  }
-  return st;
+  const std::string dir = resolve_dir(run_dir);
+  const std::string path = (fs::path(dir) / "state.json").string();
+  return parse_checkpoint_state(read_file(path), path, dir);
 }
 
 void load_parameters(const std::string& path, GPT& model) {

@@ -48,6 +48,11 @@ void save_checkpoint(const std::string& run_dir, GPT& model, const Arena& m, con
                      const CheckpointState& st);
 /// Reads state.json only. Throws gt::Error naming the file when it is missing or invalid.
 CheckpointState load_checkpoint_state(const std::string& run_dir);
+/// Parses the text of a state.json; `path` names it in errors. Throws gt::Error naming the file
+/// and the key when it is not valid JSON or a key is missing or of the wrong type. `dir`: the
+/// checkpoint folder, where bpe and gpt2 tokenizers read their files.
+CheckpointState parse_checkpoint_state(const std::string& text, const std::string& path,
+                                       const std::string& dir = "");
 /// Loads parameters (and, when m and v are not null, AdamW moments) into an allocated model.
 /// Throws gt::Error naming the file and tensor when one is missing, truncated, misshapen or
 /// holds inf or NaN, or when the file holds a tensor the model does not have (an lm_head.weight

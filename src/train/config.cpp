@@ -152,7 +152,10 @@ void load_table(const toml::table& tbl, const std::string& where, TrainConfig& c
           fmt::format("{}: top-level key '{}' is not a section; expected [model], "
                       "[train], [data], [energy] or [dist]",
                       where, section.str()));
-    for (auto&& [name, val] : *sub) {
+    for (auto&& entry : *sub) {
+      // not a structured binding: clang before 16 cannot capture one in the lambda below
+      const auto& name = entry.first;
+      const auto& val = entry.second;
       std::string key = std::string(section.str()) + "." + std::string(name.str());
       Key* k = find_key(table, key);
       std::string at = fmt::format("{}:{}: key '{}'", where, val.source().begin.line, key);

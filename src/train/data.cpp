@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "core/json_number.h"
 
 namespace gt {
 namespace {
@@ -293,14 +294,19 @@ bool same_data(const nlohmann::json& a, const nlohmann::json& b) {
 }
 
 std::string describe_data(const nlohmann::json& id) {
-  std::string s = fmt::format("{} ({} bytes", id.value("path", std::string("?")),
-                              id.value("bytes", int64_t(-1)));
-  if (!id.value("val_path", std::string()).empty())
-    s += fmt::format(", validation {}", id.value("val_path", std::string()));
-  s += fmt::format(", {} tokenizer of {} tokens, {} + {} tokens, hash {})",
-                   id.value("tokenizer", std::string("?")), id.value("vocab_size", 0),
-                   id.value("train_tokens", int64_t(0)), id.value("val_tokens", int64_t(0)),
-                   id.value("tokens_fnv1a64", std::string("?")));
+  // a checkpoint's record as it is: a field of another type than written is shown as JSON
+  auto field = [&](const char* key) -> std::string {
+    if (!id.is_object() || !id.contains(key)) return "?";
+    const auto& v = id.at(key);
+    return v.is_string() ? v.get<std::string>()
+                         : v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  };
+  std::string s = fmt::format("{} ({} bytes", field("path"), field("bytes"));
+  if (id.is_object() && id.contains("val_path") && id.at("val_path") != "")
+    s += fmt::format(", validation {}", field("val_path"));
+  s += fmt::format(", {} tokenizer of {} tokens, {} + {} tokens, hash {})", field("tokenizer"),
+                   field("vocab_size"), field("train_tokens"), field("val_tokens"),
+                   field("tokens_fnv1a64"));
   return s;
 }
 

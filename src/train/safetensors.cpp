@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_number.h"
 #include "train/data.h"
 
 namespace gt {
@@ -61,11 +62,15 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     Entry e;
     try {
       e.dtype = v.at("dtype").get<std::string>();
-      e.shape = Shape(v.at("shape").get<std::vector<int64_t>>());
-      auto offs = v.at("data_offsets").get<std::vector<size_t>>();
-      if (offs.size() != 2) throw Error("data_offsets must have two entries");
-      e.begin = offs[0];
-      e.end = offs[1];
+      // whole numbers only: a float such as 1e300 is not converted (that is undefined)
+      const auto& shape = v.at("shape");
+      if (!shape.is_array()) throw Error("shape must be an array of sizes");
+      for (const auto& d : shape)
+        e.shape.dims.push_back(json_integer_or_throw<int64_t>(d, "shape", 0));
+      const auto& offs = v.at("data_offsets");
+      if (!offs.is_array() || offs.size() != 2) throw Error("data_offsets must have two entries");
+      e.begin = json_integer_or_throw<size_t>(offs[0], "data_offsets");
+      e.end = json_integer_or_throw<size_t>(offs[1], "data_offsets");
     } catch (const std::exception& ex) {
       throw Error(
           fmt::format("{}: tensor '{}' has an invalid header entry: {}", path, name, ex.what()));

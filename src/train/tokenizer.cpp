@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/json_number.h"
 #include "train/config.h"
 #include "train/data.h"
 #include "train/tokenizer_gpt2.h"
@@ -200,7 +201,8 @@ Tokenizer Tokenizer::from_json(const nlohmann::json& j, const std::string& where
     if (t.kind == "char") {
       t.vocab = j.at("vocab").get<std::vector<std::string>>();
     } else if (t.kind == "ids") {
-      t.ids_vocab_size = j.at("vocab_size").get<int>();
+      t.ids_vocab_size = json_integer_or_throw<int>(
+          j.at("vocab_size"), fmt::format("{}: tokenizer.vocab_size", where), 1);
     } else if (t.kind == "bpe" || t.kind == "gpt2") {
       auto path = [&](const char* name) { return (fs::path(dir) / name).string(); };
       if (t.kind == "bpe") {

@@ -160,3 +160,31 @@ TEST(SchedCarbon, SlotGridMeanOrValueAtStart) {
   EXPECT_THROW(parse_slot_value("first"), gt::Error);
   EXPECT_THROW(load_carbon_csv(p, 0, SlotGrid{-5, false}), gt::Error);
 }
+
+// Found by fuzz/fuzz_carbon_csv: rows centuries apart (a mistyped year) made a grid of tens of
+// millions of slots, allocated and filled before anything was said (a hang, then out of memory
+// for a wider span). The grid is bounded; the error names the file, the span and the slot.
+TEST(SchedCarbon, GridTooLargeIsAnErrorNotAnAllocation) {
+  TempDir d;
+  auto p = d.write("ci.csv",
+                   "Time,Carbon Intensity\n"
+                   "1010-06-08T00:00:00+02:00,120\n"
+                   "2020-06-08T01:00:00+02:00,130\n"
+                   "2020-06-08T04:00:00+02:00,110\n");
+  for (SlotGrid grid : {SlotGrid{0, false}, SlotGrid{900, true}}) {
+    try {
+      load_carbon_csv(p, 0, grid);
+      FAIL() << "expected an error for a grid of millions of slots";
+    } catch (const gt::Error& e) {
+      std::string m = e.what();
+      EXPECT_NE(m.find(p), std::string::npos) << m;
+      EXPECT_NE(m.find("1010-06-07T22:00:00Z"), std::string::npos) << m;
+      EXPECT_NE(m.find("slots"), std::string::npos) << m;
+    }
+  }
+  // the same series on a coarse grid is fine: about 2020 years (the last row holds for the
+  // median step, here the upper of the two spacings: 1010 years) of 365-day slots
+  CarbonSeries s = load_carbon_csv(p, 0, SlotGrid{365 * 86400, true});
+  EXPECT_GT(s.g_co2e_per_kwh.size(), 2000u);
+  EXPECT_LT(s.g_co2e_per_kwh.size(), 2030u);
+}

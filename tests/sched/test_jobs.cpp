@@ -399,3 +399,31 @@ max_interruptions = -2
   m = error_of(r);
   EXPECT_NE(m.find("key 'max_interruptions'"), std::string::npos) << m;
 }
+
+// Found by fuzz/fuzz_jobs (284 s): a power profile whose "format" is not a string (and a summary
+// whose "energy_unknown" is not a boolean) threw nlohmann's type_error out of the reader, a
+// message naming neither file nor key, instead of gt::Error.
+TEST(SchedJobs, ProfileAndSummaryFieldsOfOtherTypesAreErrorsNamingTheFile) {
+  TempDir d;
+  auto profile =
+      d.write("p.json", R"({"format": "greentrain-power-profile-1", "format": [{"limit_w": 20}]})");
+  try {
+    caps_from_profile(profile, 10);
+    FAIL() << "expected gt::Error";
+  } catch (const gt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find(profile + ": not a greentrain power profile"),
+              std::string::npos)
+        << e.what();
+  }
+  auto summary =
+      d.write("summary.json", R"({"run_totals": {"wall_s": 10}, "energy_unknown": "no"})");
+  try {
+    run_figures_from_summary(summary);
+    FAIL() << "expected gt::Error";
+  } catch (const gt::Error& e) {
+    EXPECT_NE(
+        std::string(e.what()).find(summary + ": energy_unknown is string; expected true or false"),
+        std::string::npos)
+        << e.what();
+  }
+}

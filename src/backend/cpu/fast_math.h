@@ -13,8 +13,10 @@ namespace gt::cpu {
 
 #pragma omp declare simd
 inline float exp_approx(float x) {
-  x = std::min(std::max(x, -87.3f), 88.7f);
-  float n = std::floor(x * 1.44269504088896341f + 0.5f);
+  x = std::min(std::max(x, -87.3f), 88.7f);  // NaN stays NaN
+  // n from 0 for NaN: converting NaN to an integer below is undefined (UBSan found it in
+  // BackendOps.NanAndInfinityPropagate); NaN still comes out, through r
+  float n = std::floor((x == x ? x : 0.0f) * 1.44269504088896341f + 0.5f);
   float r = x - n * 0.693359375f;
   r = r + n * 2.12194440e-4f;
   float p = 1.9875691500e-4f;

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Runs each libFuzzer target (fuzz/, built with GT_FUZZ=ON) for SECONDS (default 600) in turn,
+# starting from its committed seed corpus (with fuzz/dict/TARGET.dict, tokens of its format), and
+# prints one line per target: seconds run, executions, and whether it found something. An
+# allocation over -rss_limit_mb / -malloc_limit_mb and an input that runs longer than -timeout
+# count as findings, as crashes and sanitizer reports do.
+#   bench/fuzz.sh [SECONDS] [TARGET...]     e.g. bench/fuzz.sh 60 safetensors jobs
+# Environment: GT_FUZZ_BUILD (default build-fuzz; configured here if missing), GT_FUZZ_NICE
+# (default 10: shared machines), GT_FUZZ_BIN (a folder of targets built before, e.g. copies kept
+# running while the build is changed: nothing is built then). Findings land in $GT_FUZZ_BUILD/fuzz-out/TARGET/ (crash-*,
+# timeout-*, oom-*), with the log; turn each into a regression test before fixing it.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+secs=${1:-600}
+shift || true
+build=${GT_FUZZ_BUILD:-build-fuzz}
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(safetensors state_json config_toml jobs tokens text_data carbon_csv readings)
+bin=${GT_FUZZ_BIN:-$build/fuzz}
+if [ -z "${GT_FUZZ_BIN:-}" ]; then
+  if [ ! -f "$build/CMakeCache.txt" ]; then
+    cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ \
+      -DCMAKE_C_COMPILER=clang -DGT_FUZZ=ON -DGT_CUDA=OFF -DGT_BUILD_TESTS=OFF -DGT_BUILD_BENCH=OFF
+  fi
+  cmake --build "$build" -j"$(nproc)" --target $(printf 'fuzz_%s ' "${targets[@]}")
+fi
+status=0
+printf '%-12s %8s %12s  %s\n' target seconds executions result
+for t in "${targets[@]}"; do
+  out="$build/fuzz-out/$t"
+  mkdir -p "$out/corpus"
+  # the working corpus grows here; the committed seeds stay as they are
+  dict=()
+  [ -f "fuzz/dict/$t.dict" ] && dict=(-dict="fuzz/dict/$t.dict")
+  start=$(date +%s)
+  set +e
+  nice -n "${GT_FUZZ_NICE:-10}" "$bin/fuzz_$t" "$out/corpus" "fuzz/corpus/$t" \
+    -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=1024 \
+    -max_len=65536 -print_final_stats=1 "${dict[@]}" -artifact_prefix="$out/" >"$out/log.txt" 2>&1
+  rc=$?
+  set -e
+  ran=$(($(date +%s) - start))
+  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$out/log.txt" | grep -o '[0-9]*$' ||
+    grep -o '^#[0-9]*' "$out/log.txt" | tail -1 | tr -d '#')
+  if [ $rc -eq 0 ]; then
+    result="no finding"
+  else
+    result="FINDING (exit $rc): $(grep -m1 -E 'ERROR|SUMMARY|deadly|timeout|out-of-memory' "$out/log.txt" || true); see $out/"
+    status=1
+  fi
+  printf '%-12s %8s %12s  %s\n' "$t" "$ran" "${execs:-?}" "$result"
+done
+exit $status
