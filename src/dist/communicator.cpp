@@ -1,11 +1,35 @@
 // dist/communicator.cpp: see communicator.h.
 #include "dist/communicator.h"
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "core/error.h"
 
 namespace gt::dist {
+
+void Communicator::wait_for(const std::function<bool()>& done, double timeout_s,
+                            const std::function<void()>& timed_out, size_t bytes) {
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
+  const auto deadline = t0 + std::chrono::duration<double>(timeout_s);
+  auto sleep = std::chrono::microseconds(10);
+  while (!done()) {
+    const auto now = clock::now();
+    if (now > deadline) {
+      timed_out();
+      throw Error("Communicator::wait_for: timed_out() returned");  // it must throw
+    }
+    if (now - t0 > std::chrono::microseconds(50) && !busy_poll()) {
+      std::this_thread::sleep_for(sleep);
+      if (sleep < std::chrono::milliseconds(1)) sleep *= 2;
+    }
+  }
+  stats_.wait_s += std::chrono::duration<double>(clock::now() - t0).count();
+  stats_.bytes_sent += static_cast<int64_t>(bytes);
+  ++stats_.collectives;
+}
 
 size_t comm_type_size(CommType t) {
   switch (t) {

@@ -5,8 +5,10 @@
 // fixed order (rank 0 + rank 1 + ...) and accumulated in fp32 (or fp64 for f64), so every rank
 // receives bitwise the same result and a run with the same number of ranks repeats bit for bit.
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -64,8 +66,25 @@ class Communicator {
 
   const CommStats& stats() const { return stats_; }
 
+  /// While on, a collective waiting for other ranks polls without sleeping between tests (MPI:
+  /// otherwise it sleeps up to 1 ms so that its core stays with the computation). GradSync turns
+  /// it on while the trainer has nothing to do but wait for the last buckets. Any thread may
+  /// call it.
+  void set_busy_poll(bool on) { busy_poll_.store(on, std::memory_order_relaxed); }
+
  protected:
+  /// Waits for a started collective: calls `done` (true when it has completed; it may throw)
+  /// in a loop, spinning for the first 50 us, then sleeping 10 us doubling to 1 ms between
+  /// calls so that a waiting rank leaves its core to the computation (spinning throughout while
+  /// busy_poll()). Once timeout_s has passed it calls `timed_out`, which must throw. Then adds
+  /// the wait, `bytes` sent and one collective to stats().
+  void wait_for(const std::function<bool()>& done, double timeout_s,
+                const std::function<void()>& timed_out, size_t bytes);
+  bool busy_poll() const { return busy_poll_.load(std::memory_order_relaxed); }
   CommStats stats_;
+
+ private:
+  std::atomic<bool> busy_poll_{false};
 };
 
 /// The communicator of a job of one process: collectives are copies (host memory).

@@ -60,8 +60,10 @@ void GradSync::start(size_t b) {
 
 void GradSync::wait() {
   const auto t0 = std::chrono::steady_clock::now();
+  comm_.set_busy_poll(true);  // the backward is over: the last buckets may poll without pauses
   std::unique_lock<std::mutex> lk(mu_);
   cv_.wait(lk, [&] { return pending_ == 0 || error_; });
+  comm_.set_busy_poll(false);
   stats_.exposed_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (error_) {
     queue_.clear();

@@ -214,33 +214,23 @@ class MpiCommunicator final : public Communicator {
   }
 
   // Waits for req: MPI_Test in a loop (OpenMPI progresses non-blocking collectives inside MPI
-  // calls), spinning for the first 50 us, then sleeping 10 us doubling to 1 ms between tests
-  // so that a waiting rank leaves its core to the computation. Throws after timeout_s.
+  // calls; Communicator::wait_for paces the tests). Throws after timeout_s.
   void finish(MPI_Request* req, const char* what, size_t count, CommType t, size_t bytes) {
-    using clock = std::chrono::steady_clock;
-    const auto t0 = clock::now();
-    const auto deadline = t0 + std::chrono::duration<double>(timeout_s_);
-    int done = 0;
-    auto sleep = std::chrono::microseconds(10);
-    while (true) {
-      MPI_Test(req, &done, MPI_STATUS_IGNORE);
-      if (done) break;
-      const auto now = clock::now();
-      if (now > deadline) {
-        failed_ = true;
-        throw Error(fmt::format(
-            "rank {} of {}: {} of {} {} elements did not complete within dist.timeout_s = {} s: "
-            "another rank has died or stopped responding",
-            rank_, size_, what, count, comm_type_name(t), timeout_s_));
-      }
-      if (now - t0 > std::chrono::microseconds(50)) {
-        std::this_thread::sleep_for(sleep);
-        if (sleep < std::chrono::milliseconds(1)) sleep *= 2;
-      }
-    }
-    stats_.wait_s += std::chrono::duration<double>(clock::now() - t0).count();
-    stats_.bytes_sent += static_cast<int64_t>(bytes);
-    ++stats_.collectives;
+    wait_for(
+        [&] {
+          int done = 0;
+          MPI_Test(req, &done, MPI_STATUS_IGNORE);
+          return done != 0;
+        },
+        timeout_s_,
+        [&] {
+          failed_ = true;
+          throw Error(fmt::format(
+              "rank {} of {}: {} of {} {} elements did not complete within dist.timeout_s = {} "
+              "s: another rank has died or stopped responding",
+              rank_, size_, what, count, comm_type_name(t), timeout_s_));
+        },
+        bytes);
   }
 
   MPI_Comm comm_ = MPI_COMM_NULL;

@@ -119,39 +119,33 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
-  // Polls the stream until the collective is done; aborts the communicator after timeout_s.
+  // Polls the stream until the collective is done (Communicator::wait_for paces the polls);
+  // aborts the communicator when NCCL reports an error or after timeout_s.
   void finish(const char* what, size_t count, CommType t, size_t bytes) {
-    using clock = std::chrono::steady_clock;
-    const auto t0 = clock::now();
-    const auto deadline = t0 + std::chrono::duration<double>(timeout_s_);
-    auto sleep = std::chrono::microseconds(10);
-    while (true) {
-      const cudaError_t q = cudaStreamQuery(stream_);
-      if (q == cudaSuccess) break;
-      if (q != cudaErrorNotReady) cuda_check(q, what);
-      ncclResult_t async = ncclSuccess;
-      ncclCommGetAsyncError(comm_, &async);
-      const auto now = clock::now();
-      if (async != ncclSuccess || now > deadline) {
-        failed_ = true;
-        ncclCommAbort(comm_);
-        throw Error(fmt::format(
-            "rank {} of {}: NCCL {} of {} {} elements on cuda:{} {}", rank_, size_, what, count,
-            comm_type_name(t), device_,
-            async != ncclSuccess
-                ? fmt::format("failed: {}", ncclGetErrorString(async))
-                : fmt::format("did not complete within dist.timeout_s = {} s: another rank has "
-                              "died or stopped responding",
-                              timeout_s_)));
-      }
-      if (now - t0 > std::chrono::microseconds(50)) {
-        std::this_thread::sleep_for(sleep);
-        if (sleep < std::chrono::milliseconds(1)) sleep *= 2;
-      }
-    }
-    stats_.wait_s += std::chrono::duration<double>(clock::now() - t0).count();
-    stats_.bytes_sent += static_cast<int64_t>(bytes);
-    ++stats_.collectives;
+    auto fail = [&](const std::string& why) {
+      failed_ = true;
+      ncclCommAbort(comm_);
+      throw Error(fmt::format("rank {} of {}: NCCL {} of {} {} elements on cuda:{} {}", rank_,
+                              size_, what, count, comm_type_name(t), device_, why));
+    };
+    wait_for(
+        [&] {
+          const cudaError_t q = cudaStreamQuery(stream_);
+          if (q == cudaSuccess) return true;
+          if (q != cudaErrorNotReady) cuda_check(q, what);
+          ncclResult_t async = ncclSuccess;
+          ncclCommGetAsyncError(comm_, &async);
+          if (async != ncclSuccess) fail(fmt::format("failed: {}", ncclGetErrorString(async)));
+          return false;
+        },
+        timeout_s_,
+        [&] {
+          fail(
+              fmt::format("did not complete within dist.timeout_s = {} s: another rank has died "
+                          "or stopped responding",
+                          timeout_s_));
+        },
+        bytes);
   }
 
   int rank_, size_, device_;

@@ -181,6 +181,10 @@ struct GPT::Layer {
   float* out;           // block output
 };
 
+// The layout of gpt_param_specs(): wte and wpe, then kParamsPerBlock tensors per block, whose
+// MLP half (ln_2 onwards) starts at kMlpFirst; then ln_f.
+constexpr size_t kFirstBlockParam = 2, kParamsPerBlock = 12, kMlpFirst = 6;
+
 std::vector<ParamSpec> gpt_param_specs(const GPTConfig& c) {
   int64_t C = c.n_embd;
   std::vector<ParamSpec> s;
@@ -581,6 +585,9 @@ void GPT::block_backward(int l, int B, int T) {
   be_.matmul_backward(dC_, g.fc_w, g.fc_b, dfch, L.a[kLn2], w.fc_w, N, C, 4 * C);  // dC (N, C)
   be_.layernorm_backward(dres_, g.ln2_w, g.ln2_b, dC_, L.a[kRes2].f32(), w.ln2_w,
                          L.a[kLn2Mean].f32(), L.a[kLn2Rstd].f32(), N, C);  // dres (N, C) += d(res2)
+  if (grad_ready_)  // the MLP half of the block (grad_groups())
+    grad_ready_(kFirstBlockParam + kParamsPerBlock * l + kMlpFirst,
+                kFirstBlockParam + kParamsPerBlock * (l + 1));
   // attention: res2 = x + c_proj(attn(c_attn(ln1(x))))
   be_.matmul_backward(dC_, g.attproj_w, g.attproj_b, dres_, L.a[kAtty], w.attproj_w, N, C,
                       C);  // dC (N, C) = d(atty)
@@ -617,19 +624,25 @@ void GPT::backward(float dloss) {
   if (grad_ready_) grad_ready_(groups[0].first, groups[0].second);  // ln_f
   for (int l = cfg_.n_layer - 1; l >= 0; --l) {
     recompute_for_backward(l, B, T);
-    block_backward(l, B, T);
-    if (grad_ready_) grad_ready_(groups[cfg_.n_layer - l].first, groups[cfg_.n_layer - l].second);
+    block_backward(l, B, T);  // calls the hook for the block's MLP half
+    if (grad_ready_) {        // the attention half
+      const auto& at = groups[1 + 2 * (cfg_.n_layer - 1 - l) + 1];
+      grad_ready_(at.first, at.second);
+    }
   }
   be_.embedding_backward(gv_.wte, gv_.wpe, dres_, inputs_, B, T, C);        // dwte, dwpe +=
   if (grad_ready_) grad_ready_(groups.back().first, groups.back().second);  // wte, wpe
 }
 
 std::vector<std::pair<size_t, size_t>> GPT::grad_groups() const {
-  constexpr size_t kPerBlock = 12;  // tensors of one block in gpt_param_specs()
-  const size_t L = cfg_.n_layer, lnf = 2 + kPerBlock * L;
+  const size_t L = cfg_.n_layer, lnf = kFirstBlockParam + kParamsPerBlock * L;
   std::vector<std::pair<size_t, size_t>> g{{lnf, lnf + 2}};
-  for (size_t l = L; l-- > 0;) g.push_back({2 + kPerBlock * l, 2 + kPerBlock * (l + 1)});
-  g.push_back({0, 2});
+  for (size_t l = L; l-- > 0;) {
+    const size_t b = kFirstBlockParam + kParamsPerBlock * l;
+    g.push_back({b + kMlpFirst, b + kParamsPerBlock});  // ln_2, c_fc, c_proj
+    g.push_back({b, b + kMlpFirst});                    // ln_1, c_attn, attn c_proj
+  }
+  g.push_back({0, kFirstBlockParam});
   return g;
 }
 

@@ -159,8 +159,11 @@ class GPT {
   /// grads(). dloss is d(objective)/d(loss of one position), 1/(B*T*grad_accum_steps).
   void backward(float dloss);
   /// Called by backward() each time the gradients of a group of parameters are final for this
-  /// backward, with the group's indices [first, end) in specs(): ln_f, then blocks n_layer-1 down
-  /// to 0, then wte and wpe (wte last: the tied classifier and the embedding both add to it).
+  /// backward, with the group's indices [first, end) in specs(): ln_f, then for each block
+  /// from n_layer-1 down to 0 its MLP half (ln_2, c_fc, c_proj: two thirds of its parameters)
+  /// and then its attention half (ln_1, c_attn, c_proj), then wte and wpe (wte last: the tied
+  /// classifier and the embedding both add to it). Half-blocks let the reduction of block 0's
+  /// MLP gradients overlap its attention backward, as PyTorch DDP's small first buckets do.
   /// Data-parallel training starts reducing a group's gradients there (dist/grad_sync.h).
   using GradReadyHook = std::function<void(size_t first, size_t end)>;
   /// Sets (or, with an empty function, clears) the hook.

@@ -96,6 +96,46 @@ TEST(Model, GradientsAreBitwiseEqualUnderEveryRecomputePolicy) {
     }
 }
 
+// Data-parallel training reduces each group's gradients when the hook says they are final:
+// the hook must name grad_groups() in order, each once, covering every parameter, and a group's
+// gradients must not change after its call.
+TEST(Model, GradReadyHookNamesEveryGroupOnceWhenItsGradientsAreFinal) {
+  GT_NEEDS_CPU_BACKEND();
+  GPTConfig c{3, 2, 16, 8, 10};
+  std::vector<int32_t> in(4 * 8), tg(4 * 8);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = (i * 7) % 10, tg[i] = (i * 3 + 1) % 10;
+  for (bool fused : {false, true})
+    for (auto rc : {Recompute::none, Recompute::block}) {
+      auto be = make_backend("cpu");
+      GPT m(c, 4, rc, *be, fused);
+      m.init_weights(7);
+      m.zero_grad();
+      m.forward(in.data(), tg.data(), 4, 8);
+      std::vector<std::pair<size_t, size_t>> seen;
+      std::vector<std::vector<float>> at_hook;
+      Arena& g = m.grads();
+      m.set_grad_ready_hook([&](size_t first, size_t end) {
+        seen.push_back({first, end});
+        const float* b = g.at(first).f32();
+        const float* e = g.at(end - 1).f32() + g.at(end - 1).numel();
+        at_hook.emplace_back(b, e);
+      });
+      m.backward(1.0f / 32);
+      const std::string what = std::string(fused ? "fused " : "") + to_string(rc);
+      ASSERT_EQ(seen, m.grad_groups()) << what;
+      std::vector<int> covered(m.specs().size(), 0);
+      for (size_t k = 0; k < seen.size(); ++k) {
+        for (size_t i = seen[k].first; i < seen[k].second; ++i) ++covered[i];
+        const float* b = g.at(seen[k].first).f32();
+        ASSERT_EQ(0, std::memcmp(at_hook[k].data(), b, at_hook[k].size() * sizeof(float)))
+            << what << ": group " << k << " changed after its hook";
+      }
+      EXPECT_EQ(covered, std::vector<int>(m.specs().size(), 1)) << what;
+      // half-blocks: ln_f, then the MLP and the attention half of each block, then embeddings
+      EXPECT_EQ(seen.size(), 2u + 2 * c.n_layer) << what;
+    }
+}
+
 // bf16 activation storage keeps the products' inputs as the bf16 values the products used
 // anyway: the same loss and gradients bit for bit, in less memory.
 TEST(Model, Bf16ActivationsAreBitwiseTheSameInHalfTheirMemory) {
