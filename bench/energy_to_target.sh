@@ -7,14 +7,17 @@
 # wrapped by `greentrain measure`, so one meter measures all, one after another in one run.
 # Prints (and writes to OUT/table.md) seconds, joules (estimated where the machine has no
 # energy counter, and said so), gCO2e, tokens and steps to target, the loss reached, and each
-# one's joules against PyTorch fp32's; writes OUT/report.html of the greentrain runs.
+# one's joules against PyTorch fp32's; writes OUT/report.html of all runs, greentrain's and
+# PyTorch's (bench/e2t_report_runs.py gives each the one meter's joules).
 #
 # Environment: GT (greentrain binary, default build/src/cli/greentrain), DATA (default
 # ../shared/data/text/tinyshakespeare.txt), CONFIG (default configs/shakespeare-char-cpu.toml),
 # THREADS (default all cores), OUT (default runs/energy-to-target-DATE), PYTHON (default the
 # bench venv of bench/setup-torch2.sh, ../venv-torch2, else Debian's /usr/bin/python3 with
 # python3-torch), VARIANTS (default: all; e.g. "gt-fp32 torch-fp32"), SCOPE (default
-# --process: see below).
+# --process: see below), EVAL_INTERVAL (validate every N steps, default 100: the target is
+# seen at the first validation at or below it, so a coarse interval adds up to N steps to the
+# figures; the config's 250 would), SEED (default the config's train.seed; both sides).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 target="${1:-1.95}"
@@ -33,8 +36,12 @@ mkdir -p "$out"
 # time x TDP share), not the whole machine's utilization, which other work would inflate;
 # SCOPE= (empty) measures the whole machine
 scope="${SCOPE---process}"
-variants="${VARIANTS:-gt-fp32 gt-bf16-fused torch-fp32 torch-bf16 torch-fp32-compile}"
-echo "energy to validation loss $target: $config on $data, $threads threads, PyTorch $torch_version"
+eval_interval="${EVAL_INTERVAL:-100}"
+seed_gt=(); seed_torch=()
+[ -n "${SEED:-}" ] && { seed_gt=(--set "train.seed=$SEED"); seed_torch=(--seed "$SEED"); }
+variants="${VARIANTS:-gt-fp32 gt-bf16-fused torch-fp32 torch-bf16 torch-fp32-compile torch-bf16-compile}"
+echo "energy to validation loss $target: $config on $data, $threads threads, PyTorch $torch_version," \
+  "validation every $eval_interval steps, seed ${SEED:-of the config}"
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p' | head -1); $(date -u '+%Y-%m-%d %H:%M UTC')"
 
 gt_train() {  # NAME then --set overrides
@@ -42,13 +49,15 @@ gt_train() {  # NAME then --set overrides
   rm -rf "$out/$name"
   "$gt" measure $scope --json "$out/$name.measure.json" -- "$gt" train "$config" --data "$data" \
     --out "$out/$name" --set "train.target_loss=$target" --set train.stop_at_target=true \
-    --set "train.threads=$threads" "$@" > "$out/$name.log" 2>&1
+    --set "train.threads=$threads" --set "train.eval_interval=$eval_interval" \
+    ${seed_gt[@]+"${seed_gt[@]}"} "$@" > "$out/$name.log" 2>&1
 }
 torch_train() {  # NAME then script options
   local name="$1"; shift
   "$gt" measure $scope --json "$out/$name.measure.json" -- "$python" bench/torch_train_to_target.py \
     --config "$config" --data "$data" --target "$target" --threads "$threads" \
-    --out "$out/$name.json" "$@" > "$out/$name.log" 2>&1
+    --out "$out/$name.json" --run-dir "$out/$name.run" --eval-interval "$eval_interval" \
+    ${seed_torch[@]+"${seed_torch[@]}"} "$@" > "$out/$name.log" 2>&1
 }
 for v in $variants; do
   echo "running $v ..."
@@ -57,9 +66,10 @@ for v in $variants; do
     gt-bf16-fused) gt_train gt-bf16-fused --set train.precision=bf16 --set train.fusion=on ;;
     torch-fp32) torch_train torch-fp32 ;;
     torch-bf16) torch_train torch-bf16 --precision bf16 ;;
-    torch-fp32-compile)
+    torch-fp32-compile | torch-bf16-compile)
       if "$python" -c 'import torch, sys; sys.exit(0 if hasattr(torch, "compile") else 1)' 2>/dev/null; then
-        torch_train torch-fp32-compile --compile
+        if [ "$v" = torch-fp32-compile ]; then torch_train "$v" --compile
+        else torch_train "$v" --compile --precision bf16; fi
       else
         echo "  skipped: torch.compile needs PyTorch 2.x (bench/setup-torch2.sh); this is $torch_version"
       fi ;;
@@ -67,11 +77,13 @@ for v in $variants; do
   esac || echo "  $v failed: see $out/$v.log"
 done
 
-"$python" - "$out" "$target" <<'EOF'
+cpu="$(lscpu | sed -n 's/^Model name: *//p' | head -1)"
+"$python" - "$out" "$target" "$cpu, $threads threads, PyTorch $torch_version, validation every $eval_interval steps, seed ${SEED:-of the config}, $(date -u '+%Y-%m-%d')" <<'EOF'
 import json, os, sys
-out, target = sys.argv[1], float(sys.argv[2])
+out, target, where = sys.argv[1], float(sys.argv[2]), sys.argv[3]
 rows = []
-for name in ["gt-fp32", "gt-bf16-fused", "torch-fp32", "torch-bf16", "torch-fp32-compile"]:
+for name in ["gt-fp32", "gt-bf16-fused", "torch-fp32", "torch-bf16", "torch-fp32-compile",
+             "torch-bf16-compile"]:
     mpath = os.path.join(out, name + ".measure.json")
     if not os.path.exists(mpath):
         continue
@@ -91,7 +103,8 @@ for name in ["gt-fp32", "gt-bf16-fused", "torch-fp32", "torch-bf16", "torch-fp32
     rows.append(r)
 base = next((r for r in rows if r["name"] == "torch-fp32" and r["reached"]), None)
 fmt = lambda v, f: "unknown" if v is None else format(v, f)
-lines = ["| run | reached | steps | tokens | seconds | joules | gCO2e | val loss | J vs PyTorch fp32 |",
+lines = [f"Validation loss {target}: {where}", "",
+         "| run | reached | steps | tokens | seconds | joules | gCO2e | val loss | J vs PyTorch fp32 |",
          "|---|---|---|---|---|---|---|---|---|"]
 for r in rows:
     est = " (estimated)" if r["estimated"] else ""
@@ -111,7 +124,12 @@ text = "\n".join(lines)
 print(text)
 open(os.path.join(out, "table.md"), "w").write(text + "\n")
 EOF
-gt_runs=()
-for v in gt-fp32 gt-bf16-fused; do [ -d "$out/$v" ] && gt_runs+=("$out/$v"); done
-[ ${#gt_runs[@]} -gt 0 ] && "$gt" report "${gt_runs[@]}" -o "$out/report.html"
+# the report of all runs, greentrain's and PyTorch's, each with the one meter's joules
+measured=()
+for v in $variants; do [ -f "$out/$v.measure.json" ] && measured+=("$v"); done
+if [ ${#measured[@]} -gt 0 ]; then
+  rm -rf "$out/report-runs"
+  mapfile -t report_runs < <("$python" bench/e2t_report_runs.py "$out" "${measured[@]}")
+  [ ${#report_runs[@]} -gt 0 ] && "$gt" report "${report_runs[@]}" -o "$out/report.html"
+fi
 echo "table: $out/table.md"

@@ -13,7 +13,10 @@ eval_interval steps over eval_steps batches. Only the initial weights' random nu
 
 --precision bf16 runs the forward under CPU bf16 autocast; --compile wraps the loss in
 torch.compile (PyTorch 2.x). Writes a JSON summary (steps, tokens, seconds, val_loss,
-reached) to --out.
+reached) to --out, and with --run-dir a folder that `greentrain report` reads as it reads a
+greentrain run: metrics.jsonl (step, loss, lr, step_time_s, tokens_per_s; val_loss at each
+validation), config.toml (the configuration with the overrides, and a [pytorch] table) and
+summary.json (no energy: the meter is outside, bench/e2t_report_runs.py adds its figures).
 """
 import argparse
 import json
@@ -107,10 +110,18 @@ def main():
     ap.add_argument("--compile", action="store_true")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--out", required=True)
+    ap.add_argument("--eval-interval", type=int,
+                    help="validate every N steps (default: the config's train.eval_interval)")
+    ap.add_argument("--seed", type=int, help="default: the config's train.seed")
+    ap.add_argument("--run-dir", help="also write a run folder for `greentrain report` here")
     a = ap.parse_args()
     with open(a.config, "rb") as f:
         cfg = tomllib.load(f)
     m, c = cfg["model"], cfg["train"]
+    if a.eval_interval is not None:
+        c["eval_interval"] = a.eval_interval
+    if a.seed is not None:
+        c["seed"] = a.seed
     val_fraction = cfg.get("data", {}).get("val_fraction", 0.1)
     torch.set_num_threads(a.threads)
     torch.manual_seed(c.get("seed", 1337))
@@ -153,34 +164,111 @@ def main():
         loss_of = torch.compile(loss_of)
     sampler = BatchSampler(train, B, T, c.get("seed", 1337))
     accum = c.get("grad_accum_steps", 1)
+    run = RunFolder(a.run_dir, cfg, a) if a.run_dir else None
     t0 = time.time()
     reached, val_loss, step = False, None, 0
     while step < c["max_steps"]:
         lr = learning_rate_at(c, step)
         for g in opt.param_groups:
             g["lr"] = lr
+        ts = time.perf_counter()
         opt.zero_grad(set_to_none=True)
+        step_loss = 0.0
         for _ in range(accum):
             x, y = sampler.next()
-            (loss_of(x, y) / accum).backward()
+            loss = loss_of(x, y) / accum
+            loss.backward()
+            step_loss += float(loss)
         if c.get("grad_clip", 0) > 0:
             torch.nn.utils.clip_grad_norm_(list(p.values()), c["grad_clip"])
         opt.step()
         step += 1
+        line = {"step": step, "loss": step_loss, "lr": lr,
+                "step_time_s": time.perf_counter() - ts}
+        line["tokens_per_s"] = B * T * accum / line["step_time_s"]
         if (c["eval_interval"] > 0 and step % c["eval_interval"] == 0) or step == c["max_steps"]:
             with torch.no_grad():
                 val_loss = sum(float(loss_of(*eval_batch(val, B, T, i)))
                                for i in range(c["eval_steps"])) / c["eval_steps"]
             print(f"step {step}: val {val_loss:.4f} ({time.time() - t0:.0f} s)", flush=True)
+            line["val_loss"] = val_loss
             if val_loss <= a.target:
                 reached = True
-                break
+                line["target_reached"] = a.target
+        if run:
+            run.log(line)
+        if reached:
+            break
     out = {"torch": torch.__version__, "precision": a.precision, "compile": a.compile,
            "steps": step, "tokens": step * B * T * accum, "seconds": time.time() - t0,
            "val_loss": val_loss, "target": a.target, "reached": reached}
     with open(a.out, "w") as f:
         json.dump(out, f, indent=1)
+    if run:
+        run.finish(out, B * T * accum)
     print(json.dumps(out))
+
+
+def toml_value(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    return json.dumps(str(v))  # a TOML basic string is a JSON string for these values
+
+
+class RunFolder:
+    """A run folder as greentrain writes one (metrics.jsonl, config.toml, summary.json),
+    without energy figures; files are written to a temporary name and renamed."""
+
+    def __init__(self, path, cfg, a):
+        self.path, self.a = path, a
+        os.makedirs(path, exist_ok=True)
+        tables = {k: dict(v) for k, v in cfg.items() if isinstance(v, dict)}
+        tables.setdefault("train", {})["precision"] = a.precision
+        tables["train"]["threads"] = a.threads
+        tables["train"]["target_loss"] = a.target
+        tables["train"]["stop_at_target"] = True
+        tables["pytorch"] = {"version": torch.__version__, "compile": a.compile,
+                             "autocast": "bf16" if a.precision == "bf16" else "off"}
+        text = "".join(f"[{name}]\n" + "".join(f"{k} = {toml_value(v)}\n" for k, v in t.items())
+                       + "\n" for name, t in tables.items())
+        self._write("config.toml", text)
+        self.metrics = open(os.path.join(path, "metrics.jsonl"), "w")
+        self.t0 = time.time()
+        self.duration_s = 0.0
+
+    def _write(self, name, text):
+        tmp = os.path.join(self.path, name + ".tmp")
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, os.path.join(self.path, name))
+
+    def log(self, line):
+        self.duration_s += line["step_time_s"]
+        self.metrics.write(json.dumps(line) + "\n")
+
+    def finish(self, out, tokens_per_step):
+        self.metrics.close()
+        wall = time.time() - self.t0
+        s = {"run_dir": self.path, "framework": f"PyTorch {torch.__version__}",
+             "step": out["steps"], "tokens": out["tokens"], "val_loss": out["val_loss"],
+             "duration_s": self.duration_s, "wall_s": wall,
+             "tokens_per_s": out["tokens"] / self.duration_s if self.duration_s else None,
+             "device": "cpu", "precision": self.a.precision,
+             "compile": self.a.compile, "energy_j": None, "energy_unknown": True,
+             "energy_unknown_reason": "PyTorch runs are measured from outside "
+                                      "(greentrain measure)"}
+        t = {"target_loss": self.a.target, "reached": out["reached"]}
+        if out["reached"]:
+            t.update(step=out["steps"], tokens=out["tokens"], seconds=out["seconds"],
+                     val_loss=out["val_loss"], energy_j=None, stopped_at_target=True,
+                     seconds_basis="wall time of the run up to the evaluation that reached "
+                                   "the target")
+        else:
+            t["reason"] = f"validation loss never reached {self.a.target} in {out['steps']} steps"
+        s["target"] = t
+        self._write("summary.json", json.dumps(s, indent=1) + "\n")
 
 
 if __name__ == "__main__":
