@@ -287,6 +287,16 @@ const std::vector<BackendEntry>& registered_backends();
 /// The device train.device means where a configuration names none: "cpu" where this build has
 /// the CPU backend (oneDNN), else "ref" (a build with GT_ONEDNN=OFF).
 const char* default_device();
+/// A train.device value split into backend name and device index: "cuda:1" -> {"cuda", 1},
+/// "cpu" -> {"cpu", 0}. Throws gt::Error naming train.device when the index after ':' is not a
+/// whole number in [0, 1024]. The name is not checked (make_backend() does that).
+struct DeviceName {
+  std::string name;
+  int index = 0;
+  /// Whether it names an NVIDIA GPU, whose energy NVML reads ("cuda"; not "cuda-emu").
+  bool nvidia_gpu() const { return name == "cuda"; }
+};
+DeviceName parse_device(const std::string& device);
 /// Makes the backend train.device names: "cpu", "ref", "cuda" or "cuda:N" (device index N).
 /// Throws gt::Error naming the value and the devices this build has otherwise (a CUDA device
 /// in a build without the CUDA backend is such an error).

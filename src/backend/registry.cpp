@@ -97,20 +97,23 @@ const char* default_device() {
   return "ref";
 }
 
-std::unique_ptr<Backend> make_backend(const std::string& device, const BackendOptions& opt) {
-  // "name" or "name:N"
-  std::string name = device;
-  int index = 0;
+DeviceName parse_device(const std::string& device) {
+  DeviceName d{device, 0};  // "name" or "name:N"
   if (auto colon = device.find(':'); colon != std::string::npos) {
-    name = device.substr(0, colon);
+    d.name = device.substr(0, colon);
     const std::string idx = device.substr(colon + 1);
     char* end = nullptr;
     long v = idx.empty() ? -1 : std::strtol(idx.c_str(), &end, 10);
     if (idx.empty() || *end != '\0' || v < 0 || v > 1024)
       throw Error(fmt::format("train.device = '{}': the device index '{}' is not a number >= 0",
                               device, idx));
-    index = static_cast<int>(v);
+    d.index = static_cast<int>(v);
   }
+  return d;
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& device, const BackendOptions& opt) {
+  const auto [name, index] = parse_device(device);
   for (auto& e : kBackends)
     if (name == e.name) {
       if (index != 0 && name != "cuda")

@@ -27,11 +27,8 @@ void Trainer::setup_dist() {
   dist::Communicator* grad_comm = comm_;
   if (!backend_->host_readable()) {
 #ifdef GT_HAVE_NCCL
-    const std::string dev = backend_->name();  // "cuda:N"
-    const auto colon = dev.find(':');
-    dev_comm_ = dist::make_nccl_communicator(
-        *comm_, colon == std::string::npos ? 0 : std::stoi(dev.substr(colon + 1)),
-        cfg_.dist_timeout_s);
+    dev_comm_ = dist::make_nccl_communicator(*comm_, parse_device(backend_->name()).index,
+                                             cfg_.dist_timeout_s);
     grad_comm = dev_comm_.get();
 #endif
     // without NCCL the gradients go through host memory (GradSync stages them)

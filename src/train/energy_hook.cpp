@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "backend/backend.h"
 #include "dist/mpi_comm.h"
 #include "energy/metrics.h"
 #include "energy/report.h"
@@ -54,9 +55,8 @@ void add_energy_fields(const energy::Measurement& m, double tokens, nlohmann::js
 /// "cuda:N" reads GPU N (0 for "cuda"); a CPU device reads none, since GPUs the run does not
 /// use are not its energy (a shared node's other jobs may be using them).
 std::vector<int> gpus_of_device(const std::string& device) {
-  if (device == "cuda") return {0};
-  if (device.rfind("cuda:", 0) == 0) return {std::stoi(device.substr(5))};
-  return {};
+  const DeviceName d = parse_device(device);
+  return d.nvidia_gpu() ? std::vector<int>{d.index} : std::vector<int>{};
 }
 
 energy::MeterOptions meter_options(const TrainConfig& cfg) {

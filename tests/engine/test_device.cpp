@@ -285,5 +285,26 @@ TEST(Registry, TheDefaultDeviceIsOneThisBuildHas) {
   }
 }
 
+// One parser of train.device serves the registry, the energy meter (which GPU to read) and the
+// NCCL communicator (which device): an emulated CUDA device is no GPU to read.
+TEST(Registry, DeviceNamesSplitIntoBackendAndIndex) {
+  EXPECT_EQ(parse_device("cuda:3").name, "cuda");
+  EXPECT_EQ(parse_device("cuda:3").index, 3);
+  EXPECT_TRUE(parse_device("cuda").nvidia_gpu());
+  EXPECT_EQ(parse_device("cuda").index, 0);
+  EXPECT_FALSE(parse_device("cuda-emu").nvidia_gpu());
+  EXPECT_FALSE(parse_device("cpu").nvidia_gpu());
+  for (const char* bad : {"cuda:", "cuda:x", "cuda:-1", "cuda:1x", "cuda:99999"}) {
+    try {
+      parse_device(bad);
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("train.device = '") + bad + "'"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace gt
