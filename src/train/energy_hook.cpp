@@ -107,13 +107,19 @@ std::string EnergyHook::end_step(int64_t step, int64_t tokens, double flops,
   if (!at_log) return {};
   energy::Measurement m = meter_->end_window("interval");
   interval_open_ = false;
+  // per-domain average power of the interval (W), for the report's stacked power chart; a
+  // domain whose interval was shorter than its sensor's refresh period is null. With several
+  // ranks these are this node's (rank 0's) domains; energy and gCO2e are the whole job's.
+  const std::vector<energy::DomainMeasurement> node_domains = m.domains;
+  if (comm_ && comm_->size() > 1) {
+    record["energy_nodes"] = add_nodes(m);
+    record["power_scope"] = "the node of rank 0";
+  }
   add_energy_fields(m, static_cast<double>(interval_tokens_), record);
   record["energy_interval_tokens"] = interval_tokens_;
-  // per-domain average power of the interval (W), for the report's stacked power chart; a
-  // domain whose interval was shorter than its sensor's refresh period is null
   std::map<std::string, std::optional<double>> watts;  // unknown in one sensor: unknown
   std::set<std::string> est;
-  for (const auto& d : m.domains) {
+  for (const auto& d : node_domains) {
     auto it = watts.try_emplace(d.domain, 0.0).first;
     if (!d.avg_power_w)
       it->second.reset();
@@ -136,6 +142,7 @@ std::string EnergyHook::end_step(int64_t step, int64_t tokens, double flops,
 void EnergyHook::target_reached(int64_t step, nlohmann::json& fields) {
   if (!meter_->has_window("to_target")) return;
   energy::Measurement m = meter_->end_window("to_target");
+  if (comm_ && comm_->size() > 1) add_nodes(m);  // the whole job's
   fields["energy_j"] = json_or_null(m.known_energy_j());
   fields["g_co2e"] = json_or_null(m.known_g_co2e());
   fields["energy_estimated"] = m.estimated;
@@ -149,7 +156,7 @@ void EnergyHook::finish(nlohmann::json& summary) {
     interval_open_ = false;
   }
   energy::Measurement m = meter_->end_window("run");
-  if (comm_ && comm_->size() > 1) add_nodes(m, summary);
+  if (comm_ && comm_->size() > 1) summary["energy_nodes"] = add_nodes(m);
   summary["energy_unknown"] = !m.known_energy_j();  // never a silent 0
   add_energy_fields(m, static_cast<double>(run_tokens_), summary);
   const auto known = m.known_energy_j();
@@ -177,7 +184,7 @@ void EnergyHook::finish(nlohmann::json& summary) {
   }
 }
 
-void EnergyHook::add_nodes(energy::Measurement& m, nlohmann::json& summary) {
+nlohmann::json EnergyHook::add_nodes(energy::Measurement& m) {
   const int n = comm_->size(), me = comm_->rank();
   bool reader = false;  // this rank holds the lock of at least one counted device
   for (auto& s : meter_->sensors()) reader = reader || (s.available && s.counted);
@@ -190,12 +197,15 @@ void EnergyHook::add_nodes(energy::Measurement& m, nlohmann::json& summary) {
                     dist::CommType::f64);
   double est = m.estimated ? 1.0 : 0.0;
   comm_->all_reduce(&est, 1, dist::CommType::f64, dist::ReduceOp::max);
-  constexpr size_t kName = 64;
-  std::vector<char> names(kName * n, 0);
-  const std::string host = dist::node_name().substr(0, kName - 1);
-  std::memcpy(names.data() + kName * me, host.data(), host.size());
-  comm_->all_gather(names.data() + kName * me, names.data(), std::vector<size_t>(n, kName),
-                    dist::CommType::byte);
+  if (node_names_.empty()) {  // the ranks' nodes, gathered once
+    constexpr size_t kName = 64;
+    std::vector<char> names(kName * n, 0);
+    const std::string host = dist::node_name().substr(0, kName - 1);
+    std::memcpy(names.data() + kName * me, host.data(), host.size());
+    comm_->all_gather(names.data() + kName * me, names.data(), std::vector<size_t>(n, kName),
+                      dist::CommType::byte);
+    for (int r = 0; r < n; ++r) node_names_.emplace_back(names.data() + kName * r);
+  }
   struct Node {
     int ranks = 0, readers = 0;
     bool known = true;
@@ -204,7 +214,7 @@ void EnergyHook::add_nodes(energy::Measurement& m, nlohmann::json& summary) {
   std::map<std::string, Node> nodes;
   for (int r = 0; r < n; ++r) {
     const double* v = all.data() + kVals * r;
-    Node& nd = nodes[std::string(names.data() + kName * r)];
+    Node& nd = nodes[node_names_[r]];
     ++nd.ranks;
     if (v[0] > 0) {
       ++nd.readers;
@@ -226,7 +236,6 @@ void EnergyHook::add_nodes(energy::Measurement& m, nlohmann::json& summary) {
                     {"energy_j", k ? nlohmann::json(nd.j) : nlohmann::json()},
                     {"estimated", est > 0}});
   }
-  summary["energy_nodes"] = list;
   m.flags.push_back(
       fmt::format("energy of {} node(s) ({} ranks) added: each node's devices read "
                   "by one rank (node lock)",
@@ -234,12 +243,13 @@ void EnergyHook::add_nodes(energy::Measurement& m, nlohmann::json& summary) {
   if (!known) {
     m.domains.clear();  // unknown, never a partial sum presented as the whole
     m.energy_unknown_reason = "the energy of at least one node of the job is unknown";
-    return;
+    return list;
   }
   m.energy_j = total_j;
   m.g_co2e = total_g;
   m.estimated = est > 0;
   m.avg_power_w = m.duration_s > 0 ? std::optional<double>(total_j / m.duration_s) : std::nullopt;
+  return list;
 }
 
 }  // namespace gt

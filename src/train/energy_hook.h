@@ -47,11 +47,17 @@ class EnergyHook final : public StepObserver {
   /// read by one rank, the holder of their node lock) into the run's totals, lists the nodes
   /// under "energy_nodes" ([{"node", "ranks", "energy_j" (null when unknown), "estimated"}]),
   /// and every rank must call it; only rank 0 writes energy.csv. Unknown on any node: unknown.
+  /// The energy lines of metrics.jsonl (with their own "energy_nodes") and the target record
+  /// are the whole job's too; "power_w_by_domain" stays rank 0's node's ("power_scope").
   void set_communicator(dist::Communicator* comm) { comm_ = comm; }
 
  private:
-  void add_nodes(energy::Measurement& m, nlohmann::json& summary);
+  // With several ranks: turns m (this rank's window) into the whole job's, the sum over the
+  // ranks that read a node's devices, unknown when any node's is; returns the per-node list
+  // ("energy_nodes"). Collective: every rank calls it at the same point of the run.
+  nlohmann::json add_nodes(energy::Measurement& m);
   dist::Communicator* comm_ = nullptr;
+  std::vector<std::string> node_names_;  // node of each rank, gathered on first use
   TrainConfig cfg_;
   std::string run_dir_;
   FILE* log_;

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <sstream>
 
 #include "dist_util.h"
 #include "engine/test_helpers.h"
@@ -98,6 +99,22 @@ TEST_F(DistRun, TwoRanksEqualOneRankWithAccumulation) {
   EXPECT_EQ(s["energy_nodes"][0]["ranks"], 2);
   ASSERT_TRUE(s["energy_j"].is_number()) << s.dump();  // the CPU estimate, at least
   EXPECT_DOUBLE_EQ(s["energy_j"].get<double>(), s["energy_nodes"][0]["energy_j"].get<double>());
+  // metrics.jsonl's energy lines are the whole job's too, whichever rank reads the node
+  double intervals_j = 0;
+  int energy_lines = 0;
+  std::istringstream lines(read_bytes(two + "/metrics.jsonl"));
+  for (std::string line; std::getline(lines, line);) {
+    auto m = nlohmann::json::parse(line);
+    if (!m.contains("energy_interval_tokens")) continue;
+    ++energy_lines;
+    ASSERT_TRUE(m["energy_j"].is_number()) << line;
+    ASSERT_TRUE(m.contains("energy_nodes")) << line;
+    EXPECT_EQ(m["energy_nodes"][0]["ranks"], 2) << line;
+    intervals_j += m["energy_j"].get<double>();
+  }
+  EXPECT_GT(energy_lines, 0);
+  EXPECT_GT(intervals_j, 0.0);
+  EXPECT_LE(intervals_j, s["energy_j"].get<double>() * (1 + 1e-9));  // steps within the run
 }
 
 TEST_F(DistRun, Bf16GradientsHalveTheBytes) {
