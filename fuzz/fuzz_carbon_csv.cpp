@@ -1,11 +1,26 @@
 // fuzz/fuzz_carbon_csv.cpp: carbon-intensity CSV files and times on any bytes: the energy
 // module's reader (energy/carbon.h: BOM, CRLF, quotes, naive and offset times, gaps), its
 // intensity series and integrals, and the scheduler's resampling onto a slot grid
-// (sched/carbon.h). The first byte picks the naive times' UTC offset, the slot length and the
-// slot value rule.
+// (sched/carbon.h), at a fixed offset and in Europe/Berlin (a local-time series across
+// daylight-saving changes). The first byte picks the naive times' UTC offset, the slot length and
+// the slot value rule.
 #include "energy/carbon.h"
 #include "fuzz/fuzz_util.h"
 #include "sched/carbon.h"
+
+namespace {
+// Europe/Berlin, or UTC+1 where there is no zoneinfo.
+const gt::sched::TimeZone& berlin() {
+  static const gt::sched::TimeZone z = [] {
+    try {
+      return gt::sched::TimeZone::parse("Europe/Berlin");
+    } catch (const gt::Error&) {
+      return gt::sched::TimeZone(3600);
+    }
+  }();
+  return z;
+}
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace gt;
@@ -26,10 +41,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)sched::gap_warnings(s);
     (void)s.mean_g_co2e_per_kwh();
     (void)s.g_co2e(s.start_s, s.end_s(), 100);
+    sched::CarbonSeries z = sched::load_carbon_csv(path, berlin(), grid);
+    (void)z.g_co2e(z.start_s, z.end_s(), 100);
   });
   // the first line as a time and as a UTC offset (command-line values)
   const std::string_view line = in.substr(0, std::min(in.find('\n'), in.size()));
   fuzz::expect_errors([&] { (void)energy::parse_time_or_throw(line, offset_s, "time"); });
   fuzz::expect_errors([&] { (void)sched::parse_utc_offset_s(line); });
+  fuzz::expect_errors([&] { (void)sched::TimeZone::parse(line).describe(); });
   return 0;
 }

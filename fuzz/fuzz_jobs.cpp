@@ -1,18 +1,27 @@
 // fuzz/fuzz_jobs.cpp: the scheduler's inputs (sched/jobs.h) on any bytes. The first byte picks
 // the reader: a TOML job list, a CSV job list (with options from the second byte), a
-// `greentrain tune` power profile (JSON) or a run's summary.json.
+// `greentrain tune` power profile (JSON) or a run's summary.json; its bit 4 reads job times in
+// Europe/Berlin (daylight saving: skipped and repeated hours) instead of at UTC+1.
 #include "fuzz/fuzz_util.h"
 #include "sched/jobs.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace gt;
   std::string_view in(reinterpret_cast<const char*>(data), size);
-  const uint8_t kind = fuzz::take_byte(in) % 4;
-  const std::int64_t offset_s = 3600;
+  const uint8_t first = fuzz::take_byte(in);
+  const uint8_t kind = first % 4;
+  static const sched::TimeZone berlin = [] {
+    try {
+      return sched::TimeZone::parse("Europe/Berlin");
+    } catch (const Error&) {
+      return sched::TimeZone(3600);
+    }
+  }();
+  const sched::TimeZone zone = (first & 4) ? berlin : sched::TimeZone(3600);
   fuzz::expect_errors([&] {
     switch (kind) {
       case 0:
-        (void)sched::load_jobs_toml(fuzz::write_file("jobs.toml", in), offset_s);
+        (void)sched::load_jobs_toml(fuzz::write_file("jobs.toml", in), zone);
         break;
       case 1: {
         const uint8_t o = fuzz::take_byte(in);
@@ -22,7 +31,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         opt.deadline_grace_s = (o & 8) ? 1800 : 0;
         opt.power_w = (o & 16) ? 0 : 250;
         opt.interruptible = o & 32;
-        (void)sched::load_jobs_csv(fuzz::write_file("jobs.csv", in), offset_s, opt);
+        (void)sched::load_jobs_csv(fuzz::write_file("jobs.csv", in), zone, opt);
         break;
       }
       case 2:

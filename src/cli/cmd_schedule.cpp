@@ -45,7 +45,7 @@ bool ends_with(const std::string& s, std::string_view suffix) {
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-std::vector<gt::sched::Job> load_jobs(const ScheduleArgs& a, std::int64_t off) {
+std::vector<gt::sched::Job> load_jobs(const ScheduleArgs& a, const gt::sched::TimeZone& zone) {
   using namespace gt::sched;
   if (!ends_with(a.jobs_toml, ".csv")) {
     gt::check(a.window_h < 0 && a.deadline_rule.empty() && a.deadline_grace_s == 0 &&
@@ -54,7 +54,7 @@ std::vector<gt::sched::Job> load_jobs(const ScheduleArgs& a, std::int64_t off) {
                           "--interruptible apply to job CSVs only; expected them in the TOML's "
                           "[[job]] tables",
                           a.jobs_toml));
-    return load_jobs_toml(a.jobs_toml, off);
+    return load_jobs_toml(a.jobs_toml, zone);
   }
   JobCsvOptions o;
   gt::check(a.window_h < 0 || a.deadline_rule.empty(),
@@ -69,12 +69,12 @@ std::vector<gt::sched::Job> load_jobs(const ScheduleArgs& a, std::int64_t off) {
   o.deadline_grace_s = a.deadline_grace_s;
   o.power_w = a.job_power_w;
   o.interruptible = a.interruptible;
-  return load_jobs_csv(a.jobs_toml, off, o);
+  return load_jobs_csv(a.jobs_toml, zone, o);
 }
 
 void run_schedule(const ScheduleArgs& a) {
   using namespace gt::sched;
-  const std::int64_t off = parse_utc_offset_s(a.utc_offset);
+  const TimeZone zone = TimeZone::parse(a.utc_offset, "--utc-offset");
   const SlurmZone cluster_zone = SlurmZone::parse(a.cluster_tz);
   PlanOptions opt;
   opt.strategy = parse_strategy(a.strategy);
@@ -84,8 +84,8 @@ void run_schedule(const ScheduleArgs& a) {
   SlotGrid grid;
   grid.slot_s = a.slot_s;
   grid.value_at_start = parse_slot_value(a.slot_value);
-  const CarbonSeries series = load_carbon_csv(a.carbon_csv, off, grid);
-  const std::vector<Job> jobs = load_jobs(a, off);
+  const CarbonSeries series = load_carbon_csv(a.carbon_csv, zone, grid);
+  const std::vector<Job> jobs = load_jobs(a, zone);
   const auto t0 = std::chrono::steady_clock::now();
   const Plan plan = make_plan(jobs, series, opt);
   const double planning_s =
@@ -93,11 +93,11 @@ void run_schedule(const ScheduleArgs& a) {
   // A hole in the series is bridged with the value before it: say so, in every output.
   const std::vector<std::string> gaps = gap_warnings(series);
   for (const auto& g : gaps) std::printf("warning: %s\n", g.c_str());
-  std::fputs(plan_table(plan, off).c_str(), stdout);
+  std::fputs(plan_table(plan, zone).c_str(), stdout);
   std::printf("planned in %.4f s (%zu job(s), %zu slot(s))\n", planning_s, jobs.size(),
               series.g_co2e_per_kwh.size());
   if (!a.json_path.empty()) {
-    nlohmann::json j = plan_to_json(plan, off);
+    nlohmann::json j = plan_to_json(plan, zone);
     j["carbon_csv"] = a.carbon_csv;
     j["carbon_warnings"] = gaps;
     j["jobs_toml"] = a.jobs_toml;
@@ -164,9 +164,12 @@ void setup(CLI::App& root) {
   c->add_option("--carbon-csv", a->carbon_csv,
                 "carbon-intensity series (CSV with columns Time, Carbon Intensity in gCO2e/kWh)")
       ->required();
-  c->add_option("--utc-offset", a->utc_offset,
-                "hours east of UTC of the CSV's times and of job times without an offset "
-                "(e.g. 0, 1, -5, 5.5); never guessed")
+  c->add_option("--utc-offset,--tz", a->utc_offset,
+                "time zone of the CSV's times and of job times without an offset, and of the "
+                "plan's output: hours east of UTC (0, 1, -5, 5.5, +01:00), UTC, or an IANA zone "
+                "name (Europe/Berlin: daylight saving included; a carbon CSV's repeated hour is "
+                "read in order, a job time in a skipped or repeated hour is an error asking for "
+                "its offset); never guessed")
       ->required();
   c->add_option("--cluster-tz", a->cluster_tz,
                 "zone of the times given to sbatch (--begin, --deadline), which Slurm reads in "

@@ -185,11 +185,16 @@ std::string format_span_s(std::int64_t s) {
 
 std::string CarbonCsv::zone_text() const {
   if (explicit_offsets) return "times with their own UTC offsets";
+  if (!naive_zone.empty()) return "naive times in " + naive_zone;
   return fmt::format("naive times at UTC{}",
                      naive_utc_offset_s == 0 ? "+0" : offset_text(naive_utc_offset_s));
 }
 
-CarbonCsv read_carbon_csv(const std::string& path, std::int64_t naive_utc_offset_s) {
+namespace {
+
+// The reader; naive times at naive_utc_offset_s, or through `resolve` when it is given.
+CarbonCsv read_csv(const std::string& path, std::int64_t naive_utc_offset_s,
+                   const NaiveTimeResolver* resolve, const std::string& zone_name) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw EnergyError(fmt::format(
@@ -227,6 +232,7 @@ CarbonCsv read_carbon_csv(const std::string& path, std::int64_t naive_utc_offset
   CarbonCsv c;
   c.path = path;
   c.naive_utc_offset_s = naive_utc_offset_s;
+  c.naive_zone = zone_name;
   std::size_t lineno = 1, first_lineno = 0;
   while (next_line(line)) {
     ++lineno;
@@ -239,10 +245,14 @@ CarbonCsv read_carbon_csv(const std::string& path, std::int64_t naive_utc_offset
                       "Carbon Intensity)",
                       where, visible(line), f.size(), need));
     std::string why;
-    const auto t = parse_time(f[time_col], naive_utc_offset_s, &why);
+    auto t = parse_time(f[time_col], resolve ? 0 : naive_utc_offset_s, &why);
     if (!t)
       throw EnergyError(fmt::format("{}: Time '{}' is not valid ({}); expected {}", where,
                                     visible(f[time_col]), why, kTimeForm));
+    if (resolve && !t->explicit_offset)  // t->unix_s holds the wall clock as local seconds
+      t->unix_s = (*resolve)(
+          t->unix_s, c.t_s.empty() ? std::nullopt : std::optional<std::int64_t>(c.t_s.back()),
+          where + " column Time");
     const std::string_view v = f[ci_col];
     double g = -1;
     const auto r = std::from_chars(v.data(), v.data() + v.size(), g);
@@ -285,6 +295,17 @@ CarbonCsv read_carbon_csv(const std::string& path, std::int64_t naive_utc_offset
       if (steps[i] > c.step_s) c.gaps.push_back({c.t_s[i], c.t_s[i + 1]});
   }
   return c;
+}
+
+}  // namespace
+
+CarbonCsv read_carbon_csv(const std::string& path, std::int64_t naive_utc_offset_s) {
+  return read_csv(path, naive_utc_offset_s, nullptr, "");
+}
+
+CarbonCsv read_carbon_csv(const std::string& path, const NaiveTimeResolver& resolve,
+                          const std::string& zone_name) {
+  return read_csv(path, 0, &resolve, zone_name);
 }
 
 std::string describe_gap(const CarbonGap& gap, std::int64_t step_s) {

@@ -14,6 +14,7 @@
 // seconds (or hours, where named so) east of UTC.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -79,7 +80,10 @@ struct CarbonCsv {
   std::vector<CarbonGap> gaps;          ///< row spacings longer than step_s, in time order
   bool explicit_offsets = false;        ///< rows stated their offsets (naive offset unused)
   std::int64_t naive_utc_offset_s = 0;  ///< the offset naive times were read at
-  /// "naive times at UTC+2" or "times with their own UTC offsets".
+  std::string naive_zone;               ///< the named zone naive times were read in (a
+                                        ///< NaiveTimeResolver's); empty: naive_utc_offset_s
+  /// "naive times at UTC+2", "naive times in Europe/Berlin" or "times with their own UTC
+  /// offsets".
   std::string zone_text() const;
 };
 
@@ -89,8 +93,23 @@ struct CarbonCsv {
 /// blank lines, spaces and double quotes around fields are accepted. Throws EnergyError naming
 /// the file, line, column and value and what was expected: unreadable file, missing column,
 /// malformed time or value, times not increasing (e.g. a local-time series repeating an hour
-/// at a daylight-saving change), rows mixing naive and offset times, no data row.
+/// at a daylight-saving change: read such a series in its named zone with the NaiveTimeResolver
+/// form below, as sched::load_carbon_csv does), rows mixing naive and offset times, no data row.
 CarbonCsv read_carbon_csv(const std::string& path, std::int64_t naive_utc_offset_s);
+
+/// Turns a CSV row's naive time into UTC where the zone is not one fixed offset (a named zone
+/// with daylight saving: sched/timezone.h). Arguments: the row's wall clock as "local seconds"
+/// (its date and time counted as if UTC), the UTC unix seconds of the previous row (nullopt for
+/// the first; lets a repeated hour be read as its second occurrence once time would go back),
+/// and the row's place ("file.csv:12 column Time") for messages. Returns UTC unix seconds;
+/// throws (any std::exception, naming the place) for a time it cannot convert.
+using NaiveTimeResolver = std::function<std::int64_t(
+    std::int64_t local_s, std::optional<std::int64_t> prev_unix_s, const std::string& where)>;
+
+/// read_carbon_csv whose naive times are converted by `resolve` instead of a fixed offset;
+/// `zone_name` is kept in CarbonCsv::naive_zone. Same rules and errors otherwise.
+CarbonCsv read_carbon_csv(const std::string& path, const NaiveTimeResolver& resolve,
+                          const std::string& zone_name);
 
 /// "no rows from 2020-01-01T02:00:00Z to 2020-01-01T05:00:00Z (4 h between rows, the series'
 /// step is 1 h); the value at 2020-01-01T01:00:00Z was held".

@@ -1,12 +1,12 @@
 // sched/carbon.cpp: carbon-intensity series on the planner's grid (the CSV is read by
-// energy/carbon.cpp), UTC offsets of the command line, and forecast noise.
+// energy/carbon.cpp), wall-clock times in the user's zone, and forecast noise.
 #include "sched/carbon.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
+#include <optional>
 #include <random>
 
 #include "core/error.h"
@@ -25,71 +25,22 @@ auto energy_call(F f) -> decltype(f()) {
   }
 }
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '"'))
-    s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '"' || s.back() == '\r'))
-    s.remove_suffix(1);
-  return s;
-}
-
-bool parse_int(std::string_view s, int& out) {
-  if (s.empty()) return false;
-  auto r = std::from_chars(s.data(), s.data() + s.size(), out);
-  return r.ec == std::errc() && r.ptr == s.data() + s.size();
-}
-
 }  // namespace
 
 UnixTimeS civil_to_unix_s(int year, int month, int day, int hour, int minute, int second,
-                          std::int64_t utc_offset_s) {
-  return energy_call([&] {
-    return energy::civil_to_unix_s(year, month, day, hour, minute, second, utc_offset_s);
-  });
+                          const TimeZone& zone, std::string_view where) {
+  const UnixTimeS local = energy_call(
+      [&] { return energy::civil_to_unix_s(year, month, day, hour, minute, second, 0); });
+  return zone.to_utc(local, where);
 }
 
-UnixTimeS parse_wall_time(std::string_view text, std::int64_t utc_offset_s,
-                          std::string_view where) {
-  return energy_call([&] { return energy::parse_time_or_throw(text, utc_offset_s, where).unix_s; });
-}
-
-std::string format_wall_time(UnixTimeS t, std::int64_t utc_offset_s) {
-  return energy::format_wall_time(t, utc_offset_s);
-}
-
-std::string format_iso_time(UnixTimeS t, std::int64_t utc_offset_s) {
-  return energy::format_iso_time(t, utc_offset_s);
-}
-
-std::int64_t parse_utc_offset_s(std::string_view text) {
-  std::string_view s = trim(text);
-  auto bad = [&]() {
-    return Error(fmt::format(
-        "--utc-offset '{}' is not valid; expected hours east of UTC such as 0, 1, -5, 5.5 or "
-        "+01:00",
-        text));
-  };
-  if (s.empty()) throw bad();
-  double hours = 0;
-  if (auto c = s.find(':'); c != std::string_view::npos) {
-    int sign = s[0] == '-' ? -1 : 1;
-    std::string_view hs = s.substr(0, c);
-    if (!hs.empty() && (hs[0] == '+' || hs[0] == '-')) hs.remove_prefix(1);
-    int h, m;
-    if (!parse_int(hs, h) || !parse_int(s.substr(c + 1), m) || m > 59) throw bad();
-    hours = sign * (h + m / 60.0);
-  } else {
-    std::string str(s[0] == '+' ? s.substr(1) : s);
-    std::size_t used = 0;
-    try {
-      hours = std::stod(str, &used);
-    } catch (...) {
-      throw bad();
-    }
-    if (used != str.size()) throw bad();
-  }
-  if (!(hours >= -14 && hours <= 14)) throw bad();
-  return static_cast<std::int64_t>(std::llround(hours * 3600));
+UnixTimeS parse_wall_time(std::string_view text, const TimeZone& zone, std::string_view where) {
+  if (zone.is_fixed())
+    return energy_call(
+        [&] { return energy::parse_time_or_throw(text, zone.fixed_offset_s(), where).unix_s; });
+  const energy::ParsedTime t =
+      energy_call([&] { return energy::parse_time_or_throw(text, 0, where); });
+  return t.explicit_offset ? t.unix_s : zone.to_utc(t.unix_s, where);
 }
 
 double CarbonSeries::mean_g_co2e_per_kwh() const {
@@ -122,13 +73,23 @@ bool parse_slot_value(std::string_view text) {
   throw Error(fmt::format("--slot-value '{}' is not known; expected mean or start", text));
 }
 
-CarbonSeries load_carbon_csv(const std::string& path, std::int64_t utc_offset_s,
-                             const SlotGrid& grid) {
+CarbonSeries load_carbon_csv(const std::string& path, const TimeZone& zone, const SlotGrid& grid) {
   check(grid.slot_s >= 0, fmt::format("--slot-s {} is not valid; expected seconds > 0 (or 0 for "
                                       "the CSV's smallest step)",
                                       grid.slot_s));
-  const energy::CarbonCsv csv =
-      energy_call([&] { return energy::read_carbon_csv(path, utc_offset_s); });
+  const energy::CarbonCsv csv = energy_call([&] {
+    if (zone.is_fixed()) return energy::read_carbon_csv(path, zone.fixed_offset_s());
+    // A named zone: a repeated hour is read at its first occurrence unless time would go back.
+    energy::NaiveTimeResolver resolve = [&zone](std::int64_t local_s,
+                                                std::optional<std::int64_t> prev,
+                                                const std::string& where) -> std::int64_t {
+      const TimeZone::Local r = zone.resolve(local_s);
+      if (r.kind == TimeZone::Local::Kind::ambiguous)
+        return !prev || r.first_s > *prev ? r.first_s : r.second_s;
+      return zone.to_utc(local_s, where);  // unique, or an error naming the skipped hour
+    };
+    return energy::read_carbon_csv(path, resolve, zone.describe());
+  });
   const std::vector<UnixTimeS>& ts = csv.t_s;
   const std::vector<double>& vs = csv.g_co2e_per_kwh;
   check(ts.size() >= 2,

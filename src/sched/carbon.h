@@ -3,7 +3,8 @@
 // the energy module's one reader (energy/carbon.h: byte order mark and CRLF accepted, explicit
 // offsets honoured, holes recorded); this file resamples the rows onto the planner's grid and
 // turns the reader's EnergyError into gt::Error. A series' time zone is always stated by the
-// user as a UTC offset (or by each row's own offset); nothing here guesses it.
+// user, as a UTC offset or a zone name (sched/timezone.h), or by each row's own offset; nothing
+// here guesses it.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "energy/carbon.h"
+#include "sched/timezone.h"
 
 namespace gt::sched {
 
@@ -20,24 +22,17 @@ using UnixTimeS = std::int64_t;
 /// Joules in one kilowatt-hour (3.6e6 J/kWh).
 inline constexpr double kJoulesPerKwh = 3.6e6;
 
-/// Parses wall-clock text "YYYY-MM-DD HH:MM[:SS]" (a 'T' may separate date and time) read at
-/// utc_offset_s seconds east of UTC, or with its own offset ("...Z", "...+02:00"), which wins;
-/// returns UTC Unix seconds (energy::parse_time). Throws gt::Error naming `where`.
-UnixTimeS parse_wall_time(std::string_view text, std::int64_t utc_offset_s, std::string_view where);
+/// Parses wall-clock text "YYYY-MM-DD HH:MM[:SS]" (a 'T' may separate date and time) read in
+/// `zone`, or with its own offset ("...Z", "...+02:00"), which wins; returns UTC Unix seconds
+/// (energy::parse_time, TimeZone::to_utc). Throws gt::Error naming `where` for malformed text,
+/// and for a time a named zone skips or repeats (naming both candidate offsets).
+UnixTimeS parse_wall_time(std::string_view text, const TimeZone& zone, std::string_view where);
 
-/// UTC Unix seconds for a civil date/time given at utc_offset_s seconds east of UTC
-/// (std::chrono calendar). Throws gt::Error for a date not on the calendar.
+/// UTC Unix seconds for a civil date/time on the wall clock of `zone` (std::chrono calendar,
+/// TimeZone::to_utc). Throws gt::Error for a date not on the calendar, and, naming `where`, for
+/// a time `zone` skips or repeats at a daylight-saving change.
 UnixTimeS civil_to_unix_s(int year, int month, int day, int hour, int minute, int second,
-                          std::int64_t utc_offset_s);
-
-/// Formats t as wall-clock "YYYY-MM-DDTHH:MM:SS" at utc_offset_s (no zone suffix; Slurm's form).
-std::string format_wall_time(UnixTimeS t, std::int64_t utc_offset_s);
-
-/// Formats t as ISO 8601 with its offset, e.g. "2020-06-01T18:00:00+02:00".
-std::string format_iso_time(UnixTimeS t, std::int64_t utc_offset_s);
-
-/// Parses a UTC offset in hours ("2", "-5", "5.5", "+01:00") into seconds east of UTC.
-std::int64_t parse_utc_offset_s(std::string_view text);
+                          const TimeZone& zone, std::string_view where = "time");
 
 /// A carbon-intensity series on a uniform grid: slot i covers
 /// [start_s + i*slot_s, start_s + (i+1)*slot_s) with mean intensity g_co2e_per_kwh[i].
@@ -78,8 +73,13 @@ bool parse_slot_value(std::string_view text);
 /// 1-minute slots, 57 years of 15-minute ones). Bounds memory and planning time for any CSV.
 inline constexpr std::int64_t kMaxCarbonSlots = 2'000'000;
 
-/// Loads a CSV with columns `Time` (wall clock "YYYY-MM-DD HH:MM:SS", naive at utc_offset_s or
-/// with its own offset) and `Carbon Intensity` (gCO2e/kWh) through energy::read_carbon_csv.
+/// Loads a CSV with columns `Time` (wall clock "YYYY-MM-DD HH:MM:SS", naive in `zone` or with
+/// its own offset) and `Carbon Intensity` (gCO2e/kWh) through energy::read_carbon_csv.
+/// In a named zone a local-time series passes a daylight-saving change as the wall clock does:
+/// the skipped hour has no rows (a row in it is an error naming the line), and the repeated hour
+/// comes twice in order: a repeated time is read at its first occurrence (the offset before the
+/// change, e.g. +02:00 in Europe/Berlin in October) unless that is not after the previous row,
+/// then at its second (+01:00), so the rows stay increasing in UTC with no hole and no overlap.
 /// Each sample holds until the next timestamp (the last one for the median step); the step
 /// function is resampled onto a uniform grid of the smallest step (time-weighted mean per slot),
 /// so irregular series (GB's 15/30 min) are exact on the grid; `grid` may set a longer slot and
@@ -87,7 +87,7 @@ inline constexpr std::int64_t kMaxCarbonSlots = 2'000'000;
 /// `gaps`. Throws gt::Error naming the file, line and column on bad input, with fewer than 2
 /// rows, for a negative slot length, or when the grid would have more than kMaxCarbonSlots
 /// slots (naming the span and the slot).
-CarbonSeries load_carbon_csv(const std::string& path, std::int64_t utc_offset_s,
+CarbonSeries load_carbon_csv(const std::string& path, const TimeZone& zone,
                              const SlotGrid& grid = {});
 
 /// One warning per hole of the series, for the console and the plan's JSON:

@@ -108,14 +108,17 @@ double duration_from_summary_s(const std::string& path) {
 
 namespace {
 
-UnixTimeS node_time(const toml::node& n, std::int64_t utc_offset_s, const std::string& where) {
+UnixTimeS node_time(const toml::node& n, const TimeZone& zone, const std::string& where) {
   if (auto dt = n.as_date_time()) {
     const toml::date_time& v = dt->get();
-    std::int64_t off = v.offset ? static_cast<std::int64_t>(v.offset->minutes) * 60 : utc_offset_s;
+    if (v.offset)
+      return civil_to_unix_s(v.date.year, v.date.month, v.date.day, v.time.hour, v.time.minute,
+                             v.time.second, static_cast<std::int64_t>(v.offset->minutes) * 60,
+                             where);
     return civil_to_unix_s(v.date.year, v.date.month, v.date.day, v.time.hour, v.time.minute,
-                           v.time.second, off);
+                           v.time.second, zone, where);
   }
-  if (auto s = n.as_string()) return parse_wall_time(s->get(), utc_offset_s, where);
+  if (auto s = n.as_string()) return parse_wall_time(s->get(), zone, where);
   throw Error(
       fmt::format("{}: expected a date-time such as 2020-06-01T18:00:00 (in the "
                   "--utc-offset zone) or 2020-06-01T18:00:00+02:00",
@@ -142,7 +145,7 @@ std::string node_string(const toml::node& n, const std::string& where) {
 // nominal_start inside [earliest_start, deadline - duration].
 // (The end is checked only for a nominal start given explicitly: a job without one that cannot
 // finish in time is reported unscheduled by the planner, not refused here.)
-void check_nominal(const Job& j, const std::string& where, std::int64_t off, bool check_end) {
+void check_nominal(const Job& j, const std::string& where, const TimeZone& off, bool check_end) {
   if (j.nominal_s() < j.earliest_start_s)
     throw Error(fmt::format(
         "{}: nominal_start {} is before earliest_start {}; expected earliest_start <= "
@@ -159,7 +162,7 @@ void check_nominal(const Job& j, const std::string& where, std::int64_t off, boo
 
 }  // namespace
 
-std::vector<Job> load_jobs_toml(const std::string& path, std::int64_t utc_offset_s) {
+std::vector<Job> load_jobs_toml(const std::string& path, const TimeZone& zone) {
   toml::table root;
   try {
     root = toml::parse_file(path);
@@ -253,19 +256,18 @@ std::vector<Job> load_jobs_toml(const std::string& path, std::int64_t utc_offset
     }
     const toml::node* es = t->get("earliest_start");
     check(es != nullptr, where + ": missing key 'earliest_start'; expected a date-time");
-    j.earliest_start_s = node_time(*es, utc_offset_s, key("earliest_start"));
+    j.earliest_start_s = node_time(*es, zone, key("earliest_start"));
     const toml::node* dl = t->get("deadline");
     check(dl != nullptr, where + ": missing key 'deadline'; expected a date-time");
-    j.deadline_s = node_time(*dl, utc_offset_s, key("deadline"));
+    j.deadline_s = node_time(*dl, zone, key("deadline"));
     if (j.deadline_s <= j.earliest_start_s)
-      throw Error(
-          fmt::format("{}: deadline {} is not after earliest_start {}; expected a deadline "
-                      "later than the earliest start",
-                      where, format_iso_time(j.deadline_s, utc_offset_s),
-                      format_iso_time(j.earliest_start_s, utc_offset_s)));
+      throw Error(fmt::format(
+          "{}: deadline {} is not after earliest_start {}; expected a deadline "
+          "later than the earliest start",
+          where, format_iso_time(j.deadline_s, zone), format_iso_time(j.earliest_start_s, zone)));
     const toml::node* ns = t->get("nominal_start");
-    if (ns) j.nominal_start_s = node_time(*ns, utc_offset_s, key("nominal_start"));
-    check_nominal(j, where, utc_offset_s, ns != nullptr);
+    if (ns) j.nominal_start_s = node_time(*ns, zone, key("nominal_start"));
+    check_nominal(j, where, zone, ns != nullptr);
     if (auto n = t->get("interruptible")) {
       auto b = n->as_boolean();
       check(b != nullptr, key("interruptible") + ": expected true or false");
@@ -367,16 +369,16 @@ DeadlineRule parse_deadline_rule(std::string_view name) {
       "--deadline-rule '{}' is not known; expected none, next-workday or semi-weekly", name));
 }
 
-UnixTimeS rule_deadline_s(DeadlineRule rule, UnixTimeS end_s, std::int64_t utc_offset_s) {
+UnixTimeS rule_deadline_s(DeadlineRule rule, UnixTimeS end_s, const TimeZone& zone) {
   if (rule == DeadlineRule::none) return end_s;
-  const std::int64_t local = end_s + utc_offset_s;
+  const std::int64_t local = zone.to_local(end_s);  // the wall clock, as local seconds
   const std::int64_t day = local >= 0 ? local / kDayS : -((-local + kDayS - 1) / kDayS);
   const std::int64_t sod = local - day * kDayS;  // seconds of the day
   // Monday = 0 (the paper's weekday()); 1970-01-01 was a Thursday (3).
   const std::int64_t wd = ((day % 7) + 7 + 3) % 7;
   const std::int64_t nine = 9 * 3600;
   auto at_nine = [&](std::int64_t plus_days) {
-    return (day + plus_days) * kDayS + nine - utc_offset_s;
+    return zone.to_utc_earliest((day + plus_days) * kDayS + nine);
   };
   UnixTimeS d = end_s;
   if (rule == DeadlineRule::next_workday) {
@@ -394,7 +396,7 @@ UnixTimeS rule_deadline_s(DeadlineRule rule, UnixTimeS end_s, std::int64_t utc_o
   return std::max(d, end_s);
 }
 
-std::vector<Job> load_jobs_csv(const std::string& path, std::int64_t utc_offset_s,
+std::vector<Job> load_jobs_csv(const std::string& path, const TimeZone& zone,
                                const JobCsvOptions& opt) {
   std::ifstream in(path);
   check(in.good(), fmt::format("{}: cannot open job list; expected a readable CSV file", path));
@@ -465,21 +467,21 @@ std::vector<Job> load_jobs_csv(const std::string& path, std::int64_t utc_offset_
     check(!j.name.empty(), where(c_name) + ": empty; expected a job name");
     check(names.insert(j.name).second,
           fmt::format("{}: job '{}' appears twice; expected unique names", at, j.name));
-    const UnixTimeS nominal = parse_wall_time(f[c_start], utc_offset_s, where(c_start));
+    const UnixTimeS nominal = parse_wall_time(f[c_start], zone, where(c_start));
     j.nominal_start_s = nominal;
     j.duration_s = csv_number(f[c_dur], where(c_dur), true) * (minutes ? 60.0 : 1.0);
     j.power_w = c_power ? csv_number(f[*c_power], where(*c_power), true) : opt.power_w;
     if (c_min) {
       if (!epoch) {
-        const std::int64_t local = nominal + utc_offset_s;
-        epoch = local - (((local % kDayS) + kDayS) % kDayS) - utc_offset_s;
+        const std::int64_t local = zone.to_local(nominal);
+        epoch = zone.to_utc_earliest(local - (((local % kDayS) + kDayS) % kDayS));
       }
       const double m = csv_number(f[*c_min], where(*c_min), false);
       check(std::llround(m * 60) == nominal - *epoch,
             fmt::format("{}: arrival_minute {} does not match arrival_time {} ({} minutes after "
                         "{}); expected both to name the same time",
                         at, f[*c_min], f[c_start], (nominal - *epoch) / 60,
-                        format_wall_time(*epoch, utc_offset_s)));
+                        format_wall_time(*epoch, zone)));
     }
     const auto end = static_cast<UnixTimeS>(std::ceil(static_cast<double>(nominal) + j.duration_s));
     if (opt.window_s >= 0) {
@@ -487,12 +489,12 @@ std::vector<Job> load_jobs_csv(const std::string& path, std::int64_t utc_offset_
       j.earliest_start_s = nominal - w;
       j.deadline_s = end + w;
     } else {
-      j.earliest_start_s = c_es ? parse_wall_time(f[*c_es], utc_offset_s, where(*c_es)) : nominal;
-      j.deadline_s = c_dl ? parse_wall_time(f[*c_dl], utc_offset_s, where(*c_dl))
-                          : rule_deadline_s(opt.rule, end, utc_offset_s) +
+      j.earliest_start_s = c_es ? parse_wall_time(f[*c_es], zone, where(*c_es)) : nominal;
+      j.deadline_s = c_dl ? parse_wall_time(f[*c_dl], zone, where(*c_dl))
+                          : rule_deadline_s(opt.rule, end, zone) +
                                 static_cast<std::int64_t>(std::llround(opt.deadline_grace_s));
     }
-    check_nominal(j, fmt::format("{}: job '{}'", at, j.name), utc_offset_s, true);
+    check_nominal(j, fmt::format("{}: job '{}'", at, j.name), zone, true);
     j.interruptible = opt.interruptible;
     if (c_int) {
       const std::string& v = f[*c_int];

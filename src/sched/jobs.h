@@ -9,7 +9,9 @@
 //                                # with summary, optional: its joules over its wall time
 //   nominal_start = 2020-06-01T20:00:00    # when it would run unshifted (the baseline);
 //                                          # optional, default earliest_start
-//   earliest_start = 2020-06-01T18:00:00   # TOML date-time; without offset: --utc-offset zone;
+//   earliest_start = 2020-06-01T18:00:00   # TOML date-time; without offset: in the --utc-offset
+//   zone
+//                                          # (an error where a named zone skips or repeats it);
 //                                          # may lie before nominal_start (a +-w window)
 //   deadline = 2020-06-02T08:00:00
 //   interruptible = true         # checkpoints on SIGTERM and resumes (default false)
@@ -98,10 +100,12 @@ double duration_from_summary_s(const std::string& path);
 std::vector<CapOption> caps_from_profile(const std::string& path, double steps);
 
 /// Loads and validates a job list. Date-times without an offset, and strings
-/// "YYYY-MM-DD HH:MM[:SS]", are read at utc_offset_s; relative paths in `summary` and `script`
-/// are resolved against the TOML file's folder. Throws gt::Error naming the file, job and key
-/// (unknown key, missing key, bad value, deadline not after earliest_start, duplicate name).
-std::vector<Job> load_jobs_toml(const std::string& path, std::int64_t utc_offset_s);
+/// "YYYY-MM-DD HH:MM[:SS]", are read on the wall clock of `zone`; relative paths in `summary`
+/// and `script` are resolved against the TOML file's folder. Throws gt::Error naming the file,
+/// job and key (unknown key, missing key, bad value, deadline not after earliest_start,
+/// duplicate name, a time `zone` skips or repeats at a daylight-saving change: both candidate
+/// offsets are named, and the time must then state its offset).
+std::vector<Job> load_jobs_toml(const std::string& path, const TimeZone& zone);
 
 /// A deadline rule of "Let's Wait Awhile" (Wiesner et al., Middleware '21, section 5.3), applied
 /// to a job's unshifted end (nominal start + duration) on the wall clock of its time zone:
@@ -117,9 +121,11 @@ enum class DeadlineRule { none, next_workday, semi_weekly };
 /// --deadline-rule otherwise.
 DeadlineRule parse_deadline_rule(std::string_view name);
 
-/// The latest end the rule allows for an unshifted end at `end_s` (UTC s), its wall clock read at
-/// utc_offset_s seconds east of UTC; returns UTC s (>= end_s).
-UnixTimeS rule_deadline_s(DeadlineRule rule, UnixTimeS end_s, std::int64_t utc_offset_s);
+/// The latest end the rule allows for an unshifted end at `end_s` (UTC s), on the wall clock of
+/// `zone`: in a named zone 09:00 is 09:00 local on either side of a daylight-saving change
+/// (a computed time in a skipped or repeated hour: TimeZone::to_utc_earliest); returns UTC s
+/// (>= end_s).
+UnixTimeS rule_deadline_s(DeadlineRule rule, UnixTimeS end_s, const TimeZone& zone);
 
 /// How a job CSV's rows become jobs where the CSV does not say.
 struct JobCsvOptions {
@@ -134,7 +140,7 @@ struct JobCsvOptions {
 
 /// Loads a job list from CSV (header required; comma-separated; columns in any order):
 ///   name or job_id                 job name (unique)
-///   nominal_start or arrival_time  wall clock "YYYY-MM-DD HH:MM[:SS]" at utc_offset_s (or with
+///   nominal_start or arrival_time  wall clock "YYYY-MM-DD HH:MM[:SS]" in `zone` (or with
 ///                                  its own offset): when the job runs unshifted
 ///   duration_s or duration_minutes expected run time
 ///   power_w (optional)             average power, W (else JobCsvOptions::power_w)
@@ -146,7 +152,7 @@ struct JobCsvOptions {
 ///                                  arrival_time when both are given (the paper's
 ///                                  ml_jobs_seed0.csv has both)
 /// Throws gt::Error naming the file, line and column on bad input.
-std::vector<Job> load_jobs_csv(const std::string& path, std::int64_t utc_offset_s,
+std::vector<Job> load_jobs_csv(const std::string& path, const TimeZone& zone,
                                const JobCsvOptions& opt);
 
 }  // namespace gt::sched

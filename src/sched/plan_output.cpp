@@ -24,13 +24,13 @@ double peak_power_w(const Plan& plan, const std::vector<Job>& /*jobs*/) {
   return peak;
 }
 
-nlohmann::json plan_to_json(const Plan& plan, std::int64_t utc_offset_s) {
+nlohmann::json plan_to_json(const Plan& plan, const TimeZone& zone) {
   using nlohmann::json;
   auto runs_json = [&](const std::vector<Run>& runs) {
     json a = json::array();
     for (const Run& r : runs)
-      a.push_back({{"start", format_iso_time(r.start_s, utc_offset_s)},
-                   {"end", format_iso_time(r.end_s, utc_offset_s)},
+      a.push_back({{"start", format_iso_time(r.start_s, zone)},
+                   {"end", format_iso_time(r.end_s, zone)},
                    {"duration_s", r.end_s - r.start_s}});
     return a;
   };
@@ -44,8 +44,8 @@ nlohmann::json plan_to_json(const Plan& plan, std::int64_t utc_offset_s) {
               {"energy_j", j.energy_j},
               {"energy_kwh", j.energy_j / kJoulesPerKwh}};
     if (j.scheduled) {
-      o["start"] = format_iso_time(j.runs.front().start_s, utc_offset_s);
-      o["end"] = format_iso_time(j.runs.back().end_s, utc_offset_s);
+      o["start"] = format_iso_time(j.runs.front().start_s, zone);
+      o["end"] = format_iso_time(j.runs.back().end_s, zone);
       o["runs"] = runs_json(j.runs);
       o["interruptions"] = j.interruptions;
       o["g_co2e"] = j.g_co2e;
@@ -56,8 +56,8 @@ nlohmann::json plan_to_json(const Plan& plan, std::int64_t utc_offset_s) {
     }
     json b = {{"scheduled", j.baseline_scheduled}};
     if (j.baseline_scheduled) {
-      b["start"] = format_iso_time(j.baseline_runs.front().start_s, utc_offset_s);
-      b["end"] = format_iso_time(j.baseline_runs.back().end_s, utc_offset_s);
+      b["start"] = format_iso_time(j.baseline_runs.front().start_s, zone);
+      b["end"] = format_iso_time(j.baseline_runs.back().end_s, zone);
       b["g_co2e"] = j.baseline_g_co2e;
     }
     o["baseline"] = b;
@@ -68,7 +68,9 @@ nlohmann::json plan_to_json(const Plan& plan, std::int64_t utc_offset_s) {
   return {{"strategy", strategy_name(plan.strategy)},
           {"method", plan.method},
           {"slot_s", plan.slot_s},
-          {"utc_offset_h", static_cast<double>(utc_offset_s) / 3600.0},
+          {"time_zone", zone.describe()},
+          {"utc_offset_h",
+           zone.is_fixed() ? json(static_cast<double>(zone.fixed_offset_s()) / 3600.0) : json()},
           {"power_budget_w", plan.power_budget_w},
           {"forecast_error_pct", plan.forecast_error_pct},
           {"seed", plan.seed},
@@ -90,7 +92,7 @@ nlohmann::json plan_to_json(const Plan& plan, std::int64_t utc_offset_s) {
                plan.cap_only_saving_pct ? json(*plan.cap_only_saving_pct) : json()}}}}}};
 }
 
-std::string plan_table(const Plan& plan, std::int64_t utc_offset_s) {
+std::string plan_table(const Plan& plan, const TimeZone& zone) {
   std::string out = fmt::format(
       "strategy {} ({}), slots of {} s, power budget {}, forecast error {} %\n",
       strategy_name(plan.strategy), plan.method, plan.slot_s,
@@ -111,9 +113,9 @@ std::string plan_table(const Plan& plan, std::int64_t utc_offset_s) {
             ? fmt::format("{:.1f}", 100.0 * (j.baseline_g_co2e - j.g_co2e) / j.baseline_g_co2e)
             : std::string("-");
     out += fmt::format("{:<16} {:<25} {:<25} {:>4} {:>7.0f} {:>10.3f} {:>11.1f} {:>11} {:>7}\n",
-                       j.name, format_iso_time(j.runs.front().start_s, utc_offset_s),
-                       format_iso_time(j.runs.back().end_s, utc_offset_s), j.runs.size(),
-                       j.power_cap_w, j.energy_j / kJoulesPerKwh, j.g_co2e, base, save);
+                       j.name, format_iso_time(j.runs.front().start_s, zone),
+                       format_iso_time(j.runs.back().end_s, zone), j.runs.size(), j.power_cap_w,
+                       j.energy_j / kJoulesPerKwh, j.g_co2e, base, save);
   }
   out += fmt::format("total: {:.3f} kWh ({:.4g} J), {:.1f} gCO2e for {} scheduled job(s)\n",
                      plan.planned_energy_j / kJoulesPerKwh, plan.planned_energy_j,

@@ -117,11 +117,13 @@ Plan make_plan(const std::vector<Job>& jobs, const CarbonSeries& truth, const Pl
 /// the plan, W.
 double peak_power_w(const Plan& plan, const std::vector<Job>& jobs);
 
-/// The plan as JSON (times ISO 8601 at utc_offset_s; energy in J and kWh; emissions in gCO2e).
-nlohmann::json plan_to_json(const Plan& plan, std::int64_t utc_offset_s);
+/// The plan as JSON: times ISO 8601 in `zone` with the offset in force at each instant;
+/// "time_zone" is zone.describe(), "utc_offset_h" the fixed offset in hours (null for a named
+/// zone, whose offset changes); energy in J and kWh; emissions in gCO2e.
+nlohmann::json plan_to_json(const Plan& plan, const TimeZone& zone);
 
-/// The plan as a human-readable table, times at utc_offset_s.
-std::string plan_table(const Plan& plan, std::int64_t utc_offset_s);
+/// The plan as a human-readable table, times in `zone` with the offset in force at each instant.
+std::string plan_table(const Plan& plan, const TimeZone& zone);
 
 /// Writes text to path via a temporary file in the same folder and rename (atomic).
 void write_file_atomic(const std::string& path, const std::string& text);

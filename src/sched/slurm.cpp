@@ -9,7 +9,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <filesystem>
 #include <optional>
 
 #include "core/error.h"
@@ -17,29 +16,6 @@
 namespace gt::sched {
 
 namespace {
-
-// Sets $TZ for its lifetime (and tzset), then restores it: the C library's zone code reads the
-// zoneinfo file of a named zone, daylight-saving rules included.
-class TzScope {
- public:
-  explicit TzScope(const std::string& tz) {
-    if (const char* o = std::getenv("TZ")) old_ = o;
-    ::setenv("TZ", tz.c_str(), 1);
-    ::tzset();
-  }
-  ~TzScope() {
-    if (old_)
-      ::setenv("TZ", old_->c_str(), 1);
-    else
-      ::unsetenv("TZ");
-    ::tzset();
-  }
-  TzScope(const TzScope&) = delete;
-  TzScope& operator=(const TzScope&) = delete;
-
- private:
-  std::optional<std::string> old_;
-};
 
 std::string local_wall_time(UnixTimeS t) {
   ::tzset();  // localtime_r need not read $TZ itself
@@ -51,74 +27,30 @@ std::string local_wall_time(UnixTimeS t) {
                      tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
 }
 
-std::string zoneinfo_dir() {
-  const char* d = std::getenv("TZDIR");
-  return d && *d ? d : "/usr/share/zoneinfo";
-}
-
 }  // namespace
 
 SlurmZone SlurmZone::local() { return SlurmZone{}; }
 
-SlurmZone SlurmZone::fixed(std::int64_t utc_offset_s) {
+SlurmZone SlurmZone::of(const TimeZone& zone) {
   SlurmZone z;
-  z.kind_ = Kind::kFixed;
-  z.offset_s_ = utc_offset_s;
+  z.local_ = false;
+  z.zone_ = zone;
   return z;
 }
+
+SlurmZone SlurmZone::fixed(std::int64_t utc_offset_s) { return of(TimeZone::fixed(utc_offset_s)); }
 
 SlurmZone SlurmZone::parse(std::string_view text) {
   if (text == "local") return local();
-  if (!text.empty() && (text[0] == '+' || text[0] == '-' || (text[0] >= '0' && text[0] <= '9'))) {
-    try {
-      return fixed(parse_utc_offset_s(text));
-    } catch (const Error&) {
-      throw Error(fmt::format(
-          "--cluster-tz '{}' is not valid; expected local, an offset such as 0, +01:00 or -5, "
-          "or a zone name such as Europe/Berlin",
-          text));
-    }
-  }
-  const std::string name(text);
-  const bool safe = !name.empty() && name.find("..") == std::string::npos && name[0] != '/' &&
-                    name.find_first_not_of(
-                        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                        "0123456789_+-/") == std::string::npos;
-  std::error_code ec;
-  if (!safe || !std::filesystem::is_regular_file(zoneinfo_dir() + "/" + name, ec))
-    throw Error(fmt::format(
-        "--cluster-tz '{}': no such time zone in {}; expected local, an offset such as +01:00, "
-        "or a zone name such as Europe/Berlin (Debian package tzdata)",
-        text, zoneinfo_dir()));
-  SlurmZone z;
-  z.kind_ = Kind::kNamed;
-  z.name_ = name;
-  return z;
+  return of(TimeZone::parse(text, "--cluster-tz"));
 }
 
 std::string SlurmZone::wall_time(UnixTimeS t) const {
-  switch (kind_) {
-    case Kind::kFixed:
-      return format_wall_time(t, offset_s_);
-    case Kind::kNamed: {
-      TzScope scope(name_);
-      return local_wall_time(t);
-    }
-    case Kind::kLocal:
-      break;
-  }
-  return local_wall_time(t);
+  return local_ ? local_wall_time(t) : format_wall_time(t, zone_);
 }
 
 std::string SlurmZone::describe() const {
-  switch (kind_) {
-    case Kind::kFixed:
-      return "UTC" + format_iso_time(0, offset_s_).substr(19);
-    case Kind::kNamed:
-      return name_;
-    case Kind::kLocal:
-      break;
-  }
+  if (!local_) return zone_.describe();
   const char* tz = std::getenv("TZ");
   return fmt::format("the local zone of this host ({})",
                      tz ? fmt::format("TZ={}", tz) : std::string("TZ unset: /etc/localtime"));
@@ -134,8 +66,8 @@ std::string exec_problem(const std::string& command) {
 }
 
 std::vector<SbatchCall> sbatch_calls(const Plan& plan, const std::vector<Job>& jobs,
-                                     std::int64_t utc_offset_s) {
-  return sbatch_calls(plan, jobs, SlurmZone::fixed(utc_offset_s));
+                                     const TimeZone& zone) {
+  return sbatch_calls(plan, jobs, SlurmZone::of(zone));
 }
 
 std::vector<SbatchCall> sbatch_calls(const Plan& plan, const std::vector<Job>& jobs,

@@ -25,20 +25,23 @@ class SlurmZone {
   static SlurmZone local();
   /// A fixed offset, seconds east of UTC.
   static SlurmZone fixed(std::int64_t utc_offset_s);
-  /// "local", an offset ("0", "+01:00", "-5", as parse_utc_offset_s) or an IANA zone name
-  /// ("Europe/Berlin", read from the system's zoneinfo, daylight saving included). Throws
-  /// gt::Error naming --cluster-tz and the value for an unknown zone.
+  /// A given zone (fixed offset or named).
+  static SlurmZone of(const TimeZone& zone);
+  /// "local", or what TimeZone::parse takes: an offset ("0", "+01:00", "-5") or an IANA zone
+  /// name ("Europe/Berlin", daylight saving included). Throws gt::Error naming --cluster-tz and
+  /// the value for an unknown zone.
   static SlurmZone parse(std::string_view text);
-  /// `t` (UTC Unix seconds) as "YYYY-MM-DDTHH:MM:SS" wall clock in this zone.
+  /// `t` (UTC Unix seconds) as "YYYY-MM-DDTHH:MM:SS" wall clock in this zone, at the offset in
+  /// force at t (in a zone's repeated hour the wall clock is the same for both occurrences, as
+  /// Slurm's own reading of it is).
   std::string wall_time(UnixTimeS t) const;
   /// e.g. "the local zone of this host (TZ unset: /etc/localtime)", "UTC+02:00",
   /// "Europe/Berlin".
   std::string describe() const;
 
  private:
-  enum class Kind { kLocal, kFixed, kNamed } kind_ = Kind::kLocal;
-  std::int64_t offset_s_ = 0;
-  std::string name_;
+  bool local_ = true;
+  TimeZone zone_;  // when not local_
 };
 
 /// One sbatch invocation. Arguments may hold the placeholder "{prev}", the Slurm job id of the
@@ -60,9 +63,9 @@ struct SbatchCall {
 /// a CPU job with a planned limit whose command is not `greentrain train ...`.
 std::vector<SbatchCall> sbatch_calls(const Plan& plan, const std::vector<Job>& jobs,
                                      const SlurmZone& zone);
-/// The same with times at a fixed offset, seconds east of UTC (SlurmZone::fixed).
+/// The same with times in `zone` (a fixed offset or a named zone).
 std::vector<SbatchCall> sbatch_calls(const Plan& plan, const std::vector<Job>& jobs,
-                                     std::int64_t utc_offset_s);
+                                     const TimeZone& zone);
 
 /// Empty when `command` is one simple shell command that `exec` can replace the batch shell
 /// with; otherwise why not (it holds ; & | && || ( ) ` or a newline).

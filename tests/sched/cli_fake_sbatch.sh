@@ -128,4 +128,28 @@ rc=0
 "$GT" schedule "$T/jobs.csv" --carbon-csv "$SRC_CI" --utc-offset 0 --job-power-w 1 --seeds 2 \
   --submit slurm --dry-run > "$T/err2.txt" 2>&1 || rc=$?
 [ "$rc" != 0 ] && grep -q -- "--seeds > 1" "$T/err2.txt" || fail "--submit with --seeds 2 was not refused"
+# Issue 17.3: a named zone (--tz, the same option as --utc-offset) for the CSV, the job times and
+# the output. The CSV's local times repeat 02:00 on 2020-10-25 (read in order: 00:00Z, then
+# 01:00Z); the 04:00 CET valley is 03:00Z, and sbatch gets Berlin's wall clock.
+if [ -e /usr/share/zoneinfo/Europe/Berlin ]; then
+  printf 'Time,Carbon Intensity\n2020-10-25 01:00:00,400\n2020-10-25 02:00:00,400\n2020-10-25 02:00:00,400\n2020-10-25 03:00:00,400\n2020-10-25 04:00:00,50\n2020-10-25 05:00:00,400\n' \
+    > "$T/berlin.csv"
+  printf '[[job]]\nname = "b"\nscript = "b.sbatch"\nduration_s = 3600\npower_w = 100\nearliest_start = 2020-10-25T01:00:00\ndeadline = 2020-10-25T06:00:00\n' \
+    > "$T/berlin.toml"
+  GT_SBATCH="$T/sbatch" "$GT" schedule "$T/berlin.toml" --carbon-csv "$T/berlin.csv" \
+    --tz Europe/Berlin --cluster-tz Europe/Berlin --json "$T/berlin.json" --submit slurm \
+    --dry-run > "$T/out5.txt" 2>&1 || fail "Europe/Berlin run failed: $(cat "$T/out5.txt")"
+  cat "$T/out5.txt"
+  grep -q -- "--begin=2020-10-25T04:00:00 --deadline=2020-10-25T06:00:00" "$T/out5.txt" ||
+    fail "--begin/--deadline not at the 04:00 CET valley in Berlin's wall clock"
+  grep -q "wall clock in Europe/Berlin" "$T/out5.txt" || fail "dry run does not name Europe/Berlin"
+  grep -q '"start": "2020-10-25T04:00:00+01:00"' "$T/berlin.json" || fail "JSON start not in CET"
+  grep -q '"time_zone": "Europe/Berlin"' "$T/berlin.json" || fail "JSON does not name the zone"
+  if "$GT" schedule "$T/berlin.toml" --carbon-csv "$T/berlin.csv" --tz Mars/Olympus_Mons \
+    2> "$T/err5.txt"; then
+    fail "unknown zone accepted"
+  fi
+  grep -q -- "--utc-offset 'Mars/Olympus_Mons': no such time zone" "$T/err5.txt" ||
+    fail "unclear error for an unknown zone: $(cat "$T/err5.txt")"
+fi
 echo "PASS"
