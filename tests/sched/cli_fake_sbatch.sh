@@ -128,4 +128,17 @@ rc=0
 "$GT" schedule "$T/jobs.csv" --carbon-csv "$SRC_CI" --utc-offset 0 --job-power-w 1 --seeds 2 \
   --submit slurm --dry-run > "$T/err2.txt" 2>&1 || rc=$?
 [ "$rc" != 0 ] && grep -q -- "--seeds > 1" "$T/err2.txt" || fail "--submit with --seeds 2 was not refused"
+# Issue 17.3: --objective weighted with --energy-weight is named in the table and the JSON, which
+# gives energy and gCO2e of plan and baseline; an unknown objective is refused, named.
+"$GT" schedule "$T/jobs.csv" --carbon-csv "$SRC_CI" --utc-offset 0 --job-power-w 1000 \
+  --window-h 0.5 --objective weighted --energy-weight 120 --json "$T/o.json" > "$T/out5.txt" 2>&1 ||
+  fail "--objective weighted failed: $(cat "$T/out5.txt")"
+grep -q "objective weighted (gCO2e + 120 gCO2e/kWh x kWh)" "$T/out5.txt" || fail "objective not in the table"
+grep -q '"objective": "weighted"' "$T/o.json" || fail "objective not in the JSON"
+grep -q '"energy_weight_g_per_kwh": 120' "$T/o.json" || fail "energy weight not in the JSON"
+grep -q '"baseline_energy_j"' "$T/o.json" || fail "baseline energy not in the JSON"
+rc=0
+"$GT" schedule "$T/jobs.csv" --carbon-csv "$SRC_CI" --utc-offset 0 --job-power-w 1 \
+  --objective money > "$T/err3.txt" 2>&1 || rc=$?
+[ "$rc" != 0 ] && grep -q -- "--objective 'money' is not known" "$T/err3.txt" || fail "unknown objective not refused"
 echo "PASS"
