@@ -23,6 +23,8 @@ struct ScheduleArgs {
   std::string cluster_tz = "local";
   double power_budget_w = 0;
   std::string strategy = "best";
+  std::string objective = "carbon";
+  double energy_weight = -1;  // < 0: not given
   double forecast_error_pct = 0;
   std::uint64_t seed = 1;
   int seeds = 1;
@@ -78,6 +80,8 @@ void run_schedule(const ScheduleArgs& a) {
   const SlurmZone cluster_zone = SlurmZone::parse(a.cluster_tz);
   PlanOptions opt;
   opt.strategy = parse_strategy(a.strategy);
+  opt.objective = parse_objective(a.objective);
+  if (a.energy_weight >= 0) opt.energy_weight_g_per_kwh = a.energy_weight;
   opt.power_budget_w = a.power_budget_w;
   opt.forecast_error_pct = a.forecast_error_pct;
   opt.seed = a.seed;
@@ -195,6 +199,13 @@ void setup(CLI::App& root) {
   c->add_option("--power-budget", a->power_budget_w,
                 "cluster power budget, W: running jobs' power never exceeds it");
   c->add_option("--strategy", a->strategy, "arrival | shift | interrupt | best (default best)");
+  c->add_option("--objective", a->objective,
+                "what the plan minimises: carbon (gCO2e, default) | energy (kWh) | weighted "
+                "(gCO2e + LAMBDA x kWh, LAMBDA from --energy-weight)");
+  c->add_option("--energy-weight", a->energy_weight,
+                "--objective weighted: LAMBDA, gCO2e charged per kWh on top of the grid's "
+                "(default: the carbon series' mean intensity)")
+      ->check(CLI::NonNegativeNumber);
   c->add_option("--forecast-error", a->forecast_error_pct,
                 "plan on a forecast with Gaussian noise, % of the series mean; evaluate on the "
                 "true series");

@@ -58,6 +58,36 @@ RunFigures run_figures_from_summary(const std::string& path) {
     const double e = (*t)["energy_j"].get<double>();
     if (e > 0 && std::isfinite(e)) f.energy_j = e;
   }
+  // what an interruption cost the run's last session (train/run_summary.cpp)
+  const nlohmann::json* ir =
+      j.is_object() && j.contains("interruption") && j["interruption"].is_object()
+          ? &j["interruption"]
+          : nullptr;
+  if (!ir) {
+    f.interruption_unknown_reason =
+        "no 'interruption' record in " + p.string() +
+        " (written by a greentrain that did not measure checkpoint and restart times)";
+    return f;
+  }
+  auto seconds = [&](const char* k) -> std::optional<double> {
+    if (!ir->contains(k) || !(*ir)[k].is_number()) return std::nullopt;
+    const double v = (*ir)[k].get<double>();
+    check(v >= 0 && std::isfinite(v),
+          fmt::format("{}: interruption.{} = {}; expected seconds >= 0", p.string(), k, v));
+    return v;
+  };
+  f.checkpoint_write_s = seconds("checkpoint_write_s");
+  f.restart_s = seconds("restart_s");
+  f.restart_resumed = ir->contains("restart_resumed") && (*ir)["restart_resumed"].is_boolean() &&
+                      (*ir)["restart_resumed"].get<bool>();
+  if (!f.checkpoint_write_s || !f.restart_s) {
+    const auto& r =
+        ir->contains("seconds_unknown_reason") ? (*ir)["seconds_unknown_reason"] : nlohmann::json();
+    f.interruption_unknown_reason =
+        fmt::format("{}: interruption.{} is unknown{}", p.string(),
+                    f.checkpoint_write_s ? "restart_s" : "checkpoint_write_s",
+                    r.is_string() ? " (" + r.get<std::string>() + ")" : std::string());
+  }
   return f;
 }
 
@@ -100,6 +130,19 @@ std::vector<CapOption> caps_from_profile(const std::string& path, double steps) 
   std::sort(caps.begin(), caps.end(),
             [](const CapOption& a, const CapOption& b) { return a.limit_w > b.limit_w; });
   return caps;
+}
+
+void interruption_from_run(Job& j, const RunFigures& run, const std::string& summary) {
+  if (run.checkpoint_write_s && run.restart_s) {
+    j.interruption_s = *run.checkpoint_write_s + *run.restart_s;
+    j.interruption_source = fmt::format(
+        "measured in {} (checkpoint write {:.3g} s + restart {:.3g} s{})", summary,
+        *run.checkpoint_write_s, *run.restart_s,
+        run.restart_resumed ? "" : ", the start-up of a fresh session: no resume was measured");
+  } else {
+    j.interruption_s = 0;
+    j.interruption_source = "default 0: " + run.interruption_unknown_reason;
+  }
 }
 
 double duration_from_summary_s(const std::string& path) {
@@ -217,6 +260,7 @@ std::vector<Job> load_jobs_toml(const std::string& path, const TimeZone& zone) {
     if (scr) j.script = resolve(node_string(*scr, key("script")));
     const toml::node* dur = t->get("duration_s");
     const toml::node* sum = t->get("summary");
+    std::optional<RunFigures> run;  // the summary's figures
     const toml::node* pw = t->get("power_w");
     if (const toml::node* prof = t->get("power_profile")) {
       check(!dur && !sum && !pw,
@@ -242,7 +286,6 @@ std::vector<Job> load_jobs_toml(const std::string& path, const TimeZone& zone) {
             where +
                 ": expected exactly one of 'duration_s' (s), 'summary' (a run folder or its "
                 "summary.json) or 'power_profile'");
-      std::optional<RunFigures> run;
       if (sum) run = run_figures_from_summary(resolve(node_string(*sum, key("summary"))));
       j.duration_s = dur ? node_number(*dur, key("duration_s"), "seconds") : run->wall_s;
       if (pw)
@@ -285,6 +328,10 @@ std::vector<Job> load_jobs_toml(const std::string& path, const TimeZone& zone) {
             key("max_interruptions") + ": expected a whole number >= 0");
       j.max_interruptions = static_cast<int>(*v);
     }
+    if (t->get("interruption_s"))
+      j.interruption_source = "stated";
+    else if (j.interruptible && run)
+      interruption_from_run(j, *run, node_string(*sum, key("summary")));
     for (auto [name, field] : {std::pair{"ntasks", &j.ntasks}, std::pair{"nodes", &j.nodes}})
       if (const toml::node* n = t->get(name)) {
         const std::optional<std::int64_t> v = n->value<std::int64_t>();

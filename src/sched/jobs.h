@@ -15,7 +15,9 @@
 //                                          # may lie before nominal_start (a +-w window)
 //   deadline = 2020-06-02T08:00:00
 //   interruptible = true         # checkpoints on SIGTERM and resumes (default false)
-//   interruption_s = 90          # each resume's checkpoint + restart, s (default 0)
+//   interruption_s = 90          # each resume's checkpoint + restart, s; default: with summary
+//                                # and interruptible, the run's own measurements (summary.json's
+//                                # "interruption": checkpoint_write_s + restart_s), else 0
 //   max_interruptions = 3        # most interruptions (default: no bound)
 //   # or, instead of duration_s/summary and power_w, a power-limit profile: the planner then
 //   # chooses the cap together with the start (planner.h)
@@ -60,8 +62,10 @@ struct Job {
   UnixTimeS deadline_s = 0;    ///< UTC, s: the job must have finished by then
   bool interruptible = false;  ///< may be stopped (SIGTERM -> checkpoint) and resumed
   double interruption_s = 0;   ///< extra run time each resume costs (checkpoint at the stop,
-                               ///< loading at the restart), s, at power_w; a stated figure (the
-                               ///< job's own measurement or a default); 0 = none
+                               ///< loading at the restart), s, at power_w; 0 = none
+  /// Where interruption_s came from: "stated" (the job list), "measured in RUN (checkpoint write
+  /// X s + restart Y s)" (its summary's measurements), or "default 0" with the reason.
+  std::string interruption_source = "default 0";
   int max_interruptions = -1;  ///< most interruptions allowed; -1 = no bound
   /// Power limits the planner may choose among (highest first); empty: the job runs at power_w
   /// for duration_s with no limit set. With caps, duration_s and power_w are the highest
@@ -84,12 +88,24 @@ struct RunFigures {
                                    ///< steps, evaluations, checkpoints; not duration_s, steps only)
   std::optional<double> energy_j;  ///< the whole run's energy, J (run_totals.energy_j); empty when
                                    ///< the run's energy is unknown (energy_unknown or no number)
+  /// What an interruption cost the run (summary.json's "interruption", written by `greentrain
+  /// train`): its last checkpoint write, s, and its session's start-up (process start to first
+  /// step: loading the checkpoint and data when it resumed), s. Empty when not recorded, with
+  /// the reason in interruption_unknown_reason.
+  std::optional<double> checkpoint_write_s, restart_s;
+  bool restart_resumed = false;  ///< restart_s was measured on a resumed session (else a fresh one)
+  std::string interruption_unknown_reason;
 };
 
 /// Reads RunFigures from a greentrain run's summary.json (or a run folder holding one). Throws
 /// gt::Error naming the file when it is unreadable or has no whole-run wall time (a summary
 /// written before wall_s existed: give duration_s instead).
 RunFigures run_figures_from_summary(const std::string& path);
+
+/// Sets j.interruption_s and j.interruption_source from a run's measurements: checkpoint write +
+/// restart seconds ("measured in SUMMARY (...)"), or 0 with the reason they are unknown
+/// ("default 0: ..."). summary: the path as the job list gives it.
+void interruption_from_run(Job& j, const RunFigures& run, const std::string& summary);
 
 /// run_figures_from_summary(path).wall_s, s.
 double duration_from_summary_s(const std::string& path);

@@ -42,7 +42,9 @@ nlohmann::json plan_to_json(const Plan& plan, const TimeZone& zone) {
               {"power_cap_w", j.power_cap_w},
               {"power_limit_w", j.cap_limit_w > 0 ? json(j.cap_limit_w) : json()},
               {"energy_j", j.energy_j},
-              {"energy_kwh", j.energy_j / kJoulesPerKwh}};
+              {"energy_kwh", j.energy_j / kJoulesPerKwh},
+              {"interruption_s", j.interruption_s},
+              {"interruption_source", j.interruption_source}};
     if (j.scheduled) {
       o["start"] = format_iso_time(j.runs.front().start_s, zone);
       o["end"] = format_iso_time(j.runs.back().end_s, zone);
@@ -59,6 +61,8 @@ nlohmann::json plan_to_json(const Plan& plan, const TimeZone& zone) {
       b["start"] = format_iso_time(j.baseline_runs.front().start_s, zone);
       b["end"] = format_iso_time(j.baseline_runs.back().end_s, zone);
       b["g_co2e"] = j.baseline_g_co2e;
+      b["energy_j"] = j.baseline_energy_j;
+      b["energy_kwh"] = j.baseline_energy_j / kJoulesPerKwh;
     }
     o["baseline"] = b;
     if (j.scheduled && j.baseline_scheduled && j.baseline_g_co2e > 0)
@@ -67,6 +71,10 @@ nlohmann::json plan_to_json(const Plan& plan, const TimeZone& zone) {
   }
   return {{"strategy", strategy_name(plan.strategy)},
           {"method", plan.method},
+          {"objective", objective_name(plan.objective)},
+          {"objective_unit", plan.objective_unit()},
+          {"energy_weight_g_per_kwh",
+           plan.objective == Objective::weighted ? json(plan.energy_weight_g_per_kwh) : json()},
           {"slot_s", plan.slot_s},
           {"time_zone", zone.describe()},
           {"utc_offset_h",
@@ -85,7 +93,13 @@ nlohmann::json plan_to_json(const Plan& plan, const TimeZone& zone) {
               {"energy_j", plan.energy_j},
               {"g_co2e", plan.g_co2e},
               {"baseline_g_co2e", plan.baseline_g_co2e},
+              {"baseline_energy_j", plan.baseline_energy_j},
               {"saving_pct", plan.saving_pct()},
+              {"energy_saving_pct", plan.energy_saving_pct()},
+              {"objective_value", plan.objective_value(plan.g_co2e, plan.energy_j)},
+              {"baseline_objective_value",
+               plan.objective_value(plan.baseline_g_co2e, plan.baseline_energy_j)},
+              {"objective_saving_pct", plan.objective_saving_pct()},
               {"shift_only_saving_pct",
                plan.shift_only_saving_pct ? json(*plan.shift_only_saving_pct) : json()},
               {"cap_only_saving_pct",
@@ -94,8 +108,12 @@ nlohmann::json plan_to_json(const Plan& plan, const TimeZone& zone) {
 
 std::string plan_table(const Plan& plan, const TimeZone& zone) {
   std::string out = fmt::format(
-      "strategy {} ({}), slots of {} s, power budget {}, forecast error {} %\n",
-      strategy_name(plan.strategy), plan.method, plan.slot_s,
+      "strategy {} ({}), objective {}{}, slots of {} s, power budget {}, forecast error {} %\n",
+      strategy_name(plan.strategy), plan.method, objective_name(plan.objective),
+      plan.objective == Objective::weighted
+          ? fmt::format(" (gCO2e + {:g} gCO2e/kWh x kWh)", plan.energy_weight_g_per_kwh)
+          : std::string(),
+      plan.slot_s,
       plan.power_budget_w > 0 ? fmt::format("{} W", plan.power_budget_w) : std::string("none"),
       plan.forecast_error_pct);
   out +=
@@ -114,21 +132,33 @@ std::string plan_table(const Plan& plan, const TimeZone& zone) {
             : std::string("-");
     out += fmt::format("{:<16} {:<25} {:<25} {:>4} {:>7.0f} {:>10.3f} {:>11.1f} {:>11} {:>7}\n",
                        j.name, format_iso_time(j.runs.front().start_s, zone),
-                       format_iso_time(j.runs.back().end_s, zone), j.runs.size(), j.power_cap_w,
-                       j.energy_j / kJoulesPerKwh, j.g_co2e, base, save);
+                       format_iso_time(j.runs.back().end_s, zone), j.runs.size(),
+                       j.power_cap_w, j.energy_j / kJoulesPerKwh, j.g_co2e, base, save);
+    if (j.interruptions > 0 || j.interruption_source != "default 0")
+      out += fmt::format("{:<16} {} interruption(s), each {:.1f} s: {}\n", "", j.interruptions,
+                         j.interruption_s, j.interruption_source);
   }
   out += fmt::format("total: {:.3f} kWh ({:.4g} J), {:.1f} gCO2e for {} scheduled job(s)\n",
                      plan.planned_energy_j / kJoulesPerKwh, plan.planned_energy_j,
                      plan.planned_g_co2e, plan.jobs.size() - plan.unscheduled());
   out += fmt::format(
       "vs arrival baseline ({} job(s) scheduled in both): {:.1f} gCO2e vs {:.1f} gCO2e: {:.1f} % "
-      "saved\n",
-      plan.compared, plan.g_co2e, plan.baseline_g_co2e, plan.saving_pct());
+      "saved; {:.3f} kWh vs {:.3f} kWh: {:.1f} % saved\n",
+      plan.compared, plan.g_co2e, plan.baseline_g_co2e, plan.saving_pct(),
+      plan.energy_j / kJoulesPerKwh, plan.baseline_energy_j / kJoulesPerKwh,
+      plan.energy_saving_pct());
+  if (plan.objective != Objective::carbon)
+    out += fmt::format("objective {}: {:.4g} {} vs {:.4g} {}: {:.1f} % saved\n",
+                       objective_name(plan.objective),
+                       plan.objective_value(plan.g_co2e, plan.energy_j), plan.objective_unit(),
+                       plan.objective_value(plan.baseline_g_co2e, plan.baseline_energy_j),
+                       plan.objective_unit(), plan.objective_saving_pct());
   if (plan.shift_only_saving_pct && plan.cap_only_saving_pct)
     out += fmt::format(
-        "power limits chosen with the starts: {:.1f} % saved; shifting alone {:.1f} %, capping "
-        "alone {:.1f} %\n",
-        plan.saving_pct(), *plan.shift_only_saving_pct, *plan.cap_only_saving_pct);
+        "power limits chosen with the starts: {:.1f} % of the {} objective saved; shifting alone "
+        "{:.1f} %, capping alone {:.1f} %\n",
+        plan.objective_saving_pct(), objective_name(plan.objective), *plan.shift_only_saving_pct,
+        *plan.cap_only_saving_pct);
   if (const std::size_t u = plan.unscheduled())
     out += fmt::format("{} job(s) could not be scheduled (see above)\n", u);
   return out;

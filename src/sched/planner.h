@@ -1,32 +1,49 @@
-// sched/planner.h: plans when each job runs so that its emissions (gCO2e) are lowest, under an
-// optional cluster power budget (W), against a carbon-intensity series (gCO2e/kWh).
+// sched/planner.h: plans when each job runs (and, with power-limit profiles, at which power
+// limit) so that its objective is lowest: emissions (gCO2e), energy (J) or a weighted sum,
+// under an optional cluster power budget (W), against a carbon-intensity series (gCO2e/kWh).
 //
 // Time is cut into the series' slots (15 min for Germany 2020). A job starts at its earliest
 // start or on a slot boundary after it, never before, and ends by its deadline;
 // emissions integrate partial slots exactly, so a job arriving between two boundaries is
 // compared against running at that very time. A job occupies every slot it runs in, for the
 // whole slot, when the budget is checked, so the sum of running jobs' power (each capped at its
-// power_w) never exceeds the budget at any instant.
+// power_w, or its chosen limit's power) never exceeds the budget at any instant.
+//
+// Objectives (PlanOptions::objective). Each is a cost per kWh drawn in a slot, so every strategy
+// below optimises it the same way (on a series of that cost per slot):
+//  - carbon:   gCO2e = kWh x intensity (the default; the paper's objective);
+//  - energy:   kWh (J / 3.6e6); the start no longer matters, the power limit and interruptions
+//              do (a run's energy is its power x (duration + interruptions x interruption_s));
+//  - weighted: gCO2e + lambda x kWh, lambda in gCO2e per kWh (PlanOptions::energy_weight), i.e.
+//              every kWh is charged the intensity of its slot plus lambda. We chose this form over
+//              a convex combination w x g + (1-w) x kWh because both terms then have one unit
+//              (gCO2e) and lambda has a plain meaning: the emissions one attributes to a kWh
+//              beyond the grid's (e.g. embodied or cooling emissions, or a carbon price for
+//              energy). Default lambda: the series' mean intensity, which weighs saving energy
+//              and shifting it to cleaner slots alike.
 //
 // Strategies (after Wiesner et al., "Let's Wait Awhile", Middleware '21):
 //  - arrival:   start each job at its nominal start (Job::nominal_s(); the baseline), or, under
 //               a budget, on the first boundary after it where it fits. The nominal start may
 //               lie after the earliest start (the paper's +-w window around a nominal time);
+//               a job with caps takes the limit that starts earliest (ties: the cheapest);
 //  - shift:     run each job in one piece, in the window before its deadline with the lowest
-//               mean intensity;
-//  - interrupt: interruptible jobs run in the lowest-intensity slots before their deadline
+//               cost;
+//  - interrupt: interruptible jobs run in the cheapest slots before their deadline
 //               (one partial slot at most: the cheapest slots are filled first, which is the
 //               optimum of the fractional problem); other jobs are shifted. A job with
 //               interruption costs or a bound (Job::interruption_s, max_interruptions) runs in
 //               whole slots but its last; each stretch after the first runs interruption_s
 //               longer (checkpoint and restart, counted in its emissions and energy), at most
 //               max_interruptions + 1 stretches: a dynamic programme finds the exact optimum;
-//  - best:      the one of the three whose plan (on the forecast) schedules most jobs and emits
+//  - best:      the one of the three whose plan (on the forecast) schedules most jobs and costs
 //               least.
-// With a budget, the shift strategy searches all start combinations exactly (branch and bound)
-// when there are at most PlanOptions::exact_search_limit of them, and otherwise, as do the other
-// strategies, places jobs greedily by deadline. Without a budget jobs are independent and each
-// strategy is optimal for its own problem.
+// Jobs with power-limit profiles (Job::caps) get their start (or slots) and their limit chosen
+// together. With a budget, the shift strategy searches all (start, limit) combinations exactly
+// (branch and bound) when there are at most PlanOptions::exact_search_limit of them, and
+// otherwise, as do the other strategies, places jobs greedily by deadline, each job taking the
+// (start, limit) of lowest cost that fits (a lower limit may fit where the highest does not).
+// Without a budget jobs are independent and each strategy is optimal for its own problem.
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -46,12 +63,21 @@ enum class Strategy { arrival, shift, interrupt, best };
 Strategy parse_strategy(std::string_view name);
 std::string_view strategy_name(Strategy s);
 
+enum class Objective { carbon, energy, weighted };
+
+/// "carbon", "energy" or "weighted"; throws gt::Error naming --objective otherwise.
+Objective parse_objective(std::string_view name);
+std::string_view objective_name(Objective o);
+
 struct PlanOptions {
   Strategy strategy = Strategy::best;
   double power_budget_w = 0;                 ///< cluster power budget, W; 0 = none
   double forecast_error_pct = 0;             ///< Gaussian forecast noise, % of the series mean
   std::uint64_t seed = 1;                    ///< seed of the forecast noise
   std::int64_t exact_search_limit = 200000;  ///< most start combinations searched exactly
+  Objective objective = Objective::carbon;
+  /// weighted: lambda, gCO2e per kWh (>= 0); empty: the series' mean intensity (see above)
+  std::optional<double> energy_weight_g_per_kwh;
 };
 
 /// One uninterrupted stretch of a job, UTC seconds [start_s, end_s).
@@ -63,19 +89,22 @@ struct Run {
 struct JobPlan {
   std::string name;
   bool scheduled = false;
-  std::string reason;             ///< why it could not be scheduled (when !scheduled)
-  std::vector<Run> runs;          ///< chronological; one run unless interrupted
-  double power_cap_w = 0;         ///< average power while running, W (the job's power_w, or the
-                                  ///< chosen limit's average power)
-  double cap_limit_w = 0;         ///< the power limit chosen from the job's profile, W; 0 = none
-                                  ///< (the job has no caps: no limit is set)
-  double energy_j = 0;            ///< power_w * (duration_s + interruptions x interruption_s), J
-  std::size_t interruptions = 0;  ///< times an interruptible job is stopped and resumed
-  double g_co2e = 0;              ///< emissions on the true series, gCO2e
-  double forecast_g_co2e = 0;     ///< emissions on the forecast the plan was made on, gCO2e
+  std::string reason;               ///< why it could not be scheduled (when !scheduled)
+  std::vector<Run> runs;            ///< chronological; one run unless interrupted
+  double power_cap_w = 0;           ///< average power while running, W (the job's power_w, or the
+                                    ///< chosen limit's average power)
+  double cap_limit_w = 0;           ///< the power limit chosen from the job's profile, W; 0 = none
+                                    ///< (the job has no caps: no limit is set)
+  double energy_j = 0;              ///< power_w * (duration_s + interruptions x interruption_s), J
+  std::size_t interruptions = 0;    ///< times an interruptible job is stopped and resumed
+  double interruption_s = 0;        ///< what each interruption costs, s (Job::interruption_s)
+  std::string interruption_source;  ///< where that figure came from (Job::interruption_source)
+  double g_co2e = 0;                ///< emissions on the true series, gCO2e
+  double forecast_g_co2e = 0;       ///< emissions on the forecast the plan was made on, gCO2e
   bool baseline_scheduled = false;
-  double baseline_g_co2e = 0;  ///< emissions of the baseline (run at the nominal start) on the
-                               ///< true series, gCO2e
+  double baseline_g_co2e = 0;    ///< emissions of the baseline (run at the nominal start) on the
+                                 ///< true series, gCO2e
+  double baseline_energy_j = 0;  ///< energy of the baseline (highest limit, no interruption), J
   std::vector<Run> baseline_runs;
 };
 
@@ -86,31 +115,41 @@ struct Plan {
   double power_budget_w = 0;              ///< W; 0 = none
   double forecast_error_pct = 0;
   std::uint64_t seed = 0;
-  std::vector<JobPlan> jobs;  ///< in the order of the job list
+  Objective objective = Objective::carbon;
+  double energy_weight_g_per_kwh = 0;  ///< lambda of the weighted objective; 0 otherwise
+  std::vector<JobPlan> jobs;           ///< in the order of the job list
   /// Totals over all jobs the plan schedules: energy, J; emissions on the true series, gCO2e.
   double planned_energy_j = 0, planned_g_co2e = 0;
   /// Totals over jobs scheduled both in the plan and in the baseline (the fair comparison).
-  double energy_j = 0, g_co2e = 0, baseline_g_co2e = 0;
+  double energy_j = 0, g_co2e = 0, baseline_g_co2e = 0, baseline_energy_j = 0;
   std::size_t compared = 0;  ///< number of jobs in that comparison
-  /// With power-limit profiles (Job::caps), the savings vs the baseline of shifting alone (every
-  /// job at its highest limit, placed by the strategy) and of capping alone (every job at its
-  /// nominal start, the cap with the lowest forecast emissions), %; empty without caps. The
-  /// plan itself chooses both (saving_pct()).
+  /// With power-limit profiles (Job::caps), the savings in the plan's objective vs the baseline
+  /// of shifting alone (every job at its highest limit, placed by the strategy) and of capping
+  /// alone (every job at its nominal start, the cap with the lowest forecast cost), %; empty
+  /// without caps. The plan itself chooses both (objective_saving_pct()).
   std::optional<double> shift_only_saving_pct, cap_only_saving_pct;
-  /// 100 * (baseline - plan) / baseline, %.
+  /// Emissions saved vs the baseline: 100 * (baseline - plan) / baseline, %.
   double saving_pct() const {
     return baseline_g_co2e > 0 ? 100.0 * (baseline_g_co2e - g_co2e) / baseline_g_co2e : 0.0;
   }
+  /// Energy saved vs the baseline, %.
+  double energy_saving_pct() const {
+    return baseline_energy_j > 0 ? 100.0 * (baseline_energy_j - energy_j) / baseline_energy_j : 0.0;
+  }
+  /// The objective of g gCO2e and e_j J: gCO2e (carbon), kWh (energy) or gCO2e + lambda x kWh.
+  double objective_value(double g, double e_j) const;
+  /// objective_value's unit: "gCO2e", "kWh" or "gCO2e-weighted".
+  std::string_view objective_unit() const;
+  /// The objective saved vs the baseline (over the compared jobs), %.
+  double objective_saving_pct() const;
   std::size_t unscheduled() const;
 };
 
 /// Makes the plan on the forecast (truth plus noise when forecast_error_pct > 0) and evaluates it
 /// and the baseline (each job run at its nominal start, at its highest limit) on the true
-/// series. Jobs with power-limit profiles (Job::caps) get their start and cap chosen together:
-/// each (job, cap) pair is planned as a job of that cap's duration and power, and each job takes
-/// the pair with the fewest unscheduled and lowest forecast emissions (ties: the higher limit);
-/// without a budget jobs are independent, so this is the joint optimum of each strategy. Throws
-/// gt::Error for caps together with a power budget (not planned yet).
+/// series. Jobs with power-limit profiles (Job::caps) get their start and limit chosen together
+/// (ties: the higher limit), under the budget when there is one. Throws gt::Error on an empty
+/// series, a negative or non-finite budget or energy weight.
 Plan make_plan(const std::vector<Job>& jobs, const CarbonSeries& truth, const PlanOptions& opt);
 
 /// Highest total power of running jobs (each at its JobPlan::power_cap_w) over all instants of

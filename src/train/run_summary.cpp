@@ -146,6 +146,27 @@ void RunSummaryWriter::finish(const RunResult& r) {
   // session ended at the step this one started from).
   const int64_t start = r.step - (int64_t)r.losses.size();
   s["session_start_step"] = start;
+  // What an interruption costs this run, for `greentrain schedule` (sched/jobs.h): the
+  // checkpoint written at the end of this session (on SIGTERM, the one a preemption waits for)
+  // and the start-up from the process start to the first step (loading the checkpoint and the
+  // data when the session resumed).
+  nlohmann::ordered_json in;
+  const nlohmann::ordered_json null;
+  in["checkpoint_write_s"] =
+      r.checkpoint_write_s ? nlohmann::ordered_json(*r.checkpoint_write_s) : null;
+  in["restart_s"] =
+      r.first_step_at
+          ? nlohmann::ordered_json(
+                std::chrono::duration<double>(*r.first_step_at - session_start_).count())
+          : null;
+  in["restart_resumed"] = start > 0;
+  if (!r.first_step_at) in["seconds_unknown_reason"] = "no step ran in this session";
+  in["checkpoint_write_j"] = null;
+  in["restart_j"] = null;
+  in["energy_unknown_reason"] =
+      "the energy meter measures the run and its logged intervals, not the checkpoint write or "
+      "the start-up on their own";
+  s["interruption"] = in;
   nlohmann::ordered_json totals;
   totals["sessions"] = 1;
   totals["first_step"] = start;

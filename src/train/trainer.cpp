@@ -504,6 +504,7 @@ RunResult Trainer::run(int64_t stop_at) {
   std::vector<double> recent;  // step times for the ETA
   agreed_stop_ = 0;
   while (step_ < last && stop_signal() == 0 && !r.stopped_at_target) {
+    if (!r.first_step_at) r.first_step_at = clock::now();
     if (observer_) observer_->begin_step(step_ + 1);
     auto t0 = clock::now();
     double lr = learning_rate_at(cfg_, step_);
@@ -599,7 +600,9 @@ RunResult Trainer::run(int64_t stop_at) {
   if (r.interrupted_by && log_)
     std::fprintf(log_, "\ngreentrain: signal %d received at step %lld: saving a checkpoint\n",
                  r.interrupted_by, (long long)step_);
+  const auto save_t0 = clock::now();
   save();
+  r.checkpoint_write_s = std::chrono::duration<double>(clock::now() - save_t0).count();
   if (auto* prof = profiling_stats(*backend_); prof && log_) print_profile(*prof, log_);
   r.step = step_;
   r.last_loss = last_loss_;

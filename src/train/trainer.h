@@ -4,6 +4,7 @@
 // periodic validation, atomic checkpoints, bit-exact resume, and a checkpoint on
 // SIGINT/SIGTERM before exiting.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -98,6 +99,11 @@ struct RunResult {
   int64_t skipped_steps = 0;   ///< steps skipped for inf/NaN gradients (fp16), in total
   double loss_scale = 1;       ///< fp16 loss scale at the end (1 otherwise)
   std::vector<double> losses;  ///< training loss of each step run in this process
+  /// What an interruption costs (summary.json's "interruption"): the wall time of the
+  /// checkpoint written at the end of run(), s, and when this process began its first step
+  /// (empty when none ran).
+  std::optional<double> checkpoint_write_s;
+  std::optional<std::chrono::steady_clock::time_point> first_step_at;
 
   // train.target_loss
   std::optional<TargetHit> target;      ///< set when it was reached in this process

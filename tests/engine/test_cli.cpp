@@ -309,6 +309,23 @@ TEST_F(Cli, ResumedSummaryAddsUpTheSessions) {
   EXPECT_EQ(s1["session_start_step"], 0);
   EXPECT_EQ(s1["run_totals"]["sessions"], 1);
   EXPECT_EQ(s1["run_totals"]["tokens"], s1["tokens"]);
+  // what an interruption costs the run, for `greentrain schedule` (issue 17.3): the last
+  // checkpoint write and the start-up (process start to first step); joules unknown, and why
+  auto expect_interruption = [](const nlohmann::json& s, bool resumed) {
+    ASSERT_TRUE(s.contains("interruption")) << s.dump(2);
+    const auto& in = s["interruption"];
+    ASSERT_TRUE(in["checkpoint_write_s"].is_number()) << in.dump();
+    EXPECT_GT(in["checkpoint_write_s"].get<double>(), 0);
+    ASSERT_TRUE(in["restart_s"].is_number()) << in.dump();
+    EXPECT_GT(in["restart_s"].get<double>(), 0);
+    EXPECT_LT(in["restart_s"].get<double>() + in["checkpoint_write_s"].get<double>(),
+              s["wall_s"].get<double>());
+    EXPECT_EQ(in["restart_resumed"], resumed);
+    EXPECT_TRUE(in["checkpoint_write_j"].is_null());
+    EXPECT_TRUE(in["restart_j"].is_null());
+    EXPECT_TRUE(in["energy_unknown_reason"].is_string());
+  };
+  expect_interruption(s1, false);
   auto prev = s1;
   for (int k = 0; k < 2; ++k) {  // twice: the totals carry over from session to session
     auto r = run_cmd(bin + " train --out " + run + " --resume --stop-at " + std::to_string(3 + k));
@@ -323,6 +340,7 @@ TEST_F(Cli, ResumedSummaryAddsUpTheSessions) {
     // wall_s is the session's wall time (loading, steps, evaluation, checkpoint): what a
     // scheduler plans with (issue 17.1); duration_s counts optimizer steps only
     EXPECT_GT(s["wall_s"].get<double>(), s["duration_s"].get<double>());
+    expect_interruption(s, true);
     prev = s;
   }
   auto s3 = read();

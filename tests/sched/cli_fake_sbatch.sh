@@ -152,4 +152,17 @@ if [ -e /usr/share/zoneinfo/Europe/Berlin ]; then
   grep -q -- "--utc-offset 'Mars/Olympus_Mons': no such time zone" "$T/err5.txt" ||
     fail "unclear error for an unknown zone: $(cat "$T/err5.txt")"
 fi
+# Issue 17.3: --objective weighted with --energy-weight is named in the table and the JSON, which
+# gives energy and gCO2e of plan and baseline; an unknown objective is refused, named.
+"$GT" schedule "$T/jobs.csv" --carbon-csv "$SRC_CI" --utc-offset 0 --job-power-w 1000 \
+  --window-h 0.5 --objective weighted --energy-weight 120 --json "$T/o.json" > "$T/out6.txt" 2>&1 ||
+  fail "--objective weighted failed: $(cat "$T/out6.txt")"
+grep -q "objective weighted (gCO2e + 120 gCO2e/kWh x kWh)" "$T/out6.txt" || fail "objective not in the table"
+grep -q '"objective": "weighted"' "$T/o.json" || fail "objective not in the JSON"
+grep -q '"energy_weight_g_per_kwh": 120' "$T/o.json" || fail "energy weight not in the JSON"
+grep -q '"baseline_energy_j"' "$T/o.json" || fail "baseline energy not in the JSON"
+rc=0
+"$GT" schedule "$T/jobs.csv" --carbon-csv "$SRC_CI" --utc-offset 0 --job-power-w 1 \
+  --objective money > "$T/err3.txt" 2>&1 || rc=$?
+[ "$rc" != 0 ] && grep -q -- "--objective 'money' is not known" "$T/err3.txt" || fail "unknown objective not refused"
 echo "PASS"

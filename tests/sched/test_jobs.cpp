@@ -427,3 +427,64 @@ TEST(SchedJobs, ProfileAndSummaryFieldsOfOtherTypesAreErrorsNamingTheFile) {
         << e.what();
   }
 }
+
+// Issue 17.3: an interruptible job with a summary and no interruption_s takes what an
+// interruption cost its run (summary.json's "interruption", written by greentrain train:
+// checkpoint write + restart), and says where the figure came from.
+TEST(SchedJobs, InterruptionCostFromTheRunsOwnMeasurements) {
+  TempDir d;
+  std::filesystem::create_directories(d.path / "runs" / "a");
+  const std::string job = R"(
+[[job]]
+name = "a"
+command = "greentrain train c.toml --out runs/a --resume"
+summary = "runs/a"
+earliest_start = 2020-06-01T18:00:00Z
+deadline = 2020-06-02T08:00:00Z
+interruptible = true
+)";
+  auto p = d.write("jobs.toml", job);
+  d.write("runs/a/summary.json", R"({"wall_s": 2, "run_totals": {"wall_s": 5.0, "energy_j": 500},
+    "interruption": {"checkpoint_write_s": 1.5, "restart_s": 4.25, "restart_resumed": true,
+                     "checkpoint_write_j": null, "restart_j": null}})");
+  auto jobs = load_jobs_toml(p, 0);
+  EXPECT_DOUBLE_EQ(jobs[0].interruption_s, 5.75);
+  EXPECT_EQ(jobs[0].interruption_source.rfind("measured in runs/a (checkpoint write 1.5 s + "
+                                              "restart 4.25 s)",
+                                              0),
+            0u)
+      << jobs[0].interruption_source;
+  // a fresh session's start-up stands in for the restart, and says so
+  d.write("runs/a/summary.json", R"({"run_totals": {"wall_s": 5.0, "energy_j": 500},
+    "interruption": {"checkpoint_write_s": 1, "restart_s": 2, "restart_resumed": false}})");
+  jobs = load_jobs_toml(p, 0);
+  EXPECT_DOUBLE_EQ(jobs[0].interruption_s, 3);
+  EXPECT_NE(jobs[0].interruption_source.find("no resume was measured"), std::string::npos)
+      << jobs[0].interruption_source;
+  // without the record (an older greentrain), or with an unknown figure: 0, and why
+  d.write("runs/a/summary.json", R"({"run_totals": {"wall_s": 5.0, "energy_j": 500}})");
+  jobs = load_jobs_toml(p, 0);
+  EXPECT_DOUBLE_EQ(jobs[0].interruption_s, 0);
+  EXPECT_EQ(jobs[0].interruption_source.rfind("default 0: no 'interruption' record", 0), 0u)
+      << jobs[0].interruption_source;
+  d.write("runs/a/summary.json", R"({"run_totals": {"wall_s": 5.0, "energy_j": 500},
+    "interruption": {"checkpoint_write_s": 1, "restart_s": null,
+                     "seconds_unknown_reason": "no step ran in this session"}})");
+  jobs = load_jobs_toml(p, 0);
+  EXPECT_DOUBLE_EQ(jobs[0].interruption_s, 0);
+  EXPECT_NE(jobs[0].interruption_source.find("interruption.restart_s is unknown (no step ran"),
+            std::string::npos)
+      << jobs[0].interruption_source;
+  // a stated figure wins over the measurements
+  d.write("runs/a/summary.json", R"({"run_totals": {"wall_s": 5.0, "energy_j": 500},
+    "interruption": {"checkpoint_write_s": 1, "restart_s": 2}})");
+  auto q = d.write("stated.toml", job + "interruption_s = 90\n");
+  jobs = load_jobs_toml(q, 0);
+  EXPECT_DOUBLE_EQ(jobs[0].interruption_s, 90);
+  EXPECT_EQ(jobs[0].interruption_source, "stated");
+  // a negative measurement is bad input, named
+  d.write("runs/a/summary.json", R"({"run_totals": {"wall_s": 5.0, "energy_j": 500},
+    "interruption": {"checkpoint_write_s": -1, "restart_s": 2}})");
+  EXPECT_NE(error_of(p).find("interruption.checkpoint_write_s = -1"), std::string::npos)
+      << error_of(p);
+}

@@ -490,11 +490,7 @@ TEST(SchedPlanner, StartAndCapTogetherEqualBruteForce) {
       EXPECT_NEAR(jp.energy_j, jp.power_cap_w * (jp.runs[0].end_s - jp.runs[0].start_s), 1e-6);
     }
   }
-  // not planned together with a power budget yet: said, not ignored
-  CarbonSeries s = random_series(rng, 12, 900);
-  Job j = make_job("a", 900, 300, s.start_s, s.end_s());
-  j.caps = {{300, 900, 300}};
-  EXPECT_THROW(make_plan({j}, s, opts(Strategy::shift, 1000)), gt::Error);
+  // with a power budget: test_planner_caps.cpp
 }
 
 // Issue 17.3: an interruptible job's plan counts what each interruption costs (checkpoint and
