@@ -124,6 +124,20 @@ std::string SlurmZone::describe() const {
                      tz ? fmt::format("TZ={}", tz) : std::string("TZ unset: /etc/localtime"));
 }
 
+namespace {
+// `greentrain train ...`, the program given by name or by any path to it
+// (/opt/greentrain/bin/greentrain train ...): the command train.power_limit can be added to.
+bool is_greentrain_train(const std::string& command) {
+  const std::size_t end = command.find(' ');
+  if (end == std::string::npos || command.compare(end, 6, " train") != 0 ||
+      (command.size() > end + 6 && command[end + 6] != ' '))
+    return false;
+  const std::string program = command.substr(0, end);
+  const std::size_t slash = program.rfind('/');
+  return program.substr(slash == std::string::npos ? 0 : slash + 1) == "greentrain";
+}
+}  // namespace
+
 std::string exec_problem(const std::string& command) {
   const std::size_t bad = command.find_first_of(";&|()`\n");
   if (bad == std::string::npos) return "";
@@ -178,10 +192,10 @@ std::vector<SbatchCall> sbatch_calls(const Plan& plan, const std::vector<Job>& j
         if (j.cap_device == CapDevice::gpu) {
           c.args.push_back(fmt::format("--gpu-power-limit={}", w));
         } else {
-          check(!command.empty() && command.rfind("greentrain train", 0) == 0,
+          check(is_greentrain_train(command),
                 fmt::format("job '{}': its planned CPU power limit ({} W) is applied as `--set "
                             "train.power_limit=W` on a `greentrain train` command; expected "
-                            "command = \"greentrain train ...\"",
+                            "command = \"greentrain train ...\" (greentrain by name or path)",
                             j.name, w));
           command += fmt::format(" --set train.power_limit={}", w);
         }

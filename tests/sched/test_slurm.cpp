@@ -284,6 +284,34 @@ TEST(SchedSlurm, PlannedPowerLimitsAreApplied) {
   EXPECT_THROW(sbatch_calls(make_plan(jobs, s, o), jobs, 0), gt::Error);
 }
 
+// A CPU cap on greentrain given by path (as the Slurm end-to-end test and many clusters run it,
+// with the program outside the job's PATH) is applied too; other programs are refused.
+TEST(SchedSlurm, PlannedCpuLimitOnGreentrainByPath) {
+  CarbonSeries s = valley_series();
+  auto jobs = two_jobs(s);
+  jobs[1].caps = {{150, 5400, 300}, {100, 5400, 200}};
+  jobs[1].cap_device = CapDevice::cpu;
+  PlanOptions o;
+  o.strategy = Strategy::interrupt;
+  const Plan p = make_plan(jobs, s, o);
+  ASSERT_EQ(p.jobs[1].cap_limit_w, 100);
+  jobs[1].command = "/opt/gt/bin/greentrain train c.toml --out r --resume";
+  bool seen = false;
+  for (const auto& c : sbatch_calls(p, jobs, 0))
+    if (c.job_name == "resumable") {
+      EXPECT_EQ(c.args.back(),
+                "--wrap=exec /opt/gt/bin/greentrain train c.toml --out r --resume "
+                "--set train.power_limit=100");
+      seen = true;
+    }
+  EXPECT_TRUE(seen);
+  for (const char* bad : {"/opt/gt/bin/greentrain-old train c.toml", "greentrain trainer c.toml",
+                          "/opt/notgreentrain train c.toml", "greentrain tune c.toml"}) {
+    jobs[1].command = bad;
+    EXPECT_THROW(sbatch_calls(p, jobs, 0), gt::Error) << bad;
+  }
+}
+
 // A data-parallel job (issue 18): ntasks/nodes from the job list, sbatch --ntasks/--nodes and
 // the command under srun (exec'd when interruptible, so srun forwards SIGTERM to the ranks).
 TEST(SchedSlurm, MultiTaskJobRunsUnderSrun) {
