@@ -175,8 +175,17 @@ std::vector<SbatchCall> sbatch_calls(const Plan& plan, const std::vector<Job>& j
       if (pieces) {
         const std::int64_t minutes = (jp.runs[r].end_s - jp.runs[r].start_s + 59) / 60;
         c.args.push_back(fmt::format("--time={}", minutes));
-        c.args.push_back("--signal=B:TERM@60");
+        // one task: SIGTERM to the batch shell (B:), which exec made the trainer. Under srun:
+        // SIGTERM to the job's steps, i.e. to the ranks themselves, not to the batch shell,
+        // because srun answers a SIGTERM by killing its tasks with SIGKILL (srun's signal
+        // handling: "forcing job termination"), so no checkpoint would be written
+        const bool under_srun = j.ntasks > 1 && j.script.empty() && !j.command.empty();
+        c.args.push_back(under_srun ? "--signal=TERM@60" : "--signal=B:TERM@60");
         c.args.push_back("--requeue");
+        // a requeued job's output file is opened anew, truncated unless the cluster sets
+        // JobFileAppend=1 (sbatch(1), --open-mode): append, so that the log of the run that
+        // checkpointed on SIGTERM is kept beside the resumed run's
+        c.args.push_back("--open-mode=append");
         if (r > 0) c.args.push_back("--dependency=afterany:{prev}");
       }
       c.args.push_back(fmt::format("--comment=greentrain power_cap_w={:.0f}", jp.power_cap_w));
@@ -200,8 +209,8 @@ std::vector<SbatchCall> sbatch_calls(const Plan& plan, const std::vector<Job>& j
           command += fmt::format(" --set train.power_limit={}", w);
         }
       }
-      // several tasks: srun starts them as the ranks of one MPI job (PMIx), forwards the
-      // batch shell's SIGTERM to every task, and ends the step when one task fails
+      // several tasks: srun starts them as the ranks of one MPI job (PMIx) and ends the step
+      // when one task fails
       const std::string srun =
           j.ntasks > 1 && !command.empty() ? "srun --mpi=pmix --kill-on-bad-exit=1 " : "";
       if (!j.script.empty()) {

@@ -72,6 +72,8 @@ TEST(SchedSlurm, SbatchLinesCarryBeginDeadlineAndPreemptionOptions) {
   EXPECT_TRUE(has(calls[1], "--time=60"));
   EXPECT_TRUE(has(calls[1], "--signal=B:TERM@60"));
   EXPECT_TRUE(has(calls[1], "--requeue"));
+  EXPECT_TRUE(has(calls[1], "--open-mode=append"));  // Slurm truncates a requeued job's log
+  EXPECT_FALSE(has(calls[0], "--open-mode=append"));
   EXPECT_TRUE(has(calls[2], "--begin=2020-06-01T05:00:00"));
   EXPECT_TRUE(has(calls[2], "--dependency=afterany:{prev}"));
   EXPECT_EQ(calls[2].args.back(), "--wrap=exec greentrain train c.toml --out r --resume");
@@ -340,6 +342,9 @@ nodes = 1
   for (auto& c : calls) {
     EXPECT_NE(std::find(c.args.begin(), c.args.end(), "--ntasks=2"), c.args.end());
     EXPECT_NE(std::find(c.args.begin(), c.args.end(), "--nodes=1"), c.args.end());
+    // SIGTERM to the ranks, not to srun (which would SIGKILL them)
+    EXPECT_NE(std::find(c.args.begin(), c.args.end(), "--signal=TERM@60"), c.args.end());
+    EXPECT_EQ(std::find(c.args.begin(), c.args.end(), "--signal=B:TERM@60"), c.args.end());
     EXPECT_EQ(c.args.back(),
               "--wrap=exec srun --mpi=pmix --kill-on-bad-exit=1 greentrain train c.toml --out r "
               "--resume");
