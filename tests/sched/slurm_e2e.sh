@@ -24,7 +24,7 @@
 # are missing and cannot be installed, or the daemons do not start.
 # Usage: slurm_e2e.sh GREENTRAIN [SPANK_PLUGIN.so]
 set -uo pipefail
-GT="$1"
+GT=$(realpath "$1")  # absolute: the test runs from its own folder
 SPANK="${2:-}"
 skip() { echo "SKIP: $*"; exit 77; }
 
@@ -71,6 +71,11 @@ cleanup() {
     for pid in $pids; do kill -0 "$pid" 2>/dev/null && alive=1; done
     [ -z "$alive" ] && break
     sleep 0.25
+  done
+  # a trainer that escaped its job (a batch shell killed without exec) would run on: end
+  # every process started from this test's own folder
+  for pid in $(pgrep -f -- "$D/" 2>/dev/null); do
+    [ "$pid" != $$ ] && kill "$pid" 2>/dev/null
   done
   rm -rf "$D"
 }
