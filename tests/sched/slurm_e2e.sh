@@ -258,6 +258,14 @@ wait_step() {
 requeue_now() {
   scontrol requeue "$1" || fail "scontrol requeue $1 failed"
   wait_state "$1" 30 PENDING || fail "job $1 is $ST after scontrol requeue; expected PENDING"
+  # the last run's slurmstepd must be gone first: the next run's steps have the same ids, and
+  # PMIx cannot bind its socket (stepd.slurm.pmix.JOB.0) while the old one exists
+  local gone=""
+  for _ in $(seq 1 120); do
+    ls "$D/spool" 2>/dev/null | grep -qE "[._]$1\.[0-9]+\$" || { gone=1; break; }
+    sleep 0.25
+  done
+  [ -n "$gone" ] || fail "the steps of job $1 did not end: $(ls "$D/spool")"
   scontrol update JobId="$1" StartTime=now >/dev/null 2>&1 || true
 }
 # submit NAME JOBS.TOML: `greentrain schedule JOBS.TOML ... --submit slurm` with the real
@@ -375,7 +383,7 @@ echo "PASS: scheduled job $JOB stopped by SIGTERM at step $S1 (exit 143, checkpo
 
 # --- 4. a scheduled data-parallel job of 2 tasks (exec srun): preempted and resumed --------
 if [ "${GT_SLURM_E2E_DIST:-1}" = 1 ] && command -v mpirun >/dev/null; then
-  write_config "$D/dist.toml" 300
+  write_config "$D/dist.toml" 1000
   mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2 "$GT" train "$D/dist.toml" \
     --out "$D/dref" > "$D/dref.out" 2>&1 || fail "2-rank reference run failed: $(tail -n 5 "$D/dref.out")"
   DIST_CMD="$GT train $D/dist.toml --out $D/drun --resume"
@@ -396,7 +404,7 @@ TOML
   # its tasks ("srun: forcing job termination"), so B:TERM would lose the checkpoint
   expect_interruptible "srun --mpi=pmix --kill-on-bad-exit=1 $DIST_CMD" --signal=TERM@60
   grep -qF -- " --ntasks=2 --nodes=1" "$ARGS" || fail "job $JOB was not submitted with 2 tasks"
-  wait_step "$D/drun" 100 120 "$JOB"
+  wait_step "$D/drun" 200 120 "$JOB"
   S1=$STEP_AT
   # what --signal=TERM@60 sends before the time limit: SIGTERM to the job's steps (the ranks)
   echo "signalling job $JOB at step $S1: scancel --signal=TERM (its steps, not the batch shell)"
@@ -415,7 +423,7 @@ TOML
   grep -q "resumed  from step" "$D/slurm-$JOB.out" || fail "the requeued 2-task job did not resume"
   losses "$D/dref" > "$D/dref.loss"
   losses "$D/drun" > "$D/drun.loss"
-  [ "$(wc -l < "$D/dref.loss")" = 300 ] || fail "2-rank reference has $(wc -l < "$D/dref.loss") steps"
+  [ "$(wc -l < "$D/dref.loss")" = 1000 ] || fail "2-rank reference has $(wc -l < "$D/dref.loss") steps"
   cmp -s "$D/dref.loss" "$D/drun.loss" ||
     fail "2-task losses differ from the uninterrupted 2-rank run: $(diff "$D/dref.loss" "$D/drun.loss" | head -n 5)"
   echo "PASS: scheduled 2-task job $JOB stopped by SIGTERM to its ranks at step $S1 (exit 143)," \
