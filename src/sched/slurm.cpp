@@ -56,6 +56,20 @@ std::string SlurmZone::describe() const {
                      tz ? fmt::format("TZ={}", tz) : std::string("TZ unset: /etc/localtime"));
 }
 
+namespace {
+// `greentrain train ...`, the program given by name or by any path to it
+// (/opt/greentrain/bin/greentrain train ...): the command train.power_limit can be added to.
+bool is_greentrain_train(const std::string& command) {
+  const std::size_t end = command.find(' ');
+  if (end == std::string::npos || command.compare(end, 6, " train") != 0 ||
+      (command.size() > end + 6 && command[end + 6] != ' '))
+    return false;
+  const std::string program = command.substr(0, end);
+  const std::size_t slash = program.rfind('/');
+  return program.substr(slash == std::string::npos ? 0 : slash + 1) == "greentrain";
+}
+}  // namespace
+
 std::string exec_problem(const std::string& command) {
   const std::size_t bad = command.find_first_of(";&|()`\n");
   if (bad == std::string::npos) return "";
@@ -93,8 +107,17 @@ std::vector<SbatchCall> sbatch_calls(const Plan& plan, const std::vector<Job>& j
       if (pieces) {
         const std::int64_t minutes = (jp.runs[r].end_s - jp.runs[r].start_s + 59) / 60;
         c.args.push_back(fmt::format("--time={}", minutes));
-        c.args.push_back("--signal=B:TERM@60");
+        // one task: SIGTERM to the batch shell (B:), which exec made the trainer. Under srun:
+        // SIGTERM to the job's steps, i.e. to the ranks themselves, not to the batch shell,
+        // because srun answers a SIGTERM by killing its tasks with SIGKILL (srun's signal
+        // handling: "forcing job termination"), so no checkpoint would be written
+        const bool under_srun = j.ntasks > 1 && j.script.empty() && !j.command.empty();
+        c.args.push_back(under_srun ? "--signal=TERM@60" : "--signal=B:TERM@60");
         c.args.push_back("--requeue");
+        // a requeued job's output file is opened anew, truncated unless the cluster sets
+        // JobFileAppend=1 (sbatch(1), --open-mode): append, so that the log of the run that
+        // checkpointed on SIGTERM is kept beside the resumed run's
+        c.args.push_back("--open-mode=append");
         if (r > 0) c.args.push_back("--dependency=afterany:{prev}");
       }
       c.args.push_back(fmt::format("--comment=greentrain power_cap_w={:.0f}", jp.power_cap_w));
@@ -110,16 +133,16 @@ std::vector<SbatchCall> sbatch_calls(const Plan& plan, const std::vector<Job>& j
         if (j.cap_device == CapDevice::gpu) {
           c.args.push_back(fmt::format("--gpu-power-limit={}", w));
         } else {
-          check(!command.empty() && command.rfind("greentrain train", 0) == 0,
+          check(is_greentrain_train(command),
                 fmt::format("job '{}': its planned CPU power limit ({} W) is applied as `--set "
                             "train.power_limit=W` on a `greentrain train` command; expected "
-                            "command = \"greentrain train ...\"",
+                            "command = \"greentrain train ...\" (greentrain by name or path)",
                             j.name, w));
           command += fmt::format(" --set train.power_limit={}", w);
         }
       }
-      // several tasks: srun starts them as the ranks of one MPI job (PMIx), forwards the
-      // batch shell's SIGTERM to every task, and ends the step when one task fails
+      // several tasks: srun starts them as the ranks of one MPI job (PMIx) and ends the step
+      // when one task fails
       const std::string srun =
           j.ntasks > 1 && !command.empty() ? "srun --mpi=pmix --kill-on-bad-exit=1 " : "";
       if (!j.script.empty()) {

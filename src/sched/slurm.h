@@ -1,9 +1,11 @@
 // sched/slurm.h: submits a plan to Slurm with sbatch. Each contiguous job becomes one
 // `sbatch --begin=START --deadline=DEADLINE`; an interruptible job becomes one sbatch per run,
 // each `--begin` at its run, with `--time` the run's length, `--signal=B:TERM@60 --requeue`
-// (greentrain train checkpoints on SIGTERM and exits 143) and `--dependency=afterany:PREV` so
+// (greentrain train checkpoints on SIGTERM and exits 143), `--open-mode=append` (a requeued
+// run's log is added to, not truncated) and `--dependency=afterany:PREV` so
 // the runs follow each other and each resumes the last; its `--wrap` command is exec'd, so the
-// trainer itself is the batch shell that B:TERM signals. Times are wall clock in the zone sbatch
+// trainer itself is the batch shell that B:TERM signals (a job of several tasks gets
+// --signal=TERM@60 instead: see sbatch_calls). Times are wall clock in the zone sbatch
 // reads them in: the local time zone of the host that runs sbatch (sbatch(1), --begin: "the
 // time is in the local time zone"), or the zone given as --cluster-tz; never the CSV's zone.
 #pragma once
@@ -56,8 +58,9 @@ struct SbatchCall {
 /// with --begin and --deadline in `zone`; a job whose plan chose a power limit gets
 /// --gpu-power-limit=W (CapDevice::gpu; the SPANK plugin) or `--set train.power_limit=W`
 /// appended to its greentrain train command (CapDevice::cpu). A job of ntasks > 1 gets
-/// --ntasks/--nodes and its command runs under `srun --mpi=pmix --kill-on-bad-exit=1` (exec'd
-/// when interruptible, so that srun forwards SIGTERM to every rank). Throws gt::Error for an
+/// --ntasks/--nodes and its command runs under `srun --mpi=pmix --kill-on-bad-exit=1`; when
+/// interruptible, its signal is --signal=TERM@60, which Slurm sends to the ranks themselves
+/// (srun answers a SIGTERM of its own by killing its tasks with SIGKILL). Throws gt::Error for an
 /// interruptible job whose command is not one simple command (it could not be exec'd to receive
 /// SIGTERM), or for a job with neither command nor script (a job CSV row without a command), or for
 /// a CPU job with a planned limit whose command is not `greentrain train ...`.

@@ -72,6 +72,8 @@ TEST(SchedSlurm, SbatchLinesCarryBeginDeadlineAndPreemptionOptions) {
   EXPECT_TRUE(has(calls[1], "--time=60"));
   EXPECT_TRUE(has(calls[1], "--signal=B:TERM@60"));
   EXPECT_TRUE(has(calls[1], "--requeue"));
+  EXPECT_TRUE(has(calls[1], "--open-mode=append"));  // Slurm truncates a requeued job's log
+  EXPECT_FALSE(has(calls[0], "--open-mode=append"));
   EXPECT_TRUE(has(calls[2], "--begin=2020-06-01T05:00:00"));
   EXPECT_TRUE(has(calls[2], "--dependency=afterany:{prev}"));
   EXPECT_EQ(calls[2].args.back(), "--wrap=exec greentrain train c.toml --out r --resume");
@@ -284,6 +286,34 @@ TEST(SchedSlurm, PlannedPowerLimitsAreApplied) {
   EXPECT_THROW(sbatch_calls(make_plan(jobs, s, o), jobs, 0), gt::Error);
 }
 
+// A CPU cap on greentrain given by path (as the Slurm end-to-end test and many clusters run it,
+// with the program outside the job's PATH) is applied too; other programs are refused.
+TEST(SchedSlurm, PlannedCpuLimitOnGreentrainByPath) {
+  CarbonSeries s = valley_series();
+  auto jobs = two_jobs(s);
+  jobs[1].caps = {{150, 5400, 300}, {100, 5400, 200}};
+  jobs[1].cap_device = CapDevice::cpu;
+  PlanOptions o;
+  o.strategy = Strategy::interrupt;
+  const Plan p = make_plan(jobs, s, o);
+  ASSERT_EQ(p.jobs[1].cap_limit_w, 100);
+  jobs[1].command = "/opt/gt/bin/greentrain train c.toml --out r --resume";
+  bool seen = false;
+  for (const auto& c : sbatch_calls(p, jobs, 0))
+    if (c.job_name == "resumable") {
+      EXPECT_EQ(c.args.back(),
+                "--wrap=exec /opt/gt/bin/greentrain train c.toml --out r --resume "
+                "--set train.power_limit=100");
+      seen = true;
+    }
+  EXPECT_TRUE(seen);
+  for (const char* bad : {"/opt/gt/bin/greentrain-old train c.toml", "greentrain trainer c.toml",
+                          "/opt/notgreentrain train c.toml", "greentrain tune c.toml"}) {
+    jobs[1].command = bad;
+    EXPECT_THROW(sbatch_calls(p, jobs, 0), gt::Error) << bad;
+  }
+}
+
 // A data-parallel job (issue 18): ntasks/nodes from the job list, sbatch --ntasks/--nodes and
 // the command under srun (exec'd when interruptible, so srun forwards SIGTERM to the ranks).
 TEST(SchedSlurm, MultiTaskJobRunsUnderSrun) {
@@ -312,6 +342,9 @@ nodes = 1
   for (auto& c : calls) {
     EXPECT_NE(std::find(c.args.begin(), c.args.end(), "--ntasks=2"), c.args.end());
     EXPECT_NE(std::find(c.args.begin(), c.args.end(), "--nodes=1"), c.args.end());
+    // SIGTERM to the ranks, not to srun (which would SIGKILL them)
+    EXPECT_NE(std::find(c.args.begin(), c.args.end(), "--signal=TERM@60"), c.args.end());
+    EXPECT_EQ(std::find(c.args.begin(), c.args.end(), "--signal=B:TERM@60"), c.args.end());
     EXPECT_EQ(c.args.back(),
               "--wrap=exec srun --mpi=pmix --kill-on-bad-exit=1 greentrain train c.toml --out r "
               "--resume");
