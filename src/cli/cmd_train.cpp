@@ -144,16 +144,37 @@ int run_train(const Args& a, gt::dist::MpiRuntime* mpi) {
       gt::format_bytes(trainer.runtime_bytes()).c_str());
   if (resume) std::printf("  resumed  from step %lld\n", (long long)trainer.step());
   std::fflush(stdout);
+  // train.power_limit, once per node: applied, or (unless train.power_limit_required) the run
+  // goes on uncapped and says why, in the log and in summary.json
+  nlohmann::json power_record;
 #ifdef GT_HAVE_TUNE
   std::unique_ptr<gt::tune::PowerLimitGuard> power_guard;
-  if (c.power_limit_w > 0 && gt::dist::local_rank_from_env() == 0) {  // once per node
-    power_guard = gt::tune::apply_power_limit(c.power_limit_w);
-    std::printf("  power    limit %.0f W applied (restored at exit)\n", c.power_limit_w);
-  }
-#else
-  if (c.power_limit_w > 0)
-    throw gt::Error("train.power_limit needs the tune module, which this build leaves out");
 #endif
+  if (c.power_limit_w > 0 && gt::dist::local_rank_from_env() == 0) {
+    std::string why_not;
+#ifdef GT_HAVE_TUNE
+    try {
+      power_guard = gt::tune::apply_power_limit(c.power_limit_w);
+    } catch (const gt::Error& e) {
+      why_not = e.what();
+    }
+#else
+    why_not = "this build leaves out the tune module, which sets power limits";
+#endif
+    power_record = {{"requested_w", c.power_limit_w}, {"applied", why_not.empty()}};
+    if (why_not.empty()) {
+      std::printf("  power    limit %.0f W applied (restored at exit)\n", c.power_limit_w);
+    } else {
+      if (c.power_limit_required)
+        throw gt::Error(fmt::format("train.power_limit = {} W could not be applied: {}",
+                                    c.power_limit_w, why_not));
+      power_record["reason"] = why_not;
+      std::printf(
+          "  power    limit %.0f W NOT applied, the run goes on uncapped: %s "
+          "(train.power_limit_required = true makes this an error)\n",
+          c.power_limit_w, why_not.c_str());
+    }
+  }
   // one reader per device per node (node lock): rank 0 takes its node's devices first, so that
   // its progress lines show them
   if (comm && rank != 0) comm->barrier();
@@ -163,7 +184,10 @@ int run_train(const Args& a, gt::dist::MpiRuntime* mpi) {
   trainer.set_observer(&energy);
   gt::RunSummaryWriter summary(trainer, out);
   summary.set_session_start(session_start);
-  summary.set_extra([&](nlohmann::json& s) { energy.finish(s); });
+  summary.set_extra([&](nlohmann::json& s) {
+    energy.finish(s);
+    if (!power_record.is_null()) s["power_limit"] = power_record;
+  });
   cleanup.disarm();
   gt::RunResult r = trainer.run(a.stop_at);
   if (rank != 0) {  // the energy totals are collective; rank 0 writes them

@@ -64,6 +64,7 @@ std::vector<Key> key_table(TrainConfig& c) {
       {"train.memory_budget", &c.memory_budget},
       {"train.target_loss", &c.target_loss},
       {"train.stop_at_target", &c.stop_at_target},
+      {"train.power_limit_required", &c.power_limit_required},
       {"train.init_from", &c.init_from},
       {"data.path", &c.data_path},
       {"data.val_path", &c.data_val_path},

@@ -72,6 +72,11 @@ struct TrainConfig {
   double carbon_utc_offset_h = 0;  ///< time zone of carbon_csv's naive times (hours east of UTC)
   double cpu_tdp_w = 0;            ///< 0: from the CPU model table
   double power_limit_w = 0;        ///< train.power_limit (W) for the run; 0 leaves the limit alone
+  /// train.power_limit_required: a train.power_limit that cannot be applied (no writable RAPL
+  /// zone or NVML limit, as for a job not run as root) stops the run before any step; false
+  /// (default): the run goes on uncapped, says so, and summary.json's power_limit record
+  /// gives the reason.
+  bool power_limit_required = false;
   // data parallelism (dist/, used when launched as several MPI ranks)
   /// train.zero: 0 keeps the whole AdamW state on every rank; 1 shards it across the ranks
   /// (ZeRO stage 1: reduce-scatter the gradients, update the shard, all-gather the weights).

@@ -58,9 +58,34 @@ TEST_F(Cli, FailedStartLeavesNoRunFolder) {
   fs::create_directories(d.file("empty-powercap"));
   setenv("GT_POWERCAP_ROOT", d.file("empty-powercap").c_str(), 1);     // no RAPL zone,
   setenv("GT_NVML_LIBRARY", d.file("no-libnvidia-ml.so").c_str(), 1);  // no GPU
-  expect_train_error(cfg + " --set train.power_limit=60", "power limit: no device found");
+  expect_train_error(cfg + " --set train.power_limit=60 --set train.power_limit_required=true",
+                     "train.power_limit = 60 W could not be applied: power limit: no device found");
   unsetenv("GT_POWERCAP_ROOT");
   unsetenv("GT_NVML_LIBRARY");
+}
+
+// Issue 17: a plan's CPU cap reaches `greentrain train` as --set train.power_limit=W; where no
+// limit can be written (no RAPL zone, or a job not run as root) the run goes on uncapped, says
+// so and records why, instead of failing every capped job at its start.
+TEST_F(Cli, PowerLimitThatCannotBeAppliedIsRecordedAndTheRunGoesOn) {
+  fs::create_directories(d.file("empty-powercap"));
+  const std::string env = "GT_POWERCAP_ROOT=" + d.file("empty-powercap") +
+                          " GT_NVML_LIBRARY=" + d.file("no-libnvidia-ml.so") + " ";
+  const std::string run = d.file("capped");
+  auto r = run_cmd(env + kBin + " train " + cfg + " --out " + run + " --set train.power_limit=60");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("limit 60 W NOT applied, the run goes on uncapped: power limit: no "
+                          "device found"),
+            std::string::npos)
+      << r.output;
+  std::ifstream f(fs::path(run) / "summary.json");
+  auto s = nlohmann::json::parse(f);
+  ASSERT_TRUE(s.contains("power_limit")) << s.dump();
+  EXPECT_EQ(s["power_limit"]["requested_w"], 60.0);
+  EXPECT_EQ(s["power_limit"]["applied"], false);
+  EXPECT_NE(s["power_limit"]["reason"].get<std::string>().find("no device found"),
+            std::string::npos);
+  EXPECT_EQ(s["step"], 6);
 }
 
 TEST_F(Cli, EmptyDataFile) {
