@@ -154,7 +154,7 @@ slurmctld 2>"$D/slurmctld.err" || skip "cannot start slurmctld: $(cat "$D/slurmc
 slurmd 2>"$D/slurmd.err" || skip "cannot start slurmd: $(cat "$D/slurmd.err")"
 ok=""
 for _ in $(seq 1 60); do
-  if sinfo -h -o "%t" 2>/dev/null | grep -qE "idle|mix"; then ok=1; break; fi
+  if grep -qE "idle|mix" <<< "$(sinfo -h -o "%t" 2>/dev/null)"; then ok=1; break; fi
   scontrol update nodename="${NODE_LINE#NodeName=}" state=resume >/dev/null 2>&1 || true
   sleep 1
 done
@@ -262,7 +262,7 @@ requeue_now() {
   # PMIx cannot bind its socket (stepd.slurm.pmix.JOB.0) while the old one exists
   local gone=""
   for _ in $(seq 1 120); do
-    ls "$D/spool" 2>/dev/null | grep -qE "[._]$1\.[0-9]+\$" || { gone=1; break; }
+    grep -qE "[._]$1\.[0-9]+\$" <<< "$(ls "$D/spool" 2>/dev/null)" || { gone=1; break; }
     sleep 0.25
   done
   [ -n "$gone" ] || fail "the steps of job $1 did not end: $(ls "$D/spool")"
@@ -477,7 +477,10 @@ echo "PASS: planned cap of 60 W submitted as --set train.power_limit=60, set whi
 
 # --- 3. the SPANK plugin ------------------------------------------------------------------
 if [ -n "$PLUGSTACK" ]; then
-  sbatch --help 2>&1 | grep -q -- "--gpu-power-limit" || fail "sbatch has no --gpu-power-limit"
+  # the whole help first: under pipefail, `sbatch --help | grep -q` fails whenever grep exits
+  # at its match before sbatch has written the rest (SIGPIPE)
+  help=$(sbatch --help 2>&1)
+  grep -q -- "--gpu-power-limit" <<< "$help" || fail "sbatch has no --gpu-power-limit"
   echo "PASS: the SPANK plugin adds --gpu-power-limit to sbatch"
 fi
 echo "PASS"
