@@ -49,6 +49,19 @@ std::string node_name() {
   return buf;
 }
 
+std::vector<std::string> gather_node_names(Communicator& comm) {
+  constexpr size_t kName = 64;
+  const int n = comm.size(), me = comm.rank();
+  std::vector<char> names(kName * n, 0);
+  const std::string host = node_name().substr(0, kName - 1);
+  std::memcpy(names.data() + kName * me, host.data(), host.size());
+  comm.all_gather(names.data() + kName * me, names.data(), std::vector<size_t>(n, kName),
+                  CommType::byte);
+  std::vector<std::string> out;
+  for (int r = 0; r < n; ++r) out.emplace_back(names.data() + kName * r);
+  return out;
+}
+
 #ifndef GT_HAVE_MPI
 
 bool mpi_available() { return false; }

@@ -7,6 +7,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "dist/communicator.h"
 
@@ -53,5 +54,9 @@ int local_rank_from_env();
 
 /// The host name of this rank's node (gethostname), for counting nodes.
 std::string node_name();
+
+/// Every rank's node_name() (the first 63 bytes), in rank order. Collective: every rank of
+/// `comm` calls it.
+std::vector<std::string> gather_node_names(Communicator& comm);
 
 }  // namespace gt::dist

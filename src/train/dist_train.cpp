@@ -175,12 +175,7 @@ nlohmann::json Trainer::dist_summary() {
   std::vector<size_t> counts(world_, kVals);
   std::memcpy(all.data() + kVals * rank_, mine.data(), sizeof(double) * kVals);
   comm_->all_gather(all.data() + kVals * rank_, all.data(), counts, dist::CommType::f64);
-  constexpr size_t kName = 64;
-  std::vector<char> names(kName * world_, 0);
-  const std::string me = dist::node_name().substr(0, kName - 1);
-  std::memcpy(names.data() + kName * rank_, me.data(), me.size());
-  comm_->all_gather(names.data() + kName * rank_, names.data(), std::vector<size_t>(world_, kName),
-                    dist::CommType::byte);
+  const std::vector<std::string> names = dist::gather_node_names(*comm_);
   nlohmann::ordered_json d;
   d["ranks"] = world_;
   d["communicator"] = comm_->name();
@@ -199,7 +194,7 @@ nlohmann::json Trainer::dist_summary() {
     const double* v = all.data() + kVals * r;
     nlohmann::ordered_json e;
     e["rank"] = r;
-    e["node"] = std::string(names.data() + kName * r);
+    e["node"] = names[r];
     e["collective_wait_s"] = v[0];
     e["grad_comm_s"] = v[1];
     e["grad_comm_exposed_s"] = v[2];

@@ -197,15 +197,7 @@ nlohmann::json EnergyHook::add_nodes(energy::Measurement& m) {
                     dist::CommType::f64);
   double est = m.estimated ? 1.0 : 0.0;
   comm_->all_reduce(&est, 1, dist::CommType::f64, dist::ReduceOp::max);
-  if (node_names_.empty()) {  // the ranks' nodes, gathered once
-    constexpr size_t kName = 64;
-    std::vector<char> names(kName * n, 0);
-    const std::string host = dist::node_name().substr(0, kName - 1);
-    std::memcpy(names.data() + kName * me, host.data(), host.size());
-    comm_->all_gather(names.data() + kName * me, names.data(), std::vector<size_t>(n, kName),
-                      dist::CommType::byte);
-    for (int r = 0; r < n; ++r) node_names_.emplace_back(names.data() + kName * r);
-  }
+  if (node_names_.empty()) node_names_ = dist::gather_node_names(*comm_);  // once
   struct Node {
     int ranks = 0, readers = 0;
     bool known = true;
