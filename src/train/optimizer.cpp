@@ -10,12 +10,23 @@
 namespace gt {
 namespace {
 
-// Sum of squares of each tensor of `a` in double through the backend (a float squared stays
+// Sum of squares of every tensor of `a` in double through the backend (a float squared stays
 // below 1.2e77, so only an inf or NaN element makes it non-finite); returns the total and sets
-// *first_bad to the first tensor whose sum is not finite (a.size() when none).
+// *first_bad to the first tensor whose sum is not finite (a.size() when none). An all-f32 arena
+// is summed in one pass over its flat memory (the 64-byte padding between tensors is zeroed at
+// allocation and never written): one parallel region instead of one per tensor, which was 3.5 %
+// of a shakespeare-char-cpu bf16 step (208 regions a step over the gradients, moments and
+// weights). The per-tensor passes run only to name the tensor when the total is not finite.
 double arena_sum_squares(Backend& be, Arena& a, size_t* first_bad) {
-  double sq = 0.0;
   *first_bad = a.size();
+  bool flat = a.allocated() && a.size() > 1;
+  for (size_t i = 0; flat && i < a.size(); ++i) flat = a.at(i).dtype == DType::f32;
+  if (flat) {
+    const double sq =
+        be.sum_squares(static_cast<const float*>(a.base()), (int64_t)(a.bytes() / sizeof(float)));
+    if (std::isfinite(sq)) return sq;
+  }
+  double sq = 0.0;
   for (size_t i = 0; i < a.size(); ++i) {
     const double t = be.sum_squares(a.at(i).f32(), a.at(i).numel());
     if (!std::isfinite(t) && *first_bad == a.size()) *first_bad = i;

@@ -118,6 +118,34 @@ TEST(NonFinite, AGradientWithNaNChangesNothingOnEveryOptimizerPath) {
   }
 }
 
+// The global gradient norm is the float64 norm over every tensor (summed in one pass over the
+// arena's flat memory): not a part of the arena, and the padding between tensors adds nothing.
+TEST(NonFinite, GradientNormIsTheNormOfEveryTensor) {
+  GT_NEEDS_CPU_BACKEND();
+  auto be = make_backend("cpu", {.threads = 2});
+  GPTConfig mc{2, 2, 16, 8, 20};
+  GPT model(mc, 2, Recompute::none, *be, true);
+  model.init_weights(1);
+  Arena m("m"), v("v");
+  for (auto& s : model.specs()) {
+    m.plan(s.name, s.shape);
+    v.plan(s.name, s.shape);
+  }
+  m.allocate(*be);
+  v.allocate(*be);
+  double sq = 0.0;
+  for (size_t i = 0; i < model.grads().size(); ++i) {
+    const float x = 0.001f * float(i + 1);  // every tensor its own value
+    fill(*be, model.grads(), i, x);
+    sq += double(x) * x * double(model.grads().at(i).numel());
+  }
+  TrainConfig cfg = tiny("x.txt");
+  cfg.fusion = true;
+  OptimizerResult r = optimizer_step(*be, model, m, v, cfg, 1e-3f, 1, 1.0);
+  EXPECT_FALSE(r.skipped);
+  EXPECT_NEAR(r.grad_norm, std::sqrt(sq), 1e-6 * std::sqrt(sq));
+}
+
 // fp32 and bf16: the run stops at the step where a value first becomes inf or NaN, naming
 // the step and the tensor; the checkpoint on disk is the last good one, byte for byte.
 void expect_run_stops(Precision p, bool poison_moment) {
