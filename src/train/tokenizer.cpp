@@ -3,7 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <filesystem>
+#include <map>
+#include <set>
+#include <string_view>
 
 #include "core/error.h"
 #include "core/json_number.h"
@@ -16,17 +20,16 @@ namespace gt {
 namespace {
 
 // Splits UTF-8 into code points (as strings); throws at the first invalid sequence.
-std::vector<std::string> utf8_chars(const std::string& s, const std::string& where) {
+// Calls f(character) for each UTF-8 character of s (a view into s), after checking s is UTF-8.
+template <class F>
+void each_utf8_char(const std::string& s, const std::string& where, F f) {
   check_utf8(s, where);
-  std::vector<std::string> out;
-  out.reserve(s.size());
   for (size_t i = 0; i < s.size();) {
     unsigned char c = s[i];
     size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : 4;
-    out.emplace_back(s, i, len);
+    f(std::string_view(s).substr(i, len));
     i += len;
   }
-  return out;
 }
 
 void fnv1a(uint64_t& h, std::string_view s) {
@@ -119,15 +122,30 @@ std::vector<int32_t> Tokenizer::encode(const std::string& text) const {
     return ids;
   }
   if (kind != "char") throw Error("this run's data is pre-tokenized (ids): text cannot be encoded");
-  std::map<std::string, int32_t> index;
-  for (size_t i = 0; i < vocab.size(); ++i) index[vocab[i]] = static_cast<int32_t>(i);
-  for (auto& ch : utf8_chars(text, "text")) {
-    auto it = index.find(ch);
-    if (it == index.end())
+  // one-byte characters (all of tinyshakespeare) through a table, the others through a map
+  std::array<int32_t, 128> ascii;
+  ascii.fill(-1);
+  std::map<std::string, int32_t, std::less<>> index;
+  for (size_t i = 0; i < vocab.size(); ++i) {
+    const auto& v = vocab[i];
+    if (v.size() == 1 && static_cast<unsigned char>(v[0]) < 0x80)
+      ascii[static_cast<unsigned char>(v[0])] = static_cast<int32_t>(i);
+    else
+      index[v] = static_cast<int32_t>(i);
+  }
+  ids.reserve(text.size());
+  each_utf8_char(text, "text", [&](std::string_view ch) {
+    int32_t id = -1;
+    if (ch.size() == 1 && static_cast<unsigned char>(ch[0]) < 0x80) {
+      id = ascii[static_cast<unsigned char>(ch[0])];
+    } else if (auto it = index.find(ch); it != index.end()) {
+      id = it->second;
+    }
+    if (id < 0)
       throw Error(fmt::format("character '{}' is not in the model's vocabulary of {} characters",
                               ch, vocab.size()));
-    ids.push_back(it->second);
-  }
+    ids.push_back(id);
+  });
   return ids;
 }
 
@@ -228,12 +246,19 @@ Tokenizer Tokenizer::from_json(const nlohmann::json& j, const std::string& where
 }
 
 Tokenizer Tokenizer::build_char(const std::string& text, const std::string& where) {
-  auto chars = utf8_chars(text, where);
-  std::sort(chars.begin(), chars.end());
-  chars.erase(std::unique(chars.begin(), chars.end()), chars.end());
+  std::set<std::string, std::less<>> chars;  // sorted, as nanoGPT's sorted(set(text))
+  std::array<bool, 128> seen{};
+  each_utf8_char(text, where, [&](std::string_view ch) {
+    const auto c = static_cast<unsigned char>(ch[0]);
+    if (ch.size() == 1 && c < 0x80) {
+      if (seen[c]) return;
+      seen[c] = true;
+    }
+    if (chars.find(ch) == chars.end()) chars.emplace(ch);
+  });
   Tokenizer t;
   t.kind = "char";
-  t.vocab = std::move(chars);
+  t.vocab.assign(chars.begin(), chars.end());
   return t;
 }
 
