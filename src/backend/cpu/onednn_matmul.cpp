@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "core/error.h"
@@ -20,8 +21,6 @@ using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, bool, bool, int, b
 
 struct Ctx {
   dnnl::engine eng{dnnl::engine::kind::cpu, 0};
-  dnnl::stream strm{eng};
-  std::map<Key, dnnl::matmul> prims;
   std::mutex mu;
 };
 
@@ -72,50 +71,78 @@ void onednn_matmul(void* c, const void* a, const void* b, const float* bias, int
           post.gelu,
           mul,
           post.c_bf16};
-  auto a_md = md_2d(M, K, trans_a, to_dt(type));
-  auto b_md = md_2d(K, N, trans_b, to_dt(type));
-  auto c_md = md_2d(M, N, false, post.c_bf16 ? dt::bf16 : dt::f32);
-  auto mul_md = md_2d(M, N, false, post.mul_bf16 ? dt::bf16 : dt::f32);
-  auto bias_md = dnnl::memory::desc({1, N}, dt::f32, dnnl::memory::dims{N, 1});
-  dnnl::matmul* prim;
+  // per primitive: its memory descriptors, and per thread the memory objects and argument
+  // map, made once; each call only points them at its buffers (making them every call cost
+  // several microseconds, against a few tens for the products of a small model)
+  struct Entry {
+    dnnl::matmul prim;
+    dnnl::memory::desc a_md, b_md, c_md, mul_md, bias_md;
+  };
+  struct Bound {
+    dnnl::memory a, b, c, mul, bias;
+    std::unordered_map<int, dnnl::memory> args;
+  };
+  static thread_local std::unordered_map<const Entry*, Bound> bound;
+  const Entry* e;
   {
+    static std::map<Key, Entry> prims;
     std::lock_guard<std::mutex> lock(cx.mu);
-    auto it = cx.prims.find(key);
-    if (it == cx.prims.end()) {
+    auto it = prims.find(key);
+    if (it == prims.end()) {
+      Entry n;
+      n.a_md = md_2d(M, K, trans_a, to_dt(type));
+      n.b_md = md_2d(K, N, trans_b, to_dt(type));
+      n.c_md = md_2d(M, N, false, post.c_bf16 ? dt::bf16 : dt::f32);
+      n.mul_md = md_2d(M, N, false, post.mul_bf16 ? dt::bf16 : dt::f32);
+      n.bias_md = dnnl::memory::desc({1, N}, dt::f32, dnnl::memory::dims{N, 1});
       dnnl::primitive_attr attr;
       dnnl::post_ops po;
       if (accumulate) po.append_sum(1.0f);
       if (post.gelu) po.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_tanh, 0.f, 0.f);
-      if (post.mul) po.append_binary(dnnl::algorithm::binary_mul, mul_md);
+      if (post.mul) po.append_binary(dnnl::algorithm::binary_mul, n.mul_md);
       if (accumulate || post.gelu || post.mul) attr.set_post_ops(po);
       try {
-        auto desc = bias ? dnnl::matmul::desc(a_md, b_md, bias_md, c_md)
-                         : dnnl::matmul::desc(a_md, b_md, c_md);
+        auto desc = bias ? dnnl::matmul::desc(n.a_md, n.b_md, n.bias_md, n.c_md)
+                         : dnnl::matmul::desc(n.a_md, n.b_md, n.c_md);
         dnnl::matmul::primitive_desc pd(desc, attr, cx.eng);
-        it = cx.prims.emplace(key, dnnl::matmul(pd)).first;
-      } catch (const dnnl::error& e) {
+        n.prim = dnnl::matmul(pd);
+      } catch (const dnnl::error& err) {
         throw Error(fmt::format(
             "oneDNN has no {} matrix product ({}x{}x{}{}{}{}{}) on this CPU: {}", type_name(type),
             M, N, K, accumulate ? ", accumulate" : "", post.gelu ? ", GELU post-op" : "",
-            post.mul ? ", multiply post-op" : "", post.c_bf16 ? ", bf16 output" : "", e.what()));
+            post.mul ? ", multiply post-op" : "", post.c_bf16 ? ", bf16 output" : "", err.what()));
       }
+      it = prims.emplace(key, std::move(n)).first;
     }
-    prim = &it->second;
+    e = &it->second;  // std::map: entries never move
   }
-  dnnl::memory am(a_md, cx.eng, const_cast<void*>(a));
-  dnnl::memory bm(b_md, cx.eng, const_cast<void*>(b));
-  dnnl::memory cm(c_md, cx.eng, c);
-  std::unordered_map<int, dnnl::memory> args{
-      {DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}};
-  if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(bias_md, cx.eng, const_cast<float*>(bias)));
-  if (post.mul) {
-    // the binary post-op's index counts the post-ops before it (sum, GELU)
-    const int idx = (accumulate ? 1 : 0) + (post.gelu ? 1 : 0);
-    args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(idx) | DNNL_ARG_SRC_1,
-                 dnnl::memory(mul_md, cx.eng, const_cast<void*>(post.mul)));
+  auto [bit, fresh] = bound.try_emplace(e);
+  Bound& m = bit->second;
+  if (fresh) {
+    m.a = dnnl::memory(e->a_md, cx.eng, const_cast<void*>(a));
+    m.b = dnnl::memory(e->b_md, cx.eng, const_cast<void*>(b));
+    m.c = dnnl::memory(e->c_md, cx.eng, c);
+    m.args = {{DNNL_ARG_SRC, m.a}, {DNNL_ARG_WEIGHTS, m.b}, {DNNL_ARG_DST, m.c}};
+    if (bias) {
+      m.bias = dnnl::memory(e->bias_md, cx.eng, const_cast<float*>(bias));
+      m.args.emplace(DNNL_ARG_BIAS, m.bias);
+    }
+    if (post.mul) {
+      // the binary post-op's index counts the post-ops before it (sum, GELU)
+      const int idx = (accumulate ? 1 : 0) + (post.gelu ? 1 : 0);
+      m.mul = dnnl::memory(e->mul_md, cx.eng, const_cast<void*>(post.mul));
+      m.args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(idx) | DNNL_ARG_SRC_1, m.mul);
+    }
+  } else {
+    m.a.set_data_handle(const_cast<void*>(a));
+    m.b.set_data_handle(const_cast<void*>(b));
+    m.c.set_data_handle(c);
+    if (bias) m.bias.set_data_handle(const_cast<float*>(bias));
+    if (post.mul) m.mul.set_data_handle(const_cast<void*>(post.mul));
   }
-  prim->execute(cx.strm, args);
-  cx.strm.wait();
+  static thread_local dnnl::stream strm(cx.eng);
+  e->prim.execute(strm, m.args);
+  strm.wait();
 }
 
 struct ThreadMatmul::Impl {
