@@ -37,6 +37,11 @@ class Attention {
  public:
   void set_type(AttnType t) { type_ = t; }
   AttnType type() const { return type_; }
+  /// Whether the fused form may use attention_bf16.h's kernels (bf16, a CPU with AVX512_BF16,
+  /// a head size they take; the default) or always oneDNN's products (for benchmarks and tests).
+  void set_own_bf16_kernels(bool on) { own_bf16_ = on; }
+  /// Whether forward/backward without att run attention_bf16.h's kernels for this shape.
+  bool uses_own_bf16_kernels(int C, int NH) const;
 
   /// out (B,T,C) from qkv (B,T,3C); out may be null when out16 is not (bf16 only). att (B,NH,T,T)
   /// receives the probabilities (may be null: the fused form, which keeps one batch element's at a
@@ -62,9 +67,14 @@ class Attention {
   /// the streaming stores before returning. Call outside parallel regions.
   template <class Plan, class F>
   void each_head(const Plan& pl, const float* qkv, int B, int NH, F f);
+  /// Runs f(buf, b, h) for every (batch element, head) pair, spread over the OpenMP threads,
+  /// each with its own buffer of `bytes`; fences the streaming stores before returning.
+  template <class F>
+  void for_heads(size_t bytes, int B, int NH, F f);
   /// One buffer per thread, each exactly attention_workspace_bytes / threads.
   unsigned char* thread_buffer(int thread, size_t bytes);
   AttnType type_ = AttnType::f32;
+  bool own_bf16_ = true;
   std::vector<AlignedVector<unsigned char>> per_thread_;
 };
 

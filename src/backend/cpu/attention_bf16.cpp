@@ -1,0 +1,369 @@
+#include "backend/cpu/attention_bf16.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+#include "backend/cpu/fast_math.h"
+#include "backend/cpu/simd512.h"
+
+#if GT_SIMD512 && defined(__AVX512BF16__)
+#define GT_ATTN_BF16 1
+#else
+#define GT_ATTN_BF16 0
+#endif
+
+namespace gt::cpu {
+
+#if GT_ATTN_BF16
+namespace {
+
+constexpr int64_t kTile = 16;    // query rows per tile; keys are skipped in steps of 16 too
+constexpr int64_t kChunk = 128;  // query rows whose P and dS are kept for dK and dV
+
+int64_t pad16(int64_t n) { return (n + kTile - 1) / kTile * kTile; }
+
+inline __m512bh as_bh(__m512i x) { return (__m512bh)x; }
+
+/// 16 bf16 (nearest even) of 16 floats.
+inline __m256i to_bh16(__m512 x) { return (__m256i)_mm512_cvtneps_pbh(x); }
+
+/// The 16 words (lo[i], hi[i]) of two rows' 16 floats: a VNNI vector.
+inline __m512i pair_words(__m512 lo, __m512 hi) {
+  alignas(64) static constexpr uint16_t kIdx[32] = {0,  16, 1,  17, 2,  18, 3,  19, 4,  20, 5,
+                                                    21, 6,  22, 7,  23, 8,  24, 9,  25, 10, 26,
+                                                    11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  return _mm512_permutexvar_epi16(_mm512_load_si512(kIdx), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+}
+
+/// C(m, 16 v + i) (+)= sum over p in [p0, p1) of A(m, p) . B(p, 16 v + i) for m < R, v < NV
+/// (acc: added to C, else assigned). A's word (m, p) is A[m a_row + p a_k]; B's vector (p, v)
+/// starts at B + p ldb + 16 v (words); C's row m at Cm + m ldc (floats).
+template <int R, int NV>
+inline void micro(const uint32_t* A, int64_t a_row, int64_t a_k, const uint32_t* B, int64_t ldb,
+                  int64_t p0, int64_t p1, float* Cm, int64_t ldc, bool acc) {
+  __m512 c[R][NV];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v)
+      c[r][v] = acc ? _mm512_loadu_ps(Cm + r * ldc + 16 * v) : _mm512_setzero_ps();
+  for (int64_t p = p0; p < p1; ++p) {
+    __m512bh b[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) b[v] = as_bh(_mm512_loadu_si512(B + p * ldb + 16 * v));
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const __m512bh a = as_bh(_mm512_set1_epi32(static_cast<int>(A[r * a_row + p * a_k])));
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) c[r][v] = _mm512_dpbf16_ps(c[r][v], a, b[v]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(Cm + r * ldc + 16 * v, c[r][v]);
+}
+
+template <int R, int NV>
+void micro_rows(int64_t M, const uint32_t* A, int64_t a_row, int64_t a_k, const uint32_t* B,
+                int64_t ldb, int64_t p0, int64_t p1, float* Cm, int64_t ldc, bool acc) {
+  for (int64_t m = 0; m < M; m += R)
+    micro<R, NV>(A + m * a_row, a_row, a_k, B, ldb, p0, p1, Cm + m * ldc, ldc, acc);
+}
+
+/// The product of micro for M rows (a multiple of 16) and nv vectors of 16 columns, in
+/// register tiles of up to 16 accumulators.
+void gemm(int64_t M, int64_t nv, const uint32_t* A, int64_t a_row, int64_t a_k, const uint32_t* B,
+          int64_t ldb, int64_t p0, int64_t p1, float* Cm, int64_t ldc, bool acc) {
+  for (int64_t v0 = 0; v0 < nv;) {
+    const int64_t g = std::min<int64_t>(nv - v0, 4);
+    const uint32_t* Bv = B + 16 * v0;
+    float* Cv = Cm + 16 * v0;
+    switch (g) {
+      case 4:
+        micro_rows<4, 4>(M, A, a_row, a_k, Bv, ldb, p0, p1, Cv, ldc, acc);
+        break;
+      case 3:
+        micro_rows<4, 3>(M, A, a_row, a_k, Bv, ldb, p0, p1, Cv, ldc, acc);
+        break;
+      case 2:
+        micro_rows<8, 2>(M, A, a_row, a_k, Bv, ldb, p0, p1, Cv, ldc, acc);
+        break;
+      default:
+        micro_rows<8, 1>(M, A, a_row, a_k, Bv, ldb, p0, p1, Cv, ldc, acc);
+        break;
+    }
+    v0 += g;
+  }
+}
+
+/// Where pack_head writes one matrix X (T valid rows of Tp, hs columns) of a head; each
+/// pointer may be null (that layout is not wanted).
+struct PackOut {
+  uint16_t* rows = nullptr;   ///< bf16 rows (Tp, hs): a left operand, one word at a time
+  uint32_t* pairs = nullptr;  ///< VNNI (Tp/2, hs words): word (p, c) = (X[2p][c], X[2p+1][c])
+  uint32_t* tr = nullptr;  ///< VNNI of X^T (hs/2, Tp words): word (p, n) = (X[n][2p], X[n][2p+1])
+};
+
+/// Packs n matrices of a head (src[m]: row 0, rows ld floats apart) into the layouts out[m]
+/// asks for, rows past T as zeros, in one pass over the rows: the rows of all matrices are
+/// read together, four rows ahead prefetched (rows are 3C floats apart, too far apart for the
+/// hardware prefetcher to follow).
+void pack_head(int n, const float* const* src, const PackOut* out, int64_t ld, int64_t T,
+               int64_t Tp, int64_t hs) {
+  alignas(64) static constexpr uint32_t kIdx[16] = {0, 8,  1, 9,  2, 10, 3, 11,
+                                                    4, 12, 5, 13, 6, 14, 7, 15};
+  const __m512i idx = _mm512_load_si512(kIdx);
+  const __m512 z = _mm512_setzero_ps();
+  for (int64_t t = 0; t < Tp; t += 2) {
+    for (int m = 0; m < n; ++m)
+      for (int64_t u = t + 4; u < std::min(t + 6, T); ++u)
+        for (int64_t c = 0; c < hs; c += 16) __builtin_prefetch(src[m] + u * ld + c);
+    for (int m = 0; m < n; ++m) {
+      const PackOut& o = out[m];
+      for (int64_t c = 0; c < hs; c += 16) {
+        const __m512 x0 = t < T ? _mm512_loadu_ps(src[m] + t * ld + c) : z;
+        const __m512 x1 = t + 1 < T ? _mm512_loadu_ps(src[m] + (t + 1) * ld + c) : z;
+        if (o.pairs) _mm512_storeu_si512(o.pairs + t / 2 * hs + c, pair_words(x0, x1));
+        if (!o.rows && !o.tr) continue;
+        const __m256i b0 = to_bh16(x0), b1 = to_bh16(x1);
+        if (o.rows) {
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.rows + t * hs + c), b0);
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.rows + (t + 1) * hs + c), b1);
+        }
+        if (o.tr) {  // qword p: (row t's word c/2 + p, row t+1's), both go to column t, t+1
+          alignas(64) uint64_t q[8];
+          _mm512_store_si512(q, _mm512_permutexvar_epi32(
+                                    idx, _mm512_inserti64x4(_mm512_castsi256_si512(b0), b1, 1)));
+          for (int64_t p = 0; p < 8; ++p)
+            std::memcpy(o.tr + (c / 2 + p) * Tp + t, q + p, sizeof(uint64_t));
+        }
+      }
+    }
+  }
+}
+
+/// m rows of hs floats (dense) into rows of stride ld at dst and dst16, each may be null.
+void unpack(float* dst, uint16_t* dst16, const float* src, int64_t m, int64_t hs, int64_t ld) {
+  for (int64_t t = 0; t < m; ++t) {
+    if (dst) std::memcpy(dst + t * ld, src + t * hs, hs * sizeof(float));
+    if (dst16) store_bf16(dst16 + t * ld, src + t * hs, hs);
+  }
+}
+
+/// A thread's buffer: byte offsets of each array, 64-byte aligned.
+struct Bufs {
+  int64_t T, Tp, hs, chunk;
+  size_t q, qp, kt, kp, vt, vp, d, dp, s, g, dsr, pv, dsv, o, dk, dv, total;
+  Bufs(int64_t T_, int64_t hs_) : T(T_), Tp(pad16(T_)), hs(hs_), chunk(std::min(kChunk, Tp)) {
+    size_t at = 0;
+    auto take = [&](size_t bytes) {
+      const size_t off = at;
+      at += (bytes + 63) / 64 * 64;
+      return off;
+    };
+    const size_t head = Tp * hs * 2, tile = kTile * Tp;
+    q = take(head);
+    qp = take(head);
+    kt = take(head);
+    kp = take(head);
+    vt = take(head);
+    vp = take(head);
+    d = take(head);
+    dp = take(head);
+    s = take(tile * sizeof(float));
+    g = take(tile * sizeof(float));
+    dsr = take(tile * 2);
+    pv = take(chunk * Tp * 2);
+    dsv = take(chunk * Tp * 2);
+    o = take(kTile * hs * sizeof(float));
+    dk = take(Tp * hs * sizeof(float));
+    dv = take(Tp * hs * sizeof(float));
+    total = at;
+  }
+};
+
+template <class X>
+X* at(unsigned char* buf, size_t off) {
+  return reinterpret_cast<X*>(buf + off);
+}
+
+/// Softmax of tile row j (query t, `valid` keys, n columns of S): P row (bf16, zeros past
+/// valid) and the log-sum-exp of the scaled scores; a row past T (valid 0) is all zeros.
+float softmax_fwd_row(float* s, uint16_t* p, int64_t valid, int64_t n, float scale) {
+  if (valid == 0) {
+    std::memset(p, 0, n * 2);
+    return 0.0f;
+  }
+  const __m512 sc = _mm512_set1_ps(scale);
+  __m512 vm = _mm512_set1_ps(-INFINITY);
+  for (int64_t i = 0; i < valid; i += 16)
+    vm = _mm512_max_ps(vm, _mm512_mask_loadu_ps(vm, lanes_below(i, valid), s + i));
+  const float maxv = _mm512_reduce_max_ps(vm) * scale;
+  const __m512 mx = _mm512_set1_ps(maxv);
+  __m512 vs = _mm512_setzero_ps();
+  for (int64_t i = 0; i < valid; i += 16) {
+    const __mmask16 m = lanes_below(i, valid);
+    const __m512 e =
+        _mm512_maskz_mov_ps(m, exp512(_mm512_fmsub_ps(_mm512_loadu_ps(s + i), sc, mx)));
+    _mm512_storeu_ps(s + i, e);
+    vs = _mm512_add_ps(vs, e);
+  }
+  const float sum = _mm512_reduce_add_ps(vs);
+  const __m512 inv = _mm512_set1_ps(1.0f / sum);
+  for (int64_t i = 0; i < n; i += 16)
+    _mm256_storeu_si256(
+        reinterpret_cast<__m256i*>(p + i),
+        to_bh16(_mm512_maskz_mul_ps(lanes_below(i, valid), _mm512_loadu_ps(s + i), inv)));
+  return maxv + std::log(sum);
+}
+
+/// Backward of one tile row, first half: s (scores) becomes P = exp(scale s - lse) over the
+/// valid keys and 0 after (n columns); returns rowsum(P dP).
+float softmax_bwd_probs(float* s, const float* g, int64_t valid, int64_t n, float lse,
+                        float scale) {
+  const __m512 sc = _mm512_set1_ps(scale), l = _mm512_set1_ps(lse);
+  __m512 vd = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = lanes_below(i, valid);
+    const __m512 p = _mm512_maskz_mov_ps(m, exp512(_mm512_fmsub_ps(_mm512_loadu_ps(s + i), sc, l)));
+    _mm512_storeu_ps(s + i, p);
+    vd = _mm512_fmadd_ps(p, _mm512_loadu_ps(g + i), vd);
+  }
+  return _mm512_reduce_add_ps(vd);
+}
+
+}  // namespace
+
+bool attn_bf16_supported(int hs) { return hs >= 16 && hs <= 128 && hs % 16 == 0; }
+
+size_t attn_bf16_head_bytes(int T, int hs) { return Bufs(T, hs).total; }
+
+void attn_bf16_forward_head(unsigned char* buf, const float* qkv, int T_, int C_, int hs_,
+                            float* out, uint16_t* out16, float* lse) {
+  const Bufs b(T_, hs_);
+  const int64_t T = T_, C = C_, C3 = 3 * C, hs = hs_, Tp = b.Tp, hp = hs / 2;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  {
+    const float* src[3] = {qkv, qkv + C, qkv + 2 * C};
+    PackOut o[3];
+    o[0].rows = at<uint16_t>(buf, b.q);
+    o[1].tr = at<uint32_t>(buf, b.kt);
+    o[2].pairs = at<uint32_t>(buf, b.vp);
+    pack_head(3, src, o, C3, T, Tp, hs);
+  }
+  const uint32_t* q = at<uint32_t>(buf, b.q);
+  float* S = at<float>(buf, b.s);
+  uint16_t* P = at<uint16_t>(buf, b.dsr);
+  float* O = at<float>(buf, b.o);
+  for (int64_t r0 = 0; r0 < Tp; r0 += kTile) {
+    const int64_t n = r0 + kTile;  // keys 0..n-1: the causal ones of rows r0..r0+15
+    gemm(kTile, n / 16, q + r0 * hp, hp, 1, at<uint32_t>(buf, b.kt), Tp, 0, hp, S, Tp, false);
+    for (int64_t j = 0; j < kTile; ++j) {
+      const int64_t t = r0 + j;
+      const float l = softmax_fwd_row(S + j * Tp, P + j * Tp, t < T ? t + 1 : 0, n, scale);
+      if (t < T) lse[t] = l;
+    }
+    gemm(kTile, hs / 16, reinterpret_cast<const uint32_t*>(P), Tp / 2, 1, at<uint32_t>(buf, b.vp),
+         hs, 0, n / 2, O, hs, false);
+    const int64_t m = std::min(kTile, T - r0);
+    unpack(out ? out + r0 * C : nullptr, out16 ? out16 + r0 * C : nullptr, O, m, hs, C);
+  }
+}
+
+void attn_bf16_backward_head(unsigned char* buf, const float* qkv, const float* dout,
+                             const float* lse, int T_, int C_, int hs_, float* dqkv,
+                             uint16_t* dqkv16) {
+  const Bufs b(T_, hs_);
+  const int64_t T = T_, C = C_, C3 = 3 * C, hs = hs_, Tp = b.Tp, hp = hs / 2, nvh = hs / 16;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  {
+    const float* src[3] = {qkv, qkv + C, qkv + 2 * C};
+    PackOut o[3];
+    o[0].rows = at<uint16_t>(buf, b.q);
+    o[0].pairs = at<uint32_t>(buf, b.qp);
+    o[1].tr = at<uint32_t>(buf, b.kt);
+    o[1].pairs = at<uint32_t>(buf, b.kp);
+    o[2].tr = at<uint32_t>(buf, b.vt);
+    pack_head(3, src, o, C3, T, Tp, hs);
+    PackOut d;
+    d.rows = at<uint16_t>(buf, b.d);
+    d.pairs = at<uint32_t>(buf, b.dp);
+    pack_head(1, &dout, &d, C, T, Tp, hs);
+  }
+  const uint32_t *q = at<uint32_t>(buf, b.q), *d = at<uint32_t>(buf, b.d);
+  float *S = at<float>(buf, b.s), *G = at<float>(buf, b.g), *O = at<float>(buf, b.o);
+  uint16_t* dsr = at<uint16_t>(buf, b.dsr);
+  uint32_t *Pv = at<uint32_t>(buf, b.pv), *dSv = at<uint32_t>(buf, b.dsv);
+  float *dK = at<float>(buf, b.dk), *dV = at<float>(buf, b.dv);
+  std::fill(dK, dK + Tp * hs, 0.0f);
+  std::fill(dV, dV + Tp * hs, 0.0f);
+  const __m512 sc = _mm512_set1_ps(scale);
+  for (int64_t q0 = 0; q0 < Tp; q0 += kChunk) {
+    const int64_t q1 = std::min(q0 + kChunk, Tp);
+    for (int64_t r0 = q0; r0 < q1; r0 += kTile) {
+      const int64_t n = r0 + kTile;
+      gemm(kTile, n / 16, q + r0 * hp, hp, 1, at<uint32_t>(buf, b.kt), Tp, 0, hp, S, Tp, false);
+      gemm(kTile, n / 16, d + r0 * hp, hp, 1, at<uint32_t>(buf, b.vt), Tp, 0, hp, G, Tp, false);
+      for (int64_t j = 0; j < kTile; j += 2) {  // rows in pairs: one VNNI word per key
+        float dot[2];
+        for (int64_t u = 0; u < 2; ++u) {
+          const int64_t t = r0 + j + u;
+          dot[u] = softmax_bwd_probs(S + (j + u) * Tp, G + (j + u) * Tp, t < T ? t + 1 : 0, n,
+                                     t < T ? lse[t] : 0.0f, scale);
+        }
+        const __m512 d0 = _mm512_set1_ps(dot[0]), d1 = _mm512_set1_ps(dot[1]);
+        const int64_t w = (r0 + j - q0) / 2 * Tp;  // this row pair's words in Pv, dSv
+        for (int64_t i = 0; i < n; i += 16) {
+          const __m512 p0 = _mm512_loadu_ps(S + j * Tp + i),
+                       p1 = _mm512_loadu_ps(S + (j + 1) * Tp + i);
+          const __m512 s0 = _mm512_mul_ps(
+              _mm512_mul_ps(p0, _mm512_sub_ps(_mm512_loadu_ps(G + j * Tp + i), d0)), sc);
+          const __m512 s1 = _mm512_mul_ps(
+              _mm512_mul_ps(p1, _mm512_sub_ps(_mm512_loadu_ps(G + (j + 1) * Tp + i), d1)), sc);
+          _mm512_storeu_si512(Pv + w + i, pair_words(p0, p1));
+          _mm512_storeu_si512(dSv + w + i, pair_words(s0, s1));
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(dsr + j * Tp + i), to_bh16(s0));
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(dsr + (j + 1) * Tp + i), to_bh16(s1));
+        }
+      }
+      // dQ rows r0..r0+15 = dS k over keys 0..n-1
+      gemm(kTile, nvh, reinterpret_cast<const uint32_t*>(dsr), Tp / 2, 1, at<uint32_t>(buf, b.kp),
+           hs, 0, n / 2, O, hs, false);
+      if (r0 < T) {
+        const int64_t m = std::min(kTile, T - r0);
+        unpack(dqkv ? dqkv + r0 * C3 : nullptr, dqkv16 ? dqkv16 + r0 * C3 : nullptr, O, m, hs, C3);
+      }
+    }
+    // keys 0..q1-1 += P^T dO and dS^T q over this chunk's queries; key block k0 needs queries
+    // from k0 on (the rest of its P and dS are zero, or were not written)
+    for (int64_t k0 = 0; k0 < q1; k0 += kTile) {
+      const int64_t p0 = (std::max(k0, q0) - q0) / 2, p1 = (q1 - q0) / 2;
+      gemm(kTile, nvh, Pv + k0, 1, Tp, at<uint32_t>(buf, b.dp) + q0 / 2 * hs, hs, p0, p1,
+           dV + k0 * hs, hs, true);
+      gemm(kTile, nvh, dSv + k0, 1, Tp, at<uint32_t>(buf, b.qp) + q0 / 2 * hs, hs, p0, p1,
+           dK + k0 * hs, hs, true);
+    }
+  }
+  unpack(dqkv ? dqkv + C : nullptr, dqkv16 ? dqkv16 + C : nullptr, dK, T, hs, C3);
+  unpack(dqkv ? dqkv + 2 * C : nullptr, dqkv16 ? dqkv16 + 2 * C : nullptr, dV, T, hs, C3);
+}
+
+#else  // no AVX512_BF16: attention.cpp never calls the kernels (attn_bf16_supported is false)
+
+bool attn_bf16_supported(int) { return false; }
+size_t attn_bf16_head_bytes(int, int) { return 0; }
+void attn_bf16_forward_head(unsigned char*, const float*, int, int, int, float*, uint16_t*,
+                            float*) {
+  throw std::logic_error("attn_bf16_forward_head: built without AVX512_BF16");
+}
+void attn_bf16_backward_head(unsigned char*, const float*, const float*, const float*, int, int,
+                             int, float*, uint16_t*) {
+  throw std::logic_error("attn_bf16_backward_head: built without AVX512_BF16");
+}
+
+#endif
+
+}  // namespace gt::cpu
