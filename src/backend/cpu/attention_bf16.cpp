@@ -19,8 +19,8 @@ namespace gt::cpu {
 #if GT_ATTN_BF16
 namespace {
 
-constexpr int64_t kTile = 16;    // query rows per tile; keys are skipped in steps of 16 too
-constexpr int64_t kChunk = 128;  // query rows whose P and dS are kept for dK and dV
+constexpr int64_t kTile = 16;   // queries per vector; keys are skipped in steps of 16 too
+constexpr int64_t kChunk = 64;  // queries whose scores, P and dS are kept at a time
 
 int64_t pad16(int64_t n) { return (n + kTile - 1) / kTile * kTile; }
 
@@ -153,31 +153,32 @@ void unpack(float* dst, uint16_t* dst16, const float* src, int64_t m, int64_t hs
   }
 }
 
-/// A thread's buffer: byte offsets of each array, 64-byte aligned.
+/// A thread's buffer: byte offsets of each array, 64-byte aligned. Names: q, k, v, d (dO);
+/// suffix r: bf16 rows, p: VNNI pairs of rows, t: VNNI of the transpose (PackOut).
 struct Bufs {
-  int64_t T, Tp, hs, chunk;
-  size_t q, qp, kt, kp, vt, vp, d, dp, s, g, dsr, pv, dsv, o, dk, dv, total;
-  Bufs(int64_t T_, int64_t hs_) : T(T_), Tp(pad16(T_)), hs(hs_), chunk(std::min(kChunk, Tp)) {
+  int64_t T, Tp, hs;
+  size_t qt, qp, kr, kp, vr, vp, dt, dp, s, g, pw, pr, dsr, o, dk, dv, total;
+  Bufs(int64_t T_, int64_t hs_) : T(T_), Tp(pad16(T_)), hs(hs_) {
     size_t at = 0;
     auto take = [&](size_t bytes) {
       const size_t off = at;
       at += (bytes + 63) / 64 * 64;
       return off;
     };
-    const size_t head = Tp * hs * 2, tile = kTile * Tp;
-    q = take(head);
+    const size_t head = Tp * hs * 2, chunk = Tp * kChunk;
+    qt = take(head);
     qp = take(head);
-    kt = take(head);
+    kr = take(head);
     kp = take(head);
-    vt = take(head);
+    vr = take(head);
     vp = take(head);
-    d = take(head);
+    dt = take(head);
     dp = take(head);
-    s = take(tile * sizeof(float));
-    g = take(tile * sizeof(float));
-    dsr = take(tile * 2);
-    pv = take(chunk * Tp * 2);
-    dsv = take(chunk * Tp * 2);
+    s = take(chunk * sizeof(float));
+    g = take(chunk * sizeof(float));
+    pw = take(chunk * 2);
+    pr = take(chunk * 2);
+    dsr = take(chunk * 2);
     o = take(kTile * hs * sizeof(float));
     dk = take(Tp * hs * sizeof(float));
     dv = take(Tp * hs * sizeof(float));
@@ -190,49 +191,23 @@ X* at(unsigned char* buf, size_t off) {
   return reinterpret_cast<X*>(buf + off);
 }
 
-/// Softmax of tile row j (query t, `valid` keys, n columns of S): P row (bf16, zeros past
-/// valid) and the log-sum-exp of the scaled scores; a row past T (valid 0) is all zeros.
-float softmax_fwd_row(float* s, uint16_t* p, int64_t valid, int64_t n, float scale) {
-  if (valid == 0) {
-    std::memset(p, 0, n * 2);
-    return 0.0f;
-  }
-  const __m512 sc = _mm512_set1_ps(scale);
-  __m512 vm = _mm512_set1_ps(-INFINITY);
-  for (int64_t i = 0; i < valid; i += 16)
-    vm = _mm512_max_ps(vm, _mm512_mask_loadu_ps(vm, lanes_below(i, valid), s + i));
-  const float maxv = _mm512_reduce_max_ps(vm) * scale;
-  const __m512 mx = _mm512_set1_ps(maxv);
-  __m512 vs = _mm512_setzero_ps();
-  for (int64_t i = 0; i < valid; i += 16) {
-    const __mmask16 m = lanes_below(i, valid);
-    const __m512 e =
-        _mm512_maskz_mov_ps(m, exp512(_mm512_fmsub_ps(_mm512_loadu_ps(s + i), sc, mx)));
-    _mm512_storeu_ps(s + i, e);
-    vs = _mm512_add_ps(vs, e);
-  }
-  const float sum = _mm512_reduce_add_ps(vs);
-  const __m512 inv = _mm512_set1_ps(1.0f / sum);
-  for (int64_t i = 0; i < n; i += 16)
-    _mm256_storeu_si256(
-        reinterpret_cast<__m256i*>(p + i),
-        to_bh16(_mm512_maskz_mul_ps(lanes_below(i, valid), _mm512_loadu_ps(s + i), inv)));
-  return maxv + std::log(sum);
+/// Lanes (queries t0..t0+15) for which key k is causal (k <= t), among those below T.
+inline __mmask16 causal_lanes(int64_t k, int64_t t0, __mmask16 below_T) {
+  return k <= t0 ? below_T : __mmask16((0xFFFFu << (k - t0)) & below_T);
 }
 
-/// Backward of one tile row, first half: s (scores) becomes P = exp(scale s - lse) over the
-/// valid keys and 0 after (n columns); returns rowsum(P dP).
-float softmax_bwd_probs(float* s, const float* g, int64_t valid, int64_t n, float lse,
-                        float scale) {
-  const __m512 sc = _mm512_set1_ps(scale), l = _mm512_set1_ps(lse);
-  __m512 vd = _mm512_setzero_ps();
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = lanes_below(i, valid);
-    const __m512 p = _mm512_maskz_mov_ps(m, exp512(_mm512_fmsub_ps(_mm512_loadu_ps(s + i), sc, l)));
-    _mm512_storeu_ps(s + i, p);
-    vd = _mm512_fmadd_ps(p, _mm512_loadu_ps(g + i), vd);
+/// The transposed scores of a chunk of queries q0..q0+nq-1 (nq a multiple of 16, at most
+/// kChunk): S^T(k, j) = a_k . b_{q0+j} for keys k < q0 + nq, 16 keys at a time, each block only
+/// for the query vectors at or after it (the rest is masked). A: keys' bf16 rows (Tp, hs); Bt:
+/// VNNI of the queries' transpose (hs/2, Tp words). S: rows of kChunk floats.
+void scores_t(const uint32_t* A, const uint32_t* Bt, float* S, int64_t q0, int64_t nq, int64_t Tp,
+              int64_t hs) {
+  const int64_t hp = hs / 2;
+  for (int64_t k0 = 0; k0 < q0 + nq; k0 += kTile) {
+    const int64_t v0 = k0 > q0 ? (k0 - q0) / 16 : 0;
+    gemm(kTile, nq / 16 - v0, A + k0 * hp, hp, 1, Bt + q0 + 16 * v0, Tp, 0, hp,
+         S + k0 * kChunk + 16 * v0, kChunk, false);
   }
-  return _mm512_reduce_add_ps(vd);
 }
 
 }  // namespace
@@ -241,35 +216,63 @@ bool attn_bf16_supported(int hs) { return hs >= 16 && hs <= 128 && hs % 16 == 0;
 
 size_t attn_bf16_head_bytes(int T, int hs) { return Bufs(T, hs).total; }
 
+// Both directions work on chunks of up to kChunk queries, with the scores transposed (keys
+// as rows, 16 queries per vector): a softmax over keys is then element-wise over rows, 16
+// queries at once, with no reduction across lanes.
 void attn_bf16_forward_head(unsigned char* buf, const float* qkv, int T_, int C_, int hs_,
                             float* out, uint16_t* out16, float* lse) {
   const Bufs b(T_, hs_);
-  const int64_t T = T_, C = C_, C3 = 3 * C, hs = hs_, Tp = b.Tp, hp = hs / 2;
+  const int64_t T = T_, C = C_, C3 = 3 * C, hs = hs_, Tp = b.Tp;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   {
     const float* src[3] = {qkv, qkv + C, qkv + 2 * C};
     PackOut o[3];
-    o[0].rows = at<uint16_t>(buf, b.q);
-    o[1].tr = at<uint32_t>(buf, b.kt);
+    o[0].tr = at<uint32_t>(buf, b.qt);
+    o[1].rows = at<uint16_t>(buf, b.kr);
     o[2].pairs = at<uint32_t>(buf, b.vp);
     pack_head(3, src, o, C3, T, Tp, hs);
   }
-  const uint32_t* q = at<uint32_t>(buf, b.q);
-  float* S = at<float>(buf, b.s);
-  uint16_t* P = at<uint16_t>(buf, b.dsr);
-  float* O = at<float>(buf, b.o);
-  for (int64_t r0 = 0; r0 < Tp; r0 += kTile) {
-    const int64_t n = r0 + kTile;  // keys 0..n-1: the causal ones of rows r0..r0+15
-    gemm(kTile, n / 16, q + r0 * hp, hp, 1, at<uint32_t>(buf, b.kt), Tp, 0, hp, S, Tp, false);
-    for (int64_t j = 0; j < kTile; ++j) {
-      const int64_t t = r0 + j;
-      const float l = softmax_fwd_row(S + j * Tp, P + j * Tp, t < T ? t + 1 : 0, n, scale);
-      if (t < T) lse[t] = l;
+  float *S = at<float>(buf, b.s), *O = at<float>(buf, b.o);
+  uint32_t* Pw = at<uint32_t>(buf, b.pw);
+  const __m512 sc = _mm512_set1_ps(scale);
+  for (int64_t q0 = 0; q0 < Tp; q0 += kChunk) {
+    const int64_t nq = std::min(kChunk, Tp - q0);
+    scores_t(at<uint32_t>(buf, b.kr), at<uint32_t>(buf, b.qt), S, q0, nq, Tp, hs);
+    for (int64_t j = 0; j < nq; j += 16) {  // queries t0..t0+15, keys 0..kend-1
+      const int64_t t0 = q0 + j, kend = t0 + 16;
+      const __mmask16 below = lanes_below(t0, T);
+      float* Sj = S + j;
+      __m512 mx = _mm512_set1_ps(-INFINITY);
+      for (int64_t k = 0; k < kend; ++k)
+        mx = _mm512_mask_max_ps(mx, causal_lanes(k, t0, below), mx,
+                                _mm512_loadu_ps(Sj + k * kChunk));
+      mx = _mm512_mul_ps(_mm512_maskz_mov_ps(below, mx), sc);
+      __m512 sum = _mm512_setzero_ps();
+      for (int64_t k = 0; k < kend; ++k) {
+        const __m512 e =
+            _mm512_maskz_mov_ps(causal_lanes(k, t0, below),
+                                exp512(_mm512_fmsub_ps(_mm512_loadu_ps(Sj + k * kChunk), sc, mx)));
+        _mm512_storeu_ps(Sj + k * kChunk, e);
+        sum = _mm512_add_ps(sum, e);
+      }
+      alignas(64) float m16[16], s16[16];
+      _mm512_store_ps(m16, mx);
+      _mm512_store_ps(s16, sum);
+      for (int64_t i = 0; i < 16 && t0 + i < T; ++i) lse[t0 + i] = m16[i] + std::log(s16[i]);
+      // lanes past T have no causal key (sum 0): inv 0, their P and O are never stored out
+      const __m512 inv = _mm512_maskz_div_ps(below, _mm512_set1_ps(1.0f), sum);
+      for (int64_t k = 0; k < kend; k += 2)
+        _mm512_storeu_si512(
+            Pw + k / 2 * kChunk + j,
+            pair_words(_mm512_mul_ps(_mm512_loadu_ps(Sj + k * kChunk), inv),
+                       _mm512_mul_ps(_mm512_loadu_ps(Sj + (k + 1) * kChunk), inv)));
+      gemm(kTile, hs / 16, Pw + j, 1, kChunk, at<uint32_t>(buf, b.vp), hs, 0, kend / 2, O, hs,
+           false);
+      if (t0 < T) {
+        const int64_t m = std::min(kTile, T - t0);
+        unpack(out ? out + t0 * C : nullptr, out16 ? out16 + t0 * C : nullptr, O, m, hs, C);
+      }
     }
-    gemm(kTile, hs / 16, reinterpret_cast<const uint32_t*>(P), Tp / 2, 1, at<uint32_t>(buf, b.vp),
-         hs, 0, n / 2, O, hs, false);
-    const int64_t m = std::min(kTile, T - r0);
-    unpack(out ? out + r0 * C : nullptr, out16 ? out16 + r0 * C : nullptr, O, m, hs, C);
   }
 }
 
@@ -277,74 +280,76 @@ void attn_bf16_backward_head(unsigned char* buf, const float* qkv, const float* 
                              const float* lse, int T_, int C_, int hs_, float* dqkv,
                              uint16_t* dqkv16) {
   const Bufs b(T_, hs_);
-  const int64_t T = T_, C = C_, C3 = 3 * C, hs = hs_, Tp = b.Tp, hp = hs / 2, nvh = hs / 16;
+  const int64_t T = T_, C = C_, C3 = 3 * C, hs = hs_, Tp = b.Tp, nvh = hs / 16;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   {
     const float* src[3] = {qkv, qkv + C, qkv + 2 * C};
     PackOut o[3];
-    o[0].rows = at<uint16_t>(buf, b.q);
+    o[0].tr = at<uint32_t>(buf, b.qt);
     o[0].pairs = at<uint32_t>(buf, b.qp);
-    o[1].tr = at<uint32_t>(buf, b.kt);
+    o[1].rows = at<uint16_t>(buf, b.kr);
     o[1].pairs = at<uint32_t>(buf, b.kp);
-    o[2].tr = at<uint32_t>(buf, b.vt);
+    o[2].rows = at<uint16_t>(buf, b.vr);
     pack_head(3, src, o, C3, T, Tp, hs);
     PackOut d;
-    d.rows = at<uint16_t>(buf, b.d);
+    d.tr = at<uint32_t>(buf, b.dt);
     d.pairs = at<uint32_t>(buf, b.dp);
     pack_head(1, &dout, &d, C, T, Tp, hs);
   }
-  const uint32_t *q = at<uint32_t>(buf, b.q), *d = at<uint32_t>(buf, b.d);
   float *S = at<float>(buf, b.s), *G = at<float>(buf, b.g), *O = at<float>(buf, b.o);
-  uint16_t* dsr = at<uint16_t>(buf, b.dsr);
-  uint32_t *Pv = at<uint32_t>(buf, b.pv), *dSv = at<uint32_t>(buf, b.dsv);
+  uint32_t* dSw = at<uint32_t>(buf, b.pw);
+  uint16_t *Pr = at<uint16_t>(buf, b.pr), *dSr = at<uint16_t>(buf, b.dsr);
   float *dK = at<float>(buf, b.dk), *dV = at<float>(buf, b.dv);
-  std::fill(dK, dK + Tp * hs, 0.0f);
-  std::fill(dV, dV + Tp * hs, 0.0f);
   const __m512 sc = _mm512_set1_ps(scale);
   for (int64_t q0 = 0; q0 < Tp; q0 += kChunk) {
-    const int64_t q1 = std::min(q0 + kChunk, Tp);
-    for (int64_t r0 = q0; r0 < q1; r0 += kTile) {
-      const int64_t n = r0 + kTile;
-      gemm(kTile, n / 16, q + r0 * hp, hp, 1, at<uint32_t>(buf, b.kt), Tp, 0, hp, S, Tp, false);
-      gemm(kTile, n / 16, d + r0 * hp, hp, 1, at<uint32_t>(buf, b.vt), Tp, 0, hp, G, Tp, false);
-      for (int64_t j = 0; j < kTile; j += 2) {  // rows in pairs: one VNNI word per key
-        float dot[2];
-        for (int64_t u = 0; u < 2; ++u) {
-          const int64_t t = r0 + j + u;
-          dot[u] = softmax_bwd_probs(S + (j + u) * Tp, G + (j + u) * Tp, t < T ? t + 1 : 0, n,
-                                     t < T ? lse[t] : 0.0f, scale);
-        }
-        const __m512 d0 = _mm512_set1_ps(dot[0]), d1 = _mm512_set1_ps(dot[1]);
-        const int64_t w = (r0 + j - q0) / 2 * Tp;  // this row pair's words in Pv, dSv
-        for (int64_t i = 0; i < n; i += 16) {
-          const __m512 p0 = _mm512_loadu_ps(S + j * Tp + i),
-                       p1 = _mm512_loadu_ps(S + (j + 1) * Tp + i);
-          const __m512 s0 = _mm512_mul_ps(
-              _mm512_mul_ps(p0, _mm512_sub_ps(_mm512_loadu_ps(G + j * Tp + i), d0)), sc);
-          const __m512 s1 = _mm512_mul_ps(
-              _mm512_mul_ps(p1, _mm512_sub_ps(_mm512_loadu_ps(G + (j + 1) * Tp + i), d1)), sc);
-          _mm512_storeu_si512(Pv + w + i, pair_words(p0, p1));
-          _mm512_storeu_si512(dSv + w + i, pair_words(s0, s1));
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(dsr + j * Tp + i), to_bh16(s0));
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(dsr + (j + 1) * Tp + i), to_bh16(s1));
-        }
+    const int64_t nq = std::min(kChunk, Tp - q0), q1 = q0 + nq;
+    scores_t(at<uint32_t>(buf, b.kr), at<uint32_t>(buf, b.qt), S, q0, nq, Tp, hs);  // S^T
+    scores_t(at<uint32_t>(buf, b.vr), at<uint32_t>(buf, b.dt), G, q0, nq, Tp, hs);  // dP^T
+    for (int64_t j = 0; j < nq; j += 16) {
+      const int64_t t0 = q0 + j, kend = t0 + 16;
+      const __mmask16 below = lanes_below(t0, T);
+      const __m512 l = _mm512_maskz_loadu_ps(below, lse + t0);
+      float *Sj = S + j, *Gj = G + j;
+      __m512 dot = _mm512_setzero_ps();
+      for (int64_t k = 0; k < kend; ++k) {  // P = exp(scale s - lse), rowsum(P dP)
+        const __m512 p =
+            _mm512_maskz_mov_ps(causal_lanes(k, t0, below),
+                                exp512(_mm512_fmsub_ps(_mm512_loadu_ps(Sj + k * kChunk), sc, l)));
+        _mm512_storeu_ps(Sj + k * kChunk, p);
+        dot = _mm512_fmadd_ps(p, _mm512_loadu_ps(Gj + k * kChunk), dot);
       }
-      // dQ rows r0..r0+15 = dS k over keys 0..n-1
-      gemm(kTile, nvh, reinterpret_cast<const uint32_t*>(dsr), Tp / 2, 1, at<uint32_t>(buf, b.kp),
-           hs, 0, n / 2, O, hs, false);
-      if (r0 < T) {
-        const int64_t m = std::min(kTile, T - r0);
-        unpack(dqkv ? dqkv + r0 * C3 : nullptr, dqkv16 ? dqkv16 + r0 * C3 : nullptr, O, m, hs, C3);
+      for (int64_t k = 0; k < kend; k += 2) {  // dS = P (dP - rowsum) scale, keys in pairs
+        __m512 ds[2];
+        for (int u = 0; u < 2; ++u) {
+          const int64_t row = (k + u) * kChunk;
+          const __m512 p = _mm512_loadu_ps(Sj + row);
+          ds[u] = _mm512_mul_ps(_mm512_mul_ps(p, _mm512_sub_ps(_mm512_loadu_ps(Gj + row), dot)), sc);
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(Pr + row + j), to_bh16(p));
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(dSr + row + j), to_bh16(ds[u]));
+        }
+        _mm512_storeu_si512(dSw + k / 2 * kChunk + j, pair_words(ds[0], ds[1]));
+      }
+      // dQ of queries t0..t0+15 = dS k over keys 0..kend-1
+      gemm(kTile, nvh, dSw + j, 1, kChunk, at<uint32_t>(buf, b.kp), hs, 0, kend / 2, O, hs,
+           false);
+      if (t0 < T) {
+        const int64_t m = std::min(kTile, T - t0);
+        unpack(dqkv ? dqkv + t0 * C3 : nullptr, dqkv16 ? dqkv16 + t0 * C3 : nullptr, O, m, hs,
+               C3);
       }
     }
-    // keys 0..q1-1 += P^T dO and dS^T q over this chunk's queries; key block k0 needs queries
-    // from k0 on (the rest of its P and dS are zero, or were not written)
+    // keys 0..q1-1: dV += P^T dO, dK += dS^T q over this chunk's queries; key block k0 needs
+    // the queries from k0 on (P and dS of earlier ones are zero, or were not written). A key
+    // block first met in this chunk is assigned, not added to.
+    const uint32_t* Pw = reinterpret_cast<const uint32_t*>(Pr);
+    const uint32_t* dSrw = reinterpret_cast<const uint32_t*>(dSr);
     for (int64_t k0 = 0; k0 < q1; k0 += kTile) {
-      const int64_t p0 = (std::max(k0, q0) - q0) / 2, p1 = (q1 - q0) / 2;
-      gemm(kTile, nvh, Pv + k0, 1, Tp, at<uint32_t>(buf, b.dp) + q0 / 2 * hs, hs, p0, p1,
-           dV + k0 * hs, hs, true);
-      gemm(kTile, nvh, dSv + k0, 1, Tp, at<uint32_t>(buf, b.qp) + q0 / 2 * hs, hs, p0, p1,
-           dK + k0 * hs, hs, true);
+      const int64_t p0 = (std::max(k0, q0) - q0) / 2, p1 = nq / 2;
+      const bool acc = k0 < q0;
+      gemm(kTile, nvh, Pw + k0 * kChunk / 2, kChunk / 2, 1, at<uint32_t>(buf, b.dp) + q0 / 2 * hs,
+           hs, p0, p1, dV + k0 * hs, hs, acc);
+      gemm(kTile, nvh, dSrw + k0 * kChunk / 2, kChunk / 2, 1,
+           at<uint32_t>(buf, b.qp) + q0 / 2 * hs, hs, p0, p1, dK + k0 * hs, hs, acc);
     }
   }
   unpack(dqkv ? dqkv + C : nullptr, dqkv16 ? dqkv16 + C : nullptr, dK, T, hs, C3);
