@@ -2,10 +2,10 @@
 // oneDNN form (a head's six products as single-threaded oneDNN calls) against its own AVX512-BF16
 // kernels (backend/cpu/attention_bf16.h), forward and backward, at shakespeare-char-cpu's
 // shape by default (B = 12, T = 64, C = 128, NH = 4: head size 32). Each call works on one of
-// six layers' buffers in turn, so its input comes from the cache levels as in training. The
-// two forms alternate in one process, `reps` rounds; prints JSON with the CPU model, each
-// form's median seconds per call and the ratios.
-// Usage: gt_attention_bf16 [reps=200] [threads=2] [B=12] [T=64] [C=128] [NH=4]
+// `layers` layers' buffers in turn (six: its input comes from L3 as in training; one: from
+// L2 and L1, the kernels' own speed). The two forms alternate in one process, `reps` rounds;
+// prints JSON with the CPU model, each form's median seconds per call and the ratios.
+// Usage: gt_attention_bf16 [reps=200] [threads=2] [B=12] [T=64] [C=128] [NH=4] [layers=6]
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -15,6 +15,7 @@
 #include "alternate.h"
 #include "backend/cpu/attention.h"
 #include "energy/cpu_power_table.h"
+#include "energy/error.h"
 
 int main(int argc, char** argv) {
   using namespace gt;
@@ -25,7 +26,9 @@ int main(int argc, char** argv) {
   const int B = arg(3, "argument 3 (B)", 12), T = arg(4, "argument 4 (T)", 64),
             C = arg(5, "argument 5 (C)", 128), NH = arg(6, "argument 6 (NH)", 4);
   omp_set_num_threads(threads);
-  const int L = getenv("GT_L") ? atoi(getenv("GT_L")) : 6;
+  const int L = arg(7, "argument 7 (layers)", 6);
+  if (L < 1)
+    throw energy::EnergyError("argument 7 (layers): expected at least 1, got " + std::to_string(L));
   std::mt19937 g(1);
   std::normal_distribution<float> nd(0.f, 1.f);
   struct Layer {
@@ -73,9 +76,9 @@ int main(int argc, char** argv) {
   const double one = fwd[0] + bwd[0], own = fwd[1] + bwd[1];
   fmt::print(
       "{{\"cpu\": \"{}\", \"B\": {}, \"T\": {}, \"C\": {}, \"NH\": {}, \"reps\": {}, "
-      "\"threads\": {}, \"onednn_forward_s\": {:.3e}, \"own_forward_s\": {:.3e}, "
+      "\"threads\": {}, \"layers\": {}, \"onednn_forward_s\": {:.3e}, \"own_forward_s\": {:.3e}, "
       "\"onednn_backward_s\": {:.3e}, \"own_backward_s\": {:.3e}, \"forward_speedup\": {:.2f}, "
       "\"backward_speedup\": {:.2f}, \"total_speedup\": {:.2f}}}\n",
-      energy::read_cpuinfo("/proc/cpuinfo").model_name, B, T, C, NH, reps, threads, fwd[0], fwd[1],
-      bwd[0], bwd[1], fwd[0] / fwd[1], bwd[0] / bwd[1], one / own);
+      energy::read_cpuinfo("/proc/cpuinfo").model_name, B, T, C, NH, reps, threads, L, fwd[0],
+      fwd[1], bwd[0], bwd[1], fwd[0] / fwd[1], bwd[0] / bwd[1], one / own);
 }

@@ -148,7 +148,9 @@ void pack_head(int n, const float* const* src, const PackOut* out, int64_t ld, i
 /// m rows of hs floats (dense) into rows of stride ld at dst and dst16, each may be null.
 void unpack(float* dst, uint16_t* dst16, const float* src, int64_t m, int64_t hs, int64_t ld) {
   for (int64_t t = 0; t < m; ++t) {
-    if (dst) std::memcpy(dst + t * ld, src + t * hs, hs * sizeof(float));
+    if (dst)
+      for (int64_t c = 0; c < hs; c += 16)
+        _mm512_storeu_ps(dst + t * ld + c, _mm512_loadu_ps(src + t * hs + c));
     if (dst16) store_bf16(dst16 + t * ld, src + t * hs, hs);
   }
 }
@@ -262,10 +264,9 @@ void attn_bf16_forward_head(unsigned char* buf, const float* qkv, int T_, int C_
       // lanes past T have no causal key (sum 0): inv 0, their P and O are never stored out
       const __m512 inv = _mm512_maskz_div_ps(below, _mm512_set1_ps(1.0f), sum);
       for (int64_t k = 0; k < kend; k += 2)
-        _mm512_storeu_si512(
-            Pw + k / 2 * kChunk + j,
-            pair_words(_mm512_mul_ps(_mm512_loadu_ps(Sj + k * kChunk), inv),
-                       _mm512_mul_ps(_mm512_loadu_ps(Sj + (k + 1) * kChunk), inv)));
+        _mm512_storeu_si512(Pw + k / 2 * kChunk + j,
+                            pair_words(_mm512_mul_ps(_mm512_loadu_ps(Sj + k * kChunk), inv),
+                                       _mm512_mul_ps(_mm512_loadu_ps(Sj + (k + 1) * kChunk), inv)));
       gemm(kTile, hs / 16, Pw + j, 1, kChunk, at<uint32_t>(buf, b.vp), hs, 0, kend / 2, O, hs,
            false);
       if (t0 < T) {
@@ -323,19 +324,18 @@ void attn_bf16_backward_head(unsigned char* buf, const float* qkv, const float* 
         for (int u = 0; u < 2; ++u) {
           const int64_t row = (k + u) * kChunk;
           const __m512 p = _mm512_loadu_ps(Sj + row);
-          ds[u] = _mm512_mul_ps(_mm512_mul_ps(p, _mm512_sub_ps(_mm512_loadu_ps(Gj + row), dot)), sc);
+          ds[u] =
+              _mm512_mul_ps(_mm512_mul_ps(p, _mm512_sub_ps(_mm512_loadu_ps(Gj + row), dot)), sc);
           _mm256_storeu_si256(reinterpret_cast<__m256i*>(Pr + row + j), to_bh16(p));
           _mm256_storeu_si256(reinterpret_cast<__m256i*>(dSr + row + j), to_bh16(ds[u]));
         }
         _mm512_storeu_si512(dSw + k / 2 * kChunk + j, pair_words(ds[0], ds[1]));
       }
       // dQ of queries t0..t0+15 = dS k over keys 0..kend-1
-      gemm(kTile, nvh, dSw + j, 1, kChunk, at<uint32_t>(buf, b.kp), hs, 0, kend / 2, O, hs,
-           false);
+      gemm(kTile, nvh, dSw + j, 1, kChunk, at<uint32_t>(buf, b.kp), hs, 0, kend / 2, O, hs, false);
       if (t0 < T) {
         const int64_t m = std::min(kTile, T - t0);
-        unpack(dqkv ? dqkv + t0 * C3 : nullptr, dqkv16 ? dqkv16 + t0 * C3 : nullptr, O, m, hs,
-               C3);
+        unpack(dqkv ? dqkv + t0 * C3 : nullptr, dqkv16 ? dqkv16 + t0 * C3 : nullptr, O, m, hs, C3);
       }
     }
     // keys 0..q1-1: dV += P^T dO, dK += dS^T q over this chunk's queries; key block k0 needs
@@ -348,8 +348,8 @@ void attn_bf16_backward_head(unsigned char* buf, const float* qkv, const float* 
       const bool acc = k0 < q0;
       gemm(kTile, nvh, Pw + k0 * kChunk / 2, kChunk / 2, 1, at<uint32_t>(buf, b.dp) + q0 / 2 * hs,
            hs, p0, p1, dV + k0 * hs, hs, acc);
-      gemm(kTile, nvh, dSrw + k0 * kChunk / 2, kChunk / 2, 1,
-           at<uint32_t>(buf, b.qp) + q0 / 2 * hs, hs, p0, p1, dK + k0 * hs, hs, acc);
+      gemm(kTile, nvh, dSrw + k0 * kChunk / 2, kChunk / 2, 1, at<uint32_t>(buf, b.qp) + q0 / 2 * hs,
+           hs, p0, p1, dK + k0 * hs, hs, acc);
     }
   }
   unpack(dqkv ? dqkv + C : nullptr, dqkv16 ? dqkv16 + C : nullptr, dK, T, hs, C3);
