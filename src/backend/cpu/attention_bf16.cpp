@@ -66,33 +66,43 @@ inline void micro(const uint32_t* A, int64_t a_row, int64_t a_k, const uint32_t*
     for (int v = 0; v < NV; ++v) _mm512_storeu_ps(Cm + r * ldc + 16 * v, c[r][v]);
 }
 
+constexpr int64_t kNoDiag = INT64_MIN;
+
+/// micro over M rows in groups of R. Causal limits per group (kNoDiag: none): the group at
+/// row m sums p from (lo + m) / 2 on (rows whose first nonzero column is lo + m) and below
+/// (hi + m + R) / 2 (rows whose last nonzero column is hi + m + R - 1).
 template <int R, int NV>
 void micro_rows(int64_t M, const uint32_t* A, int64_t a_row, int64_t a_k, const uint32_t* B,
-                int64_t ldb, int64_t p0, int64_t p1, float* Cm, int64_t ldc, bool acc) {
-  for (int64_t m = 0; m < M; m += R)
-    micro<R, NV>(A + m * a_row, a_row, a_k, B, ldb, p0, p1, Cm + m * ldc, ldc, acc);
+                int64_t ldb, int64_t p0, int64_t p1, float* Cm, int64_t ldc, bool acc, int64_t lo,
+                int64_t hi) {
+  for (int64_t m = 0; m < M; m += R) {
+    const int64_t b = lo == kNoDiag ? p0 : std::max(p0, (lo + m) / 2);
+    const int64_t e = hi == kNoDiag ? p1 : std::min(p1, (hi + m + R) / 2);
+    micro<R, NV>(A + m * a_row, a_row, a_k, B, ldb, b, e, Cm + m * ldc, ldc, acc);
+  }
 }
 
 /// The product of micro for M rows (a multiple of 16) and nv vectors of 16 columns, in
-/// register tiles of up to 16 accumulators.
+/// register tiles of up to 16 accumulators; lo, hi as micro_rows.
 void gemm(int64_t M, int64_t nv, const uint32_t* A, int64_t a_row, int64_t a_k, const uint32_t* B,
-          int64_t ldb, int64_t p0, int64_t p1, float* Cm, int64_t ldc, bool acc) {
+          int64_t ldb, int64_t p0, int64_t p1, float* Cm, int64_t ldc, bool acc,
+          int64_t lo = kNoDiag, int64_t hi = kNoDiag) {
   for (int64_t v0 = 0; v0 < nv;) {
     const int64_t g = std::min<int64_t>(nv - v0, 4);
     const uint32_t* Bv = B + 16 * v0;
     float* Cv = Cm + 16 * v0;
     switch (g) {
       case 4:
-        micro_rows<4, 4>(M, A, a_row, a_k, Bv, ldb, p0, p1, Cv, ldc, acc);
+        micro_rows<4, 4>(M, A, a_row, a_k, Bv, ldb, p0, p1, Cv, ldc, acc, lo, hi);
         break;
       case 3:
-        micro_rows<4, 3>(M, A, a_row, a_k, Bv, ldb, p0, p1, Cv, ldc, acc);
+        micro_rows<4, 3>(M, A, a_row, a_k, Bv, ldb, p0, p1, Cv, ldc, acc, lo, hi);
         break;
       case 2:
-        micro_rows<8, 2>(M, A, a_row, a_k, Bv, ldb, p0, p1, Cv, ldc, acc);
+        micro_rows<8, 2>(M, A, a_row, a_k, Bv, ldb, p0, p1, Cv, ldc, acc, lo, hi);
         break;
       default:
-        micro_rows<8, 1>(M, A, a_row, a_k, Bv, ldb, p0, p1, Cv, ldc, acc);
+        micro_rows<8, 1>(M, A, a_row, a_k, Bv, ldb, p0, p1, Cv, ldc, acc, lo, hi);
         break;
     }
     v0 += g;
@@ -268,7 +278,7 @@ void attn_bf16_forward_head(unsigned char* buf, const float* qkv, int T_, int C_
                             pair_words(_mm512_mul_ps(_mm512_loadu_ps(Sj + k * kChunk), inv),
                                        _mm512_mul_ps(_mm512_loadu_ps(Sj + (k + 1) * kChunk), inv)));
       gemm(kTile, hs / 16, Pw + j, 1, kChunk, at<uint32_t>(buf, b.vp), hs, 0, kend / 2, O, hs,
-           false);
+           false, kNoDiag, t0);
       if (t0 < T) {
         const int64_t m = std::min(kTile, T - t0);
         unpack(out ? out + t0 * C : nullptr, out16 ? out16 + t0 * C : nullptr, O, m, hs, C);
@@ -332,7 +342,8 @@ void attn_bf16_backward_head(unsigned char* buf, const float* qkv, const float* 
         _mm512_storeu_si512(dSw + k / 2 * kChunk + j, pair_words(ds[0], ds[1]));
       }
       // dQ of queries t0..t0+15 = dS k over keys 0..kend-1
-      gemm(kTile, nvh, dSw + j, 1, kChunk, at<uint32_t>(buf, b.kp), hs, 0, kend / 2, O, hs, false);
+      gemm(kTile, nvh, dSw + j, 1, kChunk, at<uint32_t>(buf, b.kp), hs, 0, kend / 2, O, hs, false,
+           kNoDiag, t0);
       if (t0 < T) {
         const int64_t m = std::min(kTile, T - t0);
         unpack(dqkv ? dqkv + t0 * C3 : nullptr, dqkv16 ? dqkv16 + t0 * C3 : nullptr, O, m, hs, C3);
@@ -347,9 +358,9 @@ void attn_bf16_backward_head(unsigned char* buf, const float* qkv, const float* 
       const int64_t p0 = (std::max(k0, q0) - q0) / 2, p1 = nq / 2;
       const bool acc = k0 < q0;
       gemm(kTile, nvh, Pw + k0 * kChunk / 2, kChunk / 2, 1, at<uint32_t>(buf, b.dp) + q0 / 2 * hs,
-           hs, p0, p1, dV + k0 * hs, hs, acc);
+           hs, p0, p1, dV + k0 * hs, hs, acc, k0 - q0);
       gemm(kTile, nvh, dSrw + k0 * kChunk / 2, kChunk / 2, 1, at<uint32_t>(buf, b.qp) + q0 / 2 * hs,
-           hs, p0, p1, dK + k0 * hs, hs, acc);
+           hs, p0, p1, dK + k0 * hs, hs, acc, k0 - q0);
     }
   }
   unpack(dqkv ? dqkv + C : nullptr, dqkv16 ? dqkv16 + C : nullptr, dK, T, hs, C3);
