@@ -1,10 +1,11 @@
 // bench/attention_bf16.cpp: the fused (no stored att) causal attention with bf16 operands, its
 // oneDNN form (a head's six products as single-threaded oneDNN calls) against its own AVX512-BF16
 // kernels (backend/cpu/attention_bf16.h), forward and backward, at shakespeare-char-cpu's
-// shape by default (B = 12, T = 64, C = 128, NH = 4: head size 32). Each call works on one of
-// `layers` layers' buffers in turn (six: its input comes from L3 as in training; one: from
-// L2 and L1, the kernels' own speed). The two forms alternate in one process, `reps` rounds;
-// prints JSON with the CPU model, each form's median seconds per call and the ratios.
+// shape by default (B = 12, T = 64, C = 128, NH = 4: head size 32), writing the bf16 outputs
+// only (out16, dqkv16) as a bf16 training step does. Each call works on one of `layers` layers'
+// buffers in turn (six: its input comes from L3 as in training; one: from L2, the kernels' own
+// speed). The two forms alternate in one process, `reps` rounds; prints JSON with the CPU
+// model, each form's median seconds per call and the ratios.
 // Usage: gt_attention_bf16 [reps=200] [threads=2] [B=12] [T=64] [C=128] [NH=4] [layers=6]
 #include <fmt/format.h>
 #include <omp.h>
@@ -32,7 +33,8 @@ int main(int argc, char** argv) {
   std::mt19937 g(1);
   std::normal_distribution<float> nd(0.f, 1.f);
   struct Layer {
-    std::vector<float> qkv, out, lse, dout, dqkv;
+    std::vector<float> qkv, lse, dout;
+    std::vector<uint16_t> out16, dqkv16;
   };
   std::vector<Layer> layers(L);
   for (auto& l : layers) {
@@ -40,9 +42,9 @@ int main(int argc, char** argv) {
     l.dout.resize((size_t)B * T * C);
     for (auto& x : l.qkv) x = nd(g);
     for (auto& x : l.dout) x = 1e-2f * nd(g);
-    l.out.resize((size_t)B * T * C);
+    l.out16.resize((size_t)B * T * C);
     l.lse.resize((size_t)B * NH * T);
-    l.dqkv.resize((size_t)B * T * 3 * C);
+    l.dqkv16.resize((size_t)B * T * 3 * C);
   }
   // k = 0: oneDNN's products; 1: the own kernels
   cpu::Attention att[2];
@@ -62,15 +64,15 @@ int main(int argc, char** argv) {
       reps,
       [&](int r, int k) {
         Layer& l = layers[r % L];
-        att[k].forward(l.out.data(), nullptr, l.lse.data(), l.qkv.data(), B, T, C, NH);
+        att[k].forward(nullptr, nullptr, l.lse.data(), l.qkv.data(), B, T, C, NH, l.out16.data());
       },
       nothing);
   auto bwd = bench::alternate(
       reps,
       [&](int r, int k) {
         Layer& l = layers[r % L];
-        att[k].backward(l.dqkv.data(), l.dout.data(), l.qkv.data(), nullptr, l.lse.data(), B, T, C,
-                        NH);
+        att[k].backward(nullptr, l.dout.data(), l.qkv.data(), nullptr, l.lse.data(), B, T, C, NH,
+                        l.dqkv16.data());
       },
       nothing);
   const double one = fwd[0] + bwd[0], own = fwd[1] + bwd[1];

@@ -127,9 +127,12 @@ void pack_head(int n, const float* const* src, const PackOut* out, int64_t ld, i
                                                     4, 12, 5, 13, 6, 14, 7, 15};
   const __m512i idx = _mm512_load_si512(kIdx);
   const __m512 z = _mm512_setzero_ps();
+  for (int m = 0; m < n; ++m)
+    for (int64_t u = 4; u < std::min<int64_t>(16, T); ++u)
+      for (int64_t c = 0; c < hs; c += 16) __builtin_prefetch(src[m] + u * ld + c);
   for (int64_t t = 0; t < Tp; t += 2) {
     for (int m = 0; m < n; ++m)
-      for (int64_t u = t + 4; u < std::min(t + 6, T); ++u)
+      for (int64_t u = t + 16; u < std::min(t + 18, T); ++u)
         for (int64_t c = 0; c < hs; c += 16) __builtin_prefetch(src[m] + u * ld + c);
     for (int m = 0; m < n; ++m) {
       const PackOut& o = out[m];
@@ -155,13 +158,22 @@ void pack_head(int n, const float* const* src, const PackOut* out, int64_t ld, i
   }
 }
 
-/// m rows of hs floats (dense) into rows of stride ld at dst and dst16, each may be null.
+/// m rows of hs floats (dense) into rows of stride ld at dst and dst16, each may be null. The
+/// f32 rows are written with streaming stores where they are 64-byte aligned (as attention.cpp
+/// does: written once here and read by a later op, they need no read for ownership); the
+/// caller fences them (Attention::for_heads does).
 void unpack(float* dst, uint16_t* dst16, const float* src, int64_t m, int64_t hs, int64_t ld) {
+  const bool aligned = (reinterpret_cast<uintptr_t>(dst) & 63) == 0 && ld % 16 == 0;
   for (int64_t t = 0; t < m; ++t) {
-    if (dst)
+    if (dst && aligned)
+      for (int64_t c = 0; c < hs; c += 16)
+        _mm512_stream_ps(dst + t * ld + c, _mm512_loadu_ps(src + t * hs + c));
+    else if (dst)
       for (int64_t c = 0; c < hs; c += 16)
         _mm512_storeu_ps(dst + t * ld + c, _mm512_loadu_ps(src + t * hs + c));
-    if (dst16) store_bf16(dst16 + t * ld, src + t * hs, hs);
+    if (dst16)
+      for (int64_t c = 0; c < hs; c += 16)
+        store_bf16_512(dst16 + t * ld + c, 0xFFFF, _mm512_loadu_ps(src + t * hs + c));
   }
 }
 
@@ -267,10 +279,11 @@ void attn_bf16_forward_head(unsigned char* buf, const float* qkv, int T_, int C_
         _mm512_storeu_ps(Sj + k * kChunk, e);
         sum = _mm512_add_ps(sum, e);
       }
+      // no vector stays live across a call (std::log, gemm): GCC would keep it in memory,
+      // and the sum above would then be a chain of stores and loads
       alignas(64) float m16[16], s16[16];
       _mm512_store_ps(m16, mx);
       _mm512_store_ps(s16, sum);
-      for (int64_t i = 0; i < 16 && t0 + i < T; ++i) lse[t0 + i] = m16[i] + std::log(s16[i]);
       // lanes past T have no causal key (sum 0): inv 0, their P and O are never stored out
       const __m512 inv = _mm512_maskz_div_ps(below, _mm512_set1_ps(1.0f), sum);
       for (int64_t k = 0; k < kend; k += 2)
@@ -283,6 +296,7 @@ void attn_bf16_forward_head(unsigned char* buf, const float* qkv, int T_, int C_
         const int64_t m = std::min(kTile, T - t0);
         unpack(out ? out + t0 * C : nullptr, out16 ? out16 + t0 * C : nullptr, O, m, hs, C);
       }
+      for (int64_t i = 0; i < 16 && t0 + i < T; ++i) lse[t0 + i] = m16[i] + std::log(s16[i]);
     }
   }
 }

@@ -42,6 +42,9 @@ void attn_bf16_forward_head(unsigned char* buf, const float* qkv, int T, int C, 
 /// dout: this head's dO at row 0 (row stride C). dqkv (row stride 3C, this head's dq at row 0;
 /// dk at +C, dv at +2C) is ASSIGNED; dqkv16 is the same in bf16; either may be null.
 /// buf and requirements as attn_bf16_forward_head.
+/// Both functions write their f32 outputs with streaming stores: call _mm_sfence() (or leave
+/// the OpenMP region, as Attention::for_heads does after its fence) before another thread
+/// reads them.
 void attn_bf16_backward_head(unsigned char* buf, const float* qkv, const float* dout,
                              const float* lse, int T, int C, int hs, float* dqkv, uint16_t* dqkv16);
 
