@@ -9,7 +9,9 @@
 //             no online rescaling).
 // A head's q, k, v (and dO) are first packed into dense (T,hs) blocks in the operand type of
 // the precision policy, so oneDNN runs its brgemm kernels (AMX for bf16) on them. Scores,
-// softmax and all sums stay fp32.
+// softmax and all sums stay fp32. The fused form with bf16 operands on a CPU with
+// AVX512_BF16 runs attention_bf16.h's own kernels instead (no oneDNN call: at T 64, head size
+// 32, the calls' set-up was most of the time).
 // Layouts: qkv (B,T,3C) holds q, k, v per row; head h uses columns h*hs..h*hs+hs-1 of each
 // (hs = C/NH). att (B,NH,T,T): row t holds the probabilities of columns 0..t, zeros after.
 #pragma once

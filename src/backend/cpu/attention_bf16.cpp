@@ -5,7 +5,6 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "backend/cpu/fast_math.h"
 #include "backend/cpu/simd512.h"
 
 #if GT_SIMD512 && defined(__AVX512BF16__)

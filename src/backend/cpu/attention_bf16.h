@@ -8,7 +8,9 @@
 // (fp32, exp512), O = P v with P rounded to bf16; backward dP = dO v^T, dS = P (dP -
 // rowsum(P dP)) scale, dQ = dS k, dK = dS^T q, dV = P^T dO, with P and dS rounded to bf16 as
 // operands. Every operand is rounded to bf16 (nearest even, VCVTNE2PS2BF16) and every product
-// and sum is accumulated in fp32.
+// and sum is accumulated in fp32; the bf16 output copies are rounded as to_bf16.
+// Queries are taken in chunks of up to 64, their scores transposed (keys as rows, 16 queries
+// per vector), so that a softmax over keys is element-wise over rows, 16 queries at once.
 // Operand layouts (a "word" is two bf16 side by side, what VDPBF16PS multiplies pairwise):
 // the left operand of a product is read one word at a time (broadcast), the right one as
 // VNNI rows: word (p, n) = (B[2p][n], B[2p+1][n]), 16 columns n per vector. Rows are padded to
@@ -26,8 +28,8 @@ namespace gt::cpu {
 bool attn_bf16_supported(int hs);
 
 /// Bytes of one thread's buffer for heads of T rows and size hs (forward and backward alike):
-/// the packed q, k, v, dO in bf16 (several layouts), one 16-row tile of fp32 scores and
-/// gradients, a chunk of up to 128 query rows of bf16 P and dS, and fp32 dK, dV of the head.
+/// the packed q, k, v, dO in bf16 (several layouts); fp32 scores and dP, and bf16 P and dS,
+/// of up to 64 queries by T keys; fp32 dK, dV of the head. About 80 KiB for T 64, hs 32.
 size_t attn_bf16_head_bytes(int T, int hs);
 
 /// Forward of one head. qkv: this head's q at row 0 (qkv + b T 3C + h hs); rows are 3C floats
