@@ -31,7 +31,8 @@ enum class AttnType { f32, f32_half, bf16, f16 };
 /// per thread, q, k, v, dO of one head (T,hs) in the operand type, a (T,hs) f32 result, the
 /// (T,T) dP in f32, the
 /// (T,T) P in f32 when `fused` (no stored att), 16-bit (or rounded) copies of P and dS unless
-/// the type is f32, and oneDNN's scratchpad for the products.
+/// the type is f32, and oneDNN's scratchpad for the products. The fused bf16 form on
+/// attention_bf16.h's kernels keeps attn_bf16_head_bytes(T, hs) per thread instead.
 size_t attention_workspace_bytes(int T, int C, int NH, AttnType type, bool fused, int threads);
 
 /// Causal self-attention kernels with their workspace. Not thread-safe (one per backend).
