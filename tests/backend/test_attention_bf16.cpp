@@ -1,9 +1,9 @@
 // The CPU backend's own bf16 attention kernels (backend/cpu/attention_bf16.h, reached through
 // cpu::Attention's fused form) against a float64 reference computed from the same
 // bf16-rounded q, k, v and dO: forward (out, lse, the bf16 copy) and backward (dq, dk, dv),
-// at the training shape (T 64, head size 32), a T that is not a multiple of 16, a T past one
-// chunk of 128 query rows, and head sizes 64 and 128. Skipped where the build has no
-// AVX512_BF16 (the kernels are not compiled; oneDNN's products run instead).
+// at the training shape (T 64, head size 32), a T that is not a multiple of 16, T past one
+// and two chunks of 64 queries, and head sizes 16 to 128 (1 to 8 vectors of 16). Skipped
+// where the build has no AVX512_BF16 (the kernels are not compiled; oneDNN's products run).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -167,9 +167,11 @@ TEST_P(AttentionBf16, ForwardAndBackwardMatchAFloat64Reference) {
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionBf16,
                          ::testing::Values(Shape{2, 64, 128, 4},   // training: head size 32
                                            Shape{2, 37, 128, 4},   // T not a multiple of 16
-                                           Shape{1, 150, 128, 4},  // past a 128-row chunk
+                                           Shape{1, 150, 128, 4},  // three chunks of 64 queries
                                            Shape{2, 64, 128, 2},   // head size 64
                                            Shape{1, 20, 256, 2},   // head size 128
+                                           Shape{1, 40, 96, 2},    // head size 48: 3 vectors
+                                           Shape{1, 70, 160, 2},   // head size 80: 4 + 1
                                            Shape{1, 1, 64, 4}),    // one row, head size 16
                          [](const auto& i) {
                            const Shape& s = i.param;
