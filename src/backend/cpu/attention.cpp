@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "backend/cpu/attention_bf16.h"
 #include "backend/cpu/fast_math.h"
 #include "backend/cpu/onednn_matmul.h"
 #include "backend/cpu/simd512.h"
@@ -352,28 +353,43 @@ struct BlockPlan : Head {
   int64_t keys(int64_t i) const { return r0(i) + rows(i); }
 };
 
+/// The fused form in attention_bf16.h's own kernels (no oneDNN call): bf16 operands on a CPU
+/// with AVX512_BF16, and a head size they take.
+bool bf16_kernels(AttnType t, int C, int NH) {
+  return t == AttnType::bf16 && C % NH == 0 && attn_bf16_supported(C / NH);
+}
+
 }  // namespace
 
 size_t attention_workspace_bytes(int T, int C, int NH, AttnType type, bool fused, int threads) {
+  if (fused && bf16_kernels(type, C, NH)) return attn_bf16_head_bytes(T, C / NH) * threads;
   return (fused ? BlockPlan(T, C, NH, type).total : StoredPlan(T, C, NH, type).total) * threads;
 }
 
-template <class Plan, class F>
-void Attention::each_head(const Plan& pl, const float* qkv, int B, int NH, F f) {
+bool Attention::uses_own_bf16_kernels(int C, int NH) const {
+  return own_bf16_ && bf16_kernels(type_, C, NH);
+}
+
+template <class F>
+void Attention::for_heads(size_t bytes, int B, int NH, F f) {
   const int nt = omp_get_max_threads();
   if ((int)per_thread_.size() != nt) per_thread_.assign(nt, {});
 #pragma omp parallel
   {
-    unsigned char* buf = thread_buffer(omp_get_thread_num(), pl.total);
+    unsigned char* buf = thread_buffer(omp_get_thread_num(), bytes);
 #pragma omp for collapse(2) schedule(dynamic, 1)
     for (int b = 0; b < B; ++b)
-      for (int h = 0; h < NH; ++h) {
-        pl.pack_qkv(buf + pl.q, buf + pl.k, buf + pl.v,
-                    qkv + (int64_t)b * pl.T * pl.C3 + h * pl.hs);
-        f(buf, b, h);
-      }
+      for (int h = 0; h < NH; ++h) f(buf, b, h);
     stream_fence();  // this thread's streaming stores, before anyone reads the results
   }
+}
+
+template <class Plan, class F>
+void Attention::each_head(const Plan& pl, const float* qkv, int B, int NH, F f) {
+  for_heads(pl.total, B, NH, [&](unsigned char* buf, int b, int h) {
+    pl.pack_qkv(buf + pl.q, buf + pl.k, buf + pl.v, qkv + (int64_t)b * pl.T * pl.C3 + h * pl.hs);
+    f(buf, b, h);
+  });
 }
 
 unsigned char* Attention::thread_buffer(int thread, size_t bytes) {
@@ -432,6 +448,15 @@ void Attention::backward(float* dqkv, const float* dout, const float* qkv, const
 
 void Attention::forward_blocks(float* out, float* lse, const float* qkv, int B, int T, int C,
                                int NH, uint16_t* out16) {
+  if (uses_own_bf16_kernels(C, NH)) {
+    const int hs = C / NH;
+    return for_heads(attn_bf16_head_bytes(T, hs), B, NH, [&](unsigned char* buf, int b, int h) {
+      const int64_t at = (int64_t)b * T * C + h * hs;
+      attn_bf16_forward_head(buf, qkv + (int64_t)b * T * 3 * C + h * hs, T, C, hs,
+                             out ? out + at : nullptr, out16 ? out16 + at : nullptr,
+                             lse + ((int64_t)b * NH + h) * T);
+    });
+  }
   const BlockPlan pl(T, C, NH, type_);
   each_head(pl, qkv, B, NH, [&](unsigned char* buf, int b, int h) {
     float* S = reinterpret_cast<float*>(buf + pl.s);
@@ -452,6 +477,15 @@ void Attention::forward_blocks(float* out, float* lse, const float* qkv, int B, 
 
 void Attention::backward_blocks(float* dqkv, const float* dout, const float* qkv, const float* lse,
                                 int B, int T, int C, int NH, uint16_t* dqkv16) {
+  if (uses_own_bf16_kernels(C, NH)) {
+    const int hs = C / NH;
+    return for_heads(attn_bf16_head_bytes(T, hs), B, NH, [&](unsigned char* buf, int b, int h) {
+      const int64_t at = (int64_t)b * T * 3 * C + h * hs;
+      attn_bf16_backward_head(buf, qkv + at, dout + (int64_t)b * T * C + h * hs,
+                              lse + ((int64_t)b * NH + h) * T, T, C, hs, dqkv ? dqkv + at : nullptr,
+                              dqkv16 ? dqkv16 + at : nullptr);
+    });
+  }
   const BlockPlan pl(T, C, NH, type_);
   each_head(pl, qkv, B, NH, [&](unsigned char* buf, int b, int h) {
     float* S = reinterpret_cast<float*>(buf + pl.s);

@@ -9,7 +9,9 @@
 //             no online rescaling).
 // A head's q, k, v (and dO) are first packed into dense (T,hs) blocks in the operand type of
 // the precision policy, so oneDNN runs its brgemm kernels (AMX for bf16) on them. Scores,
-// softmax and all sums stay fp32.
+// softmax and all sums stay fp32. The fused form with bf16 operands on a CPU with
+// AVX512_BF16 runs attention_bf16.h's own kernels instead (no oneDNN call: at T 64, head size
+// 32, the calls' set-up was most of the time).
 // Layouts: qkv (B,T,3C) holds q, k, v per row; head h uses columns h*hs..h*hs+hs-1 of each
 // (hs = C/NH). att (B,NH,T,T): row t holds the probabilities of columns 0..t, zeros after.
 #pragma once
@@ -29,7 +31,8 @@ enum class AttnType { f32, f32_half, bf16, f16 };
 /// per thread, q, k, v, dO of one head (T,hs) in the operand type, a (T,hs) f32 result, the
 /// (T,T) dP in f32, the
 /// (T,T) P in f32 when `fused` (no stored att), 16-bit (or rounded) copies of P and dS unless
-/// the type is f32, and oneDNN's scratchpad for the products.
+/// the type is f32, and oneDNN's scratchpad for the products. The fused bf16 form on
+/// attention_bf16.h's kernels keeps attn_bf16_head_bytes(T, hs) per thread instead.
 size_t attention_workspace_bytes(int T, int C, int NH, AttnType type, bool fused, int threads);
 
 /// Causal self-attention kernels with their workspace. Not thread-safe (one per backend).
@@ -37,6 +40,11 @@ class Attention {
  public:
   void set_type(AttnType t) { type_ = t; }
   AttnType type() const { return type_; }
+  /// Whether the fused form may use attention_bf16.h's kernels (bf16, a CPU with AVX512_BF16,
+  /// a head size they take; the default) or always oneDNN's products (for benchmarks and tests).
+  void set_own_bf16_kernels(bool on) { own_bf16_ = on; }
+  /// Whether forward/backward without att run attention_bf16.h's kernels for this shape.
+  bool uses_own_bf16_kernels(int C, int NH) const;
 
   /// out (B,T,C) from qkv (B,T,3C); out may be null when out16 is not (bf16 only). att (B,NH,T,T)
   /// receives the probabilities (may be null: the fused form, which keeps one batch element's at a
@@ -62,9 +70,14 @@ class Attention {
   /// the streaming stores before returning. Call outside parallel regions.
   template <class Plan, class F>
   void each_head(const Plan& pl, const float* qkv, int B, int NH, F f);
+  /// Runs f(buf, b, h) for every (batch element, head) pair, spread over the OpenMP threads,
+  /// each with its own buffer of `bytes`; fences the streaming stores before returning.
+  template <class F>
+  void for_heads(size_t bytes, int B, int NH, F f);
   /// One buffer per thread, each exactly attention_workspace_bytes / threads.
   unsigned char* thread_buffer(int thread, size_t bytes);
   AttnType type_ = AttnType::f32;
+  bool own_bf16_ = true;
   std::vector<AlignedVector<unsigned char>> per_thread_;
 };
 
