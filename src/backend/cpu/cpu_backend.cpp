@@ -297,26 +297,17 @@ class CpuBackend final : public HostMemoryBackend {
     attn_.backward(d16 ? nullptr : dqkv.f32(), dout, qkv, att, nullptr, B, T, C, NH, d16);
   }
 
+  // every GELU pass goes through gelu_fused_loop, so they agree bitwise
   void gelu_forward(DevPtr out, const float* inp, int64_t N) override {
-    if (uint16_t* o16 = as16(out)) {
-#pragma omp parallel for simd schedule(static)
-      for (int64_t i = 0; i < N; ++i) o16[i] = cpu::to_bf16(cpu::gelu(inp[i]));
-      return;
-    }
-    float* o = out.f32();
-#pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < N; ++i) o[i] = cpu::gelu(inp[i]);
+    if (uint16_t* o16 = as16(out))
+      return cpu::gelu_fused_loop<2, 0>(nullptr, o16, nullptr, nullptr, inp, N);
+    cpu::gelu_fused_loop<0, 0>(out.f32(), nullptr, nullptr, nullptr, inp, N);
   }
 
   void gelu_backward(DevPtr dinp, const float* inp, const float* dout, int64_t N) override {
-    if (uint16_t* d16 = as16(dinp)) {
-#pragma omp parallel for simd schedule(static)
-      for (int64_t i = 0; i < N; ++i) d16[i] = cpu::to_bf16(cpu::gelu_grad(inp[i]) * dout[i]);
-      return;
-    }
-    float* d = dinp.f32();
-#pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < N; ++i) d[i] = cpu::gelu_grad(inp[i]) * dout[i];
+    if (uint16_t* d16 = as16(dinp))
+      return cpu::gelu_fused_loop<0, 4>(nullptr, nullptr, nullptr, d16, inp, N, dout);
+    cpu::gelu_fused_loop<0, 3>(nullptr, nullptr, dinp.f32(), nullptr, inp, N, dout);
   }
 
   void gelu_forward_fused(DevPtr out, DevPtr dgelu, const float* inp, int64_t N) override {

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "backend/cpu/simd512.h"
+
 namespace gt::cpu {
 
 #pragma omp declare simd
@@ -71,10 +73,19 @@ inline float row_max(const float* a, int64_t n) {
   return r;
 }
 
-/// dst[0..n) = bf16 of src (round to nearest even), vectorised.
+/// dst[0..n) = bf16 of src (round to nearest even), vectorised; with AVX-512 through
+/// bf16_512 (simd512.h: one instruction with AVX512_BF16, which reads denormals as zero).
 inline void store_bf16(uint16_t* dst, const float* src, int64_t n) {
+#if GT_SIMD512
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), bf16_512(_mm512_loadu_ps(src + i)));
+  if (i < n)
+    store_bf16_512(dst + i, lanes_below(i, n), _mm512_maskz_loadu_ps(lanes_below(i, n), src + i));
+#else
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) dst[i] = to_bf16(src[i]);
+#endif
 }
 
 /// SplitMix64 (Steele, Lea and Flood 2014): a counter-based hash, so random bits depend only

@@ -41,8 +41,15 @@ inline __m512 exp512(__m512 x) {
   return _mm512_scalef_ps(y, n);
 }
 
-/// 16 floats -> 16 bf16, round to nearest even, NaN -> quiet NaN (as to_bf16).
+/// 16 floats -> 16 bf16, round to nearest even, NaN -> quiet NaN (as to_bf16). With
+/// AVX512_BF16 this is one VCVTNEPS2BF16, which also treats denormal inputs as zero (Intel
+/// SDM, "VCVTNEPS2BF16": DAZ, no MXCSR), as oneDNN's own bf16 conversions on such CPUs do;
+/// every normal, infinite and NaN input gives to_bf16's result. The rounding in integer
+/// operations it replaces was a third of the fused GELU pass.
 inline __m256i bf16_512(__m512 x) {
+#ifdef __AVX512BF16__
+  return (__m256i)_mm512_cvtneps_pbh(x);
+#else
   const __m512i u = _mm512_castps_si512(x);
   const __m512i hi = _mm512_srli_epi32(u, 16);
   const __m512i lsb = _mm512_and_si512(hi, _mm512_set1_epi32(1));
@@ -52,6 +59,7 @@ inline __m256i bf16_512(__m512 x) {
                                                 _mm512_set1_epi32(0x7F800000));
   r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(hi, _mm512_set1_epi32(0x40)));
   return _mm512_cvtepi32_epi16(r);
+#endif
 }
 
 /// Lanes i..i+15 that are below n: the mask of a row's (possibly partial) vector at i.
