@@ -66,9 +66,14 @@ inline void layernorm_row(float* o, uint16_t* o16, float* mean, float* rstd, con
   if (o) {
     for (int c = 0; c < C; ++c) o[c] = (x[c] - m) * s * w[c] + b[c];
     if (o16) cpu::store_bf16(o16, o, C);
-  } else {
+  } else {  // 64 at a time through a float row, so the rounding is store_bf16's
+    float t[64];
+    for (int c0 = 0; c0 < C; c0 += 64) {
+      const int n = std::min(64, C - c0);
 #pragma omp simd
-    for (int c = 0; c < C; ++c) o16[c] = cpu::to_bf16((x[c] - m) * s * w[c] + b[c]);
+      for (int c = 0; c < n; ++c) t[c] = (x[c0 + c] - m) * s * w[c0 + c] + b[c0 + c];
+      cpu::store_bf16(o16 + c0, t, n);
+    }
   }
   *mean = m;
   *rstd = s;
@@ -537,8 +542,7 @@ class CpuBackend final : public HostMemoryBackend {
     if ((int64_t)buf.size() < n) buf = cpu::AlignedVector<uint16_t>(n);  // exact size (memory plan)
     uint16_t* o = buf.data();
     if (prec_ == Precision::bf16) {
-#pragma omp parallel for simd schedule(static)
-      for (int64_t i = 0; i < n; ++i) o[i] = cpu::to_bf16(x[i]);
+      parallel_chunks(n, [&](int64_t b, int64_t e) { cpu::store_bf16(o + b, x + b, e - b); });
     } else {
 #pragma omp parallel for schedule(static)
       for (int64_t i = 0; i < n; ++i) o[i] = cpu::to_f16(x[i]);
