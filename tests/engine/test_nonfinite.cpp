@@ -77,23 +77,32 @@ TEST(NonFinite, ConfigValuesBuiltInCodeAreCheckedToo) {
   }
 }
 
+// A 2-layer model (weights from seed 1) and AdamW moments shaped like its parameters, zeroed.
+struct ModelWithMoments {
+  GPT model;
+  Arena m{"m"}, v{"v"};
+  ModelWithMoments(Backend& be, bool fusion)
+      : model(GPTConfig{2, 2, 16, 8, 20}, 2, Recompute::none, be, fusion) {
+    model.init_weights(1);
+    for (auto& s : model.specs()) {
+      m.plan(s.name, s.shape);
+      v.plan(s.name, s.shape);
+    }
+    m.allocate(be);
+    v.allocate(be);
+  }
+};
+
 // The unfused fp32 clipping path had no finiteness check on the gradient norm: a NaN gradient
 // went into AdamW and every weight became NaN.
 TEST(NonFinite, AGradientWithNaNChangesNothingOnEveryOptimizerPath) {
   GT_NEEDS_CPU_BACKEND();
   auto be = make_backend("cpu", {.threads = 2});
-  GPTConfig mc{2, 2, 16, 8, 20};
   for (bool fusion : {false, true}) {
     for (double loss_scale : {1.0, 1024.0}) {
-      GPT model(mc, 2, Recompute::none, *be, fusion);
-      model.init_weights(1);
-      Arena m("m"), v("v");
-      for (auto& s : model.specs()) {
-        m.plan(s.name, s.shape);
-        v.plan(s.name, s.shape);
-      }
-      m.allocate(*be);
-      v.allocate(*be);
+      ModelWithMoments mm(*be, fusion);
+      GPT& model = mm.model;
+      Arena &m = mm.m, &v = mm.v;
       for (size_t i = 0; i < model.grads().size(); ++i) fill(*be, model.grads(), i, 0.01f);
       fill(*be, model.grads(), 4, std::numeric_limits<float>::quiet_NaN());
       TrainConfig cfg = tiny("x.txt");
@@ -123,16 +132,8 @@ TEST(NonFinite, AGradientWithNaNChangesNothingOnEveryOptimizerPath) {
 TEST(NonFinite, GradientNormIsTheNormOfEveryTensor) {
   GT_NEEDS_CPU_BACKEND();
   auto be = make_backend("cpu", {.threads = 2});
-  GPTConfig mc{2, 2, 16, 8, 20};
-  GPT model(mc, 2, Recompute::none, *be, true);
-  model.init_weights(1);
-  Arena m("m"), v("v");
-  for (auto& s : model.specs()) {
-    m.plan(s.name, s.shape);
-    v.plan(s.name, s.shape);
-  }
-  m.allocate(*be);
-  v.allocate(*be);
+  ModelWithMoments mm(*be, true);
+  GPT& model = mm.model;
   double sq = 0.0;
   for (size_t i = 0; i < model.grads().size(); ++i) {
     const float x = 0.001f * float(i + 1);  // every tensor its own value
@@ -141,7 +142,7 @@ TEST(NonFinite, GradientNormIsTheNormOfEveryTensor) {
   }
   TrainConfig cfg = tiny("x.txt");
   cfg.fusion = true;
-  OptimizerResult r = optimizer_step(*be, model, m, v, cfg, 1e-3f, 1, 1.0);
+  OptimizerResult r = optimizer_step(*be, model, mm.m, mm.v, cfg, 1e-3f, 1, 1.0);
   EXPECT_FALSE(r.skipped);
   EXPECT_NEAR(r.grad_norm, std::sqrt(sq), 1e-6 * std::sqrt(sq));
 }
