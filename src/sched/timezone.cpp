@@ -130,23 +130,25 @@ std::int64_t TimeZone::to_utc(std::int64_t local_s, std::string_view where) cons
   const Local r = resolve(local_s);
   if (r.kind == Local::Kind::unique) return r.first_s;
   const std::string wall = energy::format_wall_time(local_s, 0);
+  // the change in local time before and after it, and in UTC; the two readings of `wall`
+  const std::string before = energy::format_wall_time(r.change_s, r.first_offset_s),
+                    after = energy::format_wall_time(r.change_s, r.second_offset_s),
+                    change_utc = energy::format_wall_time(r.change_s, 0),
+                    first_utc = energy::format_wall_time(r.first_s, 0),
+                    second_utc = energy::format_wall_time(r.second_s, 0),
+                    first_off = offset_text(r.first_offset_s),
+                    second_off = offset_text(r.second_offset_s);
   if (r.kind == Local::Kind::ambiguous)
     throw Error(fmt::format(
         "{}: {} happens twice in {} (the clocks go back from {} to {} at {}Z): at {} it is {}Z, "
         "at {} it is {}Z; expected the time with its offset, e.g. {}{}",
-        where, wall, describe(), energy::format_wall_time(r.change_s, r.first_offset_s),
-        energy::format_wall_time(r.change_s, r.second_offset_s),
-        energy::format_wall_time(r.change_s, 0), offset_text(r.first_offset_s),
-        energy::format_wall_time(r.first_s, 0), offset_text(r.second_offset_s),
-        energy::format_wall_time(r.second_s, 0), wall, offset_text(r.second_offset_s)));
+        where, wall, describe(), before, after, change_utc, first_off, first_utc, second_off,
+        second_utc, wall, second_off));
   throw Error(fmt::format(
       "{}: {} does not exist in {} (the clocks go forward from {} to {} at {}Z): at {} it would "
       "be {}Z, at {} {}Z; expected a time outside the skipped hour, or with its offset, e.g. {}{}",
-      where, wall, describe(), energy::format_wall_time(r.change_s, r.first_offset_s),
-      energy::format_wall_time(r.change_s, r.second_offset_s),
-      energy::format_wall_time(r.change_s, 0), offset_text(r.first_offset_s),
-      energy::format_wall_time(r.first_s, 0), offset_text(r.second_offset_s),
-      energy::format_wall_time(r.second_s, 0), wall, offset_text(r.first_offset_s)));
+      where, wall, describe(), before, after, change_utc, first_off, first_utc, second_off,
+      second_utc, wall, first_off));
 }
 
 std::int64_t TimeZone::to_utc_earliest(std::int64_t local_s) const {
