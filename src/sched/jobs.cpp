@@ -185,6 +185,21 @@ std::string node_string(const toml::node& n, const std::string& where) {
   return s->get();
 }
 
+// The longest job duration accepted: 10 years in seconds. Beyond it the job's end no longer
+// fits the 64-bit seconds the planner works in (the fuzzer found 601e300 minutes overflowing
+// the conversion), and no job list means it.
+constexpr double kMaxJobDurationS = 10 * 365.25 * 86400;
+
+// s (seconds), or an error naming `where` when it is over kMaxJobDurationS.
+double checked_duration(double s, const std::string& where) {
+  if (!(s <= kMaxJobDurationS))
+    throw Error(
+        fmt::format("{}: {} s is not valid; expected a duration of at most {:.0f} s "
+                    "(10 years)",
+                    where, s, kMaxJobDurationS));
+  return s;
+}
+
 // nominal_start inside [earliest_start, deadline - duration].
 // (The end is checked only for a nominal start given explicitly: a job without one that cannot
 // finish in time is reported unscheduled by the planner, not refused here.)
@@ -287,7 +302,8 @@ std::vector<Job> load_jobs_toml(const std::string& path, const TimeZone& zone) {
                 ": expected exactly one of 'duration_s' (s), 'summary' (a run folder or its "
                 "summary.json) or 'power_profile'");
       if (sum) run = run_figures_from_summary(resolve(node_string(*sum, key("summary"))));
-      j.duration_s = dur ? node_number(*dur, key("duration_s"), "seconds") : run->wall_s;
+      j.duration_s = checked_duration(
+          dur ? node_number(*dur, key("duration_s"), "seconds") : run->wall_s, key("duration_s"));
       if (pw)
         j.power_w = node_number(*pw, key("power_w"), "W");
       else if (run && run->energy_j)  // the run's measured joules over its wall time
@@ -516,7 +532,8 @@ std::vector<Job> load_jobs_csv(const std::string& path, const TimeZone& zone,
           fmt::format("{}: job '{}' appears twice; expected unique names", at, j.name));
     const UnixTimeS nominal = parse_wall_time(f[c_start], zone, where(c_start));
     j.nominal_start_s = nominal;
-    j.duration_s = csv_number(f[c_dur], where(c_dur), true) * (minutes ? 60.0 : 1.0);
+    j.duration_s = checked_duration(
+        csv_number(f[c_dur], where(c_dur), true) * (minutes ? 60.0 : 1.0), where(c_dur));
     j.power_w = c_power ? csv_number(f[*c_power], where(*c_power), true) : opt.power_w;
     if (c_min) {
       if (!epoch) {

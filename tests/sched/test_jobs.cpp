@@ -292,6 +292,12 @@ TEST(SchedJobs, JobCsvErrorsNameFileLineAndColumn) {
   EXPECT_NE(m.find("j.csv:1: unknown column 'gpus'"), std::string::npos) << m;
   m = err("name,nominal_start,duration_s\na,2020-01-01 01:00,-60\n");
   EXPECT_NE(m.find("j.csv:2 column 'duration_s'"), std::string::npos) << m;
+  // found by the fuzzer: a duration whose end overflows 64-bit seconds
+  m = err("job_id,arrival_time,duration_minutes\n0,2020-01-01 00:30:00,601e300\n");
+  EXPECT_NE(m.find("column 'duration_minutes': 3.606e+304 s is not valid; expected a duration "
+                   "of at most"),
+            std::string::npos)
+      << m;
   m = err("job_id,arrival_minute,duration_minutes,arrival_time\n0,571,60,2020-01-01 09:30:00\n");
   EXPECT_NE(m.find("arrival_minute 571 does not match"), std::string::npos) << m;
   m = err("name,nominal_start,duration_s\na,2020-01-01 01:00,60\na,2020-01-01 02:00,60\n");
