@@ -1,0 +1,364 @@
+// backend/simt/stream.cpp: the SIMT runtime's configuration, counters, selected device,
+// streams (a queue and a worker thread each) and the checks a launch gets before it queues.
+#include <fmt/format.h>
+
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "backend/simt/internal.h"
+#include "core/error.h"
+
+namespace gt::simt {
+namespace detail {
+
+Counters& counters() {
+  static Counters c;
+  return c;
+}
+
+namespace {
+thread_local int tl_device = -1;
+
+Config from_environment() {
+  Config c;
+  auto env = [](const char* k) -> std::string {
+    const char* v = std::getenv(k);
+    return v ? v : "";
+  };
+  const std::string mode = env("GT_SIMT_MODE");
+  if (mode == "threads" || tsan())
+    c.mode = Mode::threads;
+  else if (!mode.empty() && mode != "fibers")
+    throw Error(fmt::format("GT_SIMT_MODE = '{}': expected fibers or threads", mode));
+  const std::string stream = env("GT_SIMT_STREAM");
+  if (stream == "async")
+    c.stream = StreamMode::async;
+  else if (stream == "sync")
+    c.stream = StreamMode::sync;
+  else if (!stream.empty() && stream != "deferred")
+    throw Error(fmt::format("GT_SIMT_STREAM = '{}': expected deferred, async or sync", stream));
+  const std::string order = env("GT_SIMT_ORDER");
+  if (order == "reverse") {
+    c.order = Order::reverse;
+  } else if (order.rfind("random", 0) == 0) {
+    c.order = Order::random;
+    c.seed = order.size() > 7 ? std::strtoull(order.c_str() + 7, nullptr, 10) : 1;
+  } else if (!order.empty() && order != "forward") {
+    throw Error(
+        fmt::format("GT_SIMT_ORDER = '{}': expected forward, reverse or random:SEED", order));
+  }
+  if (const std::string w = env("GT_SIMT_WORKERS"); !w.empty()) c.workers = std::atoi(w.c_str());
+  c.sync_check = env("GT_CUDA_SYNC_CHECK") == "1";
+  return c;
+}
+
+std::mutex& config_mutex() {
+  static std::mutex m;
+  return m;
+}
+Config& config_ref() {
+  static Config c = from_environment();
+  return c;
+}
+}  // namespace
+
+void check_device(const char* what) {
+  if (tl_device != 0)
+    throw Error(fmt::format(
+        "cuda-emu: {} from a thread that selected no device: call cudaSetDevice first (a "
+        "backend's other threads call Backend::bind_thread())",
+        what));
+}
+
+void LaunchRun::fail(const Dim3& block, const Dim3* thread, const std::string& what) {
+  std::lock_guard lock(m);
+  if (failed.exchange(true)) return;
+  error = thread ? fmt::format("kernel '{}', block ({},{},{}), thread ({},{},{}): {}", kernel,
+                               block.x, block.y, block.z, thread->x, thread->y, thread->z, what)
+                 : fmt::format("kernel '{}', block ({},{},{}): {}", kernel, block.x, block.y,
+                               block.z, what);
+}
+
+}  // namespace detail
+
+using namespace detail;
+
+Config config() {
+  std::lock_guard lock(config_mutex());
+  return config_ref();
+}
+void set_config(const Config& c) {
+  std::lock_guard lock(config_mutex());
+  config_ref() = c;
+  if (tsan()) config_ref().mode = Mode::threads;  // fibers are invisible to TSan
+}
+
+Stats stats() {
+  auto& c = counters();
+  return {c.launches.load(), c.tasks.load(),   c.host_syncs.load(),
+          c.blocks.load(),   c.threads.load(), c.switches.load()};
+}
+void reset_stats() {
+  auto& c = counters();
+  c.launches = c.tasks = c.host_syncs = c.blocks = c.threads = c.switches = 0;
+}
+
+namespace {
+std::mutex records_mutex;
+bool recording = false;
+std::vector<LaunchRecord> recorded;
+}  // namespace
+void record_launches(bool on) {
+  std::lock_guard lock(records_mutex);
+  recording = on;
+  if (on) recorded.clear();
+}
+std::vector<LaunchRecord> records() {
+  std::lock_guard lock(records_mutex);
+  return recorded;
+}
+
+void set_device(int index) {
+  if (index != 0)
+    throw Error(fmt::format("cuda-emu: cudaSetDevice({}): the emulated GPU is device 0", index));
+  tl_device = index;
+}
+int current_device() { return tl_device; }
+
+// ---- streams ------------------------------------------------------------------------------
+class Stream {
+ public:
+  Stream() : worker_([this] { main(); }) {}
+  ~Stream() {
+    {
+      std::lock_guard lock(m_);
+      stop_ = true;
+      released_ = pushed_;
+    }
+    cv_.notify_all();
+    worker_.join();
+  }
+
+  /// Queues fn (named what); in sync mode runs it before returning.
+  /// check: the guard zones are checked after it (kernels and library tasks).
+  void push(const std::string& what, std::function<void()> fn, bool check = false) {
+    const StreamMode mode = config().stream;
+    {
+      std::lock_guard lock(m_);
+      q_.push_back({what, std::move(fn), check});
+      ++pushed_;
+      if (mode != StreamMode::deferred) released_ = pushed_;
+    }
+    cv_.notify_all();
+    if (mode == StreamMode::sync) drain(false);
+  }
+
+  /// Runs everything queued and waits for it; rethrows the first error (then cleared).
+  void drain(bool host_sync) {
+    if (host_sync) counters().host_syncs.fetch_add(1, std::memory_order_relaxed);
+    std::unique_lock lock(m_);
+    released_ = pushed_;
+    cv_.notify_all();
+    done_cv_.wait(lock, [&] { return done_ == pushed_; });
+    if (!error_.empty()) {
+      std::string e = std::move(error_);
+      error_.clear();
+      throw Error("cuda-emu: " + e);
+    }
+  }
+
+ private:
+  struct Item {
+    std::string what;
+    std::function<void()> fn;
+    bool check;
+  };
+  void main() {
+    tl_device = 0;
+    std::unique_lock lock(m_);
+    for (;;) {
+      cv_.wait(lock, [&] { return stop_ || done_ < released_; });
+      if (done_ == released_ && stop_) return;
+      Item item = std::move(q_.front());
+      q_.pop_front();
+      const bool skip = !error_.empty();  // after an error the rest of the queue is dropped
+      lock.unlock();
+      std::string err;
+      if (!skip) {
+        try {
+          item.fn();
+          if (item.check) check_guards(item.what.c_str());
+        } catch (const std::exception& e) {
+          err = e.what();
+        }
+      }
+      lock.lock();
+      if (!err.empty() && error_.empty()) error_ = err;
+      ++done_;
+      if (done_ == pushed_) done_cv_.notify_all();
+    }
+  }
+
+  std::mutex m_;
+  std::condition_variable cv_, done_cv_;
+  std::deque<Item> q_;
+  uint64_t pushed_ = 0, released_ = 0, done_ = 0;
+  std::string error_;
+  bool stop_ = false;
+  std::thread worker_;
+};
+
+namespace {
+std::mutex streams_mutex;
+std::set<Stream*>& all_streams() {
+  static std::set<Stream*> s;
+  return s;
+}
+}  // namespace
+
+Stream* create_stream() {
+  check_device("cudaStreamCreate");
+  auto* s = new Stream;
+  std::lock_guard lock(streams_mutex);
+  all_streams().insert(s);
+  return s;
+}
+void destroy_stream(Stream* s) {
+  if (!s) return;
+  {
+    std::lock_guard lock(streams_mutex);
+    all_streams().erase(s);
+  }
+  delete s;
+}
+
+void detail::drain_all_streams() {
+  std::vector<Stream*> v;
+  {
+    std::lock_guard lock(streams_mutex);
+    v.assign(all_streams().begin(), all_streams().end());
+  }
+  for (Stream* s : v) s->drain(true);
+}
+
+void device_free(void* p) {
+  check_device("cudaFree");
+  drain_all_streams();  // cudaFree waits for the device
+  release_allocation(p);
+}
+
+namespace {
+void check_range(const void* p, size_t bytes, const char* what, const char* which) {
+  if (bytes == 0) return;
+  if (!device_range(p, bytes))
+    throw Error(
+        fmt::format("cuda-emu: {}: the {} [{}, +{} bytes) is not inside one device "
+                    "allocation",
+                    what, which, p, bytes));
+}
+}  // namespace
+
+void memcpy_h2d(Stream* s, void* dst, const void* src, size_t bytes) {
+  check_device("cudaMemcpyAsync (host to device)");
+  check_range(dst, bytes, "cudaMemcpyAsync (host to device)", "destination");
+  if (bytes == 0) return;
+  auto staged = std::make_shared<std::vector<unsigned char>>(
+      static_cast<const unsigned char*>(src), static_cast<const unsigned char*>(src) + bytes);
+  s->push("cudaMemcpyAsync (host to device)",
+          [dst, staged] { std::memcpy(dst, staged->data(), staged->size()); });
+}
+void memcpy_d2h(Stream* s, void* dst, const void* src, size_t bytes) {
+  check_device("cudaMemcpy (device to host)");
+  check_range(src, bytes, "cudaMemcpy (device to host)", "source");
+  s->drain(true);
+  if (bytes) std::memcpy(dst, src, bytes);
+}
+void memcpy_d2h_async(Stream* s, void* dst, const void* src, size_t bytes) {
+  check_device("cudaMemcpyAsync (device to host)");
+  check_range(src, bytes, "cudaMemcpyAsync (device to host)", "source");
+  if (bytes == 0) return;
+  std::memset(dst, kPoison, bytes);  // holds nothing until the stream is synchronized
+  s->push("cudaMemcpyAsync (device to host)", [=] { std::memcpy(dst, src, bytes); });
+}
+void memcpy_d2d(Stream* s, void* dst, const void* src, size_t bytes) {
+  check_device("cudaMemcpyAsync (device to device)");
+  check_range(dst, bytes, "cudaMemcpyAsync (device to device)", "destination");
+  check_range(src, bytes, "cudaMemcpyAsync (device to device)", "source");
+  if (bytes == 0 || !config().execute) return;
+  s->push("cudaMemcpyAsync (device to device)", [=] { std::memmove(dst, src, bytes); });
+}
+void memset_async(Stream* s, void* dst, int value, size_t bytes) {
+  check_device("cudaMemsetAsync");
+  check_range(dst, bytes, "cudaMemsetAsync", "destination");
+  if (bytes == 0 || !config().execute) return;
+  s->push("cudaMemsetAsync", [=] { std::memset(dst, value, bytes); });
+}
+void enqueue_task(Stream* s, const char* what, std::function<void()> task) {
+  check_device(what);
+  counters().tasks.fetch_add(1, std::memory_order_relaxed);
+  if (!config().execute) return;
+  s->push(what, std::move(task), true);
+  if (config().sync_check) s->drain(false);
+}
+void stream_synchronize(Stream* s) {
+  check_device("cudaStreamSynchronize");
+  s->drain(true);
+}
+
+// ---- launches -------------------------------------------------------------------------------
+void launch(Stream* s, const LaunchSpec& spec, std::function<void()> body,
+            const std::vector<const void*>& pointer_args) {
+  check_device("a kernel launch");
+  const std::string k = spec.kernel;
+  const Dim3 &g = spec.grid, &b = spec.block;
+  auto refuse = [&](const std::string& why) {
+    throw Error(
+        fmt::format("cuda-emu: kernel '{}' launched with grid ({},{},{}), block ({},{},{}), "
+                    "{} bytes of dynamic shared memory: {}",
+                    k, g.x, g.y, g.z, b.x, b.y, b.z, spec.dynamic_smem, why));
+  };
+  if (b.x == 0 || b.y == 0 || b.z == 0 || g.x == 0 || g.y == 0 || g.z == 0)
+    refuse("a dimension is 0 (cudaErrorInvalidConfiguration)");
+  if (b.count() > kMaxThreadsPerBlock)
+    refuse(fmt::format("{} threads per block, above the {} a block may have", b.count(),
+                       kMaxThreadsPerBlock));
+  if (b.x > kMaxBlockDimXY || b.y > kMaxBlockDimXY || b.z > kMaxBlockDimZ)
+    refuse("a block dimension is beyond (1024, 1024, 64)");
+  if (g.x > kMaxGridX || g.y > kMaxGridYZ || g.z > kMaxGridYZ)
+    refuse("a grid dimension is beyond (2^31-1, 65535, 65535)");
+  if (spec.dynamic_smem > kMaxSharedBytesOptIn)
+    refuse(fmt::format("more than the {} bytes of shared memory a block may have",
+                       kMaxSharedBytesOptIn));
+  for (size_t i = 0; i < pointer_args.size(); ++i)
+    if (pointer_args[i] && !device_range(pointer_args[i], 0))
+      refuse(
+          fmt::format("pointer argument {} ({}) is not device memory (a host pointer, or "
+                      "freed memory?)",
+                      i + 1, pointer_args[i]));
+  counters().launches.fetch_add(1, std::memory_order_relaxed);
+  {
+    std::lock_guard lock(records_mutex);
+    if (recording) recorded.push_back({k, g, b, spec.dynamic_smem, 0});
+  }
+  if (!config().execute) return;
+  s->push(
+      "kernel '" + k + "'",
+      [spec, k, body = std::move(body)] {
+        LaunchRun run;
+        run.spec = spec;
+        run.kernel = k;
+        run.spec.kernel = run.kernel.c_str();
+        run.body = body;
+        run_blocks(run);
+        if (run.failed) throw Error(run.error);
+      },
+      true);
+  if (config().sync_check) s->drain(false);
+}
+
+}  // namespace gt::simt
