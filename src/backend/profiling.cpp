@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <type_traits>
 #include <vector>
 
 namespace gt {
@@ -27,23 +28,32 @@ class ProfilingBackend final : public Backend {
     in_->copy_to_host(dst, src, bytes);
   }
   void synchronize() override { in_->synchronize(); }
+  void bind_thread() override { in_->bind_thread(); }
   bool supports(Op op, Precision p) const override { return in_->supports(op, p); }
   size_t workspace_bytes(const WorkspaceQuery& q) const override { return in_->workspace_bytes(q); }
 
+  /// Runs f as op `op`. On a device with its own queue (a GPU, cuda-emu) the queue is drained
+  /// before and after, so the time is the op's device work, not its enqueue.
   template <typename F>
   auto timed(const char* op, double flops, F f) {
-    auto t0 = std::chrono::steady_clock::now();
-    struct Add {
-      OpStats& s;
-      std::chrono::steady_clock::time_point t0;
-      double flops;
-      ~Add() {
-        s.calls++;
-        s.flops += flops;
-        s.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      }
-    } add{stats[op], t0, flops};
-    return f();
+    const bool queued = in_->device() != Device::cpu;
+    if (queued) in_->synchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    auto done = [&] {
+      if (queued) in_->synchronize();
+      OpStats& s = stats[op];
+      s.calls++;
+      s.flops += flops;
+      s.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
+    if constexpr (std::is_void_v<decltype(f())>) {
+      f();
+      done();
+    } else {
+      auto r = f();
+      done();
+      return r;
+    }
   }
 
   void embedding_forward(float* out, const int32_t* inp, const float* wte, const float* wpe, int B,

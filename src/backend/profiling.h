@@ -1,6 +1,8 @@
 // backend/profiling.h: a Backend that times every op of another one (wall clock, after the
-// op returns, so OpenMP work inside it is complete) and reports seconds per op and, for the
-// matrix products, GFLOP/s. Turned on with GT_PROFILE=1 (train prints the table at the end).
+// op returns, so OpenMP work inside it is complete; on a device with a queue, a GPU or
+// cuda-emu, between two synchronizations, so the device's work is timed and not the enqueue)
+// and reports seconds per op and, for the matrix products, GFLOP/s. Turned on with
+// GT_PROFILE=1 (train prints the table at the end).
 #pragma once
 #include <cstdio>
 #include <map>

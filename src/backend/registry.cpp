@@ -12,9 +12,7 @@
 #ifdef GT_HAVE_ONEDNN
 #include "backend/cpu/cpu_backend.h"
 #endif
-#ifdef GT_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
-#endif
 #include "backend/ref/ref_backend.h"
 #include "core/error.h"
 
@@ -56,8 +54,8 @@ const std::vector<BackendEntry> kBackends = {
 #endif
 #ifdef GT_HAVE_CUDA
     {"cuda", make_cuda_backend},
-    {"cuda-emu", make_cuda_emulation_backend},
 #endif
+    {"cuda-emu", make_cuda_emulation_backend},
 };
 
 std::string known_devices() {

@@ -29,6 +29,10 @@ class DeviceMemory {
   virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;
   /// Waits until every operation queued on the device is complete.
   virtual void synchronize() = 0;
+  /// Makes this device the calling thread's (cudaSetDevice): a thread other than the one that
+  /// made the device (the gradient-sync worker) calls it before its first call. A GPU refuses
+  /// calls from a thread that did not. Host memory needs nothing.
+  virtual void bind_thread() {}
 
   /// Whether device pointers are host memory that the host may read directly (the CPU
   /// backends; a GPU backend with device-only memory says false).

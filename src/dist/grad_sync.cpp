@@ -75,6 +75,12 @@ void GradSync::wait() {
 }
 
 void GradSync::thread_main() {
+  try {
+    mem_.bind_thread();  // the device is the trainer thread's; this thread selects it too
+  } catch (...) {
+    std::lock_guard<std::mutex> g(mu_);
+    error_ = std::current_exception();
+  }
   while (true) {
     size_t b;
     {

@@ -9,6 +9,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
+#include <string>
+#include <tuple>
 #include <utility>
 
 #include "backend/cuda/cuda_backend_impl.h"
@@ -18,6 +21,22 @@ namespace gt {
 namespace {
 
 using cuda_impl::LtOperand;
+using cuda_plan::LtType;
+
+cudaDataType_t cuda_type(LtType t) {
+  switch (t) {
+    case LtType::bf16:
+      return CUDA_R_16BF;
+    case LtType::f16:
+      return CUDA_R_16F;
+    case LtType::e4m3:
+      return CUDA_R_8F_E4M3;
+    case LtType::e5m2:
+      return CUDA_R_8F_E5M2;
+    default:
+      return CUDA_R_32F;
+  }
+}
 
 void cuda_check(cudaError_t e, const char* what) {
   if (e != cudaSuccess)
@@ -56,6 +75,7 @@ class CudaRuntime {
   }
   ~CudaRuntime() {
     sync_noexcept();
+    destroy_plans();
     if (workspace_) cudaFree(workspace_);
     if (lt_) cublasLtDestroy(lt_);
     if (stream_) cudaStreamDestroy(stream_);
@@ -64,6 +84,8 @@ class CudaRuntime {
   CudaRuntime& operator=(const CudaRuntime&) = delete;
 
   cudaStream_t stream() const { return stream_; }
+  /// cudaSetDevice on the calling thread.
+  void bind_thread() { cuda_check(cudaSetDevice(index_), "cudaSetDevice"); }
   void* malloc(size_t bytes) {
     void* p = nullptr;
     const cudaError_t e = cudaMalloc(&p, std::max<size_t>(bytes, 1));
@@ -95,101 +117,168 @@ class CudaRuntime {
   }
 
   /// D (m x n, column-major, type td) = op(A) op(B) + beta D through cuBLASLt, fp32
-  /// accumulation, with the bias (length m; type of D) and/or GELU epilogue. Algorithms
-  /// without split-K reductions only (CUBLASLT_REDUCTION_SCHEME_NONE): deterministic. With
-  /// may_fail, returns false when cuBLASLt has no algorithm for the epilogue (the caller then
-  /// applies it itself); otherwise that is an error.
-  bool product(const cuda_plan::Gemm& g, LtOperand A, LtOperand B, void* Dp, cudaDataType_t td,
+  /// accumulation, with the bias (length m; type of D) and/or GELU epilogue. The plan of each
+  /// distinct call (sizes, layouts, types, epilogue, alignments) is made once: descriptors
+  /// and the heuristic's algorithm are kept, and a call only points the plan at its bias and
+  /// scale pointers. Split-K is allowed with every reduction scheme cuBLASLt has: each keeps
+  /// the order of the partial sums fixed (cublasLt.h, cublasLtReductionScheme_t), so results
+  /// are the same run to run. With may_fail, returns false when cuBLASLt has no algorithm for
+  /// the epilogue (the caller then applies it itself); otherwise that is an error.
+  bool product(const cuda_plan::Gemm& g, LtOperand A, LtOperand B, void* Dp, LtType td,
                const void* bias, bool gelu, bool may_fail = false) {
-    cublasLtMatmulDesc_t op = nullptr;
-    cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
-    cublasLtMatmulPreference_t pref = nullptr;
-    struct Cleanup {
-      cublasLtMatmulDesc_t& op;
-      cublasLtMatrixLayout_t &la, &lb, &ld;
-      cublasLtMatmulPreference_t& pref;
-      ~Cleanup() {
-        if (pref) cublasLtMatmulPreferenceDestroy(pref);
-        if (ld) cublasLtMatrixLayoutDestroy(ld);
-        if (lb) cublasLtMatrixLayoutDestroy(lb);
-        if (la) cublasLtMatrixLayoutDestroy(la);
-        if (op) cublasLtMatmulDescDestroy(op);
-      }
-    } cleanup{op, la, lb, ld, pref};
-    lt_check(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "MatmulDescCreate");
-    const cublasOperation_t ta = g.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-    const cublasOperation_t tb = g.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-    lt_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)),
-             "set TRANSA");
-    lt_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)),
-             "set TRANSB");
-    cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_DEFAULT;
-    if (bias && gelu)
-      ep = CUBLASLT_EPILOGUE_GELU_BIAS;
-    else if (bias)
-      ep = CUBLASLT_EPILOGUE_BIAS;
-    else if (gelu)
-      ep = CUBLASLT_EPILOGUE_GELU;
-    lt_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof(ep)),
-             "set EPILOGUE");
-    if (bias)
-      lt_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-                                              sizeof(bias)),
-               "set BIAS_POINTER");
-    if (A.scale)  // fp8: the dequantization factors (cuBLASLt docs, "FP8 scaling")
-      lt_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &A.scale,
-                                              sizeof(A.scale)),
-               "set A_SCALE_POINTER");
-    if (B.scale)
-      lt_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &B.scale,
-                                              sizeof(B.scale)),
-               "set B_SCALE_POINTER");
-    lt_check(cublasLtMatrixLayoutCreate(&la, A.type, g.ta ? g.k : g.m, g.ta ? g.m : g.k, g.lda),
-             "layout A");
-    lt_check(cublasLtMatrixLayoutCreate(&lb, B.type, g.tb ? g.n : g.k, g.tb ? g.k : g.n, g.ldb),
-             "layout B");
-    lt_check(cublasLtMatrixLayoutCreate(&ld, td, g.m, g.n, g.ldd), "layout D");
-    lt_check(cublasLtMatmulPreferenceCreate(&pref), "PreferenceCreate");
-    const uint64_t ws = kWorkspaceBytes;
-    lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                  &ws, sizeof(ws)),
-             "set MAX_WORKSPACE_BYTES");
-    // cuBLASLt assumes 256-byte aligned operands unless told (CUBLASLT_MATMUL_PREF_MIN_
-    // ALIGNMENT_*_BYTES); tensors inside the model's arenas may be less aligned
-    const std::pair<cublasLtMatmulPreferenceAttributes_t, const void*> aligned[] = {
-        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, A.p},
-        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, B.p},
-        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, Dp},
-        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, Dp}};
-    for (const auto& [attr, ptr] : aligned) {
-      const auto addr = reinterpret_cast<uintptr_t>(ptr);
-      const uint32_t align = static_cast<uint32_t>(std::min<uintptr_t>(addr & (~addr + 1), 256));
-      lt_check(cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align)),
-               "set MIN_ALIGNMENT");
-    }
-    const uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_NONE;
-    lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
-                                                  &reduction, sizeof(reduction)),
-             "set REDUCTION_SCHEME_MASK");
-    cublasLtMatmulHeuristicResult_t heur{};
-    int found = 0;
-    const cublasStatus_t hs =
-        cublasLtMatmulAlgoGetHeuristic(lt_, op, la, lb, ld, ld, pref, 1, &heur, &found);
-    if (hs != CUBLAS_STATUS_SUCCESS || found == 0) {
+    const uint32_t al_a = g.align_a ? g.align_a : cuda_plan::alignment_of(A.p);
+    const uint32_t al_b = g.align_b ? g.align_b : cuda_plan::alignment_of(B.p);
+    const uint32_t al_d = g.align_d ? g.align_d : cuda_plan::alignment_of(Dp);
+    const PlanKey key{g.m,
+                      g.n,
+                      g.k,
+                      g.lda,
+                      g.ldb,
+                      g.ldd,
+                      g.ta,
+                      g.tb,
+                      g.beta,
+                      A.type,
+                      B.type,
+                      td,
+                      bias != nullptr,
+                      gelu,
+                      A.scale != nullptr,
+                      B.scale != nullptr,
+                      al_a,
+                      al_b,
+                      al_d};
+    auto it = plans_.find(key);
+    if (it == plans_.end()) it = plans_.emplace(key, make_plan(key)).first;
+    Plan& p = it->second;
+    if (!p.found) {
       if (may_fail) return false;
       throw Error(fmt::format(
           "cuBLASLt has no algorithm for the product ({} x {} x {}, transa {}, transb {}, "
-          "epilogue {}): {}",
-          g.m, g.n, g.k, g.ta, g.tb, static_cast<int>(ep), cublasLtGetStatusString(hs)));
+          "epilogue bias {} gelu {}): {}",
+          g.m, g.n, g.k, g.ta, g.tb, bias != nullptr, gelu, p.why));
     }
+    if (bias)
+      lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                              sizeof(bias)),
+               "set BIAS_POINTER");
+    if (A.scale)  // fp8: the dequantization factors (cuBLASLt docs, "FP8 scaling")
+      lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &A.scale,
+                                              sizeof(A.scale)),
+               "set A_SCALE_POINTER");
+    if (B.scale)
+      lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &B.scale,
+                                              sizeof(B.scale)),
+               "set B_SCALE_POINTER");
     const float alpha = 1.0f, beta = g.beta;
-    lt_check(cublasLtMatmul(lt_, op, &alpha, A.p, la, B.p, lb, &beta, Dp, ld, Dp, ld, &heur.algo,
-                            workspace_, kWorkspaceBytes, stream_),
+    lt_check(cublasLtMatmul(lt_, p.op, &alpha, A.p, p.la, B.p, p.lb, &beta, Dp, p.ld, Dp, p.ld,
+                            &p.algo, workspace_, kWorkspaceBytes, stream_),
              "cublasLtMatmul");
     return true;
   }
 
  private:
+  /// What makes two calls the same plan.
+  struct PlanKey {
+    int64_t m, n, k, lda, ldb, ldd;
+    bool ta, tb;
+    float beta;
+    LtType a, b, d;
+    bool bias, gelu, scale_a, scale_b;
+    uint32_t al_a, al_b, al_d;
+    auto tie() const {
+      return std::tie(m, n, k, lda, ldb, ldd, ta, tb, beta, a, b, d, bias, gelu, scale_a, scale_b,
+                      al_a, al_b, al_d);
+    }
+    bool operator<(const PlanKey& o) const { return tie() < o.tie(); }
+  };
+  /// A plan: the descriptors and the algorithm (found false, with why, when there is none).
+  struct Plan {
+    cublasLtMatmulDesc_t op = nullptr;
+    cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+    bool found = false;
+    std::string why;
+  };
+  Plan make_plan(const PlanKey& k) {
+    Plan p;
+    lt_check(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "MatmulDescCreate");
+    const cublasOperation_t ta = k.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t tb = k.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)),
+             "set TRANSA");
+    lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)),
+             "set TRANSB");
+    cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_DEFAULT;
+    if (k.bias && k.gelu)
+      ep = CUBLASLT_EPILOGUE_GELU_BIAS;
+    else if (k.bias)
+      ep = CUBLASLT_EPILOGUE_BIAS;
+    else if (k.gelu)
+      ep = CUBLASLT_EPILOGUE_GELU;
+    lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof(ep)),
+             "set EPILOGUE");
+    // the pointers of this plan's first call stand in for the heuristic (the algorithm does
+    // not depend on them); every call sets its own
+    static const float one = 1.0f;
+    const void* dummy = &one;
+    if (k.bias)
+      lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &dummy,
+                                              sizeof(dummy)),
+               "set BIAS_POINTER");
+    if (k.scale_a)
+      lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &dummy,
+                                              sizeof(dummy)),
+               "set A_SCALE_POINTER");
+    if (k.scale_b)
+      lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &dummy,
+                                              sizeof(dummy)),
+               "set B_SCALE_POINTER");
+    lt_check(cublasLtMatrixLayoutCreate(&p.la, cuda_type(k.a), k.ta ? k.k : k.m, k.ta ? k.m : k.k,
+                                        k.lda),
+             "layout A");
+    lt_check(cublasLtMatrixLayoutCreate(&p.lb, cuda_type(k.b), k.tb ? k.n : k.k, k.tb ? k.k : k.n,
+                                        k.ldb),
+             "layout B");
+    lt_check(cublasLtMatrixLayoutCreate(&p.ld, cuda_type(k.d), k.m, k.n, k.ldd), "layout D");
+    cublasLtMatmulPreference_t pref = nullptr;
+    lt_check(cublasLtMatmulPreferenceCreate(&pref), "PreferenceCreate");
+    const uint64_t ws = kWorkspaceBytes;
+    lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                  &ws, sizeof(ws)),
+             "set MAX_WORKSPACE_BYTES");
+    // cuBLASLt assumes 256-byte aligned operands unless told; the plan declares its alignments
+    const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> aligned[] = {
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, k.al_a},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, k.al_b},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, k.al_d},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, k.al_d}};
+    for (const auto& [attr, align] : aligned)
+      lt_check(cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align)),
+               "set MIN_ALIGNMENT");
+    cublasLtMatmulHeuristicResult_t heur{};
+    int found = 0;
+    const cublasStatus_t hs =
+        cublasLtMatmulAlgoGetHeuristic(lt_, p.op, p.la, p.lb, p.ld, p.ld, pref, 1, &heur, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    p.found = hs == CUBLAS_STATUS_SUCCESS && found > 0;
+    if (p.found)
+      p.algo = heur.algo;
+    else
+      p.why = cublasLtGetStatusString(hs);
+    return p;
+  }
+  void destroy_plans() {
+    for (auto& [k, p] : plans_) {
+      if (p.ld) cublasLtMatrixLayoutDestroy(p.ld);
+      if (p.lb) cublasLtMatrixLayoutDestroy(p.lb);
+      if (p.la) cublasLtMatrixLayoutDestroy(p.la);
+      if (p.op) cublasLtMatmulDescDestroy(p.op);
+    }
+    plans_.clear();
+  }
+  std::map<PlanKey, Plan> plans_;
+
   int index_;
   int cc_ = 0;
   std::string gpu_name_;

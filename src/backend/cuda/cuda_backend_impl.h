@@ -6,12 +6,10 @@
 //     backend code on the CPU (train.device = cuda-emu), so that every line of it above the
 //     runtime is tested on every machine by the op test and the training tests.
 // RT provides: Kernels (kernels.h), kDevice, kWorkspaceBytes, static name(index),
-// RT(index), stream(), malloc/free/memset0/h2d/d2h/sync/sync_noexcept, product(),
+// RT(index), stream(), bind_thread(), malloc/free/memset0/h2d/d2h/sync/sync_noexcept, product(),
 // fp8_capable() and describe().
 #pragma once
-#include <cuda_runtime_api.h>
 #include <fmt/format.h>
-#include <library_types.h>
 
 #include <algorithm>
 #include <cmath>
@@ -23,6 +21,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/host_plan.h"
+#include "backend/cuda/kernel_configs.h"
 #include "backend/cuda/kernel_math.h"
 #include "backend/cuda/kernels.h"
 #include "core/error.h"
@@ -31,15 +30,12 @@ namespace gt::cuda_impl {
 
 /// Elements per block of the multi-tensor AdamW.
 constexpr int64_t kAdamChunk = int64_t(1) << 16;
-/// Interleaved partial sums of sum_squares (kernel_math.h): a constant, so the result is the
-/// same on every GPU.
-constexpr int64_t kSumSquaresParts = int64_t(1) << 14;
 
-/// A product operand: device pointer and element type (CUDA_R_32F, CUDA_R_16BF, CUDA_R_16F,
-/// CUDA_R_8F_E4M3, CUDA_R_8F_E5M2).
+using cuda_plan::LtType;
+/// A product operand: device pointer and element type.
 struct LtOperand {
   const void* p;
-  cudaDataType_t type;
+  LtType type;
   const float* scale = nullptr;  ///< fp8: device pointer to the dequantization factor
 };
 
@@ -100,6 +96,7 @@ class CudaBackendT final : public Backend {
   }
   void copy_to_host(void* dst, const void* src, size_t bytes) override { rt_.d2h(dst, src, bytes); }
   void synchronize() override { rt_.sync(); }
+  void bind_thread() override { rt_.bind_thread(); }
 
   // ---- capabilities -------------------------------------------------------------------
   bool supports(Op, Precision p) const override { return p != Precision::fp8 || rt_.fp8_capable(); }
@@ -168,7 +165,7 @@ class CudaBackendT final : public Backend {
     }
     const auto g = cuda_plan::forward(N, C, OC, w_transposed);
     const LtOperand W = weight_operand(w, int64_t(C) * OC), X = operand(act_a_, inp, N * C);
-    product(g, pick(g.a, W, X, {}), pick(g.b, W, X, {}), out, CUDA_R_32F, bias, false);
+    product(g, pick(g.a, W, X, {}), pick(g.b, W, X, {}), out, LtType::f32, bias, false);
   }
   /// The GELU is cuBLASLt's epilogue (tanh form) under 16-bit precisions; under fp32 the own
   /// bias+GELU kernel follows a plain product, so fp32 stays within fp32 rounding of the
@@ -186,10 +183,10 @@ class CudaBackendT final : public Backend {
     if (prec_ != Precision::fp32) {
       // the bias has the output's type (cuBLASLt: CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE)
       const void* b = bias && o16 ? weight_operand(bias, OC).p : bias;
-      if (product(g, W, X, out.data, o16 ? CUDA_R_16BF : CUDA_R_32F, b, true, /*may_fail=*/true))
+      if (product(g, W, X, out.data, o16 ? LtType::bf16 : LtType::f32, b, true, /*may_fail=*/true))
         return;
     }
-    product(g, W, X, prod, CUDA_R_32F, nullptr, false);
+    product(g, W, X, prod, LtType::f32, nullptr, false);
     K::bias_gelu(rt_.stream(), f32_or_null(out), o16, prod, bias, N, OC);
   }
   void matmul_backward(float* dinp, float* dw, float* dbias, ConstDevPtr dout, ConstDevPtr inp,
@@ -205,19 +202,21 @@ class CudaBackendT final : public Backend {
   void attention_forward(DevPtr out, float* att, const float* qkv, int B, int T, int C,
                          int NH) override {
     check_heads(C, NH);
-    K::attention_forward(rt_.stream(), f32_or_null(out), as16(out), nullptr, att, qkv, B, T, C, NH);
+    K::attention_forward(rt_.stream(), f32_or_null(out), as16(out), nullptr, att, qkv, B, T, C, NH,
+                         0);
   }
   void attention_backward(DevPtr dqkv, const float* dout, const float* qkv, const float* att, int B,
                           int T, int C, int NH) override {
     check_heads(C, NH);
     K::attention_backward(rt_.stream(), f32_or_null(dqkv), as16(dqkv), dout, qkv, att, nullptr,
                           nullptr, nullptr, delta_.template as<float>(int64_t(B) * NH * T), B, T, C,
-                          NH);
+                          NH, 0);
   }
   void attention_forward_fused(DevPtr out, float* lse, const float* qkv, int B, int T, int C,
                                int NH) override {
     check_heads(C, NH);
-    K::attention_forward(rt_.stream(), f32_or_null(out), as16(out), lse, nullptr, qkv, B, T, C, NH);
+    K::attention_forward(rt_.stream(), f32_or_null(out), as16(out), lse, nullptr, qkv, B, T, C, NH,
+                         flash());
   }
   void attention_backward_fused(DevPtr dqkv, const float* dout, const float* qkv, ConstDevPtr out,
                                 const float* lse, int B, int T, int C, int NH) override {
@@ -225,7 +224,7 @@ class CudaBackendT final : public Backend {
     const uint16_t* o16 = as16(out);
     K::attention_backward(rt_.stream(), f32_or_null(dqkv), as16(dqkv), dout, qkv, nullptr, lse,
                           o16 ? nullptr : out.f32(), o16,
-                          delta_.template as<float>(int64_t(B) * NH * T), B, T, C, NH);
+                          delta_.template as<float>(int64_t(B) * NH * T), B, T, C, NH, flash());
   }
 
   // ---- element-wise -------------------------------------------------------------------
@@ -283,15 +282,12 @@ class CudaBackendT final : public Backend {
     K::adamw_multi(rt_.stream(), d, static_cast<int64_t>(chunks_host_.size()), grad_mult, lr, beta1,
                    beta2, eps, bc1, bc2_sqrt);
   }
-  /// Interleaved partial sums in double on the GPU, added in order on the host.
+  /// In double on the device over a fixed grid (the same sum on every GPU); one double read.
   double sum_squares(const float* g, int64_t n) override {
-    const int64_t K = std::min(kSumSquaresParts, std::max<int64_t>(n, 1));
-    double* d = squares_.template as<double>(K);
-    K::sum_squares_partial(rt_.stream(), d, g, n, K);
-    std::vector<double> h(K);
-    copy_to_host(h.data(), d, K * sizeof(double));
+    double* d = squares_.template as<double>(1 + cuda_kernels::configs::kNormBlocks);  // out, parts
+    K::sum_squares(rt_.stream(), d, g, n, d + 1);
     double s = 0.0;
-    for (double x : h) s += x;
+    copy_to_host(&s, d, sizeof(double));
     return s;
   }
   void scale(float* g, float s, int64_t n) override { K::scale(rt_.stream(), g, s, n); }
@@ -305,7 +301,9 @@ class CudaBackendT final : public Backend {
           name(), rt_.describe()));
     prec_ = p;
     weights_.clear();
-    fp8_.clear();
+    fp8_state_.clear();
+    fp8_weights_.clear();
+    fp8_scratch_.clear();
   }
   Precision precision() const override { return prec_; }
   void set_stochastic_rounding(bool on, uint64_t seed) override {
@@ -320,6 +318,9 @@ class CudaBackendT final : public Backend {
     return {static_cast<float>(1.0 - std::pow(double(beta1), double(t))),
             static_cast<float>(std::sqrt(1.0 - std::pow(double(beta2), double(t))))};
   }
+  /// The attention kernels' operands: 16-bit tensor cores (the flash form) under the 16-bit
+  /// precisions (fp8 too: its attention is bf16), f32 on CUDA cores under fp32.
+  int flash() const { return prec_ == Precision::fp16 ? 2 : prec_ == Precision::fp32 ? 0 : 1; }
   static void check_heads(int C, int NH) {
     check(NH > 0 && C % NH == 0,
           fmt::format("cuda backend: {} channels do not split into {} heads", C, NH));
@@ -355,13 +356,13 @@ class CudaBackendT final : public Backend {
     check(!p.bf16(), "cuda backend: a bf16 tensor where this op under this precision takes f32");
     return p.f32();
   }
-  cudaDataType_t type16() const { return prec_ == Precision::fp16 ? CUDA_R_16F : CUDA_R_16BF; }
+  LtType type16() const { return prec_ == Precision::fp16 ? LtType::f16 : LtType::bf16; }
 
   /// A product operand: f32 under fp32; else a bf16 tensor as it is, or x rounded into buf
   /// (fp16 under fp16; bf16 under bf16, and under fp8 for products fp8 cannot take).
   LtOperand operand(DevBuffer<RT>& buf, ConstDevPtr x, int64_t n) {
-    if (prec_ == Precision::fp32) return {f32(x), CUDA_R_32F};
-    if (const uint16_t* x16 = as16(x)) return {x16, CUDA_R_16BF};
+    if (prec_ == Precision::fp32) return {f32(x), LtType::f32};
+    if (const uint16_t* x16 = as16(x)) return {x16, LtType::bf16};
     uint16_t* o = buf.template as<uint16_t>(n);
     K::round16(rt_.stream(), o, x.f32(), n, prec_ != Precision::fp16);
     return {o, type16()};
@@ -369,7 +370,7 @@ class CudaBackendT final : public Backend {
   /// The weight operand: w itself under fp32, else its 16-bit copy, refreshed after
   /// weights_updated() (stochastic rounding as the CPU backend when asked for, bf16 only).
   LtOperand weight_operand(const float* w, int64_t n) {
-    if (prec_ == Precision::fp32) return {w, CUDA_R_32F};
+    if (prec_ == Precision::fp32) return {w, LtType::f32};
     auto [it, fresh] = weights_.try_emplace(w, &rt_);
     WeightCopy& c = it->second;
     if (fresh) c.id = weights_.size();  // first-use order: the same in every run of a model
@@ -400,15 +401,15 @@ class CudaBackendT final : public Backend {
       const LtOperand W = weight_operand(w, int64_t(C) * OC);
       const auto g = cuda_plan::backward_input(N, C, OC, wt);
       if (!dgelu && !dinp.bf16()) {
-        product(g, pick(g.a, W, X, D), pick(g.b, W, X, D), dinp.f32(), CUDA_R_32F, nullptr, false);
+        product(g, pick(g.a, W, X, D), pick(g.b, W, X, D), dinp.f32(), LtType::f32, nullptr, false);
       } else {
         float* prod = prod_.template as<float>(N * C);
-        product(g, pick(g.a, W, X, D), pick(g.b, W, X, D), prod, CUDA_R_32F, nullptr, false);
+        product(g, pick(g.a, W, X, D), pick(g.b, W, X, D), prod, LtType::f32, nullptr, false);
         finish_dinp(dinp, prod, dgelu, N * C);
       }
     }
     const auto g = cuda_plan::backward_weight(N, C, OC, wt);
-    product(g, pick(g.a, {}, X, D), pick(g.b, {}, X, D), dw, CUDA_R_32F, nullptr, false);
+    product(g, pick(g.a, {}, X, D), pick(g.b, {}, X, D), dw, LtType::f32, nullptr, false);
     if (dbias) {
       float* partial = partial_.template as<float>(K::column_partial_floats(N, OC));
       if (prec_ == Precision::bf16)
@@ -431,59 +432,68 @@ class CudaBackendT final : public Backend {
   }
 
   // ---- fp8 (precision fp8): e4m3 weights and activations, e5m2 output gradients, per-tensor
-  // delayed scaling (kernel_math.h), fp32 accumulation and outputs, fp32 master weights. A
-  // product whose sizes cuBLASLt's fp8 kernels do not take runs in bf16 instead.
+  // delayed scaling (kernel_math.h), fp32 accumulation and outputs, fp32 master weights; the
+  // block products only: the tied LM head (w_transposed) stays bf16, as Transformer Engine
+  // keeps the head in higher precision. A product whose sizes cuBLASLt's fp8 kernels do not
+  // take runs in bf16 too.
   enum Fp8Use { kWeightFwd, kWeightBwd, kInput, kInputT, kGradT, kGrad };
   struct Fp8Copy {
-    explicit Fp8Copy(RT* rt) : data(rt), state(rt) {}
-    DevBuffer<RT> data, state;
+    explicit Fp8Copy(RT* rt) : data(rt) {}
+    DevBuffer<RT> data;
     uint64_t generation = UINT64_MAX;
   };
-  /// The fp8 copy of x (rows, cols), transposed when asked, with its scaling state (one per
-  /// tensor and use); a weight's copy is remade only after weights_updated().
+  /// The fp8 copy of x (rows, cols), transposed when asked. Its scaling state belongs to the
+  /// product and the operand (owner: the product's weight, which names the layer and the
+  /// product; use: which operand), one per (layer, GEMM, operand) as Transformer Engine keeps
+  /// them, so the scratch tensors every layer reuses do not share one amax history. A weight's
+  /// copy is kept and remade only after weights_updated(); an activation's or gradient's goes
+  /// into a scratch buffer per use.
   LtOperand fp8_operand(const float* x, int64_t rows, int64_t cols, bool transpose, bool e5m2,
-                        Fp8Use use) {
-    auto [it, fresh] = fp8_.try_emplace({x, int(use)}, &rt_);
-    Fp8Copy& c = it->second;
-    float* state = c.state.template as<float>(cuda_math::kFp8StateFloats);
+                        Fp8Use use, const float* owner) {
+    auto [st, fresh] = fp8_state_.try_emplace({owner, int(use)}, &rt_);
+    float* state = st->second.template as<float>(cuda_math::kFp8StateFloats);
     if (fresh) rt_.memset0(state, cuda_math::kFp8StateFloats * sizeof(float));
-    auto* q = c.data.template as<uint8_t>(rows * cols);
     const bool weight = use == kWeightFwd || use == kWeightBwd;
-    if (!weight || c.generation != generation_) {
-      K::fp8_quantize(rt_.stream(), q, x, rows, cols, transpose, e5m2, state,
-                      fp8_partial_.template as<float>(cuda_kernels::kFp8AmaxParts));
-      c.generation = generation_;
+    uint8_t* q;
+    if (weight) {
+      Fp8Copy& c = fp8_weights_.try_emplace({x, int(use)}, &rt_).first->second;
+      q = c.data.template as<uint8_t>(rows * cols);
+      if (c.generation != generation_) {
+        K::fp8_quantize(rt_.stream(), q, x, rows, cols, transpose, e5m2, state, fresh);
+        c.generation = generation_;
+      }
+    } else {
+      q = fp8_scratch_.try_emplace(int(use), &rt_).first->second.template as<uint8_t>(rows * cols);
+      K::fp8_quantize(rt_.stream(), q, x, rows, cols, transpose, e5m2, state, fresh);
     }
-    return {q, e5m2 ? CUDA_R_8F_E5M2 : CUDA_R_8F_E4M3, state + cuda_math::kAmaxHistory + 3};
+    return {q, e5m2 ? LtType::e5m2 : LtType::e4m3, state + cuda_math::kAmaxHistory + 3};
   }
   /// out(N,OC) = inp @ W in fp8 (no bias); false when not fp8 or the sizes do not fit.
   bool fp8_forward(float* out, ConstDevPtr inp, const float* w, int64_t N, int C, int OC, bool wt) {
-    if (prec_ != Precision::fp8 || !cuda_plan::fp8_sizes_ok(N, C, OC)) return false;
-    // A = W^T (OC,C): w (C,OC) transposed, or w (OC,C) itself
-    const LtOperand W = wt ? fp8_operand(w, OC, C, false, false, kWeightFwd)
-                           : fp8_operand(w, C, OC, true, false, kWeightFwd);
-    const LtOperand X = fp8_operand(f32(inp), N, C, false, false, kInput);
-    product(cuda_plan::forward_fp8(N, C, OC), W, X, out, CUDA_R_32F, nullptr, false);
+    if (prec_ != Precision::fp8 || wt || !cuda_plan::fp8_sizes_ok(N, C, OC)) return false;
+    // A = W^T (OC,C): w (C,OC) transposed
+    const LtOperand W = fp8_operand(w, C, OC, true, false, kWeightFwd, w);
+    const LtOperand X = fp8_operand(f32(inp), N, C, false, false, kInput, w);
+    product(cuda_plan::forward_fp8(N, C, OC), W, X, out, LtType::f32, nullptr, false);
     return true;
   }
   bool fp8_backward(DevPtr dinp, float* dw, float* dbias, ConstDevPtr dout, ConstDevPtr inp,
                     const float* w, ConstDevPtr dgelu, int64_t N, int C, int OC, bool wt) {
-    if (prec_ != Precision::fp8 || !cuda_plan::fp8_sizes_ok(N, C, OC)) return false;
+    if (prec_ != Precision::fp8 || wt || !cuda_plan::fp8_sizes_ok(N, C, OC)) return false;
     const float* d = f32(dout);
     if (dinp) {
-      // A = W (C,OC): w itself, or w (OC,C) transposed
-      const LtOperand W = wt ? fp8_operand(w, OC, C, true, false, kWeightBwd)
-                             : fp8_operand(w, C, OC, false, false, kWeightBwd);
-      const LtOperand G = fp8_operand(d, N, OC, false, true, kGrad);
+      // A = W (C,OC): w itself
+      const LtOperand W = fp8_operand(w, C, OC, false, false, kWeightBwd, w);
+      const LtOperand G = fp8_operand(d, N, OC, false, true, kGrad, w);
       const auto g = cuda_plan::backward_input_fp8(N, C, OC);
       float* prod = dgelu || dinp.bf16() ? prod_.template as<float>(N * C) : dinp.f32();
-      product(g, W, G, prod, CUDA_R_32F, nullptr, false);
+      product(g, W, G, prod, LtType::f32, nullptr, false);
       if (prod != dinp.f32()) finish_dinp(dinp, prod, dgelu, N * C);
     }
-    const LtOperand GT = fp8_operand(d, N, OC, true, true, kGradT);          // dout^T (OC,N)
-    const LtOperand XT = fp8_operand(f32(inp), N, C, true, false, kInputT);  // inp^T (C,N)
+    const LtOperand GT = fp8_operand(d, N, OC, true, true, kGradT, w);          // dout^T (OC,N)
+    const LtOperand XT = fp8_operand(f32(inp), N, C, true, false, kInputT, w);  // inp^T (C,N)
     const auto g = cuda_plan::backward_weight_fp8(N, C, OC, wt);
-    product(g, pick(g.a, {}, XT, GT), pick(g.b, {}, XT, GT), dw, CUDA_R_32F, nullptr, false);
+    product(g, pick(g.a, {}, XT, GT), pick(g.b, {}, XT, GT), dw, LtType::f32, nullptr, false);
     if (dbias) {
       float* partial = partial_.template as<float>(K::column_partial_floats(N, OC));
       K::column_sums(rt_.stream(), dbias, d, nullptr, N, OC, partial);
@@ -493,7 +503,7 @@ class CudaBackendT final : public Backend {
 
   /// D (m x n, column-major, type td) = op(A) op(B) + beta D, the runtime's product (cuBLASLt
   /// on the GPU); with may_fail, false when it has no algorithm for the epilogue.
-  bool product(const cuda_plan::Gemm& g, LtOperand A, LtOperand B, void* Dp, cudaDataType_t td,
+  bool product(const cuda_plan::Gemm& g, LtOperand A, LtOperand B, void* Dp, LtType td,
                const void* bias, bool gelu, bool may_fail = false) {
     return rt_.product(g, A, B, Dp, td, bias, gelu, may_fail);
   }
@@ -508,8 +518,9 @@ class CudaBackendT final : public Backend {
 
   RT rt_;
   int index_;
-  std::map<std::pair<const void*, int>, Fp8Copy> fp8_;
-  DevBuffer<RT> fp8_partial_{&rt_};
+  std::map<std::pair<const void*, int>, DevBuffer<RT>> fp8_state_;  ///< (owner weight, use)
+  std::map<std::pair<const void*, int>, Fp8Copy> fp8_weights_;      ///< (weight, use)
+  std::map<int, DevBuffer<RT>> fp8_scratch_;                        ///< use
   DevBuffer<RT> act_a_{&rt_}, act_b_{&rt_}, prod_{&rt_}, partial_{&rt_}, delta_{&rt_},
       token_index_{&rt_}, chunks_{&rt_}, squares_{&rt_};
   std::vector<int32_t> tokens_host_, index_host_;

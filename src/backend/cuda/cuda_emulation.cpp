@@ -1,38 +1,50 @@
-// backend/cuda/cuda_emulation.cpp: the CUDA backend's code on the CPU (train.device =
-// cuda-emu): cuda_backend_impl.h over HostRuntime, whose memory is host memory, whose kernels
-// are HostKernels (kernels_host.cpp: the same kernel_math.h functions over the same index
-// spaces) and whose product runs the column-major plan as cuBLASLt would (operands decoded
-// from their 16-bit types, f32 accumulation, bias and GELU epilogues). Slow; it exists so the
-// op test and the training tests run every line of the CUDA backend above the CUDA runtime on
-// machines without a GPU. What it cannot test: the launches, cuBLASLt's own behaviour, and
-// the stream's ordering.
-#include <cstdlib>
+// backend/cuda/cuda_emulation.cpp: the CUDA backend on the CPU (train.device = cuda-emu):
+// cuda_backend_impl.h over HostRuntime, whose memory, stream and kernels are the SIMT
+// runtime's (backend/simt: the kernels of kernels.cu run thread by thread), and whose
+// product is cuBLASLt's contract run as plain loops: the column-major plan, operands decoded
+// from their types, f32 accumulation, bias and GELU epilogues, and the refusals of the real
+// library (lt_emulation.h), so a product the GPU would refuse fails here first.
+#include <fmt/format.h>
+
 #include <cstring>
+#include <mutex>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_backend_impl.h"
+#include "backend/cuda/lt_emulation.h"
+#include "backend/simt/simt_host.h"
 #include "core/error.h"
 
 namespace gt {
 namespace {
 
 using cuda_impl::LtOperand;
+using cuda_plan::LtType;
 namespace m = cuda_math;
 
-/// Element i of a product operand, widened to float (fp8: times its dequantization factor).
-float element(const LtOperand& x, int64_t i) {
+/// Operand x decoded to floats (fp8: times its dequantization factor), n elements.
+void decode(const LtOperand& x, int64_t n, float* out) {
   switch (x.type) {
-    case CUDA_R_8F_E4M3:
-      return m::fp8_to_float(static_cast<const uint8_t*>(x.p)[i], false) * *x.scale;
-    case CUDA_R_8F_E5M2:
-      return m::fp8_to_float(static_cast<const uint8_t*>(x.p)[i], true) * *x.scale;
-    case CUDA_R_16BF:
-      return m::bf16_to_float(static_cast<const uint16_t*>(x.p)[i]);
-    case CUDA_R_16F:
-      return m::f16_to_float(static_cast<const uint16_t*>(x.p)[i]);
+    case LtType::e4m3:
+    case LtType::e5m2: {
+      const float s = *x.scale;
+      const auto* p = static_cast<const uint8_t*>(x.p);
+      for (int64_t i = 0; i < n; ++i) out[i] = m::fp8_to_float(p[i], x.type == LtType::e5m2) * s;
+      break;
+    }
+    case LtType::bf16: {
+      const auto* p = static_cast<const uint16_t*>(x.p);
+      for (int64_t i = 0; i < n; ++i) out[i] = m::bf16_to_float(p[i]);
+      break;
+    }
+    case LtType::f16: {
+      const auto* p = static_cast<const uint16_t*>(x.p);
+      for (int64_t i = 0; i < n; ++i) out[i] = m::f16_to_float(p[i]);
+      break;
+    }
     default:
-      return static_cast<const float*>(x.p)[i];
+      std::memcpy(out, x.p, n * sizeof(float));
   }
 }
 
@@ -43,45 +55,89 @@ class HostRuntime {
   static constexpr size_t kWorkspaceBytes = 0;
   static std::string name(int) { return "cuda-emu"; }
 
-  explicit HostRuntime(int) {}
-  bool fp8_capable() const { return true; }
-  std::string describe() const { return "the CUDA backend's code on the CPU"; }
-  cudaStream_t stream() const { return nullptr; }
-  void* malloc(size_t bytes) {
-    void* p = std::aligned_alloc(256, (std::max<size_t>(bytes, 1) + 255) / 256 * 256);
-    if (!p) throw Error(fmt::format("cuda-emu: cannot allocate {} bytes", bytes));
-    return p;
+  explicit HostRuntime(int) {
+    simt::set_device(0);
+    stream_ = simt::create_stream();
   }
-  void free(void* p) { std::free(p); }
-  void memset0(void* p, size_t bytes) { std::memset(p, 0, bytes); }
-  void h2d(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
-  void d2h(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
-  void sync() {}
-  void sync_noexcept() noexcept {}
+  ~HostRuntime() { simt::destroy_stream(stream_); }
+  HostRuntime(const HostRuntime&) = delete;
+  HostRuntime& operator=(const HostRuntime&) = delete;
+
+  bool fp8_capable() const { return true; }
+  std::string describe() const { return "the CUDA backend's code on the SIMT runtime (CPU)"; }
+  simt::Stream* stream() const { return stream_; }
+  void bind_thread() { simt::set_device(0); }
+  void* malloc(size_t bytes) { return simt::device_malloc(bytes); }
+  void free(void* p) { simt::device_free(p); }
+  void memset0(void* p, size_t bytes) { simt::memset_async(stream_, p, 0, bytes); }
+  void h2d(void* dst, const void* src, size_t bytes) { simt::memcpy_h2d(stream_, dst, src, bytes); }
+  void d2h(void* dst, const void* src, size_t bytes) { simt::memcpy_d2h(stream_, dst, src, bytes); }
+  void sync() { simt::stream_synchronize(stream_); }
+  void sync_noexcept() noexcept {
+    try {
+      sync();
+    } catch (...) {
+    }
+  }
 
   /// D = op(A) op(B) + beta D (column-major, g), the bias (length m, D's type) and GELU
-  /// applied as cuBLASLt's epilogues; D f32 or bf16 (rounded to nearest even).
-  bool product(const cuda_plan::Gemm& g, LtOperand A, LtOperand B, void* D, cudaDataType_t td,
-               const void* bias, bool gelu, bool) {
-    const LtOperand bias_op{bias, td};
-#pragma omp parallel for schedule(static)
-    for (int64_t j = 0; j < g.n; ++j)
-      for (int64_t i = 0; i < g.m; ++i) {
-        float s = 0.f;
-        for (int64_t p = 0; p < g.k; ++p)
-          s += element(A, g.ta ? p + i * g.lda : i + p * g.lda) *
-               element(B, g.tb ? j + p * g.ldb : p + j * g.ldb);
-        const int64_t d = i + j * g.ldd;
-        if (g.beta != 0.f) s += g.beta * element({D, td}, d);
-        if (bias) s += element(bias_op, i);
-        if (gelu) s = m::gelu(s);
-        if (td == CUDA_R_16BF)
-          static_cast<uint16_t*>(D)[d] = m::to_bf16(s);
-        else
-          static_cast<float*>(D)[d] = s;
-      }
+  /// applied as cuBLASLt's epilogues; D f32 or bf16 (rounded to nearest even). Refused as
+  /// cuBLASLt refuses (lt_emulation.h); with may_fail, an epilogue it has no algorithm for
+  /// returns false. Runs on the stream, as cublasLtMatmul does.
+  bool product(const cuda_plan::Gemm& g, LtOperand A, LtOperand B, void* D, LtType td,
+               const void* bias, bool gelu, bool may_fail) {
+    const cuda_lt::Call call{
+        g, A.type, B.type, td, A.p, B.p, D, bias, gelu, A.scale != nullptr, B.scale != nullptr};
+    cuda_lt::record(call);
+    if (const cuda_lt::Refusal r = cuda_lt::refusal(call); r.refused) {
+      if (may_fail && r.epilogue_only) return false;
+      throw Error(fmt::format("cuBLASLt (emulated) refuses the product {}: {}",
+                              cuda_lt::describe(call), r.why));
+    }
+    simt::enqueue_task(stream_, "cublasLtMatmul (emulated)",
+                       [g, A, B, D, td, bias, gelu] { run_product(g, A, B, D, td, bias, gelu); });
     return true;
   }
+
+ private:
+  static void run_product(const cuda_plan::Gemm& g, LtOperand A, LtOperand B, void* D, LtType td,
+                          const void* bias, bool gelu) {
+    // op(A) as (m x k) and op(B) as (k x n), decoded once, then one dot product per element
+    // a column-major (rows x cols) matrix spans (cols - 1) * ld + rows elements
+    const int64_t a_elems = ((g.ta ? g.m : g.k) - 1) * g.lda + (g.ta ? g.k : g.m);
+    const int64_t b_elems = ((g.tb ? g.k : g.n) - 1) * g.ldb + (g.tb ? g.n : g.k);
+    std::vector<float> a(static_cast<size_t>(a_elems)), b(static_cast<size_t>(b_elems));
+    decode(A, a_elems, a.data());
+    decode(B, b_elems, b.data());
+    std::vector<float> at(static_cast<size_t>(g.m * g.k)), bt(static_cast<size_t>(g.k * g.n));
+    for (int64_t i = 0; i < g.m; ++i)
+      for (int64_t p = 0; p < g.k; ++p) at[i * g.k + p] = a[g.ta ? p + i * g.lda : i + p * g.lda];
+    for (int64_t j = 0; j < g.n; ++j)
+      for (int64_t p = 0; p < g.k; ++p) bt[j * g.k + p] = b[g.tb ? j + p * g.ldb : p + j * g.ldb];
+    std::vector<float> bias_f(bias ? g.m : 0);
+    if (bias) decode({bias, td}, g.m, bias_f.data());
+    simt::run_parallel(g.n, [&](int64_t j0, int64_t j1) {
+      for (int64_t j = j0; j < j1; ++j)
+        for (int64_t i = 0; i < g.m; ++i) {
+          const float* x = &at[i * g.k];
+          const float* y = &bt[j * g.k];
+          float s = 0.f;
+          for (int64_t p = 0; p < g.k; ++p) s += x[p] * y[p];
+          const int64_t d = i + j * g.ldd;
+          if (g.beta != 0.f)
+            s += g.beta * (td == LtType::bf16 ? m::bf16_to_float(static_cast<const uint16_t*>(D)[d])
+                                              : static_cast<const float*>(D)[d]);
+          if (bias) s += bias_f[i];
+          if (gelu) s = m::gelu(s);
+          if (td == LtType::bf16)
+            static_cast<uint16_t*>(D)[d] = m::to_bf16(s);
+          else
+            static_cast<float*>(D)[d] = s;
+        }
+    });
+  }
+
+  simt::Stream* stream_ = nullptr;
 };
 
 }  // namespace

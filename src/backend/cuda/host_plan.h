@@ -13,6 +13,29 @@
 
 namespace gt::cuda_plan {
 
+/// The element type of a product operand or output, as cuBLASLt names them (cudaDataType_t:
+/// CUDA_R_32F, CUDA_R_16BF, CUDA_R_16F, CUDA_R_8F_E4M3, CUDA_R_8F_E5M2).
+enum class LtType { f32, bf16, f16, e4m3, e5m2 };
+/// Bytes of one element.
+inline int lt_bytes(LtType t) {
+  return t == LtType::f32 ? 4 : (t == LtType::bf16 || t == LtType::f16) ? 2 : 1;
+}
+/// "f32", "bf16", ...
+inline const char* lt_name(LtType t) {
+  switch (t) {
+    case LtType::f32:
+      return "f32";
+    case LtType::bf16:
+      return "bf16";
+    case LtType::f16:
+      return "f16";
+    case LtType::e4m3:
+      return "e4m3";
+    default:
+      return "e5m2";
+  }
+}
+
 /// The tensors a product reads: the weight, the activation input (inp) and the gradient of
 /// the output (dout).
 enum class Role { weight, input, grad };
@@ -26,7 +49,18 @@ struct Gemm {
   int64_t m, n, k;
   int64_t lda, ldb, ldd;
   float beta;
+  /// The least alignment in bytes a plan declares for A, B and D (cuBLASLt's
+  /// CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES); 0: taken from each call's pointers. A plan
+  /// kept for many calls declares it, and every pointer it gets must be so aligned.
+  uint32_t align_a = 0, align_b = 0, align_d = 0;
 };
+
+/// The alignment in bytes of address p, at most 256 (what cuBLASLt's preference takes).
+inline uint32_t alignment_of(const void* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t low = a & (~a + 1);
+  return static_cast<uint32_t>(a == 0 || low > 256 ? 256 : low);
+}
 
 /// out(N,OC) = inp(N,C) @ W: W (C,OC), or (OC,C) when w_transposed. The bias (OC) is the
 /// column-major product's per-row bias (m = OC), as cuBLASLt's BIAS epilogue adds it.

@@ -349,8 +349,11 @@ constexpr float kE5m2Max = 57344.0f;
 /// here, so a scale follows a changing tensor within a few steps).
 constexpr int kAmaxHistory = 16;
 /// Floats of one tensor's scaling state: [history (kAmaxHistory)] [uses] [next scale]
-/// [scale used] [1 / scale used] (the last is the dequantization factor the product reads).
-constexpr int kFp8StateFloats = kAmaxHistory + 4;
+/// [scale used] [1 / scale used] [amax of the current use] (1 / scale used is the
+/// dequantization factor the product reads; the current amax is gathered by the cast).
+constexpr int kFp8StateFloats = kAmaxHistory + 5;
+/// Where the state holds the amax of the tensor being cast.
+constexpr int kFp8AmaxNow = kAmaxHistory + 4;
 
 /// fp8 code -> float (exact).
 GT_HD float fp8_to_float(uint8_t v, bool e5m2) {

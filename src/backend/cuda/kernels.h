@@ -1,14 +1,17 @@
 // backend/cuda/kernels.h: the CUDA backend's own kernels, as two classes with the same static
-// functions: DeviceKernels (kernels.cu) launches each on the GPU; HostKernels (kernels_host.cpp)
-// runs the same per-element or per-row function of kernel_math.h over the same index space on
-// the CPU, for the emulated backend (train.device = cuda-emu) that runs the CUDA backend's code
-// on any machine. Asynchronous on `s` (the host ignores it); pointers are device memory;
+// functions, both from one source (kernels.cu): DeviceKernels launches each on the GPU;
+// HostKernels launches the same kernels on the SIMT runtime (backend/simt), for the emulated
+// backend (train.device = cuda-emu) that runs the CUDA backend's code, kernels and all, on any
+// machine. Asynchronous on `s`; pointers are device memory;
 // (p32, p16) pairs are f32-or-bf16 tensors with exactly one non-null. Errors: gt::Error with
 // the CUDA error's name when a launch fails.
 #pragma once
-#include <cuda_runtime_api.h>
-
 #include <cstdint>
+
+struct CUstream_st;  // CUDA's stream (cudaStream_t is CUstream_st*)
+namespace gt::simt {
+class Stream;  // the SIMT runtime's (backend/simt/simt_host.h)
+}
 
 namespace gt::cuda_kernels {
 
@@ -23,83 +26,85 @@ struct AdamChunk {
 };
 
 #define GT_CUDA_KERNEL_FUNCTIONS                                                                   \
-  static void round16(cudaStream_t s, uint16_t* out, const float* x, int64_t n, bool bf16);        \
-  static void round_bf16_stochastic(cudaStream_t s, uint16_t* out, const float* x, int64_t n,      \
+  static void round16(Stream s, uint16_t* out, const float* x, int64_t n, bool bf16);              \
+  static void round_bf16_stochastic(Stream s, uint16_t* out, const float* x, int64_t n,            \
                                     uint64_t key);                                                 \
-  static void embedding_forward(cudaStream_t s, float* out, const int32_t* inp, const float* wte,  \
+  static void embedding_forward(Stream s, float* out, const int32_t* inp, const float* wte,        \
                                 const float* wpe, int B, int T, int C);                            \
   /* tokens (U distinct), off (U+1), pos (B*T): positions of each token in increasing order. */    \
-  static void embedding_backward(cudaStream_t s, float* dwte, float* dwpe, const float* dout,      \
+  static void embedding_backward(Stream s, float* dwte, float* dwpe, const float* dout,            \
                                  const int32_t* tokens, const int32_t* off, const int32_t* pos,    \
                                  int U, int B, int T, int C);                                      \
-  static void layernorm_forward(cudaStream_t s, float* o32, uint16_t* o16, float* mean,            \
-                                float* rstd, const float* inp, const float* w, const float* b,     \
-                                int64_t N, int C);                                                 \
-  static void residual_layernorm_forward(cudaStream_t s, float* res, float* o32, uint16_t* o16,    \
+  static void layernorm_forward(Stream s, float* o32, uint16_t* o16, float* mean, float* rstd,     \
+                                const float* inp, const float* w, const float* b, int64_t N,       \
+                                int C);                                                            \
+  static void residual_layernorm_forward(Stream s, float* res, float* o32, uint16_t* o16,          \
                                          float* mean, float* rstd, const float* a, const float* b, \
                                          const float* w, const float* bias, int64_t N, int C);     \
   /* partial: scratch of layernorm_partial_floats(N, C) floats. */                                 \
-  static void layernorm_backward(                                                                  \
-      cudaStream_t s, float* dinp, float* dw, float* db, const float* dout, const float* inp,      \
-      const float* w, const float* mean, const float* rstd, int64_t N, int C, float* partial);     \
+  static void layernorm_backward(Stream s, float* dinp, float* dw, float* db, const float* dout,   \
+                                 const float* inp, const float* w, const float* mean,              \
+                                 const float* rstd, int64_t N, int C, float* partial);             \
   static int64_t layernorm_partial_floats(int64_t N, int C);                                       \
   /* out(C) += column sums of x (N,C) (f32 or bf16); partial: column_partial_floats(N, C). */      \
-  static void column_sums(cudaStream_t s, float* out, const float* x32, const uint16_t* x16,       \
-                          int64_t N, int C, float* partial);                                       \
+  static void column_sums(Stream s, float* out, const float* x32, const uint16_t* x16, int64_t N,  \
+                          int C, float* partial);                                                  \
   static int64_t column_partial_floats(int64_t N, int C);                                          \
-  static void gelu_forward(cudaStream_t s, float* o32, uint16_t* o16, const float* inp,            \
-                           int64_t n);                                                             \
-  static void gelu_backward(cudaStream_t s, float* d32, uint16_t* d16, const float* inp,           \
+  static void gelu_forward(Stream s, float* o32, uint16_t* o16, const float* inp, int64_t n);      \
+  static void gelu_backward(Stream s, float* d32, uint16_t* d16, const float* inp,                 \
                             const float* dout, int64_t n);                                         \
-  static void gelu_forward_fused(cudaStream_t s, float* o32, uint16_t* o16, float* g32,            \
-                                 uint16_t* g16, const float* inp, int64_t n);                      \
-  static void bias_gelu(cudaStream_t s, float* o32, uint16_t* o16, const float* prod,              \
-                        const float* bias, int64_t N, int OC);                                     \
-  static void mul(cudaStream_t s, float* o32, uint16_t* o16, const float* prod, const float* g32,  \
+  static void gelu_forward_fused(Stream s, float* o32, uint16_t* o16, float* g32, uint16_t* g16,   \
+                                 const float* inp, int64_t n);                                     \
+  static void bias_gelu(Stream s, float* o32, uint16_t* o16, const float* prod, const float* bias, \
+                        int64_t N, int OC);                                                        \
+  static void mul(Stream s, float* o32, uint16_t* o16, const float* prod, const float* g32,        \
                   const uint16_t* g16, int64_t n);                                                 \
-  static void residual(cudaStream_t s, float* out, const float* a, const float* b, int64_t n);     \
-  static void scale(cudaStream_t s, float* g, float f, int64_t n);                                 \
-  static void softmax_ce_forward(cudaStream_t s, float* probs, float* losses, const float* logits, \
+  static void residual(Stream s, float* out, const float* a, const float* b, int64_t n);           \
+  static void scale(Stream s, float* g, float f, int64_t n);                                       \
+  static void softmax_ce_forward(Stream s, float* probs, float* losses, const float* logits,       \
                                  const int32_t* targets, int64_t N, int V);                        \
-  static void softmax_ce_backward(cudaStream_t s, float* dlogits, const float* probs,              \
+  static void softmax_ce_backward(Stream s, float* dlogits, const float* probs,                    \
                                   const int32_t* targets, float dloss, int64_t N, int V);          \
-  static void softmax_ce_fused(cudaStream_t s, float* logits, float* losses,                       \
-                               const int32_t* targets, float dloss, int64_t N, int V);             \
-  static void adamw(cudaStream_t s, float* p, const float* g, float* m, float* v, int64_t n,       \
+  static void softmax_ce_fused(Stream s, float* logits, float* losses, const int32_t* targets,     \
+                               float dloss, int64_t N, int V);                                     \
+  static void adamw(Stream s, float* p, const float* g, float* m, float* v, int64_t n,             \
                     float grad_mult, float lr, float beta1, float beta2, float eps, float decay,   \
                     float bc1, float bc2_sqrt);                                                    \
   /* chunks: device array of `count` AdamChunk (one block each). */                                \
-  static void adamw_multi(cudaStream_t s, const AdamChunk* chunks, int64_t count, float grad_mult, \
+  static void adamw_multi(Stream s, const AdamChunk* chunks, int64_t count, float grad_mult,       \
                           float lr, float beta1, float beta2, float eps, float bc1,                \
                           float bc2_sqrt);                                                         \
-  /* partial (K doubles) = sum_squares_partial over k < K. */                                      \
-  static void sum_squares_partial(cudaStream_t s, double* partial, const float* g, int64_t n,      \
-                                  int64_t K);                                                      \
-  /* Attention forward: out (f32/bf16), lse (may be null), att (may be null). */                   \
-  static void attention_forward(cudaStream_t s, float* o32, uint16_t* o16, float* lse, float* att, \
-                                const float* qkv, int B, int T, int C, int NH);                    \
+  /* out[0] (device) = sum of squares of g in double, in a fixed order; partial: */                \
+  /* configs::kNormBlocks doubles of scratch. */                                                   \
+  static void sum_squares(Stream s, double* out, const float* g, int64_t n, double* partial);      \
+  /* Attention forward: out (f32/bf16), lse (may be null), att (may be null); flash: 1 or 2 */     \
+  /* for the flash form with bf16 or fp16 operands where it applies (lse given, att null), 0 */    \
+  /* for the CUDA-core form. */                                                                    \
+  static void attention_forward(Stream s, float* o32, uint16_t* o16, float* lse, float* att,       \
+                                const float* qkv, int B, int T, int C, int NH, int flash);         \
   /* Attention backward into dqkv (f32/bf16): probabilities from att, or from lse; the row sums */ \
   /* from out when (out32, out16) is given. delta: scratch of B*NH*T floats. */                    \
-  static void attention_backward(cudaStream_t s, float* d32, uint16_t* d16, const float* dout,     \
+  static void attention_backward(Stream s, float* d32, uint16_t* d16, const float* dout,           \
                                  const float* qkv, const float* att, const float* lse,             \
                                  const float* out32, const uint16_t* out16, float* delta, int B,   \
-                                 int T, int C, int NH);                                            \
-  /* fp8 copy of x (rows, cols), or of its transpose: amax (partial: kFp8AmaxParts floats), */     \
-  /* one step of the delayed scaling in state (kFp8StateFloats floats), then the cast. */          \
-  static void bias_add(cudaStream_t s, float* out, const float* bias, int64_t N, int OC);          \
-  static void fp8_quantize(cudaStream_t s, uint8_t* out, const float* x, int64_t rows,             \
-                           int64_t cols, bool transpose, bool e5m2, float* state, float* partial); \
+                                 int T, int C, int NH, int flash);                                 \
+  /* fp8 copy of x (rows, cols), or of its transpose, scaled by the delayed scaling of state */    \
+  /* (kFp8StateFloats floats), whose amax history then takes x's amax; first_use: the state is */  \
+  /* new (its scale is then x's own amax's). */                                                    \
+  static void bias_add(Stream s, float* out, const float* bias, int64_t N, int OC);                \
+  static void fp8_quantize(Stream s, uint8_t* out, const float* x, int64_t rows, int64_t cols,     \
+                           bool transpose, bool e5m2, float* state, bool first_use);               \
   static_assert(true, "")
 
-/// Partial amaxes of fp8_quantize (a constant: the same result on every launch).
-constexpr int64_t kFp8AmaxParts = 1024;
-
-/// The kernels on the GPU (kernels.cu).
+/// The kernels on the GPU (kernels.cu compiled by nvcc).
 struct DeviceKernels {
+  using Stream = CUstream_st*;
   GT_CUDA_KERNEL_FUNCTIONS;
 };
-/// The same kernels on the CPU (kernels_host.cpp), OpenMP over the index space.
+/// The same kernel source on the SIMT runtime (kernels.cu compiled by the host compiler, in
+/// kernels_emu.cpp): every launch runs its grid thread by thread on the CPU.
 struct HostKernels {
+  using Stream = simt::Stream*;
   GT_CUDA_KERNEL_FUNCTIONS;
 };
 

@@ -1,0 +1,542 @@
+// backend/cuda/kernels_attention.cu: causal self-attention of the CUDA backend.
+//   - The flash form (FlashAttention-2, Dao 2023) for bf16/fp16 operands and head sizes 32, 64
+//     and 128: tiles of 64 queries and 64 keys in shared memory, products on the
+//     tensor cores (mma.cuh), the online softmax (Milakov & Gimelshein 2018) in registers, the
+//     log-sum-exp kept for the backward, which recomputes the probabilities; the backward in
+//     two kernels (dK and dV over the queries of a key tile, then dQ over the keys of a query
+//     tile), so every gradient element is written by one warp: no atomics, deterministic.
+//   - A thread per row on CUDA cores (kernel_math.h's row functions) for fp32, for the
+//     unfused form with its (B,NH,T,T) probability matrix, and for other head sizes.
+// Q, K and V are read from qkv (B,T,3C) in f32 and rounded to 16 bits as they enter shared
+// memory. Launch shapes: kernel_configs.h. Compiled by nvcc and, on the SIMT runtime, by the
+// host compiler (kernels_attention_emu.cpp).
+#include <fmt/format.h>
+
+#include "backend/cuda/kernel_configs.h"
+#include "backend/cuda/kernel_util.cuh"
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/mma.cuh"
+#include "core/error.h"
+
+namespace gt::cuda_kernels {
+#if defined(__CUDACC__)
+using Kernels = DeviceKernels;
+#else
+using Kernels = HostKernels;
+#endif
+namespace {
+namespace hot {}
+using namespace hot;  // the kernels the resource gate holds to no spills, no stack frame
+namespace cfg = configs;
+namespace m = gt::cuda_math;
+constexpr int R = cfg::kFlashRows;  // rows of a tile
+
+// ---- the CUDA-core forms ---------------------------------------------------------------------
+template <int HS>
+__global__ void attention_forward_rows_kernel(float* o32, uint16_t* o16, float* lse, float* att,
+                                              const float* qkv, m::AttnShape sh) {
+  const int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r < int64_t(sh.B) * sh.NH * sh.T)
+    m::attention_forward_row<HS>(r, o32, o16, lse, att, qkv, sh);
+}
+template <int HS>
+__global__ void attention_delta_rows_kernel(float* delta, const float* dout, const float* qkv,
+                                            const float* att, const float* lse, const float* out32,
+                                            const uint16_t* out16, m::AttnShape sh) {
+  const int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r < int64_t(sh.B) * sh.NH * sh.T)
+    m::attention_delta_row<HS>(r, delta, dout, qkv, att, lse, out32, out16, sh);
+}
+template <int HS>
+__global__ void attention_dq_rows_kernel(float* d32, uint16_t* d16, const float* dout,
+                                         const float* qkv, const float* att, const float* lse,
+                                         const float* delta, m::AttnShape sh) {
+  const int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r < int64_t(sh.B) * sh.NH * sh.T)
+    m::attention_dq_row<HS>(r, d32, d16, dout, qkv, att, lse, delta, sh);
+}
+template <int HS>
+__global__ void attention_dkv_rows_kernel(float* d32, uint16_t* d16, const float* dout,
+                                          const float* qkv, const float* att, const float* lse,
+                                          const float* delta, m::AttnShape sh) {
+  const int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r < int64_t(sh.B) * sh.NH * sh.T)
+    m::attention_dkv_row<HS>(r, d32, d16, dout, qkv, att, lse, delta, sh);
+}
+
+// ---- the flash form ---------------------------------------------------------------------------
+template <bool kF16>
+__device__ __forceinline__ uint16_t to16(float x) {
+  if constexpr (kF16)
+    return f16_rn(x);
+  else
+    return bf16_rn(x);
+}
+/// The 32-bit word (two 16-bit values) at p (4-byte aligned: an even column of a tile row).
+__device__ __forceinline__ uint32_t ld32(const uint16_t* p) {
+  return *reinterpret_cast<const uint32_t*>(p);
+}
+
+/// A tile of up to R rows of HS values from a (rows of `stride` floats) into shared memory as
+/// 16-bit values, rows [r0, r0 + R) of which those >= T are zero; all threads of the block.
+template <int HS, bool kF16>
+__device__ __forceinline__ void load_tile(uint16_t* tile, const float* a, int r0, int T,
+                                          int64_t stride) {
+  constexpr int S = HS + 8, Q = HS / 4;  // packs of 4 floats per row
+  for (int i = threadIdx.x; i < R * Q; i += blockDim.x) {
+    const int r = i / Q, c = (i % Q) * 4;
+    uint16_t* d = tile + r * S + c;
+    if (r0 + r < T) {
+      const Pack<float> v = load_pack(a + int64_t(r0 + r) * stride + c);
+      uint2 u;
+      u.x = pack16x2(to16<kF16>(v.v[0]), to16<kF16>(v.v[1]));
+      u.y = pack16x2(to16<kF16>(v.v[2]), to16<kF16>(v.v[3]));
+      *reinterpret_cast<uint2*>(d) = u;
+    } else {
+      *reinterpret_cast<uint2*>(d) = uint2{0u, 0u};
+    }
+  }
+}
+/// The A fragment of rows [row, row + 16) and columns [col, col + 16) of a tile (stride S).
+template <int S>
+__device__ __forceinline__ void frag_a(uint32_t* a, const uint16_t* tile, int row, int col) {
+  const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+  const uint16_t* p = tile + (row + g) * S + col + 2 * t;
+  a[0] = ld32(p);
+  a[1] = ld32(p + 8 * S);
+  a[2] = ld32(p + 8);
+  a[3] = ld32(p + 8 * S + 8);
+}
+/// The B fragment (16 x 8) whose element (k, n) is tile[n0 + n][k0 + k]: the tile's rows are
+/// B's columns (a product with a tile's transpose), 32-bit loads.
+template <int S>
+__device__ __forceinline__ void frag_b_rows(uint32_t* b, const uint16_t* tile, int n0, int k0) {
+  const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+  const uint16_t* p = tile + (n0 + g) * S + k0 + 2 * t;
+  b[0] = ld32(p);
+  b[1] = ld32(p + 8);
+}
+/// The B fragment whose element (k, n) is tile[k0 + k][n0 + n] (a product with the tile).
+template <int S>
+__device__ __forceinline__ void frag_b_cols(uint32_t* b, const uint16_t* tile, int k0, int n0) {
+  const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+  const uint16_t* p = tile + (k0 + 2 * t) * S + n0 + g;
+  b[0] = pack16x2(p[0], p[S]);
+  b[1] = pack16x2(p[8 * S], p[9 * S]);
+}
+/// The A fragment (16 x 16, k = 16 of the 64 columns) from a warp's 16 x 64 f32 accumulator
+/// tiles acc[8][4] (the accumulator layout of two n-tiles is the A layout of one k-step).
+template <bool kF16>
+__device__ __forceinline__ void frag_a_acc(uint32_t* a, const float (*acc)[4], int kk) {
+  a[0] = pack16x2(to16<kF16>(acc[2 * kk][0]), to16<kF16>(acc[2 * kk][1]));
+  a[1] = pack16x2(to16<kF16>(acc[2 * kk][2]), to16<kF16>(acc[2 * kk][3]));
+  a[2] = pack16x2(to16<kF16>(acc[2 * kk + 1][0]), to16<kF16>(acc[2 * kk + 1][1]));
+  a[3] = pack16x2(to16<kF16>(acc[2 * kk + 1][2]), to16<kF16>(acc[2 * kk + 1][3]));
+}
+/// Sum or maximum over the 4 lanes that hold one accumulator row (lanes 4g .. 4g+3).
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(kFullMask, v, 1);
+  return v + __shfl_xor_sync(kFullMask, v, 2);
+}
+__device__ __forceinline__ float quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(kFullMask, v, 1));
+  return fmaxf(v, __shfl_xor_sync(kFullMask, v, 2));
+}
+/// The stores of a 16 x HS accumulator (rows r0 + g and r0 + g + 8 of lane (g, t)) into a
+/// (B,T,...) tensor: row t of batch b at out + (b*T + t)*stride, columns [0, HS), each value
+/// times f; rows >= T skipped.
+template <int HS, typename TOut>
+__device__ __forceinline__ void store_acc(TOut* out, int64_t stride, int r0, int T,
+                                          const float (*acc)[4], float f0, float f1) {
+  const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+  GT_UNROLL
+  for (int nt = 0; nt < HS / 8; ++nt) GT_UNROLL
+  for (int h = 0; h < 2; ++h) {
+    const int r = r0 + g + 8 * h;
+    if (r >= T) continue;
+    const float f = h ? f1 : f0;
+    TOut* p = out + int64_t(r) * stride + nt * 8 + 2 * t;
+    p[0] = from_f<TOut>(acc[nt][2 * h] * f);
+    p[1] = from_f<TOut>(acc[nt][2 * h + 1] * f);
+  }
+}
+
+/// Forward: out (B,T,C) rows of queries [64 blockIdx.x, +64) of head blockIdx.y, batch
+/// blockIdx.z; lse (B,NH,T).
+namespace hot {
+template <int HS, bool kF16, typename TOut>
+__global__ void __launch_bounds__(128)
+    flash_forward_kernel(TOut* __restrict__ out, float* __restrict__ lse,
+                         const float* __restrict__ qkv, int T, int C, int NH) {
+  constexpr int S = HS + 8;
+  GT_DYNAMIC_SHARED(uint16_t, smem);
+  uint16_t *Qs = smem, *Ks = Qs + R * S, *Vs = Ks + R * S;
+  const int q0 = blockIdx.x * R, h = blockIdx.y, b = blockIdx.z;
+  const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+  const int64_t stride = 3 * int64_t(C);
+  const float* base = qkv + int64_t(b) * T * stride + h * HS;
+  const float scale = 1.0f / sqrtf(float(HS));
+  load_tile<HS, kF16>(Qs, base, q0, T, stride);
+  float o[HS / 8][4] = {};
+  float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};
+  const int rows[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+  const int last = (q0 + R - 1 < T - 1 ? q0 + R - 1 : T - 1) / R;
+  for (int kt = 0; kt <= last; ++kt) {
+    __syncthreads();  // every warp is done with the last K and V tiles
+    load_tile<HS, kF16>(Ks, base + C, kt * R, T, stride);
+    load_tile<HS, kF16>(Vs, base + 2 * C, kt * R, T, stride);
+    __syncthreads();
+    float s[8][4] = {};
+    GT_UNROLL
+    for (int kk = 0; kk < HS / 16; ++kk) {
+      uint32_t a[4];
+      frag_a<S>(a, Qs, warp * 16, kk * 16);
+      GT_UNROLL
+      for (int nt = 0; nt < 8; ++nt) {
+        uint32_t bb[2];
+        frag_b_rows<S>(bb, Ks, nt * 8, kk * 16);
+        mma_16816<kF16>(s[nt], a, bb);
+      }
+    }
+    float mx[2] = {mrow[0], mrow[1]};
+    GT_UNROLL
+    for (int nt = 0; nt < 8; ++nt) GT_UNROLL
+    for (int i = 0; i < 4; ++i) {
+      const int key = kt * R + nt * 8 + 2 * t + (i & 1), row = rows[i >> 1];
+      const float v = key > row || key >= T ? -INFINITY : s[nt][i] * scale;
+      s[nt][i] = v;
+      mx[i >> 1] = fmaxf(mx[i >> 1], v);
+    }
+    float corr[2];
+    GT_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = quad_max(mx[r]);
+      corr[r] = expf(mrow[r] - mx[r]);  // 0 on the first tile (mrow = -inf)
+      mrow[r] = mx[r];
+      lrow[r] *= corr[r];
+    }
+    GT_UNROLL
+    for (int nt = 0; nt < 8; ++nt) GT_UNROLL
+    for (int i = 0; i < 4; ++i) {
+      const float p = expf(s[nt][i] - mx[i >> 1]);
+      s[nt][i] = p;
+      lrow[i >> 1] += p;
+    }
+    GT_UNROLL
+    for (int nt = 0; nt < HS / 8; ++nt) GT_UNROLL
+    for (int i = 0; i < 4; ++i) o[nt][i] *= corr[i >> 1];
+    GT_UNROLL
+    for (int kk = 0; kk < R / 16; ++kk) {
+      uint32_t a[4];
+      frag_a_acc<kF16>(a, s, kk);
+      GT_UNROLL
+      for (int nt = 0; nt < HS / 8; ++nt) {
+        uint32_t bb[2];
+        frag_b_cols<S>(bb, Vs, kk * 16, nt * 8);
+        mma_16816<kF16>(o[nt], a, bb);
+      }
+    }
+  }
+  const float l0 = quad_sum(lrow[0]), l1 = quad_sum(lrow[1]);
+  store_acc<HS>(out + int64_t(b) * T * C + h * HS, C, q0 + warp * 16, T, o, 1.0f / l0, 1.0f / l1);
+  if (t == 0) {
+    float* L = lse + (int64_t(b) * NH + h) * T;
+    if (rows[0] < T) L[rows[0]] = mrow[0] + logf(l0);
+    if (rows[1] < T) L[rows[1]] = mrow[1] + logf(l1);
+  }
+}
+}  // namespace hot
+
+/// delta[(b,h,t)] = dout . out over the head's channels: a warp per row.
+namespace hot {
+template <typename TOut>
+__global__ void flash_delta_kernel(float* __restrict__ delta, const float* __restrict__ dout,
+                                   const TOut* __restrict__ out, int64_t rows, int T, int C, int NH,
+                                   int hs) {
+  const int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  if (row >= rows) return;  // the whole warp
+  const int lane = threadIdx.x % 32;
+  const int t = int(row % T), h = int((row / T) % NH);
+  const int64_t b = row / (int64_t(T) * NH);
+  const int64_t o = (b * T + t) * C + int64_t(h) * hs;
+  float s = 0.f;
+  for (int d = lane; d < hs; d += 32) s += dout[o + d] * to_f(out[o + d]);
+  s = warp_sum(s);
+  if (lane == 0) delta[row] = s;
+}
+}  // namespace hot
+
+/// dK and dV of keys [64 blockIdx.x, +64) of head blockIdx.y, batch blockIdx.z, over the queries
+/// at and after them (causal): a warp per 16 keys.
+namespace hot {
+template <int HS, bool kF16, typename TD>
+__global__ void __launch_bounds__(128)
+    flash_backward_kv_kernel(TD* __restrict__ dqkv, const float* __restrict__ dout,
+                             const float* __restrict__ qkv, const float* __restrict__ lse,
+                             const float* __restrict__ delta, int T, int C, int NH) {
+  constexpr int S = HS + 8;
+  GT_DYNAMIC_SHARED(uint16_t, smem);
+  uint16_t *Ks = smem, *Vs = Ks + R * S, *Qs = Vs + R * S, *Ds = Qs + R * S;
+  float* Ls = reinterpret_cast<float*>(Ds + R * S);
+  float* Es = Ls + R;
+  const int k0 = blockIdx.x * R, h = blockIdx.y, b = blockIdx.z;
+  const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+  const int64_t stride = 3 * int64_t(C);
+  const float* base = qkv + int64_t(b) * T * stride + h * HS;
+  const float* dbase = dout + int64_t(b) * T * C + h * HS;
+  const float* L = lse + (int64_t(b) * NH + h) * T;
+  const float* E = delta + (int64_t(b) * NH + h) * T;
+  const float scale = 1.0f / sqrtf(float(HS));
+  load_tile<HS, kF16>(Ks, base + C, k0, T, stride);
+  load_tile<HS, kF16>(Vs, base + 2 * C, k0, T, stride);
+  float dk[HS / 8][4] = {}, dv[HS / 8][4] = {};
+  const int keys[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};
+  for (int qt = blockIdx.x; qt * R < T; ++qt) {
+    const int q0 = qt * R;
+    __syncthreads();
+    load_tile<HS, kF16>(Qs, base, q0, T, stride);
+    load_tile<HS, kF16>(Ds, dbase, q0, T, C);
+    for (int i = threadIdx.x; i < R; i += blockDim.x) {
+      Ls[i] = q0 + i < T ? L[q0 + i] : 0.f;
+      Es[i] = q0 + i < T ? E[q0 + i] : 0.f;
+    }
+    __syncthreads();
+    // S^T = K_w Q^T and dP^T = V_w dO^T (16 keys x 64 queries)
+    float st[8][4] = {}, dpt[8][4] = {};
+    GT_UNROLL
+    for (int kk = 0; kk < HS / 16; ++kk) {
+      uint32_t ak[4], av[4];
+      frag_a<S>(ak, Ks, warp * 16, kk * 16);
+      frag_a<S>(av, Vs, warp * 16, kk * 16);
+      GT_UNROLL
+      for (int nt = 0; nt < 8; ++nt) {
+        uint32_t bq[2], bd[2];
+        frag_b_rows<S>(bq, Qs, nt * 8, kk * 16);
+        frag_b_rows<S>(bd, Ds, nt * 8, kk * 16);
+        mma_16816<kF16>(st[nt], ak, bq);
+        mma_16816<kF16>(dpt[nt], av, bd);
+      }
+    }
+    // P^T and dS^T = P^T (dP^T - delta)
+    GT_UNROLL
+    for (int nt = 0; nt < 8; ++nt) GT_UNROLL
+    for (int i = 0; i < 4; ++i) {
+      const int qi = nt * 8 + 2 * t + (i & 1), q = q0 + qi, key = keys[i >> 1];
+      const float p = q >= T || key > q ? 0.f : expf(st[nt][i] * scale - Ls[qi]);
+      st[nt][i] = p;
+      dpt[nt][i] = p * (dpt[nt][i] - Es[qi]);
+    }
+    // dV += P^T dO and dK += dS^T Q (the scale at the end)
+    GT_UNROLL
+    for (int kk = 0; kk < R / 16; ++kk) {
+      uint32_t ap[4], ads[4];
+      frag_a_acc<kF16>(ap, st, kk);
+      frag_a_acc<kF16>(ads, dpt, kk);
+      GT_UNROLL
+      for (int nt = 0; nt < HS / 8; ++nt) {
+        uint32_t bd[2], bq[2];
+        frag_b_cols<S>(bd, Ds, kk * 16, nt * 8);
+        frag_b_cols<S>(bq, Qs, kk * 16, nt * 8);
+        mma_16816<kF16>(dv[nt], ap, bd);
+        mma_16816<kF16>(dk[nt], ads, bq);
+      }
+    }
+  }
+  TD* d = dqkv + int64_t(b) * T * stride + h * HS;
+  store_acc<HS>(d + C, stride, k0 + warp * 16, T, dk, scale, scale);
+  store_acc<HS>(d + 2 * C, stride, k0 + warp * 16, T, dv, 1.0f, 1.0f);
+}
+}  // namespace hot
+
+/// dQ of queries [64 blockIdx.x, +64) over the keys at and before them: a warp per 16 queries.
+namespace hot {
+template <int HS, bool kF16, typename TD>
+__global__ void __launch_bounds__(128)
+    flash_backward_q_kernel(TD* __restrict__ dqkv, const float* __restrict__ dout,
+                            const float* __restrict__ qkv, const float* __restrict__ lse,
+                            const float* __restrict__ delta, int T, int C, int NH) {
+  constexpr int S = HS + 8;
+  GT_DYNAMIC_SHARED(uint16_t, smem);
+  uint16_t *Qs = smem, *Ds = Qs + R * S, *Ks = Ds + R * S, *Vs = Ks + R * S;
+  const int q0 = blockIdx.x * R, h = blockIdx.y, b = blockIdx.z;
+  const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+  const int64_t stride = 3 * int64_t(C);
+  const float* base = qkv + int64_t(b) * T * stride + h * HS;
+  const float* L = lse + (int64_t(b) * NH + h) * T;
+  const float* E = delta + (int64_t(b) * NH + h) * T;
+  const float scale = 1.0f / sqrtf(float(HS));
+  load_tile<HS, kF16>(Qs, base, q0, T, stride);
+  load_tile<HS, kF16>(Ds, dout + int64_t(b) * T * C + h * HS, q0, T, C);
+  const int rows[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+  float lr[2], er[2];
+  for (int r = 0; r < 2; ++r) {
+    lr[r] = rows[r] < T ? L[rows[r]] : 0.f;
+    er[r] = rows[r] < T ? E[rows[r]] : 0.f;
+  }
+  float dq[HS / 8][4] = {};
+  const int last = (q0 + R - 1 < T - 1 ? q0 + R - 1 : T - 1) / R;
+  for (int kt = 0; kt <= last; ++kt) {
+    __syncthreads();
+    load_tile<HS, kF16>(Ks, base + C, kt * R, T, stride);
+    load_tile<HS, kF16>(Vs, base + 2 * C, kt * R, T, stride);
+    __syncthreads();
+    float s[8][4] = {}, dp[8][4] = {};
+    GT_UNROLL
+    for (int kk = 0; kk < HS / 16; ++kk) {
+      uint32_t aq[4], ad[4];
+      frag_a<S>(aq, Qs, warp * 16, kk * 16);
+      frag_a<S>(ad, Ds, warp * 16, kk * 16);
+      GT_UNROLL
+      for (int nt = 0; nt < 8; ++nt) {
+        uint32_t bk[2], bv[2];
+        frag_b_rows<S>(bk, Ks, nt * 8, kk * 16);
+        frag_b_rows<S>(bv, Vs, nt * 8, kk * 16);
+        mma_16816<kF16>(s[nt], aq, bk);
+        mma_16816<kF16>(dp[nt], ad, bv);
+      }
+    }
+    GT_UNROLL
+    for (int nt = 0; nt < 8; ++nt) GT_UNROLL
+    for (int i = 0; i < 4; ++i) {
+      const int key = kt * R + nt * 8 + 2 * t + (i & 1), row = rows[i >> 1];
+      const float p = key > row || key >= T || row >= T ? 0.f : expf(s[nt][i] * scale - lr[i >> 1]);
+      dp[nt][i] = p * (dp[nt][i] - er[i >> 1]);
+    }
+    GT_UNROLL
+    for (int kk = 0; kk < R / 16; ++kk) {
+      uint32_t a[4];
+      frag_a_acc<kF16>(a, dp, kk);
+      GT_UNROLL
+      for (int nt = 0; nt < HS / 8; ++nt) {
+        uint32_t bk[2];
+        frag_b_cols<S>(bk, Ks, kk * 16, nt * 8);
+        mma_16816<kF16>(dq[nt], a, bk);
+      }
+    }
+  }
+  store_acc<HS>(dqkv + int64_t(b) * T * stride + h * HS, stride, q0 + warp * 16, T, dq, scale,
+                scale);
+}
+}  // namespace hot
+
+// ---- dispatch ------------------------------------------------------------------------------
+/// Whether the flash form takes this head size and these pointers (16-byte rows). Head sizes
+/// 32, 64 (every GPT-2 size) and 128 are compiled; others take the CUDA-core form.
+bool flash_ok(int hs, const void* qkv, int C) {
+  return (hs == 32 || hs == 64 || hs == 128) && C % 4 == 0 &&
+         reinterpret_cast<uintptr_t>(qkv) % 16 == 0;
+}
+template <typename F>
+void with_head_size(int hs, F f) {
+  switch (hs) {
+    case 32:
+      return f(std::integral_constant<int, 32>{});
+    case 64:
+      return f(std::integral_constant<int, 64>{});
+    default:
+      return f(std::integral_constant<int, 128>{});
+  }
+}
+template <int HS>
+void rows_forward(Kernels::Stream s, float* o32, uint16_t* o16, float* lse, float* att,
+                  const float* qkv, m::AttnShape sh) {
+  simt::launch(s, cfg::attention_rows(int64_t(sh.B) * sh.NH * sh.T), "attention_forward",
+               &attention_forward_rows_kernel<HS>, o32, o16, lse, att, qkv, sh);
+}
+template <int HS>
+void rows_backward(Kernels::Stream s, float* d32, uint16_t* d16, const float* dout,
+                   const float* qkv, const float* att, const float* lse, const float* out32,
+                   const uint16_t* out16, float* delta, m::AttnShape sh) {
+  const auto lc = cfg::attention_rows(int64_t(sh.B) * sh.NH * sh.T);
+  simt::launch(s, lc, "attention_backward (delta)", &attention_delta_rows_kernel<HS>, delta, dout,
+               qkv, att, lse, out32, out16, sh);
+  simt::launch(s, lc, "attention_backward (dq)", &attention_dq_rows_kernel<HS>, d32, d16, dout, qkv,
+               att, lse, static_cast<const float*>(delta), sh);
+  simt::launch(s, lc, "attention_backward (dk, dv)", &attention_dkv_rows_kernel<HS>, d32, d16, dout,
+               qkv, att, lse, static_cast<const float*>(delta), sh);
+}
+template <typename F>
+void with_row_head_size(int hs, F f) {
+  switch (hs) {
+    case 32:
+      return f(std::integral_constant<int, 32>{});
+    case 64:
+      return f(std::integral_constant<int, 64>{});
+    case 128:
+      return f(std::integral_constant<int, 128>{});
+    default:
+      return f(std::integral_constant<int, 0>{});
+  }
+}
+
+}  // namespace
+
+void Kernels::attention_forward(Stream s, float* o32, uint16_t* o16, float* lse, float* att,
+                                const float* qkv, int B, int T, int C, int NH, int flash) {
+  if (B <= 0 || T <= 0) return;
+  const m::AttnShape sh{B, T, C, NH};
+  const int hs = C / NH;
+  if (flash && !att && lse && flash_ok(hs, qkv, C)) {
+    const bool f16 = flash == 2;
+    with_head_size(hs, [&](auto H) {
+      constexpr int HS = decltype(H)::value;
+      const auto lc = cfg::flash_forward(B, T, NH, HS);
+#define GT_FLASH_FWD(F16, TOut, o)                                                               \
+  simt::launch(s, lc, "attention_forward (flash)", &flash_forward_kernel<HS, F16, TOut>, o, lse, \
+               qkv, T, C, NH)
+      if (f16)
+        GT_FLASH_FWD(true, float, o32);  // bf16 tensors belong to precision bf16
+      else if (o16)
+        GT_FLASH_FWD(false, uint16_t, o16);
+      else
+        GT_FLASH_FWD(false, float, o32);
+#undef GT_FLASH_FWD
+    });
+    return;
+  }
+  with_row_head_size(
+      hs, [&](auto H) { rows_forward<decltype(H)::value>(s, o32, o16, lse, att, qkv, sh); });
+}
+
+void Kernels::attention_backward(Stream s, float* d32, uint16_t* d16, const float* dout,
+                                 const float* qkv, const float* att, const float* lse,
+                                 const float* out32, const uint16_t* out16, float* delta, int B,
+                                 int T, int C, int NH, int flash) {
+  if (B <= 0 || T <= 0) return;
+  const m::AttnShape sh{B, T, C, NH};
+  const int hs = C / NH;
+  if (flash && !att && lse && (out32 || out16) && flash_ok(hs, qkv, C)) {
+    const bool f16 = flash == 2;
+    const auto dl = cfg::attention_delta(int64_t(B) * NH * T);
+    if (out16)
+      simt::launch(s, dl, "attention_backward (delta)", &flash_delta_kernel<uint16_t>, delta, dout,
+                   out16, int64_t(B) * NH * T, T, C, NH, hs);
+    else
+      simt::launch(s, dl, "attention_backward (delta)", &flash_delta_kernel<float>, delta, dout,
+                   out32, int64_t(B) * NH * T, T, C, NH, hs);
+    const float* dl_c = delta;
+    with_head_size(hs, [&](auto H) {
+      constexpr int HS = decltype(H)::value;
+      const auto kv = cfg::flash_backward_kv(B, T, NH, HS), q = cfg::flash_backward_q(B, T, NH, HS);
+#define GT_FLASH_BWD(F16, TD, d)                                                                   \
+  simt::launch(s, kv, "attention_backward (flash dk, dv)", &flash_backward_kv_kernel<HS, F16, TD>, \
+               d, dout, qkv, lse, dl_c, T, C, NH);                                                 \
+  simt::launch(s, q, "attention_backward (flash dq)", &flash_backward_q_kernel<HS, F16, TD>, d,    \
+               dout, qkv, lse, dl_c, T, C, NH)
+      if (f16) {  // bf16 tensors belong to precision bf16
+        GT_FLASH_BWD(true, float, d32);
+      } else if (d16) {
+        GT_FLASH_BWD(false, uint16_t, d16);
+      } else {
+        GT_FLASH_BWD(false, float, d32);
+      }
+#undef GT_FLASH_BWD
+    });
+    return;
+  }
+  with_row_head_size(hs, [&](auto H) {
+    rows_backward<decltype(H)::value>(s, d32, d16, dout, qkv, att, lse, out32, out16, delta, sh);
+  });
+}
+
+}  // namespace gt::cuda_kernels
