@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """The reporting half of bench/gpu-check.sh: each subcommand reads what one stage produced and
-writes that stage's results as OUT/NN-name.json and OUT/NN-name.txt (a plain-text table), each
-through a temporary name and a rename, then refreshes OUT/summary.txt and OUT/summary.json.
-Also writes the token shards the stages train on and unpacks .deb files where dpkg is missing.
-Standard library only: GPU nodes often have Python without numpy.
+writes that stage's results as WORK/NN-name.json and WORK/NN-name.txt (a plain-text table) in
+the check's work folder, each through a temporary name and a rename; `publish` then rewrites
+the only two files of the output folder: OUT/results.json (every stage so far, with the tails
+of its logs) and OUT/logs.tgz (the stages' tables and every log). Also writes the token shards
+the stages train on and unpacks .deb files where dpkg is missing. Standard library only: GPU
+nodes often have Python without numpy.
 
 Every stage document has "stage", "name", "status" (ok: it ran and its figures are recorded;
 failed: a command failed, "reason" says which; skipped: it could not run, "reason" says why),
@@ -47,7 +49,7 @@ DATASHEET = [
 
 STAGES = {
     0: "gpu-state", 1: "build", 2: "op-test", 3: "losses", 4: "gpt2-124m", 5: "matmul-peak",
-    6: "fp8-vs-bf16", 7: "ablate",
+    6: "fp8-vs-bf16", 7: "ablate", 8: "kernel-bench", 9: "sanitizer",
 }
 
 
@@ -579,6 +581,105 @@ def cmd_ablate(args):
     write_stage(args, doc, text)
 
 
+def cmd_publish(args):
+    """OUT/results.json and OUT/logs.tgz from the work folder (both written to a temporary name
+    and renamed, so a check cut short leaves the last complete pair)."""
+    docs = []
+    for num in sorted(STAGES):
+        d = load_json(stage_path(args.work, num, "json"))
+        if d:
+            docs.append(d)
+    logs = os.path.join(args.work, "logs")
+    tails = {}
+    if os.path.isdir(logs):
+        for name in sorted(os.listdir(logs)):
+            t = tail(os.path.join(logs, name), 12)
+            if t:
+                tails[name] = t
+    text = ""
+    try:
+        with open(os.path.join(args.work, "summary.txt")) as f:
+            text = f.read()
+    except OSError:
+        pass
+    doc = {"schema": 1, "tool": "bench/gpu-check.sh", "rehearsal": bool(args.rehearse),
+           "budget_s": args.budget, "elapsed_s": args.elapsed, "state": args.state,
+           "stages": docs, "summary": text, "log_tails": tails}
+    os.makedirs(args.out, exist_ok=True)
+    write_atomic(os.path.join(args.out, "results.json"), json.dumps(doc, indent=2) + "\n")
+    tmp = os.path.join(args.out, f".logs.tgz.tmp{os.getpid()}")
+    with tarfile.open(tmp, "w:gz") as t:
+        for root, _, files in os.walk(args.work):
+            for name in sorted(files):
+                path = os.path.join(root, name)
+                rel = os.path.relpath(path, args.work)
+                if name.endswith((".txt", ".log", ".json", ".xml", ".jsonl", ".csv", ".out")) and \
+                        os.path.getsize(path) < 8 << 20:
+                    t.add(path, arcname=os.path.join("gpu-check", rel))
+    os.replace(tmp, os.path.join(args.out, "logs.tgz"))
+
+
+def cmd_kernel_bench(args):
+    """Stage 8: every own kernel timed (bench/gpu_kernel_bench.cu's JSON lines) beside the
+    measured copy bandwidth."""
+    rows, copy = [], None
+    try:
+        with open(args.result) as f:
+            for line in f:
+                line = line.strip()
+                if line.startswith("{"):
+                    r = json.loads(line)
+                    if r["kernel"].startswith("cudaMemcpy"):
+                        copy = r["gb_s"]
+                    else:
+                        rows.append(r)
+    except (OSError, ValueError) as e:
+        doc = {"status": "failed", "reason": f"no results ({e}); exit status {args.rc}",
+               "log_tail": tail(args.result, 20)}
+        return write_stage(args, doc, doc["log_tail"])
+    for r in rows:
+        r["fraction_of_copy_bandwidth"] = r["gb_s"] / copy if copy else None
+    ok = args.rc == 0 and rows
+    doc = {"status": "ok" if ok else "failed", "copy_gb_s": copy, "kernels": rows,
+           "headline": f"{len(rows)} kernel timings; copy bandwidth {fmt(copy, '{:.0f}')} GB/s"}
+    if not ok:
+        doc["reason"] = f"exit status {args.rc}" if rows else "no kernel timings"
+    table_rows = [[r["shape"], r["kernel"], f"{r['ms']:.3f}", f"{r['gb_s']:.0f}",
+                   fmt(r.get("fraction_of_copy_bandwidth"), "{:.0%}", "-"),
+                   fmt(r.get("tflop_s"), "{:.0f}", "-")] for r in rows]
+    write_stage(args, doc, table(["shape", "kernel", "ms", "GB/s", "of copy", "TFLOP/s"], table_rows))
+
+
+def cmd_sanitizer(args):
+    """Stage 9: compute-sanitizer's runs (memcheck, racecheck) on a tiny model, by their
+    "ERROR SUMMARY" lines."""
+    runs = []
+    for spec in args.runs:
+        tool, prec, log, rc = spec.split(":", 3)
+        text = ""
+        try:
+            with open(log, errors="replace") as f:
+                text = f.read()
+        except OSError:
+            pass
+        m = re.search(r"ERROR SUMMARY: (\d+) error", text)
+        errors = int(m.group(1)) if m else None
+        runs.append({"tool": tool, "precision": prec, "errors": errors, "exit_status": int(rc),
+                     "log": os.path.basename(log),
+                     "first_errors": re.findall(r"=+ (?:Invalid|Race|Error).*", text)[:5]})
+    bad = [r for r in runs if r["errors"] is None or r["errors"] > 0 or r["exit_status"] != 0]
+    doc = {"status": "ok" if runs and not bad else "failed", "runs": runs,
+           "machine": args.machine,
+           "headline": f"{len(runs) - len(bad)}/{len(runs)} runs clean"}
+    if bad:
+        doc["reason"] = "; ".join(f"{r['tool']} {r['precision']}: "
+                                  f"{'no summary' if r['errors'] is None else str(r['errors']) + ' errors'}"
+                                  f" (exit {r['exit_status']})" for r in bad)
+    write_stage(args, doc, table(["tool", "precision", "errors", "exit"],
+                                 [[r["tool"], r["precision"], fmt(r["errors"], "{}"), r["exit_status"]]
+                                  for r in runs]))
+
+
 def cmd_unpack_deb(args):
     """dpkg -x without dpkg: a .deb is an ar archive holding data.tar.{xz,zst,gz}."""
     with open(args.deb, "rb") as f:
@@ -707,6 +808,23 @@ def main():
     s.add_argument("--rc", type=int, required=True)
     s.add_argument("--device", default="cuda")
     s.add_argument("--model", default="")
+
+    s = stage_parser("kernel-bench", 8, cmd_kernel_bench)
+    s.add_argument("--result", required=True)
+    s.add_argument("--rc", type=int, required=True)
+
+    s = stage_parser("sanitizer", 9, cmd_sanitizer)
+    s.add_argument("--runs", nargs="*", default=[], help="TOOL:PRECISION:LOG:EXIT_STATUS")
+    s.add_argument("--machine", default="")
+
+    s = sub.add_parser("publish")
+    s.add_argument("work")
+    s.add_argument("out")
+    s.add_argument("--rehearse", action="store_true")
+    s.add_argument("--budget", type=float)
+    s.add_argument("--elapsed", type=float)
+    s.add_argument("--state", default="running")
+    s.set_defaults(fn=cmd_publish)
 
     s = sub.add_parser("summary")
     s.add_argument("out")

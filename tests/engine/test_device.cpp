@@ -8,9 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/backend.h"
-#ifdef GT_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
-#endif
 #include "core/error.h"
 #include "test_helpers.h"
 
@@ -81,7 +79,6 @@ TEST_F(Device, RefTrainsAndFollowsCpuWithinFloat32Rounding) {
   EXPECT_EQ(s.exit_code, 0) << s.output;
 }
 
-#ifdef GT_HAVE_CUDA
 /// The CUDA backend's code trained on `device` (cuda-emu: on the CPU; cuda: on a GPU) against
 /// the CPU backend: fp32 with fusion off and on within float32 rounding, bf16 (fused, GELU
 /// recomputed) within bf16's; and a run stopped at step 4 and resumed equals the straight run
@@ -164,7 +161,8 @@ double rel_error(const std::vector<float>& x, const std::vector<float>& r) {
 
 // The fp8 products of the CUDA backend (device memory through copies) against the reference:
 // large inputs (amax far above e4m3's 448, so only the scaling keeps them), errors of fp8's
-// size: above bf16's (the fp8 path ran) and below 12 %.
+// size: above bf16's (the fp8 path ran) and below 12 %; the tied LM head's form (w
+// transposed) runs in bf16.
 void fp8_products_follow_fp32(Backend& be) {
   auto ref = make_backend("ref");
   be.set_precision(Precision::fp8);
@@ -193,7 +191,10 @@ void fp8_products_follow_fp32(Backend& be) {
     float* o = up(o_r);
     be.matmul_forward(o, xd, wd, bd, N, C, OC, wt);
     ref->matmul_forward(o_r.data(), x.data(), w.data(), b.data(), N, C, OC, wt);
-    EXPECT_GT(rel_error(down(o, N * OC), o_r), 5e-3) << "wt " << wt;
+    if (wt)  // the tied LM head's form stays bf16 under fp8 (as Transformer Engine's head)
+      EXPECT_LT(rel_error(down(o, N * OC), o_r), 1e-2) << "wt: bf16";
+    else
+      EXPECT_GT(rel_error(down(o, N * OC), o_r), 5e-3) << "fp8's error, above bf16's";
     EXPECT_LT(rel_error(down(o, N * OC), o_r), 0.12) << "wt " << wt;
     std::vector<float> di_r(N * C), dw_r(C * OC, 0.f), db_r(OC, 0.f);
     float *di = up(di_r), *dw = up(dw_r), *db = up(db_r);
@@ -209,6 +210,7 @@ void fp8_products_follow_fp32(Backend& be) {
 TEST(Fp8, ProductsOfTheCudaBackendCodeFollowFp32) {
   fp8_products_follow_fp32(*make_backend("cuda-emu"));
 }
+#ifdef GT_HAVE_CUDA
 TEST(Fp8, ProductsOnAGpuFollowFp32) {
   std::string why;
   if (cuda_device_count(&why) == 0) GTEST_SKIP() << "skipped: no CUDA device (" << why << ")";

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# bench/gpu-check.sh --rehearse in CI: every stage of the GPU check on cuda-emu (the CUDA
+# backend's code and kernels on the SIMT runtime) with tiny shapes, from this build. Checks
+# that the output folder holds exactly results.json and logs.tgz, that results.json records
+# every stage (those that need a GPU as skipped, with the reason), that the stages that run on
+# cuda-emu pass, and that a check stopped by SIGTERM still leaves both files, complete.
+#   gpu_check_rehearsal.sh BUILD_DIR
+set -uo pipefail
+build="$(cd "${1:?usage: gpu_check_rehearsal.sh BUILD_DIR}" && pwd)"
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+GT_CHECK_BUILD_DIR="$build" GT_CHECK_BUDGET_S=400 bash bench/gpu-check.sh --rehearse "$tmp/out" > "$tmp/log" 2>&1
+rc=$?
+[ $rc = 0 ] || { tail -30 "$tmp/log"; fail "gpu-check.sh --rehearse exited $rc"; }
+files="$(cd "$tmp/out" && ls -A | tr '\n' ' ')"
+[ "$files" = "logs.tgz results.json " ] || fail "the output folder holds '$files', not exactly logs.tgz results.json"
+python3 - "$tmp/out/results.json" << 'PY' || exit 1
+import json, sys
+doc = json.load(open(sys.argv[1]))
+assert doc["rehearsal"] is True and doc["state"] == "done", doc.get("state")
+by = {s["name"]: s for s in doc["stages"]}
+want_ok = ["build", "op-test", "losses", "gpt2-124m", "fp8-vs-bf16", "ablate"]
+want_skip = ["gpu-state", "matmul-peak", "kernel-bench", "sanitizer"]
+for n in want_ok:
+    assert n in by, f"stage {n} missing"
+    assert by[n]["status"] == "ok", f"stage {n}: {by[n]['status']}: {by[n].get('reason')}"
+for n in want_skip:
+    assert by[n]["status"] == "skipped" and by[n].get("reason"), f"stage {n}: {by[n]}"
+assert all(s["rehearsal"] for s in doc["stages"])
+assert by["losses"]["within_tolerance"], by["losses"]["headline"]
+assert doc["log_tails"], "no log tails"
+print("results.json: %d stages, %s s" % (len(doc["stages"]), doc["elapsed_s"]))
+PY
+tar -tzf "$tmp/out/logs.tgz" | grep -q 'gpu-check/logs/' || fail "logs.tgz holds no logs"
+
+# stopped by a signal: both files still there and readable
+rm -rf "$tmp/out2"
+GT_CHECK_BUILD_DIR="$build" GT_CHECK_BUDGET_S=400 bash bench/gpu-check.sh --rehearse --stages 0,1,3,4 "$tmp/out2" > "$tmp/log2" 2>&1 &
+pid=$!
+for _ in $(seq 1 200); do
+  grep -q '"name": "build"' "$tmp/out2/results.json" 2> /dev/null && break
+  sleep 0.1
+done
+pkill -TERM -P "$pid" 2> /dev/null
+kill -TERM "$pid" 2> /dev/null
+wait "$pid"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["stages"], d' "$tmp/out2/results.json" ||
+  fail "no readable results.json after SIGTERM"
+[ -s "$tmp/out2/logs.tgz" ] || fail "no logs.tgz after SIGTERM"
+echo "PASS"

@@ -1,0 +1,147 @@
+// The emulated cuBLASLt (backend/cuda/lt_emulation.h) refuses what the real library refuses,
+// so a product the GPU would reject fails on cuda-emu first: fp8 outside the "TN" layout, fp8
+// leading dimensions or k not multiples of 16, E5M2 x E5M2, fp8 without scale pointers, the
+// epilogues fp8 with an f32 output has not, mixed 16-bit types, and pointers less aligned than
+// their type or than the alignment a plan declared. Every product the backend itself issues
+// is accepted (the op test and the training tests run them all on cuda-emu).
+#include "backend/cuda/lt_emulation.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace gt::cuda_lt {
+namespace {
+
+using cuda_plan::Gemm;
+using cuda_plan::LtType;
+
+alignas(256) unsigned char buf[3][4096];
+
+/// An fp8 forward product as the backend plans it (A = W^T, TN), all sizes multiples of 16.
+Call fp8_call() {
+  const Gemm g = cuda_plan::forward_fp8(32, 64, 48);
+  return Call{g,      LtType::e4m3, LtType::e4m3, LtType::f32, buf[0], buf[1],
+              buf[2], nullptr,      false,        true,        true};
+}
+
+std::string why(const Call& c) { return refusal(c).why; }
+
+TEST(LtEmulation, TheBackendsPlansAreAccepted) {
+  EXPECT_FALSE(refusal(fp8_call()).refused) << why(fp8_call());
+  for (bool wt : {false, true}) {
+    for (const Gemm& g : {cuda_plan::forward(6, 5, 7, wt), cuda_plan::backward_input(6, 5, 7, wt),
+                          cuda_plan::backward_weight(6, 5, 7, wt)}) {
+      for (LtType t : {LtType::f32, LtType::bf16, LtType::f16}) {
+        const Call c{g, t, t, LtType::f32, buf[0], buf[1], buf[2], nullptr, false, false, false};
+        EXPECT_FALSE(refusal(c).refused) << describe(c) << ": " << why(c);
+      }
+    }
+  }
+  Call bias_gelu{cuda_plan::forward(6, 5, 7, false),
+                 LtType::bf16,
+                 LtType::bf16,
+                 LtType::bf16,
+                 buf[0],
+                 buf[1],
+                 buf[2],
+                 buf[0],
+                 true,
+                 false,
+                 false};
+  EXPECT_FALSE(refusal(bias_gelu).refused) << why(bias_gelu);
+}
+
+TEST(LtEmulation, Fp8OutsideTheTnLayoutIsRefused) {
+  Call c = fp8_call();
+  c.g.ta = false;
+  EXPECT_NE(why(c).find("TN"), std::string::npos) << why(c);
+  c = fp8_call();
+  c.g.tb = true;
+  EXPECT_NE(why(c).find("TN"), std::string::npos) << why(c);
+}
+
+TEST(LtEmulation, Fp8SizesAndTypesCuBlasLtHasNoKernelForAreRefused) {
+  Call c = fp8_call();
+  c.g.k = 40;
+  c.g.lda = c.g.ldb = 40;
+  EXPECT_NE(why(c).find("multiples of 16"), std::string::npos) << why(c);
+  c = fp8_call();
+  c.a = c.b = LtType::e5m2;
+  EXPECT_NE(why(c).find("E5M2 x E5M2"), std::string::npos) << why(c);
+  c = fp8_call();
+  c.b = LtType::bf16;
+  EXPECT_NE(why(c).find("non-fp8"), std::string::npos) << why(c);
+  c = fp8_call();
+  c.scale_b = false;
+  EXPECT_NE(why(c).find("scale pointer"), std::string::npos) << why(c);
+  c = fp8_call();
+  c.a = LtType::e5m2;  // e5m2 gradients x e4m3: a kernel exists
+  EXPECT_FALSE(refusal(c).refused) << why(c);
+}
+
+TEST(LtEmulation, EpiloguesFp8HasNotAreRefusedAsEpiloguesOnly) {
+  Call c = fp8_call();
+  c.gelu = true;
+  EXPECT_TRUE(refusal(c).refused);
+  EXPECT_TRUE(refusal(c).epilogue_only) << "the caller may apply the GELU itself";
+  c = fp8_call();
+  c.bias = buf[0];
+  EXPECT_TRUE(refusal(c).epilogue_only) << why(c);
+}
+
+TEST(LtEmulation, PointersLessAlignedThanTheirTypeOrThePlanAreRefused) {
+  Call c = fp8_call();
+  c.pa = buf[0] + 8;  // fp8 needs 16 bytes
+  EXPECT_NE(why(c).find("aligned to 8 bytes, below the 16"), std::string::npos) << why(c);
+  Call f{cuda_plan::forward(6, 5, 7, false),
+         LtType::f32,
+         LtType::f32,
+         LtType::f32,
+         buf[0] + 2,
+         buf[1],
+         buf[2],
+         nullptr,
+         false,
+         false,
+         false};
+  EXPECT_NE(why(f).find("A at"), std::string::npos) << "a float at 2 bytes: " << why(f);
+  f.pa = buf[0] + 16;
+  f.g.align_a = 256;  // a plan kept for pointers aligned to 256 bytes
+  EXPECT_NE(why(f).find("the plan declared"), std::string::npos) << why(f);
+  f.pa = buf[0] + 256;
+  EXPECT_FALSE(refusal(f).refused) << why(f);
+}
+
+TEST(LtEmulation, MixedTypesAndBadLeadingDimensionsAreRefused) {
+  Call c{cuda_plan::forward(6, 5, 7, false),
+         LtType::bf16,
+         LtType::f16,
+         LtType::f32,
+         buf[0],
+         buf[1],
+         buf[2],
+         nullptr,
+         false,
+         false,
+         false};
+  EXPECT_NE(why(c).find("two types"), std::string::npos) << why(c);
+  c.b = LtType::bf16;
+  c.g.ldd = 3;
+  EXPECT_NE(why(c).find("leading dimension"), std::string::npos) << why(c);
+}
+
+TEST(LtEmulation, CallsAreLoggedWithoutPointers) {
+  record_products(true);
+  record(fp8_call());
+  record_products(false);
+  record(fp8_call());
+  const auto log = recorded_products();
+  ASSERT_EQ(log.size(), 1u);
+  EXPECT_EQ(log[0],
+            "A e4m3 T (lda 64), B e4m3 N (ldb 64) -> D f32 (ldd 48): m 48, n 32, k 64, beta 0, "
+            "epilogue none");
+}
+
+}  // namespace
+}  // namespace gt::cuda_lt

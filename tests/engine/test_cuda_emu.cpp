@@ -1,0 +1,171 @@
+// The CUDA backend on the SIMT runtime (train.device = cuda-emu) as the training loop drives it:
+//   - the host synchronizations of one training step are counted (the number a GPU waits on
+//     the host each step; the aim is one);
+//   - the cuBLASLt products a GPT-2 124M step asks for, in bf16 and in fp8, are recorded
+//     without running them (the runtime checks and records launches and products only) and
+//     compared with the reviewed set in tests/engine/data/products_gpt2_124m_*.txt, so a
+//     change to what the GPU will be asked for is seen in review. GT_UPDATE_GOLDEN=1 rewrites
+//     the files.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "backend/cuda/lt_emulation.h"
+#include "backend/simt/simt_host.h"
+#include "dist/communicator.h"
+#include "dist/grad_sync.h"
+#include "test_helpers.h"
+#include "train/trainer.h"
+
+namespace gt {
+namespace {
+
+/// An llm.c token shard of n tokens below vocab (header: magic 20240520, version 1, count).
+void write_shard(const std::string& path, int64_t n, int vocab) {
+  std::ofstream f(path, std::ios::binary);
+  int32_t hdr[256] = {20240520, 1, static_cast<int32_t>(n)};
+  f.write(reinterpret_cast<const char*>(hdr), sizeof hdr);
+  uint32_t x = 12345;
+  for (int64_t i = 0; i < n; ++i) {
+    x = x * 1664525u + 1013904223u;
+    const uint16_t t = static_cast<uint16_t>((x >> 8) % vocab);
+    f.write(reinterpret_cast<const char*>(&t), 2);
+  }
+}
+
+TEST(CudaEmu, HostSynchronizationsPerTrainingStepAreCounted) {
+  test::TempDir d;
+  test::write_file(d.file("t.txt"), test::sample_text(20000));
+  for (bool fusion : {false, true}) {
+    TrainConfig c = test::small_train_config(d.file("t.txt"), 32, 16, 3, 1);
+    c.device = "cuda-emu";
+    c.fusion = fusion;
+    Trainer tr(c, d.file(fusion ? "fused" : "plain"), false, nullptr);
+    tr.train_step();  // the first step makes the plans and buffers
+    simt::reset_stats();
+    tr.train_step();
+    const simt::Stats s = simt::stats();
+    // Today: token ids for the embedding backward and the targets' check, the gradient norm's
+    // partial sums, the non-finite checks, the loss: each a copy to the host. The GPU kernel
+    // issue brings this to one.
+    EXPECT_GE(s.host_syncs, 1u) << "fusion " << fusion;
+    EXPECT_LE(s.host_syncs, 16u) << "fusion " << fusion << ": more host synchronizations per step";
+    EXPECT_GT(s.launches, 20u);
+    RecordProperty(fusion ? "host_syncs_fused" : "host_syncs_plain", std::to_string(s.host_syncs));
+    std::printf(
+        "cuda-emu, fusion %s: %llu host synchronizations, %llu launches, %llu library "
+        "calls per step\n",
+        fusion ? "on" : "off", (unsigned long long)s.host_syncs, (unsigned long long)s.launches,
+        (unsigned long long)s.tasks);
+  }
+}
+
+/// The products of one GPT-2 124M step (B 32, T 1024, V 50304) under `precision`, recorded
+/// with the runtime checking and recording only (nothing runs; memory is mapped, not touched).
+std::vector<std::string> gpt2_124m_products(const std::string& precision, test::TempDir& d) {
+  write_shard(d.file("train.bin"), 70000, 50304);
+  TrainConfig c;
+  c.model = {12, 12, 768, 1024, 50304};
+  c.batch_size = 32;
+  c.max_steps = 1;
+  c.warmup_steps = 0;
+  c.eval_interval = 0;
+  c.eval_steps = 1;
+  c.checkpoint_interval = 0;
+  c.data_path = d.file("train.bin");
+  c.data_format = "llmc";
+  c.device = "cuda-emu";
+  c.fusion = true;
+  c.precision = parse_precision(precision);
+  simt::Config saved = simt::config(), plan = saved;
+  plan.execute = false;
+  simt::set_config(plan);
+  std::vector<std::string> log;
+  try {
+    Trainer tr(c, d.file("run-" + precision), false, nullptr);
+    cuda_lt::record_products(true);
+    tr.train_step();
+    log = cuda_lt::recorded_products();
+    cuda_lt::record_products(false);
+  } catch (...) {
+    cuda_lt::record_products(false);
+    simt::set_config(saved);
+    throw;
+  }
+  simt::set_config(saved);
+  std::sort(log.begin(), log.end());
+  log.erase(std::unique(log.begin(), log.end()), log.end());
+  return log;
+}
+
+void expect_golden(const std::vector<std::string>& got, const std::string& name) {
+  const std::string path = std::string(GT_TEST_DATA) + "/" + name;
+  if (const char* u = std::getenv("GT_UPDATE_GOLDEN"); u && std::string(u) == "1") {
+    std::ofstream f(path);
+    f << "# The distinct cuBLASLt products of one GPT-2 124M training step (B 32, T 1024), as\n"
+         "# tests/engine/test_cuda_emu.cpp records them; GT_UPDATE_GOLDEN=1 rewrites this file.\n";
+    for (const auto& s : got) f << s << "\n";
+    return;
+  }
+  std::ifstream f(path);
+  ASSERT_TRUE(f) << path << " is missing: run with GT_UPDATE_GOLDEN=1 and review it";
+  std::vector<std::string> want;
+  for (std::string line; std::getline(f, line);)
+    if (!line.empty() && line[0] != '#') want.push_back(line);
+  std::string diff;
+  for (const auto& s : got)
+    if (!std::binary_search(want.begin(), want.end(), s)) diff += "  new:  " + s + "\n";
+  for (const auto& s : want)
+    if (!std::binary_search(got.begin(), got.end(), s)) diff += "  gone: " + s + "\n";
+  EXPECT_EQ(diff, "") << "the products a GPT-2 124M step asks cuBLASLt for changed (" << path
+                      << "); review, then GT_UPDATE_GOLDEN=1:\n"
+                      << diff;
+}
+
+// The emulated GPU, as CUDA, refuses calls from a thread that selected no device; the
+// data-parallel gradient synchronisation runs on its own thread, which selects the backend's
+// device first (GradSync calls DeviceMemory::bind_thread), so it reduces a device's buckets.
+TEST(CudaEmu, TheGradientSyncThreadSelectsItsDevice) {
+  auto be = make_backend("cuda-emu");
+  const size_t n = 1000;
+  auto* g = static_cast<float*>(be->allocate(n * sizeof(float)));
+  std::vector<float> h(n, 1.5f);
+  be->copy_to_device(g, h.data(), n * sizeof(float));
+  std::string unbound;
+  std::thread t([&] {
+    try {
+      be->copy_to_host(h.data(), g, sizeof(float));
+    } catch (const Error& e) {
+      unbound = e.what();
+    }
+  });
+  t.join();
+  EXPECT_NE(unbound.find("from a thread that selected no device"), std::string::npos) << unbound;
+  dist::LocalCommunicator comm;
+  {
+    dist::GradSync sync(comm, *be, g, n, {{0, 400}, {400, n}}, false, dist::CommType::f32);
+    sync.start(0);
+    sync.start(1);
+    EXPECT_NO_THROW(sync.wait());
+  }
+  be->copy_to_host(h.data(), g, n * sizeof(float));
+  EXPECT_EQ(h[0], 1.5f);
+  EXPECT_EQ(h[n - 1], 1.5f);
+  be->deallocate(g);
+}
+
+TEST(CudaEmu, TheProductsOfAGpt2Step124mAreTheReviewedSet) {
+  test::TempDir d;
+  for (const char* p : {"bf16", "fp8"}) {
+    const auto got = gpt2_124m_products(p, d);
+    EXPECT_GE(got.size(), 6u) << p;
+    expect_golden(got, std::string("products_gpt2_124m_") + p + ".txt");
+  }
+}
+
+}  // namespace
+}  // namespace gt
