@@ -122,7 +122,7 @@ int run_child(const std::string& cmd, const std::function<void()>& progress = {}
       if (w == pid || (w < 0 && errno != EINTR)) break;
       if (w == 0) {
         if (progress) progress();
-        usleep(250000);
+        usleep(100000);
       }
     }
     g_child = 0;
@@ -179,18 +179,20 @@ void run_segment(const Args& a, const std::string& data, const Row& row, const f
                row.name.c_str(), row.precision.c_str(), row.fusion.c_str(), row.recompute.c_str(),
                row.batch, stop_at);
   std::fflush(g_out);
-  // progress: the row's last logged step, from its metrics.jsonl, about every second on a
-  // terminal (one line rewritten) and every 30 s otherwise
+  // progress: the row's last logged step, from its metrics.jsonl: on a terminal about every
+  // second (one line rewritten); otherwise a line at its first logged step and every 30 s
   const bool tty = isatty(fileno(g_out));
   const auto t0 = std::chrono::steady_clock::now();
   auto last_shown = t0;
   long long shown_step = -1;
   auto progress = [&] {
     const auto now = std::chrono::steady_clock::now();
-    if (now - last_shown < std::chrono::seconds(tty ? 1 : 30)) return;
-    last_shown = now;
     const long long step = last_logged_step(dir / "metrics.jsonl");
-    if (step == shown_step && !tty) return;
+    const bool due = tty ? now - last_shown >= std::chrono::seconds(1)
+                         : step != shown_step &&
+                               (shown_step < 0 || now - last_shown >= std::chrono::seconds(30));
+    if (!due || (!tty && step < 0)) return;
+    last_shown = now;
     shown_step = step;
     const double s = std::chrono::duration<double>(now - t0).count();
     const std::string text =

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 
 #include "test_helpers.h"
@@ -206,6 +207,38 @@ TEST_F(CliUsage, MeasureWithACountryAndWithPublishedFormats) {
   auto fj = nlohmann::json::parse(f.output);
   if (!fj["carbon_g_per_kwh"].is_null())
     EXPECT_DOUBLE_EQ(fj["carbon_g_per_kwh"].get<double>(), 270);
+}
+
+}  // namespace
+}  // namespace gt
+
+namespace gt {
+namespace {
+
+// ablate: a progress line while a row runs (standard error with --json -), the table's J/token
+// to 4 significant digits (it was "{:.4f}": 0.0000 for a small figure), the JSON on stdout.
+TEST_F(CliUsage, AblateShowsProgressAndSignificantDigits) {
+  GT_NEEDS_CPU_BACKEND();
+  test::write_file(d.file("t.txt"), test::sample_text(40000));
+  test::write_file(d.file("a.toml"),
+                   "[model]\nn_layer = 2\nn_head = 2\nn_embd = 64\nblock_size = 64\n"
+                   "[train]\nbatch_size = 8\nwarmup_steps = 1\neval_steps = 1\nthreads = 2\n"
+                   "[data]\npath = \"" +
+                       d.file("t.txt") + "\"\n");
+  auto r = stdout_of(kBin + " ablate " + d.file("a.toml") + " --steps 60 --order fusion --out " +
+                     d.file("abl") + " --json -");
+  const std::string err = slurp(d.file("stderr.txt"));
+  ASSERT_EQ(r.exit_code, 0) << r.output << err;
+  auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["schema"], "greentrain.ablate/1");
+  EXPECT_TRUE(std::regex_search(err, std::regex(R"(    baseline: step [0-9]+ of 60, [0-9]+ s)")))
+      << err;
+  std::smatch row;
+  ASSERT_TRUE(std::regex_search(err, row, std::regex(R"(\nbaseline +[0-9]+ +[0-9]+ +(\S+))")))
+      << err;
+  ASSERT_TRUE(j["rows"][0]["joules_per_token"].is_number()) << j.dump();
+  const double jpt = j["rows"][0]["joules_per_token"].get<double>();
+  EXPECT_NEAR(std::stod(row[1].str()), jpt, jpt * 5e-4) << row[1].str();
 }
 
 }  // namespace
