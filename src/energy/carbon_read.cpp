@@ -456,17 +456,21 @@ Raw read_table(std::string_view rest, const std::string& path, const CarbonReadO
   if (tcol < 0 || vcol < 0) {
     const bool t = tcol < 0;
     const std::string& name = t ? time_col : value_col;
+    std::string what;
+    if (name.empty())
+      what = t ? "has no column 'Time' (nor time, datetime, timestamp, date, from, point_time)"
+               : "has no column 'Carbon Intensity' (nor one whose name says carbon intensity, "
+                 "gCO2, CO2, MOER or emission)";
+    else if ((t ? tcol : vcol) == -2)
+      what = fmt::format("has several columns matching '{}'", quote_line(name, 40));
+    else
+      what = fmt::format("has no column '{}'", quote_line(name, 60));
     throw EnergyError(fmt::format(
-        "{}: header '{}' {}; expected {} (or --carbon-{}-column / --carbon-column to name it; "
-        "formats: {})",
-        path, header_text(header),
-        name.empty() ? fmt::format("has no {} column", t ? "time" : "carbon-intensity")
-        : (t ? tcol : vcol) == -2
-            ? fmt::format("has several columns matching '{}'", quote_line(name, 40))
-            : fmt::format("has no column '{}'", quote_line(name, 60)),
+        "{}: header '{}' {}; expected {} (or {} to name it; formats: {})", path,
+        header_text(header), what,
         format == "greentrain" || format == "csv" ? "columns Time and Carbon Intensity (gCO2e/kWh)"
                                                   : "the " + format + " format's columns",
-        t ? "time" : "value", carbon_formats_text()));
+        t ? "--carbon-time-column" : "--carbon-column", carbon_formats_text()));
   }
   raw.value_column = header[static_cast<std::size_t>(vcol)];
   const std::size_t need = static_cast<std::size_t>(std::max(tcol, vcol)) + 1;
