@@ -92,3 +92,27 @@ def test_power_now_and_timeline(fake_nvml, env):
     with greentrain.Meter(cpu=False, interval_ms=20, timeline_points=2) as meter:
         time.sleep(0.5)
         assert len(meter.power_timeline()[0]) == 2  # the newest two
+
+
+def test_carbon_as_a_country_or_a_published_file(fake_nvml, tmp_path):
+    with greentrain.Meter(cpu=False, interval_ms=0, carbon="DEU") as meter:
+        assert meter.country == ("DEU", "Germany")
+        meter.begin_window("w")
+        time.sleep(0.12)
+        m = meter.end_window("w")
+    assert m.g_co2e == pytest.approx(m.energy_j / 3.6e6 * 365.477, rel=1e-6)
+    row = m.to_codecarbon_row()
+    assert (row["country_iso_code"], row["country_name"]) == ("DEU", "Germany")
+    with pytest.raises(greentrain.Error, match=r"unknown country code 'DEX'.*DEU \(Germany\)"):
+        greentrain.Meter(cpu=False, carbon="DEX")
+    uk = tmp_path / "uk.json"
+    uk.write_text('{"data":[{"from":"2018-01-20T12:00Z","to":"2018-01-20T12:30Z",'
+                  '"intensity":{"forecast":266,"actual":null,"index":"moderate"}},'
+                  '{"from":"2018-01-20T12:30Z","to":"2018-01-20T13:00Z",'
+                  '"intensity":{"forecast":270,"actual":null,"index":"moderate"}}]}')
+    with greentrain.Meter(cpu=False, interval_ms=0, carbon=uk, carbon_value="forecast",
+                          country="GBR") as meter:
+        assert "uk-carbon-intensity intensity.forecast" in meter.carbon_source
+        assert meter.country == ("GBR", "United Kingdom")
+    with pytest.raises(greentrain.Error, match="no actual values"):
+        greentrain.Meter(cpu=False, carbon=uk, carbon_value="actual")
