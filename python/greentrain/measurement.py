@@ -28,12 +28,17 @@ class DomainMeasurement:
     """Sensor name, e.g. ``"nvml:0"``, ``"rapl:package-0"``, ``"cpu-estimate"``."""
     domain: str
     """``"gpu"``, ``"cpu"``, ``"ram"`` or ``"psys"``."""
+    index: int
+    """The device's number in its domain: a GPU's position among the visible GPUs (CUDA's
+    numbering), a CPU package's number; 0 for machine-wide sensors (estimates, psys)."""
     method: str
     """``"counter"``, ``"integrated samples"`` or ``"estimate"``."""
     estimated: bool
     """True when the figure is modelled (TDP x utilization, W per GB), not read from hardware."""
     energy_j: float
     """Energy over the window (J), >= 0; includes filled intervals (see ``untrusted_s``)."""
+    g_co2e: float
+    """This device's carbon (gCO2e): its energy integrated against the grid intensity."""
     avg_power_w: Optional[float]
     """energy_j / duration (W); None when the window is shorter than the sensor's refresh."""
     peak_power_w: Optional[float]
@@ -59,8 +64,9 @@ class DomainMeasurement:
             if not peak:
                 peak = None
                 unknown["peak_power_w"] = unknown["avg_power_w"]
-        return cls(sensor=d["sensor"], domain=d["domain"], method=d["method"],
-                   estimated=bool(d["estimated"]), energy_j=float(d["energy_j"]),
+        return cls(sensor=d["sensor"], domain=d["domain"], index=int(d.get("index", 0)),
+                   method=d["method"], estimated=bool(d["estimated"]),
+                   energy_j=float(d["energy_j"]), g_co2e=float(d.get("g_co2e", 0.0)),
                    avg_power_w=avg, peak_power_w=peak, wraps=int(d.get("wraps", 0)),
                    untrusted_s=float(d.get("untrusted_s", 0.0)),
                    incomplete=bool(d.get("incomplete", False)), flags=list(d.get("flags", [])),
@@ -198,6 +204,39 @@ class Measurement:
             out[d.domain] = out.get(d.domain, 0.0) + d.energy_j
         return out
 
+    @property
+    def g_co2e_by_domain(self) -> Dict[str, float]:
+        """Carbon (gCO2e) per domain kind, over the counted sensors; sums to ``g_co2e``."""
+        out: Dict[str, float] = {}
+        for d in self.domains:
+            out[d.domain] = out.get(d.domain, 0.0) + d.g_co2e
+        return out
+
+    def _by_index(self, domain: str) -> Dict[int, float]:
+        out: Dict[int, float] = {}
+        for d in self.domains:
+            if d.domain == domain:
+                out[d.index] = out.get(d.index, 0.0) + d.energy_j
+        return out
+
+    @property
+    def gpu_energy_j(self) -> Dict[int, float]:
+        """Energy (J) per GPU, by its index among the visible GPUs (Zeus's ``gpu_energy``):
+        ``m.gpu_energy_j[0]``. A GPU that was not measured is absent (see ``flags``)."""
+        return self._by_index("gpu")
+
+    @property
+    def cpu_energy_j(self) -> Dict[int, float]:
+        """Energy (J) per CPU package (RAPL package N -> N; the machine-wide estimate is 0),
+        as Zeus's ``cpu_energy``."""
+        return self._by_index("cpu")
+
+    @property
+    def ram_energy_j(self) -> Dict[int, float]:
+        """Energy (J) of memory per package (RAPL dram; the estimate is 0), as Zeus's
+        ``dram_energy``."""
+        return self._by_index("ram")
+
     _FIELDS = ("name", "start_unix_s", "duration_s", "energy_j", "avg_power_w", "peak_power_w",
                "g_co2e", "carbon_source", "estimated", "method", "flags")
 
@@ -207,6 +246,7 @@ class Measurement:
         d = {k: getattr(self, k) for k in self._FIELDS}
         d["domains"] = [dataclasses.asdict(x) for x in self.domains]
         d["energy_j_by_domain"] = self.energy_j_by_domain
+        d["g_co2e_by_domain"] = self.g_co2e_by_domain
         d["unknown"] = self.unknown
         return d
 
@@ -263,6 +303,8 @@ class SensorInfo:
     """Unique name, e.g. ``"rapl:package-0"``, ``"nvml:0"``, ``"cpu-estimate"``."""
     domain: str
     """``"gpu"``, ``"cpu"``, ``"ram"`` or ``"psys"``."""
+    index: int
+    """The device's number in its domain (GPU position, CPU package); 0 machine-wide."""
     device: str
     """Human description (GPU name and UUID, powercap path, CPU model)."""
     kind: str

@@ -18,7 +18,8 @@ import os
 import threading
 import weakref
 from contextlib import contextmanager
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, TypeVar, Union
+from typing import (Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, TypeVar,
+                    Union)
 
 from . import _core
 from .measurement import Measurement, SensorInfo
@@ -35,6 +36,12 @@ def sensors(powercap_root: str = "") -> List[SensorInfo]:
     return [SensorInfo.from_dict(d) for d in _core.sensors(powercap_root)]
 
 
+def _is_country_code(text: str) -> bool:
+    """A country code, not a path: 2 or 3 letters that are not an existing file."""
+    t = text.strip()
+    return 2 <= len(t) <= 3 and t.isalpha() and not os.path.exists(text)
+
+
 class Window:
     """A window opened by ``Meter.window()``; ``measurement`` is set when it ends."""
 
@@ -49,13 +56,30 @@ class Meter:
     Args:
         gpus: GPUs to read, as positions among the visible GPUs (CUDA's numbering after
             CUDA_VISIBLE_DEVICES); None: all visible GPUs; ``[]``: none.
+        strict: when ``gpus`` names GPUs and one cannot be read (no NVML or ROCm SMI, no
+            driver): True raises greentrain.Error saying why (as Zeus does); False measures
+            the rest and puts a flag naming the missing GPUs into every measurement.
         cpu: read the CPU and memory: RAPL counters, else an estimate (CPU TDP x utilization,
             0.375 W per GB of RAM, always marked ``estimated``). False: GPUs only.
         interval_ms: background sampling period (ms); 0: no thread, sensors are read only at
             window boundaries (enough for counters; power gauges want sampling).
-        carbon: grid carbon intensity: a number (gCO2e/kWh, constant), a path to a CSV series
-            with columns ``Time`` and ``Carbon Intensity`` (gCO2e/kWh), or None (475 gCO2e/kWh,
-            the IEA world average CodeCarbon also uses).
+        carbon: grid carbon intensity: a number (gCO2e/kWh, constant); a country's ISO 3166-1
+            alpha-3 code such as ``"DEU"`` (its annual average, Our World in Data / Ember 2021
+            as in CodeCarbon's table; unknown codes raise, listing near matches); a path to a
+            series as grids publish it (greentrain's ``Time,Carbon Intensity`` CSV, an
+            Electricity Maps export or API JSON, the UK Carbon Intensity API's JSON, WattTime
+            MOER CSV/JSON, an ENTSO-E-style CSV, or any CSV with ``carbon_column``), the format
+            detected; or None (475 gCO2e/kWh, the IEA world average CodeCarbon also uses).
+        carbon_format: the series' format when detection is not wanted: ``"greentrain"``,
+            ``"electricitymaps"``, ``"uk-carbon-intensity"``, ``"watttime"``, ``"entsoe"``,
+            ``"csv"``.
+        carbon_column / carbon_time_column: the series' value and time columns (a name or a
+            unique part of it, e.g. ``"direct"`` or ``"LCA"`` for Electricity Maps).
+        carbon_unit: ``"g/kWh"``, ``"kg/MWh"`` or ``"lbs/MWh"`` (default: the format's).
+        carbon_value: ``"actual"`` or ``"forecast"`` for sources with both (default: actual
+            where the file has it); empty and null values are gaps, flagged in measurements.
+        country: the ISO alpha-3 code of the country the carbon figures are for (CodeCarbon's
+            country columns); implied by ``carbon="DEU"``.
         carbon_utc_offset_h: the CSV's naive times are local at this offset east of UTC (h).
         region: a label for the intensity, shown in measurements and CSV rows.
         cpu_tdp_w: per-socket TDP (W) for the CPU estimate (default: table lookup, else 85 W).
@@ -63,6 +87,8 @@ class Meter:
         powercap_root: RAPL's powercap folder (empty: $GT_POWERCAP_ROOT or /sys/class/powercap).
         lock_dir: folder of the one-reader-per-device locks (empty: $GT_ENERGY_LOCK_DIR or
             /tmp/greentrain-energy-locks).
+        timeline_points: power-timeline points kept per sensor (``power_timeline()``; 36000 is
+            one hour at 100 ms); 0: no timeline.
         sync: called before each window boundary, e.g. ``torch.cuda.synchronize`` so that queued
             GPU work is inside the window it belongs to (as Zeus's ``sync_execution_with``).
 
@@ -75,23 +101,35 @@ class Meter:
                  interval_ms: float = 100, carbon: Union[None, float, str, os.PathLike] = None,
                  *, carbon_utc_offset_h: float = 0.0, region: str = "",
                  cpu_tdp_w: Optional[float] = None, pid: int = 0, powercap_root: str = "",
-                 lock_dir: str = "", sync: Optional[Callable[[], Any]] = None) -> None:
+                 lock_dir: str = "", sync: Optional[Callable[[], Any]] = None,
+                 strict: bool = True, timeline_points: int = 36000, carbon_format: str = "",
+                 carbon_column: str = "", carbon_time_column: str = "", carbon_unit: str = "",
+                 carbon_value: str = "", country: str = "") -> None:
         if interval_ms < 0:
             raise ValueError(f"interval_ms {interval_ms}: expected >= 0 (ms)")
         carbon_g: Optional[float] = None
         carbon_csv = ""
+        carbon_country = ""
         if isinstance(carbon, (int, float)) and not isinstance(carbon, bool):
             if carbon < 0:
                 raise ValueError(f"carbon {carbon} gCO2e/kWh: expected >= 0")
             carbon_g = float(carbon)
             region = region or "given"
+        elif isinstance(carbon, str) and _is_country_code(carbon):
+            carbon_country = carbon
         elif carbon is not None:
             carbon_csv = os.fspath(carbon)
         self._sync = sync
-        self._core = _core.make_meter(
-            None if gpus is None else [int(g) for g in gpus], bool(cpu), interval_ms / 1000.0,
-            carbon_g, carbon_csv, float(carbon_utc_offset_h), region, None, cpu_tdp_w, int(pid),
-            powercap_root, lock_dir)
+        self._core = _core.make_meter(dict(
+            gpus=None if gpus is None else [int(g) for g in gpus], gpus_strict=bool(strict),
+            cpu=bool(cpu), interval_s=interval_ms / 1000.0, carbon_g_per_kwh=carbon_g,
+            carbon_csv=carbon_csv or None, carbon_utc_offset_h=float(carbon_utc_offset_h),
+            carbon_region=region, cpu_tdp_w=cpu_tdp_w, pid=int(pid),
+            powercap_root=powercap_root, lock_dir=lock_dir, timeline_points=int(timeline_points),
+            carbon_country=carbon_country or None, country=country or None,
+            carbon_format=carbon_format, carbon_column=carbon_column,
+            carbon_time_column=carbon_time_column, carbon_unit=carbon_unit,
+            carbon_value=carbon_value))
         self._lock = threading.Lock()
         self._seq = itertools.count(1)
         self.last: Dict[str, Measurement] = {}
@@ -185,6 +223,60 @@ class Meter:
     def carbon_source(self) -> str:
         """The carbon intensity in use, in words."""
         return self._meter().carbon_source()
+
+    @property
+    def country(self) -> Tuple[str, str]:
+        """(ISO alpha-3 code, name) of the country the carbon figures are for; empty strings
+        when none was named."""
+        code, name = self._meter().carbon_country()
+        return code, name
+
+    @property
+    def flags(self) -> List[str]:
+        """What this meter puts into every measurement, e.g. GPUs asked for that cannot be read
+        (``strict=False``)."""
+        return list(self._meter().meter_flags())
+
+    # -- power now and over time (Zeus's PowerMonitor) ---------------------------------------
+    def _sensor_keys(self, domain: Optional[str]) -> Dict[str, Any]:
+        """sensor name -> key: the device index for one domain kind, else "domain:index"."""
+        out: Dict[str, Any] = {}
+        for s in self.sensors():
+            if not (s.available and s.counted) or (domain is not None and s.domain != domain):
+                continue
+            out[s.name] = s.index if domain is not None else f"{s.domain}:{s.index}"
+        return out
+
+    def power_w(self, domain: Optional[str] = "gpu") -> Dict[Any, float]:
+        """Power now (W) per device, as of the last sample: ``{gpu_index: W}`` for
+        ``domain="gpu"`` (as Zeus's ``PowerMonitor.get_power()``), ``"cpu"`` (by package),
+        ``"ram"``; ``domain=None``: every counted sensor, keyed ``"gpu:0"``, ``"cpu:0"``, ...
+        Each value is the average over the newest span at least as long as the sensor's
+        refresh period; a device with no such span yet is absent."""
+        keys = self._sensor_keys(domain)
+        now = self._meter().power_now()
+        return {keys[n]: p[2] for n, p in now.items() if n in keys}
+
+    def power_timeline(self, start_unix_s: Optional[float] = None,
+                       end_unix_s: Optional[float] = None, domain: Optional[str] = "gpu"
+                       ) -> Dict[Any, List[Tuple[float, float]]]:
+        """Power over time per device: ``{gpu_index: [(unix_s, W), ...]}`` (keys as in
+        ``power_w``), oldest first, the points whose span ends in (start, end] (None: no
+        bound). Each point is a span's average power shown at its end time; spans are at least
+        the sensor's refresh period (NVML's counter: 100 ms) and follow the sampling interval.
+        Keeps the newest ``timeline_points`` per sensor. Zeus's
+        ``PowerMonitor.get_power_timeline()``."""
+        t0 = float("-inf") if start_unix_s is None else float(start_unix_s)
+        t1 = float("inf") if end_unix_s is None else float(end_unix_s)
+        m = self._meter()
+        return {key: [(p[1], p[2]) for p in m.power_timeline(name, t0, t1)]
+                for name, key in self._sensor_keys(domain).items()}
+
+    def window_timeline(self, measurement: Measurement, domain: Optional[str] = "gpu"
+                        ) -> Dict[Any, List[Tuple[float, float]]]:
+        """``power_timeline`` over a measured window (its start to its end)."""
+        start = measurement.start_unix_s
+        return self.power_timeline(start, start + measurement.duration_s, domain)
 
     def sample_now(self) -> None:
         """Reads every sensor now (the thread does it every interval_ms)."""

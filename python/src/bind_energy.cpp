@@ -23,6 +23,7 @@ nb::dict info_to_py(const SensorInfo& s) {
   nb::dict d;
   d["name"] = s.name;
   d["domain"] = s.domain;
+  d["index"] = s.index;
   d["device"] = s.device;
   d["kind"] = to_string(s.kind);
   d["unit"] = s.unit;
@@ -57,6 +58,14 @@ RunInfo run_info(const nb::dict& d) {
   return r;
 }
 
+// run_info, with the measurement's country (the meter's carbon region) where none is given.
+RunInfo run_info(const nb::dict& d, const Measurement& m) {
+  RunInfo r = run_info(d);
+  if (r.country_iso_code.empty()) r.country_iso_code = m.carbon_country_iso_code;
+  if (r.country_name.empty()) r.country_name = m.carbon_country_name;
+  return r;
+}
+
 }  // namespace
 
 void bind_energy(nb::module_& m) {
@@ -67,13 +76,13 @@ void bind_energy(nb::module_& m) {
       .def(
           "codecarbon_row",
           [](const Measurement& x, const nb::dict& run) {
-            return codecarbon_row(x, run_info(run));
+            return codecarbon_row(x, run_info(run, x));
           },
           nb::arg("run"), "One CodeCarbon emissions.csv row (no newline).")
       .def(
           "append_codecarbon_csv",
           [](const Measurement& x, const std::string& path, const nb::dict& run) {
-            append_codecarbon_csv(path, x, run_info(run));
+            append_codecarbon_csv(path, x, run_info(run, x));
           },
           nb::arg("path"), nb::arg("run"),
           "Appends the row to the CSV at path (header if new), written atomically.")
@@ -98,40 +107,77 @@ void bind_energy(nb::module_& m) {
       .def("not_reader", &Meter::not_reader)
       .def("sampler_overhead", &Meter::sampler_overhead)
       .def("interval_s", &Meter::interval_s)
-      .def("carbon_source", [](const Meter& x) { return x.carbon().describe(); });
+      .def("carbon_source", [](const Meter& x) { return x.carbon().describe(); })
+      .def("carbon_country",
+           [](const Meter& x) {
+             return nb::make_tuple(x.carbon().country_iso_code(), x.carbon().country_name());
+           })
+      .def("meter_flags", &Meter::meter_flags)
+      .def(
+          "power_timeline",
+          [](const Meter& x, const std::string& sensor, double t0, double t1) {
+            nb::list l;
+            for (const PowerPoint& p : x.power_timeline(sensor, t0, t1))
+              l.append(nb::make_tuple(p.t0_unix_s, p.t1_unix_s, p.power_w));
+            return l;
+          },
+          nb::arg("sensor"), nb::arg("t0_unix_s"), nb::arg("t1_unix_s"),
+          "[(t0_unix_s, t1_unix_s, W), ...] of one sensor, spans ending in (t0, t1].")
+      .def("power_now", [](const Meter& x) {
+        nb::dict d;
+        for (const auto& [name, p] : x.power_now())
+          d[name.c_str()] = nb::make_tuple(p.t0_unix_s, p.t1_unix_s, p.power_w);
+        return d;
+      });
 
   m.def(
       "make_meter",
-      [](std::optional<std::vector<int>> gpus, bool cpu, double interval_s,
-         std::optional<double> carbon_g_per_kwh, const std::string& carbon_csv,
-         double carbon_utc_offset_h, const std::string& carbon_region,
-         std::optional<double> carbon_replay_start_unix_s, std::optional<double> cpu_tdp_w, int pid,
-         const std::string& powercap_root, const std::string& lock_dir) {
+      [](const nb::dict& d) {
         MeterOptions o;
-        o.interval_s = interval_s;
-        if (gpus && gpus->empty()) {
-          o.use_nvml = o.use_rocm_smi = false;
-        } else {
-          o.gpus = gpus;
+        auto has = [&d](const char* k) { return d.contains(k) && !d[k].is_none(); };
+        auto str = [&](const char* k) {
+          return has(k) ? nb::cast<std::string>(d[k]) : std::string();
+        };
+        if (has("interval_s")) o.interval_s = nb::cast<double>(d["interval_s"]);
+        if (has("gpus")) {
+          auto gpus = nb::cast<std::vector<int>>(d["gpus"]);
+          if (gpus.empty())
+            o.use_nvml = o.use_rocm_smi = false;
+          else
+            o.gpus = gpus;
         }
-        o.use_rapl = o.use_estimate = cpu;
-        if (!carbon_csv.empty())
-          o.carbon = CarbonIntensity::from_csv(carbon_csv, carbon_utc_offset_h, carbon_region);
-        else if (carbon_g_per_kwh)
-          o.carbon = CarbonIntensity::constant(*carbon_g_per_kwh, carbon_region);
-        o.carbon_replay_start_unix_s = carbon_replay_start_unix_s;
-        o.cpu_tdp_w = cpu_tdp_w;
-        o.pid = pid;
-        o.powercap_root = powercap_root;
-        o.lock_dir = lock_dir;
+        if (has("gpus_strict")) o.gpus_strict = nb::cast<bool>(d["gpus_strict"]);
+        if (has("cpu")) o.use_rapl = o.use_estimate = nb::cast<bool>(d["cpu"]);
+        const std::string region = str("carbon_region");
+        if (has("carbon_csv")) {
+          CarbonReadOptions read;
+          read.format = str("carbon_format");
+          read.value_column = str("carbon_column");
+          read.time_column = str("carbon_time_column");
+          read.unit = str("carbon_unit");
+          read.value_kind = str("carbon_value");
+          const double off =
+              has("carbon_utc_offset_h") ? nb::cast<double>(d["carbon_utc_offset_h"]) : 0.0;
+          o.carbon = CarbonIntensity::from_csv(str("carbon_csv"), off, region, read);
+        } else if (has("carbon_g_per_kwh")) {
+          o.carbon = CarbonIntensity::constant(nb::cast<double>(d["carbon_g_per_kwh"]), region);
+        } else if (has("carbon_country")) {
+          o.carbon = CarbonIntensity::for_country(str("carbon_country"), "carbon");
+        }
+        if (has("country") && o.carbon.origin() != CarbonOrigin::kCountry)
+          o.carbon = o.carbon.with_country(str("country"), "country");
+        if (has("carbon_replay_start_unix_s"))
+          o.carbon_replay_start_unix_s = nb::cast<double>(d["carbon_replay_start_unix_s"]);
+        if (has("cpu_tdp_w")) o.cpu_tdp_w = nb::cast<double>(d["cpu_tdp_w"]);
+        if (has("pid")) o.pid = nb::cast<int>(d["pid"]);
+        o.powercap_root = str("powercap_root");
+        o.lock_dir = str("lock_dir");
+        if (has("timeline_points")) o.timeline_points = nb::cast<std::size_t>(d["timeline_points"]);
         nb::gil_scoped_release r;
         return Meter::create(o);
       },
-      nb::arg("gpus").none(), nb::arg("cpu"), nb::arg("interval_s"),
-      nb::arg("carbon_g_per_kwh").none(), nb::arg("carbon_csv"), nb::arg("carbon_utc_offset_h"),
-      nb::arg("carbon_region"), nb::arg("carbon_replay_start_unix_s").none(),
-      nb::arg("cpu_tdp_w").none(), nb::arg("pid"), nb::arg("powercap_root"), nb::arg("lock_dir"),
-      "Meter::create with these options (see greentrain.Meter).");
+      nb::arg("options"),
+      "Meter::create with the options of a dict (keys as MeterOptions; see greentrain.Meter).");
 
   m.def(
       "sensors",

@@ -13,9 +13,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <regex>
@@ -42,7 +44,11 @@ struct Args {
   int rounds = 1;
   int64_t memory_budget = 0;
   bool has_target = false;  ///< train.target_loss is set: rows are ranked by joules to target
+  std::string json;         ///< --json PATH ("-": standard output)
 };
+
+// Where the human-readable lines go: standard error when the JSON goes to standard output.
+FILE* g_out = stdout;
 
 /// The survey's claimed gain in performance per watt of each technique.
 double claimed_factor(const std::string& t) {
@@ -93,7 +99,8 @@ void forward_signal(int sig) {
 
 /// Runs `sh -c cmd` and returns its wait status. SIGINT and SIGTERM reach the child (which
 /// saves a checkpoint and exits 130/143) instead of leaving it running without its parent.
-int run_child(const std::string& cmd) {
+/// `progress` is called about once a second while the child runs.
+int run_child(const std::string& cmd, const std::function<void()>& progress = {}) {
   struct sigaction sa {
   }, old_int{}, old_term{};
   sa.sa_handler = forward_signal;
@@ -110,7 +117,13 @@ int run_child(const std::string& cmd) {
   int status = 0;
   if (pid > 0) {
     g_child = pid;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    for (;;) {
+      const pid_t w = waitpid(pid, &status, WNOHANG);
+      if (w == pid || (w < 0 && errno != EINTR)) break;
+      if (w == 0) {
+        if (progress) progress();
+        usleep(100000);
+      }
     }
     g_child = 0;
   }
@@ -118,6 +131,21 @@ int run_child(const std::string& cmd) {
   sigaction(SIGTERM, &old_term, nullptr);
   if (pid < 0) throw gt::Error("cannot start a row: fork failed");
   return status;
+}
+
+// The step of the last line of a run's metrics.jsonl, or -1 when there is none yet.
+long long last_logged_step(const fs::path& metrics) {
+  std::ifstream f(metrics);
+  std::string line, last;
+  while (std::getline(f, line))
+    if (!line.empty()) last = line;
+  if (last.empty()) return -1;
+  try {
+    const auto j = nlohmann::json::parse(last);
+    return j.value("step", -1LL);
+  } catch (const nlohmann::json::exception&) {
+    return -1;  // a line being written
+  }
 }
 
 // Runs steps (stop_at - previous stop] of one row as `greentrain train`: the first segment
@@ -146,12 +174,36 @@ void run_segment(const Args& a, const std::string& data, const Row& row, const f
   }
   if (stop_at < a.steps) cmd += fmt::format(" --stop-at {}", stop_at);
   fs::path log = dir.string() + ".log";
-  std::printf("  running %-12s (%s, fusion %s, recompute %s, micro-batch %d), steps to %d ...\n",
-              row.name.c_str(), row.precision.c_str(), row.fusion.c_str(), row.recompute.c_str(),
-              row.batch, stop_at);
-  std::fflush(stdout);
-  const int status =
-      run_child("exec " + cmd + (first ? " > " : " >> ") + shell_quote(log.string()) + " 2>&1");
+  std::fprintf(g_out,
+               "  running %-12s (%s, fusion %s, recompute %s, micro-batch %d), steps to %d ...\n",
+               row.name.c_str(), row.precision.c_str(), row.fusion.c_str(), row.recompute.c_str(),
+               row.batch, stop_at);
+  std::fflush(g_out);
+  // progress: the row's last logged step, from its metrics.jsonl: on a terminal about every
+  // second (one line rewritten); otherwise a line at its first logged step and every 30 s
+  const bool tty = isatty(fileno(g_out));
+  const auto t0 = std::chrono::steady_clock::now();
+  auto last_shown = t0;
+  long long shown_step = -1;
+  auto progress = [&] {
+    const auto now = std::chrono::steady_clock::now();
+    const long long step = last_logged_step(dir / "metrics.jsonl");
+    const bool due = tty ? now - last_shown >= std::chrono::seconds(1)
+                         : step != shown_step &&
+                               (shown_step < 0 || now - last_shown >= std::chrono::seconds(30));
+    if (!due || (!tty && step < 0)) return;
+    last_shown = now;
+    shown_step = step;
+    const double s = std::chrono::duration<double>(now - t0).count();
+    const std::string text =
+        step < 0 ? fmt::format("    {}: starting, {:.0f} s", row.name, s)
+                 : fmt::format("    {}: step {} of {}, {:.0f} s", row.name, step, stop_at, s);
+    std::fprintf(g_out, tty ? "\r%-60s" : "%s\n", text.c_str());
+    std::fflush(g_out);
+  };
+  const int status = run_child(
+      "exec " + cmd + (first ? " > " : " >> ") + shell_quote(log.string()) + " 2>&1", progress);
+  if (tty && shown_step != -1) std::fprintf(g_out, "\r%-60s\r", "");
   if (WIFSIGNALED(status) ||
       (WIFEXITED(status) && (WEXITSTATUS(status) == 130 || WEXITSTATUS(status) == 143)))
     throw gt::Error(fmt::format("row '{}' was interrupted (its checkpoint is in {}); see {}",
@@ -348,9 +400,9 @@ int run_ablate(const Args& a) {
   const std::regex row_dir(R"([0-9]+_(baseline|\+[a-z0-9_]+)(\.log)?)");
   for (auto& e : fs::directory_iterator(a.out))
     if (std::regex_match(e.path().filename().string(), row_dir)) fs::remove_all(e.path());
-  std::printf("greentrain ablate: %s, %d steps per row, memory budget %s (%s)\n", a.config.c_str(),
-              a.steps, gt::format_bytes(budget).c_str(),
-              a.memory_budget > 0 ? "--memory-budget" : "the baseline's plan");
+  std::fprintf(g_out, "greentrain ablate: %s, %d steps per row, memory budget %s (%s)\n",
+               a.config.c_str(), a.steps, gt::format_bytes(budget).c_str(),
+               a.memory_budget > 0 ? "--memory-budget" : "the baseline's plan");
   std::vector<Row> rows;
   Row r;
   r.name = "baseline";
@@ -378,7 +430,8 @@ int run_ablate(const Args& a) {
               to = (int)((int64_t)a.steps * (r + 1) / a.rounds);
     starts.push_back(from + 1);
     if (a.rounds > 1)
-      std::printf("round %d of %d: steps %d to %d of every row\n", r + 1, a.rounds, from + 1, to);
+      std::fprintf(g_out, "round %d of %d: steps %d to %d of every row\n", r + 1, a.rounds,
+                   from + 1, to);
     for (size_t i = 0; i < rows.size(); ++i)
       run_segment(args, data_path, rows[i], folder(i), to, r == 0);
   }
@@ -391,9 +444,10 @@ int run_ablate(const Args& a) {
       "factor_vs_prev,factor_vs_baseline,claimed_factor,claimed_cumulative,energy_basis,"
       "joules_to_target\n";
   nlohmann::ordered_json js = nlohmann::ordered_json::array();
-  std::printf("\n%-12s %6s %9s %9s %9s %10s %10s %6s %6s %7s %8s %8s %8s %8s %8s %9s  %s\n", "row",
-              "batch", "tok/s", "J/token", "tok/J", "peak mem", "planned", "vs pl", "loss", "val",
-              "spd prev", "spd base", "tokJ prev", "tokJ base", "claimed", "claim cum", "energy");
+  std::fprintf(g_out, "\n%-12s %6s %9s %9s %9s %10s %10s %6s %6s %7s %8s %8s %8s %8s %8s %9s  %s\n",
+               "row", "batch", "tok/s", "J/token", "tok/J", "peak mem", "planned", "vs pl", "loss",
+               "val", "spd prev", "spd base", "tokJ prev", "tokJ base", "claimed", "claim cum",
+               "energy");
   double claimed_cum = 1.0;
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& w = rows[i];
@@ -407,12 +461,14 @@ int run_ablate(const Args& a) {
     double sprev = i == 0 ? 1.0 : ratio(w.tokens_per_s, rows[i - 1].tokens_per_s);
     double sbase = ratio(w.tokens_per_s, rows[0].tokens_per_s);
     const bool whole_run = w.tokens_per_joule && w.energy_basis != "training intervals";
-    std::printf(
+    std::fprintf(
+        g_out,
         "%-12s %6d %9.0f %9s %9s %10s %10s %+5.1f%% %6.3f %7.3f %7.2fx %7.2fx %9s %9s "
         "%7.2fx %8.2fx  %s%s\n",
         w.name.c_str(), w.batch, w.tokens_per_s,
-        fmt_or_unknown(w.joules_per_token, "{:.4f}", 9).c_str(),
-        fmt_or_unknown(w.tokens_per_joule, "{:.1f}", 9).c_str(),
+        // significant digits: a small J/token is never 0.0000
+        fmt_or_unknown(w.joules_per_token, "{:.4g}", 9).c_str(),
+        fmt_or_unknown(w.tokens_per_joule, "{:.4g}", 9).c_str(),
         gt::format_bytes(w.peak_rss).c_str(), gt::format_bytes(w.planned).c_str(),
         w.planned ? 100.0 * ((double)w.peak_rss - (double)w.planned) / (double)w.planned : 0.0,
         w.loss, w.val_loss, sprev, sbase, fmt_or_unknown(fprev, "{:.2f}x", 9).c_str(),
@@ -461,7 +517,8 @@ int run_ablate(const Args& a) {
       can_cap ? "a writable power limit exists; run `greentrain tune` for this row"
               : "no writable power-limit interface (RAPL powercap or NVML) on this machine";
   claimed_cum *= claimed_factor("power_limit");
-  std::printf(
+  std::fprintf(
+      g_out,
       "%-12s %6s %9s %9s %9s %10s %10s %6s %6s %7s %8s %8s %8s %8s %7.2fx %8.2fx  not measured: "
       "%s\n",
       "+power_cap", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", 1.12,
@@ -480,28 +537,29 @@ int run_ablate(const Args& a) {
   const double speed = rows.back().tokens_per_s / rows[0].tokens_per_s;
   const bool est =
       std::any_of(rows.begin(), rows.end(), [](const Row& w) { return w.energy == "estimated"; });
-  std::printf(
-      "\ncombined (measured rows): %.2fx tokens/s and %s tokens per joule against the "
-      "baseline; the survey claims %.1fx with the power cap\n",
-      speed, fmt_or_unknown(combined, "{:.2f}x", 0).c_str(), claimed_cum);
+  std::fprintf(g_out,
+               "\ncombined (measured rows): %.2fx tokens/s and %s tokens per joule against the "
+               "baseline; the survey claims %.1fx with the power cap\n",
+               speed, fmt_or_unknown(combined, "{:.2f}x", 0).c_str(), claimed_cum);
   if (est)
-    std::printf(
+    std::fprintf(
+        g_out,
         "energy is ESTIMATED here (CPU utilization x TDP, no energy counters), so tokens/J "
         "follows tokens/s\n");
   for (auto& w : rows)  // the reason once per row whose energy is unknown
     if (!w.tokens_per_joule)
-      std::printf("energy unknown for row %s: %s\n", w.name.c_str(),
-                  w.energy_unknown_reason.c_str());
+      std::fprintf(g_out, "energy unknown for row %s: %s\n", w.name.c_str(),
+                   w.energy_unknown_reason.c_str());
   for (auto& w : rows)
     if (w.tokens_per_joule && w.energy_basis != "training intervals")
-      std::printf("row %s: energy is the %s\n", w.name.c_str(), w.energy_basis.c_str());
+      std::fprintf(g_out, "row %s: energy is the %s\n", w.name.c_str(), w.energy_basis.c_str());
   for (auto& w : rows)
     if (!w.flags.empty())
-      std::printf("warning: row %s: the energy meter flagged: %s\n", w.name.c_str(),
-                  w.flags.c_str());
-  std::printf(
-      "tokens/s: median step without the first step of each run segment; J/token: the "
-      "logged intervals without the ones holding those steps (they create the kernels)\n");
+      std::fprintf(g_out, "warning: row %s: the energy meter flagged: %s\n", w.name.c_str(),
+                   w.flags.c_str());
+  std::fprintf(g_out,
+               "tokens/s: median step without the first step of each run segment; J/token: the "
+               "logged intervals without the ones holding those steps (they create the kernels)\n");
   nlohmann::ordered_json ranking = nlohmann::ordered_json::array();
   if (args.has_target) {
     // fewest joules to the target first; reached with unknown energy next; not reached last
@@ -514,21 +572,21 @@ int run_ablate(const Args& a) {
       if (rank(x) != rank(y)) return rank(x) < rank(y);
       return rank(x) == 0 && *joules_to_target(*x) < *joules_to_target(*y);
     });
-    std::printf("\nranked by joules to validation loss %g:\n", cfg.target_loss);
+    std::fprintf(g_out, "\nranked by joules to validation loss %g:\n", cfg.target_loss);
     int place = 0;
     for (const Row* w : order_j) {
       const auto& t = w->target;
       ranking.push_back(w->name);
       if (rank(w) == 2) {
-        std::printf("  -  %-12s not reached: %s\n", w->name.c_str(),
-                    t.value("reason", std::string("no target in summary.json")).c_str());
+        std::fprintf(g_out, "  -  %-12s not reached: %s\n", w->name.c_str(),
+                     t.value("reason", std::string("no target in summary.json")).c_str());
         continue;
       }
-      std::printf("  %d. %-12s %s J%s at step %lld, %.1f s\n", ++place, w->name.c_str(),
-                  fmt_or_unknown(joules_to_target(*w), "{:.4g}", 0).c_str(),
-                  t.value("energy_estimated", false) ? " (estimated)" : "",
-                  (long long)t.value("step", int64_t(0)),
-                  t["seconds"].is_number() ? t["seconds"].get<double>() : NAN);
+      std::fprintf(g_out, "  %d. %-12s %s J%s at step %lld, %.1f s\n", ++place, w->name.c_str(),
+                   fmt_or_unknown(joules_to_target(*w), "{:.4g}", 0).c_str(),
+                   t.value("energy_estimated", false) ? " (estimated)" : "",
+                   (long long)t.value("step", int64_t(0)),
+                   t["seconds"].is_number() ? t["seconds"].get<double>() : NAN);
     }
   }
   nlohmann::ordered_json doc;
@@ -547,14 +605,20 @@ int run_ablate(const Args& a) {
   }
   std::ofstream(fs::path(a.out) / "ablation.csv") << csv;
   std::ofstream(fs::path(a.out) / "ablation.json") << doc.dump(2) << "\n";
-  std::printf("wrote %s and %s\n", (fs::path(a.out) / "ablation.csv").c_str(),
-              (fs::path(a.out) / "ablation.json").c_str());
+  if (!a.json.empty()) {
+    nlohmann::json out = nlohmann::json::parse(doc.dump());
+    out["schema"] = "greentrain.ablate/1";
+    out["out"] = a.out;
+    gt::cli::write_json_output(a.json, out);
+  }
+  std::fprintf(g_out, "wrote %s and %s\n", (fs::path(a.out) / "ablation.csv").c_str(),
+               (fs::path(a.out) / "ablation.json").c_str());
 #ifdef GT_HAVE_REPORT
   try {
     const auto rep = gt::report::write_report({a.out}, (fs::path(a.out) / "report.html").string());
-    std::printf("wrote %s\n", rep.path.c_str());
+    std::fprintf(g_out, "wrote %s\n", rep.path.c_str());
   } catch (const std::exception& e) {
-    std::printf("report not written: %s\n", e.what());
+    std::fprintf(g_out, "report not written: %s\n", e.what());
   }
 #endif
   return 0;
@@ -579,8 +643,13 @@ void setup(CLI::App& app) {
   sub->add_option("--recompute", args->recompute,
                   "Policy of the recompute row: gelu, gelu+ln or block (default block)");
   sub->add_option("--set", args->sets, "Override a key for every row (repeatable)")
-      ->type_name("KEY=VALUE");
-  sub->callback([args] { gt::cli::exit_code() = run_ablate(*args); });
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false);
+  gt::cli::add_json_option(sub, args->json, "the ablation table (ablation.json's content)");
+  sub->callback([args] {
+    g_out = gt::cli::human_out(args->json);
+    gt::cli::exit_code() = run_ablate(*args);
+  });
 }
 
 gt::cli::Registrar reg(45, "ablate", setup);

@@ -11,7 +11,7 @@
 namespace {
 
 struct Args {
-  std::string run_dir, data;
+  std::string run_dir, data, json;
   std::vector<std::string> sets;
 };
 
@@ -32,7 +32,23 @@ int run_eval(const Args& a) {
   const double bytes_per_token = gt::eval_bytes_per_token(lm.tokenizer, d.val, cfg.batch_size,
                                                           cfg.model.block_size, cfg.eval_steps);
   const auto bpb = gt::bits_per_byte(loss, bytes_per_token);
-  std::printf(
+  if (!a.json.empty()) {
+    gt::cli::write_json_output(
+        a.json, {{"schema", "greentrain.eval/1"},
+                 {"run_dir", a.run_dir},
+                 {"step", lm.step},
+                 {"val_loss", loss},
+                 {"perplexity", std::exp(loss)},
+                 {"bits_per_byte", bpb ? nlohmann::json(*bpb) : nlohmann::json()},
+                 {"bytes_per_token", bpb ? nlohmann::json(bytes_per_token) : nlohmann::json()},
+                 {"tokenizer", lm.tokenizer.kind},
+                 {"batches", cfg.eval_steps},
+                 {"batch_size", cfg.batch_size},
+                 {"block_size", cfg.model.block_size},
+                 {"data", cfg.data_path}});
+  }
+  std::fprintf(
+      gt::cli::human_out(a.json),
       "step %lld | val loss %.4f | perplexity %.3f | %s | %d batches of %d x %d tokens from %s\n",
       (long long)lm.step, loss, std::exp(loss),
       bpb ? fmt::format("{:.4f} bits per byte ({:.3f} bytes per token, {} tokenizer)", *bpb,
@@ -54,7 +70,9 @@ void setup(CLI::App& app) {
   sub->add_option("--set", args->sets,
                   "Override a key, e.g. --set train.eval_steps=50 or --set data.format=nanogpt "
                   "(model.* keys stay the checkpoint's)")
-      ->type_name("KEY=VALUE");
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false);
+  gt::cli::add_json_option(sub, args->json, "the validation figures");
   sub->callback([args] { gt::cli::exit_code() = run_eval(*args); });
 }
 

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/carbon_options.h"
 #include "cli/command.h"
 #include "energy/carbon.h"
 #include "energy/error.h"
@@ -39,6 +40,7 @@ struct MeasureArgs {
   std::optional<double> carbon_g;  ///< unset: the meter's labelled default; 0 is 0
   std::string carbon_region;
   std::string carbon_csv;
+  gt::energy::CarbonReadOptions carbon_read;
   double carbon_utc_offset_h = 0;
   std::string carbon_start;
   std::string csv, json;
@@ -58,17 +60,22 @@ int run_measure(const MeasureArgs& a) {
         fmt::format("--interval {}: expected a positive number of ms", a.interval_ms));
   opt.interval_s = a.interval_ms / 1000.0;
   if (!a.carbon_csv.empty()) {
-    opt.carbon = CarbonIntensity::from_csv(a.carbon_csv, a.carbon_utc_offset_h, a.carbon_region);
+    opt.carbon = CarbonIntensity::from_csv(a.carbon_csv, a.carbon_utc_offset_h, "", a.carbon_read);
     if (!a.carbon_start.empty())  // read like the series' rows: naive at the offset, or its own
       opt.carbon_replay_start_unix_s = static_cast<double>(
           parse_time_or_throw(a.carbon_start, std::llround(a.carbon_utc_offset_h * 3600),
                               "--carbon-start")
               .unix_s);
   } else if (a.carbon_g) {
-    opt.carbon = CarbonIntensity::constant(*a.carbon_g, a.carbon_region, "--carbon-intensity");
-  } else if (!a.carbon_start.empty()) {
-    throw EnergyError("--carbon-start: replays a series; expected --carbon-csv with it");
+    opt.carbon = CarbonIntensity::constant(*a.carbon_g, "", "--carbon-intensity");
+  } else if (!a.carbon_region.empty()) {
+    opt.carbon = CarbonIntensity::for_country(a.carbon_region, "--carbon-region");
   }
+  if (!a.carbon_start.empty() && a.carbon_csv.empty())
+    throw EnergyError("--carbon-start: replays a series; expected --carbon-csv with it");
+  // with a series or a constant, --carbon-region names the country the figure is for
+  if (!a.carbon_region.empty() && opt.carbon.origin() != CarbonOrigin::kCountry)
+    opt.carbon = opt.carbon.with_country(a.carbon_region, "--carbon-region");
   if (a.tdp_w > 0) opt.cpu_tdp_w = a.tdp_w;
 
   // Start the child blocked on a pipe so the meter (which may watch its process tree) is ready
@@ -163,6 +170,8 @@ int run_measure(const MeasureArgs& a) {
   RunInfo run;
   run.project_name = "greentrain-measure";
   run.region = opt.carbon.region();
+  run.country_iso_code = m.carbon_country_iso_code;
+  run.country_name = m.carbon_country_name;
   run.tracking_mode = a.process ? "process" : "machine";
   if (!a.csv.empty()) append_codecarbon_csv(a.csv, m, run);
   if (!a.json.empty()) {
@@ -171,7 +180,8 @@ int run_measure(const MeasureArgs& a) {
     j["exit_code"] = code;
     j["sampler_overhead_fraction"] = overhead;
     j["interval_s"] = opt.interval_s;
-    write_json_file(a.json, j);
+    j["schema"] = "greentrain.measure/1";
+    gt::cli::write_json_output(a.json, j);
   }
   return code;
 }
@@ -185,17 +195,23 @@ gt::cli::Registrar reg(40, "measure", [](CLI::App& root) {
                            "constant grid intensity, gCO2e/kWh, >= 0 (unset: 475, the IEA world "
                            "average, reported as the default)");
   auto* cc = c->add_option("--carbon-csv", a->carbon_csv,
-                           "intensity series CSV with columns Time, Carbon Intensity (gCO2e/kWh)");
+                           "intensity series: greentrain's CSV (Time, Carbon Intensity in "
+                           "gCO2e/kWh), an Electricity Maps export, UK Carbon Intensity API JSON, "
+                           "WattTime MOER, an ENTSO-E-style CSV (detected, or --carbon-format)");
   ci->excludes(cc);
+  gt::cli::add_carbon_read_options(c, a->carbon_read);
   c->add_option("--carbon-utc-offset", a->carbon_utc_offset_h,
                 "hours east of UTC of the series' naive times (default 0); rows with their "
                 "own offset (Z, +02:00) keep it");
   c->add_option("--carbon-start", a->carbon_start,
                 "replay: take the start to be this series time, 'YYYY-MM-DD HH:MM:SS' (at "
                 "--carbon-utc-offset) or with its offset, e.g. 2020-06-08T00:30:00Z");
-  c->add_option("--carbon-region", a->carbon_region, "region label shown with the intensity");
+  c->add_option("--carbon-region", a->carbon_region,
+                "country (ISO 3166-1 alpha-3, e.g. DEU): its annual average intensity (Our World "
+                "in Data / Ember 2021, as CodeCarbon), or with --carbon-csv/--carbon-intensity the "
+                "country those figures are for; fills emissions.csv's country columns");
   c->add_option("--csv", a->csv, "append a CodeCarbon emissions.csv row to this file");
-  c->add_option("--json", a->json, "write the measurement as JSON to this file");
+  gt::cli::add_json_option(c, a->json, "the measurement");
   c->add_option("--tdp", a->tdp_w, "CPU TDP per socket in W for the estimate (default: table)");
   c->add_flag("--process", a->process,
               "estimate CPU/memory of the command's process tree, not the whole machine");

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "cli/carbon_options.h"
 #include "cli/command.h"
 #include "core/error.h"
 #include "sched/carbon.h"
@@ -19,6 +20,7 @@ namespace {
 struct ScheduleArgs {
   std::string jobs_toml;
   std::string carbon_csv;
+  gt::energy::CarbonReadOptions carbon_read;
   std::string utc_offset;
   std::string cluster_tz = "local";
   double power_budget_w = 0;
@@ -76,6 +78,7 @@ std::vector<gt::sched::Job> load_jobs(const ScheduleArgs& a, const gt::sched::Ti
 
 void run_schedule(const ScheduleArgs& a) {
   using namespace gt::sched;
+  FILE* out = gt::cli::human_out(a.json_path);
   const TimeZone zone = TimeZone::parse(a.utc_offset, "--utc-offset");
   const SlurmZone cluster_zone = SlurmZone::parse(a.cluster_tz);
   PlanOptions opt;
@@ -88,7 +91,10 @@ void run_schedule(const ScheduleArgs& a) {
   SlotGrid grid;
   grid.slot_s = a.slot_s;
   grid.value_at_start = parse_slot_value(a.slot_value);
-  const CarbonSeries series = load_carbon_csv(a.carbon_csv, zone, grid);
+  gt::energy::CarbonReadOptions read = a.carbon_read;
+  read.preferred_value_kind = "forecast";  // a plan is made ahead of time: on the forecast
+  const CarbonSeries series = load_carbon_csv(a.carbon_csv, zone, grid, read);
+  std::fprintf(out, "carbon series %s: %s\n", a.carbon_csv.c_str(), series.source.c_str());
   const std::vector<Job> jobs = load_jobs(a, zone);
   const auto t0 = std::chrono::steady_clock::now();
   const Plan plan = make_plan(jobs, series, opt);
@@ -96,18 +102,20 @@ void run_schedule(const ScheduleArgs& a) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // A hole in the series is bridged with the value before it: say so, in every output.
   const std::vector<std::string> gaps = gap_warnings(series);
-  for (const auto& g : gaps) std::printf("warning: %s\n", g.c_str());
-  std::fputs(plan_table(plan, zone).c_str(), stdout);
-  std::printf("planned in %.4f s (%zu job(s), %zu slot(s))\n", planning_s, jobs.size(),
-              series.g_co2e_per_kwh.size());
+  for (const auto& g : gaps) std::fprintf(out, "warning: %s\n", g.c_str());
+  std::fputs(plan_table(plan, zone).c_str(), out);
+  std::fprintf(out, "planned in %.4f s (%zu job(s), %zu slot(s))\n", planning_s, jobs.size(),
+               series.g_co2e_per_kwh.size());
   if (!a.json_path.empty()) {
     nlohmann::json j = plan_to_json(plan, zone);
     j["carbon_csv"] = a.carbon_csv;
+    j["carbon_series"] = series.source;
     j["carbon_warnings"] = gaps;
     j["jobs_toml"] = a.jobs_toml;
     j["planning_s"] = planning_s;
-    write_file_atomic(a.json_path, j.dump(2) + "\n");
-    std::printf("plan written to %s\n", a.json_path.c_str());
+    j["schema"] = "greentrain.schedule/1";
+    gt::cli::write_json_output(a.json_path, j);
+    if (a.json_path != "-") std::fprintf(out, "plan written to %s\n", a.json_path.c_str());
   }
   if (!a.submit.empty()) {
     gt::check(a.seeds == 1, "--submit with --seeds > 1: expected one plan to submit (one seed)");
@@ -116,19 +124,19 @@ void run_schedule(const ScheduleArgs& a) {
     const std::string sbatch = sbatch_program();
     const auto calls = sbatch_calls(plan, jobs, cluster_zone);
     if (a.dry_run) {
-      std::printf("# dry run: %zu sbatch call(s); --begin/--deadline are wall clock in %s\n",
-                  calls.size(), cluster_zone.describe().c_str());
+      std::fprintf(out, "# dry run: %zu sbatch call(s); --begin/--deadline are wall clock in %s\n",
+                   calls.size(), cluster_zone.describe().c_str());
       for (const auto& c : calls) {
         if (c.run_index > 0)
-          std::printf("# run %zu of %s: PREV_JOBID is the id the previous line printed\n",
-                      c.run_index, c.job_name.c_str());
-        std::printf("%s\n", sbatch_command_line(sbatch, c).c_str());
+          std::fprintf(out, "# run %zu of %s: PREV_JOBID is the id the previous line printed\n",
+                       c.run_index, c.job_name.c_str());
+        std::fprintf(out, "%s\n", sbatch_command_line(sbatch, c).c_str());
       }
     } else {
       const auto ids = submit_sbatch(calls, sbatch);
       for (std::size_t i = 0; i < calls.size(); ++i)
-        std::printf("submitted %s run %zu as Slurm job %s\n", calls[i].job_name.c_str(),
-                    calls[i].run_index, ids[i].c_str());
+        std::fprintf(out, "submitted %s run %zu as Slurm job %s\n", calls[i].job_name.c_str(),
+                     calls[i].run_index, ids[i].c_str());
     }
   }
   // More seeds of the forecast noise: one line each (the table above is the first seed's).
@@ -143,13 +151,14 @@ void run_schedule(const ScheduleArgs& a) {
           k == 0 ? planning_s
                  : std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
       sum += p.saving_pct();
-      std::printf(
+      std::fprintf(
+          out,
           "seed %llu: %.6f gCO2e for %zu scheduled job(s), baseline %.6f gCO2e (%zu compared): "
           "%.4f %% saved; planned in %.4f s\n",
           static_cast<unsigned long long>(o.seed), p.planned_g_co2e,
           p.jobs.size() - p.unscheduled(), p.baseline_g_co2e, p.compared, p.saving_pct(), s1);
     }
-    std::printf("mean over %d seeds: %.4f %% saved\n", a.seeds, sum / a.seeds);
+    std::fprintf(out, "mean over %d seeds: %.4f %% saved\n", a.seeds, sum / a.seeds);
   }
   // Exit 2 when a job could not be scheduled, so scripts notice.
   gt::cli::exit_code() = plan.unscheduled() > 0 ? 2 : 0;
@@ -166,8 +175,12 @@ void setup(CLI::App& root) {
                 "nominal_start|arrival_time, duration_s|duration_minutes, ...; see README)")
       ->required();
   c->add_option("--carbon-csv", a->carbon_csv,
-                "carbon-intensity series (CSV with columns Time, Carbon Intensity in gCO2e/kWh)")
+                "carbon-intensity series: greentrain's CSV (Time, Carbon Intensity in gCO2e/kWh), "
+                "an Electricity Maps export, UK Carbon Intensity API JSON, WattTime MOER, an "
+                "ENTSO-E-style CSV (--carbon-format; a source with forecast and actual values is "
+                "read at its forecast unless --carbon-value actual)")
       ->required();
+  gt::cli::add_carbon_read_options(c, a->carbon_read);
   c->add_option("--utc-offset,--tz", a->utc_offset,
                 "time zone of the CSV's times and of job times without an offset, and of the "
                 "plan's output: hours east of UTC (0, 1, -5, 5.5, +01:00), UTC, or an IANA zone "
@@ -214,7 +227,7 @@ void setup(CLI::App& root) {
                 "plan N times, with seeds --seed .. --seed+N-1, and print each plan's totals and "
                 "the mean saving (the table and --json are the first seed's)")
       ->check(CLI::Range(1, 1000000));
-  c->add_option("--json", a->json_path, "also write the plan as JSON to this file");
+  gt::cli::add_json_option(c, a->json_path, "the plan");
   c->add_option("--submit", a->submit, "submit the plan: slurm (sbatch; $GT_SBATCH overrides)");
   c->add_flag("--dry-run", a->dry_run, "with --submit: print the sbatch lines, submit nothing");
   c->callback([a]() { run_schedule(*a); });

@@ -13,28 +13,35 @@
 
 namespace {
 
-void run_sensors(bool as_json) {
+void run_sensors(const std::string& json_path) {
   using namespace gt::energy;
   MeterOptions opt;
   opt.interval_s = 0;  // look, do not sample
   auto meter = Meter::create(opt);
   auto infos = meter->sensors();
-  if (as_json) {
-    nlohmann::json j = nlohmann::json::array();
+  if (!json_path.empty()) {
+    nlohmann::json list = nlohmann::json::array();
     for (const auto& s : infos)
-      j.push_back({{"name", s.name},
-                   {"domain", s.domain},
-                   {"device", s.device},
-                   {"kind", to_string(s.kind)},
-                   {"unit", s.unit},
-                   {"available", s.available},
-                   {"counted", s.counted},
-                   {"method", s.method},
-                   {"reason", s.reason},
-                   {"refresh_period_s", s.refresh_period_s},
-                   {"wrap_j", s.wrap_j ? nlohmann::json(*s.wrap_j) : nlohmann::json(nullptr)}});
-    std::fputs((j.dump(2) + "\n").c_str(), stdout);
-    return;
+      list.push_back({{"name", s.name},
+                      {"domain", s.domain},
+                      {"index", s.index},
+                      {"device", s.device},
+                      {"kind", to_string(s.kind)},
+                      {"unit", s.unit},
+                      {"available", s.available},
+                      // a sensor that cannot be read counts nothing
+                      {"counted", s.available && s.counted},
+                      {"method", s.method},
+                      {"reason", s.reason},
+                      {"refresh_period_s", s.refresh_period_s},
+                      {"wrap_j", s.wrap_j ? nlohmann::json(*s.wrap_j) : nlohmann::json(nullptr)}});
+    gt::cli::write_json_output(json_path, {{"schema", "greentrain.sensors/1"},
+                                           {"sensors", list},
+                                           {"estimated", meter->estimated()},
+                                           {"nvml_library", nvml::Library::library_name()},
+                                           {"powercap_root", powercap_root()},
+                                           {"lock_dir", lock_dir()}});
+    if (json_path == "-") return;
   }
   std::printf("%-22s %-5s %-15s %-5s %-13s %s\n", "SENSOR", "DOM", "KIND", "UNIT", "STATUS",
               "DEVICE / METHOD / REASON");
@@ -55,8 +62,8 @@ void run_sensors(bool as_json) {
 
 gt::cli::Registrar reg(50, "sensors", [](CLI::App& root) {
   auto* c = root.add_subcommand("sensors", "list the power and energy sensors of this machine");
-  auto json = std::make_shared<bool>(false);
-  c->add_flag("--json", *json, "print JSON instead of a table");
+  auto json = std::make_shared<std::string>();
+  gt::cli::add_json_option(c, *json, "the sensor list");
   c->callback([json] {
     run_sensors(*json);
     gt::cli::exit_code() = 0;

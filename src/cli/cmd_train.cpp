@@ -14,6 +14,7 @@
 #include "cli/command.h"
 #include "core/error.h"
 #include "dist/mpi_comm.h"
+#include "energy/error.h"
 #include "train/checkpoint.h"
 #include "train/energy_hook.h"
 #include "train/run_summary.h"
@@ -105,6 +106,14 @@ int run_train(const Args& a, gt::dist::MpiRuntime* mpi) {
   if (!a.data.empty()) cfg.data_path = a.data;
   if (!a.init_from.empty()) cfg.init_from = a.init_from;
   cfg.validate();
+  // Every input is checked before the data is loaded (which may take minutes): the carbon
+  // file is read here, with the meter's other options.
+  gt::energy::MeterOptions meter_opt;
+  try {
+    meter_opt = gt::meter_options(cfg);
+  } catch (const gt::energy::EnergyError& e) {
+    throw gt::Error(e.what());
+  }
   // Some inputs can only be checked once the trainer exists (the power-limit devices, the energy
   // sensors and carbon data): a start that fails leaves no run folder (or, in a folder that
   // existed, no config.toml) behind. Disarmed once training begins.
@@ -178,7 +187,7 @@ int run_train(const Args& a, gt::dist::MpiRuntime* mpi) {
   // one reader per device per node (node lock): rank 0 takes its node's devices first, so that
   // its progress lines show them
   if (comm && rank != 0) comm->barrier();
-  gt::EnergyHook energy(c, out, rank == 0 ? stdout : nullptr);
+  gt::EnergyHook energy(c, out, rank == 0 ? stdout : nullptr, meter_opt);
   if (comm && rank == 0) comm->barrier();
   energy.set_communicator(comm.get());
   trainer.set_observer(&energy);
@@ -222,8 +231,10 @@ void setup(CLI::App& app) {
   sub->add_option("config", args->config,
                   "TOML configuration (configs/*.toml); not needed with --resume");
   sub->add_option("--set", args->sets,
-                  "Override a key, e.g. --set train.max_steps=100 (repeatable)")
-      ->type_name("KEY=VALUE");
+                  "Override a key, e.g. --set train.max_steps=100 (repeatable; before or after "
+                  "CONFIG)")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false);
   sub->add_option("--data", args->data, "Data file (overrides data.path)");
   sub->add_option("--out", args->out, "Run folder (default runs/<config name>)");
   sub->add_option("--init-from", args->init_from,

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "cli/command.h"
 #include "core/error.h"
@@ -95,10 +96,12 @@ struct TuneArgs {
   double eta = 0.5;
   double max_slowdown = 1.1;
   std::string profile;
+  std::string json;
 };
 
 void run_tune(const TuneArgs& a) {
   using namespace gt::tune;
+  FILE* out = gt::cli::human_out(a.json);
   TuneOptions opt;
   opt.step_w = a.step_w;
   opt.warmup_steps = a.warmup_steps;
@@ -118,10 +121,10 @@ void run_tune(const TuneArgs& a) {
       devices.push_back(sims.back());
     }
     const SimulatedModel m;
-    std::printf(
-        "simulated device(s): limits [%g, %g] W, draw %g W uncapped, idle %g W, "
-        "throughput ((L-idle)/(draw-idle))^%g, %g s/step uncapped\n",
-        m.min_w, m.max_w, m.draw_w, m.idle_w, m.exponent, m.step_time_s);
+    std::fprintf(out,
+                 "simulated device(s): limits [%g, %g] W, draw %g W uncapped, idle %g W, "
+                 "throughput ((L-idle)/(draw-idle))^%g, %g s/step uncapped\n",
+                 m.min_w, m.max_w, m.draw_w, m.idle_w, m.exponent, m.step_time_s);
     profile = simulated_profile(sims);
   } else {
     gt::check(!a.config.empty(),
@@ -150,29 +153,50 @@ void run_tune(const TuneArgs& a) {
     profile = factory(a.config, a.overrides, a.out);
   }
   for (const auto& d : devices)
-    std::printf("device %s: limit %g W, allowed [%g, %g] W\n", d->name().c_str(), d->limit_w(),
-                d->min_limit_w(), d->max_limit_w());
-  TuneResult r = tune_power_limit(devices, profile, opt, stdout);
+    std::fprintf(out, "device %s: limit %g W, allowed [%g, %g] W\n", d->name().c_str(),
+                 d->limit_w(), d->min_limit_w(), d->max_limit_w());
+  TuneResult r = tune_power_limit(devices, profile, opt, out);
   if (r.reused_profile)
-    std::printf("(profile reused from %s; nothing was run)\n", a.profile.c_str());
+    std::fprintf(out, "(profile reused from %s; nothing was run)\n", a.profile.c_str());
   const ProfilePoint* top = &r.points.front();
   const ProfilePoint* best = top;
   for (const auto& p : r.points)
     if (p.limit_w == r.chosen_limit_w) best = &p;
-  std::printf(
-      "chosen power limit: %g W (objective %s, eta %g, P_max %g W)\n"
-      "  vs %g W: energy per step %.1f %%, time per step %+.1f %%\n",
-      r.chosen_limit_w, std::string(objective_name(opt.objective)).c_str(), opt.eta, r.p_max_w,
-      top->limit_w,
-      100.0 * (best->energy_per_step_j - top->energy_per_step_j) / top->energy_per_step_j,
-      100.0 * (best->time_per_step_s - top->time_per_step_s) / top->time_per_step_s);
-  std::printf("limits restored to:");
+  std::fprintf(out,
+               "chosen power limit: %g W (objective %s, eta %g, P_max %g W)\n"
+               "  vs %g W: energy per step %.1f %%, time per step %+.1f %%\n",
+               r.chosen_limit_w, std::string(objective_name(opt.objective)).c_str(), opt.eta,
+               r.p_max_w, top->limit_w,
+               100.0 * (best->energy_per_step_j - top->energy_per_step_j) / top->energy_per_step_j,
+               100.0 * (best->time_per_step_s - top->time_per_step_s) / top->time_per_step_s);
+  std::fprintf(out, "limits restored to:");
   for (std::size_t i = 0; i < devices.size(); ++i)
-    std::printf(" %s=%g W", devices[i]->name().c_str(), devices[i]->limit_w());
-  std::printf("\napply it with: greentrain train CONFIG --set train.power_limit=%g\n",
-              r.chosen_limit_w);
+    std::fprintf(out, " %s=%g W", devices[i]->name().c_str(), devices[i]->limit_w());
+  std::fprintf(out, "\napply it with: greentrain train CONFIG --set train.power_limit=%g\n",
+               r.chosen_limit_w);
   if (!a.profile.empty() && !r.reused_profile)
-    std::printf("profile written to %s\n", a.profile.c_str());
+    std::fprintf(out, "profile written to %s\n", a.profile.c_str());
+  if (!a.json.empty()) {
+    nlohmann::json pts = nlohmann::json::array();
+    for (const auto& p : r.points)
+      pts.push_back(
+          {{"limit_w", p.limit_w},
+           {"energy_per_step_j", p.energy_per_step_j},
+           {"time_per_step_s", p.time_per_step_s},
+           {"avg_power_w", p.avg_power_w()},
+           {"zeus_cost_j", zeus_cost_j(p.energy_per_step_j, p.time_per_step_s, opt.eta, r.p_max_w)},
+           {"flags", p.flags}});
+    gt::cli::write_json_output(a.json, {{"schema", "greentrain.tune/1"},
+                                        {"chosen_limit_w", r.chosen_limit_w},
+                                        {"objective", objective_name(opt.objective)},
+                                        {"eta", opt.eta},
+                                        {"p_max_w", r.p_max_w},
+                                        {"devices", r.devices},
+                                        {"original_limits_w", r.original_limits_w},
+                                        {"reused_profile", r.reused_profile},
+                                        {"simulated", a.simulate},
+                                        {"points", pts}});
+  }
 }
 
 void setup(CLI::App& root) {
@@ -180,7 +204,8 @@ void setup(CLI::App& root) {
   CLI::App* c = root.add_subcommand(
       "tune", "Search the power limit with the lowest energy-time cost (Zeus-style)");
   c->add_option("config", a->config, "training configuration (TOML) whose steps are profiled");
-  c->add_option("--set", a->overrides, "override a configuration key: key=value (repeatable)");
+  c->add_option("--set", a->overrides, "override a configuration key: key=value (repeatable)")
+      ->allow_extra_args(false);
   c->add_option("--out", a->out, "run folder for the profiled training (default runs/tune)");
   c->add_flag("--simulate", a->simulate,
               "search on simulated devices whose power and speed depend on the limit");
@@ -195,6 +220,8 @@ void setup(CLI::App& root) {
   c->add_option("--max-slowdown", a->max_slowdown,
                 "for --objective slowdown: time factor allowed vs the highest limit (default 1.1)");
   c->add_option("--profile", a->profile, "JSON profile: reused when it matches, else written");
+  gt::cli::add_json_option(c, a->json,
+                           "the search's result (every limit's profile, the chosen one)");
   c->callback([a]() { run_tune(*a); });
 }
 

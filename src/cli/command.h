@@ -3,7 +3,9 @@
 // src/cli/cmd_*.cpp are compiled into the program automatically.
 #pragma once
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -30,6 +32,23 @@ struct Registrar {
 
 /// The process exit code a subcommand's callback sets (default 0).
 int& exit_code();
+
+/// Exit code of a usage error (unknown command or option, missing argument, bad value), as
+/// getopt and argparse programs use it.
+inline constexpr int kUsageExit = 2;
+
+/// Writes `j` where a command's --json PATH says: "-" is standard output, any other path a
+/// file written to a temporary name and renamed. Throws gt::Error naming the path on failure.
+void write_json_output(const std::string& path, const nlohmann::json& j);
+
+/// Where a command prints its human-readable lines: standard error when its JSON goes to
+/// standard output (--json -), so that stdout holds the JSON alone; standard output otherwise.
+inline FILE* human_out(const std::string& json_path) { return json_path == "-" ? stderr : stdout; }
+
+/// Adds `--json [PATH]` to `c`: the JSON goes to PATH, or to standard output when PATH is "-"
+/// or left out (`--json` alone). `what` describes the document (its schema is in
+/// docs/cli-json.md).
+CLI::Option* add_json_option(CLI::App* c, std::string& path, const std::string& what);
 
 /// Puts every floating-point option of app and its subcommands through the one checked number
 /// parser (energy/parse.h): "nan", "inf", "1e999" and trailing text are refused with a message

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <string>
+#include <vector>
 
 #include "cli/command.h"
 #include "core/error.h"
@@ -17,6 +19,44 @@ std::vector<CommandEntry>& registry() {
 int& exit_code() {
   static int code = 0;
   return code;
+}
+
+void write_json_output(const std::string& path, const nlohmann::json& j) {
+  const std::string text = j.dump(2) + "\n";
+  if (path == "-") {
+    std::fputs(text.c_str(), stdout);
+    std::fflush(stdout);
+    return;
+  }
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::FILE* f = std::fopen(tmp.c_str(), "wb");
+    if (!f)
+      throw gt::Error(path +
+                      ": cannot write the JSON (folder missing or read-only?); expected "
+                      "a writable path, or - for standard output");
+    const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+    if (std::fclose(f) != 0 || !ok) {
+      std::remove(tmp.c_str());
+      throw gt::Error(path + ": writing the JSON failed (disk full?)");
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw gt::Error(path + ": cannot rename " + tmp + " into place");
+  }
+}
+
+CLI::Option* add_json_option(CLI::App* c, std::string& path, const std::string& what) {
+  // `--json` with no value: standard output ("-")
+  return c
+      ->add_option("--json", path,
+                   "write " + what +
+                       " as JSON to PATH (- or no PATH: standard output, the other output "
+                       "then goes to standard error; schema: docs/cli-json.md)")
+      ->type_name("PATH")
+      ->expected(0, 1)
+      ->default_str("-");
 }
 }  // namespace gt::cli
 
@@ -47,6 +87,36 @@ void set_openmp_spin(char** argv) {
   unsetenv("GOMP_SPINCOUNT");
   unsetenv(kSpinMarker);
 }
+
+// Edit distance of two short words (Levenshtein).
+std::size_t edits(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// `greentrain trian ...`: the nearest command names (within 2 edits, or a prefix), or empty.
+std::string suggest_command(const std::string& word) {
+  std::string best;
+  std::size_t best_d = 3;
+  for (const auto& c : gt::cli::registry()) {
+    const std::size_t d = c.name.rfind(word, 0) == 0 ? 1 : edits(word, c.name);
+    if (d < best_d) {
+      best_d = d;
+      best = c.name;
+    }
+  }
+  return best;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -58,10 +128,24 @@ int main(int argc, char** argv) {
   std::sort(reg.begin(), reg.end(), [](auto& a, auto& b) { return a.order < b.order; });
   for (auto& c : reg) c.setup(app);
   gt::cli::check_numbers(app);
+  // an unknown command: name the nearest one
+  if (argc > 1 && argv[1][0] != '-') {
+    const std::string word = argv[1];
+    const bool known =
+        std::any_of(reg.begin(), reg.end(), [&word](const auto& c) { return c.name == word; });
+    if (!known) {
+      const std::string near = suggest_command(word);
+      std::fprintf(stderr, "greentrain: unknown command '%s'%s; `greentrain --help` lists them\n",
+                   word.c_str(), near.empty() ? "" : ("; did you mean '" + near + "'?").c_str());
+      return gt::cli::kUsageExit;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version exit 0; every usage error exits 2 (CLI11's own codes are 100+)
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : gt::cli::kUsageExit;
   } catch (const gt::Error& e) {
     std::fprintf(stderr, "greentrain: error: %s\n", e.what());
     return 1;

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "energy/carbon_regions.h"
 #include "energy/error.h"
 
 namespace gt::energy {
@@ -29,39 +30,6 @@ bool digits(std::string_view s, int& out) {
   if (s.empty() || !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }))
     return false;
   return std::from_chars(s.data(), s.data() + s.size(), out).ec == std::errc();
-}
-
-std::vector<std::string_view> split(std::string_view line, char sep) {
-  std::vector<std::string_view> out;
-  std::size_t pos = 0;
-  while (true) {
-    const std::size_t q = line.find(sep, pos);
-    out.push_back(trim(line.substr(pos, q == std::string_view::npos ? q : q - pos)));
-    if (q == std::string_view::npos) break;
-    pos = q + 1;
-  }
-  return out;
-}
-
-// Text for an error message with invisible characters shown: control bytes as \xNN, a byte
-// order mark as \ufeff, a no-break space as \u00a0.
-std::string visible(std::string_view s) {
-  std::string out;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (s.substr(i, 3) == "\xEF\xBB\xBF") {
-      out += "\\ufeff";
-      i += 2;
-    } else if (s.substr(i, 2) == "\xC2\xA0") {
-      out += "\\u00a0";
-      ++i;
-    } else if (c < 0x20 || c == 0x7f) {
-      out += fmt::format("\\x{:02x}", c);
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out;
 }
 
 std::string utc_text(std::int64_t unix_s) { return format_wall_time(unix_s, 0) + "Z"; }
@@ -131,7 +99,7 @@ ParsedTime parse_time_or_throw(std::string_view text, std::int64_t naive_utc_off
   auto t = parse_time(text, naive_utc_offset_s, &why);
   if (!t)
     throw EnergyError(fmt::format("{}: time '{}' is not valid ({}); expected {}", where,
-                                  visible(text), why, kTimeForm));
+                                  quote_line(text, 60), why, kTimeForm));
   return *t;
 }
 
@@ -183,129 +151,22 @@ std::string format_span_s(std::int64_t s) {
                           : fmt::format("{} d", h / 24);
 }
 
+std::string CarbonCsv::describe() const {
+  std::string what = format;
+  if (!value_column.empty()) what += (what.empty() ? "" : " ") + value_column;
+  if (!unit.empty() && unit != "g/kWh") what += " in " + unit;
+  if (!note.empty()) what += ", " + note;
+  return fmt::format(
+      "{}{}, {} rows, step {}{}{}", what.empty() ? "" : what + ", ", zone_text(), t_s.size(),
+      format_span_s(step_s), gaps.empty() ? "" : fmt::format(", {} gap(s)", gaps.size()),
+      null_rows ? fmt::format(", {} null value(s) left out as gaps", null_rows) : "");
+}
+
 std::string CarbonCsv::zone_text() const {
   if (explicit_offsets) return "times with their own UTC offsets";
   if (!naive_zone.empty()) return "naive times in " + naive_zone;
   return fmt::format("naive times at UTC{}",
                      naive_utc_offset_s == 0 ? "+0" : offset_text(naive_utc_offset_s));
-}
-
-namespace {
-
-// The reader; naive times at naive_utc_offset_s, or through `resolve` when it is given.
-CarbonCsv read_csv(const std::string& path, std::int64_t naive_utc_offset_s,
-                   const NaiveTimeResolver* resolve, const std::string& zone_name) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw EnergyError(fmt::format(
-        "{}: cannot open the carbon-intensity CSV; expected a readable file with columns Time "
-        "and Carbon Intensity (gCO2e/kWh)",
-        path));
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::string_view rest(text);
-  if (rest.substr(0, 3) == "\xEF\xBB\xBF") rest.remove_prefix(3);  // UTF-8 byte order mark
-  auto next_line = [&rest](std::string_view& line) {
-    if (rest.empty()) return false;
-    const std::size_t nl = rest.find('\n');
-    line = rest.substr(0, nl);
-    rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);  // CRLF
-    return true;
-  };
-  std::string_view line;
-  if (!next_line(line) || trim(line).empty())
-    throw EnergyError(fmt::format(
-        "{}: empty first line; expected a header with columns Time and Carbon Intensity", path));
-  const auto header = split(line, ',');
-  int time_col = -1, ci_col = -1;
-  for (std::size_t i = 0; i < header.size(); ++i) {
-    if (header[i] == "Time") time_col = static_cast<int>(i);
-    if (header[i] == "Carbon Intensity") ci_col = static_cast<int>(i);
-  }
-  if (time_col < 0 || ci_col < 0)
-    throw EnergyError(fmt::format(
-        "{}: header '{}' has no column '{}'; expected columns Time and Carbon Intensity "
-        "(gCO2e/kWh)",
-        path, visible(trim(line)), time_col < 0 ? "Time" : "Carbon Intensity"));
-  const std::size_t need = static_cast<std::size_t>(std::max(time_col, ci_col)) + 1;
-
-  CarbonCsv c;
-  c.path = path;
-  c.naive_utc_offset_s = naive_utc_offset_s;
-  c.naive_zone = zone_name;
-  std::size_t lineno = 1, first_lineno = 0;
-  while (next_line(line)) {
-    ++lineno;
-    if (trim(line).empty()) continue;
-    const auto f = split(line, ',');
-    const std::string where = fmt::format("{}:{}", path, lineno);
-    if (f.size() < need)
-      throw EnergyError(
-          fmt::format("{}: '{}' has {} field(s); expected at least {} (Time and "
-                      "Carbon Intensity)",
-                      where, visible(line), f.size(), need));
-    std::string why;
-    auto t = parse_time(f[time_col], resolve ? 0 : naive_utc_offset_s, &why);
-    if (!t)
-      throw EnergyError(fmt::format("{}: Time '{}' is not valid ({}); expected {}", where,
-                                    visible(f[time_col]), why, kTimeForm));
-    if (resolve && !t->explicit_offset)  // t->unix_s holds the wall clock as local seconds
-      t->unix_s = (*resolve)(
-          t->unix_s, c.t_s.empty() ? std::nullopt : std::optional<std::int64_t>(c.t_s.back()),
-          where + " column Time");
-    const std::string_view v = f[ci_col];
-    double g = -1;
-    const auto r = std::from_chars(v.data(), v.data() + v.size(), g);
-    if (v.empty() || r.ec != std::errc() || r.ptr != v.data() + v.size() || !std::isfinite(g) ||
-        g < 0)
-      throw EnergyError(
-          fmt::format("{}: Carbon Intensity '{}' is not valid; expected a number >= 0 (gCO2e/kWh)",
-                      where, visible(v)));
-    if (c.t_s.empty()) {
-      c.explicit_offsets = t->explicit_offset;
-      first_lineno = lineno;
-    } else if (t->explicit_offset != c.explicit_offsets) {
-      throw EnergyError(fmt::format(
-          "{}: Time '{}' {} a UTC offset but line {} {}; expected every row with its offset "
-          "(e.g. +02:00 or Z) or none",
-          where, visible(f[time_col]), t->explicit_offset ? "has" : "has no", first_lineno,
-          c.explicit_offsets ? "has one" : "has none"));
-    }
-    if (!c.t_s.empty() && t->unix_s <= c.t_s.back())
-      throw EnergyError(fmt::format(
-          "{}: Time '{}' ({}) is not after the previous row ({}); expected increasing times "
-          "(a local-time series repeats an hour where daylight saving ends: give each row its "
-          "offset, e.g. 2020-10-25 02:30:00+01:00)",
-          where, visible(f[time_col]), utc_text(t->unix_s), utc_text(c.t_s.back())));
-    c.t_s.push_back(t->unix_s);
-    c.g_co2e_per_kwh.push_back(g);
-  }
-  if (c.t_s.empty())
-    throw EnergyError(
-        fmt::format("{}: no data rows; expected at least one row after the header "
-                    "'Time,Carbon Intensity'",
-                    path));
-  if (c.t_s.size() > 1) {
-    std::vector<std::int64_t> steps;
-    for (std::size_t i = 1; i < c.t_s.size(); ++i) steps.push_back(c.t_s[i] - c.t_s[i - 1]);
-    std::vector<std::int64_t> sorted = steps;
-    std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
-    c.step_s = sorted[sorted.size() / 2];
-    for (std::size_t i = 0; i < steps.size(); ++i)
-      if (steps[i] > c.step_s) c.gaps.push_back({c.t_s[i], c.t_s[i + 1]});
-  }
-  return c;
-}
-
-}  // namespace
-
-CarbonCsv read_carbon_csv(const std::string& path, std::int64_t naive_utc_offset_s) {
-  return read_csv(path, naive_utc_offset_s, nullptr, "");
-}
-
-CarbonCsv read_carbon_csv(const std::string& path, const NaiveTimeResolver& resolve,
-                          const std::string& zone_name) {
-  return read_csv(path, 0, &resolve, zone_name);
 }
 
 std::string describe_gap(const CarbonGap& gap, std::int64_t step_s) {
@@ -324,6 +185,8 @@ const char* to_string(CarbonOrigin o) {
       return "constant";
     case CarbonOrigin::kCsv:
       return "csv";
+    case CarbonOrigin::kCountry:
+      return "country";
   }
   return "?";
 }
@@ -343,13 +206,33 @@ CarbonIntensity CarbonIntensity::constant(double g, const std::string& region,
   return c;
 }
 
+CarbonIntensity CarbonIntensity::for_country(const std::string& iso_code,
+                                             const std::string& set_by) {
+  const CountryIntensity e = country_or_throw(iso_code, set_by);
+  CarbonIntensity c = constant(e.g_co2e_per_kwh, "", set_by);
+  c.origin_ = CarbonOrigin::kCountry;
+  c.from_table_ = true;
+  c.country_iso_code_ = e.iso_code;
+  c.country_name_ = e.name;
+  return c;
+}
+
+CarbonIntensity CarbonIntensity::with_country(const std::string& iso_code,
+                                              const std::string& set_by) const {
+  const CountryIntensity e = country_or_throw(iso_code, set_by);
+  CarbonIntensity c = *this;
+  c.country_iso_code_ = e.iso_code;
+  c.country_name_ = e.name;
+  return c;
+}
+
 CarbonIntensity CarbonIntensity::from_csv(const std::string& path, double utc_offset_h,
-                                          const std::string& region) {
+                                          const std::string& region, const CarbonReadOptions& opt) {
   if (!(std::abs(utc_offset_h) <= 14))
     throw EnergyError(fmt::format("{}: UTC offset {} h; expected hours east of UTC from -14 to 14",
                                   path, utc_offset_h));
   CarbonIntensity c;
-  c.csv_ = read_carbon_csv(path, std::llround(utc_offset_h * 3600));
+  c.csv_ = read_carbon_csv(path, std::llround(utc_offset_h * 3600), opt);
   for (std::size_t i = 0; i < c.csv_->t_s.size(); ++i) {
     c.t_.push_back(static_cast<double>(c.csv_->t_s[i]));
     c.g_.push_back(c.csv_->g_co2e_per_kwh[i]);
@@ -423,16 +306,20 @@ std::string CarbonIntensity::describe() const {
     case CarbonOrigin::kDefault:
       return fmt::format(
           "{:g} gCO2e/kWh, default (IEA world average; no intensity was set: set "
-          "energy.carbon_intensity or energy.carbon_csv)",
+          "energy.carbon_region, energy.carbon_intensity or energy.carbon_csv)",
           constant_);
     case CarbonOrigin::kConstant:
-      return fmt::format("{:g} gCO2e/kWh, constant{}{}", constant_,
-                         set_by_.empty() ? "" : " from " + set_by_, in_region);
+      return fmt::format("{:g} gCO2e/kWh, constant{}{}{}", constant_,
+                         set_by_.empty() ? "" : " from " + set_by_, in_region,
+                         country_iso_code_.empty() ? "" : " for " + country_iso_code_);
     case CarbonOrigin::kCsv:
-      return fmt::format("series {} ({}{}, {} rows, step {}{})", csv_->path,
-                         region_.empty() ? "" : region_ + "; ", csv_->zone_text(), csv_->t_s.size(),
-                         format_span_s(csv_->step_s),
-                         csv_->gaps.empty() ? "" : fmt::format(", {} gap(s)", csv_->gaps.size()));
+      return fmt::format("series {} ({}{}{})", csv_->path, region_.empty() ? "" : region_ + "; ",
+                         country_iso_code_.empty() ? "" : country_iso_code_ + "; ",
+                         csv_->describe());
+    case CarbonOrigin::kCountry:
+      return fmt::format("{:g} gCO2e/kWh, {} ({}) annual average of {}{}", constant_,
+                         country_iso_code_, country_name_, kCountryIntensitySource,
+                         set_by_.empty() ? "" : " from " + set_by_);
   }
   return "";
 }

@@ -1,9 +1,17 @@
 // energy/carbon.h: grid carbon intensity (gCO2e/kWh), constant or a time series, and its
 // integral against power over time: g = sum over intervals of E_kWh x intensity(t).
 //
-// This is greentrain's one reader of carbon-intensity CSV files and its one place of calendar
+// This is greentrain's one reader of carbon-intensity series and its one place of calendar
 // arithmetic (std::chrono year_month_day / sys_days): the meter, `measure`, `train` and the
 // scheduler (sched/carbon.h) all read series and times through it, with the same rules:
+//  - the formats grids publish (CarbonReadOptions::format; detected from the file's shape):
+//    greentrain's `Time,Carbon Intensity` CSV, Electricity Maps' CSV export and API JSON, the
+//    UK National Grid Carbon Intensity API's JSON (forecast and actual), WattTime MOER (CSV or
+//    JSON, lbs/MWh), ENTSO-E-style CSVs (MTU time ranges), and any CSV with a time and a value
+//    column (named by option, in g/kWh, kg/MWh or lbs/MWh);
+//  - an empty or null value ("", null, NaN, n/e) is no value: the row is left out, counted in
+//    CarbonCsv::null_rows, and the hole it leaves is a gap like any other;
+//  - error messages quote at most one line of the file (cut to 120 characters);
 //  - a UTF-8 byte order mark and CRLF line ends are accepted;
 //  - a time that states its offset ("2020-06-08T00:00:00+02:00", "...Z") is converted to UTC
 //    with that offset; a naive time ("2020-06-08 00:00:00") is read at the UTC offset the
@@ -70,10 +78,44 @@ struct CarbonGap {
   std::int64_t next_row_s = 0;  ///< the row after it
 };
 
-/// A carbon-intensity CSV as read: one entry per data row, times in UTC.
+/// How a carbon-intensity file is read. Every field is optional: by default the format is
+/// detected from the file and each format's own columns, unit and value are used.
+struct CarbonReadOptions {
+  /// "" or "auto" (detected), "greentrain", "electricitymaps", "uk-carbon-intensity",
+  /// "watttime", "entsoe" or "csv" (any CSV: time_column and value_column, or detected names).
+  std::string format;
+  /// CSV: the column of times; empty: the format's (Time, Datetime (UTC), point_time, MTU...)
+  /// or, for "csv", the one column named time, datetime, timestamp, date, from or point_time.
+  std::string time_column;
+  /// CSV: the column of intensities, by its name or a unique part of it ("LCA", "direct");
+  /// empty: the format's (Electricity Maps: the LCA column) or the one column whose name says
+  /// carbon intensity, gCO2, CO2, MOER or emission.
+  std::string value_column;
+  /// Unit of the values: "g/kWh" (= gCO2e/kWh = kg/MWh), "kg/MWh" or "lbs/MWh" (x 0.45359237,
+  /// 1 lb = 0.45359237 kg exactly); empty: the format's (WattTime: lbs/MWh, or its JSON's
+  /// meta.units; the others g/kWh).
+  std::string unit;
+  /// Sources with a forecast and an actual value (UK API, a CSV with both columns): "actual"
+  /// or "forecast"; empty: preferred_value_kind where the file has such values, else the other
+  /// (said in CarbonCsv::value_column).
+  std::string value_kind;
+  /// The kind read when value_kind is empty: "actual" (measurements: what was burnt) or
+  /// "forecast" (the scheduler: what is known ahead of time).
+  std::string preferred_value_kind = "actual";
+};
+
+/// The format names CarbonReadOptions::format accepts, for messages and --help.
+const char* carbon_formats_text();
+
+/// A carbon-intensity series as read: one entry per data row, times in UTC.
 struct CarbonCsv {
   std::string path;
-  std::vector<std::int64_t> t_s;        ///< unix seconds of each row, strictly increasing
+  std::string format;             ///< the format read, e.g. "uk-carbon-intensity"
+  std::string value_column;       ///< where the values came from, e.g. "intensity.actual"
+  std::string unit;               ///< the file's unit ("g/kWh", "lbs/MWh"); values are gCO2e/kWh
+  std::string note;               ///< about the signal, e.g. "marginal (WattTime MOER), CO2 only"
+  std::size_t null_rows = 0;      ///< rows with no value (empty, null): left out, so gaps
+  std::vector<std::int64_t> t_s;  ///< unix seconds of each row, strictly increasing
   std::vector<double> g_co2e_per_kwh;   ///< each row's intensity, gCO2e/kWh (>= 0)
   std::int64_t step_s = 0;              ///< the series' own step: the median row spacing, s
                                         ///< (the upper one for an even count; 0 with one row)
@@ -85,17 +127,26 @@ struct CarbonCsv {
   /// "naive times at UTC+2", "naive times in Europe/Berlin" or "times with their own UTC
   /// offsets".
   std::string zone_text() const;
+  /// What was read, for plans and measurements: "uk-carbon-intensity intensity.actual, times
+  /// with their own UTC offsets, 48 rows, step 30 min, 1 gap(s), 2 null value(s) left out as
+  /// gaps".
+  std::string describe() const;
 };
 
-/// Reads a CSV with columns `Time` (see parse_time) and `Carbon Intensity` (gCO2e/kWh, a number
-/// >= 0), in any order, other columns ignored, as in shared/data/carbon/. Naive times are read
-/// at `naive_utc_offset_s` seconds east of UTC. A UTF-8 byte order mark, CRLF line ends,
-/// blank lines, spaces and double quotes around fields are accepted. Throws EnergyError naming
-/// the file, line, column and value and what was expected: unreadable file, missing column,
-/// malformed time or value, times not increasing (e.g. a local-time series repeating an hour
-/// at a daylight-saving change: read such a series in its named zone with the NaiveTimeResolver
-/// form below, as sched::load_carbon_csv does), rows mixing naive and offset times, no data row.
-CarbonCsv read_carbon_csv(const std::string& path, std::int64_t naive_utc_offset_s);
+/// Reads a carbon-intensity series in any of the formats above (`opt`). For the greentrain CSV:
+/// columns `Time` (see parse_time) and `Carbon Intensity` (gCO2e/kWh, a number >= 0), in any
+/// order, other columns ignored, as in shared/data/carbon/. Naive times are read at
+/// `naive_utc_offset_s` seconds east of UTC; a format that states its zone (Electricity Maps'
+/// "Datetime (UTC)", ENTSO-E's "MTU (CET/CEST)", JSON times with Z) keeps it. A UTF-8 byte
+/// order mark, CRLF line ends, blank lines, quoted fields and ';'-separated CSVs (with a
+/// decimal comma) are accepted; fractional seconds are dropped. Throws EnergyError naming the
+/// file, line, column and value (at most one line of it) and what was expected: unreadable
+/// file, unknown shape or missing column, malformed time or value, times not increasing (e.g. a
+/// local-time series repeating an hour at a daylight-saving change: read such a series in its
+/// named zone with the NaiveTimeResolver form below, as sched::load_carbon_csv does), rows
+/// mixing naive and offset times, no value at all.
+CarbonCsv read_carbon_csv(const std::string& path, std::int64_t naive_utc_offset_s,
+                          const CarbonReadOptions& opt = {});
 
 /// Turns a CSV row's naive time into UTC where the zone is not one fixed offset (a named zone
 /// with daylight saving: sched/timezone.h). Arguments: the row's wall clock as "local seconds"
@@ -109,7 +160,19 @@ using NaiveTimeResolver = std::function<std::int64_t(
 /// read_carbon_csv whose naive times are converted by `resolve` instead of a fixed offset;
 /// `zone_name` is kept in CarbonCsv::naive_zone. Same rules and errors otherwise.
 CarbonCsv read_carbon_csv(const std::string& path, const NaiveTimeResolver& resolve,
-                          const std::string& zone_name);
+                          const std::string& zone_name, const CarbonReadOptions& opt = {});
+
+/// Central European time as the EU has kept it since 1996 (Directive 2000/84/EC): UTC+1, and
+/// UTC+2 from 01:00 UTC on the last Sunday of March to 01:00 UTC on the last Sunday of
+/// October. The repeated hour is read at its first occurrence (+02:00) unless that is not after
+/// the previous row; a time in the skipped hour is an error naming `where`. Used for ENTSO-E's
+/// "MTU (CET/CEST)" files.
+std::int64_t cet_cest_to_utc(std::int64_t local_s, std::optional<std::int64_t> prev_unix_s,
+                             const std::string& where);
+
+/// At most one line of `text`, its invisible characters shown (\xNN, \ufeff, \u00a0), cut to
+/// `max_chars` with "..." appended: what an error message may quote of an input.
+std::string quote_line(std::string_view text, std::size_t max_chars = 120);
 
 /// "no rows from 2020-01-01T02:00:00Z to 2020-01-01T05:00:00Z (4 h between rows, the series'
 /// step is 1 h); the value at 2020-01-01T01:00:00Z was held".
@@ -119,9 +182,10 @@ std::string describe_gap(const CarbonGap& gap, std::int64_t step_s);
 enum class CarbonOrigin {
   kDefault,   ///< nothing was set: kWorldAverageGCo2ePerKwh
   kConstant,  ///< a constant given by the user (configuration key or command-line option)
-  kCsv,       ///< a series read from a CSV file
+  kCsv,       ///< a series read from a file (any format of CarbonReadOptions)
+  kCountry,   ///< a country's annual average from the table (carbon_regions.h)
 };
-/// "default", "constant" or "csv".
+/// "default", "constant", "csv" or "country".
 const char* to_string(CarbonOrigin o);
 
 class CarbonIntensity {
@@ -131,11 +195,20 @@ class CarbonIntensity {
   /// shown in reports; may be empty). Throws EnergyError for a negative or non-finite value.
   static CarbonIntensity constant(double g_co2e_per_kwh, const std::string& region,
                                   const std::string& set_by = "");
-  /// A series from a CSV (read_carbon_csv) whose naive times are local at `utc_offset_h` hours
-  /// east of UTC (0 for UTC; -14..14). The intensity holds from its row's time to the next row
-  /// (step function); the last row holds for one step. Throws EnergyError on bad input.
+  /// A series from a file (read_carbon_csv, any format of `opt`) whose naive times are local
+  /// at `utc_offset_h` hours east of UTC (0 for UTC; -14..14). The intensity holds from its
+  /// row's time to the next row (step function); the last row holds for one step. Throws
+  /// EnergyError on bad input.
   static CarbonIntensity from_csv(const std::string& path, double utc_offset_h = 0,
-                                  const std::string& region = "");
+                                  const std::string& region = "",
+                                  const CarbonReadOptions& opt = {});
+  /// A country's annual average (carbon_regions.h) for its ISO 3166-1 alpha-3 code, set by
+  /// `set_by` (e.g. "--carbon-region"). Throws EnergyError for an unknown code, listing near
+  /// matches.
+  static CarbonIntensity for_country(const std::string& iso_code, const std::string& set_by);
+  /// This intensity, said to be of the country `iso_code` (a known code; throws EnergyError
+  /// naming `set_by` otherwise): its name and code go into CodeCarbon's country columns.
+  CarbonIntensity with_country(const std::string& iso_code, const std::string& set_by) const;
   /// Default: constant kWorldAverageGCo2ePerKwh, region "world average", origin kDefault.
   CarbonIntensity();
 
@@ -156,6 +229,10 @@ class CarbonIntensity {
   double series_end_unix_s() const { return t_.empty() ? 0 : t_.back(); }
   bool out_of_range() const { return out_of_range_; }
   const std::string& region() const { return region_; }
+  /// The country's ISO 3166-1 alpha-3 code and name (for_country or with_country); empty when
+  /// no country was named.
+  const std::string& country_iso_code() const { return country_iso_code_; }
+  const std::string& country_name() const { return country_name_; }
   CarbonOrigin origin() const { return origin_; }
   /// The constant in gCO2e/kWh (default or user's); nullopt for a series.
   std::optional<double> constant_g_per_kwh() const;
@@ -171,6 +248,8 @@ class CarbonIntensity {
   double constant_ = kWorldAverageGCo2ePerKwh;
   std::string region_ = "world average";
   std::string set_by_;
+  std::string country_iso_code_, country_name_;
+  bool from_table_ = false;  // the constant is a country's annual average (for_country)
   CarbonOrigin origin_ = CarbonOrigin::kDefault;
   std::optional<CarbonCsv> csv_;
   std::vector<double> t_, g_;  // the series' rows (unix s, gCO2e/kWh)

@@ -78,9 +78,11 @@ SensorList detect_nvml() {
     out.push_back(std::make_unique<UnavailableSensor>(base));
     return out;
   }
-  for (auto& g : gpus) {
+  for (std::size_t pos = 0; pos < gpus.size(); ++pos) {
+    const auto& g = gpus[pos];
     SensorInfo i = base;
     i.name = fmt::format("nvml:{}", g.nvml_index);
+    i.index = static_cast<int>(pos);  // CUDA's number (nvml_index is the driver's)
     auto d = lib->device_by_index(g.nvml_index);
     i.device = fmt::format("{} {}", d.ok() ? lib->name(d.value).value : "?", g.uuid);
     if (!g.requested.empty()) i.device += " (CUDA_VISIBLE_DEVICES " + g.requested + ")";
@@ -223,6 +225,7 @@ SensorList detect_rocm_smi(double check_s) {
   for (uint32_t i = 0; i < n; ++i) {
     SensorInfo info = base;
     info.name = fmt::format("rocm:{}", i);
+    info.index = static_cast<int>(i);
     info.device = fmt::format("AMD GPU {}", i);
     info.device_key = fmt::format("rocm-{}", i);
     info.available = true;

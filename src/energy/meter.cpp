@@ -26,6 +26,29 @@ double Measurement::power_w_of(const std::string& domain) const {
   return duration_s > 0 ? energy_j_of(domain) / duration_s : 0;
 }
 
+double Measurement::g_co2e_of(const std::string& domain) const {
+  double g = 0;
+  for (auto& d : domains)
+    if (d.domain == domain) g += d.g_co2e;
+  return g;
+}
+
+namespace {
+
+// A vendor's "none here" placeholder ("nvml", "rocm-smi"), as against one of its GPUs ("nvml:0").
+bool is_vendor_placeholder(const SensorList& l) {
+  return l.size() == 1 && !l[0]->info().available &&
+         l[0]->info().name.find(':') == std::string::npos;
+}
+
+std::string gpu_list_text(const std::vector<int>& g) {
+  std::string t;
+  for (int x : g) t += (t.empty() ? "" : ", ") + std::to_string(x);
+  return "[" + t + "]";
+}
+
+}  // namespace
+
 std::unique_ptr<Meter> Meter::create(const MeterOptions& opt) {
   SensorList all;
   auto take = [&all](SensorList l) {
@@ -33,7 +56,7 @@ std::unique_ptr<Meter> Meter::create(const MeterOptions& opt) {
   };
   // Keeps the GPUs at positions opt.gpus of a vendor's list (its placeholder when it has none).
   auto select = [&opt](SensorList l, const char* vendor) {
-    if (!opt.gpus || (l.size() == 1 && !l[0]->info().available)) return l;
+    if (!opt.gpus || is_vendor_placeholder(l)) return l;
     SensorList out;
     for (int g : *opt.gpus) {
       if (g < 0 || g >= static_cast<int>(l.size()) || !l[static_cast<size_t>(g)])
@@ -45,8 +68,44 @@ std::unique_ptr<Meter> Meter::create(const MeterOptions& opt) {
     }
     return out;
   };
-  if (opt.use_nvml) take(select(detect_nvml(), "NVIDIA"));
-  if (opt.use_rocm_smi) take(select(detect_rocm_smi(), "AMD"));
+  // GPUs asked for by position must be read, or (gpus_strict = false) be flagged as missing.
+  std::vector<std::string> gpu_problems;
+  bool vendor_found = false;
+  std::string vendor_reasons;
+  auto take_gpus = [&](SensorList l, const char* vendor) {
+    if (is_vendor_placeholder(l)) {
+      vendor_reasons += fmt::format("{}{}: {}", vendor_reasons.empty() ? "" : "; ",
+                                    l[0]->info().name, l[0]->info().reason);
+    } else {
+      vendor_found = true;
+      l = select(std::move(l), vendor);
+      for (auto& x : l)
+        if (opt.gpus && !x->info().available)
+          gpu_problems.push_back(fmt::format("GPU {} ({}) cannot be read: {}", x->info().index,
+                                             x->info().name, x->info().reason));
+    }
+    take(std::move(l));
+  };
+  if (opt.use_nvml) take_gpus(detect_nvml(), "NVIDIA");
+  if (opt.use_rocm_smi) take_gpus(detect_rocm_smi(), "AMD");
+  if (opt.gpus && !opt.gpus->empty() && !vendor_found)
+    gpu_problems.insert(
+        gpu_problems.begin(),
+        fmt::format("no GPU can be read ({})",
+                    vendor_reasons.empty() ? "GPU sensors were turned off" : vendor_reasons));
+  std::vector<std::string> meter_flags;
+  if (!gpu_problems.empty()) {
+    std::string why;
+    for (auto& p : gpu_problems) why += (why.empty() ? "" : "; ") + p;
+    if (opt.gpus_strict)
+      throw EnergyError(fmt::format(
+          "gpus {}: {}; expected GPUs whose energy or power can be read (or gpus_strict = "
+          "false, Python strict=False, to measure the rest with a flag)",
+          gpu_list_text(*opt.gpus), why));
+    meter_flags.push_back(
+        fmt::format("gpus {} asked for but not measured: {}; their energy is not in these figures",
+                    gpu_list_text(*opt.gpus), why));
+  }
   if (opt.use_rapl) take(detect_rapl(opt.powercap_root));
   if (opt.use_estimate) {
     std::set<std::string> covered;  // domains a counted, readable counter measures
@@ -72,11 +131,12 @@ std::unique_ptr<Meter> Meter::create(const MeterOptions& opt) {
       }
     }
   }
-  return std::make_unique<Meter>(std::move(all), opt);
+  return std::make_unique<Meter>(std::move(all), opt, MeterClock{}, std::move(meter_flags));
 }
 
-Meter::Meter(SensorList sensors, const MeterOptions& opt, MeterClock clock)
-    : opt_(opt), clock_(std::move(clock)) {
+Meter::Meter(SensorList sensors, const MeterOptions& opt, MeterClock clock,
+             std::vector<std::string> meter_flags)
+    : opt_(opt), clock_(std::move(clock)), meter_flags_(std::move(meter_flags)) {
   if (!clock_.mono_s)
     clock_.mono_s = [] {
       return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
@@ -163,6 +223,7 @@ void Meter::tick_locked() {
     Slot& s = slots_[i];
     if (!s.active) continue;
     ivs[i] = s.acc->add(t, s.sensor->read(t));
+    add_timeline_point(s, ivs[i], t, unix_now);
     if (!ivs[i]) continue;
     tick_j += ivs[i]->energy_j;
     if (ivs[i]->power_w) tick_w += *ivs[i]->power_w;
@@ -171,6 +232,9 @@ void Meter::tick_locked() {
   if (primed_ && !windows_.empty()) {
     const double carbon_t1 = carbon_time(t, unix_now);
     const double g = opt_.carbon.energy_g(carbon_t1 - dt, carbon_t1, tick_j);
+    std::vector<double> slot_g(slots_.size(), 0.0);  // carbon per domain, same integral
+    for (size_t i = 0; i < slots_.size(); ++i)
+      if (ivs[i]) slot_g[i] = opt_.carbon.energy_g(carbon_t1 - dt, carbon_t1, ivs[i]->energy_j);
     for (auto& [name, w] : windows_) {
       w.g += g;
       if (peak_ok) w.peak_w = std::max(w.peak_w, tick_w);
@@ -179,6 +243,7 @@ void Meter::tick_locked() {
         const Interval& iv = *ivs[i];
         DomainAcc& a = w.acc[i];
         a.energy_j += iv.energy_j;
+        a.g += slot_g[i];
         if (iv.wrapped) ++a.wraps;
         if (iv.power_w && iv.t1_s - iv.t0_s >= slots_[i].info.refresh_period_s && iv.t1_s > iv.t0_s)
           a.peak_w = std::max(a.peak_w, *iv.power_w);
@@ -193,6 +258,68 @@ void Meter::tick_locked() {
   }
   last_t_ = t;
   primed_ = true;
+}
+
+void Meter::add_timeline_point(Slot& s, const std::optional<Interval>& iv, double t,
+                               double unix_now) {
+  if (opt_.timeline_points == 0) return;
+  if (!iv || !iv->trusted) {  // a hole: the span so far is dropped, the next one starts here
+    s.pend_open = true;
+    s.pend_j = 0;
+    s.pend_t0 = t;
+    s.pend_unix0 = unix_now;
+    return;
+  }
+  if (!s.pend_open) {
+    s.pend_open = true;
+    s.pend_j = 0;
+    s.pend_t0 = iv->t0_s;
+    s.pend_unix0 = unix_now - (t - iv->t0_s);
+  }
+  s.pend_j += iv->energy_j;
+  const double span = t - s.pend_t0;
+  if (span <= 0 || span < s.info.refresh_period_s) return;
+  const PowerPoint p{s.pend_unix0, unix_now, s.pend_j / span};
+  if (s.timeline.size() < opt_.timeline_points) {
+    s.timeline.push_back(p);
+  } else {
+    s.timeline[s.timeline_next] = p;
+    s.timeline_next = (s.timeline_next + 1) % s.timeline.size();
+  }
+  s.pend_j = 0;
+  s.pend_t0 = t;
+  s.pend_unix0 = unix_now;
+}
+
+std::vector<PowerPoint> Meter::ring_in_order(const Slot& s) {
+  std::vector<PowerPoint> out(s.timeline.begin() + static_cast<std::ptrdiff_t>(s.timeline_next),
+                              s.timeline.end());
+  out.insert(out.end(), s.timeline.begin(),
+             s.timeline.begin() + static_cast<std::ptrdiff_t>(s.timeline_next));
+  return out;
+}
+
+std::vector<PowerPoint> Meter::power_timeline(const std::string& sensor, double t0_unix_s,
+                                              double t1_unix_s) const {
+  std::lock_guard<std::mutex> g(mu_);
+  std::vector<PowerPoint> out;
+  for (const Slot& s : slots_) {
+    if (s.info.name != sensor) continue;
+    for (const PowerPoint& p : ring_in_order(s))
+      if (p.t1_unix_s > t0_unix_s && p.t1_unix_s <= t1_unix_s) out.push_back(p);
+  }
+  return out;
+}
+
+std::map<std::string, PowerPoint> Meter::power_now() const {
+  std::lock_guard<std::mutex> g(mu_);
+  std::map<std::string, PowerPoint> out;
+  for (const Slot& s : slots_) {
+    if (s.timeline.empty()) continue;
+    const std::size_t newest = (s.timeline_next + s.timeline.size() - 1) % s.timeline.size();
+    out[s.info.name] = s.timeline[newest];
+  }
+  return out;
 }
 
 void Meter::sample_now() {
@@ -237,8 +364,11 @@ Measurement Meter::end_window(const std::string& name) {
   m.g_co2e = w.g;
   m.carbon_source = opt_.carbon.describe();
   m.carbon_origin = to_string(opt_.carbon.origin());
+  m.carbon_country_iso_code = opt_.carbon.country_iso_code();
+  m.carbon_country_name = opt_.carbon.country_name();
   for (auto& f : opt_.carbon.span_flags(w.carbon_t0_s, carbon_time(last_t_, clock_.unix_s())))
     m.flags.push_back(f);
+  for (auto& f : meter_flags_) m.flags.push_back(f);
   double max_refresh = 0;
   std::vector<std::string> methods;
   for (size_t i = 0; i < slots_.size(); ++i) {
@@ -249,6 +379,8 @@ Measurement Meter::end_window(const std::string& name) {
     DomainMeasurement d;
     d.sensor = s.info.name;
     d.domain = s.info.domain;
+    d.index = s.info.index;
+    d.g_co2e = a.g;
     d.method = s.info.kind == SensorKind::kEnergyCounter ? Method::kCounter
                : s.info.kind == SensorKind::kPowerGauge  ? Method::kIntegrated
                                                          : Method::kEstimate;

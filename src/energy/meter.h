@@ -48,6 +48,15 @@ struct MeterOptions {
   /// numbering after CUDA_VISIBLE_DEVICES); empty optional: all of them. create() throws
   /// EnergyError naming a position that is not a visible GPU.
   std::optional<std::vector<int>> gpus;
+  /// What create() does when `gpus` names GPUs and one of them cannot be read (no NVML or ROCm
+  /// SMI library, no driver, a device whose counters fail): true: throws EnergyError saying
+  /// why (as Zeus raises); false: measures the rest, and every Measurement carries a flag
+  /// naming the GPUs left out and why (their energy is missing from the totals, never
+  /// silently).
+  bool gpus_strict = true;
+  /// Points kept per sensor in the power timeline (power_timeline()): 36,000 is one hour at
+  /// the default 10 Hz (16 bytes each); older points are dropped. 0: no timeline.
+  std::size_t timeline_points = 36000;
   std::string powercap_root;  ///< empty: $GT_POWERCAP_ROOT or /sys/class/powercap
   std::string lock_dir;       ///< empty: $GT_ENERGY_LOCK_DIR or /tmp/greentrain-energy-locks
   double max_plausible_power_w = 1e4;  ///< per domain; above it a wrap is taken for a reset
@@ -57,9 +66,11 @@ struct MeterOptions {
 struct DomainMeasurement {
   std::string sensor;  ///< SensorInfo::name, e.g. "rapl:package-0"
   std::string domain;  ///< "cpu", "gpu", "ram" or "psys"
+  int index = 0;       ///< SensorInfo::index: GPU position, RAPL package, 0 machine-wide
   Method method = Method::kCounter;
-  bool estimated = false;             ///< method == kEstimate
-  double energy_j = 0;                ///< >= 0 (J); includes filled intervals (see flags)
+  bool estimated = false;  ///< method == kEstimate
+  double energy_j = 0;     ///< >= 0 (J); includes filled intervals (see flags)
+  double g_co2e = 0;       ///< this domain's carbon (gCO2e), its energy integrated per interval
   std::optional<double> avg_power_w;  ///< energy_j / duration_s; empty if shorter than refresh
   double peak_power_w = 0;            ///< highest interval power (W), intervals >= refresh
   int wraps = 0;                      ///< counter wraps corrected inside the window
@@ -81,7 +92,10 @@ struct Measurement {
   std::vector<DomainMeasurement> domains;  ///< counted sensors only
   std::string method;                      ///< e.g. "cpu-estimate: estimated: TDP 85 W x ..."
   std::string carbon_source;               ///< CarbonIntensity::describe(): value and origin
-  std::string carbon_origin;               ///< to_string(CarbonOrigin): default|constant|csv
+  std::string carbon_origin;  ///< to_string(CarbonOrigin): default|constant|csv|country
+  /// The country of the intensity (CarbonIntensity::country_iso_code / country_name), for
+  /// CodeCarbon's country_iso_code and country_name columns; empty when none was named.
+  std::string carbon_country_iso_code, carbon_country_name;
   /// The intensity used, gCO2e/kWh: the constant, or for a series g_co2e over the window's
   /// energy (energy-weighted mean); empty for a series window with no energy.
   std::optional<double> carbon_g_per_kwh;
@@ -100,6 +114,17 @@ struct Measurement {
   double energy_j_of(const std::string& domain) const;
   /// Average power (W) of one domain kind over the window; 0 if duration is 0.
   double power_w_of(const std::string& domain) const;
+  /// Sum of g_co2e of the counted domains named `domain` (gCO2e).
+  double g_co2e_of(const std::string& domain) const;
+};
+
+/// One point of a sensor's power timeline: its average power over [t0_unix_s, t1_unix_s],
+/// a span at least as long as the sensor's refresh period (shorter sampling intervals are
+/// merged until it is), so that a counter's steps do not show as spikes.
+struct PowerPoint {
+  double t0_unix_s = 0;  ///< start of the span (s since 1970 UTC)
+  double t1_unix_s = 0;  ///< end of the span, the time the point is shown at
+  double power_w = 0;    ///< energy over the span / its length (W)
 };
 
 /// Clocks, injectable for tests: monotonic seconds and unix seconds.
@@ -114,8 +139,10 @@ class Meter {
   /// domains no counter covers), takes the per-device locks, starts the sampling thread.
   static std::unique_ptr<Meter> create(const MeterOptions& opt);
   /// A meter over given sensors (tests, replay, custom setups). Takes the locks of sensors with
-  /// a device_key and starts sampling (opt.interval_s > 0).
-  Meter(SensorList sensors, const MeterOptions& opt, MeterClock clock = {});
+  /// a device_key and starts sampling (opt.interval_s > 0). `meter_flags` go into every
+  /// Measurement.
+  Meter(SensorList sensors, const MeterOptions& opt, MeterClock clock = {},
+        std::vector<std::string> meter_flags = {});
   ~Meter();  ///< stops the sampling thread and releases the locks
   Meter(const Meter&) = delete;
   Meter& operator=(const Meter&) = delete;
@@ -135,6 +162,18 @@ class Meter {
   bool estimated() const;
   /// Names of sensors this meter does not read because another process is their reader.
   std::vector<std::string> not_reader() const;
+  /// The power timeline of sensor `sensor` (SensorInfo::name): the points whose span ends in
+  /// (t0_unix_s, t1_unix_s], oldest first, at most MeterOptions::timeline_points of them
+  /// (the newest). Spans with an untrusted reading are left out (a hole in the timeline).
+  /// Empty for a sensor this meter does not count. Zeus's PowerMonitor.get_power_timeline.
+  std::vector<PowerPoint> power_timeline(const std::string& sensor, double t0_unix_s,
+                                         double t1_unix_s) const;
+  /// The newest point of each counted sensor's timeline (its power now, W, as of the last
+  /// sample); a sensor with no point yet is absent. Zeus's PowerMonitor.get_power.
+  std::map<std::string, PowerPoint> power_now() const;
+  /// Flags this meter puts into every Measurement (e.g. GPUs asked for that cannot be read,
+  /// with gpus_strict = false).
+  const std::vector<std::string>& meter_flags() const { return meter_flags_; }
   /// Sampling-thread CPU time over wall time since it started (fraction of one core; 0.001 =
   /// 0.1 %). 0 when there is no thread.
   double sampler_overhead() const;
@@ -143,7 +182,7 @@ class Meter {
 
  private:
   struct DomainAcc {
-    double energy_j = 0, peak_w = 0, untrusted_s = 0;
+    double energy_j = 0, peak_w = 0, untrusted_s = 0, g = 0;
     int wraps = 0;
     bool incomplete = false;
     std::vector<std::string> notes;
@@ -160,14 +199,21 @@ class Meter {
     std::unique_ptr<DeviceLock> lock;
     bool active = false;  // available, counted and we are its reader
     bool not_reader = false;
+    std::vector<PowerPoint> timeline;  // ring of opt_.timeline_points points
+    std::size_t timeline_next = 0;     // where the next point goes once the ring is full
+    double pend_j = 0, pend_t0 = 0, pend_unix0 = 0;  // the span not yet a point
+    bool pend_open = false;
   };
+  void add_timeline_point(Slot& s, const std::optional<Interval>& iv, double t, double unix_now);
   void tick_locked();
+  static std::vector<PowerPoint> ring_in_order(const Slot& s);
   double carbon_time(double mono_s, double unix_s) const;
   void thread_main();
 
   MeterOptions opt_;
   MeterClock clock_;
   std::vector<Slot> slots_;
+  std::vector<std::string> meter_flags_;
   std::map<std::string, Window> windows_;
   mutable std::mutex mu_;
   double last_t_ = 0, start_mono_s_ = 0, start_unix_s_ = 0;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -120,6 +121,11 @@ SensorList detect_rapl(const std::string& root_arg) {
     // Sub-zones carry their index (several packages have a dram, core, ... each).
     i.name = x.parent.empty() ? "rapl:" + shown : "rapl:" + shown + "-" + idx;
     i.domain = zname == "dram" ? "ram" : (zname == "psys" ? "psys" : "cpu");
+    // The package number: intel-rapl:N and its sub-zones intel-rapl:N:M belong to package N.
+    int pkg = 0;
+    const std::string top = idx.substr(0, idx.find(':'));
+    std::from_chars(top.data(), top.data() + top.size(), pkg);
+    i.index = zname == "psys" ? 0 : pkg;
     i.device = dir;
     i.device_key = "rapl-" + z;
     i.kind = SensorKind::kEnergyCounter;

@@ -201,9 +201,11 @@ nlohmann::json to_json(const Measurement& m) {
   for (auto& d : m.domains) {
     j["domains"].push_back({{"sensor", d.sensor},
                             {"domain", d.domain},
+                            {"index", d.index},
                             {"method", to_string(d.method)},
                             {"estimated", d.estimated},
                             {"energy_j", d.energy_j},
+                            {"g_co2e", d.g_co2e},
                             {"avg_power_w", d.avg_power_w ? json(*d.avg_power_w) : json(nullptr)},
                             {"peak_power_w", d.peak_power_w},
                             {"wraps", d.wraps},

@@ -48,8 +48,9 @@ inline void append_run_energy_csv(const std::string& run_dir, const Measurement&
 
 /// The measurement as JSON: name, duration_s, energy_j, avg_power_w (null if undefined),
 /// peak_power_w, g_co2e, carbon_source, carbon_origin, carbon_g_per_kwh (null if unknown),
-/// estimated, method, flags, domains[...]. When no sensor counted, energy_j, peak_power_w and
-/// g_co2e are null and energy_unknown_reason says why.
+/// estimated, method, flags, domains[...] (sensor, domain, index, method, estimated, energy_j,
+/// g_co2e, avg_power_w, peak_power_w, wraps, untrusted_s, incomplete, flags). When no sensor
+/// counted, energy_j, peak_power_w and g_co2e are null and energy_unknown_reason says why.
 nlohmann::json to_json(const Measurement& m);
 
 /// Writes `j` to `path` atomically (temp file then rename), pretty-printed.

@@ -28,8 +28,13 @@ const char* to_string(Method m);      ///< "counter", "integrated samples", "est
 
 /// Description of a sensor, shown by `greentrain sensors` and kept in every Measurement.
 struct SensorInfo {
-  std::string name;        ///< unique, e.g. "rapl:package-0", "nvml:0", "cpu-estimate"
-  std::string domain;      ///< "cpu", "gpu", "ram" or "psys" (CodeCarbon's cpu/gpu/ram split)
+  std::string name;    ///< unique, e.g. "rapl:package-0", "nvml:0", "cpu-estimate"
+  std::string domain;  ///< "cpu", "gpu", "ram" or "psys" (CodeCarbon's cpu/gpu/ram split)
+  /// The device's number within its domain, as users number them: a GPU's position among the
+  /// visible GPUs of its vendor (CUDA's numbering after CUDA_VISIBLE_DEVICES, as Zeus's
+  /// gpu_energy[i]), a RAPL zone's package (intel-rapl:N -> N, its dram sub-zone too), 0 for a
+  /// machine-wide sensor (the CPU and memory estimates, psys).
+  int index = 0;
   std::string device;      ///< human description, e.g. GPU name and UUID, powercap path
   std::string device_key;  ///< node-wide lock key (one reader per device); empty: no lock needed
   SensorKind kind = SensorKind::kEstimate;

@@ -76,12 +76,12 @@ const std::string& js_script_safe(const std::string& js, const char* what) {
 std::string summary_table(const std::vector<RunData>& runs) {
   std::string h =
       "<table><tr><th>run</th><th>steps</th><th>tokens</th><th>training s</th><th>tokens/s</th>"
-      "<th>energy (J)</th><th>J/token</th><th>gCO2e</th><th>val loss</th><th>energy "
-      "method</th></tr>\n";
+      "<th>energy (J)</th><th>energy (kWh)</th><th>J/token</th><th>gCO2e</th><th>val loss</th>"
+      "<th>energy method</th></tr>\n";
   for (const auto& r : runs) {
     h += "<tr><td>" + esc(r.name) + "</td>";
     if (!r.summary) {
-      h += "<td colspan=9 class=unknown>summary.json missing: totals unknown</td></tr>\n";
+      h += "<td colspan=10 class=unknown>summary.json missing: totals unknown</td></tr>\n";
       continue;
     }
     const auto& s = *r.summary;
@@ -93,12 +93,16 @@ std::string summary_table(const std::vector<RunData>& runs) {
                                    "</small>";
     if (s.contains("energy_method") && s["energy_method"].is_string())
       method += "<br><small>" + esc(s["energy_method"].get<std::string>()) + "</small>";
+    // kWh, the unit of CodeCarbon's emissions.csv and of electricity bills (1 kWh = 3.6e6 J)
+    const std::string kwh = s.contains("energy_j") && s["energy_j"].is_number()
+                                ? fmt::format("{:.4g}", s["energy_j"].get<double>() / 3.6e6)
+                                : fnum(s, "energy_j", "{:.4g}");
     h += fmt::format(
-        "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td>"
-        "<td>{}</td></tr>\n",
+        "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}{}</td><td>{}{}</td><td>{}</td>"
+        "<td>{}</td><td>{}</td><td>{}</td></tr>\n",
         fnum(s, "step", "{:.0f}"), fnum(s, "tokens", "{:.0f}"), fnum(s, "duration_s", "{:.1f}"),
-        fnum(s, "tokens_per_s", "{:.0f}"), fnum(s, "energy_j", "{:.4g}"), est ? " (est.)" : "",
-        fnum(s, "joules_per_token", "{:.3g}"), fnum(s, "g_co2e", "{:.3g}"),
+        fnum(s, "tokens_per_s", "{:.0f}"), fnum(s, "energy_j", "{:.4g}"), est ? " (est.)" : "", kwh,
+        est ? " (est.)" : "", fnum(s, "joules_per_token", "{:.3g}"), fnum(s, "g_co2e", "{:.3g}"),
         fnum(s, "val_loss", "{:.4f}"), method);
   }
   return h + "</table>\n";

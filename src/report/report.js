@@ -81,22 +81,29 @@
       },
     });
     c.draw();
-    check.charts.push({ id, title, points, painted: painted(canvas) });
+    check.charts.push({ id, title, points, painted: painted(canvas),
+                        series: datasets.map((d) => ({ label: d.label, color: d.borderColor })) });
   }
 
   const xy = (arr, xKey, yKey) => arr.filter((p) => p[xKey] !== null && p[xKey] !== undefined &&
     p[yKey] !== null && p[yKey] !== undefined).map((p) => ({ x: p[xKey], y: p[yKey] }));
 
-  // Loss against tokens, seconds and joules: training loss thin, validation loss with points.
+  // Loss against tokens, seconds and joules: training loss thin in a light colour, validation
+  // loss with points in the dark colour of the same pair (Category20's pairs), so the two read
+  // apart and each run keeps its hue.
+  const pairs = [['#aec7e8', '#1f77b4'], ['#ff9896', '#d62728'], ['#98df8a', '#2ca02c'],
+                 ['#ffbb78', '#ff7f0e'], ['#c5b0d5', '#9467bd'], ['#c49c94', '#8c564b'],
+                 ['#f7b6d2', '#e377c2'], ['#c7c7c7', '#7f7f7f']];
   const axes = [['tokens', 'tokens trained'], ['s', 'training seconds (sum of step times)'],
                 ['j', 'joules (logged training intervals)']];
   axes.forEach(([key, label], i) => {
     const ds = [];
     runs.forEach((r, k) => {
-      const color = colors[k % colors.length];
+      const [trainColor, color] = pairs[k % pairs.length];
       const suffix = key === 'j' ? est(r) : '';
       ds.push({ label: r.name + ' train' + suffix, data: xy(r.train, key, 'loss'),
-                borderColor: color, backgroundColor: color, borderWidth: 1, pointRadius: 0,
+                borderColor: trainColor, backgroundColor: trainColor, borderWidth: 1.5,
+                pointRadius: 0,
                 showLine: true, borderDash: r.estimated && key === 'j' ? [5, 3] : [] });
       ds.push({ label: r.name + ' validation' + suffix, data: xy(r.val, key, 'loss'),
                 borderColor: color, backgroundColor: color, borderWidth: 2.5, pointRadius: 3,

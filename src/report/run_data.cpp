@@ -25,6 +25,9 @@ void flatten(const toml::table& t, const std::string& prefix,
       flatten(*sub, key, out);
     } else if (auto s = v.value<std::string>(); s && v.is_string()) {
       out[key] = *s;
+    } else if (v.is_floating_point()) {
+      // the shortest text that reads back as the same number: 2.9, never 2.8999999999999999
+      out[key] = fmt::format("{}", *v.value<double>());
     } else {
       std::ostringstream os;
       v.visit([&](auto&& node) { os << node; });

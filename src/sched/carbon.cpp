@@ -73,12 +73,13 @@ bool parse_slot_value(std::string_view text) {
   throw Error(fmt::format("--slot-value '{}' is not known; expected mean or start", text));
 }
 
-CarbonSeries load_carbon_csv(const std::string& path, const TimeZone& zone, const SlotGrid& grid) {
+CarbonSeries load_carbon_csv(const std::string& path, const TimeZone& zone, const SlotGrid& grid,
+                             const energy::CarbonReadOptions& read) {
   check(grid.slot_s >= 0, fmt::format("--slot-s {} is not valid; expected seconds > 0 (or 0 for "
                                       "the CSV's smallest step)",
                                       grid.slot_s));
   const energy::CarbonCsv csv = energy_call([&] {
-    if (zone.is_fixed()) return energy::read_carbon_csv(path, zone.fixed_offset_s());
+    if (zone.is_fixed()) return energy::read_carbon_csv(path, zone.fixed_offset_s(), read);
     // A named zone: a repeated hour is read at its first occurrence unless time would go back.
     energy::NaiveTimeResolver resolve = [&zone](std::int64_t local_s,
                                                 std::optional<std::int64_t> prev,
@@ -88,7 +89,7 @@ CarbonSeries load_carbon_csv(const std::string& path, const TimeZone& zone, cons
         return !prev || r.first_s > *prev ? r.first_s : r.second_s;
       return zone.to_utc(local_s, where);  // unique, or an error naming the skipped hour
     };
-    return energy::read_carbon_csv(path, resolve, zone.describe());
+    return energy::read_carbon_csv(path, resolve, zone.describe(), read);
   });
   const std::vector<UnixTimeS>& ts = csv.t_s;
   const std::vector<double>& vs = csv.g_co2e_per_kwh;
@@ -101,6 +102,7 @@ CarbonSeries load_carbon_csv(const std::string& path, const TimeZone& zone, cons
   const std::int64_t median = csv.step_s;  // the reader's step: the median spacing
   CarbonSeries s;
   s.path = path;
+  s.source = csv.describe();
   s.row_step_s = csv.step_s;
   s.gaps = csv.gaps;
   s.start_s = ts.front();

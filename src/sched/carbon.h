@@ -41,6 +41,7 @@ struct CarbonSeries {
   std::int64_t slot_s = 0;             ///< slot length, s
   std::vector<double> g_co2e_per_kwh;  ///< mean intensity per slot, gCO2e/kWh
   std::string path;                    ///< the CSV it was read from (empty if built in code)
+  std::string source;                  ///< what was read (energy::CarbonCsv::describe())
   std::int64_t row_step_s = 0;         ///< the CSV's own step (median row spacing), s
   /// Holes of the CSV (rows further apart than row_step_s): bridged by holding the value before
   /// them, and flagged by the caller (gap_warnings), never silently.
@@ -73,8 +74,10 @@ bool parse_slot_value(std::string_view text);
 /// 1-minute slots, 57 years of 15-minute ones). Bounds memory and planning time for any CSV.
 inline constexpr std::int64_t kMaxCarbonSlots = 2'000'000;
 
-/// Loads a CSV with columns `Time` (wall clock "YYYY-MM-DD HH:MM:SS", naive in `zone` or with
-/// its own offset) and `Carbon Intensity` (gCO2e/kWh) through energy::read_carbon_csv.
+/// Loads a carbon-intensity series through energy::read_carbon_csv in any format it reads
+/// (`read`: Electricity Maps, UK Carbon Intensity API, WattTime, ENTSO-E, greentrain's CSV with
+/// columns `Time` (wall clock "YYYY-MM-DD HH:MM:SS", naive in `zone` or with its own offset) and
+/// `Carbon Intensity` (gCO2e/kWh)).
 /// In a named zone a local-time series passes a daylight-saving change as the wall clock does:
 /// the skipped hour has no rows (a row in it is an error naming the line), and the repeated hour
 /// comes twice in order: a repeated time is read at its first occurrence (the offset before the
@@ -88,7 +91,7 @@ inline constexpr std::int64_t kMaxCarbonSlots = 2'000'000;
 /// rows, for a negative slot length, or when the grid would have more than kMaxCarbonSlots
 /// slots (naming the span and the slot).
 CarbonSeries load_carbon_csv(const std::string& path, const TimeZone& zone,
-                             const SlotGrid& grid = {});
+                             const SlotGrid& grid = {}, const energy::CarbonReadOptions& read = {});
 
 /// One warning per hole of the series, for the console and the plan's JSON:
 /// "carbon series x.csv: no rows from ... to ... (...); the value at ... was held".

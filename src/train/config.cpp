@@ -9,10 +9,13 @@
 #include <cstdlib>
 #include <fstream>
 #include <limits>
+#include <regex>
 #include <sstream>
 #include <variant>
 
 #include "core/error.h"
+#include "energy/carbon_regions.h"
+#include "energy/error.h"
 #include "energy/parse.h"
 
 namespace gt {
@@ -78,6 +81,12 @@ std::vector<Key> key_table(TrainConfig& c) {
       {"energy.carbon_intensity", &c.carbon_intensity},
       {"energy.carbon_csv", &c.carbon_csv},
       {"energy.carbon_utc_offset_h", &c.carbon_utc_offset_h},
+      {"energy.carbon_format", &c.carbon_format},
+      {"energy.carbon_column", &c.carbon_column},
+      {"energy.carbon_time_column", &c.carbon_time_column},
+      {"energy.carbon_unit", &c.carbon_unit},
+      {"energy.carbon_value", &c.carbon_value},
+      {"energy.carbon_region", &c.carbon_region},
       {"energy.cpu_tdp_w", &c.cpu_tdp_w},
       {"train.power_limit", &c.power_limit_w},
       {"train.zero", &c.zero},
@@ -336,6 +345,13 @@ void TrainConfig::validate() const {
         "energy.carbon_intensity = {} and energy.carbon_csv = '{}' are both set; expected one "
         "of them (a constant intensity or a series)",
         *carbon_intensity, carbon_csv));
+  if (!carbon_region.empty()) {
+    try {
+      energy::country_or_throw(carbon_region, "energy.carbon_region");
+    } catch (const energy::EnergyError& e) {
+      throw Error(e.what());
+    }
+  }
   if (!(carbon_utc_offset_h >= -24 && carbon_utc_offset_h <= 24))
     throw Error(fmt::format("energy.carbon_utc_offset_h = {}: expected hours in [-24, 24]",
                             carbon_utc_offset_h));
@@ -383,7 +399,22 @@ std::string TrainConfig::to_toml() const {
   }
   std::ostringstream os;
   os << root << "\n";
-  return os.str();
+  // toml++ writes every float with 17 significant digits (2.8999999999999999 for 2.9); write
+  // each as the shortest text that reads back as the same double, as a person would
+  static const std::regex float_line(
+      R"(^(\s*[A-Za-z0-9_.]+ = )(-?[0-9]+\.[0-9]+(e[+-]?[0-9]+)?)$)");
+  std::string out, line;
+  std::istringstream in(os.str());
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (std::regex_match(line, m, float_line)) {
+      std::string v = fmt::format("{}", std::stod(m[2].str()));
+      if (v.find_first_of(".e") == std::string::npos) v += ".0";
+      line = m[1].str() + v;
+    }
+    out += line + "\n";
+  }
+  return out;
 }
 
 void load_config_string(const std::string& text, const std::string& where, TrainConfig& cfg) {

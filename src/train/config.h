@@ -70,8 +70,15 @@ struct TrainConfig {
   std::optional<double> carbon_intensity;
   std::string carbon_csv;  ///< energy.carbon_csv: series (energy/carbon.h); excludes the above
   double carbon_utc_offset_h = 0;  ///< time zone of carbon_csv's naive times (hours east of UTC)
-  double cpu_tdp_w = 0;            ///< 0: from the CPU model table
-  double power_limit_w = 0;        ///< train.power_limit (W) for the run; 0 leaves the limit alone
+  /// energy.carbon_format, carbon_column, carbon_time_column, carbon_unit, carbon_value: how
+  /// carbon_csv is read (energy::CarbonReadOptions; empty: detected / the format's).
+  std::string carbon_format, carbon_column, carbon_time_column, carbon_unit, carbon_value;
+  /// energy.carbon_region: an ISO 3166-1 alpha-3 country code: its annual average intensity
+  /// (energy/carbon_regions.h) when neither carbon_intensity nor carbon_csv is set, and the
+  /// country of the figures (emissions.csv's country columns) in every case.
+  std::string carbon_region;
+  double cpu_tdp_w = 0;      ///< 0: from the CPU model table
+  double power_limit_w = 0;  ///< train.power_limit (W) for the run; 0 leaves the limit alone
   /// train.power_limit_required: a train.power_limit that cannot be applied (no writable RAPL
   /// zone or NVML limit, as for a job not run as root) stops the run before any step; false
   /// (default): the run goes on uncapped, says so, and summary.json's power_limit record

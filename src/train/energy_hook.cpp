@@ -63,19 +63,34 @@ energy::MeterOptions meter_options(const TrainConfig& cfg) {
   energy::MeterOptions o;
   o.interval_s = cfg.energy_interval_ms / 1000.0;
   // Unset is unset (the meter's default, labelled so); a set value, 0 included, is used.
-  if (!cfg.carbon_csv.empty())
-    o.carbon = energy::CarbonIntensity::from_csv(cfg.carbon_csv, cfg.carbon_utc_offset_h);
-  else if (cfg.carbon_intensity)
+  if (!cfg.carbon_csv.empty()) {
+    energy::CarbonReadOptions read;
+    read.format = cfg.carbon_format;
+    read.value_column = cfg.carbon_column;
+    read.time_column = cfg.carbon_time_column;
+    read.unit = cfg.carbon_unit;
+    read.value_kind = cfg.carbon_value;
+    o.carbon = energy::CarbonIntensity::from_csv(cfg.carbon_csv, cfg.carbon_utc_offset_h, "", read);
+  } else if (cfg.carbon_intensity) {
     o.carbon =
         energy::CarbonIntensity::constant(*cfg.carbon_intensity, "", "energy.carbon_intensity");
+  } else if (!cfg.carbon_region.empty()) {
+    o.carbon = energy::CarbonIntensity::for_country(cfg.carbon_region, "energy.carbon_region");
+  }
+  if (!cfg.carbon_region.empty() && o.carbon.origin() != energy::CarbonOrigin::kCountry)
+    o.carbon = o.carbon.with_country(cfg.carbon_region, "energy.carbon_region");
   if (cfg.cpu_tdp_w > 0) o.cpu_tdp_w = cfg.cpu_tdp_w;
   o.gpus = gpus_of_device(cfg.device);
+  // A run on a GPU whose sensors cannot be read (no NVML in a container) still trains; every
+  // measurement then says the GPU's energy is missing (MeterOptions::gpus_strict).
+  o.gpus_strict = false;
   return o;
 }
 
-EnergyHook::EnergyHook(const TrainConfig& cfg, std::string run_dir, FILE* log)
+EnergyHook::EnergyHook(const TrainConfig& cfg, std::string run_dir, FILE* log,
+                       std::optional<energy::MeterOptions> opt)
     : cfg_(cfg), run_dir_(std::move(run_dir)), log_(log) {
-  meter_ = energy::Meter::create(meter_options(cfg));
+  meter_ = energy::Meter::create(opt ? *opt : meter_options(cfg));
   meter_->begin_window("run");
   if (cfg_.target_loss > 0) meter_->begin_window("to_target");
   if (log_) {
@@ -169,6 +184,8 @@ void EnergyHook::finish(nlohmann::json& summary) {
   energy::RunInfo info;
   info.project_name = "greentrain";
   info.region = meter_->carbon().region();
+  info.country_iso_code = m.carbon_country_iso_code;
+  info.country_name = m.carbon_country_name;
   if (!comm_ || comm_->rank() == 0) energy::append_run_energy_csv(run_dir_, m, info);
   if (log_ && m.domains.empty()) {
     std::fprintf(log_, "energy unknown: no sensor could be read by this process\n");

@@ -31,7 +31,10 @@ void add_energy_fields(const energy::Measurement& m, double tokens, nlohmann::js
 class EnergyHook final : public StepObserver {
  public:
   /// Starts the meter and the whole-run window. log: where the closing energy lines go.
-  EnergyHook(const TrainConfig& cfg, std::string run_dir, FILE* log = stdout);
+  /// `opt`: the meter's options when the caller made them already (meter_options(cfg), e.g. to
+  /// check the carbon file before the data is loaded); empty: made here.
+  EnergyHook(const TrainConfig& cfg, std::string run_dir, FILE* log = stdout,
+             std::optional<energy::MeterOptions> opt = std::nullopt);
   void begin_step(int64_t step) override;
   std::string end_step(int64_t step, int64_t tokens, double flops, nlohmann::json& record) override;
   /// Ends the run window, writes energy.csv and adds the energy fields to summary.json:

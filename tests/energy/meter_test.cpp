@@ -364,3 +364,85 @@ TEST(Meter, NoSensorMeansUnknownEnergyWithTheReason) {
 }
 
 }  // namespace gt::energy
+
+namespace gt::energy {
+using namespace test;
+
+TEST(Meter, PowerTimelineMergesSpansToTheRefreshPeriodAndSkipsUntrustedOnes) {
+  TempDir d;
+  SensorList s;
+  SensorInfo ci = counter_info("c");
+  ci.refresh_period_s = 1.0;
+  auto c = std::make_unique<ScriptedSensor>(ci);
+  auto next = c->next;
+  s.push_back(std::move(c));
+  *next = energy(0);
+  ManualClock clk;
+  MeterOptions o = manual_options(d.path);
+  o.timeline_points = 3;
+  Meter m(std::move(s), o, clk.clock());
+  const double t0 = clk.wall;
+  // 0.5 s samples at 100 W: one point per second (two samples merged), shown at its end
+  for (int i = 1; i <= 4; ++i) {
+    clk.advance(0.5);
+    *next = energy(50.0 * i);
+    m.sample_now();
+  }
+  auto tl = m.power_timeline("c", t0, t0 + 100);
+  ASSERT_EQ(tl.size(), 2u);
+  EXPECT_DOUBLE_EQ(tl[0].t0_unix_s, t0);
+  EXPECT_DOUBLE_EQ(tl[0].t1_unix_s, t0 + 1);
+  EXPECT_DOUBLE_EQ(tl[1].t1_unix_s, t0 + 2);
+  EXPECT_DOUBLE_EQ(tl[0].power_w, 100);
+  // 300 W for a second, then a failed reading (a hole), then 200 W
+  clk.advance(1);
+  *next = energy(500);
+  m.sample_now();
+  clk.advance(1);
+  *next = failed("read failed");
+  m.sample_now();
+  clk.advance(1);
+  *next = energy(1000);  // re-based after the failure: a fill, no point
+  m.sample_now();
+  clk.advance(1);
+  *next = energy(1200);
+  m.sample_now();
+  tl = m.power_timeline("c", t0, t0 + 100);
+  ASSERT_EQ(tl.size(), 3u);  // the ring keeps the newest three
+  EXPECT_DOUBLE_EQ(tl[0].t1_unix_s, t0 + 2);
+  EXPECT_DOUBLE_EQ(tl[1].power_w, 300);
+  EXPECT_DOUBLE_EQ(tl[1].t1_unix_s, t0 + 3);
+  EXPECT_DOUBLE_EQ(tl[2].t1_unix_s, t0 + 6);
+  EXPECT_DOUBLE_EQ(tl[2].power_w, 200);
+  EXPECT_EQ(m.power_timeline("c", t0 + 2.5, t0 + 3).size(), 1u);  // spans ending in (t0, t1]
+  EXPECT_TRUE(m.power_timeline("other", 0, 1e12).empty());
+  auto now = m.power_now();
+  ASSERT_EQ(now.count("c"), 1u);
+  EXPECT_DOUBLE_EQ(now["c"].power_w, 200);
+}
+
+TEST(Meter, CarbonPerDomainSumsToTheWindowsCarbon) {
+  TempDir d;
+  SensorList s;
+  auto g = std::make_unique<ScriptedSensor>(gauge_info("gpu0"));
+  auto c = std::make_unique<ScriptedSensor>(counter_info("cpu0"));
+  auto gn = g->next, cn = c->next;
+  s.push_back(std::move(g));
+  s.push_back(std::move(c));
+  *gn = power(200);
+  *cn = energy(0);
+  ManualClock clk;
+  MeterOptions o = manual_options(d.path);
+  o.carbon = CarbonIntensity::constant(360, "");
+  Meter m(std::move(s), o, clk.clock());
+  m.begin_window("w");
+  clk.advance(10);
+  *cn = energy(500);
+  const Measurement r = m.end_window("w");
+  ASSERT_EQ(r.domains.size(), 2u);
+  EXPECT_DOUBLE_EQ(r.g_co2e_of("gpu"), 2000 / 3.6e6 * 360);  // 2000 J at 360 g/kWh = 0.2 g
+  EXPECT_DOUBLE_EQ(r.g_co2e_of("cpu"), 500 / 3.6e6 * 360);
+  EXPECT_NEAR(r.g_co2e_of("gpu") + r.g_co2e_of("cpu"), r.g_co2e, 1e-12);
+}
+
+}  // namespace gt::energy

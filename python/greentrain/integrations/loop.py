@@ -6,6 +6,11 @@
         with log.step(tokens=batch.numel()):
             loss = model(batch).loss; loss.backward(); opt.step(); opt.zero_grad()
     print(log.total_j, log.joules_per_token)
+
+To TensorBoard and MLflow: ``EnergyLogger(meter, writer=SummaryWriter(...), mlflow=mlflow)``
+writes each step's ``energy/step_j``, ``energy/total_j``, ``energy/total_g_co2e``,
+``energy/avg_power_w`` and ``energy/j_per_token`` (the figures that are known) at the step
+number; ``log_measurement(m, writer=..., mlflow=..., step=...)`` does it for any window.
 """
 
 from __future__ import annotations
@@ -13,12 +18,33 @@ from __future__ import annotations
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from ..measurement import Measurement
 from ..meter import Meter
 
-__all__ = ["EnergyLogger", "StepRecord"]
+__all__ = ["EnergyLogger", "StepRecord", "log_measurement"]
+
+
+def _send(values: Dict[str, float], step: int, writer: Any, mlflow: Any) -> None:
+    if writer is not None:
+        for k, v in values.items():
+            writer.add_scalar(k, v, step)
+    if mlflow is not None:
+        mlflow.log_metrics(values, step=step)
+
+
+def log_measurement(m: Measurement, writer: Any = None, mlflow: Any = None, step: int = 0,
+                    prefix: str = "energy/") -> Dict[str, float]:
+    """Writes one window's known figures to a TensorBoard ``SummaryWriter`` (``add_scalar``)
+    and/or MLflow (the ``mlflow`` module, or anything with ``log_metrics(dict, step=)``) at
+    ``step``: ``<prefix>j``, ``<prefix>duration_s``, ``<prefix>avg_power_w``,
+    ``<prefix>g_co2e`` (unknown figures are left out). Returns what was written."""
+    values = {f"{prefix}{k}": float(v) for k, v in (
+        ("j", m.energy_j), ("duration_s", m.duration_s), ("avg_power_w", m.avg_power_w),
+        ("g_co2e", m.g_co2e)) if v is not None}
+    _send(values, step, writer, mlflow)
+    return values
 
 
 @dataclass(frozen=True)
@@ -53,10 +79,18 @@ class EnergyLogger:
         print_every: print a line every this many steps (0: never).
         print_fn: where lines go (default: print to stderr).
         keep: keep at most this many records (oldest dropped; totals keep counting).
+        writer: a TensorBoard ``SummaryWriter`` (or anything with ``add_scalar``).
+        mlflow: the ``mlflow`` module (or anything with ``log_metrics(dict, step=)``), with a
+            run active.
+        log_every: write to ``writer``/``mlflow`` every this many steps (the totals always
+            cover every step).
+        prefix: prefix of the written names.
     """
 
     def __init__(self, meter: Meter, optimizer: Any = None, print_every: int = 0,
-                 print_fn: Optional[Callable[[str], Any]] = None, keep: int = 100000) -> None:
+                 print_fn: Optional[Callable[[str], Any]] = None, keep: int = 100000,
+                 writer: Any = None, mlflow: Any = None, log_every: int = 1,
+                 prefix: str = "energy/") -> None:
         self.meter = meter
         self.optimizer = optimizer
         self.print_every = print_every
@@ -70,6 +104,12 @@ class EnergyLogger:
         self.total_tokens = 0.0
         self.unknown_steps = 0
         """Steps whose energy was unknown."""
+        self.total_g_co2e = 0.0
+        """Carbon of the steps of known energy (gCO2e)."""
+        self.writer = writer
+        self.mlflow = mlflow
+        self.log_every = max(1, int(log_every))
+        self.prefix = prefix
         self._window = f"greentrain.step@{id(self):x}"
 
     def begin(self) -> None:
@@ -91,6 +131,7 @@ class EnergyLogger:
             self.unknown_steps += 1
         else:
             self.total_j += m.energy_j
+            self.total_g_co2e += m.g_co2e or 0.0
             if tokens:
                 self.total_tokens += tokens
         self.records.append(r)
@@ -98,7 +139,19 @@ class EnergyLogger:
             del self.records[0]
         if self.print_every and self.steps % self.print_every == 0:
             self.print_fn(self.line(r))
+        if (self.writer is not None or self.mlflow is not None) and \
+                self.steps % self.log_every == 0:
+            self._write(r)
         return r
+
+    def _write(self, r: StepRecord) -> None:
+        p = self.prefix
+        values = {f"{p}total_j": self.total_j, f"{p}total_g_co2e": self.total_g_co2e}
+        for k, v in (("step_j", r.energy_j), ("avg_power_w", r.avg_power_w),
+                     ("j_per_token", r.joules_per_token)):
+            if v is not None:
+                values[p + k] = float(v)
+        _send(values, r.step, self.writer, self.mlflow)
 
     @contextmanager
     def step(self, tokens: Optional[float] = None) -> Iterator[None]:
