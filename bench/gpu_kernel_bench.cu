@@ -180,15 +180,15 @@ void bench_shape(cudaStream_t s, const char* name, int B, int T, int C, int NH, 
         *pm = p.random(params, 12, 1e-4f), *pv = p.random(params, 13, 1e-6f, 1e-6f);
   std::vector<gt::cuda_kernels::AdamChunk> chunks;
   for (int64_t b0 = 0; b0 < params; b0 += 65536)
-    chunks.push_back({pp, pg, pm, pv, b0, std::min(params, b0 + 65536), 0.999f});
+    chunks.push_back({pp, pg, pm, pv, b0, std::min(params, b0 + 65536), 0.1f});
   auto* dchunks = p.get<gt::cuda_kernels::AdamChunk>(chunks.size());
   ck(cudaMemcpy(dchunks, chunks.data(), chunks.size() * sizeof(chunks[0]), cudaMemcpyHostToDevice),
      "copy");
   report(name, "adamw_fused",
          time_ms(s,
                  [&] {
-                   K::adamw_multi(s, dchunks, int64_t(chunks.size()), 1.f, 1e-4f, 0.9f, 0.95f,
-                                  1e-8f, 0.5f, 0.7f);
+                   K::adamw_multi(s, dchunks, int64_t(chunks.size()), 1.f, nullptr, 1.0, 0.0, 1e-4f,
+                                  0.9f, 0.95f, 1e-8f, 0.5f, 0.7f, nullptr);
                  }),
          params * 7.0 * f4, 0);
   double* sq = p.get<double>(1 + gt::cuda_kernels::configs::kNormBlocks);

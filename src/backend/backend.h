@@ -111,6 +111,34 @@ struct WorkspaceQuery {
   bool bf16_activations = false;  ///< product inputs stored as bf16 (bf16 DevPtr arguments)
 };
 
+/// One step's update on the device (Backend::adamw_step): AdamW over every tensor, as
+/// adamw_fused, with the gradient multiplier computed from the global norm where the
+/// gradients are, so the host need not read the norm first.
+struct AdamStep {
+  float* const* p = nullptr;        ///< tensor i: parameters (n[i] floats)
+  const float* const* g = nullptr;  ///< its gradients, inside `grads`
+  float* const* m = nullptr;        ///< its first moments
+  float* const* v = nullptr;        ///< its second moments
+  const int64_t* n = nullptr;
+  const float* wd = nullptr;  ///< weight decay per tensor
+  int count = 0;
+  const float* grads = nullptr;  ///< the flat buffer holding every g[i] (for the norm)
+  int64_t grads_n = 0;
+  double loss_scale = 1.0;  ///< the gradients hold loss_scale times the true ones
+  double clip = 0.0;        ///< the global norm is clipped to this (<= 0: no clipping)
+  float lr = 0, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
+  int64_t t = 1;  ///< AdamW's step, from 1
+};
+/// What adamw_step() found: host memory the backend owns, valid after the next synchronize().
+struct AdamStepResult {
+  /// The sum of squares of the gradients as they were (loss_scale times the true ones); when
+  /// it is not finite nothing was changed.
+  double norm_sq = 0;
+  /// 1 when an updated weight or moment is inf or NaN, 0 when none is; -1 when this backend
+  /// does not check (the caller checks the states itself).
+  int32_t nonfinite_state = -1;
+};
+
 /// The op table and the memory of one device. All pointers the ops take are device memory
 /// of this backend (from allocate(), usually through an Arena); host memory enters and
 /// leaves only through copy_to_device / copy_to_host.
@@ -227,6 +255,19 @@ class Backend : public DeviceMemory {
   /// optimizer step, initialisation, loading). Copies are refreshed on their next use.
   virtual void weights_updated() = 0;
 
+  // ---- a step with one host synchronization --------------------------------------------
+  /// Registers the host copy of the n token ids the device buffer dev holds (a micro-batch's
+  /// inputs or targets, as the model uploaded them, valid until the next call for dev): ops
+  /// that need the ids on the host (the embedding backward's index, the targets' check) read
+  /// this copy instead of the device. Host backends need nothing.
+  virtual void host_tokens(const int32_t* dev, const int32_t* host, int64_t n) {}
+  /// The whole update of a step: the global gradient norm, the multiplier (1/loss_scale,
+  /// times clip / (norm + 1e-6) when that is below 1, as torch.nn.utils.clip_grad_norm_),
+  /// and AdamW (adamw_fused's formula) unless the norm is not finite, in which case nothing
+  /// changes. The result is read after synchronize(). A device keeps all of it on the device
+  /// (no host synchronization); the default runs sum_squares and adamw_fused.
+  virtual const AdamStepResult* adamw_step(const AdamStep& s);
+
   // ---- fused forms (train.fusion=on); each equals its unfused chain within rounding ---
   /// res(N,C) = a + b and out/mean/rstd = layernorm(res) in one pass over the rows.
   virtual void residual_layernorm_forward(float* res, DevPtr out, float* mean, float* rstd,
@@ -265,6 +306,9 @@ class Backend : public DeviceMemory {
   virtual void adamw_fused(float* const* p, const float* const* g, float* const* m, float* const* v,
                            const int64_t* n, const float* wd, int count, float grad_mult, float lr,
                            float beta1, float beta2, float eps, int64_t t) = 0;
+
+ protected:
+  AdamStepResult step_result_;  ///< the default adamw_step()'s result
 };
 
 /// Throws gt::Error naming the backend, the op and the precision when `be` does not support

@@ -29,6 +29,18 @@ class ProfilingBackend final : public Backend {
   }
   void synchronize() override { in_->synchronize(); }
   void bind_thread() override { in_->bind_thread(); }
+  void* allocate_host(size_t bytes) override { return in_->allocate_host(bytes); }
+  void deallocate_host(void* p) override { in_->deallocate_host(p); }
+  void copy_to_device_async(void* dst, const void* src, size_t bytes) override {
+    in_->copy_to_device_async(dst, src, bytes);
+  }
+  void copy_to_host_async(void* dst, const void* src, size_t bytes) override {
+    in_->copy_to_host_async(dst, src, bytes);
+  }
+  void host_tokens(const int32_t* dev, const int32_t* host, int64_t n) override {
+    in_->host_tokens(dev, host, n);
+  }
+
   bool supports(Op op, Precision p) const override { return in_->supports(op, p); }
   size_t workspace_bytes(const WorkspaceQuery& q) const override { return in_->workspace_bytes(q); }
 
@@ -56,6 +68,9 @@ class ProfilingBackend final : public Backend {
     }
   }
 
+  const AdamStepResult* adamw_step(const AdamStep& s) override {
+    return timed("adamw_step", 0, [&] { return in_->adamw_step(s); });
+  }
   void embedding_forward(float* out, const int32_t* inp, const float* wte, const float* wpe, int B,
                          int T, int C) override {
     timed("embedding_forward", 0, [&] { in_->embedding_forward(out, inp, wte, wpe, B, T, C); });

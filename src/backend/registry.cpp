@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -13,6 +14,7 @@
 #include "backend/cpu/cpu_backend.h"
 #endif
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/kernel_math.h"
 #include "backend/ref/ref_backend.h"
 #include "core/error.h"
 
@@ -131,6 +133,16 @@ std::unique_ptr<Backend> make_backend(const std::string& device, const BackendOp
         device, known_devices()));
   throw Error(fmt::format("train.device = '{}' is unknown; expected {}, cuda or cuda:N", device,
                           known_devices()));
+}
+
+const AdamStepResult* Backend::adamw_step(const AdamStep& s) {
+  step_result_.norm_sq = sum_squares(s.grads, s.grads_n);
+  step_result_.nonfinite_state = -1;  // not checked here: the caller checks the states
+  if (!std::isfinite(step_result_.norm_sq)) return &step_result_;
+  const float mult =
+      static_cast<float>(cuda_math::adam_grad_mult(step_result_.norm_sq, s.loss_scale, s.clip));
+  adamw_fused(s.p, s.g, s.m, s.v, s.n, s.wd, s.count, mult, s.lr, s.beta1, s.beta2, s.eps, s.t);
+  return &step_result_;
 }
 
 void* HostMemoryBackend::allocate(size_t bytes) {

@@ -1,11 +1,13 @@
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
 #include "core/arena.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/memory.h"
 #include "core/tensor.h"
 
 namespace gt {
@@ -111,5 +113,12 @@ std::string format_bytes(size_t bytes) {
   if (b >= 1024.0) return fmt::format("{:.1f} KiB", b / 1024.0);
   return fmt::format("{} B", bytes);
 }
+
+void* DeviceMemory::allocate_host(size_t bytes) {
+  void* p = std::aligned_alloc(64, (std::max<size_t>(bytes, 1) + 63) / 64 * 64);
+  if (!p) throw Error(fmt::format("cannot allocate {} bytes of host memory", bytes));
+  return p;
+}
+void DeviceMemory::deallocate_host(void* p) { std::free(p); }
 
 }  // namespace gt

@@ -34,6 +34,26 @@ class DeviceMemory {
   /// calls from a thread that did not. Host memory needs nothing.
   virtual void bind_thread() {}
 
+  // ---- asynchronous copies (a step with one host synchronization) ------------------------
+  /// Host memory the device copies to and from without the host waiting (CUDA's pinned,
+  /// page-locked memory; plain host memory on the CPU backends), `bytes` of it, never null.
+  /// Errors: gt::Error when out of memory.
+  virtual void* allocate_host(size_t bytes);
+  /// Gives back memory from allocate_host(); p may be null.
+  virtual void deallocate_host(void* p);
+  /// Queues a copy from host memory src (from allocate_host()) to device memory dst, in the
+  /// order of the device's work; src must keep its contents until the copy ran (after the next
+  /// synchronize()). Host memory: copies at once.
+  virtual void copy_to_device_async(void* dst, const void* src, size_t bytes) {
+    copy_to_device(dst, src, bytes);
+  }
+  /// Queues a copy from device memory src to host memory dst (from allocate_host()), in the
+  /// order of the device's work; dst holds the data after the next synchronize(). Host memory:
+  /// copies at once.
+  virtual void copy_to_host_async(void* dst, const void* src, size_t bytes) {
+    copy_to_host(dst, src, bytes);
+  }
+
   /// Whether device pointers are host memory that the host may read directly (the CPU
   /// backends; a GPU backend with device-only memory says false).
   virtual bool host_readable() const { return device() == Device::cpu; }

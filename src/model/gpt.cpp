@@ -376,7 +376,13 @@ GPT::GPT(const GPTConfig& cfg, int max_batch, Recompute rc, Backend& be, bool fu
       be.workspace_bytes(workspace_query(cfg, max_batch, be.precision(), fused, bf16_activations));
 }
 
-GPT::~GPT() = default;
+GPT::~GPT() {
+  for (Slot& s : slots_) {
+    be_.deallocate_host(s.inputs);
+    be_.deallocate_host(s.targets);
+    be_.deallocate_host(s.losses);
+  }
+}
 
 void GPT::init_weights(uint64_t seed) {
   Normal normal(seed);
@@ -476,6 +482,51 @@ void GPT::block_forward_fused(int l, int B, int T, bool recomputing) {
 }
 
 float GPT::forward(const int32_t* inputs, const int32_t* targets, int B, int T, bool for_backward) {
+  forward_impl(inputs, targets, B, T, for_backward, 1.0f, -1);
+  if (!targets) return NAN;
+  const int64_t N = (int64_t)B * T;
+  std::vector<float> losses(N);
+  be_.copy_to_host(losses.data(), losses_, sizeof(float) * N);
+  double sum = 0.0;
+  for (float x : losses) sum += x;
+  return static_cast<float>(sum / N);
+}
+
+void GPT::forward_step(const int32_t* inputs, const int32_t* targets, int B, int T, float dloss,
+                       int slot) {
+  check(targets && slot >= 0, "forward_step: a training forward needs targets and a slot >= 0");
+  forward_impl(inputs, targets, B, T, true, dloss, slot);
+}
+
+double GPT::step_loss(int slot) const {
+  check(slot >= 0 && slot < (int)slots_.size() && slots_[slot].n > 0,
+        fmt::format("step_loss: no forward_step filled slot {}", slot));
+  const Slot& s = slots_[slot];
+  double sum = 0.0;
+  for (int64_t i = 0; i < s.n; ++i) sum += s.losses[i];
+  return static_cast<float>(sum / s.n);
+}
+
+GPT::Slot& GPT::slot(int k, int64_t n) {
+  if ((int)slots_.size() <= k) slots_.resize(k + 1);
+  Slot& s = slots_[k];
+  if (s.cap < n) {
+    be_.deallocate_host(s.inputs);
+    be_.deallocate_host(s.targets);
+    be_.deallocate_host(s.losses);
+    s.inputs = s.targets = nullptr;
+    s.losses = nullptr;
+    s.inputs = static_cast<int32_t*>(be_.allocate_host(sizeof(int32_t) * n));
+    s.targets = static_cast<int32_t*>(be_.allocate_host(sizeof(int32_t) * n));
+    s.losses = static_cast<float*>(be_.allocate_host(sizeof(float) * n));
+    s.cap = n;
+  }
+  s.n = n;
+  return s;
+}
+
+void GPT::forward_impl(const int32_t* inputs, const int32_t* targets, int B, int T,
+                       bool for_backward, float dloss, int slot_index) {
   check(B > 0 && B <= max_batch_,
         fmt::format("forward: batch {} outside [1, {}] planned for", B, max_batch_));
   check(T > 0 && T <= cfg_.block_size,
@@ -487,7 +538,14 @@ float GPT::forward(const int32_t* inputs, const int32_t* targets, int B, int T, 
     check(inputs[i] >= 0 && inputs[i] < V,
           fmt::format("input token {} at position {} is outside the vocabulary [0, {})", inputs[i],
                       i, V));
-  be_.copy_to_device(inputs_, inputs, sizeof(int32_t) * N);
+  Slot* sl = slot_index >= 0 ? &slot(slot_index, N) : nullptr;
+  if (sl) {  // through pinned memory, no host synchronization; the backend keeps the ids
+    std::copy(inputs, inputs + N, sl->inputs);
+    be_.copy_to_device_async(inputs_, sl->inputs, sizeof(int32_t) * N);
+  } else {
+    be_.copy_to_device(inputs_, inputs, sizeof(int32_t) * N);
+  }
+  be_.host_tokens(inputs_, inputs, N);
   check_precision();  // the tensors' types were planned for the backend's precision
   lastB_ = B;
   lastT_ = T;
@@ -505,17 +563,20 @@ float GPT::forward(const int32_t* inputs, const int32_t* targets, int B, int T, 
     be_.layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, xL, pv_.lnf_w, pv_.lnf_b, N, C);  // (N, C)
   be_.matmul_forward(logits_, lnf_, pv_.wte, nullptr, N, C, V,
                      /*w_transposed=*/true);  // logits (N, V) = ln_f @ wte^T
-  if (!targets) return NAN;
-  be_.copy_to_device(targets_, targets, sizeof(int32_t) * N);
-  if (fused_)  // logits_ now holds softmax - onehot; backward scales it by dloss
-    be_.softmax_crossentropy_fused(logits_, losses_, targets_, 1.0f, N, V);  // losses (N)
+  if (!targets) return;
+  if (sl) {
+    std::copy(targets, targets + N, sl->targets);
+    be_.copy_to_device_async(targets_, sl->targets, sizeof(int32_t) * N);
+  } else {
+    be_.copy_to_device(targets_, targets, sizeof(int32_t) * N);
+  }
+  be_.host_tokens(targets_, targets, N);
+  folded_dloss_ = fused_ ? dloss : 1.0f;
+  if (fused_)  // logits_ now holds (softmax - onehot) * dloss, the logits' gradient
+    be_.softmax_crossentropy_fused(logits_, losses_, targets_, dloss, N, V);  // losses (N)
   else
     be_.softmax_crossentropy_forward(probs_, losses_, logits_, targets_, N, V);  // probs (N, V)
-  std::vector<float> losses(N);
-  be_.copy_to_host(losses.data(), losses_, sizeof(float) * N);
-  double sum = 0.0;
-  for (float x : losses) sum += x;
-  return static_cast<float>(sum / N);
+  if (sl) be_.copy_to_host_async(sl->losses, losses_, sizeof(float) * N);
 }
 
 // fch_gelu = gelu(fch), n elements; with fusion on also fch_dgelu = gelu'(fch) if with_dgelu.
@@ -609,9 +670,9 @@ void GPT::backward(float dloss) {
   const int B = lastB_, T = lastT_, C = cfg_.n_embd, V = cfg_.vocab_size;
   const int64_t N = (int64_t)B * T;
   check_precision();
-  if (fused_)
-    be_.scale(dlogits_, dloss, N * V);  // dlogits (N, V) is logits_, written by the fused loss
-  else
+  if (fused_) {  // dlogits (N, V) is logits_, written by the fused loss with folded_dloss_
+    if (dloss != folded_dloss_) be_.scale(dlogits_, dloss / folded_dloss_, N * V);
+  } else
     be_.softmax_crossentropy_backward(dlogits_, probs_, targets_, dloss, N, V);  // (N, V)
   // classifier: logits = lnf @ wte^T; dC (N, C) = d(lnf), dwte += dlogits^T @ lnf
   be_.matmul_backward(dC_, gv_.wte, nullptr, dlogits_, lnf_, pv_.wte, N, C, V,

@@ -140,6 +140,16 @@ class GPT {
   /// keeps no pre-activation; the loss equals the training forward's within rounding.
   float forward(const int32_t* inputs, const int32_t* targets, int B, int T,
                 bool for_backward = true);
+  /// The training forward of micro-batch `slot` (0, 1, ...) of a step: as forward() with
+  /// targets, without a host synchronization: the tokens go up through the backend's pinned
+  /// memory (their host copies registered with Backend::host_tokens), the fused classifier
+  /// folds dloss (as backward(dloss) takes it) into the logits' gradient, and the
+  /// per-position losses come back asynchronously; step_loss(slot) reads them after the
+  /// backend's next synchronize().
+  void forward_step(const int32_t* inputs, const int32_t* targets, int B, int T, float dloss,
+                    int slot);
+  /// The mean loss of forward_step's micro-batch `slot` (valid after synchronize()).
+  double step_loss(int slot) const;
   /// Host copy of the logits (B,T,V) of the last forward, copied through the backend (with
   /// fusion on and targets given, this buffer holds the logits' gradient instead: the fused
   /// loss overwrites it in place).
@@ -179,6 +189,17 @@ class GPT {
   void recompute_for_backward(int l, int B, int T);
   void check_precision() const;
   void mlp_gelu(Layer& L, int64_t n, bool with_dgelu);
+  void forward_impl(const int32_t* inputs, const int32_t* targets, int B, int T, bool for_backward,
+                    float dloss, int slot);
+  /// Pinned host buffers of one forward_step micro-batch slot.
+  struct Slot {
+    int32_t *inputs = nullptr, *targets = nullptr;
+    float* losses = nullptr;
+    int64_t cap = 0, n = 0;
+  };
+  Slot& slot(int k, int64_t n);
+  std::vector<Slot> slots_;
+  float folded_dloss_ = 1.0f;  // the dloss the last fused classifier folded in
 
   GPTConfig cfg_;
   int max_batch_;

@@ -112,6 +112,54 @@ OptimizerResult optimizer_step(Backend& be, GPT& model, Arena& m, Arena& v, cons
   return r;
 }
 
+const AdamStepResult* optimizer_step_async(Backend& be, GPT& model, Arena& m, Arena& v,
+                                           const TrainConfig& cfg, float lr, int64_t t,
+                                           double loss_scale) {
+  Arena& g = model.grads();
+  Arena& p = model.params();
+  const size_t n = p.size();
+  std::vector<float*> pp(n), mm(n), vv(n);
+  std::vector<const float*> gg(n);
+  std::vector<int64_t> cnt(n);
+  std::vector<float> wd(n);
+  for (size_t i = 0; i < n; ++i) {
+    check(g.at(i).dtype == DType::f32, "optimizer_step_async: f32 gradients only");
+    pp[i] = p.at(i).f32();
+    gg[i] = g.at(i).f32();
+    mm[i] = m.at(i).f32();
+    vv[i] = v.at(i).f32();
+    cnt[i] = p.at(i).numel();
+    wd[i] = model.specs()[i].decay ? static_cast<float>(cfg.weight_decay) : 0.0f;
+  }
+  AdamStep s;
+  s.p = pp.data();
+  s.g = gg.data();
+  s.m = mm.data();
+  s.v = vv.data();
+  s.n = cnt.data();
+  s.wd = wd.data();
+  s.count = static_cast<int>(n);
+  // the flat gradient buffer: the padding between tensors is zeroed at allocation, never written
+  s.grads = static_cast<const float*>(g.base());
+  s.grads_n = static_cast<int64_t>(g.bytes() / sizeof(float));
+  s.loss_scale = loss_scale;
+  s.clip = cfg.grad_clip;
+  s.lr = lr;
+  s.beta1 = static_cast<float>(cfg.beta1);
+  s.beta2 = static_cast<float>(cfg.beta2);
+  s.eps = static_cast<float>(cfg.eps);
+  s.t = t;
+  const AdamStepResult* r = be.adamw_step(s);
+  be.weights_updated();
+  return r;
+}
+
+std::string first_nonfinite_gradient(Backend& be, GPT& model) {
+  size_t bad = 0;
+  arena_sum_squares(be, model.grads(), &bad);
+  return bad < model.specs().size() ? model.specs()[bad].name : std::string("?");
+}
+
 double clip_and_update(Backend& be, GPT& model, Arena& m, Arena& v, const TrainConfig& cfg,
                        float lr, int64_t t) {
   size_t bad = 0;

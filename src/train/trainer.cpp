@@ -319,6 +319,10 @@ double Trainer::train_step() {
   if (cfg_.stochastic_rounding)  // a seed per step: resume rounds as the run would
     backend_->set_stochastic_rounding(
         true, static_cast<uint64_t>(cfg_.seed) * 0x100000001B3ull + static_cast<uint64_t>(step_));
+  // One process with fusion on: the step talks to the device's host once, at its end (the
+  // tokens go up through pinned memory, the losses and the update's result come back
+  // asynchronously, the norm, the clip and the skip are decided on the device).
+  const bool one_sync = world_ == 1 && cfg_.fusion;
   double loss = 0.0;
   // the mean over the global batch: every rank's micro-batches, summed by the reduction
   const float dloss =
@@ -329,14 +333,18 @@ double Trainer::train_step() {
     if (world_ > 1) sampler_->skip((int64_t)rank_ * B);
     sampler_->next(inputs_.data(), targets_.data());
     if (world_ > 1) sampler_->skip((int64_t)(world_ - 1 - rank_) * B);
-    const double l = model_->forward(inputs_.data(), targets_.data(), B, T);
-    // under fp16 the gradients are inf/NaN too and the loss scaler skips the step; with
-    // several ranks the summed loss is checked below, so that every rank stops together
-    if (!std::isfinite(l) && !scaler_.enabled() && world_ == 1)
-      throw nonfinite_error(
-          step_ + 1, fmt::format("the training loss of micro-batch {} of {} is {}", micro + 1,
-                                 cfg_.grad_accum_steps, show(l)));
-    loss += l;
+    if (one_sync) {
+      model_->forward_step(inputs_.data(), targets_.data(), B, T, dloss, micro);
+    } else {
+      const double l = model_->forward(inputs_.data(), targets_.data(), B, T);
+      // under fp16 the gradients are inf/NaN too and the loss scaler skips the step; with
+      // several ranks the summed loss is checked below, so that every rank stops together
+      if (!std::isfinite(l) && !scaler_.enabled() && world_ == 1)
+        throw nonfinite_error(
+            step_ + 1, fmt::format("the training loss of micro-batch {} of {} is {}", micro + 1,
+                                   cfg_.grad_accum_steps, show(l)));
+      loss += l;
+    }
     const bool last_micro = micro + 1 == cfg_.grad_accum_steps;
     if (sync_ && last_micro)  // reduce each layer's gradients as soon as they are final
       model_->set_grad_ready_hook([this](size_t first, size_t) {
@@ -360,18 +368,38 @@ double Trainer::train_step() {
       throw nonfinite_error(step_ + 1, fmt::format("the training loss (mean over {} ranks) is {}",
                                                    world_, show(loss)));
   }
-  loss /= cfg_.grad_accum_steps;
   // AdamW's t counts the steps taken, not the ones skipped for inf/NaN gradients
   const float lr = static_cast<float>(learning_rate_at(cfg_, step_));
-  OptimizerResult opt = world_ > 1 && cfg_.zero == 1
-                            ? sharded_optimizer_step(lr, optimizer_steps() + 1, scaler_.scale())
-                            : optimizer_step(*backend_, *model_, *m_, *v_, cfg_, lr,
-                                             optimizer_steps() + 1, scaler_.scale());
+  OptimizerResult opt;
+  int nonfinite_state = -1;  // unknown: checked below
+  if (one_sync) {
+    const AdamStepResult* r = optimizer_step_async(*backend_, *model_, *m_, *v_, cfg_, lr,
+                                                   optimizer_steps() + 1, scaler_.scale());
+    backend_->synchronize();  // the step's one host synchronization
+    for (int micro = 0; micro < cfg_.grad_accum_steps; ++micro) {
+      const double l = model_->step_loss(micro);
+      if (!std::isfinite(l) && !scaler_.enabled())
+        throw nonfinite_error(
+            step_ + 1, fmt::format("the training loss of micro-batch {} of {} is {}", micro + 1,
+                                   cfg_.grad_accum_steps, show(l)));
+      loss += l;
+    }
+    opt.skipped = !std::isfinite(r->norm_sq);
+    opt.grad_norm = opt.skipped ? r->norm_sq : std::sqrt(r->norm_sq) / scaler_.scale();
+    if (opt.skipped) opt.nonfinite_tensor = first_nonfinite_gradient(*backend_, *model_);
+    nonfinite_state = r->nonfinite_state;
+  } else {
+    opt = world_ > 1 && cfg_.zero == 1
+              ? sharded_optimizer_step(lr, optimizer_steps() + 1, scaler_.scale())
+              : optimizer_step(*backend_, *model_, *m_, *v_, cfg_, lr, optimizer_steps() + 1,
+                               scaler_.scale());
+  }
+  loss /= cfg_.grad_accum_steps;
   if (opt.skipped && !scaler_.enabled())
     throw nonfinite_error(step_ + 1,
                           fmt::format("the gradient of '{}' holds inf or NaN (global norm {})",
                                       opt.nonfinite_tensor, show(opt.grad_norm)));
-  if (!opt.skipped)
+  if (!opt.skipped && nonfinite_state != 0)  // the device raised it, or did not check
     if (std::string bad = world_ > 1 && cfg_.zero == 1
                               ? sharded_nonfinite_state()
                               : first_nonfinite_state(*backend_, *model_, *m_, *v_);

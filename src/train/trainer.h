@@ -70,6 +70,16 @@ struct OptimizerResult {
 OptimizerResult optimizer_step(Backend& be, GPT& model, Arena& m, Arena& v, const TrainConfig& cfg,
                                float lr, int64_t t, double loss_scale = 1.0);
 
+/// optimizer_step() with fusion on, without a host synchronization (Backend::adamw_step): the
+/// norm, the clip factor, the skip when a gradient is inf or NaN and AdamW all on the device;
+/// the result (host memory of the backend) is read after the backend's next synchronize().
+/// Marks the 16-bit weight copies stale.
+const AdamStepResult* optimizer_step_async(Backend& be, GPT& model, Arena& m, Arena& v,
+                                           const TrainConfig& cfg, float lr, int64_t t,
+                                           double loss_scale = 1.0);
+/// The name of the first parameter whose gradient holds inf or NaN ("?" when none does).
+std::string first_nonfinite_gradient(Backend& be, GPT& model);
+
 /// The first AdamW moment (m, then v) or parameter of `model` that holds inf or NaN, as
 /// "parameter 'h.0.attn.c_attn.weight'" or "AdamW's second moment (exp_avg_sq) of 'wte.weight'";
 /// empty when all are finite. One sum_squares pass over each arena through the backend.

@@ -49,11 +49,15 @@ TEST(CudaEmu, HostSynchronizationsPerTrainingStepAreCounted) {
     simt::reset_stats();
     tr.train_step();
     const simt::Stats s = simt::stats();
-    // Today: token ids for the embedding backward and the targets' check, the gradient norm's
-    // partial sums, the non-finite checks, the loss: each a copy to the host. The GPU kernel
-    // issue brings this to one.
-    EXPECT_GE(s.host_syncs, 1u) << "fusion " << fusion;
-    EXPECT_LE(s.host_syncs, 16u) << "fusion " << fusion << ": more host synchronizations per step";
+    // Fusion on: tokens up through pinned memory (their host copies kept for the embedding
+    // backward's index and the targets' check), the norm, the clip and the skip on the device,
+    // the losses and the update's result back asynchronously: one synchronization, at the
+    // step's end. Fusion off keeps the unfused reference path (the loss read per micro-batch,
+    // the norm on the host, the states checked): a few.
+    if (fusion)
+      EXPECT_EQ(s.host_syncs, 1u) << "a training step with fusion on synchronizes once";
+    else
+      EXPECT_LE(s.host_syncs, 16u) << "fusion off: more host synchronizations per step";
     EXPECT_GT(s.launches, 20u);
     RecordProperty(fusion ? "host_syncs_fused" : "host_syncs_plain", std::to_string(s.host_syncs));
     std::printf(

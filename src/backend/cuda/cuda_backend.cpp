@@ -112,6 +112,27 @@ class CudaRuntime {
     sync();
   }
   void sync() { cuda_check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
+  /// Pinned (page-locked) host memory: copies from and to it are asynchronous.
+  void* malloc_host(size_t bytes) {
+    void* p = nullptr;
+    const cudaError_t e = cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocDefault);
+    if (e != cudaSuccess)
+      throw Error(fmt::format("cuda:{}: cannot allocate {} bytes of pinned host memory: {}", index_,
+                              bytes, cudaGetErrorString(e)));
+    return p;
+  }
+  void free_host(void* p) {
+    cudaStreamSynchronize(stream_);  // a queued copy may still use it
+    cudaFreeHost(p);
+  }
+  void h2d_async(void* dst, const void* src, size_t bytes) {
+    cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_),
+               "cudaMemcpyAsync (pinned to the device)");
+  }
+  void d2h_async(void* dst, const void* src, size_t bytes) {
+    cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_),
+               "cudaMemcpyAsync (to pinned memory)");
+  }
   void sync_noexcept() noexcept {
     if (stream_) cudaStreamSynchronize(stream_);
   }

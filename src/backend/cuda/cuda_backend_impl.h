@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <unordered_map>
 #include <utility>
@@ -77,7 +78,11 @@ class CudaBackendT final : public Backend {
 
  public:
   CudaBackendT(int index, const BackendOptions&) : rt_(index), index_(index) {}
-  ~CudaBackendT() override { rt_.sync_noexcept(); }
+  ~CudaBackendT() override {
+    rt_.sync_noexcept();
+    for (void* p : staging_) rt_.free_host(p);
+    if (result_) rt_.free_host(result_);
+  }
 
   std::string name() const override { return RT::name(index_); }
 
@@ -95,7 +100,24 @@ class CudaBackendT final : public Backend {
     rt_.h2d(dst, src, bytes);
   }
   void copy_to_host(void* dst, const void* src, size_t bytes) override { rt_.d2h(dst, src, bytes); }
-  void synchronize() override { rt_.sync(); }
+  void synchronize() override {
+    rt_.sync();
+    staged_since_sync_ = 0;
+  }
+  void* allocate_host(size_t bytes) override { return rt_.malloc_host(bytes); }
+  void deallocate_host(void* p) override {
+    if (p) rt_.free_host(p);
+  }
+  void copy_to_device_async(void* dst, const void* src, size_t bytes) override {
+    rt_.h2d_async(dst, src, bytes);
+  }
+  void copy_to_host_async(void* dst, const void* src, size_t bytes) override {
+    rt_.d2h_async(dst, src, bytes);
+  }
+  /// Keeps a copy: the embedding backward's index and the targets' check read it.
+  void host_tokens(const int32_t* dev, const int32_t* host, int64_t n) override {
+    host_tokens_[dev].assign(host, host + n);
+  }
   void bind_thread() override { rt_.bind_thread(); }
 
   // ---- capabilities -------------------------------------------------------------------
@@ -122,19 +144,20 @@ class CudaBackendT final : public Backend {
                          int T, int C) override {
     K::embedding_forward(rt_.stream(), out, inp, wte, wpe, B, T, C);
   }
-  /// The token ids come to the host (B*T ints) for a counting sort by token, so that each
-  /// row of dwte is summed by one thread in the order of positions: no atomics on floats.
+  /// A counting sort of the token ids by token on the host, so that each row of dwte is summed
+  /// by one thread in the order of positions: no atomics on floats. The ids are the host copy
+  /// host_tokens() registered (no synchronization), or else come back from the device; the
+  /// index goes up through pinned memory, asynchronously.
   void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* inp, int B,
                           int T, int C) override {
     const int64_t n = int64_t(B) * T;
-    tokens_host_.resize(n);
-    copy_to_host(tokens_host_.data(), inp, n * sizeof(int32_t));
-    for (int32_t t : tokens_host_)
-      check(t >= 0, fmt::format("embedding_backward: token id {} is negative", t));
+    const std::vector<int32_t>& tokens = tokens_of(inp, n);
+    for (int64_t i = 0; i < n; ++i)
+      check(tokens[i] >= 0, fmt::format("embedding_backward: token id {} is negative", tokens[i]));
     std::vector<int32_t>& idx = index_host_;
-    const int32_t U = cuda_plan::token_index(tokens_host_, idx);
+    const int32_t U = cuda_plan::token_index(tokens, idx);
     int32_t* d = token_index_.template as<int32_t>(static_cast<int64_t>(idx.size()));
-    copy_to_device(d, idx.data(), idx.size() * sizeof(int32_t));
+    upload_staged(d, idx.data(), idx.size() * sizeof(int32_t));
     K::embedding_backward(rt_.stream(), dwte, dwpe, dout, d, d + U, d + 2 * U + 1, U, B, T, C);
   }
 
@@ -265,22 +288,34 @@ class CudaBackendT final : public Backend {
     K::adamw(rt_.stream(), p, g, m, v, n, 1.0f, lr, beta1, beta2, eps, 1.0f - lr * weight_decay,
              bc1, bc2_sqrt);
   }
-  /// One launch over every tensor: a table of (tensor, range) chunks of kAdamChunk elements.
+  /// One launch over every tensor: a table of (tensor, range) chunks of kAdamChunk elements,
+  /// uploaded when it changes (the tensors of a model do not: once).
   void adamw_fused(float* const* p, const float* const* g, float* const* m, float* const* v,
                    const int64_t* n, const float* wd, int count, float grad_mult, float lr,
                    float beta1, float beta2, float eps, int64_t t) override {
-    chunks_host_.clear();
-    for (int i = 0; i < count; ++i)
-      for (int64_t b = 0; b < n[i]; b += kAdamChunk)
-        chunks_host_.push_back(
-            {p[i], g[i], m[i], v[i], b, std::min(n[i], b + kAdamChunk), 1.0f - lr * wd[i]});
-    if (chunks_host_.empty()) return;
-    auto* d =
-        chunks_.template as<cuda_kernels::AdamChunk>(static_cast<int64_t>(chunks_host_.size()));
-    copy_to_device(d, chunks_host_.data(), chunks_host_.size() * sizeof(cuda_kernels::AdamChunk));
+    const cuda_kernels::AdamChunk* d = chunk_table(p, g, m, v, n, wd, count);
+    if (!d) return;
     const auto [bc1, bc2_sqrt] = bias_corrections(beta1, beta2, t);
-    K::adamw_multi(rt_.stream(), d, static_cast<int64_t>(chunks_host_.size()), grad_mult, lr, beta1,
-                   beta2, eps, bc1, bc2_sqrt);
+    K::adamw_multi(rt_.stream(), d, static_cast<int64_t>(chunks_host_.size()), grad_mult, nullptr,
+                   1.0, 0.0, lr, beta1, beta2, eps, bc1, bc2_sqrt, nullptr);
+  }
+  /// The whole update on the device: the norm (sum_squares' kernels), the multiplier and the
+  /// skip decided by every AdamW block from it, inf/NaN in what AdamW wrote raised as a flag;
+  /// the norm and the flag copied back asynchronously into pinned memory.
+  const AdamStepResult* adamw_step(const AdamStep& s) override {
+    if (!result_) result_ = static_cast<AdamStepResult*>(allocate_host(sizeof(AdamStepResult)));
+    double* d = squares_.template as<double>(1 + cuda_kernels::configs::kNormBlocks);  // out, parts
+    int* flag = flag_.template as<int>(1);
+    K::sum_squares(rt_.stream(), d, s.grads, s.grads_n, d + 1);
+    rt_.memset0(flag, sizeof(int));
+    if (const cuda_kernels::AdamChunk* c = chunk_table(s.p, s.g, s.m, s.v, s.n, s.wd, s.count)) {
+      const auto [bc1, bc2_sqrt] = bias_corrections(s.beta1, s.beta2, s.t);
+      K::adamw_multi(rt_.stream(), c, static_cast<int64_t>(chunks_host_.size()), 1.0f, d,
+                     s.loss_scale, s.clip, s.lr, s.beta1, s.beta2, s.eps, bc1, bc2_sqrt, flag);
+    }
+    copy_to_host_async(&result_->norm_sq, d, sizeof(double));
+    copy_to_host_async(&result_->nonfinite_state, flag, sizeof(int32_t));
+    return result_;
   }
   /// In double on the device over a fixed grid (the same sum on every GPU); one double read.
   double sum_squares(const float* g, int64_t n) override {
@@ -329,15 +364,61 @@ class CudaBackendT final : public Backend {
                       "attention kernels take",
                       C / NH, C, NH, cuda_math::kMaxHeadSize));
   }
-  /// Targets come to the host (N ints) to be checked, as the reference does, so a bad token
-  /// is an error that names it rather than a read outside the row.
+  /// Targets are checked on the host, as the reference does, so a bad token is an error that
+  /// names it rather than a read outside the row: the host copy host_tokens() registered, or
+  /// else the ids read back from the device.
   void check_targets(const int32_t* targets, int64_t N, int V) {
-    tokens_host_.resize(N);
-    copy_to_host(tokens_host_.data(), targets, N * sizeof(int32_t));
+    const std::vector<int32_t>& t = tokens_of(targets, N);
     for (int64_t i = 0; i < N; ++i)
-      if (tokens_host_[i] < 0 || tokens_host_[i] >= V)
-        throw Error(fmt::format("target token {} at row {} is outside the vocabulary [0, {})",
-                                tokens_host_[i], i, V));
+      if (t[i] < 0 || t[i] >= V)
+        throw Error(
+            fmt::format("target token {} at row {} is outside the vocabulary [0, {})", t[i], i, V));
+  }
+  /// The n token ids at device pointer dev on the host: the registered copy, or a read.
+  const std::vector<int32_t>& tokens_of(const int32_t* dev, int64_t n) {
+    if (auto it = host_tokens_.find(dev);
+        it != host_tokens_.end() && int64_t(it->second.size()) == n)
+      return it->second;
+    tokens_host_.resize(n);
+    copy_to_host(tokens_host_.data(), dev, n * sizeof(int32_t));
+    return tokens_host_;
+  }
+  /// Host data to device memory without waiting: through one of kStaging pinned buffers,
+  /// which are reused only after a synchronization (else the reuse waits for the device).
+  void upload_staged(void* dst, const void* src, size_t bytes) {
+    if (staged_since_sync_ >= kStaging) synchronize();
+    const size_t k = staged_since_sync_++;
+    if (staging_.size() <= k) staging_.resize(k + 1, nullptr), staging_bytes_.resize(k + 1, 0);
+    if (staging_bytes_[k] < bytes) {
+      if (staging_[k]) rt_.free_host(staging_[k]);
+      staging_[k] = rt_.malloc_host(bytes);
+      staging_bytes_[k] = bytes;
+    }
+    std::memcpy(staging_[k], src, bytes);
+    rt_.h2d_async(dst, staging_[k], bytes);
+  }
+  /// The AdamW chunk table on the device for these tensors (uploaded when it changed), or null
+  /// when there is nothing to update.
+  const cuda_kernels::AdamChunk* chunk_table(float* const* p, const float* const* g,
+                                             float* const* m, float* const* v, const int64_t* n,
+                                             const float* wd, int count) {
+    std::vector<cuda_kernels::AdamChunk> t;
+    for (int i = 0; i < count; ++i)
+      for (int64_t b = 0; b < n[i]; b += kAdamChunk)
+        t.push_back({p[i], g[i], m[i], v[i], b, std::min(n[i], b + kAdamChunk), wd[i]});
+    if (t.empty()) return nullptr;
+    auto* d = chunks_.template as<cuda_kernels::AdamChunk>(static_cast<int64_t>(t.size()));
+    auto same = [](const cuda_kernels::AdamChunk& a, const cuda_kernels::AdamChunk& b) {
+      return a.p == b.p && a.g == b.g && a.m == b.m && a.v == b.v && a.begin == b.begin &&
+             a.end == b.end && a.wd == b.wd;
+    };
+    if (d != chunks_at_ ||
+        !std::equal(t.begin(), t.end(), chunks_host_.begin(), chunks_host_.end(), same)) {
+      chunks_host_ = std::move(t);
+      upload_staged(d, chunks_host_.data(), chunks_host_.size() * sizeof(cuda_kernels::AdamChunk));
+      chunks_at_ = d;
+    }
+    return d;
   }
 
   uint16_t* as16(DevPtr p) const {
@@ -524,7 +605,15 @@ class CudaBackendT final : public Backend {
   DevBuffer<RT> act_a_{&rt_}, act_b_{&rt_}, prod_{&rt_}, partial_{&rt_}, delta_{&rt_},
       token_index_{&rt_}, chunks_{&rt_}, squares_{&rt_};
   std::vector<int32_t> tokens_host_, index_host_;
-  std::vector<cuda_kernels::AdamChunk> chunks_host_;
+  std::unordered_map<const int32_t*, std::vector<int32_t>> host_tokens_;
+  static constexpr size_t kStaging = 16;  ///< pinned upload buffers between synchronizations
+  std::vector<void*> staging_;
+  std::vector<size_t> staging_bytes_;
+  size_t staged_since_sync_ = 0;
+  AdamStepResult* result_ = nullptr;  ///< pinned
+  DevBuffer<RT> flag_{&rt_};
+  std::vector<cuda_kernels::AdamChunk> chunks_host_;  ///< the table uploaded to chunks_at_
+  const cuda_kernels::AdamChunk* chunks_at_ = nullptr;
   Precision prec_ = Precision::fp32;
   bool sr_ = false;
   uint64_t sr_seed_ = 0;

@@ -6,6 +6,7 @@
 // library (lt_emulation.h), so a product the GPU would refuse fails here first.
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -73,6 +74,18 @@ class HostRuntime {
   void h2d(void* dst, const void* src, size_t bytes) { simt::memcpy_h2d(stream_, dst, src, bytes); }
   void d2h(void* dst, const void* src, size_t bytes) { simt::memcpy_d2h(stream_, dst, src, bytes); }
   void sync() { simt::stream_synchronize(stream_); }
+  void* malloc_host(size_t bytes) {
+    void* p = std::aligned_alloc(256, (std::max<size_t>(bytes, 1) + 255) / 256 * 256);
+    if (!p) throw Error(fmt::format("cuda-emu: cannot allocate {} bytes of host memory", bytes));
+    return p;
+  }
+  void free_host(void* p) { std::free(p); }
+  void h2d_async(void* dst, const void* src, size_t bytes) {
+    simt::memcpy_h2d_async(stream_, dst, src, bytes);
+  }
+  void d2h_async(void* dst, const void* src, size_t bytes) {
+    simt::memcpy_d2h_async(stream_, dst, src, bytes);
+  }
   void sync_noexcept() noexcept {
     try {
       sync();

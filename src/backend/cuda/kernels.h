@@ -15,14 +15,14 @@ class Stream;  // the SIMT runtime's (backend/simt/simt_host.h)
 
 namespace gt::cuda_kernels {
 
-/// One tensor of adamw_multi: elements [begin, end) of p, g, m, v, and its 1 - lr*wd.
+/// One tensor of adamw_multi: elements [begin, end) of p, g, m, v, and its weight decay.
 struct AdamChunk {
   float* p;
   const float* g;
   float* m;
   float* v;
   int64_t begin, end;
-  float decay;
+  float wd;
 };
 
 #define GT_CUDA_KERNEL_FUNCTIONS                                                                   \
@@ -70,10 +70,14 @@ struct AdamChunk {
   static void adamw(Stream s, float* p, const float* g, float* m, float* v, int64_t n,             \
                     float grad_mult, float lr, float beta1, float beta2, float eps, float decay,   \
                     float bc1, float bc2_sqrt);                                                    \
-  /* chunks: device array of `count` AdamChunk (one block each). */                                \
+  /* chunks: device array of `count` AdamChunk (one block each); the gradients times grad_mult, */ \
+  /* or with norm_sq (device) times cuda_math::adam_grad_mult(*norm_sq, loss_scale, clip), and */  \
+  /* nothing changes when *norm_sq is not finite; flag (device, may be null) becomes 1 when an */  \
+  /* updated weight or moment is inf or NaN. */                                                    \
   static void adamw_multi(Stream s, const AdamChunk* chunks, int64_t count, float grad_mult,       \
-                          float lr, float beta1, float beta2, float eps, float bc1,                \
-                          float bc2_sqrt);                                                         \
+                          const double* norm_sq, double loss_scale, double clip, float lr,         \
+                          float beta1, float beta2, float eps, float bc1, float bc2_sqrt,          \
+                          int* flag);                                                              \
   /* out[0] (device) = sum of squares of g in double, in a fixed order; partial: */                \
   /* configs::kNormBlocks doubles of scratch. */                                                   \
   static void sum_squares(Stream s, double* out, const float* g, int64_t n, double* partial);      \

@@ -180,11 +180,23 @@ __global__ void adamw_kernel(float* __restrict__ p, const float* __restrict__ g,
   GT_GRID_STRIDE(j, n)
   m::adamw_elem(j, p, g, mm, v, grad_mult, lr, beta1, beta2, eps, decay, bc1, bc2_sqrt);
 }
-/// One block per chunk of the table; 16-byte packs where the chunk's four tensors allow.
+/// One block per chunk of the table; 16-byte packs where the chunk's four tensors allow. The
+/// gradient multiplier is grad_mult, or from the norm on the device (norm_sq given: every block
+/// computes the same double; a non-finite norm changes nothing); flag gathers inf or NaN in
+/// what the update wrote.
 namespace hot {
-__global__ void adamw_multi_kernel(const AdamChunk* __restrict__ chunks, float grad_mult, float lr,
-                                   float beta1, float beta2, float eps, float bc1, float bc2_sqrt) {
+__global__ void adamw_multi_kernel(const AdamChunk* __restrict__ chunks, float grad_mult,
+                                   const double* __restrict__ norm_sq, double loss_scale,
+                                   double clip, float lr, float beta1, float beta2, float eps,
+                                   float bc1, float bc2_sqrt, int* __restrict__ flag) {
+  if (norm_sq) {
+    const double sq = *norm_sq;
+    if (!(sq <= 1.0e308)) return;  // inf or NaN: the step is skipped
+    grad_mult = float(m::adam_grad_mult(sq, loss_scale, clip));
+  }
   const AdamChunk c = chunks[blockIdx.x];
+  const float decay = 1.0f - lr * c.wd;
+  bool bad = false;
   const bool vec = (c.begin % 4 == 0) && (c.end % 4 == 0) &&
                    ((reinterpret_cast<uintptr_t>(c.p) | reinterpret_cast<uintptr_t>(c.g) |
                      reinterpret_cast<uintptr_t>(c.m) | reinterpret_cast<uintptr_t>(c.v)) %
@@ -199,17 +211,20 @@ __global__ void adamw_multi_kernel(const AdamChunk* __restrict__ chunks, float g
         const float gi = gv.v[k] * grad_mult;
         mv.v[k] = beta1 * mv.v[k] + (1.0f - beta1) * gi;
         vv.v[k] = beta2 * vv.v[k] + (1.0f - beta2) * gi * gi;
-        p.v[k] = p.v[k] * c.decay - (lr / bc1) * mv.v[k] / (sqrtf(vv.v[k]) / bc2_sqrt + eps);
+        p.v[k] = p.v[k] * decay - (lr / bc1) * mv.v[k] / (sqrtf(vv.v[k]) / bc2_sqrt + eps);
+        bad |= !(fabsf(p.v[k]) <= 3.4e38f) || !(fabsf(mv.v[k]) <= 3.4e38f) || !(vv.v[k] <= 3.4e38f);
       }
       store_pack(c.p + j, p);
       store_pack(c.m + j, mv);
       store_pack(c.v + j, vv);
     }
   } else {
-    for (int64_t j = c.begin + threadIdx.x; j < c.end; j += blockDim.x)
-      m::adamw_elem(j, c.p, c.g, c.m, c.v, grad_mult, lr, beta1, beta2, eps, c.decay, bc1,
-                    bc2_sqrt);
+    for (int64_t j = c.begin + threadIdx.x; j < c.end; j += blockDim.x) {
+      m::adamw_elem(j, c.p, c.g, c.m, c.v, grad_mult, lr, beta1, beta2, eps, decay, bc1, bc2_sqrt);
+      bad |= !(fabsf(c.p[j]) <= 3.4e38f) || !(fabsf(c.m[j]) <= 3.4e38f) || !(c.v[j] <= 3.4e38f);
+    }
   }
+  if (bad && flag) atomicExch(flag, 1);
 }
 }  // namespace hot
 
@@ -394,11 +409,12 @@ void Kernels::adamw(Stream s, float* p, const float* g, float* mm, float* v, int
                beta1, beta2, eps, decay, bc1, bc2_sqrt);
 }
 void Kernels::adamw_multi(Stream s, const AdamChunk* chunks, int64_t count, float grad_mult,
-                          float lr, float beta1, float beta2, float eps, float bc1,
-                          float bc2_sqrt) {
+                          const double* norm_sq, double loss_scale, double clip, float lr,
+                          float beta1, float beta2, float eps, float bc1, float bc2_sqrt,
+                          int* flag) {
   if (count <= 0) return;
   simt::launch(s, cfg::adamw_multi(count), "adamw_fused", &adamw_multi_kernel, chunks, grad_mult,
-               lr, beta1, beta2, eps, bc1, bc2_sqrt);
+               norm_sq, loss_scale, clip, lr, beta1, beta2, eps, bc1, bc2_sqrt, flag);
 }
 void Kernels::sum_squares(Stream s, double* out, const float* g, int64_t n, double* partial) {
   simt::launch(s, cfg::sum_squares(n), "sum_squares", &sum_squares_kernel, partial, g, n);

@@ -127,6 +127,9 @@ void destroy_stream(Stream* s);
 /// caller may reuse it on return, as with pageable memory); the copy into dst runs in stream
 /// order. Errors: gt::Error when dst is not device memory of that size.
 void memcpy_h2d(Stream* s, void* dst, const void* src, size_t bytes);
+/// cudaMemcpyAsync host -> device from pinned memory: src is read when the copy runs, in
+/// stream order (so the host must not change it before a synchronization).
+void memcpy_h2d_async(Stream* s, void* dst, const void* src, size_t bytes);
 /// cudaMemcpy device -> host: waits for the stream, then copies.
 void memcpy_d2h(Stream* s, void* dst, const void* src, size_t bytes);
 /// cudaMemcpyAsync device -> host: in stream order; dst (host memory) is poisoned at once and

@@ -272,6 +272,12 @@ void memcpy_h2d(Stream* s, void* dst, const void* src, size_t bytes) {
   s->push("cudaMemcpyAsync (host to device)",
           [dst, staged] { std::memcpy(dst, staged->data(), staged->size()); });
 }
+void memcpy_h2d_async(Stream* s, void* dst, const void* src, size_t bytes) {
+  check_device("cudaMemcpyAsync (pinned host to device)");
+  check_range(dst, bytes, "cudaMemcpyAsync (pinned host to device)", "destination");
+  if (bytes == 0) return;
+  s->push("cudaMemcpyAsync (pinned host to device)", [=] { std::memcpy(dst, src, bytes); });
+}
 void memcpy_d2h(Stream* s, void* dst, const void* src, size_t bytes) {
   check_device("cudaMemcpy (device to host)");
   check_range(src, bytes, "cudaMemcpy (device to host)", "source");
