@@ -169,25 +169,27 @@ class DaemonBatch : public SensorBatch {
       : client_(std::move(c)), path_(std::move(path)) {}
 
   std::optional<double> refresh(bool boundary) override {
-    error_.clear();
-    try {
-      if (!client_ || client_->broken()) {
-        std::string why;
-        client_ = DaemonClient::connect(path_, &why);
-        if (!client_) throw EnergyError(why);
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      error_.clear();
+      try {
+        if (!client_ || client_->broken()) {
+          std::string why;
+          client_ = DaemonClient::connect(path_, &why);
+          if (!client_) throw EnergyError(why);
+        }
+        json r = client_->call({{"op", "read"}, {"fresh", boundary}});
+        sample_ = sample_from_json(r);
+        index_.clear();
+        for (std::size_t i = 0; i < sample_.readings.size(); ++i)
+          index_[sample_.readings[i].sensor] = i;
+        return sample_.t_mono_s;
+      } catch (const std::exception& e) {
+        error_ = fmt::format("daemon: {}", e.what());
+        // A connection that broke (a daemon restarted by its unit): connect again, once.
+        if (!(client_ && client_->broken())) break;
       }
-      json r = client_->call({{"op", "read"}, {"fresh", boundary}});
-      sample_ = sample_from_json(r);
-      index_.clear();
-      for (std::size_t i = 0; i < sample_.readings.size(); ++i)
-        index_[sample_.readings[i].sensor] = i;
-      ++generation_;
-      return sample_.t_mono_s;
-    } catch (const std::exception& e) {
-      error_ = fmt::format("daemon: {}", e.what());
-      ++generation_;
-      return std::nullopt;
     }
+    return std::nullopt;
   }
 
   // The reading of `sensor` in the current sample, or nullptr with *err.
@@ -204,7 +206,6 @@ class DaemonBatch : public SensorBatch {
     return &sample_.readings[it->second];
   }
   const std::string& instance() const { return sample_.instance; }
-  std::uint64_t generation() const { return generation_; }
 
  private:
   std::unique_ptr<DaemonClient> client_;
@@ -212,7 +213,6 @@ class DaemonBatch : public SensorBatch {
   Sample sample_;
   std::map<std::string, std::size_t> index_;
   std::string error_;
-  std::uint64_t generation_ = 0;
 };
 
 class DaemonSensor : public Sensor {
@@ -231,19 +231,23 @@ class DaemonSensor : public Sensor {
       return r;
     }
     if (!instance_.empty() && batch_->instance() != instance_) {
-      // A new daemon run: its cumulative energies began again at 0. This reading re-bases.
+      // A new daemon run: its cumulative energies began again at 0. Carry on from the last
+      // value handed out; the energy between the two runs was not measured, and is flagged.
       instance_ = batch_->instance();
+      offset_j_ = last_j_ - x->energy_j;
       last_untrusted_s_ = x->untrusted_s;
       last_unknown_s_ = x->unknown_s;
-      r.ok = false;
-      r.error = "the daemon restarted; its counters began again (re-based)";
+      r.ok = true;
+      r.energy_j = last_j_;
+      r.untrusted = "the daemon restarted: the energy between its two runs was not measured";
+      r.incomplete = true;
       return r;
     }
     instance_ = batch_->instance();
     // The daemon applies the accumulator rule (fills over failed reads) to its cumulative
     // energy; what it filled is passed on as untrusted, with its reason.
     r.ok = true;
-    r.energy_j = x->energy_j;
+    r.energy_j = x->energy_j + offset_j_;
     r.power_w = x->power_w;
     if (x->untrusted_s > last_untrusted_s_ + 1e-9 || x->unknown_s > last_unknown_s_ + 1e-9) {
       const std::string why = !x->note.empty()    ? x->note
@@ -254,6 +258,7 @@ class DaemonSensor : public Sensor {
     }
     last_untrusted_s_ = x->untrusted_s;
     last_unknown_s_ = x->unknown_s;
+    last_j_ = *r.energy_j;
     return r;
   }
 
@@ -262,6 +267,7 @@ class DaemonSensor : public Sensor {
   std::shared_ptr<DaemonBatch> batch_;
   std::string instance_;
   double last_untrusted_s_ = 0, last_unknown_s_ = 0;
+  double offset_j_ = 0, last_j_ = 0;  // continuity over a daemon restart (J)
 };
 
 bool starts_with(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }

@@ -148,7 +148,10 @@ void Attribution::add(const std::string& sensor, double energy_j,
   {
     std::lock_guard<std::mutex> g(mu_);
     for (const auto& u : util)
-      if (!procs_.count({sensor, u.pid})) fresh.push_back(ProcessInfo{u.pid});
+      if (!procs_.count({sensor, u.pid})) {
+        fresh.emplace_back();
+        fresh.back().pid = u.pid;
+      }
   }
   for (auto& p : fresh) p = read_process(p.pid);
   std::lock_guard<std::mutex> g(mu_);

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdlib>
 
 #include "core/error.h"
@@ -49,7 +50,15 @@ double DaemonDevice::limit_w() const {
 
 void DaemonDevice::set_limit_w(double limit_w) {
   try {
-    client_->call({{"op", "set_power_limit"}, {"device", id_}, {"limit_w", limit_w}});
+    if (previous_w_ && std::fabs(limit_w - *previous_w_) < 1e-6) {
+      // Back to the limit in force before: end the lease, so the device is free for others.
+      client_->call({{"op", "release_power_limit"}, {"device", id_}});
+      previous_w_.reset();
+      return;
+    }
+    const json r =
+        client_->call({{"op", "set_power_limit"}, {"device", id_}, {"limit_w", limit_w}});
+    if (!previous_w_) previous_w_ = r.value("previous_w", limit_w);
   } catch (const std::exception& e) {
     throw Error(
         fmt::format("{}: cannot set the power limit to {} W: {}", name_, limit_w, e.what()));

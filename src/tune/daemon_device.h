@@ -6,6 +6,7 @@
 #pragma once
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,7 @@ class DaemonDevice : public PowerLimitDevice {
   double min_limit_w() const override { return min_w_; }
   double max_limit_w() const override { return max_w_; }
   /// Throws gt::Error with the daemon's refusal (policy, range, a lease held by another).
+  /// Setting the limit that was in force before the lease ends the lease.
   void set_limit_w(double limit_w) override;
   /// Empty when the policy lets this user set the device; otherwise what the daemon said.
   std::string permission_problem() const override { return problem_; }
@@ -39,6 +41,7 @@ class DaemonDevice : public PowerLimitDevice {
   std::shared_ptr<energy::daemon::DaemonClient> client_;
   std::string id_, name_, problem_;
   double min_w_ = 0, max_w_ = 0;
+  std::optional<double> previous_w_;  // the limit before this connection's lease, while held
 };
 
 /// The daemon's devices of `kind` ("nvml", "rapl" or "auto": GPUs if it has any, else CPU

@@ -150,6 +150,35 @@ TEST(Daemon, ASensorThatStopsAnsweringIsFlaggedAndTheOthersGoOn) {
   ::close(fd);
 }
 
+// The daemon restarted under a meter (systemd's Restart=always): its counters begin again at 0.
+// The meter re-bases instead of counting a backwards step, and says so.
+TEST(Daemon, ARestartUnderAMeterIsRebasedAndFlagged) {
+  TempDir d;
+  Counters c1, c2;
+  auto* cpu1 = c1.cpu;
+  auto* cpu2 = c2.cpu;
+  auto dm = std::make_unique<LocalDaemon>(d.path, std::move(c1.list), 10.0);
+  energy::MeterOptions o = through(*dm);
+  auto m = energy::Meter::create(o);
+  m->begin_window("w");
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  cpu1->joules = 40;  // 400 W
+  m->sample_now();
+  dm.reset();  // the daemon ends; a new one starts on the same socket
+  cpu2->joules = 5;
+  dm = std::make_unique<LocalDaemon>(d.path, std::move(c2.list), 10.0);
+  m->sample_now();  // re-based on the new run
+  cpu2->joules = 25;
+  const auto r = m->end_window("w");
+  std::string flags;
+  for (const auto& f : r.flags) flags += f + "\n";
+  EXPECT_NE(flags.find("the daemon restarted"), std::string::npos) << flags;
+  // both runs' rises, 40 J and 20 J; the gap between them unmeasured and said so, never the
+  // new run's counters taken for a wrap or a backwards step
+  EXPECT_NEAR(r.energy_j_of("cpu"), 40 + 20, 1e-9) << flags;
+  EXPECT_NE(flags.find("not measured"), std::string::npos) << flags;
+}
+
 // Bad input on the socket: each gets a clear error (or is closed), the daemon goes on, and a
 // good client beside them is answered all along.
 TEST(Daemon, BadInputGetsClearErrorsAndNeverStopsTheDaemon) {
