@@ -5,6 +5,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 
@@ -23,6 +24,9 @@ double mono_now() {
 double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
+
+// NVML keeps a per-process sample about every 1/6 s: asking more often gives nothing new.
+constexpr double kUtilPeriodS = 0.15;
 
 std::string make_instance() {
   std::random_device rd;
@@ -153,12 +157,15 @@ void NodeReader::take_sample_locked_out() {
         }
         if (iv->unknown) c.unknown_s += dt;
         if (slot.gpu) {
-          std::vector<ProcessUtil> util;
-          std::string err = util_ ? "" : "NVML's per-process utilization is not available";
-          if (util_) {
-            if (auto u = util_->sample(c.sensor, &err)) util = std::move(*u);
+          if (s.t_mono_s - slot.util_t >= std::min(interval_s_, kUtilPeriodS)) {
+            slot.util_t = s.t_mono_s;
+            slot.util.clear();
+            slot.util_error = util_ ? "" : "NVML's per-process utilization is not available";
+            if (util_) {
+              if (auto u = util_->sample(c.sensor, &slot.util_error)) slot.util = std::move(*u);
+            }
           }
-          attribution_.add(c.sensor, iv->energy_j, util, err, s.t_unix_s);
+          attribution_.add(c.sensor, iv->energy_j, slot.util, slot.util_error, s.t_unix_s);
         }
       }
     }

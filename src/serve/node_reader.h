@@ -75,6 +75,11 @@ class NodeReader {
     energy::daemon::SensorReading cum;  // cumulative state, published
     bool active = false;
     bool gpu = false;
+    // NVML's per-process utilization, asked at most every 0.15 s (NVML itself samples about
+    // every 1/6 s); the fresh samples between reuse it.
+    std::vector<ProcessUtil> util;
+    std::string util_error;
+    double util_t = -1e300;
   };
   void take_sample_locked_out();  // reads sensors (no lock held), publishes
   void thread_main();

@@ -118,7 +118,7 @@ def test_train_beside_a_python_meter(fake_nvml, env, tmp_path):
             (tmp_path / "t.txt").write_text("ab" * 4000)
             (tmp_path / "c.toml").write_text(
                 "[model]\nn_layer = 1\nn_head = 1\nn_embd = 8\nblock_size = 8\n"
-                "[train]\nbatch_size = 2\nmax_steps = 1500\nthreads = 1\ndevice = \"ref\"\n"
+                "[train]\nbatch_size = 2\nmax_steps = 6000\nthreads = 1\ndevice = \"ref\"\n"
                 "eval_steps = 1\n[data]\npath = \"%s\"\nformat = \"text\"\n"
                 "tokenizer = \"char\"\n" % (tmp_path / "t.txt"))
             with greentrain.Meter(gpus=[], interval_ms=20) as meter:
@@ -137,11 +137,12 @@ def test_train_beside_a_python_meter(fake_nvml, env, tmp_path):
     assert train["energy_j"] is not None, train
     cpu = [d for d in train["domains"] if d["sensor"] == "rapl:package-0"]
     assert cpu, train["flags"]
-    assert train["duration_s"] > 0.3, train
-    assert cpu[0]["energy_j"] / train["duration_s"] == pytest.approx(100, rel=0.05)
+    assert train["duration_s"] > 0.5, train
+    # the counter moves in steps a thread writes (late under load): 10 %
+    assert cpu[0]["energy_j"] / train["duration_s"] == pytest.approx(100, rel=0.1)
     mine_cpu = [d for d in mine.domains if d.sensor == "rapl:package-0"]
     assert mine_cpu, mine.flags
-    assert mine_cpu[0].energy_j / mine.duration_s == pytest.approx(100, rel=0.05)
+    assert mine_cpu[0].energy_j / mine.duration_s == pytest.approx(100, rel=0.1)
 
 
 def test_power_limit_optimizer_without_root_through_the_daemon(daemon, fake_nvml, env):

@@ -422,7 +422,8 @@ TEST(Daemon, GpuEnergyIsAttributedToProcessesByTheirUtilization) {
     mo.use_daemon = mo.use_rapl = mo.use_estimate = mo.use_rocm_smi = false;
     LocalDaemon dm(d.path, energy::detect_sensors(mo), 30.0, {}, {}, {}, nvml_utilization());
     int fd = connect_raw(dm.socket);
-    auto fresh = [&] {
+    auto fresh = [&] {  // NVML is asked for utilization at most every 0.15 s
+      std::this_thread::sleep_for(std::chrono::milliseconds(160));
       send_json(fd, {{"v", 1}, {"op", "read"}, {"fresh", true}});
       return read_json(fd);
     };
@@ -450,6 +451,18 @@ TEST(Daemon, GpuEnergyIsAttributedToProcessesByTheirUtilization) {
     EXPECT_NEAR(r["gpus"][0]["energy_j"].get<double>(), 1600, 1e-9);
     EXPECT_NEAR(r["gpus"][0]["unattributed_j"].get<double>(), 200, 1e-9);
     EXPECT_NE(r["method"].get<std::string>().find("attribution"), std::string::npos);
+    // a cgroup's processes (a Slurm job's): this test's own cgroup holds both
+    std::ifstream cgf("/proc/self/cgroup");
+    std::string cg;
+    for (std::string line; std::getline(cgf, line);)
+      if (line.rfind("0::", 0) == 0) cg = line.substr(3);
+    if (!cg.empty()) {
+      send_json(fd, {{"v", 1}, {"op", "attribution"}, {"cgroup", cg}});
+      r = read_json(fd);
+      EXPECT_NEAR(r["total_j"].get<double>(), 1400, 1e-9) << r;
+      send_json(fd, {{"v", 1}, {"op", "attribution"}, {"cgroup", cg + "-no-such"}});
+      EXPECT_TRUE(read_json(fd)["processes"].empty());
+    }
     // the child's tree only
     send_json(fd, {{"v", 1}, {"op", "attribution"}, {"pid", kid}});
     r = read_json(fd);

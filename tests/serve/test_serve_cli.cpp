@@ -15,14 +15,16 @@ TEST(ServeCli, TwoMeasuresSideBySideGetTheSameCounterEnergy) {
   Node n;
   Proc daemon = n.start_daemon();
   auto run_measure = [&](const std::string& tag) {
-    return n.spawn({"measure", "--json", n.file(tag + ".json"), "--", "sh", "-c",
+    return n.spawn({"measure", "--json=" + n.file(tag + ".json"), "--", "sh", "-c",
                     "touch " + n.file(tag + ".started") + "; while [ ! -e " + n.file("go") +
                         " ]; do sleep 0.02; done"},
                    n.client_env(), tag);
   };
-  Proc a = run_measure("a"), b = run_measure("b");
+  Proc a = run_measure("a"), b = run_measure("b"), killed = run_measure("killed");
   ASSERT_TRUE(wait_for_file(n.file("a.started"), 20)) << a.output();
   ASSERT_TRUE(wait_for_file(n.file("b.started"), 20)) << b.output();
+  ASSERT_TRUE(wait_for_file(n.file("killed.started"), 20)) << killed.output();
+  killed.kill(SIGKILL);  // a client killed mid-window: the others go on
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   n.add_energy(/*gpu_j=*/1000, /*cpu_j=*/500);  // while both windows are open
   std::this_thread::sleep_for(std::chrono::milliseconds(200));

@@ -160,9 +160,18 @@ TEST(ServeUsers, PolicyRangeAndPerProcessFiguresAreEnforcedPerRealUser) {
     (void)!::read(stop[0], &c, 1);
     ::_exit(0);
   }
+  struct Reap {  // the process ends with the test, however the test ends
+    pid_t pid;
+    ~Reap() {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  } reap{a_proc};
   char c = 0;
   ASSERT_EQ(::read(ready[0], &c, 1), 1);
   energy::test::write_file(n.file("util"), fmt::format("0 {} 60\n", a_proc));
+  // the daemon asks NVML for utilization at most every 0.15 s: let it see the new one first
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
   n.add_energy(100, 0);
   ASSERT_TRUE(wait_until(
       [&] {
@@ -188,7 +197,6 @@ TEST(ServeUsers, PolicyRangeAndPerProcessFiguresAreEnforcedPerRealUser) {
   ASSERT_EQ(r["processes"].size(), 1u) << r;
   EXPECT_NEAR(r["total_j"].get<double>(), 60, 1e-6) << r;  // 60 % of 100 J
   (void)!::write(stop[1], "x", 1);
-  ::waitpid(a_proc, nullptr, 0);
   for (int fd : {ready[0], ready[1], stop[0], stop[1]}) ::close(fd);
   daemon.stop();
 }
