@@ -150,6 +150,14 @@ class Meter:
             self._sync()
         return Measurement._from_core(self._meter().end_window(name))
 
+    @property
+    def reading_source(self) -> str:
+        """Where the readings come from: ``"direct"`` (this process reads the sensors), or the
+        node daemon, e.g. ``"greentrain serve (pid 12) at /run/greentrain/serve.sock"``: when
+        ``greentrain serve`` runs (socket at $GT_DAEMON_SOCKET or the default path), every
+        Meter of every process reads through it, and none is left without figures."""
+        return self._meter().reading_source()
+
     def has_window(self, name: str) -> bool:
         """True while a window of this name is open."""
         return self._meter().has_window(name)

@@ -105,6 +105,7 @@ void bind_energy(nb::module_& m) {
       .def("sensors", [](const Meter& x) { return infos_to_py(x.sensors()); })
       .def("estimated", &Meter::estimated)
       .def("not_reader", &Meter::not_reader)
+      .def("reading_source", &Meter::reading_source)
       .def("sampler_overhead", &Meter::sampler_overhead)
       .def("interval_s", &Meter::interval_s)
       .def("carbon_source", [](const Meter& x) { return x.carbon().describe(); })

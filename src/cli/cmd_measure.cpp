@@ -35,6 +35,12 @@ void forward(int sig, siginfo_t* info, void*) {
   if (g_child > 0) ::kill(g_child, sig);
 }
 
+// "through greentrain serve (pid N) at PATH" or "direct (...)".
+std::string reading_source_text(const gt::energy::Meter& m) {
+  if (m.reading_source() == "direct") return "direct: this process reads the sensors";
+  return "through " + m.reading_source();
+}
+
 struct MeasureArgs {
   double interval_ms = 100;
   std::optional<double> carbon_g;  ///< unset: the meter's labelled default; 0 is 0
@@ -141,8 +147,11 @@ int run_measure(const MeasureArgs& a) {
   r += fmt::format("  {:<14}{:.3f} s\n", "time", m.duration_s);
   r += fmt::format("  {:<14}{}\n", "exit code", code);
   if (m.domains.empty())
-    r += fmt::format("  {:<14}unknown (no sensor could be read by this process; see the flags)\n",
-                     "energy");
+    r += fmt::format("  {:<14}unknown ({}; see the flags)\n", "energy",
+                     meter->not_reader().empty()
+                         ? "no sensor could be read by this process"
+                         : "another process reads this node's sensors: start `greentrain serve` "
+                           "so that both can measure, or use --process");
   else
     r += fmt::format("  {:<14}{:.3f} J = {:.3g} kWh{}\n", "energy", m.energy_j, m.energy_j / 3.6e6,
                      est);
@@ -161,6 +170,7 @@ int run_measure(const MeasureArgs& a) {
   r += fmt::format("  {:<14}{}{}\n", "carbon", carbon_short(m), est);
   r += fmt::format("  {:<14}{}\n", "intensity", m.carbon_source);
   r += fmt::format("  {:<14}{}\n", "method", m.method.empty() ? "none" : m.method);
+  r += fmt::format("  {:<14}{}\n", "readings", reading_source_text(*meter));
   r +=
       fmt::format("  {:<14}{:.3f} % of one core (sampling thread CPU time / wall, every {:g} ms)\n",
                   "overhead", overhead * 100, a.interval_ms);
@@ -181,6 +191,7 @@ int run_measure(const MeasureArgs& a) {
     j["sampler_overhead_fraction"] = overhead;
     j["interval_s"] = opt.interval_s;
     j["schema"] = "greentrain.measure/1";
+    j["reading_source"] = meter->reading_source();
     gt::cli::write_json_output(a.json, j);
   }
   return code;

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "energy/daemon_protocol.h"
 #include "energy/meter.h"
 #include "energy/node_lock.h"
 #include "energy/nvml.h"
@@ -54,6 +55,13 @@ void run_sensors(const std::string& json_path) {
   }
   std::printf("\nNVML library: %s (GT_NVML_LIBRARY)\n", nvml::Library::library_name().c_str());
   std::printf("powercap root: %s (GT_POWERCAP_ROOT)\n", powercap_root().c_str());
+  if (meter->reading_source() == "direct")
+    std::printf(
+        "readings: direct, this process reads the sensors (no daemon at %s: "
+        "GT_DAEMON_SOCKET; start `greentrain serve` to share one reader)\n",
+        daemon::socket_path().c_str());
+  else
+    std::printf("readings: through %s (GT_DAEMON_SOCKET)\n", meter->reading_source().c_str());
   std::printf("reader locks: %s (GT_ENERGY_LOCK_DIR); one reader per device per node\n",
               lock_dir().c_str());
   if (meter->estimated())

@@ -63,8 +63,9 @@ std::optional<Interval> Accumulator::add(double t_s, const Reading& r) {
     prev_power_w_.reset();
     return out;
   }
-  // An estimate may be read as a counter too (the CPU estimate's cumulative joules).
-  if (kind_ == SensorKind::kEnergyCounter || (kind_ == SensorKind::kEstimate && r.energy_j)) {
+  // An estimate or a gauge may be read as a counter too: the CPU estimate's cumulative joules,
+  // a daemon's integrated energy.
+  if (kind_ == SensorKind::kEnergyCounter || r.energy_j) {
     if (!r.energy_j) {
       if (!first) out = fill(t0, t_s, "counter reading without a value");
       prev_t_ = t_s;
@@ -121,7 +122,12 @@ std::optional<Interval> Accumulator::add(double t_s, const Reading& r) {
         iv.wrapped = wrapped;
         if (dt > 0) {
           iv.power_w = delta / dt;
-          last_power_w_ = iv.power_w;
+          if (r.untrusted.empty()) last_power_w_ = iv.power_w;
+        }
+        if (!r.untrusted.empty()) {  // the source says part of it is a fill
+          iv.trusted = false;
+          iv.unknown = r.incomplete;
+          iv.note = r.untrusted;
         }
         out = iv;
         dip_base_j_.reset();  // still below the value before the dip: the dip was a reset

@@ -9,7 +9,9 @@
 // total is exactly the counter's rise; otherwise the dipped value is the new base (a reset).
 // The rule holds for every counter sensor (NVML mJ, ROCm SMI ticks, RAPL uJ): they all come
 // here. Gauges and estimates: trapezoid rule on power; an estimate whose reading carries a
-// cumulative energy_j (the CPU estimate) is differenced like a counter.
+// cumulative energy_j (the CPU estimate, a daemon's integrated gauge) is differenced like a
+// counter, and a reading that says part of its energy is a fill (Reading::untrusted) gives an
+// untrusted interval with that reason.
 #pragma once
 #include <optional>
 #include <string>

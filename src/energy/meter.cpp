@@ -9,6 +9,7 @@
 #include <set>
 
 #include "energy/cpu_estimate.h"
+#include "energy/daemon_client.h"
 #include "energy/error.h"
 #include "energy/gpu_sensors.h"
 #include "energy/rapl.h"
@@ -49,7 +50,7 @@ std::string gpu_list_text(const std::vector<int>& g) {
 
 }  // namespace
 
-std::unique_ptr<Meter> Meter::create(const MeterOptions& opt) {
+SensorList detect_sensors(const MeterOptions& opt, std::vector<std::string>* flags) {
   SensorList all;
   auto take = [&all](SensorList l) {
     for (auto& s : l) all.push_back(std::move(s));
@@ -131,12 +132,39 @@ std::unique_ptr<Meter> Meter::create(const MeterOptions& opt) {
       }
     }
   }
-  return std::make_unique<Meter>(std::move(all), opt, MeterClock{}, std::move(meter_flags));
+  if (flags) *flags = std::move(meter_flags);
+  return all;
+}
+
+std::unique_ptr<Meter> Meter::create(const MeterOptions& opt) {
+  std::string why;
+  bool present = false;
+  if (opt.use_daemon) {
+    if (auto d = daemon::daemon_sensors(opt, &why, &present)) {
+      MeterOptions o = opt;
+      if (o.carbon.origin() == CarbonOrigin::kDefault && d->carbon) o.carbon = *d->carbon;
+      auto m = std::make_unique<Meter>(std::move(d->sensors), o, MeterClock{}, std::move(d->flags),
+                                       d->batch);
+      m->source_ = d->source;
+      return m;
+    }
+  }
+  std::vector<std::string> meter_flags;
+  SensorList all = detect_sensors(opt, &meter_flags);
+  auto m = std::make_unique<Meter>(std::move(all), opt, MeterClock{}, std::move(meter_flags));
+  if (present)  // a daemon is there but could not be used: say why where it matters
+    for (auto& s : m->slots_)
+      if (s.not_reader) s.info.reason += "; the daemon could not be used: " + why;
+  return m;
 }
 
 Meter::Meter(SensorList sensors, const MeterOptions& opt, MeterClock clock,
-             std::vector<std::string> meter_flags)
-    : opt_(opt), clock_(std::move(clock)), meter_flags_(std::move(meter_flags)) {
+             std::vector<std::string> meter_flags, std::shared_ptr<SensorBatch> batch)
+    : opt_(opt),
+      clock_(std::move(clock)),
+      batch_(std::move(batch)),
+      meter_flags_(std::move(meter_flags)) {
+  own_clock_ = !clock_.mono_s;
   if (!clock_.mono_s)
     clock_.mono_s = [] {
       return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
@@ -160,7 +188,10 @@ Meter::Meter(SensorList sensors, const MeterOptions& opt, MeterClock clock,
       if (!slot.lock) {
         slot.not_reader = true;
         slot.info.available = false;
-        slot.info.reason = "not the reader: " + holder;
+        slot.info.reason =
+            "not the reader: " + holder +
+            "; to measure beside it, start `greentrain serve` (every process then reads through "
+            "it), or use --process (an estimate of this process tree's CPU share)";
       }
     }
     slot.active = slot.info.available && slot.info.counted;
@@ -173,7 +204,7 @@ Meter::Meter(SensorList sensors, const MeterOptions& opt, MeterClock clock,
   start_unix_s_ = clock_.unix_s();
   {
     std::lock_guard<std::mutex> g(mu_);
-    tick_locked();  // prime the counters
+    tick_locked(true);  // prime the counters
   }
   if (opt_.interval_s > 0) thread_ = std::thread([this] { thread_main(); });
 }
@@ -193,7 +224,7 @@ void Meter::thread_main() {
   while (!stop_) {
     cv_.wait_for(lk, std::chrono::duration<double>(opt_.interval_s), [this] { return stop_; });
     if (stop_) break;
-    tick_locked();
+    tick_locked(false);
     timespec ts{};
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     thread_cpu_s_ = static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
@@ -212,8 +243,14 @@ double Meter::carbon_time(double mono_s, double unix_s) const {
   return unix_s;
 }
 
-void Meter::tick_locked() {
-  const double t = clock_.mono_s();
+void Meter::tick_locked(bool boundary) {
+  double t = clock_.mono_s();
+  if (batch_) {
+    const auto bt = batch_->refresh(boundary);
+    // The readings' own time, so that a window's seconds span the same readings as its joules
+    // (never before the last tick: a sample handed out twice makes a 0 s interval).
+    if (bt && own_clock_) t = primed_ ? std::max(*bt, last_t_) : *bt;
+  }
   const double unix_now = clock_.unix_s();
   const double dt = primed_ ? t - last_t_ : 0;
   std::vector<std::optional<Interval>> ivs(slots_.size());
@@ -324,7 +361,7 @@ std::map<std::string, PowerPoint> Meter::power_now() const {
 
 void Meter::sample_now() {
   std::lock_guard<std::mutex> g(mu_);
-  tick_locked();
+  tick_locked(true);
 }
 
 void Meter::begin_window(const std::string& name) {
@@ -332,7 +369,7 @@ void Meter::begin_window(const std::string& name) {
   if (windows_.count(name))
     throw EnergyError(
         fmt::format("energy window '{}' is already open; expected end_window first", name));
-  tick_locked();
+  tick_locked(true);
   Window w;
   w.t0_s = last_t_;
   w.unix0_s = clock_.unix_s();
@@ -352,7 +389,7 @@ Measurement Meter::end_window(const std::string& name) {
   if (it == windows_.end())
     throw EnergyError(fmt::format(
         "energy window '{}' is not open; expected begin_window('{}') first", name, name));
-  tick_locked();
+  tick_locked(true);
   Window w = std::move(it->second);
   windows_.erase(it);
 

@@ -11,7 +11,8 @@
 // (counter, integrated samples, estimate) and odd cases are flagged in Measurement::flags, never
 // hidden: a counter that went backwards, a failed reading, a window shorter than a sensor's
 // refresh period (then avg_power_w is empty, never a division by zero), a device read by another
-// process (one reader per device per node, node_lock.h).
+// process (one reader per device per node, node_lock.h). When the node daemon runs (`greentrain
+// serve`, daemon_client.h), the meter reads through it and no process is left without figures.
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -60,7 +61,18 @@ struct MeterOptions {
   std::string powercap_root;  ///< empty: $GT_POWERCAP_ROOT or /sys/class/powercap
   std::string lock_dir;       ///< empty: $GT_ENERGY_LOCK_DIR or /tmp/greentrain-energy-locks
   double max_plausible_power_w = 1e4;  ///< per domain; above it a wrap is taken for a reset
+  /// Read through the node daemon (`greentrain serve`) when one answers at daemon_socket; false:
+  /// always read the sensors directly.
+  bool use_daemon = true;
+  std::string daemon_socket;  ///< empty: $GT_DAEMON_SOCKET or /run/greentrain/serve.sock
 };
+
+/// The sensors of this machine a Meter reads directly, as `opt` selects them (NVML, ROCm SMI,
+/// RAPL, and the CPU/memory estimate for domains no counter covers). Throws EnergyError for a
+/// GPU position that is not visible (or, with opt.gpus_strict, cannot be read); *flags gets the
+/// meter-wide flags otherwise (GPUs asked for and not measured). Used by Meter::create and by
+/// the daemon (src/serve).
+SensorList detect_sensors(const MeterOptions& opt, std::vector<std::string>* flags = nullptr);
 
 /// The energy of one sensor (one domain) over a window.
 struct DomainMeasurement {
@@ -135,14 +147,16 @@ struct MeterClock {
 
 class Meter {
  public:
-  /// Detects the sensors of this machine (NVML, ROCm SMI, RAPL, and the CPU/memory estimate for
-  /// domains no counter covers), takes the per-device locks, starts the sampling thread.
+  /// Reads through the node daemon when one answers (opt.use_daemon); otherwise detects the
+  /// sensors of this machine (detect_sensors) and takes the per-device locks. Starts the
+  /// sampling thread.
   static std::unique_ptr<Meter> create(const MeterOptions& opt);
   /// A meter over given sensors (tests, replay, custom setups). Takes the locks of sensors with
-  /// a device_key and starts sampling (opt.interval_s > 0). `meter_flags` go into every
-  /// Measurement.
+  /// a device_key (shared with the other meters of this process) and starts sampling
+  /// (opt.interval_s > 0). `meter_flags` go into every Measurement. `batch`: the sensors' common
+  /// source (refreshed once a tick), if any.
   Meter(SensorList sensors, const MeterOptions& opt, MeterClock clock = {},
-        std::vector<std::string> meter_flags = {});
+        std::vector<std::string> meter_flags = {}, std::shared_ptr<SensorBatch> batch = nullptr);
   ~Meter();  ///< stops the sampling thread and releases the locks
   Meter(const Meter&) = delete;
   Meter& operator=(const Meter&) = delete;
@@ -178,6 +192,9 @@ class Meter {
   /// 0.1 %). 0 when there is no thread.
   double sampler_overhead() const;
   double interval_s() const { return opt_.interval_s; }
+  /// Where the readings come from: "direct" or e.g. "greentrain serve (pid 12) at
+  /// /run/greentrain/serve.sock".
+  const std::string& reading_source() const { return source_; }
   const CarbonIntensity& carbon() const { return opt_.carbon; }
 
  private:
@@ -196,7 +213,7 @@ class Meter {
     std::unique_ptr<Sensor> sensor;
     SensorInfo info;
     std::unique_ptr<Accumulator> acc;
-    std::unique_ptr<DeviceLock> lock;
+    std::shared_ptr<DeviceLock> lock;
     bool active = false;  // available, counted and we are its reader
     bool not_reader = false;
     std::vector<PowerPoint> timeline;  // ring of opt_.timeline_points points
@@ -205,13 +222,16 @@ class Meter {
     bool pend_open = false;
   };
   void add_timeline_point(Slot& s, const std::optional<Interval>& iv, double t, double unix_now);
-  void tick_locked();
+  void tick_locked(bool boundary);
   static std::vector<PowerPoint> ring_in_order(const Slot& s);
   double carbon_time(double mono_s, double unix_s) const;
   void thread_main();
 
   MeterOptions opt_;
   MeterClock clock_;
+  bool own_clock_ = false;  // the clock is CLOCK_MONOTONIC (not injected): batch times apply
+  std::shared_ptr<SensorBatch> batch_;
+  std::string source_ = "direct";
   std::vector<Slot> slots_;
   std::vector<std::string> meter_flags_;
   std::map<std::string, Window> windows_;

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <pwd.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,8 +11,60 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
 
 namespace gt::energy {
+
+namespace {
+
+std::mutex g_mu;
+std::map<std::string, std::weak_ptr<DeviceLock>> g_held;  // lock path -> this process's lock
+
+std::string user_name(uid_t uid) {
+  passwd pw{}, *res = nullptr;
+  char buf[1024];
+  if (::getpwuid_r(uid, &pw, buf, sizeof buf, &res) == 0 && res) return pw.pw_name;
+  return std::to_string(uid);
+}
+
+std::string comm_of(long pid) {
+  std::ifstream f(fmt::format("/proc/{}/comm", pid));
+  std::string c;
+  std::getline(f, c);
+  return c;
+}
+
+// What the lock file says: "pid N", then "key value" lines (cmd, user, role).
+std::string describe_holder(const std::string& text, const std::string& path) {
+  std::istringstream in(text);
+  std::string line;
+  long pid = 0;
+  std::string cmd, user, role;
+  while (std::getline(in, line)) {
+    if (line.rfind("pid ", 0) == 0) pid = std::strtol(line.c_str() + 4, nullptr, 10);
+    if (line.rfind("cmd ", 0) == 0) cmd = line.substr(4);
+    if (line.rfind("user ", 0) == 0) user = line.substr(5);
+    if (line.rfind("role ", 0) == 0) role = line.substr(5);
+  }
+  if (pid <= 0) return fmt::format("another process reads this device (lock {})", path);
+  if (pid == ::getpid())  // another copy of the library in this process (not shared with ours)
+    return fmt::format(
+        "this process (pid {}) reads this device already through another copy of "
+        "greentrain's library (lock {})",
+        pid, path);
+  if (!role.empty())
+    return fmt::format(
+        "the node daemon ({}, pid {}) reads this device, and this process did not "
+        "read through it (lock {})",
+        role, pid, path);
+  return fmt::format("process {} ({}{}{}) reads this device directly (lock {})", pid,
+                     cmd.empty() ? "?" : cmd, user.empty() ? "" : ", user ", user, path);
+}
+
+}  // namespace
 
 std::string lock_dir(const std::string& override_dir) {
   if (!override_dir.empty()) return override_dir;
@@ -19,13 +72,16 @@ std::string lock_dir(const std::string& override_dir) {
   return "/tmp/greentrain-energy-locks";
 }
 
-std::unique_ptr<DeviceLock> DeviceLock::try_acquire(const std::string& dir, const std::string& key,
-                                                    std::string* holder) {
+std::shared_ptr<DeviceLock> DeviceLock::try_acquire(const std::string& dir, const std::string& key,
+                                                    std::string* holder, const std::string& role) {
   if (::mkdir(dir.c_str(), 01777) == 0) ::chmod(dir.c_str(), 01777);  // umask-proof
   std::string safe = key;
   for (char& c : safe)
     if (c == '/' || c == ' ') c = '_';
   const std::string path = dir + "/" + safe + ".lock";
+  std::lock_guard<std::mutex> g(g_mu);
+  if (auto it = g_held.find(path); it != g_held.end())
+    if (auto held = it->second.lock()) return held;  // this process is the reader already
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
   if (fd < 0) {
     *holder = fmt::format("{}: cannot open lock file: {}", path, std::strerror(errno));
@@ -33,17 +89,19 @@ std::unique_ptr<DeviceLock> DeviceLock::try_acquire(const std::string& dir, cons
   }
   ::fchmod(fd, 0666);
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    char buf[64] = {0};
+    char buf[512] = {0};
     ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
-    std::string who = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "unknown";
-    while (!who.empty() && (who.back() == '\n')) who.pop_back();
-    *holder = fmt::format("another process ({}) is the reader of this device ({})", who, path);
+    *holder = describe_holder(n > 0 ? std::string(buf, static_cast<size_t>(n)) : "", path);
     ::close(fd);
     return nullptr;
   }
-  std::string me = fmt::format("pid {}\n", ::getpid());
+  std::string me = fmt::format("pid {}\ncmd {}\nuser {}\n", ::getpid(), comm_of(::getpid()),
+                               user_name(::getuid()));
+  if (!role.empty()) me += "role " + role + "\n";
   if (::ftruncate(fd, 0) == 0) (void)!::pwrite(fd, me.data(), me.size(), 0);
-  return std::unique_ptr<DeviceLock>(new DeviceLock(fd));
+  std::shared_ptr<DeviceLock> lock(new DeviceLock(fd));
+  g_held[path] = lock;
+  return lock;
 }
 
 DeviceLock::~DeviceLock() {

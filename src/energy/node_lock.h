@@ -1,8 +1,10 @@
 // energy/node_lock.h: one reader per device per node. Several processes each measuring the
 // whole node would count it several times; so the meter reads a device only while it holds an
 // exclusive flock(2) on <dir>/<device_key>.lock. The lock goes with the process (also on a
-// crash). The directory is $GT_ENERGY_LOCK_DIR, else /tmp/greentrain-energy-locks (mode 1777,
-// shared by all users: a per-user $XDG_RUNTIME_DIR would hide other users' readers).
+// crash). The meters of one process share its lock (they are one reader). The node daemon
+// (`greentrain serve`) holds the locks while it runs, and every process reads through it. The
+// directory is $GT_ENERGY_LOCK_DIR, else /tmp/greentrain-energy-locks (mode 1777, shared by all
+// users: a per-user $XDG_RUNTIME_DIR would hide other users' readers).
 #pragma once
 #include <memory>
 #include <string>
@@ -13,13 +15,17 @@ namespace gt::energy {
 /// /tmp/greentrain-energy-locks.
 std::string lock_dir(const std::string& override_dir = "");
 
-/// An exclusive, non-blocking lock on one device, released by the destructor.
+/// An exclusive, non-blocking lock on one device, released when the last meter of this process
+/// that shares it lets go.
 class DeviceLock {
  public:
-  /// Takes the lock, or returns nullptr and sets *holder to who holds it ("pid 1234") or why
-  /// it could not be taken.
-  static std::unique_ptr<DeviceLock> try_acquire(const std::string& dir, const std::string& key,
-                                                 std::string* holder);
+  /// Takes the lock, or shares it when this process holds it already. Otherwise returns nullptr
+  /// and sets *holder to who holds it, e.g. "process 1234 (greentrain, user bob) reads this
+  /// device directly (lock /tmp/greentrain-energy-locks/rapl-intel-rapl:0.lock)", or why it
+  /// could not be taken. `role`: what the lock file says of the holder besides its pid, command
+  /// and user (the daemon writes "greentrain serve, socket PATH").
+  static std::shared_ptr<DeviceLock> try_acquire(const std::string& dir, const std::string& key,
+                                                 std::string* holder, const std::string& role = "");
   ~DeviceLock();
   DeviceLock(const DeviceLock&) = delete;
   DeviceLock& operator=(const DeviceLock&) = delete;

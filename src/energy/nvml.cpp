@@ -28,6 +28,7 @@ struct Library::Fns {
   Return (*mig_parent)(Device, Device*) = nullptr;
   Return (*mig_max)(Device, unsigned*) = nullptr;
   Return (*mig_by_index)(Device, unsigned, Device*) = nullptr;
+  Return (*proc_util)(Device, ProcessUtilizationSample*, unsigned*, unsigned long long) = nullptr;
 };
 
 std::string Library::library_name() {
@@ -67,6 +68,7 @@ std::unique_ptr<Library> Library::load(std::string* error) {
   sym(f.mig_parent, "nvmlDeviceGetDeviceHandleFromMigDeviceHandle");
   sym(f.mig_max, "nvmlDeviceGetMaxMigDeviceCount");
   sym(f.mig_by_index, "nvmlDeviceGetMigDeviceHandleByIndex");
+  sym(f.proc_util, "nvmlDeviceGetProcessUtilization");
   if (!f.init || !f.count || !f.by_index || !f.uuid) {
     *error = fmt::format(
         "{}: lacks nvmlInit_v2, nvmlDeviceGetCount_v2, "
@@ -242,6 +244,29 @@ std::vector<VisibleGpu> resolve_visible(const Library& lib, const char* cvd,
     add(*hit, e);
   }
   return out;
+}
+
+Result<std::vector<ProcessUtilizationSample>> Library::process_utilization(
+    Device d, unsigned long long last_seen_us) const {
+  Result<std::vector<ProcessUtilizationSample>> r;
+  if (!fn_->proc_util) return r;  // kErrorFunctionNotFound
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    unsigned n = 0;
+    r.rc = fn_->proc_util(d, nullptr, &n, last_seen_us);
+    if (r.rc == kErrorNotFound) return {kSuccess, {}};
+    if (r.rc != kSuccess && r.rc != kErrorInsufficientSize) return r;
+    if (n == 0) return {kSuccess, {}};
+    r.value.resize(n + 8);  // processes may start between the two calls
+    n = static_cast<unsigned>(r.value.size());
+    r.rc = fn_->proc_util(d, r.value.data(), &n, last_seen_us);
+    if (r.rc == kErrorNotFound) return {kSuccess, {}};
+    if (r.rc == kSuccess) {
+      r.value.resize(std::min<std::size_t>(n, r.value.size()));
+      return r;
+    }
+    if (r.rc != kErrorInsufficientSize) return r;
+  }
+  return r;
 }
 
 }  // namespace gt::energy::nvml

@@ -19,6 +19,7 @@ constexpr Return kSuccess = 0;                 ///< NVML_SUCCESS
 constexpr Return kErrorNotSupported = 3;       ///< NVML_ERROR_NOT_SUPPORTED
 constexpr Return kErrorNoPermission = 4;       ///< NVML_ERROR_NO_PERMISSION
 constexpr Return kErrorNotFound = 6;           ///< NVML_ERROR_NOT_FOUND
+constexpr Return kErrorInsufficientSize = 7;   ///< NVML_ERROR_INSUFFICIENT_SIZE
 constexpr Return kErrorFunctionNotFound = 13;  ///< NVML_ERROR_FUNCTION_NOT_FOUND (symbol missing)
 
 /// A value with the NVML return code that produced it.
@@ -27,6 +28,16 @@ struct Result {
   Return rc = kErrorFunctionNotFound;
   T value{};
   bool ok() const { return rc == kSuccess; }
+};
+
+/// nvmlProcessUtilizationSample_t (nvml.h): one process's utilization at one time.
+struct ProcessUtilizationSample {
+  unsigned pid;                     ///< process id
+  unsigned long long timestamp_us;  ///< CPU timestamp (us)
+  unsigned sm_util;                 ///< SM (3D/compute) utilization, percent
+  unsigned mem_util;                ///< frame buffer memory utilization, percent
+  unsigned enc_util;                ///< video encoder utilization, percent
+  unsigned dec_util;                ///< video decoder utilization, percent
 };
 
 /// A loaded and initialised NVML. One per process is enough; not copyable. All calls are
@@ -63,6 +74,11 @@ class Library {
   /// MIG devices of a GPU (nvmlDeviceGetMaxMigDeviceCount + nvmlDeviceGetMigDeviceHandleByIndex);
   /// empty when MIG is off or unsupported.
   std::vector<Device> mig_devices(Device d) const;
+  /// nvmlDeviceGetProcessUtilization: the samples NVML took since `last_seen_us` (CPU time, us;
+  /// 0: all it keeps), one per process that used the GPU. NVML answers NOT_FOUND when it has no
+  /// sample since then; that is returned as success with no samples.
+  Result<std::vector<ProcessUtilizationSample>> process_utilization(
+      Device d, unsigned long long last_seen_us) const;
 
  private:
   Library() = default;

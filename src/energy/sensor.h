@@ -54,6 +54,11 @@ struct Reading {
   std::string error;
   std::optional<double> energy_j;  ///< cumulative counter value (J)
   std::optional<double> power_w;   ///< power at or averaged up to this reading (W)
+  /// A source that integrates for us (the daemon, daemon_client.h) may say that part of the
+  /// energy since its previous reading is a fill, not a measurement: why (empty: all measured),
+  /// and whether some of it had no trusted power at all (the energy is then a lower bound).
+  std::string untrusted;
+  bool incomplete = false;
 };
 
 /// A source of readings for one domain. read() is called from one thread at a time.
@@ -70,12 +75,23 @@ class UnavailableSensor : public Sensor {
  public:
   explicit UnavailableSensor(SensorInfo info) : info_(std::move(info)) { info_.available = false; }
   const SensorInfo& info() const override { return info_; }
-  Reading read(double) override { return Reading{false, info_.reason, {}, {}}; }
+  Reading read(double) override { return Reading{false, info_.reason, {}, {}, {}, false}; }
 
  private:
   SensorInfo info_;
 };
 
 using SensorList = std::vector<std::unique_ptr<Sensor>>;
+
+/// Sensors read together in one operation (those of the daemon: one request a tick). A Meter
+/// calls refresh() once before it reads its sensors at each tick. `boundary`: a window begins or
+/// ends now, so the source should read afresh rather than hand back its latest sample. Returns
+/// the CLOCK_MONOTONIC time (s) the readings were taken at, when known (the meter then times
+/// the tick by it, so a window's seconds and joules span the same readings).
+class SensorBatch {
+ public:
+  virtual ~SensorBatch() = default;
+  virtual std::optional<double> refresh(bool boundary) = 0;
+};
 
 }  // namespace gt::energy

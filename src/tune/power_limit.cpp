@@ -14,6 +14,7 @@
 #include <mutex>
 
 #include "core/error.h"
+#include "tune/daemon_device.h"
 #include "tune/rapl_device.h"
 #ifdef GT_TUNE_HAVE_NVML
 #include "tune/nvml_device.h"
@@ -171,6 +172,13 @@ std::vector<DevicePtr> open_power_limit_devices(const std::string& kind,
   check(
       kind == "auto" || kind == "nvml" || kind == "rapl",
       fmt::format("power-limit device kind '{}' is not known; expected auto, nvml or rapl", kind));
+  // Through the node daemon when one answers with such devices: limits under its policy, no
+  // root needed, restored by the daemon however this process ends.
+  std::string daemon_note;
+  if (powercap_root.empty()) {
+    auto d = open_daemon_devices(kind, &daemon_note);
+    if (!d.empty()) return d;
+  }
   std::string nvml_note = "NVML support was not built (no energy module)";
 #ifdef GT_TUNE_HAVE_NVML
   if (kind == "auto" || kind == "nvml") {

@@ -64,10 +64,12 @@ class PowerLimitGuard {
   bool handle_signals_;
 };
 
-/// Opens the devices of one kind: "nvml" (GPUs visible to this process, CUDA_VISIBLE_DEVICES
-/// honoured; library from $GT_NVML_LIBRARY or libnvidia-ml.so.1), "rapl" (package zones under
-/// powercap_root, default $GT_POWERCAP_ROOT or /sys/class/powercap), or "auto" (NVML GPUs if
-/// any, else RAPL). Throws gt::Error saying what was looked for when none is found.
+/// Opens the devices of one kind through the node daemon (`greentrain serve`, daemon_device.h)
+/// when one answers with such devices (and powercap_root is empty), else directly: "nvml" (GPUs
+/// visible to this process, CUDA_VISIBLE_DEVICES honoured; library from $GT_NVML_LIBRARY or
+/// libnvidia-ml.so.1), "rapl" (package zones under powercap_root, default $GT_POWERCAP_ROOT or
+/// /sys/class/powercap), or "auto" (NVML GPUs if any, else RAPL). Throws gt::Error saying what was
+/// looked for when none is found.
 std::vector<DevicePtr> open_power_limit_devices(const std::string& kind = "auto",
                                                 const std::string& powercap_root = "");
 

@@ -1,9 +1,10 @@
-// The CPU backend's own bf16 attention kernels (backend/cpu/attention_bf16.h, reached through
-// cpu::Attention's fused form) against a float64 reference computed from the same
-// bf16-rounded q, k, v and dO: forward (out, lse, the bf16 copy) and backward (dq, dk, dv),
-// at the training shape (T 64, head size 32), a T that is not a multiple of 16, T past one
-// and two chunks of 64 queries, and head sizes 16 to 128 (1 to 8 vectors of 16). Skipped
-// where the build has no AVX512_BF16 (the kernels are not compiled; oneDNN's products run).
+// cpu::Attention's fused form with bf16 operands against a float64 reference computed from the
+// same bf16-rounded q, k, v and dO: forward (out, lse, the bf16 copy) and backward (dq, dk,
+// dv), at the training shape (T 64, head size 32), a T that is not a multiple of 16, T past
+// one and two chunks of 64 queries, and head sizes 16 to 128 (1 to 8 vectors of 16). Three
+// paths: the own kernels (backend/cpu/attention_bf16.h; skipped where the build has no
+// AVX512_BF16), oneDNN's products (bf16, or emulated in f32 where this CPU has no bf16
+// product), and the emulated form forced on any CPU (set_lowp_emulation).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "backend/cpu/attention.h"
+#include "backend/cpu/onednn_matmul.h"
 
 namespace {
 
@@ -117,11 +119,8 @@ double rel_error(const std::vector<double>& want, G got) {
 
 class AttentionBf16 : public ::testing::TestWithParam<Shape> {};
 
-TEST_P(AttentionBf16, ForwardAndBackwardMatchAFloat64Reference) {
-  const Shape s = GetParam();
-  gt::cpu::Attention att;
-  att.set_type(gt::cpu::AttnType::bf16);
-  if (!att.uses_own_bf16_kernels(s.C, s.NH)) GTEST_SKIP() << "built without AVX512_BF16";
+/// Forward and backward of att (bf16 operands, some path) at shape s against the reference.
+void check_against_reference(gt::cpu::Attention& att, const Shape& s) {
   std::mt19937 g(7);
   std::normal_distribution<float> nd(0.f, 1.f);
   std::vector<float> qkv((size_t)s.B * s.T * 3 * s.C), dout((size_t)s.B * s.T * s.C);
@@ -162,6 +161,34 @@ TEST_P(AttentionBf16, ForwardAndBackwardMatchAFloat64Reference) {
   att.backward(nullptr, dout.data(), qkv.data(), nullptr, lse.data(), s.B, s.T, s.C, s.NH,
                dqkv16.data());
   for (size_t i = 0; i < dqkv.size(); ++i) ASSERT_EQ(from_bf16(dqkv16[i]), bf16(dqkv[i])) << i;
+}
+
+TEST_P(AttentionBf16, OwnKernelsMatchAFloat64Reference) {
+  const Shape s = GetParam();
+  gt::cpu::Attention att;
+  att.set_type(gt::cpu::AttnType::bf16);
+  if (!att.uses_own_bf16_kernels(s.C, s.NH)) GTEST_SKIP() << "built without AVX512_BF16";
+  check_against_reference(att, s);
+}
+
+TEST_P(AttentionBf16, OneDnnProductsMatchAFloat64Reference) {
+  const Shape s = GetParam();
+  gt::cpu::Attention att;
+  att.set_type(gt::cpu::AttnType::bf16);
+  att.set_own_bf16_kernels(false);
+  ASSERT_FALSE(att.uses_own_bf16_kernels(s.C, s.NH));
+  check_against_reference(att, s);
+}
+
+TEST_P(AttentionBf16, EmulatedProductsMatchAFloat64Reference) {
+  const Shape s = GetParam();
+  gt::cpu::set_lowp_emulation(true);
+  gt::cpu::Attention att;
+  att.set_type(gt::cpu::AttnType::bf16);
+  gt::cpu::set_lowp_emulation(false);
+  ASSERT_EQ(att.type(), gt::cpu::AttnType::f32_bf16);
+  ASSERT_FALSE(att.uses_own_bf16_kernels(s.C, s.NH));
+  check_against_reference(att, s);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionBf16,

@@ -24,6 +24,11 @@
  *                               fake_nvml_speed_factor(i) = min(1,
  * limit/N)^FAKE_NVML_SPEED_EXPONENT (default exponent 0.5) is the throughput relative to uncapped.
  * Limits out of [min, max] return NVML_ERROR_INVALID_ARGUMENT (2).
+ *   FAKE_NVML_PROC_UTIL_FILE=path  nvmlDeviceGetProcessUtilization: lines "<gpu index> <pid>
+ *                               <smUtil %>" give each process's utilization at every call (read
+ *                               afresh each call; a GPU with no line answers NOT_FOUND, NVML's
+ *                               "no sample since lastSeenTimeStamp")
+ *   FAKE_NVML_PROC_UTIL_RC=N    nvmlDeviceGetProcessUtilization returns N (e.g. 3 = NOT_SUPPORTED)
  */
 #include <cmath>
 #include <cstdio>
@@ -295,6 +300,45 @@ int nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t d, unsigned k, nvmlDevice_t
     if (migs[i].parent == g->index && j++ == k) return *mig = &migs[i], 0;
   return 6;
 }
+typedef struct {
+  unsigned pid;
+  unsigned long long timeStamp;
+  unsigned smUtil, memUtil, encUtil, decUtil;
+} fake_util_sample;
+int nvmlDeviceGetProcessUtilization(nvmlDevice_t d, fake_util_sample* out, unsigned* count,
+                                    unsigned long long last_seen) {
+  fake_dev* g = gpu_of(d);
+  (void)last_seen;
+  if (!g || !count) return 2;
+  int rc = (int)env_long("FAKE_NVML_PROC_UTIL_RC", 0);
+  if (rc) return rc;
+  fake_util_sample s[64];
+  unsigned n = 0;
+  const char* p = env("FAKE_NVML_PROC_UTIL_FILE");
+  FILE* f = p && *p ? fopen(p, "r") : NULL;
+  if (f) {
+    int gi;
+    unsigned pid, sm;
+    while (n < 64 && fscanf(f, "%d %u %u", &gi, &pid, &sm) == 3)
+      if (gi == g->index) {
+        s[n].pid = pid;
+        s[n].timeStamp = (unsigned long long)(now_s() * 1e6);
+        s[n].smUtil = sm;
+        s[n].memUtil = s[n].encUtil = s[n].decUtil = 0;
+        ++n;
+      }
+    fclose(f);
+  }
+  if (n == 0) return 6; /* NVML_ERROR_NOT_FOUND: no sample */
+  if (!out || *count < n) {
+    *count = n;
+    return 7; /* NVML_ERROR_INSUFFICIENT_SIZE */
+  }
+  memcpy(out, s, n * sizeof s[0]);
+  *count = n;
+  return 0;
+}
+
 /* Not NVML: throughput of GPU i relative to uncapped, in the FAKE_NVML_DRAW_MW mode (else 1). */
 double fake_nvml_speed_factor(unsigned i) {
   long draw = env_long("FAKE_NVML_DRAW_MW", -1);

@@ -96,9 +96,9 @@ inline SensorInfo gauge_info(const std::string& name, double refresh_s = 0) {
   return i;
 }
 
-inline Reading energy(double j) { return Reading{true, "", j, std::nullopt}; }
-inline Reading power(double w) { return Reading{true, "", std::nullopt, w}; }
-inline Reading failed(const std::string& why) { return Reading{false, why, {}, {}}; }
+inline Reading energy(double j) { return Reading{true, "", j, std::nullopt, {}, false}; }
+inline Reading power(double w) { return Reading{true, "", std::nullopt, w, {}, false}; }
+inline Reading failed(const std::string& why) { return Reading{false, why, {}, {}, {}, false}; }
 
 /// Options for a meter without a sampling thread, locks in `lock_dir`.
 inline MeterOptions manual_options(const std::string& lock_dir) {

@@ -3,8 +3,16 @@
 // checks --gpu-power-limit (set, then restored) and the recorded GPU energy.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <slurm/spank.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
 
 #include <cstdarg>
 #include <cstdlib>
@@ -123,3 +131,124 @@ TEST(SchedSpank, GpuPowerLimitIsSetThenRestoredAndEnergyIsRecorded) {
     ::unsetenv(k);
   fs::remove_all(dir);
 }
+
+#ifdef GT_PROGRAM
+// With `greentrain serve` running, the plugin reads the step's GPU energy through the daemon and
+// sets --gpu-power-limit as a lease: restored at the step's end, and also when slurmstepd is
+// killed with SIGKILL (which the plugin alone cannot survive). NVML itself refuses this process
+// (FAKE_NVML_SET_RC=4), so every set is the daemon's.
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Daemon {
+  fs::path dir;
+  pid_t pid = -1;
+  std::string socket;
+  explicit Daemon(const fs::path& d) : dir(d), socket((d / "serve.sock").string()) {
+    std::ofstream(dir / "energy") << "0\n0\n";
+    std::ofstream(dir / "limits") << "300000\n300000\n";
+    std::vector<std::string> env = {"GT_NVML_LIBRARY=" GT_FAKE_NVML_PATH,
+                                    "FAKE_NVML_DEVICES=2",
+                                    "FAKE_NVML_ENERGY_FILE=" + (dir / "energy").string(),
+                                    "FAKE_NVML_LIMIT_FILE=" + (dir / "limits").string(),
+                                    "FAKE_NVML_SET_LOG=" + (dir / "set.log").string(),
+                                    "GT_POWERCAP_ROOT=/nonexistent",
+                                    "GT_ROCM_SMI_LIBRARY=/nonexistent",
+                                    "GT_ENERGY_LOCK_DIR=" + (dir / "locks").string()};
+    std::vector<std::string> args = {GT_PROGRAM, "serve",        "--foreground",
+                                     "--socket", socket,         "--state-file",
+                                     (dir / "state.json").string(), "--interval", "50"};
+    pid = ::fork();
+    if (pid == 0) {
+      std::FILE* log = std::fopen((dir / "daemon.log").c_str(), "w");
+      ::dup2(::fileno(log), 2);
+      std::vector<char*> a, e;
+      for (auto& x : args) a.push_back(x.data());
+      a.push_back(nullptr);
+      for (auto& x : env) e.push_back(x.data());
+      e.push_back(nullptr);
+      ::execve(GT_PROGRAM, a.data(), e.data());
+      ::_exit(126);
+    }
+    for (int i = 0; i < 400 && !answers(); ++i) ::usleep(50000);
+  }
+  bool answers() const {
+    int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::strncpy(a.sun_path, socket.c_str(), sizeof a.sun_path - 1);
+    const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    ::close(fd);
+    return ok;
+  }
+  ~Daemon() {
+    ::kill(pid, SIGTERM);
+    ::waitpid(pid, nullptr, 0);
+  }
+  unsigned limit_mw(int gpu) const {
+    std::ifstream f(dir / "limits");
+    unsigned v = 0;
+    for (int i = 0; i <= gpu; ++i) f >> v;
+    return v;
+  }
+};
+
+}  // namespace
+
+TEST(SchedSpank, ThroughTheDaemonTheLimitIsALeaseAndTheEnergyTheDaemons) {
+  std::string t = (fs::temp_directory_path() / "gt_spank_XXXXXX").string();
+  const fs::path dir = ::mkdtemp(t.data());
+  Daemon d(dir);
+  ASSERT_TRUE(d.answers()) << std::ifstream(dir / "daemon.log").rdbuf();
+  ::setenv("GT_NVML_LIBRARY", GT_FAKE_NVML_PATH, 1);
+  ::setenv("FAKE_NVML_SET_RC", "4", 1);
+  ::setenv("SLURM_STEP_GPUS", "1", 1);
+  void* h = dlopen(GT_SPANK_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(h, nullptr) << dlerror();
+  using hook = int (*)(spank_t, int, char**);
+  auto init = reinterpret_cast<hook>(dlsym(h, "slurm_spank_init"));
+  auto post = reinterpret_cast<hook>(dlsym(h, "slurm_spank_init_post_opt"));
+  auto fini = reinterpret_cast<hook>(dlsym(h, "slurm_spank_exit"));
+  std::string a1 = "energy_dir=" + dir.string(), a2 = "daemon_socket=" + d.socket;
+  char* av[] = {a1.data(), a2.data()};
+  ASSERT_EQ(init(nullptr, 2, av), 0);
+  ASSERT_EQ(g_option->cb(0, "250", 1), 0);
+  ASSERT_EQ(post(nullptr, 2, av), 0);
+  EXPECT_EQ(d.limit_mw(1), 250000u);
+  EXPECT_EQ(d.limit_mw(0), 300000u);
+  std::ofstream(dir / "energy") << "0\n1000000\n";  // GPU 1: +1000 J during the step
+  ASSERT_EQ(fini(nullptr, 2, av), 0);
+  EXPECT_EQ(d.limit_mw(1), 300000u);
+  std::ifstream rec(dir / "greentrain-gpu-energy.jsonl");
+  std::string line;
+  ASSERT_TRUE(std::getline(rec, line));
+  auto j = nlohmann::json::parse(line);
+  EXPECT_EQ(j["source"], "greentrain serve") << line;
+  EXPECT_NEAR(j["energy_j"].get<double>(), 1000, 1e-6) << line;
+  EXPECT_TRUE(j["attributed_energy_j"].is_number()) << line;
+  // slurmstepd killed with SIGKILL while the limit is leased: the daemon restores it
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t step = ::fork();
+  if (step == 0) {
+    init(nullptr, 2, av);
+    g_option->cb(0, "200", 1);
+    post(nullptr, 2, av);
+    (void)!::write(ready[1], "y", 1);
+    for (;;) ::pause();
+  }
+  char c = 0;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  EXPECT_EQ(d.limit_mw(1), 200000u);
+  ::kill(step, SIGKILL);
+  ::waitpid(step, nullptr, 0);
+  for (int i = 0; i < 100 && d.limit_mw(1) != 300000u; ++i) ::usleep(20000);
+  EXPECT_EQ(d.limit_mw(1), 300000u);
+  ::close(ready[0]);
+  ::close(ready[1]);
+  dlclose(h);
+  for (const char* k : {"GT_NVML_LIBRARY", "FAKE_NVML_SET_RC", "SLURM_STEP_GPUS"}) ::unsetenv(k);
+  fs::remove_all(dir);
+}
+#endif

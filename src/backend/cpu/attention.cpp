@@ -39,6 +39,12 @@ void store_row(void* dst, const float* x, int64_t n, AttnType t) {
       for (int64_t i = 0; i < n; ++i) o[i] = to_f16(x[i]);
       break;
     }
+    case AttnType::f32_bf16: {
+      float* o = static_cast<float*>(dst);
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) o[i] = bf16_to_float(to_bf16(x[i]));
+      break;
+    }
   }
 }
 
@@ -361,7 +367,14 @@ bool bf16_kernels(AttnType t, int C, int NH) {
 
 }  // namespace
 
+AttnType attn_type_on_this_cpu(AttnType t) {
+  if (t == AttnType::bf16 && !onednn_supports(MmType::bf16)) return AttnType::f32_bf16;
+  if (t == AttnType::f16 && !onednn_supports(MmType::f16)) return AttnType::f32_half;
+  return t;
+}
+
 size_t attention_workspace_bytes(int T, int C, int NH, AttnType type, bool fused, int threads) {
+  type = attn_type_on_this_cpu(type);
   if (fused && bf16_kernels(type, C, NH)) return attn_bf16_head_bytes(T, C / NH) * threads;
   return (fused ? BlockPlan(T, C, NH, type).total : StoredPlan(T, C, NH, type).total) * threads;
 }

@@ -24,8 +24,15 @@
 namespace gt::cpu {
 
 /// Operand type of the attention products: f32; f32 holding values rounded to half (fp16
-/// emulated where oneDNN has no f16 product); bf16; f16.
-enum class AttnType { f32, f32_half, bf16, f16 };
+/// emulated where oneDNN has no f16 product); bf16; f16; f32 holding values rounded to bf16
+/// (bf16 emulated where oneDNN has no bf16 product: CPUs without AVX-512, such as AMD Zen 3).
+/// The emulated forms have the numerics of the 16-bit ones: every operand rounded (nearest
+/// even), the products of two rounded values exact in f32, the sums in f32.
+enum class AttnType { f32, f32_half, bf16, f16, f32_bf16 };
+
+/// The type the products of `t` run in on this CPU: bf16 as f32_bf16 and f16 as f32_half
+/// where oneDNN has no such product here (onednn_supports), any other type unchanged.
+AttnType attn_type_on_this_cpu(AttnType t);
 
 /// Bytes of the buffers Attention keeps (it allocates exactly this), for `threads` threads:
 /// per thread, q, k, v, dO of one head (T,hs) in the operand type, a (T,hs) f32 result, the
@@ -33,12 +40,15 @@ enum class AttnType { f32, f32_half, bf16, f16 };
 /// (T,T) P in f32 when `fused` (no stored att), 16-bit (or rounded) copies of P and dS unless
 /// the type is f32, and oneDNN's scratchpad for the products. The fused bf16 form on
 /// attention_bf16.h's kernels keeps attn_bf16_head_bytes(T, hs) per thread instead.
+/// The type is mapped by attn_type_on_this_cpu first, as set_type does.
 size_t attention_workspace_bytes(int T, int C, int NH, AttnType type, bool fused, int threads);
 
 /// Causal self-attention kernels with their workspace. Not thread-safe (one per backend).
 class Attention {
  public:
-  void set_type(AttnType t) { type_ = t; }
+  /// The operand type; bf16 and f16 run emulated where oneDNN lacks them (attn_type_on_this_cpu).
+  void set_type(AttnType t) { type_ = attn_type_on_this_cpu(t); }
+  /// The type the products run in (after attn_type_on_this_cpu).
   AttnType type() const { return type_; }
   /// Whether the fused form may use attention_bf16.h's kernels (bf16, a CPU with AVX512_BF16,
   /// a head size they take; the default) or always oneDNN's products (for benchmarks and tests).

@@ -22,6 +22,7 @@
 #include "backend/cpu/attention.h"
 #include "backend/cpu/fast_math.h"
 #include "backend/cpu/gelu.h"
+#include "backend/cpu/lowp_operands.h"
 #include "backend/cpu/onednn_matmul.h"
 #include "core/error.h"
 
@@ -79,16 +80,21 @@ inline void layernorm_row(float* o, uint16_t* o16, float* mean, float* rstd, con
   *rstd = s;
 }
 
-/// The attention products' operand type under a precision policy.
+/// The attention products' operand type under a precision policy (Attention emulates bf16 and
+/// f16 where oneDNN lacks them: attn_type_on_this_cpu).
 cpu::AttnType attention_type(Precision p) {
   switch (p) {
     case Precision::bf16:
       return cpu::AttnType::bf16;
     case Precision::fp16:
-      return cpu::onednn_supports(cpu::MmType::f16) ? cpu::AttnType::f16 : cpu::AttnType::f32_half;
+      return cpu::AttnType::f16;
     default:
       return cpu::AttnType::f32;
   }
+}
+
+cpu::LowpFormat lowp_format(Precision p) {
+  return p == Precision::fp16 ? cpu::LowpFormat::f16 : cpu::LowpFormat::bf16;
 }
 
 class CpuBackend final : public HostMemoryBackend {
@@ -100,28 +106,31 @@ class CpuBackend final : public HostMemoryBackend {
 
   // memory: host memory (HostMemoryBackend, backend.h)
 
+  /// fp32, bf16 and fp16 on every x86-64 CPU (bf16 and fp16 emulated where oneDNN has no such
+  /// product: cpu/lowp_operands.h); fp8 nowhere.
   bool supports(Op op, Precision p) const override {
-    if (p == Precision::fp8) return false;
-    if (p == Precision::bf16) return cpu::onednn_supports(cpu::MmType::bf16);
     (void)op;
-    return true;
+    return p != Precision::fp8;
   }
   /// The attention buffers (cpu/attention.h, per thread), LayerNorm's partial sums; for
   /// bf16/fp16 also 16-bit copies of every matrix weight plus the operand buffer
   /// (N*max(hidden,V) elements) and, unless the product inputs are stored in bf16, the
-  /// backward's buffer for the rounded product inputs (N*hidden). Emulated fp16 (oneDNN
-  /// without f16 matmul) keeps rounded values as floats (x2).
+  /// backward's buffer for the rounded product inputs (N*hidden). Emulated products (oneDNN
+  /// without a 16-bit product here) keep rounded values as floats (x2), widen bf16 inputs
+  /// into the second buffer too, and compute bf16 outputs into an f32 buffer (N*hidden).
   size_t workspace_bytes(const WorkspaceQuery& q) const override {
     const size_t fixed =
         cpu::attention_workspace_bytes(q.T, q.C, q.NH, attention_type(q.precision), q.fused,
                                        omp_get_max_threads()) +
         static_cast<size_t>((q.N + kLnRows - 1) / kLnRows) * 2 * q.C * sizeof(float);
     if (q.precision == Precision::fp32) return fixed;
+    const cpu::LowpFormat f = lowp_format(q.precision);
+    const bool emulated = cpu::LowpOperands::emulated_here(f);
     const bool act16 = q.bf16_activations && q.precision == Precision::bf16;
-    const int64_t elems =
-        q.weight_elems + q.N * std::max<int64_t>(q.hidden, q.V) + (act16 ? 0 : q.N * q.hidden);
-    const bool emulated = q.precision == Precision::fp16 && !cpu::onednn_supports(cpu::MmType::f16);
-    return fixed + static_cast<size_t>(elems) * (emulated ? 4 : 2);
+    const int64_t hidden = q.N * q.hidden;
+    return fixed + cpu::LowpOperands::workspace_bytes(
+                       f, q.weight_elems, q.N * std::max<int64_t>(q.hidden, q.V),
+                       act16 && !emulated ? 0 : hidden, act16 && emulated ? hidden : 0);
   }
 
   void embedding_forward(float* out, const int32_t* inp, const float* wte, const float* wpe, int B,
@@ -227,9 +236,40 @@ class CpuBackend final : public HostMemoryBackend {
                          cpu::MmType::f32, post);
       return;
     }
-    const void* a = operand(act_a_, inp, N * C);
-    const void* b = weight_copy(w, (int64_t)C * OC);
-    cpu::onednn_matmul(out, a, b, bias, N, OC, C, false, w_transposed, false, mm_type(), post);
+    const void* a = operand(cpu::LowpOperands::kA, inp, N * C);
+    const void* b = lowp_.weight(w, (int64_t)C * OC);
+    product(out, a, b, bias, N, OC, C, false, w_transposed, post);
+  }
+  /// A 16-bit product (onednn_matmul's arguments). Emulated products with a bf16 output or a
+  /// bf16 multiplier: oneDNN 2.6's f32 products have no bf16 output on such CPUs and take a
+  /// bf16 post-op operand only in its reference kernel, so the product goes into an f32
+  /// buffer and the multiply and the rounding (nearest even, as oneDNN's) are done here.
+  void product(void* c, const void* a, const void* b, const float* bias, int64_t M, int64_t N,
+               int64_t K, bool trans_a, bool trans_b, const cpu::MmPost& post) {
+    if (!lowp_.emulated() || (!post.c_bf16 && !post.mul_bf16)) {
+      cpu::onednn_matmul(c, a, b, bias, M, N, K, trans_a, trans_b, false, lowp_.mm_type(), post);
+      return;
+    }
+    float* t = lowp_.result_buffer(M * N);
+    cpu::onednn_matmul(t, a, b, bias, M, N, K, trans_a, trans_b, false, cpu::MmType::f32,
+                       {.gelu = post.gelu});
+    parallel_chunks(M * N, [&](int64_t i0, int64_t i1) {
+      if (post.mul) {
+        if (post.mul_bf16) {
+          const uint16_t* m = static_cast<const uint16_t*>(post.mul);
+#pragma omp simd
+          for (int64_t i = i0; i < i1; ++i) t[i] *= cpu::bf16_to_float(m[i]);
+        } else {
+          const float* m = static_cast<const float*>(post.mul);
+#pragma omp simd
+          for (int64_t i = i0; i < i1; ++i) t[i] *= m[i];
+        }
+      }
+      if (post.c_bf16)
+        cpu::store_bf16(static_cast<uint16_t*>(c) + i0, t + i0, i1 - i0);
+      else
+        std::memcpy(static_cast<float*>(c) + i0, t + i0, (i1 - i0) * sizeof(float));
+    });
   }
 
   void matmul_backward(float* dinp, float* dw, float* dbias, ConstDevPtr dout, ConstDevPtr inp,
@@ -245,7 +285,8 @@ class CpuBackend final : public HostMemoryBackend {
   void matmul_backward_impl(DevPtr dinp, float* dw, float* dbias, ConstDevPtr dout, ConstDevPtr inp,
                             const float* w, ConstDevPtr dgelu, int64_t N, int C, int OC,
                             bool w_transposed) {
-    const uint16_t* dout16 = nullptr;  // bf16: the bias gradient sums the rounded operand
+    // bf16: the bias gradient sums the rounded operand (bf16, or f32 where emulated)
+    const void* dbias_src = nullptr;
     const cpu::MmPost post{
         .mul = dgelu.data, .mul_bf16 = as16(dgelu) != nullptr, .c_bf16 = as16(dinp) != nullptr};
     if (prec_ == Precision::fp32) {
@@ -259,19 +300,20 @@ class CpuBackend final : public HostMemoryBackend {
     } else {
       // dout and inp in 16 bits (rounded here unless they are bf16 tensors already); both
       // products accumulate in f32
-      const void* d = operand(act_a_, dout, N * OC);
-      if (prec_ == Precision::bf16) dout16 = static_cast<const uint16_t*>(d);
-      const void* x = operand(act_b_, inp, N * C);
-      auto t = mm_type();
+      const void* d = operand(cpu::LowpOperands::kA, dout, N * OC);
+      if (prec_ == Precision::bf16) dbias_src = d;
+      const void* x = operand(cpu::LowpOperands::kB, inp, N * C);
+      auto t = lowp_.mm_type();
       if (dinp)
-        cpu::onednn_matmul(dinp.data, d, weight_copy(w, (int64_t)C * OC), nullptr, N, C, OC, false,
-                           !w_transposed, false, t, post);
+        product(dinp.data, d, lowp_.weight(w, (int64_t)C * OC), nullptr, N, C, OC, false,
+                !w_transposed, post);
       if (!w_transposed)
         cpu::onednn_matmul(dw, x, d, nullptr, C, OC, N, true, false, true, t);
       else
         cpu::onednn_matmul(dw, d, x, nullptr, OC, C, N, true, false, true, t);
     }
-    if (dbias && dout16) {  // half the bytes of the f32 dout; the sums stay f32
+    if (dbias && dbias_src && !lowp_.emulated()) {  // half the bytes of the f32 dout
+      const uint16_t* dout16 = static_cast<const uint16_t*>(dbias_src);
       parallel_chunks(OC, [&](int64_t o0, int64_t o1) {
         for (int64_t i = 0; i < N; ++i) {
           const uint16_t* d = dout16 + i * OC;
@@ -279,10 +321,11 @@ class CpuBackend final : public HostMemoryBackend {
           for (int64_t o = o0; o < o1; ++o) dbias[o] += cpu::bf16_to_float(d[o]);
         }
       });
-    } else if (dbias) {
+    } else if (dbias) {  // the sums stay f32, in the same order as above
+      const float* d0 = dbias_src ? static_cast<const float*>(dbias_src) : f32(dout);
       parallel_chunks(OC, [&](int64_t o0, int64_t o1) {
         for (int64_t i = 0; i < N; ++i) {
-          const float* d = f32(dout) + i * OC;
+          const float* d = d0 + i * OC;
           for (int64_t o = o0; o < o1; ++o) dbias[o] += d[o];
         }
       });
@@ -402,23 +445,19 @@ class CpuBackend final : public HostMemoryBackend {
       throw Error(
           "train.precision = 'fp8': fp8 matrix products need the CUDA backend on a Hopper GPU; "
           "the CPU backend runs fp32, bf16 or fp16");
-    // oneDNN 2.6 (Debian 12) has no f16 matrix product on CPUs; fp16 then rounds the operands
-    // to half precision (so range, overflow and rounding are those of fp16) and multiplies
-    // them in f32, which is exact for products of halves with f32 accumulation.
-    f16_emulated_ = p == Precision::fp16 && !cpu::onednn_supports(cpu::MmType::f16);
-    if (p == Precision::bf16 && !cpu::onednn_supports(cpu::MmType::bf16))
-      throw Error("train.precision = 'bf16': this oneDNN has no bf16 matrix product on this CPU");
+    // Where oneDNN has no product of the 16-bit type on this CPU (f16 in oneDNN 2.6, Debian
+    // 12's; bf16 without AVX-512), the operands are rounded to it (so range, overflow and
+    // rounding are those of the type) and multiplied in f32, which is exact for products of
+    // two such values with f32 accumulation (cpu/lowp_operands.h).
     prec_ = p;
+    lowp_.set_format(lowp_format(p));
     attn_.set_type(attention_type(p));
-    weights_.clear();
   }
   Precision precision() const override { return prec_; }
   void set_stochastic_rounding(bool on, uint64_t seed) override {
-    if (on != sr_ || seed != sr_seed_) ++generation_;  // copies made otherwise are stale
-    sr_ = on;
-    sr_seed_ = seed;
+    lowp_.set_stochastic_rounding(on, seed);
   }
-  void weights_updated() override { ++generation_; }
+  void weights_updated() override { lowp_.weights_updated(); }
 
   void residual_layernorm_forward(float* res, DevPtr out, float* mean, float* rstd, const float* a,
                                   const float* b, const float* w, const float* bias, int64_t N,
@@ -501,10 +540,6 @@ class CpuBackend final : public HostMemoryBackend {
   }
 
  private:
-  cpu::MmType mm_type() const {
-    if (f16_emulated_) return cpu::MmType::f32;
-    return prec_ == Precision::fp16 ? cpu::MmType::f16 : cpu::MmType::bf16;
-  }
   /// The bf16 elements of a tensor argument, or null for an f32 one; a bf16 tensor needs
   /// precision bf16 (gt::Error otherwise).
   uint16_t* as16(DevPtr p) const {
@@ -523,67 +558,16 @@ class CpuBackend final : public HostMemoryBackend {
     check(!p.bf16(), "cpu backend: a bf16 tensor where this op under this precision takes f32");
     return p.f32();
   }
-  /// The 16-bit operand of a product: a bf16 tensor as it is, else x rounded into buf.
-  const void* operand(cpu::AlignedVector<uint16_t>& buf, ConstDevPtr x, int64_t n) {
-    if (const uint16_t* x16 = as16(x)) return x16;
-    return lowp(buf, x.f32(), n);
+  /// The 16-bit operand of a product: a bf16 tensor as it is (widened where emulated), else x
+  /// rounded into slot s.
+  const void* operand(cpu::LowpOperands::Slot s, ConstDevPtr x, int64_t n) {
+    if (const uint16_t* x16 = as16(x)) return lowp_.bf16(s, x16, n);
+    return lowp_.round(s, x.f32(), n);
   }
 
-  /// Rounds n floats into buf (16-bit, the current precision) and returns buf's data.
-  /// (Emulated fp16: the rounded values as floats, in buf's memory viewed as float.)
-  const void* lowp(cpu::AlignedVector<uint16_t>& buf, const float* x, int64_t n) {
-    if (f16_emulated_) {
-      if ((int64_t)buf.size() < 2 * n) buf = cpu::AlignedVector<uint16_t>(2 * n);  // exact size
-      float* o = reinterpret_cast<float*>(buf.data());
-#pragma omp parallel for schedule(static)
-      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<float>(static_cast<_Float16>(x[i]));
-      return o;
-    }
-    if ((int64_t)buf.size() < n) buf = cpu::AlignedVector<uint16_t>(n);  // exact size (memory plan)
-    uint16_t* o = buf.data();
-    if (prec_ == Precision::bf16) {
-      parallel_chunks(n, [&](int64_t b, int64_t e) { cpu::store_bf16(o + b, x + b, e - b); });
-    } else {
-#pragma omp parallel for schedule(static)
-      for (int64_t i = 0; i < n; ++i) o[i] = cpu::to_f16(x[i]);
-    }
-    return o;
-  }
-  /// The 16-bit copy of weight tensor w (n floats), refreshed when weights_updated() ran.
-  const void* weight_copy(const float* w, int64_t n) {
-    auto [it, fresh] = weights_.try_emplace(w);
-    WeightCopy& c = it->second;
-    if (fresh) c.id = weights_.size();  // first-use order: the same in every run of a model
-    const int64_t len = f16_emulated_ ? 2 * n : n;
-    if (c.generation != generation_ || (int64_t)c.data.size() != len) {
-      if ((int64_t)c.data.size() != len) c.data = cpu::AlignedVector<uint16_t>(len);
-      if (sr_ && prec_ == Precision::bf16) {
-        uint16_t* o = c.data.data();
-        const uint64_t key = cpu::splitmix64(sr_seed_ ^ (c.id * 0x9E3779B97F4A7C15ull));
-#pragma omp parallel for simd schedule(static)
-        for (int64_t i = 0; i < n; ++i)
-          o[i] = cpu::to_bf16_stochastic(w[i], static_cast<uint32_t>(cpu::splitmix64(key + i)));
-      } else {
-        lowp(c.data, w, n);
-      }
-      c.generation = generation_;
-    }
-    return c.data.data();
-  }
-
-  struct WeightCopy {
-    cpu::AlignedVector<uint16_t> data;
-    uint64_t generation = UINT64_MAX;
-    uint64_t id = 0;
-  };
-  bool sr_ = false;
   cpu::AlignedVector<float> ln_partial_;  // layernorm_backward's per-block dw, db
-  uint64_t sr_seed_ = 0;
   Precision prec_ = Precision::fp32;
-  bool f16_emulated_ = false;
-  uint64_t generation_ = 0;
-  std::unordered_map<const float*, WeightCopy> weights_;
-  cpu::AlignedVector<uint16_t> act_a_, act_b_;  // operands rounded to 16 bits
+  cpu::LowpOperands lowp_;  // the 16-bit operands of bf16 and fp16 products
   cpu::Attention attn_;
 };
 

@@ -2,11 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <dnnl.hpp>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
@@ -232,7 +235,20 @@ const ThreadMatmul& thread_matmul(int64_t M, int64_t N, int64_t K, int64_t lda, 
   return *p;
 }
 
+namespace {
+std::atomic<bool>& lowp_emulation() {
+  static std::atomic<bool> on{[] {
+    const char* e = std::getenv("GT_CPU_EMULATE_LOWP");
+    return e && std::string(e) == "1";
+  }()};
+  return on;
+}
+}  // namespace
+
+void set_lowp_emulation(bool on) { lowp_emulation() = on; }
+
 bool onednn_supports(MmType type) {
+  if (type != MmType::f32 && lowp_emulation()) return false;
   static std::map<MmType, bool> cache;
   static std::mutex mu;
   std::lock_guard<std::mutex> lock(mu);

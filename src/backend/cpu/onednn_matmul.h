@@ -53,7 +53,15 @@ const ThreadMatmul& thread_matmul(int64_t M, int64_t N, int64_t K, int64_t lda, 
                                   int64_t ldb, bool trans_b, int64_t ldc, float alpha, MmType type,
                                   bool accumulate = false);
 
-/// True when oneDNN can run a `type` matrix product on this CPU (tries a tiny primitive).
+/// True when oneDNN can run a `type` matrix product on this CPU (tries a tiny primitive), and
+/// low-precision emulation is not forced (set_lowp_emulation).
 bool onednn_supports(MmType type);
+
+/// For tests and benchmarks: while on, onednn_supports() reports no bf16 and no f16 product,
+/// so the CPU backend and Attention emulate them (f32 products of rounded operands) on any CPU;
+/// it takes effect at their next set_precision / set_type. The environment variable
+/// GT_CPU_EMULATE_LOWP=1 turns it on for a whole run (to test the emulated path on a CPU with
+/// AVX512_BF16).
+void set_lowp_emulation(bool on);
 
 }  // namespace gt::cpu

@@ -14,8 +14,16 @@
  *   optional /usr/lib/x86_64-linux-gnu/slurm/greentrain_spank.so energy_dir=/var/log/greentrain
  *
  * Nested steps (srun inside a batch script) are recorded each on their own, so the batch
- * step's energy includes theirs. If slurmstepd itself is killed with SIGKILL the limit is not
- * restored (nothing can catch SIGKILL); the next step with the option sets its own. */
+ * step's energy includes theirs.
+ *
+ * When the node daemon runs (`greentrain serve`; socket from plugstack.conf's daemon_socket=PATH,
+ * else $GT_DAEMON_SOCKET or /run/greentrain/serve.sock), the plugin goes through it instead
+ * (daemon_link.h): the GPUs' energy is the daemon's readings (one reader per node, however many
+ * jobs share it), the line also gets the GPU energy attributed to the step's own processes
+ * ("attributed_energy_j", by NVML per-process utilization), and the limit is a lease the daemon
+ * restores when the step ends, even if slurmstepd is killed with SIGKILL. Without a daemon, a
+ * slurmstepd killed with SIGKILL leaves the limit set (nothing can catch SIGKILL); the next step
+ * with the option sets its own. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <slurm/spank.h>
@@ -24,6 +32,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "daemon_link.h"
 
 SPANK_PLUGIN(greentrain, 1);
 
@@ -59,6 +69,11 @@ static unsigned long long start_mj[GT_MAX_GPUS];
 static int energy_ok[GT_MAX_GPUS];
 static double start_s = 0;
 static int active = 0;
+static char daemon_socket[1024] = ""; /* plugstack.conf daemon_socket= */
+static gt_daemon* dm = NULL;          /* the node daemon, when one answers */
+static double start_j[GT_MAX_GPUS];   /* its cumulative GPU energy at the start (J) */
+static double start_attr_j = 0;       /* energy attributed to the step's processes (J) */
+static int attr_ok = 0;
 
 static double now_s(void) {
   struct timespec ts;
@@ -115,14 +130,13 @@ static int load_nvml(void) {
   return 0;
 }
 
-/* The step's GPUs as NVML indices: a comma list of integers, or every GPU. */
-static void find_gpus(spank_t sp) {
+/* The step's GPUs as NVML indices among `total`: a comma list of integers, or every GPU. */
+static void find_gpus(spank_t sp, unsigned total) {
   static const char* vars[] = {"SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES"};
   char buf[1024];
-  unsigned total = 0, i;
+  unsigned i;
   int v, have_list = 0;
   n_gpus = 0;
-  if (nv.count(&total) != 0) return;
   for (v = 0; v < 3 && !have_list; ++v) {
     char *p, *save = NULL;
     if (spank_getenv(sp, vars[v], buf, sizeof buf) != ESPANK_SUCCESS || !buf[0]) continue;
@@ -148,17 +162,60 @@ int slurm_spank_init(spank_t sp, int ac, char** av) {
   for (i = 0; i < ac; ++i)
     if (strncmp(av[i], "energy_dir=", 11) == 0)
       snprintf(energy_dir, sizeof energy_dir, "%s", av[i] + 11);
+    else if (strncmp(av[i], "daemon_socket=", 14) == 0)
+      snprintf(daemon_socket, sizeof daemon_socket, "%s", av[i] + 14);
   if (spank_option_register(sp, &gpu_power_limit_option) != ESPANK_SUCCESS)
     slurm_error("greentrain: cannot register --gpu-power-limit");
   return 0;
 }
 
+/* The daemon's start of the step: its GPUs, their energy, the limit as a lease. */
+static void start_with_daemon(spank_t sp) {
+  char why[512];
+  unsigned total = 0;
+  double j, set_w, prev_w;
+  int i;
+  if (gt_daemon_refresh(dm, why, sizeof why) != 0) {
+    slurm_error("greentrain: the daemon did not answer (%s); GPU energy not recorded", why);
+    return;
+  }
+  while (total < GT_MAX_GPUS && gt_daemon_gpu_energy_j(dm, total, &j) == 0) ++total;
+  find_gpus(sp, total);
+  for (i = 0; i < n_gpus; ++i) {
+    limit_set[i] = 0;
+    energy_ok[i] = gt_daemon_gpu_energy_j(dm, gpu_index[i], &start_j[i]) == 0;
+  }
+  attr_ok = gt_daemon_attributed_j(dm, &start_attr_j, why, sizeof why) == 0;
+  start_s = now_s();
+  active = 1;
+  for (i = 0; i < n_gpus && opt_limit_w > 0; ++i) {
+    if (gt_daemon_set_gpu_limit(dm, gpu_index[i], opt_limit_w, &set_w, &prev_w, why, sizeof why)) {
+      slurm_error("greentrain: GPU %u: setting the power limit to %d W through the daemon failed: %s",
+                  gpu_index[i], opt_limit_w, why);
+      continue;
+    }
+    limit_set[i] = 1;
+    slurm_info("greentrain: GPU %u power limit %.0f W (was %.0f W), leased from greentrain serve",
+               gpu_index[i], set_w, prev_w);
+  }
+}
+
 int slurm_spank_init_post_opt(spank_t sp, int ac, char** av) {
   int i;
+  unsigned total = 0;
+  char why[512];
   (void)ac;
   (void)av;
-  if (!spank_remote(sp) || load_nvml() != 0) return 0;
-  find_gpus(sp);
+  if (!spank_remote(sp)) return 0;
+  dm = gt_daemon_open(daemon_socket, why, sizeof why);
+  if (dm) {
+    start_with_daemon(sp);
+    return 0;
+  }
+  slurm_debug("greentrain: no node daemon (%s): reading NVML directly", why);
+  if (load_nvml() != 0) return 0;
+  if (nv.count(&total) != 0) return 0;
+  find_gpus(sp, total);
   for (i = 0; i < n_gpus; ++i) {
     limit_set[i] = 0;
     energy_ok[i] = 0;
@@ -196,26 +253,56 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char** av) {
   return 0;
 }
 
+/* The step's GPU energy through the daemon (J); limits released; *attr_j: the energy
+ * attributed to the step's processes, or -1 when unknown. */
+static double finish_with_daemon(int* counted, double* attr_j) {
+  char why[512];
+  double e = 0, j;
+  int i, fresh;
+  for (i = 0; i < n_gpus; ++i)
+    if (limit_set[i] && gt_daemon_release_gpu_limit(dm, gpu_index[i], why, sizeof why) != 0)
+      slurm_error("greentrain: GPU %u: the daemon could not restore the power limit: %s",
+                  gpu_index[i], why);
+  fresh = gt_daemon_refresh(dm, why, sizeof why) == 0;
+  for (i = 0; fresh && i < n_gpus; ++i)
+    if (energy_ok[i] && gt_daemon_gpu_energy_j(dm, gpu_index[i], &j) == 0 && j >= start_j[i]) {
+      e += j - start_j[i];
+      ++*counted;
+    }
+  *attr_j = -1;
+  if (attr_ok && gt_daemon_attributed_j(dm, &j, why, sizeof why) == 0) *attr_j = j - start_attr_j;
+  gt_daemon_close(dm);
+  dm = NULL;
+  return e;
+}
+
 int slurm_spank_exit(spank_t sp, int ac, char** av) {
   uint32_t job = 0, step = 0;
-  double energy_j = 0, secs;
+  double energy_j = 0, secs, attr_j = -1;
   int i, counted = 0;
+  const int via_daemon = dm != NULL;
+  char attr_text[64] = "null";
   (void)ac;
   (void)av;
   if (!active || !spank_remote(sp)) return 0;
   active = 0;
-  for (i = 0; i < n_gpus; ++i)
-    if (limit_set[i] && nv.set_limit(gpu[i], saved_mw[i]) != 0)
-      slurm_error("greentrain: GPU %u: could not restore the power limit to %u W", gpu_index[i],
-                  saved_mw[i] / 1000);
   secs = now_s() - start_s;
-  for (i = 0; i < n_gpus; ++i) {
-    unsigned long long mj = 0;
-    if (energy_ok[i] && nv.energy(gpu[i], &mj) == 0 && mj >= start_mj[i]) {
-      energy_j += (double)(mj - start_mj[i]) * 1e-3;
-      ++counted;
+  if (via_daemon) {
+    energy_j = finish_with_daemon(&counted, &attr_j);
+  } else {
+    for (i = 0; i < n_gpus; ++i)
+      if (limit_set[i] && nv.set_limit(gpu[i], saved_mw[i]) != 0)
+        slurm_error("greentrain: GPU %u: could not restore the power limit to %u W", gpu_index[i],
+                    saved_mw[i] / 1000);
+    for (i = 0; i < n_gpus; ++i) {
+      unsigned long long mj = 0;
+      if (energy_ok[i] && nv.energy(gpu[i], &mj) == 0 && mj >= start_mj[i]) {
+        energy_j += (double)(mj - start_mj[i]) * 1e-3;
+        ++counted;
+      }
     }
   }
+  if (attr_j >= 0) snprintf(attr_text, sizeof attr_text, "%.3f", attr_j);
   spank_get_item(sp, S_JOB_ID, &job);
   spank_get_item(sp, S_JOB_STEPID, &step);
   slurm_info(
@@ -230,15 +317,19 @@ int slurm_spank_exit(spank_t sp, int ac, char** av) {
     if (f) {
       fprintf(f,
               "{\"job_id\": %u, \"step_id\": %u, \"gpus\": %d, \"energy_j\": %.3f, "
-              "\"duration_s\": %.3f, \"power_limit_w\": %d}\n",
-              job, step, counted, energy_j, secs, opt_limit_w);
+              "\"duration_s\": %.3f, \"power_limit_w\": %d, \"source\": \"%s\", "
+              "\"attributed_energy_j\": %s}\n",
+              job, step, counted, energy_j, secs, opt_limit_w,
+              via_daemon ? "greentrain serve" : "nvml", attr_text);
       fclose(f);
     } else {
       slurm_error("greentrain: cannot append to %s: %s", path, strerror(errno));
     }
   }
-  nv.shutdown();
-  dlclose(nv.lib);
-  nv.lib = NULL;
+  if (!via_daemon) {
+    nv.shutdown();
+    dlclose(nv.lib);
+    nv.lib = NULL;
+  }
   return 0;
 }

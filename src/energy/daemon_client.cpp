@@ -1,0 +1,406 @@
+// energy/daemon_client.cpp: see daemon_client.h.
+#include "energy/daemon_client.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "energy/cpu_estimate.h"
+#include "energy/nvml.h"
+
+namespace gt::energy::daemon {
+
+using nlohmann::json;
+
+namespace {
+
+double mono_now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Waits until fd is ready for `events` or the deadline passes; false on timeout.
+bool wait_fd(int fd, short events, double deadline) {
+  for (;;) {
+    const double left = deadline - mono_now();
+    if (left <= 0) return false;
+    pollfd p{fd, events, 0};
+    int r = ::poll(&p, 1, static_cast<int>(left * 1000) + 1);
+    if (r > 0) return true;
+    if (r < 0 && errno != EINTR) return true;  // let the read or write report the error
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<DaemonClient> DaemonClient::connect(const std::string& path_in, std::string* why,
+                                                    bool* present, double timeout_s) {
+  const std::string path = socket_path(path_in);
+  if (present) *present = false;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    *why = fmt::format("no daemon: {} does not exist ({})", path, std::strerror(errno));
+    return nullptr;
+  }
+  if (present) *present = true;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof addr.sun_path) {
+    *why = fmt::format("{}: socket path longer than {} bytes", path, sizeof addr.sun_path - 1);
+    return nullptr;
+  }
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    *why = fmt::format("socket: {}", std::strerror(errno));
+    return nullptr;
+  }
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    const int e = errno;
+    ::close(fd);
+    if (e == ECONNREFUSED)
+      *why =
+          fmt::format("no daemon listens at {} (a socket file left by a daemon that ended)", path);
+    else if (e == EACCES || e == EPERM)
+      *why = fmt::format(
+          "{}: permission denied: the daemon's policy lets only some users or groups connect "
+          "(socket_group); ask the node's administrator",
+          path);
+    else
+      *why = fmt::format("cannot connect to {}: {}", path, std::strerror(e));
+    return nullptr;
+  }
+  std::unique_ptr<DaemonClient> c(new DaemonClient(fd, path));
+  try {
+    c->hello_ = c->call({{"op", "hello"}}, timeout_s);
+  } catch (const std::exception& e) {
+    *why = fmt::format("the daemon at {} did not say hello: {}", path, e.what());
+    return nullptr;
+  }
+  return c;
+}
+
+DaemonClient::~DaemonClient() { close_fd(); }
+
+void DaemonClient::close_fd() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+void DaemonClient::abort_connection() noexcept {
+  const int fd = fd_;
+  if (fd >= 0) ::shutdown(fd, SHUT_RDWR);
+}
+
+std::string DaemonClient::describe() const {
+  auto d = hello_.find("daemon");
+  long long pid = 0;
+  if (d != hello_.end() && d->is_object() && d->contains("pid") && (*d)["pid"].is_number())
+    pid = (*d)["pid"].get<long long>();
+  return fmt::format("greentrain serve (pid {}) at {}", pid, path_);
+}
+
+json DaemonClient::call(json request, double timeout_s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (fd_ < 0) throw EnergyError(fmt::format("{}: the connection to the daemon is closed", path_));
+  request["v"] = kProtocolVersion;
+  const std::uint64_t id = next_id_++;
+  request["id"] = id;
+  std::string out;
+  append_frame(out, request.dump(), kMaxRequestBytes);
+  const double deadline = mono_now() + timeout_s;
+  auto fail = [this](const std::string& what) {
+    close_fd();
+    return EnergyError(fmt::format("{}: {}", path_, what));
+  };
+  for (std::size_t sent = 0; sent < out.size();) {
+    if (!wait_fd(fd_, POLLOUT, deadline)) throw fail("the daemon takes no request (timed out)");
+    ssize_t n = ::send(fd_, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw fail(fmt::format("sending to the daemon: {}", std::strerror(errno)));
+    sent += static_cast<std::size_t>(n);
+  }
+  FrameReader reader(kMaxResponseBytes);
+  std::string payload;
+  char buf[65536];
+  for (;;) {
+    const auto st = reader.next(&payload);
+    if (st == FrameReader::Status::kFrame) break;
+    if (st == FrameReader::Status::kTooLarge)
+      throw fail(fmt::format("the daemon's response is longer than {} bytes", kMaxResponseBytes));
+    if (!wait_fd(fd_, POLLIN, deadline))
+      throw fail(fmt::format("no answer from the daemon within {:g} s", timeout_s));
+    ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0) throw fail("the daemon closed the connection");
+    if (n < 0) throw fail(fmt::format("reading from the daemon: {}", std::strerror(errno)));
+    reader.feed(buf, static_cast<std::size_t>(n));
+  }
+  json r = json::parse(payload, nullptr, false);
+  if (r.is_discarded() || !r.is_object()) throw fail("the daemon's response is not a JSON object");
+  if (!r.value("ok", false)) {
+    std::string code = "failed", msg = "the daemon refused the request";
+    if (r.contains("code") && r["code"].is_string()) code = r["code"].get<std::string>();
+    if (r.contains("error") && r["error"].is_string()) msg = r["error"].get<std::string>();
+    throw DaemonError(code, msg);
+  }
+  return r;
+}
+
+// ------------------------------------------------------------ sensors read through the daemon
+namespace {
+
+// One sample per meter tick for all of a meter's daemon sensors. Reconnects once per tick when
+// the connection broke (a daemon restarted by its unit); readings of a new daemon run are
+// re-based by the sensors (its counters begin again).
+class DaemonBatch : public SensorBatch {
+ public:
+  DaemonBatch(std::unique_ptr<DaemonClient> c, std::string path)
+      : client_(std::move(c)), path_(std::move(path)) {}
+
+  std::optional<double> refresh(bool boundary) override {
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      error_.clear();
+      try {
+        if (!client_ || client_->broken()) {
+          std::string why;
+          client_ = DaemonClient::connect(path_, &why);
+          if (!client_) throw EnergyError(why);
+        }
+        json r = client_->call({{"op", "read"}, {"fresh", boundary}});
+        sample_ = sample_from_json(r);
+        index_.clear();
+        for (std::size_t i = 0; i < sample_.readings.size(); ++i)
+          index_[sample_.readings[i].sensor] = i;
+        return sample_.t_mono_s;
+      } catch (const std::exception& e) {
+        error_ = fmt::format("daemon: {}", e.what());
+        // A connection that broke (a daemon restarted by its unit): connect again, once.
+        if (!(client_ && client_->broken())) break;
+      }
+    }
+    return std::nullopt;
+  }
+
+  // The reading of `sensor` in the current sample, or nullptr with *err.
+  const SensorReading* find(const std::string& sensor, std::string* err) const {
+    if (!error_.empty()) {
+      *err = error_;
+      return nullptr;
+    }
+    auto it = index_.find(sensor);
+    if (it == index_.end()) {
+      *err = fmt::format("daemon: sensor {} is not in the daemon's readings", sensor);
+      return nullptr;
+    }
+    return &sample_.readings[it->second];
+  }
+  const std::string& instance() const { return sample_.instance; }
+
+ private:
+  std::unique_ptr<DaemonClient> client_;
+  std::string path_;
+  Sample sample_;
+  std::map<std::string, std::size_t> index_;
+  std::string error_;
+};
+
+class DaemonSensor : public Sensor {
+ public:
+  DaemonSensor(SensorInfo info, std::shared_ptr<DaemonBatch> batch)
+      : info_(std::move(info)), batch_(std::move(batch)) {}
+  const SensorInfo& info() const override { return info_; }
+
+  Reading read(double) override {
+    Reading r;
+    std::string err;
+    const SensorReading* x = batch_->find(info_.name, &err);
+    if (!x) {
+      r.ok = false;
+      r.error = err;
+      return r;
+    }
+    if (!instance_.empty() && batch_->instance() != instance_) {
+      // A new daemon run: its cumulative energies began again at 0. Carry on from the last
+      // value handed out; the energy between the two runs was not measured, and is flagged.
+      instance_ = batch_->instance();
+      offset_j_ = last_j_ - x->energy_j;
+      last_untrusted_s_ = x->untrusted_s;
+      last_unknown_s_ = x->unknown_s;
+      r.ok = true;
+      r.energy_j = last_j_;
+      r.untrusted = "the daemon restarted: the energy between its two runs was not measured";
+      r.incomplete = true;
+      return r;
+    }
+    instance_ = batch_->instance();
+    // The daemon applies the accumulator rule (fills over failed reads) to its cumulative
+    // energy; what it filled is passed on as untrusted, with its reason.
+    r.ok = true;
+    r.energy_j = x->energy_j + offset_j_;
+    r.power_w = x->power_w;
+    if (x->untrusted_s > last_untrusted_s_ + 1e-9 || x->unknown_s > last_unknown_s_ + 1e-9) {
+      const std::string why = !x->note.empty()    ? x->note
+                              : !x->error.empty() ? x->error
+                                                  : "a reading failed";
+      r.untrusted = "filled by the daemon: " + why;
+      r.incomplete = x->unknown_s > last_unknown_s_ + 1e-9;
+    }
+    last_untrusted_s_ = x->untrusted_s;
+    last_unknown_s_ = x->unknown_s;
+    last_j_ = *r.energy_j;
+    return r;
+  }
+
+ private:
+  SensorInfo info_;
+  std::shared_ptr<DaemonBatch> batch_;
+  std::string instance_;
+  double last_untrusted_s_ = 0, last_unknown_s_ = 0;
+  double offset_j_ = 0, last_j_ = 0;  // continuity over a daemon restart (J)
+};
+
+bool starts_with(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
+
+// The daemon's NVML sensors in this process's CUDA_VISIBLE_DEVICES order (resolved to UUIDs
+// through NVML when this process can load it; otherwise all of them, in the daemon's order).
+std::vector<const SensorInfo*> visible_nvml(const std::vector<SensorInfo>& all) {
+  std::vector<const SensorInfo*> nv;
+  for (const auto& s : all)
+    if (starts_with(s.device_key, "nvml-")) nv.push_back(&s);
+  const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (!cvd || nv.empty()) return nv;
+  std::string err;
+  auto lib = nvml::Library::load(&err);
+  if (!lib) return nv;
+  std::vector<std::string> notes;
+  std::vector<const SensorInfo*> out;
+  for (const auto& g : nvml::resolve_visible(*lib, cvd, &notes))
+    for (const SensorInfo* s : nv)
+      if (s->device_key == "nvml-" + g.uuid) out.push_back(s);
+  return out;
+}
+
+std::optional<CarbonIntensity> daemon_carbon(const json& hello) {
+  auto c = hello.find("carbon");
+  if (c == hello.end() || !c->is_object()) return std::nullopt;
+  const std::string region = c->value("region", std::string());
+  try {
+    if (c->contains("csv") && (*c)["csv"].is_string() && !(*c)["csv"].get<std::string>().empty())
+      return CarbonIntensity::from_csv((*c)["csv"].get<std::string>(),
+                                       c->value("utc_offset_h", 0.0), region);
+    if (c->value("origin", std::string()) == "default") return std::nullopt;
+    if (c->contains("g_per_kwh") && (*c)["g_per_kwh"].is_number())
+      return CarbonIntensity::constant((*c)["g_per_kwh"].get<double>(), region,
+                                       "greentrain serve's policy");
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<DaemonSensors> daemon_sensors(const MeterOptions& opt, std::string* why,
+                                            bool* present) {
+  auto client = DaemonClient::connect(opt.daemon_socket, why, present);
+  if (!client) return std::nullopt;
+  std::vector<SensorInfo> all;
+  try {
+    const json& s = client->hello().at("sensors");
+    if (!s.is_array()) throw ProtocolError("bad_request", "\"sensors\" is not an array");
+    for (const auto& x : s) all.push_back(sensor_info_from_json(x));
+  } catch (const std::exception& e) {
+    *why = fmt::format("the daemon at {} sent a sensor list that cannot be read: {}",
+                       client->path(), e.what());
+    return std::nullopt;
+  }
+  DaemonSensors out;
+  out.source = client->describe();
+  out.carbon = daemon_carbon(client->hello());
+  auto batch = std::make_shared<DaemonBatch>(std::move(client), socket_path(opt.daemon_socket));
+  out.batch = batch;
+  auto add = [&out, &batch](SensorInfo i) {
+    i.device_key.clear();  // the daemon is the device's reader: no lock to take here
+    if (i.available && i.counted)
+      out.sensors.push_back(std::make_unique<DaemonSensor>(i, batch));
+    else
+      out.sensors.push_back(std::make_unique<UnavailableSensor>(i));
+  };
+  if (opt.use_nvml) {
+    std::vector<SensorInfo> nv;
+    for (const SensorInfo* s : visible_nvml(all)) {
+      nv.push_back(*s);
+      nv.back().index = static_cast<int>(nv.size() - 1);  // CUDA's number in this process
+    }
+    if (opt.gpus) {
+      std::vector<SensorInfo> chosen;
+      std::string missing;
+      for (int g : *opt.gpus) {
+        if (g >= 0 && g < static_cast<int>(nv.size()) && nv[static_cast<std::size_t>(g)].available)
+          chosen.push_back(nv[static_cast<std::size_t>(g)]);
+        else
+          missing += fmt::format("{}GPU {} is not a visible NVIDIA GPU that {} reads (positions "
+                                 "0..{})",
+                                 missing.empty() ? "" : "; ", g, out.source,
+                                 static_cast<int>(nv.size()) - 1);
+      }
+      if (!missing.empty() && opt.gpus_strict)
+        throw EnergyError(fmt::format("gpus: {}; expected GPUs whose energy or power can be read "
+                                      "(or gpus_strict = false, Python strict=False, to measure "
+                                      "the rest with a flag)",
+                                      missing));
+      if (!missing.empty())
+        out.flags.push_back(fmt::format(
+            "gpus asked for but not measured: {}; their energy is not in these figures", missing));
+      nv = chosen;
+    }
+    for (const SensorInfo& s : nv) add(s);
+    for (const auto& s : all)  // the daemon's "nvml" placeholder saying why it has no GPU
+      if (s.name == "nvml" && s.device_key.empty()) add(s);
+  }
+  for (const auto& s : all) {
+    if (opt.use_rocm_smi && (starts_with(s.device_key, "rocm-") || s.name == "rocm-smi")) add(s);
+    if (opt.use_rapl && starts_with(s.name, "rapl")) add(s);
+    if (opt.use_estimate && opt.pid == 0 && s.domain != "gpu" && !starts_with(s.name, "rapl") &&
+        s.kind == SensorKind::kEstimate)
+      add(s);
+  }
+  if (opt.use_estimate && opt.pid != 0) {
+    // A process tree's estimate is this process's own figure (no lock, nothing shared).
+    std::set<std::string> covered;
+    for (const auto& s : out.sensors) {
+      const auto& i = s->info();
+      if (i.available && i.counted && i.domain != "gpu") {
+        covered.insert(i.domain);
+        if (i.domain == "psys") covered.insert({"cpu", "ram"});
+      }
+    }
+    CpuEstimateOptions eo;
+    eo.tdp_w = opt.cpu_tdp_w;
+    eo.ram_w_per_gb = opt.ram_w_per_gb;
+    eo.pid = opt.pid;
+    for (auto& s : make_cpu_estimate(eo)) {
+      if (covered.count(s->info().domain)) {
+        SensorInfo i = s->info();
+        i.counted = false;
+        i.reason = "a RAPL counter measures this domain";
+        out.sensors.push_back(std::make_unique<UnavailableSensor>(i));
+      } else {
+        out.sensors.push_back(std::move(s));
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace gt::energy::daemon

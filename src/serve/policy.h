@@ -1,0 +1,95 @@
+// serve/policy.h: the daemon's policy file (TOML, default /etc/greentrain/serve.toml): its own
+// settings ([daemon]) and who may do what beyond reading ([[allow]] rules). Reading the node's
+// energy is open to every local user who may connect to the socket; setting a power limit and
+// reading other users' per-process figures are refused unless a rule grants them. Who a peer
+// is comes from the socket (SO_PEERCRED), never from a request. Root may set any device within
+// its own range (it could do so without the daemon).
+//
+//   [daemon]
+//   socket = "/run/greentrain/serve.sock"   # $GT_DAEMON_SOCKET and --socket override it
+//   socket_mode = "0666"                     # who may connect (octal); "0660" with socket_group
+//   socket_group = "gpu"                     # the socket's group (empty: root's)
+//   state_file = "/var/lib/greentrain/serve-state.json"   # leases, restored after a crash
+//   interval_ms = 100                        # sampling period
+//   max_clients = 1024                       # connections at once
+//   prometheus_port = 9464                   # text exposition on 127.0.0.1 (0: off, default)
+//   prometheus_per_process = false           # per-process series on it (any local user sees them)
+//   carbon_intensity = 300                   # gCO2e/kWh, or carbon_csv = "/etc/greentrain/ci.csv"
+//   carbon_utc_offset_h = 0                  # (with carbon_csv) and carbon_region = "DE"
+//
+//   [[allow]]                                # one rule per block; a peer matches by user or group
+//   users = ["alice", "1001"]                # names or uids
+//   groups = ["ml"]                          # names or gids (any of the peer's groups)
+//   power_limit = ["nvml:*", "rapl:intel-rapl:0"]   # device ids; "*" matches any rest
+//   min_w = 150                              # the range a limit must lie in (W); the device's
+//   max_w = 300                              # own range applies as well
+//   read_all_processes = true                # per-process figures of every user
+#pragma once
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gt::serve {
+
+/// Who is at the other end of a connection (from SO_PEERCRED and the user database).
+struct Peer {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  pid_t pid = 0;
+  std::string user;           ///< name, or the uid as text when it has none
+  std::vector<gid_t> groups;  ///< primary and supplementary groups
+  /// The peer of connected socket `fd`; throws gt::Error when the kernel cannot say.
+  static Peer of_socket(int fd);
+};
+
+/// One [[allow]] rule.
+struct AllowRule {
+  std::vector<std::string> users, groups;  ///< names or numeric ids
+  std::vector<std::string> power_limit;    ///< device id patterns ("nvml:*")
+  std::optional<double> min_w, max_w;      ///< W
+  bool read_all_processes = false;
+  int line = 0;  ///< where it starts in the file (for messages)
+};
+
+/// What a peer may do with one device's power limit.
+struct LimitGrant {
+  bool allowed = false;
+  double min_w = 0, max_w = 0;  ///< W, the policy's range within the device's
+  std::string why;              ///< refusal sentence when not allowed
+};
+
+struct Policy {
+  std::string path;  ///< the file read ("" : built-in defaults)
+  std::string socket;
+  unsigned socket_mode = 0666;
+  std::string socket_group;
+  std::string state_file = "/var/lib/greentrain/serve-state.json";
+  double interval_s = 0.1;
+  int max_clients = 1024;
+  int prometheus_port = 0;
+  bool prometheus_per_process = false;
+  std::optional<double> carbon_intensity;
+  std::string carbon_csv, carbon_region;
+  double carbon_utc_offset_h = 0;
+  std::vector<AllowRule> rules;
+
+  /// Reads a policy file. Throws gt::Error naming the file, line and key for a syntax error,
+  /// an unknown key or a value of the wrong kind or range.
+  static Policy load(const std::string& path);
+  /// Parses policy text; `where` names it in errors.
+  static Policy parse(const std::string& text, const std::string& where);
+
+  /// Whether `peer` may set device `device_id` (range [dev_min_w, dev_max_w], W), and within
+  /// which range: the widest of the matching rules' ranges, clipped to the device's.
+  LimitGrant power_limit_grant(const Peer& peer, const std::string& device_id, double dev_min_w,
+                               double dev_max_w) const;
+  /// Whether `peer` may read every user's per-process figures (root always may).
+  bool may_read_all_processes(const Peer& peer) const;
+};
+
+/// true when `pattern` matches `id`: equal, or a prefix ending in '*' ("nvml:*", "*").
+bool device_matches(const std::string& pattern, const std::string& id);
+
+}  // namespace gt::serve

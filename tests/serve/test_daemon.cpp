@@ -1,0 +1,488 @@
+// tests/serve/test_daemon.cpp: the node daemon in this process: meters reading through it get the
+// counters' exact energy however many there are; bad input, silent and slow clients get errors
+// or timeouts and never stop the daemon or delay the others; a sensor that fails mid-run is
+// flagged while the others go on; power-limit leases are restored when their connection ends.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <atomic>
+#include <fstream>
+
+#include "core/error.h"
+#include "energy/daemon_client.h"
+#include "energy/meter.h"
+#include "serve_test_util.h"
+#include "tune/simulated.h"
+
+namespace gt::serve {
+using namespace test;
+using nlohmann::json;
+namespace ed = energy::daemon;
+
+namespace {
+
+// A counter the test moves while the daemon's thread reads it.
+class AtomicCounter : public energy::Sensor {
+ public:
+  AtomicCounter(std::string name, std::string domain) {
+    info_.name = std::move(name);
+    info_.domain = std::move(domain);
+    info_.kind = energy::SensorKind::kEnergyCounter;
+    info_.unit = "J";
+    info_.available = true;
+    info_.method = "test counter";
+  }
+  const energy::SensorInfo& info() const override { return info_; }
+  energy::Reading read(double) override {
+    energy::Reading r;
+    if (failing) {
+      r.ok = false;
+      r.error = "the sensor stopped answering";
+      return r;
+    }
+    r.ok = true;
+    r.energy_j = joules.load();
+    return r;
+  }
+  std::atomic<double> joules{0};
+  std::atomic<bool> failing{false};
+
+ private:
+  energy::SensorInfo info_;
+};
+
+struct Counters {
+  AtomicCounter* cpu;
+  AtomicCounter* gpu;
+  energy::SensorList list;
+  Counters() {
+    auto c = std::make_unique<AtomicCounter>("rapl:package-0", "cpu");
+    auto g = std::make_unique<AtomicCounter>("rapl:psys", "psys");
+    cpu = c.get();
+    gpu = g.get();
+    list.push_back(std::move(c));
+    list.push_back(std::move(g));
+  }
+};
+
+energy::MeterOptions through(const LocalDaemon& d) {
+  energy::MeterOptions o;
+  o.interval_s = 0;
+  o.daemon_socket = d.socket;
+  o.use_nvml = o.use_rocm_smi = false;
+  return o;
+}
+
+}  // namespace
+
+// Issue 28, done-when: several meters (here three, two in one process) get the counter's energy
+// of their own windows, exactly, and the overlapping windows do not disturb each other.
+TEST(Daemon, MetersReadingThroughItGetTheCountersExactEnergy) {
+  TempDir d;
+  Counters c;
+  c.cpu->joules = 100;
+  c.gpu->joules = 1000;
+  LocalDaemon dm(d.path, std::move(c.list), 10.0);  // samples only when asked (fresh)
+  auto m1 = energy::Meter::create(through(dm));
+  auto m2 = energy::Meter::create(through(dm));
+  EXPECT_NE(m1->reading_source().find("greentrain serve"), std::string::npos);
+  EXPECT_TRUE(m1->not_reader().empty());
+  m1->begin_window("a");
+  c.cpu->joules = 150;
+  m2->begin_window("b");
+  c.cpu->joules = 300;
+  c.gpu->joules = 1500;
+  const auto a = m1->end_window("a");
+  c.cpu->joules = 301;
+  const auto b = m2->end_window("b");
+  EXPECT_DOUBLE_EQ(a.energy_j_of("cpu"), 200);
+  EXPECT_DOUBLE_EQ(b.energy_j_of("cpu"), 151);
+  EXPECT_DOUBLE_EQ(a.energy_j_of("psys"), 500);
+  EXPECT_DOUBLE_EQ(b.energy_j_of("psys"), 500);
+  EXPECT_GT(a.duration_s, 0);
+  EXPECT_EQ(a.domains[0].method, energy::Method::kCounter);
+  // A meter with its own sampling thread and overlapping windows, summed over consecutive
+  // windows: the counter's whole rise, nothing lost or counted twice.
+  energy::MeterOptions o = through(dm);
+  o.interval_s = 0.01;
+  auto m3 = energy::Meter::create(o);
+  double sum = 0;
+  const double start = c.cpu->joules;
+  for (int i = 0; i < 20; ++i) {
+    m3->begin_window("w");
+    c.cpu->joules = c.cpu->joules + 1.5;
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    sum += m3->end_window("w").energy_j_of("cpu");
+  }
+  EXPECT_NEAR(sum, c.cpu->joules - start, 1e-9);
+}
+
+TEST(Daemon, ASensorThatStopsAnsweringIsFlaggedAndTheOthersGoOn) {
+  TempDir d;
+  Counters c;
+  auto* cpu = c.cpu;
+  auto* psys = c.gpu;
+  LocalDaemon dm(d.path, std::move(c.list), 0.02);
+  auto m = energy::Meter::create(through(dm));
+  m->begin_window("w");
+  cpu->joules = 10;
+  psys->joules = 20;
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  cpu->failing = true;
+  psys->joules = 40;
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const auto r = m->end_window("w");
+  EXPECT_DOUBLE_EQ(r.energy_j_of("psys"), 40);
+  std::string flags;
+  for (const auto& f : r.flags) flags += f + "\n";
+  EXPECT_NE(flags.find("rapl:package-0: untrusted"), std::string::npos) << flags;
+  EXPECT_NE(flags.find("the sensor stopped answering"), std::string::npos) << flags;
+  EXPECT_EQ(flags.find("rapl:psys: untrusted"), std::string::npos) << flags;
+  // The daemon's reading says so too, and the daemon goes on.
+  int fd = connect_raw(dm.socket);
+  send_json(fd, {{"v", 1}, {"op", "read"}, {"fresh", true}});
+  const json j = read_json(fd);
+  ASSERT_TRUE(j["ok"].get<bool>()) << j;
+  EXPECT_FALSE(j["readings"][0]["ok"].get<bool>());
+  EXPECT_TRUE(j["readings"][0]["failing_since_unix_s"].is_number());
+  EXPECT_TRUE(j["readings"][1]["ok"].get<bool>());
+  ::close(fd);
+}
+
+// The daemon restarted under a meter (systemd's Restart=always): its counters begin again at 0.
+// The meter re-bases instead of counting a backwards step, and says so.
+TEST(Daemon, ARestartUnderAMeterIsRebasedAndFlagged) {
+  TempDir d;
+  Counters c1, c2;
+  auto* cpu1 = c1.cpu;
+  auto* cpu2 = c2.cpu;
+  auto dm = std::make_unique<LocalDaemon>(d.path, std::move(c1.list), 10.0);
+  energy::MeterOptions o = through(*dm);
+  auto m = energy::Meter::create(o);
+  m->begin_window("w");
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  cpu1->joules = 40;  // 400 W
+  m->sample_now();
+  dm.reset();  // the daemon ends; a new one starts on the same socket
+  cpu2->joules = 5;
+  dm = std::make_unique<LocalDaemon>(d.path, std::move(c2.list), 10.0);
+  m->sample_now();  // re-based on the new run
+  cpu2->joules = 25;
+  const auto r = m->end_window("w");
+  std::string flags;
+  for (const auto& f : r.flags) flags += f + "\n";
+  EXPECT_NE(flags.find("the daemon restarted"), std::string::npos) << flags;
+  // both runs' rises, 40 J and 20 J; the gap between them unmeasured and said so, never the
+  // new run's counters taken for a wrap or a backwards step
+  EXPECT_NEAR(r.energy_j_of("cpu"), 40 + 20, 1e-9) << flags;
+  EXPECT_NE(flags.find("not measured"), std::string::npos) << flags;
+}
+
+// Bad input on the socket: each gets a clear error (or is closed), the daemon goes on, and a
+// good client beside them is answered all along.
+TEST(Daemon, BadInputGetsClearErrorsAndNeverStopsTheDaemon) {
+  TempDir d;
+  Counters c;
+  ServerOptions so;
+  so.first_request_timeout_s = 0.5;
+  so.message_timeout_s = 0.5;
+  LocalDaemon dm(d.path, std::move(c.list), 0.05, so);
+  int good = connect_raw(dm.socket);
+  auto ask = [](int fd, const json& req) {
+    send_json(fd, req);
+    return read_json(fd);
+  };
+  auto good_reads = [&] {
+    const auto t0 = std::chrono::steady_clock::now();
+    const json r = ask(good, {{"v", 1}, {"op", "read"}, {"id", 9}});
+    EXPECT_TRUE(r["ok"].get<bool>()) << r;
+    EXPECT_EQ(r["id"], 9);
+    // a liveness bound, not a speed target: the loop never waits on another client
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 3.0);
+  };
+  // invalid JSON, then the same connection still works
+  int fd = connect_raw(dm.socket);
+  std::string f;
+  ed::append_frame(f, "{\"v\": 1, \"op\": \"read\"");
+  send_all(fd, f);
+  json r = read_json(fd);
+  EXPECT_EQ(r["code"], "bad_json");
+  EXPECT_NE(r["error"].get<std::string>().find("not valid JSON"), std::string::npos);
+  EXPECT_TRUE(ask(fd, {{"v", 1}, {"op", "read"}})["ok"].get<bool>());
+  // unknown version, unknown op, a device that does not exist, a field of the wrong type
+  r = ask(fd, {{"v", 7}, {"op", "read"}, {"id", "x"}});
+  EXPECT_EQ(r["code"], "unknown_version");
+  EXPECT_EQ(r["versions"], json::array({1}));
+  EXPECT_EQ(r["id"], "x");
+  r = ask(fd, {{"v", 1}, {"op", "reboot"}});
+  EXPECT_EQ(r["code"], "unknown_op");
+  EXPECT_NE(r["error"].get<std::string>().find("expected hello, read"), std::string::npos);
+  r = ask(fd, {{"v", 1}, {"op", "set_power_limit"}, {"device", "nvml:99"}, {"limit_w", 100}});
+  EXPECT_EQ(r["code"], "no_such_device");
+  r = ask(fd, {{"v", 1}, {"op", "read"}, {"fresh", "yes"}});
+  EXPECT_EQ(r["code"], "bad_request");
+  good_reads();
+  // oversized: refused from its length, and closed
+  int big = connect_raw(dm.socket);
+  const unsigned char len[4] = {0x7f, 0xff, 0xff, 0xff};
+  send_all(big, std::string(reinterpret_cast<const char*>(len), 4));
+  r = read_json(big);
+  EXPECT_EQ(r["code"], "too_large");
+  EXPECT_TRUE(closed_by_peer(big, 2));
+  // truncated: half a message, then the client goes away
+  int half = connect_raw(dm.socket);
+  send_all(half, std::string("\0\0\0\x40{\"v\":1", 10));
+  ::close(half);
+  // never speaks; speaks half a message and stops: timeouts
+  int silent = connect_raw(dm.socket);
+  int stalled = connect_raw(dm.socket);
+  send_all(stalled, std::string("\0\0\0\x40{\"v\":1", 10));
+  good_reads();
+  r = read_json(silent, 3);
+  EXPECT_EQ(r["code"], "timeout") << r;
+  EXPECT_TRUE(closed_by_peer(silent, 2));
+  r = read_json(stalled, 3);
+  EXPECT_EQ(r["code"], "timeout") << r;
+  // reads nothing: it asks and asks; the daemon drops it, the good client is served meanwhile
+  int deaf = connect_raw(dm.socket);
+  std::string flood;
+  for (int i = 0; i < 20000; ++i) ed::append_frame(flood, R"({"v":1,"op":"hello"})");
+  std::thread t([&] { send_all(deaf, flood); });
+  for (int i = 0; i < 5; ++i) good_reads();
+  t.join();
+  EXPECT_TRUE(closed_by_peer(deaf, 5));
+  good_reads();
+  EXPECT_NE(dm.log_text().find("dropped"), std::string::npos) << dm.log_text();
+  for (int x : {fd, big, silent, stalled, deaf, good}) ::close(x);
+}
+
+TEST(Daemon, TooManyClientsAreToldSo) {
+  TempDir d;
+  Counters c;
+  ServerOptions so;
+  so.max_clients = 2;
+  LocalDaemon dm(d.path, std::move(c.list), 0.05, so);
+  int a = connect_raw(dm.socket), b = connect_raw(dm.socket);
+  send_json(a, {{"v", 1}, {"op", "read"}});
+  send_json(b, {{"v", 1}, {"op", "read"}});
+  ASSERT_TRUE(read_json(a)["ok"].get<bool>());
+  ASSERT_TRUE(read_json(b)["ok"].get<bool>());
+  int x = connect_raw(dm.socket);
+  const json r = read_json(x);
+  EXPECT_EQ(r["code"], "too_many_clients");
+  for (int fd : {a, b, x}) ::close(fd);
+}
+
+// Fresh reads wait for a sample taken after they arrived; plain reads get the latest.
+TEST(Daemon, FreshReadsSeeWhatHappenedBeforeThem) {
+  TempDir d;
+  Counters c;
+  auto* cpu = c.cpu;
+  LocalDaemon dm(d.path, std::move(c.list), 30.0);
+  int fd = connect_raw(dm.socket);
+  for (int i = 1; i <= 5; ++i) {
+    cpu->joules = i * 10.0;
+    send_json(fd, {{"v", 1}, {"op", "read"}, {"fresh", true}});
+    const json r = read_json(fd);
+    EXPECT_DOUBLE_EQ(r["readings"][0]["energy_j"].get<double>(), i * 10.0) << r;
+  }
+  cpu->joules = 1000;
+  send_json(fd, {{"v", 1}, {"op", "read"}});
+  EXPECT_DOUBLE_EQ(read_json(fd)["readings"][0]["energy_j"].get<double>(), 50);  // the latest
+  ::close(fd);
+}
+
+// ------------------------------------------------------------------------------ leases
+namespace {
+
+Policy allow_me() {
+  return Policy::parse(fmt::format("[[allow]]\nusers = [\"{}\"]\npower_limit = [\"sim:*\"]\n"
+                                   "min_w = 150\nmax_w = 350\n",
+                                   ::getuid()),
+                       "test-policy");
+}
+
+}  // namespace
+
+TEST(Daemon, LeasesAreRestoredWhenTheirConnectionEnds) {
+  TempDir d;
+  Counters c;
+  auto sim = std::make_shared<tune::SimulatedDevice>(tune::SimulatedModel{}, "sim:0");
+  LocalDaemon dm(d.path, std::move(c.list), 0.05, {}, {sim}, allow_me());
+  int a = connect_raw(dm.socket), b = connect_raw(dm.socket);
+  auto ask = [](int fd, const json& req) {
+    send_json(fd, req);
+    return read_json(fd);
+  };
+  json r = ask(a, {{"v", 1}, {"op", "set_power_limit"}, {"device", "sim:0"}, {"limit_w", 200}});
+  ASSERT_TRUE(r["ok"].get<bool>()) << r;
+  EXPECT_DOUBLE_EQ(r["previous_w"].get<double>(), 400);
+  EXPECT_DOUBLE_EQ(sim->limit_w(), 200);
+  // recorded before it took effect
+  std::ifstream st(d / "state.json");
+  const json state = json::parse(st);
+  EXPECT_EQ(state["leases"][0]["device"], "sim:0");
+  EXPECT_DOUBLE_EQ(state["leases"][0]["previous_w"].get<double>(), 400);
+  // another connection: busy; out of the policy's range: out_of_range
+  r = ask(b, {{"v", 1}, {"op", "set_power_limit"}, {"device", "sim:0"}, {"limit_w", 250}});
+  EXPECT_EQ(r["code"], "busy") << r;
+  r = ask(a, {{"v", 1}, {"op", "set_power_limit"}, {"device", "sim:0"}, {"limit_w", 120}});
+  if (::getuid() != 0) {
+    EXPECT_EQ(r["code"], "out_of_range") << r;
+  }
+  r = ask(a, {{"v", 1}, {"op", "set_power_limit"}, {"device", "sim:0"}, {"limit_w", 300}});
+  EXPECT_TRUE(r["ok"].get<bool>()) << r;
+  EXPECT_DOUBLE_EQ(r["previous_w"].get<double>(), 400);  // the lease keeps the first limit
+  r = ask(b, {{"v", 1}, {"op", "power_limits"}});
+  EXPECT_DOUBLE_EQ(r["devices"][0]["limit_w"].get<double>(), 300);
+  EXPECT_EQ(r["devices"][0]["leased_by"]["uid"], ::getuid());
+  ::close(a);  // the client ends: restored
+  for (int i = 0; i < 100 && sim->limit_w() != 400; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_DOUBLE_EQ(sim->limit_w(), 400);
+  EXPECT_NE(dm.log_text().find("power limit restored to 400 W"), std::string::npos);
+  // release by request
+  r = ask(b, {{"v", 1}, {"op", "set_power_limit"}, {"device", "sim:0"}, {"limit_w", 250}});
+  ASSERT_TRUE(r["ok"].get<bool>()) << r;
+  r = ask(b, {{"v", 1}, {"op", "release_power_limit"}, {"device", "sim:0"}});
+  EXPECT_TRUE(r["ok"].get<bool>()) << r;
+  EXPECT_DOUBLE_EQ(sim->limit_w(), 400);
+  ::close(b);
+}
+
+TEST(Daemon, AClientKilledWithItsLeaseHasItRestored) {
+  TempDir d;
+  Counters c;
+  auto sim = std::make_shared<tune::SimulatedDevice>(tune::SimulatedModel{}, "sim:0");
+  LocalDaemon dm(d.path, std::move(c.list), 0.05, {}, {sim}, allow_me());
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t child = fork();
+  if (child == 0) {
+    std::string why;
+    auto cl = ed::DaemonClient::connect(dm.socket, &why);
+    char ok = 'n';
+    try {
+      if (cl) cl->call({{"op", "set_power_limit"}, {"device", "sim:0"}, {"limit_w", 175}});
+      ok = cl ? 'y' : 'n';
+    } catch (...) {
+    }
+    (void)!write(ready[1], &ok, 1);
+    for (;;) pause();
+  }
+  char ok = 0;
+  ASSERT_EQ(read(ready[0], &ok, 1), 1);
+  ASSERT_EQ(ok, 'y');
+  EXPECT_DOUBLE_EQ(sim->limit_w(), 175);
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  for (int i = 0; i < 200 && sim->limit_w() != 400; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_DOUBLE_EQ(sim->limit_w(), 400);
+  close(ready[0]);
+  close(ready[1]);
+}
+
+TEST(Daemon, ARestartedDaemonRestoresTheLimitsItsStateFileRecords) {
+  TempDir d;
+  auto sim = std::make_shared<tune::SimulatedDevice>(tune::SimulatedModel{}, "sim:0");
+  sim->set_limit_w(180);  // what a killed daemon left
+  energy::test::write_file(d / "state.json",
+                           R"({"version":1,"leases":[{"device":"sim:0","previous_w":390,)"
+                           R"("limit_w":180,"uid":1000,"pid":77,"user":"alice"}]})");
+  Leases l({sim}, d / "state.json");
+  const auto log = l.recover();
+  ASSERT_EQ(log.size(), 1u);
+  EXPECT_NE(log[0].find("restored to 390 W"), std::string::npos) << log[0];
+  EXPECT_DOUBLE_EQ(sim->limit_w(), 390);
+  std::ifstream st(d / "state.json");
+  EXPECT_TRUE(json::parse(st)["leases"].empty());
+  energy::test::write_file(d / "state.json", "{not json");
+  EXPECT_THROW(Leases({sim}, d / "state.json").recover(), Error);
+}
+
+// ------------------------------------------------------------------------------ attribution
+// Energy per process on a shared GPU, on the stand-in NVML: the counter and each process's
+// utilization are scripted, so the shares can be computed by hand.
+TEST(Daemon, GpuEnergyIsAttributedToProcessesByTheirUtilization) {
+  TempDir d;
+  energy::test::EnvGuard lib("GT_NVML_LIBRARY", GT_FAKE_NVML);
+  energy::test::EnvGuard ef("FAKE_NVML_ENERGY_FILE", d / "energy");
+  energy::test::EnvGuard uf("FAKE_NVML_PROC_UTIL_FILE", d / "util");
+  energy::test::write_file(d / "energy", "0\n");
+  energy::test::write_file(d / "util", "");
+  const pid_t child = fork();  // a second process of this test's tree on the GPU
+  if (child == 0) {
+    for (;;) pause();
+  }
+  const unsigned me = static_cast<unsigned>(getpid()), kid = static_cast<unsigned>(child);
+  {
+    energy::MeterOptions mo;
+    mo.use_daemon = mo.use_rapl = mo.use_estimate = mo.use_rocm_smi = false;
+    LocalDaemon dm(d.path, energy::detect_sensors(mo), 30.0, {}, {}, {}, nvml_utilization());
+    int fd = connect_raw(dm.socket);
+    auto fresh = [&] {  // NVML is asked for utilization at most every 0.15 s
+      std::this_thread::sleep_for(std::chrono::milliseconds(160));
+      send_json(fd, {{"v", 1}, {"op", "read"}, {"fresh", true}});
+      return read_json(fd);
+    };
+    fresh();
+    // 1000 J with this process at 30 % and the child at 50 %: 300 J, 500 J, 200 J idle
+    energy::test::write_file(d / "util", fmt::format("0 {} 30\n0 {} 50\n", me, kid));
+    energy::test::write_file(d / "energy", "1000000\n");  // mJ
+    fresh();
+    // 600 J at 80 % + 40 % (over 100 %): 400 J and 200 J, none idle
+    energy::test::write_file(d / "util", fmt::format("0 {} 80\n0 {} 40\n", me, kid));
+    energy::test::write_file(d / "energy", "1600000\n");
+    fresh();
+    send_json(fd, {{"v", 1}, {"op", "attribution"}});  // scope: this process's tree
+    json r = read_json(fd);
+    ASSERT_TRUE(r["ok"].get<bool>()) << r;
+    double mine = 0, kids = 0;
+    for (const auto& p : r["processes"]) {
+      if (p["pid"] == me) mine = p["energy_j"].get<double>();
+      if (p["pid"] == kid) kids = p["energy_j"].get<double>();
+    }
+    EXPECT_NEAR(mine, 300 + 400, 1e-9);
+    EXPECT_NEAR(kids, 500 + 200, 1e-9);
+    EXPECT_NEAR(r["total_j"].get<double>(), 1400, 1e-9);
+    ASSERT_EQ(r["gpus"].size(), 1u);
+    EXPECT_NEAR(r["gpus"][0]["energy_j"].get<double>(), 1600, 1e-9);
+    EXPECT_NEAR(r["gpus"][0]["unattributed_j"].get<double>(), 200, 1e-9);
+    EXPECT_NE(r["method"].get<std::string>().find("attribution"), std::string::npos);
+    // a cgroup's processes (a Slurm job's): this test's own cgroup holds both
+    std::ifstream cgf("/proc/self/cgroup");
+    std::string cg;
+    for (std::string line; std::getline(cgf, line);)
+      if (line.rfind("0::", 0) == 0) cg = line.substr(3);
+    if (!cg.empty()) {
+      send_json(fd, {{"v", 1}, {"op", "attribution"}, {"cgroup", cg}});
+      r = read_json(fd);
+      EXPECT_NEAR(r["total_j"].get<double>(), 1400, 1e-9) << r;
+      send_json(fd, {{"v", 1}, {"op", "attribution"}, {"cgroup", cg + "-no-such"}});
+      EXPECT_TRUE(read_json(fd)["processes"].empty());
+    }
+    // the child's tree only
+    send_json(fd, {{"v", 1}, {"op", "attribution"}, {"pid", kid}});
+    r = read_json(fd);
+    ASSERT_EQ(r["processes"].size(), 1u) << r;
+    EXPECT_NEAR(r["total_j"].get<double>(), 700, 1e-9);
+    // NVML cannot say: nothing attributed, all of it unattributed, and said why
+    {
+      energy::test::EnvGuard rc("FAKE_NVML_PROC_UTIL_RC", "3");
+      energy::test::write_file(d / "energy", "1700000\n");
+      fresh();
+    }
+    send_json(fd, {{"v", 1}, {"op", "attribution"}});
+    r = read_json(fd);
+    EXPECT_NEAR(r["total_j"].get<double>(), 1400, 1e-9);
+    EXPECT_NEAR(r["gpus"][0]["unattributed_j"].get<double>(), 300, 1e-9);
+    EXPECT_NE(r["gpus"][0]["note"].get<std::string>().find("Not Supported"), std::string::npos);
+    ::close(fd);
+  }
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+}
+
+}  // namespace gt::serve

@@ -1,0 +1,201 @@
+// tests/serve/test_serve_cli.cpp: `greentrain serve` end to end, with the stand-in NVML and a
+// stand-in RAPL tree: two `greentrain measure` side by side get the same counter energy; tune
+// sets and restores limits through the daemon for a user NVML refuses; SIGKILL of a limit's
+// holder and of the daemon itself leave no device capped; a real Prometheus server scrapes the
+// daemon. The authorization test with two real Unix users is in test_serve_users.cpp.
+#include "serve_cli_util.h"
+
+namespace gt::serve {
+using namespace test;
+using nlohmann::json;
+
+// Issue 28, done-when: two measures side by side both get energy, the counters' energy over
+// their windows, as one alone would.
+TEST(ServeCli, TwoMeasuresSideBySideGetTheSameCounterEnergy) {
+  Node n;
+  Proc daemon = n.start_daemon();
+  auto run_measure = [&](const std::string& tag) {
+    return n.spawn({"measure", "--json=" + n.file(tag + ".json"), "--", "sh", "-c",
+                    "touch " + n.file(tag + ".started") + "; while [ ! -e " + n.file("go") +
+                        " ]; do sleep 0.02; done"},
+                   n.client_env(), tag);
+  };
+  Proc a = run_measure("a"), b = run_measure("b"), killed = run_measure("killed");
+  ASSERT_TRUE(wait_for_file(n.file("a.started"), 20)) << a.output();
+  ASSERT_TRUE(wait_for_file(n.file("b.started"), 20)) << b.output();
+  ASSERT_TRUE(wait_for_file(n.file("killed.started"), 20)) << killed.output();
+  killed.kill(SIGKILL);  // a client killed mid-window: the others go on
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  n.add_energy(/*gpu_j=*/1000, /*cpu_j=*/500);  // while both windows are open
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  energy::test::write_file(n.file("go"), "");
+  ASSERT_EQ(a.wait(), 0) << a.output();
+  ASSERT_EQ(b.wait(), 0) << b.output();
+  for (const char* tag : {"a", "b"}) {
+    std::ifstream f(n.file(std::string(tag) + ".json"));
+    const json j = json::parse(f);
+    double gpu = -1, cpu = -1;
+    for (const auto& d : j["domains"]) {
+      if (d["sensor"] == "nvml:0") gpu = d["energy_j"].get<double>();
+      if (d["sensor"] == "rapl:package-0") cpu = d["energy_j"].get<double>();
+    }
+    EXPECT_NEAR(gpu, 1000, 1e-6) << tag << ": " << j.dump();
+    EXPECT_NEAR(cpu, 500, 1e-6) << tag << ": " << j.dump();
+  }
+  EXPECT_NE(a.output().find("through greentrain serve"), std::string::npos) << a.output();
+  daemon.stop();
+}
+
+// Without a daemon the second reader has no figures, and is told who reads and what to do.
+TEST(ServeCli, WithoutADaemonTheSecondReaderIsToldWhatToDo) {
+  Node n;
+  auto env = n.client_env();
+  Proc a = n.spawn({"measure", "--", "sh", "-c",
+                    "touch " + n.file("a.started") + "; while [ ! -e " + n.file("go") +
+                        " ]; do sleep 0.02; done"},
+                   env, "a");
+  ASSERT_TRUE(wait_for_file(n.file("a.started"), 20)) << a.output();
+  Proc b = n.spawn({"measure", "--", "true"}, env, "b");
+  ASSERT_EQ(b.wait(), 0) << b.output();
+  const std::string out = b.output();
+  EXPECT_NE(out.find("energy        unknown"), std::string::npos) << out;
+  EXPECT_NE(out.find("not the reader: process " + std::to_string(a.pid)), std::string::npos) << out;
+  EXPECT_NE(out.find("start `greentrain serve`"), std::string::npos) << out;
+  energy::test::write_file(n.file("go"), "");
+  EXPECT_EQ(a.wait(), 0) << a.output();
+}
+
+TEST(ServeCli, SensorsAndStatusSayTheyReadThroughTheDaemon) {
+  Node n;
+  Proc daemon = n.start_daemon();
+  Proc s = n.spawn({"sensors"}, n.client_env(), "sensors");
+  ASSERT_EQ(s.wait(), 0) << s.output();
+  EXPECT_NE(s.output().find("readings: through greentrain serve (pid " +
+                            std::to_string(daemon.pid) + ")"),
+            std::string::npos)
+      << s.output();
+  Proc st = n.spawn({"serve", "--status"}, n.client_env(), "status");
+  ASSERT_EQ(st.wait(), 0) << st.output();
+  EXPECT_NE(st.output().find("sensor nvml:0"), std::string::npos) << st.output();
+  EXPECT_NE(st.output().find("power limit nvml:0"), std::string::npos) << st.output();
+  // a second daemon on the same socket refuses to start, naming the first
+  Proc two = n.spawn({"serve", "--foreground", "--socket", n.socket}, n.daemon_env(), "two");
+  EXPECT_NE(two.wait(), 0);
+  EXPECT_NE(two.output().find("already serves there"), std::string::npos) << two.output();
+  daemon.stop();
+}
+
+// Issue 28, done-when: a user NVML refuses (FAKE_NVML_SET_RC=4 in the client only: no root)
+// runs `tune --objective energy`: the daemon sets each candidate limit and the original comes
+// back at the end.
+TEST(ServeCli, TuneWithoutRootSetsAndRestoresLimitsThroughTheDaemon) {
+  Node n;
+  n.scripted_energy = false;
+  Proc daemon = n.start_daemon();
+  auto env = n.client_env();
+  env.push_back("FAKE_NVML_SET_RC=4");  // direct NVML: "Insufficient Permissions"
+  Proc t = n.spawn(n.tune_args(1), env, "tune");
+  ASSERT_EQ(t.wait(), 0) << t.output();
+  EXPECT_NE(t.output().find("through greentrain serve"), std::string::npos) << t.output();
+  EXPECT_NE(t.output().find("chosen power limit"), std::string::npos) << t.output();
+  const std::string sets = energy::test::read_text(n.file("set.log"));
+  for (const char* w : {"0 400000 0", "0 300000 0", "0 200000 0", "0 100000 0"})
+    EXPECT_NE(sets.find(w), std::string::npos) << w << " in\n" << sets;
+  EXPECT_EQ(n.limit_mw(), 300000u);
+  daemon.stop();
+}
+
+TEST(ServeCli, SigkillOfTuneLeavesNoGpuCapped) {
+  Node n;
+  n.scripted_energy = false;
+  Proc daemon = n.start_daemon();
+  auto env = n.client_env();
+  env.push_back("FAKE_NVML_SET_RC=4");
+  Proc t = n.spawn(n.tune_args(100000), env, "tune");
+  ASSERT_TRUE(wait_until([&] { return n.limit_mw() != 300000u; }, 60)) << t.output();
+  t.kill(SIGKILL);
+  EXPECT_TRUE(wait_until([&] { return n.limit_mw() == 300000u; }, 5)) << n.limit_mw() << "\n"
+                                                                      << daemon.output();
+  daemon.stop();
+}
+
+// The daemon itself killed while a limit is leased: started again (as the systemd unit does),
+// it restores the limit its state file records before it serves anyone.
+TEST(ServeCli, SigkillOfTheDaemonIsRepairedWhenItStartsAgain) {
+  Node n;
+  Proc daemon = n.start_daemon();
+  Proc holder = n.lease_holder("nvml:0", 200);
+  ASSERT_TRUE(wait_until([&] { return n.limit_mw() == 200000u; }, 10)) << holder.output();
+  daemon.kill(SIGKILL);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(n.limit_mw(), 200000u);  // nobody restored it: the daemon is gone
+  Proc again = n.start_daemon();
+  EXPECT_EQ(n.limit_mw(), 300000u) << again.output();
+  EXPECT_NE(again.output().find("power limit restored to 300 W"), std::string::npos)
+      << again.output();
+  holder.kill(SIGKILL);
+  again.stop();
+}
+
+// A real Prometheus server (Debian's prometheus) scrapes the daemon on loopback; its HTTP API
+// then has the energy, power, carbon and attribution series.
+TEST(ServeCli, PrometheusScrapesTheDaemon) {
+  const char* prom = "/usr/bin/prometheus";
+  if (::access(prom, X_OK) != 0)
+    GTEST_SKIP() << "no " << prom << " (Debian package prometheus, in scripts/apt-packages.txt)";
+  Node n;
+  n.scripted_energy = false;
+  const int port = free_port(), prom_port = free_port();
+  energy::test::write_file(n.file("policy.toml"), "[daemon]\nprometheus_per_process = true\n");
+  Proc daemon = n.start_daemon(
+      {"--policy", n.file("policy.toml"), "--prometheus-port", std::to_string(port)});
+  energy::test::write_file(
+      n.file("prometheus.yml"),
+      fmt::format("global:\n  scrape_interval: 200ms\n  scrape_timeout: 150ms\nscrape_configs:\n"
+                  "  - job_name: greentrain\n    static_configs:\n"
+                  "      - targets: ['127.0.0.1:{}']\n",
+                  port));
+  Proc p = n.spawn_exec(
+      {prom, "--config.file=" + n.file("prometheus.yml"), "--storage.tsdb.path=" + n.file("tsdb"),
+       fmt::format("--web.listen-address=127.0.0.1:{}", prom_port)},
+      {}, "prometheus");
+  auto query = [&](const std::string& q) { return prometheus_query(prom_port, q); };
+  json energy;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        energy = query("greentrain_energy_joules_total");
+        return energy.is_array() && energy.size() >= 2;
+      },
+      30))
+      << p.output() << daemon.output();
+  std::set<std::string> sensors;
+  for (const auto& s : energy) {
+    sensors.insert(s["metric"]["sensor"].get<std::string>());
+    EXPECT_EQ(s["metric"]["job"], "greentrain");
+    EXPECT_GE(std::stod(s["value"][1].get<std::string>()), 0);
+  }
+  EXPECT_TRUE(sensors.count("nvml:0")) << energy;
+  EXPECT_TRUE(sensors.count("rapl:package-0")) << energy;
+  // counters rise with the stand-in's 100 W: a later scrape reads more
+  const double first = std::stod(
+      query("greentrain_energy_joules_total{sensor=\"nvml:0\"}")[0]["value"][1].get<std::string>());
+  EXPECT_TRUE(wait_until(
+      [&] {
+        auto v = query("greentrain_energy_joules_total{sensor=\"nvml:0\"}");
+        return v.size() == 1 && std::stod(v[0]["value"][1].get<std::string>()) > first;
+      },
+      10));
+  for (const char* series :
+       {"greentrain_power_watts", "greentrain_sensor_up",
+        "greentrain_carbon_intensity_grams_per_kwh",
+        "greentrain_gpu_unattributed_energy_joules_total", "greentrain_power_limit_watts"})
+    EXPECT_FALSE(query(series).empty()) << series;
+  const auto up = query("greentrain_sensor_up{sensor=\"nvml:0\"}");
+  ASSERT_EQ(up.size(), 1u);
+  EXPECT_EQ(up[0]["value"][1], "1");
+  p.kill(SIGTERM);
+  p.wait();
+  daemon.stop();
+}
+
+}  // namespace gt::serve
