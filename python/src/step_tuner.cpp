@@ -32,27 +32,42 @@ void StepTuner::ack(std::unique_lock<std::mutex>& lk) {
 
 tune::StepMeasurement StepTuner::profile(int steps) {
   std::unique_lock<std::mutex> lk(mu_);
+  const int warmup = opt_.warmup_steps;
+  int since_break = 0;  // steps since the last epoch end (or the start) at this limit
+  bool broken = false;  // an epoch end cut this limit's warm-up and profile short before
   try {
-    wait_boundary(lk);  // the loop waits at a step boundary: the window starts exactly there
+    wait_boundary(lk);  // the loop waits at a step boundary: the limit is in force from here
     epoch_break_ = false;
-    meter_->begin_window(window_);
-    ack(lk);
-    int done = 0;
     for (;;) {
-      wait_boundary(lk);   // one more step has run
-      if (epoch_break_) {  // other work ran since the last boundary: start this window again
-        epoch_break_ = false;
-        meter_->end_window(window_);
-        meter_->begin_window(window_);
-        done = 0;
+      // `warmup` steps, then `steps` measured ones. After an epoch end both start again, as
+      // Zeus's optimizer warms up again: the first steps of an epoch (a data loader starting,
+      // caches cold) are slower and are not what a limit is judged by.
+      bool cut = false;
+      for (int done = 0; done < warmup + steps; ++done) {
+        if (done == warmup) meter_->begin_window(window_);  // exactly at this boundary
         ack(lk);
-        continue;
+        wait_boundary(lk);  // one more step has run
+        if (epoch_break_) {
+          cut = true;
+          break;
+        }
+        ++since_break;
       }
-      if (++done == steps) break;
-      ack(lk);
+      if (!cut) {
+        // the loop still waits at this boundary: the search sets the next limit
+        return tune::step_measurement(meter_->end_window(window_));
+      }
+      if (meter_->has_window(window_)) meter_->end_window(window_);
+      epoch_break_ = false;
+      if (broken && since_break < warmup + steps)
+        throw Error(fmt::format(
+            "an epoch of {} step(s) ended before the {} warm-up and {} profiled step(s) at one "
+            "limit were done: with epochs this short the search would never finish; expected "
+            "fewer warmup_steps and profile_steps, or on_epoch_end() only when an epoch ends",
+            since_break, warmup, steps));
+      broken = true;
+      since_break = 0;
     }
-    const energy::Measurement m = meter_->end_window(window_);
-    return {m.energy_j, m.duration_s};  // the loop still waits: the search sets the next limit
   } catch (...) {
     try {
       if (meter_->has_window(window_)) meter_->end_window(window_);
@@ -65,7 +80,11 @@ tune::StepMeasurement StepTuner::profile(int steps) {
 void StepTuner::thread_main() {
   try {
     tune::ProfileFn f = [this](int n) { return profile(n); };
-    tune::TuneResult r = tune::tune_power_limit(devices_, f, opt_, verbose_ ? stderr : nullptr);
+    // profile() runs each limit's warm-up itself, so that it can run it again after an epoch
+    // end; the search is told there is none
+    tune::TuneOptions search = opt_;
+    search.warmup_steps = 0;
+    tune::TuneResult r = tune::tune_power_limit(devices_, f, search, verbose_ ? stderr : nullptr);
     if (apply_best_) {
       auto g = std::make_unique<tune::PowerLimitGuard>(devices_, /*handle_signals=*/true);
       g->apply_w(r.chosen_limit_w);

@@ -38,7 +38,9 @@ class StepTuner {
   /// the search's error once if it failed.
   void step();
   /// The steps since the last step() were followed by other work (evaluation, checkpoint): the
-  /// window being profiled is discarded and profiling restarts at the next step().
+  /// window being profiled is discarded, and at the next step() the limit's warm-up starts
+  /// again, then its profile (the first steps of an epoch are not measured). When a whole
+  /// epoch is too short for warm-up and profile, the search fails with that reason.
   void epoch_end();
   /// Ends the search if it is running (its guard restores the limits), restores the limits
   /// changed for the chosen one, and joins the thread. Idempotent.
