@@ -2,6 +2,7 @@
 #include "step_tuner.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <cstdio>
 
@@ -16,18 +17,19 @@ StepTuner::StepTuner(std::vector<tune::DevicePtr> devices, energy::Meter* meter,
       opt_(std::move(opt)),
       apply_best_(apply_best),
       verbose_(verbose),
-      window_(fmt::format("greentrain.tune@{}", static_cast<const void*>(this))) {}
+      window_(fmt::format("greentrain.tune@{}", static_cast<const void*>(this))),
+      owner_pid_(::getpid()) {}
 
 StepTuner::~StepTuner() { close(); }
 
 void StepTuner::wait_boundary(std::unique_lock<std::mutex>& lk) {
-  cv_.wait(lk, [this] { return abort_ || boundary_ > acked_; });
+  cv_->wait(lk, [this] { return abort_ || boundary_ > acked_; });
   if (abort_) throw Aborted{};
 }
 
 void StepTuner::ack(std::unique_lock<std::mutex>& lk) {
   acked_ = boundary_;
-  cv_.notify_all();
+  cv_->notify_all();
 }
 
 tune::StepMeasurement StepTuner::profile(int steps) {
@@ -46,12 +48,12 @@ tune::StepMeasurement StepTuner::profile(int steps) {
       for (int done = 0; done < warmup + steps; ++done) {
         if (done == warmup) meter_->begin_window(window_);  // exactly at this boundary
         ack(lk);
-        wait_boundary(lk);  // one more step has run
+        wait_boundary(lk);  // one more step has run (the last of its epoch, on a break)
+        ++since_break;
         if (epoch_break_) {
           cut = true;
           break;
         }
-        ++since_break;
       }
       if (!cut) {
         // the loop still waits at this boundary: the search sets the next limit
@@ -98,20 +100,26 @@ void StepTuner::thread_main() {
     result_ = std::move(r);
     state_ = State::done;
     acked_ = boundary_;
-    cv_.notify_all();
+    cv_->notify_all();
   } catch (const Aborted&) {
     std::lock_guard<std::mutex> lk(mu_);
     state_ = State::closed;
-    cv_.notify_all();
+    cv_->notify_all();
   } catch (const std::exception& e) {
     std::lock_guard<std::mutex> lk(mu_);
     error_ = e.what();
     state_ = State::failed;
-    cv_.notify_all();
+    cv_->notify_all();
   }
 }
 
 void StepTuner::step() {
+  if (::getpid() != owner_pid_)
+    throw Error(fmt::format(
+        "this PowerLimitOptimizer was made by process {} and this is process {} (a forked "
+        "child): the search and the limits are the parent's; expected the training loop's own "
+        "process to call on_step_begin()",
+        owner_pid_, ::getpid()));
   std::unique_lock<std::mutex> lk(mu_);
   if (state_ == State::idle) {
     { tune::PowerLimitGuard probe(devices_, false); }  // refuses without permission; no change
@@ -120,9 +128,9 @@ void StepTuner::step() {
     thread_ = std::thread([this] { thread_main(); });
   } else if (state_ == State::profiling) {
     ++boundary_;
-    cv_.notify_all();
+    cv_->notify_all();
   }
-  cv_.wait(lk, [this] { return acked_ >= boundary_ || state_ != State::profiling; });
+  cv_->wait(lk, [this] { return acked_ >= boundary_ || state_ != State::profiling; });
   if (state_ == State::failed && !error_raised_) {
     error_raised_ = true;
     throw Error("power-limit search failed (the limits in force before were restored): " + error_);
@@ -135,10 +143,20 @@ void StepTuner::epoch_end() {
 }
 
 void StepTuner::close() noexcept {
+  if (::getpid() != owner_pid_) {
+    // A forked child (multiprocessing, os.fork): the search thread, its condition variable and
+    // the limits are the parent's. Joining a thread that is not here hangs (one that was ending
+    // at the fork never ends here), and so does destroying a condition variable it waited on:
+    // both are leaked. The guard's copy goes: in a child it restores nothing.
+    if (thread_.joinable()) new std::thread(std::move(thread_));  // never joined, never freed
+    best_guard_.reset();
+    (void)cv_.release();
+    return;
+  }
   {
     std::lock_guard<std::mutex> lk(mu_);
     abort_ = true;
-    cv_.notify_all();
+    cv_->notify_all();
   }
   if (thread_.joinable()) thread_.join();
   std::unique_ptr<tune::PowerLimitGuard> g;

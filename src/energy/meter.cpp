@@ -221,15 +221,17 @@ Meter::~Meter() {
   if (::getpid() != owner_pid_) {
     // A forked child (multiprocessing, os.fork): the sampling thread is the parent's. Joining a
     // thread that does not exist here, or taking a mutex it may have held at the fork, would
-    // hang; the parent's meter goes on unchanged. The device locks were closed at the fork.
+    // hang (so would destroying the condition variable it waited on); the parent's meter goes
+    // on unchanged. The device locks were closed at the fork.
     (void)thread_.release();
+    (void)cv_.release();
     return;
   }
   {
     std::lock_guard<std::mutex> g(mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_->notify_all();
   if (thread_ && thread_->joinable()) thread_->join();
 }
 
@@ -246,7 +248,7 @@ void Meter::thread_main() {
   const double w0 = clock_.mono_s();
   std::unique_lock<std::mutex> lk(mu_);
   while (!stop_) {
-    cv_.wait_for(lk, std::chrono::duration<double>(opt_.interval_s), [this] { return stop_; });
+    cv_->wait_for(lk, std::chrono::duration<double>(opt_.interval_s), [this] { return stop_; });
     if (stop_) break;
     tick_locked(false);
     timespec ts{};

@@ -249,7 +249,9 @@ class Meter {
   bool primed_ = false;
   std::unique_ptr<std::thread> thread_;
   int owner_pid_ = 0;  // the process that made the meter (fork-safe destructor)
-  std::condition_variable cv_;
+  // on the heap: a forked child must not destroy it (pthread_cond_destroy waits for the
+  // sampling thread that waited on it at the fork, which is not in the child)
+  std::unique_ptr<std::condition_variable> cv_ = std::make_unique<std::condition_variable>();
   bool stop_ = false;
   std::atomic<double> thread_cpu_s_{0}, thread_wall_s_{0};
 };
