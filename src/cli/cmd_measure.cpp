@@ -331,7 +331,9 @@ gt::cli::Registrar reg(40, "measure", [](CLI::App& root) {
                 "in Data / Ember 2021, as CodeCarbon), or with --carbon-csv/--carbon-intensity the "
                 "country those figures are for; fills emissions.csv's country columns");
   c->add_option("--csv", a->csv, "append a CodeCarbon emissions.csv row to this file");
-  gt::cli::add_json_option(c, a->json, "the measurement");
+  // one value (a PATH, or - for standard output): with an optional value CLI11 2.1 reads a
+  // following `-- CMD -ARG` as options (`measure --json m.json -- sh -c ...` was refused)
+  gt::cli::add_json_option(c, a->json, "the measurement")->expected(1);
   c->add_option("--pue", a->pue,
                 "power usage effectiveness in [1, 10] for the --csv row: multiplies its energies "
                 "and emissions as CodeCarbon's does (default 1)");
