@@ -204,7 +204,7 @@ if [ -e /usr/share/zoneinfo/Europe/Berlin ]; then
     --utc-offset 0 --cluster-tz Europe/Berlin --submit slurm --dry-run > "$T/autumn.txt" 2>&1 ||
     fail "autumn run failed: $(cat "$T/autumn.txt")"
   cat "$T/autumn.txt"
-  grep -q -- "--begin=2020-10-25T02:00:00" "$T/autumn.txt" &&
+  grep -q -- "--begin=2020-10-25T02:00:00 --deadline" "$T/autumn.txt" &&
     fail "an ambiguous --begin was written as a wall clock Slurm may read as 01:00Z"
   grep -q -- "--begin=now+\"\$((1603584000 - \$(date +%s)))\"" "$T/autumn.txt" ||
     fail "the ambiguous start is not written as the exact instant"
