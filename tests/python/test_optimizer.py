@@ -217,18 +217,19 @@ def test_forked_children_leave_the_chosen_limit(fake_nvml, env):
 
 def test_warms_up_again_after_an_epoch_end(fake_nvml):
     """Issue 31 §7: an epoch end inside a limit's profile restarts its warm-up, so an epoch's
-    slow first step (a data loader starting) is never measured. Epochs of 4 steps, the first
-    3x slower; warm-up 1, profile 2: Zeus, which warms up again, keeps 200 W within 1.15 x the
-    time at 400 W; measuring the slow steps made it keep 400 W."""
+    slow first step (a data loader starting) is never measured. Epochs of 5 steps, the first
+    3x slower; warm-up 1, profile 2, so epoch ends fall inside profiles: Zeus, which warms up
+    again, keeps 200 W within 1.15 x the time at 400 W; measuring the slow steps made it keep
+    400 W."""
     factor = {400000: 1.0, 300000: 1.0, 200000: 1.05, 100000: 2.0}
     with greentrain.Meter(cpu=False, interval_ms=0) as meter:
         with make(meter, max_slowdown=1.15, warmup_steps=1, profile_steps=2) as plo:
             g = 0
             while plo.state != "done":
                 plo.on_step_begin()
-                time.sleep(0.03 * factor[fake_nvml.limit_mw()] * (3 if g % 4 == 0 else 1))
+                time.sleep(0.03 * factor[fake_nvml.limit_mw()] * (3 if g % 5 == 0 else 1))
                 g += 1
-                if g % 4 == 0:
+                if g % 5 == 0:
                     plo.on_epoch_end()
                 assert g < 100
             times = {p["limit_w"]: p["time_per_step_s"] for p in plo.result()["points"]}
