@@ -7,6 +7,7 @@ A figure that could not be measured is ``None``, never 0, and ``unknown[field]``
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional
 
@@ -264,26 +265,42 @@ class Measurement:
     def to_codecarbon_row(self, project_name: str = "greentrain", run_id: str = "",
                           experiment_id: str = "", region: str = "",
                           country_name: str = "", country_iso_code: str = "",
-                          pue: float = 1.0, tracking_mode: str = "machine") -> Dict[str, str]:
-        """The window as one row of CodeCarbon's ``emissions.csv`` (column -> text; same
-        columns and units as CodeCarbon 2.x: duration s, emissions kg CO2e, powers W, energies
-        kWh), plus ``energy_method`` and ``energy_flags`` so that an estimate stays marked.
-        ``run_id`` empty: a random UUID4."""
+                          pue: float = 1.0, tracking_mode: str = "machine",
+                          wue: Optional[float] = None) -> Dict[str, str]:
+        """The window as one row of CodeCarbon's ``emissions.csv`` (column -> text; CodeCarbon
+        3.x's 38 columns and units: duration s, emissions kg CO2e, powers W, energies kWh, water
+        L), then ``energy_method``, ``energy_flags`` (so that an estimate stays marked),
+        ``carbon_intensity`` and ``carbon_source``. ``pue`` (in [1, 10]) multiplies the energies
+        and the emissions as CodeCarbon's does; ``wue`` (L/kWh) gives ``water_consumed``, empty
+        when None. ``run_id`` empty: a random UUID4."""
         import csv
         import io
         line = self._core_measurement().codecarbon_row(dict(
             project_name=project_name, run_id=run_id, experiment_id=experiment_id, region=region,
             country_name=country_name, country_iso_code=country_iso_code, pue=pue,
-            tracking_mode=tracking_mode))
+            tracking_mode=tracking_mode, wue=wue))
         values = next(csv.reader(io.StringIO(line)))
         return dict(zip(codecarbon_columns(), values))
 
-    def append_to_codecarbon_csv(self, path: str, project_name: str = "greentrain",
-                                 run_id: str = "", region: str = "") -> None:
-        """Appends the row to the CSV at ``path`` (header when new; a file with another header
-        is kept as ``path + ".bak"``), written to a temporary file and renamed."""
-        self._core_measurement().append_codecarbon_csv(
-            str(path), dict(project_name=project_name, run_id=run_id, region=region))
+    def append_to_codecarbon_csv(self, path: "os.PathLike[str] | str | bytes",
+                                 project_name: str = "greentrain", run_id: str = "",
+                                 region: str = "", experiment_id: str = "",
+                                 country_name: str = "", country_iso_code: str = "",
+                                 pue: float = 1.0, wue: Optional[float] = None,
+                                 tracking_mode: str = "machine") -> List[str]:
+        """Appends the row to the CSV at ``path`` (with the header when the file is new).
+        Safe with many writers at once (processes, threads): the row is appended under an
+        exclusive lock and never lost. A file with another header (CodeCarbon's own, any
+        version or column order) gets the row under that header: the columns both have, the
+        file's others empty; a file that is not an emissions CSV raises ``greentrain.Error``
+        naming it and is left as it was (never moved or overwritten). Returns the columns of
+        this row that the file's header lacks (not written; empty when all were)."""
+        r = self._core_measurement().append_codecarbon_csv(
+            os.fsencode(path), dict(project_name=project_name, run_id=run_id, region=region,
+                                    experiment_id=experiment_id, country_name=country_name,
+                                    country_iso_code=country_iso_code, pue=pue, wue=wue,
+                                    tracking_mode=tracking_mode))
+        return list(r["left_out"])
 
     def summary(self, tokens: Optional[float] = None) -> str:
         """One line, e.g. ``"12.3 W, 0.45 J/token (estimated)"``."""
@@ -291,7 +308,8 @@ class Measurement:
 
 
 def codecarbon_columns() -> List[str]:
-    """CodeCarbon's emissions.csv columns, in order, then energy_method and energy_flags."""
+    """CodeCarbon 3.x's emissions.csv columns, in its order, then energy_method, energy_flags,
+    carbon_intensity and carbon_source."""
     return list(_core.codecarbon_columns())
 
 

@@ -61,8 +61,8 @@ class Meter:
             the rest and puts a flag naming the missing GPUs into every measurement.
         cpu: read the CPU and memory: RAPL counters, else an estimate (CPU TDP x utilization,
             0.375 W per GB of RAM, always marked ``estimated``). False: GPUs only.
-        interval_ms: background sampling period (ms); 0: no thread, sensors are read only at
-            window boundaries (enough for counters; power gauges want sampling).
+        interval_ms: background sampling period, in [1, 3600000] ms; 0: no thread, sensors are
+            read only at window boundaries (enough for counters; power gauges want sampling).
         carbon: grid carbon intensity: a number (gCO2e/kWh, constant); a country's ISO 3166-1
             alpha-3 code such as ``"DEU"`` (its annual average, Our World in Data / Ember 2021
             as in CodeCarbon's table; unknown codes raise, listing near matches); a path to a
@@ -105,8 +105,9 @@ class Meter:
                  strict: bool = True, timeline_points: int = 36000, carbon_format: str = "",
                  carbon_column: str = "", carbon_time_column: str = "", carbon_unit: str = "",
                  carbon_value: str = "", country: str = "") -> None:
-        if interval_ms < 0:
-            raise ValueError(f"interval_ms {interval_ms}: expected >= 0 (ms)")
+        if not (interval_ms == 0 or 1 <= interval_ms <= 3.6e6):  # NaN fails both
+            raise ValueError(f"interval_ms {interval_ms}: expected 0 (no sampling thread) or a "
+                             "period in [1, 3600000] ms")
         carbon_g: Optional[float] = None
         carbon_csv = ""
         carbon_country = ""

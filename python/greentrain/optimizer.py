@@ -111,8 +111,11 @@ class PowerLimitOptimizer:
 
     def on_epoch_end(self) -> None:
         """Call when an epoch ends (before evaluation or checkpointing): the steps being
-        profiled are discarded and profiling starts again at the next step, so such work is
-        never counted as a training step."""
+        profiled are discarded, and from the next step the limit's ``warmup_steps`` run again
+        before its ``profile_steps`` are measured (as Zeus does: an epoch's first steps, with
+        its data loader starting, are not what a limit is judged by). An epoch too short for
+        warm-up and profile makes the search fail with that reason (raised by the next
+        ``on_step_begin``), rather than run forever."""
         if self._tuner is not None:
             self._tuner.epoch_end()
 

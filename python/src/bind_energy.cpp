@@ -54,7 +54,8 @@ RunInfo run_info(const nb::dict& d) {
   get("country_iso_code", r.country_iso_code);
   get("region", r.region);
   get("tracking_mode", r.tracking_mode);
-  if (d.contains("pue")) r.pue = nb::cast<double>(d["pue"]);
+  if (d.contains("pue") && !d["pue"].is_none()) r.pue = nb::cast<double>(d["pue"]);
+  if (d.contains("wue") && !d["wue"].is_none()) r.wue = nb::cast<double>(d["wue"]);
   return r;
 }
 
@@ -81,11 +82,24 @@ void bind_energy(nb::module_& m) {
           nb::arg("run"), "One CodeCarbon emissions.csv row (no newline).")
       .def(
           "append_codecarbon_csv",
-          [](const Measurement& x, const std::string& path, const nb::dict& run) {
-            append_codecarbon_csv(path, x, run_info(run, x));
+          [](const Measurement& x, const nb::bytes& path_bytes, const nb::dict& run) {
+            // os.fsencode(path): a Linux path is bytes, UTF-8 or not
+            const std::string path(path_bytes.c_str(), path_bytes.size());
+            const RunInfo info = run_info(run, x);
+            CsvAppend r;
+            {
+              nb::gil_scoped_release free;  // the lock may wait on other writers
+              r = append_codecarbon_csv(path, x, info);
+            }
+            nb::dict d;
+            d["created"] = r.created;
+            d["left_out"] = r.left_out;
+            d["left_empty"] = r.left_empty;
+            return d;
           },
           nb::arg("path"), nb::arg("run"),
-          "Appends the row to the CSV at path (header if new), written atomically.")
+          "Appends the row to the CSV at path under a lock (header if new; a file with another "
+          "header gets the row under its own header); returns created, left_out, left_empty.")
       .def(
           "summary_line",
           [](const Measurement& x, std::optional<double> tokens) {

@@ -2,6 +2,7 @@
 #include "step_tuner.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <cstdio>
 
@@ -16,43 +17,59 @@ StepTuner::StepTuner(std::vector<tune::DevicePtr> devices, energy::Meter* meter,
       opt_(std::move(opt)),
       apply_best_(apply_best),
       verbose_(verbose),
-      window_(fmt::format("greentrain.tune@{}", static_cast<const void*>(this))) {}
+      window_(fmt::format("greentrain.tune@{}", static_cast<const void*>(this))),
+      owner_pid_(::getpid()) {}
 
 StepTuner::~StepTuner() { close(); }
 
 void StepTuner::wait_boundary(std::unique_lock<std::mutex>& lk) {
-  cv_.wait(lk, [this] { return abort_ || boundary_ > acked_; });
+  cv_->wait(lk, [this] { return abort_ || boundary_ > acked_; });
   if (abort_) throw Aborted{};
 }
 
 void StepTuner::ack(std::unique_lock<std::mutex>& lk) {
   acked_ = boundary_;
-  cv_.notify_all();
+  cv_->notify_all();
 }
 
 tune::StepMeasurement StepTuner::profile(int steps) {
   std::unique_lock<std::mutex> lk(mu_);
+  const int warmup = opt_.warmup_steps;
+  int since_break = 0;  // steps since the last epoch end (or the start) at this limit
+  bool broken = false;  // an epoch end cut this limit's warm-up and profile short before
   try {
-    wait_boundary(lk);  // the loop waits at a step boundary: the window starts exactly there
+    wait_boundary(lk);  // the loop waits at a step boundary: the limit is in force from here
     epoch_break_ = false;
-    meter_->begin_window(window_);
-    ack(lk);
-    int done = 0;
     for (;;) {
-      wait_boundary(lk);   // one more step has run
-      if (epoch_break_) {  // other work ran since the last boundary: start this window again
-        epoch_break_ = false;
-        meter_->end_window(window_);
-        meter_->begin_window(window_);
-        done = 0;
+      // `warmup` steps, then `steps` measured ones. After an epoch end both start again, as
+      // Zeus's optimizer warms up again: the first steps of an epoch (a data loader starting,
+      // caches cold) are slower and are not what a limit is judged by.
+      bool cut = false;
+      for (int done = 0; done < warmup + steps; ++done) {
+        if (done == warmup) meter_->begin_window(window_);  // exactly at this boundary
         ack(lk);
-        continue;
+        wait_boundary(lk);  // one more step has run (the last of its epoch, on a break)
+        ++since_break;
+        if (epoch_break_) {
+          cut = true;
+          break;
+        }
       }
-      if (++done == steps) break;
-      ack(lk);
+      if (!cut) {
+        // the loop still waits at this boundary: the search sets the next limit
+        return tune::step_measurement(meter_->end_window(window_));
+      }
+      if (meter_->has_window(window_)) meter_->end_window(window_);
+      epoch_break_ = false;
+      if (broken && since_break < warmup + steps)
+        throw Error(fmt::format(
+            "an epoch of {} step(s) ended before the {} warm-up and {} profiled step(s) at one "
+            "limit were done: with epochs this short the search would never finish; expected "
+            "fewer warmup_steps and profile_steps, or on_epoch_end() only when an epoch ends",
+            since_break, warmup, steps));
+      broken = true;
+      since_break = 0;
     }
-    const energy::Measurement m = meter_->end_window(window_);
-    return {m.energy_j, m.duration_s};  // the loop still waits: the search sets the next limit
   } catch (...) {
     try {
       if (meter_->has_window(window_)) meter_->end_window(window_);
@@ -65,7 +82,11 @@ tune::StepMeasurement StepTuner::profile(int steps) {
 void StepTuner::thread_main() {
   try {
     tune::ProfileFn f = [this](int n) { return profile(n); };
-    tune::TuneResult r = tune::tune_power_limit(devices_, f, opt_, verbose_ ? stderr : nullptr);
+    // profile() runs each limit's warm-up itself, so that it can run it again after an epoch
+    // end; the search is told there is none
+    tune::TuneOptions search = opt_;
+    search.warmup_steps = 0;
+    tune::TuneResult r = tune::tune_power_limit(devices_, f, search, verbose_ ? stderr : nullptr);
     if (apply_best_) {
       auto g = std::make_unique<tune::PowerLimitGuard>(devices_, /*handle_signals=*/true);
       g->apply_w(r.chosen_limit_w);
@@ -79,20 +100,26 @@ void StepTuner::thread_main() {
     result_ = std::move(r);
     state_ = State::done;
     acked_ = boundary_;
-    cv_.notify_all();
+    cv_->notify_all();
   } catch (const Aborted&) {
     std::lock_guard<std::mutex> lk(mu_);
     state_ = State::closed;
-    cv_.notify_all();
+    cv_->notify_all();
   } catch (const std::exception& e) {
     std::lock_guard<std::mutex> lk(mu_);
     error_ = e.what();
     state_ = State::failed;
-    cv_.notify_all();
+    cv_->notify_all();
   }
 }
 
 void StepTuner::step() {
+  if (::getpid() != owner_pid_)
+    throw Error(fmt::format(
+        "this PowerLimitOptimizer was made by process {} and this is process {} (a forked "
+        "child): the search and the limits are the parent's; expected the training loop's own "
+        "process to call on_step_begin()",
+        owner_pid_, ::getpid()));
   std::unique_lock<std::mutex> lk(mu_);
   if (state_ == State::idle) {
     { tune::PowerLimitGuard probe(devices_, false); }  // refuses without permission; no change
@@ -101,9 +128,9 @@ void StepTuner::step() {
     thread_ = std::thread([this] { thread_main(); });
   } else if (state_ == State::profiling) {
     ++boundary_;
-    cv_.notify_all();
+    cv_->notify_all();
   }
-  cv_.wait(lk, [this] { return acked_ >= boundary_ || state_ != State::profiling; });
+  cv_->wait(lk, [this] { return acked_ >= boundary_ || state_ != State::profiling; });
   if (state_ == State::failed && !error_raised_) {
     error_raised_ = true;
     throw Error("power-limit search failed (the limits in force before were restored): " + error_);
@@ -116,10 +143,20 @@ void StepTuner::epoch_end() {
 }
 
 void StepTuner::close() noexcept {
+  if (::getpid() != owner_pid_) {
+    // A forked child (multiprocessing, os.fork): the search thread, its condition variable and
+    // the limits are the parent's. Joining a thread that is not here hangs (one that was ending
+    // at the fork never ends here), and so does destroying a condition variable it waited on:
+    // both are leaked. The guard's copy goes: in a child it restores nothing.
+    if (thread_.joinable()) new std::thread(std::move(thread_));  // never joined, never freed
+    best_guard_.reset();
+    (void)cv_.release();
+    return;
+  }
   {
     std::lock_guard<std::mutex> lk(mu_);
     abort_ = true;
-    cv_.notify_all();
+    cv_->notify_all();
   }
   if (thread_.joinable()) thread_.join();
   std::unique_ptr<tune::PowerLimitGuard> g;

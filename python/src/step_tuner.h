@@ -38,10 +38,13 @@ class StepTuner {
   /// the search's error once if it failed.
   void step();
   /// The steps since the last step() were followed by other work (evaluation, checkpoint): the
-  /// window being profiled is discarded and profiling restarts at the next step().
+  /// window being profiled is discarded, and at the next step() the limit's warm-up starts
+  /// again, then its profile (the first steps of an epoch are not measured). When a whole
+  /// epoch is too short for warm-up and profile, the search fails with that reason.
   void epoch_end();
   /// Ends the search if it is running (its guard restores the limits), restores the limits
-  /// changed for the chosen one, and joins the thread. Idempotent.
+  /// changed for the chosen one, and joins the thread. Idempotent. In a forked child it does
+  /// nothing: the search, its thread and the limits are the parent's.
   void close() noexcept;
 
   State state() const;
@@ -67,7 +70,9 @@ class StepTuner {
   std::string window_;
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;
+  // on the heap: a forked child leaks it (destroying a condition variable the parent's threads
+  // waited on at the fork waits for them forever)
+  std::unique_ptr<std::condition_variable> cv_ = std::make_unique<std::condition_variable>();
   State state_ = State::idle;
   long long boundary_ = 0, acked_ = 0;
   bool abort_ = false, epoch_break_ = false, error_raised_ = false;
@@ -75,6 +80,7 @@ class StepTuner {
   std::optional<tune::TuneResult> result_;
   std::unique_ptr<tune::PowerLimitGuard> best_guard_;
   std::thread thread_;
+  int owner_pid_ = 0;  // the process that made it: close() in a forked child touches nothing
 };
 
 }  // namespace gt::python

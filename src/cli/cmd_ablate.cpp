@@ -26,6 +26,7 @@
 
 #include "cli/command.h"
 #include "core/error.h"
+#include "core/json_number.h"
 #include "train/config.h"
 #include "train/data.h"
 #ifdef GT_HAVE_REPORT
@@ -248,10 +249,21 @@ void read_row(Row& row, const fs::path& dir, const std::vector<int>& starts) {
     return std::find(starts.begin(), starts.end(), st) != starts.end();
   };
   while (std::getline(mf, line)) {
-    auto j = nlohmann::json::parse(line);
-    const int step = j.value("step", 0);
-    if (!is_start(step)) tps.push_back(j.value("tokens_per_s", 0.0));
-    if (j.contains("energy_j") && j.contains("energy_interval_tokens")) {
+    // a row's own file read back: a line cut by a crash, or a figure of another type or out of
+    // range (a step of 1e300), is a damaged line, left out; never an abort after every row ran
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception&) {
+      continue;
+    }
+    const auto step_read = gt::json_integer<int>(j.value("step", nlohmann::json(0)), 0);
+    const auto tps_read = j.value("tokens_per_s", nlohmann::json(0.0));
+    if (!step_read || !tps_read.is_number()) continue;
+    const int step = *step_read;
+    if (!is_start(step)) tps.push_back(tps_read.get<double>());
+    if (j.contains("energy_j") && j.contains("energy_interval_tokens") &&
+        j["energy_interval_tokens"].is_number()) {
       // an unknown interval (null) is NaN here, so the sum below is unknown too
       std::pair<double, double> e{j["energy_j"].is_number() ? j["energy_j"].get<double>() : NAN,
                                   j["energy_interval_tokens"].get<double>()};

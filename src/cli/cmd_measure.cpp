@@ -1,10 +1,15 @@
 // cli/cmd_measure.cpp: `greentrain measure [options] -- CMD ARGS...`: runs a command and
 // reports its time, energy per domain, average and peak power and carbon, with the method of
-// each, like `perf stat` does for cycles. Signals sent to greentrain (SIGINT, SIGTERM, SIGHUP,
-// SIGQUIT) are forwarded to the command; the command's exit code is returned (128+N if it was
-// killed by signal N, 127 if it could not be started). The report goes to stderr.
+// each, like `perf stat` does for cycles. Every signal a user or a scheduler can send to
+// greentrain (all catchable ones: SIGINT, SIGTERM, SIGHUP, SIGUSR1 as Slurm's --signal=USR1@N
+// sends it, SIGUSR2, SIGALRM, SIGPIPE, SIGCONT, SIGWINCH, the real-time ones...) is forwarded to
+// the command; a stop (SIGTSTP) stops both. The records (--csv, --json) are written whatever
+// ends the command, and their outputs are checked before it starts. The command's exit code is
+// returned (128+N if it was killed by signal N; 126 if it is not executable and 127 if it is not
+// found, as the shell does). The report goes to stderr.
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,6 +25,7 @@
 
 #include "cli/carbon_options.h"
 #include "cli/command.h"
+#include "core/bytes_json.h"
 #include "energy/carbon.h"
 #include "energy/error.h"
 #include "energy/meter.h"
@@ -29,10 +35,83 @@ namespace {
 
 volatile sig_atomic_t g_child = 0;
 
+// The signals measure does not forward: SIGKILL and SIGSTOP cannot be caught, SIGCHLD is
+// measure's own (its command ended).
+bool forwarded(int sig) { return sig != SIGKILL && sig != SIGSTOP && sig != SIGCHLD; }
+
+// The fault signals, raised by the kernel when measure itself faults: those are not forwarded.
+bool fault(int sig) {
+  return sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL || sig == SIGTRAP;
+}
+
 void forward(int sig, siginfo_t* info, void*) {
-  // A terminal's Ctrl-C already reached the child (same process group): do not send it twice.
-  if (info && info->si_code == SI_KERNEL) return;
-  if (g_child > 0) ::kill(g_child, sig);
+  const int saved = errno;
+  const bool from_kernel =
+      info && (info->si_code == SI_KERNEL || (fault(sig) && info->si_code > 0));
+  const bool from_self = info && info->si_code == SI_USER && info->si_pid == ::getpid();
+  if (fault(sig) && info && info->si_code > 0) {
+    ::signal(sig, SIG_DFL);  // measure's own fault: returning re-raises it, with the default
+    return;
+  }
+  // A terminal's Ctrl-C or Ctrl-Z already reached the command (same process group), and a
+  // SIGPIPE of measure's own write is only measure's: neither is sent again.
+  if (!from_kernel && !from_self && g_child > 0) ::kill(g_child, sig);
+  if ((sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU) && !from_self)
+    ::kill(::getpid(), SIGSTOP);  // stopped as the command is; SIGCONT goes on to it too
+  errno = saved;
+}
+
+// Forwarding handlers for every catchable signal, installed while the command runs and put
+// back (with the signal mask) when the object ends.
+class SignalForwarding {
+ public:
+  // Blocks the signals (so none is lost between fork and the handlers); install() sets the
+  // handlers and unblocks them in the parent, child_reset() restores the mask in the child.
+  SignalForwarding() {
+    sigset_t all;
+    sigfillset(&all);
+    ::sigprocmask(SIG_BLOCK, &all, &old_mask_);
+  }
+  ~SignalForwarding() {
+    for (int sig = 1; sig < NSIG; ++sig)
+      if (installed_[sig]) ::sigaction(sig, &old_[sig], nullptr);
+    ::sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
+  }
+  void child_reset() const { ::sigprocmask(SIG_SETMASK, &old_mask_, nullptr); }
+  void install() {
+    struct sigaction sa {};
+    sa.sa_sigaction = forward;
+    sa.sa_flags = SA_SIGINFO;  // no SA_RESTART: waitid wakes up, then waits again
+    sigemptyset(&sa.sa_mask);
+    for (int sig = 1; sig < NSIG; ++sig) {
+      if (!forwarded(sig)) continue;
+      if (sig >= 32 && sig < SIGRTMIN) continue;  // glibc's own (threads, timers)
+      installed_[sig] = ::sigaction(sig, &sa, &old_[sig]) == 0;
+    }
+    ::sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
+  }
+
+ private:
+  sigset_t old_mask_{};
+  struct sigaction old_[NSIG] {};
+  bool installed_[NSIG] = {};
+};
+
+// Throws EnergyError naming `path` when a file could not be written there: the folder is
+// missing or read-only, or the file exists and is not writable. Writes nothing.
+void check_writable(const std::string& path, const char* option) {
+  if (::access(path.c_str(), F_OK) == 0) {
+    if (::access(path.c_str(), W_OK) != 0)
+      throw gt::energy::EnergyError(
+          fmt::format("{} {}: not writable ({})", option, path, std::strerror(errno)));
+    return;
+  }
+  std::string dir = path.substr(0, path.rfind('/') == std::string::npos ? 0 : path.rfind('/'));
+  if (path.rfind('/') == 0) dir = "/";
+  if (dir.empty()) dir = ".";
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    throw gt::energy::EnergyError(
+        fmt::format("{} {}: cannot be written ({}: {})", option, path, dir, std::strerror(errno)));
 }
 
 // "through greentrain serve (pid N) at PATH" or "direct (...)".
@@ -51,6 +130,8 @@ struct MeasureArgs {
   std::string carbon_start;
   std::string csv, json;
   double tdp_w = 0;
+  double pue = 1.0;
+  std::optional<double> wue;
   bool process = false;
   std::vector<std::string> cmd;
 };
@@ -61,9 +142,9 @@ int run_measure(const MeasureArgs& a) {
     throw EnergyError(
         "measure: no command; expected `greentrain measure [options] -- CMD ARGS...`");
   MeterOptions opt;
-  if (!(a.interval_ms > 0))
-    throw EnergyError(
-        fmt::format("--interval {}: expected a positive number of ms", a.interval_ms));
+  if (!(a.interval_ms >= 1 && a.interval_ms <= kMaxIntervalS * 1000))
+    throw EnergyError(fmt::format("--interval {}: expected a sampling period in [1, {}] ms",
+                                  a.interval_ms, kMaxIntervalS * 1000));
   opt.interval_s = a.interval_ms / 1000.0;
   if (!a.carbon_csv.empty()) {
     opt.carbon = CarbonIntensity::from_csv(a.carbon_csv, a.carbon_utc_offset_h, "", a.carbon_read);
@@ -83,36 +164,42 @@ int run_measure(const MeasureArgs& a) {
   if (!a.carbon_region.empty() && opt.carbon.origin() != CarbonOrigin::kCountry)
     opt.carbon = opt.carbon.with_country(a.carbon_region, "--carbon-region");
   if (a.tdp_w > 0) opt.cpu_tdp_w = a.tdp_w;
+  // Every output is checked before the command runs: a bad one never costs a run.
+  {
+    RunInfo check;
+    check.pue = a.pue;
+    check.wue = a.wue;
+    check_run_info(check);
+  }
+  if (!a.csv.empty()) check_codecarbon_csv_writable(a.csv);
+  if (!a.json.empty() && a.json != "-") check_writable(a.json, "--json");
 
   // Start the child blocked on a pipe so the meter (which may watch its process tree) is ready
-  // before it runs.
+  // before it runs. Signals are blocked from before the fork until the forwarding handlers are
+  // in place, so none is lost or acted on by default in between.
   int go[2];
   if (::pipe2(go, O_CLOEXEC) != 0) throw EnergyError(std::string("pipe: ") + std::strerror(errno));
   std::vector<char*> argv;
   for (auto& s : a.cmd) argv.push_back(const_cast<char*>(s.c_str()));
   argv.push_back(nullptr);
   std::fflush(nullptr);
+  SignalForwarding signals;
   pid_t pid = ::fork();
   if (pid < 0) throw EnergyError(std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
+    signals.child_reset();
     ::close(go[1]);
     char c;
     while (::read(go[0], &c, 1) < 0 && errno == EINTR) {
     }
     ::execvp(argv[0], argv.data());
-    std::fprintf(stderr, "greentrain measure: cannot run '%s': %s\n", argv[0],
-                 std::strerror(errno));
-    ::_exit(127);
+    const int err = errno;
+    std::fprintf(stderr, "greentrain measure: cannot run '%s': %s\n", argv[0], std::strerror(err));
+    ::_exit(err == ENOENT || err == ENOTDIR ? 127 : 126);  // as the shell: not found / not run
   }
   ::close(go[0]);
   g_child = pid;
-  struct sigaction sa {
-  }, old[4];
-  sa.sa_sigaction = forward;
-  sa.sa_flags = SA_SIGINFO;  // no SA_RESTART: waitid wakes up, then waits again
-  sigemptyset(&sa.sa_mask);
-  const int sigs[4] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
-  for (int i = 0; i < 4; ++i) ::sigaction(sigs[i], &sa, &old[i]);
+  signals.install();
 
   if (a.process) opt.pid = pid;
   std::unique_ptr<Meter> meter;
@@ -135,8 +222,7 @@ int run_measure(const MeasureArgs& a) {
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  g_child = 0;
-  for (int i = 0; i < 4; ++i) ::sigaction(sigs[i], &old[i], nullptr);
+  g_child = 0;  // from here on a signal is ignored until the records are written
   const int code =
       WIFEXITED(status) ? WEXITSTATUS(status) : (WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1);
 
@@ -183,25 +269,48 @@ int run_measure(const MeasureArgs& a) {
   run.country_iso_code = m.carbon_country_iso_code;
   run.country_name = m.carbon_country_name;
   run.tracking_mode = a.process ? "process" : "machine";
-  if (!a.csv.empty()) append_codecarbon_csv(a.csv, m, run);
-  if (!a.json.empty()) {
-    auto j = to_json(m);
-    j["command"] = a.cmd;
-    j["exit_code"] = code;
-    j["sampler_overhead_fraction"] = overhead;
-    j["interval_s"] = opt.interval_s;
-    j["schema"] = "greentrain.measure/1";
-    j["reading_source"] = meter->reading_source();
-    gt::cli::write_json_output(a.json, j);
-  }
-  return code;
+  run.pue = a.pue;
+  run.wue = a.wue;
+  // The records are written whatever the command did; a record that fails is said, and the
+  // command's exit status is still returned (1 when it was 0, so the failure is not missed).
+  bool record_failed = false;
+  auto record = [&](const char* what, auto&& write) {
+    try {
+      write();
+    } catch (const std::exception& e) {
+      record_failed = true;
+      std::fprintf(stderr, "greentrain measure: error: %s not written: %s\n", what, e.what());
+    }
+  };
+  if (!a.csv.empty())
+    record("--csv", [&] {
+      const CsvAppend r = append_codecarbon_csv(a.csv, m, run);
+      if (!r.left_out.empty())
+        std::fprintf(stderr, "  note: %s has its own header: written without %s\n", a.csv.c_str(),
+                     fmt::format("{}", fmt::join(r.left_out, ", ")).c_str());
+    });
+  if (!a.json.empty())
+    record("--json", [&] {
+      auto j = to_json(m);
+      j["command"] = nlohmann::json::array();
+      for (const auto& arg : a.cmd) j["command"].push_back(gt::bytes_to_json(arg));  // any bytes
+      j["exit_code"] = code;
+      j["sampler_overhead_fraction"] = overhead;
+      j["interval_s"] = opt.interval_s;
+      j["schema"] = "greentrain.measure/1";
+      j["reading_source"] = meter->reading_source();
+      gt::cli::write_json_output(a.json, j);
+    });
+  if (record_failed) std::fprintf(stderr, "greentrain measure: the command exited %d\n", code);
+  return record_failed && code == 0 ? 1 : code;
 }
 
 gt::cli::Registrar reg(40, "measure", [](CLI::App& root) {
   auto* c = root.add_subcommand(
       "measure", "run a command and measure its time, energy, power and carbon (-- CMD ARGS...)");
   auto a = std::make_shared<MeasureArgs>();
-  c->add_option("--interval", a->interval_ms, "sampling interval in ms (default 100)");
+  c->add_option("--interval", a->interval_ms,
+                "sampling interval in ms, in [1, 3600000] (default 100)");
   auto* ci = c->add_option("--carbon-intensity", a->carbon_g,
                            "constant grid intensity, gCO2e/kWh, >= 0 (unset: 475, the IEA world "
                            "average, reported as the default)");
@@ -222,7 +331,15 @@ gt::cli::Registrar reg(40, "measure", [](CLI::App& root) {
                 "in Data / Ember 2021, as CodeCarbon), or with --carbon-csv/--carbon-intensity the "
                 "country those figures are for; fills emissions.csv's country columns");
   c->add_option("--csv", a->csv, "append a CodeCarbon emissions.csv row to this file");
-  gt::cli::add_json_option(c, a->json, "the measurement");
+  // one value (a PATH, or - for standard output): with an optional value CLI11 2.1 reads a
+  // following `-- CMD -ARG` as options (`measure --json m.json -- sh -c ...` was refused)
+  gt::cli::add_json_option(c, a->json, "the measurement")->expected(1);
+  c->add_option("--pue", a->pue,
+                "power usage effectiveness in [1, 10] for the --csv row: multiplies its energies "
+                "and emissions as CodeCarbon's does (default 1)");
+  c->add_option("--wue", a->wue,
+                "water usage effectiveness, L/kWh in [0, 100], for the --csv row's "
+                "water_consumed (unset: water unknown, left empty)");
   c->add_option("--tdp", a->tdp_w, "CPU TDP per socket in W for the estimate (default: table)");
   c->add_flag("--process", a->process,
               "estimate CPU/memory of the command's process tree, not the whole machine");

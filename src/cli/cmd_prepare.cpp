@@ -20,6 +20,7 @@ struct Args {
   int64_t shard_tokens = 100'000'000;
   int threads = 0;
   double train_mib = 100;
+  bool overwrite = false;
 };
 
 std::string duration(double s) {
@@ -40,6 +41,7 @@ int run_prepare(const Args& a) {
     throw gt::Error(
         "--tokenizer char: a character vocabulary needs the whole text first; "
         "expected byte, bpe or gpt2");
+  gt::check_prepare_output(a.out, a.overwrite);  // before any slow work
   std::string sample;
   if (cfg.tokenizer == "bpe" && cfg.tokenizer_model.empty()) {
     sample = gt::read_prefix(a.inputs, static_cast<size_t>(a.train_mib * (1 << 20)));
@@ -52,6 +54,7 @@ int run_prepare(const Args& a) {
   opt.val_fraction = a.val_fraction;
   opt.shard_tokens = a.shard_tokens;
   opt.threads = a.threads;
+  opt.overwrite = a.overwrite;
   const bool tty = isatty(fileno(stderr));
   int last_decile = -1;
   auto show = [&](const gt::PrepareProgress& p) {
@@ -112,6 +115,9 @@ void setup(CLI::App& app) {
                   "bpe: MiB of the inputs' beginning to train the vocabulary on")
       ->capture_default_str();
   sub->add_option("--out", args->out, "Folder for the shards and the tokenizer")->required();
+  sub->add_flag("--overwrite", args->overwrite,
+                "--out may hold an earlier prepare's output: its shards are replaced (without "
+                "it a folder that is not empty is refused)");
   sub->add_option("--val-fraction", args->val_fraction,
                   "Last fraction of the text that goes to val_*.bin")
       ->capture_default_str();

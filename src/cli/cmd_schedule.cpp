@@ -5,10 +5,13 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <ctime>
 #include <memory>
 
 #include "cli/carbon_options.h"
 #include "cli/command.h"
+#include "core/bytes_json.h"
 #include "core/error.h"
 #include "sched/carbon.h"
 #include "sched/jobs.h"
@@ -33,6 +36,7 @@ struct ScheduleArgs {
   std::string json_path;
   std::string submit;
   bool dry_run = false;
+  bool shift_to_now = false;
   // the carbon series' grid
   std::int64_t slot_s = 0;
   std::string slot_value = "mean";
@@ -122,7 +126,17 @@ void run_schedule(const ScheduleArgs& a) {
     gt::check(a.submit == "slurm",
               fmt::format("--submit '{}' is not known; expected slurm", a.submit));
     const std::string sbatch = sbatch_program();
-    const auto calls = sbatch_calls(plan, jobs, cluster_zone);
+    // a plan in the past (an old carbon series) is refused, or shifted to now when asked
+    std::vector<std::string> notes;
+    // $GT_SCHEDULE_NOW (ISO 8601 with its offset) replays a submission at another time
+    const char* now_env = std::getenv("GT_SCHEDULE_NOW");
+    const UnixTimeS now = now_env && *now_env
+                              ? parse_wall_time(now_env, TimeZone::fixed(0), "GT_SCHEDULE_NOW")
+                              : static_cast<UnixTimeS>(std::time(nullptr));
+    const Plan now_plan = plan_for_submission(plan, jobs, now, a.shift_to_now, &notes);
+    const auto calls = sbatch_calls(now_plan, jobs, cluster_zone);
+    for (const auto& c : calls) notes.insert(notes.end(), c.notes.begin(), c.notes.end());
+    for (const auto& n : notes) std::fprintf(out, "note: %s\n", n.c_str());
     if (a.dry_run) {
       std::fprintf(out, "# dry run: %zu sbatch call(s); --begin/--deadline are wall clock in %s\n",
                    calls.size(), cluster_zone.describe().c_str());
@@ -133,10 +147,16 @@ void run_schedule(const ScheduleArgs& a) {
         std::fprintf(out, "%s\n", sbatch_command_line(sbatch, c).c_str());
       }
     } else {
-      const auto ids = submit_sbatch(calls, sbatch);
+      // what was submitted is recorded as it goes: a rerun after a failed sbatch submits only
+      // the rest
+      const std::string record = a.jobs_toml + ".submitted.json";
+      const auto before = read_submission_record(record);
+      const auto ids = submit_sbatch(calls, sbatch, record,
+                                     [out](const std::string& s) { std::fprintf(out, "%s\n", s.c_str()); });
       for (std::size_t i = 0; i < calls.size(); ++i)
-        std::fprintf(out, "submitted %s run %zu as Slurm job %s\n", calls[i].job_name.c_str(),
-                     calls[i].run_index, ids[i].c_str());
+        if (!before.count(submission_key(calls[i])))
+          std::fprintf(out, "submitted %s run %zu as Slurm job %s\n", calls[i].job_name.c_str(),
+                       calls[i].run_index, ids[i].c_str());
     }
   }
   // More seeds of the forecast noise: one line each (the table above is the first seed's).
@@ -230,6 +250,9 @@ void setup(CLI::App& root) {
   gt::cli::add_json_option(c, a->json_path, "the plan");
   c->add_option("--submit", a->submit, "submit the plan: slurm (sbatch; $GT_SBATCH overrides)");
   c->add_flag("--dry-run", a->dry_run, "with --submit: print the sbatch lines, submit nothing");
+  c->add_flag("--shift-to-now", a->shift_to_now,
+              "with --submit: start planned runs that lie in the past now (default: refuse "
+              "such a plan); a passed deadline is refused always");
   c->callback([a]() { run_schedule(*a); });
 }
 

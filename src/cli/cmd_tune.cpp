@@ -69,15 +69,7 @@ gt::tune::ProfileFn trainer_profile(const std::string& config,
   return [trainer, meter](int steps) {
     meter->begin_window("tune-profile");
     for (int i = 0; i < steps; ++i) trainer->train_step();
-    const auto m = meter->end_window("tune-profile");
-    gt::tune::StepMeasurement out;
-    out.energy_j = m.energy_j;
-    out.time_s = m.duration_s;
-    out.energy_known = m.known_energy_j().has_value();
-    out.estimated_only = !m.domains.empty();
-    for (const auto& d : m.domains) out.estimated_only = out.estimated_only && d.estimated;
-    out.flags = m.flags;
-    return out;
+    return gt::tune::step_measurement(meter->end_window("tune-profile"));
   };
 }
 #endif

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "core/atomic_file.h"
+#include "core/bytes_json.h"
 #include "core/error.h"
 
 namespace gt::cli {
@@ -22,29 +24,15 @@ int& exit_code() {
 }
 
 void write_json_output(const std::string& path, const nlohmann::json& j) {
-  const std::string text = j.dump(2) + "\n";
+  // any byte string in it is written (replaced where not UTF-8) rather than failing after the
+  // work; paths go through core/bytes_json.h so that none needs to be
+  const std::string text = gt::dump_json(j, 2) + "\n";
   if (path == "-") {
     std::fputs(text.c_str(), stdout);
     std::fflush(stdout);
     return;
   }
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::FILE* f = std::fopen(tmp.c_str(), "wb");
-    if (!f)
-      throw gt::Error(path +
-                      ": cannot write the JSON (folder missing or read-only?); expected "
-                      "a writable path, or - for standard output");
-    const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-    if (std::fclose(f) != 0 || !ok) {
-      std::remove(tmp.c_str());
-      throw gt::Error(path + ": writing the JSON failed (disk full?)");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw gt::Error(path + ": cannot rename " + tmp + " into place");
-  }
+  gt::write_file_atomic(path, text);  // the one writer: temporary name, then rename
 }
 
 CLI::Option* add_json_option(CLI::App* c, std::string& path, const std::string& what) {

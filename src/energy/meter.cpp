@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -49,6 +50,13 @@ std::string gpu_list_text(const std::vector<int>& g) {
 }
 
 }  // namespace
+
+void check_interval_s(double interval_s, const std::string& what) {
+  if (interval_s == 0 || (interval_s >= kMinIntervalS && interval_s <= kMaxIntervalS)) return;
+  throw EnergyError(
+      fmt::format("{} {} s: expected 0 (no sampling thread) or a period in [{}, {}] s", what,
+                  interval_s, kMinIntervalS, kMaxIntervalS));
+}
 
 SensorList detect_sensors(const MeterOptions& opt, std::vector<std::string>* flags) {
   SensorList all;
@@ -163,7 +171,8 @@ Meter::Meter(SensorList sensors, const MeterOptions& opt, MeterClock clock,
     : opt_(opt),
       clock_(std::move(clock)),
       batch_(std::move(batch)),
-      meter_flags_(std::move(meter_flags)) {
+      meter_flags_(std::move(meter_flags)),
+      owner_pid_(::getpid()) {
   own_clock_ = !clock_.mono_s;
   if (!clock_.mono_s)
     clock_.mono_s = [] {
@@ -175,8 +184,7 @@ Meter::Meter(SensorList sensors, const MeterOptions& opt, MeterClock clock,
       return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
           .count();
     };
-  if (!(opt_.interval_s >= 0))
-    throw EnergyError(fmt::format("meter interval {} s; expected >= 0", opt_.interval_s));
+  check_interval_s(opt_.interval_s, "meter interval");
   const std::string dir = lock_dir(opt_.lock_dir);
   for (auto& s : sensors) {
     Slot slot;
@@ -206,23 +214,41 @@ Meter::Meter(SensorList sensors, const MeterOptions& opt, MeterClock clock,
     std::lock_guard<std::mutex> g(mu_);
     tick_locked(true);  // prime the counters
   }
-  if (opt_.interval_s > 0) thread_ = std::thread([this] { thread_main(); });
+  if (opt_.interval_s > 0) thread_ = std::make_unique<std::thread>([this] { thread_main(); });
 }
 
 Meter::~Meter() {
+  if (::getpid() != owner_pid_) {
+    // A forked child (multiprocessing, os.fork): the sampling thread is the parent's. Joining a
+    // thread that does not exist here, or taking a mutex it may have held at the fork, would
+    // hang (so would destroying the condition variable it waited on); the parent's meter goes
+    // on unchanged. The device locks were closed at the fork.
+    (void)thread_.release();
+    (void)cv_.release();
+    return;
+  }
   {
     std::lock_guard<std::mutex> g(mu_);
     stop_ = true;
   }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  cv_->notify_all();
+  if (thread_ && thread_->joinable()) thread_->join();
+}
+
+void Meter::check_owner() const {
+  if (::getpid() != owner_pid_)
+    throw EnergyError(fmt::format(
+        "this Meter was made by process {} and this is process {} (a forked child): its "
+        "sampling thread and device locks stay with the parent; expected a Meter made in this "
+        "process",
+        owner_pid_, ::getpid()));
 }
 
 void Meter::thread_main() {
   const double w0 = clock_.mono_s();
   std::unique_lock<std::mutex> lk(mu_);
   while (!stop_) {
-    cv_.wait_for(lk, std::chrono::duration<double>(opt_.interval_s), [this] { return stop_; });
+    cv_->wait_for(lk, std::chrono::duration<double>(opt_.interval_s), [this] { return stop_; });
     if (stop_) break;
     tick_locked(false);
     timespec ts{};
@@ -360,11 +386,13 @@ std::map<std::string, PowerPoint> Meter::power_now() const {
 }
 
 void Meter::sample_now() {
+  check_owner();
   std::lock_guard<std::mutex> g(mu_);
   tick_locked(true);
 }
 
 void Meter::begin_window(const std::string& name) {
+  check_owner();
   std::lock_guard<std::mutex> g(mu_);
   if (windows_.count(name))
     throw EnergyError(
@@ -384,6 +412,7 @@ bool Meter::has_window(const std::string& name) const {
 }
 
 Measurement Meter::end_window(const std::string& name) {
+  check_owner();
   std::lock_guard<std::mutex> g(mu_);
   auto it = windows_.find(name);
   if (it == windows_.end())

@@ -34,8 +34,8 @@ namespace gt::energy {
 
 /// How a Meter is set up. Defaults measure the whole machine at 10 Hz.
 struct MeterOptions {
-  double interval_s = 0.1;  ///< background sampling period (s); 0: no thread, samples are taken
-                            ///< only at window boundaries and by sample_now()
+  double interval_s = 0.1;  ///< background sampling period (s) in [0.001, 3600]; 0: no thread,
+                            ///< samples are taken only at window boundaries and by sample_now()
   CarbonIntensity carbon;   ///< gCO2e/kWh, constant or series (default: world average 475,
                             ///< CarbonOrigin::kDefault; a constant 0 is 0, not the default)
   /// With a series: the meter's start is taken to be this time (unix s) in the series, to replay
@@ -139,6 +139,12 @@ struct PowerPoint {
   double power_w = 0;    ///< energy over the span / its length (W)
 };
 
+/// The sampling interval's range: 0 (no thread) or [kMinIntervalS, kMaxIntervalS] s.
+inline constexpr double kMinIntervalS = 0.001, kMaxIntervalS = 3600;
+/// Throws EnergyError "<what> <s> s: expected 0 (no sampling thread) or a period in
+/// [0.001, 3600] s" unless `interval_s` is in that range (NaN and infinities are not).
+void check_interval_s(double interval_s, const std::string& what);
+
 /// Clocks, injectable for tests: monotonic seconds and unix seconds.
 struct MeterClock {
   std::function<double()> mono_s;
@@ -157,7 +163,9 @@ class Meter {
   /// source (refreshed once a tick), if any.
   Meter(SensorList sensors, const MeterOptions& opt, MeterClock clock = {},
         std::vector<std::string> meter_flags = {}, std::shared_ptr<SensorBatch> batch = nullptr);
-  ~Meter();  ///< stops the sampling thread and releases the locks
+  /// Stops the sampling thread and releases the locks. In a forked child (another pid than the
+  /// one that made it) it does neither: they belong to the parent, which goes on measuring.
+  ~Meter();
   Meter(const Meter&) = delete;
   Meter& operator=(const Meter&) = delete;
 
@@ -224,6 +232,7 @@ class Meter {
   void add_timeline_point(Slot& s, const std::optional<Interval>& iv, double t, double unix_now);
   void tick_locked(bool boundary);
   static std::vector<PowerPoint> ring_in_order(const Slot& s);
+  void check_owner() const;  ///< EnergyError in a forked child (see ~Meter)
   double carbon_time(double mono_s, double unix_s) const;
   void thread_main();
 
@@ -238,8 +247,11 @@ class Meter {
   mutable std::mutex mu_;
   double last_t_ = 0, start_mono_s_ = 0, start_unix_s_ = 0;
   bool primed_ = false;
-  std::thread thread_;
-  std::condition_variable cv_;
+  std::unique_ptr<std::thread> thread_;
+  int owner_pid_ = 0;  // the process that made the meter (fork-safe destructor)
+  // on the heap: a forked child must not destroy it (pthread_cond_destroy waits for the
+  // sampling thread that waited on it at the fork, which is not in the child)
+  std::unique_ptr<std::condition_variable> cv_ = std::make_unique<std::condition_variable>();
   bool stop_ = false;
   std::atomic<double> thread_cpu_s_{0}, thread_wall_s_{0};
 };

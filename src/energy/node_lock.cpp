@@ -4,10 +4,12 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <pwd.h>
+#include <pthread.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +19,41 @@
 #include <sstream>
 
 namespace gt::energy {
+namespace {
+
+// The lock descriptors this process holds. A forked child inherits them, and with them the
+// locks (flock belongs to the open file description): the child would keep the device locked
+// after its parent, the reader, ends. The child closes its copies at once (pthread_atfork).
+constexpr int kMaxLocks = 256;
+std::atomic<int> g_lock_fds[kMaxLocks];
+std::once_flag g_atfork_once;
+
+void close_inherited_locks() {  // in the child, right after fork: async-signal-safe calls only
+  for (auto& slot : g_lock_fds) {
+    const int fd = slot.exchange(-1);
+    if (fd >= 0) ::close(fd);
+  }
+}
+
+void register_fd(int fd) {
+  std::call_once(g_atfork_once, [] {
+    for (auto& slot : g_lock_fds) slot.store(-1);
+    ::pthread_atfork(nullptr, nullptr, close_inherited_locks);
+  });
+  for (auto& slot : g_lock_fds) {
+    int expected = -1;
+    if (slot.compare_exchange_strong(expected, fd)) return;
+  }
+}
+
+void unregister_fd(int fd) {
+  for (auto& slot : g_lock_fds) {
+    int expected = fd;
+    if (slot.compare_exchange_strong(expected, -1)) return;
+  }
+}
+
+}  // namespace
 
 namespace {
 
@@ -80,8 +117,12 @@ std::shared_ptr<DeviceLock> DeviceLock::try_acquire(const std::string& dir, cons
     if (c == '/' || c == ' ') c = '_';
   const std::string path = dir + "/" + safe + ".lock";
   std::lock_guard<std::mutex> g(g_mu);
-  if (auto it = g_held.find(path); it != g_held.end())
-    if (auto held = it->second.lock()) return held;  // this process is the reader already
+  if (auto it = g_held.find(path); it != g_held.end()) {
+    // this process is the reader already; a lock of the parent's (a forked child's copy of
+    // this map) is not this process's: its descriptor was closed at the fork
+    if (auto held = it->second.lock(); held && held->owner_pid_ == ::getpid()) return held;
+    g_held.erase(it);
+  }
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
   if (fd < 0) {
     *holder = fmt::format("{}: cannot open lock file: {}", path, std::strerror(errno));
@@ -99,13 +140,18 @@ std::shared_ptr<DeviceLock> DeviceLock::try_acquire(const std::string& dir, cons
                                user_name(::getuid()));
   if (!role.empty()) me += "role " + role + "\n";
   if (::ftruncate(fd, 0) == 0) (void)!::pwrite(fd, me.data(), me.size(), 0);
+  register_fd(fd);
   std::shared_ptr<DeviceLock> lock(new DeviceLock(fd));
   g_held[path] = lock;
   return lock;
 }
 
+DeviceLock::DeviceLock(int fd) : fd_(fd), owner_pid_(::getpid()) {}
+
 DeviceLock::~DeviceLock() {
-  if (fd_ >= 0) ::close(fd_);
+  if (fd_ < 0 || ::getpid() != owner_pid_) return;  // a forked child closed its copy at fork
+  unregister_fd(fd_);
+  ::close(fd_);
 }
 
 }  // namespace gt::energy

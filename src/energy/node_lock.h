@@ -1,10 +1,12 @@
 // energy/node_lock.h: one reader per device per node. Several processes each measuring the
 // whole node would count it several times; so the meter reads a device only while it holds an
 // exclusive flock(2) on <dir>/<device_key>.lock. The lock goes with the process (also on a
-// crash). The meters of one process share its lock (they are one reader). The node daemon
-// (`greentrain serve`) holds the locks while it runs, and every process reads through it. The
-// directory is $GT_ENERGY_LOCK_DIR, else /tmp/greentrain-energy-locks (mode 1777, shared by all
-// users: a per-user $XDG_RUNTIME_DIR would hide other users' readers).
+// crash). The meters of one process share its lock (they are one reader). A forked child does
+// not inherit it: it closes its copies of the lock descriptors at the fork (pthread_atfork), so
+// a child that outlives its parent never holds the device. The node daemon (`greentrain serve`)
+// holds the locks while it runs, and every process reads through it. The directory is
+// $GT_ENERGY_LOCK_DIR, else /tmp/greentrain-energy-locks (mode 1777, shared by all users: a
+// per-user $XDG_RUNTIME_DIR would hide other users' readers).
 #pragma once
 #include <memory>
 #include <string>
@@ -16,7 +18,7 @@ namespace gt::energy {
 std::string lock_dir(const std::string& override_dir = "");
 
 /// An exclusive, non-blocking lock on one device, released when the last meter of this process
-/// that shares it lets go.
+/// that shares it lets go (in the process that took it; a forked child holds no copy).
 class DeviceLock {
  public:
   /// Takes the lock, or shares it when this process holds it already. Otherwise returns nullptr
@@ -31,8 +33,9 @@ class DeviceLock {
   DeviceLock& operator=(const DeviceLock&) = delete;
 
  private:
-  explicit DeviceLock(int fd) : fd_(fd) {}
+  explicit DeviceLock(int fd);
   int fd_ = -1;
+  int owner_pid_ = 0;
 };
 
 }  // namespace gt::energy

@@ -6,11 +6,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 
 #include "energy/parse.h"
 
@@ -58,6 +60,72 @@ bool read_uint(const std::string& path, const char* expected, unsigned long long
   return true;
 }
 
+struct Z {
+  SensorInfo info;
+  std::string energy_path;
+  std::string zone;    // intel-rapl:N or intel-rapl:N:M
+  std::string zname;   // contents of <zone>/name
+  std::string parent;  // intel-rapl:N for a sub-zone, empty for a top-level zone
+};
+
+// The package index of a top-level zone named "package-N" or "package-N-die-M"; -1 otherwise.
+int package_index(const std::string& zname) {
+  int n = -1, used = 0;
+  if (std::sscanf(zname.c_str(), "package-%d%n", &n, &used) != 1 || n < 0) return -1;
+  const std::string rest = zname.substr(static_cast<size_t>(used));
+  int die = 0, used2 = 0;
+  if (rest.empty()) return n;
+  if (std::sscanf(rest.c_str(), "-die-%d%n", &die, &used2) == 1 &&
+      static_cast<size_t>(used2) == rest.size())
+    return n;
+  return -1;
+}
+
+// Top-level zones that name the same package and read the same counter are one domain: on
+// multi-die CPUs (AMD Threadripper, EPYC) the powercap driver shows one package zone per die,
+// each mirroring the socket's counter, and summing them counts the package once per die
+// (codecarbon #1274, #1379). A zone whose counter reads what another zone of its package reads
+// (bracketed by two reads of the other, within 1 J) is kept out of the count; zones with their
+// own counter (readings that differ) are counted each, and counters that read 0 cannot be told
+// apart: counted, with a note.
+void mark_mirrored_packages(std::vector<Z>& zs) {
+  auto read_uj = [](const std::string& path) -> std::optional<double> {
+    std::string err;
+    unsigned long long v = 0;
+    if (!read_uint(path, "a count of uJ", &v, &err)) return std::nullopt;
+    return static_cast<double>(v);
+  };
+  constexpr double kTolUj = 1e6;  // 1 J: reads ~1 ms apart at up to ~1 kW
+  for (size_t k = 0; k < zs.size(); ++k) {
+    Z& keep = zs[k];
+    if (!keep.parent.empty() || !keep.info.available || !keep.info.counted) continue;
+    const int pkg = package_index(keep.zname);
+    if (pkg < 0) continue;
+    for (size_t j = k + 1; j < zs.size(); ++j) {
+      Z& z = zs[j];
+      if (!z.parent.empty() || !z.info.available || !z.info.counted) continue;
+      if (package_index(z.zname) != pkg) continue;
+      const auto a1 = read_uj(keep.energy_path), b = read_uj(z.energy_path),
+                 a2 = read_uj(keep.energy_path);
+      if (!a1 || !b || !a2) continue;
+      if (*a1 == 0 && *b == 0) {
+        z.info.reason = fmt::format(
+            "reads 0 uJ as {} does: whether they are one mirrored counter cannot be told yet; "
+            "counted on its own",
+            keep.info.name);
+        continue;
+      }
+      if (*b >= std::min(*a1, *a2) - kTolUj && *b <= std::max(*a1, *a2) + kTolUj) {
+        z.info.counted = false;
+        z.info.reason = fmt::format(
+            "mirrors {}: the same package's counter ({:.0f} uJ against {:.0f} uJ; per-die zones "
+            "of one socket, as on multi-die AMD CPUs): counted once, there",
+            keep.info.name, *b, *a1);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 RaplSensor::RaplSensor(SensorInfo info, std::string energy_path)
@@ -96,13 +164,6 @@ SensorList detect_rapl(const std::string& root_arg) {
     out.push_back(std::make_unique<UnavailableSensor>(info));
     return out;
   }
-  struct Z {
-    SensorInfo info;
-    std::string energy_path;
-    std::string zone;    // intel-rapl:N or intel-rapl:N:M
-    std::string zname;   // contents of <zone>/name
-    std::string parent;  // intel-rapl:N for a sub-zone, empty for a top-level zone
-  };
   std::vector<Z> zs;
   for (auto& z : zones) {
     const std::string dir = root + "/" + z;
@@ -173,6 +234,7 @@ SensorList detect_rapl(const std::string& root_arg) {
     if (z.zname == "psys") have_psys = true;
   }
   const bool psys_counted = have_psys && !have_pkg;
+  mark_mirrored_packages(zs);
   for (auto& z : zs) {
     SensorInfo& i = z.info;
     const Z* parent = z.parent.empty() ? nullptr : find_zone(z.parent);

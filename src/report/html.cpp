@@ -13,6 +13,8 @@
 #include <set>
 #include <sstream>
 
+#include "core/atomic_file.h"
+#include "core/bytes_json.h"
 #include "core/error.h"
 #include "report/report.h"
 #include "report/series.h"
@@ -55,12 +57,25 @@ std::string fnum(const nlohmann::json& j, const char* key, const char* spec) {
   return "<span class=unknown>unknown</span>";
 }
 
-// JSON inlined in a <script> element: "</" (only inside its strings) is written "<\/", which
-// JSON reads back as "</", so no "</script" can end the element early.
-std::string json_script_safe(std::string s) {
-  for (size_t at = 0; (at = s.find("</", at)) != std::string::npos; at += 3)
-    s.replace(at, 2, "<\\/");
-  return s;
+// JSON inlined in a <script> element: every '<', '>' and '&' (only inside its strings) is
+// written as its \u escape, which JSON reads back as the character. Escaping "</" alone is not
+// enough: "<!--<script>" (a run folder or a domain named so) puts HTML's script parser in its
+// double-escaped state, where "</script>" no longer ends the element and the page's own
+// scripts become part of the data (no chart drawn, no error shown).
+std::string json_script_safe(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    if (c == '<')
+      out += "\\u003c";
+    else if (c == '>')
+      out += "\\u003e";
+    else if (c == '&')
+      out += "\\u0026";
+    else
+      out += c;
+  }
+  return out;
 }
 
 // JavaScript inlined in a <script> element must not hold "</script" (HTML ends the element
@@ -267,14 +282,21 @@ std::string render_html(const std::vector<RunData>& runs, const AblationData* ab
   h += "<h2>Runs</h2>\n" + summary_table(runs);
   if (ablation) h += "<h2>Ablation</h2>\n" + ablation_table(*ablation);
   h += "<h2>Configuration differences</h2>\n" + config_table(runs);
-  h += "<h2>Charts</h2>\n<div class=grid id=gt-charts></div>\n";
+  h += "<h2>Charts</h2>\n";
+  // shown until report.js has drawn the charts: a page whose script did not run, or failed,
+  // says so (with the error, when there is one) instead of showing an empty grid
+  if (!chart_js.empty())
+    h += "<p class=problems id=gt-script-failed><b>The charts were not drawn</b>: the report's "
+         "script did not run or failed<span id=gt-script-error></span>. The tables above hold "
+         "the figures.</p>\n";
+  h += "<div class=grid id=gt-charts></div>\n";
   h += "<pre id=gt-selfcheck hidden></pre>\n";
 
   nlohmann::json data;
   data["runs"] = nlohmann::json::array();
   for (const auto& r : runs) data["runs"].push_back(run_series(r));
   data["ablation"] = ablation ? ablation->table : nlohmann::json();
-  h += "<script type=\"application/json\" id=gt-data>" + json_script_safe(data.dump()) +
+  h += "<script type=\"application/json\" id=gt-data>" + json_script_safe(dump_json(data)) +
        "</script>\n";
   if (!chart_js.empty()) {
     h += "<script>/* Chart.js, inlined from " + esc(find_chart_js()) + " */\n" +
@@ -312,15 +334,7 @@ ReportResult write_report(const std::vector<std::string>& dirs, const std::strin
   for (const auto& r : runs)
     for (const auto& p : r.problems) res.problems.push_back(r.name + ": " + p);
   const std::string html = render_html(runs, ablation ? &*ablation : nullptr, js);
-  const fs::path tmp = out_path + fmt::format(".tmp-{}", getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw Error(fmt::format("{}: cannot open for writing", tmp.string()));
-    f << html;
-    f.flush();
-    if (!f) throw Error(fmt::format("{}: write failed", tmp.string()));
-  }
-  fs::rename(tmp, out_path);
+  write_file_atomic(out_path, html);
   return res;
 }
 

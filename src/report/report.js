@@ -7,8 +7,14 @@
   const publish = () => {
     document.getElementById('gt-selfcheck').textContent = JSON.stringify(check);
   };
+  // the notice that the charts were not drawn stays, with the error, when anything fails
+  const failed = (msg) => {
+    const span = document.getElementById('gt-script-error');
+    if (span) span.textContent = ': ' + msg;
+  };
   window.addEventListener('error', (e) => {
     check.errors.push(String(e.message) + ' (line ' + e.lineno + ')');
+    failed(String(e.message));
     publish();
   });
   const consoleError = console.error;
@@ -180,4 +186,6 @@
     ], 'row', 'factor (x baseline)', { labels: rows.map((r) => r.row), zero: true });
   }
   publish();
+  const notice = document.getElementById('gt-script-failed');
+  if (notice && check.errors.length === 0) notice.hidden = true;
 })();

@@ -132,8 +132,8 @@ std::string plan_table(const Plan& plan, const TimeZone& zone) {
             : std::string("-");
     out += fmt::format("{:<16} {:<25} {:<25} {:>4} {:>7.0f} {:>10.3f} {:>11.1f} {:>11} {:>7}\n",
                        j.name, format_iso_time(j.runs.front().start_s, zone),
-                       format_iso_time(j.runs.back().end_s, zone), j.runs.size(),
-                       j.power_cap_w, j.energy_j / kJoulesPerKwh, j.g_co2e, base, save);
+                       format_iso_time(j.runs.back().end_s, zone), j.runs.size(), j.power_cap_w,
+                       j.energy_j / kJoulesPerKwh, j.g_co2e, base, save);
     if (j.interruptions > 0 || j.interruption_source != "default 0")
       out += fmt::format("{:<16} {} interruption(s), each {:.1f} s: {}\n", "", j.interruptions,
                          j.interruption_s, j.interruption_source);
@@ -162,26 +162,6 @@ std::string plan_table(const Plan& plan, const TimeZone& zone) {
   if (const std::size_t u = plan.unscheduled())
     out += fmt::format("{} job(s) could not be scheduled (see above)\n", u);
   return out;
-}
-
-void write_file_atomic(const std::string& path, const std::string& text) {
-  namespace fs = std::filesystem;
-  fs::path p(path);
-  fs::path tmp = p;
-  tmp += fmt::format(".tmp.{}", ::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    check(out.good(), fmt::format("{}: cannot write; expected a writable folder", tmp.string()));
-    out << text;
-    out.flush();
-    check(out.good(), fmt::format("{}: write failed", tmp.string()));
-  }
-  std::error_code ec;
-  fs::rename(tmp, p, ec);
-  if (ec) {
-    fs::remove(tmp);
-    throw Error(fmt::format("{}: cannot rename from {} ({})", path, tmp.string(), ec.message()));
-  }
 }
 
 }  // namespace gt::sched

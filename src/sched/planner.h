@@ -52,6 +52,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/atomic_file.h"
 #include "sched/carbon.h"
 #include "sched/jobs.h"
 
@@ -165,6 +166,6 @@ nlohmann::json plan_to_json(const Plan& plan, const TimeZone& zone);
 std::string plan_table(const Plan& plan, const TimeZone& zone);
 
 /// Writes text to path via a temporary file in the same folder and rename (atomic).
-void write_file_atomic(const std::string& path, const std::string& text);
+using gt::write_file_atomic;  // core/atomic_file.h
 
 }  // namespace gt::sched

@@ -5,12 +5,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <fstream>
+#include <limits>
 #include <optional>
+#include <sstream>
 
+#include "core/atomic_file.h"
+#include "core/bytes_json.h"
 #include "core/error.h"
 
 namespace gt::sched {
@@ -47,6 +53,30 @@ SlurmZone SlurmZone::parse(std::string_view text) {
 
 std::string SlurmZone::wall_time(UnixTimeS t) const {
   return local_ ? local_wall_time(t) : format_wall_time(t, zone_);
+}
+
+bool SlurmZone::ambiguous(UnixTimeS t) const {
+  if (!local_) {
+    const TimeZone::Local r = zone_.resolve(zone_.to_local(t));
+    return r.kind == TimeZone::Local::Kind::ambiguous;
+  }
+  // the host's zone through the C library: the same wall clock read as summer and as winter
+  // time gives two instants that both show it
+  ::tzset();
+  const std::time_t tt = static_cast<std::time_t>(t);
+  std::tm tm{};
+  if (!::localtime_r(&tt, &tm)) return false;
+  for (int dst : {0, 1}) {
+    std::tm other = tm;
+    other.tm_isdst = dst;
+    const std::time_t u = std::mktime(&other);
+    if (u == static_cast<std::time_t>(-1) || u == tt) continue;
+    std::tm back{};
+    if (::localtime_r(&u, &back) && back.tm_hour == tm.tm_hour && back.tm_min == tm.tm_min &&
+        back.tm_sec == tm.tm_sec && back.tm_mday == tm.tm_mday)
+      return true;
+  }
+  return false;
 }
 
 std::string SlurmZone::describe() const {
@@ -102,8 +132,19 @@ std::vector<SbatchCall> sbatch_calls(const Plan& plan, const std::vector<Job>& j
       c.run_index = r;
       c.args.push_back("--parsable");
       c.args.push_back("--job-name=" + j.name);
-      c.args.push_back("--begin=" + zone.wall_time(jp.runs[r].start_s));
-      c.args.push_back("--deadline=" + zone.wall_time(j.deadline_s));
+      // a wall clock that names two instants (the repeated hour in autumn) would be read by
+      // Slurm at an offset of its choosing: such an instant is written relative to the call
+      auto when = [&](const char* option, UnixTimeS t) {
+        if (!zone.ambiguous(t)) return std::string(option) + zone.wall_time(t);
+        c.notes.push_back(fmt::format(
+            "{}{} is ambiguous in {} (the hour repeated when the clocks go back): written as "
+            "now+N seconds, counted from the sbatch call, so that Slurm reads the planned "
+            "instant {} UTC",
+            option, zone.wall_time(t), zone.describe(), format_wall_time(t, TimeZone::fixed(0))));
+        return fmt::format("{}{{now+{}}}", option, t);
+      };
+      c.args.push_back(when("--begin=", jp.runs[r].start_s));
+      c.args.push_back(when("--deadline=", j.deadline_s));
       if (pieces) {
         const std::int64_t minutes = (jp.runs[r].end_s - jp.runs[r].start_s + 59) / 60;
         c.args.push_back(fmt::format("--time={}", minutes));
@@ -181,6 +222,12 @@ std::string sbatch_command_line(const std::string& sbatch, const SbatchCall& cal
       line += " " + shell_quote(a.substr(0, p)) + "\"$PREV_JOBID\"";
       continue;
     }
+    if (auto p = a.find("{now+"); p != std::string::npos && a.back() == '}') {
+      // the seconds from when the line is run to the instant
+      const std::string t = a.substr(p + 5, a.size() - p - 6);
+      line += " " + shell_quote(a.substr(0, p) + "now+") + "\"$((" + t + " - $(date +%s)))\"";
+      continue;
+    }
     line += " " + shell_quote(a);
   }
   return line;
@@ -191,54 +238,228 @@ std::string sbatch_program() {
   return e && *e ? e : "sbatch";
 }
 
-std::vector<std::string> submit_sbatch(const std::vector<SbatchCall>& calls,
-                                       const std::string& sbatch) {
-  std::vector<std::string> ids;
-  std::string prev;
-  for (const SbatchCall& c : calls) {
-    std::vector<std::string> args = {sbatch};
-    for (std::string a : c.args) {
-      if (auto p = a.find("{prev}"); p != std::string::npos) a.replace(p, 6, prev);
-      args.push_back(a);
-    }
-    int fd[2];
-    check(::pipe(fd) == 0,
-          fmt::format("job '{}': pipe failed: {}", c.job_name, std::strerror(errno)));
-    pid_t pid = ::fork();
-    check(pid >= 0, fmt::format("job '{}': fork failed: {}", c.job_name, std::strerror(errno)));
-    if (pid == 0) {
-      ::dup2(fd[1], 1);
-      ::close(fd[0]);
-      ::close(fd[1]);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execvp(argv[0], argv.data());
-      std::fprintf(stderr, "greentrain: cannot run %s: %s\n", argv[0], std::strerror(errno));
-      ::_exit(127);
-    }
-    ::close(fd[1]);
-    std::string out;
-    char buf[4096];
-    ssize_t n;
-    while ((n = ::read(fd[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<std::size_t>(n));
-    ::close(fd[0]);
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+std::string submission_key(const SbatchCall& call) {
+  std::string k = fmt::format("{}#{}", call.job_name, call.run_index);
+  for (const auto& a : call.args) k += "\x1f" + a;
+  return k;
+}
+
+std::map<std::string, std::string> read_submission_record(const std::string& path) {
+  std::map<std::string, std::string> out;
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return out;
+  std::stringstream ss;
+  ss << f.rdbuf();
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(ss.str());
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(
+        fmt::format("{}: not a submission record ({}); expected what `greentrain "
+                    "schedule --submit` wrote (remove it to submit everything again)",
+                    path, e.what()));
+  }
+  if (!j.is_object() || j.value("format", "") != "greentrain-submitted-1" ||
+      !j.contains("submitted") || !j["submitted"].is_array())
+    throw Error(
+        fmt::format("{}: not a submission record; expected format "
+                    "greentrain-submitted-1 with a 'submitted' list",
+                    path));
+  for (const auto& e : j["submitted"]) {
+    if (!e.is_object() || !e.contains("key") || !e.contains("job_id") || !e["job_id"].is_string() ||
+        e["job_id"].get<std::string>().empty())
       throw Error(
-          fmt::format("job '{}' run {}: {} failed (status {}) after {} submission(s); "
-                      "expected exit 0 (set GT_SBATCH to the sbatch program)",
-                      c.job_name, c.run_index, sbatch, WIFEXITED(status) ? WEXITSTATUS(status) : -1,
-                      ids.size()));
-    // --parsable prints "jobid[;cluster]".
-    std::string id = out.substr(0, out.find_first_of(";\n"));
-    check(!id.empty(), fmt::format("job '{}': {} printed no job id; expected `--parsable` output",
-                                   c.job_name, sbatch));
+          fmt::format("{}: an entry of 'submitted' is not {{\"key\": ..., \"job_id\": "
+                      "...}}: {}",
+                      path, dump_json(e).substr(0, 80)));
+    out[bytes_from_json(e["key"], path + ": submitted[].key")] = e["job_id"].get<std::string>();
+  }
+  return out;
+}
+
+namespace {
+
+void write_submission_record(const std::string& path, const std::vector<SbatchCall>& calls,
+                             const std::map<std::string, std::string>& ids) {
+  nlohmann::json j;
+  j["format"] = "greentrain-submitted-1";
+  j["submitted"] = nlohmann::json::array();
+  for (const auto& c : calls) {
+    const std::string k = submission_key(c);
+    if (auto it = ids.find(k); it != ids.end())
+      j["submitted"].push_back({{"job", bytes_to_json(c.job_name)},
+                                {"run", c.run_index},
+                                {"job_id", it->second},
+                                {"key", bytes_to_json(k)}});
+  }
+  write_file_atomic(path, dump_json(j, 2) + "\n");
+}
+
+// "{now+T}" -> "now+N": the seconds from this call to T (0 when T has come).
+std::string substitute_now(std::string a) {
+  if (auto p = a.find("{now+"); p != std::string::npos && a.back() == '}') {
+    const long long t = std::atoll(a.c_str() + p + 5);
+    const long long n = std::max<long long>(0, t - static_cast<long long>(std::time(nullptr)));
+    a = a.substr(0, p) + fmt::format("now+{}", n);
+  }
+  return a;
+}
+
+std::string run_sbatch(const SbatchCall& c, const std::string& sbatch, const std::string& prev,
+                       std::size_t done) {
+  std::vector<std::string> args = {sbatch};
+  for (std::string a : c.args) {
+    if (auto p = a.find("{prev}"); p != std::string::npos) a.replace(p, 6, prev);
+    args.push_back(substitute_now(a));
+  }
+  int fd[2];
+  check(::pipe(fd) == 0,
+        fmt::format("job '{}': pipe failed: {}", c.job_name, std::strerror(errno)));
+  pid_t pid = ::fork();
+  check(pid >= 0, fmt::format("job '{}': fork failed: {}", c.job_name, std::strerror(errno)));
+  if (pid == 0) {
+    ::dup2(fd[1], 1);
+    ::close(fd[0]);
+    ::close(fd[1]);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execvp(argv[0], argv.data());
+    std::fprintf(stderr, "greentrain: cannot run %s: %s\n", argv[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  ::close(fd[1]);
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fd[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<std::size_t>(n));
+  ::close(fd[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw Error(
+        fmt::format("job '{}' run {}: {} failed (status {}); expected exit 0 (set "
+                    "GT_SBATCH to the sbatch program)",
+                    c.job_name, c.run_index, sbatch, WIFEXITED(status) ? WEXITSTATUS(status) : -1));
+  (void)done;
+  // --parsable prints "jobid[;cluster]".
+  std::string id = out.substr(0, out.find_first_of(";\n"));
+  check(!id.empty(), fmt::format("job '{}': {} printed no job id; expected `--parsable` output",
+                                 c.job_name, sbatch));
+  return id;
+}
+
+}  // namespace
+
+std::vector<std::string> submit_sbatch(const std::vector<SbatchCall>& calls,
+                                       const std::string& sbatch, const std::string& record_path,
+                                       const std::function<void(const std::string&)>& say) {
+  std::map<std::string, std::string> record;
+  std::string record_file = record_path;
+  if (!record_file.empty()) {
+    record = read_submission_record(record_file);
+    const std::size_t slash = record_file.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : record_file.substr(0, slash + 1);
+    if (::access(dir.c_str(), W_OK | X_OK) != 0 ||
+        (::access(record_file.c_str(), F_OK) == 0 && ::access(record_file.c_str(), W_OK) != 0)) {
+      if (say)
+        say(
+            fmt::format("note: {} cannot be written ({}): the submissions are not recorded, so "
+                        "a rerun after a failure would submit them again",
+                        record_file, std::strerror(errno)));
+      record_file.clear();
+    }
+  }
+  std::vector<std::string> ids;
+  std::string prev, prev_job;
+  std::vector<std::string> submitted_now;
+  for (const SbatchCall& c : calls) {
+    if (c.job_name != prev_job) prev.clear();
+    prev_job = c.job_name;
+    const std::string key = submission_key(c);
+    if (auto it = record.find(key); it != record.end()) {
+      if (say)
+        say(
+            fmt::format("job '{}' run {}: already submitted as Slurm job {} ({}); not submitted "
+                        "again",
+                        c.job_name, c.run_index, it->second, record_file));
+      ids.push_back(it->second);
+      prev = it->second;
+      continue;
+    }
+    std::string id;
+    try {
+      id = run_sbatch(c, sbatch, prev, ids.size());
+    } catch (const Error& e) {
+      std::string done;
+      for (const auto& s : submitted_now) done += "\n  " + s;
+      throw Error(fmt::format(
+          "{}\n{} call(s) of this submission were made before it and stay queued in Slurm{}{}",
+          e.what(), submitted_now.size(), done.empty() ? "" : ":" + done,
+          record_file.empty()
+              ? std::string()
+              : fmt::format("\nthey are recorded in {}: running the same command again submits "
+                            "only the rest",
+                            record_file)));
+    }
     ids.push_back(id);
     prev = id;
+    submitted_now.push_back(
+        fmt::format("job '{}' run {}: Slurm job {}", c.job_name, c.run_index, id));
+    if (!record_file.empty()) {
+      record[key] = id;
+      write_submission_record(record_file, calls, record);  // at once: a crash loses none
+    }
   }
   return ids;
+}
+
+Plan plan_for_submission(const Plan& plan, const std::vector<Job>& jobs, UnixTimeS now_s,
+                         bool shift_to_now, std::vector<std::string>* notes) {
+  const TimeZone utc = TimeZone::fixed(0);
+  Plan out = plan;
+  for (std::size_t i = 0; i < out.jobs.size() && i < jobs.size(); ++i) {
+    JobPlan& jp = out.jobs[i];
+    const Job& j = jobs[i];
+    if (!jp.scheduled || jp.runs.empty()) continue;
+    const std::string now_text = format_iso_time(now_s, utc);
+    check(j.deadline_s > now_s,
+          fmt::format("job '{}': its deadline {} has passed (now {}); expected a deadline in the "
+                      "future: give the job new times and plan again",
+                      j.name, format_iso_time(j.deadline_s, utc), now_text));
+    UnixTimeS earliest = std::numeric_limits<UnixTimeS>::min();  // the previous run's end
+    bool shifted = false;
+    for (Run& r : jp.runs) {
+      const UnixTimeS start = std::max(r.start_s, earliest);
+      if (r.start_s < now_s - kPastGraceS && !shift_to_now)
+        throw Error(fmt::format(
+            "job '{}': its planned start {} is in the past (now {}): the plan was made on a "
+            "carbon series of another time, or long ago; expected a plan for the coming "
+            "hours: plan again with a current series, or give --shift-to-now to start such "
+            "runs now",
+            j.name, format_iso_time(r.start_s, utc), now_text));
+      if (r.start_s < now_s - kPastGraceS || start != r.start_s) {
+        const UnixTimeS len = r.end_s - r.start_s;
+        if (!shifted)
+          notes->push_back(fmt::format(
+              "job '{}': planned to start at {}, in the past: shifted to start now ({}); its "
+              "emissions are those of the hours it now runs in, not the plan's",
+              j.name, format_iso_time(r.start_s, utc), now_text));
+        shifted = true;
+        r.start_s = r.start_s < now_s - kPastGraceS ? std::max(start, now_s) : start;
+        r.end_s = r.start_s + len;
+      }
+      earliest = r.end_s;
+    }
+    check(jp.runs.back().end_s <= j.deadline_s,
+          fmt::format("job '{}': started now it would end at {}, after its deadline {}; "
+                      "expected a deadline it can still meet: give the job new times and plan "
+                      "again",
+                      j.name, format_iso_time(jp.runs.back().end_s, utc),
+                      format_iso_time(j.deadline_s, utc)));
+  }
+  return out;
 }
 
 }  // namespace gt::sched

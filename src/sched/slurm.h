@@ -10,6 +10,8 @@
 // time is in the local time zone"), or the zone given as --cluster-tz; never the CSV's zone.
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,6 +39,10 @@ class SlurmZone {
   /// force at t (in a zone's repeated hour the wall clock is the same for both occurrences, as
   /// Slurm's own reading of it is).
   std::string wall_time(UnixTimeS t) const;
+  /// True when wall_time(t) also names another instant (the hour repeated when the clocks go
+  /// back): Slurm reads such a time at an offset of its own choosing (its parse_time calls
+  /// mktime with tm_isdst = -1), so sbatch_calls does not write it as a wall clock.
+  bool ambiguous(UnixTimeS t) const;
   /// e.g. "the local zone of this host (TZ unset: /etc/localtime)", "UTC+02:00",
   /// "Europe/Berlin".
   std::string describe() const;
@@ -47,12 +53,25 @@ class SlurmZone {
 };
 
 /// One sbatch invocation. Arguments may hold the placeholder "{prev}", the Slurm job id of the
-/// previous run of the same job.
+/// previous run of the same job, and "{now+T}" (T: UTC Unix seconds), an instant whose wall
+/// clock is ambiguous in the cluster's zone: it becomes Slurm's relative form "now+N" (N = T -
+/// the time of the sbatch call, s), which names the instant exactly.
 struct SbatchCall {
   std::string job_name;
   std::size_t run_index = 0;
-  std::vector<std::string> args;  ///< without the program name
+  std::vector<std::string> args;   ///< without the program name
+  std::vector<std::string> notes;  ///< what the user should know about this call (in words)
 };
+
+/// The plan's scheduled runs made submittable at `now_s` (UTC Unix s). A run that starts more
+/// than kPastGraceS before now (a plan made on an old carbon series, a plan file kept too long)
+/// is refused with gt::Error naming the job, its start and now, unless `shift_to_now`: then it
+/// starts now, its length kept (the later runs of the job after it, if they would overlap), said
+/// in `notes`. A job whose deadline has passed, or would be missed after the shift, is refused
+/// always. Runs within the grace are submitted as planned (Slurm starts them at once).
+Plan plan_for_submission(const Plan& plan, const std::vector<Job>& jobs, UnixTimeS now_s,
+                         bool shift_to_now, std::vector<std::string>* notes);
+inline constexpr UnixTimeS kPastGraceS = 600;
 
 /// The sbatch calls that submit every scheduled job of the plan (unscheduled jobs are skipped),
 /// with --begin and --deadline in `zone`; a job whose plan chose a power limit gets
@@ -80,9 +99,23 @@ std::string sbatch_command_line(const std::string& sbatch, const SbatchCall& cal
 /// The sbatch program: $GT_SBATCH if set, else "sbatch".
 std::string sbatch_program();
 
-/// Runs the calls in order (sbatch --parsable prints the job id), substituting "{prev}".
-/// Returns the Slurm job ids. Throws gt::Error naming the job when sbatch fails.
+/// Runs the calls in order (sbatch --parsable prints the job id), substituting "{prev}" and
+/// "{now+T}". Returns the Slurm job ids. Throws gt::Error naming the job when sbatch fails, and
+/// the calls already submitted with their ids (they stay queued).
+///
+/// With `record_path` (the schedule command gives "<jobs file>.submitted.json"), each id is
+/// added to that file as soon as sbatch returns it, and a call found there (same job, run and
+/// arguments) is not submitted again: its recorded id is used, and `say` is told. So a rerun
+/// after a partial submission submits only what Slurm does not have yet.
 std::vector<std::string> submit_sbatch(const std::vector<SbatchCall>& calls,
-                                       const std::string& sbatch);
+                                       const std::string& sbatch,
+                                       const std::string& record_path = "",
+                                       const std::function<void(const std::string&)>& say = {});
+
+/// The submission record at `path`: call key -> Slurm job id (empty when there is no file).
+/// Throws gt::Error naming the file when it is not such a record.
+std::map<std::string, std::string> read_submission_record(const std::string& path);
+/// The key of a call in the record: its job, run and arguments (placeholders as written).
+std::string submission_key(const SbatchCall& call);
 
 }  // namespace gt::sched

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "core/bytes_json.h"
 #include "core/error.h"
 #include "train/hf_gpt2.h"
 #include "train/safetensors.h"
@@ -163,12 +164,36 @@ void save_checkpoint(const std::string& run_dir, GPT& model, const Arena& m, con
               fmt::format("{}: not saving the checkpoint: tensor '{}' holds {} at element {}; the "
                           "checkpoint there is left as it was",
                           final_dir.string(), t.name, t.data[k], k));
+  // the record first: a state that cannot be written stops here, before any file is touched
+  const std::string state_text = checkpoint_state_json(st, (tmp / "state.json").string());
   fs::remove_all(tmp, ec);
   fs::create_directories(tmp);
+  // a failure below (disk full, ...) leaves no half checkpoint folder behind
+  struct RemoveTmp {
+    const fs::path& p;
+    bool armed = true;
+    ~RemoveTmp() {
+      std::error_code e;
+      if (armed) fs::remove_all(p, e);
+    }
+  } remove_tmp{tmp};
   write_safetensors((tmp / "model.safetensors").string(), params, {{"format", "pt"}});
   write_safetensors((tmp / "optimizer.safetensors").string(), moments);
   // so that the folder loads in transformers (GPT2LMHeadModel.from_pretrained) as it is
   write_text(tmp / "config.json", hf_gpt2_config_json(model.config()));
+  // a bpe or gpt2 tokenizer's own files (tokenizer.model; vocab.json and merges.txt) beside it
+  for (const auto& [name, content] : st.tokenizer.files()) write_text(tmp / name, content);
+  write_text(tmp / "state.json", state_text);
+  sync();
+  // swap in: current -> .old, tmp -> current, drop .old
+  fs::remove_all(old, ec);
+  if (fs::exists(final_dir)) fs::rename(final_dir, old);
+  fs::rename(tmp, final_dir);
+  remove_tmp.armed = false;
+  fs::remove_all(old, ec);
+}
+
+std::string checkpoint_state_json(const CheckpointState& st, const std::string& path) {
   nlohmann::ordered_json j;
   j["format"] = "greentrain-checkpoint-1";
   j["step"] = st.step;
@@ -179,17 +204,13 @@ void save_checkpoint(const std::string& run_dir, GPT& model, const Arena& m, con
                       {"skipped_steps", st.skipped_steps}};
   j["world_size"] = st.world_size;
   j["tokenizer"] = st.tokenizer.to_json();
-  // a bpe or gpt2 tokenizer's own files (tokenizer.model; vocab.json and merges.txt) beside it
-  for (const auto& [name, content] : st.tokenizer.files()) write_text(tmp / name, content);
   if (!st.data.is_null()) j["data_identity"] = st.data;
   j["config_toml"] = st.config_toml;
-  write_text(tmp / "state.json", j.dump(2) + "\n");
-  sync();
-  // swap in: current -> .old, tmp -> current, drop .old
-  fs::remove_all(old, ec);
-  if (fs::exists(final_dir)) fs::rename(final_dir, old);
-  fs::rename(tmp, final_dir);
-  fs::remove_all(old, ec);
+  try {
+    return j.dump(2) + "\n";  // strict: a record that does not round-trip is an error, named
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("{}: cannot be written: {}", shown_bytes(path), e.what()));
+  }
 }
 
 CheckpointState load_checkpoint_state(const std::string& run_dir) {

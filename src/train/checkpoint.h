@@ -46,6 +46,11 @@ bool has_checkpoint(const std::string& run_dir);
 /// on disk is left as it was).
 void save_checkpoint(const std::string& run_dir, GPT& model, const Arena& m, const Arena& v,
                      const CheckpointState& st);
+/// The text of state.json for `st`, written to `path` (named in errors). Throws gt::Error naming
+/// it when a field cannot be written (a string that is not UTF-8: paths go through
+/// core/bytes_json.h so that none is). The trainer calls it before the first step, so a record
+/// that could not be written is found before any training, never after it.
+std::string checkpoint_state_json(const CheckpointState& st, const std::string& path);
 /// Reads state.json only. Throws gt::Error naming the file when it is missing or invalid.
 CheckpointState load_checkpoint_state(const std::string& run_dir);
 /// Parses the text of a state.json; `path` names it in errors. Throws gt::Error naming the file

@@ -3,8 +3,10 @@
 // under fuzz/ link it alone).
 #include <fmt/format.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "core/bytes_json.h"
 #include "core/error.h"
 #include "core/json_number.h"
 #include "train/checkpoint.h"
@@ -18,15 +20,29 @@ CheckpointState parse_checkpoint_state(const std::string& text, const std::strin
   auto count = [&](const nlohmann::json& v, const char* key) {
     return json_integer_or_throw<int64_t>(v, fmt::format("{}: {}", path, key), 0);
   };
+  // a number read back is checked as the configuration is: finite and in its range
+  auto number = [&](const nlohmann::json& v, const char* key, double lo, double hi,
+                    const char* expected) {
+    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < lo ||
+        v.get<double>() > hi)
+      throw Error(
+          fmt::format("{}: {} = {}: expected {}", path, key, dump_json(v).substr(0, 40), expected));
+    return v.get<double>();
+  };
   try {
     auto j = nlohmann::json::parse(text);
     st.step = count(j.at("step"), "step");
     st.data_epoch = count(j.at("data").at("epoch"), "data.epoch");
     st.data_cursor = count(j.at("data").at("cursor"), "data.cursor");
-    st.last_loss = j.value("last_loss", 0.0);
+    if (j.contains("last_loss") && !j.at("last_loss").is_null())  // a cross-entropy: >= 0
+      st.last_loss = number(j.at("last_loss"), "last_loss", 0, 1e30, "a loss >= 0");
     if (j.contains("grad_scaler")) {
       const auto& gs = j.at("grad_scaler");
-      st.loss_scale = gs.value("scale", 1.0);
+      // fp16's loss scale multiplies the loss and divides the gradients: a negative one turns
+      // every update around; as the float it becomes it is a normal number, 2^-126 to 2^127
+      if (gs.contains("scale"))
+        st.loss_scale = number(gs.at("scale"), "grad_scaler.scale", 0x1p-126, 0x1p127,
+                               "a loss scale > 0 (a normal float, 2^-126 to 2^127)");
       if (gs.contains("clean_steps"))
         st.scaler_clean_steps = count(gs.at("clean_steps"), "grad_scaler.clean_steps");
       if (gs.contains("skipped_steps"))

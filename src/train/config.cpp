@@ -13,6 +13,7 @@
 #include <sstream>
 #include <variant>
 
+#include "core/bytes_json.h"
 #include "core/error.h"
 #include "energy/carbon_regions.h"
 #include "energy/error.h"
@@ -182,6 +183,13 @@ void load_table(const toml::table& tbl, const std::string& where, TrainConfig& c
               if (!s) throw Error(at + ": expected a string");
               set_named(p, key, *s, at);
             } else if constexpr (std::is_same_v<T, std::string>) {
+              // a path that is not UTF-8 was written as { bytes_hex = "...", shown = "..." }
+              if (const auto* t = val.as_table(); t && t->contains("bytes_hex")) {
+                auto hex = (*t)["bytes_hex"].template value<std::string>();
+                if (!hex) throw Error(at + ": bytes_hex: expected a string of hex digits");
+                *p = bytes_from_json(nlohmann::json{{"bytes_hex", *hex}}, at);
+                return;
+              }
               auto s = val.template value<std::string>();
               if (!s) throw Error(at + ": expected a string");
               *p = *s;
@@ -338,7 +346,12 @@ void TrainConfig::validate() const {
     throw Error(fmt::format("data.format = '{}': expected text, llmc or nanogpt", data_format));
   if (!(val_fraction >= 0 && val_fraction < 1))
     throw Error(fmt::format("data.val_fraction = {}: expected [0, 1)", val_fraction));
-  positive("energy.interval_ms", energy_interval_ms);
+  // a sampling period of 1e300 ms would make the meter's thread wait forever (and spin on the
+  // overflowed deadline); its documented range: 1 ms to 1 h
+  if (!(energy_interval_ms >= 1 && energy_interval_ms <= 3.6e6))
+    throw Error(
+        fmt::format("energy.interval_ms = {}: expected a sampling period in [1, 3600000] ms",
+                    energy_interval_ms));
   if (carbon_intensity) non_negative("energy.carbon_intensity", *carbon_intensity);
   if (carbon_intensity && !carbon_csv.empty())
     throw Error(fmt::format(
@@ -366,7 +379,10 @@ void TrainConfig::validate() const {
                     zero));
   if (grad_comm != "fp32" && grad_comm != "bf16")
     throw Error(fmt::format("train.grad_comm = '{}': expected fp32 or bf16", grad_comm));
-  positive("dist.timeout_s", dist_timeout_s);
+  // a collective's deadline is its start plus this: 1e300 s overflows the clock; up to a week
+  if (!(dist_timeout_s > 0 && dist_timeout_s <= 604800))
+    throw Error(fmt::format("dist.timeout_s = {}: expected seconds in (0, 604800] (a week)",
+                            dist_timeout_s));
   if (stop_at_target && !(target_loss > 0))
     throw Error("train.stop_at_target = true needs train.target_loss (a validation loss > 0)");
 }
@@ -392,6 +408,16 @@ std::string TrainConfig::to_toml() const {
             t->insert(key, static_cast<int64_t>(*p));
           else if constexpr (std::is_same_v<P, std::optional<double>*>) {
             if (*p) t->insert(key, **p);  // unset stays unset: no key
+          } else if constexpr (std::is_same_v<P, std::string*>) {
+            // TOML strings are UTF-8; a Linux path need not be: such a one is written as its
+            // bytes in hex, and shown (core/bytes_json.h), and read back by load_table
+            if (valid_utf8(*p)) {
+              t->insert(key, *p);
+            } else {
+              const nlohmann::json j = bytes_to_json(*p);
+              t->insert(key, toml::table{{"bytes_hex", j["bytes_hex"].get<std::string>()},
+                                         {"shown", j["shown"].get<std::string>()}});
+            }
           } else
             t->insert(key, *p);
         },

@@ -64,7 +64,7 @@ struct TrainConfig {
   std::string data_format = "text";  ///< text | llmc | nanogpt
   double val_fraction = 0.1;
   // energy.*
-  double energy_interval_ms = 100;
+  double energy_interval_ms = 100;  ///< energy.interval_ms: sampling period, in [1, 3600000] ms
   /// energy.carbon_intensity, gCO2e/kWh (>= 0; 0 is a zero-carbon supply). Unset (absent from
   /// every file and --set): the meter's default, kWorldAverageGCo2ePerKwh, reported as such.
   std::optional<double> carbon_intensity;
@@ -92,7 +92,7 @@ struct TrainConfig {
   /// bytes; the sums are taken in fp32).
   std::string grad_comm = "fp32";
   /// dist.timeout_s: a collective that does not complete within this many seconds (another
-  /// rank died or hangs) stops the job with an error.
+  /// rank died or hangs) stops the job with an error; in (0, 604800] s.
   double dist_timeout_s = 300;
 
   /// Sets one key from its string form (as given to --set). `where` names the source for

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string_view>
 
+#include "core/bytes_json.h"
 #include "core/error.h"
 #include "core/json_number.h"
 
@@ -270,9 +271,9 @@ nlohmann::json data_identity(const TrainConfig& cfg, const TokenData& d) {
   auto [path, bytes] = file(cfg.data_path);
   auto [val_path, val_bytes] = file(cfg.data_val_path);
   nlohmann::ordered_json j;
-  j["path"] = path;
+  j["path"] = bytes_to_json(path);  // a Linux path is bytes: UTF-8 or not, it round-trips
   j["bytes"] = bytes;
-  j["val_path"] = val_path;
+  j["val_path"] = bytes_to_json(val_path);
   j["val_bytes"] = val_bytes;
   j["format"] = cfg.data_format;
   j["tokenizer"] = d.tokenizer.kind;
@@ -298,8 +299,9 @@ std::string describe_data(const nlohmann::json& id) {
   auto field = [&](const char* key) -> std::string {
     if (!id.is_object() || !id.contains(key)) return "?";
     const auto& v = id.at(key);
-    return v.is_string() ? v.get<std::string>()
-                         : v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    if (v.is_object() && v.contains("shown") && v.at("shown").is_string())
+      return v.at("shown").get<std::string>();  // a path that is not UTF-8 (core/bytes_json.h)
+    return v.is_string() ? shown_bytes(v.get<std::string>()) : dump_json(v);
   };
   std::string s = fmt::format("{} ({} bytes", field("path"), field("bytes"));
   if (id.is_object() && id.contains("val_path") && id.at("val_path") != "")

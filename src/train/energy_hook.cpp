@@ -186,7 +186,12 @@ void EnergyHook::finish(nlohmann::json& summary) {
   info.region = meter_->carbon().region();
   info.country_iso_code = m.carbon_country_iso_code;
   info.country_name = m.carbon_country_name;
-  if (!comm_ || comm_->rank() == 0) energy::append_run_energy_csv(run_dir_, m, info);
+  if (!comm_ || comm_->rank() == 0) {
+    const auto csv = energy::append_run_energy_csv(run_dir_, m, info);
+    if (log_ && !csv.left_out.empty())  // an energy.csv of an older greentrain, kept as it is
+      std::fprintf(log_, "note: %s/energy.csv has an older header: written without %zu columns\n",
+                   run_dir_.c_str(), csv.left_out.size());
+  }
   if (log_ && m.domains.empty()) {
     std::fprintf(log_, "energy unknown: no sensor could be read by this process\n");
     for (auto& f : m.flags) std::fprintf(log_, "  flag: %s\n", f.c_str());

@@ -4,11 +4,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <sstream>
 
+#include "core/atomic_file.h"
+#include "core/bytes_json.h"
 #include "core/error.h"
+#include "core/json_number.h"
+#include "train/run_files.h"
 
 namespace fs = std::filesystem;
 
@@ -81,7 +87,7 @@ void RunSummaryWriter::finish(const RunResult& r) {
   const auto mem = trainer_.model().memory();
   const int64_t tokens_per_step = (int64_t)c.batch_size * c.model.block_size * c.grad_accum_steps;
   nlohmann::ordered_json s;
-  s["run_dir"] = dir_;
+  s["run_dir"] = bytes_to_json(dir_);  // any bytes: a Linux path need not be UTF-8
   s["step"] = r.step;
   s["max_steps"] = c.max_steps;
   s["last_loss"] = r.last_loss;
@@ -174,27 +180,29 @@ void RunSummaryWriter::finish(const RunResult& r) {
     if (s.contains(k)) totals[k] = s[k];
   std::optional<nlohmann::json> prev_session;  // the summary of the session this one continues
   if (start > 0 && fs::exists(p)) {
-    try {
-      std::ifstream f(p);
-      const auto prev = nlohmann::json::parse(f);
-      if (prev.value("step", int64_t(-1)) == start) {
-        prev_session = prev;
-        const auto& pt = prev.contains("run_totals") ? prev["run_totals"] : prev;
-        totals["sessions"] = pt.value("sessions", 1) + 1;
-        totals["first_step"] = pt.value("first_step", pt.value("session_start_step", 0));
-        if (pt.contains("tokens"))
-          totals["tokens"] = totals["tokens"].get<int64_t>() + pt["tokens"].get<int64_t>();
-        // An unknown (null) figure in any session makes the total unknown, not a partial sum.
-        for (const char* k : {"duration_s", "wall_s", "energy_j", "g_co2e"})
-          if (totals.contains(k) && pt.contains(k))
-            totals[k] = totals[k].is_number() && pt[k].is_number()
-                            ? nlohmann::ordered_json(totals[k].get<double>() + pt[k].get<double>())
-                            : nlohmann::ordered_json();
-        // a session written before wall_s existed: the run's wall time is unknown, not this
-        // session's alone
-        if (!pt.contains("wall_s")) totals.erase("wall_s");
-      }
-    } catch (const std::exception&) {  // unreadable: the totals cover this session only
+    std::ifstream f(p);
+    std::stringstream text;
+    text << f.rdbuf();
+    std::string why;
+    prev_session = previous_session(text.str(), start, &why);
+    if (!prev_session && !why.empty())
+      std::printf("note: %s: %s; run_totals cover this session only\n",
+                  shown_bytes(p.string()).c_str(), why.c_str());
+    if (prev_session) {
+      const auto& pt = (*prev_session)["run_totals"];
+      totals["sessions"] = pt["sessions"].get<int64_t>() + 1;
+      totals["first_step"] = pt["first_step"];
+      if (pt.contains("tokens"))
+        totals["tokens"] = totals["tokens"].get<int64_t>() + pt["tokens"].get<int64_t>();
+      // An unknown (null) figure in any session makes the total unknown, not a partial sum.
+      for (const char* k : {"duration_s", "wall_s", "energy_j", "g_co2e"})
+        if (totals.contains(k) && pt.contains(k))
+          totals[k] = totals[k].is_number() && pt[k].is_number()
+                          ? nlohmann::ordered_json(totals[k].get<double>() + pt[k].get<double>())
+                          : nlohmann::ordered_json();
+      // a session written before wall_s existed: the run's wall time is unknown, not this
+      // session's alone
+      if (!pt.contains("wall_s")) totals.erase("wall_s");
     }
   }
   s["run_totals"] = totals;
@@ -215,13 +223,7 @@ void RunSummaryWriter::finish(const RunResult& r) {
                   t.value("reason", std::string()).c_str());
     s["target"] = t;
   }
-  fs::path tmp = p.string() + fmt::format(".tmp-{}", getpid());
-  {
-    std::ofstream f(tmp);
-    f << s.dump(2) << "\n";
-    if (!f) throw Error(fmt::format("{}: write failed", tmp.string()));
-  }
-  fs::rename(tmp, p);
+  write_file_atomic(p.string(), dump_json(s, 2) + "\n");
 }
 
 }  // namespace gt

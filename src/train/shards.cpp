@@ -1,6 +1,7 @@
 #include "train/shards.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -189,6 +190,40 @@ std::string read_prefix(const std::vector<std::string>& inputs, size_t max_bytes
   return text;
 }
 
+namespace {
+
+// What a prepare writes into its folder: its shards and tokenizer files.
+bool prepare_output(const std::string& name) {
+  auto shard = [&](const char* split) {
+    return name.rfind(split, 0) == 0 && name.size() > 4 &&
+           (name.compare(name.size() - 4, 4, ".bin") == 0 ||
+            name.find(".bin.tmp") != std::string::npos);
+  };
+  return shard("train_") || shard("val_") || name == "tokenizer.json" ||
+         name == "tokenizer.model" || name == "vocab.json" || name == "merges.txt";
+}
+
+}  // namespace
+
+void check_prepare_output(const std::string& out_dir, bool overwrite) {
+  std::error_code ec;
+  if (!fs::exists(out_dir, ec)) return;
+  if (!fs::is_directory(out_dir, ec))
+    throw Error(fmt::format("--out {}: not a folder; expected a folder for the shards", out_dir));
+  if (overwrite) return;
+  std::vector<std::string> held;
+  for (const auto& e : fs::directory_iterator(out_dir, ec)) {
+    held.push_back(e.path().filename().string());
+    if (held.size() == 3) break;
+  }
+  if (!held.empty())
+    throw Error(fmt::format(
+        "--out {}: the folder is not empty (it holds {}{}); a prepare owns its output folder, "
+        "since train reads every train_*.bin in it: expected an empty or new folder, or "
+        "--overwrite to replace an earlier prepare's shards",
+        out_dir, fmt::join(held, ", "), held.size() == 3 ? ", ..." : ""));
+}
+
 PrepareProgress prepare_shards(const std::vector<std::string>& inputs, const Tokenizer& tok,
                                const std::string& out_dir, const PrepareOptions& opt,
                                const std::function<void(const PrepareProgress&)>& progress) {
@@ -208,6 +243,18 @@ PrepareProgress prepare_shards(const std::vector<std::string>& inputs, const Tok
     std::error_code ec;
     if (!fs::is_regular_file(path, ec)) throw Error(fmt::format("{}: no such file", path));
     pr.bytes_total += static_cast<int64_t>(fs::file_size(path));
+  }
+  if (pr.bytes_total == 0)
+    throw Error(
+        fmt::format("{}: no text ({} of 0 bytes); expected text to tokenize",
+                    inputs.size() == 1 ? inputs[0] : "the inputs",
+                    inputs.size() == 1 ? "a file" : fmt::format("{} files", inputs.size())));
+  check_prepare_output(out_dir, opt.overwrite);
+  if (opt.overwrite) {  // the earlier prepare's shards go: train would read them with ours
+    std::error_code ec;
+    if (fs::is_directory(out_dir, ec))
+      for (const auto& e : fs::directory_iterator(out_dir, ec))
+        if (prepare_output(e.path().filename().string())) fs::remove(e.path(), ec);
   }
   fs::create_directories(out_dir);
   const int64_t val_start =

@@ -18,7 +18,16 @@ struct PrepareOptions {
   int64_t shard_tokens = 100'000'000;  ///< tokens per shard (llm.c's fineweb.py: 1e8)
   size_t piece_bytes = 4u << 20;       ///< text per piece that one thread encodes
   int threads = 0;                     ///< 0: all cores
+  /// out_dir may hold an earlier prepare's output: its shards and tokenizer files are removed
+  /// first (else a folder that is not empty is refused: check_prepare_output).
+  bool overwrite = false;
 };
+
+/// A prepare owns its output folder: throws gt::Error naming `out_dir` when it holds anything
+/// and `overwrite` is false (an earlier, larger prepare's stale shards would be read by train
+/// with the new ones). With overwrite, lists nothing and changes nothing (prepare_shards removes
+/// the old shards). Call it before any slow work (training a vocabulary).
+void check_prepare_output(const std::string& out_dir, bool overwrite);
 
 /// What prepare_shards() did; also what the progress callback sees as it goes.
 struct PrepareProgress {
@@ -34,7 +43,9 @@ struct PrepareProgress {
 /// (Tokenizer::to_json) and the tokenizer's files. Each shard is written under a temporary
 /// name and renamed when complete. `progress` is called about every 0.25 s and at the end.
 /// Throws gt::Error naming the file for a missing input, invalid UTF-8 (with its byte offset),
-/// a vocabulary of more than 65536 ids (shards hold uint16), or a write failure.
+/// a vocabulary of more than 65536 ids (shards hold uint16), or a write failure; and, before
+/// anything is written, when the inputs hold no text at all, or out_dir is not empty and
+/// opt.overwrite is false (check_prepare_output).
 PrepareProgress prepare_shards(const std::vector<std::string>& inputs, const Tokenizer& tok,
                                const std::string& out_dir, const PrepareOptions& opt,
                                const std::function<void(const PrepareProgress&)>& progress);

@@ -22,7 +22,13 @@ namespace {
 
 constexpr std::string_view kSpaceMark = "\xE2\x96\x81";  // U+2581, SentencePiece's space
 
-// The training text's lines, as SentencePiece's trainer reads sentences.
+// SentencePiece's trainer drops a sentence longer than max_sentence_length bytes (with a
+// warning that names an option greentrain does not have): a text of long lines (minified, one
+// paragraph per line) would be trained on its short lines alone. So lines are cut into pieces of
+// at most kMaxPieceBytes, at the last space before the limit (else at a character boundary).
+constexpr size_t kMaxSentenceBytes = 16384, kMaxPieceBytes = 8192;
+
+// The training text's lines, as SentencePiece's trainer reads sentences; long ones in pieces.
 class LineIterator : public sentencepiece::SentenceIterator {
  public:
   explicit LineIterator(const std::string& text) : text_(text) { advance(); }
@@ -36,8 +42,18 @@ class LineIterator : public sentencepiece::SentenceIterator {
     while (pos_ < text_.size()) {
       size_t nl = text_.find('\n', pos_);
       if (nl == std::string::npos) nl = text_.size();
-      line_.assign(text_, pos_, nl - pos_);
-      pos_ = nl + 1;
+      size_t end = nl;
+      if (end - pos_ > kMaxPieceBytes) {
+        end = pos_ + kMaxPieceBytes;
+        while (end > pos_ && (static_cast<unsigned char>(text_[end]) & 0xC0) == 0x80) --end;
+        const size_t space = text_.rfind(' ', end - 1);
+        if (space != std::string::npos && space > pos_ + kMaxPieceBytes / 2) end = space + 1;
+        line_.assign(text_, pos_, end - pos_);
+        pos_ = end;
+      } else {
+        line_.assign(text_, pos_, end - pos_);
+        pos_ = nl + 1;
+      }
       if (!line_.empty()) return;
     }
     done_ = true;
@@ -74,7 +90,7 @@ std::shared_ptr<SentencePieceBpe> SentencePieceBpe::train(const std::string& tex
       {"add_dummy_prefix", "false"},
       {"allow_whitespace_only_pieces", "true"},
       {"split_digits", "false"},
-      {"max_sentence_length", "16384"},
+      {"max_sentence_length", std::to_string(kMaxSentenceBytes)},  // no piece is longer
       {"input_sentence_size", "2000000"},
       {"shuffle_input_sentence", "true"},
       {"unk_id", "0"},

@@ -13,11 +13,13 @@
 #include <sstream>
 
 #include "backend/profiling.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "dist/mpi_comm.h"
 #include "energy/parse.h"
 #include "train/checkpoint.h"
 #include "train/hf_gpt2.h"
+#include "train/run_files.h"
 
 namespace fs = std::filesystem;
 
@@ -25,34 +27,34 @@ namespace gt {
 namespace {
 
 std::atomic<int> g_stop_signal{0};
-extern "C" void on_stop_signal(int sig) { g_stop_signal.store(sig); }
+std::atomic<pid_t> g_trainer_pid{0};
+// The signals that end a run with a checkpoint: Ctrl-C, kill, a closed terminal, Slurm's
+// `--signal=USR1@N` / `USR2@N` warnings before the time limit, a closed output pipe. Left at
+// their default, each would end the process with the steps since the last checkpoint lost.
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGPIPE};
+constexpr int kNumStopSignals = sizeof kStopSignals / sizeof kStopSignals[0];
+extern "C" void on_stop_signal(int sig) {
+  if (::getpid() != g_trainer_pid.load()) {
+    // A forked child inherited the handler: the checkpoint is its parent's business; the
+    // signal does to the child what it would have done without greentrain.
+    ::signal(sig, SIG_DFL);
+    ::raise(sig);
+    return;
+  }
+  g_stop_signal.store(sig);
+}
 
 void write_atomic(const fs::path& p, const std::string& text) {
-  fs::path tmp = p.string() + fmt::format(".tmp-{}", getpid());
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    if (!f) throw Error(fmt::format("{}: cannot open for writing", tmp.string()));
-    f << text;
-    f.flush();
-    if (!f) throw Error(fmt::format("{}: write failed", tmp.string()));
-  }
-  fs::rename(tmp, p);
+  write_file_atomic(p.string(), text);
 }
 
 // Keeps only the metrics lines of steps up to `step` (a resumed run re-does the rest).
 void truncate_metrics(const fs::path& p, int64_t step) {
   if (!fs::exists(p)) return;
-  std::ifstream f(p);
-  std::string line, kept;
-  while (std::getline(f, line)) {
-    try {
-      auto j = nlohmann::json::parse(line);
-      if (j.value("step", int64_t(0)) <= step) kept += line + "\n";
-    } catch (...) {
-      // a line cut by a crash: drop it
-    }
-  }
-  write_atomic(p, kept);
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream text;
+  text << f.rdbuf();
+  write_atomic(p, metrics_lines_up_to(text.str(), step));
 }
 
 std::string format_duration(double s) {
@@ -299,6 +301,10 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume
     if (rank_ == 0) fs::remove(fs::path(run_dir_) / "metrics.jsonl", ec);
   }
   if (rank_ == 0) write_atomic(fs::path(run_dir_) / "config.toml", cfg_.to_toml());
+  // The checkpoint's record is made once now: one that could not be written stops the run
+  // before its first step, never after the training it would have saved.
+  if (rank_ == 0)
+    (void)checkpoint_state_json(state_record(), checkpoint_dir(run_dir_) + "/state.json");
 }
 
 Trainer::~Trainer() = default;
@@ -462,7 +468,7 @@ LoadedModel load_model(const std::string& run_dir, int max_batch,
   return lm;
 }
 
-void Trainer::save() {
+CheckpointState Trainer::state_record() const {
   CheckpointState st;
   st.step = step_;
   st.data_epoch = sampler_->epoch();
@@ -475,6 +481,11 @@ void Trainer::save() {
   st.tokenizer = data_.tokenizer;
   st.data = data_id_;
   st.world_size = world_;
+  return st;
+}
+
+void Trainer::save() {
+  const CheckpointState st = state_record();
   if (world_ > 1 && cfg_.zero == 1) {  // the whole AdamW state, gathered from the shards
     Arena mf("adamw.exp_avg"), vf("adamw.exp_avg_sq");
     for (auto& s : model_->specs()) {
@@ -514,19 +525,17 @@ RunResult Trainer::run(int64_t stop_at) {
   std::ofstream metrics;  // rank 0 writes the run folder
   if (rank_ == 0) metrics.open(fs::path(run_dir_) / "metrics.jsonl", std::ios::app);
   g_stop_signal.store(0);
-  struct sigaction sa {
-  }, old_int{}, old_term{};
+  g_trainer_pid.store(::getpid());
+  struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, &old_int);
-  sigaction(SIGTERM, &sa, &old_term);
   struct RestoreSignals {  // on every way out, an error included
-    struct sigaction *i, *t;
+    struct sigaction old[kNumStopSignals] {};
     ~RestoreSignals() {
-      sigaction(SIGINT, i, nullptr);
-      sigaction(SIGTERM, t, nullptr);
+      for (int i = 0; i < kNumStopSignals; ++i) sigaction(kStopSignals[i], &old[i], nullptr);
     }
-  } restore{&old_int, &old_term};
+  } restore;
+  for (int i = 0; i < kNumStopSignals; ++i) sigaction(kStopSignals[i], &sa, &restore.old[i]);
   using clock = std::chrono::steady_clock;
   const auto run_t0 = clock::now();
   std::vector<double> recent;  // step times for the ETA

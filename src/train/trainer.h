@@ -2,7 +2,8 @@
 //   data -> forward -> backward -> gradient clipping -> optimizer -> energy window -> log,
 // with learning-rate warm-up and cosine decay (as nanoGPT), gradient accumulation,
 // periodic validation, atomic checkpoints, bit-exact resume, and a checkpoint on
-// SIGINT/SIGTERM before exiting.
+// SIGINT/SIGTERM/SIGHUP/SIGUSR1/SIGUSR2/SIGPIPE before exiting (in the process that trains; a
+// forked child gets the default action).
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -18,6 +19,7 @@
 #include "dist/communicator.h"
 #include "dist/grad_sync.h"
 #include "model/gpt.h"
+#include "train/checkpoint.h"
 #include "train/config.h"
 #include "train/data.h"
 #include "train/precision.h"
@@ -103,7 +105,7 @@ struct RunResult {
   /// val_loss in bits per byte (bits_per_byte() in train/data.h); nullopt when the bytes of the
   /// tokens are unknown (pre-tokenized data without a tokenizer)
   std::optional<double> val_bits_per_byte;
-  int interrupted_by = 0;      ///< signal number when stopped by SIGINT/SIGTERM, else 0
+  int interrupted_by = 0;      ///< signal number when stopped by a signal, else 0
   double train_time_s = 0;     ///< wall time of the steps run in this process
   int64_t tokens = 0;          ///< tokens trained in this process
   int64_t skipped_steps = 0;   ///< steps skipped for inf/NaN gradients (fp16), in total
@@ -155,11 +157,12 @@ class Trainer {
   ~Trainer();
 
   /// Trains up to train.max_steps, or until step stop_at (> 0) is done, or until a
-  /// SIGINT/SIGTERM arrives, or (train.stop_at_target) until the validation loss reaches
-  /// train.target_loss; saves a checkpoint at the end in every case.
+  /// SIGINT/SIGTERM/SIGHUP/SIGUSR1/SIGUSR2/SIGPIPE arrives, or (train.stop_at_target) until the
+  /// validation loss reaches train.target_loss; saves a checkpoint at the end in every case.
   RunResult run(int64_t stop_at = 0);
   /// Mean validation loss over train.eval_steps batches (nullopt without a validation split).
   std::optional<double> evaluate();
+  CheckpointState state_record() const;  ///< what save() writes besides the tensors
   void save();
 
   void set_observer(StepObserver* obs) { observer_ = obs; }

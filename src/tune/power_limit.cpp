@@ -1,5 +1,6 @@
 // tune/power_limit.cpp: PowerLimitGuard and its exit-path restoration (destructor, atexit,
-// SIGINT/SIGTERM), and opening the devices of this machine.
+// SIGINT/SIGTERM), only in the process that set the limits, and opening the devices of this
+// machine.
 #include "tune/power_limit.h"
 
 #include <fmt/format.h>
@@ -41,21 +42,29 @@ int g_signal_users = 0;
 struct sigaction g_old_int, g_old_term;
 bool g_atexit_registered = false;
 
-void restore_all_from_signal() noexcept {
+// Restores the guards of this process; returns how many. A forked child inherits the handler
+// and the guards but not the limits: they are its parent's, which still trains with them.
+int restore_all_from_signal() noexcept {
+  int n = 0;
+  const pid_t me = ::getpid();  // async-signal-safe
   for (auto& slot : g_active) {
-    PowerLimitGuard* g = slot.exchange(nullptr);
-    if (!g) continue;
+    PowerLimitGuard* g = slot.load();
+    if (!g || g->owner_pid() != me) continue;
+    if (!slot.compare_exchange_strong(g, nullptr)) continue;
     const auto& devs = g->devices();
     const auto& saved = g->saved_limits_w();
     for (std::size_t i = 0; i < devs.size(); ++i) devs[i]->restore_limit_w_from_signal(saved[i]);
+    ++n;
   }
+  return n;
 }
 
 void on_signal(int sig, siginfo_t* info, void* ctx) {
-  restore_all_from_signal();
-  static const char msg[] = "greentrain: power limits restored after signal\n";
-  ssize_t ignored = ::write(2, msg, sizeof msg - 1);
-  (void)ignored;
+  if (restore_all_from_signal() > 0) {
+    static const char msg[] = "greentrain: power limits restored after signal\n";
+    ssize_t ignored = ::write(2, msg, sizeof msg - 1);
+    (void)ignored;
+  }
   const struct sigaction& old = sig == SIGINT ? g_old_int : g_old_term;
   if (old.sa_flags & SA_SIGINFO) {
     if (old.sa_sigaction) old.sa_sigaction(sig, info, ctx);
@@ -104,6 +113,7 @@ PowerLimitGuard::PowerLimitGuard(std::vector<DevicePtr> devices, bool handle_sig
   if (!problems.empty())
     throw Error("power limit: cannot set the power limit of:" + problems + "\nnothing was changed");
   for (const auto& d : devices_) saved_w_.push_back(d->limit_w());
+  owner_pid_ = ::getpid();
   std::lock_guard lock(g_mutex);
   bool registered = false;
   for (auto& slot : g_active) {
@@ -156,6 +166,7 @@ void PowerLimitGuard::apply_w(double limit_w) {
 }
 
 void PowerLimitGuard::restore() noexcept {
+  if (::getpid() != owner_pid_) return;  // a forked child: the limits are the parent's
   for (std::size_t i = 0; i < devices_.size(); ++i) {
     try {
       if (std::fabs(devices_[i]->limit_w() - saved_w_[i]) > 1e-3)

@@ -2,7 +2,9 @@
 // CPU packages through Linux powercap RAPL, a simulated device for tests), and PowerLimitGuard,
 // which applies a limit and restores the limit that was in force before on every exit path it
 // can see: destructor (normal end, exception), std::exit (atexit), and SIGINT/SIGTERM (a
-// handler that restores, then hands the signal on). SIGKILL cannot be caught: after `kill -9`
+// handler that restores, then hands the signal on). Only the process that made the guard
+// restores: a forked child (a multiprocessing or DataLoader worker, a plain os.fork) that exits
+// or is killed leaves the limits its parent chose. SIGKILL cannot be caught: after `kill -9`
 // the lowered limit stays until reset (`nvidia-smi -pl`, or writing the RAPL file) or reboot.
 #pragma once
 #include <memory>
@@ -52,8 +54,11 @@ class PowerLimitGuard {
   /// back to their saved limits and gt::Error is thrown.
   void apply_w(double limit_w);
   /// Puts every device back to the limit saved at construction (idempotent); errors are
-  /// printed to stderr, not thrown.
+  /// printed to stderr, not thrown. Does nothing in a forked child (another pid than the one
+  /// that made the guard): the limits are its parent's.
   void restore() noexcept;
+  /// The process that made the guard (the only one that restores).
+  int owner_pid() const { return owner_pid_; }
   /// The limits saved at construction, W (one per device).
   const std::vector<double>& saved_limits_w() const { return saved_w_; }
   const std::vector<DevicePtr>& devices() const { return devices_; }
@@ -62,6 +67,7 @@ class PowerLimitGuard {
   std::vector<DevicePtr> devices_;
   std::vector<double> saved_w_;
   bool handle_signals_;
+  int owner_pid_ = 0;
 };
 
 /// Opens the devices of one kind through the node daemon (`greentrain serve`, daemon_device.h)

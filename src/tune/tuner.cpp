@@ -9,9 +9,23 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/atomic_file.h"
+#include "core/bytes_json.h"
 #include "core/error.h"
+#include "energy/meter.h"
 
 namespace gt::tune {
+
+StepMeasurement step_measurement(const energy::Measurement& m) {
+  StepMeasurement out;
+  out.energy_j = m.energy_j;
+  out.time_s = m.duration_s;
+  out.energy_known = m.known_energy_j().has_value();
+  out.estimated_only = !m.domains.empty();
+  for (const auto& d : m.domains) out.estimated_only = out.estimated_only && d.estimated;
+  out.flags = m.flags;
+  return out;
+}
 
 Objective parse_objective(std::string_view name) {
   if (name == "energy") return Objective::energy;
@@ -136,22 +150,6 @@ const TrainerProfileFactory& trainer_profile_factory() { return factory_slot(); 
 
 namespace {
 
-void write_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
-    out.flush();
-    check(out.good(), fmt::format("{}: cannot write the power profile", tmp));
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp);
-    throw Error(fmt::format("{}: cannot write the power profile ({})", path, ec.message()));
-  }
-}
-
 // Points from a saved profile, if it was made on these devices and candidates.
 bool load_profile(const std::string& path, const std::vector<std::string>& devices,
                   const std::vector<double>& cands, std::vector<ProfilePoint>& points,
@@ -168,13 +166,24 @@ bool load_profile(const std::string& path, const std::vector<std::string>& devic
         std::fprintf(log, "profile %s was made on other devices; profiling again\n", path.c_str());
       return false;
     }
+    // a profile read back is checked as any input: each figure finite and in its range
     std::vector<ProfilePoint> pts;
-    for (const auto& p : j.at("points"))
-      pts.push_back({p.at("limit_w").get<double>(),
-                     p.at("energy_per_step_j").is_null() ? NAN  // unknown when profiled
-                                                         : p.at("energy_per_step_j").get<double>(),
-                     p.at("time_per_step_s").get<double>(),
+    std::size_t k = 0;
+    for (const auto& p : j.at("points")) {
+      auto figure = [&](const char* key, bool may_be_null) -> double {
+        const auto& v = p.at(key);
+        if (may_be_null && v.is_null()) return NAN;  // unknown when profiled
+        if (!v.is_number() || !std::isfinite(v.get<double>()) || !(v.get<double>() > 0))
+          throw Error(fmt::format("points[{}].{} = {}: expected a number > 0{}", k, key,
+                                  dump_json(v).substr(0, 40), may_be_null ? " or null" : ""));
+        return v.get<double>();
+      };
+      pts.push_back({figure("limit_w", false),
+                     figure("energy_per_step_j", true),
+                     figure("time_per_step_s", false),
                      {}});
+      ++k;
+    }
     if (pts.size() != cands.size()) return false;
     for (std::size_t i = 0; i < pts.size(); ++i)
       if (std::fabs(pts[i].limit_w - cands[i]) > 1e-6) return false;
@@ -256,7 +265,7 @@ TuneResult tune_power_limit(const std::vector<DevicePtr>& devices, const Profile
   guard.restore();
   r.chosen_limit_w = choose_limit_w(r.points, opt, r.p_max_w);
   if (!opt.profile_path.empty())
-    write_atomic(opt.profile_path, tune_result_to_json(r, opt).dump(2) + "\n");
+    write_file_atomic(opt.profile_path, dump_json(tune_result_to_json(r, opt), 2) + "\n");
   return r;
 }
 

@@ -18,6 +18,10 @@
 
 #include "tune/power_limit.h"
 
+namespace gt::energy {
+struct Measurement;
+}
+
 namespace gt::tune {
 
 /// What the profiled steps cost: energy over all devices, J; wall time, s; and what the meter
@@ -34,6 +38,12 @@ struct StepMeasurement {
 /// Runs `steps` training steps at the power limits now in force and measures them. The
 /// trainer provides it for real runs (see cmd_tune.cpp); simulated_profile() for tests.
 using ProfileFn = std::function<StepMeasurement(int steps)>;
+
+/// A meter window as the search reads it: its energy over the counted domains (J; known only
+/// when a sensor counted), duration (s), whether every counted domain is an estimate, and the
+/// meter's flags. `greentrain tune` and the Python optimizer both measure their steps through
+/// it, so both refuse and flag alike.
+StepMeasurement step_measurement(const energy::Measurement& m);
 
 enum class Objective { energy, time, cost, slowdown };
 /// "energy", "time", "cost" or "slowdown"; throws gt::Error otherwise.

@@ -123,9 +123,15 @@ static fake_dev* gpu_of(nvmlDevice_t d) {
   return d;
 }
 
+/* NVML counts its users: every nvmlInit_v2 needs its nvmlShutdown, and only the last one
+ * shuts the library down (NVML API reference, nvmlShutdown: "the NVML library is reference
+ * counted"); a second nvmlInit_v2 changes nothing. */
+static int users = 0;
+
 int nvmlInit_v2(void) {
   int rc = (int)env_long("FAKE_NVML_INIT_RC", 0);
   if (rc) return rc;
+  if (users++ > 0) return 0;
   unsigned lim = (unsigned)env_long("FAKE_NVML_LIMIT_MW", 300000);
   for (int i = 0; i < MAXD; ++i) {
     gpus[i].index = i;
@@ -164,7 +170,8 @@ int nvmlInit_v2(void) {
   return 0;
 }
 int nvmlShutdown(void) {
-  inited = 0;
+  if (users == 0) return 1; /* NVML_ERROR_UNINITIALIZED */
+  if (--users == 0) inited = 0;
   return 0;
 }
 const char* nvmlErrorString(int rc) {

@@ -99,6 +99,78 @@ TEST(MeasureCli, MissingCommandIs127) {
   EXPECT_EQ(r.code, 127) << r.err;
 }
 
+// Issue 31 §4: a command that is there but not executable is 126, as the shell says.
+TEST(MeasureCli, CommandThatIsNotExecutableIs126) {
+  CliEnv e;
+  write_file(e.d / "script.sh", "#!/bin/sh\nexit 0\n");  // mode 0644
+  auto r = e.run({"measure", "--", e.d / "script.sh"});
+  EXPECT_EQ(r.code, 126) << r.err;
+}
+
+// Issue 31 §4: every signal a user or scheduler sends is forwarded to the command (Slurm's
+// --signal=USR1@N, which PyTorch Lightning's auto-requeue waits for, USR2, ALRM, PIPE, HUP,
+// QUIT, a real-time one), measure lives on, and its records are written whatever ends the
+// command: the command's own exit after the signal, or the signal itself.
+TEST(MeasureCli, EverySignalIsForwardedAndTheRecordsWritten) {
+  const int rt = SIGRTMIN + 3;
+  const std::pair<int, bool> cases[] = {// signal, trapped by the command
+                                        {SIGUSR1, true},  {SIGUSR1, false}, {SIGUSR2, false},
+                                        {SIGALRM, false}, {SIGPIPE, true},  {SIGPIPE, false},
+                                        {SIGHUP, true},   {rt, false}};
+  for (auto [sig, trapped] : cases) {
+    CliEnv e;
+    const std::string ready = e.d / "ready";
+    const std::string trap = trapped ? "trap 'exit 42' " + std::to_string(sig) + "; " : "";
+    pid_t pid =
+        spawn({"measure", "--json", e.d / "m.json", "--csv", e.d / "e.csv", "--", "sh", "-c",
+               trap + "echo $$ > '" + ready + ".tmp'; mv '" + ready + ".tmp' '" + ready +
+                   "'; while :; do sleep 0.05; done"},
+              e.d / "stderr.txt");
+    for (int i = 0; i < 600 && !std::filesystem::exists(ready); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ASSERT_TRUE(std::filesystem::exists(ready)) << "the child did not start in 30 s";
+    const pid_t command = std::stoi(slurp(ready));
+    kill(pid, sig);
+    auto r = finish(pid, e.d / "stderr.txt");
+    kill(command, SIGKILL);  // gone already unless the signal never reached it
+    const int want = trapped ? 42 : 128 + sig;
+    EXPECT_EQ(r.code, want) << strsignal(sig) << (trapped ? " trapped" : "") << "\n" << r.err;
+    ASSERT_TRUE(std::filesystem::exists(e.d / "m.json")) << strsignal(sig) << r.err;
+    EXPECT_EQ(nlohmann::json::parse(slurp(e.d / "m.json"))["exit_code"], want);
+    const std::string csv = slurp(e.d / "e.csv");
+    EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 2) << strsignal(sig);
+  }
+}
+
+// Issue 31 §4: an unwritable --json is refused before the command runs; one that fails after
+// it (the folder removed meanwhile) does not hide the command's exit status.
+TEST(MeasureCli, UnwritableJsonNeverHidesTheExitStatus) {
+  CliEnv e;
+  auto r = e.run({"measure", "--json", e.d / "no-such-folder/m.json", "--", "touch", e.d / "ran"});
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.err.find("no-such-folder/m.json"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(e.d / "ran")) << "refused before the command ran";
+  std::filesystem::create_directories(e.d / "gone");
+  r = e.run({"measure", "--json", e.d / "gone/m.json", "--", "sh", "-c",
+             "rm -r '" + e.d / "gone" + "'; exit 3"});
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_NE(r.err.find("--json not written"), std::string::npos) << r.err;
+  std::filesystem::create_directories(e.d / "gone");
+  r = e.run({"measure", "--json", e.d / "gone/m.json", "--", "rm", "-r", e.d / "gone"});
+  EXPECT_EQ(r.code, 1) << "the command's 0, but the record failed: " << r.err;
+}
+
+// Issue 31 §6: an interval out of its documented range is refused before anything runs.
+TEST(MeasureCli, IntervalOutOfRangeIsRefused) {
+  CliEnv e;
+  for (const char* v : {"1e300", "0.5", "0", "-1"}) {
+    auto r = e.run({"measure", "--interval", v, "--", "touch", e.d / "ran"});
+    EXPECT_EQ(r.code, 1) << v << r.err;
+    EXPECT_NE(r.err.find("--interval"), std::string::npos) << v << r.err;
+    EXPECT_FALSE(std::filesystem::exists(e.d / "ran"));
+  }
+}
+
 TEST(MeasureCli, SigintReachesTheChild) {
   CliEnv e;
   // the child says when its trap is set (a fixed wait lost the race on a loaded machine)
@@ -112,6 +184,46 @@ TEST(MeasureCli, SigintReachesTheChild) {
   kill(pid, SIGINT);
   auto r = finish(pid, e.d / "stderr.txt");
   EXPECT_EQ(r.code, 42) << r.err;
+}
+
+// Issue 31 §2: `measure --csv F` run 8 at once keep all their rows (report_test.cpp appends from
+// 12 processes at once through the library, on a new and an existing file).
+TEST(MeasureCli, ConcurrentCsvAppendsKeepEveryRow) {
+  CliEnv e;
+  const std::string csv = e.d / "emissions.csv";
+  std::vector<pid_t> kids;
+  for (int k = 0; k < 8; ++k)
+    kids.push_back(spawn({"measure", "--interval", "50", "--csv", csv, "--", "true"},
+                         e.d / ("err" + std::to_string(k))));
+  for (int k = 0; k < 8; ++k) {
+    auto r = finish(kids[k], e.d / ("err" + std::to_string(k)));
+    EXPECT_EQ(r.code, 0) << r.err;
+  }
+  const std::string t = slurp(csv);
+  EXPECT_EQ(std::count(t.begin(), t.end(), '\n'), 1 + 8);
+}
+
+// Issue 31 §2: a CodeCarbon emissions.csv is neither moved nor overwritten: the row goes under
+// its header; a file that is not an emissions CSV is refused before the command runs.
+TEST(MeasureCli, CodeCarbonCsvKeptAndForeignCsvRefusedBeforeTheCommandRuns) {
+  CliEnv e;
+  const std::string theirs =
+      "timestamp,project_name,run_id,duration,emissions,energy_consumed,pue\n"
+      "2024-01-01T00:00:00,codecarbon,run-a,10,0.1,0.2,1.0\n";
+  write_file(e.d / "cc.csv", theirs);
+  auto r = e.run({"measure", "--csv", e.d / "cc.csv", "--", "true"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(e.d / "cc.csv.bak"));
+  const std::string t = slurp(e.d / "cc.csv");
+  EXPECT_EQ(t.rfind(theirs, 0), 0u) << t;
+  EXPECT_EQ(std::count(t.begin(), t.end(), '\n'), 3);
+  EXPECT_NE(r.err.find("written without"), std::string::npos) << r.err;
+  write_file(e.d / "other.csv", "a,b\n1,2\n");
+  r = e.run({"measure", "--csv", e.d / "other.csv", "--", "touch", e.d / "ran"});
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.err.find("other.csv"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(e.d / "ran")) << "refused before the command ran";
+  EXPECT_EQ(slurp(e.d / "other.csv"), "a,b\n1,2\n");
 }
 
 TEST(MeasureCli, CarbonSeriesReplay) {

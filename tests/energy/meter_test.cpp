@@ -13,6 +13,7 @@
 
 #include "energy/cpu_estimate.h"
 #include "energy/error.h"
+#include "energy/node_lock.h"
 #include "energy/replay.h"
 #include "test_util.h"
 
@@ -82,6 +83,70 @@ TEST(Meter, WindowShorterThanRefreshPeriodIsFlagged) {
   EXPECT_FALSE(r.avg_power_w.has_value());
   ASSERT_FALSE(r.flags.empty());
   EXPECT_NE(r.flags[0].find("shorter than the sensor's refresh period"), std::string::npos);
+}
+
+// Issue 31 §6: a sampling interval outside [1 ms, 1 h] (1e300 s waited forever at 100 % CPU,
+// deaf to SIGTERM) is refused with its range; 0 (no thread) stays allowed.
+TEST(Meter, IntervalOutsideItsRangeIsRefused) {
+  TempDir d;
+  for (double s : std::vector<double>{1e300, 3601.0, 1e-4, -1.0, std::nan(""), HUGE_VAL}) {
+    MeterOptions o = manual_options(d / "locks");
+    o.interval_s = s;
+    try {
+      Meter m(SensorList{}, o);
+      ADD_FAILURE() << s << " was accepted";
+    } catch (const EnergyError& e) {
+      EXPECT_NE(std::string(e.what()).find("[0.001, 3600] s"), std::string::npos) << e.what();
+    }
+  }
+  MeterOptions o = manual_options(d / "locks");
+  o.interval_s = 0;
+  EXPECT_NO_THROW(Meter(SensorList{}, o));
+}
+
+// Issue 31 §3: a forked child (a multiprocessing worker) that exits normally does not hang on
+// the parent's sampling thread, does not measure with the parent's meter (it says why), and
+// does not keep the parent's device lock once the parent lets it go.
+TEST(Meter, ForkedChildLeavesTheParentsThreadAndLocks) {
+  TempDir d;
+  MeterOptions o = manual_options(d / "locks");
+  o.interval_s = 0.005;
+  SensorInfo info = counter_info("dev");
+  info.device_key = "k1";
+  auto sensor = std::make_unique<ScriptedSensor>(info);
+  *sensor->next = energy(1);
+  SensorList s;
+  s.push_back(std::move(sensor));
+  auto m = std::make_unique<Meter>(std::move(s), o);
+  int ready[2], go[2];
+  ASSERT_EQ(pipe(ready), 0);
+  ASSERT_EQ(pipe(go), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    int code = 0;
+    try {
+      m->begin_window("child");
+      code = 3;  // measured with the parent's meter
+    } catch (const EnergyError& e) {
+      code = std::string(e.what()).find("forked child") != std::string::npos ? 0 : 4;
+    }
+    m.reset();  // the destructor in the child: no join of a thread that is not here
+    char c = 'r';
+    (void)!write(ready[1], &c, 1);
+    (void)!read(go[0], &c, 1);  // alive while the parent releases its lock
+    _exit(code);
+  }
+  char c;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  m.reset();  // the parent lets the device go; the child still runs
+  std::string holder;
+  auto lock = DeviceLock::try_acquire(d / "locks", "k1", &holder);
+  EXPECT_TRUE(lock) << "the child kept the parent's lock: " << holder;
+  (void)!write(go[1], "g", 1);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  EXPECT_TRUE(WIFEXITED(st)) << st;
+  EXPECT_EQ(WEXITSTATUS(st), 0) << "3: the child measured; 4: another error";
 }
 
 TEST(Meter, UnknownOrDuplicateWindowThrows) {

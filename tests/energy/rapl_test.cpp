@@ -255,6 +255,39 @@ TEST(Rapl, SensorNamesStayUnique) {
   EXPECT_TRUE(find(v, "rapl:package-0@intel-rapl:1"));
 }
 
+// Issue 31 §5: two top-level zones that are one package's counter (mirrored per-die zones,
+// codecarbon #1274; or both named package-0) count the package once; zones of one package with
+// counters of their own are both counted.
+TEST(Rapl, MirroredPackageZonesCountOnce) {
+  for (auto names : {std::pair<std::string, std::string>{"package-0-die-0", "package-0-die-1"},
+                     {"package-0", "package-0"}}) {
+    TempDir d;
+    zone(d, "intel-rapl:0", names.first, 5000000);
+    zone(d, "intel-rapl:1", names.second, 5000000);
+    zone(d, "intel-rapl:2", "package-1", 5000000);  // another socket: its own, counted
+    MeterOptions o = manual_options(d / "locks");
+    o.use_nvml = o.use_rocm_smi = o.use_estimate = false;
+    o.powercap_root = d.path;
+    auto m = Meter::create(o);
+    int counted = 0;
+    for (auto& i : m->sensors()) counted += i.counted && i.available;
+    EXPECT_EQ(counted, 2) << names.first;
+    m->begin_window("w");
+    for (auto z : {"intel-rapl:0", "intel-rapl:1", "intel-rapl:2"}) set_uj(d, z, 15000000);
+    auto r = m->end_window("w");
+    EXPECT_NEAR(r.energy_j, 20.0, 1e-9) << "10 J per package, the mirror once";
+    bool said = false;
+    for (auto& i : m->sensors()) said = said || i.reason.find("mirrors") != std::string::npos;
+    EXPECT_TRUE(said);
+  }
+  TempDir d;  // two dies with counters of their own
+  zone(d, "intel-rapl:0", "package-0-die-0", 5000000);
+  zone(d, "intel-rapl:1", "package-0-die-1", 90000000);
+  auto v = infos(detect_rapl(d.path));
+  EXPECT_TRUE(find(v, "rapl:package-0-die-0")->counted);
+  EXPECT_TRUE(find(v, "rapl:package-0-die-1")->counted);
+}
+
 TEST(Rapl, RangeFileThatIsNotANumberIsNamedWithItsValue) {
   TempDir d;
   zone(d, "intel-rapl:0", "package-0", 0, std::nullopt);

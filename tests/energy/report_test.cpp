@@ -2,12 +2,15 @@
 #include "energy/report.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <utility>
 
+#include "energy/error.h"
 #include "energy/metrics.h"
 #include "test_util.h"
 
@@ -106,17 +109,174 @@ TEST(Report, CodeCarbonCsvColumnsAndUnits) {
   EXPECT_EQ(col("energy_method").rfind("estimated", 0), 0u);
 }
 
-TEST(Report, CsvWithAnotherHeaderIsKeptAsBackup) {
+std::string slurp(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// The value of column `name` in row `row` (1 = first after the header) of CSV text.
+std::string csv_cell(const std::string& text, size_t row, const std::string& name) {
+  std::istringstream in(text);
+  std::string header, line;
+  std::getline(in, header);
+  for (size_t i = 0; i < row; ++i) std::getline(in, line);
+  auto h = split(header), v = split(line);
+  for (size_t i = 0; i < h.size() && i < v.size(); ++i)
+    if (h[i] == name) return v[i];
+  return "<missing>";
+}
+
+// Issue 29 §4: CodeCarbon 3.x's 38 columns in its order, then greentrain's four.
+TEST(Report, CodeCarbon3ColumnsInItsOrder) {
+  const std::string cc3 =
+      "timestamp,project_name,run_id,experiment_id,duration,emissions,emissions_rate,cpu_power,"
+      "gpu_power,ram_power,cpu_energy,gpu_energy,ram_energy,energy_consumed,water_consumed,"
+      "country_name,country_iso_code,region,cloud_provider,cloud_region,os,python_version,"
+      "codecarbon_version,cpu_count,cpu_model,gpu_count,gpu_model,longitude,latitude,"
+      "ram_total_size,tracking_mode,cpu_utilization_percent,gpu_utilization_percent,"
+      "ram_utilization_percent,ram_used_gb,on_cloud,pue,wue";
+  std::string ours;
+  for (auto& c : codecarbon_columns()) ours += (ours.empty() ? "" : ",") + c;
+  EXPECT_EQ(ours, cc3 + ",energy_method,energy_flags,carbon_intensity,carbon_source");
+  EXPECT_EQ(split(cc3).size(), 38u);
+}
+
+// Issue 29 §4: pue multiplies the energies and the emissions as CodeCarbon's does (each
+// device's energy x pue), not the powers; wue gives water_consumed (L) from energy_consumed.
+TEST(Report, PueMultipliesEnergiesAndEmissionsWueGivesWater) {
+  TempDir d;
+  RunInfo run;
+  run.pue = 1.5;
+  run.wue = 2.0;
+  append_codecarbon_csv(d / "e.csv", sample_measurement(), run);
+  const std::string t = slurp(d / "e.csv");
+  EXPECT_DOUBLE_EQ(std::stod(csv_cell(t, 1, "energy_consumed")), 1.5);  // kWh: 1 x 1.5
+  EXPECT_DOUBLE_EQ(std::stod(csv_cell(t, 1, "cpu_energy")), 0.75 * 1.5);
+  EXPECT_DOUBLE_EQ(std::stod(csv_cell(t, 1, "ram_energy")), 0.25 * 1.5);
+  EXPECT_DOUBLE_EQ(std::stod(csv_cell(t, 1, "emissions")), 0.475 * 1.5);
+  EXPECT_DOUBLE_EQ(std::stod(csv_cell(t, 1, "emissions_rate")), 0.0475 * 1.5);
+  EXPECT_DOUBLE_EQ(std::stod(csv_cell(t, 1, "cpu_power")), 2.7e5);     // the device's own
+  EXPECT_DOUBLE_EQ(std::stod(csv_cell(t, 1, "water_consumed")), 3.0);  // 1.5 kWh x 2 L/kWh
+  EXPECT_EQ(csv_cell(t, 1, "pue"), "1.5");
+  EXPECT_EQ(csv_cell(t, 1, "wue"), "2");
+  // no wue: the water is unknown (empty), never 0; utilization is not sampled (empty)
+  append_codecarbon_csv(d / "e.csv", sample_measurement(), RunInfo{});
+  const std::string t2 = slurp(d / "e.csv");
+  EXPECT_EQ(csv_cell(t2, 2, "water_consumed"), "");
+  EXPECT_EQ(csv_cell(t2, 2, "wue"), "");
+  EXPECT_EQ(csv_cell(t2, 2, "cpu_utilization_percent"), "");
+  run.pue = 0.5;
+  EXPECT_THROW(codecarbon_row(sample_measurement(), run), EnergyError);
+  run.pue = 1;
+  run.wue = -1;
+  EXPECT_THROW(codecarbon_row(sample_measurement(), run), EnergyError);
+}
+
+// Issue 31 §2: 12 processes appending at once keep every row (new file and existing file).
+TEST(Report, ConcurrentAppendsFromProcessesNeverLoseARow) {
+  TempDir d;
+  for (int round = 0; round < 2; ++round) {  // round 0: a new file; round 1: it exists
+    std::vector<pid_t> kids;
+    for (int k = 0; k < 12; ++k) {
+      pid_t pid = fork();
+      if (pid == 0) {
+        int code = 0;
+        try {
+          for (int r = 0; r < 5; ++r) {
+            RunInfo run;
+            run.run_id =
+                "w" + std::to_string(round) + "-" + std::to_string(k) + "-" + std::to_string(r);
+            append_codecarbon_csv(d / "emissions.csv", sample_measurement(), run);
+          }
+        } catch (...) {
+          code = 1;
+        }
+        _exit(code);
+      }
+      kids.push_back(pid);
+    }
+    for (pid_t p : kids) {
+      int st = 0;
+      waitpid(p, &st, 0);
+      EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+  }
+  const std::string t = slurp(d / "emissions.csv");
+  EXPECT_EQ(std::count(t.begin(), t.end(), '\n'), 1 + 2 * 12 * 5);
+  EXPECT_EQ(t.find("timestamp", 1), std::string::npos) << "one header only";
+  for (int round = 0; round < 2; ++round)
+    for (int k = 0; k < 12; ++k)
+      for (int r = 0; r < 5; ++r) {
+        const std::string id =
+            ",w" + std::to_string(round) + "-" + std::to_string(k) + "-" + std::to_string(r) + ",";
+        EXPECT_NE(t.find(id), std::string::npos) << id;
+      }
+}
+
+// Issue 31 §2: a CodeCarbon file (its own columns, its own order) is never moved: the row goes
+// under its header, the columns both have; the file's rows stay as they were.
+TEST(Report, CodeCarbonFileGetsTheRowUnderItsOwnHeader) {
+  TempDir d;
+  const std::string head =
+      "timestamp,project_name,run_id,duration,emissions,emissions_rate,cpu_power,gpu_power,"
+      "ram_power,cpu_energy,gpu_energy,ram_energy,energy_consumed,country_name,country_iso_code,"
+      "region,cloud_provider,cloud_region,os,python_version,codecarbon_version,cpu_count,"
+      "cpu_model,gpu_count,gpu_model,longitude,latitude,ram_total_size,tracking_mode,on_cloud,"
+      "pue,their_own\n";
+  const std::string run_a =
+      "2024-04-01T11:37:44,codecarbon,run-a,1434.4,0.0003,2.2e-07,0.23,0.04,12.0,0.0014,0.0004,"
+      "0.0028,0.0047,France,FRA,bfc,,,macOS,3.11.4,2.3.4,10,Apple M1 Pro,1,Apple M1 Pro,3.1,46.9,"
+      "32.0,machine,N,1.0,x\n";
+  write_file(d / "emissions.csv", head + run_a);
+  RunInfo run;
+  run.run_id = "ours";
+  const auto r = append_codecarbon_csv(d / "emissions.csv", sample_measurement(), run);
+  EXPECT_FALSE(std::filesystem::exists(d / "emissions.csv.bak"));
+  const std::string t = slurp(d / "emissions.csv");
+  EXPECT_EQ(t.rfind(head + run_a, 0), 0u) << "the file's lines are kept as they were";
+  EXPECT_EQ(csv_cell(t, 2, "run_id"), "ours");
+  EXPECT_DOUBLE_EQ(std::stod(csv_cell(t, 2, "energy_consumed")), 1.0);
+  EXPECT_EQ(csv_cell(t, 2, "their_own"), "");
+  EXPECT_EQ(split(t.substr(t.rfind('\n', t.size() - 2) + 1)).size(), split(head).size());
+  EXPECT_NE(std::find(r.left_out.begin(), r.left_out.end(), "energy_flags"), r.left_out.end());
+  EXPECT_EQ(r.left_empty, std::vector<std::string>{"their_own"});
+  EXPECT_FALSE(r.created);
+}
+
+// Issue 31 §2: a file that is not an emissions CSV is refused with the reason and its name,
+// and left exactly as it was.
+TEST(Report, FileThatIsNotAnEmissionsCsvIsRefusedAndKept) {
   TempDir d;
   write_file(d / "e.csv", "a,b\n1,2\n");
+  try {
+    append_codecarbon_csv(d / "e.csv", sample_measurement(), RunInfo{});
+    ADD_FAILURE() << "no error";
+  } catch (const EnergyError& e) {
+    EXPECT_NE(std::string(e.what()).find(d / "e.csv"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("not an emissions.csv header"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(slurp(d / "e.csv"), "a,b\n1,2\n");
+  EXPECT_FALSE(std::filesystem::exists(d / "e.csv.bak"));
+  EXPECT_THROW(check_codecarbon_csv_writable(d / "e.csv"), EnergyError);
+  EXPECT_THROW(check_codecarbon_csv_writable(d / "no-such-folder/e.csv"), EnergyError);
+  EXPECT_NO_THROW(check_codecarbon_csv_writable(d / "new.csv"));
+  EXPECT_FALSE(std::filesystem::exists(d / "new.csv"));
+}
+
+// A file whose last row lacks its line break (a writer killed mid-row) and uses CRLF: the new
+// row starts on its own line, with the file's line ending.
+TEST(Report, AppendAfterATruncatedRowAndWithCrlf) {
+  TempDir d;
+  std::string header;
+  for (auto& c : codecarbon_columns()) header += (header.empty() ? "" : ",") + c;
+  write_file(d / "e.csv", header + "\r\n2024-01-01T00:00:00,half");
   append_codecarbon_csv(d / "e.csv", sample_measurement(), RunInfo{});
-  std::ifstream bak(d / "e.csv.bak");
-  std::string l;
-  std::getline(bak, l);
-  EXPECT_EQ(l, "a,b");
-  std::ifstream f(d / "e.csv");
-  std::getline(f, l);
-  EXPECT_EQ(l.rfind("timestamp,project_name,run_id", 0), 0u);
+  const std::string t = slurp(d / "e.csv");
+  EXPECT_NE(t.find("half\r\n"), std::string::npos);
+  EXPECT_EQ(t.substr(t.size() - 2), "\r\n");
 }
 
 TEST(Report, JsonHasNullForUndefinedPower) {

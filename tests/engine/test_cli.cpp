@@ -2,6 +2,7 @@
 // leaves no partial file; train, eval, sample and resume work together.
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
@@ -433,6 +434,45 @@ TEST_F(Cli, TrainEvalSampleResumeAndDamagedCheckpoints) {
   auto miss = run_cmd(kBin + " sample " + run);
   EXPECT_NE(miss.exit_code, 0);
   EXPECT_NE(miss.output.find("model.safetensors: no such file"), std::string::npos) << miss.output;
+}
+
+// Issue 31 §1: Linux paths are bytes. Data and a run folder whose names are not UTF-8 (Latin-1
+// é) train to the end, every record is written (state.json, summary.json, config.toml), the
+// paths round-trip through them, and --resume finds the checkpoint and the data again.
+TEST_F(Cli, PathsThatAreNotUtf8RoundTripThroughTheRun) {
+  const std::string data = d.file("shakespeare-\xe9t\xe9.txt");
+  test::write_file(data, test::sample_text(5000));
+  test::write_file(cfg, tiny_toml(d.file("t.txt")));
+  const std::string run = d.file("run-\xe9");
+  const std::string bin = "GT_ENERGY_LOCK_DIR=" + d.file("locks") + " " + kBin;
+  auto r =
+      run_cmd(bin + " train " + cfg + " --data '" + data + "' --out '" + run + "' --stop-at 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* f : {"checkpoint/state.json", "summary.json", "config.toml"})
+    EXPECT_TRUE(fs::exists(fs::path(run) / f)) << f;
+  for (auto& e : fs::directory_iterator(run))
+    EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << e.path();
+  std::ifstream sf(fs::path(run) / "checkpoint" / "state.json");
+  const auto st = nlohmann::json::parse(sf);
+  const auto& path = st["data_identity"]["path"];
+  ASSERT_TRUE(path.is_object()) << path.dump();
+  EXPECT_NE(path["shown"].get<std::string>().find("shakespeare-\\xe9t\\xe9.txt"),
+            std::string::npos);
+  std::ifstream mf(fs::path(run) / "summary.json");
+  EXPECT_TRUE(nlohmann::json::parse(mf)["run_dir"].contains("bytes_hex"));
+  auto res = run_cmd(bin + " train --out '" + run + "' --resume --stop-at 3");
+  EXPECT_EQ(res.exit_code, 0) << res.output;
+  EXPECT_EQ(res.output.find("error"), std::string::npos) << res.output;
+}
+
+// Issue 31 §4 (its kind in train): Slurm's --signal=USR1@N warning, SIGHUP and SIGUSR2 end a
+// run with a checkpoint, as SIGTERM does, instead of killing it with its steps lost.
+TEST_F(Cli, SlurmUsr1WarningSavesACheckpoint) {
+  std::string run = d.file("run-usr1");
+  auto r = run_cmd("timeout --preserve-status -s USR1 3 " + kBin + " train " + cfg +
+                   " --set train.max_steps=1000000 --set train.eval_interval=0 --out " + run);
+  EXPECT_EQ(r.exit_code, 128 + SIGUSR1) << r.output;
+  EXPECT_TRUE(fs::exists(fs::path(run) / "checkpoint" / "state.json")) << r.output;
 }
 
 TEST_F(Cli, SigtermSavesACheckpointAndResumes) {

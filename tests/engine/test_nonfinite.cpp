@@ -63,6 +63,10 @@ TEST(NonFinite, ConfigValuesBuiltInCodeAreCheckedToo) {
       {[](TrainConfig& c, double x) { c.eps = x; }, 1e-50, "train.eps = 1e-50"},
       {[](TrainConfig& c, double x) { c.grad_clip = x; }, inf, "train.grad_clip = inf"},
       {[](TrainConfig& c, double x) { c.energy_interval_ms = x; }, inf, "energy.interval_ms = inf"},
+      // issue 31 §6: durations that would wait forever (the meter spun at 100 % CPU)
+      {[](TrainConfig& c, double x) { c.energy_interval_ms = x; }, 1e300,
+       "energy.interval_ms = 1e+300"},
+      {[](TrainConfig& c, double x) { c.dist_timeout_s = x; }, 1e300, "dist.timeout_s = 1e+300"},
       {[](TrainConfig& c, double x) { c.target_loss = x; }, nan, "train.target_loss = nan"},
   };
   for (const auto& k : cases) {

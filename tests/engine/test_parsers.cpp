@@ -9,9 +9,11 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "core/bytes_json.h"
 #include "core/error.h"
 #include "test_helpers.h"
 #include "train/checkpoint.h"
+#include "train/config.h"
 #include "train/data.h"
 #include "train/safetensors.h"
 
@@ -92,6 +94,63 @@ TEST(ParserFindings, StateJsonCountsAreWholeNumbersInRange) {
       state_json("4", R"({"kind": "ids", "vocab_size": 50257})"), "state.json");
   EXPECT_EQ(ok.step, 4);
   EXPECT_EQ(ok.tokenizer.vocab_size(), 50257);
+}
+
+// Issue 31 §5: a negative fp16 loss scale in state.json resumed with exit 0 (negative gradient
+// norms, clipping never applied, wrong losses). Every scalar read back is checked as the
+// configuration is: finite, in range, named with its file and key.
+TEST(ParserFindings, StateJsonScalarsAreCheckedLikeTheConfiguration) {
+  auto with = [](const std::string& extra) {
+    std::string j = state_json("4", R"({"kind": "byte"})");
+    return j.substr(0, j.size() - 1) + ", " + extra + "}";
+  };
+  const std::pair<std::string, std::string> cases[] = {
+      {R"("grad_scaler": {"scale": -1})", "state.json: grad_scaler.scale = -1"},
+      {R"("grad_scaler": {"scale": -65536})", "state.json: grad_scaler.scale = -65536"},
+      {R"("grad_scaler": {"scale": 0})", "state.json: grad_scaler.scale = 0"},
+      {R"("grad_scaler": {"scale": 1e300})", "state.json: grad_scaler.scale = 1e+300"},
+      {R"("grad_scaler": {"scale": "65536"})", "state.json: grad_scaler.scale = \"65536\""},
+      {R"("last_loss": -3.5)", "state.json: last_loss = -3.5"},
+      {R"("last_loss": "low")", "state.json: last_loss = \"low\""},
+  };
+  for (const auto& [extra, needle] : cases) {
+    std::string e = error_of([&] { parse_checkpoint_state(with(extra), "state.json"); });
+    EXPECT_NE(e.find(needle), std::string::npos) << extra << "\n -> '" << e << "'";
+  }
+  auto ok = parse_checkpoint_state(with(R"("grad_scaler": {"scale": 0.5}, "last_loss": null)"),
+                                   "state.json");
+  EXPECT_EQ(ok.loss_scale, 0.5);
+  EXPECT_EQ(ok.last_loss, 0);
+}
+
+// Issue 31 §1: a path that is not UTF-8 is any bytes in JSON and TOML records: it round-trips
+// exactly and is shown readably.
+TEST(ParserFindings, BytePathsRoundTripThroughJsonAndToml) {
+  const std::string latin1 = "data/shakespeare-\xe9t\xe9.txt";
+  EXPECT_FALSE(valid_utf8(latin1));
+  EXPECT_TRUE(valid_utf8("caf\xc3\xa9"));
+  for (const char* bad : {"\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xe2\x82"})
+    EXPECT_FALSE(valid_utf8(bad)) << bad;
+  const auto j = bytes_to_json(latin1);
+  EXPECT_EQ(j["shown"], "data/shakespeare-\\xe9t\\xe9.txt");
+  EXPECT_EQ(bytes_from_json(nlohmann::json::parse(j.dump()), "x"), latin1);
+  EXPECT_EQ(bytes_to_json("plain/path.txt"), "plain/path.txt");
+  EXPECT_NE(error_of([] {
+              bytes_from_json(nlohmann::json{{"bytes_hex", "zz"}}, "f: path");
+            }).find("f: path"),
+            std::string::npos);
+  std::string all;  // every byte value
+  for (int c = 1; c < 256; ++c) all += static_cast<char>(c);
+  EXPECT_EQ(bytes_from_json(bytes_to_json(all), "x"), all);
+  TrainConfig c;
+  c.data_path = latin1;
+  c.tokenizer_model = "\xff";
+  const std::string toml = c.to_toml();
+  EXPECT_TRUE(valid_utf8(toml)) << toml;
+  TrainConfig back;
+  load_config_string(toml, "config.toml", back);
+  EXPECT_EQ(back.data_path, latin1);
+  EXPECT_EQ(back.tokenizer_model, "\xff");
 }
 
 // Same kind in safetensors headers: float shapes and offsets were converted (1e300: undefined

@@ -105,5 +105,35 @@ TEST_F(TokenizerCli, PrepareWritesShardsThatTrainReads) {
   EXPECT_EQ(s.exit_code, 0) << s.output;
 }
 
+// Issue 31 §6: a prepare owns its folder: a second prepare into a folder holding an earlier,
+// larger one is refused (train read both: 238,000 tokens where 18,000 were said); with
+// --overwrite the stale shards go. An empty input is an error, not a train command for 0 tokens.
+TEST_F(TokenizerCli, PrepareOwnsItsFolderAndRefusesEmptyInput) {
+  const std::string out = d.file("owned");
+  auto big = run_cmd(kBin + " prepare " + d.file("t.txt") + " " + d.file("t.txt") + " " +
+                     d.file("t.txt") + " --tokenizer byte --shard-tokens 4000 --out " + out);
+  ASSERT_EQ(big.exit_code, 0) << big.output;
+  ASSERT_TRUE(fs::exists(fs::path(out) / "train_000002.bin"));
+  test::write_file(d.file("small.txt"), test::sample_text(3000, 4));
+  auto again = run_cmd(kBin + " prepare " + d.file("small.txt") +
+                       " --tokenizer byte --shard-tokens 4000 --out " + out);
+  EXPECT_NE(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find("--out " + out + ": the folder is not empty"), std::string::npos)
+      << again.output;
+  EXPECT_TRUE(fs::exists(fs::path(out) / "train_000002.bin")) << "refused, nothing removed";
+  auto over = run_cmd(kBin + " prepare " + d.file("small.txt") +
+                      " --tokenizer byte --shard-tokens 4000 --overwrite --out " + out);
+  ASSERT_EQ(over.exit_code, 0) << over.output;
+  EXPECT_TRUE(fs::exists(fs::path(out) / "train_000000.bin"));
+  EXPECT_FALSE(fs::exists(fs::path(out) / "train_000001.bin")) << "a stale shard was kept";
+  EXPECT_FALSE(fs::exists(fs::path(out) / "train_000002.bin")) << "a stale shard was kept";
+  test::write_file(d.file("empty.txt"), "");
+  auto empty = run_cmd(kBin + " prepare " + d.file("empty.txt") + " --tokenizer byte --out " +
+                       d.file("none"));
+  EXPECT_NE(empty.exit_code, 0) << empty.output;
+  EXPECT_NE(empty.output.find("empty.txt: no text"), std::string::npos) << empty.output;
+  EXPECT_EQ(empty.output.find("train on them with"), std::string::npos) << empty.output;
+}
+
 }  // namespace
 }  // namespace gt

@@ -164,6 +164,54 @@ def test_to_dict_and_codecarbon_row(fake_nvml, tmp_path):
     assert [r["run_id"] for r in rows] == ["r1", "r2"]
 
 
+def _append_rows(args):
+    path, worker = args
+    with gpu_meter() as meter:
+        meter.begin_window("w")
+        m = meter.end_window("w")
+    for r in range(4):
+        m.append_to_codecarbon_csv(path, run_id=f"w{worker}-{r}")
+    return worker
+
+
+def test_concurrent_appends_from_worker_processes_keep_every_row(fake_nvml, tmp_path):
+    # issue 31 §2: Python workers appending at once (a new file, then an existing one)
+    import multiprocessing
+    path = str(tmp_path / "emissions.csv")
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(12) as pool:
+        assert sorted(pool.map(_append_rows, [(path, k) for k in range(12)])) == list(range(12))
+        pool.map(_append_rows, [(path, k + 12) for k in range(12)])
+    rows = list(csv.DictReader(open(path)))
+    assert sorted(r["run_id"] for r in rows) == sorted(
+        f"w{k}-{r}" for k in range(24) for r in range(4))
+
+
+def test_codecarbon_file_is_never_moved_and_pue_multiplies(fake_nvml, tmp_path):
+    # issue 31 §2: a CodeCarbon 2.x file keeps its rows and header; the row goes under it
+    path = tmp_path / "emissions.csv"
+    theirs = ("timestamp,project_name,run_id,duration,emissions,energy_consumed,pue\n"
+              "2024-01-01T00:00:00,codecarbon,run-a,10,0.1,0.2,1.0\n")
+    path.write_text(theirs)
+    with gpu_meter(carbon=100.0) as meter:
+        meter.begin_window("w")
+        time.sleep(0.05)
+        m = meter.end_window("w")
+    left_out = m.append_to_codecarbon_csv(path, run_id="ours", pue=1.2)
+    assert "energy_flags" in left_out and "water_consumed" in left_out
+    assert not (tmp_path / "emissions.csv.bak").exists()
+    text = path.read_text()
+    assert text.startswith(theirs)
+    rows = list(csv.DictReader(text.splitlines()))
+    assert [r["run_id"] for r in rows] == ["run-a", "ours"]
+    assert float(rows[1]["energy_consumed"]) == pytest.approx(m.energy_j * 1.2 / 3.6e6, rel=1e-6)
+    assert rows[1]["pue"] == "1.2"
+    (tmp_path / "other.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(greentrain.Error, match="other.csv.*not an emissions.csv header"):
+        m.append_to_codecarbon_csv(tmp_path / "other.csv")
+    assert (tmp_path / "other.csv").read_text() == "a,b\n1,2\n"
+
+
 def test_carbon_series_from_csv(fake_nvml, tmp_path):
     csv_path = tmp_path / "ci.csv"
     csv_path.write_text("Time,Carbon Intensity\n2020-01-01 00:00:00,200\n"
@@ -180,3 +228,10 @@ def test_carbon_series_from_csv(fake_nvml, tmp_path):
     bad.write_text("Time,Carbon Intensity\n2020-01-01 00:00:00,lots\n")
     with pytest.raises(greentrain.Error, match="bad.csv"):
         gpu_meter(carbon=bad)
+
+
+@pytest.mark.parametrize("interval_ms", [float("inf"), 1e300, float("nan"), 0.5, -1])
+def test_interval_outside_its_range_is_refused(fake_nvml, interval_ms):
+    # issue 31 §6: Meter(interval_ms=inf) spun at 100 % CPU and ignored SIGTERM
+    with pytest.raises(ValueError, match=r"\[1, 3600000\] ms"):
+        gpu_meter(interval_ms=interval_ms)

@@ -159,3 +159,115 @@ def test_closing_the_meter_closes_the_optimizer(fake_nvml):
     assert fake_nvml.limit_mw() == 200000
     meter.close()
     assert plo.state == "closed" and fake_nvml.limit_mw() == ORIGINAL_MW
+
+
+def test_forked_children_leave_the_chosen_limit(fake_nvml, env):
+    """Issue 31 §3: after the search chose 100 W, a multiprocessing worker ended by SIGTERM
+    (Pool.terminate), a plain os.fork() child that exits normally (atexit and finalizers run
+    there), and a child killed by SIGTERM all leave the parent's limit in force; the parent's
+    close() restores it. A child's own Meter use is refused with the reason."""
+    env.setenv("FAKE_NVML_DRAW_MW", "250000")
+    script = textwrap.dedent("""
+        import multiprocessing, os, signal, sys, time, greentrain
+        meter = greentrain.Meter(cpu=False, interval_ms=5)
+        plo = greentrain.PowerLimitOptimizer(meter, "energy", devices="nvml", step_w=100,
+                                             warmup_steps=0, profile_steps=2, verbose=False)
+        def limit():
+            return int(open(os.environ["FAKE_NVML_LIMIT_FILE"]).read().split()[0])
+        while plo.state != "done":
+            plo.on_step_begin()
+            time.sleep(0.02 / min(1.0, limit() / 250000) ** 0.5)
+        assert limit() == 100000, limit()
+        def sleeper(_):
+            time.sleep(60)
+        pool = multiprocessing.get_context("fork").Pool(2)
+        pool.map_async(sleeper, range(2))
+        time.sleep(0.5)
+        pool.terminate()  # SIGTERM to the workers
+        pool.join()
+        print("after pool", limit(), flush=True)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                meter.begin_window("child")
+                print("child measured", flush=True)
+            except greentrain.Error as e:
+                print("child refused:", "forked child" in str(e), flush=True)
+            sys.exit(0)  # a normal exit: atexit, finalizers
+        os.waitpid(pid, 0)
+        print("after exit", limit(), flush=True)
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(60)
+            os._exit(0)
+        time.sleep(0.3)
+        os.kill(pid, signal.SIGTERM)
+        os.waitpid(pid, 0)
+        print("after sigterm", limit(), flush=True)
+        plo.close()
+        print("after close", limit(), flush=True)
+    """)
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == ["after pool 100000", "child refused: True",
+                                     "after exit 100000", "after sigterm 100000",
+                                     f"after close {ORIGINAL_MW}"], p.stderr
+
+
+def test_warms_up_again_after_an_epoch_end(fake_nvml):
+    """Issue 31 §7: an epoch end inside a limit's profile restarts its warm-up, so an epoch's
+    slow first step (a data loader starting) is never measured. Epochs of 5 steps, the first
+    3x slower; warm-up 1, profile 2, so epoch ends fall inside profiles: Zeus, which warms up
+    again, keeps 200 W within 1.15 x the time at 400 W; measuring the slow steps made it keep
+    400 W."""
+    factor = {400000: 1.0, 300000: 1.0, 200000: 1.05, 100000: 2.0}
+    with greentrain.Meter(cpu=False, interval_ms=0) as meter:
+        with make(meter, max_slowdown=1.15, warmup_steps=1, profile_steps=2) as plo:
+            g = 0
+            while plo.state != "done":
+                plo.on_step_begin()
+                time.sleep(0.03 * factor[fake_nvml.limit_mw()] * (3 if g % 5 == 0 else 1))
+                g += 1
+                if g % 5 == 0:
+                    plo.on_epoch_end()
+                assert g < 100
+            times = {p["limit_w"]: p["time_per_step_s"] for p in plo.result()["points"]}
+            assert plo.chosen_limit_w == 200, times
+            assert times[300] < 1.1 * times[400], times  # no slow step in either
+    assert fake_nvml.limit_mw() == ORIGINAL_MW
+
+
+def test_epoch_too_short_for_a_profile_is_said(fake_nvml):
+    """Issue 31 §7: epochs of 2 steps can never hold 2 warm-up and 2 profiled steps: the search
+    fails saying so (it restarted forever), and the limits in force before are back."""
+    with greentrain.Meter(cpu=False, interval_ms=0) as meter:
+        with make(meter, warmup_steps=2, profile_steps=2) as plo:
+            with pytest.raises(greentrain.Error, match=r"epoch of 2 step\(s\) ended before"):
+                for g in range(1, 200):
+                    plo.on_step_begin()
+                    if g % 2 == 0:
+                        plo.on_epoch_end()
+            assert plo.state == "failed"
+    assert fake_nvml.limit_mw() == ORIGINAL_MW
+
+
+def test_meter_flags_and_refusals_pass_through(fake_nvml):
+    """Issue 31 §7: the Python path keeps what the meter says, as `greentrain tune` does: an
+    energy objective on a CPU estimate alone (blind to the GPU limit) is refused, not run to the
+    lowest limit; windows shorter than NVML's refresh period keep their flags in the profile."""
+    with greentrain.Meter(gpus=[], cpu=True, interval_ms=10) as meter:
+        assert meter.estimated
+        with make(meter, objective="energy") as plo:
+            with pytest.raises(greentrain.Error, match="only an estimate"):
+                for _ in range(20):
+                    plo.on_step_begin()
+                    time.sleep(0.01)
+    assert fake_nvml.limit_mw() == ORIGINAL_MW
+    with greentrain.Meter(cpu=False, interval_ms=0) as meter:
+        with make(meter, objective="time", profile_steps=1) as plo:
+            while plo.state != "done":
+                plo.on_step_begin()
+                time.sleep(0.005)
+            flags = [f for p in plo.result()["points"] for f in p["flags"]]
+            assert any("refresh" in f for f in flags), plo.result()["points"]

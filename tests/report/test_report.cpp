@@ -113,8 +113,34 @@ TEST(Report, TextFromTheRunCannotEndTheDataScript) {
                {"rows", nlohmann::json::array()}};
   const std::string html = report::render_html({run}, &abl, "");
   EXPECT_EQ(html.find("</script><script>alert(1)"), std::string::npos);
-  EXPECT_NE(html.find("x<\\/script>"), std::string::npos) << "written <\\/ inside the JSON";
+  EXPECT_NE(html.find("x\\u003c/script\\u003e"), std::string::npos) << "escaped inside the JSON";
   EXPECT_THROW(report::render_html({run}, nullptr, "var a = '</SCRIPT>';"), Error);
+}
+
+// Issue 31 §6: a run folder named "<!--<script>" put HTML's script parser in its double-escaped
+// state, so the data element swallowed the page's scripts: no chart, no notice. No '<' is left
+// in the inlined JSON, and a page whose script does not run says so.
+TEST(Report, RunFolderNamedLikeMarkupStillDrawsItsCharts) {
+  TinyRun t;
+  const std::string run = t.d.file("<!--<script>");
+  auto a = run_cmd(t.bin() + " train " + t.cfg + " --out '" + run + "'");
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  auto r = run_cmd(kBin + " report '" + run + "' -o " + t.d.file("r.html"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string html = slurp(t.d.file("r.html"));
+  const size_t data = html.find("id=gt-data>");
+  ASSERT_NE(data, std::string::npos);
+  const std::string json = html.substr(data + 11, html.find("</script>", data) - data - 11);
+  EXPECT_EQ(json.find('<'), std::string::npos) << "a '<' left in the inlined JSON";
+  EXPECT_NE(json.find("\\u003c!--\\u003cscript\\u003e"), std::string::npos);
+  EXPECT_NE(html.find("id=gt-script-failed"), std::string::npos) << "no notice for a failed script";
+  if (chromium().empty()) GTEST_SKIP() << "chromium is not installed (Debian package chromium)";
+  const auto pc = open_in_chromium(t.d.file("r.html"), "markup-named-run");
+  ASSERT_TRUE(pc.self.is_object()) << "the page's script did not run:\n" << pc.dom.substr(0, 3000);
+  EXPECT_TRUE(pc.self["errors"].empty()) << pc.self.dump(2);
+  EXPECT_FALSE(pc.self["charts"].empty()) << pc.self.dump(2);
+  EXPECT_NE(pc.dom.find("id=\"gt-script-failed\" hidden"), std::string::npos)
+      << "the notice stays on a page that drew its charts";
 }
 
 TEST(Report, NoRunFolderIsAnError) {

@@ -6,6 +6,10 @@ GT="$1"
 SRC="$2"
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
+# the plans below are on 2020 series: they are submitted as of the start of 2020 (a plan in
+# the past is refused; issue 31 §5)
+GT_SCHEDULE_NOW=2020-01-01T00:00:00Z
+export GT_SCHEDULE_NOW
 SRC_CI="$T/ci.csv"
 cat > "$T/ci.csv" <<CSV
 Time,Carbon Intensity
@@ -165,4 +169,78 @@ rc=0
 "$GT" schedule "$T/jobs.csv" --carbon-csv "$SRC_CI" --utc-offset 0 --job-power-w 1 \
   --objective money > "$T/err3.txt" 2>&1 || rc=$?
 [ "$rc" != 0 ] && grep -q -- "--objective 'money' is not known" "$T/err3.txt" || fail "unknown objective not refused"
+# Issue 31 §5: a plan whose starts lie in the past (a 2020 series submitted in 2026) is refused,
+# naming the job; --shift-to-now starts it now; a passed deadline is refused even then.
+printf '[[job]]\nname = "late"\nscript = "late.sbatch"\nduration_s = 3600\npower_w = 100\nearliest_start = 2020-06-01T00:00:00\ndeadline = 2030-01-01T00:00:00\n' \
+  > "$T/late.toml"
+rc=0
+GT_SCHEDULE_NOW=2026-06-01T00:00:00Z GT_SBATCH="$T/sbatch" "$GT" schedule "$T/late.toml" \
+  --carbon-csv "$T/ci.csv" --utc-offset 0 --cluster-tz 0 --submit slurm --dry-run \
+  > "$T/past.txt" 2>&1 || rc=$?
+cat "$T/past.txt"
+[ "$rc" != 0 ] || fail "a plan in the past was submitted"
+grep -q "job 'late': its planned start 2020-06-01T03:00:00+00:00 is in the past" "$T/past.txt" ||
+  fail "the refusal does not name the job and its start: $(cat "$T/past.txt")"
+GT_SCHEDULE_NOW=2026-06-01T00:00:00Z GT_SBATCH="$T/sbatch" "$GT" schedule "$T/late.toml" \
+  --carbon-csv "$T/ci.csv" --utc-offset 0 --cluster-tz 0 --submit slurm --dry-run --shift-to-now \
+  > "$T/shift.txt" 2>&1 || fail "--shift-to-now failed: $(cat "$T/shift.txt")"
+grep -q -- "--begin=2026-06-01T00:00:00 " "$T/shift.txt" || fail "not shifted to now: $(cat "$T/shift.txt")"
+grep -q "note: job 'late': planned to start at 2020-06-01T03:00:00+00:00, in the past: shifted" \
+  "$T/shift.txt" || fail "the shift is not said"
+rc=0
+GT_SCHEDULE_NOW=2026-06-01T00:00:00Z "$GT" schedule "$T/jobs.toml" --carbon-csv "$T/ci.csv" \
+  --utc-offset 2 --submit slurm --dry-run --shift-to-now > "$T/dead.txt" 2>&1 || rc=$?
+[ "$rc" != 0 ] && grep -q "job 'fixed': its deadline 2020-06-01T03:00:00+00:00 has passed" "$T/dead.txt" ||
+  fail "a passed deadline was not refused: $(cat "$T/dead.txt")"
+
+# Issue 31 §5: a planned start in the repeated autumn hour (2020-10-25 00:00Z is 02:00 CEST,
+# and 02:00 CET is 01:00Z, the dirty slot) is written so that Slurm reads the planned instant.
+if [ -e /usr/share/zoneinfo/Europe/Berlin ]; then
+  printf 'Time,Carbon Intensity\n2020-10-24 23:00:00,400\n2020-10-25 00:00:00,10\n2020-10-25 01:00:00,900\n2020-10-25 02:00:00,400\n2020-10-25 03:00:00,400\n' \
+    > "$T/autumn.csv"
+  printf '[[job]]\nname = "a"\nscript = "a.sbatch"\nduration_s = 3600\npower_w = 100\nearliest_start = 2020-10-24T23:00:00\ndeadline = 2020-10-25T04:00:00\n' \
+    > "$T/autumn.toml"
+  GT_SBATCH="$T/sbatch" "$GT" schedule "$T/autumn.toml" --carbon-csv "$T/autumn.csv" \
+    --utc-offset 0 --cluster-tz Europe/Berlin --submit slurm --dry-run > "$T/autumn.txt" 2>&1 ||
+    fail "autumn run failed: $(cat "$T/autumn.txt")"
+  cat "$T/autumn.txt"
+  grep -q -- "--begin=2020-10-25T02:00:00 --deadline" "$T/autumn.txt" &&
+    fail "an ambiguous --begin was written as a wall clock Slurm may read as 01:00Z"
+  grep -q -- "--begin=now+\"\$((1603584000 - \$(date +%s)))\"" "$T/autumn.txt" ||
+    fail "the ambiguous start is not written as the exact instant"
+  grep -q "note: --begin=2020-10-25T02:00:00 is ambiguous in Europe/Berlin" "$T/autumn.txt" ||
+    fail "the ambiguous start is not said"
+  # submitted: sbatch gets now+N, N the seconds from the call to 00:00Z
+  GT_SBATCH="$T/sbatch" "$GT" schedule "$T/autumn.toml" --carbon-csv "$T/autumn.csv" \
+    --utc-offset 0 --cluster-tz Europe/Berlin --submit slurm > "$T/autumn2.txt" 2>&1 ||
+    fail "autumn submission failed: $(cat "$T/autumn2.txt")"
+  grep -q -- "--begin=now+[0-9]" "$T/calls.log" || fail "sbatch did not get now+N: $(tail -1 "$T/calls.log")"
+fi
+
+# Issue 31 §6: sbatch fails on the second of three calls: the first is said with its id and
+# recorded, and the rerun submits only the other two.
+cat > "$T/sbatch-flaky" <<SH
+#!/bin/sh
+n=\$(cat "$T/fn" 2>/dev/null || echo 700); n=\$((n+1)); echo \$n > "$T/fn"
+[ "\$n" = 702 ] && { echo "sbatch: error: Batch job submission failed" >&2; exit 1; }
+echo "\$@" >> "$T/flaky.log"
+echo \$n
+SH
+chmod +x "$T/sbatch-flaky"
+cp "$T/jobs.toml" "$T/three.toml"
+rc=0
+GT_SBATCH="$T/sbatch-flaky" "$GT" schedule "$T/three.toml" --carbon-csv "$T/ci.csv" --utc-offset 2 \
+  --cluster-tz +02:00 --strategy interrupt --submit slurm > "$T/flaky1.txt" 2>&1 || rc=$?
+cat "$T/flaky1.txt"
+[ "$rc" != 0 ] || fail "a failed sbatch was not an error"
+grep -q "job 'fixed' run 0: Slurm job 701" "$T/flaky1.txt" || fail "the job already queued is not said"
+[ -e "$T/three.toml.submitted.json" ] || fail "no submission record"
+GT_SBATCH="$T/sbatch-flaky" "$GT" schedule "$T/three.toml" --carbon-csv "$T/ci.csv" --utc-offset 2 \
+  --cluster-tz +02:00 --strategy interrupt --submit slurm > "$T/flaky2.txt" 2>&1 || rc=$?
+cat "$T/flaky2.txt" "$T/flaky.log"
+grep -q "job 'fixed' run 0: already submitted as Slurm job 701" "$T/flaky2.txt" ||
+  fail "the rerun did not skip the job already queued"
+[ "$(grep -c -- "--job-name=fixed" "$T/flaky.log")" = 1 ] || fail "'fixed' was submitted twice"
+[ "$(wc -l < "$T/flaky.log")" = 3 ] || fail "expected 3 sbatch calls in all"
+grep -q -- "--dependency=afterany:703" "$T/flaky.log" || fail "run 1 not chained to run 0 (703)"
 echo "PASS"

@@ -368,3 +368,80 @@ nodes = 2
         << e.what();
   }
 }
+
+// Issue 31 §5: a wall clock in the repeated autumn hour names two instants; Slurm reads it at
+// an offset of its own choosing (mktime with tm_isdst = -1). The sbatch call names the planned
+// instant exactly (now+N), and says so; unambiguous times stay wall clocks.
+TEST(SchedSlurm, AmbiguousLocalTimeIsWrittenAsTheExactInstant) {
+  if (!std::filesystem::exists("/usr/share/zoneinfo/Europe/Berlin")) GTEST_SKIP() << "no tzdata";
+  const SlurmZone berlin = SlurmZone::parse("Europe/Berlin");
+  const UnixTimeS first = civil_to_unix_s(2020, 10, 25, 0, 0, 0, 0);  // 02:00 CEST
+  EXPECT_TRUE(berlin.ambiguous(first));
+  EXPECT_TRUE(berlin.ambiguous(first + 3600 + 1800));  // 02:30 CET, the second occurrence
+  EXPECT_FALSE(berlin.ambiguous(first + 2 * 3600));    // 03:00 CET
+  EXPECT_FALSE(berlin.ambiguous(first - 1));           // 01:59:59 CEST
+  EXPECT_FALSE(SlurmZone::fixed(3600).ambiguous(first));
+  Job j;
+  j.name = "a";
+  j.script = "a.sbatch";
+  j.duration_s = 3600;
+  j.power_w = 100;
+  j.earliest_start_s = first;
+  j.deadline_s = first + 4 * 3600;
+  Plan p;
+  JobPlan jp;
+  jp.name = "a";
+  jp.scheduled = true;
+  jp.runs = {gt::sched::Run{first, first + 3600}};
+  p.jobs = {jp};
+  const auto calls = sbatch_calls(p, {j}, berlin);
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_NE(std::find(calls[0].args.begin(), calls[0].args.end(),
+                      fmt::format("--begin={{now+{}}}", first)),
+            calls[0].args.end());
+  EXPECT_NE(std::find(calls[0].args.begin(), calls[0].args.end(), "--deadline=2020-10-25T05:00:00"),
+            calls[0].args.end());
+  ASSERT_EQ(calls[0].notes.size(), 1u);
+  EXPECT_NE(calls[0].notes[0].find("ambiguous in Europe/Berlin"), std::string::npos);
+  EXPECT_NE(sbatch_command_line("sbatch", calls[0])
+                .find(fmt::format("--begin=now+\"$(({} - $(date +%s)))\"", first)),
+            std::string::npos)
+      << sbatch_command_line("sbatch", calls[0]);
+}
+
+// Issue 31 §5: a plan in the past is refused naming the job; shifted to now on request; a
+// passed deadline is refused always.
+TEST(SchedSlurm, PlanInThePastIsRefusedOrShiftedToNow) {
+  CarbonSeries s = valley_series();
+  auto jobs = two_jobs(s);
+  for (auto& j : jobs) j.deadline_s += 10 * 365 * 86400;  // deadlines in 2030
+  PlanOptions o;
+  o.strategy = Strategy::interrupt;
+  const Plan p = make_plan(jobs, s, o);
+  const UnixTimeS now = civil_to_unix_s(2026, 6, 1, 0, 0, 0, 0);
+  std::vector<std::string> notes;
+  try {
+    plan_for_submission(p, jobs, now, false, &notes);
+    ADD_FAILURE() << "a plan in 2020 was accepted in 2026";
+  } catch (const gt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("job 'fixed': its planned start 2020-06-01"),
+              std::string::npos)
+        << e.what();
+  }
+  const Plan q = plan_for_submission(p, jobs, now, true, &notes);
+  for (const auto& jp : q.jobs) {
+    ASSERT_FALSE(jp.runs.empty());
+    EXPECT_GE(jp.runs[0].start_s, now);
+    for (std::size_t r = 1; r < jp.runs.size(); ++r)
+      EXPECT_GE(jp.runs[r].start_s, jp.runs[r - 1].end_s);
+  }
+  EXPECT_EQ(q.jobs[0].runs[0].start_s, now);
+  EXPECT_EQ(notes.size(), 2u);
+  // within the grace (a plan made a minute ago): submitted as planned
+  UnixTimeS first = p.jobs[0].runs[0].start_s;
+  for (const auto& jp : p.jobs) first = std::min(first, jp.runs[0].start_s);
+  EXPECT_EQ(plan_for_submission(p, jobs, first + 60, false, &notes).jobs[0].runs[0].start_s,
+            p.jobs[0].runs[0].start_s);
+  jobs[0].deadline_s = now - 1;
+  EXPECT_THROW(plan_for_submission(p, jobs, now, true, &notes), gt::Error);
+}

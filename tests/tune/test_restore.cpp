@@ -229,6 +229,53 @@ TEST(TuneRestore, SigtermDuringTheSearch) {
   EXPECT_EQ(pc.limit_uw(), 150000000);
 }
 
+// Issue 31 §3: a forked child of the process that set the limit (a worker ended by SIGTERM, one
+// that exits normally, one whose guard copy is destroyed) leaves the limit in force; the parent's
+// own restore still works.
+TEST(TuneRestore, ForkedChildrenLeaveTheParentsLimit) {
+  FakePowercap pc;
+  int status = run_child(
+      [&](int fd) {
+        PowerLimitGuard g(open_rapl_devices(pc.root.string()));  // handles SIGINT/SIGTERM
+        g.apply_w(100);
+        auto child = [](auto body) {
+          pid_t pid = ::fork();
+          if (pid == 0) body();
+          return pid;
+        };
+        // 1: killed by SIGTERM (the handler runs in the child, then the default action)
+        pid_t a = child([] {
+          for (;;) ::pause();
+        });
+        ::usleep(100000);
+        ::kill(a, SIGTERM);
+        int st = 0;
+        ::waitpid(a, &st, 0);
+        if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGTERM) ::_exit(10);
+        // 2: a normal exit (atexit runs there)
+        pid_t b = child([] { std::exit(0); });
+        ::waitpid(b, &st, 0);
+        // 3: the child's copy of the guard is destroyed (a finalizer) and it calls restore()
+        pid_t c = child([&g] {
+          g.restore();
+          g.~PowerLimitGuard();
+          ::_exit(0);
+        });
+        ::waitpid(c, &st, 0);
+        std::ifstream in(pc.limit);
+        long long uw = 0;
+        in >> uw;
+        if (uw != 100000000) ::_exit(20);  // a child undid the parent's limit
+        ready(fd);
+        ::_exit(0);  // leaves the guard for the test to check below
+      },
+      0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "10: the child was not ended by SIGTERM; 20: a child "
+                                       "restored the parent's limit";
+  EXPECT_EQ(pc.limit_uw(), 100000000);  // _exit: no restore anywhere (what SIGKILL leaves)
+}
+
 namespace {
 volatile sig_atomic_t g_trainer_saw_sigterm = 0;
 }
@@ -323,6 +370,20 @@ TEST(TuneNvml, SigtermRestoresEveryGpuAndTheLibraryLogsEachSet) {
   EXPECT_EQ(s[3], "1 200000 0");
   EXPECT_EQ(s[4], "0 300000 0");
   EXPECT_EQ(s[5], "1 300000 0");
+}
+
+// Issue 31 §7: NVML is reference counted (the NVML API reference, nvmlShutdown): a user that
+// shuts down leaves the library to the others. The stand-in was not, so `tune --devices nvml`,
+// where the meter and the search each open NVML, failed to read the power limit once one of
+// them let go ("Invalid Argument"). A stand-in behaves like what it stands for.
+TEST(TuneNvml, ShutdownOfOneUserLeavesTheLibraryToTheOthers) {
+  FakeNvmlEnv env;
+  auto devs = open_power_limit_devices("nvml");
+  { auto other = open_power_limit_devices("nvml"); }  // init, then its shutdown
+  EXPECT_DOUBLE_EQ(devs[0]->limit_w(), 300);
+  EXPECT_NO_THROW(devs[1]->set_limit_w(250));
+  EXPECT_DOUBLE_EQ(devs[1]->limit_w(), 250);
+  devs[1]->set_limit_w(300);
 }
 
 TEST(TuneNvml, RefusesWithoutPermissionNeverHalfApplies) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "tune/simulated.h"
@@ -203,6 +204,47 @@ TEST(TuneSearch, ProfileIsSavedAndReused) {
   EXPECT_FALSE(fresh.reused_profile);
   std::ofstream(path) << "not json";
   EXPECT_THROW(tune_power_limit({d}, never, opt), gt::Error);
+  std::filesystem::remove(path);
+}
+
+// Issue 31 §5: a profile read back is checked like any input: a time per step of 0 (it printed
+// "time per step -nan %" and chose a limit) or a negative energy is refused, naming the file,
+// the point and the key.
+TEST(TuneSearch, ProfileWithFiguresOutOfRangeIsRefused) {
+  const auto path = (std::filesystem::temp_directory_path() /
+                     ("gt_tune_bad_profile_" + std::to_string(::getpid()) + ".json"))
+                        .string();
+  auto d = sim();
+  TuneOptions opt;
+  opt.profile_path = path;
+  tune_power_limit({d}, simulated_profile({d}), opt);
+  std::ifstream in(path);
+  const nlohmann::json good = nlohmann::json::parse(in);
+  in.close();
+  ProfileFn never = [](int) -> StepMeasurement {
+    ADD_FAILURE() << "profiled although a profile exists";
+    StepMeasurement m;
+    m.energy_j = m.time_s = 1;
+    return m;
+  };
+  const std::pair<const char*, nlohmann::json> cases[] = {{"time_per_step_s", 0.0},
+                                                          {"time_per_step_s", -1.0},
+                                                          {"energy_per_step_j", -5.0},
+                                                          {"limit_w", "300"},
+                                                          {"time_per_step_s", nullptr}};
+  for (const auto& [key, value] : cases) {
+    nlohmann::json bad = good;
+    bad["points"][1][key] = value;
+    std::ofstream(path) << bad.dump();
+    try {
+      tune_power_limit({d}, never, opt);
+      ADD_FAILURE() << key << " = " << value.dump() << " was accepted";
+    } catch (const gt::Error& e) {
+      const std::string w = e.what();
+      EXPECT_NE(w.find(path), std::string::npos) << w;
+      EXPECT_NE(w.find(std::string("points[1].") + key), std::string::npos) << w;
+    }
+  }
   std::filesystem::remove(path);
 }
 
