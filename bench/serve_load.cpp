@@ -10,6 +10,7 @@
 // rounding of the counter's); prints the daemon's CPU time per phase as % of one core (target
 // < 2 % for the readers alone), requests per second and the windows' latency.
 //   build/bench/gt_serve_load [SECONDS=60] [READERS=200] [WINDOW_CLIENTS=20]
+// ($GT_SERVE_PROGRAM: the greentrain program to start, default this build's)
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
@@ -29,8 +30,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <sstream>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -62,7 +63,8 @@ void check_truth(const json& r) {
   for (const auto& x : r["readings"]) e.push_back(x["energy_j"].get<double>());
   std::lock_guard<std::mutex> g(g_mu);
   auto [it, fresh] = g_truth.emplace(seq, e);
-  if (!fresh && it->second != e) fail(fmt::format("sample {} read differently by two clients", seq));
+  if (!fresh && it->second != e)
+    fail(fmt::format("sample {} read differently by two clients", seq));
 }
 
 double cpu_s_of(pid_t pid) {
@@ -121,7 +123,8 @@ struct Readers {
       const auto now = Clock::now();
       for (auto& c : conns)
         if (c.fd >= 0 && now >= c.due) {
-          if (::send(c.fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size()))
+          if (::send(c.fd, req.data(), req.size(), MSG_NOSIGNAL) ==
+              static_cast<ssize_t>(req.size()))
             ++c.sent, ++sent;
           c.due += std::chrono::microseconds(static_cast<long>(1e6 / hz));
         }
@@ -137,7 +140,8 @@ struct Readers {
           const json r = json::parse(p);
           ++c.got, ++got;
           const auto seq = r["seq"].get<std::uint64_t>();
-          if (seq < c.last_seq) fail(fmt::format("reader {}: sample {} after {}", i, seq, c.last_seq));
+          if (seq < c.last_seq)
+            fail(fmt::format("reader {}: sample {} after {}", i, seq, c.last_seq));
           c.last_seq = seq;
           check_truth(r);
         }
@@ -182,14 +186,15 @@ void window_client(const std::string& socket, WindowStats& st) {
     const json e = c->call({{"op", "read"}, {"fresh", true}});
     lat.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
     const auto sb = b["seq"].get<std::uint64_t>(), se = e["seq"].get<std::uint64_t>();
-    if (!(sb > last && se > sb)) fail(fmt::format("fresh samples {} then {} after {}", sb, se, last));
+    if (!(sb > last && se > sb))
+      fail(fmt::format("fresh samples {} then {} after {}", sb, se, last));
     last = se;
     check_truth(b);
     check_truth(e);
     for (std::size_t i = 0; i < b["readings"].size(); ++i) {
       if (b["readings"][i]["sensor"].get<std::string>().rfind("rapl:", 0) != 0) continue;
-      const double w = e["readings"][i]["energy_j"].get<double>() -
-                       b["readings"][i]["energy_j"].get<double>();
+      const double w =
+          e["readings"][i]["energy_j"].get<double>() - b["readings"][i]["energy_j"].get<double>();
       const double steps = w / kStepJ;
       if (w < 0 || std::fabs(steps - std::round(steps)) > 1e-6)
         fail(fmt::format("window of {} J is not a whole number of the counter's {} J steps", w,
@@ -241,16 +246,20 @@ int main(int argc, char** argv) {
     ::setenv("FAKE_NVML_DEVICES", "2", 1);
 #endif
     std::freopen((dir + "/daemon.log").c_str(), "w", stderr);
-    ::execl(GT_PROGRAM, GT_PROGRAM, "serve", "--foreground", "--socket", socket.c_str(),
-            "--state-file", (dir + "/state.json").c_str(), "--interval", "100", nullptr);
+    // $GT_SERVE_PROGRAM: another build of the program, to compare two daemons side by side
+    const char* prog =
+        std::getenv("GT_SERVE_PROGRAM") ? std::getenv("GT_SERVE_PROGRAM") : GT_PROGRAM;
+    ::execl(prog, prog, "serve", "--foreground", "--socket", socket.c_str(), "--state-file",
+            (dir + "/state.json").c_str(), "--interval", "100", nullptr);
     ::_exit(126);
   }
   std::string why;
   for (int i = 0; i < 400 && !ed::DaemonClient::connect(socket, &why, nullptr, 1); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  std::printf("greentrain serve load: %d readers at 10 Hz, then + %d window clients; %g s; "
-              "daemon pid %d, sampling every 100 ms\n",
-              readers, windowers, seconds, daemon);
+  std::printf(
+      "greentrain serve load: %d readers at 10 Hz, then + %d window clients; %g s; "
+      "daemon pid %d, sampling every 100 ms\n",
+      readers, windowers, seconds, daemon);
   Readers rd;
   std::thread rt([&] { rd.run(socket, readers, 10); });
   std::this_thread::sleep_for(std::chrono::seconds(1));  // connected and steady
@@ -276,16 +285,19 @@ int main(int argc, char** argv) {
   counter.join();
   const double p1 = std::chrono::duration<double>(w1 - w0).count();
   const double p2 = std::chrono::duration<double>(w2 - w1).count();
-  std::printf("phase 1, readers only:  daemon CPU %.2f %% of one core (target < 2 %%), %.0f "
-              "reads/s\n",
-              100 * (c1 - c0) / p1, static_cast<double>(reads1) / p1);
-  std::printf("phase 2, + windows:     daemon CPU %.2f %% of one core, %.0f windows/s, window "
-              "latency (2 fresh reads) median %.2f ms, p99 %.2f ms\n",
-              100 * (c2 - c1) / p2, static_cast<double>(ws.windows) / p2,
-              percentile(ws.latency_ms, 0.5), percentile(ws.latency_ms, 0.99));
-  std::printf("readings: %ld sent, %ld lost; %zu distinct samples checked across clients; "
-              "%ld windows; failures: %ld\n",
-              rd.sent.load(), lost, g_truth.size(), ws.windows.load(), g_failures.load());
+  std::printf(
+      "phase 1, readers only:  daemon CPU %.2f %% of one core (target < 2 %%), %.0f "
+      "reads/s\n",
+      100 * (c1 - c0) / p1, static_cast<double>(reads1) / p1);
+  std::printf(
+      "phase 2, + windows:     daemon CPU %.2f %% of one core, %.0f windows/s, window "
+      "latency (2 fresh reads) median %.2f ms, p99 %.2f ms\n",
+      100 * (c2 - c1) / p2, static_cast<double>(ws.windows) / p2, percentile(ws.latency_ms, 0.5),
+      percentile(ws.latency_ms, 0.99));
+  std::printf(
+      "readings: %ld sent, %ld lost; %zu distinct samples checked across clients; "
+      "%ld windows; failures: %ld\n",
+      rd.sent.load(), lost, g_truth.size(), ws.windows.load(), g_failures.load());
   std::filesystem::remove_all(dir);
   return g_failures == 0 && lost == 0 ? 0 : 1;
 }

@@ -4,7 +4,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <grp.h>
-#include <poll.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -53,6 +53,7 @@ Server::~Server() {
   }
   conns_.clear();
   if (listen_fd_ >= 0) ::close(listen_fd_);
+  if (epoll_fd_ >= 0) ::close(epoll_fd_);
   if (bound_) ::unlink(opt_.socket_path.c_str());
   if (wake_fd_ >= 0) ::close(wake_fd_);
 }
@@ -146,7 +147,12 @@ void Server::accept_all(double now) {
       ::close(fd);
       continue;
     }
-    conns_.emplace(fd, std::move(c));
+    c.events = EPOLLIN;
+    epoll_event e{};
+    e.events = EPOLLIN;
+    e.data.fd = fd;
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &e);
+    conns_.insert_or_assign(fd, std::move(c));  // a closed one may have had this number
     stats_.clients = static_cast<int>(conns_.size());
   }
 }
@@ -241,6 +247,7 @@ void Server::on_readable(Conn& c, double now) {
     }
     if (c.in.buffered() == 0) c.msg_start_s = now;
     c.in.feed(buf, static_cast<std::size_t>(n));
+    const bool drained = static_cast<std::size_t>(n) < sizeof buf;  // no second recv for EAGAIN
     std::string payload;
     for (;;) {
       const auto st = c.in.next(&payload);
@@ -261,6 +268,7 @@ void Server::on_readable(Conn& c, double now) {
       c.queue.push_back(std::move(payload));
       if (c.in.buffered() > 0) c.msg_start_s = now;
     }
+    if (drained) break;
   }
 }
 
@@ -314,61 +322,110 @@ void Server::sweep_timeouts(double now) {
   }
 }
 
+// The events a connection wants now: input while it may queue more, output while some waits.
+std::uint32_t Server::wanted_events(const Conn& c) const {
+  std::uint32_t ev = 0;
+  if (!c.closing && !c.eof && c.queue.size() < kMaxQueued) ev |= EPOLLIN;
+  if (c.out_off < c.out.size()) ev |= EPOLLOUT;
+  return ev;
+}
+
+// After a connection was served: closes it when it is done, else updates its epoll interest.
+void Server::settle(Conn& c) {
+  const bool drained = c.out_off >= c.out.size();
+  const bool idle = c.queue.empty() && c.wait_seq == 0;
+  if (c.fd >= 0 &&
+      ((c.closing && drained) || (c.eof && (idle || c.closing) && drained) || (c.eof && c.closing)))
+    close_conn(c, "");
+  if (c.fd < 0) return;
+  const std::uint32_t ev = wanted_events(c);
+  if (ev != c.events) {
+    epoll_event e{};
+    e.events = ev;
+    e.data.fd = c.fd;
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c.fd, &e);
+    c.events = ev;
+  }
+}
+
 void Server::run() {
-  std::vector<pollfd> pfds;
-  std::vector<int> order;
+  // epoll: a turn of the loop costs in proportion to the connections that did something, not
+  // to all of them (200 readers at 10 Hz wake it 2000 times a second).
+  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_fd_ < 0) throw Error(fmt::format("epoll_create1: {}", std::strerror(errno)));
+  for (int fd : {wake_fd_, listen_fd_}) {
+    epoll_event e{};
+    e.events = EPOLLIN;
+    e.data.fd = fd;
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &e);
+  }
+  std::vector<epoll_event> evs(256);
+  std::vector<int> touched;
+  double next_sweep = 0;
   while (!stop_) {
-    pfds.clear();
-    order.clear();
-    pfds.push_back({wake_fd_, POLLIN, 0});
-    pfds.push_back({listen_fd_, POLLIN, 0});
-    for (auto& [fd, c] : conns_) {
-      short ev = 0;
-      if (!c.closing && !c.eof && c.queue.size() < kMaxQueued) ev |= POLLIN;
-      if (c.out_off < c.out.size()) ev |= POLLOUT;
-      pfds.push_back({fd, ev, 0});
-      order.push_back(fd);
-    }
-    int n = ::poll(pfds.data(), pfds.size(), 250);  // timeouts are checked at least 4 times a s
-    if (n < 0 && errno != EINTR) throw Error(fmt::format("poll: {}", std::strerror(errno)));
+    // connections with requests still queued (kMaxPerTurn a turn) go on without waiting
+    const int n =
+        ::epoll_wait(epoll_fd_, evs.data(), static_cast<int>(evs.size()), busy_.empty() ? 100 : 0);
+    if (n < 0 && errno != EINTR) throw Error(fmt::format("epoll_wait: {}", std::strerror(errno)));
     const double now = mono_now();
-    if (pfds[0].revents & POLLIN) {
-      std::uint64_t v;
-      while (::read(wake_fd_, &v, sizeof v) > 0) {
+    touched.assign(busy_.begin(), busy_.end());
+    busy_.clear();
+    bool sampled = false;
+    for (int i = 0; i < n; ++i) {
+      const int fd = evs[static_cast<std::size_t>(i)].data.fd;
+      const std::uint32_t re = evs[static_cast<std::size_t>(i)].events;
+      if (fd == wake_fd_) {
+        std::uint64_t v;
+        while (::read(wake_fd_, &v, sizeof v) > 0) {
+        }
+        sampled = true;
+      } else if (fd == listen_fd_) {
+        accept_all(now);
+      } else if (auto it = conns_.find(fd); it != conns_.end()) {
+        Conn& c = it->second;
+        if (re & EPOLLIN) on_readable(c, now);
+        if ((re & (EPOLLHUP | EPOLLERR)) && !(re & EPOLLIN)) c.eof = true;
+        if (re & EPOLLOUT) flush(c, now);
+        touched.push_back(fd);
       }
     }
-    if (pfds[1].revents & POLLIN) accept_all(now);
-    for (std::size_t i = 0; i < order.size(); ++i) {
-      auto it = conns_.find(order[i]);
+    if (sampled) {  // fresh reads whose sample has come
+      const auto latest = ctx_.reader->latest();
+      for (auto it = waiting_.begin(); it != waiting_.end();) {
+        auto c = conns_.find(*it);
+        if (c == conns_.end() || c->second.wait_seq == 0) {
+          it = waiting_.erase(it);
+        } else if (latest->sample.seq >= c->second.wait_seq) {
+          c->second.wait_seq = 0;
+          send_text(c->second, read_response(*latest, c->second.wait_id), now);
+          touched.push_back(*it);
+          it = waiting_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    for (int fd : touched) {
+      auto it = conns_.find(fd);
       if (it == conns_.end()) continue;
       Conn& c = it->second;
-      const short re = pfds[i + 2].revents;
-      if (re & POLLIN) on_readable(c, now);
-      if (re & (POLLHUP | POLLERR) && !(re & POLLIN)) c.eof = true;
-    }
-    // Answer what can be answered: fresh reads whose sample has come, then queued requests.
-    const auto latest = ctx_.reader->latest();
-    for (auto& [fd, c] : conns_) {
-      if (c.fd < 0) continue;
-      if (c.wait_seq && latest->sample.seq >= c.wait_seq) {
-        c.wait_seq = 0;
-        send_text(c, read_response(*latest, c.wait_id), now);
-      }
       if (c.fd >= 0) process(c);
+      if (c.fd >= 0 && c.wait_seq) waiting_.insert(fd);
+      if (c.fd >= 0 && c.wait_seq == 0 && !c.closing && !c.queue.empty()) busy_.insert(fd);
       if (c.fd >= 0) flush(c, now);
+      settle(c);
+      if (c.fd < 0) conns_.erase(it);
     }
-    sweep_timeouts(now);
-    for (auto it = conns_.begin(); it != conns_.end();) {
-      Conn& c = it->second;
-      const bool drained = c.out_off >= c.out.size();
-      const bool idle = c.queue.empty() && c.wait_seq == 0;
-      if (c.fd >= 0 && ((c.closing && drained) || (c.eof && (idle || c.closing) && drained) ||
-                        (c.eof && c.closing)))
-        close_conn(c, "");
-      if (c.fd < 0)
-        it = conns_.erase(it);
-      else
-        ++it;
+    if (now >= next_sweep) {  // timeouts, ten times a second
+      next_sweep = now + 0.1;
+      sweep_timeouts(now);
+      for (auto it = conns_.begin(); it != conns_.end();) {
+        if (it->second.fd >= 0) {
+          flush(it->second, now);
+          settle(it->second);
+        }
+        it = it->second.fd < 0 ? conns_.erase(it) : std::next(it);
+      }
     }
     stats_.clients = static_cast<int>(conns_.size());
   }

@@ -1,4 +1,4 @@
-// serve/server.h: the daemon's Unix socket: one event loop (poll) over non-blocking connections,
+// serve/server.h: the daemon's Unix socket: one event loop (epoll) over non-blocking connections,
 // so a client that never speaks, sends half a message, or reads nothing costs only its own
 // connection (it is timed out or dropped, daemon_protocol.h gives the limits) and never delays
 // the others. Requests are answered in order per connection; a "fresh" read waits, without
@@ -13,7 +13,9 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
+#include <unordered_map>
 
 #include "energy/daemon_protocol.h"
 #include "serve/leases.h"
@@ -77,7 +79,10 @@ class Server {
     std::deque<std::string> queue;  // whole requests not yet answered
     std::uint64_t wait_seq = 0;     // waiting for this sample (fresh read)
     nlohmann::json wait_id;
+    std::uint32_t events = 0;  // its epoll interest now
   };
+  std::uint32_t wanted_events(const Conn& c) const;
+  void settle(Conn& c);
   void accept_all(double now);
   void on_readable(Conn& c, double now);
   void process(Conn& c);
@@ -89,10 +94,12 @@ class Server {
 
   ServerOptions opt_;
   ServeContext ctx_;
-  int listen_fd_ = -1, wake_fd_ = -1;
+  int listen_fd_ = -1, wake_fd_ = -1, epoll_fd_ = -1;
   bool bound_ = false;
   std::atomic<bool> stop_{false};
-  std::map<int, Conn> conns_;
+  std::unordered_map<int, Conn> conns_;
+  std::set<int> waiting_;  // connections waiting for a fresh sample
+  std::set<int> busy_;     // connections with requests queued and not yet answered
   std::uint64_t next_id_ = 1;
   ServerStats stats_;
 };

@@ -341,6 +341,8 @@ TEST(Daemon, LeasesAreRestoredWhenTheirConnectionEnds) {
   for (int i = 0; i < 100 && sim->limit_w() != 400; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_DOUBLE_EQ(sim->limit_w(), 400);
+  for (int i = 0; i < 100 && dm.log_text().find("restored to 400 W") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // logged just after
   EXPECT_NE(dm.log_text().find("power limit restored to 400 W"), std::string::npos);
   // release by request
   r = ask(b, {{"v", 1}, {"op", "set_power_limit"}, {"device", "sim:0"}, {"limit_w", 250}});
