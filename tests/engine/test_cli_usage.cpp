@@ -36,6 +36,9 @@ struct CliUsage : ::testing::Test {
   test::TempDir d;
   std::string cfg;
   void SetUp() override {
+    // the estimate's reader lock of this test alone: a test beside it (ctest -j) or a process an
+    // earlier test left behind would otherwise be the node's reader, and energy here unknown
+    setenv("GT_ENERGY_LOCK_DIR", d.file("locks").c_str(), 1);
     test::write_file(d.file("t.txt"), test::sample_text(5000));
     cfg = d.file("tiny.toml");
     test::write_file(cfg,
@@ -45,6 +48,7 @@ struct CliUsage : ::testing::Test {
                      "[data]\npath = \"" +
                          d.file("t.txt") + "\"\n");
   }
+  void TearDown() override { unsetenv("GT_ENERGY_LOCK_DIR"); }
   // stdout alone (stderr to a file), and the exit code
   test::CmdResult stdout_of(const std::string& cmd) {
     return run_cmd("(" + cmd + " 2>" + d.file("stderr.txt") + ")");
