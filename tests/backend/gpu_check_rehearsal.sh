@@ -34,7 +34,9 @@ assert by["losses"]["within_tolerance"], by["losses"]["headline"]
 assert doc["log_tails"], "no log tails"
 print("results.json: %d stages, %s s" % (len(doc["stages"]), doc["elapsed_s"]))
 PY
-tar -tzf "$tmp/out/logs.tgz" | grep -q 'gpu-check/logs/' || fail "logs.tgz holds no logs"
+# the listing first: `grep -q` ends at the first match, and under pipefail tar's SIGPIPE would fail
+listing="$(tar -tzf "$tmp/out/logs.tgz")" || fail "logs.tgz is not a readable tar.gz"
+grep -q 'gpu-check/logs/' <<< "$listing" || fail "logs.tgz holds no logs"
 
 # stopped by a signal: both files still there and readable
 rm -rf "$tmp/out2"
