@@ -16,7 +16,7 @@ shift || true
 build=${GT_FUZZ_BUILD:-build-fuzz}
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(safetensors state_json config_toml jobs tokens text_data carbon_csv readings
-  daemon_protocol)
+  daemon_protocol run_folder)
 bin=${GT_FUZZ_BIN:-$build/fuzz}
 if [ -z "${GT_FUZZ_BIN:-}" ]; then
   if [ ! -f "$build/CMakeCache.txt" ]; then

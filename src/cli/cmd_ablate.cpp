@@ -25,6 +25,8 @@
 #include <sstream>
 
 #include "cli/command.h"
+#include "core/atomic_file.h"
+#include "core/bytes_json.h"
 #include "core/error.h"
 #include "core/json_number.h"
 #include "train/config.h"
@@ -602,7 +604,7 @@ int run_ablate(const Args& a) {
     }
   }
   nlohmann::ordered_json doc;
-  doc["config"] = a.config;
+  doc["config"] = gt::bytes_to_json(a.config);  // a Linux path: any bytes (issue 31 §1)
   doc["steps"] = a.steps;
   doc["memory_budget_bytes"] = budget;
   doc["order"] = order;
@@ -615,12 +617,13 @@ int run_ablate(const Args& a) {
     doc["target_loss"] = cfg.target_loss;
     doc["ranking_by_joules_to_target"] = ranking;
   }
-  std::ofstream(fs::path(a.out) / "ablation.csv") << csv;
-  std::ofstream(fs::path(a.out) / "ablation.json") << doc.dump(2) << "\n";
+  // temporary name, then rename; a failure names the file (never a half-written table)
+  gt::write_file_atomic((fs::path(a.out) / "ablation.csv").string(), csv);
+  gt::write_file_atomic((fs::path(a.out) / "ablation.json").string(), gt::dump_json(doc, 2) + "\n");
   if (!a.json.empty()) {
-    nlohmann::json out = nlohmann::json::parse(doc.dump());
+    nlohmann::json out = nlohmann::json::parse(gt::dump_json(doc));
     out["schema"] = "greentrain.ablate/1";
-    out["out"] = a.out;
+    out["out"] = gt::bytes_to_json(a.out);
     gt::cli::write_json_output(a.json, out);
   }
   std::fprintf(g_out, "wrote %s and %s\n", (fs::path(a.out) / "ablation.csv").c_str(),

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "cli/command.h"
+#include "core/bytes_json.h"
 #include "core/error.h"
 #include "train/data.h"
 #include "train/trainer.h"
@@ -35,7 +36,7 @@ int run_eval(const Args& a) {
   if (!a.json.empty()) {
     gt::cli::write_json_output(
         a.json, {{"schema", "greentrain.eval/1"},
-                 {"run_dir", a.run_dir},
+                 {"run_dir", gt::bytes_to_json(a.run_dir)},  // paths: any bytes (issue 31 §1)
                  {"step", lm.step},
                  {"val_loss", loss},
                  {"perplexity", std::exp(loss)},
@@ -45,7 +46,7 @@ int run_eval(const Args& a) {
                  {"batches", cfg.eval_steps},
                  {"batch_size", cfg.batch_size},
                  {"block_size", cfg.model.block_size},
-                 {"data", cfg.data_path}});
+                 {"data", gt::bytes_to_json(cfg.data_path)}});
   }
   std::fprintf(
       gt::cli::human_out(a.json),

@@ -57,6 +57,17 @@ std::string fnum(const nlohmann::json& j, const char* key, const char* spec) {
   return "<span class=unknown>unknown</span>";
 }
 
+// A recorded path of a JSON object (core/bytes_json.h: a string, or {"bytes_hex", "shown"} for
+// one that is not UTF-8) as readable text; "" when it is missing or neither form.
+std::string shown_path(const nlohmann::json& j, const char* key) {
+  if (!j.is_object() || !j.contains(key)) return "";
+  const auto& v = j[key];
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_object() && v.contains("shown") && v["shown"].is_string())
+    return v["shown"].get<std::string>();
+  return "";
+}
+
 // JSON inlined in a <script> element: every '<', '>' and '&' (only inside its strings) is
 // written as its \u escape, which JSON reads back as the character. Escaping "</" alone is not
 // enough: "<!--<script>" (a run folder or a domain named so) puts HTML's script parser in its
@@ -203,7 +214,7 @@ std::string ablation_table(const AblationData& a) {
       "<th>fusion</th><th>recompute</th><th>micro-batch</th><th>tokens/s</th><th>J/token</th>"
       "<th>tokens/J</th><th>tokens/J vs baseline</th><th>claimed (cumulative)</th>"
       "<th>J to target</th><th>energy</th></tr>\n",
-      t.value("steps", 0), esc(t.value("config", std::string())),
+      t.value("steps", 0), esc(shown_path(t, "config")),
       t.value("energy_estimated", false) ? "; energy <b>ESTIMATED</b> (no energy counters)" : "");
   if (t.contains("rows"))
     for (const auto& r : t["rows"]) {

@@ -39,7 +39,8 @@ RunData read_run(const std::string& dir);
 bool is_ablation_dir(const std::string& dir);
 
 /// Reads an ablate folder's ablation.json and its row folders ("0_baseline", "1_+bf16", ...,
-/// in row order). Throws gt::Error when ablation.json cannot be parsed.
+/// in row order). Throws gt::Error naming the file (and the key) when ablation.json cannot be
+/// parsed or a key the report reads has another type than `ablate` writes.
 AblationData read_ablation(const std::string& dir, std::vector<RunData>& rows);
 
 /// Path of Chart.js to inline: $GT_CHARTJS when set, else Debian's libjs-chart.js

@@ -9,7 +9,9 @@
 #include <regex>
 #include <sstream>
 
+#include "core/bytes_json.h"
 #include "core/error.h"
+#include "core/json_number.h"
 #include "report/report.h"
 
 namespace fs = std::filesystem;
@@ -32,6 +34,39 @@ void flatten(const toml::table& t, const std::string& prefix,
       std::ostringstream os;
       v.visit([&](auto&& node) { os << node; });
       out[key] = os.str();
+    }
+  }
+}
+
+// ablation.json's keys that the report reads have the types `ablate` writes (a hand-edited or
+// damaged file: an array, "steps": "x"): gt::Error naming the file and the key, not a JSON
+// library error when the page is drawn.
+void check_ablation_table(const nlohmann::json& t, const std::string& path) {
+  auto bad = [&](const std::string& key, const nlohmann::json& v, const char* expected) {
+    std::string shown = dump_json(v);
+    if (shown.size() > 80) shown = shown.substr(0, 77) + "...";
+    return Error(fmt::format("{}: {} = {}: expected {}", path, key, shown, expected));
+  };
+  if (!t.is_object()) throw bad("the file", t, "an object as `greentrain ablate` writes");
+  if (t.contains("steps")) json_integer_or_throw<int>(t["steps"], path + ": steps", 0);
+  if (t.contains("config")) (void)bytes_from_json(t["config"], path + ": config");
+  if (t.contains("energy_estimated") && !t["energy_estimated"].is_boolean())
+    throw bad("energy_estimated", t["energy_estimated"], "true or false");
+  if (!t.contains("rows")) return;
+  if (!t["rows"].is_array()) throw bad("rows", t["rows"], "an array of rows");
+  for (size_t i = 0; i < t["rows"].size(); ++i) {
+    const auto& r = t["rows"][i];
+    const std::string at = fmt::format("rows[{}]", i);
+    if (!r.is_object()) throw bad(at, r, "an object");
+    for (const char* k : {"row", "reason", "precision", "fusion", "recompute", "energy"})
+      if (r.contains(k) && !r[k].is_string()) throw bad(at + "." + k, r[k], "a string");
+    if (r.contains("measured") && !r["measured"].is_boolean())
+      throw bad(at + ".measured", r["measured"], "true or false");
+    if (r.contains("target")) {
+      const auto& g = r["target"];
+      if (!g.is_object()) throw bad(at + ".target", g, "an object");
+      if (g.contains("reached") && !g["reached"].is_boolean())
+        throw bad(at + ".target.reached", g["reached"], "true or false");
     }
   }
 }
@@ -112,8 +147,9 @@ AblationData read_ablation(const std::string& dir, std::vector<RunData>& rows) {
   } catch (const std::exception& e) {
     throw Error(fmt::format("{}: cannot be read as JSON ({})", p.string(), e.what()));
   }
+  check_ablation_table(a.table, p.string());
   // the rows' run folders, "<index>_<row name>", in index order
-  const std::regex row_dir(R"(([0-9]+)_(baseline|\+[a-z0-9_]+))");
+  const std::regex row_dir(R"(([0-9]{1,9})_(baseline|\+[a-z0-9_]+))");
   std::vector<std::pair<int, fs::path>> found;
   for (auto& e : fs::directory_iterator(dir)) {
     std::smatch m;

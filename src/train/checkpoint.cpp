@@ -193,26 +193,6 @@ void save_checkpoint(const std::string& run_dir, GPT& model, const Arena& m, con
   fs::remove_all(old, ec);
 }
 
-std::string checkpoint_state_json(const CheckpointState& st, const std::string& path) {
-  nlohmann::ordered_json j;
-  j["format"] = "greentrain-checkpoint-1";
-  j["step"] = st.step;
-  j["data"] = {{"epoch", st.data_epoch}, {"cursor", st.data_cursor}};
-  j["last_loss"] = st.last_loss;
-  j["grad_scaler"] = {{"scale", st.loss_scale},
-                      {"clean_steps", st.scaler_clean_steps},
-                      {"skipped_steps", st.skipped_steps}};
-  j["world_size"] = st.world_size;
-  j["tokenizer"] = st.tokenizer.to_json();
-  if (!st.data.is_null()) j["data_identity"] = st.data;
-  j["config_toml"] = st.config_toml;
-  try {
-    return j.dump(2) + "\n";  // strict: a record that does not round-trip is an error, named
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("{}: cannot be written: {}", shown_bytes(path), e.what()));
-  }
-}
-
 CheckpointState load_checkpoint_state(const std::string& run_dir) {
   const std::string dir = resolve_dir(run_dir);
   const std::string path = (fs::path(dir) / "state.json").string();

@@ -1,6 +1,6 @@
-// train/checkpoint_state.cpp: a checkpoint's state.json read from text (train/checkpoint.h). It is
-// apart from checkpoint.cpp so that it builds without the model and backends (the fuzz targets
-// under fuzz/ link it alone).
+// train/checkpoint_state.cpp: a checkpoint's state.json read from text and written as text
+// (train/checkpoint.h). It is apart from checkpoint.cpp so that it builds without the model and
+// backends (the fuzz targets under fuzz/ link it alone).
 #include <fmt/format.h>
 
 #include <cmath>
@@ -65,6 +65,27 @@ CheckpointState parse_checkpoint_state(const std::string& text, const std::strin
     throw Error(fmt::format("{}: invalid checkpoint state: {}", path, e.what()));
   }
   return st;
+}
+
+// the writer beside the reader: what fuzz/fuzz_run_folder reads back, it also writes again
+std::string checkpoint_state_json(const CheckpointState& st, const std::string& path) {
+  nlohmann::ordered_json j;
+  j["format"] = "greentrain-checkpoint-1";
+  j["step"] = st.step;
+  j["data"] = {{"epoch", st.data_epoch}, {"cursor", st.data_cursor}};
+  j["last_loss"] = st.last_loss;
+  j["grad_scaler"] = {{"scale", st.loss_scale},
+                      {"clean_steps", st.scaler_clean_steps},
+                      {"skipped_steps", st.skipped_steps}};
+  j["world_size"] = st.world_size;
+  j["tokenizer"] = st.tokenizer.to_json();
+  if (!st.data.is_null()) j["data_identity"] = st.data;
+  j["config_toml"] = st.config_toml;
+  try {
+    return j.dump(2) + "\n";  // strict: a record that does not round-trip is an error, named
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("{}: cannot be written: {}", shown_bytes(path), e.what()));
+  }
 }
 
 }  // namespace gt

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "train/tokenizer_gpt2.h"
 
@@ -307,12 +308,11 @@ PrepareProgress prepare_shards(const std::vector<std::string>& inputs, const Tok
   train.close();
   val.close();
   nlohmann::json j = tok.to_json();
-  for (const auto& [name, content] : tok.files()) {
-    std::ofstream f(fs::path(out_dir) / name, std::ios::binary | std::ios::trunc);
-    f << content;
-    if (!f) throw Error(fmt::format("{}/{}: write failed", out_dir, name));
-  }
-  std::ofstream(fs::path(out_dir) / "tokenizer.json", std::ios::trunc) << j.dump(2) << "\n";
+  // temporary name, then rename, errors naming the file: train reads tokenizer.json to decode
+  // the shards, so a short or missing one (disk full) must fail here, not there
+  for (const auto& [name, content] : tok.files())
+    write_file_atomic((fs::path(out_dir) / name).string(), content);
+  write_file_atomic((fs::path(out_dir) / "tokenizer.json").string(), j.dump(2) + "\n");
   pr.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (progress) progress(pr);
   return pr;

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/bytes_json.h"
 #include "energy/node_lock.h"
 #include "test_helpers.h"
 
@@ -145,6 +146,46 @@ TEST(AblateCli, RefusesWhatEachRowSetsAndMalformedFlags) {
     EXPECT_NE(r.exit_code, 0) << flags;
     EXPECT_NE(r.output.find(message), std::string::npos) << flags << "\n" << r.output;
   }
+}
+
+// Issue 31 §1 (its kind in ablate and eval): a configuration, data and output folder whose names
+// are not UTF-8 (Latin-1 é). ablation.json used to throw "invalid UTF-8 byte" after every row
+// had trained, and eval --json wrote the paths with the bytes replaced. Each path is recorded so
+// that it round-trips (core/bytes_json.h), and the report of the folder still renders.
+TEST(AblateCli, PathsThatAreNotUtf8RoundTripThroughAblationJsonAndEval) {
+  GT_NEEDS_CPU_BACKEND();
+  test::TempDir d;
+  const std::string data = d.file("t-\xe9.txt"), cfg = d.file("c-\xe9.toml"),
+                    out = d.file("abl-\xe9");
+  test::write_file(data, test::sample_text(8000));
+  test::write_file(cfg,
+                   "[model]\nn_layer = 1\nn_head = 2\nn_embd = 16\nblock_size = 16\n"
+                   "[train]\nbatch_size = 2\neval_steps = 1\nthreads = 2\n");
+  const std::string bin = "GT_ENERGY_LOCK_DIR=" + d.file("locks") + " " + GT_BINARY;
+  auto r = test::run_cmd(bin + " ablate '" + cfg + "' --data '" + data + "' --steps 2 " +
+                         "--order fusion --out '" + out + "' --json '" + d.file("abl.json") + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream jf(out + "/ablation.json");
+  const auto j = nlohmann::json::parse(jf);
+  ASSERT_TRUE(j["config"].is_object()) << j["config"].dump();
+  EXPECT_EQ(bytes_from_json(j["config"], "config"), cfg);
+  EXPECT_EQ(j["rows"].size(), 3u);
+  std::ifstream of(d.file("abl.json"));
+  const auto o = nlohmann::json::parse(of);
+  EXPECT_EQ(bytes_from_json(o["out"], "out"), out);
+  EXPECT_EQ(bytes_from_json(o["config"], "config"), cfg);
+  for (auto& e : std::filesystem::directory_iterator(out))
+    EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << e.path();
+  std::ifstream hf(out + "/report.html");
+  const std::string html((std::istreambuf_iterator<char>(hf)), {});
+  EXPECT_NE(html.find("c-\\xe9.toml"), std::string::npos) << r.output;
+  // eval --json on a row's run: the run folder and the data as they are
+  auto e = test::run_cmd(bin + " eval '" + out + "/0_baseline' --json '" + d.file("ev.json") + "'");
+  ASSERT_EQ(e.exit_code, 0) << e.output;
+  std::ifstream ef(d.file("ev.json"));
+  const auto ev = nlohmann::json::parse(ef);
+  EXPECT_EQ(bytes_from_json(ev["run_dir"], "run_dir"), out + "/0_baseline");
+  EXPECT_EQ(bytes_from_json(ev["data"], "data"), data);
 }
 
 }  // namespace

@@ -135,5 +135,20 @@ TEST_F(TokenizerCli, PrepareOwnsItsFolderAndRefusesEmptyInput) {
   EXPECT_EQ(empty.output.find("train on them with"), std::string::npos) << empty.output;
 }
 
+// A tokenizer.json that cannot be written (here a folder of that name is in the way; in use: a
+// full disk) fails the prepare, naming the file. It used to be written with no check: exit 0,
+// and train failed later on shards it could not decode.
+TEST_F(TokenizerCli, PrepareFailsWhenItsTokenizerFileCannotBeWritten) {
+  const std::string out = d.file("blocked");
+  fs::create_directories(fs::path(out) / "tokenizer.json");
+  test::write_file(out + "/tokenizer.json/keep", "x");
+  auto p = run_cmd(kBin + " prepare " + d.file("t.txt") +
+                   " --tokenizer byte --shard-tokens 4000 --overwrite --out " + out);
+  EXPECT_NE(p.exit_code, 0) << p.output;
+  EXPECT_NE(p.output.find("tokenizer.json"), std::string::npos) << p.output;
+  for (auto& e : fs::directory_iterator(out))
+    EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << e.path();
+}
+
 }  // namespace
 }  // namespace gt

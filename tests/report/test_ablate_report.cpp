@@ -5,6 +5,8 @@
 #include <sstream>
 
 #include "chromium_util.h"
+#include "core/error.h"
+#include "report/report.h"
 #include "report_test_util.h"
 
 namespace gt {
@@ -70,6 +72,49 @@ TEST(AblateTarget, RowsThatNeverReachItAreListedLastWithTheReason) {
     EXPECT_TRUE(row["joules_to_target"].is_null()) << row.dump(2);
   }
   EXPECT_EQ(with_target, 2) << j.dump(2);
+}
+
+// An ablation.json whose keys have other types than `ablate` writes (hand-edited, damaged: found
+// by fuzz/fuzz_run_folder) is refused with the file and the key named. The report used to stop
+// with the JSON library's "type must be string, but is number", naming nothing.
+TEST(AblateReport, AblationJsonWithWrongTypesIsRefusedNamingTheKey) {
+  TempDir d;
+  const std::string dir = d.file("abl");
+  fs::create_directories(dir);
+  const std::pair<const char*, const char*> cases[] = {
+      {"[]", "the file"},
+      {R"({"steps": "x"})", "steps"},
+      {R"({"steps": 1e300})", "steps"},
+      {R"({"config": 1})", "config"},
+      {R"({"energy_estimated": "yes"})", "energy_estimated"},
+      {R"({"rows": {}})", "rows"},
+      {R"({"rows": [1]})", "rows[0]"},
+      {R"({"rows": [{"row": 1}]})", "rows[0].row"},
+      {R"({"rows": [{"measured": false, "reason": []}]})", "rows[0].reason"},
+      {R"({"rows": [{"target": {"reached": 1}}]})", "rows[0].target.reached"},
+  };
+  for (const auto& [text, key] : cases) {
+    write_file(dir + "/ablation.json", text);
+    try {
+      std::vector<report::RunData> rows;
+      const auto a = report::read_ablation(dir, rows);
+      (void)report::render_html(rows, &a, "");
+      ADD_FAILURE() << text << ": accepted";
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("ablation.json: " + std::string(key)), std::string::npos)
+          << text << ": " << m;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << text << ": not a gt::Error: " << e.what();
+    }
+  }
+  // what `ablate` writes, a configuration path in either form, is read
+  write_file(dir + "/ablation.json",
+             R"({"steps": 3, "config": {"bytes_hex": "632de92e746f6d6c", "shown": "c-\\xe9.toml"},)"
+             R"( "energy_estimated": true, "rows": [{"row": "baseline", "measured": true}]})");
+  std::vector<report::RunData> rows;
+  const auto a = report::read_ablation(dir, rows);
+  EXPECT_NE(report::render_html(rows, &a, "").find("c-\\xe9.toml"), std::string::npos);
 }
 
 }  // namespace
