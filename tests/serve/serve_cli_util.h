@@ -251,29 +251,23 @@ struct Node {
     }
     return p;
   }
-  /// `tune` on a tiny model (ref backend) through the daemon: every candidate from 400 W down
-  /// in 100 W steps, each profiled over `steps` steps.
-  std::vector<std::string> tune_args(int steps) const {
+  /// A tiny model's config (ref backend, one thread, characters of an 8000-byte text): its path.
+  std::string tiny_config() const {
     energy::test::write_file(dir + "/t.txt", std::string(4000, 'a') + std::string(4000, 'b'));
     energy::test::write_file(
         dir + "/c.toml",
         "[model]\nn_layer = 1\nn_head = 1\nn_embd = 8\nblock_size = 8\n[train]\nbatch_size = 2\n"
         "threads = 1\ndevice = \"ref\"\neval_steps = 1\n[data]\npath = \"" +
             dir + "/t.txt\"\nformat = \"text\"\ntokenizer = \"char\"\n");
-    return {"tune",
-            dir + "/c.toml",
-            "--devices",
-            "nvml",
-            "--objective",
-            "energy",
-            "--step",
-            "100",
-            "--warmup-steps",
-            "0",
-            "--profile-steps",
-            std::to_string(steps),
-            "--out",
-            dir + "/tune"};
+    return dir + "/c.toml";
+  }
+  /// `tune` on the tiny model through the daemon: every candidate from 400 W down in 100 W
+  /// steps, each profiled over `steps` steps.
+  std::vector<std::string> tune_args(int steps) const {
+    return {"tune",           tiny_config(), "--devices",       "nvml",
+            "--objective",    "energy",      "--step",          "100",
+            "--warmup-steps", "0",           "--profile-steps", std::to_string(steps),
+            "--out",          dir + "/tune"};
   }
 };
 

@@ -1,8 +1,9 @@
 // tests/serve/test_serve_cli.cpp: `greentrain serve` end to end, with the stand-in NVML and a
 // stand-in RAPL tree: two `greentrain measure` side by side get the same counter energy; tune
-// sets and restores limits through the daemon for a user NVML refuses; SIGKILL of a limit's
-// holder and of the daemon itself leave no device capped; a real Prometheus server scrapes the
-// daemon. The authorization test with two real Unix users is in test_serve_users.cpp.
+// and train.power_limit set and restore limits through the daemon for a user NVML refuses;
+// SIGKILL of a limit's holder and of the daemon itself leave no device capped; a real
+// Prometheus server scrapes the daemon. The authorization test with two real Unix users is in
+// test_serve_users.cpp.
 #include "serve_cli_util.h"
 
 namespace gt::serve {
@@ -101,6 +102,34 @@ TEST(ServeCli, TuneWithoutRootSetsAndRestoresLimitsThroughTheDaemon) {
   const std::string sets = energy::test::read_text(n.file("set.log"));
   for (const char* w : {"0 400000 0", "0 300000 0", "0 200000 0", "0 100000 0"})
     EXPECT_NE(sets.find(w), std::string::npos) << w << " in\n" << sets;
+  EXPECT_EQ(n.limit_mw(), 300000u);
+  daemon.stop();
+}
+
+// Issue 28: `train.power_limit` works without root through the daemon. The client's NVML
+// refuses to set limits (FAKE_NVML_SET_RC=4) and train.power_limit_required makes a limit not
+// applied an error, so the run succeeds only if the daemon set it (its set log, kept by the
+// daemon's NVML alone, shows 200 W); the lease ends with the run and 300 W is back.
+TEST(ServeCli, TrainPowerLimitWithoutRootIsSetAndRestoredThroughTheDaemon) {
+  Node n;
+  n.scripted_energy = false;
+  Proc daemon = n.start_daemon();
+  auto env = n.client_env();
+  env.push_back("FAKE_NVML_SET_RC=4");  // direct NVML: "Insufficient Permissions"
+  const std::string out = n.file("run");
+  Proc t = n.spawn({"train", n.tiny_config(), "--out", out, "--set", "train.max_steps=20", "--set",
+                    "train.power_limit=200", "--set", "train.power_limit_required=true"},
+                   env, "train");
+  ASSERT_EQ(t.wait(), 0) << t.output();
+  EXPECT_NE(t.output().find("limit 200 W applied"), std::string::npos) << t.output();
+  const json summary = json::parse(energy::test::read_text(out + "/summary.json"));
+  EXPECT_EQ(summary["power_limit"]["applied"], true) << summary["power_limit"];
+  // the daemon's NVML set 200 W, then 300 W again when the lease ended, and nothing after
+  const std::string sets = energy::test::read_text(n.file("set.log"));
+  const auto set = sets.find("0 200000 0\n");
+  ASSERT_NE(set, std::string::npos) << sets;
+  EXPECT_NE(sets.find("0 300000 0\n", set), std::string::npos) << sets;
+  EXPECT_EQ(sets.substr(sets.size() - std::string("0 300000 0\n").size()), "0 300000 0\n") << sets;
   EXPECT_EQ(n.limit_mw(), 300000u);
   daemon.stop();
 }
