@@ -272,8 +272,10 @@ requeue_now() {
 # sbatch; expects one sbatch call for NAME and sets JOB to its Slurm job id, ARGS to the file
 # holding its sbatch arguments and SCRIPT to the batch script Slurm holds for it.
 submit() {
+  # --shift-to-now: the plans start at the top of this hour, which is in the past by more than
+  # submission's 10-minute grace when the test runs late in the hour
   GT_SBATCH="$D/sbatch-logged" "$GT" schedule "$2" --carbon-csv "$D/ci-now.csv" \
-    --utc-offset 0 --submit slurm > "$D/schedule-$1.out" 2>&1 ||
+    --utc-offset 0 --submit slurm --shift-to-now > "$D/schedule-$1.out" 2>&1 ||
     fail "greentrain schedule $2 --submit slurm failed: $(cat "$D/schedule-$1.out")"
   cat "$D/schedule-$1.out"
   [ "$(grep -c "^submitted $1 run " "$D/schedule-$1.out")" = 1 ] ||
