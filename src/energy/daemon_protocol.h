@@ -42,12 +42,14 @@
 //        busy (another connection holds a lease on it), failed (the device refused).
 //   op "release_power_limit", {"device": ID}: restores now. -> {device, limit_w}
 //   op "attribution", {"scope": "self" | "all", "pid": N, "cgroup": PATH}: the energy of GPU
-//        processes attributed by NVML's per-process utilization (see serve/attribution.h).
+//        processes attributed by NVML's per-process utilization, or on a GPU in MIG mode by
+//        each instance's compute slices (see serve/attribution.h).
 //        "self": the peer's process tree; "pid": N's tree; "cgroup": the processes of that
 //        cgroup (v2 path, e.g. /system.slice/slurmstepd.scope/job_12). Only the peer's own
 //        processes unless the policy grants read_all_processes. -> {t_mono_s, gpus [{sensor,
-//        energy_j, attributed_j, unattributed_j}], processes [{pid, uid, user, comm, gpu,
-//        energy_j}], total_j}
+//        energy_j, attributed_j, unattributed_j, note, mig_instances [{device, energy_j,
+//        attributed_j, unattributed_j}]}], processes [{pid, uid, user, comm, cgroup, gpu,
+//        mig_device (null off MIG), energy_j, exited}], total_j, method}
 //
 // Error codes: too_large, bad_json, bad_request, unknown_version, unknown_op, no_such_device,
 // not_permitted, out_of_range, busy, failed, too_many_clients, timeout.

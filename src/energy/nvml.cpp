@@ -28,6 +28,11 @@ struct Library::Fns {
   Return (*mig_parent)(Device, Device*) = nullptr;
   Return (*mig_max)(Device, unsigned*) = nullptr;
   Return (*mig_by_index)(Device, unsigned, Device*) = nullptr;
+  Return (*mig_mode)(Device, unsigned*, unsigned*) = nullptr;
+  Return (*gi_id)(Device, unsigned*) = nullptr;
+  Return (*ci_id)(Device, unsigned*) = nullptr;
+  Return (*attributes)(Device, DeviceAttributes*) = nullptr;
+  Return (*compute_procs)(Device, unsigned*, ProcessInfo*) = nullptr;
   Return (*proc_util)(Device, ProcessUtilizationSample*, unsigned*, unsigned long long) = nullptr;
 };
 
@@ -68,6 +73,12 @@ std::unique_ptr<Library> Library::load(std::string* error) {
   sym(f.mig_parent, "nvmlDeviceGetDeviceHandleFromMigDeviceHandle");
   sym(f.mig_max, "nvmlDeviceGetMaxMigDeviceCount");
   sym(f.mig_by_index, "nvmlDeviceGetMigDeviceHandleByIndex");
+  sym(f.mig_mode, "nvmlDeviceGetMigMode");
+  sym(f.gi_id, "nvmlDeviceGetGpuInstanceId");
+  sym(f.ci_id, "nvmlDeviceGetComputeInstanceId");
+  sym(f.attributes, "nvmlDeviceGetAttributes_v2");
+  sym(f.compute_procs, "nvmlDeviceGetComputeRunningProcesses_v3");
+  if (!f.compute_procs) sym(f.compute_procs, "nvmlDeviceGetComputeRunningProcesses_v2");
   sym(f.proc_util, "nvmlDeviceGetProcessUtilization");
   if (!f.init || !f.count || !f.by_index || !f.uuid) {
     *error = fmt::format(
@@ -165,6 +176,45 @@ std::vector<Device> Library::mig_devices(Device d) const {
     if (fn_->mig_by_index(d, i, &m) == kSuccess) out.push_back(m);
   }
   return out;
+}
+
+Result<bool> Library::mig_enabled(Device d) const {
+  Result<bool> r;
+  unsigned current = 0, pending = 0;
+  if (fn_->mig_mode) r.rc = fn_->mig_mode(d, &current, &pending);
+  r.value = r.ok() && current == 1;  // NVML_DEVICE_MIG_ENABLE
+  return r;
+}
+Result<unsigned> Library::gpu_instance_id(Device mig) const {
+  Result<unsigned> r;
+  if (fn_->gi_id) r.rc = fn_->gi_id(mig, &r.value);
+  return r;
+}
+Result<unsigned> Library::compute_instance_id(Device mig) const {
+  Result<unsigned> r;
+  if (fn_->ci_id) r.rc = fn_->ci_id(mig, &r.value);
+  return r;
+}
+Result<DeviceAttributes> Library::attributes(Device mig) const {
+  Result<DeviceAttributes> r;
+  if (fn_->attributes) r.rc = fn_->attributes(mig, &r.value);
+  return r;
+}
+Result<std::vector<ProcessInfo>> Library::compute_processes(Device d) const {
+  Result<std::vector<ProcessInfo>> r;
+  if (!fn_->compute_procs) return r;
+  // Ask for the count, then fill; the list may grow in between, so retry a few times.
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    unsigned n = static_cast<unsigned>(r.value.size());
+    r.rc = fn_->compute_procs(d, &n, r.value.empty() ? nullptr : r.value.data());
+    if (r.rc == kSuccess) {
+      r.value.resize(std::min<size_t>(n, r.value.size()));
+      return r;
+    }
+    if (r.rc != kErrorInsufficientSize) return r;
+    r.value.assign(n + 4, ProcessInfo{});
+  }
+  return r;
 }
 
 std::vector<VisibleGpu> resolve_visible(const Library& lib, const char* cvd,

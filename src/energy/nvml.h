@@ -40,6 +40,24 @@ struct ProcessUtilizationSample {
   unsigned dec_util;                ///< video decoder utilization, percent
 };
 
+/// nvmlProcessInfo_v2_t (nvml.h; the layout nvmlDeviceGetComputeRunningProcesses_v2 and _v3
+/// fill): one process with a compute context on a device.
+struct ProcessInfo {
+  unsigned pid;                      ///< process id
+  unsigned long long used_memory_b;  ///< usedGpuMemory (bytes)
+  unsigned gpu_instance_id;          ///< MIG GPU instance id (valid in MIG mode)
+  unsigned compute_instance_id;      ///< MIG compute instance id (valid in MIG mode)
+};
+
+/// nvmlDeviceAttributes_t (nvml.h): what a MIG device holds of its GPU.
+struct DeviceAttributes {
+  unsigned multiprocessor_count, shared_copy_engines, shared_decoders, shared_encoders, shared_jpeg,
+      shared_ofa;
+  unsigned gpu_instance_slices;      ///< gpuInstanceSliceCount
+  unsigned compute_instance_slices;  ///< computeInstanceSliceCount
+  unsigned long long memory_mib;     ///< memorySizeMB
+};
+
 /// A loaded and initialised NVML. One per process is enough; not copyable. All calls are
 /// thread-safe as NVML itself is.
 class Library {
@@ -74,6 +92,16 @@ class Library {
   /// MIG devices of a GPU (nvmlDeviceGetMaxMigDeviceCount + nvmlDeviceGetMigDeviceHandleByIndex);
   /// empty when MIG is off or unsupported.
   std::vector<Device> mig_devices(Device d) const;
+  /// nvmlDeviceGetMigMode: true when MIG is enabled now (the current mode, not the pending one).
+  Result<bool> mig_enabled(Device d) const;
+  /// nvmlDeviceGetGpuInstanceId / nvmlDeviceGetComputeInstanceId of a MIG device.
+  Result<unsigned> gpu_instance_id(Device mig) const;
+  Result<unsigned> compute_instance_id(Device mig) const;
+  /// nvmlDeviceGetAttributes_v2 (NVML: supported on MIG device handles only).
+  Result<DeviceAttributes> attributes(Device mig) const;
+  /// nvmlDeviceGetComputeRunningProcesses_v3 (or _v2 on older drivers): the processes with a
+  /// compute context on a GPU or, given a MIG device handle, on that instance.
+  Result<std::vector<ProcessInfo>> compute_processes(Device d) const;
   /// nvmlDeviceGetProcessUtilization: the samples NVML took since `last_seen_us` (CPU time, us;
   /// 0: all it keeps), one per process that used the GPU. NVML answers NOT_FOUND when it has no
   /// sample since then; that is returned as success with no samples.

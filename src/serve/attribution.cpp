@@ -57,6 +57,8 @@ class NvmlUtilization : public UtilizationSource {
       *err = "nvmlDeviceGetHandleByIndex_v2: " + lib_->error_string(d.rc);
       return std::nullopt;
     }
+    if (auto mig = lib_->mig_enabled(d.value); mig.ok() && mig.value)
+      return mig_sample(d.value, err);
     unsigned long long& last = last_seen_us_[index];
     auto r = lib_->process_utilization(d.value, last);
     if (!r.ok()) {
@@ -79,6 +81,54 @@ class NvmlUtilization : public UtilizationSource {
   }
 
  private:
+  // A GPU in MIG mode: each instance's slice share, split equally among its processes
+  // (attribution.h).
+  std::optional<std::vector<ProcessUtil>> mig_sample(energy::nvml::Device gpu, std::string* err) {
+    struct Instance {
+      std::string name;
+      unsigned slices = 0;
+      std::vector<unsigned> pids;
+    };
+    std::vector<Instance> inst;
+    unsigned total = 0;
+    for (energy::nvml::Device m : lib_->mig_devices(gpu)) {
+      const auto a = lib_->attributes(m);
+      if (!a.ok()) {
+        *err = "MIG mode; nvmlDeviceGetAttributes_v2: " + lib_->error_string(a.rc);
+        return std::nullopt;
+      }
+      const auto procs = lib_->compute_processes(m);
+      if (!procs.ok()) {
+        *err = "MIG mode; nvmlDeviceGetComputeRunningProcesses: " + lib_->error_string(procs.rc);
+        return std::nullopt;
+      }
+      const auto uuid = lib_->uuid(m);
+      const auto gi = lib_->gpu_instance_id(m), ci = lib_->compute_instance_id(m);
+      Instance x;
+      x.name =
+          fmt::format("{} (GPU instance {}, compute instance {}, {} slices)",
+                      uuid.ok() ? uuid.value : "MIG", gi.ok() ? std::to_string(gi.value) : "?",
+                      ci.ok() ? std::to_string(ci.value) : "?", a.value.compute_instance_slices);
+      x.slices = a.value.compute_instance_slices;
+      for (const auto& p : procs.value)
+        if (std::find(x.pids.begin(), x.pids.end(), p.pid) == x.pids.end()) x.pids.push_back(p.pid);
+      total += x.slices;
+      inst.push_back(std::move(x));
+    }
+    if (total == 0) {
+      *err = "MIG mode with no instance (or instances of 0 slices): nothing to attribute to";
+      return std::nullopt;
+    }
+    std::vector<ProcessUtil> out;
+    for (const auto& x : inst) {
+      const double share = static_cast<double>(x.slices) / total;
+      if (x.pids.empty()) out.push_back({0, 0, x.name, share});  // the instance, no process
+      for (unsigned pid : x.pids)
+        out.push_back({pid, 100.0 * share / static_cast<double>(x.pids.size()), x.name, share});
+    }
+    return out;
+  }
+
   std::unique_ptr<energy::nvml::Library> lib_;
   std::map<unsigned, unsigned long long> last_seen_us_;
 };
@@ -148,7 +198,7 @@ void Attribution::add(const std::string& sensor, double energy_j,
   {
     std::lock_guard<std::mutex> g(mu_);
     for (const auto& u : util)
-      if (!procs_.count({sensor, u.pid})) {
+      if (u.pid != 0 && !procs_.count({sensor, u.pid})) {
         fresh.emplace_back();
         fresh.back().pid = u.pid;
       }
@@ -169,10 +219,27 @@ void Attribution::add(const std::string& sensor, double energy_j,
     e.info = p;
     e.gpu = sensor;
   }
-  const EnergySplit s = split_energy(energy_j, util);
+  // MIG instances: each its share of E, whether or not its processes take all of it.
+  std::map<unsigned, std::string> device_of;
+  std::map<std::string, double> share_of;
+  for (const auto& u : util) {
+    if (u.device.empty()) continue;
+    device_of[u.pid] = u.device;
+    share_of[u.device] = std::clamp(u.device_share, 0.0, 1.0);
+  }
+  for (const auto& [name, share] : share_of) gpu.mig_instances[name].energy_j += energy_j * share;
+  std::vector<ProcessUtil> procs;  // without the pid-0 markers of instances with no process
+  for (const auto& u : util)
+    if (u.pid != 0) procs.push_back(u);
+  const EnergySplit s = split_energy(energy_j, procs);
   for (const auto& [pid, j] : s.per_pid_j) {
-    procs_[{sensor, pid}].energy_j += j;
+    ProcessEnergy& e = procs_[{sensor, pid}];
+    e.energy_j += j;
     gpu.attributed_j += j;
+    if (auto it = device_of.find(pid); it != device_of.end()) {
+      e.device = it->second;
+      gpu.mig_instances[it->second].attributed_j += j;
+    }
   }
   gpu.unattributed_j += s.unattributed_j;
   // Every 10 s: mark processes that ended; forget them retention_s after.

@@ -7,6 +7,14 @@
 // so a process that keeps the GPU busy alone gets all of E; at 40 % busy it gets 40 % and the
 // rest (idle power, and what NVML saw of no process) stays unattributed, shown apart; when the
 // utilizations add to more than 100 % (NVML's samples overlap), E is split in their ratio.
+// On a GPU in MIG mode NVML has no per-process utilization (nvmlDeviceGetProcessUtilization is
+// not supported there) and counts energy for the physical GPU only, so each MIG instance is its
+// own device and gets the share of E its compute slices are of all the instances' slices
+// (nvmlDeviceGetAttributes_v2's computeInstanceSliceCount, c_i / sum_j c_j); the processes on
+// an instance (nvmlDeviceGetComputeRunningProcesses on its MIG handle) split that share equally,
+// and an instance with no process leaves its share unattributed. In terms of the formula: each
+// process on instance i counts as u_p = 100 * c_i / (sum_j c_j * n_i), n_i its processes, so
+// the instances' shares add to at most E and nothing is counted twice.
 // It is an attribution, a model of who caused the energy, and labelled so everywhere; the
 // counter's E is the measurement. Figures are cumulative per process since the daemon first saw
 // it, so a client's window is the difference of two readings over its process tree or cgroup.
@@ -18,14 +26,28 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gt::serve {
 
 /// One process's SM utilization over an interval (percent, 0..100).
+/// On a MIG instance, `device` names it and `device_share` is its share of the GPU (0..1);
+/// pid 0 (never a user process) marks an instance with no process, so its share is still
+/// counted, as unattributed.
 struct ProcessUtil {
+  ProcessUtil() = default;
+  ProcessUtil(unsigned p, double sm, std::string dev = {}, double share = 1)
+      : pid(p), sm_util_percent(sm), device(std::move(dev)), device_share(share) {}
   unsigned pid = 0;
   double sm_util_percent = 0;
+  std::string device;       ///< "" (the whole GPU) or "MIG-<uuid> (GPU instance g, compute ...)"
+  double device_share = 1;  ///< the device's share of the GPU's energy (slices; 1: whole GPU)
+};
+
+/// One MIG instance's part of its GPU's energy.
+struct InstanceEnergy {
+  double energy_j = 0, attributed_j = 0;  ///< J: E * share, and what its processes got
 };
 
 /// E split by the formula above: joules per pid, and the rest.
@@ -76,12 +98,14 @@ class Attribution {
   struct ProcessEnergy {
     ProcessInfo info;
     std::string gpu;      ///< sensor name
+    std::string device;   ///< the MIG instance it runs on, "" when not in MIG mode
     double energy_j = 0;  ///< J since first seen on this GPU
   };
   struct GpuEnergy {
     std::string gpu;
     double energy_j = 0, attributed_j = 0, unattributed_j = 0;  ///< J since the daemon started
     std::string note;  ///< why nothing could be attributed lately, if so
+    std::map<std::string, InstanceEnergy> mig_instances;  ///< by ProcessUtil::device
   };
   std::vector<ProcessEnergy> processes() const;
   std::vector<GpuEnergy> gpus() const;

@@ -93,6 +93,18 @@ std::string prometheus_text(const NodeReader& reader, const Leases* leases,
     for (const auto& g : gpus)
       o += fmt::format("greentrain_gpu_unattributed_energy_joules_total{{gpu=\"{}\"}} {}\n",
                        esc(g.gpu), num(g.unattributed_j));
+    bool mig = false;
+    for (const auto& g : gpus) mig = mig || !g.mig_instances.empty();
+    if (mig) {
+      head(o, "greentrain_mig_instance_energy_joules_total", "counter",
+           "A MIG instance's share of its GPU's energy, by its compute slices over all "
+           "instances' slices (J); an attribution (NVML counts energy per physical GPU).");
+      for (const auto& g : gpus)
+        for (const auto& [name, e] : g.mig_instances)
+          o += fmt::format(
+              "greentrain_mig_instance_energy_joules_total{{gpu=\"{}\",instance=\"{}\"}} {}\n",
+              esc(g.gpu), esc(name), num(e.energy_j));
+    }
   }
   if (per_process) {
     head(o, "greentrain_process_gpu_energy_joules_total", "counter",

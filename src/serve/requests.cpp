@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "serve/server.h"
 
 namespace gt::serve {
@@ -108,16 +110,25 @@ json attribution(const ServeContext& ctx, const Peer& peer, const json& body) {
          {"comm", p.info.comm},
          {"cgroup", p.info.cgroup},
          {"gpu", p.gpu},
+         {"mig_device", p.device.empty() ? json(nullptr) : json(p.device)},
          {"energy_j", p.energy_j},
          {"exited", p.info.exited}});
   }
   json gpus = json::array();
-  for (const auto& g : a.gpus())
+  for (const auto& g : a.gpus()) {
+    json mig = json::array();
+    for (const auto& [name, e] : g.mig_instances)
+      mig.push_back({{"device", name},
+                     {"energy_j", e.energy_j},
+                     {"attributed_j", e.attributed_j},
+                     {"unattributed_j", std::max(0.0, e.energy_j - e.attributed_j)}});
     gpus.push_back({{"sensor", g.gpu},
                     {"energy_j", g.energy_j},
                     {"attributed_j", g.attributed_j},
                     {"unattributed_j", g.unattributed_j},
+                    {"mig_instances", mig},
                     {"note", g.note}});
+  }
   json out = {{"t_mono_s", ctx.reader->latest()->sample.t_mono_s},
               {"scope", scope_text},
               {"processes", procs},
@@ -125,7 +136,9 @@ json attribution(const ServeContext& ctx, const Peer& peer, const json& body) {
               {"gpus", gpus},
               {"method",
                "attribution, not a measurement: each interval's GPU energy E split as E * u_p / "
-               "max(100, sum u), u_p the process's SM utilization (NVML per-process samples)"}};
+               "max(100, sum u), u_p the process's SM utilization (NVML per-process samples); "
+               "on a GPU in MIG mode (no per-process utilization there) each instance gets E * "
+               "its compute slices / all instances' slices, split equally among its processes"}};
   if (hidden)
     out["hidden"] =
         "processes of other users are left out: the daemon's policy does not grant "

@@ -6,7 +6,15 @@
  *   FAKE_NVML_INIT_RC=N         nvmlInit_v2 returns N (e.g. 9 = NVML_ERROR_DRIVER_NOT_LOADED)
  *   FAKE_NVML_DEVICES=N         number of GPUs (default 1, at most 16)
  *   FAKE_NVML_UUIDS=a,b,...     their UUIDs (default GPU-00000000-0000-0000-0000-00000000000<i>)
- *   FAKE_NVML_MIG=uuid@i,...    MIG devices and the index of their GPU
+ *   FAKE_NVML_MIG=uuid@i[/g/c/s],...  MIG devices: the index of their GPU, and optionally their
+ *                               GPU instance id g, compute instance id c and compute slices s
+ *                               (defaults: g = the MIG device's order, c = 0, s = 1). A GPU
+ *                               with MIG devices is in MIG mode: nvmlDeviceGetMigMode says so and
+ *                               nvmlDeviceGetProcessUtilization answers NOT_SUPPORTED (3), as
+ *                               NVML does on MIG-enabled GPUs
+ *   FAKE_NVML_PROCS_FILE=path   nvmlDeviceGetComputeRunningProcesses_v2/_v3: lines "<uuid> <pid>"
+ *                               put a process on the GPU or MIG device of that UUID (read afresh
+ *                               each call); a GPU's list includes its MIG devices' processes
  *   FAKE_NVML_NO_ENERGY=all|i,j nvmlDeviceGetTotalEnergyConsumption -> NOT_SUPPORTED (3)
  *   FAKE_NVML_NO_POWER=all|i,j  nvmlDeviceGetPowerUsage -> NOT_SUPPORTED (3)
  *   FAKE_NVML_POWER_MW=p0,p1    power per GPU in mW (default 100000); the energy counter
@@ -41,8 +49,9 @@ extern "C" {
 #define MAXD 16
 typedef struct fake_dev {
   int index;
-  int mig;    /* 1: a MIG device */
-  int parent; /* GPU index of a MIG device */
+  int mig;                 /* 1: a MIG device */
+  int parent;              /* GPU index of a MIG device */
+  unsigned gi, ci, slices; /* a MIG device's GPU and compute instance ids, compute slices */
   char uuid[96];
 } fake_dev;
 typedef fake_dev* nvmlDevice_t;
@@ -162,6 +171,15 @@ int nvmlInit_v2(void) {
       migs[n_migs].index = n_migs;
       migs[n_migs].mig = 1;
       migs[n_migs].parent = atoi(at + 1);
+      migs[n_migs].gi = (unsigned)n_migs;
+      migs[n_migs].ci = 0;
+      migs[n_migs].slices = 1;
+      unsigned g, c, sl;
+      if (sscanf(at + 1, "%*d/%u/%u/%u", &g, &c, &sl) == 3) {
+        migs[n_migs].gi = g;
+        migs[n_migs].ci = c;
+        migs[n_migs].slices = sl;
+      }
       snprintf(migs[n_migs].uuid, sizeof migs[n_migs].uuid, "%s", t);
       ++n_migs;
     }
@@ -307,6 +325,84 @@ int nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t d, unsigned k, nvmlDevice_t
     if (migs[i].parent == g->index && j++ == k) return *mig = &migs[i], 0;
   return 6;
 }
+static int mig_mode_of(int gpu_index) {
+  for (int i = 0; i < n_migs; ++i)
+    if (migs[i].parent == gpu_index) return 1;
+  return 0;
+}
+int nvmlDeviceGetMigMode(nvmlDevice_t d, unsigned* current, unsigned* pending) {
+  fake_dev* g = gpu_of(d);
+  if (!inited || !d || !current || !pending) return 2;
+  if (!g) return 3; /* a MIG device handle */
+  *current = *pending = (unsigned)mig_mode_of(g->index);
+  return 0;
+}
+int nvmlDeviceGetGpuInstanceId(nvmlDevice_t d, unsigned* id) {
+  if (!inited || !d || !d->mig || !id) return 2;
+  *id = d->gi;
+  return 0;
+}
+int nvmlDeviceGetComputeInstanceId(nvmlDevice_t d, unsigned* id) {
+  if (!inited || !d || !d->mig || !id) return 2;
+  *id = d->ci;
+  return 0;
+}
+typedef struct {
+  unsigned multiprocessorCount, sharedCopyEngineCount, sharedDecoderCount, sharedEncoderCount,
+      sharedJpegCount, sharedOfaCount, gpuInstanceSliceCount, computeInstanceSliceCount;
+  unsigned long long memorySizeMB;
+} fake_attributes;
+int nvmlDeviceGetAttributes_v2(nvmlDevice_t d, fake_attributes* a) {
+  if (!inited || !d || !a) return 2;
+  if (!d->mig) return 3; /* NVML: MIG device handles only */
+  memset(a, 0, sizeof *a);
+  a->multiprocessorCount = 14 * d->slices; /* an A100's 1g slice has 14 SMs */
+  a->gpuInstanceSliceCount = d->slices;
+  a->computeInstanceSliceCount = d->slices;
+  a->memorySizeMB = 10240ull * d->slices;
+  return 0;
+}
+typedef struct {
+  unsigned pid;
+  unsigned long long usedGpuMemory;
+  unsigned gpuInstanceId, computeInstanceId;
+} fake_process_info;
+int nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned* count,
+                                            fake_process_info* out) {
+  if (!inited || !d || !count) return 2;
+  fake_process_info s[64];
+  unsigned n = 0;
+  const char* p = env("FAKE_NVML_PROCS_FILE");
+  FILE* f = p && *p ? fopen(p, "r") : NULL;
+  if (f) {
+    char uuid[96];
+    unsigned pid;
+    while (n < 64 && fscanf(f, "%95s %u", uuid, &pid) == 2) {
+      const fake_dev* on = NULL; /* the device the line names, if it is d or one of d's MIGs */
+      if (!strcmp(uuid, d->uuid)) on = d;
+      for (int i = 0; !on && !d->mig && i < n_migs; ++i)
+        if (migs[i].parent == d->index && !strcmp(uuid, migs[i].uuid)) on = &migs[i];
+      if (!on) continue;
+      s[n].pid = pid;
+      s[n].usedGpuMemory = 1ull << 30;
+      s[n].gpuInstanceId = on->mig ? on->gi : 0xFFFFFFFFu;
+      s[n].computeInstanceId = on->mig ? on->ci : 0xFFFFFFFFu;
+      ++n;
+    }
+    fclose(f);
+  }
+  if (*count < n || (n && !out)) {
+    *count = n;
+    return 7; /* NVML_ERROR_INSUFFICIENT_SIZE */
+  }
+  if (n) memcpy(out, s, n * sizeof s[0]);
+  *count = n;
+  return 0;
+}
+int nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t d, unsigned* count,
+                                            fake_process_info* out) {
+  return nvmlDeviceGetComputeRunningProcesses_v3(d, count, out);
+}
 typedef struct {
   unsigned pid;
   unsigned long long timeStamp;
@@ -319,6 +415,7 @@ int nvmlDeviceGetProcessUtilization(nvmlDevice_t d, fake_util_sample* out, unsig
   if (!g || !count) return 2;
   int rc = (int)env_long("FAKE_NVML_PROC_UTIL_RC", 0);
   if (rc) return rc;
+  if (mig_mode_of(g->index)) return 3; /* NVML: not supported on MIG-enabled GPUs */
   fake_util_sample s[64];
   unsigned n = 0;
   const char* p = env("FAKE_NVML_PROC_UTIL_FILE");

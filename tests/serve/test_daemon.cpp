@@ -66,6 +66,15 @@ struct Counters {
   }
 };
 
+// Kills and reaps a forked child when the test ends, however it ends.
+struct KillOnExit {
+  pid_t pid;
+  ~KillOnExit() {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+};
+
 energy::MeterOptions through(const LocalDaemon& d) {
   energy::MeterOptions o;
   o.interval_s = 0;
@@ -418,6 +427,7 @@ TEST(Daemon, GpuEnergyIsAttributedToProcessesByTheirUtilization) {
   if (child == 0) {
     for (;;) pause();
   }
+  const KillOnExit reap{child};  // also when an ASSERT returns early
   const unsigned me = static_cast<unsigned>(getpid()), kid = static_cast<unsigned>(child);
   {
     energy::MeterOptions mo;
@@ -483,8 +493,79 @@ TEST(Daemon, GpuEnergyIsAttributedToProcessesByTheirUtilization) {
     EXPECT_NE(r["gpus"][0]["note"].get<std::string>().find("Not Supported"), std::string::npos);
     ::close(fd);
   }
-  kill(child, SIGKILL);
-  waitpid(child, nullptr, 0);
+}
+
+// A GPU in MIG mode with two instances (3 and 4 compute slices): NVML has no per-process
+// utilization there, so each instance gets its slices' share of the GPU's energy (3/7, 4/7),
+// split equally among its processes; an instance with no process leaves its share unattributed.
+TEST(Daemon, MigInstancesAreTheirOwnDevicesAndGetTheirSliceShare) {
+  TempDir d;
+  energy::test::EnvGuard lib("GT_NVML_LIBRARY", GT_FAKE_NVML);
+  energy::test::EnvGuard ef("FAKE_NVML_ENERGY_FILE", d / "energy");
+  energy::test::EnvGuard mig("FAKE_NVML_MIG", "MIG-aaaa@0/1/0/3,MIG-bbbb@0/2/0/4");
+  energy::test::EnvGuard pf("FAKE_NVML_PROCS_FILE", d / "procs");
+  energy::test::EnvGuard uf("FAKE_NVML_PROC_UTIL_FILE", d / "util");
+  energy::test::write_file(d / "energy", "0\n");
+  energy::test::write_file(d / "procs", "");
+  const pid_t child = fork();
+  if (child == 0) {
+    for (;;) pause();
+  }
+  const KillOnExit reap{child};  // also when an ASSERT returns early
+  const unsigned me = static_cast<unsigned>(getpid()), kid = static_cast<unsigned>(child);
+  {
+    energy::MeterOptions mo;
+    mo.use_daemon = mo.use_rapl = mo.use_estimate = mo.use_rocm_smi = false;
+    LocalDaemon dm(d.path, energy::detect_sensors(mo), 30.0, {}, {}, {}, nvml_utilization());
+    int fd = connect_raw(dm.socket);
+    auto fresh = [&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(160));
+      send_json(fd, {{"v", 1}, {"op", "read"}, {"fresh", true}});
+      return read_json(fd);
+    };
+    fresh();
+    // 700 J; both processes on instance B (4/7: 400 J, 200 J each); A idle: 300 J unattributed.
+    // NVML's per-process utilization (which MIG mode does not answer) would say otherwise.
+    energy::test::write_file(d / "util", fmt::format("0 {} 90\n0 {} 5\n", me, kid));
+    energy::test::write_file(d / "procs", fmt::format("MIG-bbbb {}\nMIG-bbbb {}\n", me, kid));
+    energy::test::write_file(d / "energy", "700000\n");  // mJ
+    fresh();
+    // 1400 J; this process on A (3/7: 600 J), the child on B (4/7: 800 J)
+    energy::test::write_file(d / "procs", fmt::format("MIG-aaaa {}\nMIG-bbbb {}\n", me, kid));
+    energy::test::write_file(d / "energy", "2100000\n");
+    fresh();
+    send_json(fd, {{"v", 1}, {"op", "attribution"}});
+    json r = read_json(fd);
+    ASSERT_TRUE(r["ok"].get<bool>()) << r;
+    double mine = 0, kids = 0;
+    std::string my_device, kid_device;
+    for (const auto& p : r["processes"]) {
+      if (p["pid"] == me) mine = p["energy_j"].get<double>(), my_device = p["mig_device"];
+      if (p["pid"] == kid) kids = p["energy_j"].get<double>(), kid_device = p["mig_device"];
+    }
+    EXPECT_NEAR(mine, 200 + 600, 1e-9) << r;
+    EXPECT_NEAR(kids, 200 + 800, 1e-9) << r;
+    EXPECT_EQ(my_device.rfind("MIG-aaaa (GPU instance 1, compute instance 0, 3 slices)", 0), 0u);
+    EXPECT_EQ(kid_device.rfind("MIG-bbbb (GPU instance 2", 0), 0u) << kid_device;
+    ASSERT_EQ(r["gpus"].size(), 1u);
+    const json& g = r["gpus"][0];
+    EXPECT_NEAR(g["energy_j"].get<double>(), 2100, 1e-9);
+    EXPECT_NEAR(g["attributed_j"].get<double>(), 1800, 1e-9);
+    EXPECT_NEAR(g["unattributed_j"].get<double>(), 300, 1e-9);
+    EXPECT_EQ(g["note"], "") << g;
+    ASSERT_EQ(g["mig_instances"].size(), 2u) << g;
+    double instances_j = 0;
+    for (const auto& m : g["mig_instances"]) {
+      const bool a = m["device"].get<std::string>().rfind("MIG-aaaa", 0) == 0;
+      EXPECT_NEAR(m["energy_j"].get<double>(), a ? 300 + 600 : 400 + 800, 1e-9) << m;
+      EXPECT_NEAR(m["attributed_j"].get<double>(), a ? 600 : 1200, 1e-9) << m;
+      EXPECT_NEAR(m["unattributed_j"].get<double>(), a ? 300 : 0, 1e-9) << m;
+      instances_j += m["energy_j"].get<double>();
+    }
+    EXPECT_NEAR(instances_j, 2100, 1e-9);  // the instances' shares add to the GPU's, no more
+    EXPECT_NE(r["method"].get<std::string>().find("MIG"), std::string::npos);
+    ::close(fd);
+  }
 }
 
 }  // namespace gt::serve
