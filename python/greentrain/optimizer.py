@@ -23,6 +23,8 @@ caught: then the limit stays until reset (``nvidia-smi -pl``) or reboot.
 from __future__ import annotations
 
 import atexit
+import math
+import numbers
 import weakref
 from typing import Any, Dict, List, Optional, Sequence, Union
 
@@ -46,6 +48,12 @@ def power_limit_devices(kind: str = "auto", powercap_root: str = "") -> List[Any
     Each has ``name``, ``limit_w``, ``min_limit_w``, ``max_limit_w`` (W) and
     ``permission_problem()``. Raises greentrain.Error when none is found."""
     return list(_core.open_power_limit_devices(kind, powercap_root))
+
+
+def _check_range(name: str, value: Any, lo: float, hi: float) -> None:
+    """Raises ValueError naming `name` unless value is a number in [lo, hi] (NaN is not)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not lo <= value <= hi:
+        raise ValueError(f"{name}={value!r}: expected a number in [{lo}, {hi}]")
 
 
 class PowerLimitOptimizer:
@@ -85,6 +93,18 @@ class PowerLimitOptimizer:
                 raise ValueError(f"max_slowdown={max_slowdown} goes with objective='slowdown', "
                                  f"not {objective!r}")
             objective = "slowdown"
+        # the ranges of `greentrain tune`, checked before any device is opened (the search
+        # thread found a bad one only at the first step, and a negative warmup_steps not at all)
+        _check_range("eta", eta, 0, 1)
+        _check_range("max_slowdown", 1.1 if max_slowdown is None else max_slowdown, 1, math.inf)
+        if not (isinstance(step_w, numbers.Real) and math.isfinite(step_w) and step_w > 0):
+            raise ValueError(f"step_w={step_w!r}: expected a finite number of W > 0")
+        for name, value, least in (("warmup_steps", warmup_steps, 0),
+                                   ("profile_steps", profile_steps, 1)):
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or \
+                    not least <= value <= 2**31 - 1:
+                raise ValueError(f"{name}={value!r}: expected a whole number of steps in "
+                                 f"[{least}, 2147483647]")
         devs = power_limit_devices(devices, powercap_root) if isinstance(devices, str) \
             else list(devices)
         self.meter = meter

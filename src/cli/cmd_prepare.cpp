@@ -12,6 +12,10 @@
 
 namespace {
 
+// SentencePiece holds its whole training text (and several times it while training) in memory:
+// 64 GiB is past what it can train on, and 1e300 MiB overflowed the byte count
+constexpr double kMaxTrainMib = 65536;
+
 struct Args {
   std::vector<std::string> inputs;
   std::string tokenizer = "gpt2", tokenizer_path, tokenizer_model, out;
@@ -41,7 +45,21 @@ int run_prepare(const Args& a) {
     throw gt::Error(
         "--tokenizer char: a character vocabulary needs the whole text first; "
         "expected byte, bpe or gpt2");
-  gt::check_prepare_output(a.out, a.overwrite);  // before any slow work
+  gt::PrepareOptions opt;
+  opt.val_fraction = a.val_fraction;
+  opt.shard_tokens = a.shard_tokens;
+  opt.threads = a.threads;
+  opt.overwrite = a.overwrite;
+  // before any slow work: the options, then the folder
+  gt::check_prepare_options(opt);
+  // llm.c shards hold uint16 ids: a larger vocabulary was refused only after its training
+  if (cfg.tokenizer == "bpe" && cfg.tokenizer_model.empty() && a.vocab_size > 65536)
+    throw gt::Error(
+        fmt::format("--vocab-size {}: expected 260 to 65536 (llm.c shards hold uint16 token ids)",
+                    a.vocab_size));
+  if (!(a.train_mib > 0 && a.train_mib <= kMaxTrainMib))
+    throw gt::Error(fmt::format("--train-mib {}: expected (0, {}] MiB", a.train_mib, kMaxTrainMib));
+  gt::check_prepare_output(a.out, a.overwrite);
   std::string sample;
   if (cfg.tokenizer == "bpe" && cfg.tokenizer_model.empty()) {
     sample = gt::read_prefix(a.inputs, static_cast<size_t>(a.train_mib * (1 << 20)));
@@ -50,11 +68,6 @@ int run_prepare(const Args& a) {
   }
   gt::Tokenizer tok = gt::Tokenizer::from_config(cfg, sample, a.inputs.front());
   sample.clear();
-  gt::PrepareOptions opt;
-  opt.val_fraction = a.val_fraction;
-  opt.shard_tokens = a.shard_tokens;
-  opt.threads = a.threads;
-  opt.overwrite = a.overwrite;
   const bool tty = isatty(fileno(stderr));
   int last_decile = -1;
   auto show = [&](const gt::PrepareProgress& p) {
@@ -109,10 +122,10 @@ void setup(CLI::App& app) {
                   "gpt2: folder with vocab.json and merges.txt");
   sub->add_option("--tokenizer-model", args->tokenizer_model,
                   "bpe: a SentencePiece .model to use (default: train one)");
-  sub->add_option("--vocab-size", args->vocab_size, "bpe: vocabulary to train")
+  sub->add_option("--vocab-size", args->vocab_size, "bpe: vocabulary to train, 260 to 65536")
       ->capture_default_str();
   sub->add_option("--train-mib", args->train_mib,
-                  "bpe: MiB of the inputs' beginning to train the vocabulary on")
+                  "bpe: MiB of the inputs' beginning to train the vocabulary on, in (0, 65536]")
       ->capture_default_str();
   sub->add_option("--out", args->out, "Folder for the shards and the tokenizer")->required();
   sub->add_flag("--overwrite", args->overwrite,
@@ -122,7 +135,8 @@ void setup(CLI::App& app) {
                   "Last fraction of the text that goes to val_*.bin")
       ->capture_default_str();
   sub->add_option("--shard-tokens", args->shard_tokens, "Tokens per shard")->capture_default_str();
-  sub->add_option("--threads", args->threads, "Threads (0: all cores)")->capture_default_str();
+  sub->add_option("--threads", args->threads, "Threads, 0 (all cores) to 4096")
+      ->capture_default_str();
   sub->callback([args] { gt::cli::exit_code() = run_prepare(*args); });
 }
 

@@ -22,6 +22,9 @@ int run_sample(const Args& a) {
   if (a.tokens < 0) throw gt::Error(fmt::format("--tokens {}: expected zero or more", a.tokens));
   if (!(a.temperature >= 0))
     throw gt::Error(fmt::format("--temperature {}: expected zero or more", a.temperature));
+  // a negative k was taken as "all" without a word
+  if (a.top_k < 0)
+    throw gt::Error(fmt::format("--top-k {}: expected 0 (all tokens) or more", a.top_k));
   gt::LoadedModel lm = gt::load_model(a.run_dir, 1);
   std::vector<int32_t> ctx;
   if (!a.prompt.empty()) {

@@ -4,9 +4,11 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <limits>
 #include <memory>
 
 #include "cli/carbon_options.h"
@@ -41,12 +43,16 @@ struct ScheduleArgs {
   std::int64_t slot_s = 0;
   std::string slot_value = "mean";
   // job CSVs only
-  double window_h = -1;
+  // NaN: not given (a given --window-h is a finite number: check_numbers refuses nan)
+  double window_h = std::numeric_limits<double>::quiet_NaN();
   std::string deadline_rule;
   double deadline_grace_s = 0;
   double job_power_w = 0;
   bool interruptible = false;
 };
+
+// The longest --window-h and --deadline-grace-s, s: a year of 366 days.
+constexpr std::int64_t kMaxWindowS = 366 * 24 * 3600;
 
 bool ends_with(const std::string& s, std::string_view suffix) {
   return s.size() >= suffix.size() &&
@@ -56,7 +62,7 @@ bool ends_with(const std::string& s, std::string_view suffix) {
 std::vector<gt::sched::Job> load_jobs(const ScheduleArgs& a, const gt::sched::TimeZone& zone) {
   using namespace gt::sched;
   if (!ends_with(a.jobs_toml, ".csv")) {
-    gt::check(a.window_h < 0 && a.deadline_rule.empty() && a.deadline_grace_s == 0 &&
+    gt::check(std::isnan(a.window_h) && a.deadline_rule.empty() && a.deadline_grace_s == 0 &&
                   a.job_power_w == 0 && !a.interruptible,
               fmt::format("{}: --window-h, --deadline-rule, --deadline-grace-s, --job-power-w and "
                           "--interruptible apply to job CSVs only; expected them in the TOML's "
@@ -65,15 +71,20 @@ std::vector<gt::sched::Job> load_jobs(const ScheduleArgs& a, const gt::sched::Ti
     return load_jobs_toml(a.jobs_toml, zone);
   }
   JobCsvOptions o;
-  gt::check(a.window_h < 0 || a.deadline_rule.empty(),
+  const bool window = !std::isnan(a.window_h);
+  gt::check(!window || a.deadline_rule.empty(),
             "--window-h and --deadline-rule both given; expected one of them");
-  gt::check(a.window_h < 0 || a.window_h <= 24 * 366,
-            fmt::format("--window-h {} is not valid; expected hours >= 0", a.window_h));
-  o.window_s = a.window_h < 0 ? -1 : a.window_h * 3600;
+  // a negative window was taken as "not given" without a word; a window of more than a year
+  // (a year of 366 days) is a mistyped one
+  gt::check(!window || (a.window_h >= 0 && a.window_h <= kMaxWindowS / 3600),
+            fmt::format("--window-h {} is not valid; expected hours in [0, {}]", a.window_h,
+                        kMaxWindowS / 3600));
+  o.window_s = window ? a.window_h * 3600 : -1;
   if (!a.deadline_rule.empty()) o.rule = parse_deadline_rule(a.deadline_rule);
-  gt::check(a.deadline_grace_s >= 0, fmt::format("--deadline-grace-s {} is not valid; expected "
-                                                 "seconds >= 0",
-                                                 a.deadline_grace_s));
+  // 1e300 s rounded to an int64 deadline: undefined behaviour, in practice a deadline in 1677
+  gt::check(a.deadline_grace_s >= 0 && a.deadline_grace_s <= kMaxWindowS,
+            fmt::format("--deadline-grace-s {} is not valid; expected seconds in [0, {}] (a year)",
+                        a.deadline_grace_s, kMaxWindowS));
   o.deadline_grace_s = a.deadline_grace_s;
   o.power_w = a.job_power_w;
   o.interruptible = a.interruptible;
@@ -151,8 +162,9 @@ void run_schedule(const ScheduleArgs& a) {
       // the rest
       const std::string record = a.jobs_toml + ".submitted.json";
       const auto before = read_submission_record(record);
-      const auto ids = submit_sbatch(calls, sbatch, record,
-                                     [out](const std::string& s) { std::fprintf(out, "%s\n", s.c_str()); });
+      const auto ids = submit_sbatch(calls, sbatch, record, [out](const std::string& s) {
+        std::fprintf(out, "%s\n", s.c_str());
+      });
       for (std::size_t i = 0; i < calls.size(); ++i)
         if (!before.count(submission_key(calls[i])))
           std::fprintf(out, "submitted %s run %zu as Slurm job %s\n", calls[i].job_name.c_str(),
@@ -213,18 +225,19 @@ void setup(CLI::App& root) {
                 "the local zone of the host running sbatch: local (default: this host's), an "
                 "offset (+01:00) or a zone name (Europe/Berlin)");
   c->add_option("--slot-s", a->slot_s,
-                "slot length of the plan, s (default: the CSV's smallest step)");
+                "slot length of the plan, s, 1 to 31622400 (default: the CSV's smallest step)");
   c->add_option("--slot-value", a->slot_value,
                 "mean (default: time-weighted mean of the rows over each slot) | start (the "
                 "value at each slot's start, as the Let's Wait Awhile simulator)");
   c->add_option("--window-h", a->window_h,
                 "job CSV: each job may start from nominal - H hours and must end by its "
-                "nominal end + H hours (the paper's +-H window)");
+                "nominal end + H hours (the paper's +-H window), H in [0, 8784]");
   c->add_option("--deadline-rule", a->deadline_rule,
                 "job CSV without a deadline column: none | next-workday | semi-weekly "
                 "(Let's Wait Awhile's rules on the unshifted end)");
   c->add_option("--deadline-grace-s", a->deadline_grace_s,
-                "job CSV: seconds added to each rule deadline (the paper's simulator: 1800)");
+                "job CSV: seconds added to each rule deadline, 0 to 31622400 (the paper's "
+                "simulator: 1800)");
   c->add_option("--job-power-w", a->job_power_w,
                 "job CSV without a power_w column: every job's power, W");
   c->add_flag("--interruptible", a->interruptible,

@@ -75,9 +75,11 @@ bool parse_slot_value(std::string_view text) {
 
 CarbonSeries load_carbon_csv(const std::string& path, const TimeZone& zone, const SlotGrid& grid,
                              const energy::CarbonReadOptions& read) {
-  check(grid.slot_s >= 0, fmt::format("--slot-s {} is not valid; expected seconds > 0 (or 0 for "
-                                      "the CSV's smallest step)",
-                                      grid.slot_s));
+  // a slot of more than a year overflowed the slot arithmetic (start + (i + 1) * slot)
+  check(grid.slot_s >= 0 && grid.slot_s <= kMaxSlotS,
+        fmt::format("--slot-s {} is not valid; expected seconds in [1, {}] (a year), or 0 for "
+                    "the CSV's smallest step",
+                    grid.slot_s, kMaxSlotS));
   const energy::CarbonCsv csv = energy_call([&] {
     if (zone.is_fixed()) return energy::read_carbon_csv(path, zone.fixed_offset_s(), read);
     // A named zone: a repeated hour is read at its first occurrence unless time would go back.

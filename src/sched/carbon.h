@@ -73,6 +73,8 @@ bool parse_slot_value(std::string_view text);
 /// The most slots a carbon series' grid may have: 2,000,000 (16 MB of intensities; 3.8 years of
 /// 1-minute slots, 57 years of 15-minute ones). Bounds memory and planning time for any CSV.
 inline constexpr std::int64_t kMaxCarbonSlots = 2'000'000;
+/// The longest slot SlotGrid::slot_s may ask for, s: a year of 366 days.
+inline constexpr std::int64_t kMaxSlotS = 366 * 24 * 3600;
 
 /// Loads a carbon-intensity series through energy::read_carbon_csv in any format it reads
 /// (`read`: Electricity Maps, UK Carbon Intensity API, WattTime, ENTSO-E, greentrain's CSV with
@@ -88,8 +90,8 @@ inline constexpr std::int64_t kMaxCarbonSlots = 2'000'000;
 /// so irregular series (GB's 15/30 min) are exact on the grid; `grid` may set a longer slot and
 /// the value at each slot's start instead. The grid starts at the first row. Holes are kept in
 /// `gaps`. Throws gt::Error naming the file, line and column on bad input, with fewer than 2
-/// rows, for a negative slot length, or when the grid would have more than kMaxCarbonSlots
-/// slots (naming the span and the slot).
+/// rows, for a slot length outside [0, kMaxSlotS], or when the grid would have more than
+/// kMaxCarbonSlots slots (naming the span and the slot).
 CarbonSeries load_carbon_csv(const std::string& path, const TimeZone& zone,
                              const SlotGrid& grid = {}, const energy::CarbonReadOptions& read = {});
 

@@ -285,8 +285,15 @@ std::vector<Job> load_jobs_toml(const std::string& path, const TimeZone& zone) {
       const toml::node* steps = t->get("steps");
       check(steps != nullptr,
             where + ": power_profile without 'steps'; expected the job's number of steps");
-      j.caps = caps_from_profile(resolve(node_string(*prof, key("power_profile"))),
-                                 node_number(*steps, key("steps"), "steps"));
+      // 0 or a negative count planned a job of no or negative length; each limit's duration
+      // (steps x time per step) is checked as duration_s is
+      const double n_steps = node_number(*steps, key("steps"), "steps");
+      check(n_steps >= 1 && n_steps <= 1e15 && n_steps == std::floor(n_steps),
+            fmt::format("{}: {} is not valid; expected a whole number of steps in [1, 1e15]",
+                        key("steps"), n_steps));
+      j.caps = caps_from_profile(resolve(node_string(*prof, key("power_profile"))), n_steps);
+      for (const auto& c : j.caps)
+        checked_duration(c.duration_s, key("steps") + " x time per step");
       j.duration_s = j.caps.front().duration_s;
       j.power_w = j.caps.front().power_w;
       const toml::node* dev = t->get("cap_device");
@@ -334,14 +341,15 @@ std::vector<Job> load_jobs_toml(const std::string& path, const TimeZone& zone) {
     }
     if (const toml::node* n = t->get("interruption_s")) {
       const std::optional<double> v = n->value<double>();
-      check(v && std::isfinite(*v) && *v >= 0,
-            key("interruption_s") + ": expected seconds >= 0 (checkpoint + restart per resume)");
+      check(v && *v >= 0 && *v <= kMaxJobDurationS,
+            fmt::format("{}: expected seconds in [0, {:.0f}] (checkpoint + restart per resume)",
+                        key("interruption_s"), kMaxJobDurationS));
       j.interruption_s = *v;
     }
     if (const toml::node* n = t->get("max_interruptions")) {
       const std::optional<std::int64_t> v = n->value<std::int64_t>();
       check(v && *v >= 0 && *v <= 100000,
-            key("max_interruptions") + ": expected a whole number >= 0");
+            key("max_interruptions") + ": expected a whole number in [0, 100000]");
       j.max_interruptions = static_cast<int>(*v);
     }
     if (t->get("interruption_s"))

@@ -311,7 +311,10 @@ void TrainConfig::validate() const {
   positive("train.eval_steps", eval_steps);
   non_negative("train.checkpoint_interval", checkpoint_interval);
   positive("train.log_interval", log_interval);
-  non_negative("train.threads", threads);
+  // 0: all cores; OpenMP tries to start every thread asked for (2^31 of them end the process)
+  if (!(threads >= 0 && threads <= kMaxThreads))
+    throw Error(fmt::format("train.threads = {}: expected 0 (all cores) to {} threads", threads,
+                            kMaxThreads));
   // precision, recompute and the switches were parsed into enums by set() and the loaders
   if (precision == Precision::fp8 && device.rfind("cuda", 0) != 0)
     throw Error(fmt::format(
@@ -365,8 +368,10 @@ void TrainConfig::validate() const {
       throw Error(e.what());
     }
   }
-  if (!(carbon_utc_offset_h >= -24 && carbon_utc_offset_h <= 24))
-    throw Error(fmt::format("energy.carbon_utc_offset_h = {}: expected hours in [-24, 24]",
+  // the series reader takes offsets of real time zones only (UTC-12 to UTC+14): 20 passed here
+  // and failed when the series was read, naming the file and not the key
+  if (!(carbon_utc_offset_h >= -14 && carbon_utc_offset_h <= 14))
+    throw Error(fmt::format("energy.carbon_utc_offset_h = {}: expected hours in [-14, 14]",
                             carbon_utc_offset_h));
   non_negative("energy.cpu_tdp_w", cpu_tdp_w);
   non_negative("train.power_limit", power_limit_w);

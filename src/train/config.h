@@ -11,6 +11,10 @@
 
 namespace gt {
 
+/// The most CPU threads train.threads and `prepare --threads` take: more than the largest
+/// machines have (8 sockets x 240 threads); OpenMP starts every thread it is asked for.
+inline constexpr int kMaxThreads = 4096;
+
 struct TrainConfig {
   GPTConfig model;
   // train.*
@@ -31,7 +35,7 @@ struct TrainConfig {
   int checkpoint_interval = 500;  ///< steps between checkpoints (0: only at the end)
   int log_interval = 10;          ///< steps between progress lines
   int64_t seed = 1337;
-  int threads = 0;  ///< CPU threads of the backend (0: all cores)
+  int threads = 0;  ///< CPU threads of the backend (0: all cores), at most kMaxThreads
   /// train.device: the backend, "cpu", "ref", "cuda" or "cuda:N" (make_backend()); by default
   /// "cpu", or "ref" in a build without the CPU backend (default_device()).
   std::string device = default_device();

@@ -12,6 +12,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "train/config.h"
 #include "train/tokenizer_gpt2.h"
 
 namespace fs = std::filesystem;
@@ -172,15 +173,29 @@ class PieceReader {
 
 }  // namespace
 
+void check_prepare_options(const PrepareOptions& opt) {
+  if (!(opt.val_fraction >= 0 && opt.val_fraction < 1))
+    throw Error(fmt::format("--val-fraction {}: expected [0, 1)", opt.val_fraction));
+  if (opt.shard_tokens <= 0 || opt.shard_tokens > INT32_MAX)
+    throw Error(fmt::format("--shard-tokens {}: expected 1 to {}", opt.shard_tokens, INT32_MAX));
+  // a negative count was taken as "all cores" without a word; 2^31 threads end the process
+  if (opt.threads < 0 || opt.threads > kMaxThreads)
+    throw Error(
+        fmt::format("--threads {}: expected 0 (all cores) to {}", opt.threads, kMaxThreads));
+}
+
 std::string read_prefix(const std::vector<std::string>& inputs, size_t max_bytes) {
   std::string text;
   for (const auto& path : inputs) {
     std::ifstream f(path, std::ios::binary);
     if (!f) throw Error(fmt::format("{}: cannot open for reading", path));
-    std::string block(max_bytes - text.size(), '\0');
-    f.read(block.data(), block.size());
-    block.resize(f.gcount());
-    text += block;
+    // in blocks of at most 16 MiB: a large max_bytes allocates only what the files hold
+    std::string block;
+    while (text.size() < max_bytes && f) {
+      block.resize(std::min<size_t>(max_bytes - text.size(), 16u << 20));
+      f.read(block.data(), static_cast<std::streamsize>(block.size()));
+      text.append(block.data(), static_cast<size_t>(f.gcount()));
+    }
     if (text.size() >= max_bytes) {
       auto nl = text.rfind('\n');
       if (nl != std::string::npos) text.resize(nl + 1);
@@ -235,10 +250,7 @@ PrepareProgress prepare_shards(const std::vector<std::string>& inputs, const Tok
     throw Error(fmt::format(
         "prepare: the vocabulary has {} ids; llm.c shards hold uint16 tokens (at most 65536)",
         tok.vocab_size()));
-  if (!(opt.val_fraction >= 0 && opt.val_fraction < 1))
-    throw Error(fmt::format("--val-fraction {}: expected [0, 1)", opt.val_fraction));
-  if (opt.shard_tokens <= 0 || opt.shard_tokens > INT32_MAX)
-    throw Error(fmt::format("--shard-tokens {}: expected 1 to {}", opt.shard_tokens, INT32_MAX));
+  check_prepare_options(opt);
   PrepareProgress pr;
   for (const auto& path : inputs) {
     std::error_code ec;

@@ -17,11 +17,17 @@ struct PrepareOptions {
   double val_fraction = 0.1;  ///< the last fraction of the bytes of all inputs -> val shards
   int64_t shard_tokens = 100'000'000;  ///< tokens per shard (llm.c's fineweb.py: 1e8)
   size_t piece_bytes = 4u << 20;       ///< text per piece that one thread encodes
-  int threads = 0;                     ///< 0: all cores
+  int threads = 0;                     ///< 0: all cores; at most kMaxThreads (train/config.h)
   /// out_dir may hold an earlier prepare's output: its shards and tokenizer files are removed
   /// first (else a folder that is not empty is refused: check_prepare_output).
   bool overwrite = false;
 };
+
+/// Throws gt::Error naming the option (`--val-fraction`, `--shard-tokens`, `--threads`), its
+/// value and the range expected: val_fraction in [0, 1), shard_tokens in [1, 2^31 - 1] (llm.c's
+/// header holds an int32 count), threads in [0, kMaxThreads]. prepare_shards() calls it; call it
+/// also before any slow work (training a vocabulary).
+void check_prepare_options(const PrepareOptions& opt);
 
 /// A prepare owns its output folder: throws gt::Error naming `out_dir` when it holds anything
 /// and `overwrite` is false (an earlier, larger prepare's stale shards would be read by train

@@ -162,6 +162,46 @@ TEST_F(CliUsage, EvalJsonToStandardOutput) {
 
 // The carbon file is read before the data: a bad carbon file is reported although the data
 // path does not exist either (before, the data was loaded first and named).
+// Issue 31 §6: every duration, interval and count has a range, and a value outside it is an
+// error naming the option, the value and the range, before any work. These took a negative
+// value as "not given" or "all" (--threads, --top-k, --window-h), allocated a 1e300 MiB sample
+// (--train-mib) or rounded 1e300 s into an int64 deadline (--deadline-grace-s, --slot-s).
+TEST_F(CliUsage, CountsAndDurationsOutsideTheirRangeNameTheOptionAndTheRange) {
+  test::write_file(d.file("ci.csv"),
+                   "Time,Carbon Intensity\n2020-06-01T00:00:00,100\n2020-06-01T01:00:00,200\n");
+  test::write_file(d.file("jobs.csv"), "name,nominal_start,duration_s,power_w\n");
+  const std::string prep = kBin + " prepare " + d.file("t.txt") + " --tokenizer byte --out " +
+                           d.file("p") + " ",
+                    sched = kBin + " schedule " + d.file("jobs.csv") + " --carbon-csv " +
+                            d.file("ci.csv") + " --utc-offset 0 ";
+  const std::pair<std::string, std::string> cases[] = {
+      {prep + "--threads -1", "--threads -1: expected 0 (all cores) to 4096"},
+      {prep + "--threads 100000", "--threads 100000: expected 0 (all cores) to 4096"},
+      {prep + "--train-mib 1e300", "--train-mib 1e+300: expected (0, 65536] MiB"},
+      {prep + "--train-mib 0", "--train-mib 0: expected (0, 65536] MiB"},
+      {kBin + " prepare " + d.file("t.txt") + " --tokenizer bpe --vocab-size 70000 --out " +
+           d.file("p"),
+       "--vocab-size 70000: expected 260 to 65536"},
+      {kBin + " sample " + d.file("none") + " --top-k -1", "--top-k -1: expected 0 (all tokens)"},
+      {sched + "--window-h -5", "--window-h -5 is not valid; expected hours in [0, 8784]"},
+      {sched + "--window-h 9000", "--window-h 9000 is not valid; expected hours in [0, 8784]"},
+      {sched + "--deadline-rule next-workday --deadline-grace-s 1e300",
+       "--deadline-grace-s 1e+300 is not valid; expected seconds in [0, 31622400]"},
+      {sched + "--slot-s 1000000000000",
+       "--slot-s 1000000000000 is not valid; expected seconds in [1, 31622400]"},
+      {sched + "--slot-s -1", "--slot-s -1 is not valid; expected seconds in [1, 31622400]"},
+      {kBin + " train " + cfg + " --out " + d.file("r") + " --set train.threads=-1",
+       "train.threads = -1: expected 0 (all cores) to 4096 threads"},
+  };
+  for (const auto& [cmd, needle] : cases) {
+    auto r = run_cmd(cmd);
+    EXPECT_NE(r.exit_code, 0) << cmd << ": " << r.output;
+    EXPECT_NE(r.output.find(needle), std::string::npos) << cmd << ": " << r.output;
+  }
+  EXPECT_FALSE(fs::exists(d.file("p"))) << "prepare wrote its folder before refusing";
+  EXPECT_FALSE(fs::exists(d.file("r"))) << "train wrote its run folder before refusing";
+}
+
 TEST_F(CliUsage, TrainChecksTheCarbonFileBeforeLoadingData) {
   test::write_file(d.file("bad.csv"), "Time,Carbon Intensity\n2020-01-01 00:00:00,lots\n");
   auto r = run_cmd(kBin + " train " + cfg + " --data " + d.file("no-data.txt") +

@@ -81,6 +81,29 @@ TEST(NonFinite, ConfigValuesBuiltInCodeAreCheckedToo) {
   }
 }
 
+// Issue 31 §6: every count has a range. train.threads took any count: -1 passed as "all cores"
+// never checked further, and 2^31 - 1 made OpenMP start threads until the process died.
+TEST(NonFinite, ThreadCountHasARange) {
+  for (const char* bad : {"-1", "4097", "2147483647"}) {
+    TrainConfig c = tiny("x.txt");
+    c.set("train.threads", bad, "--set");
+    try {
+      c.validate();
+      ADD_FAILURE() << "train.threads = " << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("train.threads = ") + bad +
+                                           ": expected 0 (all cores) to 4096 threads"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  for (const char* good : {"0", "1", "4096"}) {
+    TrainConfig c = tiny("x.txt");
+    c.set("train.threads", good, "--set");
+    EXPECT_NO_THROW(c.validate()) << "train.threads = " << good;
+  }
+}
+
 // A 2-layer model (weights from seed 1) and AdamW moments shaped like its parameters, zeroed.
 struct ModelWithMoments {
   GPT model;

@@ -15,6 +15,17 @@ from greentrain.integrations import EnergyLogger
 W = 150.0
 
 
+def test_energy_logger_counts_have_a_range(fake_nvml):
+    # issue 31 §6: log_every=0 was taken as 1 and a negative print_every or keep did something
+    # else than asked, without a word
+    with greentrain.Meter(cpu=False, interval_ms=0) as meter:
+        for kw, text in (({"print_every": -1}, "print_every=-1"), ({"keep": -5}, "keep=-5"),
+                         ({"log_every": 0}, "log_every=0"), ({"print_every": 2.5}, "2.5")):
+            with pytest.raises(ValueError, match=text):
+                EnergyLogger(meter, **kw)
+        EnergyLogger(meter, print_every=0, keep=0, log_every=1)  # the ends of the ranges
+
+
 def test_energy_logger_joules_per_step_and_token(fake_nvml):
     lines = []
     with greentrain.Meter(cpu=False, interval_ms=10) as meter:

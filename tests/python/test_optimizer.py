@@ -142,6 +142,20 @@ def test_restore_on_sigint_without_with_block(fake_nvml, env, chosen):
     assert fake_nvml.limit_mw() == ORIGINAL_MW
 
 
+def test_counts_and_weights_have_a_range(fake_nvml):
+    # issue 31 §6: checked when made, naming the argument, before any device is touched
+    with greentrain.Meter(cpu=False, interval_ms=0) as meter:
+        for kw, text in (({"warmup_steps": -1}, "warmup_steps=-1"),
+                         ({"profile_steps": 0}, "profile_steps=0"),
+                         ({"profile_steps": 2**40}, "profile_steps=1099511627776"),
+                         ({"eta": 1.5}, "eta=1.5"), ({"eta": float("nan")}, "eta=nan"),
+                         ({"step_w": 0}, "step_w=0"), ({"step_w": float("inf")}, "step_w=inf"),
+                         ({"max_slowdown": 0.5}, "max_slowdown=0.5")):
+            with pytest.raises(ValueError, match=text):
+                make(meter, **kw)
+    assert fake_nvml.changes() == []
+
+
 def test_refuses_without_permission(fake_nvml, env):
     env.setenv("FAKE_NVML_SET_RC", "4")  # NVML_ERROR_NO_PERMISSION
     with greentrain.Meter(cpu=False, interval_ms=0) as meter:

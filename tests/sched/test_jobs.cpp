@@ -361,6 +361,46 @@ deadline = 2020-06-02T08:00:00
   EXPECT_NE(m.find("expected no duration_s"), std::string::npos) << m;
 }
 
+// Issue 31 §6: every count and duration has a range. `steps` beside a power profile took 0 and
+// negative counts (a job of no or negative length) and 1e300 (an infinite one); interruption_s
+// took 1e300 s.
+TEST(SchedJobs, StepsAndInterruptionSecondsHaveARange) {
+  TempDir d;
+  d.write("tune.json", R"({"format": "greentrain-power-profile-1", "points": [
+    {"limit_w": 200, "energy_per_step_j": 30, "time_per_step_s": 0.2}]})");
+  auto job = [&](const std::string& name, const std::string& keys) {
+    return d.write(name, R"(
+[[job]]
+name = "a"
+command = "x"
+earliest_start = 2020-06-01T18:00:00
+deadline = 2020-06-02T08:00:00
+)" + keys + "\n");
+  };
+  const std::pair<const char*, const char*> cases[] = {
+      {"steps = 0", "is not valid; expected a positive number"},
+      {"steps = -3", "is not valid; expected a positive number"},
+      {"steps = 2.5",
+       "key 'steps': 2.5 is not valid; expected a whole number of steps in [1, 1e15]"},
+      {"steps = 1e300", "key 'steps': 1e+300 is not valid; expected a whole number of steps"},
+      // 1e12 steps of 0.2 s: 6,000 years
+      {"steps = 1e12", "key 'steps' x time per step: "},
+  };
+  int i = 0;
+  for (auto [keys, needle] : cases) {
+    std::string m = error_of(job("s" + std::to_string(i++) + ".toml",
+                                 std::string("power_profile = \"tune.json\"\n") + keys));
+    EXPECT_NE(m.find(needle), std::string::npos) << keys << ": " << m;
+  }
+  std::string m = error_of(job("i.toml",
+                               "duration_s = 3600\npower_w = 100\ninterruptible = true\n"
+                               "interruption_s = 1e300"));
+  EXPECT_NE(m.find("key 'interruption_s': expected seconds in [0, 315576000]"), std::string::npos)
+      << m;
+  auto ok = job("ok.toml", "power_profile = \"tune.json\"\nsteps = 1000");
+  EXPECT_DOUBLE_EQ(load_jobs_toml(ok, 0)[0].duration_s, 200);
+}
+
 // Issue 17.3: interruption costs and a bound on interruptions, for interruptible jobs only.
 TEST(SchedJobs, InterruptionCostKeys) {
   TempDir d;

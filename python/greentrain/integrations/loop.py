@@ -15,6 +15,7 @@ number; ``log_measurement(m, writer=..., mlflow=..., step=...)`` does it for any
 
 from __future__ import annotations
 
+import numbers
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -76,14 +77,14 @@ class EnergyLogger:
     Args:
         meter: the Meter to measure with.
         optimizer: a PowerLimitOptimizer to drive (its on_step_begin is called at each step).
-        print_every: print a line every this many steps (0: never).
+        print_every: print a line every this many steps (0: never); a whole number >= 0.
         print_fn: where lines go (default: print to stderr).
-        keep: keep at most this many records (oldest dropped; totals keep counting).
+        keep: keep at most this many records (oldest dropped; totals keep counting); >= 0.
         writer: a TensorBoard ``SummaryWriter`` (or anything with ``add_scalar``).
         mlflow: the ``mlflow`` module (or anything with ``log_metrics(dict, step=)``), with a
             run active.
-        log_every: write to ``writer``/``mlflow`` every this many steps (the totals always
-            cover every step).
+        log_every: write to ``writer``/``mlflow`` every this many steps, >= 1 (the totals
+            always cover every step).
         prefix: prefix of the written names.
     """
 
@@ -91,6 +92,12 @@ class EnergyLogger:
                  print_fn: Optional[Callable[[str], Any]] = None, keep: int = 100000,
                  writer: Any = None, mlflow: Any = None, log_every: int = 1,
                  prefix: str = "energy/") -> None:
+        # counts of steps and records: a negative one did nothing or the wrong thing silently
+        for name, value, least in (("print_every", print_every, 0), ("keep", keep, 0),
+                                   ("log_every", log_every, 1)):
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
+                raise ValueError(f"EnergyLogger {name}={value!r}: expected a whole number >= "
+                                 f"{least}")
         self.meter = meter
         self.optimizer = optimizer
         self.print_every = print_every
@@ -108,7 +115,7 @@ class EnergyLogger:
         """Carbon of the steps of known energy (gCO2e)."""
         self.writer = writer
         self.mlflow = mlflow
-        self.log_every = max(1, int(log_every))
+        self.log_every = log_every
         self.prefix = prefix
         self._window = f"greentrain.step@{id(self):x}"
 
