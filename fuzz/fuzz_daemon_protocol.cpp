@@ -36,7 +36,10 @@ void daemon_side(std::string_view in) {
   std::string payload;
   gs::Peer peer;  // root, as the daemon's own user
   while (!in.empty()) {
-    const std::size_t chunk = std::min<std::size_t>(in.size(), 1 + gt::fuzz::take_byte(in) % 64);
+    // the byte first: in std::min's arguments the order of evaluation is unspecified, and with
+    // in.size() read before take_byte shortened `in`, a chunk ran one byte past the input
+    const std::size_t want = 1 + gt::fuzz::take_byte(in) % 64;
+    const std::size_t chunk = std::min<std::size_t>(in.size(), want);
     r.feed(in.data(), chunk);
     in.remove_prefix(chunk);
     for (;;) {
