@@ -32,8 +32,9 @@ Counters& counters();
 /// The device selected by the calling thread; throws gt::Error naming `what` when none.
 void check_device(const char* what);
 
-/// One launch being run: its spec, the per-thread body, the next block to take, and the first
-/// error any block met.
+/// One launch being run: its spec, the per-thread body, the next block to take, and the error
+/// of the lowest-numbered block that failed (deterministic although blocks run in parallel: a
+/// block taken before the failing one still runs to its end or its own error).
 struct LaunchRun {
   LaunchSpec spec;
   std::string kernel;  ///< owns spec.kernel's text
@@ -42,7 +43,9 @@ struct LaunchRun {
   std::atomic<bool> failed{false};
   std::mutex m;
   std::string error;
-  /// Records the first error: "kernel 'k', block (x,y,z), thread (x,y,z): what".
+  uint64_t error_block = UINT64_MAX;  ///< linear index of the block whose error is kept
+  /// Records an error, "kernel 'k', block (x,y,z), thread (x,y,z): what", unless a block with a
+  /// lower linear index already failed.
   void fail(const Dim3& block, const Dim3* thread, const std::string& what);
 };
 

@@ -77,7 +77,11 @@ void check_device(const char* what) {
 
 void LaunchRun::fail(const Dim3& block, const Dim3* thread, const std::string& what) {
   std::lock_guard lock(m);
-  if (failed.exchange(true)) return;
+  const Dim3& g = spec.grid;
+  const uint64_t linear = (uint64_t(block.z) * g.y + block.y) * g.x + block.x;
+  failed = true;
+  if (linear >= error_block) return;
+  error_block = linear;
   error = thread ? fmt::format("kernel '{}', block ({},{},{}), thread ({},{},{}): {}", kernel,
                                block.x, block.y, block.z, thread->x, thread->y, thread->z, what)
                  : fmt::format("kernel '{}', block ({},{},{}): {}", kernel, block.x, block.y,
