@@ -116,7 +116,6 @@ int serve_here(const ServeOptions& o, int ready) {
     so.socket_mode = policy.socket_mode;
     so.socket_group = policy.socket_group;
     so.max_clients = policy.max_clients;
-    so.coalesce_s = policy.coalesce_s;
     ServeContext ctx;
     ctx.reader = &reader;
     ctx.policy = &policy;

@@ -113,8 +113,6 @@ void daemon_table(const toml::table& t, const std::string& where, Policy& p) {
       p.state_file = text(v, where, key);
     } else if (name == "interval_ms") {
       p.interval_s = number(v, where, key, 1, 60000) / 1000.0;
-    } else if (name == "coalesce_ms") {
-      p.coalesce_s = number(v, where, key, 0, 50) / 1000.0;
     } else if (name == "max_clients") {
       p.max_clients = static_cast<int>(number(v, where, key, 1, 100000));
     } else if (name == "prometheus_port") {
@@ -132,8 +130,7 @@ void daemon_table(const toml::table& t, const std::string& where, Policy& p) {
     } else {
       throw Error(at(where, v, key) +
                   " is unknown; known keys of [daemon] are socket, socket_mode, socket_group, "
-                  "state_file, interval_ms, max_clients, coalesce_ms, prometheus_port, "
-                  "prometheus_per_process, "
+                  "state_file, interval_ms, max_clients, prometheus_port, prometheus_per_process, "
                   "carbon_intensity, carbon_csv, carbon_region, carbon_utc_offset_h");
     }
   }

@@ -12,7 +12,6 @@
 //   state_file = "/var/lib/greentrain/serve-state.json"   # leases, restored after a crash
 //   interval_ms = 100                        # sampling period
 //   max_clients = 1024                       # connections at once
-//   coalesce_ms = 2                          # under load, answer requests in turns this far apart
 //   prometheus_port = 9464                   # text exposition on 127.0.0.1 (0: off, default)
 //   prometheus_per_process = false           # per-process series on it (any local user sees them)
 //   carbon_intensity = 300                   # gCO2e/kWh, or carbon_csv = "/etc/greentrain/ci.csv"
@@ -69,7 +68,6 @@ struct Policy {
   std::string state_file = "/var/lib/greentrain/serve-state.json";
   double interval_s = 0.1;
   int max_clients = 1024;
-  double coalesce_s = 0.002;  ///< ServerOptions::coalesce_s
   int prometheus_port = 0;
   bool prometheus_per_process = false;
   std::optional<double> carbon_intensity;

@@ -14,7 +14,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <vector>
@@ -362,15 +361,13 @@ void Server::run() {
   }
   std::vector<epoll_event> evs(256);
   std::vector<int> touched;
-  double next_sweep = 0, last_turn_s = -1e9;
+  double next_sweep = 0;
   while (!stop_) {
     // connections with requests still queued (kMaxPerTurn a turn) go on without waiting
     const int n =
         ::epoll_wait(epoll_fd_, evs.data(), static_cast<int>(evs.size()), busy_.empty() ? 100 : 0);
     if (n < 0 && errno != EINTR) throw Error(fmt::format("epoll_wait: {}", std::strerror(errno)));
     const double now = mono_now();
-    const bool coalesce = opt_.coalesce_s > 0 && now - last_turn_s < 2 * opt_.coalesce_s;
-    last_turn_s = now;
     touched.assign(busy_.begin(), busy_.end());
     busy_.clear();
     bool sampled = false;
@@ -431,13 +428,6 @@ void Server::run() {
       }
     }
     stats_.clients = static_cast<int>(conns_.size());
-    if (coalesce && !stop_ && busy_.empty()) {  // many wake-ups: let requests gather a moment
-      const double wait = now + opt_.coalesce_s - mono_now();
-      if (wait > 0) {
-        timespec ts{static_cast<time_t>(wait), static_cast<long>((wait - std::floor(wait)) * 1e9)};
-        ::nanosleep(&ts, nullptr);
-      }
-    }
   }
 }
 

@@ -31,13 +31,6 @@ struct ServerOptions {
   int max_clients = 1024;
   double first_request_timeout_s = energy::daemon::kFirstRequestTimeoutS;
   double message_timeout_s = energy::daemon::kMessageTimeoutS;
-  /// Interrupt coalescing (s; 0: off): when the loop is woken again less than twice this after
-  /// its last turn began, it waits until this long after the turn began before looking for
-  /// more, so that many clients' requests are answered in one turn (one wake-up) instead of
-  /// one each. A request waits at most this much longer; a lone client is never delayed (its
-  /// turns are far apart). 200 readers at 10 Hz woke the loop about 2,000 times a second, and
-  /// the context switches were a quarter of the daemon's CPU time (perf, AMD EPYC 7003 VM).
-  double coalesce_s = 0.002;
 };
 
 /// What the daemon answers with besides its readings.

@@ -111,7 +111,6 @@ TEST(Policy, RulesGrantDevicesWithinTheirRange) {
   const Policy p = Policy::parse(R"(
 [daemon]
 interval_ms = 50
-coalesce_ms = 0.5
 prometheus_port = 9464
 socket_mode = "0660"
 
@@ -128,8 +127,6 @@ read_all_processes = true
 )",
                                  "serve.toml");
   EXPECT_DOUBLE_EQ(p.interval_s, 0.05);
-  EXPECT_DOUBLE_EQ(p.coalesce_s, 0.0005);
-  EXPECT_DOUBLE_EQ(Policy{}.coalesce_s, 0.002);
   EXPECT_EQ(p.prometheus_port, 9464);
   EXPECT_EQ(p.socket_mode, 0660u);
   auto g = p.power_limit_grant(peer(1000, "alice"), "nvml:1", 100, 400);
@@ -170,10 +167,6 @@ TEST(Policy, BadFilesNameTheLineAndKey) {
   EXPECT_NE(msg("[daemon\n").find("p.toml:1:"), std::string::npos);
   EXPECT_NE(msg("[daemon]\ninterval_ms = -1\n").find("expected a number in [1, 60000]"),
             std::string::npos);
-  EXPECT_NE(msg("[daemon]\ncoalesce_ms = 100\n")
-                .find("key 'daemon.coalesce_ms': expected a number in [0, 50]"),
-            std::string::npos)
-      << msg("[daemon]\ncoalesce_ms = 100\n");
   // the example shipped beside the systemd unit parses
   EXPECT_NO_THROW(Policy::load(GT_SOURCE_DIR "/packaging/serve.toml"));
   EXPECT_TRUE(device_matches("nvml:*", "nvml:12"));
