@@ -1,7 +1,9 @@
 // bench/serve_load.cpp: `greentrain serve` under load (issue 28). Starts the daemon (the program,
 // as systemd would) on a stand-in RAPL tree whose counter this bench advances by whole steps
 // (and the stand-in NVML when built), then:
-//   phase 1 (half the time): R readers (default 200), each reading at 10 Hz;
+//   phase 1 (half the time): R readers (default 200), each reading the latest sample at 10 Hz
+//   as a Meter's ticks do: from the daemon's shared sample page (energy/sample_page.h), or with
+//   GT_SERVE_LOAD_READS=socket by a request each;
 //   phase 2 (the other half): the readers and C window clients (default 20) opening and closing
 //   windows as fast as they can (fresh reads at both ends).
 // Checks: every request answered (none lost), per connection the samples never go back (fresh
@@ -30,6 +32,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -168,6 +171,46 @@ struct Readers {
   }
 };
 
+// R clients (DaemonClient, as a Meter holds one) reading the latest sample every 1/hz s the way
+// a Meter's ticks do: from the daemon's shared sample page, through the socket when the page
+// gives nothing (counted apart).
+struct PageReaders {
+  std::atomic<long> sent{0}, got{0}, by_socket{0};
+  void run(const std::string& socket, int n, double hz) {
+    std::vector<std::unique_ptr<ed::DaemonClient>> cs;
+    std::vector<Clock::time_point> due;
+    std::vector<std::uint64_t> last(static_cast<std::size_t>(n), 0);
+    const auto start = Clock::now();
+    for (int i = 0; i < n; ++i) {
+      std::string why;
+      cs.push_back(ed::DaemonClient::connect(socket, &why));
+      if (!cs.back()) return fail("a reader could not connect: " + why);
+      due.push_back(start + std::chrono::microseconds(static_cast<long>(1e6 / hz * i / n)));
+    }
+    while (!g_stop) {
+      const auto now = Clock::now();
+      for (std::size_t i = 0; i < cs.size(); ++i) {
+        if (now < due[i]) continue;
+        due[i] += std::chrono::microseconds(static_cast<long>(1e6 / hz));
+        ++sent;
+        json r;
+        if (auto t = cs[i]->read_sample_page()) {
+          r = json::parse(*t);
+        } else {
+          r = cs[i]->call({{"op", "read"}});
+          ++by_socket;
+        }
+        ++got;
+        const auto seq = r["seq"].get<std::uint64_t>();
+        if (seq < last[i]) fail(fmt::format("reader {}: sample {} after {}", i, seq, last[i]));
+        last[i] = seq;
+        check_truth(r);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+};
+
 struct WindowStats {
   std::atomic<long> windows{0};
   std::mutex mu;
@@ -260,15 +303,26 @@ int main(int argc, char** argv) {
       "greentrain serve load: %d readers at 10 Hz, then + %d window clients; %g s; "
       "daemon pid %d, sampling every 100 ms\n",
       readers, windowers, seconds, daemon);
+  // $GT_SERVE_LOAD_READS: page (default: as a Meter's ticks read) or socket (a request each)
+  const bool by_page = std::getenv("GT_SERVE_LOAD_READS") == nullptr ||
+                       std::string(std::getenv("GT_SERVE_LOAD_READS")) != "socket";
+  std::printf("readers read %s\n", by_page ? "the shared sample page (GT_SERVE_LOAD_READS=page)"
+                                           : "through the socket (GT_SERVE_LOAD_READS=socket)");
   Readers rd;
-  std::thread rt([&] { rd.run(socket, readers, 10); });
+  PageReaders pr;
+  std::thread rt([&] {
+    if (by_page)
+      pr.run(socket, readers, 10);
+    else
+      rd.run(socket, readers, 10);
+  });
   std::this_thread::sleep_for(std::chrono::seconds(1));  // connected and steady
   const double c0 = cpu_s_of(daemon);
   const auto w0 = Clock::now();
   std::this_thread::sleep_for(std::chrono::duration<double>(seconds / 2));
   const double c1 = cpu_s_of(daemon);
   const auto w1 = Clock::now();
-  const long reads1 = rd.got;
+  const long reads1 = by_page ? pr.got.load() : rd.got.load();
   WindowStats ws;
   std::vector<std::thread> wt;
   for (int i = 0; i < windowers; ++i) wt.emplace_back([&] { window_client(socket, ws); });
@@ -278,7 +332,7 @@ int main(int argc, char** argv) {
   g_stop = true;
   for (auto& t : wt) t.join();
   rt.join();
-  const long lost = rd.settle();
+  const long lost = by_page ? pr.sent - pr.got : rd.settle();
   ::kill(daemon, SIGTERM);
   ::waitpid(daemon, nullptr, 0);
   stop_counter = true;
@@ -297,7 +351,10 @@ int main(int argc, char** argv) {
   std::printf(
       "readings: %ld sent, %ld lost; %zu distinct samples checked across clients; "
       "%ld windows; failures: %ld\n",
-      rd.sent.load(), lost, g_truth.size(), ws.windows.load(), g_failures.load());
+      by_page ? pr.sent.load() : rd.sent.load(), lost, g_truth.size(), ws.windows.load(),
+      g_failures.load());
+  if (by_page)
+    std::printf("page reads that went through the socket instead: %ld\n", pr.by_socket.load());
   std::filesystem::remove_all(dir);
   return g_failures == 0 && lost == 0 ? 0 : 1;
 }

@@ -13,6 +13,7 @@
 
 #include "energy/daemon_protocol.h"
 #include "energy/meter.h"
+#include "energy/sample_page.h"
 #include "energy/sensor.h"
 
 namespace gt::energy::daemon {
@@ -40,6 +41,11 @@ class DaemonClient {
   /// the daemon answers ok=false (its code and sentence), EnergyError on a broken connection or
   /// no answer within timeout_s (the connection is then closed: broken() is true).
   nlohmann::json call(nlohmann::json request, double timeout_s = 10);
+  /// The latest sample's JSON text (sample_to_json) from the daemon's sample page
+  /// (energy/sample_page.h), without a request: when hello named a page this process can map
+  /// and its sample is at most max(1 s, 5 sampling intervals) old. Empty optional otherwise
+  /// (then ask through call(), which also finds a daemon that restarted).
+  std::optional<std::string> read_sample_page();
   /// The daemon's answer to hello (daemon, sensors, carbon, you, may).
   const nlohmann::json& hello() const { return hello_; }
   const std::string& path() const { return path_; }
@@ -58,6 +64,9 @@ class DaemonClient {
   nlohmann::json hello_;
   std::uint64_t next_id_ = 1;
   std::mutex mu_;
+  std::optional<SamplePageReader> page_;
+  bool page_tried_ = false;
+  double page_max_age_s_ = 1;
 };
 
 /// The sensors a Meter reads through a daemon, and the batch that fetches one sample per tick.

@@ -24,14 +24,16 @@
 // one connection are answered in order.
 //
 //   op "hello": who the daemon is and what it reads.
-//     -> daemon {name, version, pid, started_unix_s, instance}, socket, interval_s,
+//     -> daemon {name, version, pid, started_unix_s, instance}, socket, sample_page (the path
+//        of the shared page that holds the latest sample, energy/sample_page.h, or null),
+//        interval_s,
 //        sensors [SensorInfo as sensor_info_to_json], carbon {g_per_kwh, source, origin, region,
 //        csv, utc_offset_h}, you {uid, gid, pid, user}, may {power_limit [{device, min_w, max_w}],
 //        read_all_processes}
 //   op "read", {"fresh": bool}: the cumulative readings of every sensor (a Sample, below).
 //        fresh: a sample taken after the request arrived (for window boundaries; the daemon
 //        takes one sample for all fresh requests waiting); otherwise the latest sample, at most
-//        interval_s old.
+//        interval_s old (the sample page holds the same text; clients read it there instead).
 //   op "power_limits": -> devices [{device, name, uuid, limit_w, min_w, max_w, leased_by}]
 //        (leased_by: null or {uid, pid, user}).
 //   op "set_power_limit", {"device": ID, "limit_w": W}: sets the device's limit as a lease held
@@ -77,6 +79,9 @@ constexpr const char* kDefaultSocket = "/run/greentrain/serve.sock";
 
 /// The socket path: `override_path` if not empty, else $GT_DAEMON_SOCKET, else kDefaultSocket.
 std::string socket_path(const std::string& override_path = "");
+/// Where the daemon at `socket` keeps its sample page (energy/sample_page.h): "<socket>.page".
+/// Clients take the path from hello's "sample_page" (null: none).
+inline std::string sample_page_path(const std::string& socket) { return socket + ".page"; }
 
 /// A protocol error: `code` is one of the error codes above, what() the sentence for the user.
 class ProtocolError : public EnergyError {

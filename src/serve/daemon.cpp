@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "energy/daemon_protocol.h"
 #include "energy/meter.h"
+#include "energy/sample_page.h"
 #include "serve/leases.h"
 #include "serve/node_reader.h"
 #include "serve/prometheus.h"
@@ -103,6 +104,8 @@ int serve_here(const ServeOptions& o, int ready) {
     energy::MeterOptions mo;
     mo.use_daemon = false;
     mo.powercap_root = o.powercap_root;
+    // declared before the reader, whose thread publishes into it: it outlives that thread
+    std::unique_ptr<energy::SamplePageWriter> page;
     NodeReader reader(energy::detect_sensors(mo), policy.interval_s, policy_carbon(policy),
                       nvml_utilization(), "greentrain serve, socket " + socket);
     for (const auto& n : reader.notes()) log_line(n);
@@ -125,6 +128,18 @@ int serve_here(const ServeOptions& o, int ready) {
     ctx.log = log_line;
     Server server(so, ctx);
     server.listen();
+    // The latest sample in a shared page beside the socket (energy/sample_page.h): readers of
+    // the latest sample then cost the daemon nothing. Readable by whoever may connect.
+    try {
+      struct stat st {};
+      const gid_t gid = ::stat(socket.c_str(), &st) == 0 ? st.st_gid : static_cast<gid_t>(-1);
+      page = std::make_unique<energy::SamplePageWriter>(energy::daemon::sample_page_path(socket),
+                                                        0600 | (policy.socket_mode & 0044), gid);
+      reader.set_sample_page(page.get());
+      server.set_sample_page(page->path());
+    } catch (const std::exception& e) {
+      log_line(std::string("no sample page (clients read through the socket): ") + e.what());
+    }
     std::unique_ptr<PrometheusEndpoint> prom;
     if (policy.prometheus_port > 0) {
       prom = std::make_unique<PrometheusEndpoint>(policy.prometheus_port, [&] {
@@ -146,6 +161,7 @@ int serve_here(const ServeOptions& o, int ready) {
     server.run();
     g_server = nullptr;
     reader.stop();
+    page.reset();
     log_line("stopping");
     prom.reset();
     if (leases)

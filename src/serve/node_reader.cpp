@@ -78,6 +78,11 @@ void NodeReader::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+void NodeReader::set_sample_page(energy::SamplePageWriter* page) {
+  page_ = page;
+  if (page_) page_->publish(latest()->json, latest()->sample.t_mono_s);
+}
+
 void NodeReader::start(std::function<void()> on_sample) {
   on_sample_ = std::move(on_sample);
   thread_ = std::thread([this] { thread_main(); });
@@ -173,6 +178,7 @@ void NodeReader::take_sample_locked_out() {
   }
   s.carbon_g_per_kwh = carbon_.at(s.t_unix_s);
   pub->json = ed::sample_to_json(s).dump();
+  if (page_) page_->publish(pub->json, s.t_mono_s);
   std::lock_guard<std::mutex> g(mu_);
   if (!latest_ || latest_->sample.seq < seq) latest_ = std::move(pub);
 }

@@ -20,6 +20,7 @@
 #include "energy/carbon.h"
 #include "energy/daemon_protocol.h"
 #include "energy/node_lock.h"
+#include "energy/sample_page.h"
 #include "energy/sensor.h"
 #include "serve/attribution.h"
 
@@ -43,6 +44,10 @@ class NodeReader {
   NodeReader(const NodeReader&) = delete;
   NodeReader& operator=(const NodeReader&) = delete;
 
+  /// Publishes every sample into `page` too (energy/sample_page.h), before it becomes latest(),
+  /// so that a client never finds the page older than a sample the socket gave it; the current
+  /// one at once. Before start(); `page` outlives the reader's thread (stop()).
+  void set_sample_page(energy::SamplePageWriter* page);
   /// Starts the sampling thread; `on_sample` is called from it after each sample is published.
   void start(std::function<void()> on_sample);
   /// Stops the sampling thread (idempotent; the destructor does it too).
@@ -93,6 +98,7 @@ class NodeReader {
   std::string instance_;
   std::vector<std::string> notes_;
   std::function<void()> on_sample_;
+  energy::SamplePageWriter* page_ = nullptr;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

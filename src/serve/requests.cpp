@@ -37,6 +37,7 @@ json hello(const ServeContext& ctx, const Peer& peer, const std::string& socket_
             {"started_unix_s", ctx.started_unix_s},
             {"instance", r.instance()}}},
           {"socket", socket_path},
+          {"sample_page", ctx.sample_page.empty() ? json(nullptr) : json(ctx.sample_page)},
           {"interval_s", r.interval_s()},
           {"sensors", sensors},
           {"carbon",

@@ -39,6 +39,7 @@ struct ServeContext {
   const Policy* policy = nullptr;
   Leases* leases = nullptr;  ///< null: no power-limit device
   double started_unix_s = 0;
+  std::string sample_page;  ///< the shared page of the latest sample ("": none), told in hello
   std::function<void(const std::string&)> log;  ///< one line, no newline
 };
 
@@ -65,6 +66,8 @@ class Server {
   /// Wakes the loop to answer requests waiting for a fresh sample (the reader's on_sample).
   void notify_sample();
   const ServerStats& stats() const { return stats_; }
+  /// The sample page's path that hello tells clients (energy/sample_page.h); before run().
+  void set_sample_page(const std::string& path) { ctx_.sample_page = path; }
 
  private:
   struct Conn {

@@ -30,6 +30,7 @@ using energy::test::TempDir;
 struct LocalDaemon {
   std::string socket;
   Policy policy;
+  std::unique_ptr<energy::SamplePageWriter> page;  // outlives the reader's thread
   std::unique_ptr<NodeReader> reader;
   std::unique_ptr<Leases> leases;
   std::unique_ptr<Server> server;
@@ -39,7 +40,7 @@ struct LocalDaemon {
 
   LocalDaemon(const std::string& dir, energy::SensorList sensors, double interval_s = 0.05,
               ServerOptions so = {}, std::vector<tune::DevicePtr> devices = {}, Policy pol = {},
-              std::unique_ptr<UtilizationSource> util = nullptr)
+              std::unique_ptr<UtilizationSource> util = nullptr, bool with_page = true)
       : socket(dir + "/serve.sock"), policy(std::move(pol)) {
     reader = std::make_unique<NodeReader>(std::move(sensors), interval_s, energy::CarbonIntensity{},
                                           std::move(util));
@@ -55,6 +56,12 @@ struct LocalDaemon {
     };
     server = std::make_unique<Server>(so, ctx);
     server->listen();
+    if (with_page) {  // as serve_here does
+      page = std::make_unique<energy::SamplePageWriter>(energy::daemon::sample_page_path(socket),
+                                                        0644);
+      reader->set_sample_page(page.get());
+      server->set_sample_page(page->path());
+    }
     reader->start([this] { server->notify_sample(); });
     loop = std::thread([this] { server->run(); });
   }
