@@ -158,6 +158,13 @@ json DaemonClient::call(json request, double timeout_s) {
   return r;
 }
 
+bool DaemonClient::same_daemon(const json& sample) const {
+  const auto d = hello_.find("daemon");
+  if (d == hello_.end() || !d->is_object() || !d->contains("instance")) return false;
+  const auto i = sample.find("instance");
+  return i != sample.end() && *i == (*d)["instance"];
+}
+
 std::optional<std::string> DaemonClient::read_sample_page() {
   std::lock_guard<std::mutex> g(mu_);
   if (!page_tried_) {
@@ -200,6 +207,7 @@ class DaemonBatch : public SensorBatch {
         // (never older than a sample the socket gave: the page is written just after)
         if (auto text = boundary ? std::nullopt : client_->read_sample_page())
           r = json::parse(*text, nullptr, false);
+        if (r.is_object() && !client_->same_daemon(r)) r = json();  // another daemon's page
         if (r.is_object() && r.value("instance", std::string()) == sample_.instance &&
             r.value("seq", std::uint64_t{0}) < sample_.seq)
           r = json();

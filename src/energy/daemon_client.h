@@ -46,6 +46,10 @@ class DaemonClient {
   /// and its sample is at most max(1 s, 5 sampling intervals) old. Empty optional otherwise
   /// (then ask through call(), which also finds a daemon that restarted).
   std::optional<std::string> read_sample_page();
+  /// Whether `sample` (a read response or a page's sample) is from the daemon this client said
+  /// hello to (its "instance"): a page at a path another daemon now serves, or a socket mounted
+  /// into a container under another path, names another daemon's page.
+  bool same_daemon(const nlohmann::json& sample) const;
   /// The daemon's answer to hello (daemon, sensors, carbon, you, may).
   const nlohmann::json& hello() const { return hello_; }
   const std::string& path() const { return path_; }

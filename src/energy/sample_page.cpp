@@ -51,7 +51,8 @@ double monotonic_s() {
 SamplePageWriter::SamplePageWriter(std::string path, unsigned mode, gid_t gid, std::size_t capacity)
     : path_(std::move(path)), bytes_(kHeaderBytes + capacity) {
   const std::string tmp = fmt::format("{}.tmp.{}", path_, ::getpid());
-  const int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  ::unlink(tmp.c_str());  // left by a daemon of the same pid; never follow a planted link
+  const int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0)
     throw Error(fmt::format("{}: cannot create the sample page: {}", tmp, std::strerror(errno)));
   auto fail = [&](const char* what) {
@@ -85,15 +86,12 @@ SamplePageWriter::SamplePageWriter(std::string path, unsigned mode, gid_t gid, s
 SamplePageWriter::~SamplePageWriter() {
   if (!map_) return;
   // only our own file: a newer daemon may have replaced it
-  struct stat st {};
-  if (::stat(path_.c_str(), &st) == 0) {
-    if (const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
-      Header probe{};
-      if (::pread(fd, &probe, sizeof probe, 0) == static_cast<ssize_t>(sizeof probe) &&
-          probe.token == token_)
-        ::unlink(path_.c_str());
-      ::close(fd);
-    }
+  if (const int fd = ::open(path_.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC); fd >= 0) {
+    Header probe{};
+    if (::pread(fd, &probe, sizeof probe, 0) == static_cast<ssize_t>(sizeof probe) &&
+        probe.token == token_)
+      ::unlink(path_.c_str());
+    ::close(fd);
   }
   ::munmap(map_, bytes_);
 }
@@ -139,16 +137,20 @@ std::optional<SamplePageReader> SamplePageReader::open(const std::string& path, 
     *why = fmt::format("{}: not a sample page (its header is not greentrain's)", path);
     return std::nullopt;  // r's destructor unmaps
   }
+  r.capacity_ = h->capacity;  // checked against the mapping once; the header is not re-trusted
   return r;
 }
 
 SamplePageReader::SamplePageReader(SamplePageReader&& o) noexcept
-    : map_(std::exchange(o.map_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+    : map_(std::exchange(o.map_, nullptr)),
+      bytes_(std::exchange(o.bytes_, 0)),
+      capacity_(std::exchange(o.capacity_, 0)) {}
 SamplePageReader& SamplePageReader::operator=(SamplePageReader&& o) noexcept {
   if (this != &o) {
     if (map_) ::munmap(const_cast<void*>(map_), bytes_);
     map_ = std::exchange(o.map_, nullptr);
     bytes_ = std::exchange(o.bytes_, 0);
+    capacity_ = std::exchange(o.capacity_, 0);
   }
   return *this;
 }
@@ -165,7 +167,7 @@ std::optional<std::string> SamplePageReader::read(double max_age_s) const {
     if (s1 & 1) continue;  // being written
     const std::uint32_t n = h->length.load(std::memory_order_relaxed);
     const double t = h->t_mono_s.load(std::memory_order_relaxed);
-    if (n > h->capacity) continue;
+    if (n > capacity_) continue;
     // The copy may race with a writer; the sequence check below throws such a copy away.
     out.assign(text, n);
     std::atomic_thread_fence(std::memory_order_acquire);

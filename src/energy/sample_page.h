@@ -68,6 +68,7 @@ class SamplePageReader {
   SamplePageReader() = default;
   const void* map_ = nullptr;
   std::size_t bytes_ = 0;
+  std::uint32_t capacity_ = 0;
 };
 
 /// CLOCK_MONOTONIC in seconds (the daemon's t_mono_s).
