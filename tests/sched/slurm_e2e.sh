@@ -367,9 +367,22 @@ S2=$STEP_AT
 echo "preempting job $JOB at step $S2: scontrol requeue"
 requeue_now "$JOB"
 wait_state "$JOB" 180 COMPLETED FAILED CANCELLED TIMEOUT || fail "job $JOB still $ST"
+RESTARTS=2
+# A one-node Slurm on a loaded 2-vCPU machine has once ended the requeued job FAILED (1:0)
+# before its batch script ran (nothing appended to the log: no third run's "  model" line). That is a launch failure of this Slurm, not the trainer's: say so, with slurmd's
+# last lines, and requeue once more. Anything the trainer printed still fails below.
+if [ "$ST" = FAILED ] && [ "$(grep -c "^  model " "$D/slurm-$JOB.out")" -lt 3 ]; then
+  echo "NOTE: Slurm ended job $JOB $ST ($(field_of "$JOB" ExitCode)) before its batch script" \
+       "printed anything; slurmd's last lines:"
+  tail -n 15 "$D/slurmd.log" 2>/dev/null || true
+  requeue_now "$JOB"
+  wait_state "$JOB" 180 COMPLETED FAILED CANCELLED TIMEOUT || fail "job $JOB still $ST"
+  RESTARTS=3
+fi
 cat "$D/slurm-$JOB.out"
 [ "$ST" = COMPLETED ] || fail "job $JOB ended $ST ($(field_of "$JOB" ExitCode))"
-[ "$(field_of "$JOB" Restarts)" = 2 ] || fail "job $JOB restarted $(field_of "$JOB" Restarts) times; expected 2"
+[ "$(field_of "$JOB" Restarts)" = $RESTARTS ] ||
+  fail "job $JOB restarted $(field_of "$JOB" Restarts) times; expected $RESTARTS"
 # the log holds all three runs (--open-mode=append): two stops, two resumes
 [ "$(grep -c "^stopped at step" "$D/slurm-$JOB.out")" = 2 ] ||
   fail "the log of job $JOB does not show two stops (SIGTERM, then scontrol requeue)"
