@@ -11,15 +11,15 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstring>
-#include <thread>
-
 #include <cstdarg>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -156,9 +156,15 @@ struct Daemon {
                                     "GT_POWERCAP_ROOT=/nonexistent",
                                     "GT_ROCM_SMI_LIBRARY=/nonexistent",
                                     "GT_ENERGY_LOCK_DIR=" + (dir / "locks").string()};
-    std::vector<std::string> args = {GT_PROGRAM, "serve",        "--foreground",
-                                     "--socket", socket,         "--state-file",
-                                     (dir / "state.json").string(), "--interval", "50"};
+    std::vector<std::string> args = {GT_PROGRAM,
+                                     "serve",
+                                     "--foreground",
+                                     "--socket",
+                                     socket,
+                                     "--state-file",
+                                     (dir / "state.json").string(),
+                                     "--interval",
+                                     "50"};
     pid = ::fork();
     if (pid == 0) {
       std::FILE* log = std::fopen((dir / "daemon.log").c_str(), "w");
@@ -199,8 +205,8 @@ struct Daemon {
 TEST(SchedSpank, ThroughTheDaemonTheLimitIsALeaseAndTheEnergyTheDaemons) {
   std::string t = (fs::temp_directory_path() / "gt_spank_XXXXXX").string();
   const fs::path dir = ::mkdtemp(t.data());
-  Daemon d(dir);
-  ASSERT_TRUE(d.answers()) << std::ifstream(dir / "daemon.log").rdbuf();
+  auto d = std::make_unique<Daemon>(dir);  // stopped before its folder is removed
+  ASSERT_TRUE(d->answers()) << std::ifstream(dir / "daemon.log").rdbuf();
   ::setenv("GT_NVML_LIBRARY", GT_FAKE_NVML_PATH, 1);
   ::setenv("FAKE_NVML_SET_RC", "4", 1);
   ::setenv("SLURM_STEP_GPUS", "1", 1);
@@ -210,16 +216,16 @@ TEST(SchedSpank, ThroughTheDaemonTheLimitIsALeaseAndTheEnergyTheDaemons) {
   auto init = reinterpret_cast<hook>(dlsym(h, "slurm_spank_init"));
   auto post = reinterpret_cast<hook>(dlsym(h, "slurm_spank_init_post_opt"));
   auto fini = reinterpret_cast<hook>(dlsym(h, "slurm_spank_exit"));
-  std::string a1 = "energy_dir=" + dir.string(), a2 = "daemon_socket=" + d.socket;
+  std::string a1 = "energy_dir=" + dir.string(), a2 = "daemon_socket=" + d->socket;
   char* av[] = {a1.data(), a2.data()};
   ASSERT_EQ(init(nullptr, 2, av), 0);
   ASSERT_EQ(g_option->cb(0, "250", 1), 0);
   ASSERT_EQ(post(nullptr, 2, av), 0);
-  EXPECT_EQ(d.limit_mw(1), 250000u);
-  EXPECT_EQ(d.limit_mw(0), 300000u);
+  EXPECT_EQ(d->limit_mw(1), 250000u);
+  EXPECT_EQ(d->limit_mw(0), 300000u);
   std::ofstream(dir / "energy") << "0\n1000000\n";  // GPU 1: +1000 J during the step
   ASSERT_EQ(fini(nullptr, 2, av), 0);
-  EXPECT_EQ(d.limit_mw(1), 300000u);
+  EXPECT_EQ(d->limit_mw(1), 300000u);
   std::ifstream rec(dir / "greentrain-gpu-energy.jsonl");
   std::string line;
   ASSERT_TRUE(std::getline(rec, line));
@@ -240,15 +246,17 @@ TEST(SchedSpank, ThroughTheDaemonTheLimitIsALeaseAndTheEnergyTheDaemons) {
   }
   char c = 0;
   ASSERT_EQ(::read(ready[0], &c, 1), 1);
-  EXPECT_EQ(d.limit_mw(1), 200000u);
+  EXPECT_EQ(d->limit_mw(1), 200000u);
   ::kill(step, SIGKILL);
   ::waitpid(step, nullptr, 0);
-  for (int i = 0; i < 100 && d.limit_mw(1) != 300000u; ++i) ::usleep(20000);
-  EXPECT_EQ(d.limit_mw(1), 300000u);
+  for (int i = 0; i < 100 && d->limit_mw(1) != 300000u; ++i) ::usleep(20000);
+  EXPECT_EQ(d->limit_mw(1), 300000u);
   ::close(ready[0]);
   ::close(ready[1]);
   dlclose(h);
   for (const char* k : {"GT_NVML_LIBRARY", "FAKE_NVML_SET_RC", "SLURM_STEP_GPUS"}) ::unsetenv(k);
+  // the daemon may still be writing its state file (a temporary name, then a rename): stop it
+  d.reset();
   fs::remove_all(dir);
 }
 #endif
