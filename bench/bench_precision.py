@@ -13,6 +13,7 @@ of its runs); PyTorch's own matmul peak is printed beside it.
 Usage: bench/bench_precision.py [--greentrain build/src/cli/greentrain] [--data FILE]
                                 [--precision bf16|fp32] [--fusion on|off] [--rounds 3]
                                 [--steps 8] [--threads 2] [--batch 8] [--compile]
+                                [--omp-wait-policy active|passive]
 """
 import argparse
 import json
@@ -144,8 +145,12 @@ def greentrain_run(args):
                "--set", f"train.fusion={args.fusion}", "--set", "train.eval_interval=0",
                "--set", "train.eval_steps=1", "--set", "train.checkpoint_interval=0",
                "--set", "train.learning_rate=1e-3", "--set", "train.warmup_steps=0"]
-        env = dict(os.environ, OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "passive"),
-                   GT_PROFILE="1")
+        # greentrain's own wait policy (a short spin, and the adaptive team: thread_team.h),
+        # unless --omp-wait-policy names one; this script set passive before 2026-12-02,
+        # which halves greentrain's speed on an idle machine (docs/benchmarks.md)
+        env = dict(os.environ, GT_PROFILE="1")
+        if args.omp_wait_policy:
+            env["OMP_WAIT_POLICY"] = args.omp_wait_policy
         log = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
         recs = [json.loads(l) for l in open(os.path.join(out, "metrics.jsonl"))]
     return [r["step_time_s"] for r in recs], [r["loss"] for r in recs], op_shares(log)
@@ -188,6 +193,8 @@ def main():
     ap.add_argument("--precision", default="bf16", choices=["bf16", "fp32"])
     ap.add_argument("--fusion", default="on", choices=["on", "off"])
     ap.add_argument("--compile", action="store_true", help="torch.compile the PyTorch model")
+    ap.add_argument("--omp-wait-policy", choices=["active", "passive"],
+                    help="OMP_WAIT_POLICY for greentrain's runs (default: greentrain's own)")
     args = ap.parse_args()
     import torch
     if args.compile and not hasattr(torch, "compile"):

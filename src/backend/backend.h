@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -139,6 +140,21 @@ struct AdamStepResult {
   int32_t nonfinite_state = -1;
 };
 
+/// How a backend sizes its CPU threads (train.thread_policy; backend/cpu/thread_team.h), for
+/// the progress line, metrics.jsonl and summary.json.
+struct ThreadPolicy {
+  std::string policy;         ///< "adaptive" or "fixed"
+  int team = 0;               ///< threads the run was given (train.threads, or every core)
+  int threads = 0;            ///< threads working now
+  int64_t steps = 0;          ///< steps seen
+  int64_t smaller_steps = 0;  ///< of those, steps run with fewer than `team` threads
+  int changes = 0;            ///< times the team's size changed
+  /// The last window's fraction of the team's time spent ready to run but waiting for a CPU;
+  /// null where not measured (the fixed policy, the first window, no schedstat).
+  std::optional<double> runqueue_wait;
+  std::string unavailable;  ///< why the adaptive policy cannot measure; empty when it can
+};
+
 /// The op table and the memory of one device. All pointers the ops take are device memory
 /// of this backend (from allocate(), usually through an Arena); host memory enters and
 /// leaves only through copy_to_device / copy_to_host.
@@ -153,6 +169,13 @@ class Backend : public DeviceMemory {
   /// Bytes of the backend's own buffers (not the model's arenas) for ops of these sizes:
   /// scratch, low-precision operand copies and the like. Part of the memory plan.
   virtual size_t workspace_bytes(const WorkspaceQuery& q) const = 0;
+
+  /// Called by the trainer after every optimizer step, which took step_s seconds (wall): a
+  /// backend adapts to the machine here (the CPU backend sizes its thread team,
+  /// cpu/thread_team.h). Default: nothing.
+  virtual void end_step(double step_s) { (void)step_s; }
+  /// The backend's thread policy; null for a backend without CPU threads of its own.
+  virtual std::optional<ThreadPolicy> thread_policy() const { return std::nullopt; }
 
   /// out(B,T,C) = wte[inp[b,t], :] + wpe[t, :]. inp (B,T) int32 in [0, V).
   virtual void embedding_forward(float* out, const int32_t* inp, const float* wte, const float* wpe,
@@ -318,6 +341,9 @@ void check_supports(const Backend& be, const std::vector<Op>& ops, Precision p);
 /// Options every backend factory takes.
 struct BackendOptions {
   int threads = 0;  ///< CPU threads (OpenMP) for backends that use them; 0: all cores
+  /// Size the team to the cores other work leaves free (cpu/thread_team.h); false: always
+  /// `threads` (train.thread_policy = fixed).
+  bool adaptive_threads = true;
 };
 /// A backend factory, as registered under a device name.
 using BackendFactory = std::unique_ptr<Backend> (*)(int index, const BackendOptions& opt);

@@ -41,6 +41,8 @@ class ProfilingBackend final : public Backend {
     in_->host_tokens(dev, host, n);
   }
 
+  void end_step(double step_s) override { in_->end_step(step_s); }
+  std::optional<ThreadPolicy> thread_policy() const override { return in_->thread_policy(); }
   bool supports(Op op, Precision p) const override { return in_->supports(op, p); }
   size_t workspace_bytes(const WorkspaceQuery& q) const override { return in_->workspace_bytes(q); }
 

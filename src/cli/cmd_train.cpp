@@ -39,6 +39,14 @@ int host_threads() {
 #endif
 }
 
+// ", adaptive (...)" or ", fixed", after the thread count; empty for a backend without threads.
+std::string thread_policy_text(const gt::Backend& be) {
+  const auto p = be.thread_policy();
+  if (!p) return "";
+  if (p->policy == "fixed") return " (train.thread_policy = fixed)";
+  return " (adaptive: fewer while other work takes the cores; train.thread_policy)";
+}
+
 struct Args {
   std::string config;
   std::vector<std::string> sets;
@@ -135,10 +143,11 @@ int run_train(const Args& a, gt::dist::MpiRuntime* mpi) {
               trainer.data().train.size(), trainer.data().val.size());
   std::printf(
       "  batch    %d x %d tokens x %d accumulation x %d ranks = %lld tokens/step, %s, %s, %d "
-      "threads\n",
+      "threads%s\n",
       c.batch_size, c.model.block_size, c.grad_accum_steps, ranks,
       (long long)c.batch_size * c.model.block_size * c.grad_accum_steps * ranks,
-      gt::to_string(c.precision).c_str(), trainer.backend().name().c_str(), host_threads());
+      gt::to_string(c.precision).c_str(), trainer.backend().name().c_str(), host_threads(),
+      thread_policy_text(trainer.backend()).c_str());
   if (ranks > 1)
     std::printf(
         "  dist     %d ranks over MPI, gradients in %s, zero=%d, collective time-out %g s\n", ranks,

@@ -60,6 +60,7 @@ std::vector<Key> key_table(TrainConfig& c) {
       {"train.log_interval", &c.log_interval},
       {"train.seed", &c.seed},
       {"train.threads", &c.threads},
+      {"train.thread_policy", &c.thread_policy},
       {"train.device", &c.device},
       {"train.precision", &c.precision},
       {"train.recompute", &c.recompute},
@@ -315,6 +316,11 @@ void TrainConfig::validate() const {
   if (!(threads >= 0 && threads <= kMaxThreads))
     throw Error(fmt::format("train.threads = {}: expected 0 (all cores) to {} threads", threads,
                             kMaxThreads));
+  if (thread_policy != "adaptive" && thread_policy != "fixed")
+    throw Error(fmt::format(
+        "train.thread_policy = '{}': expected adaptive (the team shrinks to the cores other "
+        "work leaves free) or fixed (always train.threads)",
+        thread_policy));
   // precision, recompute and the switches were parsed into enums by set() and the loaders
   if (precision == Precision::fp8 && device.rfind("cuda", 0) != 0)
     throw Error(fmt::format(

@@ -36,6 +36,11 @@ struct TrainConfig {
   int log_interval = 10;          ///< steps between progress lines
   int64_t seed = 1337;
   int threads = 0;  ///< CPU threads of the backend (0: all cores), at most kMaxThreads
+  /// train.thread_policy: adaptive | fixed. adaptive (the default) shrinks the CPU backend's
+  /// team while other work takes its cores and grows it back when they are free
+  /// (backend/cpu/thread_team.h); fixed always uses train.threads (bitwise the same
+  /// products on a busy machine as on an idle one).
+  std::string thread_policy = "adaptive";
   /// train.device: the backend, "cpu", "ref", "cuda" or "cuda:N" (make_backend()); by default
   /// "cpu", or "ref" in a build without the CPU backend (default_device()).
   std::string device = default_device();

@@ -125,6 +125,24 @@ void RunSummaryWriter::finish(const RunResult& r) {
   s["memory_peak_rss_bytes"] = peak_rss_bytes();
   s["interrupted_by_signal"] = r.interrupted_by;
   if (!r.dist.is_null()) s["dist"] = r.dist;
+  if (r.threads) {  // the CPU backend's team (train.thread_policy)
+    const ThreadPolicy& t = *r.threads;
+    nlohmann::ordered_json j;
+    j["policy"] = t.policy;
+    j["team"] = t.team;
+    j["threads_at_end"] = t.threads;
+    j["steps_with_fewer"] = t.smaller_steps;
+    j["changes"] = t.changes;
+    j["runqueue_wait_fraction"] =
+        t.runqueue_wait ? nlohmann::ordered_json(*t.runqueue_wait) : nlohmann::ordered_json();
+    if (!t.runqueue_wait)
+      j["runqueue_wait_unknown_reason"] =
+          !t.unavailable.empty() ? t.unavailable
+          : t.policy == "fixed"  ? std::string("not measured under train.thread_policy = fixed")
+          : t.team < 2           ? std::string("not measured with a team of one thread")
+                                 : std::string("the run ended within its first window (0.5 s)");
+    s["threads"] = j;
+  }
   std::printf("\n");
   if (r.val_loss)
     std::printf("validation loss %.4f at step %lld%s\n", *r.val_loss, (long long)r.step,

@@ -119,7 +119,8 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume
     if (cfg_.device == "cuda")  // one GPU per rank of a node
       cfg_.device = fmt::format("cuda:{}", dist::local_rank_from_env());
   }
-  backend_ = make_backend(cfg_.device, {.threads = cfg_.threads});
+  backend_ = make_backend(
+      cfg_.device, {.threads = cfg_.threads, .adaptive_threads = cfg_.thread_policy == "adaptive"});
   if (const char* prof = std::getenv("GT_PROFILE"); prof && *prof && std::string(prof) != "0")
     backend_ = make_profiling_backend(std::move(backend_));
   backend_->set_precision(cfg_.precision);
@@ -459,7 +460,9 @@ LoadedModel load_model(const std::string& run_dir, int max_batch,
   lm.cfg.validate();
   lm.tokenizer = st.tokenizer;
   lm.step = st.step;
-  lm.backend = make_backend(lm.cfg.device, {.threads = lm.cfg.threads});
+  lm.backend = make_backend(
+      lm.cfg.device,
+      {.threads = lm.cfg.threads, .adaptive_threads = lm.cfg.thread_policy == "adaptive"});
   lm.backend->set_precision(lm.cfg.precision);
   lm.model = std::make_unique<GPT>(lm.cfg.model, max_batch > 0 ? max_batch : lm.cfg.batch_size,
                                    lm.cfg.recompute, *lm.backend, lm.cfg.fusion);
@@ -547,6 +550,8 @@ RunResult Trainer::run(int64_t stop_at) {
     double lr = learning_rate_at(cfg_, step_);
     double loss = train_step();
     double dt = std::chrono::duration<double>(clock::now() - t0).count();
+    backend_->end_step(dt);  // the CPU backend sizes its team for the next step
+    const auto threads = backend_->thread_policy();
     r.train_time_s += dt;
     r.tokens += tokens_per_step;
     r.losses.push_back(loss);
@@ -566,6 +571,7 @@ RunResult Trainer::run(int64_t stop_at) {
       rec["skipped_steps"] = scaler_.skipped_steps();
     }
     rec["step_time_s"] = dt;
+    if (threads) rec["threads"] = threads->threads;  // the team of the next step
     rec["tokens_per_s"] = tokens_per_step / dt;
     nlohmann::json extra;
     std::string energy_text;
@@ -616,13 +622,16 @@ RunResult Trainer::run(int64_t stop_at) {
       metrics.flush();
     }
     std::string line = fmt::format(
-        "step {:>5}/{} | loss {:.4f}{}{} | lr {:.2e} | {:.0f} tok/s | {:.0f} ms/step{} | ETA {}",
+        "step {:>5}/{} | loss {:.4f}{}{} | lr {:.2e} | {:.0f} tok/s | {:.0f} ms/step{}{} | ETA {}",
         step_, cfg_.max_steps, loss, val_text,
         last_skipped_
             ? fmt::format(" | SKIPPED (inf/NaN gradients), loss scale now {:g}", scaler_.scale())
             : "",
-        lr, tokens_per_step / mean_dt, dt * 1000, energy_text.empty() ? "" : " | " + energy_text,
-        format_duration(mean_dt * (last - step_)));
+        lr, tokens_per_step / mean_dt, dt * 1000,
+        threads && threads->threads < threads->team
+            ? fmt::format(" | {} of {} threads (cores busy)", threads->threads, threads->team)
+            : "",
+        energy_text.empty() ? "" : " | " + energy_text, format_duration(mean_dt * (last - step_)));
     log_line(line, do_eval || last_skipped_ || step_ % cfg_.log_interval == 0 || step_ == last ||
                        r.stopped_at_target);
     if (cfg_.checkpoint_interval > 0 && step_ % cfg_.checkpoint_interval == 0 && step_ < last)
@@ -646,6 +655,7 @@ RunResult Trainer::run(int64_t stop_at) {
   r.skipped_steps = scaler_.skipped_steps();
   r.loss_scale = scaler_.scale();
   if (world_ > 1) r.dist = dist_summary();
+  r.threads = backend_->thread_policy();
   return r;
 }
 

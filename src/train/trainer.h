@@ -131,6 +131,9 @@ struct RunResult {
   /// (share of grad_comm_s overlapped with the backward, null when 0), "bytes_sent"}]};
   /// null with one rank. The same on every rank.
   nlohmann::json dist;
+  /// The CPU backend's thread policy at the end (backend.h ThreadPolicy); null for a backend
+  /// without threads of its own.
+  std::optional<ThreadPolicy> threads;
 };
 
 class Trainer {

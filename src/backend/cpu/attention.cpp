@@ -386,7 +386,8 @@ bool Attention::uses_own_bf16_kernels(int C, int NH) const {
 template <class F>
 void Attention::for_heads(size_t bytes, int B, int NH, F f) {
   const int nt = omp_get_max_threads();
-  if ((int)per_thread_.size() != nt) per_thread_.assign(nt, {});
+  // the team may shrink and grow again (cpu/thread_team.h): buffers are kept for the largest
+  if ((int)per_thread_.size() < nt) per_thread_.resize(nt);
 #pragma omp parallel
   {
     unsigned char* buf = thread_buffer(omp_get_thread_num(), bytes);

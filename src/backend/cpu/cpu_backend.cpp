@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -24,6 +25,7 @@
 #include "backend/cpu/gelu.h"
 #include "backend/cpu/lowp_operands.h"
 #include "backend/cpu/onednn_matmul.h"
+#include "backend/cpu/thread_team.h"
 #include "core/error.h"
 
 namespace gt {
@@ -99,10 +101,22 @@ cpu::LowpFormat lowp_format(Precision p) {
 
 class CpuBackend final : public HostMemoryBackend {
  public:
-  explicit CpuBackend(const BackendOptions& opt) {
-    if (opt.threads > 0) omp_set_num_threads(opt.threads);
+  explicit CpuBackend(const BackendOptions& opt)
+      : team_(opt.threads > 0 ? opt.threads : omp_get_max_threads(), opt.adaptive_threads) {
+    omp_set_num_threads(team_.threads());
   }
   std::string name() const override { return "cpu"; }
+
+  /// The team for the next step (cpu/thread_team.h). OpenMP's team size is a setting of the
+  /// calling thread: the trainer's, which runs every op.
+  void end_step(double step_s) override {
+    const double now =
+        std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    const int before = team_.threads();
+    const int n = team_.end_step(now, step_s);
+    if (n != before) omp_set_num_threads(n);
+  }
+  std::optional<ThreadPolicy> thread_policy() const override { return team_.policy(); }
 
   // memory: host memory (HostMemoryBackend, backend.h)
 
@@ -121,7 +135,7 @@ class CpuBackend final : public HostMemoryBackend {
   size_t workspace_bytes(const WorkspaceQuery& q) const override {
     const size_t fixed =
         cpu::attention_workspace_bytes(q.T, q.C, q.NH, attention_type(q.precision), q.fused,
-                                       omp_get_max_threads()) +
+                                       team_.team()) +
         static_cast<size_t>((q.N + kLnRows - 1) / kLnRows) * 2 * q.C * sizeof(float);
     if (q.precision == Precision::fp32) return fixed;
     const cpu::LowpFormat f = lowp_format(q.precision);
@@ -569,6 +583,7 @@ class CpuBackend final : public HostMemoryBackend {
   Precision prec_ = Precision::fp32;
   cpu::LowpOperands lowp_;  // the 16-bit operands of bf16 and fp16 products
   cpu::Attention attn_;
+  cpu::ThreadTeam team_;  // the OpenMP team's size (train.thread_policy)
 };
 
 }  // namespace

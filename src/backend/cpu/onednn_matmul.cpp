@@ -1,6 +1,7 @@
 #include "backend/cpu/onednn_matmul.h"
 
 #include <fmt/format.h>
+#include <omp.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -20,7 +21,10 @@ namespace gt::cpu {
 namespace {
 
 using dt = dnnl::memory::data_type;
-using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, bool, bool, int, bool, int, bool>;
+// the product's shape, types and post-ops, and the OpenMP team it was made for: oneDNN divides
+// the work among the threads when the primitive is made (the team may shrink: thread_team.h)
+using Key =
+    std::tuple<int64_t, int64_t, int64_t, bool, bool, bool, bool, int, bool, int, bool, int>;
 
 struct Ctx {
   dnnl::engine eng{dnnl::engine::kind::cpu, 0};
@@ -73,7 +77,8 @@ void onednn_matmul(void* c, const void* a, const void* b, const float* bias, int
           static_cast<int>(type),
           post.gelu,
           mul,
-          post.c_bf16};
+          post.c_bf16,
+          omp_get_max_threads()};
   // per primitive: its memory descriptors, and per thread the memory objects and argument
   // map, made once; each call only points them at its buffers (making them every call cost
   // several microseconds, against a few tens for the products of a small model)

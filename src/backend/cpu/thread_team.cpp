@@ -1,0 +1,137 @@
+#include "backend/cpu/thread_team.h"
+
+#include <dirent.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <utility>
+
+namespace gt::cpu {
+
+std::optional<double> process_runqueue_wait_s() {
+  DIR* d = ::opendir("/proc/self/task");
+  if (!d) return std::nullopt;
+  double total_ns = 0;
+  int read = 0;
+  while (const dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    const std::string path = std::string("/proc/self/task/") + e->d_name + "/schedstat";
+    FILE* f = std::fopen(path.c_str(), "r");
+    if (!f) continue;  // a thread that ended since the listing
+    unsigned long long run_ns = 0, wait_ns = 0;
+    if (std::fscanf(f, "%llu %llu", &run_ns, &wait_ns) == 2) {
+      total_ns += static_cast<double>(wait_ns);
+      ++read;
+    }
+    std::fclose(f);
+  }
+  ::closedir(d);
+  if (read == 0) return std::nullopt;
+  return total_ns * 1e-9;
+}
+
+ThreadTeam::ThreadTeam(int team, bool adaptive, Options opt, WaitReader read_wait)
+    : team_(std::max(1, team)),
+      adaptive_(adaptive),
+      opt_(opt),
+      read_wait_(std::move(read_wait)),
+      threads_(team_) {}
+
+int ThreadTeam::end_step(double now_s, double step_s) {
+  ++steps_;
+  if (threads_ < team_) ++smaller_steps_;
+  if (!measuring()) return threads_;
+  const bool new_window = !started_ || changed_;
+  if (!new_window) {
+    window_step_s_ += step_s;
+    ++window_steps_;
+    if (now_s - t0_ < opt_.window_s) return threads_;
+  }
+  const std::optional<double> wait_s = read_wait_();
+  if (!wait_s) {  // no schedstat here: the full team, and the reason in the summary
+    unavailable_ = true;
+    set_threads(team_);
+    return threads_;
+  }
+  if (new_window) {   // the step after a change is left out of the window (oneDNN makes
+    started_ = true;  // its products for the new team size there)
+    changed_ = false;
+    t0_ = now_s;
+    w0_ = *wait_s;
+    return threads_;
+  }
+  const double dt = now_s - t0_;
+  const double fraction = std::max(0.0, *wait_s - w0_) / (dt * threads_);
+  const double mean_step_s = window_step_s_ / window_steps_;
+  t0_ = now_s;
+  w0_ = *wait_s;
+  window_step_s_ = 0;
+  window_steps_ = 0;
+  decide(now_s, fraction, mean_step_s);
+  return threads_;
+}
+
+void ThreadTeam::set_threads(int n) {
+  if (n == threads_) return;
+  ++changes_;
+  changed_ = true;
+  threads_ = n;
+}
+
+void ThreadTeam::decide(double now_s, double fraction, double mean_step_s) {
+  last_fraction_ = fraction;
+  switch (state_) {
+    case State::full:
+      // contended, and no trial lost within the probe interval: try the team the CPU it was
+      // getting would make (in threads), against this window's steps
+      if (fraction > opt_.high && (!trial_lost_at_ || now_s - *trial_lost_at_ >= opt_.probe_s)) {
+        full_step_s_ = mean_step_s;
+        trial_wins_ = 0;
+        set_threads(
+            std::clamp(static_cast<int>(std::lround(team_ * (1.0 - fraction))), 1, team_ - 1));
+        state_ = State::trial;
+      }
+      break;
+    case State::trial:
+      // the smaller team must be faster in each of its trial windows, not on average: one
+      // lucky window on a noisy machine would otherwise hold a slower team for probe_s
+      if (mean_step_s < full_step_s_ * (1.0 - opt_.margin)) {
+        if (++trial_wins_ < opt_.trial_windows) break;
+        state_ = State::smaller;
+        smaller_since_ = now_s;
+        trial_lost_at_.reset();
+      } else {
+        trial_lost_at_ = now_s;
+        set_threads(team_);
+        state_ = State::full;
+      }
+      break;
+    case State::smaller:
+      // the cores are free again, or time to measure the full team afresh
+      if (fraction < opt_.low || now_s - smaller_since_ >= opt_.probe_s) {
+        set_threads(team_);
+        state_ = State::full;
+      }
+      break;
+  }
+}
+
+ThreadPolicy ThreadTeam::policy() const {
+  ThreadPolicy p;
+  p.policy = adaptive_ ? "adaptive" : "fixed";
+  p.team = team_;
+  p.threads = threads_;
+  p.steps = steps_;
+  p.smaller_steps = smaller_steps_;
+  p.changes = changes_;
+  p.runqueue_wait = last_fraction_;
+  if (unavailable_)
+    p.unavailable =
+        "/proc/self/task/*/schedstat cannot be read (a kernel without CONFIG_SCHED_INFO, or "
+        "no /proc): the full team is used";
+  return p;
+}
+
+}  // namespace gt::cpu

@@ -1,0 +1,100 @@
+// backend/cpu/thread_team.h: the size of the CPU backend's OpenMP team, adapted to the
+// machine without a setting (train.thread_policy = adaptive, the default).
+//
+// Why: GNU OpenMP's threads wait for each other at the end of every parallel region (a step
+// has about 140). Idle, a full team that spins there is the fastest choice. When other
+// processes want the same cores, a thread of the team is often preempted and every other
+// thread waits for it at the next barrier: a step of the quickstart model took 13-16x its
+// idle time beside a compiler (docs/benchmarks.md), where a smaller team that fits the cores
+// left free would lose less than the share of the CPU it gives up.
+//
+// How: the kernel counts, per thread, the time it was ready to run but waited for a CPU
+// (/proc/<pid>/task/<tid>/schedstat, field 2: "time spent waiting on a runqueue", ns; Linux
+// Documentation/scheduler/sched-stats.rst). Over a window of steps (at least 0.5 s), that
+// wait divided by (window x team size) is the fraction of the team's time lost to other work:
+// near 0 when the run has its cores, about 0.5 for a full team beside one busy process per
+// core. A smaller team is not always faster: it gives up its share of the contended cores to
+// spare its barriers the wait. So the choice is measured: above 0.2 the team tries, for one
+// window, the size of the CPU it was getting, round(team x (1 - fraction)) threads (at least
+// 1), and keeps it only when its steps are at least 10 % faster than the full team's were, in
+// each of two windows (a machine's noise makes smaller differences, or one window, a coin
+// toss: bench/cpu_contention.sh); a
+// lost trial is not repeated for 8 s. A smaller team returns to the full one when the wait
+// falls below 0.05, and every 8 s to measure it afresh. Where schedstat cannot be read the
+// full team is used and the reason is reported.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "backend/backend.h"
+
+namespace gt::cpu {
+
+/// The total time the threads of this process have spent ready to run but waiting for a CPU
+/// since they started, in seconds (the sum of field 2 of /proc/self/task/*/schedstat). Null
+/// when the kernel does not provide it (no CONFIG_SCHED_INFO, or /proc not mounted).
+std::optional<double> process_runqueue_wait_s();
+
+/// The decision above, fed with clock readings so that it can be tested without a machine.
+class ThreadTeam {
+ public:
+  /// Thresholds and times of the policy (the defaults are the ones documented above).
+  struct Options {
+    double window_s = 0.5;  ///< the shortest time the wait is averaged over (s)
+    double high = 0.2;      ///< above this fraction of waiting, the team shrinks
+    double low = 0.05;      ///< below it, a smaller team returns to the full one
+    double probe_s = 8.0;   ///< a smaller team tries the full one after this long (s)
+    double margin = 0.10;   ///< a smaller team must be this much faster (fraction of a step)
+    int trial_windows = 2;  ///< ... in each of this many windows
+  };
+  /// Reads the process's run-queue wait total (s; null: unknown, and the full team is kept).
+  using WaitReader = std::function<std::optional<double>()>;
+  /// team: the threads the run was given (>= 1). adaptive: false keeps the full team always.
+  /// read_wait: called at the start and end of each window only (a few file reads).
+  ThreadTeam(int team, bool adaptive, Options opt, WaitReader read_wait);
+  ThreadTeam(int team, bool adaptive)
+      : ThreadTeam(team, adaptive, Options{}, process_runqueue_wait_s) {}
+
+  /// One step of step_s seconds has ended at now_s (a monotonic clock, s). Returns the team
+  /// size for the next step.
+  int end_step(double now_s, double step_s);
+
+  /// Whether end_step() uses the run-queue wait (adaptive, a team of 2 or more, schedstat
+  /// readable so far): the caller reads it only then.
+  bool measuring() const { return adaptive_ && team_ > 1 && !unavailable_; }
+  /// Threads the run was given: the most the team ever has.
+  int team() const { return team_; }
+  /// Threads the team has now.
+  int threads() const { return threads_; }
+  /// The policy in force, for the progress line and summary.json.
+  ThreadPolicy policy() const;
+
+ private:
+  enum class State { full, trial, smaller };
+  void decide(double now_s, double fraction, double mean_step_s);
+  void set_threads(int n);
+
+  int team_;
+  bool adaptive_;
+  Options opt_;
+  WaitReader read_wait_;
+  int threads_;
+  bool started_ = false;
+  bool changed_ = false;  // the team changed at the last decision
+  bool unavailable_ = false;
+  double t0_ = 0, w0_ = 0;    // the window's start: clock and wait total
+  double window_step_s_ = 0;  // the window's steps: seconds and count
+  int64_t window_steps_ = 0;
+  State state_ = State::full;
+  int trial_wins_ = 0;                   // windows of the present trial the smaller team won
+  double full_step_s_ = 0;               // the full team's mean step before a trial (s)
+  double smaller_since_ = 0;             // when the smaller team won its trial (s)
+  std::optional<double> trial_lost_at_;  // when a smaller team last lost its trial (s)
+  std::optional<double> last_fraction_;
+  int64_t steps_ = 0, smaller_steps_ = 0;
+  int changes_ = 0;
+};
+
+}  // namespace gt::cpu

@@ -1,0 +1,247 @@
+// The CPU backend's adaptive team (backend/cpu/thread_team.h): the decision on synthetic
+// run-queue readings, the reading itself, and what the backend reports.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <random>
+#include <tuple>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cpu/onednn_matmul.h"
+#include "backend/cpu/thread_team.h"
+
+namespace gt::cpu {
+namespace {
+
+// A machine model: with k threads the team waits wait(k) of its time for a CPU and a step
+// takes step(k) seconds. The clock advances by each step.
+struct Machine {
+  std::function<double(int)> wait, step;
+};
+struct Clock {
+  double now = 100.0, wait = 3.0;
+  int reads = 0;
+  ThreadTeam::WaitReader reader() {
+    return [this]() -> std::optional<double> {
+      ++reads;
+      return wait;
+    };
+  }
+  int step(ThreadTeam& t, double fraction, double step_s) {
+    wait += fraction * step_s * t.threads();
+    now += step_s;
+    return t.end_step(now, step_s);
+  }
+  int run(ThreadTeam& t, const Machine& m, double seconds) {
+    const double end = now + seconds;
+    while (now < end) step(t, m.wait(t.threads()), m.step(t.threads()));
+    return t.threads();
+  }
+};
+const Machine kIdle{[](int) { return 0.01; }, [](int k) { return 0.02 / k; }};
+// beside one busy process per core (2 cores): spinning barriers collapse the full team
+const Machine kCollapse{[](int k) { return k == 2 ? 0.5 : 1.0 / 3; },
+                        [](int k) { return k == 2 ? 0.060 : 0.030; }};
+// beside the same load, as measured on the 2-vCPU EPYC: the full team is still the faster
+const Machine kShare{[](int k) { return k == 2 ? 0.5 : 1.0 / 3; },
+                     [](int k) { return k == 2 ? 0.028 : 0.033; }};
+
+TEST(ThreadTeam, AnIdleMachineKeepsTheFullTeam) {
+  Clock c;
+  ThreadTeam t(2, true, ThreadTeam::Options{}, c.reader());
+  EXPECT_EQ(c.run(t, kIdle, 20), 2);
+  EXPECT_LE(c.reads, 20 / 0.5 + 1) << "read the run-queue wait more than once a window";
+  const ThreadPolicy p = t.policy();
+  EXPECT_EQ(p.policy, "adaptive");
+  EXPECT_EQ(p.changes, 0);
+  EXPECT_EQ(p.smaller_steps, 0);
+  ASSERT_TRUE(p.runqueue_wait.has_value());
+  EXPECT_NEAR(*p.runqueue_wait, 0.01, 1e-9);
+}
+
+TEST(ThreadTeam, KeepsASmallerTeamOnlyWhereItsStepsAreFaster) {
+  {
+    Clock c;
+    ThreadTeam t(2, true, ThreadTeam::Options{}, c.reader());
+    EXPECT_EQ(c.run(t, kCollapse, 5), 1);
+    EXPECT_EQ(t.policy().changes, 1);
+  }
+  {
+    Clock c;
+    ThreadTeam t(2, true, ThreadTeam::Options{}, c.reader());
+    EXPECT_EQ(c.run(t, kShare, 5), 2);  // tried one thread, lost, went back
+    EXPECT_EQ(t.policy().changes, 2);
+    EXPECT_EQ(c.run(t, kShare, 3), 2);  // 8 s in all: within the probe interval of the loss
+    EXPECT_EQ(t.policy().changes, 2) << "a lost trial was repeated within the probe interval";
+    c.run(t, kShare, 30);
+    const ThreadPolicy p = t.policy();
+    EXPECT_LT(p.smaller_steps, p.steps / 10) << "trials took more than a tenth of the steps";
+  }
+  {
+    // 5 % faster with one thread: within a noisy machine's spread, not worth a change
+    Clock c;
+    ThreadTeam t(2, true, ThreadTeam::Options{}, c.reader());
+    EXPECT_EQ(c.run(t, Machine{kShare.wait, [](int k) { return k == 2 ? 0.030 : 0.0285; }}, 5), 2);
+  }
+}
+
+TEST(ThreadTeam, TriesTheSizeOfTheCpuItWasGetting) {
+  for (auto [team, wait, trial] : {std::tuple{64, 0.25, 48}, {2, 0.5, 1}, {4, 0.9, 1}}) {
+    Clock c;
+    ThreadTeam t(team, true, ThreadTeam::Options{}, c.reader());
+    int k = team;
+    for (int i = 0; i < 40 && k == team; ++i) k = c.step(t, wait, 0.05);
+    EXPECT_EQ(k, trial) << team << " threads waiting " << wait;
+  }
+  Clock c;
+  ThreadTeam t(8, true, ThreadTeam::Options{}, c.reader());
+  EXPECT_EQ(c.run(t, Machine{[](int) { return 0.15; }, [](int) { return 0.05; }}, 5), 8)
+      << "below the threshold (0.2) is noise, not contention";
+}
+
+TEST(ThreadTeam, ReturnsToTheFullTeamWhenTheCoresAreFree) {
+  Clock c;
+  ThreadTeam t(2, true, ThreadTeam::Options{}, c.reader());
+  ASSERT_EQ(c.run(t, kCollapse, 3), 1);
+  EXPECT_EQ(c.run(t, kIdle, 1), 2);
+}
+
+TEST(ThreadTeam, ASmallerTeamMeasuresTheFullOneAgainEveryProbeInterval) {
+  Clock c;
+  ThreadTeam t(2, true, ThreadTeam::Options{}, c.reader());
+  ASSERT_EQ(c.run(t, kCollapse, 2), 1);
+  const double since = c.now;
+  while (c.now < since + 20 && t.threads() == 1) c.step(t, 1.0 / 3, 0.030);
+  ASSERT_EQ(t.threads(), 2) << "never measured the full team again";
+  EXPECT_GE(c.now - since, 8.0 - 2.0);  // not before the probe interval (the trial won in the
+                                        // first 2 s)
+  EXPECT_EQ(c.run(t, kCollapse, 2), 1) << "the full team still collapses: one thread again";
+}
+
+TEST(ThreadTeam, TheStepAfterAChangeIsLeftOutOfTheTrial) {
+  // the first step of a new team size makes oneDNN's products for it: slow once
+  Clock c;
+  ThreadTeam t(2, true, ThreadTeam::Options{}, c.reader());
+  int k = 2;
+  while (k == 2) k = c.step(t, 0.5, 0.060);
+  ASSERT_EQ(k, 1);
+  c.step(t, 1.0 / 3, 0.5);  // the slow first step
+  EXPECT_EQ(c.run(t, Machine{[](int) { return 1.0 / 3; }, [](int) { return 0.030; }}, 2), 1);
+}
+
+TEST(ThreadTeam, ASmallerTeamMustWinEachWindowOfItsTrial) {
+  Clock c;
+  ThreadTeam t(2, true, ThreadTeam::Options{}, c.reader());
+  int k = 2;
+  while (k == 2) k = c.step(t, 0.5, 0.050);
+  ASSERT_EQ(k, 1);
+  c.step(t, 1.0 / 3, 0.050);                               // left out
+  for (int i = 0; i < 26; ++i) c.step(t, 1.0 / 3, 0.020);  // a lucky window (0.52 s)
+  ASSERT_EQ(t.threads(), 1);
+  for (int i = 0; i < 12 && k == 1; ++i) k = c.step(t, 1.0 / 3, 0.060);  // then the truth
+  EXPECT_EQ(k, 2) << "one lucky window kept the smaller team";
+}
+
+TEST(ThreadTeam, FixedNeverChangesAndAnUnreadableKernelKeepsTheFullTeam) {
+  {
+    Clock c;
+    ThreadTeam t(2, false, ThreadTeam::Options{}, c.reader());
+    EXPECT_EQ(c.run(t, kCollapse, 5), 2);
+    EXPECT_EQ(t.policy().policy, "fixed");
+    EXPECT_FALSE(t.measuring());
+  }
+  {
+    ThreadTeam t(2, true, ThreadTeam::Options{}, [] { return std::optional<double>(); });
+    EXPECT_EQ(t.end_step(1.0, 0.01), 2);
+    EXPECT_FALSE(t.measuring());
+    EXPECT_NE(t.policy().unavailable.find("schedstat"), std::string::npos);
+  }
+  {
+    ThreadTeam t(1, true);
+    EXPECT_FALSE(t.measuring());  // nothing to shrink
+  }
+}
+
+TEST(ThreadTeam, TheWaitIsAveragedOverAWindowNotOneStep) {
+  Clock c;
+  ThreadTeam t(2, true, ThreadTeam::Options{}, c.reader());
+  c.step(t, 0.0, 0.05);  // starts the window
+  // one 10 ms step that waited entirely, inside a quarter second of idle steps
+  EXPECT_EQ(c.step(t, 1.0, 0.01), 2);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(c.step(t, 0.0, 0.05), 2);
+}
+
+TEST(ThreadTeam, TheProcessRunQueueWaitIsReadAndNeverDecreases) {
+  const auto a = process_runqueue_wait_s();
+  if (!a) GTEST_SKIP() << "no /proc/self/task/*/schedstat on this kernel";
+  EXPECT_GE(*a, 0.0);
+  volatile double x = 0;
+  for (int i = 0; i < 1000000; ++i) x = x + i;
+  const auto b = process_runqueue_wait_s();
+  ASSERT_TRUE(b.has_value());
+  EXPECT_GE(*b, *a);
+}
+
+TEST(ThreadTeam, TheCpuBackendReportsItsPolicy) {
+  const auto adaptive = make_backend("cpu", {.threads = 2, .adaptive_threads = true});
+  auto p = adaptive->thread_policy();
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->policy, "adaptive");
+  EXPECT_EQ(p->team, 2);
+  EXPECT_EQ(p->threads, 2);
+  const auto fixed = make_backend("cpu", {.threads = 3, .adaptive_threads = false});
+  p = fixed->thread_policy();
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->policy, "fixed");
+  EXPECT_EQ(p->team, 3);
+  EXPECT_FALSE(make_backend("ref")->thread_policy().has_value());
+}
+
+// A run whose team shrinks on a busy machine trains bitwise as on an idle one where oneDNN
+// divides a product's work among the threads without splitting its sums: so at the shapes of
+// the presets and tests (a resumed run is compared bitwise with an uninterrupted one, and the
+// two may run at different team sizes). Shapes (M, N, K) of the quickstart's and
+// shakespeare-char's products, forward and backward; fp32 and bf16.
+TEST(ThreadTeam, TheProductsAreBitwiseTheSameForOneAndTwoThreads) {
+  const int saved = omp_get_max_threads();
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd;
+  for (MmType type : {MmType::f32, MmType::bf16}) {
+    if (!onednn_supports(type)) continue;
+    for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{768, 384, 128},
+                           {768, 128, 512},
+                           {768, 65, 128},
+                           {2048, 1152, 384},
+                           {2048, 384, 1536},
+                           {384, 1536, 2048},
+                           {64, 24, 16}}) {
+      const size_t es = type == MmType::f32 ? 4 : 2;
+      std::vector<float> af(M * K), bf(K * N);
+      for (auto& x : af) x = nd(rng);
+      for (auto& x : bf) x = nd(rng);
+      std::vector<unsigned char> a(M * K * es), b(K * N * es);
+      if (type == MmType::f32) {
+        std::memcpy(a.data(), af.data(), a.size());
+        std::memcpy(b.data(), bf.data(), b.size());
+      } else {  // bf16: the high half of each float
+        for (int64_t i = 0; i < M * K; ++i) std::memcpy(&a[2 * i], (char*)&af[i] + 2, 2);
+        for (int64_t i = 0; i < K * N; ++i) std::memcpy(&b[2 * i], (char*)&bf[i] + 2, 2);
+      }
+      std::vector<float> c1(M * N), c2(M * N);
+      omp_set_num_threads(1);
+      onednn_matmul(c1.data(), a.data(), b.data(), nullptr, M, N, K, false, false, false, type);
+      omp_set_num_threads(2);
+      onednn_matmul(c2.data(), a.data(), b.data(), nullptr, M, N, K, false, false, false, type);
+      EXPECT_EQ(std::memcmp(c1.data(), c2.data(), c1.size() * 4), 0)
+          << (type == MmType::f32 ? "f32 " : "bf16 ") << M << "x" << N << "x" << K;
+    }
+  }
+  omp_set_num_threads(saved);
+}
+
+}  // namespace
+}  // namespace gt::cpu
