@@ -550,8 +550,8 @@ RunResult Trainer::run(int64_t stop_at) {
     double lr = learning_rate_at(cfg_, step_);
     double loss = train_step();
     double dt = std::chrono::duration<double>(clock::now() - t0).count();
+    const auto threads = backend_->thread_policy();  // the team this step ran with
     backend_->end_step(dt);  // the CPU backend sizes its team for the next step
-    const auto threads = backend_->thread_policy();
     r.train_time_s += dt;
     r.tokens += tokens_per_step;
     r.losses.push_back(loss);
@@ -571,7 +571,7 @@ RunResult Trainer::run(int64_t stop_at) {
       rec["skipped_steps"] = scaler_.skipped_steps();
     }
     rec["step_time_s"] = dt;
-    if (threads) rec["threads"] = threads->threads;  // the team of the next step
+    if (threads) rec["threads"] = threads->threads;
     rec["tokens_per_s"] = tokens_per_step / dt;
     nlohmann::json extra;
     std::string energy_text;
