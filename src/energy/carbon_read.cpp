@@ -224,7 +224,8 @@ Raw read_json(const std::string& text, const std::string& path, const CarbonRead
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number past
+                                        // a double's range (406): both are bad input
     throw EnergyError(
         fmt::format("{}: not valid JSON ({}); expected a series such as the UK "
                     "Carbon Intensity API's, Electricity Maps' or WattTime's",

@@ -216,6 +216,12 @@ TEST(CarbonFormats, ErrorsQuoteAtMostALine) {
   w = error_of([&] { read_carbon_csv(d / "broken.json", 0); });
   EXPECT_NE(w.find("not valid JSON"), std::string::npos) << w;
   EXPECT_LT(w.size(), 700u) << w;
+  // a number past a double's range is nlohmann's out_of_range (406), not a parse_error: it
+  // ended the process (CI's fuzz run, 2026-12-02) before the reader caught every JSON error
+  write_file(d / "huge.json", R"({"data": 1e3009999})");
+  w = error_of([&] { read_carbon_csv(d / "huge.json", 0); });
+  EXPECT_NE(w.find("not valid JSON"), std::string::npos) << w;
+  EXPECT_NE(w.find("huge.json"), std::string::npos) << w;
   EXPECT_EQ(quote_line("one\ntwo"), "one...");
   EXPECT_EQ(quote_line(std::string(200, 'x'), 10), "xxxxxxxxxx...");
 }
