@@ -385,7 +385,7 @@ if want 2; then
       --filter "$filter" --seconds "$(secs_since "$t")"
     engine="$(bpath engine_tests)"
     if [ "$rehearse" = 0 ] && [ -x "$engine" ] && limit_q 120 30; then
-      run "$logs/02-gpu-tests.log" "$lim" "$engine" \
+      GT_BINARY="$(realpath "$gt")" run "$logs/02-gpu-tests.log" "$lim" "$engine" \
         "--gtest_filter=Device.CudaBackendOnAGpu*:Fp8.ProductsOnAGpu*" "--gtest_output=xml:$work/02-gpu-tests.xml"
       publish
     fi

@@ -29,7 +29,7 @@ mkdir -p "$tmp/bin" "$tmp/lib" "$tmp/debs"
 
 args=(-S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DGT_ONEDNN=OFF -DGT_BUILD_PYTHON=OFF
   -DGT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGT_NATIVE=OFF -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON
-  -DGT_NCCL_LIBRARY=GT_NCCL_LIBRARY-NOTFOUND
+  -DGT_NCCL=OFF
   "-DCMAKE_EXE_LINKER_FLAGS=-static-libstdc++ -static-libgcc"
   '-DCMAKE_BUILD_RPATH=$ORIGIN/../lib' -DCMAKE_BUILD_RPATH_USE_ORIGIN=ON)
 command -v ninja > /dev/null && [ ! -f "$build/CMakeCache.txt" ] && args+=(-G Ninja)

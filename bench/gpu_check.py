@@ -345,7 +345,26 @@ def cmd_losses(args):
     write_stage(args, doc, text)
 
 
-def train_stats(run_dir, peak, measured_peak, warm_steps):
+def flops_per_token_from_log(log):
+    """6N + 6LCT (llm.c; as gpt_flops_per_token in src/model/gpt.cpp) from the model line of a
+    `greentrain train` log ("GPT 12 layers, 12 heads, 768 wide, context 1024, vocabulary
+    50304"), for a run stopped before it wrote summary.json; N as gpt_num_params counts it
+    (tied wte, wpe, per block 12C^2 + 13C, the final LayerNorm). None when the line is
+    missing."""
+    try:
+        with open(log, errors="replace") as f:
+            text = f.read(20000)
+    except (OSError, TypeError):
+        return None
+    m = re.search(r"GPT (\d+) layers, \d+ heads, (\d+) wide, context (\d+), vocabulary (\d+)", text)
+    if not m:
+        return None
+    L, C, T, V = (int(x) for x in m.groups())
+    n = V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C
+    return 6.0 * n + 6.0 * L * C * T
+
+
+def train_stats(run_dir, peak, measured_peak, warm_steps, log=None):
     """Figures of one `greentrain train` run folder: steps, losses, tokens/s (whole run from
     summary.json; steady: median of the per-step figures after warm_steps), MFU (steady
     tokens/s x summary's flops_per_token, 6N + 6LCT as llm.c counts, over the peak), and GPU
@@ -359,6 +378,8 @@ def train_stats(run_dir, peak, measured_peak, warm_steps):
          "device": s.get("device"), "precision": s.get("precision"), "fusion": s.get("fusion"),
          "num_params": s.get("num_params"), "flops_per_token": s.get("flops_per_token"),
          "tokens": s.get("tokens"), "tokens_per_s_run": s.get("tokens_per_s")}
+    if r["flops_per_token"] is None and log:
+        r["flops_per_token"] = flops_per_token_from_log(log)
     warm = [x for x in st if x > warm_steps]
     tps = [m[x]["tokens_per_s"] for x in warm if m[x].get("tokens_per_s")]
     r["tokens_per_s"] = statistics.median(tps) if tps else None
@@ -440,7 +461,7 @@ def torch_rows(tj, gt):
 
 def cmd_gpt2(args):
     """Stage 4: greentrain's GPT-2 124M bf16 run, beside PyTorch's where it ran."""
-    gt = train_stats(args.run, args.peak, args.measured_peak, args.warm)
+    gt = train_stats(args.run, args.peak, args.measured_peak, args.warm, args.log)
     tj = load_json(args.torch_json) if args.torch_json else None
     ok = gt["steps"] == args.steps  # (a run stopped after its last step, e.g. while saving, counts)
     doc = {"status": "ok" if ok else "failed", "model": "GPT-2 124M (12 layers, 768 wide, 12 "
@@ -508,7 +529,7 @@ def cmd_peak(args):
 
 def cmd_fp8(args):
     """Stage 6: GPT-2 XL bf16 and fp8 runs: tokens/s ratio, loss after the last step."""
-    b = train_stats(args.bf16_run, args.peak, args.measured_peak, args.warm)
+    b = train_stats(args.bf16_run, args.peak, args.measured_peak, args.warm, args.bf16_log)
     doc = {"model": "GPT-2 XL (48 layers, 1600 wide, 25 heads, context 1024, vocabulary 50304)",
            "batch": args.batch, "steps": args.steps, "bf16": b, "exit_status_bf16": args.rc_bf16}
     b_ok = b["steps"] == args.steps  # (stopped after the last step counts: figures are in metrics.jsonl)
@@ -516,7 +537,7 @@ def cmd_fp8(args):
         doc["fp8"] = {"status": "skipped", "reason": args.fp8_skip}
         f, f_ok = None, False
     else:
-        f = train_stats(args.fp8_run, args.peak, args.measured_peak, args.warm)
+        f = train_stats(args.fp8_run, args.peak, args.measured_peak, args.warm, args.fp8_log)
         f_ok = f["steps"] == args.steps
         doc["fp8"] = f
         doc["exit_status_fp8"] = args.rc_fp8
@@ -662,7 +683,10 @@ def cmd_sanitizer(args):
                 text = f.read()
         except OSError:
             pass
-        m = re.search(r"ERROR SUMMARY: (\d+) error", text)
+        # memcheck: "ERROR SUMMARY: N errors"; racecheck: "RACECHECK SUMMARY: N hazards
+        # displayed (E errors, W warnings)"
+        m = (re.search(r"ERROR SUMMARY: (\d+) error", text)
+             or re.search(r"RACECHECK SUMMARY: \d+ hazards? displayed \((\d+) error", text))
         errors = int(m.group(1)) if m else None
         runs.append({"tool": tool, "precision": prec, "errors": errors, "exit_status": int(rc),
                      "log": os.path.basename(log),

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -18,7 +19,12 @@ namespace {
 namespace fs = std::filesystem;
 using test::run_cmd;
 
-const std::string kBin = GT_BINARY;
+/// The greentrain program: GT_BINARY from the environment where set (bench/gpu-check.sh runs
+/// the prepared binaries, which are not where this build put them), else this build's.
+const std::string kBin = [] {
+  const char* e = std::getenv("GT_BINARY");
+  return std::string(e && *e ? e : GT_BINARY);
+}();
 
 struct Device : ::testing::Test {
   test::TempDir d;
