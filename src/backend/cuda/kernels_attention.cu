@@ -77,26 +77,87 @@ __device__ __forceinline__ uint32_t ld32(const uint16_t* p) {
   return *reinterpret_cast<const uint32_t*>(p);
 }
 
-/// A tile of up to R rows of HS values from a (rows of `stride` floats) into shared memory as
-/// 16-bit values, rows [r0, r0 + R) of which those >= T are zero; all threads of the block.
-template <int HS, bool kF16>
-__device__ __forceinline__ void load_tile(uint16_t* tile, const float* a, int r0, int T,
-                                          int64_t stride) {
-  constexpr int S = HS + 8, Q = HS / 4;  // packs of 4 floats per row
-  for (int i = threadIdx.x; i < R * Q; i += blockDim.x) {
-    const int r = i / Q, c = (i % Q) * 4;
-    uint16_t* d = tile + r * S + c;
-    if (r0 + r < T) {
-      const Pack<float> v = load_pack(a + int64_t(r0 + r) * stride + c);
-      uint2 u;
-      u.x = pack16x2(to16<kF16>(v.v[0]), to16<kF16>(v.v[1]));
-      u.y = pack16x2(to16<kF16>(v.v[2]), to16<kF16>(v.v[3]));
-      *reinterpret_cast<uint2*>(d) = u;
-    } else {
-      *reinterpret_cast<uint2*>(d) = uint2{0u, 0u};
+constexpr int kThreads = 32 * cfg::kFlashWarps;  // threads of a flash block
+/// The 16-bit form of a pack of 4 floats (as two 32-bit words).
+template <bool kF16>
+__device__ __forceinline__ uint2 to16x4(const Pack<float>& v) {
+  uint2 u;
+  u.x = pack16x2(to16<kF16>(v.v[0]), to16<kF16>(v.v[1]));
+  u.y = pack16x2(to16<kF16>(v.v[2]), to16<kF16>(v.v[3]));
+  return u;
+}
+/// NT tiles of up to R rows of HS values each, from src[i] (rows of stride[i] floats, row r0
+/// first) into shared memory tile[i] as 16-bit values (rows >= T are zero); all threads of the
+/// block (kThreads). The loads are issued kBatch packs per tile at a time before any is
+/// converted and stored, so their latencies overlap: a loop that stores each pack before it
+/// loads the next waits out one global-memory latency per pack (measured on an H200: the
+/// forward at 47 TFLOP/s with such a loop, GPT-2 124M shapes).
+template <int HS, bool kF16, int NT, int kBatch>
+__device__ __forceinline__ void load_tiles(uint16_t* const (&tile)[NT],
+                                           const float* const (&src)[NT], int r0, int T,
+                                           const int64_t (&stride)[NT]) {
+  constexpr int S = HS + 8, Q = HS / 4, kPer = R * Q / kThreads;  // packs per thread and tile
+  if constexpr (kBatch == 0) {  // a pack of each tile at a time, in a loop that is not unrolled
+    for (int i = threadIdx.x; i < R * Q; i += kThreads) {
+      const int r = i / Q, c = (i % Q) * 4;
+      Pack<float> v[NT];
+      for (int n = 0; n < NT; ++n)
+        v[n] = r0 + r < T ? load_pack(src[n] + int64_t(r0 + r) * stride[n] + c) : Pack<float>{};
+      for (int n = 0; n < NT; ++n)
+        *reinterpret_cast<uint2*>(tile[n] + r * S + c) = to16x4<kF16>(v[n]);
+    }
+    return;
+  }
+  static_assert(R * Q % kThreads == 0 && kPer % (kBatch ? kBatch : 1) == 0, "tile and batch sizes");
+  GT_UNROLL
+  for (int j0 = 0; j0 < kPer; j0 += (kBatch ? kBatch : 1)) {
+    Pack<float> v[NT][kBatch ? kBatch : 1];
+    GT_UNROLL
+    for (int n = 0; n < NT; ++n) GT_UNROLL
+    for (int j = 0; j < kBatch; ++j) {
+      const int i = int(threadIdx.x) + (j0 + j) * kThreads, r = i / Q, c = (i % Q) * 4;
+      if (r0 + r < T)
+        v[n][j] = load_pack(src[n] + int64_t(r0 + r) * stride[n] + c);
+      else
+        v[n][j] = Pack<float>{};
+    }
+    GT_UNROLL
+    for (int n = 0; n < NT; ++n) GT_UNROLL
+    for (int j = 0; j < kBatch; ++j) {
+      const int i = int(threadIdx.x) + (j0 + j) * kThreads, r = i / Q, c = (i % Q) * 4;
+      *reinterpret_cast<uint2*>(tile[n] + r * S + c) = to16x4<kF16>(v[n][j]);
     }
   }
 }
+/// One tile (load_tiles with NT = 1), all its packs loaded at once.
+template <int HS, bool kF16>
+__device__ __forceinline__ void load_tile(uint16_t* tile, const float* a, int r0, int T,
+                                          int64_t stride) {
+  uint16_t* const t[1] = {tile};
+  const float* const src[1] = {a};
+  const int64_t st[1] = {stride};
+  load_tiles<HS, kF16, 1, R*(HS / 4) / kThreads>(t, src, r0, T, st);
+}
+/// Two tiles with their loads interleaved, kBatch packs of each at a time.
+template <int HS, bool kF16, int kBatch>
+__device__ __forceinline__ void load_tile_pair(uint16_t* t0, const float* a0, int64_t stride0,
+                                               uint16_t* t1, const float* a1, int64_t stride1,
+                                               int r0, int T) {
+  uint16_t* const t[2] = {t0, t1};
+  const float* const src[2] = {a0, a1};
+  const int64_t st[2] = {stride0, stride1};
+  load_tiles<HS, kF16, 2, kBatch>(t, src, r0, T, st);
+}
+/// Packs per thread and tile: the batch of load_tile_pair that loads a whole pair at once
+/// (HS = 64: a half; HS = 128: 0, a pack of each at a time as before, since the registers
+/// of its kernels are at ptxas's limit).
+template <int HS>
+constexpr int kPairBatch = HS == 128  ? 0
+                           : HS == 64 ? R*(HS / 4) / kThreads / 2
+                                      : R*(HS / 4) / kThreads;
+/// log2(e): the softmax's exponentials are exp2 of scores pre-multiplied by it (one FFMA and
+/// one MUFU.EX2 an element, as FlashAttention-2 does).
+constexpr float kLog2e = 1.4426950408889634f;
 /// The A fragment of rows [row, row + 16) and columns [col, col + 16) of a tile (stride S).
 template <int S>
 __device__ __forceinline__ void frag_a(uint32_t* a, const uint16_t* tile, int row, int col) {
@@ -175,7 +236,7 @@ __global__ void __launch_bounds__(128)
   const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
   const int64_t stride = 3 * int64_t(C);
   const float* base = qkv + int64_t(b) * T * stride + h * HS;
-  const float scale = 1.0f / sqrtf(float(HS));
+  const float scale2 = kLog2e / sqrtf(float(HS));  // scores in log2 units
   load_tile<HS, kF16>(Qs, base, q0, T, stride);
   float o[HS / 8][4] = {};
   float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};
@@ -183,8 +244,8 @@ __global__ void __launch_bounds__(128)
   const int last = (q0 + R - 1 < T - 1 ? q0 + R - 1 : T - 1) / R;
   for (int kt = 0; kt <= last; ++kt) {
     __syncthreads();  // every warp is done with the last K and V tiles
-    load_tile<HS, kF16>(Ks, base + C, kt * R, T, stride);
-    load_tile<HS, kF16>(Vs, base + 2 * C, kt * R, T, stride);
+    load_tile_pair<HS, kF16, kPairBatch<HS>>(Ks, base + C, stride, Vs, base + 2 * C, stride, kt * R,
+                                             T);
     __syncthreads();
     float s[8][4] = {};
     GT_UNROLL
@@ -203,7 +264,7 @@ __global__ void __launch_bounds__(128)
     for (int nt = 0; nt < 8; ++nt) GT_UNROLL
     for (int i = 0; i < 4; ++i) {
       const int key = kt * R + nt * 8 + 2 * t + (i & 1), row = rows[i >> 1];
-      const float v = key > row || key >= T ? -INFINITY : s[nt][i] * scale;
+      const float v = key > row || key >= T ? -INFINITY : s[nt][i] * scale2;
       s[nt][i] = v;
       mx[i >> 1] = fmaxf(mx[i >> 1], v);
     }
@@ -211,14 +272,14 @@ __global__ void __launch_bounds__(128)
     GT_UNROLL
     for (int r = 0; r < 2; ++r) {
       mx[r] = quad_max(mx[r]);
-      corr[r] = expf(mrow[r] - mx[r]);  // 0 on the first tile (mrow = -inf)
+      corr[r] = exp2f(mrow[r] - mx[r]);  // 0 on the first tile (mrow = -inf)
       mrow[r] = mx[r];
       lrow[r] *= corr[r];
     }
     GT_UNROLL
     for (int nt = 0; nt < 8; ++nt) GT_UNROLL
     for (int i = 0; i < 4; ++i) {
-      const float p = expf(s[nt][i] - mx[i >> 1]);
+      const float p = exp2f(s[nt][i] - mx[i >> 1]);
       s[nt][i] = p;
       lrow[i >> 1] += p;
     }
@@ -241,8 +302,9 @@ __global__ void __launch_bounds__(128)
   store_acc<HS>(out + int64_t(b) * T * C + h * HS, C, q0 + warp * 16, T, o, 1.0f / l0, 1.0f / l1);
   if (t == 0) {
     float* L = lse + (int64_t(b) * NH + h) * T;
-    if (rows[0] < T) L[rows[0]] = mrow[0] + logf(l0);
-    if (rows[1] < T) L[rows[1]] = mrow[1] + logf(l1);
+    // the log-sum-exp in natural units: max / log2(e) + log(sum)
+    if (rows[0] < T) L[rows[0]] = mrow[0] / kLog2e + logf(l0);
+    if (rows[1] < T) L[rows[1]] = mrow[1] / kLog2e + logf(l1);
   }
 }
 }  // namespace hot
@@ -286,18 +348,16 @@ __global__ void __launch_bounds__(128)
   const float* dbase = dout + int64_t(b) * T * C + h * HS;
   const float* L = lse + (int64_t(b) * NH + h) * T;
   const float* E = delta + (int64_t(b) * NH + h) * T;
-  const float scale = 1.0f / sqrtf(float(HS));
-  load_tile<HS, kF16>(Ks, base + C, k0, T, stride);
-  load_tile<HS, kF16>(Vs, base + 2 * C, k0, T, stride);
+  const float scale = 1.0f / sqrtf(float(HS)), scale2 = scale * kLog2e;
+  load_tile_pair<HS, kF16, kPairBatch<HS>>(Ks, base + C, stride, Vs, base + 2 * C, stride, k0, T);
   float dk[HS / 8][4] = {}, dv[HS / 8][4] = {};
   const int keys[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};
   for (int qt = blockIdx.x; qt * R < T; ++qt) {
     const int q0 = qt * R;
     __syncthreads();
-    load_tile<HS, kF16>(Qs, base, q0, T, stride);
-    load_tile<HS, kF16>(Ds, dbase, q0, T, C);
+    load_tile_pair<HS, kF16, kPairBatch<HS>>(Qs, base, stride, Ds, dbase, C, q0, T);
     for (int i = threadIdx.x; i < R; i += blockDim.x) {
-      Ls[i] = q0 + i < T ? L[q0 + i] : 0.f;
+      Ls[i] = q0 + i < T ? L[q0 + i] * kLog2e : 0.f;  // in log2 units
       Es[i] = q0 + i < T ? E[q0 + i] : 0.f;
     }
     __syncthreads();
@@ -322,7 +382,7 @@ __global__ void __launch_bounds__(128)
     for (int nt = 0; nt < 8; ++nt) GT_UNROLL
     for (int i = 0; i < 4; ++i) {
       const int qi = nt * 8 + 2 * t + (i & 1), q = q0 + qi, key = keys[i >> 1];
-      const float p = q >= T || key > q ? 0.f : expf(st[nt][i] * scale - Ls[qi]);
+      const float p = q >= T || key > q ? 0.f : exp2f(st[nt][i] * scale2 - Ls[qi]);
       st[nt][i] = p;
       dpt[nt][i] = p * (dpt[nt][i] - Es[qi]);
     }
@@ -364,21 +424,21 @@ __global__ void __launch_bounds__(128)
   const float* base = qkv + int64_t(b) * T * stride + h * HS;
   const float* L = lse + (int64_t(b) * NH + h) * T;
   const float* E = delta + (int64_t(b) * NH + h) * T;
-  const float scale = 1.0f / sqrtf(float(HS));
-  load_tile<HS, kF16>(Qs, base, q0, T, stride);
-  load_tile<HS, kF16>(Ds, dout + int64_t(b) * T * C + h * HS, q0, T, C);
+  const float scale = 1.0f / sqrtf(float(HS)), scale2 = scale * kLog2e;
+  load_tile_pair<HS, kF16, kPairBatch<HS>>(Qs, base, stride, Ds, dout + int64_t(b) * T * C + h * HS,
+                                           C, q0, T);
   const int rows[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
   float lr[2], er[2];
   for (int r = 0; r < 2; ++r) {
-    lr[r] = rows[r] < T ? L[rows[r]] : 0.f;
+    lr[r] = rows[r] < T ? L[rows[r]] * kLog2e : 0.f;  // in log2 units
     er[r] = rows[r] < T ? E[rows[r]] : 0.f;
   }
   float dq[HS / 8][4] = {};
   const int last = (q0 + R - 1 < T - 1 ? q0 + R - 1 : T - 1) / R;
   for (int kt = 0; kt <= last; ++kt) {
     __syncthreads();
-    load_tile<HS, kF16>(Ks, base + C, kt * R, T, stride);
-    load_tile<HS, kF16>(Vs, base + 2 * C, kt * R, T, stride);
+    load_tile_pair<HS, kF16, kPairBatch<HS>>(Ks, base + C, stride, Vs, base + 2 * C, stride, kt * R,
+                                             T);
     __syncthreads();
     float s[8][4] = {}, dp[8][4] = {};
     GT_UNROLL
@@ -399,7 +459,8 @@ __global__ void __launch_bounds__(128)
     for (int nt = 0; nt < 8; ++nt) GT_UNROLL
     for (int i = 0; i < 4; ++i) {
       const int key = kt * R + nt * 8 + 2 * t + (i & 1), row = rows[i >> 1];
-      const float p = key > row || key >= T || row >= T ? 0.f : expf(s[nt][i] * scale - lr[i >> 1]);
+      const float p =
+          key > row || key >= T || row >= T ? 0.f : exp2f(s[nt][i] * scale2 - lr[i >> 1]);
       dp[nt][i] = p * (dp[nt][i] - er[i >> 1]);
     }
     GT_UNROLL
