@@ -16,13 +16,13 @@ namespace {
 using cuda_plan::Gemm;
 using cuda_plan::LtType;
 
-alignas(256) unsigned char buf[3][4096];
+alignas(256) unsigned char buf[4][4096];
 
 /// An fp8 forward product as the backend plans it (A = W^T, TN), all sizes multiples of 16.
 Call fp8_call() {
   const Gemm g = cuda_plan::forward_fp8(32, 64, 48);
-  return Call{g,      LtType::e4m3, LtType::e4m3, LtType::f32, buf[0], buf[1],
-              buf[2], nullptr,      false,        true,        true};
+  return Call{g,      LtType::e4m3, LtType::e4m3, LtType::f32, buf[0],     buf[1],
+              buf[2], nullptr,      false,        buf[3],      buf[3] + 16};
 }
 
 std::string why(const Call& c) { return refusal(c).why; }
@@ -33,7 +33,8 @@ TEST(LtEmulation, TheBackendsPlansAreAccepted) {
     for (const Gemm& g : {cuda_plan::forward(6, 5, 7, wt), cuda_plan::backward_input(6, 5, 7, wt),
                           cuda_plan::backward_weight(6, 5, 7, wt)}) {
       for (LtType t : {LtType::f32, LtType::bf16, LtType::f16}) {
-        const Call c{g, t, t, LtType::f32, buf[0], buf[1], buf[2], nullptr, false, false, false};
+        const Call c{g,      t,       t,     LtType::f32, buf[0], buf[1],
+                     buf[2], nullptr, false, nullptr,     nullptr};
         EXPECT_FALSE(refusal(c).refused) << describe(c) << ": " << why(c);
       }
     }
@@ -47,8 +48,8 @@ TEST(LtEmulation, TheBackendsPlansAreAccepted) {
                  buf[2],
                  buf[0],
                  true,
-                 false,
-                 false};
+                 nullptr,
+                 nullptr};
   EXPECT_FALSE(refusal(bias_gelu).refused) << why(bias_gelu);
 }
 
@@ -73,8 +74,10 @@ TEST(LtEmulation, Fp8SizesAndTypesCuBlasLtHasNoKernelForAreRefused) {
   c.b = LtType::bf16;
   EXPECT_NE(why(c).find("non-fp8"), std::string::npos) << why(c);
   c = fp8_call();
-  c.scale_b = false;
+  c.scale_b = nullptr;
   EXPECT_NE(why(c).find("scale pointer"), std::string::npos) << why(c);
+  c.scale_b = buf[3] + 4;  // 4-byte aligned: refused on an H200
+  EXPECT_NE(why(c).find("aligned to 4 bytes, not 16"), std::string::npos) << why(c);
   c = fp8_call();
   c.a = LtType::e5m2;  // e5m2 gradients x e4m3: a kernel exists
   EXPECT_FALSE(refusal(c).refused) << why(c);
@@ -103,8 +106,8 @@ TEST(LtEmulation, PointersLessAlignedThanTheirTypeOrThePlanAreRefused) {
          buf[2],
          nullptr,
          false,
-         false,
-         false};
+         nullptr,
+         nullptr};
   EXPECT_NE(why(f).find("A at"), std::string::npos) << "a float at 2 bytes: " << why(f);
   f.pa = buf[0] + 16;
   f.g.align_a = 256;  // a plan kept for pointers aligned to 256 bytes
@@ -123,8 +126,8 @@ TEST(LtEmulation, MixedTypesAndBadLeadingDimensionsAreRefused) {
          buf[2],
          nullptr,
          false,
-         false,
-         false};
+         nullptr,
+         nullptr};
   EXPECT_NE(why(c).find("two types"), std::string::npos) << why(c);
   c.b = LtType::bf16;
   c.g.ldd = 3;

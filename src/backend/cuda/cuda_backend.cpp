@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "backend/cuda/cuda_backend_impl.h"
+#include "backend/cuda/lt_emulation.h"
 #include "core/error.h"
 
 namespace gt {
@@ -170,7 +171,7 @@ class CudaRuntime {
                       al_b,
                       al_d};
     auto it = plans_.find(key);
-    if (it == plans_.end()) it = plans_.emplace(key, make_plan(key)).first;
+    if (it == plans_.end()) it = plans_.emplace(key, make_plan(key, bias, A.scale, B.scale)).first;
     Plan& p = it->second;
     if (!p.found) {
       if (may_fail) return false;
@@ -192,9 +193,16 @@ class CudaRuntime {
                                               sizeof(B.scale)),
                "set B_SCALE_POINTER");
     const float alpha = 1.0f, beta = g.beta;
-    lt_check(cublasLtMatmul(lt_, p.op, &alpha, A.p, p.la, B.p, p.lb, &beta, Dp, p.ld, Dp, p.ld,
-                            &p.algo, workspace_, kWorkspaceBytes, stream_),
-             "cublasLtMatmul");
+    const cublasStatus_t st =
+        cublasLtMatmul(lt_, p.op, &alpha, A.p, p.la, B.p, p.lb, &beta, Dp, p.ld, Dp, p.ld, &p.algo,
+                       workspace_, kWorkspaceBytes, stream_);
+    if (st != CUBLAS_STATUS_SUCCESS)  // the product named, as the emulated cuBLASLt logs it
+      throw Error(fmt::format(
+          "cuBLASLt: cublasLtMatmul failed: {} ({}; scale pointers A {} B {}); "
+          "CUBLASLT_LOG_LEVEL=1 makes cuBLASLt print its reason",
+          cublasLtGetStatusString(st),
+          cuda_lt::describe({g, A.type, B.type, td, A.p, B.p, Dp, bias, gelu, A.scale, B.scale}),
+          A.scale != nullptr, B.scale != nullptr));
     return true;
   }
 
@@ -221,7 +229,9 @@ class CudaRuntime {
     bool found = false;
     std::string why;
   };
-  Plan make_plan(const PlanKey& k) {
+  /// The plan of k; the heuristic sees the first call's bias and scale pointers (device
+  /// memory, as every later call's), not stand-ins.
+  Plan make_plan(const PlanKey& k, const void* bias, const float* scale_a, const float* scale_b) {
     Plan p;
     lt_check(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "MatmulDescCreate");
     const cublasOperation_t ta = k.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -239,21 +249,18 @@ class CudaRuntime {
       ep = CUBLASLT_EPILOGUE_GELU;
     lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof(ep)),
              "set EPILOGUE");
-    // the pointers of this plan's first call stand in for the heuristic (the algorithm does
-    // not depend on them); every call sets its own
-    static const float one = 1.0f;
-    const void* dummy = &one;
+    // the pointers of this plan's first call (every call sets its own)
     if (k.bias)
-      lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &dummy,
-                                              sizeof(dummy)),
+      lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                              sizeof(bias)),
                "set BIAS_POINTER");
     if (k.scale_a)
-      lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &dummy,
-                                              sizeof(dummy)),
+      lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scale_a,
+                                              sizeof(scale_a)),
                "set A_SCALE_POINTER");
     if (k.scale_b)
-      lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &dummy,
-                                              sizeof(dummy)),
+      lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scale_b,
+                                              sizeof(scale_b)),
                "set B_SCALE_POINTER");
     lt_check(cublasLtMatrixLayoutCreate(&p.la, cuda_type(k.a), k.ta ? k.k : k.m, k.ta ? k.m : k.k,
                                         k.lda),

@@ -547,7 +547,7 @@ class CudaBackendT final : public Backend {
       q = fp8_scratch_.try_emplace(int(use), &rt_).first->second.template as<uint8_t>(rows * cols);
       K::fp8_quantize(rt_.stream(), q, x, rows, cols, transpose, e5m2, state, fresh);
     }
-    return {q, e5m2 ? LtType::e5m2 : LtType::e4m3, state + cuda_math::kAmaxHistory + 3};
+    return {q, e5m2 ? LtType::e5m2 : LtType::e4m3, state + cuda_math::kFp8Dequant};
   }
   /// out(N,OC) = inp @ W in fp8 (no bias); false when not fp8 or the sizes do not fit.
   bool fp8_forward(float* out, ConstDevPtr inp, const float* w, int64_t N, int C, int OC, bool wt) {

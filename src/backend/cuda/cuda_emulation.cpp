@@ -99,8 +99,7 @@ class HostRuntime {
   /// returns false. Runs on the stream, as cublasLtMatmul does.
   bool product(const cuda_plan::Gemm& g, LtOperand A, LtOperand B, void* D, LtType td,
                const void* bias, bool gelu, bool may_fail) {
-    const cuda_lt::Call call{
-        g, A.type, B.type, td, A.p, B.p, D, bias, gelu, A.scale != nullptr, B.scale != nullptr};
+    const cuda_lt::Call call{g, A.type, B.type, td, A.p, B.p, D, bias, gelu, A.scale, B.scale};
     cuda_lt::record(call);
     if (const cuda_lt::Refusal r = cuda_lt::refusal(call); r.refused) {
       if (may_fail && r.epilogue_only) return false;

@@ -361,11 +361,17 @@ constexpr float kE5m2Max = 57344.0f;
 /// here, so a scale follows a changing tensor within a few steps).
 constexpr int kAmaxHistory = 16;
 /// Floats of one tensor's scaling state: [history (kAmaxHistory)] [uses] [next scale]
-/// [scale used] [1 / scale used] [amax of the current use] (1 / scale used is the
-/// dequantization factor the product reads; the current amax is gathered by the cast).
-constexpr int kFp8StateFloats = kAmaxHistory + 5;
+/// [scale used] [amax of the current use] [1 / scale used] [3 unused] (1 / scale used is the
+/// dequantization factor the product reads, 16-byte aligned as cuBLASLt's scale pointers
+/// evidently must be: with it 4-byte aligned, cublasLtMatmul refused every fp8 product on an
+/// H200, cuBLASLt 13.1, though its heuristic had found algorithms; the current amax is
+/// gathered by the cast).
+constexpr int kFp8StateFloats = kAmaxHistory + 8;
 /// Where the state holds the amax of the tensor being cast.
-constexpr int kFp8AmaxNow = kAmaxHistory + 4;
+constexpr int kFp8AmaxNow = kAmaxHistory + 3;
+/// Where the state holds the dequantization factor (1 / scale used), 16 bytes from the start.
+constexpr int kFp8Dequant = kAmaxHistory + 4;
+static_assert(kFp8Dequant % 4 == 0, "the dequantization factor is 16-byte aligned");
 
 /// fp8 code -> float (exact).
 GT_HD float fp8_to_float(uint8_t v, bool e5m2) {
@@ -434,7 +440,7 @@ GT_HD void fp8_scale_step(float* state, const float* partial, int64_t K, float f
   float& next = state[kAmaxHistory + 1];
   const float now = uses == 0.f ? (amax > 0.f ? fmax / amax : 1.0f) : next;
   state[kAmaxHistory + 2] = now;
-  state[kAmaxHistory + 3] = 1.0f / now;
+  state[kFp8Dequant] = 1.0f / now;
   hist[int(uses) % kAmaxHistory] = amax;
   uses += 1.0f;
   float m = 0.f;

@@ -38,6 +38,10 @@ Refusal refusal(const Call& c) {
       return no(fmt::format("fp8 needs lda, ldb and k multiples of 16 (lda {}, ldb {}, k {})",
                             g.lda, g.ldb, g.k));
     if (!c.scale_a || !c.scale_b) return no("an fp8 operand without its scale pointer");
+    for (const void* s : {c.scale_a, c.scale_b})
+      if (cuda_plan::alignment_of(s) < 16)
+        return no(fmt::format("an fp8 scale pointer ({}) aligned to {} bytes, not 16", s,
+                              cuda_plan::alignment_of(s)));
     if (c.d == LtType::e4m3 || c.d == LtType::e5m2) return no("an fp8 output (not used here)");
   } else if (c.a != c.b) {
     return no(fmt::format("operands of two types ({} and {})", cuda_plan::lt_name(c.a),

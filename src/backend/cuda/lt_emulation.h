@@ -7,6 +7,11 @@
 // epilogues):
 //   - fp8 operands need the "TN" layout (A transposed, B not), leading dimensions and the
 //     shared dimension k multiples of 16, 16-byte aligned pointers, and not E5M2 x E5M2;
+//   - fp8 scale pointers 16-byte aligned: not in the documentation, but on an H200
+//     (cuBLASLt 13.1) cublasLtMatmul refused every fp8 product whose scale pointers were
+//     4-byte aligned, with no message, though its heuristic had found algorithms; it took them
+//     once they were 16-byte aligned and the heuristic saw the real pointers (the same change
+//     made both, so which one it needed is not known);
 //   - fp8 with an f32 output takes a bias only as bf16 and no GELU epilogue; greentrain also
 //     refuses an fp8 operand without its scale pointer (its copies are always scaled);
 //   - 16-bit and f32 operands pair only with their own type; the bias has D's type;
@@ -21,13 +26,13 @@
 namespace gt::cuda_lt {
 
 /// One cublasLtMatmul call: the plan, the operand and output types, the pointers, the
-/// epilogue, and whether the fp8 scale pointers were given.
+/// epilogue, and the fp8 scale pointers (null: not given).
 struct Call {
   cuda_plan::Gemm g;
   cuda_plan::LtType a, b, d;
   const void *pa, *pb, *pd, *bias;
   bool gelu;
-  bool scale_a, scale_b;
+  const void *scale_a, *scale_b;
 };
 
 /// Why the real library would refuse a call; epilogue_only: it would take the same product
