@@ -3,6 +3,7 @@
 // the whole run (summary.json and the CodeCarbon-compatible RUN_DIR/energy.csv).
 // Figures from the CPU estimate are marked "estimated" wherever they appear.
 #pragma once
+#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -27,6 +28,15 @@ nlohmann::json json_or_null(std::optional<double> v);
 /// when they apply energy_unknown_reason and energy_flags. Unknown or undefined figures are
 /// null, never 0.
 void add_energy_fields(const energy::Measurement& m, double tokens, nlohmann::json& record);
+
+/// Refresh periods a logged energy interval spans at least: a counter that moves once a
+/// refresh period is off by up to one period's energy in any interval, so 10 keep the
+/// interval's power within about 10 % (Zeus's docs: NVML's counter refreshes about every
+/// 100 ms, so measure windows well above that).
+inline constexpr double kRefreshPeriodsPerInterval = 10;
+/// The shortest logged energy interval (s): kRefreshPeriodsPerInterval times the longest
+/// refresh period among the counted sensors that measure (estimates excluded); 0 when none.
+double min_log_interval_s(const std::vector<energy::SensorInfo>& sensors);
 
 class EnergyHook final : public StepObserver {
  public:
@@ -66,6 +76,8 @@ class EnergyHook final : public StepObserver {
   FILE* log_;
   std::unique_ptr<energy::Meter> meter_;
   bool interval_open_ = false;
+  std::chrono::steady_clock::time_point interval_t0_;  // when the open interval began
+  double min_interval_s_ = 0;                          // min_log_interval_s of the sensors
   int64_t interval_tokens_ = 0, run_tokens_ = 0;
   double interval_flops_ = 0, run_flops_ = 0;
 };

@@ -1,0 +1,74 @@
+// The logged energy intervals of a training run span at least ten refresh periods of the
+// counters that measure: NVML's energy counter moves about every 100 ms, so a 120 ms step saw
+// one or two of its updates and reported 430 or 960 W on a 700 W H200. Shorter intervals are
+// merged into the next; the run's totals are unchanged (tests/energy for the meter itself).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "test_helpers.h"
+#include "train/energy_hook.h"
+
+namespace gt {
+namespace {
+
+energy::SensorInfo sensor(const std::string& name, energy::SensorKind kind, double refresh_s,
+                          bool available = true) {
+  energy::SensorInfo s;
+  s.name = name;
+  s.kind = kind;
+  s.refresh_period_s = refresh_s;
+  s.available = available;
+  return s;
+}
+
+TEST(EnergyInterval, TenRefreshPeriodsOfTheCountersThatMeasure) {
+  using K = energy::SensorKind;
+  EXPECT_DOUBLE_EQ(min_log_interval_s({sensor("nvml:0", K::kEnergyCounter, 0.1),
+                                       sensor("cpu-estimate", K::kEstimate, 2.0)}),
+                   1.0);
+  EXPECT_DOUBLE_EQ(min_log_interval_s({sensor("rapl:package-0", K::kEnergyCounter, 0.001)}), 0.01);
+  // estimates and sensors that cannot be read set no minimum
+  EXPECT_DOUBLE_EQ(min_log_interval_s({sensor("cpu-estimate", K::kEstimate, 2.0),
+                                       sensor("nvml:0", K::kEnergyCounter, 0.1, false)}),
+                   0.0);
+}
+
+// A fake RAPL zone (refresh 1 ms: intervals of at least 10 ms): steps logged every step but
+// ending within 10 ms of the interval's start are merged into the next logged one.
+TEST(EnergyInterval, ShortIntervalsMergeIntoTheNext) {
+  test::TempDir d;
+  const auto zone = d.path / "powercap" / "intel-rapl:0";
+  std::filesystem::create_directories(zone);
+  test::write_file((zone / "name").string(), "package-0\n");
+  test::write_file((zone / "energy_uj").string(), "1000000\n");
+  test::write_file((zone / "max_energy_range_uj").string(), "262143328850\n");
+  TrainConfig cfg;
+  cfg.device = "cpu";
+  cfg.log_interval = 1;
+  cfg.eval_interval = 0;
+  cfg.max_steps = 4;
+  energy::MeterOptions opt = meter_options(cfg);
+  opt.powercap_root = (d.path / "powercap").string();
+  opt.interval_s = 0;  // no sampling thread: readings at window boundaries only
+  EnergyHook hook(cfg, d.path.string(), nullptr, opt);
+
+  nlohmann::json r1, r2, r4;
+  hook.begin_step(1);
+  EXPECT_EQ(hook.end_step(1, 100, 0, r1), "");  // microseconds after the start: merged
+  EXPECT_FALSE(r1.contains("energy_interval_tokens")) << r1.dump();
+  hook.begin_step(2);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_NE(hook.end_step(2, 100, 0, r2), "");
+  EXPECT_EQ(r2["energy_interval_tokens"], 200) << r2.dump();  // steps 1 and 2
+  // the last step ends its interval however short
+  hook.begin_step(4);
+  EXPECT_NE(hook.end_step(4, 100, 0, r4), "");
+  EXPECT_EQ(r4["energy_interval_tokens"], 100) << r4.dump();
+  nlohmann::json summary;
+  hook.finish(summary);
+}
+
+}  // namespace
+}  // namespace gt
