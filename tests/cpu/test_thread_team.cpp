@@ -1,8 +1,10 @@
 // The CPU backend's adaptive team (backend/cpu/thread_team.h): the decision on synthetic
 // run-queue readings, the reading itself, and what the backend reports.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <optional>
@@ -206,7 +208,7 @@ TEST(ThreadTeam, TheCpuBackendReportsItsPolicy) {
 // the presets and tests (a resumed run is compared bitwise with an uninterrupted one, and the
 // two may run at different team sizes). Shapes (M, N, K) of the quickstart's and
 // shakespeare-char's products, forward and backward; fp32 and bf16.
-TEST(ThreadTeam, TheProductsAreBitwiseTheSameForOneAndTwoThreads) {
+TEST(ThreadTeam, TheProductsOfOneAndTwoThreadsAgree) {
   const int saved = omp_get_max_threads();
   std::mt19937 rng(7);
   std::normal_distribution<float> nd;
@@ -236,8 +238,20 @@ TEST(ThreadTeam, TheProductsAreBitwiseTheSameForOneAndTwoThreads) {
       onednn_matmul(c1.data(), a.data(), b.data(), nullptr, M, N, K, false, false, false, type);
       omp_set_num_threads(2);
       onednn_matmul(c2.data(), a.data(), b.data(), nullptr, M, N, K, false, false, false, type);
-      EXPECT_EQ(std::memcmp(c1.data(), c2.data(), c1.size() * 4), 0)
-          << (type == MmType::f32 ? "f32 " : "bf16 ") << M << "x" << N << "x" << K;
+      const std::string what =
+          fmt::format("{} {}x{}x{}", type == MmType::f32 ? "f32" : "bf16", M, N, K);
+      if (type == MmType::bf16 && onednn_uses_amx()) {
+        // AMX bf16 products may reduce K in parallel (onednn_uses_amx): the same to fp32
+        // rounding, not bit for bit (docs/configuration.md, train.thread_policy)
+        double d = 0, n = 0;
+        for (size_t i = 0; i < c1.size(); ++i) {
+          d += double(c1[i] - c2[i]) * (c1[i] - c2[i]);
+          n += double(c1[i]) * c1[i];
+        }
+        EXPECT_LE(std::sqrt(d / n), 1e-6) << what;
+      } else {
+        EXPECT_EQ(std::memcmp(c1.data(), c2.data(), c1.size() * 4), 0) << what;
+      }
     }
   }
   omp_set_num_threads(saved);

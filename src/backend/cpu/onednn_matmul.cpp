@@ -252,6 +252,11 @@ std::atomic<bool>& lowp_emulation() {
 
 void set_lowp_emulation(bool on) { lowp_emulation() = on; }
 
+bool onednn_uses_amx() {
+  static const bool amx = dnnl::get_effective_cpu_isa() == dnnl::cpu_isa::avx512_core_amx;
+  return amx;
+}
+
 bool onednn_supports(MmType type) {
   if (type != MmType::f32 && lowp_emulation()) return false;
   static std::map<MmType, bool> cache;

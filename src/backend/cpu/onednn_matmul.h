@@ -57,6 +57,13 @@ const ThreadMatmul& thread_matmul(int64_t M, int64_t N, int64_t K, int64_t lda, 
 /// low-precision emulation is not forced (set_lowp_emulation).
 bool onednn_supports(MmType type);
 
+/// True when oneDNN's products run on AMX tiles here (its effective ISA is avx512_core_amx:
+/// Intel Sapphire Rapids and later, and the kernel let the process use the tiles). Its AMX
+/// bf16 products may split the shared dimension K among threads (a parallel reduction), so
+/// their last bits depend on the team size (seen with oneDNN 2.6.3 on a Xeon with AMX:
+/// 384 x 1536 x 2048 differed between 1 and 2 threads).
+bool onednn_uses_amx();
+
 /// For tests and benchmarks: while on, onednn_supports() reports no bf16 and no f16 product,
 /// so the CPU backend and Attention emulate them (f32 products of rounded operands) on any CPU;
 /// it takes effect at their next set_precision / set_type. The environment variable
