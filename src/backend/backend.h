@@ -152,7 +152,13 @@ struct ThreadPolicy {
   /// The last window's fraction of the team's time spent ready to run but waiting for a CPU;
   /// null where not measured (the fixed policy, the first window, no schedstat).
   std::optional<double> runqueue_wait;
-  std::string unavailable;  ///< why the adaptive policy cannot measure; empty when it can
+  std::string runqueue_wait_unknown_reason;  ///< why runqueue_wait is null; empty when it is not
+};
+
+/// The threads a backend works with now and the team it was given (a backend without CPU
+/// threads of its own: both 0). Read after every step: no allocation.
+struct ThreadCount {
+  int threads = 0, team = 0;
 };
 
 /// The op table and the memory of one device. All pointers the ops take are device memory
@@ -176,6 +182,8 @@ class Backend : public DeviceMemory {
   virtual void end_step(double step_s) { (void)step_s; }
   /// The backend's thread policy; null for a backend without CPU threads of its own.
   virtual std::optional<ThreadPolicy> thread_policy() const { return std::nullopt; }
+  /// thread_policy()'s thread and team counts alone, for every step's log line.
+  virtual ThreadCount thread_count() const { return {}; }
 
   /// out(B,T,C) = wte[inp[b,t], :] + wpe[t, :]. inp (B,T) int32 in [0, V).
   virtual void embedding_forward(float* out, const int32_t* inp, const float* wte, const float* wpe,

@@ -43,6 +43,7 @@ class ProfilingBackend final : public Backend {
 
   void end_step(double step_s) override { in_->end_step(step_s); }
   std::optional<ThreadPolicy> thread_policy() const override { return in_->thread_policy(); }
+  ThreadCount thread_count() const override { return in_->thread_count(); }
   bool supports(Op op, Precision p) const override { return in_->supports(op, p); }
   size_t workspace_bytes(const WorkspaceQuery& q) const override { return in_->workspace_bytes(q); }
 

@@ -135,12 +135,7 @@ void RunSummaryWriter::finish(const RunResult& r) {
     j["changes"] = t.changes;
     j["runqueue_wait_fraction"] =
         t.runqueue_wait ? nlohmann::ordered_json(*t.runqueue_wait) : nlohmann::ordered_json();
-    if (!t.runqueue_wait)
-      j["runqueue_wait_unknown_reason"] =
-          !t.unavailable.empty() ? t.unavailable
-          : t.policy == "fixed"  ? std::string("not measured under train.thread_policy = fixed")
-          : t.team < 2           ? std::string("not measured with a team of one thread")
-                                 : std::string("the run ended within its first window (0.5 s)");
+    if (!t.runqueue_wait) j["runqueue_wait_unknown_reason"] = t.runqueue_wait_unknown_reason;
     s["threads"] = j;
   }
   std::printf("\n");

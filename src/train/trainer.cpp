@@ -550,7 +550,7 @@ RunResult Trainer::run(int64_t stop_at) {
     double lr = learning_rate_at(cfg_, step_);
     double loss = train_step();
     double dt = std::chrono::duration<double>(clock::now() - t0).count();
-    const auto threads = backend_->thread_policy();  // the team this step ran with
+    const ThreadCount threads = backend_->thread_count();  // the team this step ran with
     backend_->end_step(dt);  // the CPU backend sizes its team for the next step
     r.train_time_s += dt;
     r.tokens += tokens_per_step;
@@ -571,7 +571,7 @@ RunResult Trainer::run(int64_t stop_at) {
       rec["skipped_steps"] = scaler_.skipped_steps();
     }
     rec["step_time_s"] = dt;
-    if (threads) rec["threads"] = threads->threads;
+    if (threads.team > 0) rec["threads"] = threads.threads;
     rec["tokens_per_s"] = tokens_per_step / dt;
     nlohmann::json extra;
     std::string energy_text;
@@ -628,8 +628,8 @@ RunResult Trainer::run(int64_t stop_at) {
             ? fmt::format(" | SKIPPED (inf/NaN gradients), loss scale now {:g}", scaler_.scale())
             : "",
         lr, tokens_per_step / mean_dt, dt * 1000,
-        threads && threads->threads < threads->team
-            ? fmt::format(" | {} of {} threads (cores busy)", threads->threads, threads->team)
+        threads.threads < threads.team
+            ? fmt::format(" | {} of {} threads (cores busy)", threads.threads, threads.team)
             : "",
         energy_text.empty() ? "" : " | " + energy_text, format_duration(mean_dt * (last - step_)));
     log_line(line, do_eval || last_skipped_ || step_ % cfg_.log_interval == 0 || step_ == last ||

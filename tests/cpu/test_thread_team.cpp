@@ -160,7 +160,7 @@ TEST(ThreadTeam, FixedNeverChangesAndAnUnreadableKernelKeepsTheFullTeam) {
     ThreadTeam t(2, true, ThreadTeam::Options{}, [] { return std::optional<double>(); });
     EXPECT_EQ(t.end_step(1.0, 0.01), 2);
     EXPECT_FALSE(t.measuring());
-    EXPECT_NE(t.policy().unavailable.find("schedstat"), std::string::npos);
+    EXPECT_NE(t.policy().runqueue_wait_unknown_reason.find("schedstat"), std::string::npos);
   }
   {
     ThreadTeam t(1, true);

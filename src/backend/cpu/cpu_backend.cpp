@@ -117,6 +117,7 @@ class CpuBackend final : public HostMemoryBackend {
     if (n != before) omp_set_num_threads(n);
   }
   std::optional<ThreadPolicy> thread_policy() const override { return team_.policy(); }
+  ThreadCount thread_count() const override { return {team_.threads(), team_.team()}; }
 
   // memory: host memory (HostMemoryBackend, backend.h)
 

@@ -1,6 +1,7 @@
 #include "backend/cpu/thread_team.h"
 
 #include <dirent.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
@@ -127,10 +128,19 @@ ThreadPolicy ThreadTeam::policy() const {
   p.smaller_steps = smaller_steps_;
   p.changes = changes_;
   p.runqueue_wait = last_fraction_;
-  if (unavailable_)
-    p.unavailable =
+  if (last_fraction_)
+    p.runqueue_wait_unknown_reason.clear();
+  else if (unavailable_)
+    p.runqueue_wait_unknown_reason =
         "/proc/self/task/*/schedstat cannot be read (a kernel without CONFIG_SCHED_INFO, or "
         "no /proc): the full team is used";
+  else if (!adaptive_)
+    p.runqueue_wait_unknown_reason = "not measured under train.thread_policy = fixed";
+  else if (team_ < 2)
+    p.runqueue_wait_unknown_reason = "not measured with a team of one thread";
+  else
+    p.runqueue_wait_unknown_reason =
+        fmt::format("the run ended within its first window ({:g} s)", opt_.window_s);
   return p;
 }
 
