@@ -86,32 +86,16 @@ __device__ __forceinline__ uint2 to16x4(const Pack<float>& v) {
   u.y = pack16x2(to16<kF16>(v.v[2]), to16<kF16>(v.v[3]));
   return u;
 }
-/// NT tiles of up to R rows of HS values each, from src[i] (rows of stride[i] floats, row r0
-/// first) into shared memory tile[i] as 16-bit values (rows >= T are zero); all threads of the
-/// block (kThreads). The loads are issued kBatch packs per tile at a time before any is
-/// converted and stored, so their latencies overlap: a loop that stores each pack before it
-/// loads the next waits out one global-memory latency per pack (measured on an H200: the
-/// forward at 47 TFLOP/s with such a loop, GPT-2 124M shapes).
+/// load_tiles' unrolled form: kBatch packs of each tile loaded, then converted and stored.
 template <int HS, bool kF16, int NT, int kBatch>
-__device__ __forceinline__ void load_tiles(uint16_t* const (&tile)[NT],
-                                           const float* const (&src)[NT], int r0, int T,
-                                           const int64_t (&stride)[NT]) {
+__device__ __forceinline__ void load_tiles_batched(uint16_t* const (&tile)[NT],
+                                                   const float* const (&src)[NT], int r0, int T,
+                                                   const int64_t (&stride)[NT]) {
   constexpr int S = HS + 8, Q = HS / 4, kPer = R * Q / kThreads;  // packs per thread and tile
-  if constexpr (kBatch == 0) {  // a pack of each tile at a time, in a loop that is not unrolled
-    for (int i = threadIdx.x; i < R * Q; i += kThreads) {
-      const int r = i / Q, c = (i % Q) * 4;
-      Pack<float> v[NT];
-      for (int n = 0; n < NT; ++n)
-        v[n] = r0 + r < T ? load_pack(src[n] + int64_t(r0 + r) * stride[n] + c) : Pack<float>{};
-      for (int n = 0; n < NT; ++n)
-        *reinterpret_cast<uint2*>(tile[n] + r * S + c) = to16x4<kF16>(v[n]);
-    }
-    return;
-  }
-  static_assert(R * Q % kThreads == 0 && kPer % (kBatch ? kBatch : 1) == 0, "tile and batch sizes");
+  static_assert(R * Q % kThreads == 0 && kPer % kBatch == 0, "tile and batch sizes");
   GT_UNROLL
-  for (int j0 = 0; j0 < kPer; j0 += (kBatch ? kBatch : 1)) {
-    Pack<float> v[NT][kBatch ? kBatch : 1];
+  for (int j0 = 0; j0 < kPer; j0 += kBatch) {
+    Pack<float> v[NT][kBatch];
     GT_UNROLL
     for (int n = 0; n < NT; ++n) GT_UNROLL
     for (int j = 0; j < kBatch; ++j) {
@@ -127,6 +111,30 @@ __device__ __forceinline__ void load_tiles(uint16_t* const (&tile)[NT],
       const int i = int(threadIdx.x) + (j0 + j) * kThreads, r = i / Q, c = (i % Q) * 4;
       *reinterpret_cast<uint2*>(tile[n] + r * S + c) = to16x4<kF16>(v[n][j]);
     }
+  }
+}
+/// NT tiles of up to R rows of HS values each, from src[i] (rows of stride[i] floats, row r0
+/// first) into shared memory tile[i] as 16-bit values (rows >= T are zero); all threads of the
+/// block (kThreads). The loads are issued kBatch packs per tile at a time before any is
+/// converted and stored, so their latencies overlap: a loop that stores each pack before it
+/// loads the next waits out one global-memory latency per pack (measured on an H200: the
+/// forward at 47 TFLOP/s with such a loop, GPT-2 124M shapes).
+template <int HS, bool kF16, int NT, int kBatch>
+__device__ __forceinline__ void load_tiles(uint16_t* const (&tile)[NT],
+                                           const float* const (&src)[NT], int r0, int T,
+                                           const int64_t (&stride)[NT]) {
+  constexpr int S = HS + 8, Q = HS / 4;
+  if constexpr (kBatch == 0) {  // a pack of each tile at a time, in a loop that is not unrolled
+    for (int i = threadIdx.x; i < R * Q; i += kThreads) {
+      const int r = i / Q, c = (i % Q) * 4;
+      Pack<float> v[NT];
+      for (int n = 0; n < NT; ++n)
+        v[n] = r0 + r < T ? load_pack(src[n] + int64_t(r0 + r) * stride[n] + c) : Pack<float>{};
+      for (int n = 0; n < NT; ++n)
+        *reinterpret_cast<uint2*>(tile[n] + r * S + c) = to16x4<kF16>(v[n]);
+    }
+  } else {
+    load_tiles_batched<HS, kF16, NT, kBatch>(tile, src, r0, T, stride);
   }
 }
 /// One tile (load_tiles with NT = 1), all its packs loaded at once.
