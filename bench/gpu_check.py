@@ -416,13 +416,14 @@ def train_stats(run_dir, peak, measured_peak, warm_steps, log=None):
             prev = x
     gj = gt = secs_all = 0.0
     ok = False
+    skipped = 0
     for lo, hi, rec, secs in ivals:
         if lo < warm_steps:
             continue
         w = (rec.get("power_w_by_domain") or {}).get("gpu")
-        if w is None:
-            ok = False
-            break
+        if w is None:  # e.g. a last interval shorter than the counter's refresh: left out
+            skipped += 1
+            continue
         ok = True
         gj += w * secs
         gt += rec["energy_interval_tokens"]
@@ -430,6 +431,7 @@ def train_stats(run_dir, peak, measured_peak, warm_steps, log=None):
     r["gpu_joules_per_token"] = gj / gt if ok and gt else None
     r["gpu_avg_w"] = gj / secs_all if ok and secs_all else None
     r["tokens_per_joule_gpu"] = gt / gj if ok and gj else None
+    r["steady_intervals_without_gpu_power"] = skipped
     if r["gpu_joules_per_token"] is None:
         r["gpu_energy_steady_unknown_reason"] = (
             "no log interval after the warm-up steps with a gpu power figure "

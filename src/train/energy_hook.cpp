@@ -129,8 +129,8 @@ std::string EnergyHook::end_step(int64_t step, int64_t tokens, double flops,
   interval_flops_ += flops;
   run_tokens_ += tokens;
   run_flops_ += flops;
-  const bool must =
-      step == cfg_.max_steps || (cfg_.eval_interval > 0 && step % cfg_.eval_interval == 0);
+  const bool must = step == cfg_.max_steps || step == last_step_ ||
+                    (cfg_.eval_interval > 0 && step % cfg_.eval_interval == 0);
   bool at_log = must || step % cfg_.log_interval == 0;
   // a counter that moves in steps of its refresh period (NVML's, about 100 ms) gives an
   // interval of one 120 ms step one or two updates: 430 or 960 W on a 700 W card (seen on an

@@ -45,7 +45,12 @@ class EnergyHook final : public StepObserver {
   /// check the carbon file before the data is loaded); empty: made here.
   EnergyHook(const TrainConfig& cfg, std::string run_dir, FILE* log = stdout,
              std::optional<energy::MeterOptions> opt = std::nullopt);
+  void set_last_step(int64_t last) override { last_step_ = last; }
   void begin_step(int64_t step) override;
+  /// The shortest logged interval (s): min_log_interval_s of the counted sensors, or what
+  /// set_min_interval_s set (tests).
+  double min_interval_s() const { return min_interval_s_; }
+  void set_min_interval_s(double s) { min_interval_s_ = s; }
   std::string end_step(int64_t step, int64_t tokens, double flops, nlohmann::json& record) override;
   /// Ends the run window, writes energy.csv and adds the energy fields to summary.json:
   /// energy_j, joules_per_token, tokens_per_joule, gflops_per_watt, g_co2e, carbon_g_per_kwh,
@@ -78,6 +83,7 @@ class EnergyHook final : public StepObserver {
   bool interval_open_ = false;
   std::chrono::steady_clock::time_point interval_t0_;  // when the open interval began
   double min_interval_s_ = 0;                          // min_log_interval_s of the sensors
+  int64_t last_step_ = -1;                             // the run's last step (set_last_step)
   int64_t interval_tokens_ = 0, run_tokens_ = 0;
   double interval_flops_ = 0, run_flops_ = 0;
 };

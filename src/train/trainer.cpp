@@ -543,6 +543,7 @@ RunResult Trainer::run(int64_t stop_at) {
   const auto run_t0 = clock::now();
   std::vector<double> recent;  // step times for the ETA
   agreed_stop_ = 0;
+  if (observer_) observer_->set_last_step(last);
   while (step_ < last && stop_signal() == 0 && !r.stopped_at_target) {
     if (!r.first_step_at) r.first_step_at = clock::now();
     if (observer_) observer_->begin_step(step_ + 1);

@@ -30,6 +30,9 @@ namespace gt {
 class StepObserver {
  public:
   virtual ~StepObserver() = default;
+  /// Called at the start of run() with the step it ends at: train.max_steps, or an earlier
+  /// stop_at (ablate's segments, `--stop-at`).
+  virtual void set_last_step(int64_t last) {}
   /// Called before the first micro-batch of a step.
   virtual void begin_step(int64_t step) {}
   /// Called after the optimizer update with the step's tokens and model FLOPs; may add

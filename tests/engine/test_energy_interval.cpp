@@ -35,8 +35,9 @@ TEST(EnergyInterval, TenRefreshPeriodsOfTheCountersThatMeasure) {
                    0.0);
 }
 
-// A fake RAPL zone (refresh 1 ms: intervals of at least 10 ms): steps logged every step but
-// ending within 10 ms of the interval's start are merged into the next logged one.
+// A fake RAPL zone (refresh 1 ms: intervals of at least 10 ms, widened to 0.2 s here): steps
+// logged every step but ending within the minimum of the interval's start merge into the next
+// logged one, and the run's last step closes its interval whatever its length.
 TEST(EnergyInterval, ShortIntervalsMergeIntoTheNext) {
   test::TempDir d;
   const auto zone = d.path / "powercap" / "intel-rapl:0";
@@ -51,20 +52,24 @@ TEST(EnergyInterval, ShortIntervalsMergeIntoTheNext) {
   cfg.max_steps = 4;
   energy::MeterOptions opt = meter_options(cfg);
   opt.powercap_root = (d.path / "powercap").string();
-  opt.interval_s = 0;  // no sampling thread: readings at window boundaries only
+  opt.interval_s = 0;                          // no sampling thread: readings at window boundaries
+  opt.lock_dir = (d.path / "locks").string();  // not the machine's: the fake zone is read here
   EnergyHook hook(cfg, d.path.string(), nullptr, opt);
+  EXPECT_DOUBLE_EQ(hook.min_interval_s(), 0.01);  // 10 x RAPL's 1 ms
+  hook.set_min_interval_s(0.2);  // wide margins for a loaded machine: step 1 ends within 0.2 s
+  hook.set_last_step(3);         // as `--stop-at 3`
 
   nlohmann::json r1, r2, r4;
   hook.begin_step(1);
   EXPECT_EQ(hook.end_step(1, 100, 0, r1), "");  // microseconds after the start: merged
   EXPECT_FALSE(r1.contains("energy_interval_tokens")) << r1.dump();
   hook.begin_step(2);
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
   EXPECT_NE(hook.end_step(2, 100, 0, r2), "");
   EXPECT_EQ(r2["energy_interval_tokens"], 200) << r2.dump();  // steps 1 and 2
-  // the last step ends its interval however short
-  hook.begin_step(4);
-  EXPECT_NE(hook.end_step(4, 100, 0, r4), "");
+  // the run's last step (stop_at, not max_steps) ends its interval however short
+  hook.begin_step(3);
+  EXPECT_NE(hook.end_step(3, 100, 0, r4), "");
   EXPECT_EQ(r4["energy_interval_tokens"], 100) << r4.dump();
   nlohmann::json summary;
   hook.finish(summary);

@@ -253,7 +253,12 @@ std::atomic<bool>& lowp_emulation() {
 void set_lowp_emulation(bool on) { lowp_emulation() = on; }
 
 bool onednn_uses_amx() {
-  static const bool amx = dnnl::get_effective_cpu_isa() == dnnl::cpu_isa::avx512_core_amx;
+  // the ISA values are unions of feature bits: every later AMX ISA (amx_fp16, avx10 with AMX)
+  // holds all of avx512_core_amx's
+  const auto bits = [](dnnl::cpu_isa i) { return static_cast<unsigned>(i); };
+  static const bool amx =
+      (bits(dnnl::get_effective_cpu_isa()) & bits(dnnl::cpu_isa::avx512_core_amx)) ==
+      bits(dnnl::cpu_isa::avx512_core_amx);
   return amx;
 }
 

@@ -169,7 +169,8 @@ class CudaRuntime {
                       B.scale != nullptr,
                       al_a,
                       al_b,
-                      al_d};
+                      al_d,
+                      bias ? cuda_plan::alignment_of(bias) : 0u};
     auto it = plans_.find(key);
     if (it == plans_.end()) it = plans_.emplace(key, make_plan(key, bias, A.scale, B.scale)).first;
     Plan& p = it->second;
@@ -215,9 +216,10 @@ class CudaRuntime {
     LtType a, b, d;
     bool bias, gelu, scale_a, scale_b;
     uint32_t al_a, al_b, al_d;
+    uint32_t al_bias;  // the heuristic saw a bias pointer so aligned (0: no bias)
     auto tie() const {
       return std::tie(m, n, k, lda, ldb, ldd, ta, tb, beta, a, b, d, bias, gelu, scale_a, scale_b,
-                      al_a, al_b, al_d);
+                      al_a, al_b, al_d, al_bias);
     }
     bool operator<(const PlanKey& o) const { return tie() < o.tie(); }
   };
