@@ -411,6 +411,13 @@ bool Meter::has_window(const std::string& name) const {
   return windows_.count(name) > 0;
 }
 
+double Meter::window_elapsed_s(const std::string& name) const {
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = windows_.find(name);
+  if (it == windows_.end()) throw EnergyError("no window named '" + name + "' is open");
+  return clock_.mono_s() - it->second.t0_s;
+}
+
 Measurement Meter::end_window(const std::string& name) {
   check_owner();
   std::lock_guard<std::mutex> g(mu_);

@@ -174,6 +174,9 @@ class Meter {
   /// Ends window `name` and returns its measurement. Throws EnergyError if none is open.
   Measurement end_window(const std::string& name);
   bool has_window(const std::string& name) const;
+  /// Seconds since window `name` began, on the meter's clock. Throws EnergyError if none is
+  /// open.
+  double window_elapsed_s(const std::string& name) const;
   /// Reads every sensor now (also done by the thread every interval_s).
   void sample_now();
 

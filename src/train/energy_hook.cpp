@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <map>
 #include <set>
@@ -119,7 +118,6 @@ void EnergyHook::begin_step(int64_t step) {
   if (!interval_open_) {
     meter_->begin_window("interval");
     interval_open_ = true;
-    interval_t0_ = std::chrono::steady_clock::now();
   }
 }
 
@@ -137,8 +135,7 @@ std::string EnergyHook::end_step(int64_t step, int64_t tokens, double flops,
   // H200). Shorter intervals are merged into the next (single process only: with several
   // ranks the intervals end where log_interval says, on every rank alike).
   if (at_log && !must && (!comm_ || comm_->size() == 1) && min_interval_s_ > 0 &&
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - interval_t0_).count() <
-          min_interval_s_)
+      meter_->window_elapsed_s("interval") < min_interval_s_)
     at_log = false;
   if (!at_log) return {};
   energy::Measurement m = meter_->end_window("interval");

@@ -3,7 +3,6 @@
 // the whole run (summary.json and the CodeCarbon-compatible RUN_DIR/energy.csv).
 // Figures from the CPU estimate are marked "estimated" wherever they appear.
 #pragma once
-#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -81,9 +80,8 @@ class EnergyHook final : public StepObserver {
   FILE* log_;
   std::unique_ptr<energy::Meter> meter_;
   bool interval_open_ = false;
-  std::chrono::steady_clock::time_point interval_t0_;  // when the open interval began
-  double min_interval_s_ = 0;                          // min_log_interval_s of the sensors
-  int64_t last_step_ = -1;                             // the run's last step (set_last_step)
+  double min_interval_s_ = 0;  // min_log_interval_s of the sensors
+  int64_t last_step_ = -1;     // the run's last step (set_last_step)
   int64_t interval_tokens_ = 0, run_tokens_ = 0;
   double interval_flops_ = 0, run_flops_ = 0;
 };

@@ -199,11 +199,8 @@ class CudaRuntime {
                        workspace_, kWorkspaceBytes, stream_);
     if (st != CUBLAS_STATUS_SUCCESS)  // the product named, as the emulated cuBLASLt logs it
       throw Error(fmt::format(
-          "cuBLASLt: cublasLtMatmul failed: {} ({}; scale pointers A {} B {}); "
-          "CUBLASLT_LOG_LEVEL=1 makes cuBLASLt print its reason",
-          cublasLtGetStatusString(st),
-          cuda_lt::describe({g, A.type, B.type, td, A.p, B.p, Dp, bias, gelu, A.scale, B.scale}),
-          A.scale != nullptr, B.scale != nullptr));
+          "cuBLASLt: cublasLtMatmul failed: {} ({})", cublasLtGetStatusString(st),
+          cuda_lt::describe({g, A.type, B.type, td, A.p, B.p, Dp, bias, gelu, A.scale, B.scale})));
     return true;
   }
 
