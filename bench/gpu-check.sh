@@ -258,6 +258,16 @@ bpath() {
   esac
 }
 [ -n "$lib_path" ] && export LD_LIBRARY_PATH="$lib_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# cuDNN 9 for train.attention = cudnn (loaded at run time): a system one, or else the one
+# PyTorch's wheels bring (site-packages/nvidia/cudnn/lib), whose folder goes on the path
+cudnn_dir=""
+if [ "$rehearse" = 0 ] && ! ldconfig -p 2> /dev/null | grep -q 'libcudnn\.so\.9'; then
+  for p in ${GT_CHECK_PYTHON:-} python3 /usr/bin/python3; do
+    command -v "$p" > /dev/null || continue
+    cudnn_dir="$("$p" -c 'import nvidia.cudnn as c, os; print(next(os.path.join(d, "lib") for d in c.__path__ if os.path.exists(os.path.join(d, "lib", "libcudnn.so.9"))))' 2> /dev/null)" && break
+  done
+  [ -n "$cudnn_dir" ] && export LD_LIBRARY_PATH="$cudnn_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 gt="$(bpath greentrain)"
 dev=$([ "$rehearse" = 1 ] && echo cuda-emu || echo cuda)
 needs() {  # needs STAGE BINARY: 0 when the stage can run, else records why not
@@ -386,7 +396,7 @@ if want 2; then
     engine="$(bpath engine_tests)"
     if [ "$rehearse" = 0 ] && [ -x "$engine" ] && limit_q 120 30; then
       GT_BINARY="$(realpath "$gt")" run "$logs/02-gpu-tests.log" "$lim" "$engine" \
-        "--gtest_filter=Device.CudaBackendOnAGpu*:Fp8.ProductsOnAGpu*" "--gtest_output=xml:$work/02-gpu-tests.xml"
+        "--gtest_filter=Device.CudaBackendOnAGpu*:Fp8.ProductsOnAGpu*:CudnnAttention.*" "--gtest_output=xml:$work/02-gpu-tests.xml"
       publish
     fi
   fi
@@ -421,6 +431,12 @@ if want 4 && needs 4 "$gt" && limit 4 200 40; then
   rc4=$rc
   g2args=(--run "$work/s4-gpt2-bf16" --log "$logs/s4-gpt2-bf16.log" --rc "$rc4" --steps "${g2[6]}" --precision bf16
     --batch "${g2[5]}" ${peak:+--peak "$peak"} ${measured:+--measured-peak "$measured"})
+  # the same run with cuDNN's fused attention (train.attention = cudnn), where a GPU has it
+  if [ "$rehearse" = 0 ] && limit_q 100 30; then
+    train_until s4-gpt2-bf16-cudnn gpt2 $((lim < 80 ? lim : 80)) "${g2[6]}" --set "train.device=$dev" \
+      --set train.precision=bf16 --set train.fusion=on --set train.attention=cudnn
+    g2args+=(--cudnn-run "$work/s4-gpt2-bf16-cudnn" --cudnn-log "$logs/s4-gpt2-bf16-cudnn.log" --rc-cudnn "$rc")
+  fi
   tp=""
   [ "$rehearse" = 0 ] && [ "$dry" = 0 ] && tp="$(torch_python)"
   treason="no Python here has PyTorch with CUDA (set GT_CHECK_PYTHON)"

@@ -477,6 +477,18 @@ def cmd_gpt2(args):
     rows = [[f"greentrain {args.precision}", fmt(gt["tokens_per_s"], "{:.0f}"),
              fmt(gt["mfu_datasheet"], "{:.1%}"), fmt(gt["gpu_joules_per_token"], "{:.3e}"),
              fmt(gt["gpu_avg_w"], "{:.0f}"), "1.00x", "1.00x"]]
+    if args.cudnn_run:  # train.attention = cudnn, the same run otherwise
+        cu = train_stats(args.cudnn_run, args.peak, args.measured_peak, args.warm, args.cudnn_log)
+        cu_ok = cu["steps"] == args.steps
+        doc["greentrain_cudnn_attention"] = {**cu, "exit_status": args.rc_cudnn, **(
+            {} if cu_ok else {"reason": f"{cu['steps']} of {args.steps} steps (exit status "
+                                        f"{args.rc_cudnn})", "log_tail": tail(args.cudnn_log)})}
+        own_tps = gt["tokens_per_s"]
+        rows.append([f"greentrain {args.precision}, cuDNN attention", fmt(cu["tokens_per_s"], "{:.0f}"),
+                     fmt(cu["mfu_datasheet"], "{:.1%}"), fmt(cu["gpu_joules_per_token"], "{:.3e}"),
+                     fmt(cu["gpu_avg_w"], "{:.0f}"),
+                     fmt(cu["tokens_per_s"] / own_tps if cu["tokens_per_s"] and own_tps else None, "{:.2f}x"),
+                     "-"])
     trows, ratios = torch_rows(tj, gt)
     doc["ratios"] = ratios
     doc["headline"] = (f"{fmt(gt['tokens_per_s'], '{:.0f}')} tokens/s, MFU "
@@ -813,6 +825,9 @@ def main():
     s.add_argument("--rc", type=int, required=True)
     s.add_argument("--torch-json", default="")
     s.add_argument("--torch-reason", default="")
+    s.add_argument("--cudnn-run", default="")
+    s.add_argument("--cudnn-log", default="")
+    s.add_argument("--rc-cudnn", type=int, default=-1)
 
     s = stage_parser("peak", 5, cmd_peak)
     s.add_argument("--result", required=True)

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/cudnn_attention.h"
 #include "backend/cuda/kernel_configs.h"
 #include "backend/cuda/kernel_math.h"
 #include "backend/cuda/kernels.h"
@@ -174,6 +175,24 @@ void bench_shape(cudaStream_t s, const char* name, int B, int T, int C, int NH, 
                                          att16, delta, B, T, C, NH, 1);
                  }),
          N * 3 * C * f4 + N * C * (f4 + b2) + N * 3 * C * b2, 2.5 * fwd_flops);
+  // cuDNN's fused attention on the same shapes (train.attention = cudnn): bf16 qkv and dout, as
+  // the backend rounds them before the call; skipped with the reason where cuDNN cannot load
+  try {
+    gt::CudnnAttention cu(s);
+    uint16_t* qkv16 = p.get<uint16_t>(N * 3 * C);
+    uint16_t* dout16 = p.get<uint16_t>(N * C);
+    K::round16(s, qkv16, qkv, N * 3 * C, true);
+    K::round16(s, dout16, dout, N * C, true);
+    const gt::SdpaShape sh{B, T, C, NH, false};
+    const std::string fwd_name = "attention_forward (" + cu.describe() + ", bf16)";
+    report(name, fwd_name.c_str(), time_ms(s, [&] { cu.forward(att16, lse, qkv16, sh); }),
+           (N * 3 * C + N * C) * b2, fwd_flops);
+    report(name, "attention_backward (cuDNN, bf16)",
+           time_ms(s, [&] { cu.backward(dqkv16, dout16, qkv16, att16, lse, sh); }),
+           (N * 3 * C * 2 + N * C * 2) * b2, 2.5 * fwd_flops);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gt_gpu_kernel_bench: cuDNN attention skipped: %s\n", e.what());
+  }
   // the optimizer over the model's parameters
   const int64_t params = int64_t(V) * C + int64_t(T) * C + int64_t(L) * 12 * C * C;
   float *pp = p.random(params, 10), *pg = p.random(params, 11, 1e-3f),

@@ -347,11 +347,16 @@ class Backend : public DeviceMemory {
 void check_supports(const Backend& be, const std::vector<Op>& ops, Precision p);
 
 /// Options every backend factory takes.
+/// The kernels of the fused attention ops (train.attention): the backend's own, or cuDNN's
+/// fused attention (the cuda backend only; backend/cuda/cudnn_attention.h).
+enum class AttentionImpl { own, cudnn };
 struct BackendOptions {
   int threads = 0;  ///< CPU threads (OpenMP) for backends that use them; 0: all cores
   /// Size the team to the cores other work leaves free (cpu/thread_team.h); false: always
   /// `threads` (train.thread_policy = fixed).
   bool adaptive_threads = true;
+  /// train.attention; a backend without cuDNN throws gt::Error at construction for cudnn.
+  AttentionImpl attention = AttentionImpl::own;
 };
 /// A backend factory, as registered under a device name.
 using BackendFactory = std::unique_ptr<Backend> (*)(int index, const BackendOptions& opt);

@@ -65,6 +65,7 @@ std::vector<Key> key_table(TrainConfig& c) {
       {"train.precision", &c.precision},
       {"train.recompute", &c.recompute},
       {"train.fusion", OnOff{&c.fusion}},
+      {"train.attention", &c.attention},
       {"train.stochastic_rounding", OnOff{&c.stochastic_rounding}},
       {"train.memory_budget", &c.memory_budget},
       {"train.target_loss", &c.target_loss},
@@ -328,6 +329,26 @@ void TrainConfig::validate() const {
         "the same code on the CPU), not '{}'; on the CPU use fp32, bf16 or fp16",
         device));
   if (device.empty()) throw Error("train.device = '': expected cpu, ref, cuda or cuda:N");
+  if (attention != "own" && attention != "cudnn")
+    throw Error(fmt::format(
+        "train.attention = '{}': expected own (greentrain's flash attention kernels) or cudnn "
+        "(cuDNN's fused attention, on train.device = cuda)",
+        attention));
+  if (attention == "cudnn") {
+    const DeviceName d = parse_device(device);
+    if (!d.nvidia_gpu())
+      throw Error(fmt::format(
+          "train.attention = 'cudnn' runs cuDNN on an NVIDIA GPU; it needs train.device = cuda "
+          "or cuda:N, not '{}' (use train.attention = own)",
+          device));
+    if (precision == Precision::fp32)
+      throw Error(
+          "train.attention = 'cudnn' needs train.precision bf16, fp16 or fp8 (cuDNN's fused "
+          "attention takes 16-bit operands); got fp32");
+    if (!fusion)
+      throw Error(
+          "train.attention = 'cudnn' replaces the fused attention; it needs train.fusion = on");
+  }
   if (stochastic_rounding && precision != Precision::bf16)
     throw Error(
         fmt::format("train.stochastic_rounding = 'on' rounds the bf16 weight copies; it needs "
@@ -396,6 +417,12 @@ void TrainConfig::validate() const {
                             dist_timeout_s));
   if (stop_at_target && !(target_loss > 0))
     throw Error("train.stop_at_target = true needs train.target_loss (a validation loss > 0)");
+}
+
+BackendOptions backend_options(const TrainConfig& cfg) {
+  return {.threads = cfg.threads,
+          .adaptive_threads = cfg.thread_policy == "adaptive",
+          .attention = cfg.attention == "cudnn" ? AttentionImpl::cudnn : AttentionImpl::own};
 }
 
 std::string TrainConfig::to_toml() const {

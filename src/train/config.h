@@ -47,6 +47,11 @@ struct TrainConfig {
   Precision precision = Precision::fp32;  ///< train.precision: fp32 | bf16 | fp16 | fp8
   Recompute recompute = Recompute::none;  ///< train.recompute: none | gelu | gelu+ln | block
   bool fusion = false;                    ///< train.fusion: on | off
+  /// train.attention: own | cudnn, the kernels of the fused attention (train.fusion = on) on
+  /// train.device = cuda: the own flash kernels (backend/cuda/kernels_attention.cu) or cuDNN's
+  /// fused attention (backend/cuda/cudnn_attention.h; 16-bit precisions, cuDNN 9 loaded at
+  /// run time). Other devices take own only.
+  std::string attention = "own";
   /// train.stochastic_rounding (on | off): bf16 weight copies rounded stochastically (Gupta et
   /// al. 2015) instead of to nearest.
   bool stochastic_rounding = false;
@@ -114,6 +119,10 @@ struct TrainConfig {
   /// All key names, for error messages and --help.
   static std::vector<std::string> keys();
 };
+
+/// The backend's options from the run configuration: train.threads, train.thread_policy,
+/// train.attention.
+BackendOptions backend_options(const TrainConfig& cfg);
 
 /// Reads a TOML file into cfg (keys absent from the file keep their values).
 /// Throws gt::Error naming the file, line and key on a parse error or unknown key.

@@ -119,8 +119,7 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume
     if (cfg_.device == "cuda")  // one GPU per rank of a node
       cfg_.device = fmt::format("cuda:{}", dist::local_rank_from_env());
   }
-  backend_ = make_backend(
-      cfg_.device, {.threads = cfg_.threads, .adaptive_threads = cfg_.thread_policy == "adaptive"});
+  backend_ = make_backend(cfg_.device, backend_options(cfg_));
   if (const char* prof = std::getenv("GT_PROFILE"); prof && *prof && std::string(prof) != "0")
     backend_ = make_profiling_backend(std::move(backend_));
   backend_->set_precision(cfg_.precision);
@@ -460,9 +459,7 @@ LoadedModel load_model(const std::string& run_dir, int max_batch,
   lm.cfg.validate();
   lm.tokenizer = st.tokenizer;
   lm.step = st.step;
-  lm.backend = make_backend(
-      lm.cfg.device,
-      {.threads = lm.cfg.threads, .adaptive_threads = lm.cfg.thread_policy == "adaptive"});
+  lm.backend = make_backend(lm.cfg.device, backend_options(lm.cfg));
   lm.backend->set_precision(lm.cfg.precision);
   lm.model = std::make_unique<GPT>(lm.cfg.model, max_batch > 0 ? max_batch : lm.cfg.batch_size,
                                    lm.cfg.recompute, *lm.backend, lm.cfg.fusion);

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -71,11 +72,25 @@ class CudaRuntime {
   }
   /// fp8 tensor-core products: compute capability 8.9 (Ada) and 9.0 (Hopper) and later.
   bool fp8_capable() const { return cc_ >= 89; }
+  /// cuDNN's fused attention on this stream (loads libcudnn.so.9; gt::Error when it cannot).
+  void use_cudnn_attention() {
+    if (!sdpa_) sdpa_ = std::make_unique<CudnnAttention>(stream_);
+  }
+  void sdpa_forward(uint16_t* out, float* lse, const uint16_t* qkv, const SdpaShape& s) {
+    use_cudnn_attention();
+    sdpa_->forward(out, lse, qkv, s);
+  }
+  void sdpa_backward(uint16_t* dqkv, const uint16_t* dout, const uint16_t* qkv, const uint16_t* out,
+                     const float* lse, const SdpaShape& s) {
+    use_cudnn_attention();
+    sdpa_->backward(dqkv, dout, qkv, out, lse, s);
+  }
   std::string describe() const {
     return fmt::format("{}, compute capability {}.{}", gpu_name_, cc_ / 10, cc_ % 10);
   }
   ~CudaRuntime() {
     sync_noexcept();
+    sdpa_.reset();
     destroy_plans();
     if (workspace_) cudaFree(workspace_);
     if (lt_) cublasLtDestroy(lt_);
@@ -312,6 +327,7 @@ class CudaRuntime {
   cudaStream_t stream_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;
   void* workspace_ = nullptr;
+  std::unique_ptr<CudnnAttention> sdpa_;  ///< train.attention = cudnn
 };
 
 }  // namespace

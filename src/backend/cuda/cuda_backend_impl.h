@@ -7,7 +7,8 @@
 //     runtime is tested on every machine by the op test and the training tests.
 // RT provides: Kernels (kernels.h), kDevice, kWorkspaceBytes, static name(index),
 // RT(index), stream(), bind_thread(), malloc/free/memset0/h2d/d2h/sync/sync_noexcept, product(),
-// fp8_capable() and describe().
+// fp8_capable(), describe(), and cuDNN's attention: use_cudnn_attention() (throws where there
+// is none), sdpa_forward() and sdpa_backward() (cudnn_attention.h's operands).
 #pragma once
 #include <fmt/format.h>
 
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cuda/cudnn_attention.h"
 #include "backend/cuda/host_plan.h"
 #include "backend/cuda/kernel_configs.h"
 #include "backend/cuda/kernel_math.h"
@@ -77,7 +79,12 @@ class CudaBackendT final : public Backend {
   using K = typename RT::Kernels;
 
  public:
-  CudaBackendT(int index, const BackendOptions&) : rt_(index), index_(index) {}
+  /// opt.attention = cudnn: cuDNN's fused attention for the fused attention ops, loaded here
+  /// (gt::Error when the runtime has none or libcudnn.so.9 cannot be loaded).
+  CudaBackendT(int index, const BackendOptions& opt)
+      : rt_(index), index_(index), cudnn_(opt.attention == AttentionImpl::cudnn) {
+    if (cudnn_) rt_.use_cudnn_attention();
+  }
   ~CudaBackendT() override {
     rt_.sync_noexcept();
     for (void* p : staging_) rt_.free_host(p);
@@ -136,6 +143,9 @@ class CudaBackendT final : public Backend {
       const bool act16 = q.bf16_activations && q.precision == Precision::bf16;
       bytes += static_cast<size_t>(q.weight_elems + q.N * wide + (act16 ? 0 : q.N * q.hidden)) * 2;
     }
+    // cuDNN attention's 16-bit operands: qkv and dqkv (3C), out and dout (C) per token (cuDNN's
+    // own workspace, known only once its plan is built, is not counted)
+    if (cudnn_) bytes += static_cast<size_t>(q.N * q.C) * 8 * 2;
     return bytes;
   }
 
@@ -238,12 +248,14 @@ class CudaBackendT final : public Backend {
   void attention_forward_fused(DevPtr out, float* lse, const float* qkv, int B, int T, int C,
                                int NH) override {
     check_heads(C, NH);
+    if (cudnn_) return cudnn_forward(out, lse, qkv, B, T, C, NH);
     K::attention_forward(rt_.stream(), f32_or_null(out), as16(out), lse, nullptr, qkv, B, T, C, NH,
                          flash());
   }
   void attention_backward_fused(DevPtr dqkv, const float* dout, const float* qkv, ConstDevPtr out,
                                 const float* lse, int B, int T, int C, int NH) override {
     check_heads(C, NH);
+    if (cudnn_) return cudnn_backward(dqkv, dout, qkv, out, lse, B, T, C, NH);
     const uint16_t* o16 = as16(out);
     K::attention_backward(rt_.stream(), f32_or_null(dqkv), as16(dqkv), dout, qkv, nullptr, lse,
                           o16 ? nullptr : out.f32(), o16,
@@ -352,6 +364,45 @@ class CudaBackendT final : public Backend {
   static std::pair<float, float> bias_corrections(float beta1, float beta2, int64_t t) {
     return {static_cast<float>(1.0 - std::pow(double(beta1), double(t))),
             static_cast<float>(std::sqrt(1.0 - std::pow(double(beta2), double(t))))};
+  }
+  /// cuDNN's shape of an attention call, under a 16-bit precision (fp8's attention is bf16).
+  SdpaShape sdpa_shape(int B, int T, int C, int NH) const {
+    check(prec_ != Precision::fp32,
+          "train.attention = 'cudnn' takes 16-bit operands; train.precision = fp32 has none");
+    return {B, T, C, NH, prec_ == Precision::fp16};
+  }
+  /// out and lse through cuDNN: qkv rounded to 16 bits (the own flash kernels round it as they
+  /// load it), out written in 16 bits and widened when it is an f32 tensor.
+  void cudnn_forward(DevPtr out, float* lse, const float* qkv, int B, int T, int C, int NH) {
+    const SdpaShape sh = sdpa_shape(B, T, C, NH);
+    const int64_t N = int64_t(B) * T;
+    uint16_t* q16 = sdpa_qkv_.template as<uint16_t>(N * 3 * C);
+    K::round16(rt_.stream(), q16, qkv, N * 3 * C, !sh.f16);
+    uint16_t* o16 = as16(out);
+    uint16_t* o = o16 ? o16 : sdpa_out_.template as<uint16_t>(N * C);
+    rt_.sdpa_forward(o, lse, q16, sh);
+    if (!o16) K::widen16(rt_.stream(), out.f32(), o, N * C, !sh.f16);
+  }
+  /// dqkv through cuDNN: qkv, out and dout rounded to 16 bits (out exactly: it was 16-bit
+  /// before it was widened), dqkv widened when it is an f32 tensor.
+  void cudnn_backward(DevPtr dqkv, const float* dout, const float* qkv, ConstDevPtr out,
+                      const float* lse, int B, int T, int C, int NH) {
+    const SdpaShape sh = sdpa_shape(B, T, C, NH);
+    const int64_t N = int64_t(B) * T;
+    uint16_t* q16 = sdpa_qkv_.template as<uint16_t>(N * 3 * C);
+    K::round16(rt_.stream(), q16, qkv, N * 3 * C, !sh.f16);
+    uint16_t* d16 = sdpa_dout_.template as<uint16_t>(N * C);
+    K::round16(rt_.stream(), d16, dout, N * C, !sh.f16);
+    const uint16_t* o = as16(out);
+    if (!o) {
+      uint16_t* t = sdpa_out_.template as<uint16_t>(N * C);
+      K::round16(rt_.stream(), t, out.f32(), N * C, !sh.f16);
+      o = t;
+    }
+    uint16_t* dq16 = as16(dqkv);
+    uint16_t* dq = dq16 ? dq16 : sdpa_dqkv_.template as<uint16_t>(N * 3 * C);
+    rt_.sdpa_backward(dq, d16, q16, o, lse, sh);
+    if (!dq16) K::widen16(rt_.stream(), dqkv.f32(), dq, N * 3 * C, !sh.f16);
   }
   /// The attention kernels' operands: 16-bit tensor cores (the flash form) under the 16-bit
   /// precisions (fp8 too: its attention is bf16), f32 on CUDA cores under fp32.
@@ -604,6 +655,8 @@ class CudaBackendT final : public Backend {
   std::map<int, DevBuffer<RT>> fp8_scratch_;                        ///< use
   DevBuffer<RT> act_a_{&rt_}, act_b_{&rt_}, prod_{&rt_}, partial_{&rt_}, delta_{&rt_},
       token_index_{&rt_}, chunks_{&rt_}, squares_{&rt_};
+  bool cudnn_ = false;  ///< train.attention = cudnn
+  DevBuffer<RT> sdpa_qkv_{&rt_}, sdpa_out_{&rt_}, sdpa_dout_{&rt_}, sdpa_dqkv_{&rt_};
   std::vector<int32_t> tokens_host_, index_host_;
   std::unordered_map<const int32_t*, std::vector<int32_t>> host_tokens_;
   static constexpr size_t kStaging = 16;  ///< pinned upload buffers between synchronizations

@@ -66,6 +66,17 @@ class HostRuntime {
 
   bool fp8_capable() const { return true; }
   std::string describe() const { return "the CUDA backend's code on the SIMT runtime (CPU)"; }
+  /// The SIMT runtime has no cuDNN: train.attention = cudnn is an error here.
+  [[noreturn]] void use_cudnn_attention() {
+    throw Error(
+        "train.attention = 'cudnn' needs a GPU (train.device = cuda); cuda-emu runs the own "
+        "kernels on the CPU and has no cuDNN");
+  }
+  void sdpa_forward(uint16_t*, float*, const uint16_t*, const SdpaShape&) { use_cudnn_attention(); }
+  void sdpa_backward(uint16_t*, const uint16_t*, const uint16_t*, const uint16_t*, const float*,
+                     const SdpaShape&) {
+    use_cudnn_attention();
+  }
   simt::Stream* stream() const { return stream_; }
   void bind_thread() { simt::set_device(0); }
   void* malloc(size_t bytes) { return simt::device_malloc(bytes); }

@@ -27,6 +27,8 @@ struct AdamChunk {
 
 #define GT_CUDA_KERNEL_FUNCTIONS                                                                   \
   static void round16(Stream s, uint16_t* out, const float* x, int64_t n, bool bf16);              \
+  /* out (f32) = x (bf16, or fp16 when !bf16), exactly. */                                         \
+  static void widen16(Stream s, float* out, const uint16_t* x, int64_t n, bool bf16);              \
   static void round_bf16_stochastic(Stream s, uint16_t* out, const float* x, int64_t n,            \
                                     uint64_t key);                                                 \
   static void embedding_forward(Stream s, float* out, const int32_t* inp, const float* wte,        \

@@ -341,6 +341,11 @@ void Kernels::round16(Stream s, uint16_t* out, const float* x, int64_t n, bool b
   simt::launch(s, cfg::elementwise(vec ? n / 4 : n), "round16", &round16_kernel, out, x, n,
                int(bf16), int(vec));
 }
+void Kernels::widen16(Stream s, float* out, const uint16_t* x, int64_t n, bool bf16) {
+  launch_n(s, "widen16", n, [=] __device__(int64_t i) {
+    out[i] = bf16 ? m::bf16_to_float(x[i]) : m::f16_to_float(x[i]);
+  });
+}
 void Kernels::round_bf16_stochastic(Stream s, uint16_t* out, const float* x, int64_t n,
                                     uint64_t key) {
   launch_n(s, "round_bf16_stochastic", n,
