@@ -447,6 +447,8 @@ std::vector<OpCase> make_op_cases() {
     add_gelu_and_loss(cs, d);
     add_optimizer(cs, d);
   }
+  // head size 128: the flash kernels' third form (the sizes above have head sizes 8, 32, 64)
+  add_attention(cs, Dims{"head128", 1, 80, 256, 2, 0});
   return cs;
 }
 

@@ -20,8 +20,10 @@
 
 #include "backend/simt/internal.h"
 #include "core/error.h"
-// last: it defines threadIdx and the other CUDA names
+// last: they define threadIdx and the other CUDA names
 #include "backend/cuda/simt.h"
+// (mma.cuh: the tensor-core fragments and ldmatrix, on the runtime)
+#include "backend/cuda/mma.cuh"
 
 namespace gt::simt {
 namespace {
@@ -81,6 +83,24 @@ __global__ void dynamic_sum(const float* x, float* out) {
     __syncthreads();
   }
   if (t == 0) out[blockIdx.x] = s[0];
+}
+
+/// ldmatrix.x4 and .x4.trans of a 16 x 16 tile held in shared memory with rows of kLdmStride
+/// values (as the flash kernels' tiles: 16-byte rows apart by more than 16 bytes), lane l
+/// addressing row l % 16 at column 8 (l / 16) (kernels_attention.cu's frag_a, frag_b_cols2);
+/// lane l's registers at plain[4l ..], trans[4l ..]. `skew` (in values) moves every address.
+constexpr int kLdmStride = 24;
+__global__ void ldmatrix_lanes(const uint16_t* in, uint32_t* plain, uint32_t* trans, int skew) {
+  GT_SHARED(uint16_t, tile, 16 * kLdmStride + 8);
+  const int l = int(threadIdx.x);
+  for (int i = l; i < 16 * kLdmStride; i += 32) tile[i] = in[i];
+  __syncthreads();
+  const uint16_t* p = tile + (l % 16) * kLdmStride + l / 16 * 8 + skew;
+  uint32_t r[4];
+  cuda_kernels::ldmatrix_x4(r, p);
+  for (int i = 0; i < 4; ++i) plain[4 * l + i] = r[i];
+  cuda_kernels::ldmatrix_x4_trans(r, p);
+  for (int i = 0; i < 4; ++i) trans[4 * l + i] = r[i];
 }
 
 // planted bugs
@@ -314,6 +334,41 @@ TEST_F(Simt, BarrierAndCollectiveMisuseAreErrorsThatNameTheThread) {
     // the stream works on after an error has been reported
     launch(s_, LC{Dim3(1), Dim3(32)}, "write_ids", &write_ids, reinterpret_cast<unsigned*>(out));
     EXPECT_EQ(error_of_sync(), "") << name(c);
+  }
+}
+
+// ldmatrix as the PTX ISA defines it ("Warp-level matrix load instruction: ldmatrix"): lane l
+// gets row l / 4, columns 2(l % 4) and 2(l % 4) + 1 of matrix i (.trans: column l / 4, rows
+// 2(l % 4) and 2(l % 4) + 1), matrix i being the rows lanes 8i .. 8i+7 address. With frag_a's
+// addresses that is mma.m16n8k16's A fragment of the tile (mma.cuh), and with .trans the B
+// fragments of two n-tiles (B = the tile, k x n). A row address off 16 bytes is an error.
+TEST_F(Simt, LdmatrixGivesTheMmaFragments) {
+  std::vector<uint16_t> x(16 * kLdmStride);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = uint16_t(1000 + 7 * i);  // distinct
+  auto at = [&](int r, int c) { return uint32_t(x[r * kLdmStride + c]); };
+  for (const Config& c : all_schedules()) {
+    set_config(c);
+    uint16_t* in = dev<uint16_t>(x.size());
+    memcpy_h2d(s_, in, x.data(), x.size() * 2);
+    uint32_t *plain = dev<uint32_t>(128), *trans = dev<uint32_t>(128);
+    launch(s_, LC{Dim3(1), Dim3(32)}, "ldmatrix_lanes", &ldmatrix_lanes, in, plain, trans, 0);
+    const auto hp = get(plain, 128), ht = get(trans, 128);
+    for (int l = 0; l < 32; ++l) {
+      const int g = l / 4, t = l % 4;
+      // A (16 x 16): a[0] = A[g][2t..], a[1] = A[g+8][2t..], a[2] = A[g][2t+8..], a[3] =
+      // A[g+8][2t+8..]
+      const int ar[4] = {g, g + 8, g, g + 8}, ac[4] = {2 * t, 2 * t, 2 * t + 8, 2 * t + 8};
+      // B (k x n): b[0] = B[2t..][g], b[1] = B[2t+8..][g]; n-tile 2: the same at column g + 8
+      const int bk[4] = {2 * t, 2 * t + 8, 2 * t, 2 * t + 8}, bn[4] = {g, g, g + 8, g + 8};
+      for (int i = 0; i < 4; ++i) {
+        ASSERT_EQ(hp[4 * l + i], at(ar[i], ac[i]) | at(ar[i], ac[i] + 1) << 16)
+            << name(c) << " ldmatrix.x4, lane " << l << " register " << i;
+        ASSERT_EQ(ht[4 * l + i], at(bk[i], bn[i]) | at(bk[i] + 1, bn[i]) << 16)
+            << name(c) << " ldmatrix.x4.trans, lane " << l << " register " << i;
+      }
+    }
+    launch(s_, LC{Dim3(1), Dim3(32)}, "ldmatrix_lanes", &ldmatrix_lanes, in, plain, trans, 2);
+    expect_contains(error_of_sync(), "row address is not 16-byte aligned");
   }
 }
 

@@ -72,10 +72,6 @@ __device__ __forceinline__ uint16_t to16(float x) {
   else
     return bf16_rn(x);
 }
-/// The 32-bit word (two 16-bit values) at p (4-byte aligned: an even column of a tile row).
-__device__ __forceinline__ uint32_t ld32(const uint16_t* p) {
-  return *reinterpret_cast<const uint32_t*>(p);
-}
 
 constexpr int kThreads = 32 * cfg::kFlashWarps;  // threads of a flash block
 /// The 16-bit form of a pack of 4 floats (as two 32-bit words).
@@ -166,32 +162,47 @@ constexpr int kPairBatch = HS == 128  ? 0
 /// log2(e): the softmax's exponentials are exp2 of scores pre-multiplied by it (one FFMA and
 /// one MUFU.EX2 an element, as FlashAttention-2 does).
 constexpr float kLog2e = 1.4426950408889634f;
-/// The A fragment of rows [row, row + 16) and columns [col, col + 16) of a tile (stride S).
+/// 0, as a value the compiler cannot know: a tile's address plus it, taken at the top of a
+/// loop's iteration, keeps the fragment addresses derived from the tile (one per ldmatrix, each
+/// its own register) from being computed once before the loop and held across it. With them
+/// held, ptxas spilled (the forward at head size 32 on sm_90: 96 registers and 44 bytes of
+/// spill stores); computed in the iteration, each is the tile's address plus a constant.
+__device__ __forceinline__ int opaque_zero() {
+  int z = 0;
+#if defined(__CUDA_ARCH__)
+  asm volatile("" : "+r"(z));
+#endif
+  return z;
+}
+/// The fragment loads below hand ldmatrix 16-byte aligned rows: a tile row is S = HS + 8
+/// values (a multiple of 8, 16 bytes), the columns they start at are multiples of 8, and every
+/// tile starts R * S values after the last one from the 16-byte aligned dynamic shared memory
+/// (the kv kernel's f32 Ls and Es come after its four tiles; no ldmatrix reads them).
+/// The A fragment (mma.cuh) of rows [row, row + 16) and columns [col, col + 16) of a tile
+/// (row-major, stride S): one ldmatrix.x4, lane l addressing row row + l % 16 at column
+/// col + 8 (l / 16), so that a[0..3] are the 8 x 8 matrices at rows +0, +8, +0, +8 and
+/// columns +0, +0, +8, +8 (PTX ISA, "Matrix Fragments for mma.m16n8k16").
 template <int S>
 __device__ __forceinline__ void frag_a(uint32_t* a, const uint16_t* tile, int row, int col) {
-  const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
-  const uint16_t* p = tile + (row + g) * S + col + 2 * t;
-  a[0] = ld32(p);
-  a[1] = ld32(p + 8 * S);
-  a[2] = ld32(p + 8);
-  a[3] = ld32(p + 8 * S + 8);
+  const int l = threadIdx.x % 32;
+  ldmatrix_x4(a, tile + (row + l % 16) * S + col + l / 16 * 8);
 }
-/// The B fragment (16 x 8) whose element (k, n) is tile[n0 + n][k0 + k]: the tile's rows are
-/// B's columns (a product with a tile's transpose), 32-bit loads.
+/// The B fragments (16 x 8) of two adjacent n-tiles, b[0..1] for columns [n0, n0 + 8) and
+/// b[2..3] for [n0 + 8, n0 + 16), whose element (k, n) is tile[n0 + n][k0 + k]: the tile's
+/// rows are B's columns (a product with a tile's transpose). One ldmatrix.x4 of the matrices
+/// at tile rows n0, n0, n0 + 8, n0 + 8 and columns k0, k0 + 8, k0, k0 + 8.
 template <int S>
-__device__ __forceinline__ void frag_b_rows(uint32_t* b, const uint16_t* tile, int n0, int k0) {
-  const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
-  const uint16_t* p = tile + (n0 + g) * S + k0 + 2 * t;
-  b[0] = ld32(p);
-  b[1] = ld32(p + 8);
+__device__ __forceinline__ void frag_b_rows2(uint32_t* b, const uint16_t* tile, int n0, int k0) {
+  const int l = threadIdx.x % 32;
+  ldmatrix_x4(b, tile + (n0 + l % 8 + l / 16 * 8) * S + k0 + l / 8 % 2 * 8);
 }
-/// The B fragment whose element (k, n) is tile[k0 + k][n0 + n] (a product with the tile).
+/// The B fragments of two adjacent n-tiles (b[0..1]: n0, b[2..3]: n0 + 8) whose element
+/// (k, n) is tile[k0 + k][n0 + n] (a product with the tile). One ldmatrix.x4.trans of the
+/// matrices at tile rows k0, k0 + 8, k0, k0 + 8 and columns n0, n0, n0 + 8, n0 + 8.
 template <int S>
-__device__ __forceinline__ void frag_b_cols(uint32_t* b, const uint16_t* tile, int k0, int n0) {
-  const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
-  const uint16_t* p = tile + (k0 + 2 * t) * S + n0 + g;
-  b[0] = pack16x2(p[0], p[S]);
-  b[1] = pack16x2(p[8 * S], p[9 * S]);
+__device__ __forceinline__ void frag_b_cols2(uint32_t* b, const uint16_t* tile, int k0, int n0) {
+  const int l = threadIdx.x % 32;
+  ldmatrix_x4_trans(b, tile + (k0 + l % 16) * S + n0 + l / 16 * 8);
 }
 /// The A fragment (16 x 16, k = 16 of the 64 columns) from a warp's 16 x 64 f32 accumulator
 /// tiles acc[8][4] (the accumulator layout of two n-tiles is the A layout of one k-step).
@@ -255,16 +266,19 @@ __global__ void __launch_bounds__(128)
     load_tile_pair<HS, kF16, kPairBatch<HS>>(Ks, base + C, stride, Vs, base + 2 * C, stride, kt * R,
                                              T);
     __syncthreads();
+    const int z = opaque_zero();
+    const uint16_t *Qw = Qs + z, *Kw = Ks + z, *Vw = Vs + z;
     float s[8][4] = {};
     GT_UNROLL
     for (int kk = 0; kk < HS / 16; ++kk) {
       uint32_t a[4];
-      frag_a<S>(a, Qs, warp * 16, kk * 16);
+      frag_a<S>(a, Qw, warp * 16, kk * 16);
       GT_UNROLL
-      for (int nt = 0; nt < 8; ++nt) {
-        uint32_t bb[2];
-        frag_b_rows<S>(bb, Ks, nt * 8, kk * 16);
+      for (int nt = 0; nt < 8; nt += 2) {
+        uint32_t bb[4];
+        frag_b_rows2<S>(bb, Kw, nt * 8, kk * 16);
         mma_16816<kF16>(s[nt], a, bb);
+        mma_16816<kF16>(s[nt + 1], a, bb + 2);
       }
     }
     float mx[2] = {mrow[0], mrow[1]};
@@ -299,10 +313,11 @@ __global__ void __launch_bounds__(128)
       uint32_t a[4];
       frag_a_acc<kF16>(a, s, kk);
       GT_UNROLL
-      for (int nt = 0; nt < HS / 8; ++nt) {
-        uint32_t bb[2];
-        frag_b_cols<S>(bb, Vs, kk * 16, nt * 8);
+      for (int nt = 0; nt < HS / 8; nt += 2) {
+        uint32_t bb[4];
+        frag_b_cols2<S>(bb, Vw, kk * 16, nt * 8);
         mma_16816<kF16>(o[nt], a, bb);
+        mma_16816<kF16>(o[nt + 1], a, bb + 2);
       }
     }
   }
@@ -336,11 +351,16 @@ __global__ void flash_delta_kernel(float* __restrict__ delta, const float* __res
 }
 }  // namespace hot
 
+/// The blocks per multiprocessor the kv kernel's launch bounds ask of ptxas: 2 at head sizes 64
+/// and 128 (up to 255 registers: without a minimum, ptxas aimed at 3 blocks at head size 64 on
+/// sm_90, 168 registers, and spilled), 3 at 32 (up to 168: with 4, sm_80 spilled at 128).
+template <int HS>
+constexpr int kKvBlocksPerSm = HS == 32 ? 3 : 2;
 /// dK and dV of keys [64 blockIdx.x, +64) of head blockIdx.y, batch blockIdx.z, over the queries
 /// at and after them (causal): a warp per 16 keys.
 namespace hot {
 template <int HS, bool kF16, typename TD>
-__global__ void __launch_bounds__(128)
+__global__ void __launch_bounds__(128, kKvBlocksPerSm<HS>)
     flash_backward_kv_kernel(TD* __restrict__ dqkv, const float* __restrict__ dout,
                              const float* __restrict__ qkv, const float* __restrict__ lse,
                              const float* __restrict__ delta, int T, int C, int NH) {
@@ -369,20 +389,24 @@ __global__ void __launch_bounds__(128)
       Es[i] = q0 + i < T ? E[q0 + i] : 0.f;
     }
     __syncthreads();
+    const int z = opaque_zero();
+    const uint16_t *Kw = Ks + z, *Vw = Vs + z, *Qw = Qs + z, *Dw = Ds + z;
     // S^T = K_w Q^T and dP^T = V_w dO^T (16 keys x 64 queries)
     float st[8][4] = {}, dpt[8][4] = {};
     GT_UNROLL
     for (int kk = 0; kk < HS / 16; ++kk) {
       uint32_t ak[4], av[4];
-      frag_a<S>(ak, Ks, warp * 16, kk * 16);
-      frag_a<S>(av, Vs, warp * 16, kk * 16);
+      frag_a<S>(ak, Kw, warp * 16, kk * 16);
+      frag_a<S>(av, Vw, warp * 16, kk * 16);
       GT_UNROLL
-      for (int nt = 0; nt < 8; ++nt) {
-        uint32_t bq[2], bd[2];
-        frag_b_rows<S>(bq, Qs, nt * 8, kk * 16);
-        frag_b_rows<S>(bd, Ds, nt * 8, kk * 16);
+      for (int nt = 0; nt < 8; nt += 2) {
+        uint32_t bq[4], bd[4];
+        frag_b_rows2<S>(bq, Qw, nt * 8, kk * 16);
         mma_16816<kF16>(st[nt], ak, bq);
+        mma_16816<kF16>(st[nt + 1], ak, bq + 2);
+        frag_b_rows2<S>(bd, Dw, nt * 8, kk * 16);
         mma_16816<kF16>(dpt[nt], av, bd);
+        mma_16816<kF16>(dpt[nt + 1], av, bd + 2);
       }
     }
     // P^T and dS^T = P^T (dP^T - delta)
@@ -401,12 +425,14 @@ __global__ void __launch_bounds__(128)
       frag_a_acc<kF16>(ap, st, kk);
       frag_a_acc<kF16>(ads, dpt, kk);
       GT_UNROLL
-      for (int nt = 0; nt < HS / 8; ++nt) {
-        uint32_t bd[2], bq[2];
-        frag_b_cols<S>(bd, Ds, kk * 16, nt * 8);
-        frag_b_cols<S>(bq, Qs, kk * 16, nt * 8);
+      for (int nt = 0; nt < HS / 8; nt += 2) {
+        uint32_t bd[4], bq[4];
+        frag_b_cols2<S>(bd, Dw, kk * 16, nt * 8);
         mma_16816<kF16>(dv[nt], ap, bd);
+        mma_16816<kF16>(dv[nt + 1], ap, bd + 2);
+        frag_b_cols2<S>(bq, Qw, kk * 16, nt * 8);
         mma_16816<kF16>(dk[nt], ads, bq);
+        mma_16816<kF16>(dk[nt + 1], ads, bq + 2);
       }
     }
   }
@@ -448,19 +474,23 @@ __global__ void __launch_bounds__(128)
     load_tile_pair<HS, kF16, kPairBatch<HS>>(Ks, base + C, stride, Vs, base + 2 * C, stride, kt * R,
                                              T);
     __syncthreads();
+    const int z = opaque_zero();
+    const uint16_t *Qw = Qs + z, *Dw = Ds + z, *Kw = Ks + z, *Vw = Vs + z;
     float s[8][4] = {}, dp[8][4] = {};
     GT_UNROLL
     for (int kk = 0; kk < HS / 16; ++kk) {
       uint32_t aq[4], ad[4];
-      frag_a<S>(aq, Qs, warp * 16, kk * 16);
-      frag_a<S>(ad, Ds, warp * 16, kk * 16);
+      frag_a<S>(aq, Qw, warp * 16, kk * 16);
+      frag_a<S>(ad, Dw, warp * 16, kk * 16);
       GT_UNROLL
-      for (int nt = 0; nt < 8; ++nt) {
-        uint32_t bk[2], bv[2];
-        frag_b_rows<S>(bk, Ks, nt * 8, kk * 16);
-        frag_b_rows<S>(bv, Vs, nt * 8, kk * 16);
+      for (int nt = 0; nt < 8; nt += 2) {
+        uint32_t bk[4], bv[4];
+        frag_b_rows2<S>(bk, Kw, nt * 8, kk * 16);
+        frag_b_rows2<S>(bv, Vw, nt * 8, kk * 16);
         mma_16816<kF16>(s[nt], aq, bk);
+        mma_16816<kF16>(s[nt + 1], aq, bk + 2);
         mma_16816<kF16>(dp[nt], ad, bv);
+        mma_16816<kF16>(dp[nt + 1], ad, bv + 2);
       }
     }
     GT_UNROLL
@@ -476,10 +506,11 @@ __global__ void __launch_bounds__(128)
       uint32_t a[4];
       frag_a_acc<kF16>(a, dp, kk);
       GT_UNROLL
-      for (int nt = 0; nt < HS / 8; ++nt) {
-        uint32_t bk[2];
-        frag_b_cols<S>(bk, Ks, kk * 16, nt * 8);
+      for (int nt = 0; nt < HS / 8; nt += 2) {
+        uint32_t bk[4];
+        frag_b_cols2<S>(bk, Kw, kk * 16, nt * 8);
         mma_16816<kF16>(dq[nt], a, bk);
+        mma_16816<kF16>(dq[nt + 1], a, bk + 2);
       }
     }
   }

@@ -12,8 +12,16 @@
 // the instruction; on the SIMT runtime a warp collective that gathers the 32 lanes'
 // fragments, forms A, B and C, multiplies in f32 and hands each lane its part of D, so a
 // kernel's fragment indexing runs, and is checked, on the CPU.
+// The fragments come from shared memory by `ldmatrix.sync.aligned.m8n8.x4{,.trans}.shared.b16`
+// (sm_75 and later; PTX ISA, "Warp-level matrix load instruction: ldmatrix"): four 8 x 8
+// matrices of 16-bit values, lane l giving the address of one 16-byte row (lanes 8i .. 8i+7:
+// rows 0-7 of matrix i); lane l's register i holds matrix i's row l / 4, columns 2(l % 4) and
+// 2(l % 4) + 1 (with .trans: column l / 4, rows 2(l % 4) and 2(l % 4) + 1), the lower index
+// in the low half: an A fragment is one x4 (matrices at rows +0, +8 and columns +0, +8), as
+// are the B fragments of two adjacent n-tiles.
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "backend/cuda/kernel_math.h"
 #include "backend/cuda/simt.h"
@@ -68,8 +76,59 @@ inline void mma_16816(const void* const* in, void* const* out, unsigned mask) {
     }
   }
 }
+/// ldmatrix's collective (kTrans: .trans): in[l] holds lane l's row address, out[l] gets its 4
+/// registers. Rows must be 16-byte aligned (PTX: else the behaviour is undefined).
+template <bool kTrans>
+inline void ldmatrix_x4(const void* const* in, void* const* out, unsigned mask) {
+  if (mask != 0xFFFFFFFFu) throw Error("ldmatrix.sync needs the whole warp (mask 0xffffffff)");
+  const uint16_t* row[32];
+  for (int lane = 0; lane < 32; ++lane) {
+    row[lane] = *static_cast<const uint16_t* const*>(in[lane]);
+    if (reinterpret_cast<uintptr_t>(row[lane]) % 16 != 0)
+      throw Error("ldmatrix: lane " + std::to_string(lane) +
+                  "'s row address is not 16-byte aligned");
+  }
+  for (int lane = 0; lane < 32; ++lane) {
+    const int g = lane / 4, t = lane % 4;
+    uint32_t* r = static_cast<uint32_t*>(out[lane]);
+    for (int i = 0; i < 4; ++i)
+      r[i] = kTrans ? pack16x2(row[8 * i + 2 * t][g], row[8 * i + 2 * t + 1][g])
+                    : pack16x2(row[8 * i + g][2 * t], row[8 * i + g][2 * t + 1]);
+  }
+}
 }  // namespace mma_host
 #endif
+
+/// r[0..3] = the four 8 x 8 matrices whose rows the lanes address (p: this lane's row, 8
+/// 16-bit values at a 16-byte aligned shared-memory address), lane l getting row l / 4,
+/// columns 2(l % 4) .. 2(l % 4) + 1 of each; kTrans: their transposes (column l / 4, rows
+/// 2(l % 4) .. 2(l % 4) + 1). PTX ISA, "Warp-level matrix load instruction: ldmatrix". Every
+/// lane of the warp must call it together.
+template <bool kTrans>
+__device__ __forceinline__ void ldmatrix_x4_impl(uint32_t* r, const uint16_t* p) {
+#if defined(__CUDA_ARCH__)
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  if constexpr (kTrans)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+#elif !defined(__CUDACC__)
+  ::gt::simt::warp_collective(0xFFFFFFFFu, &mma_host::ldmatrix_x4<kTrans>, &p, r,
+                              kTrans ? "ldmatrix.sync.x4.trans" : "ldmatrix.sync.x4");
+#endif
+}
+/// ldmatrix.x4: the 4 matrices as they are (A fragments, B fragments from B's columns).
+__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const uint16_t* p) {
+  ldmatrix_x4_impl<false>(r, p);
+}
+/// ldmatrix.x4.trans: the 4 matrices transposed (B fragments from B's rows).
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t* r, const uint16_t* p) {
+  ldmatrix_x4_impl<true>(r, p);
+}
 
 /// d += A b for this warp's 16 x 8 x 16 tile (fragments as above); kF16: fp16 operands, else
 /// bf16. Every lane of the warp must call it together.
