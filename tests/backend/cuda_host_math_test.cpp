@@ -15,6 +15,8 @@
 #include "backend/cpu/fast_math.h"
 #include "backend/cuda/host_plan.h"
 #include "backend/cuda/kernel_math.h"
+#include "backend/cuda/kernels.h"
+#include "backend/simt/simt_host.h"
 #include "op_harness.h"
 
 namespace gt::test {
@@ -442,5 +444,52 @@ TEST(CudaHostMath, TokenIndexGroupsPositionsInOrder) {
   EXPECT_EQ(idx, (std::vector<int32_t>{0, 1, 4, /*off*/ 0, 1, 3, 6, /*pos*/ 3, 1, 4, 0, 2, 5}));
 }
 
+}  // namespace
+}  // namespace gt::test
+
+namespace gt::test {
+namespace {
+// The fp8 cast kernels (kernels_elementwise.cu) on the SIMT runtime, over shapes whose sides
+// are and are not multiples of the transposed cast's 64-wide tiles and of its 4-wide packs:
+// each element is the element function's at the scale the cast recorded (a first use: 448
+// over the amax), transposed or not, and the amax joins the history.
+TEST(CudaHostMath, Fp8CastKernelsCoverEveryShape) {
+  using K = gt::cuda_kernels::HostKernels;
+  simt::set_device(0);
+  simt::Stream* s = simt::create_stream();
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 1},
+                            {3, 5},
+                            {64, 64},
+                            {67, 130},
+                            {128, 36},
+                            {130, 67},
+                            {8, 200}}) {
+    for (bool transpose : {false, true}) {
+      const int64_t n = rows * cols;
+      F x = normal(n, uint64_t(rows * 1000 + cols));
+      x[n / 2] = 300.0f;  // the amax
+      auto* dx = static_cast<float*>(simt::device_malloc(n * sizeof(float)));
+      auto* dq = static_cast<uint8_t*>(simt::device_malloc(n));
+      auto* dst = static_cast<float*>(simt::device_malloc(m::kFp8StateFloats * sizeof(float)));
+      simt::memcpy_h2d(s, dx, x.data(), n * sizeof(float));
+      simt::memset_async(s, dst, 0, m::kFp8StateFloats * sizeof(float));
+      K::fp8_quantize(s, dq, dx, rows, cols, transpose, false, dst, true);
+      std::vector<uint8_t> q(n), want(n);
+      F st(m::kFp8StateFloats);
+      simt::memcpy_d2h(s, q.data(), dq, n);
+      simt::memcpy_d2h(s, st.data(), dst, st.size() * sizeof(float));
+      EXPECT_EQ(st[m::kAmaxHistory], 1.0f) << "one use";
+      EXPECT_EQ(st[0], 300.0f) << "amax in the history";
+      run(n, [&](int64_t i) {
+        m::fp8_quantize_elem(i, want.data(), x.data(), st.data(), rows, cols, transpose, false);
+      });
+      EXPECT_EQ(q, want) << rows << " x " << cols << (transpose ? " transposed" : "");
+      simt::device_free(dst);
+      simt::device_free(dq);
+      simt::device_free(dx);
+    }
+  }
+  simt::destroy_stream(s);
+}
 }  // namespace
 }  // namespace gt::test

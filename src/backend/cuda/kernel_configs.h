@@ -106,12 +106,15 @@ inline LaunchConfig adamw_multi(int64_t chunks) {
   return {Dim3(unsigned(chunks < 1 ? 1 : chunks)), Dim3(kElementThreads), 0};
 }
 
-/// fp8 cast with amax: the amax of x over a fixed grid, then the cast (transposed in 32 x 32
-/// tiles through shared memory when asked).
+/// fp8 cast with amax: the amax of x over a fixed grid, then the cast (transposed in kFp8Tile
+/// x kFp8Tile tiles through shared memory by 256 threads when asked).
 constexpr unsigned kAmaxBlocks = 1024;
+constexpr int kFp8Tile = 64;
 inline LaunchConfig fp8_amax() { return {Dim3(kAmaxBlocks), Dim3(kElementThreads), 0}; }
 inline LaunchConfig fp8_transpose(int64_t rows, int64_t cols) {
-  return {Dim3(unsigned((cols + 31) / 32), unsigned((rows + 31) / 32)), Dim3(32, 8), 0};
+  return {
+      Dim3(unsigned((cols + kFp8Tile - 1) / kFp8Tile), unsigned((rows + kFp8Tile - 1) / kFp8Tile)),
+      Dim3(256), 0};
 }
 
 /// Attention, flash form (tensor cores, bf16/fp16 operands, head sizes 32, 64 and 128): a block of

@@ -12,10 +12,25 @@
 #include "backend/cuda/kernel_math.h"
 #include "backend/cuda/simt.h"
 #include "core/error.h"
+#if defined(__CUDACC__)
+#include <cuda_fp8.h>
+#endif
 
 namespace gt::cuda_kernels {
 
 constexpr unsigned kFullMask = 0xFFFFFFFFu;
+
+/// float -> fp8 (e4m3, or e5m2), round to nearest even, saturating to the largest finite
+/// value: on Ada and Hopper (sm_89+) the hardware conversion (PTX cvt.rn.satfinite.e4m3x2.f32,
+/// through cuda_fp8.h's __nv_cvt_float_to_fp8), elsewhere cuda_math::to_fp8, the same function
+/// in software (bit for bit, but for NaN's sign bit: the hardware's NaN is 0x7F).
+__device__ __forceinline__ uint8_t fp8_rn(float x, bool e5m2) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  return __nv_cvt_float_to_fp8(x, __NV_SATFINITE, e5m2 ? __NV_E5M2 : __NV_E4M3);
+#else
+  return cuda_math::to_fp8(x, e5m2);
+#endif
+}
 
 /// Sum over the 32 lanes of a warp (butterfly: every lane gets it, in the same order).
 template <typename T>
