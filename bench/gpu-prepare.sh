@@ -10,7 +10,8 @@
 #   lib/    the shared libraries they need that a CUDA image may lack (fmt, toml++,
 #           SentencePiece, PCRE2, date), copied from this machine;
 #   debs/   the Debian packages of the build's dependencies (apt-get download), for a rebuild
-#           there when the binaries do not start (another glibc), with MANIFEST.txt;
+#           there when the binaries do not start (another glibc), with MANIFEST.txt; left out
+#           (MANIFEST.txt says so) when the folder would otherwise pass 64 MiB;
 #   BUILD.txt  what was built, when, from which commit, and the folder's size.
 # Written to DIR.tmp and renamed, so an interrupted run leaves the last complete folder.
 set -euo pipefail
@@ -48,6 +49,15 @@ for b in "$tmp"/bin/*; do ldd "$b"; done | awk '/=> \//{print $3}' | sort -u |
   while read -r l; do cp -L "$l" "$tmp/lib/"; done
 rm -f "$tmp/cmake.log"
 kb=$(du -sk "$tmp" | cut -f1)
+debs_note=""
+if [ "$kb" -ge 65536 ]; then  # the binaries first: without debs/ a rebuild there is not possible
+  debs_note="debs/ left out: with it the folder was ${kb} KiB, over the 64 MiB a checkout carries"
+  rm -rf "$tmp/debs"
+  mkdir -p "$tmp/debs"
+  echo "# $debs_note" > "$tmp/debs/MANIFEST.txt"
+  kb=$(du -sk "$tmp" | cut -f1)
+  echo "gpu-prepare.sh: $debs_note" >&2
+fi
 {
   echo "greentrain $(git rev-parse --short HEAD 2> /dev/null || echo '?'), built $(date -u '+%Y-%m-%d %H:%M UTC') on $(. /etc/os-release && echo "$PRETTY_NAME"), $(nvcc --version | tail -1), sm_90"
   echo "size: ${kb} KiB"
