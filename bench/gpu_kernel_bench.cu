@@ -222,6 +222,10 @@ void bench_shape(cudaStream_t s, const char* name, int B, int T, int C, int NH, 
   report(name, "fp8_quantize (transposed, with amax)",
          time_ms(s, [&] { K::fp8_quantize(s, q8, g, N, H, true, false, state, false); }),
          N * H * (f4 + 1), 0);
+  auto* q8t = p.get<uint8_t>(N * H);
+  report(name, "fp8_quantize_both (plain and transposed, with amax)",
+         time_ms(s, [&] { K::fp8_quantize_both(s, q8, q8t, g, N, H, true, state, false); }),
+         N * H * (f4 + 2), 0);
   ck(cudaStreamSynchronize(s), "synchronize");
 }
 

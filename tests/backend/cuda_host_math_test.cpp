@@ -449,10 +449,10 @@ TEST(CudaHostMath, TokenIndexGroupsPositionsInOrder) {
 
 namespace gt::test {
 namespace {
-// The fp8 cast kernels (kernels_elementwise.cu) on the SIMT runtime, over shapes whose sides
-// are and are not multiples of the transposed cast's 64-wide tiles and of its 4-wide packs:
-// each element is the element function's at the scale the cast recorded (a first use: 448
-// over the amax), transposed or not, and the amax joins the history.
+// The fp8 cast kernels (kernels_elementwise.cu) on the SIMT runtime, one layout or both, over
+// shapes whose sides are and are not multiples of the transposed cast's 64-wide tiles and of its
+// 4-wide packs: each element is the element function's at the scale the cast recorded (a first use:
+// 448 over the amax), transposed or not, and the amax joins the history.
 TEST(CudaHostMath, Fp8CastKernelsCoverEveryShape) {
   using K = gt::cuda_kernels::HostKernels;
   simt::set_device(0);
@@ -484,6 +484,20 @@ TEST(CudaHostMath, Fp8CastKernelsCoverEveryShape) {
         m::fp8_quantize_elem(i, want.data(), x.data(), st.data(), rows, cols, transpose, false);
       });
       EXPECT_EQ(q, want) << rows << " x " << cols << (transpose ? " transposed" : "");
+      if (transpose) {  // both layouts from one read, after the same first use
+        auto* dq2 = static_cast<uint8_t*>(simt::device_malloc(n));
+        simt::memset_async(s, dst, 0, m::kFp8StateFloats * sizeof(float));
+        K::fp8_quantize_both(s, dq2, dq, dx, rows, cols, false, dst, true);
+        std::vector<uint8_t> plain(n), want_plain(n);
+        simt::memcpy_d2h(s, q.data(), dq, n);
+        simt::memcpy_d2h(s, plain.data(), dq2, n);
+        run(n, [&](int64_t i) {
+          m::fp8_quantize_elem(i, want_plain.data(), x.data(), st.data(), rows, cols, false, false);
+        });
+        EXPECT_EQ(q, want) << rows << " x " << cols << " both: transposed";
+        EXPECT_EQ(plain, want_plain) << rows << " x " << cols << " both: plain";
+        simt::device_free(dq2);
+      }
       simt::device_free(dst);
       simt::device_free(dq);
       simt::device_free(dx);

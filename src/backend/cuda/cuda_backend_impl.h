@@ -600,6 +600,24 @@ class CudaBackendT final : public Backend {
     }
     return {q, e5m2 ? LtType::e5m2 : LtType::e4m3, state + cuda_math::kFp8Dequant};
   }
+  /// The fp8 copies of a gradient x (rows, cols) in both layouts, from one read of it
+  /// (fp8_quantize_both) and one scaling state, the (owner, kGrad) one: both operands of the
+  /// backward's products (dinp's takes x, dw's its transpose) with one scale, as Transformer
+  /// Engine's cast_transpose gives them. (Two states, one a use, saw the same amax every step:
+  /// the scales are those two casts had.)
+  std::pair<LtOperand, LtOperand> fp8_gradient_operands(const float* x, int64_t rows, int64_t cols,
+                                                        const float* owner) {
+    auto [st, fresh] = fp8_state_.try_emplace({owner, int(kGrad)}, &rt_);
+    float* state = st->second.template as<float>(cuda_math::kFp8StateFloats);
+    if (fresh) rt_.memset0(state, cuda_math::kFp8StateFloats * sizeof(float));
+    auto* q =
+        fp8_scratch_.try_emplace(int(kGrad), &rt_).first->second.template as<uint8_t>(rows * cols);
+    auto* qt =
+        fp8_scratch_.try_emplace(int(kGradT), &rt_).first->second.template as<uint8_t>(rows * cols);
+    K::fp8_quantize_both(rt_.stream(), q, qt, x, rows, cols, true, state, fresh);
+    const float* dq = state + cuda_math::kFp8Dequant;
+    return {{q, LtType::e5m2, dq}, {qt, LtType::e5m2, dq}};
+  }
   /// out(N,OC) = inp @ W in fp8 (no bias); false when not fp8 or the sizes do not fit.
   bool fp8_forward(float* out, ConstDevPtr inp, const float* w, int64_t N, int C, int OC, bool wt) {
     if (prec_ != Precision::fp8 || wt || !cuda_plan::fp8_sizes_ok(N, C, OC)) return false;
@@ -613,16 +631,15 @@ class CudaBackendT final : public Backend {
                     const float* w, ConstDevPtr dgelu, int64_t N, int C, int OC, bool wt) {
     if (prec_ != Precision::fp8 || wt || !cuda_plan::fp8_sizes_ok(N, C, OC)) return false;
     const float* d = f32(dout);
+    const auto [G, GT] = fp8_gradient_operands(d, N, OC, w);  // dout (N,OC), dout^T (OC,N)
     if (dinp) {
       // A = W (C,OC): w itself
       const LtOperand W = fp8_operand(w, C, OC, false, false, kWeightBwd, w);
-      const LtOperand G = fp8_operand(d, N, OC, false, true, kGrad, w);
       const auto g = cuda_plan::backward_input_fp8(N, C, OC);
       float* prod = dgelu || dinp.bf16() ? prod_.template as<float>(N * C) : dinp.f32();
       product(g, W, G, prod, LtType::f32, nullptr, false);
       if (prod != dinp.f32()) finish_dinp(dinp, prod, dgelu, N * C);
     }
-    const LtOperand GT = fp8_operand(d, N, OC, true, true, kGradT, w);          // dout^T (OC,N)
     const LtOperand XT = fp8_operand(f32(inp), N, C, true, false, kInputT, w);  // inp^T (C,N)
     const auto g = cuda_plan::backward_weight_fp8(N, C, OC, wt);
     product(g, pick(g.a, {}, XT, GT), pick(g.b, {}, XT, GT), dw, LtType::f32, nullptr, false);

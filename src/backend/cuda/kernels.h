@@ -100,6 +100,11 @@ struct AdamChunk {
   static void bias_add(Stream s, float* out, const float* bias, int64_t N, int OC);                \
   static void fp8_quantize(Stream s, uint8_t* out, const float* x, int64_t rows, int64_t cols,     \
                            bool transpose, bool e5m2, float* state, bool first_use);               \
+  /* fp8_quantize into both layouts at one read of x: out (rows, cols) and out_t (cols, rows), */  \
+  /* one scale, one amax. */                                                                       \
+  static void fp8_quantize_both(Stream s, uint8_t* out, uint8_t* out_t, const float* x,            \
+                                int64_t rows, int64_t cols, bool e5m2, float* state,               \
+                                bool first_use);                                                   \
   static_assert(true, "")
 
 /// The kernels on the GPU (kernels.cu compiled by nvcc).

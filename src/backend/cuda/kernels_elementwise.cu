@@ -288,15 +288,17 @@ __global__ void fp8_cast_kernel(uint8_t* __restrict__ q, float* __restrict__ sta
 }
 }  // namespace hot
 /// The transposed cast: x (rows, cols) -> q (cols, rows), 64 x 64 tiles through shared memory
-/// (configs::fp8_transpose: 256 threads), with the amax. The reads are 16-byte packs along x's
-/// rows, the writes 4 fp8 values (one 32-bit word) along q's rows where rows % 4 == 0; the
-/// tile's row stride of 65 floats keeps the column reads at two lanes a bank. (The 32 x 32
-/// form before, one byte a thread and the software conversion, ran at 19 % of the copy
+/// (configs::fp8_transpose: 256 threads), with the amax; when qp is not null, also the cast in
+/// x's own layout into qp (rows, cols), from the same read (Transformer Engine's
+/// cast_transpose: the two operands of a gradient's products at one read of it). The reads are
+/// 16-byte packs along x's rows, the writes 4 fp8 values (one 32-bit word) along q's rows where
+/// rows % 4 == 0; the tile's row stride of 65 floats keeps the column reads at two lanes a bank.
+/// (The 32 x 32 form before, one byte a thread and the software conversion, ran at 19 % of the copy
 /// bandwidth on an H200.)
 namespace hot {
-__global__ void fp8_cast_transpose_kernel(uint8_t* __restrict__ q, float* __restrict__ state,
-                                          const float* __restrict__ x, int64_t rows, int64_t cols,
-                                          int e5m2) {
+__global__ void fp8_cast_transpose_kernel(uint8_t* __restrict__ q, uint8_t* __restrict__ qp,
+                                          float* __restrict__ state, const float* __restrict__ x,
+                                          int64_t rows, int64_t cols, int e5m2) {
   constexpr int kT = cfg::kFp8Tile, kQ = kT / 4;  // tile side; packs of 4 per tile row
   GT_SHARED_2D(float, tile, kT, kT + 1);
   GT_SHARED(float, scratch, 32);
@@ -317,6 +319,18 @@ __global__ void fp8_cast_transpose_kernel(uint8_t* __restrict__ q, float* __rest
     for (int j = 0; j < 4; ++j) {
       tile[r][c + j] = v[j];
       a = fmaxf(a, fabsf(v[j]));
+    }
+    if (qp && r0 + r < rows) {  // the plain layout: 4 values of one row
+      uint8_t b[4];
+      for (int j = 0; j < 4; ++j) b[j] = fp8_rn(v[j] * scale, e5m2);
+      uint8_t* dst = qp + (r0 + r) * cols + c0 + c;
+      if (vec_in && c0 + c + 3 < cols) {
+        *reinterpret_cast<uint32_t*>(dst) =
+            uint32_t(b[0]) | uint32_t(b[1]) << 8 | uint32_t(b[2]) << 16 | uint32_t(b[3]) << 24;
+      } else {
+        for (int j = 0; j < 4; ++j)
+          if (c0 + c + j < cols) dst[j] = b[j];
+      }
     }
   }
   __syncthreads();
@@ -450,10 +464,23 @@ void Kernels::fp8_quantize(Stream s, uint8_t* out, const float* x, int64_t rows,
     simt::launch(s, cfg::fp8_amax(), "fp8_quantize (amax)", &fp8_amax_kernel, state, x, n);
   if (transpose)
     simt::launch(s, cfg::fp8_transpose(rows, cols), "fp8_quantize (transposed)",
-                 &fp8_cast_transpose_kernel, out, state, x, rows, cols, int(e5m2));
+                 &fp8_cast_transpose_kernel, out, static_cast<uint8_t*>(nullptr), state, x, rows,
+                 cols, int(e5m2));
   else
     simt::launch(s, cfg::elementwise(n), "fp8_quantize", &fp8_cast_kernel, out, state, x, n,
                  int(e5m2));
+  simt::launch(s, simt::LaunchConfig{simt::Dim3(1), simt::Dim3(1), 0}, "fp8_quantize (scale)",
+               &fp8_update_kernel, state, int(e5m2));
+}
+void Kernels::fp8_quantize_both(Stream s, uint8_t* out, uint8_t* out_t, const float* x,
+                                int64_t rows, int64_t cols, bool e5m2, float* state,
+                                bool first_use) {
+  const int64_t n = rows * cols;
+  if (n <= 0) return;
+  if (first_use)
+    simt::launch(s, cfg::fp8_amax(), "fp8_quantize (amax)", &fp8_amax_kernel, state, x, n);
+  simt::launch(s, cfg::fp8_transpose(rows, cols), "fp8_quantize (both layouts)",
+               &fp8_cast_transpose_kernel, out_t, out, state, x, rows, cols, int(e5m2));
   simt::launch(s, simt::LaunchConfig{simt::Dim3(1), simt::Dim3(1), 0}, "fp8_quantize (scale)",
                &fp8_update_kernel, state, int(e5m2));
 }
