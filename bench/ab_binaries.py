@@ -9,7 +9,7 @@ CPU model.
 
 Usage: bench/ab_binaries.py A_BINARY B_BINARY [--config configs/shakespeare-char.toml]
            [--data FILE] [--precisions fp32,bf16] [--rounds 4] [--steps 6] [--batch 8]
-           [--threads 2]
+           [--threads 2] [--set KEY=VALUE ...]
 """
 import argparse
 import json
@@ -34,6 +34,8 @@ def run(binary, args, precision, out):
            "--set", f"train.threads={args.threads}", "--set", f"train.precision={precision}",
            "--set", "train.eval_interval=0", "--set", "train.eval_steps=1",
            "--set", "train.checkpoint_interval=0"]
+    for kv in args.set:
+        cmd += ["--set", kv]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     recs = [json.loads(l) for l in open(os.path.join(out, "metrics.jsonl"))]
     return [r["step_time_s"] for r in recs[2:]], recs[0]["tokens_per_s"] * recs[0]["step_time_s"]
@@ -50,6 +52,9 @@ def main():
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="an extra configuration override for both binaries (repeatable), "
+                         "e.g. train.fusion=on")
     args = ap.parse_args()
     print(f"CPU: {cpu_model()}, {args.threads} threads; A = {args.a}; B = {args.b}")
     with tempfile.TemporaryDirectory() as tmp:

@@ -176,11 +176,14 @@ TEST(NonFinite, GradientNormIsTheNormOfEveryTensor) {
 
 // fp32 and bf16: the run stops at the step where a value first becomes inf or NaN, naming
 // the step and the tensor; the checkpoint on disk is the last good one, byte for byte.
-void expect_run_stops(Precision p, bool poison_moment) {
+// fused: train.fusion = on, whose step (one host synchronization) has the backend's
+// adamw_step find inf/NaN in what AdamW wrote (the CPU backend as it writes them).
+void expect_run_stops(Precision p, bool poison_moment, bool fused = false) {
   test::TempDir d;
   test::write_file(d.file("t.txt"), test::sample_text(8000));
   TrainConfig c = tiny(d.file("t.txt"));
   c.precision = p;
+  c.fusion = fused;
   Trainer tr(c, d.file("run"), false, nullptr);
   tr.run(3);  // checkpoint at step 3
   const auto saved = checkpoint_bytes(d.file("run"));
@@ -216,6 +219,10 @@ TEST(NonFinite, Fp32RunStopsAtAnInfiniteMoment) { expect_run_stops(Precision::fp
 TEST(NonFinite, Bf16RunStopsAtAnInfiniteMoment) {
   GT_NEEDS_CPU_BACKEND();
   expect_run_stops(Precision::bf16, true);
+}
+TEST(NonFinite, FusedRunsStopAtAnInfiniteMoment) {
+  expect_run_stops(Precision::fp32, true, true);
+  if (default_device() == std::string("cpu")) expect_run_stops(Precision::bf16, true, true);
 }
 
 // fp16: an inf/NaN loss makes inf/NaN gradients and the loss scaler skips the step, as

@@ -26,6 +26,7 @@
 #include "backend/cpu/lowp_operands.h"
 #include "backend/cpu/onednn_matmul.h"
 #include "backend/cpu/thread_team.h"
+#include "backend/cuda/kernel_math.h"
 #include "core/error.h"
 
 namespace gt {
@@ -525,6 +526,32 @@ class CpuBackend final : public HostMemoryBackend {
   void adamw_fused(float* const* p, const float* const* g, float* const* m, float* const* v,
                    const int64_t* n, const float* wd, int count, float grad_mult, float lr,
                    float beta1, float beta2, float eps, int64_t t) override {
+    adamw_chunks(p, g, m, v, n, wd, count, grad_mult, lr, beta1, beta2, eps, t);
+  }
+  /// The update as the CUDA backend does it: the gradients' norm (one pass over the flat
+  /// gradient buffer), the clip multiplier, and AdamW, which also finds inf or NaN in the
+  /// moments and weights it writes (an OR over the values in registers), so the trainer needs
+  /// no pass over them afterwards (two passes over the AdamW state, 2.3 % of a
+  /// shakespeare-char bf16 step on an Intel Xeon with 2 threads, GT_PROFILE).
+  const AdamStepResult* adamw_step(const AdamStep& s) override {
+    step_result_.norm_sq = sum_squares(s.grads, s.grads_n);
+    step_result_.nonfinite_state = 0;
+    if (!std::isfinite(step_result_.norm_sq)) return &step_result_;  // nothing changes
+    const float mult =
+        static_cast<float>(cuda_math::adam_grad_mult(step_result_.norm_sq, s.loss_scale, s.clip));
+    step_result_.nonfinite_state = adamw_chunks(s.p, s.g, s.m, s.v, s.n, s.wd, s.count, mult, s.lr,
+                                                s.beta1, s.beta2, s.eps, s.t)
+                                       ? 1
+                                       : 0;
+    return &step_result_;
+  }
+
+ private:
+  /// AdamW over every tensor in one parallel loop of chunks; true when a written moment or
+  /// weight is inf or NaN (exponent bits all ones: a test that vectorizes).
+  bool adamw_chunks(float* const* p, const float* const* g, float* const* m, float* const* v,
+                    const int64_t* n, const float* wd, int count, float grad_mult, float lr,
+                    float beta1, float beta2, float eps, int64_t t) {
     const float bc1 = 1.0f - std::pow(beta1, (float)t);
     const float bc2_sqrt = std::sqrt(1.0f - std::pow(beta2, (float)t));
     const float step_size = lr / bc1;
@@ -534,7 +561,13 @@ class CpuBackend final : public HostMemoryBackend {
     for (int i = 0; i < count; ++i)
       for (int64_t b = 0; b < n[i]; b += kChunk)
         work.emplace_back(i, b, std::min(n[i], b + kChunk));
-#pragma omp parallel for schedule(static)
+    auto nonfinite = [](float x) {
+      uint32_t u;
+      std::memcpy(&u, &x, sizeof u);
+      return static_cast<int>((u & 0x7F800000u) == 0x7F800000u);
+    };
+    int bad = 0;
+#pragma omp parallel for schedule(static) reduction(| : bad)
     for (size_t w = 0; w < work.size(); ++w) {
       auto [i, b, e] = work[w];
       float* pp = p[i];
@@ -542,19 +575,23 @@ class CpuBackend final : public HostMemoryBackend {
       float* mm = m[i];
       float* vv = v[i];
       const float decay = 1.0f - lr * wd[i];
-#pragma omp simd
+      int bad_chunk = 0;
+#pragma omp simd reduction(| : bad_chunk)
       for (int64_t j = b; j < e; ++j) {
         float gi = gg[j] * grad_mult;
         float mi = beta1 * mm[j] + (1.0f - beta1) * gi;
         float vi = beta2 * vv[j] + (1.0f - beta2) * gi * gi;
         mm[j] = mi;
         vv[j] = vi;
-        pp[j] = pp[j] * decay - step_size * mi / (std::sqrt(vi) / bc2_sqrt + eps);
+        const float pj = pp[j] * decay - step_size * mi / (std::sqrt(vi) / bc2_sqrt + eps);
+        pp[j] = pj;
+        bad_chunk |= nonfinite(mi) | nonfinite(vi) | nonfinite(pj);
       }
+      bad |= bad_chunk;
     }
+    return bad != 0;
   }
 
- private:
   /// The bf16 elements of a tensor argument, or null for an f32 one; a bf16 tensor needs
   /// precision bf16 (gt::Error otherwise).
   uint16_t* as16(DevPtr p) const {
