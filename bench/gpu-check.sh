@@ -437,6 +437,14 @@ if want 4 && needs 4 "$gt" && limit 4 200 40; then
       --set train.precision=bf16 --set train.fusion=on --set train.attention=cudnn
     g2args+=(--cudnn-run "$work/s4-gpt2-bf16-cudnn" --cudnn-log "$logs/s4-gpt2-bf16-cudnn.log" --rc-cudnn "$rc")
   fi
+  # where the step's time goes: 20 steps under GT_PROFILE (each op timed between two
+  # synchronizations; the table is printed when the run ends, so it runs to its end)
+  if [ "$rehearse" = 0 ] && limit_q 90 40; then
+    [ "$dry" = 1 ] || rm -rf "$work/s4-profile"
+    GT_PROFILE=1 run "$logs/s4-gpt2-profile.log" "$lim" "$gt" train "$work/gpt2.toml" --out "$work/s4-profile" \
+      --set "train.device=$dev" --set train.precision=bf16 --set train.fusion=on --set train.max_steps=20
+    g2args+=(--profile-log "$logs/s4-gpt2-profile.log")
+  fi
   tp=""
   [ "$rehearse" = 0 ] && [ "$dry" = 0 ] && tp="$(torch_python)"
   treason="no Python here has PyTorch with CUDA (set GT_CHECK_PYTHON)"

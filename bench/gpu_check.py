@@ -461,6 +461,30 @@ def torch_rows(tj, gt):
     return rows, ratios
 
 
+def read_profile(log):
+    """The op table `greentrain train` prints under GT_PROFILE (backend/profiling.h): one dict
+    per op (op, calls, seconds, percent, gflops or None); None when the log has no table."""
+    rows, inside = [], False
+    try:
+        with open(log, errors="replace") as f:
+            for line in f:
+                w = line.split()
+                if w[:3] == ["op", "calls", "seconds"]:
+                    rows, inside = [], True
+                elif inside and w and w[0] == "total":
+                    inside = False
+                elif inside and len(w) >= 4:
+                    try:
+                        rows.append({"op": w[0], "calls": int(w[1]), "seconds": float(w[2]),
+                                     "percent": float(w[3].rstrip("%")),
+                                     "gflops": float(w[4]) if len(w) > 4 else None})
+                    except ValueError:
+                        inside = False
+    except OSError:
+        return None
+    return rows or None
+
+
 def cmd_gpt2(args):
     """Stage 4: greentrain's GPT-2 124M bf16 run, beside PyTorch's where it ran."""
     gt = train_stats(args.run, args.peak, args.measured_peak, args.warm, args.log)
@@ -489,6 +513,9 @@ def cmd_gpt2(args):
                      fmt(cu["gpu_avg_w"], "{:.0f}"),
                      fmt(cu["tokens_per_s"] / own_tps if cu["tokens_per_s"] and own_tps else None, "{:.2f}x"),
                      "-"])
+    prof = read_profile(args.profile_log) if args.profile_log else None
+    if prof is not None:
+        doc["profile"] = prof
     trows, ratios = torch_rows(tj, gt)
     doc["ratios"] = ratios
     doc["headline"] = (f"{fmt(gt['tokens_per_s'], '{:.0f}')} tokens/s, MFU "
@@ -509,6 +536,11 @@ def cmd_gpt2(args):
              f"{fmt(gt['joules_per_token_all_domains_run'], '{:.3e}')} J/token ({(gt['energy_method'] or '?')[:90]})")
     if not tj:
         text += f"\nPyTorch: skipped: {args.torch_reason}"
+    if prof:
+        text += "\n\nper op (GT_PROFILE, 20 steps with the first, own attention; each op between two synchronizations):\n"
+        text += table(["op", "calls", "s", "%", "GFLOP/s"],
+                      [[r["op"], r["calls"], fmt(r["seconds"], "{:.3f}"), fmt(r["percent"], "{:.1f}"),
+                        fmt(r["gflops"], "{:.0f}")] for r in prof])
     if not ok:
         text += "\n\nlog:\n" + doc["log_tail"]
     write_stage(args, doc, text)
@@ -825,6 +857,7 @@ def main():
     s.add_argument("--rc", type=int, required=True)
     s.add_argument("--torch-json", default="")
     s.add_argument("--torch-reason", default="")
+    s.add_argument("--profile-log", default="")
     s.add_argument("--cudnn-run", default="")
     s.add_argument("--cudnn-log", default="")
     s.add_argument("--rc-cudnn", type=int, default=-1)
