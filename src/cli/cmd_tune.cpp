@@ -11,25 +11,17 @@
 
 #include "cli/command.h"
 #include "core/error.h"
-#include "tune/power_limit.h"
-#include "tune/simulated.h"
-#include "tune/tuner.h"
-
-// Real profiling: training steps of the lead's Trainer, measured by the energy Meter. Built
-// when both modules are (gt_energy is linked into gt_tune when GT_TUNE_HAVE_NVML is set).
-#if defined(GT_TUNE_HAVE_NVML) && __has_include("train/trainer.h") && \
-                                                __has_include("energy/meter.h")
 #include "energy/meter.h"
 #include "train/config.h"
 #include "train/energy_hook.h"
 #include "train/trainer.h"
-#define GT_TUNE_HAVE_TRAINER 1
-#endif
+#include "tune/power_limit.h"
+#include "tune/simulated.h"
+#include "tune/tuner.h"
 
 namespace {
 
-#ifdef GT_TUNE_HAVE_TRAINER
-// The default profiling: `steps` optimizer steps (Trainer::train_step) inside one meter window;
+// Real profiling: `steps` optimizer steps (Trainer::train_step) inside one meter window;
 // energy over all counted domains (J) and its duration (s).
 // The meter takes the configuration's energy.* settings (interval, carbon, CPU TDP), as `train`
 // does. An objective that compares energies is refused here, before any limit changes, when no
@@ -72,7 +64,6 @@ gt::tune::ProfileFn trainer_profile(const std::string& config,
     return gt::tune::step_measurement(meter->end_window("tune-profile"));
   };
 }
-#endif
 
 struct TuneArgs {
   std::string config;
@@ -121,18 +112,6 @@ void run_tune(const TuneArgs& a) {
   } else {
     gt::check(!a.config.empty(),
               "greentrain tune: expected a training CONFIG (TOML), or --simulate");
-    TrainerProfileFactory factory = trainer_profile_factory();
-#ifdef GT_TUNE_HAVE_TRAINER
-    if (!factory)
-      factory = [objective = opt.objective](const std::string& c, const std::vector<std::string>& o,
-                                            const std::string& r) {
-        return trainer_profile(c, o, r, objective);
-      };
-#endif
-    gt::check(static_cast<bool>(factory),
-              "greentrain tune CONFIG: profiling real training steps needs the trainer's "
-              "profiling hook (gt::tune::set_trainer_profile_factory), which this build does not "
-              "provide yet; use --simulate to run the search on a simulated device");
     devices = open_power_limit_devices(a.devices);
     // Refuse a step that gives too many candidates before the run folder and the trainer exist.
     double lo = 0, hi = 1e300;
@@ -142,7 +121,7 @@ void run_tune(const TuneArgs& a) {
     }
     candidate_limits_w(lo, hi, opt.step_w);
     std::filesystem::create_directories(a.out);
-    profile = factory(a.config, a.overrides, a.out);
+    profile = trainer_profile(a.config, a.overrides, a.out, opt.objective);
   }
   for (const auto& d : devices)
     std::fprintf(out, "device %s: limit %g W, allowed [%g, %g] W\n", d->name().c_str(),

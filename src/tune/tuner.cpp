@@ -139,16 +139,6 @@ nlohmann::json tune_result_to_json(const TuneResult& r, const TuneOptions& opt) 
 }
 
 namespace {
-TrainerProfileFactory& factory_slot() {
-  static TrainerProfileFactory f;
-  return f;
-}
-}  // namespace
-
-void set_trainer_profile_factory(TrainerProfileFactory f) { factory_slot() = std::move(f); }
-const TrainerProfileFactory& trainer_profile_factory() { return factory_slot(); }
-
-namespace {
 
 // Points from a saved profile, if it was made on these devices and candidates.
 bool load_profile(const std::string& path, const std::vector<std::string>& devices,

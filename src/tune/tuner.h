@@ -111,18 +111,6 @@ bool objective_needs_energy(Objective o);
 TuneResult tune_power_limit(const std::vector<DevicePtr>& devices, const ProfileFn& profile,
                             const TuneOptions& opt, std::FILE* log = nullptr);
 
-/// Makes a ProfileFn that runs real training steps of the configuration at config_path (with
-/// `--set key=value` overrides) in run_dir, measured by the energy meter (J over all counted
-/// domains, s). The training module provides it through set_trainer_profile_factory(), e.g.
-/// from a static initialiser in a file compiled into the greentrain program.
-using TrainerProfileFactory =
-    std::function<ProfileFn(const std::string& config_path,
-                            const std::vector<std::string>& overrides, const std::string& run_dir)>;
-/// Registers the factory `greentrain tune CONFIG` uses (replaces any earlier one).
-void set_trainer_profile_factory(TrainerProfileFactory f);
-/// The registered factory; empty when none is.
-const TrainerProfileFactory& trainer_profile_factory();
-
 /// The result as JSON (the saved profile): devices, candidates, points, objective, choice.
 nlohmann::json tune_result_to_json(const TuneResult& r, const TuneOptions& opt);
 
