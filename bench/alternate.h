@@ -21,8 +21,8 @@ struct Args {
 };
 
 /// argv: [precision=bf16] [batch=8] [reps=default_reps] [threads=2]; sets OpenMP's threads.
-/// Throws gt::Error for an unknown precision, gt::energy::EnergyError for a count that is not a
-/// whole number (naming the argument and its value).
+/// Throws gt::Error for an unknown precision or a count that is not a whole number (naming
+/// the argument and its value).
 inline Args parse_args(int argc, char** argv, int default_reps) {
   auto count = [&](int i, const char* what, int dflt) {
     return argc > i ? energy::parse_number<int>(argv[i], what, "a whole number") : dflt;

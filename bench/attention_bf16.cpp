@@ -15,8 +15,8 @@
 
 #include "alternate.h"
 #include "backend/cpu/attention.h"
+#include "core/error.h"
 #include "energy/cpu_power_table.h"
-#include "energy/error.h"
 
 int main(int argc, char** argv) {
   using namespace gt;
@@ -28,8 +28,7 @@ int main(int argc, char** argv) {
             C = arg(5, "argument 5 (C)", 128), NH = arg(6, "argument 6 (NH)", 4);
   omp_set_num_threads(threads);
   const int L = arg(7, "argument 7 (layers)", 6);
-  if (L < 1)
-    throw energy::EnergyError("argument 7 (layers): expected at least 1, got " + std::to_string(L));
+  if (L < 1) throw Error("argument 7 (layers): expected at least 1, got " + std::to_string(L));
   std::mt19937 g(1);
   std::normal_distribution<float> nd(0.f, 1.f);
   struct Layer {

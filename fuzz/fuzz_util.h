@@ -1,8 +1,8 @@
 // fuzz/fuzz_util.h: what the libFuzzer targets share. Each target feeds one input to a parser of
 // outside input (most read files, so the input is written to a file first) and accepts only the
-// project's own errors (gt::Error, gt::energy::EnergyError: a message naming the file and what
-// was expected). Any other exception escapes and aborts, as a crash, hang or unbounded
-// allocation does (bench/fuzz.sh runs them with -timeout and -rss_limit_mb).
+// project's own error (gt::Error: a message naming the file and what was expected). Any other
+// exception escapes and aborts, as a crash, hang or unbounded allocation does (bench/fuzz.sh runs
+// them with -timeout and -rss_limit_mb).
 #pragma once
 #include <unistd.h>
 
@@ -14,7 +14,6 @@
 #include <string_view>
 
 #include "core/error.h"
-#include "energy/error.h"
 
 namespace gt::fuzz {
 
@@ -52,7 +51,6 @@ void expect_errors(F&& f) {
   try {
     f();
   } catch (const gt::Error&) {
-  } catch (const gt::energy::EnergyError&) {
   }
 }
 

@@ -5,7 +5,6 @@
 
 #include "common.h"
 #include "core/error.h"
-#include "energy/error.h"
 
 namespace gt::python {
 
@@ -45,13 +44,6 @@ NB_MODULE(_core, m) {
   namespace nb = nanobind;
   m.doc() = "greentrain's C++ energy meter and power-limit search (use the greentrain package)";
   static nb::exception<gt::Error> error(m, "Error", PyExc_RuntimeError);
-  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
-    try {
-      std::rethrow_exception(p);
-    } catch (const gt::energy::EnergyError& e) {
-      PyErr_SetString(error.ptr(), e.what());
-    }
-  });
   gt::python::bind_energy(m);
   gt::python::bind_tune(m);
 }

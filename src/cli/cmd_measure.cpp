@@ -26,8 +26,8 @@
 #include "cli/carbon_options.h"
 #include "cli/command.h"
 #include "core/bytes_json.h"
+#include "core/error.h"
 #include "energy/carbon.h"
-#include "energy/error.h"
 #include "energy/meter.h"
 #include "energy/report.h"
 
@@ -97,20 +97,19 @@ class SignalForwarding {
   bool installed_[NSIG] = {};
 };
 
-// Throws EnergyError naming `path` when a file could not be written there: the folder is
+// Throws gt::Error naming `path` when a file could not be written there: the folder is
 // missing or read-only, or the file exists and is not writable. Writes nothing.
 void check_writable(const std::string& path, const char* option) {
   if (::access(path.c_str(), F_OK) == 0) {
     if (::access(path.c_str(), W_OK) != 0)
-      throw gt::energy::EnergyError(
-          fmt::format("{} {}: not writable ({})", option, path, std::strerror(errno)));
+      throw gt::Error(fmt::format("{} {}: not writable ({})", option, path, std::strerror(errno)));
     return;
   }
   std::string dir = path.substr(0, path.rfind('/') == std::string::npos ? 0 : path.rfind('/'));
   if (path.rfind('/') == 0) dir = "/";
   if (dir.empty()) dir = ".";
   if (::access(dir.c_str(), W_OK | X_OK) != 0)
-    throw gt::energy::EnergyError(
+    throw gt::Error(
         fmt::format("{} {}: cannot be written ({}: {})", option, path, dir, std::strerror(errno)));
 }
 
@@ -139,12 +138,11 @@ struct MeasureArgs {
 int run_measure(const MeasureArgs& a) {
   using namespace gt::energy;
   if (a.cmd.empty())
-    throw EnergyError(
-        "measure: no command; expected `greentrain measure [options] -- CMD ARGS...`");
+    throw gt::Error("measure: no command; expected `greentrain measure [options] -- CMD ARGS...`");
   MeterOptions opt;
   if (!(a.interval_ms >= 1 && a.interval_ms <= kMaxIntervalS * 1000))
-    throw EnergyError(fmt::format("--interval {}: expected a sampling period in [1, {}] ms",
-                                  a.interval_ms, kMaxIntervalS * 1000));
+    throw gt::Error(fmt::format("--interval {}: expected a sampling period in [1, {}] ms",
+                                a.interval_ms, kMaxIntervalS * 1000));
   opt.interval_s = a.interval_ms / 1000.0;
   if (!a.carbon_csv.empty()) {
     opt.carbon = CarbonIntensity::from_csv(a.carbon_csv, a.carbon_utc_offset_h, "", a.carbon_read);
@@ -159,7 +157,7 @@ int run_measure(const MeasureArgs& a) {
     opt.carbon = CarbonIntensity::for_country(a.carbon_region, "--carbon-region");
   }
   if (!a.carbon_start.empty() && a.carbon_csv.empty())
-    throw EnergyError("--carbon-start: replays a series; expected --carbon-csv with it");
+    throw gt::Error("--carbon-start: replays a series; expected --carbon-csv with it");
   // with a series or a constant, --carbon-region names the country the figure is for
   if (!a.carbon_region.empty() && opt.carbon.origin() != CarbonOrigin::kCountry)
     opt.carbon = opt.carbon.with_country(a.carbon_region, "--carbon-region");
@@ -178,14 +176,14 @@ int run_measure(const MeasureArgs& a) {
   // before it runs. Signals are blocked from before the fork until the forwarding handlers are
   // in place, so none is lost or acted on by default in between.
   int go[2];
-  if (::pipe2(go, O_CLOEXEC) != 0) throw EnergyError(std::string("pipe: ") + std::strerror(errno));
+  if (::pipe2(go, O_CLOEXEC) != 0) throw gt::Error(std::string("pipe: ") + std::strerror(errno));
   std::vector<char*> argv;
   for (auto& s : a.cmd) argv.push_back(const_cast<char*>(s.c_str()));
   argv.push_back(nullptr);
   std::fflush(nullptr);
   SignalForwarding signals;
   pid_t pid = ::fork();
-  if (pid < 0) throw EnergyError(std::string("fork: ") + std::strerror(errno));
+  if (pid < 0) throw gt::Error(std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
     signals.child_reset();
     ::close(go[1]);

@@ -14,7 +14,6 @@
 #include "cli/command.h"
 #include "core/error.h"
 #include "dist/mpi_comm.h"
-#include "energy/error.h"
 #include "train/checkpoint.h"
 #include "train/energy_hook.h"
 #include "train/run_summary.h"
@@ -116,12 +115,7 @@ int run_train(const Args& a, gt::dist::MpiRuntime* mpi) {
   cfg.validate();
   // Every input is checked before the data is loaded (which may take minutes): the carbon
   // file is read here, with the meter's other options.
-  gt::energy::MeterOptions meter_opt;
-  try {
-    meter_opt = gt::meter_options(cfg);
-  } catch (const gt::energy::EnergyError& e) {
-    throw gt::Error(e.what());
-  }
+  const gt::energy::MeterOptions meter_opt = gt::meter_options(cfg);
   // Some inputs can only be checked once the trainer exists (the power-limit devices, the energy
   // sensors and carbon data): a start that fails leaves no run folder (or, in a folder that
   // existed, no config.toml) behind. Disarmed once training begins.

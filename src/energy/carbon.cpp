@@ -10,8 +10,8 @@
 #include <fstream>
 #include <iterator>
 
+#include "core/error.h"
 #include "energy/carbon_regions.h"
-#include "energy/error.h"
 
 namespace gt::energy {
 
@@ -98,8 +98,8 @@ ParsedTime parse_time_or_throw(std::string_view text, std::int64_t naive_utc_off
   std::string why;
   auto t = parse_time(text, naive_utc_offset_s, &why);
   if (!t)
-    throw EnergyError(fmt::format("{}: time '{}' is not valid ({}); expected {}", where,
-                                  quote_line(text, 60), why, kTimeForm));
+    throw Error(fmt::format("{}: time '{}' is not valid ({}); expected {}", where,
+                            quote_line(text, 60), why, kTimeForm));
   return *t;
 }
 
@@ -115,7 +115,7 @@ std::int64_t civil_to_unix_s(int year, int month, int day, int hour, int minute,
   const chr::year_month_day ymd{chr::year{year}, chr::month{static_cast<unsigned>(month)},
                                 chr::day{static_cast<unsigned>(day)}};
   if (!ymd.ok())
-    throw EnergyError(
+    throw Error(
         fmt::format("{:04}-{:02}-{:02}: not a calendar date; expected a valid "
                     "year, month 1-12 and a day of that month",
                     year, month, day));
@@ -196,8 +196,8 @@ CarbonIntensity::CarbonIntensity() = default;
 CarbonIntensity CarbonIntensity::constant(double g, const std::string& region,
                                           const std::string& set_by) {
   if (!(g >= 0) || !std::isfinite(g))
-    throw EnergyError(fmt::format("{}carbon intensity {}: expected a number >= 0 gCO2e/kWh",
-                                  set_by.empty() ? "" : set_by + ": ", g));
+    throw Error(fmt::format("{}carbon intensity {}: expected a number >= 0 gCO2e/kWh",
+                            set_by.empty() ? "" : set_by + ": ", g));
   CarbonIntensity c;
   c.constant_ = g;
   c.region_ = region;
@@ -229,8 +229,8 @@ CarbonIntensity CarbonIntensity::with_country(const std::string& iso_code,
 CarbonIntensity CarbonIntensity::from_csv(const std::string& path, double utc_offset_h,
                                           const std::string& region, const CarbonReadOptions& opt) {
   if (!(std::abs(utc_offset_h) <= 14))
-    throw EnergyError(fmt::format("{}: UTC offset {} h; expected hours east of UTC from -14 to 14",
-                                  path, utc_offset_h));
+    throw Error(fmt::format("{}: UTC offset {} h; expected hours east of UTC from -14 to 14", path,
+                            utc_offset_h));
   CarbonIntensity c;
   c.csv_ = read_carbon_csv(path, std::llround(utc_offset_h * 3600), opt);
   for (std::size_t i = 0; i < c.csv_->t_s.size(); ++i) {

@@ -48,7 +48,7 @@ struct ParsedTime {
 std::optional<ParsedTime> parse_time(std::string_view text, std::int64_t naive_utc_offset_s,
                                      std::string* why = nullptr);
 
-/// parse_time that throws EnergyError "<where>: time '<text>' is not valid (<reason>);
+/// parse_time that throws Error "<where>: time '<text>' is not valid (<reason>);
 /// expected ..." on malformed text.
 ParsedTime parse_time_or_throw(std::string_view text, std::int64_t naive_utc_offset_s,
                                std::string_view where);
@@ -58,7 +58,7 @@ ParsedTime parse_time_or_throw(std::string_view text, std::int64_t naive_utc_off
 std::optional<double> parse_local_time(const std::string& s, double utc_offset_h);
 
 /// Unix seconds of a civil date and time read at `utc_offset_s` seconds east of UTC.
-/// Throws EnergyError naming the date when it is not on the calendar (month 13, 30 February).
+/// Throws Error naming the date when it is not on the calendar (month 13, 30 February).
 std::int64_t civil_to_unix_s(int year, int month, int day, int hour, int minute, int second,
                              std::int64_t utc_offset_s);
 
@@ -139,7 +139,7 @@ struct CarbonCsv {
 /// `naive_utc_offset_s` seconds east of UTC; a format that states its zone (Electricity Maps'
 /// "Datetime (UTC)", ENTSO-E's "MTU (CET/CEST)", JSON times with Z) keeps it. A UTF-8 byte
 /// order mark, CRLF line ends, blank lines, quoted fields and ';'-separated CSVs (with a
-/// decimal comma) are accepted; fractional seconds are dropped. Throws EnergyError naming the
+/// decimal comma) are accepted; fractional seconds are dropped. Throws Error naming the
 /// file, line, column and value (at most one line of it) and what was expected: unreadable
 /// file, unknown shape or missing column, malformed time or value, times not increasing (e.g. a
 /// local-time series repeating an hour at a daylight-saving change: read such a series in its
@@ -192,21 +192,21 @@ class CarbonIntensity {
  public:
   /// A constant intensity `g_co2e_per_kwh` (>= 0; 0 is a zero-carbon supply, not "unset"),
   /// set by `set_by` (the key or option, e.g. "energy.carbon_intensity"), for `region` (a label
-  /// shown in reports; may be empty). Throws EnergyError for a negative or non-finite value.
+  /// shown in reports; may be empty). Throws Error for a negative or non-finite value.
   static CarbonIntensity constant(double g_co2e_per_kwh, const std::string& region,
                                   const std::string& set_by = "");
   /// A series from a file (read_carbon_csv, any format of `opt`) whose naive times are local
   /// at `utc_offset_h` hours east of UTC (0 for UTC; -14..14). The intensity holds from its
   /// row's time to the next row (step function); the last row holds for one step. Throws
-  /// EnergyError on bad input.
+  /// Error on bad input.
   static CarbonIntensity from_csv(const std::string& path, double utc_offset_h = 0,
                                   const std::string& region = "",
                                   const CarbonReadOptions& opt = {});
   /// A country's annual average (carbon_regions.h) for its ISO 3166-1 alpha-3 code, set by
-  /// `set_by` (e.g. "--carbon-region"). Throws EnergyError for an unknown code, listing near
+  /// `set_by` (e.g. "--carbon-region"). Throws Error for an unknown code, listing near
   /// matches.
   static CarbonIntensity for_country(const std::string& iso_code, const std::string& set_by);
-  /// This intensity, said to be of the country `iso_code` (a known code; throws EnergyError
+  /// This intensity, said to be of the country `iso_code` (a known code; throws Error
   /// naming `set_by` otherwise): its name and code go into CodeCarbon's country columns.
   CarbonIntensity with_country(const std::string& iso_code, const std::string& set_by) const;
   /// Default: constant kWorldAverageGCo2ePerKwh, region "world average", origin kDefault.

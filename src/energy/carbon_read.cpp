@@ -28,8 +28,8 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
 #include "energy/carbon.h"
-#include "energy/error.h"
 
 namespace gt::energy {
 
@@ -110,7 +110,7 @@ double unit_factor(const std::string& unit, const std::string& where) {
     return 1.0;
   if (u == "lbs/mwh" || u == "lb/mwh" || u == "lbs_co2_per_mwh" || u == "lbs co2/mwh")
     return kLbPerKg;
-  throw EnergyError(
+  throw Error(
       fmt::format("{}: unit '{}' is not known; expected g/kWh (= gCO2e/kWh = kg/MWh), "
                   "kg/MWh or lbs/MWh",
                   where, quote_line(unit, 40)));
@@ -139,8 +139,8 @@ void json_value(RawRow& r, const json* v, const std::string& what) {
     r.value = v->get<std::string>();
     r.null = null_text(r.value);
   } else {
-    throw EnergyError(fmt::format("{}: {} is {}; expected a number (or null)", r.where, what,
-                                  quote_line(v->dump(), 60)));
+    throw Error(fmt::format("{}: {} is {}; expected a number (or null)", r.where, what,
+                            quote_line(v->dump(), 60)));
   }
 }
 
@@ -150,15 +150,15 @@ std::string choose_kind(const CarbonReadOptions& o, bool has_forecast, bool has_
                         const std::string& path) {
   const std::string kind = lower(o.value_kind);
   if (!kind.empty() && kind != "actual" && kind != "forecast")
-    throw EnergyError(fmt::format("carbon value '{}' is not known; expected actual or forecast",
-                                  quote_line(o.value_kind, 40)));
+    throw Error(fmt::format("carbon value '{}' is not known; expected actual or forecast",
+                            quote_line(o.value_kind, 40)));
   if (kind == "actual" && !has_actual)
-    throw EnergyError(
+    throw Error(
         fmt::format("{}: no actual values (a forecast, or a regional series); "
                     "expected --carbon-value forecast for this file",
                     path));
   if (kind == "forecast" && !has_forecast)
-    throw EnergyError(
+    throw Error(
         fmt::format("{}: no forecast values; expected --carbon-value actual for "
                     "this file",
                     path));
@@ -187,7 +187,7 @@ Raw read_uk_api(const json& entries, const std::string& path, const CarbonReadOp
     r.where = fmt::format("{} data[{}]", path, i);
     if (!e.is_object() || !e.contains("from") || !e.contains("intensity") ||
         !e["intensity"].is_object())
-      throw EnergyError(
+      throw Error(
           fmt::format("{}: {} has no \"from\" and \"intensity\"; expected "
                       "{{\"from\": ..., \"intensity\": {{\"{}\": ...}}}}",
                       r.where, quote_line(e.dump(), 80), kind));
@@ -207,9 +207,8 @@ void read_pairs(const json& entries, const std::string& path, const char* time_k
     RawRow r;
     r.where = fmt::format("{} [{}]", path, i);
     if (!e.is_object() || !e.contains(time_key))
-      throw EnergyError(fmt::format("{}: {} has no \"{}\"; expected {{\"{}\": ..., \"{}\": ...}}",
-                                    r.where, quote_line(e.dump(), 80), time_key, time_key,
-                                    value_key));
+      throw Error(fmt::format("{}: {} has no \"{}\"; expected {{\"{}\": ..., \"{}\": ...}}",
+                              r.where, quote_line(e.dump(), 80), time_key, time_key, value_key));
     r.time = json_text(e, time_key);
     json_value(r, e.contains(value_key) ? &e[value_key] : nullptr, value_key);
     raw.rows.push_back(std::move(r));
@@ -226,7 +225,7 @@ Raw read_json(const std::string& text, const std::string& path, const CarbonRead
     j = json::parse(text);
   } catch (const json::exception& e) {  // parse_error, and out_of_range for a number past
                                         // a double's range (406): both are bad input
-    throw EnergyError(
+    throw Error(
         fmt::format("{}: not valid JSON ({}); expected a series such as the UK "
                     "Carbon Intensity API's, Electricity Maps' or WattTime's",
                     path, quote_line(e.what(), 160)));
@@ -244,7 +243,7 @@ Raw read_json(const std::string& text, const std::string& path, const CarbonRead
     if (array_of(*d, "from") || (want == "uk-carbon-intensity" && d->is_array()))
       return read_uk_api(*d, path, o);
     if (d->is_array() && d->size() > 1 && (*d)[0].is_object() && (*d)[0].contains("regionid"))
-      throw EnergyError(
+      throw Error(
           fmt::format("{}: {} regions in one file; expected one region's series (the API's "
                       "/regional/intensity/{{from}}/{{to}}/regionid/{{id}})",
                       path, d->size()));
@@ -265,7 +264,7 @@ Raw read_json(const std::string& text, const std::string& path, const CarbonRead
       if (!units.empty()) raw.unit = units;
       const std::string signal = json_text(j["meta"], "signal_type");
       if (!signal.empty() && signal != "co2_moer")
-        throw EnergyError(
+        throw Error(
             fmt::format("{}: signal_type '{}'; expected co2_moer (an emission rate, "
                         "not an index or percentile)",
                         path, quote_line(signal, 40)));
@@ -297,7 +296,7 @@ Raw read_json(const std::string& text, const std::string& path, const CarbonRead
   if (j.is_object())
     for (auto it = j.begin(); it != j.end() && keys.size() < 80; ++it)
       keys += (keys.empty() ? "" : ", ") + it.key();
-  throw EnergyError(fmt::format(
+  throw Error(fmt::format(
       "{}: JSON {} is no carbon series this reader knows{}; expected the UK Carbon Intensity "
       "API's {{\"data\": [{{\"from\", \"intensity\"}}]}}, Electricity Maps' {{\"history\": "
       "[{{\"datetime\", \"carbonIntensity\"}}]}} or WattTime's {{\"data\": [{{\"point_time\", "
@@ -361,7 +360,7 @@ Raw read_table(std::string_view rest, const std::string& path, const CarbonReadO
   };
   std::string_view line;
   if (!next_line(line) || trim(line).empty())
-    throw EnergyError(fmt::format(
+    throw Error(fmt::format(
         "{}: empty first line; expected a header with a time column and a carbon-intensity "
         "column (e.g. Time,Carbon Intensity)",
         path));
@@ -420,8 +419,8 @@ Raw read_table(std::string_view rest, const std::string& path, const CarbonReadO
   } else if (format == "uk-carbon-intensity") {
     if (time_col.empty()) time_col = "from";
   } else if (format != "csv") {
-    throw EnergyError(fmt::format("carbon format '{}' is not known; expected {}",
-                                  quote_line(o.format, 40), carbon_formats_text()));
+    throw Error(fmt::format("carbon format '{}' is not known; expected {}",
+                            quote_line(o.format, 40), carbon_formats_text()));
   }
   // A CSV with a forecast and/or an actual column (the UK API's data as a table)
   const int fc = find_column(header, "forecast"), ac = find_column(header, "actual");
@@ -447,7 +446,7 @@ Raw read_table(std::string_view rest, const std::string& path, const CarbonReadO
     if (count == 1)
       value_col = header[static_cast<std::size_t>(found)];
     else if (count > 1)
-      throw EnergyError(fmt::format(
+      throw Error(fmt::format(
           "{}: header '{}' has several carbon-intensity columns; expected --carbon-column NAME "
           "(Python carbon_column=) naming one",
           path, header_text(header)));
@@ -466,12 +465,12 @@ Raw read_table(std::string_view rest, const std::string& path, const CarbonReadO
       what = fmt::format("has several columns matching '{}'", quote_line(name, 40));
     else
       what = fmt::format("has no column '{}'", quote_line(name, 60));
-    throw EnergyError(fmt::format(
-        "{}: header '{}' {}; expected {} (or {} to name it; formats: {})", path,
-        header_text(header), what,
-        format == "greentrain" || format == "csv" ? "columns Time and Carbon Intensity (gCO2e/kWh)"
-                                                  : "the " + format + " format's columns",
-        t ? "--carbon-time-column" : "--carbon-column", carbon_formats_text()));
+    throw Error(fmt::format("{}: header '{}' {}; expected {} (or {} to name it; formats: {})", path,
+                            header_text(header), what,
+                            format == "greentrain" || format == "csv"
+                                ? "columns Time and Carbon Intensity (gCO2e/kWh)"
+                                : "the " + format + " format's columns",
+                            t ? "--carbon-time-column" : "--carbon-column", carbon_formats_text()));
   }
   raw.value_column = header[static_cast<std::size_t>(vcol)];
   const std::size_t need = static_cast<std::size_t>(std::max(tcol, vcol)) + 1;
@@ -483,9 +482,9 @@ Raw read_table(std::string_view rest, const std::string& path, const CarbonReadO
     RawRow r;
     r.where = fmt::format("{}:{}", path, lineno);
     if (f.size() < need)
-      throw EnergyError(fmt::format("{}: '{}' has {} field(s); expected at least {} ({} and {})",
-                                    r.where, quote_line(line), f.size(), need,
-                                    header[static_cast<std::size_t>(tcol)], raw.value_column));
+      throw Error(fmt::format("{}: '{}' has {} field(s); expected at least {} ({} and {})", r.where,
+                              quote_line(line), f.size(), need,
+                              header[static_cast<std::size_t>(tcol)], raw.value_column));
     r.time = f[static_cast<std::size_t>(tcol)];
     if (format == "entsoe") r.time = entsoe_start(r.time);
     if (utc && r.time.find_first_of("Z+") == std::string::npos) r.time += "Z";
@@ -529,8 +528,8 @@ CarbonCsv finish(Raw raw, const std::string& path, std::int64_t naive_utc_offset
     const std::string tt = drop_fraction(r.time);
     auto t = parse_time(tt, (resolve || r.cet_cest) ? 0 : naive_utc_offset_s, &why);
     if (!t)
-      throw EnergyError(fmt::format("{}: time '{}' is not valid ({}); expected {}", r.where,
-                                    quote_line(r.time, 60), why, kTimeForm));
+      throw Error(fmt::format("{}: time '{}' is not valid ({}); expected {}", r.where,
+                              quote_line(r.time, 60), why, kTimeForm));
     const std::optional<std::int64_t> prev =
         c.t_s.empty() ? std::nullopt : std::optional<std::int64_t>(c.t_s.back());
     if (r.cet_cest && !t->explicit_offset) {
@@ -553,7 +552,7 @@ CarbonCsv finish(Raw raw, const std::string& path, std::int64_t naive_utc_offset
       if (res.ec != std::errc() || res.ptr != v.data() + v.size()) g = -1;
     }
     if (!std::isfinite(g) || g < 0)
-      throw EnergyError(fmt::format(
+      throw Error(fmt::format(
           "{}: {} '{}' is not valid; expected a number >= 0 ({}), or an empty cell or null for "
           "no value",
           r.where, c.value_column,
@@ -562,14 +561,14 @@ CarbonCsv finish(Raw raw, const std::string& path, std::int64_t naive_utc_offset
       c.explicit_offsets = t->explicit_offset;
       first_where = r.where;
     } else if (t->explicit_offset != c.explicit_offsets) {
-      throw EnergyError(
+      throw Error(
           fmt::format("{}: time '{}' {} a UTC offset but {} {}; expected every row with its offset "
                       "(e.g. +02:00 or Z) or none",
                       r.where, quote_line(r.time, 60), t->explicit_offset ? "has" : "has no",
                       first_where, c.explicit_offsets ? "has one" : "has none"));
     }
     if (!c.t_s.empty() && t->unix_s <= c.t_s.back())
-      throw EnergyError(fmt::format(
+      throw Error(fmt::format(
           "{}: time '{}' ({}) is not after the previous row ({}); expected increasing times "
           "(a local-time series repeats an hour where daylight saving ends: give each row its "
           "offset, e.g. 2020-10-25 02:30:00+01:00)",
@@ -578,7 +577,7 @@ CarbonCsv finish(Raw raw, const std::string& path, std::int64_t naive_utc_offset
     c.g_co2e_per_kwh.push_back(g * factor);
   }
   if (c.t_s.empty())
-    throw EnergyError(
+    throw Error(
         fmt::format("{}: no values ({} row(s), {} of them null); expected at least one row with a "
                     "carbon intensity",
                     path, raw.rows.size(), c.null_rows));
@@ -603,7 +602,7 @@ CarbonCsv read_series(const std::string& path, std::int64_t naive_utc_offset_s,
                       const CarbonReadOptions& o) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
-    throw EnergyError(
+    throw Error(
         fmt::format("{}: cannot open the carbon-intensity file; expected a readable file ({})",
                     path, carbon_formats_text()));
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -614,8 +613,7 @@ CarbonCsv read_series(const std::string& path, std::int64_t naive_utc_offset_s,
       first != std::string_view::npos && (rest[first] == '{' || rest[first] == '[');
   const std::string f = lower(o.format);
   if (is_json && (f == "greentrain" || f == "entsoe" || f == "csv"))
-    throw EnergyError(
-        fmt::format("{}: a JSON file; expected a CSV for --carbon-format {}", path, f));
+    throw Error(fmt::format("{}: a JSON file; expected a CSV for --carbon-format {}", path, f));
   Raw raw = is_json ? read_json(std::string(rest), path, o) : read_table(rest, path, o);
   return finish(std::move(raw), path, naive_utc_offset_s, resolve, zone_name, o);
 }
@@ -668,7 +666,7 @@ std::int64_t cet_cest_to_utc(std::int64_t local_s, std::optional<std::int64_t> p
   if (cet_ok && cest_ok) return !prev_unix_s || as_cest > *prev_unix_s ? as_cest : as_cet;
   if (cest_ok) return as_cest;
   if (cet_ok) return as_cet;
-  throw EnergyError(fmt::format(
+  throw Error(fmt::format(
       "{}: {} does not exist in Central European time (the clocks go from 02:00 to 03:00 "
       "that night); expected a time outside the skipped hour",
       where, format_wall_time(local_s, 0)));

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cctype>
 
-#include "energy/error.h"
+#include "core/error.h"
 
 namespace gt::energy {
 
@@ -276,7 +276,7 @@ CountryIntensity country_or_throw(std::string_view code, std::string_view set_by
   std::string list;
   for (auto& n : near) list += (list.empty() ? "" : ", ") + n;
   std::string shown(code.substr(0, 40));
-  throw EnergyError(fmt::format(
+  throw Error(fmt::format(
       "{}: unknown country code '{}'; expected an ISO 3166-1 alpha-3 code such as DEU, FRA, USA "
       "({} countries in {}){}",
       set_by, shown, country_intensities().size(), kCountryIntensitySource,

@@ -34,7 +34,7 @@ const std::vector<CountryIntensity>& country_intensities();
 /// The entry of `code` (ISO alpha-3, any case, surrounding spaces ignored); nullopt if none.
 std::optional<CountryIntensity> find_country(std::string_view code);
 
-/// The entry of `code`, or EnergyError "<set_by>: unknown country code 'XXX'; expected an ISO
+/// The entry of `code`, or Error "<set_by>: unknown country code 'XXX'; expected an ISO
 /// 3166-1 alpha-3 code such as DEU, FRA, USA (near matches: DNK (Denmark), ...)": the codes
 /// within one edit of it, codes of countries whose name starts with it, or alpha-2 look-alikes
 /// ("DE" -> DEU, DNK, ...).

@@ -113,7 +113,7 @@ std::string DaemonClient::describe() const {
 
 json DaemonClient::call(json request, double timeout_s) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (fd_ < 0) throw EnergyError(fmt::format("{}: the connection to the daemon is closed", path_));
+  if (fd_ < 0) throw Error(fmt::format("{}: the connection to the daemon is closed", path_));
   request["v"] = kProtocolVersion;
   const std::uint64_t id = next_id_++;
   request["id"] = id;
@@ -122,7 +122,7 @@ json DaemonClient::call(json request, double timeout_s) {
   const double deadline = mono_now() + timeout_s;
   auto fail = [this](const std::string& what) {
     close_fd();
-    return EnergyError(fmt::format("{}: {}", path_, what));
+    return Error(fmt::format("{}: {}", path_, what));
   };
   for (std::size_t sent = 0; sent < out.size();) {
     if (!wait_fd(fd_, POLLOUT, deadline)) throw fail("the daemon takes no request (timed out)");
@@ -199,7 +199,7 @@ class DaemonBatch : public SensorBatch {
         if (!client_ || client_->broken()) {
           std::string why;
           client_ = DaemonClient::connect(path_, &why);
-          if (!client_) throw EnergyError(why);
+          if (!client_) throw Error(why);
         }
         json r;
         // the latest sample from the shared page (no request), a window boundary's fresh one
@@ -389,7 +389,7 @@ std::optional<DaemonSensors> daemon_sensors(const MeterOptions& opt, std::string
               missing.empty() ? "" : "; ", g, out.source, static_cast<int>(nv.size()) - 1);
       }
       if (!missing.empty() && opt.gpus_strict)
-        throw EnergyError(
+        throw Error(
             fmt::format("gpus: {}; expected GPUs whose energy or power can be read "
                         "(or gpus_strict = false, Python strict=False, to measure "
                         "the rest with a flag)",

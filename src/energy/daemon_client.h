@@ -38,7 +38,7 @@ class DaemonClient {
   DaemonClient& operator=(const DaemonClient&) = delete;
 
   /// Sends `request` (v and id are filled in) and returns the response. Throws DaemonError when
-  /// the daemon answers ok=false (its code and sentence), EnergyError on a broken connection or
+  /// the daemon answers ok=false (its code and sentence), Error on a broken connection or
   /// no answer within timeout_s (the connection is then closed: broken() is true).
   nlohmann::json call(nlohmann::json request, double timeout_s = 10);
   /// The latest sample's JSON text (sample_to_json) from the daemon's sample page
@@ -90,7 +90,7 @@ struct DaemonSensors {
 /// 0 (a process-tree estimate, opt.pid > 0, is made here, in this process). Empty optional when
 /// no daemon can be used (opt.daemon_socket, $GT_DAEMON_SOCKET, or the default path); *why and
 /// *present as for DaemonClient::connect. A GPU position that is not visible or cannot be read
-/// is an EnergyError with opt.gpus_strict, else a flag, as Meter::create does. GPUs are numbered
+/// is an Error with opt.gpus_strict, else a flag, as Meter::create does. GPUs are numbered
 /// (SensorInfo::index) by their position among this process's visible GPUs.
 std::optional<DaemonSensors> daemon_sensors(const MeterOptions& opt, std::string* why,
                                             bool* present);

@@ -64,7 +64,7 @@
 #include <string_view>
 #include <vector>
 
-#include "energy/error.h"
+#include "core/error.h"
 #include "energy/sensor.h"
 
 namespace gt::energy::daemon {
@@ -84,10 +84,10 @@ std::string socket_path(const std::string& override_path = "");
 inline std::string sample_page_path(const std::string& socket) { return socket + ".page"; }
 
 /// A protocol error: `code` is one of the error codes above, what() the sentence for the user.
-class ProtocolError : public EnergyError {
+class ProtocolError : public Error {
  public:
   ProtocolError(std::string code, const std::string& msg, nlohmann::json id = nullptr)
-      : EnergyError(msg), code_(std::move(code)), id_(std::move(id)) {}
+      : Error(msg), code_(std::move(code)), id_(std::move(id)) {}
   const std::string& code() const { return code_; }
   /// The id of the request refused, when it could be read (for the response).
   const nlohmann::json& id() const { return id_; }

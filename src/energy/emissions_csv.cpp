@@ -18,7 +18,7 @@
 #include <mutex>
 #include <random>
 
-#include "energy/error.h"
+#include "core/error.h"
 
 namespace gt::energy {
 namespace {
@@ -111,20 +111,20 @@ std::vector<std::string> read_header(int fd, off_t size, const std::string& path
   while (got < static_cast<ssize_t>(head.size())) {
     const ssize_t n = ::pread(fd, head.data() + got, head.size() - got, got);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw EnergyError(fmt::format("{}: cannot read ({})", path, std::strerror(errno)));
+    if (n <= 0) throw Error(fmt::format("{}: cannot read ({})", path, std::strerror(errno)));
     got += n;
   }
   size_t end = 0;
   auto cols = first_record(head, end, crlf);
   if (end == std::string::npos && static_cast<size_t>(size) > head.size())
-    throw EnergyError(fmt::format(
+    throw Error(fmt::format(
         "{}: no line break in its first {} KiB; expected an emissions.csv header line; the file "
         "is left as it was (choose another file)",
         path, kMaxHeaderBytes / 1024));
   const bool has = std::find(cols.begin(), cols.end(), "timestamp") != cols.end() &&
                    std::find(cols.begin(), cols.end(), "energy_consumed") != cols.end();
   if (!has)
-    throw EnergyError(fmt::format(
+    throw Error(fmt::format(
         "{}: its first line '{}' is not an emissions.csv header (expected CodeCarbon's columns, "
         "at least timestamp and energy_consumed); the file is left as it was (choose another "
         "file)",
@@ -142,8 +142,8 @@ void write_all(int fd, const std::string& text, off_t restore_size, const std::s
       // no half row: cut what this call wrote (the lock keeps other writers out)
       if (::ftruncate(fd, restore_size) != 0) {
       }
-      throw EnergyError(fmt::format("{}: write failed ({}); the file is as it was before", path,
-                                    std::strerror(err ? err : EIO)));
+      throw Error(fmt::format("{}: write failed ({}); the file is as it was before", path,
+                              std::strerror(err ? err : EIO)));
     }
     done += static_cast<size_t>(n);
   }
@@ -160,11 +160,11 @@ struct Fd {
 
 void check_run_info(const RunInfo& run) {
   if (!(std::isfinite(run.pue) && run.pue >= 1 && run.pue <= 10))
-    throw EnergyError(fmt::format(
+    throw Error(fmt::format(
         "pue = {}: expected a power usage effectiveness in [1, 10] (1: no facility overhead)",
         run.pue));
   if (run.wue && !(std::isfinite(*run.wue) && *run.wue >= 0 && *run.wue <= 100))
-    throw EnergyError(
+    throw Error(
         fmt::format("wue = {}: expected a water usage effectiveness in [0, 100] L/kWh", *run.wue));
 }
 
@@ -264,7 +264,7 @@ std::vector<std::string> codecarbon_fields(const Measurement& m, const RunInfo& 
                                 m.carbon_g_per_kwh ? num(*m.carbon_g_per_kwh) : "",
                                 m.carbon_source};
   if (v.size() != codecarbon_columns().size())
-    throw EnergyError("internal: emissions.csv row and header differ in length");
+    throw Error("internal: emissions.csv row and header differ in length");
   return v;
 }
 
@@ -282,16 +282,16 @@ CsvAppend append_codecarbon_csv(const std::string& path, const Measurement& m, c
   Fd f;
   f.fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
   if (f.fd < 0)
-    throw EnergyError(
+    throw Error(
         fmt::format("{}: cannot open for appending ({}); expected a writable file "
                     "in an existing folder",
                     path, std::strerror(errno)));
   while (::flock(f.fd, LOCK_EX) != 0)
     if (errno != EINTR)
-      throw EnergyError(fmt::format("{}: cannot lock ({})", path, std::strerror(errno)));
+      throw Error(fmt::format("{}: cannot lock ({})", path, std::strerror(errno)));
   struct stat st {};
   if (::fstat(f.fd, &st) != 0)
-    throw EnergyError(fmt::format("{}: cannot stat ({})", path, std::strerror(errno)));
+    throw Error(fmt::format("{}: cannot stat ({})", path, std::strerror(errno)));
   CsvAppend res;
   std::string text;
   if (!S_ISREG(st.st_mode) || st.st_size == 0) {  // new (or a pipe, a terminal): our header
@@ -328,12 +328,12 @@ void check_codecarbon_csv_writable(const std::string& path) {
     const std::string parent = fs::path(path).parent_path().string();
     const std::string dir = parent.empty() ? std::string(".") : parent;
     if (::access(dir.c_str(), W_OK | X_OK) != 0)
-      throw EnergyError(fmt::format("{}: cannot be created ({}: {}); expected a writable folder",
-                                    path, dir, std::strerror(errno)));
+      throw Error(fmt::format("{}: cannot be created ({}: {}); expected a writable folder", path,
+                              dir, std::strerror(errno)));
     return;
   }
   if (::access(path.c_str(), W_OK) != 0)
-    throw EnergyError(fmt::format("{}: not writable ({})", path, std::strerror(errno)));
+    throw Error(fmt::format("{}: not writable ({})", path, std::strerror(errno)));
   struct stat st {};
   if (::fstat(f.fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
     bool crlf = false;

@@ -36,7 +36,7 @@ struct RunInfo {
   std::string tracking_mode = "machine";  ///< "machine" or "process"
 };
 
-/// Throws EnergyError naming pue or wue when it is out of its range (above) or not finite.
+/// Throws Error naming pue or wue when it is out of its range (above) or not finite.
 void check_run_info(const RunInfo& run);
 
 /// CodeCarbon 3.x's emissions.csv column names, in its order, then energy_method, energy_flags,
@@ -47,7 +47,7 @@ const std::vector<std::string>& codecarbon_columns();
 /// The row's fields for `m`, one per codecarbon_columns() entry, unquoted. When the energy is
 /// unknown its energy, power, water and emissions fields are empty (never 0) and energy_flags
 /// starts with "energy unknown: <reason>". The utilization and ram_used_gb columns are empty
-/// (greentrain does not sample them). Throws EnergyError from check_run_info.
+/// (greentrain does not sample them). Throws Error from check_run_info.
 std::vector<std::string> codecarbon_fields(const Measurement& m, const RunInfo& run);
 
 /// One CSV row (no newline) of codecarbon_fields; fields with commas, quotes or line breaks are
@@ -64,12 +64,12 @@ struct CsvAppend {
 /// Appends one row to the CSV at `path` (created with the header when missing or empty), under
 /// an exclusive lock, with O_APPEND: concurrent writers in any processes never lose a row. A
 /// file with another header gets the row under that header, in its order (CsvAppend says which
-/// columns were left out). Throws EnergyError naming the path: the file cannot be opened or
+/// columns were left out). Throws Error naming the path: the file cannot be opened or
 /// written (a failed write is cut back, so no half row is left), or its first line is not an
 /// emissions.csv header (no `timestamp` and `energy_consumed` columns): it is left as it was.
 CsvAppend append_codecarbon_csv(const std::string& path, const Measurement& m, const RunInfo& run);
 
-/// Throws EnergyError naming `path` when a row could not be appended there (the folder is
+/// Throws Error naming `path` when a row could not be appended there (the folder is
 /// missing or read-only, the file is not writable, or its header is not an emissions.csv
 /// header); writes nothing. For commands that check their outputs before they run.
 void check_codecarbon_csv_writable(const std::string& path);

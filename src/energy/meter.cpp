@@ -9,9 +9,9 @@
 #include <chrono>
 #include <set>
 
+#include "core/error.h"
 #include "energy/cpu_estimate.h"
 #include "energy/daemon_client.h"
-#include "energy/error.h"
 #include "energy/gpu_sensors.h"
 #include "energy/rapl.h"
 
@@ -53,9 +53,8 @@ std::string gpu_list_text(const std::vector<int>& g) {
 
 void check_interval_s(double interval_s, const std::string& what) {
   if (interval_s == 0 || (interval_s >= kMinIntervalS && interval_s <= kMaxIntervalS)) return;
-  throw EnergyError(
-      fmt::format("{} {} s: expected 0 (no sampling thread) or a period in [{}, {}] s", what,
-                  interval_s, kMinIntervalS, kMaxIntervalS));
+  throw Error(fmt::format("{} {} s: expected 0 (no sampling thread) or a period in [{}, {}] s",
+                          what, interval_s, kMinIntervalS, kMaxIntervalS));
 }
 
 SensorList detect_sensors(const MeterOptions& opt, std::vector<std::string>* flags) {
@@ -69,7 +68,7 @@ SensorList detect_sensors(const MeterOptions& opt, std::vector<std::string>* fla
     SensorList out;
     for (int g : *opt.gpus) {
       if (g < 0 || g >= static_cast<int>(l.size()) || !l[static_cast<size_t>(g)])
-        throw EnergyError(
+        throw Error(
             fmt::format("gpus: {} is not a visible {} GPU (or is listed twice); "
                         "expected a position in 0..{}",
                         g, vendor, static_cast<int>(l.size()) - 1));
@@ -107,7 +106,7 @@ SensorList detect_sensors(const MeterOptions& opt, std::vector<std::string>* fla
     std::string why;
     for (auto& p : gpu_problems) why += (why.empty() ? "" : "; ") + p;
     if (opt.gpus_strict)
-      throw EnergyError(fmt::format(
+      throw Error(fmt::format(
           "gpus {}: {}; expected GPUs whose energy or power can be read (or gpus_strict = "
           "false, Python strict=False, to measure the rest with a flag)",
           gpu_list_text(*opt.gpus), why));
@@ -237,7 +236,7 @@ Meter::~Meter() {
 
 void Meter::check_owner() const {
   if (::getpid() != owner_pid_)
-    throw EnergyError(fmt::format(
+    throw Error(fmt::format(
         "this Meter was made by process {} and this is process {} (a forked child): its "
         "sampling thread and device locks stay with the parent; expected a Meter made in this "
         "process",
@@ -395,8 +394,7 @@ void Meter::begin_window(const std::string& name) {
   check_owner();
   std::lock_guard<std::mutex> g(mu_);
   if (windows_.count(name))
-    throw EnergyError(
-        fmt::format("energy window '{}' is already open; expected end_window first", name));
+    throw Error(fmt::format("energy window '{}' is already open; expected end_window first", name));
   tick_locked(true);
   Window w;
   w.t0_s = last_t_;
@@ -414,7 +412,7 @@ bool Meter::has_window(const std::string& name) const {
 double Meter::window_elapsed_s(const std::string& name) const {
   std::lock_guard<std::mutex> g(mu_);
   auto it = windows_.find(name);
-  if (it == windows_.end()) throw EnergyError("no window named '" + name + "' is open");
+  if (it == windows_.end()) throw Error("no window named '" + name + "' is open");
   return clock_.mono_s() - it->second.t0_s;
 }
 
@@ -423,8 +421,8 @@ Measurement Meter::end_window(const std::string& name) {
   std::lock_guard<std::mutex> g(mu_);
   auto it = windows_.find(name);
   if (it == windows_.end())
-    throw EnergyError(fmt::format(
-        "energy window '{}' is not open; expected begin_window('{}') first", name, name));
+    throw Error(fmt::format("energy window '{}' is not open; expected begin_window('{}') first",
+                            name, name));
   tick_locked(true);
   Window w = std::move(it->second);
   windows_.erase(it);

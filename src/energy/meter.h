@@ -47,10 +47,10 @@ struct MeterOptions {
   bool use_nvml = true, use_rocm_smi = true, use_rapl = true, use_estimate = true;
   /// GPUs to read, as positions among the visible GPUs of each vendor (0-based, CUDA's
   /// numbering after CUDA_VISIBLE_DEVICES); empty optional: all of them. create() throws
-  /// EnergyError naming a position that is not a visible GPU.
+  /// Error naming a position that is not a visible GPU.
   std::optional<std::vector<int>> gpus;
   /// What create() does when `gpus` names GPUs and one of them cannot be read (no NVML or ROCm
-  /// SMI library, no driver, a device whose counters fail): true: throws EnergyError saying
+  /// SMI library, no driver, a device whose counters fail): true: throws Error saying
   /// why (as Zeus raises); false: measures the rest, and every Measurement carries a flag
   /// naming the GPUs left out and why (their energy is missing from the totals, never
   /// silently).
@@ -68,7 +68,7 @@ struct MeterOptions {
 };
 
 /// The sensors of this machine a Meter reads directly, as `opt` selects them (NVML, ROCm SMI,
-/// RAPL, and the CPU/memory estimate for domains no counter covers). Throws EnergyError for a
+/// RAPL, and the CPU/memory estimate for domains no counter covers). Throws Error for a
 /// GPU position that is not visible (or, with opt.gpus_strict, cannot be read); *flags gets the
 /// meter-wide flags otherwise (GPUs asked for and not measured). Used by Meter::create and by
 /// the daemon (src/serve).
@@ -141,7 +141,7 @@ struct PowerPoint {
 
 /// The sampling interval's range: 0 (no thread) or [kMinIntervalS, kMaxIntervalS] s.
 inline constexpr double kMinIntervalS = 0.001, kMaxIntervalS = 3600;
-/// Throws EnergyError "<what> <s> s: expected 0 (no sampling thread) or a period in
+/// Throws Error "<what> <s> s: expected 0 (no sampling thread) or a period in
 /// [0.001, 3600] s" unless `interval_s` is in that range (NaN and infinities are not).
 void check_interval_s(double interval_s, const std::string& what);
 
@@ -169,12 +169,12 @@ class Meter {
   Meter(const Meter&) = delete;
   Meter& operator=(const Meter&) = delete;
 
-  /// Starts window `name` now. Throws EnergyError if a window of that name is open.
+  /// Starts window `name` now. Throws Error if a window of that name is open.
   void begin_window(const std::string& name);
-  /// Ends window `name` and returns its measurement. Throws EnergyError if none is open.
+  /// Ends window `name` and returns its measurement. Throws Error if none is open.
   Measurement end_window(const std::string& name);
   bool has_window(const std::string& name) const;
-  /// Seconds since window `name` began, on the meter's clock. Throws EnergyError if none is
+  /// Seconds since window `name` began, on the meter's clock. Throws Error if none is
   /// open.
   double window_elapsed_s(const std::string& name) const;
   /// Reads every sensor now (also done by the thread every interval_s).
@@ -235,7 +235,7 @@ class Meter {
   void add_timeline_point(Slot& s, const std::optional<Interval>& iv, double t, double unix_now);
   void tick_locked(bool boundary);
   static std::vector<PowerPoint> ring_in_order(const Slot& s);
-  void check_owner() const;  ///< EnergyError in a forked child (see ~Meter)
+  void check_owner() const;  ///< Error in a forked child (see ~Meter)
   double carbon_time(double mono_s, double unix_s) const;
   void thread_main();
 

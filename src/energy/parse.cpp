@@ -8,7 +8,7 @@
 #include <limits>
 #include <type_traits>
 
-#include "energy/error.h"
+#include "core/error.h"
 
 namespace gt::energy {
 namespace {
@@ -81,7 +81,7 @@ template <class T>
 T parse_number(std::string_view text, std::string_view source, std::string_view expected) {
   std::string err;
   if (auto v = try_parse_number<T>(text, source, expected, &err)) return *v;
-  throw EnergyError(err);
+  throw Error(err);
 }
 
 #define GT_PARSE_INSTANTIATE(T)                                                     \

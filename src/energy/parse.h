@@ -22,7 +22,7 @@ template <class T>
 std::optional<T> try_parse_number(std::string_view text, std::string_view source,
                                   std::string_view expected = {}, std::string* error = nullptr);
 
-/// As try_parse_number, but throws EnergyError (energy/error.h) with the message on failure.
+/// As try_parse_number, but throws gt::Error (core/error.h) with the message on failure.
 template <class T>
 T parse_number(std::string_view text, std::string_view source, std::string_view expected = {});
 

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "energy/error.h"
+#include "core/error.h"
 #include "energy/parse.h"
 
 namespace gt::energy {
@@ -15,8 +15,7 @@ namespace gt::energy {
 ReplaySensor::ReplaySensor(const std::string& path, const std::string& name,
                            const std::string& domain) {
   std::ifstream f(path);
-  if (!f)
-    throw EnergyError(fmt::format("{}: cannot open; expected a CSV power or energy trace", path));
+  if (!f) throw Error(fmt::format("{}: cannot open; expected a CSV power or energy trace", path));
   std::string line;
   std::getline(f, line);
   std::vector<std::string> cols;
@@ -35,7 +34,7 @@ ReplaySensor::ReplaySensor(const std::string& path, const std::string& name,
     if (cols[i] == "energy_j") vi = i, energy_ = true;
   }
   if (ti < 0 || vi < 0)
-    throw EnergyError(fmt::format(
+    throw Error(fmt::format(
         "{}: header '{}' lacks columns; expected time_s and power_w or energy_j", path, line));
   int lineno = 1;
   while (std::getline(f, line)) {
@@ -47,20 +46,20 @@ ReplaySensor::ReplaySensor(const std::string& path, const std::string& name,
     while (std::getline(ss, c, ',')) fld.push_back(c);
     const char* vname = energy_ ? "energy_j" : "power_w";
     if (static_cast<int>(fld.size()) <= std::max(ti, vi))
-      throw EnergyError(fmt::format("{}:{}: '{}' has {} field(s); expected time_s and {}", path,
-                                    lineno, line, fld.size(), vname));
+      throw Error(fmt::format("{}:{}: '{}' has {} field(s); expected time_s and {}", path, lineno,
+                              line, fld.size(), vname));
     const double t = parse_number<double>(fld[ti], fmt::format("{}:{}: time_s", path, lineno),
                                           "a time in seconds");
     const double v = parse_number<double>(fld[vi], fmt::format("{}:{}: {}", path, lineno, vname),
                                           energy_ ? "a counter value in J" : "a power in W");
     if (!t_.empty() && t <= t_.back())
-      throw EnergyError(fmt::format("{}:{}: time_s {} does not increase; expected > {}", path,
-                                    lineno, t, t_.back()));
+      throw Error(fmt::format("{}:{}: time_s {} does not increase; expected > {}", path, lineno, t,
+                              t_.back()));
     t_.push_back(t);
     v_.push_back(v);
   }
   if (t_.size() < 2)
-    throw EnergyError(fmt::format("{}: {} data rows; expected at least 2", path, t_.size()));
+    throw Error(fmt::format("{}: {} data rows; expected at least 2", path, t_.size()));
   cum_j_.assign(t_.size(), 0);
   for (size_t i = 1; i < t_.size(); ++i)
     cum_j_[i] =

@@ -11,7 +11,7 @@ namespace gt::energy {
 
 class ReplaySensor : public Sensor {
  public:
-  /// Loads `path`; throws EnergyError naming the file, line and column on bad input.
+  /// Loads `path`; throws Error naming the file, line and column on bad input.
   /// `domain` is "cpu", "gpu", "ram" or "psys".
   ReplaySensor(const std::string& path, const std::string& name = "replay",
                const std::string& domain = "gpu");

@@ -14,7 +14,7 @@
 
 #include "core/atomic_file.h"
 #include "core/bytes_json.h"
-#include "energy/error.h"
+#include "core/error.h"
 
 namespace gt::energy {
 nlohmann::json to_json(const Measurement& m) {

@@ -10,36 +10,18 @@
 #include <random>
 
 #include "core/error.h"
-#include "energy/error.h"
 
 namespace gt::sched {
-namespace {
-
-// Runs f, turning the energy module's EnergyError into gt::Error (the same message).
-template <class F>
-auto energy_call(F f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const energy::EnergyError& e) {
-    throw Error(e.what());
-  }
-}
-
-}  // namespace
-
 UnixTimeS civil_to_unix_s(int year, int month, int day, int hour, int minute, int second,
                           const TimeZone& zone, std::string_view where) {
-  const UnixTimeS local = energy_call(
-      [&] { return energy::civil_to_unix_s(year, month, day, hour, minute, second, 0); });
+  const UnixTimeS local = energy::civil_to_unix_s(year, month, day, hour, minute, second, 0);
   return zone.to_utc(local, where);
 }
 
 UnixTimeS parse_wall_time(std::string_view text, const TimeZone& zone, std::string_view where) {
   if (zone.is_fixed())
-    return energy_call(
-        [&] { return energy::parse_time_or_throw(text, zone.fixed_offset_s(), where).unix_s; });
-  const energy::ParsedTime t =
-      energy_call([&] { return energy::parse_time_or_throw(text, 0, where); });
+    return energy::parse_time_or_throw(text, zone.fixed_offset_s(), where).unix_s;
+  const energy::ParsedTime t = energy::parse_time_or_throw(text, 0, where);
   return t.explicit_offset ? t.unix_s : zone.to_utc(t.unix_s, where);
 }
 
@@ -80,7 +62,7 @@ CarbonSeries load_carbon_csv(const std::string& path, const TimeZone& zone, cons
         fmt::format("--slot-s {} is not valid; expected seconds in [1, {}] (a year), or 0 for "
                     "the CSV's smallest step",
                     grid.slot_s, kMaxSlotS));
-  const energy::CarbonCsv csv = energy_call([&] {
+  const energy::CarbonCsv csv = [&] {
     if (zone.is_fixed()) return energy::read_carbon_csv(path, zone.fixed_offset_s(), read);
     // A named zone: a repeated hour is read at its first occurrence unless time would go back.
     energy::NaiveTimeResolver resolve = [&zone](std::int64_t local_s,
@@ -92,7 +74,7 @@ CarbonSeries load_carbon_csv(const std::string& path, const TimeZone& zone, cons
       return zone.to_utc(local_s, where);  // unique, or an error naming the skipped hour
     };
     return energy::read_carbon_csv(path, resolve, zone.describe(), read);
-  });
+  }();
   const std::vector<UnixTimeS>& ts = csv.t_s;
   const std::vector<double>& vs = csv.g_co2e_per_kwh;
   check(ts.size() >= 2,

@@ -2,7 +2,7 @@
 // wall-clock <-> UTC conversions the scheduler needs. The CSV is read and times are parsed by
 // the energy module's one reader (energy/carbon.h: byte order mark and CRLF accepted, explicit
 // offsets honoured, holes recorded); this file resamples the rows onto the planner's grid and
-// turns the reader's EnergyError into gt::Error. A series' time zone is always stated by the
+// turns the reader's Error into gt::Error. A series' time zone is always stated by the
 // user, as a UTC offset or a zone name (sched/timezone.h), or by each row's own offset; nothing
 // here guesses it.
 #pragma once

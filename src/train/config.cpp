@@ -16,7 +16,6 @@
 #include "core/bytes_json.h"
 #include "core/error.h"
 #include "energy/carbon_regions.h"
-#include "energy/error.h"
 #include "energy/parse.h"
 
 namespace gt {
@@ -388,13 +387,7 @@ void TrainConfig::validate() const {
         "energy.carbon_intensity = {} and energy.carbon_csv = '{}' are both set; expected one "
         "of them (a constant intensity or a series)",
         *carbon_intensity, carbon_csv));
-  if (!carbon_region.empty()) {
-    try {
-      energy::country_or_throw(carbon_region, "energy.carbon_region");
-    } catch (const energy::EnergyError& e) {
-      throw Error(e.what());
-    }
-  }
+  if (!carbon_region.empty()) energy::country_or_throw(carbon_region, "energy.carbon_region");
   // the series reader takes offsets of real time zones only (UTC-12 to UTC+14): 20 passed here
   // and failed when the series was read, naming the file and not the key
   if (!(carbon_utc_offset_h >= -14 && carbon_utc_offset_h <= 14))

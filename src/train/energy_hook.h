@@ -16,7 +16,7 @@ namespace gt {
 
 /// Meter options from the energy.* keys: interval_ms, carbon_intensity (gCO2e/kWh; any set
 /// value, 0 included, is used; unset leaves the meter's labelled default) or carbon_csv
-/// (+ carbon_utc_offset_h), cpu_tdp_w. Throws EnergyError on an unreadable carbon CSV.
+/// (+ carbon_utc_offset_h), cpu_tdp_w. Throws Error on an unreadable carbon CSV.
 energy::MeterOptions meter_options(const TrainConfig& cfg);
 
 /// JSON null for an empty optional, else its value.

@@ -7,9 +7,9 @@
 
 #include <string>
 
+#include "core/error.h"
 #include "energy/carbon.h"
 #include "energy/carbon_regions.h"
-#include "energy/error.h"
 #include "test_util.h"
 
 namespace gt::energy {
@@ -21,7 +21,7 @@ std::int64_t utc(const char* t) { return parse_time(std::string(t) + "Z", 0)->un
 std::string error_of(const std::function<void()>& f) {
   try {
     f();
-  } catch (const EnergyError& e) {
+  } catch (const Error& e) {
     return e.what();
   }
   return "no error";

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <tuple>
 
-#include "energy/error.h"
+#include "core/error.h"
 #include "energy/replay.h"
 #include "test_util.h"
 
@@ -96,15 +96,15 @@ TEST(Carbon, BadCsvNamesFileLineAndExpectation) {
   try {
     CarbonIntensity::from_csv(d / "bad.csv");
     FAIL() << "no error";
-  } catch (const EnergyError& e) {
+  } catch (const Error& e) {
     std::string w = e.what();
     EXPECT_NE(w.find("bad.csv:2"), std::string::npos) << w;
     EXPECT_NE(w.find("expected"), std::string::npos) << w;
   }
   write_file(d / "hdr.csv", "when,g\n");
-  EXPECT_THROW(CarbonIntensity::from_csv(d / "hdr.csv"), EnergyError);
-  EXPECT_THROW(CarbonIntensity::from_csv(d / "missing.csv"), EnergyError);
-  EXPECT_THROW(CarbonIntensity::constant(-1, "x"), EnergyError);
+  EXPECT_THROW(CarbonIntensity::from_csv(d / "hdr.csv"), Error);
+  EXPECT_THROW(CarbonIntensity::from_csv(d / "missing.csv"), Error);
+  EXPECT_THROW(CarbonIntensity::constant(-1, "x"), Error);
 }
 
 // Issue 12.6: one reader with one set of rules for every command.
@@ -132,7 +132,7 @@ TEST(Carbon, ByteOrderMarkAndCrlfAreAccepted) {
   try {
     CarbonIntensity::from_csv(d / "nbsp2.csv");
     FAIL() << "no error";
-  } catch (const EnergyError& e) {
+  } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("\\u00a0CI"), std::string::npos) << e.what();
   }
 }
@@ -174,7 +174,7 @@ TEST(Carbon, MixedNaiveAndOffsetRowsAreRefused) {
   try {
     CarbonIntensity::from_csv(d / "mix.csv");
     FAIL() << "no error";
-  } catch (const EnergyError& e) {
+  } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("mix.csv:3"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("offset"), std::string::npos) << e.what();
   }
@@ -192,7 +192,7 @@ TEST(Carbon, TimesAreCheckedOnTheCalendar) {
   EXPECT_EQ(format_iso_time(1582934400, -5 * 3600), "2020-02-28T19:00:00-05:00");
   EXPECT_EQ(format_wall_time(-1, 0), "1969-12-31T23:59:59");
   EXPECT_EQ(civil_to_unix_s(2020, 1, 1, 1, 0, 0, 3600), 1577836800);
-  EXPECT_THROW(civil_to_unix_s(2020, 2, 30, 0, 0, 0, 0), EnergyError);
+  EXPECT_THROW(civil_to_unix_s(2020, 2, 30, 0, 0, 0, 0), Error);
   EXPECT_EQ(format_span_s(4 * 3600), "4 h");
   EXPECT_EQ(format_span_s(900), "15 min");
 }
@@ -262,7 +262,7 @@ TEST(Carbon, ZeroIsAValueAndTheOriginIsNamed) {
   CarbonIntensity def;
   EXPECT_EQ(def.origin(), CarbonOrigin::kDefault);
   EXPECT_NE(def.describe().find("475 gCO2e/kWh, default"), std::string::npos) << def.describe();
-  EXPECT_THROW(CarbonIntensity::constant(std::nan(""), "x"), EnergyError);
+  EXPECT_THROW(CarbonIntensity::constant(std::nan(""), "x"), Error);
 
   TempDir d;
   write_file(d / "p.csv", "time_s,power_w\n0,1000\n7200,1000\n");

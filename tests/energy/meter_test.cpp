@@ -11,8 +11,8 @@
 #include <cmath>
 #include <thread>
 
+#include "core/error.h"
 #include "energy/cpu_estimate.h"
-#include "energy/error.h"
 #include "energy/node_lock.h"
 #include "energy/replay.h"
 #include "test_util.h"
@@ -95,7 +95,7 @@ TEST(Meter, IntervalOutsideItsRangeIsRefused) {
     try {
       Meter m(SensorList{}, o);
       ADD_FAILURE() << s << " was accepted";
-    } catch (const EnergyError& e) {
+    } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("[0.001, 3600] s"), std::string::npos) << e.what();
     }
   }
@@ -127,7 +127,7 @@ TEST(Meter, ForkedChildLeavesTheParentsThreadAndLocks) {
     try {
       m->begin_window("child");
       code = 3;  // measured with the parent's meter
-    } catch (const EnergyError& e) {
+    } catch (const Error& e) {
       code = std::string(e.what()).find("forked child") != std::string::npos ? 0 : 4;
     }
     m.reset();  // the destructor in the child: no join of a thread that is not here
@@ -153,9 +153,9 @@ TEST(Meter, UnknownOrDuplicateWindowThrows) {
   TempDir d;
   ManualClock clk;
   Meter m(SensorList{}, manual_options(d.path), clk.clock());
-  EXPECT_THROW(m.end_window("nope"), EnergyError);
+  EXPECT_THROW(m.end_window("nope"), Error);
   m.begin_window("x");
-  EXPECT_THROW(m.begin_window("x"), EnergyError);
+  EXPECT_THROW(m.begin_window("x"), Error);
   auto r = m.end_window("x");
   ASSERT_FALSE(r.flags.empty());
   EXPECT_NE(r.flags.back().find("no sensor counted"), std::string::npos);
@@ -283,7 +283,7 @@ TEST(Meter, ReplayEnergyTraceIsACounter) {
   EXPECT_EQ(r.info().kind, SensorKind::kEnergyCounter);
   EXPECT_DOUBLE_EQ(r.integral_j(0.5, 1.5), 7.5);
   write_file(d / "bad.csv", "time_s,power_w\n0,1\n0,2\n");
-  EXPECT_THROW(ReplaySensor(d / "bad.csv"), EnergyError);
+  EXPECT_THROW(ReplaySensor(d / "bad.csv"), Error);
 }
 
 // Issue 12, part 8: a replay trace's numbers go through the checked parser: "12abc" was read as
@@ -294,14 +294,14 @@ TEST(Meter, ReplayTraceFieldThatIsNotANumberIsNamed) {
   try {
     ReplaySensor r(d / "t.csv");
     FAIL();
-  } catch (const EnergyError& e) {
+  } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("t.csv:3: power_w: '12abc' is not a number (it goes on "
                                          "with 'abc'); expected a power in W"),
               std::string::npos)
         << e.what();
   }
   write_file(d / "short.csv", "time_s,power_w\n0,10\n1\n");
-  EXPECT_THROW(ReplaySensor(d / "short.csv"), EnergyError);
+  EXPECT_THROW(ReplaySensor(d / "short.csv"), Error);
 }
 
 TEST(Meter, CreateOnThisMachineAndSamplerOverhead) {

@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "energy/error.h"
+#include "core/error.h"
 
 namespace gt::energy {
 
@@ -38,7 +38,7 @@ TEST(Parse, RefusesWhatOtherParsersTakeSilently) {
   for (const char* bad : {"-1", "1.5", "1e3", "0x10", "18446744073709551616", "+"})
     EXPECT_FALSE(try_parse_number<unsigned long long>(bad, "x")) << bad;
   EXPECT_FALSE(try_parse_number<int>("2147483648", "x"));
-  EXPECT_THROW(parse_number<long>("abc", "x"), EnergyError);
+  EXPECT_THROW(parse_number<long>("abc", "x"), Error);
 }
 
 }  // namespace gt::energy

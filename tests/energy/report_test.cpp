@@ -10,7 +10,7 @@
 #include <sstream>
 #include <utility>
 
-#include "energy/error.h"
+#include "core/error.h"
 #include "energy/metrics.h"
 #include "test_util.h"
 
@@ -168,10 +168,10 @@ TEST(Report, PueMultipliesEnergiesAndEmissionsWueGivesWater) {
   EXPECT_EQ(csv_cell(t2, 2, "wue"), "");
   EXPECT_EQ(csv_cell(t2, 2, "cpu_utilization_percent"), "");
   run.pue = 0.5;
-  EXPECT_THROW(codecarbon_row(sample_measurement(), run), EnergyError);
+  EXPECT_THROW(codecarbon_row(sample_measurement(), run), Error);
   run.pue = 1;
   run.wue = -1;
-  EXPECT_THROW(codecarbon_row(sample_measurement(), run), EnergyError);
+  EXPECT_THROW(codecarbon_row(sample_measurement(), run), Error);
 }
 
 // Issue 31 §2: 12 processes appending at once keep every row (new file and existing file).
@@ -253,15 +253,15 @@ TEST(Report, FileThatIsNotAnEmissionsCsvIsRefusedAndKept) {
   try {
     append_codecarbon_csv(d / "e.csv", sample_measurement(), RunInfo{});
     ADD_FAILURE() << "no error";
-  } catch (const EnergyError& e) {
+  } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(d / "e.csv"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("not an emissions.csv header"), std::string::npos)
         << e.what();
   }
   EXPECT_EQ(slurp(d / "e.csv"), "a,b\n1,2\n");
   EXPECT_FALSE(std::filesystem::exists(d / "e.csv.bak"));
-  EXPECT_THROW(check_codecarbon_csv_writable(d / "e.csv"), EnergyError);
-  EXPECT_THROW(check_codecarbon_csv_writable(d / "no-such-folder/e.csv"), EnergyError);
+  EXPECT_THROW(check_codecarbon_csv_writable(d / "e.csv"), Error);
+  EXPECT_THROW(check_codecarbon_csv_writable(d / "no-such-folder/e.csv"), Error);
   EXPECT_NO_THROW(check_codecarbon_csv_writable(d / "new.csv"));
   EXPECT_FALSE(std::filesystem::exists(d / "new.csv"));
 }
