@@ -266,6 +266,11 @@ if [ "$rehearse" = 0 ] && ! ldconfig -p 2> /dev/null | grep -q 'libcudnn\.so\.9'
     command -v "$p" > /dev/null || continue
     cudnn_dir="$("$p" -c 'import nvidia.cudnn as c, os; print(next(os.path.join(d, "lib") for d in c.__path__ if os.path.exists(os.path.join(d, "lib", "libcudnn.so.9"))))' 2> /dev/null)" && break
   done
+  # cuDNN compiles its fused attention at run time with NVRTC: the wheel's, where there is one
+  if [ -n "$cudnn_dir" ]; then
+    nvrtc_dir="$(cd "$cudnn_dir/../.." 2> /dev/null && ls -d "$PWD"/cuda_nvrtc/lib 2> /dev/null | head -1)"
+    [ -n "$nvrtc_dir" ] && cudnn_dir="$cudnn_dir:$nvrtc_dir"
+  fi
   [ -n "$cudnn_dir" ] && export LD_LIBRARY_PATH="$cudnn_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 gt="$(bpath greentrain)"

@@ -127,8 +127,16 @@ TEST(CudnnAttention, FollowsTheReferenceOnAGpuAsTheOwnKernelsDo) {
   BackendOptions o;
   auto own = make_backend("cuda", o);
   o.attention = AttentionImpl::cudnn;
-  auto cudnn = make_backend("cuda", o);  // throws, failing the test, when cuDNN cannot load
-  for (auto [B, T, C, NH] : {std::array{2, 128, 128, 2}, std::array{2, 256, 768, 12}}) {
+  std::unique_ptr<Backend> cudnn;
+  try {
+    cudnn = make_backend("cuda", o);
+  } catch (const Error& e) {  // no cuDNN 9 on this machine: said, not failed
+    if (std::string(e.what()).find("cannot load cuDNN 9") == std::string::npos) throw;
+    GTEST_SKIP() << "skipped: " << e.what();
+  }
+  // T = 100: a last tile of keys and queries that is not full
+  for (auto [B, T, C, NH] :
+       {std::array{2, 128, 128, 2}, std::array{1, 100, 128, 2}, std::array{2, 256, 768, 12}}) {
     follows_ref(*own, B, T, C, NH);
     follows_ref(*cudnn, B, T, C, NH);
   }

@@ -143,9 +143,15 @@ class CudaBackendT final : public Backend {
       const bool act16 = q.bf16_activations && q.precision == Precision::bf16;
       bytes += static_cast<size_t>(q.weight_elems + q.N * wide + (act16 ? 0 : q.N * q.hidden)) * 2;
     }
-    // cuDNN attention's 16-bit operands: qkv and dqkv (3C), out and dout (C) per token (cuDNN's
-    // own workspace, known only once its plan is built, is not counted)
-    if (cudnn_) bytes += static_cast<size_t>(q.N * q.C) * 8 * 2;
+    // cuDNN attention's 16-bit operands: qkv and dqkv (3C), out and dout (C) per token, and
+    // cuDNN's workspace as its deterministic backward on Hopper takes it (dP in 16 bits, the
+    // scores' rows and columns rounded up to 64 and 128: the frontend's
+    // node/scaled_dot_product_flash_attention.h; the plan says the exact size once built)
+    if (cudnn_ && q.T > 0) {
+      const int64_t t64 = (q.T + 63) / 64 * 64, t128 = (int64_t(q.T) + 127) / 128 * 128;
+      bytes += static_cast<size_t>(q.N * q.C) * 8 * 2 +
+               static_cast<size_t>(q.N / q.T * q.NH * t64 * t128) * 2;
+    }
     return bytes;
   }
 

@@ -16,6 +16,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -29,19 +30,28 @@ namespace gt {
 namespace fe = cudnn_frontend;
 namespace {
 
-/// libcudnn.so.9, loaded once per process.
+/// libcudnn.so.9, loaded once per process (a cuDNN before 9 is refused: its graph API lacks
+/// the fused attention). The frontend loads the CUDA runtime itself, trying libcudart.so.12
+/// before .13; it is pointed at the one this program was built with
+/// (CUDNN_FRONTEND_CUDART_LIB_NAME, cudnn_frontend_shim.h) unless the user chose one.
 void load_cudnn() {
   static std::once_flag once;
   static std::string why;
   std::call_once(once, [] {
-    for (const char* name : {"libcudnn.so.9", "libcudnn.so"}) {
-      dlerror();
-      if (void* h = dlopen(name, RTLD_NOW | RTLD_GLOBAL)) {
-        fe::cudnn_dlhandle = h;
-        return;
-      }
+    const std::string cudart = fmt::format("libcudart.so.{}", CUDART_VERSION / 1000);
+    setenv("CUDNN_FRONTEND_CUDART_LIB_NAME", cudart.c_str(), 0);
+    dlerror();
+    void* h = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_GLOBAL);
+    if (!h) {
       const char* e = dlerror();
-      if (why.empty()) why = e ? e : "unknown reason";
+      why = e ? e : "unknown reason";
+      return;
+    }
+    fe::cudnn_dlhandle = h;
+    const size_t v = fe::detail::get_backend_version();
+    if (v < 90000) {
+      why = fmt::format("it reports version {}, before 9.0", v);
+      fe::cudnn_dlhandle = nullptr;
     }
   });
   if (!fe::cudnn_dlhandle)
@@ -110,6 +120,19 @@ struct CudnnAttention::Impl {
         .set_dim({s.B, s.NH, s.T, 1})
         .set_stride({int64_t(s.NH) * s.T, s.T, 1, 1});
   }
+  /// f() with what the frontend throws itself (std::exception: no implementation for the
+  /// shape, a CUDA runtime it cannot load) turned into gt::Error naming the shape.
+  template <class F>
+  static auto guarded(const char* what, const SdpaShape& s, F f) -> decltype(f()) {
+    try {
+      return f();
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      ok(fe::error_t(fe::error_code_t::GRAPH_NOT_SUPPORTED, e.what()), what, s);
+      throw;  // not reached
+    }
+  }
   /// validate, lower, choose (heuristics A, then the fallback list), check, build.
   void finish(fe::graph::Graph& g, const SdpaShape& s) {
     ok(g.validate(), "validating the graph", s);
@@ -164,9 +187,12 @@ struct CudnnAttention::Impl {
     const auto key = std::make_tuple(s.B, s.T, s.C, s.NH, s.f16, backward);
     auto it = plans.find(key);
     if (it != plans.end()) return it->second;
-    if (!backward) return plans.emplace(key, forward_plan(s)).first->second;
+    if (!backward)
+      return plans.emplace(key, guarded("the forward", s, [&] { return forward_plan(s); }))
+          .first->second;
     try {
-      return plans.emplace(key, backward_plan(s, true)).first->second;
+      return plans.emplace(key, guarded("the backward", s, [&] { return backward_plan(s, true); }))
+          .first->second;
     } catch (const Error& e) {
       if (!warned_nondeterministic)
         std::fprintf(stderr,
@@ -174,7 +200,8 @@ struct CudnnAttention::Impl {
                      "(%s); using its default algorithm, whose dQ sums may differ run to run\n",
                      e.what());
       warned_nondeterministic = true;
-      return plans.emplace(key, backward_plan(s, false)).first->second;
+      return plans.emplace(key, guarded("the backward", s, [&] { return backward_plan(s, false); }))
+          .first->second;
     }
   }
   void* workspace_for(int64_t bytes) {
@@ -194,7 +221,8 @@ struct CudnnAttention::Impl {
     return workspace;
   }
   void run(Plan& p, std::unordered_map<int64_t, void*>& pack, const SdpaShape& s) {
-    ok(p.graph->execute(handle, pack, workspace_for(p.workspace)), "executing", s);
+    void* ws = workspace_for(p.workspace);
+    guarded("executing", s, [&] { ok(p.graph->execute(handle, pack, ws), "executing", s); });
   }
 };
 
