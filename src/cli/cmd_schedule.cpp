@@ -128,7 +128,7 @@ void run_schedule(const ScheduleArgs& a) {
     j["carbon_warnings"] = gaps;
     j["jobs_toml"] = a.jobs_toml;
     j["planning_s"] = planning_s;
-    j["schema"] = "greentrain.schedule/1";
+    j["schema"] = "greentrain.schedule/2";
     gt::cli::write_json_output(a.json_path, j);
     if (a.json_path != "-") std::fprintf(out, "plan written to %s\n", a.json_path.c_str());
   }

@@ -15,8 +15,8 @@ double peak_power_w(const Plan& plan, const std::vector<Job>& /*jobs*/) {
   std::vector<std::pair<UnixTimeS, double>> ev;
   for (std::size_t i = 0; i < plan.jobs.size(); ++i)
     for (const Run& r : plan.jobs[i].runs) {
-      ev.push_back({r.start_s, plan.jobs[i].power_cap_w});
-      ev.push_back({r.end_s, -plan.jobs[i].power_cap_w});
+      ev.push_back({r.start_s, plan.jobs[i].planned_power_w});
+      ev.push_back({r.end_s, -plan.jobs[i].planned_power_w});
     }
   std::sort(ev.begin(), ev.end());  // at equal times the ends (negative) come first
   double cur = 0, peak = 0;
@@ -39,7 +39,7 @@ nlohmann::json plan_to_json(const Plan& plan, const TimeZone& zone) {
   for (const JobPlan& j : plan.jobs) {
     json o = {{"name", j.name},
               {"scheduled", j.scheduled},
-              {"power_cap_w", j.power_cap_w},
+              {"planned_power_w", j.planned_power_w},
               {"power_limit_w", j.cap_limit_w > 0 ? json(j.cap_limit_w) : json()},
               {"energy_j", j.energy_j},
               {"energy_kwh", j.energy_j / kJoulesPerKwh},
@@ -132,7 +132,7 @@ std::string plan_table(const Plan& plan, const TimeZone& zone) {
             : std::string("-");
     out += fmt::format("{:<16} {:<25} {:<25} {:>4} {:>7.0f} {:>10.3f} {:>11.1f} {:>11} {:>7}\n",
                        j.name, format_iso_time(j.runs.front().start_s, zone),
-                       format_iso_time(j.runs.back().end_s, zone), j.runs.size(), j.power_cap_w,
+                       format_iso_time(j.runs.back().end_s, zone), j.runs.size(), j.planned_power_w,
                        j.energy_j / kJoulesPerKwh, j.g_co2e, base, save);
     if (j.interruptions > 0 || j.interruption_source != "default 0")
       out += fmt::format("{:<16} {} interruption(s), each {:.1f} s: {}\n", "", j.interruptions,

@@ -242,7 +242,7 @@ Plan plan_one(const std::vector<Job>& jobs, const CarbonSeries& truth, const Pla
     const detail::Variant& v = used.variant(p.var);
     JobPlan jp;
     jp.name = j.name;
-    jp.power_cap_w = p.ok ? v.power_w : j.power_w;
+    jp.planned_power_w = p.ok ? v.power_w : j.power_w;
     jp.cap_limit_w = p.ok ? v.limit_w : 0;
     jp.interruption_s = j.interruption_s;
     jp.interruption_source = j.interruption_source;

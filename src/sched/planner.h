@@ -90,10 +90,11 @@ struct Run {
 struct JobPlan {
   std::string name;
   bool scheduled = false;
-  std::string reason;               ///< why it could not be scheduled (when !scheduled)
-  std::vector<Run> runs;            ///< chronological; one run unless interrupted
-  double power_cap_w = 0;           ///< average power while running, W (the job's power_w, or the
-                                    ///< chosen limit's average power)
+  std::string reason;     ///< why it could not be scheduled (when !scheduled)
+  std::vector<Run> runs;  ///< chronological; one run unless interrupted
+  /// The job's planned power draw while running, W (its power_w, or the average power at the
+  /// chosen limit): what the power budget counts. Not its power limit (cap_limit_w).
+  double planned_power_w = 0;
   double cap_limit_w = 0;           ///< the power limit chosen from the job's profile, W; 0 = none
                                     ///< (the job has no caps: no limit is set)
   double energy_j = 0;              ///< power_w * (duration_s + interruptions x interruption_s), J
@@ -153,7 +154,7 @@ struct Plan {
 /// series, a negative or non-finite budget or energy weight.
 Plan make_plan(const std::vector<Job>& jobs, const CarbonSeries& truth, const PlanOptions& opt);
 
-/// Highest total power of running jobs (each at its JobPlan::power_cap_w) over all instants of
+/// Highest total power of running jobs (each at its JobPlan::planned_power_w) over all instants of
 /// the plan, W.
 double peak_power_w(const Plan& plan, const std::vector<Job>& jobs);
 

@@ -161,7 +161,8 @@ std::vector<SbatchCall> sbatch_calls(const Plan& plan, const std::vector<Job>& j
         c.args.push_back("--open-mode=append");
         if (r > 0) c.args.push_back("--dependency=afterany:{prev}");
       }
-      c.args.push_back(fmt::format("--comment=greentrain power_cap_w={:.0f}", jp.power_cap_w));
+      c.args.push_back(
+          fmt::format("--comment=greentrain planned_power_w={:.0f}", jp.planned_power_w));
       if (j.ntasks > 1 || j.nodes > 1) {
         c.args.push_back(fmt::format("--ntasks={}", j.ntasks));
         c.args.push_back(fmt::format("--nodes={}", j.nodes));

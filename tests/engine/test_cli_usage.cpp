@@ -143,7 +143,7 @@ TEST_F(CliUsage, JsonToStandardOutput) {
                      d.file("ci.csv") + " --utc-offset 0 --json -");
   ASSERT_EQ(s.exit_code, 0) << s.output << slurp(d.file("stderr.txt"));
   auto sj = nlohmann::json::parse(s.output);
-  EXPECT_EQ(sj["schema"], "greentrain.schedule/1");
+  EXPECT_EQ(sj["schema"], "greentrain.schedule/2");
   EXPECT_NE(sj["carbon_series"].get<std::string>().find("greentrain"), std::string::npos);
 }
 

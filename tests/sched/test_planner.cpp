@@ -487,7 +487,7 @@ TEST(SchedPlanner, StartAndCapTogetherEqualBruteForce) {
     EXPECT_GE(p.saving_pct(), *p.cap_only_saving_pct - 1e-9);
     for (const JobPlan& jp : p.jobs) {
       EXPECT_GT(jp.cap_limit_w, 0);
-      EXPECT_NEAR(jp.energy_j, jp.power_cap_w * (jp.runs[0].end_s - jp.runs[0].start_s), 1e-6);
+      EXPECT_NEAR(jp.energy_j, jp.planned_power_w * (jp.runs[0].end_s - jp.runs[0].start_s), 1e-6);
     }
   }
   // with a power budget: test_planner_caps.cpp

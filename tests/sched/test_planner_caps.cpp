@@ -129,7 +129,7 @@ void expect_valid(const Plan& p, const std::vector<Job>& jobs, double budget) {
                                 [&](const CapOption& o) { return o.limit_w == jp.cap_limit_w; });
     ASSERT_NE(c, jobs[i].caps.end()) << jp.cap_limit_w;
     EXPECT_EQ(jp.runs[0].end_s - jp.runs[0].start_s, static_cast<UnixTimeS>(c->duration_s));
-    EXPECT_DOUBLE_EQ(jp.power_cap_w, c->power_w);
+    EXPECT_DOUBLE_EQ(jp.planned_power_w, c->power_w);
     EXPECT_DOUBLE_EQ(jp.energy_j, c->power_w * c->duration_s);
   }
 }

@@ -306,7 +306,7 @@ TEST(SchedTimeZone, OutputAndSbatchBeginUseTheOffsetInForce) {
   };
   EXPECT_TRUE(has(0, "--begin=2020-10-25T06:00:00"));     // CET
   EXPECT_TRUE(has(0, "--deadline=2020-10-25T11:00:00"));  // CET
-  EXPECT_TRUE(has(1, "--begin=2020-10-25T00:00:00"));  // CEST
+  EXPECT_TRUE(has(1, "--begin=2020-10-25T00:00:00"));     // CEST
   // 00:00Z is 02:00 CEST, a wall clock that 01:00Z (02:00 CET) shows too: Slurm would read it
   // at an offset of its own choosing, so it is the exact instant, now+N (issue 31 §5)
   EXPECT_TRUE(has(1, fmt::format("--deadline={{now+{}}}", at(10, 25, 0))));
