@@ -1,12 +1,12 @@
 // fuzz/fuzz_carbon_csv.cpp: carbon-intensity CSV files and times on any bytes: the energy
 // module's reader (energy/carbon.h: BOM, CRLF, quotes, naive and offset times, gaps), its
 // intensity series and integrals, and the scheduler's resampling onto a slot grid
-// (sched/carbon.h), at a fixed offset and in Europe/Berlin (a local-time series across
+// (sched/carbon_grid.h), at a fixed offset and in Europe/Berlin (a local-time series across
 // daylight-saving changes). The first byte picks the naive times' UTC offset, the slot length and
 // the slot value rule.
 #include "energy/carbon.h"
 #include "fuzz/fuzz_util.h"
-#include "sched/carbon.h"
+#include "sched/carbon_grid.h"
 
 namespace {
 // Europe/Berlin, or UTC+1 where there is no zoneinfo.

@@ -11,7 +11,7 @@
 #include "energy/node_lock.h"
 #include "energy/nvml.h"
 #include "energy/rapl.h"
-#include "energy/report.h"
+#include "energy/measurement_output.h"
 
 namespace gt::python {
 
@@ -73,7 +73,7 @@ void bind_energy(nb::module_& m) {
   nb::class_<Measurement>(m, "Measurement", "One measured window (C++ gt::energy::Measurement)")
       .def(
           "to_dict", [](const Measurement& x) { return to_py(to_json(x)); },
-          "The measurement as energy/report.h's to_json writes it (J, W, s, gCO2e).")
+          "The measurement as energy/measurement_output.h's to_json writes it (J, W, s, gCO2e).")
       .def(
           "codecarbon_row",
           [](const Measurement& x, const nb::dict& run) {

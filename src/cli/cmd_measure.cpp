@@ -29,7 +29,7 @@
 #include "core/error.h"
 #include "energy/carbon.h"
 #include "energy/meter.h"
-#include "energy/report.h"
+#include "energy/measurement_output.h"
 
 namespace {
 

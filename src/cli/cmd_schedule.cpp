@@ -15,7 +15,7 @@
 #include "cli/command.h"
 #include "core/bytes_json.h"
 #include "core/error.h"
-#include "sched/carbon.h"
+#include "sched/carbon_grid.h"
 #include "sched/jobs.h"
 #include "sched/planner.h"
 #include "sched/slurm.h"

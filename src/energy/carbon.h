@@ -3,7 +3,7 @@
 //
 // This is greentrain's one reader of carbon-intensity series and its one place of calendar
 // arithmetic (std::chrono year_month_day / sys_days): the meter, `measure`, `train` and the
-// scheduler (sched/carbon.h) all read series and times through it, with the same rules:
+// scheduler (sched/carbon_grid.h) all read series and times through it, with the same rules:
 //  - the formats grids publish (CarbonReadOptions::format; detected from the file's shape):
 //    greentrain's `Time,Carbon Intensity` CSV, Electricity Maps' CSV export and API JSON, the
 //    UK National Grid Carbon Intensity API's JSON (forecast and actual), WattTime MOER (CSV or

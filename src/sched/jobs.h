@@ -31,7 +31,7 @@
 #include <string_view>
 #include <vector>
 
-#include "sched/carbon.h"
+#include "sched/carbon_grid.h"
 
 namespace gt::sched {
 

@@ -2,9 +2,9 @@
 //
 // A Planner places jobs on the slots of one series whose values are the objective's cost per kWh
 // (objective_series(): gCO2e/kWh for carbon, 1 for energy, gCO2e/kWh + lambda for weighted), so
-// that the emissions integral of carbon.h gives each placement's objective cost. Each job has one
-// or more variants: its own duration and power, or (with power-limit profiles) one per limit,
-// highest first; the planner chooses the variant together with the start (or slots).
+// that the emissions integral of energy/carbon.h gives each placement's objective cost. Each job
+// has one or more variants: its own duration and power, or (with power-limit profiles) one per
+// limit, highest first; the planner chooses the variant together with the start (or slots).
 //  - placement.cpp:        windows, contiguous starts, greedy placement by deadline, and the exact
 //                          branch-and-bound search over (start, limit) combinations;
 //  - placement_pieces.cpp: interruptible jobs in the cheapest slots, and the dynamic programme for
@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "sched/carbon.h"
+#include "sched/carbon_grid.h"
 #include "sched/jobs.h"
 #include "sched/planner.h"
 

@@ -53,7 +53,7 @@
 #include <vector>
 
 #include "core/atomic_file.h"
-#include "sched/carbon.h"
+#include "sched/carbon_grid.h"
 #include "sched/jobs.h"
 
 namespace gt::sched {

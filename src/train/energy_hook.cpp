@@ -10,7 +10,7 @@
 #include "backend/backend.h"
 #include "dist/mpi_comm.h"
 #include "energy/metrics.h"
-#include "energy/report.h"
+#include "energy/measurement_output.h"
 
 namespace gt {
 

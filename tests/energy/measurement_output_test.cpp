@@ -1,5 +1,5 @@
 // tests/energy/report_test.cpp: CodeCarbon CSV, JSON, summaries, metrics.
-#include "energy/report.h"
+#include "energy/measurement_output.h"
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>

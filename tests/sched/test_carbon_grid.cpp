@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "sched/carbon.h"
+#include "sched/carbon_grid.h"
 #include "test_util.h"
 
 using namespace gt::sched;

@@ -1,5 +1,5 @@
-// energy/report.cpp: see report.h.
-#include "energy/report.h"
+// energy/measurement_output.cpp: see measurement_output.h.
+#include "energy/measurement_output.h"
 
 #include <fmt/format.h>
 #include <sys/utsname.h>

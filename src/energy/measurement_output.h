@@ -1,4 +1,4 @@
-// energy/report.h: writing measurements: JSON, one-line summaries; CodeCarbon-compatible
+// energy/measurement_output.h: writing measurements: JSON, one-line summaries; CodeCarbon-compatible
 // `emissions.csv` rows are in emissions_csv.h (included).
 #pragma once
 #include <nlohmann/json.hpp>

@@ -1,10 +1,9 @@
-// sched/carbon.h: grid carbon-intensity series (gCO2e/kWh) on a uniform time grid, and the
+// sched/carbon_grid.h: grid carbon-intensity series (gCO2e/kWh) on a uniform time grid, and the
 // wall-clock <-> UTC conversions the scheduler needs. The CSV is read and times are parsed by
 // the energy module's one reader (energy/carbon.h: byte order mark and CRLF accepted, explicit
-// offsets honoured, holes recorded); this file resamples the rows onto the planner's grid and
-// turns the reader's Error into gt::Error. A series' time zone is always stated by the
-// user, as a UTC offset or a zone name (sched/timezone.h), or by each row's own offset; nothing
-// here guesses it.
+// offsets honoured, holes recorded); this file resamples the rows onto the planner's grid. A
+// series' time zone is always stated by the user, as a UTC offset or a zone name
+// (sched/timezone.h), or by each row's own offset; nothing here guesses it.
 #pragma once
 #include <cstdint>
 #include <string>

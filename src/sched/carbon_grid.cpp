@@ -1,6 +1,6 @@
-// sched/carbon.cpp: carbon-intensity series on the planner's grid (the CSV is read by
+// sched/carbon_grid.cpp: carbon-intensity series on the planner's grid (the CSV is read by
 // energy/carbon.cpp), wall-clock times in the user's zone, and forecast noise.
-#include "sched/carbon.h"
+#include "sched/carbon_grid.h"
 
 #include <fmt/format.h>
 
