@@ -376,6 +376,7 @@ def train_stats(run_dir, peak, measured_peak, warm_steps, log=None):
     r = {"run_dir": run_dir, "summary_found": bool(s), "steps": len(st),
          "last_loss": m[st[-1]]["loss"] if st else None, "val_loss": s.get("val_loss"),
          "device": s.get("device"), "precision": s.get("precision"), "fusion": s.get("fusion"),
+         "attention": s.get("attention"),
          "num_params": s.get("num_params"), "flops_per_token": s.get("flops_per_token"),
          "tokens": s.get("tokens"), "tokens_per_s_run": s.get("tokens_per_s")}
     if r["flops_per_token"] is None and log:

@@ -115,6 +115,7 @@ void RunSummaryWriter::finish(const RunResult& r) {
   s["precision"] = to_string(c.precision);
   s["recompute"] = to_string(c.recompute);
   s["fusion"] = c.fusion ? "on" : "off";
+  s["attention"] = c.attention;  // train.attention: own | cudnn
   if (c.precision == Precision::fp16) {
     s["loss_scale"] = r.loss_scale;
     s["skipped_steps"] = r.skipped_steps;
