@@ -78,33 +78,15 @@ TEST(CudnnAttention, TheSimtRuntimeHasNone) {
 }
 
 #ifdef GT_HAVE_CUDA
-double rel_error(const std::vector<float>& x, const std::vector<float>& r) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    num += (double(x[i]) - r[i]) * (double(x[i]) - r[i]);
-    den += double(r[i]) * r[i];
-  }
-  return std::sqrt(num / den);
-}
-
 /// Fused attention forward and backward of `be` (under bf16, f32 tensors) against ref's.
 void follows_ref(Backend& be, int B, int T, int C, int NH) {
   auto ref = make_backend("ref");
   be.set_precision(Precision::bf16);
   const int64_t N = int64_t(B) * T;
   const auto qkv = test::randn(N * 3 * C, 11), dout = test::randn(N * C, 12);
-  std::vector<void*> bufs;
-  auto up = [&](const std::vector<float>& h) {
-    auto* p = static_cast<float*>(be.allocate(h.size() * sizeof(float)));
-    be.copy_to_device(p, h.data(), h.size() * sizeof(float));
-    bufs.push_back(p);
-    return p;
-  };
-  auto down = [&](const float* p, size_t n) {
-    std::vector<float> h(n);
-    be.copy_to_host(h.data(), p, n * sizeof(float));
-    return h;
-  };
+  test::DeviceVectors dv(be);
+  auto up = [&](const std::vector<float>& h) { return dv.up(h); };
+  auto down = [&](const float* p, size_t n) { return dv.down(p, n); };
   std::vector<float> out_r(N * C), lse_r(int64_t(B) * NH * T), dqkv_r(N * 3 * C);
   ref->attention_forward_fused(out_r.data(), lse_r.data(), qkv.data(), B, T, C, NH);
   ref->attention_backward_fused(dqkv_r.data(), dout.data(), qkv.data(), out_r.data(), lse_r.data(),
@@ -115,10 +97,9 @@ void follows_ref(Backend& be, int B, int T, int C, int NH) {
   const std::string at = be.name() + " B " + std::to_string(B) + " T " + std::to_string(T) + " C " +
                          std::to_string(C) + " NH " + std::to_string(NH);
   // bf16 operands (8 bits of mantissa): relative errors of a few 1e-3
-  EXPECT_LT(rel_error(down(o, N * C), out_r), 2e-2) << "out, " << at;
-  EXPECT_LT(rel_error(down(l, lse_r.size()), lse_r), 2e-3) << "lse, " << at;
-  EXPECT_LT(rel_error(down(dq, N * 3 * C), dqkv_r), 3e-2) << "dqkv, " << at;
-  for (void* p : bufs) be.deallocate(p);
+  EXPECT_LT(test::rel_error(down(o, N * C), out_r), 2e-2) << "out, " << at;
+  EXPECT_LT(test::rel_error(down(l, lse_r.size()), lse_r), 2e-3) << "lse, " << at;
+  EXPECT_LT(test::rel_error(down(dq, N * 3 * C), dqkv_r), 3e-2) << "dqkv, " << at;
 }
 
 TEST(CudnnAttention, FollowsTheReferenceOnAGpuAsTheOwnKernelsDo) {

@@ -155,16 +155,6 @@ TEST_F(Device, CudaBackendCodeOnTheCpuTrainsInFp8) {
   expect_error("--set train.precision=fp8", "train.precision = 'fp8' needs train.device = cuda");
 }
 
-/// ||x - r|| / ||r||.
-double rel_error(const std::vector<float>& x, const std::vector<float>& r) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    num += (double(x[i]) - r[i]) * (double(x[i]) - r[i]);
-    den += double(r[i]) * r[i];
-  }
-  return std::sqrt(num / den);
-}
-
 // The fp8 products of the CUDA backend (device memory through copies) against the reference:
 // large inputs (amax far above e4m3's 448, so only the scaling keeps them), errors of fp8's
 // size: above bf16's (the fp8 path ran) and below 12 %; the tied LM head's form (w
@@ -174,18 +164,9 @@ void fp8_products_follow_fp32(Backend& be) {
   be.set_precision(Precision::fp8);
   const int64_t N = 32;
   const int C = 48, OC = 64;
-  std::vector<void*> bufs;
-  auto up = [&](const std::vector<float>& h) {
-    auto* p = static_cast<float*>(be.allocate(h.size() * sizeof(float)));
-    be.copy_to_device(p, h.data(), h.size() * sizeof(float));
-    bufs.push_back(p);
-    return p;
-  };
-  auto down = [&](const float* p, size_t n) {
-    std::vector<float> h(n);
-    be.copy_to_host(h.data(), p, n * sizeof(float));
-    return h;
-  };
+  test::DeviceVectors dv(be);
+  auto up = [&](const std::vector<float>& h) { return dv.up(h); };
+  auto down = [&](const float* p, size_t n) { return dv.down(p, n); };
   for (bool wt : {false, true}) {
     auto x = test::randn(N * C, 1), w = test::randn(C * OC, 2), b = test::randn(OC, 3);
     auto d = test::randn(N * OC, 4);
@@ -198,20 +179,19 @@ void fp8_products_follow_fp32(Backend& be) {
     be.matmul_forward(o, xd, wd, bd, N, C, OC, wt);
     ref->matmul_forward(o_r.data(), x.data(), w.data(), b.data(), N, C, OC, wt);
     if (wt)  // the tied LM head's form stays bf16 under fp8 (as Transformer Engine's head)
-      EXPECT_LT(rel_error(down(o, N * OC), o_r), 1e-2) << "wt: bf16";
+      EXPECT_LT(test::rel_error(down(o, N * OC), o_r), 1e-2) << "wt: bf16";
     else
-      EXPECT_GT(rel_error(down(o, N * OC), o_r), 5e-3) << "fp8's error, above bf16's";
-    EXPECT_LT(rel_error(down(o, N * OC), o_r), 0.12) << "wt " << wt;
+      EXPECT_GT(test::rel_error(down(o, N * OC), o_r), 5e-3) << "fp8's error, above bf16's";
+    EXPECT_LT(test::rel_error(down(o, N * OC), o_r), 0.12) << "wt " << wt;
     std::vector<float> di_r(N * C), dw_r(C * OC, 0.f), db_r(OC, 0.f);
     float *di = up(di_r), *dw = up(dw_r), *db = up(db_r);
     be.matmul_backward(di, dw, db, dd, xd, wd, N, C, OC, wt);
     ref->matmul_backward(di_r.data(), dw_r.data(), db_r.data(), d.data(), x.data(), w.data(), N, C,
                          OC, wt);
-    EXPECT_LT(rel_error(down(di, N * C), di_r), 0.12) << "dinp wt " << wt;
-    EXPECT_LT(rel_error(down(dw, C * OC), dw_r), 0.12) << "dw wt " << wt;
-    EXPECT_LT(rel_error(down(db, OC), db_r), 1e-5) << "dbias (f32 sums)";
+    EXPECT_LT(test::rel_error(down(di, N * C), di_r), 0.12) << "dinp wt " << wt;
+    EXPECT_LT(test::rel_error(down(dw, C * OC), dw_r), 0.12) << "dw wt " << wt;
+    EXPECT_LT(test::rel_error(down(db, OC), db_r), 1e-5) << "dbias (f32 sums)";
   }
-  for (void* p : bufs) be.deallocate(p);
 }
 TEST(Fp8, ProductsOfTheCudaBackendCodeFollowFp32) {
   fp8_products_follow_fp32(*make_backend("cuda-emu"));

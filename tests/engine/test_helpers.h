@@ -2,6 +2,7 @@
 #pragma once
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -121,5 +122,42 @@ inline TrainConfig small_train_config(const std::string& data_path, int n_embd, 
   c.data_path = data_path;
   return c;
 }
+
+/// ||x - r|| / ||r||: the relative L2 error of x against the reference r (sums in double).
+inline double rel_error(const std::vector<float>& x, const std::vector<float>& r) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    num += (double(x[i]) - r[i]) * (double(x[i]) - r[i]);
+    den += double(r[i]) * r[i];
+  }
+  return std::sqrt(num / den);
+}
+
+/// f32 tensors of a backend's memory made from host vectors (up) and read back (down); freed
+/// with this object.
+class DeviceVectors {
+ public:
+  explicit DeviceVectors(Backend& be) : be_(be) {}
+  DeviceVectors(const DeviceVectors&) = delete;
+  DeviceVectors& operator=(const DeviceVectors&) = delete;
+  ~DeviceVectors() {
+    for (void* p : bufs_) be_.deallocate(p);
+  }
+  float* up(const std::vector<float>& h) {
+    auto* p = static_cast<float*>(be_.allocate(h.size() * sizeof(float)));
+    be_.copy_to_device(p, h.data(), h.size() * sizeof(float));
+    bufs_.push_back(p);
+    return p;
+  }
+  std::vector<float> down(const float* p, size_t n) {
+    std::vector<float> h(n);
+    be_.copy_to_host(h.data(), p, n * sizeof(float));
+    return h;
+  }
+
+ private:
+  Backend& be_;
+  std::vector<void*> bufs_;
+};
 
 }  // namespace gt::test

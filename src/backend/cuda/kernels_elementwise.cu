@@ -287,6 +287,19 @@ __global__ void fp8_cast_kernel(uint8_t* __restrict__ q, float* __restrict__ sta
     atomicMax(reinterpret_cast<unsigned*>(state + m::kFp8AmaxNow), __float_as_uint(a));
 }
 }  // namespace hot
+/// Four fp8 values (x[j] * scale) at dst, dst + 1, ...: one 32-bit store when `whole` (all
+/// four inside the row, dst 4-byte aligned), else a byte each for the first n.
+__device__ __forceinline__ void store_fp8x4(uint8_t* dst, const float* x, float scale, int e5m2,
+                                            bool whole, int64_t n) {
+  uint8_t b[4];
+  for (int j = 0; j < 4; ++j) b[j] = fp8_rn(x[j] * scale, e5m2);
+  if (whole) {
+    *reinterpret_cast<uint32_t*>(dst) =
+        uint32_t(b[0]) | uint32_t(b[1]) << 8 | uint32_t(b[2]) << 16 | uint32_t(b[3]) << 24;
+  } else {
+    for (int j = 0; j < 4 && j < n; ++j) dst[j] = b[j];
+  }
+}
 /// The transposed cast: x (rows, cols) -> q (cols, rows), 64 x 64 tiles through shared memory
 /// (configs::fp8_transpose: 256 threads), with the amax; when qp is not null, also the cast in
 /// x's own layout into qp (rows, cols), from the same read (Transformer Engine's
@@ -320,33 +333,17 @@ __global__ void fp8_cast_transpose_kernel(uint8_t* __restrict__ q, uint8_t* __re
       tile[r][c + j] = v[j];
       a = fmaxf(a, fabsf(v[j]));
     }
-    if (qp && r0 + r < rows) {  // the plain layout: 4 values of one row
-      uint8_t b[4];
-      for (int j = 0; j < 4; ++j) b[j] = fp8_rn(v[j] * scale, e5m2);
-      uint8_t* dst = qp + (r0 + r) * cols + c0 + c;
-      if (vec_in && c0 + c + 3 < cols) {
-        *reinterpret_cast<uint32_t*>(dst) =
-            uint32_t(b[0]) | uint32_t(b[1]) << 8 | uint32_t(b[2]) << 16 | uint32_t(b[3]) << 24;
-      } else {
-        for (int j = 0; j < 4; ++j)
-          if (c0 + c + j < cols) dst[j] = b[j];
-      }
-    }
+    if (qp && r0 + r < rows)  // the plain layout: 4 values of one row
+      store_fp8x4(qp + (r0 + r) * cols + c0 + c, v, scale, e5m2, vec_in && c0 + c + 3 < cols,
+                  cols - (c0 + c));
   }
   __syncthreads();
   for (int i = threadIdx.x; i < kT * kQ; i += blockDim.x) {
     const int c = i / kQ, r = (i % kQ) * 4;  // q row c0 + c, columns r0 + r .. + 3
     if (c0 + c >= cols) continue;
-    uint8_t b[4];
-    for (int j = 0; j < 4; ++j) b[j] = fp8_rn(tile[r + j][c] * scale, e5m2);
-    uint8_t* dst = q + (c0 + c) * rows + r0 + r;
-    if (vec_out && r0 + r + 3 < rows) {
-      *reinterpret_cast<uint32_t*>(dst) =
-          uint32_t(b[0]) | uint32_t(b[1]) << 8 | uint32_t(b[2]) << 16 | uint32_t(b[3]) << 24;
-    } else {
-      for (int j = 0; j < 4; ++j)
-        if (r0 + r + j < rows) dst[j] = b[j];
-    }
+    const float col[4] = {tile[r][c], tile[r + 1][c], tile[r + 2][c], tile[r + 3][c]};
+    store_fp8x4(q + (c0 + c) * rows + r0 + r, col, scale, e5m2, vec_out && r0 + r + 3 < rows,
+                rows - (r0 + r));
   }
   a = block_max(a, scratch);
   if (threadIdx.x == 0)
