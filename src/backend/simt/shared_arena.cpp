@@ -28,6 +28,9 @@ void SharedArena::redzone(size_t off) {
 }
 
 void SharedArena::begin(size_t dynamic_bytes) {
+  // a block that ended by an exception (a collective's error thrown out of the scheduler)
+  // did not reach end(): its redzones are still poisoned for AddressSanitizer
+  for (auto [off, n] : redzones_) asan_unpoison(base_ + off, n);
   decls_.clear();
   redzones_.clear();
   static_total_ = 0;

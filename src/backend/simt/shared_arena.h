@@ -17,7 +17,8 @@ class SharedArena {
   SharedArena(const SharedArena&) = delete;
   SharedArena& operator=(const SharedArena&) = delete;
 
-  /// A new block with `dynamic_bytes` of dynamic shared memory (poisoned).
+  /// A new block with `dynamic_bytes` of dynamic shared memory (poisoned); the last block's
+  /// redzones are released first, whether or not it reached end().
   void begin(size_t dynamic_bytes);
   /// The k-th static declaration of the block (bytes, alignment, the name in the kernel):
   /// made at its first request, the same memory for every later one. Errors: gt::Error when
