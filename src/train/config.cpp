@@ -334,8 +334,8 @@ void TrainConfig::validate() const {
         "(cuDNN's fused attention, on train.device = cuda)",
         attention));
   if (attention == "cudnn") {
-    const DeviceName d = parse_device(device);
-    if (!d.nvidia_gpu())
+    // "cuda" or "cuda:N" (the index itself is checked where the backend is made)
+    if (device != "cuda" && device.rfind("cuda:", 0) != 0)
       throw Error(fmt::format(
           "train.attention = 'cudnn' runs cuDNN on an NVIDIA GPU; it needs train.device = cuda "
           "or cuda:N, not '{}' (use train.attention = own)",

@@ -569,7 +569,9 @@ class CpuBackend final : public HostMemoryBackend {
     int bad = 0;
 #pragma omp parallel for schedule(static) reduction(| : bad)
     for (size_t w = 0; w < work.size(); ++w) {
-      auto [i, b, e] = work[w];
+      // not a structured binding: clang before 16 cannot capture one in the simd reduction
+      const int i = std::get<0>(work[w]);
+      const int64_t b = std::get<1>(work[w]), e = std::get<2>(work[w]);
       float* pp = p[i];
       const float* gg = g[i];
       float* mm = m[i];
