@@ -260,8 +260,11 @@ std::map<std::string, std::string> read_submission_record(const std::string& pat
                     "schedule --submit` wrote (remove it to submit everything again)",
                     path, e.what()));
   }
-  if (!j.is_object() || j.value("format", "") != "greentrain-submitted-1" ||
-      !j.contains("submitted") || !j["submitted"].is_array())
+  // the format is compared only when it is a string: value() would throw nlohmann's type_error
+  // on {"format": [...]}, which no caller expects (bench/fuzz.sh found it)
+  if (!j.is_object() || !j.contains("format") || !j["format"].is_string() ||
+      j["format"].get<std::string>() != "greentrain-submitted-1" || !j.contains("submitted") ||
+      !j["submitted"].is_array())
     throw Error(
         fmt::format("{}: not a submission record; expected format "
                     "greentrain-submitted-1 with a 'submitted' list",

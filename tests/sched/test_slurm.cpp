@@ -445,3 +445,26 @@ TEST(SchedSlurm, PlanInThePastIsRefusedOrShiftedToNow) {
   jobs[0].deadline_s = now - 1;
   EXPECT_THROW(plan_for_submission(p, jobs, now, true, &notes), gt::Error);
 }
+
+// A submission record whose fields have the wrong JSON types is refused with gt::Error naming the
+// file, never nlohmann's type_error (bench/fuzz.sh found {"format": [...]} escaping as one).
+TEST(SchedSlurm, SubmissionRecordOfWrongTypesIsRefusedNamingTheFile) {
+  TempDir d;
+  for (const char* text :
+       {R"({"format": [{"job": "a"}], "submitted": []})", R"({"format": 1, "submitted": []})",
+        R"({"format": "greentrain-submitted-1", "submitted": {}})",
+        R"({"format": "greentrain-submitted-1", "submitted": [{"key": "k", "job_id": 5}]})",
+        R"({"format": "greentrain-submitted-1", "submitted": [{"key": 5, "job_id": "5"}]})"}) {
+    const std::string path = d.write("rec.json", text);
+    try {
+      read_submission_record(path);
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const gt::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("rec.json"), std::string::npos) << e.what();
+    }
+  }
+  const std::string ok = d.write(
+      "ok.json",
+      R"({"format": "greentrain-submitted-1", "submitted": [{"key": "k", "job_id": "17"}]})");
+  EXPECT_EQ(read_submission_record(ok), (std::map<std::string, std::string>{{"k", "17"}}));
+}
