@@ -170,7 +170,7 @@ std::string target_table(const std::vector<RunData>& runs) {
     if (!(t.contains("energy_j") && t["energy_j"].is_number()))
       joules += "<br><small class=unknown>" + esc(t.value("energy_unknown_reason", std::string())) +
                 "</small>";
-    std::string ratio = least && t["energy_j"].is_number() && *least > 0
+    std::string ratio = least && t.contains("energy_j") && t["energy_j"].is_number() && *least > 0
                             ? fmt::format("{:.2f}x", t["energy_j"].get<double>() / *least)
                             : "<span class=unknown>unknown</span>";
     h += fmt::format("<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",

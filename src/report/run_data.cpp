@@ -71,6 +71,48 @@ void check_ablation_table(const nlohmann::json& t, const std::string& path) {
   }
 }
 
+// summary.json's keys that the page reads with a type, checked as read_run reads it (a
+// hand-edited or foreign file: "energy_estimated": "yes", "target": 3). A key of another type is
+// dropped and described in `problems`, so the page shows it as unknown instead of failing; a file
+// that is not an object is not used. Numbers need no check: the page shows a non-number as
+// unknown.
+std::vector<std::string> drop_mistyped_summary(nlohmann::json& s) {
+  std::vector<std::string> why;
+  auto shown = [](const nlohmann::json& v) {
+    std::string t = dump_json(v);
+    return t.size() > 60 ? t.substr(0, 57) + "..." : t;
+  };
+  auto check = [&](nlohmann::json& obj, const std::string& at, const char* key, bool boolean) {
+    if (!obj.contains(key)) return;
+    const auto& v = obj[key];
+    if (boolean ? v.is_boolean() : v.is_string()) return;
+    why.push_back(fmt::format("summary.json: {}{} = {}: expected {}; not shown", at, key, shown(v),
+                              boolean ? "true or false" : "a string"));
+    obj.erase(key);
+  };
+  if (!s.is_object()) {
+    why.push_back(fmt::format("summary.json is {}, not an object: totals unknown", shown(s)));
+    return why;
+  }
+  check(s, "", "energy_estimated", true);
+  check(s, "", "energy_unknown_reason", false);
+  check(s, "", "energy_method", false);
+  if (s.contains("target")) {
+    auto& t = s["target"];
+    if (!t.is_object()) {
+      why.push_back(
+          fmt::format("summary.json: target = {}: expected an object; not shown", shown(t)));
+      s.erase("target");
+    } else {
+      check(t, "target.", "reached", true);
+      check(t, "target.", "reason", false);
+      check(t, "target.", "energy_estimated", true);
+      check(t, "target.", "energy_unknown_reason", false);
+    }
+  }
+  return why;
+}
+
 }  // namespace
 
 RunData read_run(const std::string& dir) {
@@ -97,6 +139,8 @@ RunData read_run(const std::string& dir) {
       try {
         auto j = nlohmann::json::parse(line);
         if (!j.is_object() || !j.contains("step")) throw std::runtime_error("no step");
+        if (j.contains("energy_estimated") && !j["energy_estimated"].is_boolean())
+          throw std::runtime_error("energy_estimated is not true or false");
         r.metrics.push_back(std::move(j));
       } catch (const std::exception&) {
         if (bad++ == 0) first_bad = n;
@@ -117,7 +161,9 @@ RunData read_run(const std::string& dir) {
         "totals, energy and the target are unknown");
   } else {
     try {
-      r.summary = nlohmann::json::parse(f);
+      nlohmann::json s = nlohmann::json::parse(f);
+      for (auto& p : drop_mistyped_summary(s)) r.problems.push_back(std::move(p));
+      if (s.is_object()) r.summary = std::move(s);
     } catch (const std::exception& e) {
       r.problems.push_back(
           fmt::format("summary.json cannot be read ({}): totals unknown", e.what()));

@@ -105,6 +105,36 @@ TEST(Report, MissingOrTruncatedMetricsAreNamed) {
   EXPECT_NE(pc.dom.find("no data"), std::string::npos) << "each empty chart says so";
 }
 
+// summary.json and metrics.jsonl lines with keys of other types than train writes (hand-edited,
+// or another tool's): the page is still drawn, the keys are shown as unknown and named in the
+// problems; nlohmann's type_error never escapes (bench/fuzz.sh found "energy_estimated": "x").
+TEST(Report, SummaryWithWrongTypesIsNamedAndTheRestShown) {
+  TempDir d;
+  fs::create_directories(d.file("run"));
+  write_file(d.file("run/metrics.jsonl"),
+             "{\"step\": 1, \"loss\": 5.0}\n{\"step\": 2, \"energy_estimated\": \"x\"}\n");
+  write_file(d.file("run/config.toml"), "a = 1\n");
+  const std::string summaries[] = {
+      R"({"energy_estimated": "x", "energy_unknown_reason": 3, "tokens": 640,
+          "target": {"reached": "yes", "energy_j": 1.0}})",
+      R"({"tokens": 640, "target": [1]})",
+      R"({"tokens": 640, "target": {"reached": true, "reason": 1}})", R"([1, 2])"};
+  for (const auto& text : summaries) {
+    write_file(d.file("run/summary.json"), text);
+    const report::RunData r = report::read_run(d.file("run"));
+    std::string problems;
+    for (const auto& p : r.problems) problems += p + "\n";
+    std::string html;
+    ASSERT_NO_THROW(html = report::render_html({r}, nullptr, "")) << text;
+    EXPECT_NE(problems.find("metrics.jsonl: 1 of its 2 lines"), std::string::npos) << problems;
+    EXPECT_NE(problems.find("summary.json"), std::string::npos) << text << "\n" << problems;
+    if (text[0] == '{')
+      EXPECT_NE(html.find("<td>640</td>"), std::string::npos) << "the readable totals are shown";
+  }
+  const report::RunData r = report::read_run(d.file("run"));
+  EXPECT_FALSE(r.summary) << "an array is not a summary";
+}
+
 TEST(Report, TextFromTheRunCannotEndTheDataScript) {
   report::RunData run;
   run.name = "r";
