@@ -151,8 +151,14 @@ void bench_shape(cudaStream_t s, const char* name, int B, int T, int C, int NH, 
   fill_ids<<<256, 256>>>(tg, N, V);
   float* losses = p.get<float>(N);
   report(name, "softmax_crossentropy_fused (f32 logits)",
-         time_ms(s, [&] { K::softmax_ce_fused(s, logits, losses, tg, 1.0f / N, N, V); }),
+         time_ms(s, [&] { K::softmax_ce_fused(s, logits, nullptr, losses, tg, 1.0f / N, N, V); }),
          2.0 * N * V * f4, 0);
+  // ... and on bf16 logits (the classifier under bf16: cuBLASLt's bf16 D, its gradient in place)
+  uint16_t* logits16 = p.get<uint16_t>(N * int64_t(V));
+  K::round16(s, logits16, logits, N * int64_t(V), true);
+  report(name, "softmax_crossentropy_fused (bf16 logits)",
+         time_ms(s, [&] { K::softmax_ce_fused(s, nullptr, logits16, losses, tg, 1.0f / N, N, V); }),
+         2.0 * N * V * b2, 0);
   // attention, flash, bf16: qkv (B,T,3C) f32 in, out bf16, lse
   float* qkv = p.random(N * 3 * C, 8);
   float* lse = p.get<float>(int64_t(B) * NH * T);

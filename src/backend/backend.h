@@ -203,7 +203,9 @@ class Backend : public DeviceMemory {
 
   /// out(N,OC) = inp(N,C) @ W + bias(OC) (bias may be null). W is (C,OC), or (OC,C) when
   /// w_transposed (the tied classifier uses wte (V,C)). inp: f32, or bf16 (the operand itself).
-  virtual void matmul_forward(float* out, ConstDevPtr inp, const float* w, const float* bias,
+  /// out: f32, or bf16 (the f32 result rounded to nearest-even, as the classifier's logits
+  /// under bf16: written once in half the bytes, as PyTorch autocast's and llm.c's).
+  virtual void matmul_forward(DevPtr out, ConstDevPtr inp, const float* w, const float* bias,
                               int64_t N, int C, int OC, bool w_transposed = false) = 0;
   /// out(N,OC) = gelu(inp(N,C) @ W(C,OC) + bias(OC)) as ONE matrix product, the GELU (tanh
   /// form) applied to its output as a oneDNN eltwise post-op, so the pre-activation is never
@@ -260,8 +262,8 @@ class Backend : public DeviceMemory {
   /// Sum of squares of g (n elements), accumulated in double in a fixed order so the result
   /// does not depend on the thread count.
   virtual double sum_squares(const float* g, int64_t n) = 0;
-  /// g *= s.
-  virtual void scale(float* g, float s, int64_t n) = 0;
+  /// g *= s; g: f32, or bf16 (rounded to nearest-even again).
+  virtual void scale(DevPtr g, float s, int64_t n) = 0;
 
   // ---- precision policy -------------------------------------------------------------
   // The types of the tensors are the model's plan (DevPtr): under bf16 the products' inputs
@@ -328,8 +330,11 @@ class Backend : public DeviceMemory {
                                     int C, int OC) = 0;
   /// Softmax, cross-entropy and its gradient in one pass that never stores probabilities:
   /// losses(N) = -log softmax(logits)[target]; logits(N,V) is overwritten IN PLACE with
-  /// (softmax - onehot(target)) * dloss. Throws gt::Error for a target outside [0, V).
-  virtual void softmax_crossentropy_fused(float* logits, float* losses, const int32_t* targets,
+  /// (softmax - onehot(target)) * dloss. logits: f32, or bf16 under bf16 (read exactly, the
+  /// statistics and the loss in f32, the gradient written rounded to nearest-even: the bf16
+  /// gradient the classifier's matmul_backward takes as it is, as llm.c's fused classifier).
+  /// Throws gt::Error for a target outside [0, V).
+  virtual void softmax_crossentropy_fused(DevPtr logits, float* losses, const int32_t* targets,
                                           float dloss, int64_t N, int V) = 0;
   /// One AdamW pass over a whole set of tensors (as adamw_update, same formula), with the
   /// gradients multiplied by grad_mult (clipping and loss-scale undo) as they are read.

@@ -94,7 +94,7 @@ class ProfilingBackend final : public Backend {
     timed("layernorm_backward", 0,
           [&] { in_->layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C); });
   }
-  void matmul_forward(float* out, ConstDevPtr inp, const float* w, const float* bias, int64_t N,
+  void matmul_forward(DevPtr out, ConstDevPtr inp, const float* w, const float* bias, int64_t N,
                       int C, int OC, bool wt) override {
     timed("matmul_forward", 2.0 * N * C * OC,
           [&] { in_->matmul_forward(out, inp, w, bias, N, C, OC, wt); });
@@ -156,7 +156,7 @@ class ProfilingBackend final : public Backend {
   double sum_squares(const float* g, int64_t n) override {
     return timed("sum_squares", 0, [&] { return in_->sum_squares(g, n); });
   }
-  void scale(float* g, float s, int64_t n) override {
+  void scale(DevPtr g, float s, int64_t n) override {
     timed("scale", 0, [&] { in_->scale(g, s, n); });
   }
   void set_precision(Precision p) override { in_->set_precision(p); }
@@ -182,7 +182,7 @@ class ProfilingBackend final : public Backend {
     timed("attention_backward_fused", attn_flops(B, T, C, 5),
           [&] { in_->attention_backward_fused(dqkv, dout, qkv, out, lse, B, T, C, NH); });
   }
-  void softmax_crossentropy_fused(float* logits, float* losses, const int32_t* targets, float dloss,
+  void softmax_crossentropy_fused(DevPtr logits, float* losses, const int32_t* targets, float dloss,
                                   int64_t N, int V) override {
     timed("softmax_crossentropy_fused", 0,
           [&] { in_->softmax_crossentropy_fused(logits, losses, targets, dloss, N, V); });

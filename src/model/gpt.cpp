@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "core/error.h"
@@ -144,7 +145,10 @@ Plans plan_arenas(const GPTConfig& c, int B, Recompute rc, bool fused, bool act1
   p.lnf = acts.plan("ln_f", {B, T, C}, in_type);
   p.lnf_mean = acts.plan("ln_f_mean", {B, T});
   p.lnf_rstd = acts.plan("ln_f_rstd", {B, T});
-  p.logits = acts.plan("logits", {B, T, V});
+  // bf16 logits under bf16 activations with the fused classifier: the product writes them in
+  // bf16 and the fused loss its bf16 gradient in place, which the classifier's backward product
+  // takes as it is (as PyTorch autocast's and llm.c's); unfused, softmax and its backward stay f32
+  p.logits = acts.plan("logits", {B, T, V}, act16 && fused ? DType::bf16 : DType::f32);
   p.probs = fused ? SIZE_MAX : acts.plan("probs", {B, T, V});
   p.losses = acts.plan("losses", {B, T});
   p.inputs = acts.plan("inputs", {B, T}, DType::i32);
@@ -354,8 +358,8 @@ GPT::GPT(const GPTConfig& cfg, int max_batch, Recompute rc, Backend& be, bool fu
   lnf_ = DevPtr(acts_->at(p.lnf));
   lnf_mean_ = A(p.lnf_mean);
   lnf_rstd_ = A(p.lnf_rstd);
-  logits_ = A(p.logits);
-  probs_ = fused ? nullptr : A(p.probs);
+  logits_ = DevPtr(acts_->at(p.logits));
+  probs_ = fused ? nullptr : A(p.probs);  // (unfused: logits_ is f32)
   losses_ = A(p.losses);
   inputs_ = static_cast<int32_t*>(acts_->at(p.inputs).data);
   targets_ = static_cast<int32_t*>(acts_->at(p.targets).data);
@@ -365,7 +369,7 @@ GPT::GPT(const GPTConfig& cfg, int max_batch, Recompute rc, Backend& be, bool fu
   dqkv_ = DevPtr(scratch_->at(p.dqkv));
   d4C_ = DevPtr(scratch_->at(p.d4C));
   if (p.d4C16 != SIZE_MAX) d4C16_ = DevPtr(scratch_->at(p.d4C16));
-  dlogits_ = fused ? logits_ : S(p.dlogits);
+  dlogits_ = fused ? logits_ : DevPtr(S(p.dlogits));
   tmpC_ = S(p.tmpC);
   plan_.params_bytes = params_->bytes();
   plan_.grads_bytes = grads_->bytes();
@@ -404,8 +408,18 @@ void GPT::init_weights(uint64_t seed) {
 }
 
 std::vector<float> GPT::logits() const {
-  std::vector<float> h((size_t)lastB_ * lastT_ * cfg_.vocab_size);
-  be_.copy_to_host(h.data(), logits_, h.size() * sizeof(float));
+  const size_t n = (size_t)lastB_ * lastT_ * cfg_.vocab_size;
+  std::vector<float> h(n);
+  if (!logits_.bf16()) {
+    be_.copy_to_host(h.data(), logits_.data, n * sizeof(float));
+    return h;
+  }
+  std::vector<uint16_t> b(n);
+  be_.copy_to_host(b.data(), logits_.data, n * sizeof(uint16_t));
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t u = uint32_t(b[i]) << 16;  // bf16 -> f32, exactly
+    std::memcpy(&h[i], &u, sizeof(float));
+  }
   return h;
 }
 std::vector<float> GPT::losses() const {
@@ -575,7 +589,7 @@ void GPT::forward_impl(const int32_t* inputs, const int32_t* targets, int B, int
   if (fused_)  // logits_ now holds (softmax - onehot) * dloss, the logits' gradient
     be_.softmax_crossentropy_fused(logits_, losses_, targets_, dloss, N, V);  // losses (N)
   else
-    be_.softmax_crossentropy_forward(probs_, losses_, logits_, targets_, N, V);  // probs (N, V)
+    be_.softmax_crossentropy_forward(probs_, losses_, logits_.f32(), targets_, N, V);  // (N, V)
   if (sl) be_.copy_to_host_async(sl->losses, losses_, sizeof(float) * N);
 }
 
@@ -673,7 +687,7 @@ void GPT::backward(float dloss) {
   if (fused_) {  // dlogits (N, V) is logits_, written by the fused loss with folded_dloss_
     if (dloss != folded_dloss_) be_.scale(dlogits_, dloss / folded_dloss_, N * V);
   } else
-    be_.softmax_crossentropy_backward(dlogits_, probs_, targets_, dloss, N, V);  // (N, V)
+    be_.softmax_crossentropy_backward(dlogits_.f32(), probs_, targets_, dloss, N, V);  // (N, V)
   // classifier: logits = lnf @ wte^T; dC (N, C) = d(lnf), dwte += dlogits^T @ lnf
   be_.matmul_backward(dC_, gv_.wte, nullptr, dlogits_, lnf_, pv_.wte, N, C, V,
                       /*w_transposed=*/true);

@@ -152,7 +152,8 @@ class GPT {
   double step_loss(int slot) const;
   /// Host copy of the logits (B,T,V) of the last forward, copied through the backend (with
   /// fusion on and targets given, this buffer holds the logits' gradient instead: the fused
-  /// loss overwrites it in place).
+  /// loss overwrites it in place). Under bf16 activations with fusion on the model keeps them
+  /// in bf16: these are their exact f32 values.
   std::vector<float> logits() const;
   /// Host copy of the per-position losses (B,T) of the last forward with targets.
   std::vector<float> losses() const;
@@ -215,11 +216,13 @@ class GPT {
   MemoryPlan plan_;
   // top-level activations
   float *x0_ = nullptr, *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr;
-  DevPtr lnf_;  // (B, T, C), bf16 under bf16 activations
-  float *logits_ = nullptr, *probs_ = nullptr, *losses_ = nullptr;
+  DevPtr lnf_;     // (B, T, C), bf16 under bf16 activations
+  DevPtr logits_;  // (B, T, V), bf16 under bf16 activations with fusion on
+  float *probs_ = nullptr, *losses_ = nullptr;
   int32_t *inputs_ = nullptr, *targets_ = nullptr;
   // gradient scratch
-  float *dres_ = nullptr, *dC_ = nullptr, *dlogits_ = nullptr;
+  float *dres_ = nullptr, *dC_ = nullptr;
+  DevPtr dlogits_;             // fused: logits_ itself
   DevPtr dqkv_, d4C_, d4C16_;  // typed: bf16 where handed to a product under bf16 activations
   float* tmpC_ = nullptr;      // attention/MLP projection output before the residual add
   int lastB_ = 0, lastT_ = 0;

@@ -21,6 +21,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/aligned_vector.h"
 #include "backend/cpu/attention.h"
+#include "backend/cpu/classifier.h"
 #include "backend/cpu/fast_math.h"
 #include "backend/cpu/gelu.h"
 #include "backend/cpu/lowp_operands.h"
@@ -144,9 +145,16 @@ class CpuBackend final : public HostMemoryBackend {
     const bool emulated = cpu::LowpOperands::emulated_here(f);
     const bool act16 = q.bf16_activations && q.precision == Precision::bf16;
     const int64_t hidden = q.N * q.hidden;
-    return fixed + cpu::LowpOperands::workspace_bytes(
-                       f, q.weight_elems, q.N * std::max<int64_t>(q.hidden, q.V),
-                       act16 && !emulated ? 0 : hidden, act16 && emulated ? hidden : 0);
+    // bf16 logits (fused, bf16 activations): the classifier's gradient is bf16 already, so
+    // the widest rounded operand is a block's; emulated, the logits come through the result
+    // buffer
+    const bool logits16 = act16 && q.fused;
+    const int64_t a_elems = q.N * std::max<int64_t>(q.hidden, logits16 ? 3 * q.C : q.V);
+    const int64_t result = !(act16 && emulated) ? 0
+                           : logits16           ? q.N * std::max<int64_t>(q.hidden, q.V)
+                                                : hidden;
+    return fixed + cpu::LowpOperands::workspace_bytes(f, q.weight_elems, a_elems,
+                                                      act16 && !emulated ? 0 : hidden, result);
   }
 
   void embedding_forward(float* out, const int32_t* inp, const float* wte, const float* wpe, int B,
@@ -235,9 +243,10 @@ class CpuBackend final : public HostMemoryBackend {
     });
   }
 
-  void matmul_forward(float* out, ConstDevPtr inp, const float* w, const float* bias, int64_t N,
+  void matmul_forward(DevPtr out, ConstDevPtr inp, const float* w, const float* bias, int64_t N,
                       int C, int OC, bool w_transposed) override {
-    forward_product(out, inp, w, bias, N, C, OC, w_transposed, {});
+    forward_product(out.data, inp, w, bias, N, C, OC, w_transposed,
+                    {.c_bf16 = as16(out) != nullptr});
   }
   void matmul_gelu_forward(DevPtr out, ConstDevPtr inp, const float* w, const float* bias,
                            int64_t N, int C, int OC) override {
@@ -451,9 +460,15 @@ class CpuBackend final : public HostMemoryBackend {
     return s;
   }
 
-  void scale(float* g, float s, int64_t n) override {
+  void scale(DevPtr g, float s, int64_t n) override {
+    if (uint16_t* g16 = as16(g)) {
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) g[i] *= s;
+      for (int64_t i = 0; i < n; ++i) g16[i] = cpu::to_bf16(cpu::bf16_to_float(g16[i]) * s);
+      return;
+    }
+    float* g32 = g.f32();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) g32[i] *= s;
   }
 
   void set_precision(Precision p) override {
@@ -504,23 +519,12 @@ class CpuBackend final : public HostMemoryBackend {
     attn_.backward(d16 ? nullptr : dqkv.f32(), dout, qkv, nullptr, lse, B, T, C, NH, d16);
   }
 
-  void softmax_crossentropy_fused(float* logits, float* losses, const int32_t* targets, float dloss,
+  void softmax_crossentropy_fused(DevPtr logits, float* losses, const int32_t* targets, float dloss,
                                   int64_t N, int V) override {
     check_targets(targets, N, V);
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < N; ++i) {
-      float* l = logits + i * V;
-      float maxv = cpu::row_max(l, V);
-      float sum = 0.f;
-#pragma omp simd reduction(+ : sum)
-      for (int j = 0; j < V; ++j) sum += cpu::exp_approx(l[j] - maxv);
-      const float lse = std::log(sum) + maxv;
-      losses[i] = lse - l[targets[i]];
-      const float inv = dloss / sum;
-#pragma omp simd
-      for (int j = 0; j < V; ++j) l[j] = cpu::exp_approx(l[j] - maxv) * inv;
-      l[targets[i]] -= dloss;
-    }
+    uint16_t* l16 = as16(logits);
+    cpu::softmax_crossentropy_fused_rows(l16 ? nullptr : logits.f32(), l16, losses, targets, dloss,
+                                         N, V);
   }
 
   void adamw_fused(float* const* p, const float* const* g, float* const* m, float* const* v,

@@ -141,7 +141,10 @@ class CudaBackendT final : public Backend {
         static_cast<size_t>(q.N * q.NH) * 4 + static_cast<size_t>(3 * q.N + 1) * 4;
     if (q.precision != Precision::fp32) {
       const bool act16 = q.bf16_activations && q.precision == Precision::bf16;
-      bytes += static_cast<size_t>(q.weight_elems + q.N * wide + (act16 ? 0 : q.N * q.hidden)) * 2;
+      // bf16 logits (fused, bf16 activations): the classifier's gradient needs no rounded copy
+      const int64_t rounded = act16 && q.fused ? std::max<int64_t>(q.hidden, 3 * q.C) : wide;
+      bytes +=
+          static_cast<size_t>(q.weight_elems + q.N * rounded + (act16 ? 0 : q.N * q.hidden)) * 2;
     }
     // cuDNN attention's 16-bit operands: qkv and dqkv (3C), out and dout (C) per token, and
     // cuDNN's workspace as its deterministic backward on Hopper takes it (dP in 16 bits, the
@@ -196,15 +199,19 @@ class CudaBackendT final : public Backend {
   }
 
   // ---- matrix products ----------------------------------------------------------------
-  void matmul_forward(float* out, ConstDevPtr inp, const float* w, const float* bias, int64_t N,
+  /// A bf16 out is cuBLASLt's bf16 D (a bias then in bf16 too: the output's type).
+  void matmul_forward(DevPtr out, ConstDevPtr inp, const float* w, const float* bias, int64_t N,
                       int C, int OC, bool w_transposed) override {
-    if (fp8_forward(out, inp, w, N, C, OC, w_transposed)) {
-      if (bias) K::bias_add(rt_.stream(), out, bias, N, OC);
+    const uint16_t* o16 = as16(out);  // bf16 only under bf16, so never the fp8 form's
+    if (!o16 && fp8_forward(out.f32(), inp, w, N, C, OC, w_transposed)) {
+      if (bias) K::bias_add(rt_.stream(), out.f32(), bias, N, OC);
       return;
     }
     const auto g = cuda_plan::forward(N, C, OC, w_transposed);
     const LtOperand W = weight_operand(w, int64_t(C) * OC), X = operand(act_a_, inp, N * C);
-    product(g, pick(g.a, W, X, {}), pick(g.b, W, X, {}), out, LtType::f32, bias, false);
+    const void* b = bias && o16 ? weight_operand(bias, OC).p : bias;
+    product(g, pick(g.a, W, X, {}), pick(g.b, W, X, {}), out.data, o16 ? LtType::bf16 : LtType::f32,
+            b, false);
   }
   /// The GELU is cuBLASLt's epilogue (tanh form) under 16-bit precisions; under fp32 the own
   /// bias+GELU kernel follows a plain product, so fp32 stays within fp32 rounding of the
@@ -293,10 +300,11 @@ class CudaBackendT final : public Backend {
                                      float dloss, int64_t N, int V) override {
     K::softmax_ce_backward(rt_.stream(), dlogits, probs, targets, dloss, N, V);
   }
-  void softmax_crossentropy_fused(float* logits, float* losses, const int32_t* targets, float dloss,
+  void softmax_crossentropy_fused(DevPtr logits, float* losses, const int32_t* targets, float dloss,
                                   int64_t N, int V) override {
     check_targets(targets, N, V);
-    K::softmax_ce_fused(rt_.stream(), logits, losses, targets, dloss, N, V);
+    K::softmax_ce_fused(rt_.stream(), f32_or_null(logits), as16(logits), losses, targets, dloss, N,
+                        V);
   }
 
   // ---- optimizer ----------------------------------------------------------------------
@@ -343,7 +351,9 @@ class CudaBackendT final : public Backend {
     copy_to_host(&s, d, sizeof(double));
     return s;
   }
-  void scale(float* g, float s, int64_t n) override { K::scale(rt_.stream(), g, s, n); }
+  void scale(DevPtr g, float s, int64_t n) override {
+    K::scale(rt_.stream(), f32_or_null(g), as16(g), s, n);
+  }
 
   // ---- precision policy ---------------------------------------------------------------
   void set_precision(Precision p) override {

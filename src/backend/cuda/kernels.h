@@ -62,13 +62,14 @@ struct AdamChunk {
   static void mul(Stream s, float* o32, uint16_t* o16, const float* prod, const float* g32,        \
                   const uint16_t* g16, int64_t n);                                                 \
   static void residual(Stream s, float* out, const float* a, const float* b, int64_t n);           \
-  static void scale(Stream s, float* g, float f, int64_t n);                                       \
+  static void scale(Stream s, float* g32, uint16_t* g16, float f, int64_t n);                      \
   static void softmax_ce_forward(Stream s, float* probs, float* losses, const float* logits,       \
                                  const int32_t* targets, int64_t N, int V);                        \
   static void softmax_ce_backward(Stream s, float* dlogits, const float* probs,                    \
                                   const int32_t* targets, float dloss, int64_t N, int V);          \
-  static void softmax_ce_fused(Stream s, float* logits, float* losses, const int32_t* targets,     \
-                               float dloss, int64_t N, int V);                                     \
+  /* logits (l32 f32 or l16 bf16) overwritten in place by their gradient. */                       \
+  static void softmax_ce_fused(Stream s, float* l32, uint16_t* l16, float* losses,                 \
+                               const int32_t* targets, float dloss, int64_t N, int V);             \
   static void adamw(Stream s, float* p, const float* g, float* m, float* v, int64_t n,             \
                     float grad_mult, float lr, float beta1, float beta2, float eps, float decay,   \
                     float bc1, float bc2_sqrt);                                                    \

@@ -164,8 +164,10 @@ __global__ void residual_kernel(float* __restrict__ out, const float* __restrict
   }
 }
 }  // namespace hot
-__global__ void scale_kernel(float* __restrict__ g, float f, int64_t n) {
-  GT_GRID_STRIDE(i, n) g[i] *= f;
+/// g *= f (f32, or bf16 rounded to nearest-even again).
+template <typename T>
+__global__ void scale_kernel(T* __restrict__ g, float f, int64_t n) {
+  GT_GRID_STRIDE(i, n) g[i] = from_f<T>(to_f(g[i]) * f);
 }
 __global__ void bias_add_kernel(float* __restrict__ out, const float* __restrict__ bias, int64_t n,
                                 int OC) {
@@ -425,9 +427,12 @@ void Kernels::residual(Stream s, float* out, const float* a, const float* b, int
   simt::launch(s, cfg::elementwise(vec ? n / 4 : n), "residual", &residual_kernel, out, a, b, n,
                int(vec));
 }
-void Kernels::scale(Stream s, float* g, float f, int64_t n) {
+void Kernels::scale(Stream s, float* g32, uint16_t* g16, float f, int64_t n) {
   if (n <= 0) return;
-  simt::launch(s, cfg::elementwise(n), "scale", &scale_kernel, g, f, n);
+  if (g16)
+    simt::launch(s, cfg::elementwise(n), "scale", &scale_kernel<uint16_t>, g16, f, n);
+  else
+    simt::launch(s, cfg::elementwise(n), "scale", &scale_kernel<float>, g32, f, n);
 }
 void Kernels::bias_add(Stream s, float* out, const float* bias, int64_t N, int OC) {
   if (N * OC <= 0) return;

@@ -477,16 +477,26 @@ void Kernels::softmax_ce_backward(Stream s, float* dlogits, const float* probs,
   simt::launch(s, cfg::elementwise(N * V), "softmax_crossentropy_backward",
                &softmax_backward_kernel, dlogits, probs, targets, dloss, N, V);
 }
-void Kernels::softmax_ce_fused(Stream s, float* logits, float* losses, const int32_t* targets,
-                               float dloss, int64_t N, int V) {
-  if (N <= 0) return;
+namespace {
+template <typename T>
+void launch_classifier_fused(Kernels::Stream s, T* logits, float* losses, const int32_t* targets,
+                             float dloss, int64_t N, int V) {
   float* none = nullptr;
-  if (packs_fit<float>(logits, V))
-    simt::launch(s, cfg::classifier(N, V, 4), "softmax_crossentropy_fused",
-                 &classifier_kernel<float, true>, logits, none, losses, targets, dloss, V);
+  if (packs_fit<T>(logits, V))
+    simt::launch(s, cfg::classifier(N, V, Pack<T>::N), "softmax_crossentropy_fused",
+                 &classifier_kernel<T, true>, logits, none, losses, targets, dloss, V);
   else
     simt::launch(s, cfg::classifier(N, V, 1), "softmax_crossentropy_fused",
-                 &classifier_kernel<float, false>, logits, none, losses, targets, dloss, V);
+                 &classifier_kernel<T, false>, logits, none, losses, targets, dloss, V);
+}
+}  // namespace
+void Kernels::softmax_ce_fused(Stream s, float* l32, uint16_t* l16, float* losses,
+                               const int32_t* targets, float dloss, int64_t N, int V) {
+  if (N <= 0) return;
+  if (l16)
+    launch_classifier_fused(s, l16, losses, targets, dloss, N, V);
+  else
+    launch_classifier_fused(s, l32, losses, targets, dloss, N, V);
 }
 
 }  // namespace gt::cuda_kernels

@@ -137,8 +137,9 @@ class RefBackend final : public HostMemoryBackend {
   }
 
   // ---- matrix products ----------------------------------------------------------------
-  void matmul_forward(float* out, ConstDevPtr inp_, const float* w, const float* bias, int64_t N,
+  void matmul_forward(DevPtr out_, ConstDevPtr inp_, const float* w, const float* bias, int64_t N,
                       int C, int OC, bool w_transposed) override {
+    float* out = f32(out_);
     const float* inp = f32(inp_);
     for (int64_t i = 0; i < N; ++i)
       for (int o = 0; o < OC; ++o) {
@@ -367,8 +368,9 @@ class RefBackend final : public HostMemoryBackend {
       for (int j = 0; j < V; ++j)
         dlogits[i * V + j] = (probs[i * V + j] - (j == targets[i] ? 1.0f : 0.0f)) * dloss;
   }
-  void softmax_crossentropy_fused(float* logits, float* losses, const int32_t* targets, float dloss,
-                                  int64_t N, int V) override {
+  void softmax_crossentropy_fused(DevPtr logits_, float* losses, const int32_t* targets,
+                                  float dloss, int64_t N, int V) override {
+    float* logits = f32(logits_);
     check_targets(targets, N, V);
     for (int64_t i = 0; i < N; ++i) {
       float* l = logits + i * V;
@@ -408,7 +410,8 @@ class RefBackend final : public HostMemoryBackend {
     for (int64_t i = 0; i < n; ++i) s += (double)g[i] * g[i];
     return s;
   }
-  void scale(float* g, float s, int64_t n) override {
+  void scale(DevPtr g_, float s, int64_t n) override {
+    float* g = f32(g_);
     for (int64_t i = 0; i < n; ++i) g[i] *= s;
   }
 
