@@ -65,10 +65,12 @@ std::vector<Op> step_ops(const Shape& s) {
   product("fc projection", N, C, H, L, f, h * N * H);
   // ---- the head ----
   v.push_back({"layernorm forward (final)", 1, 0, N * C * 2 * h, N * C * (f + h), false});
-  product("lm head product", N, V, C, 1, f, h * N * C);
+  // bf16 logits: the product writes them in bf16, the fused loss reads them (twice: the
+  // log-sum-exp, then the gradient) and writes the bf16 gradient in place, which the backward
+  // products take as it is (no operand copy)
+  product("lm head product", N, V, C, 1, h, h * N * C);
   v.push_back(
-      {"softmax cross-entropy (fused, in place)", 1, 0, 2 * N * V * h, 3 * N * V * f, false});
-  v.push_back({"dlogits to bf16 (operand copy)", 1, 0, 0, N * V * (f + h), false});
+      {"softmax cross-entropy (fused, in place)", 1, 0, 2 * N * V * h, 3 * N * V * h, false});
   product("lm head dX product", N, C, V, 1, f, h * N * V);
   product("lm head dW product", V, C, N, 1, f, h * N * V + h * N * C);
   // ---- backward (per layer) ----
