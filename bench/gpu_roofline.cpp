@@ -53,9 +53,10 @@ std::vector<Op> step_ops(const Shape& s) {
   // ---- forward (per layer) ----
   v.push_back({"residual+layernorm forward", L, 0, N * C * (2 * h + h) + 8 * N,
                N * C * (3 * f + h) + 8 * N, false});
-  product("qkv product", N, 3 * C, C, L, f, h * N * C);
+  // qkv in bf16: the product writes it so, the flash kernels read it as it is
+  product("qkv product", N, 3 * C, C, L, h, h * N * C);
   v.push_back({"attention forward (flash)", L, attn_fwd, N * 3 * C * h + N * C * h,
-               N * 3 * C * f + N * C * h, false, true});
+               N * 3 * C * h + N * C * h, false, true});
   product("attention projection", N, C, C, L, f, h * N * C);
   v.push_back({"residual+layernorm forward", L, 0, N * C * 3 * h + 8 * N,
                N * C * (3 * f + h) + 8 * N, false});
@@ -87,7 +88,7 @@ std::vector<Op> step_ops(const Shape& s) {
   product("attention projection dX", N, C, C, L, f, h * N * C);
   product("attention projection dW", C, C, N, L, f, h * 2 * N * C);
   v.push_back({"attention backward (flash)", L, 2.5 * attn_fwd, N * C * (3 + 1 + 1 + 3) * h,
-               N * C * (3 * f + f + h) + N * 3 * C * h, false, true});
+               N * C * (3 * h + f + h) + N * 3 * C * h, false, true});
   product("qkv dX", N, C, 3 * C, L, f, h * N * 3 * C);
   product("qkv dW", 3 * C, C, N, L, f, h * (N * 3 * C + N * C));
   v.push_back({"residual gradient adds", L, 0, N * C * 3 * h, N * C * 3 * f, false});

@@ -307,15 +307,24 @@ class Backend : public DeviceMemory {
                                           const float* a, const float* b, const float* w,
                                           const float* bias, int64_t N, int C) = 0;
   /// Attention without the (B,NH,T,T) matrix: each row's scores live in a per-thread row
-  /// buffer (online softmax); lse (B,NH,T) receives log-sum-exp of the scaled scores.
-  virtual void attention_forward_fused(DevPtr out, float* lse, const float* qkv, int B, int T,
-                                       int C, int NH) = 0;
+  /// buffer (online softmax); lse (B,NH,T) receives log-sum-exp of the scaled scores. qkv: f32,
+  /// or bf16 where bf16_qkv() says so (the qkv product's bf16 output, read as it is).
+  virtual void attention_forward_fused(DevPtr out, float* lse, ConstDevPtr qkv, int B, int T, int C,
+                                       int NH) = 0;
   /// Backward of attention_forward_fused: recomputes the probabilities from qkv and lse.
   /// out (B,T,C) is the forward output (for the row sums dout.out). dqkv as
   /// attention_backward's.
-  virtual void attention_backward_fused(DevPtr dqkv, const float* dout, const float* qkv,
+  virtual void attention_backward_fused(DevPtr dqkv, const float* dout, ConstDevPtr qkv,
                                         ConstDevPtr out, const float* lse, int B, int T, int C,
                                         int NH) = 0;
+  /// Whether the fused attention ops take a bf16 qkv of C channels in NH heads under precision
+  /// bf16 (whatever the precision now): the model then has the qkv product write it in bf16, so
+  /// attention reads half the bytes and rounds nothing (its result the same where its kernels
+  /// rounded the f32 qkv to bf16 as they loaded it). Default: no.
+  virtual bool bf16_qkv(int C, int NH) const {
+    (void)C, (void)NH;
+    return false;
+  }
   /// GELU in one pass that also writes its derivative, for the fused MLP backward:
   /// out = gelu(inp) (as gelu_forward) and dgelu = gelu'(inp), N elements, each f32 or bf16;
   /// dgelu may be null (out only, as when a recompute policy recomputes the derivative

@@ -171,12 +171,13 @@ class ProfilingBackend final : public Backend {
     timed("residual_layernorm_forward", 0,
           [&] { in_->residual_layernorm_forward(res, out, mean, rstd, a, b, w, bias, N, C); });
   }
-  void attention_forward_fused(DevPtr out, float* lse, const float* qkv, int B, int T, int C,
+  bool bf16_qkv(int C, int NH) const override { return in_->bf16_qkv(C, NH); }
+  void attention_forward_fused(DevPtr out, float* lse, ConstDevPtr qkv, int B, int T, int C,
                                int NH) override {
     timed("attention_forward_fused", attn_flops(B, T, C, 2),
           [&] { in_->attention_forward_fused(out, lse, qkv, B, T, C, NH); });
   }
-  void attention_backward_fused(DevPtr dqkv, const float* dout, const float* qkv, ConstDevPtr out,
+  void attention_backward_fused(DevPtr dqkv, const float* dout, ConstDevPtr qkv, ConstDevPtr out,
                                 const float* lse, int B, int T, int C, int NH) override {
     // the fused backward recomputes the scores: one more product
     timed("attention_backward_fused", attn_flops(B, T, C, 5),

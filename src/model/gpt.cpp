@@ -110,10 +110,11 @@ struct Plans {
 // The matrix products' inputs: bf16 arrays under bf16 activation storage.
 bool is_product_input(ActKind k) { return k == kLn1 || k == kAtty || k == kLn2 || k == kFchg; }
 
-// act16: product inputs stored as bf16; dgelu16: fch_dgelu stored as bf16 (under bf16).
+// act16: product inputs stored as bf16; dgelu16: fch_dgelu stored as bf16 (under bf16);
+// qkv16: qkv stored as bf16 (the qkv product's output, read so by the fused attention).
 Plans plan_arenas(const GPTConfig& c, int B, Recompute rc, bool fused, bool act16, bool dgelu16,
-                  const std::vector<ParamSpec>& specs, Arena& params, Arena& grads, Arena& acts,
-                  Arena& scratch) {
+                  bool qkv16, const std::vector<ParamSpec>& specs, Arena& params, Arena& grads,
+                  Arena& acts, Arena& scratch) {
   for (auto& s : specs) {
     params.plan(s.name, s.shape);
     grads.plan(s.name, s.shape);
@@ -123,6 +124,7 @@ Plans plan_arenas(const GPTConfig& c, int B, Recompute rc, bool fused, bool act1
   const DType in_type = act16 ? DType::bf16 : DType::f32;
   auto type = [&](int k) {
     if (k == kDgelu) return dgelu16 ? DType::bf16 : DType::f32;
+    if (k == kQkv) return qkv16 ? DType::bf16 : DType::f32;
     return is_product_input(ActKind(k)) ? in_type : DType::f32;
   };
   auto planned = [&](int k) { return fused || k != kDgelu; };
@@ -256,12 +258,19 @@ int largest_batch_that_fits(const GPTConfig& c, Recompute rc, bool fused, Precis
   return lo;
 }
 
+// Whether qkv is a bf16 tensor: under bf16 activations with fusion on, where the backend's fused
+// attention takes one (Backend::bf16_qkv).
+static bool qkv_bf16(const GPTConfig& c, bool fused, bool act16, const Backend& be) {
+  return act16 && fused && be.bf16_qkv(c.n_embd, c.n_head);
+}
+
 MemoryPlan plan_memory(const GPTConfig& c, int B, Recompute rc, bool fused, Precision prec,
                        const Backend& be) {
   validate(c, B);
   Arena p("parameters"), g("gradients"), a("activations"), s("scratch");
   auto specs = gpt_param_specs(c);
-  plan_arenas(c, B, rc, fused, prec == Precision::bf16, prec == Precision::bf16, specs, p, g, a, s);
+  const bool bf16 = prec == Precision::bf16;
+  plan_arenas(c, B, rc, fused, bf16, bf16, qkv_bf16(c, fused, bf16, be), specs, p, g, a, s);
   MemoryPlan m;
   m.params_bytes = p.bytes();
   m.grads_bytes = g.bytes();
@@ -337,8 +346,9 @@ GPT::GPT(const GPTConfig& cfg, int max_batch, Recompute rc, Backend& be, bool fu
   grads_ = std::make_unique<Arena>("gradients");
   acts_ = std::make_unique<Arena>("activations");
   scratch_ = std::make_unique<Arena>("scratch");
-  Plans p = plan_arenas(cfg, max_batch, rc, fused, bf16_acts_, planned_bf16_, specs_, *params_,
-                        *grads_, *acts_, *scratch_);
+  Plans p = plan_arenas(cfg, max_batch, rc, fused, bf16_acts_, planned_bf16_,
+                        qkv_bf16(cfg, fused, bf16_acts_, be), specs_, *params_, *grads_, *acts_,
+                        *scratch_);
   params_->allocate(be);
   grads_->allocate(be);
   acts_->allocate(be);
@@ -467,9 +477,9 @@ void GPT::block_forward_fused(int l, int B, int T, bool recomputing) {
   if (l == 0 || recomputing)
     be_.layernorm_forward(L.a[kLn1], L.a[kLn1Mean].f32(), L.a[kLn1Rstd].f32(), L.x, w.ln1_w,
                           w.ln1_b, N,
-                          C);                                                     // ln1 (N, C)
-  be_.matmul_forward(L.a[kQkv].f32(), L.a[kLn1], w.qkv_w, w.qkv_b, N, C, 3 * C);  // qkv (N, 3C)
-  be_.attention_forward_fused(L.a[kAtty], L.a[kAtt].f32(), L.a[kQkv].f32(), B, T, C,
+                          C);                                               // ln1 (N, C)
+  be_.matmul_forward(L.a[kQkv], L.a[kLn1], w.qkv_w, w.qkv_b, N, C, 3 * C);  // qkv (N, 3C)
+  be_.attention_forward_fused(L.a[kAtty], L.a[kAtt].f32(), L.a[kQkv], B, T, C,
                               NH);  // atty (N, C), lse (B, NH, T)
   be_.matmul_forward(tmpC_, L.a[kAtty], w.attproj_w, w.attproj_b, N, C, C);  // (N, C)
   be_.residual_layernorm_forward(L.a[kRes2].f32(), L.a[kLn2], L.a[kLn2Mean].f32(),
@@ -667,7 +677,7 @@ void GPT::block_backward(int l, int B, int T) {
   be_.matmul_backward(dC_, g.attproj_w, g.attproj_b, dres_, L.a[kAtty], w.attproj_w, N, C,
                       C);  // dC (N, C) = d(atty)
   if (fused_)
-    be_.attention_backward_fused(dqkv_, dC_, L.a[kQkv].f32(), L.a[kAtty], L.a[kAtt].f32(), B, T, C,
+    be_.attention_backward_fused(dqkv_, dC_, L.a[kQkv], L.a[kAtty], L.a[kAtt].f32(), B, T, C,
                                  NH);  // dqkv (N, 3C)
   else
     be_.attention_backward(dqkv_, dC_, L.a[kQkv].f32(), L.a[kAtt].f32(), B, T, C,

@@ -1,12 +1,16 @@
-// The classifier in bf16 (fusion on, bf16 activations): the product writes the logits in bf16,
-// the fused softmax cross-entropy reads them and writes their gradient in place in bf16, and
-// scale() takes the bf16 gradient; on the CPU backend and on the CUDA backend's own kernels
-// (cuda-emu, the SIMT runtime), against float64 references computed from the same bf16 values.
+// Products that write bf16 under bf16 activations with fusion on. The classifier: the product
+// writes the logits in bf16, the fused softmax cross-entropy reads them and writes their
+// gradient in place in bf16, and scale() takes the bf16 gradient; on the CPU backend and on the
+// CUDA backend's own kernels (cuda-emu, the SIMT runtime), against float64 references computed
+// from the same bf16 values. qkv: the CUDA backend's fused attention reads a bf16 qkv in place,
+// with the results of the f32 qkv it rounds as it loads.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <tuple>
+#include <utility>
 
 #include "backend/backend.h"
 #include "test_helpers.h"
@@ -105,6 +109,60 @@ TEST_P(Bf16Classifier, LogitsTheirGradientAndScaleFollowAFloat64Reference) {
     const std::vector<float> three = down16();
     for (size_t i = 0; i < g.size(); ++i) ASSERT_EQ(three[i], round_bf16(half[i] * 3.0f)) << i;
     be->deallocate(d_tg);
+  }
+}
+
+// The fused attention of the CUDA backend (cuda-emu) on a bf16 qkv: bitwise the output, the
+// log-sum-exp and dqkv of the f32 qkv whose bf16 rounding it is (the flash kernels round f32 Q,
+// K, V as they load them); at a head size the flash kernels do not take (48) the bf16 qkv is
+// widened and gives the results of its widened values.
+TEST(Bf16Qkv, FusedAttentionReadsItInPlaceWithTheResultsOfTheRoundedF32) {
+  if (!test::has_backend("cuda-emu")) GTEST_SKIP() << "cuda-emu is not in this build";
+  auto be = make_backend("cuda-emu");
+  be->set_precision(Precision::bf16);
+  const int B = 2, T = 70;  // T not a multiple of the 64-row tiles
+  for (const auto [C, NH] :
+       {std::pair{128, 2}, std::pair{128, 4}, std::pair{128, 1}, std::pair{96, 2}}) {
+    SCOPED_TRACE("C = " + std::to_string(C) + ", NH = " + std::to_string(NH));
+    EXPECT_EQ(be->bf16_qkv(C, NH), C / NH != 48);
+    const int64_t N = int64_t(B) * T, n3 = N * 3 * C;
+    std::vector<float> qkv = normal(n3, 7, 0.8f), dout = normal(N * C, 8);
+    std::vector<uint16_t> q16(n3);
+    for (int64_t i = 0; i < n3; ++i) {
+      qkv[i] = round_bf16(qkv[i]);  // so the widened fallback sees the same values
+      uint32_t u;
+      std::memcpy(&u, &qkv[i], sizeof u);
+      q16[i] = uint16_t(u >> 16);
+    }
+    test::DeviceVectors dv(*be);
+    float* d_q32 = dv.up(qkv);
+    float* d_q16 = dv.up(std::vector<float>(n3 / 2 + 1));
+    be->copy_to_device(d_q16, q16.data(), n3 * sizeof(uint16_t));
+    float* d_dout = dv.up(dout);
+    struct Result {
+      std::vector<float> out, lse, dqkv;
+    } r[2];
+    for (int k = 0; k < 2; ++k) {
+      float* out = dv.up(std::vector<float>(N * C / 2 + 1, NAN));
+      float* lse = dv.up(std::vector<float>(int64_t(B) * NH * T, NAN));
+      float* dq = dv.up(std::vector<float>(n3 / 2 + 1, NAN));
+      const ConstDevPtr q = k ? ConstDevPtr(d_q16, DType::bf16) : ConstDevPtr(d_q32);
+      be->attention_forward_fused(DevPtr(out, DType::bf16), lse, q, B, T, C, NH);
+      be->attention_backward_fused(DevPtr(dq, DType::bf16), d_dout, q, DevPtr(out, DType::bf16),
+                                   lse, B, T, C, NH);
+      r[k].out = dv.down(out, N * C / 2);
+      r[k].lse = dv.down(lse, int64_t(B) * NH * T);
+      r[k].dqkv = dv.down(dq, n3 / 2);
+    }
+    for (const auto& [name, a, b] :
+         {std::tuple{"out", &r[0].out, &r[1].out}, std::tuple{"lse", &r[0].lse, &r[1].lse},
+          std::tuple{"dqkv", &r[0].dqkv, &r[1].dqkv}}) {
+      ASSERT_EQ(a->size(), b->size());
+      EXPECT_EQ(0, std::memcmp(a->data(), b->data(), a->size() * sizeof(float))) << name;
+      bool finite = true;
+      for (float x : *b) finite &= std::isfinite(x);
+      EXPECT_TRUE(finite) << name;
+    }
   }
 }
 

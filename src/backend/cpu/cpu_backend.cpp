@@ -505,18 +505,18 @@ class CpuBackend final : public HostMemoryBackend {
     }
   }
 
-  void attention_forward_fused(DevPtr out, float* lse, const float* qkv, int B, int T, int C,
+  void attention_forward_fused(DevPtr out, float* lse, ConstDevPtr qkv, int B, int T, int C,
                                int NH) override {
     if (uint16_t* o16 = as16(out))
-      return attn_.forward(nullptr, nullptr, lse, qkv, B, T, C, NH, o16);
-    attn_.forward(out.f32(), nullptr, lse, qkv, B, T, C, NH, nullptr);
+      return attn_.forward(nullptr, nullptr, lse, f32(qkv), B, T, C, NH, o16);
+    attn_.forward(out.f32(), nullptr, lse, f32(qkv), B, T, C, NH, nullptr);
   }
 
-  void attention_backward_fused(DevPtr dqkv, const float* dout, const float* qkv, ConstDevPtr out,
+  void attention_backward_fused(DevPtr dqkv, const float* dout, ConstDevPtr qkv, ConstDevPtr out,
                                 const float* lse, int B, int T, int C, int NH) override {
     (void)out;  // the row sums dout.out are taken as sum(P dP), equal in exact arithmetic
     uint16_t* d16 = as16(dqkv);
-    attn_.backward(d16 ? nullptr : dqkv.f32(), dout, qkv, nullptr, lse, B, T, C, NH, d16);
+    attn_.backward(d16 ? nullptr : dqkv.f32(), dout, f32(qkv), nullptr, lse, B, T, C, NH, d16);
   }
 
   void softmax_crossentropy_fused(DevPtr logits, float* losses, const int32_t* targets, float dloss,

@@ -248,31 +248,41 @@ class CudaBackendT final : public Backend {
   void attention_forward(DevPtr out, float* att, const float* qkv, int B, int T, int C,
                          int NH) override {
     check_heads(C, NH);
-    K::attention_forward(rt_.stream(), f32_or_null(out), as16(out), nullptr, att, qkv, B, T, C, NH,
-                         0);
+    K::attention_forward(rt_.stream(), f32_or_null(out), as16(out), nullptr, att, qkv, nullptr, B,
+                         T, C, NH, 0);
   }
   void attention_backward(DevPtr dqkv, const float* dout, const float* qkv, const float* att, int B,
                           int T, int C, int NH) override {
     check_heads(C, NH);
-    K::attention_backward(rt_.stream(), f32_or_null(dqkv), as16(dqkv), dout, qkv, att, nullptr,
-                          nullptr, nullptr, delta_.template as<float>(int64_t(B) * NH * T), B, T, C,
-                          NH, 0);
+    K::attention_backward(rt_.stream(), f32_or_null(dqkv), as16(dqkv), dout, qkv, nullptr, att,
+                          nullptr, nullptr, nullptr, delta_.template as<float>(int64_t(B) * NH * T),
+                          B, T, C, NH, 0);
   }
-  void attention_forward_fused(DevPtr out, float* lse, const float* qkv, int B, int T, int C,
+  /// A bf16 qkv (bf16_qkv()) is read in place by the flash kernels and by cuDNN; where neither
+  /// takes it (another head size or output type) it is widened into f32 scratch first.
+  void attention_forward_fused(DevPtr out, float* lse, ConstDevPtr qkv, int B, int T, int C,
                                int NH) override {
     check_heads(C, NH);
     if (cudnn_) return cudnn_forward(out, lse, qkv, B, T, C, NH);
-    K::attention_forward(rt_.stream(), f32_or_null(out), as16(out), lse, nullptr, qkv, B, T, C, NH,
-                         flash());
+    uint16_t* o16 = as16(out);
+    const AttnQkv q = attention_qkv(qkv, int64_t(B) * T, C, NH, o16 != nullptr);
+    K::attention_forward(rt_.stream(), f32_or_null(out), o16, lse, nullptr, q.f32, q.bf16, B, T, C,
+                         NH, flash());
   }
-  void attention_backward_fused(DevPtr dqkv, const float* dout, const float* qkv, ConstDevPtr out,
+  void attention_backward_fused(DevPtr dqkv, const float* dout, ConstDevPtr qkv, ConstDevPtr out,
                                 const float* lse, int B, int T, int C, int NH) override {
     check_heads(C, NH);
     if (cudnn_) return cudnn_backward(dqkv, dout, qkv, out, lse, B, T, C, NH);
     const uint16_t* o16 = as16(out);
-    K::attention_backward(rt_.stream(), f32_or_null(dqkv), as16(dqkv), dout, qkv, nullptr, lse,
+    uint16_t* d16 = as16(dqkv);
+    const AttnQkv q = attention_qkv(qkv, int64_t(B) * T, C, NH, d16 != nullptr);
+    K::attention_backward(rt_.stream(), f32_or_null(dqkv), d16, dout, q.f32, q.bf16, nullptr, lse,
                           o16 ? nullptr : out.f32(), o16,
                           delta_.template as<float>(int64_t(B) * NH * T), B, T, C, NH, flash());
+  }
+  /// For the head sizes the flash kernels take (the arenas' 64-byte alignment is theirs).
+  bool bf16_qkv(int C, int NH) const override {
+    return K::flash_reads_qkv16(C, NH, nullptr, /*flash (bf16)=*/1);
   }
 
   // ---- element-wise -------------------------------------------------------------------
@@ -387,13 +397,20 @@ class CudaBackendT final : public Backend {
           "train.attention = 'cudnn' takes 16-bit operands; train.precision = fp32 has none");
     return {B, T, C, NH, prec_ == Precision::fp16};
   }
-  /// out and lse through cuDNN: qkv rounded to 16 bits (the own flash kernels round it as they
-  /// load it), out written in 16 bits and widened when it is an f32 tensor.
-  void cudnn_forward(DevPtr out, float* lse, const float* qkv, int B, int T, int C, int NH) {
+  /// cuDNN's qkv (n values): a bf16 qkv as it is, an f32 one rounded to 16 bits into scratch
+  /// (the own flash kernels round it as they load it).
+  const uint16_t* sdpa_operand(ConstDevPtr qkv, int64_t n, const SdpaShape& sh) {
+    if (const uint16_t* q16 = as16(qkv)) return q16;
+    uint16_t* r = sdpa_qkv_.template as<uint16_t>(n);
+    K::round16(rt_.stream(), r, qkv.f32(), n, !sh.f16);
+    return r;
+  }
+  /// out and lse through cuDNN: qkv in 16 bits (sdpa_operand), out written in 16 bits and
+  /// widened when it is an f32 tensor.
+  void cudnn_forward(DevPtr out, float* lse, ConstDevPtr qkv, int B, int T, int C, int NH) {
     const SdpaShape sh = sdpa_shape(B, T, C, NH);
     const int64_t N = int64_t(B) * T;
-    uint16_t* q16 = sdpa_qkv_.template as<uint16_t>(N * 3 * C);
-    K::round16(rt_.stream(), q16, qkv, N * 3 * C, !sh.f16);
+    const uint16_t* q16 = sdpa_operand(qkv, N * 3 * C, sh);
     uint16_t* o16 = as16(out);
     uint16_t* o = o16 ? o16 : sdpa_out_.template as<uint16_t>(N * C);
     rt_.sdpa_forward(o, lse, q16, sh);
@@ -401,12 +418,11 @@ class CudaBackendT final : public Backend {
   }
   /// dqkv through cuDNN: qkv, out and dout rounded to 16 bits (out exactly: it was 16-bit
   /// before it was widened), dqkv widened when it is an f32 tensor.
-  void cudnn_backward(DevPtr dqkv, const float* dout, const float* qkv, ConstDevPtr out,
+  void cudnn_backward(DevPtr dqkv, const float* dout, ConstDevPtr qkv, ConstDevPtr out,
                       const float* lse, int B, int T, int C, int NH) {
     const SdpaShape sh = sdpa_shape(B, T, C, NH);
     const int64_t N = int64_t(B) * T;
-    uint16_t* q16 = sdpa_qkv_.template as<uint16_t>(N * 3 * C);
-    K::round16(rt_.stream(), q16, qkv, N * 3 * C, !sh.f16);
+    const uint16_t* q16 = sdpa_operand(qkv, N * 3 * C, sh);
     uint16_t* d16 = sdpa_dout_.template as<uint16_t>(N * C);
     K::round16(rt_.stream(), d16, dout, N * C, !sh.f16);
     const uint16_t* o = as16(out);
@@ -419,6 +435,20 @@ class CudaBackendT final : public Backend {
     uint16_t* dq = dq16 ? dq16 : sdpa_dqkv_.template as<uint16_t>(N * 3 * C);
     rt_.sdpa_backward(dq, d16, q16, o, lse, sh);
     if (!dq16) K::widen16(rt_.stream(), dqkv.f32(), dq, N * 3 * C, !sh.f16);
+  }
+  /// The qkv the attention kernels are given: an f32 qkv as it is; a bf16 one as it is where
+  /// the flash form reads it (out16: the result is bf16 too), else widened (exactly) into f32.
+  struct AttnQkv {
+    const float* f32 = nullptr;
+    const uint16_t* bf16 = nullptr;
+  };
+  AttnQkv attention_qkv(ConstDevPtr qkv, int64_t N, int C, int NH, bool out16) {
+    const uint16_t* q16 = as16(qkv);
+    if (!q16) return {qkv.f32(), nullptr};
+    if (out16 && K::flash_reads_qkv16(C, NH, q16, flash())) return {nullptr, q16};
+    float* w = qkv32_.template as<float>(N * 3 * C);
+    K::widen16(rt_.stream(), w, q16, N * 3 * C, true);
+    return {w, nullptr};
   }
   /// The attention kernels' operands: 16-bit tensor cores (the flash form) under the 16-bit
   /// precisions (fp8 too: its attention is bf16), f32 on CUDA cores under fp32.
@@ -690,6 +720,7 @@ class CudaBackendT final : public Backend {
       token_index_{&rt_}, chunks_{&rt_}, squares_{&rt_};
   bool cudnn_ = false;  ///< train.attention = cudnn
   DevBuffer<RT> sdpa_qkv_{&rt_}, sdpa_out_{&rt_}, sdpa_dout_{&rt_}, sdpa_dqkv_{&rt_};
+  DevBuffer<RT> qkv32_{&rt_};  ///< a bf16 qkv widened, where the flash form cannot read it
   std::vector<int32_t> tokens_host_, index_host_;
   std::unordered_map<const int32_t*, std::vector<int32_t>> host_tokens_;
   static constexpr size_t kStaging = 16;  ///< pinned upload buffers between synchronizations

@@ -87,14 +87,20 @@ struct AdamChunk {
   /* Attention forward: out (f32/bf16), lse (may be null), att (may be null); flash: 1 or 2 */     \
   /* for the flash form with bf16 or fp16 operands where it applies (lse given, att null), 0 */    \
   /* for the CUDA-core form. */                                                                    \
+  /* qkv: f32 (qkv) or, read by the flash form alone (flash_reads_qkv16) with a bf16 output, */    \
+  /* bf16 (qkv16). */                                                                              \
   static void attention_forward(Stream s, float* o32, uint16_t* o16, float* lse, float* att,       \
-                                const float* qkv, int B, int T, int C, int NH, int flash);         \
+                                const float* qkv, const uint16_t* qkv16, int B, int T, int C,      \
+                                int NH, int flash);                                                \
+  /* Whether the flash form (flash: as attention_forward's) reads this bf16 qkv in place: head */  \
+  /* size 32, 64 or 128, C a multiple of 8, qkv16 16-byte aligned, bf16. */                        \
+  static bool flash_reads_qkv16(int C, int NH, const uint16_t* qkv16, int flash);                  \
   /* Attention backward into dqkv (f32/bf16): probabilities from att, or from lse; the row sums */ \
   /* from out when (out32, out16) is given. delta: scratch of B*NH*T floats. */                    \
   static void attention_backward(Stream s, float* d32, uint16_t* d16, const float* dout,           \
-                                 const float* qkv, const float* att, const float* lse,             \
-                                 const float* out32, const uint16_t* out16, float* delta, int B,   \
-                                 int T, int C, int NH, int flash);                                 \
+                                 const float* qkv, const uint16_t* qkv16, const float* att,        \
+                                 const float* lse, const float* out32, const uint16_t* out16,      \
+                                 float* delta, int B, int T, int C, int NH, int flash);            \
   /* fp8 copy of x (rows, cols), or of its transpose, scaled by the delayed scaling of state */    \
   /* (kFp8StateFloats floats), whose amax history then takes x's amax; first_use: the state is */  \
   /* new (its scale is then x's own amax's). */                                                    \

@@ -8,8 +8,9 @@
 //   - A thread per row on CUDA cores (kernel_math.h's row functions) for fp32, for the
 //     unfused form with its (B,NH,T,T) probability matrix, and for other head sizes.
 // Q, K and V are read from qkv (B,T,3C) in f32 and rounded to 16 bits as they enter shared
-// memory. Launch shapes: kernel_configs.h. Compiled by nvcc and, on the SIMT runtime, by the
-// host compiler (kernels_attention_emu.cpp).
+// memory, or, under bf16, from the qkv product's bf16 output as they are (16-byte copies: half
+// the bytes, no conversion, the same values). Launch shapes: kernel_configs.h. Compiled by nvcc
+// and, on the SIMT runtime, by the host compiler (kernels_attention_emu.cpp).
 #include <fmt/format.h>
 
 #include "backend/cuda/kernel_configs.h"
@@ -152,6 +153,80 @@ __device__ __forceinline__ void load_tile_pair(uint16_t* t0, const float* a0, in
   const int64_t st[2] = {stride0, stride1};
   load_tiles<HS, kF16, 2, kBatch>(t, src, r0, T, st);
 }
+/// 16 bytes at p (16-byte aligned; checked on the SIMT runtime), as one int4: not as a Pack of
+/// 8 uint16_t, whose bytes read back as an int4 ptxas kept in local memory (a 16-byte stack
+/// frame in the flash kernels on sm_90).
+__device__ __forceinline__ int4 load16(const uint16_t* p) {
+  check_aligned16(p);
+  return *reinterpret_cast<const int4*>(p);
+}
+__device__ __forceinline__ void store16(uint16_t* p, int4 v) {
+  check_aligned16(p);
+  *reinterpret_cast<int4*>(p) = v;
+}
+/// One tile from a 16-bit source (the bf16 qkv): up to R rows of HS values of a (rows of stride
+/// values, row r0 first) copied into shared memory as they are (rows >= T zero), 16 bytes at a
+/// time, one piece after another (all of a thread's loads issued first, as load_tiles does,
+/// made ptxas spill the forward kernels on sm_90: 12-16 bytes at head sizes 32 and 64).
+template <int HS, bool kF16>
+__device__ __forceinline__ void load_tile(uint16_t* tile, const uint16_t* a, int r0, int T,
+                                          int64_t stride) {
+  constexpr int S = HS + 8, Q = HS / 8;  // 16-byte pieces per row
+  for (int i = threadIdx.x; i < R * Q; i += kThreads) {
+    const int r = i / Q, c = (i % Q) * 8;
+    store16(tile + r * S + c,
+            r0 + r < T ? load16(a + int64_t(r0 + r) * stride + c) : make_int4(0, 0, 0, 0));
+  }
+}
+/// One tile of a pair whose other tile has another source type: a 16-bit source as above, an
+/// f32 one kBatch packs at a time (load_tiles), as the pair would have loaded it.
+template <int HS, bool kF16, int kBatch>
+__device__ __forceinline__ void load_one(uint16_t* t, const uint16_t* a, int r0, int T,
+                                         int64_t stride) {
+  load_tile<HS, kF16>(t, a, r0, T, stride);
+}
+template <int HS, bool kF16, int kBatch>
+__device__ __forceinline__ void load_one(uint16_t* t, const float* a, int r0, int T,
+                                         int64_t stride) {
+  uint16_t* const tt[1] = {t};
+  const float* const src[1] = {a};
+  const int64_t st[1] = {stride};
+  load_tiles<HS, kF16, 1, kBatch>(tt, src, r0, T, st);
+}
+/// 4 values of a row at a + off (zeros when !in) as 16-bit values: 8 bytes of a 16-bit source
+/// as they are, 16 bytes of an f32 one rounded (to16x4).
+template <bool kF16>
+__device__ __forceinline__ uint2 piece4(const uint16_t* a, bool in, int64_t off) {
+  uint2 z = {0u, 0u};
+  return in ? *reinterpret_cast<const uint2*>(a + off) : z;
+}
+template <bool kF16>
+__device__ __forceinline__ uint2 piece4(const float* a, bool in, int64_t off) {
+  return to16x4<kF16>(in ? load_pack(a + off) : Pack<float>{});
+}
+/// Two tiles of which at least one has a 16-bit source: with kBatch = 0 (head size 128, its
+/// kernels' registers at ptxas's limit) 4 values of each at a time in one loop, as
+/// load_tiles' kBatch = 0 form (each tile loaded on its own spilled the dK-dV kernel); else
+/// each loaded on its own.
+template <int HS, bool kF16, int kBatch, typename T0, typename T1>
+__device__ __forceinline__ void load_tile_pair(uint16_t* t0, const T0* a0, int64_t stride0,
+                                               uint16_t* t1, const T1* a1, int64_t stride1, int r0,
+                                               int T) {
+  if constexpr (kBatch == 0) {
+    constexpr int S = HS + 8, Q = HS / 4;
+    for (int i = threadIdx.x; i < R * Q; i += kThreads) {
+      const int r = i / Q, c = (i % Q) * 4;
+      const bool in = r0 + r < T;
+      const uint2 u0 = piece4<kF16>(a0, in, int64_t(r0 + r) * stride0 + c);
+      const uint2 u1 = piece4<kF16>(a1, in, int64_t(r0 + r) * stride1 + c);
+      *reinterpret_cast<uint2*>(t0 + r * S + c) = u0;
+      *reinterpret_cast<uint2*>(t1 + r * S + c) = u1;
+    }
+  } else {
+    load_one<HS, kF16, kBatch>(t0, a0, r0, T, stride0);
+    load_one<HS, kF16, kBatch>(t1, a1, r0, T, stride1);
+  }
+}
 /// Packs per thread and tile: the batch of load_tile_pair that loads a whole pair at once
 /// (HS = 64: a half; HS = 128: 0, a pack of each at a time as before, since the registers
 /// of its kernels are at ptxas's limit).
@@ -244,17 +319,17 @@ __device__ __forceinline__ void store_acc(TOut* out, int64_t stride, int r0, int
 /// Forward: out (B,T,C) rows of queries [64 blockIdx.x, +64) of head blockIdx.y, batch
 /// blockIdx.z; lse (B,NH,T).
 namespace hot {
-template <int HS, bool kF16, typename TOut>
+template <int HS, bool kF16, typename TOut, typename TQ>
 __global__ void __launch_bounds__(128)
     flash_forward_kernel(TOut* __restrict__ out, float* __restrict__ lse,
-                         const float* __restrict__ qkv, int T, int C, int NH) {
+                         const TQ* __restrict__ qkv, int T, int C, int NH) {
   constexpr int S = HS + 8;
   GT_DYNAMIC_SHARED(uint16_t, smem);
   uint16_t *Qs = smem, *Ks = Qs + R * S, *Vs = Ks + R * S;
   const int q0 = blockIdx.x * R, h = blockIdx.y, b = blockIdx.z;
   const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
   const int64_t stride = 3 * int64_t(C);
-  const float* base = qkv + int64_t(b) * T * stride + h * HS;
+  const TQ* base = qkv + int64_t(b) * T * stride + h * HS;
   const float scale2 = kLog2e / sqrtf(float(HS));  // scores in log2 units
   load_tile<HS, kF16>(Qs, base, q0, T, stride);
   float o[HS / 8][4] = {};
@@ -359,10 +434,10 @@ constexpr int kKvBlocksPerSm = HS == 32 ? 3 : 2;
 /// dK and dV of keys [64 blockIdx.x, +64) of head blockIdx.y, batch blockIdx.z, over the queries
 /// at and after them (causal): a warp per 16 keys.
 namespace hot {
-template <int HS, bool kF16, typename TD>
+template <int HS, bool kF16, typename TD, typename TQ>
 __global__ void __launch_bounds__(128, kKvBlocksPerSm<HS>)
     flash_backward_kv_kernel(TD* __restrict__ dqkv, const float* __restrict__ dout,
-                             const float* __restrict__ qkv, const float* __restrict__ lse,
+                             const TQ* __restrict__ qkv, const float* __restrict__ lse,
                              const float* __restrict__ delta, int T, int C, int NH) {
   constexpr int S = HS + 8;
   GT_DYNAMIC_SHARED(uint16_t, smem);
@@ -372,7 +447,7 @@ __global__ void __launch_bounds__(128, kKvBlocksPerSm<HS>)
   const int k0 = blockIdx.x * R, h = blockIdx.y, b = blockIdx.z;
   const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
   const int64_t stride = 3 * int64_t(C);
-  const float* base = qkv + int64_t(b) * T * stride + h * HS;
+  const TQ* base = qkv + int64_t(b) * T * stride + h * HS;
   const float* dbase = dout + int64_t(b) * T * C + h * HS;
   const float* L = lse + (int64_t(b) * NH + h) * T;
   const float* E = delta + (int64_t(b) * NH + h) * T;
@@ -444,10 +519,10 @@ __global__ void __launch_bounds__(128, kKvBlocksPerSm<HS>)
 
 /// dQ of queries [64 blockIdx.x, +64) over the keys at and before them: a warp per 16 queries.
 namespace hot {
-template <int HS, bool kF16, typename TD>
+template <int HS, bool kF16, typename TD, typename TQ>
 __global__ void __launch_bounds__(128)
     flash_backward_q_kernel(TD* __restrict__ dqkv, const float* __restrict__ dout,
-                            const float* __restrict__ qkv, const float* __restrict__ lse,
+                            const TQ* __restrict__ qkv, const float* __restrict__ lse,
                             const float* __restrict__ delta, int T, int C, int NH) {
   constexpr int S = HS + 8;
   GT_DYNAMIC_SHARED(uint16_t, smem);
@@ -455,7 +530,7 @@ __global__ void __launch_bounds__(128)
   const int q0 = blockIdx.x * R, h = blockIdx.y, b = blockIdx.z;
   const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
   const int64_t stride = 3 * int64_t(C);
-  const float* base = qkv + int64_t(b) * T * stride + h * HS;
+  const TQ* base = qkv + int64_t(b) * T * stride + h * HS;
   const float* L = lse + (int64_t(b) * NH + h) * T;
   const float* E = delta + (int64_t(b) * NH + h) * T;
   const float scale = 1.0f / sqrtf(float(HS)), scale2 = scale * kLog2e;
@@ -520,11 +595,13 @@ __global__ void __launch_bounds__(128)
 }  // namespace hot
 
 // ---- dispatch ------------------------------------------------------------------------------
-/// Whether the flash form takes this head size and these pointers (16-byte rows). Head sizes
-/// 32, 64 (every GPT-2 size) and 128 are compiled; others take the CUDA-core form.
-bool flash_ok(int hs, const void* qkv, int C) {
-  return (hs == 32 || hs == 64 || hs == 128) && C % 4 == 0 &&
-         reinterpret_cast<uintptr_t>(qkv) % 16 == 0;
+/// Whether the flash form takes this head size and these pointers (16-byte rows: C a multiple
+/// of 4 f32 values, or of 8 bf16 ones). Head sizes 32, 64 (every GPT-2 size) and 128 are
+/// compiled; others take the CUDA-core form.
+bool flash_ok(int hs, const float* qkv, const uint16_t* qkv16, int C) {
+  const void* p = qkv16 ? static_cast<const void*>(qkv16) : qkv;
+  return (hs == 32 || hs == 64 || hs == 128) && C % (qkv16 ? 8 : 4) == 0 &&
+         reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 template <typename F>
 void with_head_size(int hs, F f) {
@@ -571,25 +648,34 @@ void with_row_head_size(int hs, F f) {
 
 }  // namespace
 
+bool Kernels::flash_reads_qkv16(int C, int NH, const uint16_t* qkv16, int flash) {
+  return flash == 1 && NH > 0 && C % NH == 0 && flash_ok(C / NH, nullptr, qkv16, C);
+}
+
 void Kernels::attention_forward(Stream s, float* o32, uint16_t* o16, float* lse, float* att,
-                                const float* qkv, int B, int T, int C, int NH, int flash) {
+                                const float* qkv, const uint16_t* qkv16, int B, int T, int C,
+                                int NH, int flash) {
   if (B <= 0 || T <= 0) return;
   const m::AttnShape sh{B, T, C, NH};
   const int hs = C / NH;
-  if (flash && !att && lse && flash_ok(hs, qkv, C)) {
+  check(!qkv16 || (o16 && !att && lse && flash_reads_qkv16(C, NH, qkv16, flash)),
+        "attention_forward: a bf16 qkv is read by the flash form alone, with a bf16 output");
+  if (flash && !att && lse && flash_ok(hs, qkv, qkv16, C)) {
     const bool f16 = flash == 2;
     with_head_size(hs, [&](auto H) {
       constexpr int HS = decltype(H)::value;
       const auto lc = cfg::flash_forward(B, T, NH, HS);
-#define GT_FLASH_FWD(F16, TOut, o)                                                               \
-  simt::launch(s, lc, "attention_forward (flash)", &flash_forward_kernel<HS, F16, TOut>, o, lse, \
-               qkv, T, C, NH)
-      if (f16)
-        GT_FLASH_FWD(true, float, o32);  // bf16 tensors belong to precision bf16
+#define GT_FLASH_FWD(F16, TOut, o, TQ, q)                                                       \
+  simt::launch(s, lc, "attention_forward (flash)", &flash_forward_kernel<HS, F16, TOut, TQ>, o, \
+               lse, q, T, C, NH)
+      if (qkv16)
+        GT_FLASH_FWD(false, uint16_t, o16, uint16_t, qkv16);  // the bf16 qkv of bf16 activations
+      else if (f16)
+        GT_FLASH_FWD(true, float, o32, float, qkv);  // bf16 tensors belong to precision bf16
       else if (o16)
-        GT_FLASH_FWD(false, uint16_t, o16);
+        GT_FLASH_FWD(false, uint16_t, o16, float, qkv);
       else
-        GT_FLASH_FWD(false, float, o32);
+        GT_FLASH_FWD(false, float, o32, float, qkv);
 #undef GT_FLASH_FWD
     });
     return;
@@ -599,13 +685,16 @@ void Kernels::attention_forward(Stream s, float* o32, uint16_t* o16, float* lse,
 }
 
 void Kernels::attention_backward(Stream s, float* d32, uint16_t* d16, const float* dout,
-                                 const float* qkv, const float* att, const float* lse,
-                                 const float* out32, const uint16_t* out16, float* delta, int B,
-                                 int T, int C, int NH, int flash) {
+                                 const float* qkv, const uint16_t* qkv16, const float* att,
+                                 const float* lse, const float* out32, const uint16_t* out16,
+                                 float* delta, int B, int T, int C, int NH, int flash) {
   if (B <= 0 || T <= 0) return;
   const m::AttnShape sh{B, T, C, NH};
   const int hs = C / NH;
-  if (flash && !att && lse && (out32 || out16) && flash_ok(hs, qkv, C)) {
+  check(
+      !qkv16 || (d16 && !att && lse && (out32 || out16) && flash_reads_qkv16(C, NH, qkv16, flash)),
+      "attention_backward: a bf16 qkv is read by the flash form alone, with a bf16 dqkv");
+  if (flash && !att && lse && (out32 || out16) && flash_ok(hs, qkv, qkv16, C)) {
     const bool f16 = flash == 2;
     const auto dl = cfg::attention_delta(int64_t(B) * NH * T);
     if (out16)
@@ -618,17 +707,19 @@ void Kernels::attention_backward(Stream s, float* d32, uint16_t* d16, const floa
     with_head_size(hs, [&](auto H) {
       constexpr int HS = decltype(H)::value;
       const auto kv = cfg::flash_backward_kv(B, T, NH, HS), q = cfg::flash_backward_q(B, T, NH, HS);
-#define GT_FLASH_BWD(F16, TD, d)                                                                   \
-  simt::launch(s, kv, "attention_backward (flash dk, dv)", &flash_backward_kv_kernel<HS, F16, TD>, \
-               d, dout, qkv, lse, dl_c, T, C, NH);                                                 \
-  simt::launch(s, q, "attention_backward (flash dq)", &flash_backward_q_kernel<HS, F16, TD>, d,    \
-               dout, qkv, lse, dl_c, T, C, NH)
-      if (f16) {  // bf16 tensors belong to precision bf16
-        GT_FLASH_BWD(true, float, d32);
+#define GT_FLASH_BWD(F16, TD, d, TQ, qk)                                                         \
+  simt::launch(s, kv, "attention_backward (flash dk, dv)",                                       \
+               &flash_backward_kv_kernel<HS, F16, TD, TQ>, d, dout, qk, lse, dl_c, T, C, NH);    \
+  simt::launch(s, q, "attention_backward (flash dq)", &flash_backward_q_kernel<HS, F16, TD, TQ>, \
+               d, dout, qk, lse, dl_c, T, C, NH)
+      if (qkv16) {  // the bf16 qkv of bf16 activations
+        GT_FLASH_BWD(false, uint16_t, d16, uint16_t, qkv16);
+      } else if (f16) {  // bf16 tensors belong to precision bf16
+        GT_FLASH_BWD(true, float, d32, float, qkv);
       } else if (d16) {
-        GT_FLASH_BWD(false, uint16_t, d16);
+        GT_FLASH_BWD(false, uint16_t, d16, float, qkv);
       } else {
-        GT_FLASH_BWD(false, float, d32);
+        GT_FLASH_BWD(false, float, d32, float, qkv);
       }
 #undef GT_FLASH_BWD
     });

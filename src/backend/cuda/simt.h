@@ -12,7 +12,7 @@
 //   - GT_UNROLL before a loop: `#pragma unroll` (GCC's own pragma on the host);
 //   - threadIdx, blockIdx, blockDim, gridDim, __syncthreads, __syncwarp, __shfl_sync,
 //     __shfl_xor_sync, __shfl_up_sync, __shfl_down_sync, __ballot_sync, __any_sync,
-//     __all_sync, atomicAdd/Max/Min/CAS/Exch, float2/float4/uint2/uint4/int4, __ldg, and
+//     __all_sync, atomicAdd/Max/Min/CAS/Exch, float2/float4/uint2/uint4/int4 (make_*), __ldg, and
 //     the math functions of <cmath>, as CUDA defines them;
 //   - bf16_rn(x) / bf16_float(h) / f16_rn(x): bfloat16 and IEEE half conversions (round to
 //     nearest even) on raw uint16_t bits, the hardware's on the GPU and cuda_math's
@@ -121,6 +121,7 @@ struct alignas(16) int4 {
 inline float2 make_float2(float x, float y) { return {x, y}; }
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
+inline int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
 
 namespace gt::simt {
 /// The stream a launch goes on: the runtime's.

@@ -280,9 +280,10 @@ class RefBackend final : public HostMemoryBackend {
           attention_row_backward(dqkv, p.data(), dout, qkv, b, h, t, T, C, NH);
         }
   }
-  void attention_forward_fused(DevPtr out_, float* lse, const float* qkv, int B, int T, int C,
+  void attention_forward_fused(DevPtr out_, float* lse, ConstDevPtr qkv_, int B, int T, int C,
                                int NH) override {
     float* out = f32(out_);
+    const float* qkv = f32(qkv_);
     std::vector<double> p(T);
     for (int b = 0; b < B; ++b)
       for (int h = 0; h < NH; ++h)
@@ -292,10 +293,11 @@ class RefBackend final : public HostMemoryBackend {
           attention_out(out, p.data(), qkv, b, h, t, T, C, NH);
         }
   }
-  void attention_backward_fused(DevPtr dqkv_, const float* dout, const float* qkv, ConstDevPtr out,
+  void attention_backward_fused(DevPtr dqkv_, const float* dout, ConstDevPtr qkv_, ConstDevPtr out,
                                 const float* lse, int B, int T, int C, int NH) override {
     (void)out;
     float* dqkv = f32(dqkv_);
+    const float* qkv = f32(qkv_);
     std::memset(dqkv, 0, sizeof(float) * B * T * 3 * C);
     std::vector<double> p(T);
     const int hs = C / NH;
