@@ -7,11 +7,8 @@
 // ends the command, and their outputs are checked before it starts. The command's exit code is
 // returned (128+N if it was killed by signal N; 126 if it is not executable and 127 if it is not
 // found, as the shell does). The report goes to stderr.
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -27,75 +24,12 @@
 #include "cli/command.h"
 #include "core/bytes_json.h"
 #include "core/error.h"
+#include "core/process.h"
 #include "energy/carbon.h"
-#include "energy/meter.h"
 #include "energy/measurement_output.h"
+#include "energy/meter.h"
 
 namespace {
-
-volatile sig_atomic_t g_child = 0;
-
-// The signals measure does not forward: SIGKILL and SIGSTOP cannot be caught, SIGCHLD is
-// measure's own (its command ended).
-bool forwarded(int sig) { return sig != SIGKILL && sig != SIGSTOP && sig != SIGCHLD; }
-
-// The fault signals, raised by the kernel when measure itself faults: those are not forwarded.
-bool fault(int sig) {
-  return sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL || sig == SIGTRAP;
-}
-
-void forward(int sig, siginfo_t* info, void*) {
-  const int saved = errno;
-  const bool from_kernel =
-      info && (info->si_code == SI_KERNEL || (fault(sig) && info->si_code > 0));
-  const bool from_self = info && info->si_code == SI_USER && info->si_pid == ::getpid();
-  if (fault(sig) && info && info->si_code > 0) {
-    ::signal(sig, SIG_DFL);  // measure's own fault: returning re-raises it, with the default
-    return;
-  }
-  // A terminal's Ctrl-C or Ctrl-Z already reached the command (same process group), and a
-  // SIGPIPE of measure's own write is only measure's: neither is sent again.
-  if (!from_kernel && !from_self && g_child > 0) ::kill(g_child, sig);
-  if ((sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU) && !from_self)
-    ::kill(::getpid(), SIGSTOP);  // stopped as the command is; SIGCONT goes on to it too
-  errno = saved;
-}
-
-// Forwarding handlers for every catchable signal, installed while the command runs and put
-// back (with the signal mask) when the object ends.
-class SignalForwarding {
- public:
-  // Blocks the signals (so none is lost between fork and the handlers); install() sets the
-  // handlers and unblocks them in the parent, child_reset() restores the mask in the child.
-  SignalForwarding() {
-    sigset_t all;
-    sigfillset(&all);
-    ::sigprocmask(SIG_BLOCK, &all, &old_mask_);
-  }
-  ~SignalForwarding() {
-    for (int sig = 1; sig < NSIG; ++sig)
-      if (installed_[sig]) ::sigaction(sig, &old_[sig], nullptr);
-    ::sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
-  }
-  void child_reset() const { ::sigprocmask(SIG_SETMASK, &old_mask_, nullptr); }
-  void install() {
-    struct sigaction sa {};
-    sa.sa_sigaction = forward;
-    sa.sa_flags = SA_SIGINFO;  // no SA_RESTART: waitid wakes up, then waits again
-    sigemptyset(&sa.sa_mask);
-    for (int sig = 1; sig < NSIG; ++sig) {
-      if (!forwarded(sig)) continue;
-      if (sig >= 32 && sig < SIGRTMIN) continue;  // glibc's own (threads, timers)
-      installed_[sig] = ::sigaction(sig, &sa, &old_[sig]) == 0;
-    }
-    ::sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
-  }
-
- private:
-  sigset_t old_mask_{};
-  struct sigaction old_[NSIG] {};
-  bool installed_[NSIG] = {};
-};
 
 // Throws gt::Error naming `path` when a file could not be written there: the folder is
 // missing or read-only, or the file exists and is not writable. Writes nothing.
@@ -172,57 +106,20 @@ int run_measure(const MeasureArgs& a) {
   if (!a.csv.empty()) check_codecarbon_csv_writable(a.csv);
   if (!a.json.empty() && a.json != "-") check_writable(a.json, "--json");
 
-  // Start the child blocked on a pipe so the meter (which may watch its process tree) is ready
-  // before it runs. Signals are blocked from before the fork until the forwarding handlers are
-  // in place, so none is lost or acted on by default in between.
-  int go[2];
-  if (::pipe2(go, O_CLOEXEC) != 0) throw gt::Error(std::string("pipe: ") + std::strerror(errno));
-  std::vector<char*> argv;
-  for (auto& s : a.cmd) argv.push_back(const_cast<char*>(s.c_str()));
-  argv.push_back(nullptr);
-  std::fflush(nullptr);
-  SignalForwarding signals;
-  pid_t pid = ::fork();
-  if (pid < 0) throw gt::Error(std::string("fork: ") + std::strerror(errno));
-  if (pid == 0) {
-    signals.child_reset();
-    ::close(go[1]);
-    char c;
-    while (::read(go[0], &c, 1) < 0 && errno == EINTR) {
-    }
-    ::execvp(argv[0], argv.data());
-    const int err = errno;
-    std::fprintf(stderr, "greentrain measure: cannot run '%s': %s\n", argv[0], std::strerror(err));
-    ::_exit(err == ENOENT || err == ENOTDIR ? 127 : 126);  // as the shell: not found / not run
-  }
-  ::close(go[0]);
-  g_child = pid;
-  signals.install();
-
-  if (a.process) opt.pid = pid;
-  std::unique_ptr<Meter> meter;
-  try {
-    meter = Meter::create(opt);
-    meter->begin_window("measure");
-  } catch (...) {
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, nullptr, 0);
-    throw;
-  }
-  ::close(go[1]);  // go
+  // Start the child held until the meter (which may watch its process tree) is ready; every
+  // catchable signal is forwarded to it.
+  gt::ChildProcess child(a.cmd, {.hold = true, .who = "greentrain measure"});
+  if (a.process) opt.pid = child.pid();
+  std::unique_ptr<Meter> meter = Meter::create(opt);  // the child is killed when this throws
+  meter->begin_window("measure");
+  child.release();  // go
 
   // Wait for the exit without reaping, so a process-tree estimate can still read its totals.
-  siginfo_t si{};
-  while (::waitid(P_PID, static_cast<id_t>(pid), &si, WEXITED | WNOWAIT) != 0 && errno == EINTR) {
-  }
+  child.wait_ended();
   Measurement m = meter->end_window("measure");
   const double overhead = meter->sampler_overhead();
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  g_child = 0;  // from here on a signal is ignored until the records are written
-  const int code =
-      WIFEXITED(status) ? WEXITSTATUS(status) : (WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1);
+  // from here on a signal is ignored until the records are written
+  const int code = gt::exit_code_of(child.reap());
 
   const char* est = m.estimated ? " (estimated)" : "";
   std::string cmdline;
