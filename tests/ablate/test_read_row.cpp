@@ -1,0 +1,78 @@
+// A row read back from a hand-written run folder (ablate/runner.h): tokens/s is the median of
+// the steps that start no segment, energy the logged intervals that hold none of them.
+#include <gtest/gtest.h>
+
+#include "ablate/runner.h"
+#include "test_helpers.h"
+
+namespace gt::ablate {
+namespace {
+
+TEST(AblateReadRow, LeavesOutTheSegmentStartsAndTheirEnergyIntervals) {
+  test::TempDir d;
+  test::write_file(d.file("summary.json"),
+                   R"({"last_loss": 2.5, "val_loss": 2.75, "energy_estimated": false,
+                       "memory_peak_rss_bytes": 1100, "memory_planned_bytes": 900,
+                       "memory_runtime_bytes": 100, "energy_j": 99, "tokens": 999})");
+  // steps 1..6, segments starting at 1 and 4; energy logged every second step
+  test::write_file(d.file("metrics.jsonl"),
+                   "{\"step\": 1, \"tokens_per_s\": 1}\n"
+                   "{\"step\": 2, \"tokens_per_s\": 100, \"energy_j\": 50, "
+                   "\"energy_interval_tokens\": 10}\n"
+                   "{\"step\": 3, \"tokens_per_s\": 300}\n"
+                   "not json: a line cut by a crash\n"
+                   "{\"step\": 4, \"tokens_per_s\": 2, \"energy_j\": 20, "
+                   "\"energy_interval_tokens\": 10}\n"
+                   "{\"step\": 5, \"tokens_per_s\": 200}\n"
+                   "{\"step\": 6, \"tokens_per_s\": 400, \"energy_j\": 5, "
+                   "\"energy_interval_tokens\": 10}\n");
+  const Measured m = read_row(d.path, {1, 4});
+  EXPECT_DOUBLE_EQ(m.tokens_per_s, 250);  // median of 100, 300, 200, 400
+  // only the interval (4, 6] holds no start: 5 J over 10 tokens
+  ASSERT_TRUE(m.joules_per_token);
+  EXPECT_DOUBLE_EQ(*m.joules_per_token, 0.5);
+  EXPECT_DOUBLE_EQ(*m.tokens_per_joule, 2);
+  EXPECT_EQ(m.energy, "measured");
+  EXPECT_EQ(m.energy_basis, "training intervals");
+  EXPECT_EQ(m.peak_rss_bytes, 1100u);
+  EXPECT_EQ(m.planned_bytes, 1000u);
+  EXPECT_DOUBLE_EQ(m.loss, 2.5);
+  EXPECT_DOUBLE_EQ(m.val_loss, 2.75);
+}
+
+TEST(AblateReadRow, UnknownIntervalsFallBackToTheWholeRunAndSaySo) {
+  test::TempDir d;
+  test::write_file(d.file("summary.json"), R"({"energy_j": 40, "tokens": 20})");
+  test::write_file(d.file("metrics.jsonl"),
+                   "{\"step\": 2, \"tokens_per_s\": 10, \"energy_j\": null, "
+                   "\"energy_interval_tokens\": 10}\n");
+  const Measured m = read_row(d.path, {1});
+  ASSERT_TRUE(m.joules_per_token);
+  EXPECT_DOUBLE_EQ(*m.joules_per_token, 2);
+  EXPECT_EQ(m.energy, "estimated");  // energy_estimated missing: taken as estimated
+  EXPECT_NE(m.energy_basis.find("whole run"), std::string::npos) << m.energy_basis;
+}
+
+TEST(AblateReadRow, NoEnergyAnywhereIsUnknownWithTheSummarysReason) {
+  test::TempDir d;
+  test::write_file(d.file("summary.json"),
+                   R"({"energy_j": null, "energy_unknown_reason": "no sensor here"})");
+  test::write_file(d.file("metrics.jsonl"), "{\"step\": 2, \"tokens_per_s\": 10}\n");
+  const Measured m = read_row(d.path, {1});
+  EXPECT_FALSE(m.joules_per_token);
+  EXPECT_FALSE(m.tokens_per_joule);
+  EXPECT_EQ(m.energy, "unknown");
+  EXPECT_EQ(m.energy_unknown_reason, "no sensor here");
+}
+
+TEST(AblateReadRow, TheLastLoggedStepIsMinusOneWithoutALine) {
+  test::TempDir d;
+  EXPECT_EQ(last_logged_step(d.file("metrics.jsonl")), -1);
+  test::write_file(d.file("metrics.jsonl"), "{\"step\": 3}\n{\"step\": 7}\n");
+  EXPECT_EQ(last_logged_step(d.file("metrics.jsonl")), 7);
+  test::write_file(d.file("metrics.jsonl"), "{\"step\": 3}\n{\"st");
+  EXPECT_EQ(last_logged_step(d.file("metrics.jsonl")), -1);
+}
+
+}  // namespace
+}  // namespace gt::ablate
