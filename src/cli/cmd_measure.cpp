@@ -69,10 +69,10 @@ struct MeasureArgs {
   std::vector<std::string> cmd;
 };
 
-int run_measure(const MeasureArgs& a) {
+// The meter's options from the command line: the sampling period, the carbon intensity (a
+// series, a constant or a country's figure), the TDP. Throws gt::Error naming the option.
+gt::energy::MeterOptions meter_options(const MeasureArgs& a) {
   using namespace gt::energy;
-  if (a.cmd.empty())
-    throw gt::Error("measure: no command; expected `greentrain measure [options] -- CMD ARGS...`");
   MeterOptions opt;
   if (!(a.interval_ms >= 1 && a.interval_ms <= kMaxIntervalS * 1000))
     throw gt::Error(fmt::format("--interval {}: expected a sampling period in [1, {}] ms",
@@ -96,6 +96,57 @@ int run_measure(const MeasureArgs& a) {
   if (!a.carbon_region.empty() && opt.carbon.origin() != CarbonOrigin::kCountry)
     opt.carbon = opt.carbon.with_country(a.carbon_region, "--carbon-region");
   if (a.tdp_w > 0) opt.cpu_tdp_w = a.tdp_w;
+  return opt;
+}
+
+// The report measure prints (to stderr): time, exit code, energy per domain, power, carbon,
+// the method and the sampler's overhead, then the meter's flags.
+std::string report_text(const MeasureArgs& a, const gt::energy::Measurement& m,
+                        const gt::energy::Meter& meter, int code, double overhead) {
+  using namespace gt::energy;
+  const char* est = m.estimated ? " (estimated)" : "";
+  std::string cmdline;
+  for (auto& s : a.cmd) cmdline += (cmdline.empty() ? "" : " ") + s;
+  std::string r = fmt::format("\n greentrain measure: {}\n\n", cmdline);
+  r += fmt::format("  {:<14}{:.3f} s\n", "time", m.duration_s);
+  r += fmt::format("  {:<14}{}\n", "exit code", code);
+  if (m.domains.empty())
+    r += fmt::format("  {:<14}unknown ({}; see the flags)\n", "energy",
+                     meter.not_reader().empty()
+                         ? "no sensor could be read by this process"
+                         : "another process reads this node's sensors: start `greentrain serve` "
+                           "so that both can measure, or use --process");
+  else
+    r += fmt::format("  {:<14}{:.3f} J = {:.3g} kWh{}\n", "energy", m.energy_j, m.energy_j / 3.6e6,
+                     est);
+  for (auto& d : m.domains)
+    r += fmt::format(
+        "    {:<18}{:<5}{:>12.3f} J   avg {:>9}   peak {:>9}   {}\n", d.sensor, d.domain,
+        d.energy_j, d.avg_power_w ? fmt::format("{:.2f} W", *d.avg_power_w) : "undefined",
+        // no interval as long as the sensor's refresh period: no peak either
+        d.avg_power_w ? fmt::format("{:.2f} W", d.peak_power_w) : "undefined", to_string(d.method));
+  r += fmt::format("  {:<14}{}{}\n", "avg power",
+                   m.avg_power_w ? fmt::format("{:.2f} W", *m.avg_power_w)
+                                 : std::string("undefined (window shorter than sensor refresh)"),
+                   est);
+  r += fmt::format("  {:<14}{}{}\n", "peak power",
+                   m.avg_power_w ? fmt::format("{:.2f} W", m.peak_power_w) : "undefined", est);
+  r += fmt::format("  {:<14}{}{}\n", "carbon", carbon_short(m), est);
+  r += fmt::format("  {:<14}{}\n", "intensity", m.carbon_source);
+  r += fmt::format("  {:<14}{}\n", "method", m.method.empty() ? "none" : m.method);
+  r += fmt::format("  {:<14}{}\n", "readings", reading_source_text(meter));
+  r +=
+      fmt::format("  {:<14}{:.3f} % of one core (sampling thread CPU time / wall, every {:g} ms)\n",
+                  "overhead", overhead * 100, a.interval_ms);
+  for (auto& f : m.flags) r += fmt::format("  flag: {}\n", f);
+  return r;
+}
+
+int run_measure(const MeasureArgs& a) {
+  using namespace gt::energy;
+  if (a.cmd.empty())
+    throw gt::Error("measure: no command; expected `greentrain measure [options] -- CMD ARGS...`");
+  MeterOptions opt = meter_options(a);
   // Every output is checked before the command runs: a bad one never costs a run.
   {
     RunInfo check;
@@ -121,42 +172,7 @@ int run_measure(const MeasureArgs& a) {
   // from here on a signal is ignored until the records are written
   const int code = gt::exit_code_of(child.reap());
 
-  const char* est = m.estimated ? " (estimated)" : "";
-  std::string cmdline;
-  for (auto& s : a.cmd) cmdline += (cmdline.empty() ? "" : " ") + s;
-  std::string r = fmt::format("\n greentrain measure: {}\n\n", cmdline);
-  r += fmt::format("  {:<14}{:.3f} s\n", "time", m.duration_s);
-  r += fmt::format("  {:<14}{}\n", "exit code", code);
-  if (m.domains.empty())
-    r += fmt::format("  {:<14}unknown ({}; see the flags)\n", "energy",
-                     meter->not_reader().empty()
-                         ? "no sensor could be read by this process"
-                         : "another process reads this node's sensors: start `greentrain serve` "
-                           "so that both can measure, or use --process");
-  else
-    r += fmt::format("  {:<14}{:.3f} J = {:.3g} kWh{}\n", "energy", m.energy_j, m.energy_j / 3.6e6,
-                     est);
-  for (auto& d : m.domains)
-    r += fmt::format(
-        "    {:<18}{:<5}{:>12.3f} J   avg {:>9}   peak {:>9}   {}\n", d.sensor, d.domain,
-        d.energy_j, d.avg_power_w ? fmt::format("{:.2f} W", *d.avg_power_w) : "undefined",
-        // no interval as long as the sensor's refresh period: no peak either
-        d.avg_power_w ? fmt::format("{:.2f} W", d.peak_power_w) : "undefined", to_string(d.method));
-  r += fmt::format("  {:<14}{}{}\n", "avg power",
-                   m.avg_power_w ? fmt::format("{:.2f} W", *m.avg_power_w)
-                                 : std::string("undefined (window shorter than sensor refresh)"),
-                   est);
-  r += fmt::format("  {:<14}{}{}\n", "peak power",
-                   m.avg_power_w ? fmt::format("{:.2f} W", m.peak_power_w) : "undefined", est);
-  r += fmt::format("  {:<14}{}{}\n", "carbon", carbon_short(m), est);
-  r += fmt::format("  {:<14}{}\n", "intensity", m.carbon_source);
-  r += fmt::format("  {:<14}{}\n", "method", m.method.empty() ? "none" : m.method);
-  r += fmt::format("  {:<14}{}\n", "readings", reading_source_text(*meter));
-  r +=
-      fmt::format("  {:<14}{:.3f} % of one core (sampling thread CPU time / wall, every {:g} ms)\n",
-                  "overhead", overhead * 100, a.interval_ms);
-  for (auto& f : m.flags) r += fmt::format("  flag: {}\n", f);
-  std::fputs(r.c_str(), stderr);
+  std::fputs(report_text(a, m, *meter, code, overhead).c_str(), stderr);
 
   RunInfo run;
   run.project_name = "greentrain-measure";
