@@ -412,10 +412,11 @@ void TrainConfig::validate() const {
     throw Error("train.stop_at_target = true needs train.target_loss (a validation loss > 0)");
 }
 
-BackendOptions backend_options(const TrainConfig& cfg) {
+BackendOptions backend_options(const TrainConfig& cfg, BackendUse use) {
+  const bool cudnn = cfg.attention == "cudnn" && use == BackendUse::training;
   return {.threads = cfg.threads,
           .adaptive_threads = cfg.thread_policy == "adaptive",
-          .attention = cfg.attention == "cudnn" ? AttentionImpl::cudnn : AttentionImpl::own};
+          .attention = cudnn ? AttentionImpl::cudnn : AttentionImpl::own};
 }
 
 std::string TrainConfig::to_toml() const {

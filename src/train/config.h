@@ -120,9 +120,14 @@ struct TrainConfig {
   static std::vector<std::string> keys();
 };
 
+/// What a backend is made for: a training run, or inference (sampling and evaluation of a loaded
+/// model), which runs the own attention kernels whatever train.attention says (cuDNN would
+/// build a plan for each new sequence length, and sampling grows it by one token at a time).
+enum class BackendUse { training, inference };
+
 /// The backend's options from the run configuration: train.threads, train.thread_policy,
-/// train.attention.
-BackendOptions backend_options(const TrainConfig& cfg);
+/// train.attention (for training only; see BackendUse).
+BackendOptions backend_options(const TrainConfig& cfg, BackendUse use = BackendUse::training);
 
 /// Reads a TOML file into cfg (keys absent from the file keep their values).
 /// Throws gt::Error naming the file, line and key on a parse error or unknown key.

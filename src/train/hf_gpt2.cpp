@@ -146,9 +146,7 @@ LoadedModel load_hf_gpt2(const std::string& dir, int max_batch,
   if (lm.tokenizer.vocab_size() > m.vocab_size)
     throw Error(fmt::format("{}: the tokenizer has {} tokens but config.json's vocab_size is {}",
                             dir, lm.tokenizer.vocab_size(), m.vocab_size));
-  BackendOptions bo = backend_options(lm.cfg);
-  bo.attention = AttentionImpl::own;  // as load_model: cuDNN would plan each sequence length
-  lm.backend = make_backend(lm.cfg.device, bo);
+  lm.backend = make_backend(lm.cfg.device, backend_options(lm.cfg, BackendUse::inference));
   lm.backend->set_precision(lm.cfg.precision);
   lm.model = std::make_unique<GPT>(m, max_batch > 0 ? max_batch : lm.cfg.batch_size,
                                    lm.cfg.recompute, *lm.backend, lm.cfg.fusion);

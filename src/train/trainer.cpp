@@ -459,11 +459,7 @@ LoadedModel load_model(const std::string& run_dir, int max_batch,
   lm.cfg.validate();
   lm.tokenizer = st.tokenizer;
   lm.step = st.step;
-  // sampling and evaluation run the own attention kernels: cuDNN builds a plan for each new
-  // sequence length, and sampling grows it by one token at a time
-  BackendOptions bo = backend_options(lm.cfg);
-  bo.attention = AttentionImpl::own;
-  lm.backend = make_backend(lm.cfg.device, bo);
+  lm.backend = make_backend(lm.cfg.device, backend_options(lm.cfg, BackendUse::inference));
   lm.backend->set_precision(lm.cfg.precision);
   lm.model = std::make_unique<GPT>(lm.cfg.model, max_batch > 0 ? max_batch : lm.cfg.batch_size,
                                    lm.cfg.recompute, *lm.backend, lm.cfg.fusion);

@@ -620,6 +620,14 @@ class CudaBackendT final : public Backend {
     DevBuffer<RT> data;
     uint64_t generation = UINT64_MAX;
   };
+  /// The delayed-scaling state (cuda_math::kFp8StateFloats floats) of (owner, use), and whether
+  /// it was made now (zeroed: its first use takes the tensor's own amax).
+  std::pair<float*, bool> fp8_state(const float* owner, Fp8Use use) {
+    auto [st, fresh] = fp8_state_.try_emplace({owner, int(use)}, &rt_);
+    float* state = st->second.template as<float>(cuda_math::kFp8StateFloats);
+    if (fresh) rt_.memset0(state, cuda_math::kFp8StateFloats * sizeof(float));
+    return {state, fresh};
+  }
   /// The fp8 copy of x (rows, cols), transposed when asked. Its scaling state belongs to the
   /// product and the operand (owner: the product's weight, which names the layer and the
   /// product; use: which operand), one per (layer, GEMM, operand) as Transformer Engine keeps
@@ -628,9 +636,7 @@ class CudaBackendT final : public Backend {
   /// into a scratch buffer per use.
   LtOperand fp8_operand(const float* x, int64_t rows, int64_t cols, bool transpose, bool e5m2,
                         Fp8Use use, const float* owner) {
-    auto [st, fresh] = fp8_state_.try_emplace({owner, int(use)}, &rt_);
-    float* state = st->second.template as<float>(cuda_math::kFp8StateFloats);
-    if (fresh) rt_.memset0(state, cuda_math::kFp8StateFloats * sizeof(float));
+    const auto [state, fresh] = fp8_state(owner, use);
     const bool weight = use == kWeightFwd || use == kWeightBwd;
     uint8_t* q;
     if (weight) {
@@ -653,9 +659,7 @@ class CudaBackendT final : public Backend {
   /// the scales are those two casts had.)
   std::pair<LtOperand, LtOperand> fp8_gradient_operands(const float* x, int64_t rows, int64_t cols,
                                                         const float* owner) {
-    auto [st, fresh] = fp8_state_.try_emplace({owner, int(kGrad)}, &rt_);
-    float* state = st->second.template as<float>(cuda_math::kFp8StateFloats);
-    if (fresh) rt_.memset0(state, cuda_math::kFp8StateFloats * sizeof(float));
+    const auto [state, fresh] = fp8_state(owner, kGrad);
     auto* q =
         fp8_scratch_.try_emplace(int(kGrad), &rt_).first->second.template as<uint8_t>(rows * cols);
     auto* qt =
