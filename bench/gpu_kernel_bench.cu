@@ -169,37 +169,29 @@ void bench_shape(cudaStream_t s, const char* name, int B, int T, int C, int NH, 
   const int hs = C / NH;
   const double causal = double(T) * (T + 1) / 2;
   const double fwd_flops = 4.0 * B * NH * causal * hs;
-  report(name, "attention_forward (flash, bf16, f32 qkv)",
-         time_ms(s,
-                 [&] {
-                   K::attention_forward(s, nullptr, att16, lse, nullptr, qkv, nullptr, B, T, C, NH,
-                                        1);
-                 }),
-         N * 3 * C * f4 + N * C * b2, fwd_flops);
-  report(name, "attention_backward (flash, bf16, f32 qkv)",
-         time_ms(s,
-                 [&] {
-                   K::attention_backward(s, nullptr, dqkv16, dout, qkv, nullptr, nullptr, lse,
-                                         nullptr, att16, delta, B, T, C, NH, 1);
-                 }),
-         N * 3 * C * f4 + N * C * (f4 + b2) + N * 3 * C * b2, 2.5 * fwd_flops);
-  // ... and on the bf16 qkv the qkv product writes under bf16 activations (read in place)
+  // the flash kernels on an f32 qkv (rounded as they load it), and on the bf16 qkv the qkv
+  // product writes under bf16 activations (read in place)
   uint16_t* qkvb = p.get<uint16_t>(N * 3 * C);
   K::round16(s, qkvb, qkv, N * 3 * C, true);
-  report(name, "attention_forward (flash, bf16, bf16 qkv)",
-         time_ms(s,
-                 [&] {
-                   K::attention_forward(s, nullptr, att16, lse, nullptr, nullptr, qkvb, B, T, C, NH,
-                                        1);
-                 }),
-         N * 3 * C * b2 + N * C * b2, fwd_flops);
-  report(name, "attention_backward (flash, bf16, bf16 qkv)",
-         time_ms(s,
-                 [&] {
-                   K::attention_backward(s, nullptr, dqkv16, dout, nullptr, qkvb, nullptr, lse,
-                                         nullptr, att16, delta, B, T, C, NH, 1);
-                 }),
-         N * 3 * C * b2 + N * C * (f4 + b2) + N * 3 * C * b2, 2.5 * fwd_flops);
+  for (const bool q16 : {false, true}) {
+    const float* q32 = q16 ? nullptr : qkv;
+    const uint16_t* qb = q16 ? qkvb : nullptr;
+    const double qkv_bytes = N * 3 * C * (q16 ? b2 : f4);
+    const std::string form = q16 ? "bf16 qkv" : "f32 qkv";
+    report(name, ("attention_forward (flash, bf16, " + form + ")").c_str(),
+           time_ms(s,
+                   [&] {
+                     K::attention_forward(s, nullptr, att16, lse, nullptr, q32, qb, B, T, C, NH, 1);
+                   }),
+           qkv_bytes + N * C * b2, fwd_flops);
+    report(name, ("attention_backward (flash, bf16, " + form + ")").c_str(),
+           time_ms(s,
+                   [&] {
+                     K::attention_backward(s, nullptr, dqkv16, dout, q32, qb, nullptr, lse, nullptr,
+                                           att16, delta, B, T, C, NH, 1);
+                   }),
+           qkv_bytes + N * C * (f4 + b2) + N * 3 * C * b2, 2.5 * fwd_flops);
+  }
   // cuDNN's fused attention on the same shapes (train.attention = cudnn): bf16 qkv and dout, as
   // the backend rounds them before the call; skipped with the reason where cuDNN cannot load
   try {
