@@ -9,11 +9,11 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <tuple>
 #include <utility>
 
 #include "backend/backend.h"
-#include "test_helpers.h"
 
 namespace gt {
 namespace {
@@ -30,6 +30,38 @@ float round_bf16(float f) {  // nearest even (no NaN here)
   return widen(uint16_t((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16));
 }
 
+bool has_backend(const std::string& name) {
+  for (const auto& e : registered_backends())
+    if (name == e.name) return true;
+  return false;
+}
+
+/// Device copies of host vectors, freed with the object.
+class DeviceVectors {
+ public:
+  explicit DeviceVectors(Backend& be) : be_(be) {}
+  DeviceVectors(const DeviceVectors&) = delete;
+  DeviceVectors& operator=(const DeviceVectors&) = delete;
+  ~DeviceVectors() {
+    for (void* p : bufs_) be_.deallocate(p);
+  }
+  float* up(const std::vector<float>& h) {
+    auto* p = static_cast<float*>(be_.allocate(h.size() * sizeof(float)));
+    be_.copy_to_device(p, h.data(), h.size() * sizeof(float));
+    bufs_.push_back(p);
+    return p;
+  }
+  std::vector<float> down(const float* p, size_t n) {
+    std::vector<float> h(n);
+    be_.copy_to_host(h.data(), p, n * sizeof(float));
+    return h;
+  }
+
+ private:
+  Backend& be_;
+  std::vector<void*> bufs_;
+};
+
 std::vector<float> normal(int64_t n, unsigned seed, float sd = 1.0f) {
   std::mt19937 gen(seed);
   std::normal_distribution<float> d(0.0f, sd);
@@ -41,7 +73,7 @@ std::vector<float> normal(int64_t n, unsigned seed, float sd = 1.0f) {
 class Bf16Classifier : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Bf16Classifier, LogitsTheirGradientAndScaleFollowAFloat64Reference) {
-  if (!test::has_backend(GetParam())) GTEST_SKIP() << GetParam() << " is not in this build";
+  if (!has_backend(GetParam())) GTEST_SKIP() << GetParam() << " is not in this build";
   auto be = make_backend(GetParam());
   be->set_precision(Precision::bf16);
   const int64_t N = 6;
@@ -53,7 +85,7 @@ TEST_P(Bf16Classifier, LogitsTheirGradientAndScaleFollowAFloat64Reference) {
     const auto inp = normal(N * C, 1), w = normal(int64_t(V) * C, 2, 0.3f);
     std::vector<int32_t> tg(N);
     for (int64_t i = 0; i < N; ++i) tg[i] = int32_t((i * 37 + 5) % V);
-    test::DeviceVectors dv(*be);
+    DeviceVectors dv(*be);
     float* d_inp = dv.up(inp);
     float* d_w = dv.up(w);
     float* d_loss = dv.up(std::vector<float>(N, NAN));
@@ -117,7 +149,7 @@ TEST_P(Bf16Classifier, LogitsTheirGradientAndScaleFollowAFloat64Reference) {
 // K, V as they load them); at a head size the flash kernels do not take (48) the bf16 qkv is
 // widened and gives the results of its widened values.
 TEST(Bf16Qkv, FusedAttentionReadsItInPlaceWithTheResultsOfTheRoundedF32) {
-  if (!test::has_backend("cuda-emu")) GTEST_SKIP() << "cuda-emu is not in this build";
+  if (!has_backend("cuda-emu")) GTEST_SKIP() << "cuda-emu is not in this build";
   auto be = make_backend("cuda-emu");
   be->set_precision(Precision::bf16);
   const int B = 2, T = 70;  // T not a multiple of the 64-row tiles
@@ -134,7 +166,7 @@ TEST(Bf16Qkv, FusedAttentionReadsItInPlaceWithTheResultsOfTheRoundedF32) {
       std::memcpy(&u, &qkv[i], sizeof u);
       q16[i] = uint16_t(u >> 16);
     }
-    test::DeviceVectors dv(*be);
+    DeviceVectors dv(*be);
     float* d_q32 = dv.up(qkv);
     float* d_q16 = dv.up(std::vector<float>(n3 / 2 + 1));
     be->copy_to_device(d_q16, q16.data(), n3 * sizeof(uint16_t));
