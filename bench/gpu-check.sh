@@ -204,6 +204,12 @@ lib_path=""
 if want 1 || true; then
   t=$(date +%s)
   why=""
+  # a prepared folder that would pass 64 MiB travels packed (gpu-prepare.sh): unpacked here
+  if [ "$rehearse" = 0 ] && [ -f "$prepared/pack.tar.xz" ] && [ ! -d "$prepared/bin" ]; then
+    tar -C "$prepared" -xJf "$prepared/pack.tar.xz" 2> "$logs/01-unpack.log" ||
+      "${GT_CHECK_PYTHON:-python3}" -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+        "$prepared/pack.tar.xz" "$prepared" 2>> "$logs/01-unpack.log" || true
+  fi
   if [ "$rehearse" = 1 ]; then
     bin="$build"
     [ -x "$bin/src/cli/greentrain" ] || why="no $bin/src/cli/greentrain: build the tree first (cmake --build $build)"

@@ -10,8 +10,10 @@
 #   lib/    the shared libraries they need that a CUDA image may lack (fmt, toml++,
 #           SentencePiece, PCRE2, date), copied from this machine;
 #   debs/   the Debian packages of the build's dependencies (apt-get download), for a rebuild
-#           there when the binaries do not start (another glibc), with MANIFEST.txt; left out
-#           (MANIFEST.txt says so) when the folder would otherwise pass 64 MiB;
+#           there when the binaries do not start (another glibc), with MANIFEST.txt;
+#   pack.tar.xz  instead of bin/, lib/ and debs/ when they would pass 64 MiB (each binary holds
+#           the kernels' fatbin: 69 MiB in all at 9bf731f; 16 MiB packed): gpu-check.sh
+#           unpacks it where it runs;
 #   BUILD.txt  what was built, when, from which commit, and the folder's size.
 # Written to DIR.tmp and renamed, so an interrupted run leaves the last complete folder.
 set -euo pipefail
@@ -49,21 +51,21 @@ for b in "$tmp"/bin/*; do ldd "$b"; done | awk '/=> \//{print $3}' | sort -u |
   while read -r l; do cp -L "$l" "$tmp/lib/"; done
 rm -f "$tmp/cmake.log"
 kb=$(du -sk "$tmp" | cut -f1)
-debs_note=""
-if [ "$kb" -ge 65536 ]; then  # the binaries first: without debs/ a rebuild there is not possible
-  debs_note="debs/ left out: with it the folder was ${kb} KiB, over the 64 MiB a checkout carries"
-  rm -rf "$tmp/debs"
-  mkdir -p "$tmp/debs"
-  echo "# $debs_note" > "$tmp/debs/MANIFEST.txt"
+files=$(cd "$tmp" && find bin lib debs -type f -printf '%s\t%p\n' | sort -k2)
+pack_note=""
+if [ "$kb" -ge 65536 ]; then
+  tar -C "$tmp" -cf - bin lib debs | xz -T"$(nproc)" -6 > "$tmp/pack.tar.xz"
+  rm -rf "$tmp/bin" "$tmp/lib" "$tmp/debs"
+  pack_note="bin/, lib/ and debs/ packed into pack.tar.xz (${kb} KiB unpacked, over the 64 MiB a checkout carries); gpu-check.sh unpacks it"
   kb=$(du -sk "$tmp" | cut -f1)
-  echo "gpu-prepare.sh: $debs_note" >&2
+  echo "gpu-prepare.sh: $pack_note" >&2
 fi
 {
   echo "greentrain $(git rev-parse --short HEAD 2> /dev/null || echo '?'), built $(date -u '+%Y-%m-%d %H:%M UTC') on $(. /etc/os-release && echo "$PRETTY_NAME"), $(nvcc --version | tail -1), sm_90"
-  echo "size: ${kb} KiB"
-  (cd "$tmp" && find bin lib debs -type f -printf '%s\t%p\n' | sort -k2)
+  echo "size: ${kb} KiB${pack_note:+; $pack_note}"
+  echo "$files"
 } > "$tmp/BUILD.txt"
 [ "$kb" -lt 65536 ] || { echo "gpu-prepare.sh: ${kb} KiB is over the 64 MiB a checkout carries" >&2; exit 1; }
 rm -rf "$dir"
 mv "$tmp" "$dir"
-echo "gpu-prepare.sh: $dir ready: ${kb} KiB ($(ls "$dir/bin" | tr '\n' ' '))"
+echo "gpu-prepare.sh: $dir ready: ${kb} KiB ($(ls "$dir" | tr '\n' ' '))"
