@@ -25,65 +25,104 @@
 namespace gt {
 
 namespace {
-enum ActKind {
-  kLn1,
-  kLn1Mean,
-  kLn1Rstd,
-  kQkv,
-  kAtty,
-  kAtt,
-  kRes2,
-  kLn2,
-  kLn2Mean,
-  kLn2Rstd,
-  kFch,
-  kFchg,
-  kDgelu,  // fusion on only: gelu'(fch), for the fused backward of mlp.c_proj
-  kNumKinds
+// How an activation's shape and dtype follow from the model and the micro-batch B.
+enum ActShape {
+  kBTC,   // (B, T, C)
+  kBT,    // (B, T)
+  kBT3C,  // (B, T, 3C)
+  kBT4C,  // (B, T, 4C)
+  kAtt,   // (B, NH, T, T); fused: (B, NH, T), the log-sum-exp per row only
 };
-const char* kActNames[kNumKinds] = {"ln1", "ln1_mean", "ln1_rstd", "qkv",      "atty",
-                                    "att", "res2",     "ln2",      "ln2_mean", "ln2_rstd",
-                                    "fch", "fch_gelu", "fch_dgelu"};
+enum class ActType {
+  f32,
+  product_input,  // a matrix product's input: bf16 under bf16 activations
+  qkv,            // bf16 where the backend's fused attention takes it (qkv_bf16())
+  dgelu,          // bf16 under precision bf16
+};
 
-// One buffer shared by all layers (rewritten when needed) rather than one per layer.
-bool is_shared(ActKind k, Recompute rc, bool fused) {
-  switch (rc) {
-    case Recompute::none:
-      return fused && k == kFch;  // fused: the backward reads fch_dgelu instead
-    case Recompute::gelu:
-      return k == kFchg || k == kDgelu;
-    case Recompute::gelu_ln:
-      return k == kFchg || k == kDgelu || k == kLn1 || k == kLn2;
-    case Recompute::block:
-      return true;
-  }
-  return false;
+// The recompute policies under which an activation is one buffer shared by all layers
+// (rewritten when needed, as the policy recomputes it) rather than one per layer: a set of
+// bits 1 << Recompute.
+constexpr unsigned policy(Recompute r) { return 1u << static_cast<unsigned>(r); }
+constexpr unsigned kUnderBlock = policy(Recompute::block);
+constexpr unsigned kUnderGeluLn = policy(Recompute::gelu_ln) | kUnderBlock;
+constexpr unsigned kUnderGelu = policy(Recompute::gelu) | kUnderGeluLn;
+
+// One block activation: its name in the arena ("h.{l}.{name}", or "shared.{name}"), its view
+// in LayerActivations (typed, or always f32), shape, dtype, and the policies under which it is
+// shared (`shared_fused` with fusion on). fused_only: planned with fusion on only.
+struct ActSpec {
+  const char* name;
+  DevPtr LayerActivations::*typed;
+  float* LayerActivations::*f32;
+  ActShape shape;
+  ActType type;
+  unsigned shared, shared_fused;
+  bool fused_only;
+  constexpr ActSpec(const char* n, DevPtr LayerActivations::*v, ActShape s, ActType t, unsigned sh,
+                    unsigned sh_fused, bool only_fused = false)
+      : name(n),
+        typed(v),
+        f32(nullptr),
+        shape(s),
+        type(t),
+        shared(sh),
+        shared_fused(sh_fused),
+        fused_only(only_fused) {}
+  constexpr ActSpec(const char* n, float* LayerActivations::*v, ActShape s, unsigned sh,
+                    unsigned sh_fused)
+      : name(n),
+        typed(nullptr),
+        f32(v),
+        shape(s),
+        type(ActType::f32),
+        shared(sh),
+        shared_fused(sh_fused),
+        fused_only(false) {}
+};
+
+// The activations of a block, in the order they are planned. Adding one: a LayerActivations
+// view and a row here.
+using LA = LayerActivations;
+const ActSpec kActs[] = {
+    {"ln1", &LA::ln1, kBTC, ActType::product_input, kUnderGeluLn, kUnderGeluLn},
+    {"ln1_mean", &LA::ln1_mean, kBT, kUnderBlock, kUnderBlock},
+    {"ln1_rstd", &LA::ln1_rstd, kBT, kUnderBlock, kUnderBlock},
+    {"qkv", &LA::qkv, kBT3C, ActType::qkv, kUnderBlock, kUnderBlock},
+    {"atty", &LA::atty, kBTC, ActType::product_input, kUnderBlock, kUnderBlock},
+    {"att", &LA::att, kAtt, kUnderBlock, kUnderBlock},
+    {"res2", &LA::res2, kBTC, kUnderBlock, kUnderBlock},
+    {"ln2", &LA::ln2, kBTC, ActType::product_input, kUnderGeluLn, kUnderGeluLn},
+    {"ln2_mean", &LA::ln2_mean, kBT, kUnderBlock, kUnderBlock},
+    {"ln2_rstd", &LA::ln2_rstd, kBT, kUnderBlock, kUnderBlock},
+    // fused under none: the backward reads fch_dgelu instead; gelu and gelu+ln recompute from it
+    {"fch", &LA::fch, kBT4C, kUnderBlock, policy(Recompute::none) | kUnderBlock},
+    {"fch_gelu", &LA::fch_gelu, kBT4C, ActType::product_input, kUnderGelu, kUnderGelu},
+    // gelu'(fch), for the fused backward of mlp.c_proj
+    {"fch_dgelu", &LA::fch_dgelu, kBT4C, ActType::dgelu, kUnderGelu, kUnderGelu,
+     /*only_fused=*/true},
+};
+constexpr size_t kNumActs = std::size(kActs);
+
+bool is_shared(const ActSpec& a, Recompute rc, bool fused) {
+  return ((fused ? a.shared_fused : a.shared) & policy(rc)) != 0;
 }
 
-Shape act_shape(ActKind k, const GPTConfig& c, int B, bool fused) {
-  int64_t T = c.block_size, C = c.n_embd;
-  switch (k) {
-    case kLn1:
-    case kAtty:
-    case kRes2:
-    case kLn2:
+Shape act_shape(const ActSpec& a, const GPTConfig& c, int B, bool fused) {
+  const int64_t T = c.block_size, C = c.n_embd;
+  switch (a.shape) {
+    case kBTC:
       return {B, T, C};
-    case kLn1Mean:
-    case kLn1Rstd:
-    case kLn2Mean:
-    case kLn2Rstd:
+    case kBT:
       return {B, T};
-    case kQkv:
+    case kBT3C:
       return {B, T, 3 * C};
-    case kAtt:  // fused: log-sum-exp per row only
-      return fused ? Shape{B, c.n_head, T} : Shape{B, c.n_head, T, T};
-    case kFch:
-    case kFchg:
-    case kDgelu:
+    case kBT4C:
       return {B, T, 4 * C};
-    default:
-      return {};
+    case kAtt:
+      return fused ? Shape{B, c.n_head, T} : Shape{B, c.n_head, T, T};
   }
+  return {};
 }
 
 void validate(const GPTConfig& c, int B) {
@@ -101,14 +140,11 @@ void validate(const GPTConfig& c, int B) {
 }
 
 struct Plans {
-  std::vector<std::vector<size_t>> layer_idx;  // [layer][kind] index in acts
+  std::vector<std::vector<size_t>> layer_idx;  // [layer][row of kActs] index in acts
   std::vector<size_t> resid_idx;               // L+1 residual streams
   size_t lnf, lnf_mean, lnf_rstd, logits, probs, losses, inputs, targets;
   size_t dres, dC, dqkv, d4C, d4C16, dlogits, tmpC;
 };
-
-// The matrix products' inputs: bf16 arrays under bf16 activation storage.
-bool is_product_input(ActKind k) { return k == kLn1 || k == kAtty || k == kLn2 || k == kFchg; }
 
 // act16: product inputs stored as bf16; dgelu16: fch_dgelu stored as bf16 (under bf16);
 // qkv16: qkv stored as bf16 (the qkv product's output, read so by the fused attention).
@@ -122,26 +158,35 @@ Plans plan_arenas(const GPTConfig& c, int B, Recompute rc, bool fused, bool act1
   Plans p;
   int64_t T = c.block_size, C = c.n_embd, V = c.vocab_size;
   const DType in_type = act16 ? DType::bf16 : DType::f32;
-  auto type = [&](int k) {
-    if (k == kDgelu) return dgelu16 ? DType::bf16 : DType::f32;
-    if (k == kQkv) return qkv16 ? DType::bf16 : DType::f32;
-    return is_product_input(ActKind(k)) ? in_type : DType::f32;
+  auto type = [&](const ActSpec& a) {
+    switch (a.type) {
+      case ActType::product_input:
+        return in_type;
+      case ActType::qkv:
+        return qkv16 ? DType::bf16 : DType::f32;
+      case ActType::dgelu:
+        return dgelu16 ? DType::bf16 : DType::f32;
+      case ActType::f32:
+        break;
+    }
+    return DType::f32;
   };
-  auto planned = [&](int k) { return fused || k != kDgelu; };
-  std::vector<size_t> shared_idx(kNumKinds, SIZE_MAX);
-  for (int k = 0; k < kNumKinds; ++k)
-    if (planned(k) && is_shared(ActKind(k), rc, fused))
-      shared_idx[k] = acts.plan(fmt::format("shared.{}", kActNames[k]),
-                                act_shape(ActKind(k), c, B, fused), type(k));
+  auto plan = [&](const ActSpec& a, const std::string& name) {
+    return acts.plan(name, act_shape(a, c, B, fused), type(a));
+  };
+  std::vector<size_t> shared_idx(kNumActs, SIZE_MAX);
+  for (size_t k = 0; k < kNumActs; ++k)
+    if ((fused || !kActs[k].fused_only) && is_shared(kActs[k], rc, fused))
+      shared_idx[k] = plan(kActs[k], fmt::format("shared.{}", kActs[k].name));
   for (int l = 0; l <= c.n_layer; ++l)
     p.resid_idx.push_back(acts.plan(fmt::format("resid.{}", l), {B, T, C}));
   for (int l = 0; l < c.n_layer; ++l) {
-    std::vector<size_t> idx(kNumKinds);
-    for (int k = 0; k < kNumKinds; ++k)
-      idx[k] = !planned(k)                 ? SIZE_MAX
-               : shared_idx[k] != SIZE_MAX ? shared_idx[k]
-                                           : acts.plan(fmt::format("h.{}.{}", l, kActNames[k]),
-                                                       act_shape(ActKind(k), c, B, fused), type(k));
+    std::vector<size_t> idx(kNumActs);
+    for (size_t k = 0; k < kNumActs; ++k)
+      idx[k] = !fused && kActs[k].fused_only ? SIZE_MAX
+               : shared_idx[k] != SIZE_MAX
+                   ? shared_idx[k]
+                   : plan(kActs[k], fmt::format("h.{}.{}", l, kActs[k].name));
     p.layer_idx.push_back(idx);
   }
   p.lnf = acts.plan("ln_f", {B, T, C}, in_type);
@@ -168,6 +213,23 @@ Plans plan_arenas(const GPTConfig& c, int B, Recompute rc, bool fused, bool act1
   return p;
 }
 
+// The named views of block l's activations in the allocated `acts`: row k of kActs is tensor
+// p.layer_idx[l][k] (SIZE_MAX: not planned, null view); x and out are residual streams l, l+1.
+LayerActivations layer_views(Arena& acts, const Plans& p, int l) {
+  LayerActivations v;
+  for (size_t k = 0; k < kNumActs; ++k) {
+    const size_t i = p.layer_idx[l][k];
+    if (i == SIZE_MAX) continue;
+    if (kActs[k].typed)
+      v.*kActs[k].typed = DevPtr(acts.at(i));
+    else
+      v.*kActs[k].f32 = acts.at(i).f32();
+  }
+  v.x = acts.at(p.resid_idx[l]).f32();
+  v.out = acts.at(p.resid_idx[l + 1]).f32();
+  return v;
+}
+
 // Box-Muller normal sampler on a fixed generator, so weights are the same on every platform.
 struct Normal {
   std::mt19937_64 gen;
@@ -180,12 +242,6 @@ struct Normal {
   }
 };
 }  // namespace
-
-struct GPT::Layer {
-  DevPtr a[kNumKinds];  // typed: the products' inputs and fch_dgelu may be bf16
-  float* x;             // block input (residual stream)
-  float* out;           // block output
-};
 
 // The layout of gpt_param_specs(): wte and wpe, then kParamsPerBlock tensors per block, whose
 // MLP half (ln_2 onwards) starts at kMlpFirst; then ln_f.
@@ -356,14 +412,7 @@ GPT::GPT(const GPTConfig& cfg, int max_batch, Recompute rc, Backend& be, bool fu
   pv_ = parameter_views(*params_, cfg);
   gv_ = parameter_views(*grads_, cfg);
   auto A = [&](size_t i) { return acts_->at(i).f32(); };
-  layers_.resize(cfg.n_layer);
-  for (int l = 0; l < cfg.n_layer; ++l) {
-    for (int k = 0; k < kNumKinds; ++k)
-      layers_[l].a[k] =
-          p.layer_idx[l][k] == SIZE_MAX ? DevPtr() : DevPtr(acts_->at(p.layer_idx[l][k]));
-    layers_[l].x = A(p.resid_idx[l]);
-    layers_[l].out = A(p.resid_idx[l + 1]);
-  }
+  for (int l = 0; l < cfg.n_layer; ++l) layers_.push_back(layer_views(*acts_, p, l));
   x0_ = A(p.resid_idx[0]);
   lnf_ = DevPtr(acts_->at(p.lnf));
   lnf_mean_ = A(p.lnf_mean);
@@ -444,23 +493,18 @@ std::vector<float> GPT::losses() const {
 void GPT::block_forward_unfused(int l, int B, int T) {
   const int C = cfg_.n_embd, NH = cfg_.n_head;
   const int64_t N = (int64_t)B * T;
-  Layer& L = layers_[l];
+  LayerActivations& L = layers_[l];
   const LayerParams& w = pv_.h[l];
-  be_.layernorm_forward(L.a[kLn1], L.a[kLn1Mean].f32(), L.a[kLn1Rstd].f32(), L.x, w.ln1_w, w.ln1_b,
-                        N,
-                        C);                                                       // ln1 (N, C)
-  be_.matmul_forward(L.a[kQkv].f32(), L.a[kLn1], w.qkv_w, w.qkv_b, N, C, 3 * C);  // qkv (N, 3C)
-  be_.attention_forward(L.a[kAtty], L.a[kAtt].f32(), L.a[kQkv].f32(), B, T, C,
-                        NH);  // atty (N, C), att (B, NH, T, T)
-  be_.matmul_forward(tmpC_, L.a[kAtty], w.attproj_w, w.attproj_b, N, C, C);  // (N, C)
-  be_.residual_forward(L.a[kRes2].f32(), L.x, tmpC_, N * C);                 // res2 (N, C)
-  be_.layernorm_forward(L.a[kLn2], L.a[kLn2Mean].f32(), L.a[kLn2Rstd].f32(), L.a[kRes2].f32(),
-                        w.ln2_w, w.ln2_b, N,
-                        C);                                                     // ln2 (N, C)
-  be_.matmul_forward(L.a[kFch].f32(), L.a[kLn2], w.fc_w, w.fc_b, N, C, 4 * C);  // fch (N, 4C)
-  mlp_gelu(L, N * 4 * C, false);                                                // fch_gelu (N, 4C)
-  be_.matmul_forward(tmpC_, L.a[kFchg], w.fcproj_w, w.fcproj_b, N, 4 * C, C);   // (N, C)
-  be_.residual_forward(L.out, L.a[kRes2].f32(), tmpC_, N * C);                  // out (N, C)
+  be_.layernorm_forward(L.ln1, L.ln1_mean, L.ln1_rstd, L.x, w.ln1_w, w.ln1_b, N, C);  // (N, C)
+  be_.matmul_forward(L.qkv.f32(), L.ln1, w.qkv_w, w.qkv_b, N, C, 3 * C);              // qkv (N, 3C)
+  be_.attention_forward(L.atty, L.att, L.qkv.f32(), B, T, C, NH);        // atty, att (B, NH, T, T)
+  be_.matmul_forward(tmpC_, L.atty, w.attproj_w, w.attproj_b, N, C, C);  // (N, C)
+  be_.residual_forward(L.res2, L.x, tmpC_, N * C);                       // res2 (N, C)
+  be_.layernorm_forward(L.ln2, L.ln2_mean, L.ln2_rstd, L.res2, w.ln2_w, w.ln2_b, N, C);  // (N, C)
+  be_.matmul_forward(L.fch, L.ln2, w.fc_w, w.fc_b, N, C, 4 * C);               // fch (N, 4C)
+  mlp_gelu(L, N * 4 * C, false);                                               // fch_gelu (N, 4C)
+  be_.matmul_forward(tmpC_, L.fch_gelu, w.fcproj_w, w.fcproj_b, N, 4 * C, C);  // (N, C)
+  be_.residual_forward(L.out, L.res2, tmpC_, N * C);                           // out (N, C)
 }
 
 // The fused block (train.fusion=on): each residual add is fused with the LayerNorm that reads
@@ -472,36 +516,33 @@ void GPT::block_forward_unfused(int l, int B, int T) {
 void GPT::block_forward_fused(int l, int B, int T, bool recomputing) {
   const int C = cfg_.n_embd, NH = cfg_.n_head;
   const int64_t N = (int64_t)B * T;
-  Layer& L = layers_[l];
+  LayerActivations& L = layers_[l];
   const LayerParams& w = pv_.h[l];
   if (l == 0 || recomputing)
-    be_.layernorm_forward(L.a[kLn1], L.a[kLn1Mean].f32(), L.a[kLn1Rstd].f32(), L.x, w.ln1_w,
-                          w.ln1_b, N,
-                          C);                                               // ln1 (N, C)
-  be_.matmul_forward(L.a[kQkv], L.a[kLn1], w.qkv_w, w.qkv_b, N, C, 3 * C);  // qkv (N, 3C)
-  be_.attention_forward_fused(L.a[kAtty], L.a[kAtt].f32(), L.a[kQkv], B, T, C,
-                              NH);  // atty (N, C), lse (B, NH, T)
-  be_.matmul_forward(tmpC_, L.a[kAtty], w.attproj_w, w.attproj_b, N, C, C);  // (N, C)
-  be_.residual_layernorm_forward(L.a[kRes2].f32(), L.a[kLn2], L.a[kLn2Mean].f32(),
-                                 L.a[kLn2Rstd].f32(), L.x, tmpC_, w.ln2_w, w.ln2_b, N,
-                                 C);  // res2, ln2 (N, C)
-  if (!for_backward_) {               // no backward follows: c_fc and its GELU as one product
-    be_.matmul_gelu_forward(L.a[kFchg], L.a[kLn2], w.fc_w, w.fc_b, N, C, 4 * C);  // (N, 4C)
+    be_.layernorm_forward(L.ln1, L.ln1_mean, L.ln1_rstd, L.x, w.ln1_w, w.ln1_b, N, C);  // ln1
+  be_.matmul_forward(L.qkv, L.ln1, w.qkv_w, w.qkv_b, N, C, 3 * C);       // qkv (N, 3C)
+  be_.attention_forward_fused(L.atty, L.att, L.qkv, B, T, C, NH);        // atty, lse (B, NH, T)
+  be_.matmul_forward(tmpC_, L.atty, w.attproj_w, w.attproj_b, N, C, C);  // (N, C)
+  // res2, ln2 (N, C)
+  be_.residual_layernorm_forward(L.res2, L.ln2, L.ln2_mean, L.ln2_rstd, L.x, tmpC_, w.ln2_w,
+                                 w.ln2_b, N, C);
+  if (!for_backward_) {  // no backward follows: c_fc and its GELU as one product
+    be_.matmul_gelu_forward(L.fch_gelu, L.ln2, w.fc_w, w.fc_b, N, C, 4 * C);  // (N, 4C)
   } else {  // gelu' too, unless a policy recomputes it in the backward
-    be_.matmul_forward(L.a[kFch].f32(), L.a[kLn2], w.fc_w, w.fc_b, N, C, 4 * C);  // fch (N, 4C)
+    be_.matmul_forward(L.fch, L.ln2, w.fc_w, w.fc_b, N, C, 4 * C);  // fch (N, 4C)
     mlp_gelu(L, N * 4 * C, rc_ == Recompute::none || recomputing);  // fch_gelu, fch_dgelu
   }
-  be_.matmul_forward(tmpC_, L.a[kFchg], w.fcproj_w, w.fcproj_b, N, 4 * C, C);  // (N, C)
+  be_.matmul_forward(tmpC_, L.fch_gelu, w.fcproj_w, w.fcproj_b, N, 4 * C, C);  // (N, C)
   if (recomputing) {
-    be_.residual_forward(L.out, L.a[kRes2].f32(), tmpC_, N * C);  // out (N, C)
-  } else if (l + 1 < cfg_.n_layer) {                              // out, and the next block's ln1
-    Layer& nx = layers_[l + 1];
+    be_.residual_forward(L.out, L.res2, tmpC_, N * C);  // out (N, C)
+  } else if (l + 1 < cfg_.n_layer) {                    // out, and the next block's ln1
+    const LayerActivations& nx = layers_[l + 1];
     const LayerParams& wn = pv_.h[l + 1];
-    be_.residual_layernorm_forward(L.out, nx.a[kLn1], nx.a[kLn1Mean].f32(), nx.a[kLn1Rstd].f32(),
-                                   L.a[kRes2].f32(), tmpC_, wn.ln1_w, wn.ln1_b, N, C);
+    be_.residual_layernorm_forward(L.out, nx.ln1, nx.ln1_mean, nx.ln1_rstd, L.res2, tmpC_, wn.ln1_w,
+                                   wn.ln1_b, N, C);
   } else {  // out, and ln_f
-    be_.residual_layernorm_forward(L.out, lnf_, lnf_mean_, lnf_rstd_, L.a[kRes2].f32(), tmpC_,
-                                   pv_.lnf_w, pv_.lnf_b, N, C);
+    be_.residual_layernorm_forward(L.out, lnf_, lnf_mean_, lnf_rstd_, L.res2, tmpC_, pv_.lnf_w,
+                                   pv_.lnf_b, N, C);
   }
 }
 
@@ -604,11 +645,11 @@ void GPT::forward_impl(const int32_t* inputs, const int32_t* targets, int B, int
 }
 
 // fch_gelu = gelu(fch), n elements; with fusion on also fch_dgelu = gelu'(fch) if with_dgelu.
-void GPT::mlp_gelu(Layer& L, int64_t n, bool with_dgelu) {
+void GPT::mlp_gelu(LayerActivations& L, int64_t n, bool with_dgelu) {
   if (fused_)
-    be_.gelu_forward_fused(L.a[kFchg], with_dgelu ? L.a[kDgelu] : nullptr, L.a[kFch].f32(), n);
+    be_.gelu_forward_fused(L.fch_gelu, with_dgelu ? L.fch_dgelu : nullptr, L.fch, n);
   else
-    be_.gelu_forward(L.a[kFchg], L.a[kFch].f32(), n);
+    be_.gelu_forward(L.fch_gelu, L.fch, n);
 }
 
 // The bf16 tensors of the plan (bf16 activations, fch_dgelu) belong to precision bf16: the
@@ -625,16 +666,14 @@ void GPT::zero_grad() { grads_->zero(); }
 void GPT::recompute_for_backward(int l, int B, int T) {
   const int C = cfg_.n_embd;
   const int64_t N = (int64_t)B * T;
-  Layer& L = layers_[l];
+  LayerActivations& L = layers_[l];
   const LayerParams& w = pv_.h[l];
   switch (rc_) {
     case Recompute::none:
       break;
     case Recompute::gelu_ln:
-      be_.layernorm_forward(L.a[kLn1], L.a[kLn1Mean].f32(), L.a[kLn1Rstd].f32(), L.x, w.ln1_w,
-                            w.ln1_b, N, C);
-      be_.layernorm_forward(L.a[kLn2], L.a[kLn2Mean].f32(), L.a[kLn2Rstd].f32(), L.a[kRes2].f32(),
-                            w.ln2_w, w.ln2_b, N, C);
+      be_.layernorm_forward(L.ln1, L.ln1_mean, L.ln1_rstd, L.x, w.ln1_w, w.ln1_b, N, C);
+      be_.layernorm_forward(L.ln2, L.ln2_mean, L.ln2_rstd, L.res2, w.ln2_w, w.ln2_b, N, C);
       [[fallthrough]];
     case Recompute::gelu:
       mlp_gelu(L, N * 4 * C, true);
@@ -652,40 +691,38 @@ void GPT::recompute_for_backward(int l, int B, int T) {
 void GPT::block_backward(int l, int B, int T) {
   const int C = cfg_.n_embd, NH = cfg_.n_head;
   const int64_t N = (int64_t)B * T;
-  Layer& L = layers_[l];
+  LayerActivations& L = layers_[l];
   const LayerParams& w = pv_.h[l];
   LayerParams& g = gv_.h[l];
   // MLP: out = res2 + c_proj(gelu(c_fc(ln2(res2))))
   // d(fch) (N, 4C), handed to c_fc's backward: bf16 under bf16 activations
   DevPtr dfch = d4C_;
   if (fused_) {  // d4C (N, 4C) = (dres @ fcproj_w^T) * gelu'(fch), one product
-    be_.matmul_backward_gelu(d4C_, g.fcproj_w, g.fcproj_b, dres_, L.a[kFchg], w.fcproj_w,
-                             L.a[kDgelu], N, 4 * C, C);
+    be_.matmul_backward_gelu(d4C_, g.fcproj_w, g.fcproj_b, dres_, L.fch_gelu, w.fcproj_w,
+                             L.fch_dgelu, N, 4 * C, C);
   } else {  // d4C (N, 4C) = dres @ fcproj_w^T, then times gelu'(fch): in place, or into d4C16
-    be_.matmul_backward(d4C_.f32(), g.fcproj_w, g.fcproj_b, dres_, L.a[kFchg], w.fcproj_w, N, 4 * C,
+    be_.matmul_backward(d4C_.f32(), g.fcproj_w, g.fcproj_b, dres_, L.fch_gelu, w.fcproj_w, N, 4 * C,
                         C);
     if (d4C16_) dfch = d4C16_;
-    be_.gelu_backward(dfch, L.a[kFch].f32(), d4C_.f32(), N * 4 * C);
+    be_.gelu_backward(dfch, L.fch, d4C_.f32(), N * 4 * C);
   }
-  be_.matmul_backward(dC_, g.fc_w, g.fc_b, dfch, L.a[kLn2], w.fc_w, N, C, 4 * C);  // dC (N, C)
-  be_.layernorm_backward(dres_, g.ln2_w, g.ln2_b, dC_, L.a[kRes2].f32(), w.ln2_w,
-                         L.a[kLn2Mean].f32(), L.a[kLn2Rstd].f32(), N, C);  // dres (N, C) += d(res2)
+  be_.matmul_backward(dC_, g.fc_w, g.fc_b, dfch, L.ln2, w.fc_w, N, C, 4 * C);  // dC (N, C)
+  // dres (N, C) += d(res2)
+  be_.layernorm_backward(dres_, g.ln2_w, g.ln2_b, dC_, L.res2, w.ln2_w, L.ln2_mean, L.ln2_rstd, N,
+                         C);
   if (grad_ready_)  // the MLP half of the block (grad_groups())
     grad_ready_(kFirstBlockParam + kParamsPerBlock * l + kMlpFirst,
                 kFirstBlockParam + kParamsPerBlock * (l + 1));
   // attention: res2 = x + c_proj(attn(c_attn(ln1(x))))
-  be_.matmul_backward(dC_, g.attproj_w, g.attproj_b, dres_, L.a[kAtty], w.attproj_w, N, C,
-                      C);  // dC (N, C) = d(atty)
+  be_.matmul_backward(dC_, g.attproj_w, g.attproj_b, dres_, L.atty, w.attproj_w, N, C,
+                      C);  // d(atty)
   if (fused_)
-    be_.attention_backward_fused(dqkv_, dC_, L.a[kQkv], L.a[kAtty], L.a[kAtt].f32(), B, T, C,
-                                 NH);  // dqkv (N, 3C)
+    be_.attention_backward_fused(dqkv_, dC_, L.qkv, L.atty, L.att, B, T, C, NH);  // (N, 3C)
   else
-    be_.attention_backward(dqkv_, dC_, L.a[kQkv].f32(), L.a[kAtt].f32(), B, T, C,
-                           NH);  // dqkv (N, 3C)
-  be_.matmul_backward(dC_, g.qkv_w, g.qkv_b, dqkv_, L.a[kLn1], w.qkv_w, N, C,
-                      3 * C);  // dC (N, C) = d(ln1)
-  be_.layernorm_backward(dres_, g.ln1_w, g.ln1_b, dC_, L.x, w.ln1_w, L.a[kLn1Mean].f32(),
-                         L.a[kLn1Rstd].f32(), N, C);  // dres (N, C) += d(x)
+    be_.attention_backward(dqkv_, dC_, L.qkv.f32(), L.att, B, T, C, NH);           // dqkv (N, 3C)
+  be_.matmul_backward(dC_, g.qkv_w, g.qkv_b, dqkv_, L.ln1, w.qkv_w, N, C, 3 * C);  // d(ln1)
+  // dres (N, C) += d(x)
+  be_.layernorm_backward(dres_, g.ln1_w, g.ln1_b, dC_, L.x, w.ln1_w, L.ln1_mean, L.ln1_rstd, N, C);
 }
 
 void GPT::backward(float dloss) {

@@ -104,6 +104,30 @@ struct ParameterTensors {
 /// The views of `a`, an allocated arena planned from gpt_param_specs(c) in its order.
 ParameterTensors parameter_views(Arena& a, const GPTConfig& c);
 
+/// Named views of one block's activations in the activation arena, as llm.c's
+/// ActivationTensors; B = micro-batch, T = block_size, C = n_embd, NH = n_head. DevPtr views
+/// carry their dtype: the matrix products' inputs are bf16 under bf16 activations (see GPT's
+/// bf16_activations), f32 otherwise; float* views are always f32. Under a recompute policy
+/// the recomputed views of every block point at one shared buffer.
+struct LayerActivations {
+  float* x = nullptr;         // (B, T, C)      block input (residual stream)
+  DevPtr ln1;                 // (B, T, C)      ln_1 output; bf16 under bf16 activations
+  float* ln1_mean = nullptr;  // (B, T)
+  float* ln1_rstd = nullptr;  // (B, T)         1/std
+  DevPtr qkv;                 // (B, T, 3C)     c_attn output; bf16 under bf16 activations with
+                              //                fusion on where Backend::bf16_qkv
+  DevPtr atty;                // (B, T, C)      attention output; bf16 under bf16 activations
+  float* att = nullptr;       // (B, NH, T, T)  softmax probabilities; fused: (B, NH, T) log-sum-exp
+  float* res2 = nullptr;      // (B, T, C)      x + attn.c_proj output
+  DevPtr ln2;                 // (B, T, C)      ln_2 output; bf16 under bf16 activations
+  float* ln2_mean = nullptr;  // (B, T)
+  float* ln2_rstd = nullptr;  // (B, T)         1/std
+  float* fch = nullptr;       // (B, T, 4C)     c_fc output (GELU pre-activation)
+  DevPtr fch_gelu;            // (B, T, 4C)     gelu(fch); bf16 under bf16 activations
+  DevPtr fch_dgelu;      // (B, T, 4C)     fusion on only: gelu'(fch); bf16 under precision bf16
+  float* out = nullptr;  // (B, T, C)      block output (the next block's x)
+};
+
 class GPT {
  public:
   /// Plans and allocates parameters, gradients and activations for micro-batches of up to
@@ -183,13 +207,12 @@ class GPT {
   std::vector<std::pair<size_t, size_t>> grad_groups() const;
 
  private:
-  struct Layer;
   void block_forward_unfused(int l, int B, int T);
   void block_forward_fused(int l, int B, int T, bool recomputing);
   void block_backward(int l, int B, int T);
   void recompute_for_backward(int l, int B, int T);
   void check_precision() const;
-  void mlp_gelu(Layer& L, int64_t n, bool with_dgelu);
+  void mlp_gelu(LayerActivations& L, int64_t n, bool with_dgelu);
   void forward_impl(const int32_t* inputs, const int32_t* targets, int B, int T, bool for_backward,
                     float dloss, int slot);
   /// Pinned host buffers of one forward_step micro-batch slot.
@@ -211,8 +234,8 @@ class GPT {
   bool planned_bf16_ = false;  // planned under bf16: fch_dgelu (and with bf16_acts_ more) bf16
   std::vector<ParamSpec> specs_;
   std::unique_ptr<Arena> params_, grads_, acts_, scratch_;
-  std::vector<Layer> layers_;
-  ParameterTensors pv_, gv_;  // named views of params_ and grads_
+  std::vector<LayerActivations> layers_;  // named views of acts_, per block
+  ParameterTensors pv_, gv_;              // named views of params_ and grads_
   MemoryPlan plan_;
   // top-level activations
   float *x0_ = nullptr, *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr;
