@@ -687,41 +687,69 @@ void GPT::recompute_for_backward(int l, int B, int T) {
   }
 }
 
-// The backward of one block; dres_ (N, C) holds d(out) on entry and d(x) on return.
-void GPT::block_backward(int l, int B, int T) {
+// The backward of one block; dres_ (N, C) holds d(out) on entry and d(x) on return. The
+// unfused block (train.fusion=off), the reverse of block_forward_unfused.
+void GPT::block_backward_unfused(int l, int B, int T) {
   const int C = cfg_.n_embd, NH = cfg_.n_head;
   const int64_t N = (int64_t)B * T;
-  LayerActivations& L = layers_[l];
+  const LayerActivations& L = layers_[l];
   const LayerParams& w = pv_.h[l];
   LayerParams& g = gv_.h[l];
-  // MLP: out = res2 + c_proj(gelu(c_fc(ln2(res2))))
-  // d(fch) (N, 4C), handed to c_fc's backward: bf16 under bf16 activations
-  DevPtr dfch = d4C_;
-  if (fused_) {  // d4C (N, 4C) = (dres @ fcproj_w^T) * gelu'(fch), one product
-    be_.matmul_backward_gelu(d4C_, g.fcproj_w, g.fcproj_b, dres_, L.fch_gelu, w.fcproj_w,
-                             L.fch_dgelu, N, 4 * C, C);
-  } else {  // d4C (N, 4C) = dres @ fcproj_w^T, then times gelu'(fch): in place, or into d4C16
-    be_.matmul_backward(d4C_.f32(), g.fcproj_w, g.fcproj_b, dres_, L.fch_gelu, w.fcproj_w, N, 4 * C,
-                        C);
-    if (d4C16_) dfch = d4C16_;
-    be_.gelu_backward(dfch, L.fch, d4C_.f32(), N * 4 * C);
-  }
-  be_.matmul_backward(dC_, g.fc_w, g.fc_b, dfch, L.ln2, w.fc_w, N, C, 4 * C);  // dC (N, C)
-  // dres (N, C) += d(res2)
-  be_.layernorm_backward(dres_, g.ln2_w, g.ln2_b, dC_, L.res2, w.ln2_w, L.ln2_mean, L.ln2_rstd, N,
-                         C);
-  if (grad_ready_)  // the MLP half of the block (grad_groups())
-    grad_ready_(kFirstBlockParam + kParamsPerBlock * l + kMlpFirst,
-                kFirstBlockParam + kParamsPerBlock * (l + 1));
+  // MLP: out = res2 + c_proj(gelu(c_fc(ln2(res2)))); d4C (N, 4C) = dres @ fcproj_w^T, then
+  // d(fch) = d4C * gelu'(fch): in place, or into d4C16 (bf16 under bf16 activations)
+  be_.matmul_backward(d4C_.f32(), g.fcproj_w, g.fcproj_b, dres_, L.fch_gelu, w.fcproj_w, N, 4 * C,
+                      C);
+  const DevPtr dfch = d4C16_ ? d4C16_ : d4C_;
+  be_.gelu_backward(dfch, L.fch, d4C_.f32(), N * 4 * C);
+  mlp_input_backward(l, dfch, N);
   // attention: res2 = x + c_proj(attn(c_attn(ln1(x))))
   be_.matmul_backward(dC_, g.attproj_w, g.attproj_b, dres_, L.atty, w.attproj_w, N, C,
-                      C);  // d(atty)
-  if (fused_)
-    be_.attention_backward_fused(dqkv_, dC_, L.qkv, L.atty, L.att, B, T, C, NH);  // (N, 3C)
-  else
-    be_.attention_backward(dqkv_, dC_, L.qkv.f32(), L.att, B, T, C, NH);           // dqkv (N, 3C)
+                      C);                                               // d(atty)
+  be_.attention_backward(dqkv_, dC_, L.qkv.f32(), L.att, B, T, C, NH);  // dqkv (N, 3C)
+  attention_input_backward(l, N);
+}
+
+// The fused block's backward (train.fusion=on), the reverse of block_forward_fused; dres_ as
+// block_backward_unfused's.
+void GPT::block_backward_fused(int l, int B, int T) {
+  const int C = cfg_.n_embd, NH = cfg_.n_head;
+  const int64_t N = (int64_t)B * T;
+  const LayerActivations& L = layers_[l];
+  const LayerParams& w = pv_.h[l];
+  LayerParams& g = gv_.h[l];
+  // MLP: d(fch) = d4C (N, 4C) = (dres @ fcproj_w^T) * gelu'(fch), one product
+  be_.matmul_backward_gelu(d4C_, g.fcproj_w, g.fcproj_b, dres_, L.fch_gelu, w.fcproj_w, L.fch_dgelu,
+                           N, 4 * C, C);
+  mlp_input_backward(l, d4C_, N);
+  // attention
+  be_.matmul_backward(dC_, g.attproj_w, g.attproj_b, dres_, L.atty, w.attproj_w, N, C,
+                      C);                                                       // d(atty)
+  be_.attention_backward_fused(dqkv_, dC_, L.qkv, L.atty, L.att, B, T, C, NH);  // dqkv (N, 3C)
+  attention_input_backward(l, N);
+}
+
+// Block l's c_fc and ln_2 backward from dfch = d(fch) (N, 4C): dres (N, C) += d(res2); then the
+// MLP half of the block's gradients are final (grad_groups()).
+void GPT::mlp_input_backward(int l, DevPtr dfch, int64_t N) {
+  const int C = cfg_.n_embd;
+  const LayerActivations& L = layers_[l];
+  const LayerParams& w = pv_.h[l];
+  LayerParams& g = gv_.h[l];
+  be_.matmul_backward(dC_, g.fc_w, g.fc_b, dfch, L.ln2, w.fc_w, N, C, 4 * C);  // dC = d(ln2)
+  be_.layernorm_backward(dres_, g.ln2_w, g.ln2_b, dC_, L.res2, w.ln2_w, L.ln2_mean, L.ln2_rstd, N,
+                         C);
+  if (grad_ready_)
+    grad_ready_(kFirstBlockParam + kParamsPerBlock * l + kMlpFirst,
+                kFirstBlockParam + kParamsPerBlock * (l + 1));
+}
+
+// Block l's c_attn and ln_1 backward from dqkv_ (N, 3C): dres (N, C) += d(x).
+void GPT::attention_input_backward(int l, int64_t N) {
+  const int C = cfg_.n_embd;
+  const LayerActivations& L = layers_[l];
+  const LayerParams& w = pv_.h[l];
+  LayerParams& g = gv_.h[l];
   be_.matmul_backward(dC_, g.qkv_w, g.qkv_b, dqkv_, L.ln1, w.qkv_w, N, C, 3 * C);  // d(ln1)
-  // dres (N, C) += d(x)
   be_.layernorm_backward(dres_, g.ln1_w, g.ln1_b, dC_, L.x, w.ln1_w, L.ln1_mean, L.ln1_rstd, N, C);
 }
 
@@ -746,8 +774,11 @@ void GPT::backward(float dloss) {
   if (grad_ready_) grad_ready_(groups[0].first, groups[0].second);  // ln_f
   for (int l = cfg_.n_layer - 1; l >= 0; --l) {
     recompute_for_backward(l, B, T);
-    block_backward(l, B, T);  // calls the hook for the block's MLP half
-    if (grad_ready_) {        // the attention half
+    if (fused_)  // (both call the hook for the block's MLP half)
+      block_backward_fused(l, B, T);
+    else
+      block_backward_unfused(l, B, T);
+    if (grad_ready_) {  // the attention half
       const auto& at = groups[1 + 2 * (cfg_.n_layer - 1 - l) + 1];
       grad_ready_(at.first, at.second);
     }

@@ -209,7 +209,10 @@ class GPT {
  private:
   void block_forward_unfused(int l, int B, int T);
   void block_forward_fused(int l, int B, int T, bool recomputing);
-  void block_backward(int l, int B, int T);
+  void block_backward_unfused(int l, int B, int T);
+  void block_backward_fused(int l, int B, int T);
+  void mlp_input_backward(int l, DevPtr dfch, int64_t N);
+  void attention_input_backward(int l, int64_t N);
   void recompute_for_backward(int l, int B, int T);
   void check_precision() const;
   void mlp_gelu(LayerActivations& L, int64_t n, bool with_dgelu);
