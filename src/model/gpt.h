@@ -124,8 +124,8 @@ struct LayerActivations {
   float* ln2_rstd = nullptr;  // (B, T)         1/std
   float* fch = nullptr;       // (B, T, 4C)     c_fc output (GELU pre-activation)
   DevPtr fch_gelu;            // (B, T, 4C)     gelu(fch); bf16 under bf16 activations
-  DevPtr fch_dgelu;      // (B, T, 4C)     fusion on only: gelu'(fch); bf16 under precision bf16
-  float* out = nullptr;  // (B, T, C)      block output (the next block's x)
+  DevPtr fch_dgelu;           // (B, T, 4C)     fused only: gelu'(fch); bf16 under precision bf16
+  float* out = nullptr;       // (B, T, C)      block output (the next block's x)
 };
 
 class GPT {
