@@ -8,12 +8,13 @@
 
 #include <cmath>
 #include <cstring>
-#include <random>
 #include <string>
 #include <tuple>
 #include <utility>
 
 #include "backend/backend.h"
+#include "op_harness.h"    // test::normal
+#include "test_helpers.h"  // test::has_backend, test::DeviceVectors (tests/engine)
 
 namespace gt {
 namespace {
@@ -30,50 +31,10 @@ float round_bf16(float f) {  // nearest even (no NaN here)
   return widen(uint16_t((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16));
 }
 
-bool has_backend(const std::string& name) {
-  for (const auto& e : registered_backends())
-    if (name == e.name) return true;
-  return false;
-}
-
-/// Device copies of host vectors, freed with the object.
-class DeviceVectors {
- public:
-  explicit DeviceVectors(Backend& be) : be_(be) {}
-  DeviceVectors(const DeviceVectors&) = delete;
-  DeviceVectors& operator=(const DeviceVectors&) = delete;
-  ~DeviceVectors() {
-    for (void* p : bufs_) be_.deallocate(p);
-  }
-  float* up(const std::vector<float>& h) {
-    auto* p = static_cast<float*>(be_.allocate(h.size() * sizeof(float)));
-    be_.copy_to_device(p, h.data(), h.size() * sizeof(float));
-    bufs_.push_back(p);
-    return p;
-  }
-  std::vector<float> down(const float* p, size_t n) {
-    std::vector<float> h(n);
-    be_.copy_to_host(h.data(), p, n * sizeof(float));
-    return h;
-  }
-
- private:
-  Backend& be_;
-  std::vector<void*> bufs_;
-};
-
-std::vector<float> normal(int64_t n, unsigned seed, float sd = 1.0f) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> d(0.0f, sd);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(gen);
-  return v;
-}
-
 class Bf16Classifier : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Bf16Classifier, LogitsTheirGradientAndScaleFollowAFloat64Reference) {
-  if (!has_backend(GetParam())) GTEST_SKIP() << GetParam() << " is not in this build";
+  if (!test::has_backend(GetParam())) GTEST_SKIP() << GetParam() << " is not in this build";
   auto be = make_backend(GetParam());
   be->set_precision(Precision::bf16);
   const int64_t N = 6;
@@ -82,10 +43,10 @@ TEST_P(Bf16Classifier, LogitsTheirGradientAndScaleFollowAFloat64Reference) {
   // V a multiple of 8 (the kernels' 16-byte packs of bf16) and not
   for (const int V : {72, 70}) {
     SCOPED_TRACE("V = " + std::to_string(V));
-    const auto inp = normal(N * C, 1), w = normal(int64_t(V) * C, 2, 0.3f);
+    const auto inp = test::normal(N * C, 1), w = test::normal(int64_t(V) * C, 2, 0.3f);
     std::vector<int32_t> tg(N);
     for (int64_t i = 0; i < N; ++i) tg[i] = int32_t((i * 37 + 5) % V);
-    DeviceVectors dv(*be);
+    test::DeviceVectors dv(*be);
     float* d_inp = dv.up(inp);
     float* d_w = dv.up(w);
     float* d_loss = dv.up(std::vector<float>(N, NAN));
@@ -149,16 +110,16 @@ TEST_P(Bf16Classifier, LogitsTheirGradientAndScaleFollowAFloat64Reference) {
 // K, V as they load them); at a head size the flash kernels do not take (48) the bf16 qkv is
 // widened and gives the results of its widened values.
 TEST(Bf16Qkv, FusedAttentionReadsItInPlaceWithTheResultsOfTheRoundedF32) {
-  if (!has_backend("cuda-emu")) GTEST_SKIP() << "cuda-emu is not in this build";
+  if (!test::has_backend("cuda-emu")) GTEST_SKIP() << "cuda-emu is not in this build";
   auto be = make_backend("cuda-emu");
   be->set_precision(Precision::bf16);
   const int B = 2, T = 70;  // T not a multiple of the 64-row tiles
-  for (const auto [C, NH] :
+  for (const auto& [C, NH] :
        {std::pair{128, 2}, std::pair{128, 4}, std::pair{128, 1}, std::pair{96, 2}}) {
     SCOPED_TRACE("C = " + std::to_string(C) + ", NH = " + std::to_string(NH));
     EXPECT_EQ(be->bf16_qkv(C, NH), C / NH != 48);
     const int64_t N = int64_t(B) * T, n3 = N * 3 * C;
-    std::vector<float> qkv = normal(n3, 7, 0.8f), dout = normal(N * C, 8);
+    std::vector<float> qkv = test::normal(n3, 7, 0.8f), dout = test::normal(N * C, 8);
     std::vector<uint16_t> q16(n3);
     for (int64_t i = 0; i < n3; ++i) {
       qkv[i] = round_bf16(qkv[i]);  // so the widened fallback sees the same values
@@ -166,7 +127,7 @@ TEST(Bf16Qkv, FusedAttentionReadsItInPlaceWithTheResultsOfTheRoundedF32) {
       std::memcpy(&u, &qkv[i], sizeof u);
       q16[i] = uint16_t(u >> 16);
     }
-    DeviceVectors dv(*be);
+    test::DeviceVectors dv(*be);
     float* d_q32 = dv.up(qkv);
     float* d_q16 = dv.up(std::vector<float>(n3 / 2 + 1));
     be->copy_to_device(d_q16, q16.data(), n3 * sizeof(uint16_t));
