@@ -5,6 +5,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -31,6 +32,23 @@ constexpr size_t dtype_size(DType t) {
       return 1;
   }
   return 0;
+}
+
+/// fp32 -> bf16, round to nearest even (NaN stays a quiet NaN), as PyTorch's and oneDNN's
+/// conversion.
+inline uint16_t float_to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+/// bf16 -> fp32 (exact).
+inline float bf16_to_float(uint16_t h) {
+  const uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
 }
 
 /// Lower-case name: "f32", "bf16", "f16", "f8e4m3", "f8e5m2", "i32", "u16".

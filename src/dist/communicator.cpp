@@ -68,21 +68,6 @@ std::vector<size_t> split_evenly(size_t n, int parts) {
   return c;
 }
 
-uint16_t float_to_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // NaN
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-
-float bf16_to_float(uint16_t h) {
-  uint32_t u = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
 void LocalCommunicator::all_reduce(void* buf, size_t count, CommType t, ReduceOp op) {
   ++stats_.collectives;
 }

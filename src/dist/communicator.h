@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.h"
+
 namespace gt::dist {
 
 /// Element types the collectives carry. bf16 travels as 16 bits (the upper half of an fp32,
@@ -106,9 +108,7 @@ class LocalCommunicator final : public Communicator {
 /// is not divisible (chunk r starts at the sum of counts 0..r-1).
 std::vector<size_t> split_evenly(size_t n, int parts);
 
-/// fp32 -> bf16, round to nearest even (NaN stays NaN), as PyTorch's and oneDNN's conversion.
-uint16_t float_to_bf16(float f);
-/// bf16 -> fp32 (exact).
-float bf16_to_float(uint16_t h);
+using gt::bf16_to_float;  // core/dtype.h
+using gt::float_to_bf16;
 
 }  // namespace gt::dist

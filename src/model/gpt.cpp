@@ -475,10 +475,7 @@ std::vector<float> GPT::logits() const {
   }
   std::vector<uint16_t> b(n);
   be_.copy_to_host(b.data(), logits_.data, n * sizeof(uint16_t));
-  for (size_t i = 0; i < n; ++i) {
-    const uint32_t u = uint32_t(b[i]) << 16;  // bf16 -> f32, exactly
-    std::memcpy(&h[i], &u, sizeof(float));
-  }
+  for (size_t i = 0; i < n; ++i) h[i] = bf16_to_float(b[i]);
   return h;
 }
 std::vector<float> GPT::losses() const {

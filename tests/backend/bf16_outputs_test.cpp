@@ -19,17 +19,8 @@
 namespace gt {
 namespace {
 
-float widen(uint16_t h) {
-  const uint32_t u = uint32_t(h) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-float round_bf16(float f) {  // nearest even (no NaN here)
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return widen(uint16_t((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16));
-}
+float widen(uint16_t h) { return bf16_to_float(h); }
+float round_bf16(float f) { return bf16_to_float(float_to_bf16(f)); }  // nearest even
 
 class Bf16Classifier : public ::testing::TestWithParam<std::string> {};
 
@@ -122,10 +113,8 @@ TEST(Bf16Qkv, FusedAttentionReadsItInPlaceWithTheResultsOfTheRoundedF32) {
     std::vector<float> qkv = test::normal(n3, 7, 0.8f), dout = test::normal(N * C, 8);
     std::vector<uint16_t> q16(n3);
     for (int64_t i = 0; i < n3; ++i) {
-      qkv[i] = round_bf16(qkv[i]);  // so the widened fallback sees the same values
-      uint32_t u;
-      std::memcpy(&u, &qkv[i], sizeof u);
-      q16[i] = uint16_t(u >> 16);
+      q16[i] = float_to_bf16(qkv[i]);
+      qkv[i] = bf16_to_float(q16[i]);  // so the widened fallback sees the same values
     }
     test::DeviceVectors dv(*be);
     float* d_q32 = dv.up(qkv);
