@@ -60,9 +60,10 @@ std::vector<Op> step_ops(const Shape& s) {
   product("attention projection", N, C, C, L, f, h * N * C);
   v.push_back({"residual+layernorm forward", L, 0, N * C * 3 * h + 8 * N,
                N * C * (3 * f + h) + 8 * N, false});
-  product("fc product", N, H, C, L, f, h * N * C);
-  v.push_back({"gelu forward (fused, with its derivative)", L, 0, N * H * 2 * h,
-               N * H * (f + 2 * h), false});
+  // c_fc with cuBLASLt's GELU_AUX_BIAS epilogue: the product writes the bf16 GELU output and
+  // the bf16 pre-activation for the backward (no f32 pre-activation, no GELU pass)
+  product("fc product (gelu epilogue)", N, H, C, L, h, h * N * C);
+  v.push_back({"gelu input saved (the epilogue's aux)", L, 0, N * H * h, N * H * h, false});
   product("fc projection", N, C, H, L, f, h * N * H);
   // ---- the head ----
   v.push_back({"layernorm forward (final)", 1, 0, N * C * 2 * h, N * C * (f + h), false});
@@ -76,10 +77,10 @@ std::vector<Op> step_ops(const Shape& s) {
   product("lm head dW product", V, C, N, 1, f, h * N * V + h * N * C);
   // ---- backward (per layer) ----
   v.push_back({"gradient operand copies to bf16", L, 0, 0, N * C * (f + h) * 2, false});
-  product("fc projection dX", N, H, C, L, f, h * N * C);
+  // c_proj's dX with cuBLASLt's DGELU epilogue: times gelu' of the saved input, written bf16
+  product("fc projection dX (dgelu epilogue)", N, H, C, L, h, h * N * C);
   product("fc projection dW", H, C, N, L, f, h * (N * C + N * H));
-  v.push_back(
-      {"gelu backward (product times dgelu)", L, 0, N * H * 2 * h, N * H * (f + h + h), false});
+  v.push_back({"gelu input read (the epilogue's aux)", L, 0, N * H * h, N * H * h, false});
   product("fc dX", N, C, H, L, f, h * N * H);
   product("fc dW", C, H, N, L, f, h * (N * H + N * C));
   v.push_back({"bias gradients (column sums)", L, 0, N * (H + 3 * C + 2 * C) * h,

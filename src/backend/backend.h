@@ -66,6 +66,10 @@ struct ConstDevPtr {
   explicit operator bool() const { return data != nullptr; }
 };
 
+/// What the MLP saves of its GELU for the backward (Backend::matmul_backward_gelu): its
+/// derivative gelu'(pre), or its input pre (the pre-activation).
+enum class GeluSaved { derivative, input };
+
 /// The ops of the table, for Backend::supports() and the op test.
 enum class Op {
   embedding_forward,
@@ -213,8 +217,18 @@ class Backend : public DeviceMemory {
   /// gelu_backward needs the pre-activation. Equals matmul_forward then gelu_forward within
   /// the precision's rounding (the post-op's GELU is oneDNN's, not gelu_forward's). out and
   /// inp: f32 or bf16 (a bf16 out is the f32 result rounded to nearest-even).
-  virtual void matmul_gelu_forward(DevPtr out, ConstDevPtr inp, const float* w, const float* bias,
-                                   int64_t N, int C, int OC) = 0;
+  ///
+  /// pre, when not null, also receives the pre-activation inp @ W + bias (N,OC; f32, or bf16
+  /// rounded to nearest-even), for training: matmul_backward_gelu then takes it with
+  /// GeluSaved::input (llm.c's pre_gelu; on CUDA cuBLASLt's GELU_AUX_BIAS epilogue writes it
+  /// beside out in the same product). out is the GELU of the unrounded pre-activation.
+  virtual void matmul_gelu_forward(DevPtr out, DevPtr pre, ConstDevPtr inp, const float* w,
+                                   const float* bias, int64_t N, int C, int OC) = 0;
+  /// The forward-only form: no pre-activation written.
+  void matmul_gelu_forward(DevPtr out, ConstDevPtr inp, const float* w, const float* bias,
+                           int64_t N, int C, int OC) {
+    matmul_gelu_forward(out, nullptr, inp, w, bias, N, C, OC);
+  }
   /// dinp(N,C) = dout @ W^T (assigned), dw += inp^T @ dout (or its transpose), dbias(OC) +=
   /// column sums of dout (dbias may be null; under bf16 the sums, in f32, are of the
   /// bf16-rounded dout the products use, as in PyTorch's autocast). dout and inp: f32 or bf16
@@ -334,9 +348,28 @@ class Backend : public DeviceMemory {
   /// fused into the dinp product as a oneDNN binary post-op: dinp(N,C) = (dout @ W^T) * dgelu,
   /// with dgelu (N,C) from gelu_forward_fused. dinp, dout, inp, dgelu: f32 or bf16 (a bf16
   /// dinp is written rounded by the product, for the next matmul_backward).
+  ///
+  /// saved says what `gelu` holds: GeluSaved::derivative, gelu' of the pre-activation (from
+  /// gelu_forward_fused: the multiply is the product's post-op); GeluSaved::input, the
+  /// pre-activation itself (from matmul_gelu_forward's pre: dinp = (dout @ W^T) * gelu'(pre),
+  /// gelu' computed in f32 from the saved values; on CUDA cuBLASLt's DGELU epilogue, as
+  /// llm.c's backward). Which the model saves: saves_gelu_input().
   virtual void matmul_backward_gelu(DevPtr dinp, float* dw, float* dbias, ConstDevPtr dout,
-                                    ConstDevPtr inp, const float* w, ConstDevPtr dgelu, int64_t N,
-                                    int C, int OC) = 0;
+                                    ConstDevPtr inp, const float* w, ConstDevPtr gelu,
+                                    GeluSaved saved, int64_t N, int C, int OC) = 0;
+  /// The form with gelu' saved (GeluSaved::derivative).
+  void matmul_backward_gelu(DevPtr dinp, float* dw, float* dbias, ConstDevPtr dout, ConstDevPtr inp,
+                            const float* w, ConstDevPtr dgelu, int64_t N, int C, int OC) {
+    matmul_backward_gelu(dinp, dw, dbias, dout, inp, w, dgelu, GeluSaved::derivative, N, C, OC);
+  }
+  /// Whether the model's MLP should save the GELU's input rather than its derivative for the
+  /// backward (matmul_gelu_forward with pre, matmul_backward_gelu with GeluSaved::input): true
+  /// where the products apply GELU and its derivative in their epilogues (CUDA: the forward
+  /// writes out and pre in one product, no f32 pre-activation and no separate GELU pass;
+  /// the backward reads pre in its product), false where a saved gelu' is the cheaper form
+  /// (the CPU: oneDNN multiplies by it as a binary post-op, and has no post-op for gelu').
+  /// Both forms save one (N,4C) tensor of the activations' type. Default: no.
+  virtual bool saves_gelu_input() const { return false; }
   /// Softmax, cross-entropy and its gradient in one pass that never stores probabilities:
   /// losses(N) = -log softmax(logits)[target]; logits(N,V) is overwritten IN PLACE with
   /// (softmax - onehot(target)) * dloss. logits: f32, or bf16 under bf16 (read exactly, the

@@ -103,15 +103,17 @@ class ProfilingBackend final : public Backend {
     timed("gelu_forward_fused", 0, [&] { in_->gelu_forward_fused(out, dgelu, inp, N); });
   }
   void matmul_backward_gelu(DevPtr dinp, float* dw, float* dbias, ConstDevPtr dout, ConstDevPtr inp,
-                            const float* w, ConstDevPtr dgelu, int64_t N, int C, int OC) override {
+                            const float* w, ConstDevPtr gelu, GeluSaved saved, int64_t N, int C,
+                            int OC) override {
     timed("matmul_backward_gelu", 4.0 * N * C * OC,
-          [&] { in_->matmul_backward_gelu(dinp, dw, dbias, dout, inp, w, dgelu, N, C, OC); });
+          [&] { in_->matmul_backward_gelu(dinp, dw, dbias, dout, inp, w, gelu, saved, N, C, OC); });
   }
-  void matmul_gelu_forward(DevPtr out, ConstDevPtr inp, const float* w, const float* bias,
-                           int64_t N, int C, int OC) override {
+  void matmul_gelu_forward(DevPtr out, DevPtr pre, ConstDevPtr inp, const float* w,
+                           const float* bias, int64_t N, int C, int OC) override {
     timed("matmul_gelu_forward", 2.0 * N * C * OC,
-          [&] { in_->matmul_gelu_forward(out, inp, w, bias, N, C, OC); });
+          [&] { in_->matmul_gelu_forward(out, pre, inp, w, bias, N, C, OC); });
   }
+  bool saves_gelu_input() const override { return in_->saves_gelu_input(); }
   void matmul_backward(float* dinp, float* dw, float* dbias, ConstDevPtr dout, ConstDevPtr inp,
                        const float* w, int64_t N, int C, int OC, bool wt) override {
     timed("matmul_backward", (dinp ? 4.0 : 2.0) * N * C * OC,

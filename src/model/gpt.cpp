@@ -147,10 +147,11 @@ struct Plans {
 };
 
 // act16: product inputs stored as bf16; dgelu16: fch_dgelu stored as bf16 (under bf16);
-// qkv16: qkv stored as bf16 (the qkv product's output, read so by the fused attention).
+// qkv16: qkv stored as bf16 (the qkv product's output, read so by the fused attention);
+// gelu_input: the fc product's epilogue writes the GELU's input into fch_dgelu, so no f32 fch.
 Plans plan_arenas(const GPTConfig& c, int B, Recompute rc, bool fused, bool act16, bool dgelu16,
-                  bool qkv16, const std::vector<ParamSpec>& specs, Arena& params, Arena& grads,
-                  Arena& acts, Arena& scratch) {
+                  bool qkv16, bool gelu_input, const std::vector<ParamSpec>& specs, Arena& params,
+                  Arena& grads, Arena& acts, Arena& scratch) {
   for (auto& s : specs) {
     params.plan(s.name, s.shape);
     grads.plan(s.name, s.shape);
@@ -174,16 +175,19 @@ Plans plan_arenas(const GPTConfig& c, int B, Recompute rc, bool fused, bool act1
   auto plan = [&](const ActSpec& a, const std::string& name) {
     return acts.plan(name, act_shape(a, c, B, fused), type(a));
   };
+  auto used = [&](const ActSpec& a) {
+    return (fused || !a.fused_only) && !(gelu_input && a.f32 == &LA::fch);
+  };
   std::vector<size_t> shared_idx(kNumActs, SIZE_MAX);
   for (size_t k = 0; k < kNumActs; ++k)
-    if ((fused || !kActs[k].fused_only) && is_shared(kActs[k], rc, fused))
+    if (used(kActs[k]) && is_shared(kActs[k], rc, fused))
       shared_idx[k] = plan(kActs[k], fmt::format("shared.{}", kActs[k].name));
   for (int l = 0; l <= c.n_layer; ++l)
     p.resid_idx.push_back(acts.plan(fmt::format("resid.{}", l), {B, T, C}));
   for (int l = 0; l < c.n_layer; ++l) {
     std::vector<size_t> idx(kNumActs);
     for (size_t k = 0; k < kNumActs; ++k)
-      idx[k] = !fused && kActs[k].fused_only ? SIZE_MAX
+      idx[k] = !used(kActs[k]) ? SIZE_MAX
                : shared_idx[k] != SIZE_MAX
                    ? shared_idx[k]
                    : plan(kActs[k], fmt::format("h.{}.{}", l, kActs[k].name));
@@ -319,6 +323,12 @@ int largest_batch_that_fits(const GPTConfig& c, Recompute rc, bool fused, Precis
 static bool qkv_bf16(const GPTConfig& c, bool fused, bool act16, const Backend& be) {
   return act16 && fused && be.bf16_qkv(c.n_embd, c.n_head);
 }
+// Whether the fused MLP keeps fch itself in fch_dgelu (the backend's saves_gelu_input(): the
+// products apply GELU and gelu' in their epilogues) rather than gelu'(fch): only where no
+// policy recomputes the MLP (the recomputation's GELU pass writes gelu'). No f32 fch then.
+static bool gelu_input_saved(Recompute rc, bool fused, const Backend& be) {
+  return fused && rc == Recompute::none && be.saves_gelu_input();
+}
 
 MemoryPlan plan_memory(const GPTConfig& c, int B, Recompute rc, bool fused, Precision prec,
                        const Backend& be) {
@@ -326,7 +336,8 @@ MemoryPlan plan_memory(const GPTConfig& c, int B, Recompute rc, bool fused, Prec
   Arena p("parameters"), g("gradients"), a("activations"), s("scratch");
   auto specs = gpt_param_specs(c);
   const bool bf16 = prec == Precision::bf16;
-  plan_arenas(c, B, rc, fused, bf16, bf16, qkv_bf16(c, fused, bf16, be), specs, p, g, a, s);
+  plan_arenas(c, B, rc, fused, bf16, bf16, qkv_bf16(c, fused, bf16, be),
+              gelu_input_saved(rc, fused, be), specs, p, g, a, s);
   MemoryPlan m;
   m.params_bytes = p.bytes();
   m.grads_bytes = g.bytes();
@@ -403,8 +414,8 @@ GPT::GPT(const GPTConfig& cfg, int max_batch, Recompute rc, Backend& be, bool fu
   acts_ = std::make_unique<Arena>("activations");
   scratch_ = std::make_unique<Arena>("scratch");
   Plans p = plan_arenas(cfg, max_batch, rc, fused, bf16_acts_, planned_bf16_,
-                        qkv_bf16(cfg, fused, bf16_acts_, be), specs_, *params_, *grads_, *acts_,
-                        *scratch_);
+                        qkv_bf16(cfg, fused, bf16_acts_, be), gelu_input_saved(rc, fused, be),
+                        specs_, *params_, *grads_, *acts_, *scratch_);
   params_->allocate(be);
   grads_->allocate(be);
   acts_->allocate(be);
@@ -525,6 +536,8 @@ void GPT::block_forward_fused(int l, int B, int T, bool recomputing) {
                                  w.ln2_b, N, C);
   if (!for_backward_) {  // no backward follows: c_fc and its GELU as one product
     be_.matmul_gelu_forward(L.fch_gelu, L.ln2, w.fc_w, w.fc_b, N, C, 4 * C);  // (N, 4C)
+  } else if (saves_gelu_input() && !recomputing) {  // fch_gelu, and fch itself as fch_dgelu
+    be_.matmul_gelu_forward(L.fch_gelu, L.fch_dgelu, L.ln2, w.fc_w, w.fc_b, N, C, 4 * C);
   } else {  // gelu' too, unless a policy recomputes it in the backward
     be_.matmul_forward(L.fch, L.ln2, w.fc_w, w.fc_b, N, C, 4 * C);  // fch (N, 4C)
     mlp_gelu(L, N * 4 * C, rc_ == Recompute::none || recomputing);  // fch_gelu, fch_dgelu
@@ -641,6 +654,9 @@ void GPT::forward_impl(const int32_t* inputs, const int32_t* targets, int B, int
   if (sl) be_.copy_to_host_async(sl->losses, losses_, sizeof(float) * N);
 }
 
+// gelu_input_saved() of this model.
+bool GPT::saves_gelu_input() const { return gelu_input_saved(rc_, fused_, be_); }
+
 // fch_gelu = gelu(fch), n elements; with fusion on also fch_dgelu = gelu'(fch) if with_dgelu.
 void GPT::mlp_gelu(LayerActivations& L, int64_t n, bool with_dgelu) {
   if (fused_)
@@ -716,7 +732,8 @@ void GPT::block_backward_fused(int l, int B, int T) {
   LayerParams& g = gv_.h[l];
   // MLP: d(fch) = d4C (N, 4C) = (dres @ fcproj_w^T) * gelu'(fch), one product
   be_.matmul_backward_gelu(d4C_, g.fcproj_w, g.fcproj_b, dres_, L.fch_gelu, w.fcproj_w, L.fch_dgelu,
-                           N, 4 * C, C);
+                           saves_gelu_input() ? GeluSaved::input : GeluSaved::derivative, N, 4 * C,
+                           C);
   mlp_input_backward(l, d4C_, N);
   // attention
   be_.matmul_backward(dC_, g.attproj_w, g.attproj_b, dres_, L.atty, w.attproj_w, N, C,

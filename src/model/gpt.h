@@ -124,7 +124,9 @@ struct LayerActivations {
   float* ln2_rstd = nullptr;  // (B, T)         1/std
   float* fch = nullptr;       // (B, T, 4C)     c_fc output (GELU pre-activation)
   DevPtr fch_gelu;            // (B, T, 4C)     gelu(fch); bf16 under bf16 activations
-  DevPtr fch_dgelu;           // (B, T, 4C)     fused only: gelu'(fch); bf16 under precision bf16
+  DevPtr fch_dgelu;           // (B, T, 4C)     fused only: gelu'(fch), or fch itself where the
+                              //                backend saves the GELU's input (CUDA: its products
+                              //                apply gelu'); bf16 under precision bf16
   float* out = nullptr;       // (B, T, C)      block output (the next block's x)
 };
 
@@ -216,6 +218,7 @@ class GPT {
   void recompute_for_backward(int l, int B, int T);
   void check_precision() const;
   void mlp_gelu(LayerActivations& L, int64_t n, bool with_dgelu);
+  bool saves_gelu_input() const;
   void forward_impl(const int32_t* inputs, const int32_t* targets, int B, int T, bool for_backward,
                     float dloss, int slot);
   /// Pinned host buffers of one forward_step micro-batch slot.

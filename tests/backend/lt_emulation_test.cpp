@@ -22,7 +22,7 @@ alignas(256) unsigned char buf[4][4096];
 Call fp8_call() {
   const Gemm g = cuda_plan::forward_fp8(32, 64, 48);
   return Call{g,      LtType::e4m3, LtType::e4m3, LtType::f32, buf[0],     buf[1],
-              buf[2], nullptr,      false,        buf[3],      buf[3] + 16};
+              buf[2], nullptr,      {},           buf[3],      buf[3] + 16};
 }
 
 std::string why(const Call& c) { return refusal(c).why; }
@@ -33,8 +33,7 @@ TEST(LtEmulation, TheBackendsPlansAreAccepted) {
     for (const Gemm& g : {cuda_plan::forward(6, 5, 7, wt), cuda_plan::backward_input(6, 5, 7, wt),
                           cuda_plan::backward_weight(6, 5, 7, wt)}) {
       for (LtType t : {LtType::f32, LtType::bf16, LtType::f16}) {
-        const Call c{g,      t,       t,     LtType::f32, buf[0], buf[1],
-                     buf[2], nullptr, false, nullptr,     nullptr};
+        const Call c{g, t, t, LtType::f32, buf[0], buf[1], buf[2], nullptr, {}, nullptr, nullptr};
         EXPECT_FALSE(refusal(c).refused) << describe(c) << ": " << why(c);
       }
     }
@@ -47,10 +46,43 @@ TEST(LtEmulation, TheBackendsPlansAreAccepted) {
                  buf[1],
                  buf[2],
                  buf[0],
-                 true,
+                 {cuda_plan::LtEpi::gelu},
                  nullptr,
                  nullptr};
   EXPECT_FALSE(refusal(bias_gelu).refused) << why(bias_gelu);
+}
+
+// GELU_AUX_BIAS (the MLP's forward writes gelu and its input) and DGELU (its backward reads
+// the input): an aux matrix of D's type, ld divisible by 8 and >= m (cublasLt.h); DGELU has no
+// bias (DGELU_BGRAD would write one); fp8 with an f32 output has neither.
+TEST(LtEmulation, GeluAuxAndDgeluNeedTheirAuxMatrix) {
+  using cuda_plan::LtEpi;
+  const Gemm fwd = cuda_plan::forward(6, 8, 16, false);  // m = 16 (OC)
+  Call c{fwd,          LtType::bf16, LtType::bf16,
+         LtType::bf16, buf[0],       buf[1],
+         buf[2],       buf[0],       {LtEpi::gelu_aux, buf[3], 16},
+         nullptr,      nullptr};
+  EXPECT_FALSE(refusal(c).refused) << why(c);
+  EXPECT_NE(describe(c).find("gelu_aux+bias (aux ld 16)"), std::string::npos) << describe(c);
+  c.ep.aux = nullptr;
+  EXPECT_NE(why(c).find("without its aux matrix"), std::string::npos) << why(c);
+  c.ep = {LtEpi::gelu_aux, buf[3], 12};
+  EXPECT_NE(why(c).find("not divisible by 8 or below"), std::string::npos) << why(c);
+  c.ep = {LtEpi::gelu_aux, buf[3] + 1, 16};
+  EXPECT_NE(why(c).find("not aligned"), std::string::npos) << why(c);
+  c.ep = {LtEpi::none, buf[3], 16};
+  EXPECT_NE(why(c).find("an aux matrix with the none epilogue"), std::string::npos) << why(c);
+  const Gemm bwd = cuda_plan::backward_input(6, 16, 8, false);  // dinp: m = 16 (C)
+  Call d{bwd,          LtType::bf16, LtType::bf16,
+         LtType::bf16, buf[0],       buf[1],
+         buf[2],       nullptr,      {LtEpi::dgelu, buf[3], 16},
+         nullptr,      nullptr};
+  EXPECT_FALSE(refusal(d).refused) << why(d);
+  d.bias = buf[0];
+  EXPECT_NE(why(d).find("DGELU with a bias"), std::string::npos) << why(d);
+  Call f = fp8_call();
+  f.ep = {LtEpi::gelu_aux, buf[3], f.g.m};
+  EXPECT_TRUE(refusal(f).epilogue_only) << why(f);
 }
 
 TEST(LtEmulation, Fp8OutsideTheTnLayoutIsRefused) {
@@ -85,7 +117,7 @@ TEST(LtEmulation, Fp8SizesAndTypesCuBlasLtHasNoKernelForAreRefused) {
 
 TEST(LtEmulation, EpiloguesFp8HasNotAreRefusedAsEpiloguesOnly) {
   Call c = fp8_call();
-  c.gelu = true;
+  c.ep.kind = cuda_plan::LtEpi::gelu;
   EXPECT_TRUE(refusal(c).refused);
   EXPECT_TRUE(refusal(c).epilogue_only) << "the caller may apply the GELU itself";
   c = fp8_call();
@@ -105,7 +137,7 @@ TEST(LtEmulation, PointersLessAlignedThanTheirTypeOrThePlanAreRefused) {
          buf[1],
          buf[2],
          nullptr,
-         false,
+         {},
          nullptr,
          nullptr};
   EXPECT_NE(why(f).find("A at"), std::string::npos) << "a float at 2 bytes: " << why(f);
@@ -125,7 +157,7 @@ TEST(LtEmulation, MixedTypesAndBadLeadingDimensionsAreRefused) {
          buf[1],
          buf[2],
          nullptr,
-         false,
+         {},
          nullptr,
          nullptr};
   EXPECT_NE(why(c).find("two types"), std::string::npos) << why(c);

@@ -248,10 +248,22 @@ class CpuBackend final : public HostMemoryBackend {
     forward_product(out.data, inp, w, bias, N, C, OC, w_transposed,
                     {.c_bf16 = as16(out) != nullptr});
   }
-  void matmul_gelu_forward(DevPtr out, ConstDevPtr inp, const float* w, const float* bias,
-                           int64_t N, int C, int OC) override {
-    forward_product(out.data, inp, w, bias, N, C, OC, false,
-                    {.gelu = true, .c_bf16 = as16(out) != nullptr});
+  /// With pre (the training form, which the model asks only of backends whose
+  /// saves_gelu_input() is true, not of this one): the product and its bias into an f32
+  /// buffer allocated per call, then its GELU into out and its copy (rounded when bf16) into
+  /// pre. Correct, not fast: here gelu' is the form to save (a oneDNN binary post-op).
+  void matmul_gelu_forward(DevPtr out, DevPtr pre, ConstDevPtr inp, const float* w,
+                           const float* bias, int64_t N, int C, int OC) override {
+    if (!pre)
+      return forward_product(out.data, inp, w, bias, N, C, OC, false,
+                             {.gelu = true, .c_bf16 = as16(out) != nullptr});
+    std::vector<float> t(static_cast<size_t>(N * OC));
+    forward_product(t.data(), inp, w, bias, N, C, OC, false, {});
+    gelu_forward(out, t.data(), N * OC);
+    if (uint16_t* p16 = as16(pre))
+      cpu::store_bf16(p16, t.data(), N * OC);
+    else
+      std::memcpy(pre.f32(), t.data(), t.size() * sizeof(float));
   }
   /// out = inp @ W + bias with `post` applied, the operands in the current precision.
   void forward_product(void* out, ConstDevPtr inp, const float* w, const float* bias, int64_t N,
@@ -301,9 +313,20 @@ class CpuBackend final : public HostMemoryBackend {
                        const float* w, int64_t N, int C, int OC, bool w_transposed) override {
     matmul_backward_impl(dinp, dw, dbias, dout, inp, w, nullptr, N, C, OC, w_transposed);
   }
+  /// GeluSaved::input (not what the model saves here: saves_gelu_input() is false): gelu' of
+  /// the saved pre-activation into an f32 buffer allocated per call, then as with gelu' saved.
   void matmul_backward_gelu(DevPtr dinp, float* dw, float* dbias, ConstDevPtr dout, ConstDevPtr inp,
-                            const float* w, ConstDevPtr dgelu, int64_t N, int C, int OC) override {
-    matmul_backward_impl(dinp, dw, dbias, dout, inp, w, dgelu, N, C, OC, false);
+                            const float* w, ConstDevPtr gelu, GeluSaved saved, int64_t N, int C,
+                            int OC) override {
+    if (saved == GeluSaved::derivative)
+      return matmul_backward_impl(dinp, dw, dbias, dout, inp, w, gelu, N, C, OC, false);
+    std::vector<float> dg(static_cast<size_t>(N * C));
+    const uint16_t* g16 = as16(gelu);
+    parallel_chunks(N * C, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i)
+        dg[i] = cpu::gelu_grad(g16 ? cpu::bf16_to_float(g16[i]) : gelu.f32()[i]);
+    });
+    matmul_backward_impl(dinp, dw, dbias, dout, inp, w, ConstDevPtr(dg.data()), N, C, OC, false);
   }
   /// dgelu: when set, dinp = (dout @ W^T) * dgelu (binary post-op, f32 or bf16); a bf16 dinp
   /// is written rounded by the product.

@@ -11,9 +11,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/lt_emulation.h"
@@ -154,15 +157,17 @@ class CudaRuntime {
   }
 
   /// D (m x n, column-major, type td) = op(A) op(B) + beta D through cuBLASLt, fp32
-  /// accumulation, with the bias (length m; type of D) and/or GELU epilogue. The plan of each
+  /// accumulation, with the bias (length m; type of D) and/or a GELU epilogue (host_plan.h's
+  /// LtEpilogue: GELU, GELU with its input written to aux, or DGELU reading aux). The plan of each
   /// distinct call (sizes, layouts, types, epilogue, alignments) is made once: descriptors
   /// and the heuristic's algorithm are kept, and a call only points the plan at its bias and
   /// scale pointers. Split-K is allowed with every reduction scheme cuBLASLt has: each keeps
   /// the order of the partial sums fixed (cublasLt.h, cublasLtReductionScheme_t), so results
   /// are the same run to run. With may_fail, returns false when cuBLASLt has no algorithm for
-  /// the epilogue (the caller then applies it itself); otherwise that is an error.
+  /// the epilogue, or refuses a GELU epilogue's call as not supported or invalid (nothing is
+  /// written; the caller then applies it itself); otherwise that is an error.
   bool product(const cuda_plan::Gemm& g, LtOperand A, LtOperand B, void* Dp, LtType td,
-               const void* bias, bool gelu, bool may_fail = false) {
+               const void* bias, cuda_plan::LtEpilogue ep, bool may_fail = false) {
     const uint32_t al_a = g.align_a ? g.align_a : cuda_plan::alignment_of(A.p);
     const uint32_t al_b = g.align_b ? g.align_b : cuda_plan::alignment_of(B.p);
     const uint32_t al_d = g.align_d ? g.align_d : cuda_plan::alignment_of(Dp);
@@ -179,27 +184,34 @@ class CudaRuntime {
                       B.type,
                       td,
                       bias != nullptr,
-                      gelu,
+                      ep.kind,
+                      ep.ld,
                       A.scale != nullptr,
                       B.scale != nullptr,
                       al_a,
                       al_b,
                       al_d,
-                      bias ? cuda_plan::alignment_of(bias) : 0u};
+                      bias ? cuda_plan::alignment_of(bias) : 0u,
+                      ep.aux ? cuda_plan::alignment_of(ep.aux) : 0u};
     auto it = plans_.find(key);
-    if (it == plans_.end()) it = plans_.emplace(key, make_plan(key, bias, A.scale, B.scale)).first;
+    if (it == plans_.end())
+      it = plans_.emplace(key, make_plan(key, bias, ep.aux, A.scale, B.scale)).first;
     Plan& p = it->second;
     if (!p.found) {
       if (may_fail) return false;
       throw Error(fmt::format(
           "cuBLASLt has no algorithm for the product ({} x {} x {}, transa {}, transb {}, "
-          "epilogue bias {} gelu {}): {}",
-          g.m, g.n, g.k, g.ta, g.tb, bias != nullptr, gelu, p.why));
+          "epilogue bias {} {}): {}",
+          g.m, g.n, g.k, g.ta, g.tb, bias != nullptr, cuda_plan::epi_name(ep.kind), p.why));
     }
     if (bias)
       lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                               sizeof(bias)),
                "set BIAS_POINTER");
+    if (ep.aux)
+      lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                              &ep.aux, sizeof(ep.aux)),
+               "set EPILOGUE_AUX_POINTER");
     if (A.scale)  // fp8: the dequantization factors (cuBLASLt docs, "FP8 scaling")
       lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &A.scale,
                                               sizeof(A.scale)),
@@ -212,10 +224,18 @@ class CudaRuntime {
     const cublasStatus_t st =
         cublasLtMatmul(lt_, p.op, &alpha, A.p, p.la, B.p, p.lb, &beta, Dp, p.ld, Dp, p.ld, &p.algo,
                        workspace_, kWorkspaceBytes, stream_);
+    if (st != CUBLAS_STATUS_SUCCESS && may_fail && ep.kind != cuda_plan::LtEpi::none &&
+        (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE)) {
+      // the epilogue refused at the call, not by the heuristic: nothing was written; the
+      // caller applies it itself, now and at every later call of this plan
+      p.found = false;
+      p.why = cublasLtGetStatusString(st);
+      return false;
+    }
     if (st != CUBLAS_STATUS_SUCCESS)  // the product named, as the emulated cuBLASLt logs it
       throw Error(fmt::format(
           "cuBLASLt: cublasLtMatmul failed: {} ({})", cublasLtGetStatusString(st),
-          cuda_lt::describe({g, A.type, B.type, td, A.p, B.p, Dp, bias, gelu, A.scale, B.scale})));
+          cuda_lt::describe({g, A.type, B.type, td, A.p, B.p, Dp, bias, ep, A.scale, B.scale})));
     return true;
   }
 
@@ -226,12 +246,16 @@ class CudaRuntime {
     bool ta, tb;
     float beta;
     LtType a, b, d;
-    bool bias, gelu, scale_a, scale_b;
+    bool bias;
+    cuda_plan::LtEpi ep;
+    int64_t ld_aux;
+    bool scale_a, scale_b;
     uint32_t al_a, al_b, al_d;
     uint32_t al_bias;  // the heuristic saw a bias pointer so aligned (0: no bias)
+    uint32_t al_aux;   // ... and an aux matrix so aligned (0: none)
     auto tie() const {
-      return std::tie(m, n, k, lda, ldb, ldd, ta, tb, beta, a, b, d, bias, gelu, scale_a, scale_b,
-                      al_a, al_b, al_d, al_bias);
+      return std::tie(m, n, k, lda, ldb, ldd, ta, tb, beta, a, b, d, bias, ep, ld_aux, scale_a,
+                      scale_b, al_a, al_b, al_d, al_bias, al_aux);
     }
     bool operator<(const PlanKey& o) const { return tie() < o.tie(); }
   };
@@ -245,7 +269,8 @@ class CudaRuntime {
   };
   /// The plan of k; the heuristic sees the first call's bias and scale pointers (device
   /// memory, as every later call's), not stand-ins.
-  Plan make_plan(const PlanKey& k, const void* bias, const float* scale_a, const float* scale_b) {
+  Plan make_plan(const PlanKey& k, const void* bias, const void* aux, const float* scale_a,
+                 const float* scale_b) {
     Plan p;
     lt_check(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "MatmulDescCreate");
     const cublasOperation_t ta = k.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -254,15 +279,17 @@ class CudaRuntime {
              "set TRANSA");
     lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)),
              "set TRANSB");
-    cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_DEFAULT;
-    if (k.bias && k.gelu)
-      ep = CUBLASLT_EPILOGUE_GELU_BIAS;
-    else if (k.bias)
-      ep = CUBLASLT_EPILOGUE_BIAS;
-    else if (k.gelu)
-      ep = CUBLASLT_EPILOGUE_GELU;
+    const cublasLtEpilogue_t ep = epilogue(k.ep, k.bias);
     lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof(ep)),
              "set EPILOGUE");
+    if (aux) {  // GELU_AUX / DGELU: the aux matrix, D's type (the default aux data type)
+      lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &k.ld_aux,
+                                              sizeof(k.ld_aux)),
+               "set EPILOGUE_AUX_LD");
+      lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
+                                              sizeof(aux)),
+               "set EPILOGUE_AUX_POINTER");
+    }
     // the pointers of this plan's first call (every call sets its own)
     if (k.bias)
       lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
@@ -309,6 +336,20 @@ class CudaRuntime {
     else
       p.why = cublasLtGetStatusString(hs);
     return p;
+  }
+  /// cuBLASLt's epilogue for kind e with or without a bias (cublasLt.h, cublasLtEpilogue_t).
+  static cublasLtEpilogue_t epilogue(cuda_plan::LtEpi e, bool bias) {
+    switch (e) {
+      case cuda_plan::LtEpi::gelu:
+        return bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+      case cuda_plan::LtEpi::gelu_aux:
+        return bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+      case cuda_plan::LtEpi::dgelu:
+        return CUBLASLT_EPILOGUE_DGELU;  // with no bias (refused before)
+      case cuda_plan::LtEpi::none:
+        break;
+    }
+    return bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
   }
   void destroy_plans() {
     for (auto& [k, p] : plans_) {

@@ -211,38 +211,49 @@ class CudaBackendT final : public Backend {
     const LtOperand W = weight_operand(w, int64_t(C) * OC), X = operand(act_a_, inp, N * C);
     const void* b = bias && o16 ? weight_operand(bias, OC).p : bias;
     product(g, pick(g.a, W, X, {}), pick(g.b, W, X, {}), out.data, o16 ? LtType::bf16 : LtType::f32,
-            b, false);
+            b, {});
   }
   /// The GELU is cuBLASLt's epilogue (tanh form) under 16-bit precisions; under fp32 the own
   /// bias+GELU kernel follows a plain product, so fp32 stays within fp32 rounding of the
   /// reference's GELU.
-  void matmul_gelu_forward(DevPtr out, ConstDevPtr inp, const float* w, const float* bias,
-                           int64_t N, int C, int OC) override {
+  /// With pre (training): under 16-bit precisions cuBLASLt's GELU_AUX_BIAS epilogue writes
+  /// out and the pre-activation in one product (pre of out's type), as llm.c's forward; else
+  /// (fp32, fp8, or no algorithm) the own bias+GELU kernel writes both from an f32 product.
+  void matmul_gelu_forward(DevPtr out, DevPtr pre, ConstDevPtr inp, const float* w,
+                           const float* bias, int64_t N, int C, int OC) override {
     uint16_t* o16 = as16(out);
     float* prod = prod_.template as<float>(N * OC);
-    if (fp8_forward(prod, inp, w, N, C, OC, false)) {
-      K::bias_gelu(rt_.stream(), f32_or_null(out), o16, prod, bias, N, OC);
-      return;
-    }
+    auto own_epilogue = [&] {
+      K::bias_gelu(rt_.stream(), f32_or_null(out), o16, f32_or_null(pre), as16(pre), prod, bias, N,
+                   OC);
+    };
+    if (fp8_forward(prod, inp, w, N, C, OC, false)) return own_epilogue();
     const auto g = cuda_plan::forward(N, C, OC, false);
     const LtOperand W = weight_operand(w, int64_t(C) * OC), X = operand(act_a_, inp, N * C);
-    if (prec_ != Precision::fp32) {
+    if (prec_ != Precision::fp32 && (!pre || pre.dtype == out.dtype)) {
       // the bias has the output's type (cuBLASLt: CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE)
       const void* b = bias && o16 ? weight_operand(bias, OC).p : bias;
-      if (product(g, W, X, out.data, o16 ? LtType::bf16 : LtType::f32, b, true, /*may_fail=*/true))
+      const cuda_plan::LtEpilogue ep =
+          pre ? cuda_plan::LtEpilogue{cuda_plan::LtEpi::gelu_aux, pre.data, OC}
+              : cuda_plan::LtEpilogue{cuda_plan::LtEpi::gelu};
+      if (product(g, W, X, out.data, o16 ? LtType::bf16 : LtType::f32, b, ep, /*may_fail=*/true))
         return;
     }
-    product(g, W, X, prod, LtType::f32, nullptr, false);
-    K::bias_gelu(rt_.stream(), f32_or_null(out), o16, prod, bias, N, OC);
+    product(g, W, X, prod, LtType::f32, nullptr, {});
+    own_epilogue();
   }
   void matmul_backward(float* dinp, float* dw, float* dbias, ConstDevPtr dout, ConstDevPtr inp,
                        const float* w, int64_t N, int C, int OC, bool w_transposed) override {
     backward_products(dinp, dw, dbias, dout, inp, w, {}, N, C, OC, w_transposed);
   }
   void matmul_backward_gelu(DevPtr dinp, float* dw, float* dbias, ConstDevPtr dout, ConstDevPtr inp,
-                            const float* w, ConstDevPtr dgelu, int64_t N, int C, int OC) override {
-    backward_products(dinp, dw, dbias, dout, inp, w, dgelu, N, C, OC, false);
+                            const float* w, ConstDevPtr gelu, GeluSaved saved, int64_t N, int C,
+                            int OC) override {
+    backward_products(dinp, dw, dbias, dout, inp, w, {gelu, saved}, N, C, OC, false);
   }
+  /// The MLP saves the GELU's input: the products apply GELU and gelu' in their epilogues
+  /// (cuBLASLt's GELU_AUX_BIAS and DGELU), as llm.c's forward and backward do on Hopper.
+  bool saves_gelu_input() const override { return true; }
 
   // ---- attention ----------------------------------------------------------------------
   void attention_forward(DevPtr out, float* att, const float* qkv, int B, int T, int C,
@@ -568,26 +579,39 @@ class CudaBackendT final : public Backend {
     return r == cuda_plan::Role::weight ? w : r == cuda_plan::Role::input ? x : d;
   }
 
-  /// dinp (assigned; times dgelu when given), dw += inp^T dout, dbias += column sums of dout
-  /// (under bf16 of the rounded dout the products use, as the CPU backend).
+  /// What matmul_backward_gelu's dinp is multiplied by: nothing (gelu null), gelu itself
+  /// (GeluSaved::derivative), or gelu' of it (GeluSaved::input).
+  struct SavedGelu {
+    ConstDevPtr gelu;
+    GeluSaved saved = GeluSaved::derivative;
+  };
+  /// dinp (assigned; times gelu' when given), dw += inp^T dout, dbias += column sums of dout
+  /// (under bf16 of the rounded dout the products use, as the CPU backend). With the GELU's
+  /// input saved, under 16-bit precisions, cuBLASLt's DGELU epilogue multiplies in the
+  /// product (aux: the input, of dinp's type), as llm.c's backward.
   void backward_products(DevPtr dinp, float* dw, float* dbias, ConstDevPtr dout, ConstDevPtr inp,
-                         const float* w, ConstDevPtr dgelu, int64_t N, int C, int OC, bool wt) {
-    if (fp8_backward(dinp, dw, dbias, dout, inp, w, dgelu, N, C, OC, wt)) return;
+                         const float* w, SavedGelu gelu, int64_t N, int C, int OC, bool wt) {
+    if (fp8_backward(dinp, dw, dbias, dout, inp, w, gelu, N, C, OC, wt)) return;
     const LtOperand D = operand(act_a_, dout, N * OC);
     const LtOperand X = operand(act_b_, inp, N * C);
     if (dinp) {
       const LtOperand W = weight_operand(w, int64_t(C) * OC);
       const auto g = cuda_plan::backward_input(N, C, OC, wt);
-      if (!dgelu && !dinp.bf16()) {
-        product(g, pick(g.a, W, X, D), pick(g.b, W, X, D), dinp.f32(), LtType::f32, nullptr, false);
-      } else {
+      const LtOperand A = pick(g.a, W, X, D), B = pick(g.b, W, X, D);
+      const LtType td = dinp.bf16() ? LtType::bf16 : LtType::f32;
+      if (!gelu.gelu && !dinp.bf16()) {
+        product(g, A, B, dinp.f32(), LtType::f32, nullptr, {});
+      } else if (!(gelu.gelu && gelu.saved == GeluSaved::input && prec_ != Precision::fp32 &&
+                   gelu.gelu.dtype == dinp.dtype &&
+                   product(g, A, B, dinp.data, td, nullptr,
+                           {cuda_plan::LtEpi::dgelu, gelu.gelu.data, C}, /*may_fail=*/true))) {
         float* prod = prod_.template as<float>(N * C);
-        product(g, pick(g.a, W, X, D), pick(g.b, W, X, D), prod, LtType::f32, nullptr, false);
-        finish_dinp(dinp, prod, dgelu, N * C);
+        product(g, A, B, prod, LtType::f32, nullptr, {});
+        finish_dinp(dinp, prod, gelu, N * C);
       }
     }
     const auto g = cuda_plan::backward_weight(N, C, OC, wt);
-    product(g, pick(g.a, {}, X, D), pick(g.b, {}, X, D), dw, LtType::f32, nullptr, false);
+    product(g, pick(g.a, {}, X, D), pick(g.b, {}, X, D), dw, LtType::f32, nullptr, {});
     if (dbias) {
       float* partial = partial_.template as<float>(K::column_partial_floats(N, OC));
       if (prec_ == Precision::bf16)
@@ -598,12 +622,12 @@ class CudaBackendT final : public Backend {
     }
   }
 
-  /// dinp = prod (times dgelu when given), f32 or bf16.
-  void finish_dinp(DevPtr dinp, const float* prod, ConstDevPtr dgelu, int64_t n) {
-    if (dgelu) {
-      const uint16_t* g16 = as16(dgelu);
-      K::mul(rt_.stream(), f32_or_null(dinp), as16(dinp), prod, g16 ? nullptr : dgelu.f32(), g16,
-             n);
+  /// dinp = prod (times gelu' when given), f32 or bf16.
+  void finish_dinp(DevPtr dinp, const float* prod, SavedGelu gelu, int64_t n) {
+    if (gelu.gelu) {
+      const uint16_t* g16 = as16(gelu.gelu);
+      K::mul(rt_.stream(), f32_or_null(dinp), as16(dinp), prod, g16 ? nullptr : gelu.gelu.f32(),
+             g16, n, gelu.saved == GeluSaved::input);
     } else {
       K::round16(rt_.stream(), as16(dinp), prod, n, true);
     }
@@ -674,11 +698,11 @@ class CudaBackendT final : public Backend {
     // A = W^T (OC,C): w (C,OC) transposed
     const LtOperand W = fp8_operand(w, C, OC, true, false, kWeightFwd, w);
     const LtOperand X = fp8_operand(f32(inp), N, C, false, false, kInput, w);
-    product(cuda_plan::forward_fp8(N, C, OC), W, X, out, LtType::f32, nullptr, false);
+    product(cuda_plan::forward_fp8(N, C, OC), W, X, out, LtType::f32, nullptr, {});
     return true;
   }
   bool fp8_backward(DevPtr dinp, float* dw, float* dbias, ConstDevPtr dout, ConstDevPtr inp,
-                    const float* w, ConstDevPtr dgelu, int64_t N, int C, int OC, bool wt) {
+                    const float* w, SavedGelu gelu, int64_t N, int C, int OC, bool wt) {
     if (prec_ != Precision::fp8 || wt || !cuda_plan::fp8_sizes_ok(N, C, OC)) return false;
     const float* d = f32(dout);
     const auto [G, GT] = fp8_gradient_operands(d, N, OC, w);  // dout (N,OC), dout^T (OC,N)
@@ -686,13 +710,13 @@ class CudaBackendT final : public Backend {
       // A = W (C,OC): w itself
       const LtOperand W = fp8_operand(w, C, OC, false, false, kWeightBwd, w);
       const auto g = cuda_plan::backward_input_fp8(N, C, OC);
-      float* prod = dgelu || dinp.bf16() ? prod_.template as<float>(N * C) : dinp.f32();
-      product(g, W, G, prod, LtType::f32, nullptr, false);
-      if (prod != dinp.f32()) finish_dinp(dinp, prod, dgelu, N * C);
+      float* prod = gelu.gelu || dinp.bf16() ? prod_.template as<float>(N * C) : dinp.f32();
+      product(g, W, G, prod, LtType::f32, nullptr, {});
+      if (prod != dinp.f32()) finish_dinp(dinp, prod, gelu, N * C);
     }
     const LtOperand XT = fp8_operand(f32(inp), N, C, true, false, kInputT, w);  // inp^T (C,N)
     const auto g = cuda_plan::backward_weight_fp8(N, C, OC, wt);
-    product(g, pick(g.a, {}, XT, GT), pick(g.b, {}, XT, GT), dw, LtType::f32, nullptr, false);
+    product(g, pick(g.a, {}, XT, GT), pick(g.b, {}, XT, GT), dw, LtType::f32, nullptr, {});
     if (dbias) {
       float* partial = partial_.template as<float>(K::column_partial_floats(N, OC));
       K::column_sums(rt_.stream(), dbias, d, nullptr, N, OC, partial);
@@ -703,8 +727,8 @@ class CudaBackendT final : public Backend {
   /// D (m x n, column-major, type td) = op(A) op(B) + beta D, the runtime's product (cuBLASLt
   /// on the GPU); with may_fail, false when it has no algorithm for the epilogue.
   bool product(const cuda_plan::Gemm& g, LtOperand A, LtOperand B, void* Dp, LtType td,
-               const void* bias, bool gelu, bool may_fail = false) {
-    return rt_.product(g, A, B, Dp, td, bias, gelu, may_fail);
+               const void* bias, cuda_plan::LtEpilogue ep, bool may_fail = false) {
+    return rt_.product(g, A, B, Dp, td, bias, ep, may_fail);
   }
 
   struct WeightCopy {

@@ -104,13 +104,14 @@ class HostRuntime {
     }
   }
 
-  /// D = op(A) op(B) + beta D (column-major, g), the bias (length m, D's type) and GELU
-  /// applied as cuBLASLt's epilogues; D f32 or bf16 (rounded to nearest even). Refused as
-  /// cuBLASLt refuses (lt_emulation.h); with may_fail, an epilogue it has no algorithm for
-  /// returns false. Runs on the stream, as cublasLtMatmul does.
+  /// D = op(A) op(B) + beta D (column-major, g), the bias (length m, D's type) and the GELU
+  /// epilogues (host_plan.h's LtEpi) applied as cuBLASLt's; D and the aux matrix f32 or bf16
+  /// (rounded to nearest even). Refused as cuBLASLt refuses (lt_emulation.h); with may_fail,
+  /// an epilogue it has no algorithm for returns false. Runs on the stream, as
+  /// cublasLtMatmul does.
   bool product(const cuda_plan::Gemm& g, LtOperand A, LtOperand B, void* D, LtType td,
-               const void* bias, bool gelu, bool may_fail) {
-    const cuda_lt::Call call{g, A.type, B.type, td, A.p, B.p, D, bias, gelu, A.scale, B.scale};
+               const void* bias, cuda_plan::LtEpilogue ep, bool may_fail) {
+    const cuda_lt::Call call{g, A.type, B.type, td, A.p, B.p, D, bias, ep, A.scale, B.scale};
     cuda_lt::record(call);
     if (const cuda_lt::Refusal r = cuda_lt::refusal(call); r.refused) {
       if (may_fail && r.epilogue_only) return false;
@@ -118,13 +119,13 @@ class HostRuntime {
                               cuda_lt::describe(call), r.why));
     }
     simt::enqueue_task(stream_, "cublasLtMatmul (emulated)",
-                       [g, A, B, D, td, bias, gelu] { run_product(g, A, B, D, td, bias, gelu); });
+                       [g, A, B, D, td, bias, ep] { run_product(g, A, B, D, td, bias, ep); });
     return true;
   }
 
  private:
   static void run_product(const cuda_plan::Gemm& g, LtOperand A, LtOperand B, void* D, LtType td,
-                          const void* bias, bool gelu) {
+                          const void* bias, cuda_plan::LtEpilogue ep) {
     // op(A) as (m x k) and op(B) as (k x n), decoded once, then one dot product per element
     // a column-major (rows x cols) matrix spans (cols - 1) * ld + rows elements
     const int64_t a_elems = ((g.ta ? g.m : g.k) - 1) * g.lda + (g.ta ? g.k : g.m);
@@ -151,7 +152,25 @@ class HostRuntime {
             s += g.beta * (td == LtType::bf16 ? m::bf16_to_float(static_cast<const uint16_t*>(D)[d])
                                               : static_cast<const float*>(D)[d]);
           if (bias) s += bias_f[i];
-          if (gelu) s = m::gelu(s);
+          const int64_t ax = i + j * ep.ld;  // the aux matrix's element
+          switch (ep.kind) {
+            case cuda_plan::LtEpi::none:
+              break;
+            case cuda_plan::LtEpi::gelu_aux:
+              if (td == LtType::bf16)
+                static_cast<uint16_t*>(const_cast<void*>(ep.aux))[ax] = m::to_bf16(s);
+              else
+                static_cast<float*>(const_cast<void*>(ep.aux))[ax] = s;
+              [[fallthrough]];
+            case cuda_plan::LtEpi::gelu:
+              s = m::gelu(s);
+              break;
+            case cuda_plan::LtEpi::dgelu:
+              s *= m::gelu_grad(td == LtType::bf16
+                                    ? m::bf16_to_float(static_cast<const uint16_t*>(ep.aux)[ax])
+                                    : static_cast<const float*>(ep.aux)[ax]);
+              break;
+          }
           if (td == LtType::bf16)
             static_cast<uint16_t*>(D)[d] = m::to_bf16(s);
           else

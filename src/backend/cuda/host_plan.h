@@ -36,6 +36,27 @@ inline const char* lt_name(LtType t) {
   }
 }
 
+/// The epilogue of a product beyond its bias (cublasLtEpilogue_t), x being the product plus
+/// the bias: none (D = x); gelu (D = gelu(x): CUBLASLT_EPILOGUE_GELU[_BIAS]); gelu_aux
+/// (D = gelu(x), and x written to the aux matrix: GELU_AUX[_BIAS]); dgelu (D = x * gelu'(aux),
+/// the aux matrix read: DGELU; no bias, which DGELU_BGRAD would make a bias gradient).
+enum class LtEpi { none, gelu, gelu_aux, dgelu };
+/// "none", "gelu", "gelu_aux", "dgelu".
+inline const char* epi_name(LtEpi e) {
+  return e == LtEpi::none       ? "none"
+         : e == LtEpi::gelu     ? "gelu"
+         : e == LtEpi::gelu_aux ? "gelu_aux"
+                                : "dgelu";
+}
+/// A product's epilogue: the kind, and for gelu_aux and dgelu the aux matrix (m x n,
+/// column-major, leading dimension ld in elements, D's type: cublasLt.h,
+/// CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, _AUX_LD and _AUX_DATA_TYPE).
+struct LtEpilogue {
+  LtEpi kind = LtEpi::none;
+  const void* aux = nullptr;
+  int64_t ld = 0;
+};
+
 /// The tensors a product reads: the weight, the activation input (inp) and the gradient of
 /// the output (dout).
 enum class Role { weight, input, grad };

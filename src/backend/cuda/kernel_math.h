@@ -264,10 +264,13 @@ GT_HD void gelu_forward_fused_elem(int64_t i, float* out32, uint16_t* out16, flo
   if (g32 || g16) store(g32, g16, i, gelu_grad(x));
 }
 /// Bias and GELU applied to a product (the epilogue, when cuBLASLt has none for the types):
-/// out[i] = gelu(prod[i] + bias[i % OC]) (bias may be null).
-GT_HD void bias_gelu_elem(int64_t i, float* out32, uint16_t* out16, const float* prod,
-                          const float* bias, int OC) {
-  store(out32, out16, i, gelu(prod[i] + (bias ? bias[i % OC] : 0.f)));
+/// out[i] = gelu(x), x = prod[i] + bias[i % OC] (bias may be null); pre[i] = x when (p32, p16)
+/// is not (null, null) (cuBLASLt's GELU_AUX_BIAS: the GELU's input, for the backward).
+GT_HD void bias_gelu_elem(int64_t i, float* out32, uint16_t* out16, float* p32, uint16_t* p16,
+                          const float* prod, const float* bias, int OC) {
+  const float x = prod[i] + (bias ? bias[i % OC] : 0.f);
+  store(out32, out16, i, gelu(x));
+  if (p32 || p16) store(p32, p16, i, x);
 }
 /// out(N,OC) element i += bias[i % OC] (the bias of a product that had no epilogue).
 GT_HD void bias_add_elem(int64_t i, float* out, const float* bias, int OC) {
@@ -277,6 +280,12 @@ GT_HD void bias_add_elem(int64_t i, float* out, const float* bias, int OC) {
 GT_HD void mul_elem(int64_t i, float* out32, uint16_t* out16, const float* prod, const float* g32,
                     const uint16_t* g16) {
   store(out32, out16, i, prod[i] * load(g32, g16, i));
+}
+/// out[i] = prod[i] * gelu'(pre[i]): the GELU backward from its saved input (cuBLASLt's DGELU
+/// epilogue, when it has none for the types).
+GT_HD void mul_gelu_grad_elem(int64_t i, float* out32, uint16_t* out16, const float* prod,
+                              const float* p32, const uint16_t* p16) {
+  store(out32, out16, i, prod[i] * gelu_grad(load(p32, p16, i)));
 }
 GT_HD void residual_elem(int64_t i, float* out, const float* a, const float* b) {
   out[i] = a[i] + b[i];

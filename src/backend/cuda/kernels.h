@@ -57,10 +57,12 @@ struct AdamChunk {
                             const float* dout, int64_t n);                                         \
   static void gelu_forward_fused(Stream s, float* o32, uint16_t* o16, float* g32, uint16_t* g16,   \
                                  const float* inp, int64_t n);                                     \
-  static void bias_gelu(Stream s, float* o32, uint16_t* o16, const float* prod, const float* bias, \
-                        int64_t N, int OC);                                                        \
+  /* out = gelu(prod + bias); pre (p32/p16, may be null) = prod + bias (the GELU's input) */       \
+  static void bias_gelu(Stream s, float* o32, uint16_t* o16, float* p32, uint16_t* p16,            \
+                        const float* prod, const float* bias, int64_t N, int OC);                  \
+  /* out = prod * g (g: gelu' saved), or prod * gelu'(g) (g: the GELU's input, from_input) */      \
   static void mul(Stream s, float* o32, uint16_t* o16, const float* prod, const float* g32,        \
-                  const uint16_t* g16, int64_t n);                                                 \
+                  const uint16_t* g16, int64_t n, bool from_input);                                \
   static void residual(Stream s, float* out, const float* a, const float* b, int64_t n);           \
   static void scale(Stream s, float* g32, uint16_t* g16, float f, int64_t n);                      \
   static void softmax_ce_forward(Stream s, float* probs, float* losses, const float* logits,       \

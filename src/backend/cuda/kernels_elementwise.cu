@@ -110,13 +110,14 @@ __global__ void embedding_wpe_kernel(float* __restrict__ dwpe, const float* __re
 // ---- GELU and friends --------------------------------------------------------------------
 /// The GELU family, one kernel: mode 0 forward (out = gelu(x)); 1 fused (out and dgelu =
 /// gelu'(x)); 2 backward (d = gelu'(x) * dout); 3 bias + GELU of a product (out = gelu(prod +
-/// bias[i % OC])); 4 the GELU backward applied to a product (out = prod * dgelu). Outputs f32
-/// or bf16 (the (p32, p16) pairs of kernels.h).
+/// bias[i % OC]), and (g32, g16) = prod + bias when not null); 4 the GELU backward applied to a
+/// product (out = prod * dgelu); 5 the same from the saved input (out = prod * gelu'(pre)).
+/// Outputs f32 or bf16 (the (p32, p16) pairs of kernels.h).
 struct GeluArgs {
   float *o32, *g32;
   uint16_t *o16, *g16;
   const float *x, *dout, *bias;
-  const uint16_t* x16;  // mode 4's dgelu as bf16
+  const uint16_t* x16;  // modes 4 and 5: dgelu or pre as bf16
   int OC;
 };
 __device__ __forceinline__ void gelu_elem(int mode, const GeluArgs& a, int64_t i) {
@@ -131,10 +132,13 @@ __device__ __forceinline__ void gelu_elem(int mode, const GeluArgs& a, int64_t i
       m::store(a.o32, a.o16, i, m::gelu_grad(a.x[i]) * a.dout[i]);
       break;
     case 3:
-      m::store(a.o32, a.o16, i, m::gelu(a.x[i] + (a.bias ? a.bias[i % a.OC] : 0.f)));
+      m::bias_gelu_elem(i, a.o32, a.o16, a.g32, a.g16, a.x, a.bias, a.OC);
+      break;
+    case 4:
+      m::mul_elem(i, a.o32, a.o16, a.x, a.dout, a.x16);
       break;
     default:
-      m::store(a.o32, a.o16, i, a.x[i] * m::load(a.dout, a.x16, i));
+      m::mul_gelu_grad_elem(i, a.o32, a.o16, a.x, a.dout, a.x16);
   }
 }
 namespace hot {
@@ -412,14 +416,14 @@ void Kernels::gelu_forward_fused(Stream s, float* o32, uint16_t* o16, float* g32
   launch_gelu(s, "gelu_forward_fused", 1, {o32, g32, o16, g16, inp, nullptr, nullptr, nullptr, 0},
               n);
 }
-void Kernels::bias_gelu(Stream s, float* o32, uint16_t* o16, const float* prod, const float* bias,
-                        int64_t N, int OC) {
-  launch_gelu(s, "bias_gelu", 3, {o32, nullptr, o16, nullptr, prod, nullptr, bias, nullptr, OC},
-              N * OC);
+void Kernels::bias_gelu(Stream s, float* o32, uint16_t* o16, float* p32, uint16_t* p16,
+                        const float* prod, const float* bias, int64_t N, int OC) {
+  launch_gelu(s, "bias_gelu", 3, {o32, p32, o16, p16, prod, nullptr, bias, nullptr, OC}, N * OC);
 }
 void Kernels::mul(Stream s, float* o32, uint16_t* o16, const float* prod, const float* g32,
-                  const uint16_t* g16, int64_t n) {
-  launch_gelu(s, "mul", 4, {o32, nullptr, o16, nullptr, prod, g32, nullptr, g16, 0}, n);
+                  const uint16_t* g16, int64_t n, bool from_input) {
+  launch_gelu(s, from_input ? "mul (gelu' of the input)" : "mul", from_input ? 5 : 4,
+              {o32, nullptr, o16, nullptr, prod, g32, nullptr, g16, 0}, n);
 }
 void Kernels::residual(Stream s, float* out, const float* a, const float* b, int64_t n) {
   if (n <= 0) return;

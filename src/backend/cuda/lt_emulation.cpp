@@ -65,7 +65,22 @@ Refusal refusal(const Call& c) {
       return no(fmt::format("{} at {} is aligned to {} bytes, below the {} {}", p.name, p.p, have,
                             need, p.declared >= need ? "the plan declared" : "its type needs"));
   }
-  if (f8 && c.gelu) return no("fp8 with an f32 output has no GELU epilogue", true);
+  using cuda_plan::LtEpi;
+  const LtEpi ep = c.ep.kind;
+  if (ep == LtEpi::gelu_aux || ep == LtEpi::dgelu) {
+    if (!c.ep.aux) return no(fmt::format("the {} epilogue without its aux matrix", epi_name(ep)));
+    if (c.ep.ld < g.m || c.ep.ld % 8)
+      return no(fmt::format("an aux leading dimension {} not divisible by 8 or below D's {} rows",
+                            c.ep.ld, g.m));
+    if (cuda_plan::alignment_of(c.ep.aux) < uint32_t(cuda_plan::lt_bytes(c.d)))
+      return no(fmt::format("the aux matrix at {} is not aligned to its {}-byte elements", c.ep.aux,
+                            cuda_plan::lt_bytes(c.d)));
+    if (ep == LtEpi::dgelu && c.bias)
+      return no("DGELU with a bias (DGELU_BGRAD makes the bias a gradient output)");
+  } else if (c.ep.aux) {
+    return no(fmt::format("an aux matrix with the {} epilogue", epi_name(ep)));
+  }
+  if (f8 && ep != LtEpi::none) return no("fp8 with an f32 output has no GELU epilogue", true);
   if (f8 && c.bias)
     return no("fp8 with an f32 output takes a bf16 bias only, not an f32 one", true);
   return {};
@@ -73,7 +88,10 @@ Refusal refusal(const Call& c) {
 
 std::string describe(const Call& c) {
   const auto& g = c.g;
-  const char* ep = c.bias && c.gelu ? "gelu+bias" : c.bias ? "bias" : c.gelu ? "gelu" : "none";
+  const std::string ep = c.ep.kind == cuda_plan::LtEpi::none
+                             ? (c.bias ? "bias" : "none")
+                             : fmt::format("{}{}", epi_name(c.ep.kind), c.bias ? "+bias" : "") +
+                                   (c.ep.aux ? fmt::format(" (aux ld {})", c.ep.ld) : "");
   return fmt::format(
       "A {} {} (lda {}), B {} {} (ldb {}) -> D {} (ldd {}): m {}, n {}, k {}, "
       "beta {}, epilogue {}",

@@ -12,6 +12,10 @@
 //     4-byte aligned, with no message, though its heuristic had found algorithms; it took them
 //     once they were 16-byte aligned and the heuristic saw the real pointers (the same change
 //     made both, so which one it needed is not known);
+//   - the GELU_AUX and DGELU epilogues: an aux matrix with a leading dimension divisible by 8
+//     and no less than D's rows (cublasLt.h, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD), of D's
+//     type (_AUX_DATA_TYPE's default; other types only for fp8 outputs), aligned to its
+//     element; DGELU with a bias is DGELU_BGRAD (a bias gradient), not used here;
 //   - fp8 with an f32 output takes a bias only as bf16 and no GELU epilogue; greentrain also
 //     refuses an fp8 operand without its scale pointer (its copies are always scaled);
 //   - 16-bit and f32 operands pair only with their own type; the bias has D's type;
@@ -31,7 +35,7 @@ struct Call {
   cuda_plan::Gemm g;
   cuda_plan::LtType a, b, d;
   const void *pa, *pb, *pd, *bias;
-  bool gelu;
+  cuda_plan::LtEpilogue ep;
   const void *scale_a, *scale_b;
 };
 

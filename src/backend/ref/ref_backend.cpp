@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -149,10 +150,11 @@ class RefBackend final : public HostMemoryBackend {
         out[i * OC + o] = static_cast<float>(s);
       }
   }
-  void matmul_gelu_forward(DevPtr out_, ConstDevPtr inp, const float* w, const float* bias,
-                           int64_t N, int C, int OC) override {
-    float* out = f32(out_);
+  void matmul_gelu_forward(DevPtr out_, DevPtr pre_, ConstDevPtr inp, const float* w,
+                           const float* bias, int64_t N, int C, int OC) override {
+    float *out = f32(out_), *pre = f32(pre_);
     matmul_forward(out, inp, w, bias, N, C, OC, false);
+    if (pre) std::copy(out, out + N * OC, pre);
     for (int64_t i = 0; i < N * OC; ++i) out[i] = static_cast<float>(gelu(out[i]));
   }
   void matmul_backward(float* dinp, float* dw, float* dbias, ConstDevPtr dout, ConstDevPtr inp,
@@ -160,19 +162,25 @@ class RefBackend final : public HostMemoryBackend {
     matmul_backward_impl(dinp, dw, dbias, f32(dout), f32(inp), w, nullptr, N, C, OC, w_transposed);
   }
   void matmul_backward_gelu(DevPtr dinp, float* dw, float* dbias, ConstDevPtr dout, ConstDevPtr inp,
-                            const float* w, ConstDevPtr dgelu, int64_t N, int C, int OC) override {
-    matmul_backward_impl(f32(dinp), dw, dbias, f32(dout), f32(inp), w, f32(dgelu), N, C, OC, false);
+                            const float* w, ConstDevPtr gelu, GeluSaved saved, int64_t N, int C,
+                            int OC) override {
+    matmul_backward_impl(f32(dinp), dw, dbias, f32(dout), f32(inp), w, f32(gelu), N, C, OC, false,
+                         saved);
   }
-  /// dinp = dout @ W^T (times dgelu when not null), dw += inp^T @ dout, dbias += sum of dout.
+  /// dinp = dout @ W^T (times gelu' when gelu is not null: gelu itself, or gelu' of it under
+  /// GeluSaved::input), dw += inp^T @ dout, dbias += sum of dout.
   void matmul_backward_impl(float* dinp, float* dw, float* dbias, const float* dout,
-                            const float* inp, const float* w, const float* dgelu, int64_t N, int C,
-                            int OC, bool wt) {
+                            const float* inp, const float* w, const float* gelu, int64_t N, int C,
+                            int OC, bool wt, GeluSaved saved = GeluSaved::derivative) {
+    auto dgelu = [&](int64_t i) {
+      return saved == GeluSaved::input ? gelu_grad(gelu[i]) : (double)gelu[i];
+    };
     if (dinp)
       for (int64_t i = 0; i < N; ++i)
         for (int c = 0; c < C; ++c) {
           double s = 0.0;
           for (int o = 0; o < OC; ++o) s += (double)dout[i * OC + o] * weight(w, c, o, C, OC, wt);
-          dinp[i * C + c] = static_cast<float>(dgelu ? s * dgelu[i * C + c] : s);
+          dinp[i * C + c] = static_cast<float>(gelu ? s * dgelu(i * C + c) : s);
         }
     for (int c = 0; c < C; ++c)
       for (int o = 0; o < OC; ++o) {
