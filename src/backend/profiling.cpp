@@ -29,6 +29,8 @@ class ProfilingBackend final : public Backend {
   }
   void synchronize() override { in_->synchronize(); }
   void bind_thread() override { in_->bind_thread(); }
+  uint64_t mark_queued() override { return in_->mark_queued(); }
+  void wait_for_mark(uint64_t m) override { in_->wait_for_mark(m); }
   void* allocate_host(size_t bytes) override { return in_->allocate_host(bytes); }
   void deallocate_host(void* p) override { in_->deallocate_host(p); }
   void copy_to_device_async(void* dst, const void* src, size_t bytes) override {

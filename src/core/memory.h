@@ -3,6 +3,7 @@
 // (DESIGN.md, backend). Every Backend is a DeviceMemory; core knows only this interface.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "core/tensor.h"
@@ -53,6 +54,17 @@ class DeviceMemory {
   virtual void copy_to_host_async(void* dst, const void* src, size_t bytes) {
     copy_to_host(dst, src, bytes);
   }
+
+  // ---- marks: waiting for part of the queued work (the gradient sync of data parallelism) ---
+  /// A mark at the end of the work queued on the device so far (CUDA: an event recorded on the
+  /// backend's stream), for wait_for_mark() on another thread. Host memory, whose work is done
+  /// when its call returns: 0.
+  virtual uint64_t mark_queued() { return 0; }
+  /// Waits until the work queued before mark m is done (cudaEventSynchronize), not for the
+  /// work queued after it, so the gradient-sync thread waits for a bucket's gradients while
+  /// the trainer's thread queues the rest of the backward. The calling thread must have called
+  /// bind_thread(). Host memory: returns at once. Errors: gt::Error for the device's error.
+  virtual void wait_for_mark(uint64_t m) { (void)m; }
 
   /// Whether device pointers are host memory that the host may read directly (the CPU
   /// backends; a GPU backend with device-only memory says false).

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <tuple>
 
 #include "core/error.h"
 
@@ -49,10 +50,10 @@ size_t GradSync::bucket_at(size_t begin) const {
   return buckets_.size();
 }
 
-void GradSync::start(size_t b) {
+void GradSync::start(size_t b, uint64_t mark) {
   {
     std::lock_guard<std::mutex> g(mu_);
-    queue_.push_back(b);
+    queue_.push_back({b, mark});
     ++pending_;
   }
   cv_.notify_all();
@@ -83,14 +84,16 @@ void GradSync::thread_main() {
   }
   while (true) {
     size_t b;
+    uint64_t mark;
     {
       std::unique_lock<std::mutex> lk(mu_);
       cv_.wait(lk, [&] { return stop_ || (!queue_.empty() && !error_); });
       if (stop_) return;
-      b = queue_.front();
+      std::tie(b, mark) = queue_.front();
       queue_.pop_front();
     }
     try {
+      mem_.wait_for_mark(mark);  // the bucket's gradients are computed (the backward goes on)
       const auto t0 = std::chrono::steady_clock::now();
       const CommStats before = comm_.stats();
       reduce_bucket(b);

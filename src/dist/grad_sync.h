@@ -20,6 +20,7 @@
 #include <exception>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/memory.h"
@@ -65,8 +66,10 @@ class GradSync {
   const std::vector<size_t>& chunk_counts(size_t b) const { return counts_[b]; }
 
   /// Hands bucket b, whose gradients are final, to the communication thread (called from the
-  /// backward). A device backend must have finished writing them (the caller synchronizes).
-  void start(size_t b);
+  /// backward). mark: the device's mark (DeviceMemory::mark_queued) after the bucket's gradients
+  /// were queued; the communication thread waits for it (not the trainer's thread, which goes on
+  /// queuing the backward: no host synchronization per bucket on a GPU). 0: ready now.
+  void start(size_t b, uint64_t mark = 0);
   /// Waits until every started bucket is reduced; rethrows the communication thread's error
   /// (a time-out, say). Afterwards the communicator may be used by the caller's thread.
   void wait();
@@ -102,7 +105,7 @@ class GradSync {
   std::thread thread_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<size_t> queue_;
+  std::deque<std::pair<size_t, uint64_t>> queue_;  ///< (bucket, its mark)
   size_t pending_ = 0;
   bool stop_ = false;
   std::exception_ptr error_;

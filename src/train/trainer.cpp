@@ -354,10 +354,12 @@ double Trainer::train_step() {
     const bool last_micro = micro + 1 == cfg_.grad_accum_steps;
     if (sync_ && last_micro)  // reduce each layer's gradients as soon as they are final
       model_->set_grad_ready_hook([this](size_t first, size_t) {
-        if (!backend_->host_readable()) backend_->synchronize();
+        // a mark, not a synchronization: the communication thread waits for it (an event on
+        // a GPU) while this thread queues the rest of the backward
         Arena& g = model_->grads();
         sync_->start(sync_->bucket_at(
-            static_cast<size_t>(g.at(first).f32() - static_cast<float*>(g.base()))));
+                         static_cast<size_t>(g.at(first).f32() - static_cast<float*>(g.base()))),
+                     backend_->mark_queued());
       });
     model_->backward(dloss);
     if (sync_ && last_micro) model_->set_grad_ready_hook({});

@@ -162,6 +162,53 @@ TEST(CudaEmu, TheGradientSyncThreadSelectsItsDevice) {
   be->deallocate(g);
 }
 
+// A communicator of device buffers (as NCCL's) that reads what it is given at once: what a
+// reduction would send.
+struct SeeingComm final : dist::Communicator {
+  std::vector<float> seen;
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string name() const override { return "seeing"; }
+  bool device_buffers() const override { return true; }
+  void all_reduce(void*, size_t, dist::CommType, dist::ReduceOp) override {}
+  void reduce_scatter(const void* send, dist::CommType, float* recv,
+                      const std::vector<size_t>& counts) override {
+    const auto* f = static_cast<const float*>(send);
+    seen.assign(f, f + counts[0]);  // cuda-emu's device memory is host memory
+    std::copy(f, f + counts[0], recv);
+  }
+  void all_gather(const void*, void*, const std::vector<size_t>&, dist::CommType) override {}
+  void broadcast(void*, size_t, int) override {}
+  void barrier() override {}
+};
+
+// Data parallelism on a GPU: the trainer hands each bucket over with a mark of the work
+// queued so far (an event), not a host synchronization; the communication thread waits for
+// the mark, so it reduces the gradients the backward wrote, while the trainer's thread went on
+// without waiting. (The emulated stream runs nothing until something waits for it.)
+TEST(CudaEmu, GradientBucketsWaitForTheirMarkNotTheTrainersThread) {
+  auto be = make_backend("cuda-emu");
+  const size_t n = 512;
+  auto* g = static_cast<float*>(be->allocate(n * sizeof(float)));
+  be->copy_to_device(g, std::vector<float>(n, 1.0f).data(), n * sizeof(float));
+  SeeingComm comm;
+  dist::GradSync sync(comm, *be, g, n, {{0, n}}, false, dist::CommType::f32);
+  simt::reset_stats();
+  be->scale(g, 3.0f, n);  // the backward's last write to the bucket, queued
+  sync.start(0, be->mark_queued());
+  be->scale(g, 5.0f, n);  // the next layer's work, queued after the mark
+  sync.wait();
+  const simt::Stats s = simt::stats();
+  EXPECT_EQ(s.host_syncs, 0u) << "the trainer's thread waited for the device";
+  EXPECT_EQ(s.event_syncs, 1u);
+  ASSERT_EQ(comm.seen.size(), n);
+  EXPECT_EQ(comm.seen[0], 3.0f) << "reduced before the bucket's gradients were written, or after "
+                                   "later work";
+  EXPECT_EQ(comm.seen[n - 1], 3.0f);
+  be->synchronize();
+  be->deallocate(g);
+}
+
 TEST(CudaEmu, TheProductsOfAGpt2Step124mAreTheReviewedSet) {
   test::TempDir d;
   for (const char* p : {"bf16", "fp8"}) {

@@ -93,6 +93,8 @@ class CudaRuntime {
   }
   ~CudaRuntime() {
     sync_noexcept();
+    for (auto& [id, e] : marks_) cudaEventDestroy(e);
+    for (cudaEvent_t e : free_events_) cudaEventDestroy(e);
     sdpa_.reset();
     destroy_plans();
     if (workspace_) cudaFree(workspace_);
@@ -131,6 +133,41 @@ class CudaRuntime {
     sync();
   }
   void sync() { cuda_check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
+  /// cudaEventRecord on the stream of an event from a pool (no timing): its number, for
+  /// wait_mark() on another thread.
+  uint64_t mark() {
+    std::lock_guard lock(events_mutex_);
+    cudaEvent_t e = nullptr;
+    if (!free_events_.empty()) {
+      e = free_events_.back();
+      free_events_.pop_back();
+    } else {
+      cuda_check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+    }
+    const cudaError_t r = cudaEventRecord(e, stream_);
+    if (r != cudaSuccess) free_events_.push_back(e);
+    cuda_check(r, "cudaEventRecord");
+    marks_.emplace(++last_mark_, e);
+    return last_mark_;
+  }
+  /// cudaEventSynchronize of mark m (0, or one already waited for: returns at once); its
+  /// event goes back to the pool.
+  void wait_mark(uint64_t m) {
+    cudaEvent_t e = nullptr;
+    {
+      std::lock_guard lock(events_mutex_);
+      const auto it = marks_.find(m);
+      if (it == marks_.end()) return;
+      e = it->second;
+      marks_.erase(it);
+    }
+    const cudaError_t r = cudaEventSynchronize(e);
+    {
+      std::lock_guard lock(events_mutex_);
+      free_events_.push_back(e);
+    }
+    cuda_check(r, "cudaEventSynchronize");
+  }
   /// Pinned (page-locked) host memory: copies from and to it are asynchronous.
   void* malloc_host(size_t bytes) {
     void* p = nullptr;
@@ -368,7 +405,11 @@ class CudaRuntime {
   cudaStream_t stream_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;
   void* workspace_ = nullptr;
-  std::unique_ptr<CudnnAttention> sdpa_;  ///< train.attention = cudnn
+  std::unique_ptr<CudnnAttention> sdpa_;             ///< train.attention = cudnn
+  std::mutex events_mutex_;                          ///< marks are made and waited on two threads
+  std::unordered_map<uint64_t, cudaEvent_t> marks_;  ///< recorded, not yet waited for
+  std::vector<cudaEvent_t> free_events_;
+  uint64_t last_mark_ = 0;
 };
 
 }  // namespace

@@ -111,6 +111,8 @@ class CudaBackendT final : public Backend {
     rt_.sync();
     staged_since_sync_ = 0;
   }
+  uint64_t mark_queued() override { return rt_.mark(); }
+  void wait_for_mark(uint64_t m) override { rt_.wait_mark(m); }
   void* allocate_host(size_t bytes) override { return rt_.malloc_host(bytes); }
   void deallocate_host(void* p) override {
     if (p) rt_.free_host(p);

@@ -97,6 +97,8 @@ class HostRuntime {
   void d2h_async(void* dst, const void* src, size_t bytes) {
     simt::memcpy_d2h_async(stream_, dst, src, bytes);
   }
+  uint64_t mark() { return simt::event_record(stream_); }
+  void wait_mark(uint64_t m) { simt::event_synchronize(stream_, m); }
   void sync_noexcept() noexcept {
     try {
       sync();

@@ -25,7 +25,8 @@ void asan_unpoison(const void* p, size_t bytes);
 
 /// Counters (relaxed atomics: they order nothing).
 struct Counters {
-  std::atomic<uint64_t> launches{0}, tasks{0}, host_syncs{0}, blocks{0}, threads{0}, switches{0};
+  std::atomic<uint64_t> launches{0}, tasks{0}, host_syncs{0}, blocks{0}, threads{0}, switches{0},
+      event_syncs{0};
 };
 Counters& counters();
 

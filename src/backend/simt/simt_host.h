@@ -85,7 +85,8 @@ struct Stats {
   uint64_t host_syncs = 0;  ///< times the host waited for a stream (synchronize, a copy to
                             ///< the host, a free)
   uint64_t blocks = 0, threads = 0;
-  uint64_t switches = 0;  ///< fiber switches
+  uint64_t switches = 0;     ///< fiber switches
+  uint64_t event_syncs = 0;  ///< event_synchronize() calls (a thread waited for part of a stream)
 };
 Stats stats();
 void reset_stats();
@@ -145,6 +146,12 @@ void memset_async(Stream* s, void* dst, int value, size_t bytes);
 void enqueue_task(Stream* s, const char* what, std::function<void()> task);
 /// cudaStreamSynchronize. Errors: the first error of queued work, then cleared.
 void stream_synchronize(Stream* s);
+/// cudaEventRecord on s: an event at the end of the work queued on s so far (its number).
+uint64_t event_record(Stream* s);
+/// cudaEventSynchronize: waits, on any thread that selected the device, until the work
+/// queued on s before event e is done, not for later work. Errors: the stream's first error
+/// (not cleared: the next stream_synchronize reports it too).
+void event_synchronize(Stream* s, uint64_t e);
 /// Splits [0, n) over the runtime's worker threads (for library tasks); f(begin, end).
 void run_parallel(int64_t n, const std::function<void(int64_t, int64_t)>& f);
 

@@ -2,6 +2,7 @@
 // streams (a queue and a worker thread each) and the checks a launch gets before it queues.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -104,12 +105,12 @@ void set_config(const Config& c) {
 
 Stats stats() {
   auto& c = counters();
-  return {c.launches.load(), c.tasks.load(),   c.host_syncs.load(),
-          c.blocks.load(),   c.threads.load(), c.switches.load()};
+  return {c.launches.load(), c.tasks.load(),    c.host_syncs.load(), c.blocks.load(),
+          c.threads.load(),  c.switches.load(), c.event_syncs.load()};
 }
 void reset_stats() {
   auto& c = counters();
-  c.launches = c.tasks = c.host_syncs = c.blocks = c.threads = c.switches = 0;
+  c.launches = c.tasks = c.host_syncs = c.blocks = c.threads = c.switches = c.event_syncs = 0;
 }
 
 namespace {
@@ -162,6 +163,23 @@ class Stream {
     if (mode == StreamMode::sync) drain(false);
   }
 
+  /// An event at the end of the work queued so far (cudaEventRecord): its number.
+  uint64_t record() {
+    std::lock_guard lock(m_);
+    return pushed_;
+  }
+  /// Waits until the work queued before event e is done (cudaEventSynchronize), releasing it
+  /// in deferred mode; not what was queued after. Rethrows the first error (kept for the next
+  /// synchronization too, as CUDA's errors stay).
+  void wait_event(uint64_t e) {
+    counters().event_syncs.fetch_add(1, std::memory_order_relaxed);
+    std::unique_lock lock(m_);
+    released_ = std::max(released_, e);
+    cv_.notify_all();
+    done_cv_.wait(lock, [&] { return done_ >= e || !error_.empty(); });
+    if (!error_.empty()) throw Error("cuda-emu: " + error_);
+  }
+
   /// Runs everything queued and waits for it; rethrows the first error (then cleared).
   void drain(bool host_sync) {
     if (host_sync) counters().host_syncs.fetch_add(1, std::memory_order_relaxed);
@@ -204,7 +222,7 @@ class Stream {
       lock.lock();
       if (!err.empty() && error_.empty()) error_ = err;
       ++done_;
-      if (done_ == pushed_) done_cv_.notify_all();
+      done_cv_.notify_all();  // drain() waits for pushed_, wait_event() for an earlier count
     }
   }
 
@@ -318,6 +336,14 @@ void enqueue_task(Stream* s, const char* what, std::function<void()> task) {
 void stream_synchronize(Stream* s) {
   check_device("cudaStreamSynchronize");
   s->drain(true);
+}
+uint64_t event_record(Stream* s) {
+  check_device("cudaEventRecord");
+  return s->record();
+}
+void event_synchronize(Stream* s, uint64_t e) {
+  check_device("cudaEventSynchronize");
+  s->wait_event(e);
 }
 
 // ---- launches -------------------------------------------------------------------------------
