@@ -148,13 +148,18 @@ class CudaBackendT final : public Backend {
       bytes +=
           static_cast<size_t>(q.weight_elems + q.N * rounded + (act16 ? 0 : q.N * q.hidden)) * 2;
     }
-    // cuDNN attention's 16-bit operands: qkv and dqkv (3C), out and dout (C) per token, and
-    // cuDNN's workspace as its deterministic backward on Hopper takes it (dP in 16 bits, the
-    // scores' rows and columns rounded up to 64 and 128: the frontend's
-    // node/scaled_dot_product_flash_attention.h; the plan says the exact size once built)
+    // cuDNN attention's 16-bit copies of its operands per token: dout (C) always; qkv (3C)
+    // unless the model hands it over in bf16 (bf16_qkv), out (C) and dqkv (3C) unless bf16
+    // activations make them bf16 tensors; and cuDNN's workspace as its deterministic backward
+    // on Hopper takes it (dP in 16 bits, the scores' rows and columns rounded up to 64 and 128:
+    // the frontend's node/scaled_dot_product_flash_attention.h; the plan says the exact size
+    // once built)
     if (cudnn_ && q.T > 0) {
+      const bool act16 = q.bf16_activations && q.precision == Precision::bf16;
+      const bool qkv16 = act16 && q.fused && bf16_qkv(q.C, q.NH);
+      const int64_t per_token = q.C + (qkv16 ? 0 : 3 * q.C) + (act16 ? 0 : 4 * q.C);
       const int64_t t64 = (q.T + 63) / 64 * 64, t128 = (int64_t(q.T) + 127) / 128 * 128;
-      bytes += static_cast<size_t>(q.N * q.C) * 8 * 2 +
+      bytes += static_cast<size_t>(q.N * per_token) * 2 +
                static_cast<size_t>(q.N / q.T * q.NH * t64 * t128) * 2;
     }
     return bytes;
