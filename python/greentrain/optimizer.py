@@ -95,7 +95,7 @@ class PowerLimitOptimizer:
                                  f"not {objective!r}")
             objective = "slowdown"
         # the ranges of `greentrain tune`, checked before any device is opened (the search
-        # thread found a bad one only at the first step, and a negative warmup_steps not at all)
+        # would find a bad one only at the first step)
         _check_range("eta", eta, 0, 1)
         _check_range("max_slowdown", 1.1 if max_slowdown is None else max_slowdown, 1, math.inf)
         if not (isinstance(step_w, numbers.Real) and math.isfinite(step_w) and step_w > 0):
