@@ -13,11 +13,12 @@ applied to all devices; ``warmup_steps`` steps run, then ``profile_steps`` steps
 with the meter (J over all its counted domains, s). The choice minimises energy, time, Zeus's
 cost eta*E + (1-eta)*P_max*T, or takes the lowest limit within ``max_slowdown`` of the time at
 the highest limit (Zeus, NSDI 2023). The chosen limit then stays in force until ``close()``.
-The search is the C++ one (tune/tuner.h); the limits in force before are restored on every
-exit path: ``close()``, the end of a ``with`` block (exceptions and KeyboardInterrupt
-included), garbage collection, interpreter exit, and SIGINT/SIGTERM (a C++ handler restores
-the limits first, then Python's handler raises KeyboardInterrupt). Only SIGKILL cannot be
-caught: then the limit stays until reset (``nvidia-smi -pl``) or reboot.
+The search is the C++ one (tune/optimizer.h), driven from this loop's thread. The limits in
+force before are restored on every exit path: ``close()``, the end of a ``with`` block
+(exceptions and KeyboardInterrupt included), garbage collection, interpreter exit, and
+SIGINT/SIGTERM (a C++ handler restores the limits first, then Python's handler raises
+KeyboardInterrupt). Only SIGKILL cannot be caught: then the limit stays until reset
+(``nvidia-smi -pl``) or reboot.
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ class PowerLimitOptimizer:
                                  f"not {objective!r}")
             objective = "slowdown"
         # the ranges of `greentrain tune`, checked before any device is opened (the search
-        # thread found a bad one only at the first step, and a negative warmup_steps not at all)
+        # would find a bad one only at the first step)
         _check_range("eta", eta, 0, 1)
         _check_range("max_slowdown", 1.1 if max_slowdown is None else max_slowdown, 1, math.inf)
         if not (isinstance(step_w, numbers.Real) and math.isfinite(step_w) and step_w > 0):
@@ -109,10 +110,10 @@ class PowerLimitOptimizer:
             else list(devices)
         self.meter = meter
         self._tuner: Any = None
-        tuner = _core.StepTuner(devs, meter._meter(), objective, float(eta),
-                                float(max_slowdown if max_slowdown is not None else 1.1),
-                                float(step_w), int(warmup_steps), int(profile_steps),
-                                str(profile_path or ""), bool(apply_best), bool(verbose))
+        tuner = _core.PowerLimitOptimizer(devs, meter._meter(), objective, float(eta),
+                                          float(max_slowdown if max_slowdown is not None else 1.1),
+                                          float(step_w), int(warmup_steps), int(profile_steps),
+                                          str(profile_path or ""), bool(apply_best), bool(verbose))
         try:
             tuner.check_permission()
         except _core.Error as e:
@@ -123,11 +124,18 @@ class PowerLimitOptimizer:
 
     def on_step_begin(self) -> None:
         """Call at the start of every training step. The first call starts the search (the
-        first candidate is applied before the step runs); later ones move it on. Returns at
-        once when the search is over. Raises greentrain.Error once if the search failed (the
-        limits in force before are then back)."""
+        first candidate is applied before the step runs); later ones move it on (a step not
+        ended by ``on_step_end`` ends here, so steps are measured from one beginning to the
+        next). Does nothing once the search is over. Raises greentrain.Error once if the search
+        failed (the limits in force before are then back)."""
         if self._tuner is not None:
-            self._tuner.step()
+            self._tuner.begin_step()
+
+    def on_step_end(self) -> None:
+        """Optional, as in Zeus: call when a training step ends, so that the work between steps
+        (logging, evaluation) is not measured as the step's. Raises as ``on_step_begin``."""
+        if self._tuner is not None:
+            self._tuner.end_step()
 
     def on_epoch_end(self) -> None:
         """Call when an epoch ends (before evaluation or checkpointing): the steps being

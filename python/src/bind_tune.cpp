@@ -1,13 +1,13 @@
 // python/src/bind_tune.cpp: the tune module in Python: power-limit devices and the search
-// driven from a training loop (StepTuner). The GIL is released while the loop waits on the
-// search and while the search is closed.
+// driven step by step from a training loop (tune/optimizer.h, PowerLimitOptimizer).
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include "common.h"
-#include "step_tuner.h"
+#include "energy/meter.h"
+#include "tune/optimizer.h"
 #include "tune/power_limit.h"
 #include "tune/tuner.h"
 
@@ -27,10 +27,11 @@ void bind_tune(nb::module_& m) {
   m.def("candidate_limits_w", &candidate_limits_w, nb::arg("min_w"), nb::arg("max_w"),
         nb::arg("step_w"));
 
-  nb::class_<StepTuner>(m, "StepTuner", "The power-limit search driven by step boundaries")
+  nb::class_<PowerLimitOptimizer>(m, "PowerLimitOptimizer",
+                                  "The power-limit search driven by the loop's steps")
       .def(
           "__init__",
-          [](StepTuner* self, std::vector<DevicePtr> devices, energy::Meter* meter,
+          [](PowerLimitOptimizer* self, std::vector<DevicePtr> devices, energy::Meter* meter,
              const std::string& objective, double eta, double max_slowdown, double step_w,
              int warmup_steps, int profile_steps, const std::string& profile_path, bool apply_best,
              bool verbose) {
@@ -42,23 +43,32 @@ void bind_tune(nb::module_& m) {
             o.warmup_steps = warmup_steps;
             o.profile_steps = profile_steps;
             o.profile_path = profile_path;
-            new (self) StepTuner(std::move(devices), meter, o, apply_best, verbose);
+            new (self) PowerLimitOptimizer(std::move(devices), *meter, o, apply_best,
+                                           verbose ? stderr : nullptr);
           },
           nb::arg("devices"), nb::arg("meter"), nb::arg("objective"), nb::arg("eta"),
           nb::arg("max_slowdown"), nb::arg("step_w"), nb::arg("warmup_steps"),
           nb::arg("profile_steps"), nb::arg("profile_path"), nb::arg("apply_best"),
           nb::arg("verbose"), nb::keep_alive<1, 3>())
-      .def(
-          "check_permission", [](const StepTuner& t) { PowerLimitGuard probe(t.devices(), false); },
-          "Raises greentrain.Error listing each device that may not be set; changes nothing.")
-      .def("step", &StepTuner::step, nb::call_guard<nb::gil_scoped_release>())
-      .def("epoch_end", &StepTuner::epoch_end)
-      .def("close", &StepTuner::close, nb::call_guard<nb::gil_scoped_release>())
-      .def_prop_ro("state", &StepTuner::state_name)
-      .def_prop_ro("chosen_limit_w", &StepTuner::chosen_limit_w)
-      .def_prop_ro("devices", &StepTuner::devices)
-      .def("result", [](const StepTuner& t) { return to_py(t.result_json()); })
-      .def_prop_ro("error", &StepTuner::error);
+      .def("check_permission", &PowerLimitOptimizer::check_permission,
+           "Raises greentrain.Error listing each device that may not be set; changes nothing.")
+      .def("begin_step", &PowerLimitOptimizer::begin_step)
+      .def("end_step", &PowerLimitOptimizer::end_step)
+      .def("epoch_end", &PowerLimitOptimizer::epoch_end)
+      .def("close", &PowerLimitOptimizer::close)
+      .def_prop_ro("state",
+                   [](const PowerLimitOptimizer& o) {
+                     // warm-up is part of profiling for Python (the names it always had)
+                     const auto s = o.state();
+                     return std::string(
+                         PowerLimitOptimizer::state_name(s == PowerLimitOptimizer::State::warmup
+                                                             ? PowerLimitOptimizer::State::profiling
+                                                             : s));
+                   })
+      .def_prop_ro("chosen_limit_w", &PowerLimitOptimizer::chosen_limit_w)
+      .def_prop_ro("devices", &PowerLimitOptimizer::devices)
+      .def("result", [](const PowerLimitOptimizer& o) { return to_py(o.result_json()); })
+      .def_prop_ro("error", &PowerLimitOptimizer::error);
 }
 
 }  // namespace gt::python

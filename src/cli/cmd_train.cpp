@@ -16,13 +16,11 @@
 #include "dist/mpi_comm.h"
 #include "train/checkpoint.h"
 #include "train/energy_hook.h"
+#include "train/power_limit.h"
 #include "train/run_summary.h"
 #include "train/trainer.h"
 #ifdef GT_HAVE_REPORT
 #include "report/report.h"
-#endif
-#ifdef GT_HAVE_TUNE
-#include "tune/power_limit.h"
 #endif
 
 namespace fs = std::filesystem;
@@ -156,37 +154,8 @@ int run_train(const Args& a, gt::dist::MpiRuntime* mpi) {
       gt::format_bytes(trainer.runtime_bytes()).c_str());
   if (resume) std::printf("  resumed  from step %lld\n", (long long)trainer.step());
   std::fflush(stdout);
-  // train.power_limit, once per node: applied, or (unless train.power_limit_required) the run
-  // goes on uncapped and says why, in the log and in summary.json
-  nlohmann::json power_record;
-#ifdef GT_HAVE_TUNE
-  std::unique_ptr<gt::tune::PowerLimitGuard> power_guard;
-#endif
-  if (c.power_limit_w > 0 && gt::dist::local_rank_from_env() == 0) {
-    std::string why_not;
-#ifdef GT_HAVE_TUNE
-    try {
-      power_guard = gt::tune::apply_power_limit(c.power_limit_w);
-    } catch (const gt::Error& e) {
-      why_not = e.what();
-    }
-#else
-    why_not = "this build leaves out the tune module, which sets power limits";
-#endif
-    power_record = {{"requested_w", c.power_limit_w}, {"applied", why_not.empty()}};
-    if (why_not.empty()) {
-      std::printf("  power    limit %.0f W applied (restored at exit)\n", c.power_limit_w);
-    } else {
-      if (c.power_limit_required)
-        throw gt::Error(fmt::format("train.power_limit = {} W could not be applied: {}",
-                                    c.power_limit_w, why_not));
-      power_record["reason"] = why_not;
-      std::printf(
-          "  power    limit %.0f W NOT applied, the run goes on uncapped: %s "
-          "(train.power_limit_required = true makes this an error)\n",
-          c.power_limit_w, why_not.c_str());
-    }
-  }
+  // train.power_limit, once per node: applied, or the run goes on uncapped and says why
+  const gt::RunPowerLimit power(c, gt::dist::local_rank_from_env() == 0, stdout);
   // one reader per device per node (node lock): rank 0 takes its node's devices first, so that
   // its progress lines show them
   if (comm && rank != 0) comm->barrier();
@@ -198,7 +167,7 @@ int run_train(const Args& a, gt::dist::MpiRuntime* mpi) {
   summary.set_session_start(session_start);
   summary.set_extra([&](nlohmann::json& s) {
     energy.finish(s);
-    if (!power_record.is_null()) s["power_limit"] = power_record;
+    if (!power.record().is_null()) s["power_limit"] = power.record();
   });
   cleanup.disarm();
   gt::RunResult r = trainer.run(a.stop_at);

@@ -1,69 +1,22 @@
 // greentrain tune: searches the power limit with the lowest energy-time cost (Zeus,
 // NSDI 2023), on the GPUs (NVML) or CPU packages (RAPL) of this machine while real training
-// steps run, or on a simulated device (--simulate). The search lives in src/tune.
+// steps run, or on a simulated device (--simulate). The search lives in src/tune, its drive by
+// the trainer's steps in train/power_search.h.
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cstdio>
-#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
 #include "core/error.h"
-#include "energy/meter.h"
 #include "train/config.h"
-#include "train/energy_hook.h"
-#include "train/trainer.h"
+#include "train/power_search.h"
 #include "tune/power_limit.h"
 #include "tune/simulated.h"
 #include "tune/tuner.h"
 
 namespace {
-
-// Real profiling: `steps` optimizer steps (Trainer::train_step) inside one meter window;
-// energy over all counted domains (J) and its duration (s).
-// The meter takes the configuration's energy.* settings (interval, carbon, CPU TDP), as `train`
-// does. An objective that compares energies is refused here, before any limit changes, when no
-// sensor of this machine counts energy that a power limit can change.
-gt::tune::ProfileFn trainer_profile(const std::string& config,
-                                    const std::vector<std::string>& overrides,
-                                    const std::string& run_dir, gt::tune::Objective objective) {
-  gt::TrainConfig cfg;
-  gt::load_config_file(config, cfg);
-  gt::apply_overrides(overrides, cfg);
-  cfg.validate();
-  std::shared_ptr<gt::energy::Meter> meter(
-      gt::energy::Meter::create(gt::meter_options(cfg)).release());
-  std::string counters, estimates, missing;
-  for (const auto& s : meter->sensors()) {
-    std::string& to = !s.available || !s.counted                    ? missing
-                      : s.kind == gt::energy::SensorKind::kEstimate ? estimates
-                                                                    : counters;
-    to += fmt::format("{}{}{}", to.empty() ? "" : ", ", s.name,
-                      s.reason.empty() ? "" : " (" + s.reason + ")");
-  }
-  if (gt::tune::objective_needs_energy(objective) && counters.empty())
-    throw gt::Error(fmt::format(
-        "greentrain tune --objective {}: no energy counter that sees a power limit can be read "
-        "here ({}{}); the search would compare figures it cannot measure. Use --objective time "
-        "or slowdown, or run where RAPL or NVML energy can be read (`greentrain sensors`)",
-        gt::tune::objective_name(objective),
-        estimates.empty() ? "no sensor counts" : "only estimates: " + estimates,
-        missing.empty() ? "" : "; not read: " + missing));
-  if (!estimates.empty())
-    std::fprintf(stderr,
-                 "greentrain tune: warning: part of the energy is an estimate (%s): the estimate "
-                 "does not see the power limit, so the search measures time only for those "
-                 "domains (`greentrain sensors` lists them)\n",
-                 estimates.c_str());
-  auto trainer = std::make_shared<gt::Trainer>(cfg, run_dir, /*resume=*/false, nullptr);
-  return [trainer, meter](int steps) {
-    meter->begin_window("tune-profile");
-    for (int i = 0; i < steps; ++i) trainer->train_step();
-    return gt::tune::step_measurement(meter->end_window("tune-profile"));
-  };
-}
 
 struct TuneArgs {
   std::string config;
@@ -95,6 +48,7 @@ void run_tune(const TuneArgs& a) {
   opt.profile_path = a.profile;
   std::vector<DevicePtr> devices;
   ProfileFn profile;
+  gt::TrainConfig cfg;
   if (a.simulate) {
     gt::check(a.sim_devices >= 1 && a.sim_devices <= 64,
               fmt::format("--sim-devices {} is not valid; expected 1..64", a.sim_devices));
@@ -112,21 +66,16 @@ void run_tune(const TuneArgs& a) {
   } else {
     gt::check(!a.config.empty(),
               "greentrain tune: expected a training CONFIG (TOML), or --simulate");
+    gt::load_config_file(a.config, cfg);
+    gt::apply_overrides(a.overrides, cfg);
+    cfg.validate();
     devices = open_power_limit_devices(a.devices);
-    // Refuse a step that gives too many candidates before the run folder and the trainer exist.
-    double lo = 0, hi = 1e300;
-    for (const auto& d : devices) {
-      lo = std::max(lo, d->min_limit_w());
-      hi = std::min(hi, d->max_limit_w());
-    }
-    candidate_limits_w(lo, hi, opt.step_w);
-    std::filesystem::create_directories(a.out);
-    profile = trainer_profile(a.config, a.overrides, a.out, opt.objective);
   }
   for (const auto& d : devices)
     std::fprintf(out, "device %s: limit %g W, allowed [%g, %g] W\n", d->name().c_str(),
                  d->limit_w(), d->min_limit_w(), d->max_limit_w());
-  TuneResult r = tune_power_limit(devices, profile, opt, out);
+  const TuneResult r = a.simulate ? tune_power_limit(devices, profile, opt, out)
+                                  : gt::tune_training(cfg, a.out, devices, opt, out, stderr);
   if (r.reused_profile)
     std::fprintf(out, "(profile reused from %s; nothing was run)\n", a.profile.c_str());
   const ProfilePoint* top = &r.points.front();

@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "energy/parse.h"
+#include "energy/rapl.h"
 
 namespace gt::tune {
 namespace fs = std::filesystem;
@@ -123,11 +124,7 @@ bool RaplDevice::restore_limit_w_from_signal(double limit_w) noexcept {
 }
 
 std::vector<DevicePtr> open_rapl_devices(const std::string& root_arg) {
-  std::string root = root_arg;
-  if (root.empty()) {
-    const char* e = std::getenv("GT_POWERCAP_ROOT");
-    root = e && *e ? e : "/sys/class/powercap";
-  }
+  const std::string root = energy::powercap_root(root_arg);  // root_arg, $GT_POWERCAP_ROOT, /sys
   // Only CPU package zones cap anything we run: top-level zones (intel-rapl:N, not a sub-zone
   // intel-rapl:N:M) named package-N. psys (the whole platform) and zones of other names are
   // never set.

@@ -29,10 +29,10 @@ class RaplDevice : public PowerLimitDevice {
   double min_w_ = 0, max_w_ = 0;
 };
 
-/// CPU package zones under root (empty: $GT_POWERCAP_ROOT or /sys/class/powercap): top-level
-/// zones intel-rapl:N whose name starts with "package" and that have a
-/// constraint_0_power_limit_uw file. psys (the platform zone), sub-zones and zones of other
-/// names are never power-limit devices.
+/// CPU package zones under energy::powercap_root(root) (root, else $GT_POWERCAP_ROOT, else
+/// /sys/class/powercap): top-level zones intel-rapl:N whose name starts with "package" and
+/// that have a constraint_0_power_limit_uw file. psys (the platform zone), sub-zones and zones of
+/// other names are never power-limit devices.
 std::vector<DevicePtr> open_rapl_devices(const std::string& root = "");
 
 }  // namespace gt::tune

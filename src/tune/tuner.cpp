@@ -189,8 +189,8 @@ bool load_profile(const std::string& path, const std::vector<std::string>& devic
 
 }  // namespace
 
-TuneResult tune_power_limit(const std::vector<DevicePtr>& devices, const ProfileFn& profile,
-                            const TuneOptions& opt, std::FILE* log) {
+std::vector<double> begin_search(const std::vector<DevicePtr>& devices, const TuneOptions& opt,
+                                 TuneResult& r) {
   check(!devices.empty(), "power-limit search: no devices; expected at least one");
   check(opt.eta >= 0 && opt.eta <= 1,
         fmt::format("eta {} is not valid; expected a weight in [0, 1]", opt.eta));
@@ -199,63 +199,80 @@ TuneResult tune_power_limit(const std::vector<DevicePtr>& devices, const Profile
                     opt.profile_steps, opt.warmup_steps));
   check(opt.max_slowdown >= 1,
         fmt::format("max slowdown {} is not valid; expected a factor >= 1", opt.max_slowdown));
-  TuneResult r;
   double lo = 0, hi = 1e300;
   for (const auto& d : devices) {
     r.devices.push_back(d->name());
     lo = std::max(lo, d->min_limit_w());
     hi = std::min(hi, d->max_limit_w());
   }
-  const std::vector<double> cands = candidate_limits_w(lo, hi, opt.step_w);
+  std::vector<double> cands = candidate_limits_w(lo, hi, opt.step_w);
   r.p_max_w = cands.front() * static_cast<double>(devices.size());
-  if (!opt.profile_path.empty() &&
-      load_profile(opt.profile_path, r.devices, cands, r.points, log)) {
-    r.reused_profile = true;
-    for (const auto& d : devices) r.original_limits_w.push_back(d->limit_w());
-    r.chosen_limit_w = choose_limit_w(r.points, opt, r.p_max_w);
-    if (log) std::fprintf(log, "reused profile %s\n", opt.profile_path.c_str());
-    return r;
-  }
+  return cands;
+}
+
+bool reuse_saved_profile(const std::vector<DevicePtr>& devices, const std::vector<double>& cands,
+                         const TuneOptions& opt, TuneResult& r, std::FILE* log) {
+  if (opt.profile_path.empty() || !load_profile(opt.profile_path, r.devices, cands, r.points, log))
+    return false;
+  r.reused_profile = true;
+  for (const auto& d : devices) r.original_limits_w.push_back(d->limit_w());
+  r.chosen_limit_w = choose_limit_w(r.points, opt, r.p_max_w);
+  if (log) std::fprintf(log, "reused profile %s\n", opt.profile_path.c_str());
+  return true;
+}
+
+void add_profile_point(TuneResult& r, double limit, const StepMeasurement& m,
+                       const TuneOptions& opt, std::FILE* log) {
+  check(m.time_s > 0, fmt::format("power-limit search: the profiling at {} W took {} s; "
+                                  "expected time > 0",
+                                  limit, m.time_s));
+  std::string flags;
+  for (const auto& f : m.flags) flags += (flags.empty() ? "" : "; ") + f;
+  if (objective_needs_energy(opt.objective))
+    check(m.energy_known && m.energy_j > 0 && !m.estimated_only,
+          fmt::format("power-limit search: objective '{}' compares energies, but at {} W the "
+                      "meter {}{}; use --objective time or slowdown, or a machine whose "
+                      "energy counters (RAPL, NVML) can be read",
+                      objective_name(opt.objective), limit,
+                      !m.energy_known    ? "could not measure the energy"
+                      : m.estimated_only ? "has only an estimate, which does not see the limit"
+                                         : fmt::format("read {} J", m.energy_j),
+                      flags.empty() ? "" : " (" + flags + ")"));
+  ProfilePoint p{limit, m.energy_known ? m.energy_j / opt.profile_steps : NAN,
+                 m.time_s / opt.profile_steps, m.flags};
+  r.points.push_back(p);
+  if (!log) return;
+  if (m.energy_known)
+    std::fprintf(log, "limit %6.1f W: %9.3f J/step %8.4f s/step %7.1f W avg, cost %9.3f J%s\n",
+                 limit, p.energy_per_step_j, p.time_per_step_s, p.avg_power_w(),
+                 zeus_cost_j(p.energy_per_step_j, p.time_per_step_s, opt.eta, r.p_max_w),
+                 m.estimated_only ? " (estimated)" : "");
+  else
+    std::fprintf(log, "limit %6.1f W: energy unknown %8.4f s/step\n", limit, p.time_per_step_s);
+  for (const auto& f : m.flags) std::fprintf(log, "  flag: %s\n", f.c_str());
+}
+
+void end_search(TuneResult& r, const TuneOptions& opt) {
+  r.chosen_limit_w = choose_limit_w(r.points, opt, r.p_max_w);
+  if (!opt.profile_path.empty())
+    write_file_atomic(opt.profile_path, dump_json(tune_result_to_json(r, opt), 2) + "\n");
+}
+
+TuneResult tune_power_limit(const std::vector<DevicePtr>& devices, const ProfileFn& profile,
+                            const TuneOptions& opt, std::FILE* log) {
+  TuneResult r;
+  const std::vector<double> cands = begin_search(devices, opt, r);
+  if (reuse_saved_profile(devices, cands, opt, r, log)) return r;
   // Refuses without permission before anything changes; restores on every exit path.
   PowerLimitGuard guard(devices, /*handle_signals=*/true);
   r.original_limits_w = guard.saved_limits_w();
   for (double limit : cands) {
     guard.apply_w(limit);
     if (opt.warmup_steps > 0) profile(opt.warmup_steps);
-    const StepMeasurement m = profile(opt.profile_steps);
-    check(m.time_s > 0, fmt::format("power-limit search: the profiling at {} W took {} s; "
-                                    "expected time > 0",
-                                    limit, m.time_s));
-    std::string flags;
-    for (const auto& f : m.flags) flags += (flags.empty() ? "" : "; ") + f;
-    if (objective_needs_energy(opt.objective))
-      check(m.energy_known && m.energy_j > 0 && !m.estimated_only,
-            fmt::format("power-limit search: objective '{}' compares energies, but at {} W the "
-                        "meter {}{}; use --objective time or slowdown, or a machine whose "
-                        "energy counters (RAPL, NVML) can be read",
-                        objective_name(opt.objective), limit,
-                        !m.energy_known    ? "could not measure the energy"
-                        : m.estimated_only ? "has only an estimate, which does not see the limit"
-                                           : fmt::format("read {} J", m.energy_j),
-                        flags.empty() ? "" : " (" + flags + ")"));
-    ProfilePoint p{limit, m.energy_known ? m.energy_j / opt.profile_steps : NAN,
-                   m.time_s / opt.profile_steps, m.flags};
-    r.points.push_back(p);
-    if (log) {
-      if (m.energy_known)
-        std::fprintf(log, "limit %6.1f W: %9.3f J/step %8.4f s/step %7.1f W avg, cost %9.3f J%s\n",
-                     limit, p.energy_per_step_j, p.time_per_step_s, p.avg_power_w(),
-                     zeus_cost_j(p.energy_per_step_j, p.time_per_step_s, opt.eta, r.p_max_w),
-                     m.estimated_only ? " (estimated)" : "");
-      else
-        std::fprintf(log, "limit %6.1f W: energy unknown %8.4f s/step\n", limit, p.time_per_step_s);
-      for (const auto& f : m.flags) std::fprintf(log, "  flag: %s\n", f.c_str());
-    }
+    add_profile_point(r, limit, profile(opt.profile_steps), opt, log);
   }
   guard.restore();
-  r.chosen_limit_w = choose_limit_w(r.points, opt, r.p_max_w);
-  if (!opt.profile_path.empty())
-    write_file_atomic(opt.profile_path, dump_json(tune_result_to_json(r, opt), 2) + "\n");
+  end_search(r, opt);
   return r;
 }
 

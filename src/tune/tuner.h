@@ -2,7 +2,10 @@
 // Jae-Won Chung, Mosharaf Chowdhury, "Zeus: Understanding and Optimizing GPU Energy
 // Consumption of DNN Training", NSDI 2023). Every candidate limit, from the devices' allowed
 // maximum down to their minimum in steps, is applied to all devices; some warm-up steps are
-// run, then some profiled steps are measured by a caller-provided function (energy J, time s).
+// run, then some profiled steps are measured (energy J, time s): by the caller's meter while the
+// caller marks its steps (PowerLimitOptimizer, tune/optimizer.h: training loops, `greentrain
+// tune CONFIG`, the Python package), or by a function that runs the steps (tune_power_limit:
+// the simulated devices of `greentrain tune --simulate` and the tests).
 // The choice minimises energy, time, Zeus's cost eta*E + (1-eta)*P_max*T (E and T per step;
 // P_max = the highest candidate limit times the number of devices, so both terms are joules),
 // or takes the lowest limit whose time per step stays within a slowdown factor of the time at
@@ -35,14 +38,14 @@ struct StepMeasurement {
   std::vector<std::string> flags;  ///< the meter's flags for the window
 };
 
-/// Runs `steps` training steps at the power limits now in force and measures them. The
-/// trainer provides it for real runs (see cmd_tune.cpp); simulated_profile() for tests.
+/// Runs `steps` steps at the power limits now in force and measures them: simulated_profile()
+/// (tests, --simulate). Real training steps drive PowerLimitOptimizer instead.
 using ProfileFn = std::function<StepMeasurement(int steps)>;
 
 /// A meter window as the search reads it: its energy over the counted domains (J; known only
 /// when a sensor counted), duration (s), whether every counted domain is an estimate, and the
-/// meter's flags. `greentrain tune` and the Python optimizer both measure their steps through
-/// it, so both refuse and flag alike.
+/// meter's flags. PowerLimitOptimizer measures every limit's profiled steps through it, so
+/// `greentrain tune` and the Python optimizer refuse and flag alike.
 StepMeasurement step_measurement(const energy::Measurement& m);
 
 enum class Objective { energy, time, cost, slowdown };
@@ -100,6 +103,25 @@ double choose_limit_w(const std::vector<ProfilePoint>& points, const TuneOptions
 
 /// true for the objectives that compare energies (energy, cost).
 bool objective_needs_energy(Objective o);
+
+/// The search's steps, shared by tune_power_limit (a ProfileFn runs the steps) and
+/// PowerLimitOptimizer (tune/optimizer.h: the caller runs them). begin_search checks opt
+/// (gt::Error naming the value), fills r.devices and r.p_max_w (the highest candidate x the
+/// number of devices, W) and returns the candidates (W, from the highest down). Changes nothing.
+std::vector<double> begin_search(const std::vector<DevicePtr>& devices, const TuneOptions& opt,
+                                 TuneResult& r);
+/// Fills r from the profile at opt.profile_path when it was made on these devices and
+/// candidates (points, original_limits_w = the limits now, chosen_limit_w, reused_profile) and
+/// returns true; false when there is no such profile. gt::Error when the file is not a profile.
+bool reuse_saved_profile(const std::vector<DevicePtr>& devices, const std::vector<double>& cands,
+                         const TuneOptions& opt, TuneResult& r, std::FILE* log);
+/// Adds the point of one limit (W) whose opt.profile_steps profiled steps measured m, and logs
+/// it. gt::Error when m's time is not > 0, or when the objective compares energies and m's
+/// energy is unknown, 0 J or an estimate only.
+void add_profile_point(TuneResult& r, double limit_w, const StepMeasurement& m,
+                       const TuneOptions& opt, std::FILE* log);
+/// Chooses r.chosen_limit_w among r.points and writes the profile to opt.profile_path (if set).
+void end_search(TuneResult& r, const TuneOptions& opt);
 
 /// Runs the search on devices (all set to the same limit) with profile(), or reuses the
 /// profile at opt.profile_path when it was made on the same devices and candidates. Refuses

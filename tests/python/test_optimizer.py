@@ -18,6 +18,10 @@ ORIGINAL_MW = 300000
 
 
 def make(meter, **kw):
+    # Loops that do no work between steps measure windows of microseconds, below the stand-in's
+    # 1 mJ counter step: they compare times (the search's thread made such windows longer).
+    if "max_slowdown" not in kw:
+        kw.setdefault("objective", "time")
     kw.setdefault("devices", "nvml")
     kw.setdefault("step_w", 100)
     kw.setdefault("warmup_steps", 0)
@@ -70,6 +74,24 @@ def test_epoch_end_discards_the_profiled_steps(fake_nvml):
             if n == 2:
                 plo.on_epoch_end()  # evaluation after step 2: the 400 W profile starts again
         assert n == 11
+    assert fake_nvml.limit_mw() == ORIGINAL_MW
+
+
+def test_step_end_leaves_the_time_between_steps_out(fake_nvml):
+    """on_step_end, as Zeus's: a limit's profile ends with its last step, and the time between
+    steps (logging, evaluation) is not measured as the steps'."""
+    with greentrain.Meter(cpu=False, interval_ms=0) as meter, make(meter) as plo:
+        n = 0
+        while plo.state != "done":
+            plo.on_step_begin()
+            time.sleep(0.01)
+            plo.on_step_end()
+            n += 1
+            time.sleep(0.05)  # between steps
+            assert n < 50
+        assert n == 8  # 4 candidates x 2 profiled steps, the last ended by on_step_end
+        times = [p["time_per_step_s"] for p in plo.result()["points"]]
+        assert all(0.01 <= t < 0.04 for t in times), times
     assert fake_nvml.limit_mw() == ORIGINAL_MW
 
 
