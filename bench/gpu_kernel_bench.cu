@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backend/cuda/cudnn_attention.h"
@@ -248,6 +249,13 @@ void bench_shape(cudaStream_t s, const char* name, int B, int T, int C, int NH, 
 
 }  // namespace
 
+/// The MLP's GELU rows (bench/gpu_mlp_bench.cpp: C++20, through the backend).
+struct MlpRow {
+  std::string kernel;
+  double ms, bytes, flops;
+};
+std::vector<MlpRow> bench_mlp_gelu(int B, int T, int C);
+
 int main(int argc, char** argv) {
   const std::string which = argc > 1 ? argv[1] : "all";
   if (which != "124m" && which != "xl" && which != "all")
@@ -257,6 +265,11 @@ int main(int argc, char** argv) {
   copy_bandwidth(s);
   if (which != "xl") bench_shape(s, "GPT-2 124M B32 T1024", 32, 1024, 768, 12, 50304, 12);
   if (which != "124m") bench_shape(s, "GPT-2 XL B8 T1024", 8, 1024, 1600, 25, 50304, 48);
+  for (const auto& [shape, B, C] :
+       {std::tuple{"GPT-2 124M B32 T1024", 32, 768}, std::tuple{"GPT-2 XL B8 T1024", 8, 1600}})
+    if (which == "all" || (C == 768) == (which == "124m"))
+      for (const MlpRow& r : bench_mlp_gelu(B, 1024, C))
+        report(shape, r.kernel.c_str(), r.ms, r.bytes, r.flops);
   cudaStreamDestroy(s);
   return 0;
 }
