@@ -17,13 +17,14 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <set>
 #include <string>
 
 #include "backend/forwarding.h"
-#include "core/error.h"
 #include "op_cases.h"
 
 namespace gt::test {
