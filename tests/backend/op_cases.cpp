@@ -165,36 +165,50 @@ void add_matmul(std::vector<OpCase>& cs, const Dims& d) {
   }
   // the MLP's GELU fused into its products, against matmul + gelu
   const int C = d.C, H = 4 * d.C;
-  auto mg = [=](Ctx& x, bool fused) {
+  // with_pre: the pre-activation written too (for a backward with GeluSaved::input)
+  auto mg = [=](Ctx& x, bool fused, bool with_pre) {
     auto inp = x.in(normal(N * C, 27)), w = x.in(normal(C * H, 28, 0.2f)),
          b = x.in(normal(H, 29, 0.5f));
-    float* out = x.out(N * H);
+    float *out = x.out(N * H), *pre = x.out(N * H);
     if (fused) {
-      x.call([&] { x.be.matmul_gelu_forward(out, inp, w, b, N, C, H); });
+      x.call([&] {
+        if (with_pre)
+          x.be.matmul_gelu_forward(out, pre, inp, w, b, N, C, H);
+        else
+          x.be.matmul_gelu_forward(out, inp, w, b, N, C, H);
+      });
     } else {
-      float* pre = x.out(N * H);
       x.be.matmul_forward(pre, inp, w, b, N, C, H, false);
       x.be.gelu_forward(out, pre, N * H);
     }
     Outputs o;
     o.add("out", x.get(out, N * H));
+    if (with_pre) o.add("pre", x.get(pre, N * H));
     return o;
   };
-  cs.push_back(
-      {fmt::format("matmul_gelu_forward vs matmul+gelu N={} C={} OC={} {}", N, C, H, d.label),
-       {Op::matmul_gelu_forward},
-       [=](Ctx& x) { return mg(x, true); },
-       [=](Ctx& x) { return mg(x, false); }});
-  cs.back().flops = 2.0 * N * C * H;
+  for (bool with_pre : {false, true}) {
+    cs.push_back({fmt::format("matmul_gelu_forward{} vs matmul+gelu N={} C={} OC={} {}",
+                              with_pre ? " pre" : "", N, C, H, d.label),
+                  {Op::matmul_gelu_forward},
+                  [=](Ctx& x) { return mg(x, true, with_pre); },
+                  [=](Ctx& x) { return mg(x, false, with_pre); }});
+    cs.back().flops = 2.0 * N * C * H;
+  }
   // mlp.c_proj backward with the GELU backward of its input fused in: W (4C, C)
-  auto mbg = [=](Ctx& x, bool fused) {
+  // saved: what the fused backward takes, gelu' (from gelu_forward_fused) or the pre-activation
+  auto mbg = [=](Ctx& x, bool fused, GeluSaved saved) {
     auto pre = x.in(normal(N * H, 30, 1.5f));
     auto w = x.in(normal(H * C, 31, 0.1f)), dout = x.in(normal(N * C, 32));
     float* g = x.out(N * H);
     float* dinp = x.out(N * H);
     float* dw = x.in(normal(H * C, 33));
     float* db = x.in(normal(C, 34));
-    if (fused) {
+    if (fused && saved == GeluSaved::input) {
+      x.be.gelu_forward(g, pre, N * H);
+      x.call([&] {
+        x.be.matmul_backward_gelu(dinp, dw, db, dout, g, w, pre, GeluSaved::input, N, H, C);
+      });
+    } else if (fused) {
       float* dgelu = x.out(N * H);  // bf16 under bf16 (half of it used)
       x.be.gelu_forward_fused(g, dgelu, pre, N * H);
       x.call([&] { x.be.matmul_backward_gelu(dinp, dw, db, dout, g, w, dgelu, N, H, C); });
@@ -209,13 +223,17 @@ void add_matmul(std::vector<OpCase>& cs, const Dims& d) {
     o.add("dbias", x.get(db, C));
     return o;
   };
-  cs.push_back({fmt::format("matmul_backward_gelu vs matmul_backward+gelu_backward N={} C={} "
-                            "OC={} {}",
-                            N, H, C, d.label),
-                {Op::gelu_forward_fused, Op::matmul_backward_gelu},
-                [=](Ctx& x) { return mbg(x, true); },
-                [=](Ctx& x) { return mbg(x, false); }});
-  cs.back().flops = 4.0 * N * C * H;
+  for (GeluSaved saved : {GeluSaved::derivative, GeluSaved::input}) {
+    const bool input = saved == GeluSaved::input;
+    cs.push_back({fmt::format("matmul_backward_gelu{} vs matmul_backward+gelu_backward N={} C={} "
+                              "OC={} {}",
+                              input ? " saved=input" : "", N, H, C, d.label),
+                  input ? std::vector<Op>{Op::gelu_forward, Op::matmul_backward_gelu}
+                        : std::vector<Op>{Op::gelu_forward_fused, Op::matmul_backward_gelu},
+                  [=](Ctx& x) { return mbg(x, true, saved); },
+                  [=](Ctx& x) { return mbg(x, false, saved); }});
+    cs.back().flops = 4.0 * N * C * H;
+  }
 }
 
 // ---- attention ----------------------------------------------------------------------------
