@@ -396,7 +396,8 @@ fi
 # ---- stage 2: the op test and the GPU engine tests ----------------------------------------
 if want 2; then
   optest="$(bpath backend_ops_test)"
-  filter="*/$( [ "$rehearse" = 1 ] && echo cuda_emu || echo cuda)"
+  # the backend's tests (BackendOps.*/cuda) and its rows of the op table (*/cuda_fp32_* ...)
+  filter="*/cuda:*/cuda_fp*:*/cuda_bf16_*"
   # the rehearsal runs the quick gradient cases only (ctest ran the whole op test on cuda-emu)
   [ "$rehearse" = 1 ] && filter="*GradientsMatchFiniteDifferences/cuda_emu"
   if needs 2 "$optest" && limit 2 120 20; then

@@ -70,36 +70,51 @@ struct ConstDevPtr {
 /// derivative gelu'(pre), or its input pre (the pre-activation).
 enum class GeluSaved { derivative, input };
 
-/// The ops of the table, for Backend::supports() and the op test.
+/// The list of ops: every op of the table once, in declaration order. The Op enum, op_name(),
+/// all_ops() and kOpCount come from it, so naming a new op is one line here (its virtual below
+/// is overridden by every backend and by ForwardingBackend, backend/forwarding.h; its case goes
+/// in tests/backend/op_cases.cpp, whose test checks that every op here has one).
+#define GT_BACKEND_OPS(X)          \
+  X(embedding_forward)             \
+  X(embedding_backward)            \
+  X(layernorm_forward)             \
+  X(layernorm_backward)            \
+  X(matmul_forward)                \
+  X(matmul_gelu_forward)           \
+  X(matmul_backward)               \
+  X(matmul_backward_gelu)          \
+  X(attention_forward)             \
+  X(attention_backward)            \
+  X(attention_forward_fused)       \
+  X(attention_backward_fused)      \
+  X(gelu_forward)                  \
+  X(gelu_backward)                 \
+  X(gelu_forward_fused)            \
+  X(residual_forward)              \
+  X(residual_layernorm_forward)    \
+  X(softmax_crossentropy_forward)  \
+  X(softmax_crossentropy_backward) \
+  X(softmax_crossentropy_fused)    \
+  X(adamw_update)                  \
+  X(adamw_fused)                   \
+  X(sum_squares)                   \
+  X(scale)
+
+/// The ops of the table, for Backend::supports() and the op test (GT_BACKEND_OPS).
 enum class Op {
-  embedding_forward,
-  embedding_backward,
-  layernorm_forward,
-  layernorm_backward,
-  matmul_forward,
-  matmul_gelu_forward,
-  matmul_backward,
-  matmul_backward_gelu,
-  attention_forward,
-  attention_backward,
-  attention_forward_fused,
-  attention_backward_fused,
-  gelu_forward,
-  gelu_backward,
-  gelu_forward_fused,
-  residual_forward,
-  residual_layernorm_forward,
-  softmax_crossentropy_forward,
-  softmax_crossentropy_backward,
-  softmax_crossentropy_fused,
-  adamw_update,
-  adamw_fused,
-  sum_squares,
-  scale,
+#define GT_OP_ENUM(name) name,
+  GT_BACKEND_OPS(GT_OP_ENUM)
+#undef GT_OP_ENUM
 };
+/// How many ops GT_BACKEND_OPS lists.
+inline constexpr int kOpCount = 0
+#define GT_OP_COUNT(name) +1
+    GT_BACKEND_OPS(GT_OP_COUNT)
+#undef GT_OP_COUNT
+    ;
 /// Every Op, in declaration order.
 const std::vector<Op>& all_ops();
-/// "matmul_forward" etc.
+/// "matmul_forward" etc.: the op's name in GT_BACKEND_OPS.
 std::string_view op_name(Op op);
 
 /// The sizes of a transformer's ops at one micro-batch, for Backend::workspace_bytes().

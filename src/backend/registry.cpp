@@ -4,10 +4,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 
 #include "backend/backend.h"
 #ifdef GT_HAVE_ONEDNN
@@ -21,32 +21,13 @@
 namespace gt {
 
 namespace {
-constexpr std::array<std::pair<Op, const char*>, 24> kOpNames{{
-    {Op::embedding_forward, "embedding_forward"},
-    {Op::embedding_backward, "embedding_backward"},
-    {Op::layernorm_forward, "layernorm_forward"},
-    {Op::layernorm_backward, "layernorm_backward"},
-    {Op::matmul_forward, "matmul_forward"},
-    {Op::matmul_gelu_forward, "matmul_gelu_forward"},
-    {Op::matmul_backward, "matmul_backward"},
-    {Op::matmul_backward_gelu, "matmul_backward_gelu"},
-    {Op::attention_forward, "attention_forward"},
-    {Op::attention_backward, "attention_backward"},
-    {Op::attention_forward_fused, "attention_forward_fused"},
-    {Op::attention_backward_fused, "attention_backward_fused"},
-    {Op::gelu_forward, "gelu_forward"},
-    {Op::gelu_backward, "gelu_backward"},
-    {Op::gelu_forward_fused, "gelu_forward_fused"},
-    {Op::residual_forward, "residual_forward"},
-    {Op::residual_layernorm_forward, "residual_layernorm_forward"},
-    {Op::softmax_crossentropy_forward, "softmax_crossentropy_forward"},
-    {Op::softmax_crossentropy_backward, "softmax_crossentropy_backward"},
-    {Op::softmax_crossentropy_fused, "softmax_crossentropy_fused"},
-    {Op::adamw_update, "adamw_update"},
-    {Op::adamw_fused, "adamw_fused"},
-    {Op::sum_squares, "sum_squares"},
-    {Op::scale, "scale"},
-}};
+// The op names, in Op's order (both from GT_BACKEND_OPS).
+constexpr std::string_view kOpNames[] = {
+#define GT_OP_NAME(name) #name,
+    GT_BACKEND_OPS(GT_OP_NAME)
+#undef GT_OP_NAME
+};
+static_assert(std::size(kOpNames) == kOpCount);
 
 // The registry: "ref" first (the definition every other backend is tested against).
 const std::vector<BackendEntry> kBackends = {
@@ -70,16 +51,15 @@ std::string known_devices() {
 const std::vector<Op>& all_ops() {
   static const std::vector<Op> ops = [] {
     std::vector<Op> v;
-    for (auto& [op, name] : kOpNames) v.push_back(op);
+    for (int i = 0; i < kOpCount; ++i) v.push_back(static_cast<Op>(i));
     return v;
   }();
   return ops;
 }
 
 std::string_view op_name(Op op) {
-  for (auto& [o, name] : kOpNames)
-    if (o == op) return name;
-  return "?";
+  const auto i = static_cast<size_t>(op);
+  return i < std::size(kOpNames) ? kOpNames[i] : "?";
 }
 
 void check_supports(const Backend& be, const std::vector<Op>& ops, Precision p) {

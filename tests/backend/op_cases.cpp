@@ -4,6 +4,10 @@
 // skips shows; outputs it accumulates into (+=) start from random values.
 #include "op_cases.h"
 
+#include <map>
+
+#include "core/error.h"
+
 namespace gt::test {
 namespace {
 
@@ -161,36 +165,50 @@ void add_matmul(std::vector<OpCase>& cs, const Dims& d) {
   }
   // the MLP's GELU fused into its products, against matmul + gelu
   const int C = d.C, H = 4 * d.C;
-  auto mg = [=](Ctx& x, bool fused) {
+  // with_pre: the pre-activation written too (for a backward with GeluSaved::input)
+  auto mg = [=](Ctx& x, bool fused, bool with_pre) {
     auto inp = x.in(normal(N * C, 27)), w = x.in(normal(C * H, 28, 0.2f)),
          b = x.in(normal(H, 29, 0.5f));
-    float* out = x.out(N * H);
+    float *out = x.out(N * H), *pre = x.out(N * H);
     if (fused) {
-      x.call([&] { x.be.matmul_gelu_forward(out, inp, w, b, N, C, H); });
+      x.call([&] {
+        if (with_pre)
+          x.be.matmul_gelu_forward(out, pre, inp, w, b, N, C, H);
+        else
+          x.be.matmul_gelu_forward(out, inp, w, b, N, C, H);
+      });
     } else {
-      float* pre = x.out(N * H);
       x.be.matmul_forward(pre, inp, w, b, N, C, H, false);
       x.be.gelu_forward(out, pre, N * H);
     }
     Outputs o;
     o.add("out", x.get(out, N * H));
+    if (with_pre) o.add("pre", x.get(pre, N * H));
     return o;
   };
-  cs.push_back(
-      {fmt::format("matmul_gelu_forward vs matmul+gelu N={} C={} OC={} {}", N, C, H, d.label),
-       {Op::matmul_gelu_forward},
-       [=](Ctx& x) { return mg(x, true); },
-       [=](Ctx& x) { return mg(x, false); }});
-  cs.back().flops = 2.0 * N * C * H;
+  for (bool with_pre : {false, true}) {
+    cs.push_back({fmt::format("matmul_gelu_forward{} vs matmul+gelu N={} C={} OC={} {}",
+                              with_pre ? " pre" : "", N, C, H, d.label),
+                  {Op::matmul_gelu_forward},
+                  [=](Ctx& x) { return mg(x, true, with_pre); },
+                  [=](Ctx& x) { return mg(x, false, with_pre); }});
+    cs.back().flops = 2.0 * N * C * H;
+  }
   // mlp.c_proj backward with the GELU backward of its input fused in: W (4C, C)
-  auto mbg = [=](Ctx& x, bool fused) {
+  // saved: what the fused backward takes, gelu' (from gelu_forward_fused) or the pre-activation
+  auto mbg = [=](Ctx& x, bool fused, GeluSaved saved) {
     auto pre = x.in(normal(N * H, 30, 1.5f));
     auto w = x.in(normal(H * C, 31, 0.1f)), dout = x.in(normal(N * C, 32));
     float* g = x.out(N * H);
     float* dinp = x.out(N * H);
     float* dw = x.in(normal(H * C, 33));
     float* db = x.in(normal(C, 34));
-    if (fused) {
+    if (fused && saved == GeluSaved::input) {
+      x.be.gelu_forward(g, pre, N * H);
+      x.call([&] {
+        x.be.matmul_backward_gelu(dinp, dw, db, dout, g, w, pre, GeluSaved::input, N, H, C);
+      });
+    } else if (fused) {
       float* dgelu = x.out(N * H);  // bf16 under bf16 (half of it used)
       x.be.gelu_forward_fused(g, dgelu, pre, N * H);
       x.call([&] { x.be.matmul_backward_gelu(dinp, dw, db, dout, g, w, dgelu, N, H, C); });
@@ -205,13 +223,17 @@ void add_matmul(std::vector<OpCase>& cs, const Dims& d) {
     o.add("dbias", x.get(db, C));
     return o;
   };
-  cs.push_back({fmt::format("matmul_backward_gelu vs matmul_backward+gelu_backward N={} C={} "
-                            "OC={} {}",
-                            N, H, C, d.label),
-                {Op::gelu_forward_fused, Op::matmul_backward_gelu},
-                [=](Ctx& x) { return mbg(x, true); },
-                [=](Ctx& x) { return mbg(x, false); }});
-  cs.back().flops = 4.0 * N * C * H;
+  for (GeluSaved saved : {GeluSaved::derivative, GeluSaved::input}) {
+    const bool input = saved == GeluSaved::input;
+    cs.push_back({fmt::format("matmul_backward_gelu{} vs matmul_backward+gelu_backward N={} C={} "
+                              "OC={} {}",
+                              input ? " saved=input" : "", N, H, C, d.label),
+                  input ? std::vector<Op>{Op::gelu_forward, Op::matmul_backward_gelu}
+                        : std::vector<Op>{Op::gelu_forward_fused, Op::matmul_backward_gelu},
+                  [=](Ctx& x) { return mbg(x, true, saved); },
+                  [=](Ctx& x) { return mbg(x, false, saved); }});
+    cs.back().flops = 4.0 * N * C * H;
+  }
 }
 
 // ---- attention ----------------------------------------------------------------------------
@@ -280,7 +302,7 @@ void add_attention(std::vector<OpCase>& cs, const Dims& d) {
 // ---- GELU, loss ---------------------------------------------------------------------------
 void add_gelu_and_loss(std::vector<OpCase>& cs, const Dims& d) {
   const int64_t n = d.N() * 4 * d.C + 5;  // odd tail
-  cs.push_back({fmt::format("gelu_forward n={}", n), {Op::gelu_forward}, [=](Ctx& x) {
+  cs.push_back({fmt::format("gelu_forward n={} {}", n, d.label), {Op::gelu_forward}, [=](Ctx& x) {
                   auto inp = x.in(normal(n, 50, 3.0f));
                   float* out = x.out(n);
                   x.call([&] { x.be.gelu_forward(out, inp, n); });
@@ -290,7 +312,7 @@ void add_gelu_and_loss(std::vector<OpCase>& cs, const Dims& d) {
                 }});
   cs.back().bytes = 2.0 * n * 4;
   for (bool alias : {false, true})
-    cs.push_back({fmt::format("gelu_backward n={}{}", n, alias ? " dinp=dout" : ""),
+    cs.push_back({fmt::format("gelu_backward n={}{} {}", n, alias ? " dinp=dout" : "", d.label),
                   {Op::gelu_backward},
                   [=](Ctx& x) {
                     auto inp = x.in(normal(n, 50, 3.0f));
@@ -316,8 +338,8 @@ void add_gelu_and_loss(std::vector<OpCase>& cs, const Dims& d) {
       if (with_dgelu) o.add("dgelu", x.get(dg, n));
       return o;
     };
-    cs.push_back({fmt::format("gelu_forward_fused{} vs gelu_forward+gelu_backward n={}",
-                              with_dgelu ? "" : " dgelu=null", n),
+    cs.push_back({fmt::format("gelu_forward_fused{} vs gelu_forward+gelu_backward n={} {}",
+                              with_dgelu ? "" : " dgelu=null", n, d.label),
                   {Op::gelu_forward_fused},
                   [=](Ctx& x) { return gf(x, true); },
                   [=](Ctx& x) { return gf(x, false); }});
@@ -326,7 +348,7 @@ void add_gelu_and_loss(std::vector<OpCase>& cs, const Dims& d) {
   const int64_t N = d.N();
   const int Vv = d.V;
   const float dloss = 1.0f / N;
-  cs.push_back({fmt::format("softmax_crossentropy_forward N={} V={}", N, Vv),
+  cs.push_back({fmt::format("softmax_crossentropy_forward N={} V={} {}", N, Vv, d.label),
                 {Op::softmax_crossentropy_forward},
                 [=](Ctx& x) {
                   auto logits = x.in(normal(N * Vv, 52, 3.0f));
@@ -358,10 +380,24 @@ void add_gelu_and_loss(std::vector<OpCase>& cs, const Dims& d) {
     }
     return o;
   };
-  cs.push_back({fmt::format("softmax_crossentropy_fused vs forward+backward N={} V={}", N, Vv),
-                {Op::softmax_crossentropy_fused},
-                [=](Ctx& x) { return xent(x, true); },
-                [=](Ctx& x) { return xent(x, false); }});
+  cs.push_back({fmt::format("softmax_crossentropy_backward N={} V={} {}", N, Vv, d.label),
+                {Op::softmax_crossentropy_forward, Op::softmax_crossentropy_backward},
+                [=](Ctx& x) {
+                  auto logits = x.in(normal(N * Vv, 52, 3.0f));
+                  auto tg = x.in(ids(N, Vv, 53));
+                  float *probs = x.out(N * Vv), *losses = x.out(N), *dl = x.out(N * Vv);
+                  x.be.softmax_crossentropy_forward(probs, losses, logits, tg, N, Vv);
+                  x.call([&] { x.be.softmax_crossentropy_backward(dl, probs, tg, dloss, N, Vv); });
+                  Outputs o;
+                  o.add("dlogits", x.get(dl, N * Vv));
+                  return o;
+                }});
+  cs.back().bytes = 2.0 * N * Vv * 4;
+  cs.push_back(
+      {fmt::format("softmax_crossentropy_fused vs forward+backward N={} V={} {}", N, Vv, d.label),
+       {Op::softmax_crossentropy_fused},
+       [=](Ctx& x) { return xent(x, true); },
+       [=](Ctx& x) { return xent(x, false); }});
   cs.back().bytes = 2.0 * N * Vv * 4;
 }
 
@@ -369,7 +405,7 @@ void add_gelu_and_loss(std::vector<OpCase>& cs, const Dims& d) {
 void add_optimizer(std::vector<OpCase>& cs, const Dims& d) {
   const int64_t n = d.N() * d.C + 7;
   cs.push_back(
-      {fmt::format("adamw_update n={}", n), {Op::adamw_update}, [=](Ctx& x) {
+      {fmt::format("adamw_update n={} {}", n, d.label), {Op::adamw_update}, [=](Ctx& x) {
          float *p = x.in(normal(n, 60)), *m = x.in(normal(n, 61, 0.1f));
          float* v = x.in(normal(n, 62, 0.01f, 0.05f));  // positive
          auto g = x.in(normal(n, 63));
@@ -410,13 +446,13 @@ void add_optimizer(std::vector<OpCase>& cs, const Dims& d) {
     }
     return o;
   };
-  cs.push_back({fmt::format("adamw_fused vs scale+adamw_update n={}", n),
+  cs.push_back({fmt::format("adamw_fused vs scale+adamw_update n={} {}", n, d.label),
                 {Op::adamw_fused},
                 [=](Ctx& x) { return af(x, true); },
                 [=](Ctx& x) { return af(x, false); }});
   cs.back().bytes = 7.0 * n * 4;
   const int64_t big = 4 * n + 1;  // spans several reduction chunks when large
-  cs.push_back({fmt::format("sum_squares n={}", big), {Op::sum_squares}, [=](Ctx& x) {
+  cs.push_back({fmt::format("sum_squares n={} {}", big, d.label), {Op::sum_squares}, [=](Ctx& x) {
                   auto g = x.in(normal(big, 90));
                   double s = 0;
                   x.call([&] { s = x.be.sum_squares(g, big); });
@@ -425,7 +461,7 @@ void add_optimizer(std::vector<OpCase>& cs, const Dims& d) {
                   return o;
                 }});
   cs.back().bytes = 4.0 * big;
-  cs.push_back({fmt::format("scale n={}", big), {Op::scale}, [=](Ctx& x) {
+  cs.push_back({fmt::format("scale n={} {}", big, d.label), {Op::scale}, [=](Ctx& x) {
                   float* g = x.in(normal(big, 91));
                   x.call([&] { x.be.scale(g, 0.37f, big); });
                   Outputs o;
@@ -450,6 +486,35 @@ std::vector<OpCase> make_op_cases() {
   // head size 128: the flash kernels' third form (the sizes above have head sizes 8, 32, 64)
   add_attention(cs, Dims{"head128", 1, 80, 256, 2, 0});
   return cs;
+}
+
+const std::vector<OpCase>& op_cases() {
+  static const std::vector<OpCase> cs = make_op_cases();
+  return cs;
+}
+
+bool supports_all(const Backend& be, const std::vector<Op>& ops, Precision p) {
+  for (Op op : ops)
+    if (!be.supports(op, p)) return false;
+  return true;
+}
+
+// Never destroyed: a backend torn down among the static destructors would outlive the
+// runtimes it uses (OpenMP's, the SIMT runtime's).
+Backend* shared_backend(const std::string& name, std::string* why) {
+  static auto& made = *new std::map<std::string, Backend*>;
+  static auto& reasons = *new std::map<std::string, std::string>;
+  if (!made.count(name)) {
+    try {
+      made[name] = make_backend(name).release();
+    } catch (const Error& e) {
+      if (name != "cuda") throw;
+      made[name] = nullptr;
+      reasons[name] = std::string("skipped: no CUDA device (") + e.what() + ")";
+    }
+  }
+  if (why) *why = reasons[name];
+  return made[name];
 }
 
 }  // namespace gt::test

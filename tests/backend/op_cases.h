@@ -1,7 +1,8 @@
-// The table of op cases of the backend op test: every op of backend.h at odd sizes (T not a
-// multiple of 8 or 16, C not a multiple of 64, N = 1), aligned and large sizes, and each fused
-// form against its unfused chain. A case runs on any backend; its outputs are compared with
-// the same case (or its unfused chain) on the reference backend.
+// The table of op cases of the backend op test: every op of backend.h (GT_BACKEND_OPS; the test
+// checks that each has a case) at odd sizes (T not a multiple of 8 or 16, C not a multiple of
+// 64, N = 1), aligned and large sizes, and each fused form against its unfused chain. A case
+// runs on any backend; its outputs are compared with the same case (or its unfused chain) on
+// the reference backend.
 #pragma once
 #include <fmt/format.h>
 
@@ -41,5 +42,15 @@ inline const std::vector<Dims>& all_dims() {
 }
 
 std::vector<OpCase> make_op_cases();
+/// make_op_cases(), made once per process.
+const std::vector<OpCase>& op_cases();
+
+/// Whether `be` runs every op of `ops` under p.
+bool supports_all(const Backend& be, const std::vector<Op>& ops, Precision p);
+
+/// The backend registered as `name`, made once per process and shared by the tests (the
+/// table's rows ask it what it supports when they are listed); null, with the reason in *why,
+/// for a backend that needs a device this machine lacks (cuda without a GPU).
+Backend* shared_backend(const std::string& name, std::string* why = nullptr);
 
 }  // namespace gt::test
