@@ -87,11 +87,13 @@ def test_step_end_leaves_the_time_between_steps_out(fake_nvml):
             time.sleep(0.01)
             plo.on_step_end()
             n += 1
-            time.sleep(0.05)  # between steps
+            time.sleep(0.1)  # between steps
             assert n < 50
         assert n == 8  # 4 candidates x 2 profiled steps, the last ended by on_step_end
         times = [p["time_per_step_s"] for p in plo.result()["points"]]
-        assert all(0.01 <= t < 0.04 for t in times), times
+        # a step measured with the gap after it would take more than the 0.1 s gap alone; a
+        # loaded machine's 10 ms sleep was seen to take up to 42 ms
+        assert all(0.01 <= t < 0.08 for t in times), times
     assert fake_nvml.limit_mw() == ORIGINAL_MW
 
 
