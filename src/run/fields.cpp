@@ -3,9 +3,26 @@
 
 #include <fmt/format.h>
 
+#include "core/bytes_json.h"
 #include "core/json_number.h"
 
 namespace gt::run::detail {
+
+std::optional<nlohmann::json> parse_object(std::string_view text, std::string* why) {
+  why->clear();
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    *why = fmt::format("not valid JSON ({})", e.what());
+    return std::nullopt;
+  }
+  if (j.is_object()) return j;
+  std::string shown = dump_json(j);
+  if (shown.size() > 60) shown = shown.substr(0, 57) + "...";
+  *why = fmt::format("{} is not an object", shown);
+  return std::nullopt;
+}
 
 const nlohmann::json* Fields::at(const char* key) const {
   if (!obj_.is_object()) return nullptr;

@@ -8,11 +8,16 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "run/schema.h"
 
 namespace gt::run::detail {
+
+/// The JSON object `text` holds; empty, with *why set ("not valid JSON (...)", "[1,2] is not an
+/// object"), when it holds none.
+std::optional<nlohmann::json> parse_object(std::string_view text, std::string* why);
 
 class Fields {
  public:

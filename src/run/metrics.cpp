@@ -10,18 +10,9 @@
 namespace gt::run {
 
 std::optional<MetricsRow> read_metrics_line(std::string_view line, std::string* why) {
-  why->clear();
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(line);
-  } catch (const nlohmann::json::exception& e) {
-    *why = fmt::format("not valid JSON ({})", e.what());
-    return std::nullopt;
-  }
-  if (!j.is_object()) {
-    *why = "not a JSON object";
-    return std::nullopt;
-  }
+  const std::optional<nlohmann::json> parsed = detail::parse_object(line, why);
+  if (!parsed) return std::nullopt;
+  const nlohmann::json& j = *parsed;
   MetricsRow r;
   detail::Fields f(j, "", r.problems);
   r.step = f.integer(key::step);

@@ -8,24 +8,16 @@
 
 #include "core/bytes_json.h"
 #include "core/json_number.h"
+#include "run/fields.h"
 #include "run/schema.h"
 
 namespace gt::run {
 
 std::optional<nlohmann::json> previous_session(const std::string& text, int64_t start,
                                                std::string* why) {
-  why->clear();
-  nlohmann::json prev;
-  try {
-    prev = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    *why = fmt::format("not valid JSON ({})", e.what());
-    return std::nullopt;
-  }
-  if (!prev.is_object()) {
-    *why = "not a JSON object";
-    return std::nullopt;
-  }
+  const std::optional<nlohmann::json> parsed = detail::parse_object(text, why);
+  if (!parsed) return std::nullopt;
+  const nlohmann::json& prev = *parsed;
   const auto step = json_integer<int64_t>(prev.value(key::step, nlohmann::json()), 0);
   if (!step || *step != start) {
     if (!step) *why = "its step is not a whole number >= 0";

@@ -67,20 +67,9 @@ Target read_target(const nlohmann::json& j, detail::Fields f) {
 }  // namespace
 
 std::optional<Summary> read_summary(std::string_view text, std::string* why) {
-  why->clear();
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    *why = fmt::format("not valid JSON ({})", e.what());
-    return std::nullopt;
-  }
-  if (!j.is_object()) {
-    std::string shown = dump_json(j);
-    if (shown.size() > 60) shown = shown.substr(0, 57) + "...";
-    *why = fmt::format("{} is not an object", shown);
-    return std::nullopt;
-  }
+  const std::optional<nlohmann::json> parsed = detail::parse_object(text, why);
+  if (!parsed) return std::nullopt;
+  const nlohmann::json& j = *parsed;
   Summary s;
   detail::Fields f(j, "", s.problems);
   if (j.contains(key::schema_version)) {
