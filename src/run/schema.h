@@ -77,7 +77,9 @@ inline constexpr char interrupted_by_signal[] = "interrupted_by_signal";
 inline constexpr char dist[] = "dist";        // train/dist_train.cpp's record
 inline constexpr char threads[] = "threads";  // summary: the CPU team's record; metrics: count
 inline constexpr char session_start_step[] = "session_start_step";
-inline constexpr char power_limit[] = "power_limit";  // cli/cmd_train.cpp's record
+inline constexpr char power_limit[] = "power_limit";  // train/power_limit.h's record:
+inline constexpr char requested_w[] = "requested_w";  //   the limit asked for, W
+inline constexpr char applied[] = "applied";          //   whether it was set (else "reason")
 // summary.json: "threads", the CPU backend's team (train.thread_policy)
 inline constexpr char policy[] = "policy";
 inline constexpr char team[] = "team";
