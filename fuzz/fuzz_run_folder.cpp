@@ -2,8 +2,9 @@
 // records, on any bytes. The first byte picks the file:
 //   0 checkpoint/state.json: the resume's reader, its data identity (paths in either form of
 //     core/bytes_json.h) and saved configuration, and the record written back from it;
-//   1 summary.json: the previous session's run totals a resumed run adds to (train/run_files.h);
-//   2 metrics.jsonl: the lines a resumed run keeps;
+//   1 summary.json: the run folder's reader (run/summary.h) and the previous session's run totals
+//     a resumed run adds to (run/resume.h);
+//   2 metrics.jsonl: the run folder's reader (run/metrics.h) and the lines a resumed run keeps;
 //   3 a run folder for the report: the rest split at 0xff bytes into metrics.jsonl, summary.json
 //     and config.toml, read by report::read_run and rendered;
 //   4 a `greentrain tune` power profile, reused by the search (on a simulated device);
@@ -14,9 +15,11 @@
 #include "core/bytes_json.h"
 #include "fuzz/fuzz_util.h"
 #include "report/report.h"
+#include "run/metrics.h"
+#include "run/resume.h"
+#include "run/summary.h"
 #include "sched/slurm.h"
 #include "train/checkpoint.h"
-#include "train/run_files.h"
 #include "tune/simulated.h"
 #include "tune/tuner.h"
 
@@ -80,12 +83,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         break;
       case 1: {
         std::string why;
-        auto prev = previous_session(text, 4, &why);
+        if (auto s = run::read_summary(text, &why)) {
+          (void)s->problem_with(run::key::energy_unknown);
+          if (s->target) (void)dump_json(s->target->raw);
+        }
+        auto prev = run::previous_session(text, 4, &why);
         if (prev) (void)dump_json(*prev);
         break;
       }
       case 2:
-        (void)metrics_lines_up_to(text, 4);
+        (void)run::read_metrics(text);
+        (void)run::last_logged_step(text);
+        (void)run::metrics_lines_up_to(text, 4);
         break;
       case 3:
         report_folder(in);

@@ -11,10 +11,12 @@
 #include <cmath>
 #include <fstream>
 #include <regex>
+#include <sstream>
 
 #include "core/error.h"
-#include "core/json_number.h"
 #include "core/process.h"
+#include "run/metrics.h"
+#include "run/schema.h"
 
 namespace fs = std::filesystem;
 
@@ -28,17 +30,10 @@ double median(std::vector<double> v) {
 }
 
 long long last_logged_step(const fs::path& metrics) {
-  std::ifstream f(metrics);
-  std::string line, last;
-  while (std::getline(f, line))
-    if (!line.empty()) last = line;
-  if (last.empty()) return -1;
-  try {
-    const auto j = nlohmann::json::parse(last);
-    return j.value("step", -1LL);
-  } catch (const nlohmann::json::exception&) {
-    return -1;  // a line being written
-  }
+  std::ifstream f(metrics, std::ios::binary);
+  std::stringstream text;
+  text << f.rdbuf();
+  return run::last_logged_step(text.str());  // -1 while the last line is being written
 }
 
 fs::path row_folder(const Options& opt, const Plan& plan, size_t i) {
@@ -109,7 +104,7 @@ void run_segment(const Options& a, const Plan& plan, const RowPlan& row, const f
                row.name.c_str(), row.precision.c_str(), row.fusion.c_str(), row.recompute.c_str(),
                row.batch, stop_at);
   std::fflush(out);
-  Progress progress(out, row.name, dir / "metrics.jsonl", stop_at);
+  Progress progress(out, row.name, dir / run::file::metrics, stop_at);
   int status = 0;
   {
     ChildProcess child(argv, {.output_path = log.string(),
@@ -129,7 +124,7 @@ void run_segment(const Options& a, const Plan& plan, const RowPlan& row, const f
                             WIFEXITED(status) ? WEXITSTATUS(status) : -1, log.string()));
   // memory is the fresh run's: a resumed segment also holds the checkpoint it reads
   if (first)
-    fs::copy_file(dir / "summary.json", dir / "summary.first.json",
+    fs::copy_file(dir / run::file::summary, dir / "summary.first.json",
                   fs::copy_options::overwrite_existing);
 }
 

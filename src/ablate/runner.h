@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ablate/plan.h"
+#include "run/summary.h"
 
 namespace gt::ablate {
 
@@ -29,7 +30,7 @@ struct Measured {
   std::string flags;          ///< the meter's flags (a sensor missing, untrusted samples), "; "
   size_t peak_rss_bytes = 0;  ///< the first segment's peak resident memory
   size_t planned_bytes = 0;   ///< the plan's arenas plus the runtime's bytes before them
-  nlohmann::json target;      ///< summary.json's "target" (null without train.target_loss)
+  std::optional<run::Target> target;  ///< summary.json's "target" (none without train.target_loss)
 };
 
 /// The median of v; 0 when v is empty.
@@ -42,8 +43,8 @@ long long last_logged_step(const std::filesystem::path& metrics);
 /// Reads a finished row's run folder (summary.json, summary.first.json when resumed,
 /// metrics.jsonl). starts: the first step of each segment; these steps create the kernels and
 /// are left out of tokens/s, as are the logged energy intervals holding them. Damaged metrics
-/// lines are left out. Throws gt::Error or nlohmann's parse_error when summary.json is
-/// missing or unreadable.
+/// lines are left out. Throws gt::Error naming the file (and the key) when summary.json is
+/// missing, unreadable, or holds a key the row needs with another type than train writes.
 Measured read_row(const std::filesystem::path& dir, const std::vector<int>& starts);
 
 /// The run folder of row i of the plan: <out>/<i>_<name>; its log is that path plus ".log".

@@ -40,11 +40,9 @@ std::string csv_of(std::optional<double> v, const char* spec) {
 }
 
 // Joules to train.target_loss of a row; empty when not reached or unknown.
-std::optional<double> joules_to_target(const nlohmann::json& target) {
-  if (!target.is_object() || !target.value("reached", false) || !target.contains("energy_j") ||
-      !target["energy_j"].is_number())
-    return std::nullopt;
-  return target["energy_j"].get<double>();
+std::optional<double> joules_to_target(const std::optional<run::Target>& target) {
+  if (!target || !target->reached.value_or(false) || !target->energy_j) return std::nullopt;
+  return *target->energy_j;
 }
 
 constexpr const char* kTrainingIntervals = "training intervals";
@@ -137,8 +135,8 @@ nlohmann::ordered_json TableRow::to_json() const {
   o["factor_vs_baseline"] = json_of(factor_vs_baseline);
   o["claimed_factor"] = claimed;
   o["claimed_cumulative"] = claimed_cumulative;
-  if (!m.target.is_null()) {
-    o["target"] = m.target;
+  if (m.target) {
+    o["target"] = m.target->raw;  // as the row's summary.json holds it
     o["joules_to_target"] = json_of(joules_to_target);
   }
   return o;
@@ -195,7 +193,8 @@ std::vector<size_t> Table::ranking() const {
   for (size_t i = 0; i < rows.size(); ++i)
     if (rows[i].measured) order_j.push_back(i);
   auto rank = [&](size_t i) {
-    return rows[i].m.target.value("reached", false) ? (rows[i].joules_to_target ? 0 : 1) : 2;
+    const auto& t = rows[i].m.target;
+    return t && t->reached.value_or(false) ? (rows[i].joules_to_target ? 0 : 1) : 2;
   };
   std::stable_sort(order_j.begin(), order_j.end(), [&](size_t x, size_t y) {
     if (rank(x) != rank(y)) return rank(x) < rank(y);
@@ -269,18 +268,16 @@ std::string Table::ranking_text() const {
   int place = 0;
   for (size_t i : ranking()) {
     const TableRow& w = rows[i];
-    const nlohmann::json& t = w.m.target;
-    if (!t.value("reached", false)) {
+    const run::Target t = w.m.target.value_or(run::Target{});
+    if (!t.reached.value_or(false)) {
       s += fmt::format("  -  {:<12} not reached: {}\n", w.plan.name,
-                       t.value("reason", std::string("no target in summary.json")));
+                       t.reason.value_or("no target in summary.json"));
       continue;
     }
-    const bool has_seconds = t.contains("seconds") && t["seconds"].is_number();
     s += fmt::format("  {}. {:<12} {} J{} at step {}, {:.1f} s\n", ++place, w.plan.name,
                      fmt_or_unknown(w.joules_to_target, "{:.4g}", 0),
-                     t.value("energy_estimated", false) ? " (estimated)" : "",
-                     (long long)t.value("step", int64_t(0)),
-                     has_seconds ? t["seconds"].get<double>() : NAN);
+                     t.energy_estimated.value_or(false) ? " (estimated)" : "",
+                     (long long)t.step.value_or(0), t.seconds.value_or(NAN));
   }
   return s;
 }

@@ -14,6 +14,7 @@
 #include "cli/command.h"
 #include "core/error.h"
 #include "dist/mpi_comm.h"
+#include "run/schema.h"
 #include "train/checkpoint.h"
 #include "train/energy_hook.h"
 #include "train/power_limit.h"
@@ -167,7 +168,7 @@ int run_train(const Args& a, gt::dist::MpiRuntime* mpi) {
   summary.set_session_start(session_start);
   summary.set_extra([&](nlohmann::json& s) {
     energy.finish(s);
-    if (!power.record().is_null()) s["power_limit"] = power.record();
+    if (!power.record().is_null()) s[gt::run::key::power_limit] = power.record();
   });
   cleanup.disarm();
   gt::RunResult r = trainer.run(a.stop_at);

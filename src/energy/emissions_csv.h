@@ -74,12 +74,6 @@ CsvAppend append_codecarbon_csv(const std::string& path, const Measurement& m, c
 /// header); writes nothing. For commands that check their outputs before they run.
 void check_codecarbon_csv_writable(const std::string& path);
 
-/// `<run_dir>/energy.csv` (DESIGN.md: every run folder's energy.csv is CodeCarbon-compatible).
-inline CsvAppend append_run_energy_csv(const std::string& run_dir, const Measurement& m,
-                                       const RunInfo& run) {
-  return append_codecarbon_csv(run_dir + "/energy.csv", m, run);
-}
-
 /// A random UUID4 string (CodeCarbon's run_id form).
 std::string make_run_id();
 

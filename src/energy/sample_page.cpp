@@ -14,6 +14,7 @@
 #include <random>
 #include <utility>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 
 namespace gt::energy {
@@ -50,16 +51,12 @@ double monotonic_s() {
 
 SamplePageWriter::SamplePageWriter(std::string path, unsigned mode, gid_t gid, std::size_t capacity)
     : path_(std::move(path)), bytes_(kHeaderBytes + capacity) {
-  const std::string tmp = fmt::format("{}.tmp.{}", path_, ::getpid());
-  ::unlink(tmp.c_str());  // left by a daemon of the same pid; never follow a planted link
-  const int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0)
-    throw Error(fmt::format("{}: cannot create the sample page: {}", tmp, std::strerror(errno)));
+  // made whole under a temporary name (core/atomic_file.h), then renamed into place: a reader
+  // never maps a page without its header
+  AtomicFile page(path_, 0600);
+  const int fd = page.fd();
   auto fail = [&](const char* what) {
-    const int e = errno;
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw Error(fmt::format("{}: {}: {}", path_, what, std::strerror(e)));
+    throw Error(fmt::format("{}: {}: {}", path_, what, std::strerror(errno)));
   };
   if (::ftruncate(fd, static_cast<off_t>(bytes_)) != 0) fail("cannot size the sample page");
   if (gid != static_cast<gid_t>(-1) && ::fchown(fd, static_cast<uid_t>(-1), gid) != 0)
@@ -75,12 +72,13 @@ SamplePageWriter::SamplePageWriter(std::string path, unsigned mode, gid_t gid, s
   h->capacity = static_cast<std::uint32_t>(capacity);
   h->pid = ::getpid();
   h->token = token_ = std::random_device{}() * 0x100000001ull ^ std::random_device{}();
-  if (::rename(tmp.c_str(), path_.c_str()) != 0) {
+  try {
+    page.commit();
+  } catch (...) {
     ::munmap(map_, bytes_);
     map_ = nullptr;
-    fail("cannot rename the sample page into place");
+    throw;
   }
-  ::close(fd);
 }
 
 SamplePageWriter::~SamplePageWriter() {

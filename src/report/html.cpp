@@ -99,6 +99,15 @@ const std::string& js_script_safe(const std::string& js, const char* what) {
   return js;
 }
 
+// A figure, formatted, or `unknown` (never 0 for a missing figure).
+std::string fnum(std::optional<double> v, const char* spec) {
+  if (v) return fmt::format(fmt::runtime(spec), *v);
+  return "<span class=unknown>unknown</span>";
+}
+std::string fnum(std::optional<int64_t> v, const char* spec) {
+  return fnum(v ? std::optional<double>(static_cast<double>(*v)) : std::nullopt, spec);
+}
+
 std::string summary_table(const std::vector<RunData>& runs) {
   std::string h =
       "<table><tr><th>run</th><th>steps</th><th>tokens</th><th>training s</th><th>tokens/s</th>"
@@ -110,26 +119,23 @@ std::string summary_table(const std::vector<RunData>& runs) {
       h += "<td colspan=10 class=unknown>summary.json missing: totals unknown</td></tr>\n";
       continue;
     }
-    const auto& s = *r.summary;
-    const bool est = s.value("energy_estimated", false);
-    std::string method = s.contains("energy_j") && s["energy_j"].is_number()
+    const run::Summary& s = *r.summary;
+    const bool est = s.energy_estimated.value_or(false);
+    std::string method = s.energy_j
                              ? (est ? "<b>ESTIMATED</b>" : "measured")
                              : "<span class=unknown>unknown</span><br><small class=unknown>" +
-                                   esc(s.value("energy_unknown_reason", std::string("no sensor"))) +
-                                   "</small>";
-    if (s.contains("energy_method") && s["energy_method"].is_string())
-      method += "<br><small>" + esc(s["energy_method"].get<std::string>()) + "</small>";
+                                   esc(s.energy_unknown_reason.value_or("no sensor")) + "</small>";
+    if (s.energy_method) method += "<br><small>" + esc(*s.energy_method) + "</small>";
     // kWh, the unit of CodeCarbon's emissions.csv and of electricity bills (1 kWh = 3.6e6 J)
-    const std::string kwh = s.contains("energy_j") && s["energy_j"].is_number()
-                                ? fmt::format("{:.4g}", s["energy_j"].get<double>() / 3.6e6)
-                                : fnum(s, "energy_j", "{:.4g}");
+    const std::string kwh =
+        fnum(s.energy_j ? std::optional<double>(*s.energy_j / 3.6e6) : std::nullopt, "{:.4g}");
     h += fmt::format(
         "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}{}</td><td>{}{}</td><td>{}</td>"
         "<td>{}</td><td>{}</td><td>{}</td></tr>\n",
-        fnum(s, "step", "{:.0f}"), fnum(s, "tokens", "{:.0f}"), fnum(s, "duration_s", "{:.1f}"),
-        fnum(s, "tokens_per_s", "{:.0f}"), fnum(s, "energy_j", "{:.4g}"), est ? " (est.)" : "", kwh,
-        est ? " (est.)" : "", fnum(s, "joules_per_token", "{:.3g}"), fnum(s, "g_co2e", "{:.3g}"),
-        fnum(s, "val_loss", "{:.4f}"), method);
+        fnum(s.step, "{:.0f}"), fnum(s.tokens, "{:.0f}"), fnum(s.duration_s, "{:.1f}"),
+        fnum(s.tokens_per_s, "{:.0f}"), fnum(s.energy_j, "{:.4g}"), est ? " (est.)" : "", kwh,
+        est ? " (est.)" : "", fnum(s.joules_per_token, "{:.3g}"), fnum(s.g_co2e, "{:.3g}"),
+        fnum(s.val_loss, "{:.4f}"), method);
   }
   return h + "</table>\n";
 }
@@ -138,11 +144,11 @@ std::string target_table(const std::vector<RunData>& runs) {
   std::optional<double> least;  // the fewest joules to target among the runs that reached it
   bool any = false;
   for (const auto& r : runs)
-    if (r.summary && r.summary->contains("target")) {
+    if (r.summary && r.summary->target) {
       any = true;
-      const auto& t = (*r.summary)["target"];
-      if (t.value("reached", false) && t.contains("energy_j") && t["energy_j"].is_number())
-        least = std::min(least.value_or(1e300), t["energy_j"].get<double>());
+      const run::Target& t = *r.summary->target;
+      if (t.reached.value_or(false) && t.energy_j)
+        least = std::min(least.value_or(1e300), *t.energy_j);
     }
   if (!any)
     return "<p>No run set <code>train.target_loss</code>; set it (e.g. <code>--set "
@@ -152,30 +158,30 @@ std::string target_table(const std::vector<RunData>& runs) {
       "<th>seconds</th><th>joules</th><th>gCO2e</th><th>J / least J</th></tr>\n";
   for (const auto& r : runs) {
     h += "<tr><td>" + esc(r.name) + "</td>";
-    if (!r.summary || !r.summary->contains("target")) {
+    if (!r.summary || !r.summary->target) {
       h += "<td colspan=7>" +
            std::string(r.summary ? "no target set" : "summary.json missing: unknown") +
            "</td></tr>\n";
       continue;
     }
-    const auto& t = (*r.summary)["target"];
-    h += "<td>" + fnum(t, "target_loss", "{:g}") + "</td>";
-    if (!t.value("reached", false)) {
-      h += "<td colspan=6 class=unknown>not reached: " + esc(t.value("reason", std::string())) +
-           "</td></tr>\n";
+    const run::Target& t = *r.summary->target;
+    h += "<td>" + fnum(t.target_loss, "{:g}") + "</td>";
+    if (!t.reached.value_or(false)) {
+      h +=
+          "<td colspan=6 class=unknown>not reached: " + esc(t.reason.value_or("")) + "</td></tr>\n";
       continue;
     }
-    const bool est = t.value("energy_estimated", false);
-    std::string joules = fnum(t, "energy_j", "{:.4g}") + (est ? " <b>(estimated)</b>" : "");
-    if (!(t.contains("energy_j") && t["energy_j"].is_number()))
-      joules += "<br><small class=unknown>" + esc(t.value("energy_unknown_reason", std::string())) +
-                "</small>";
-    std::string ratio = least && t.contains("energy_j") && t["energy_j"].is_number() && *least > 0
-                            ? fmt::format("{:.2f}x", t["energy_j"].get<double>() / *least)
+    const bool est = t.energy_estimated.value_or(false);
+    std::string joules = fnum(t.energy_j, "{:.4g}") + (est ? " <b>(estimated)</b>" : "");
+    if (!t.energy_j)
+      joules +=
+          "<br><small class=unknown>" + esc(t.energy_unknown_reason.value_or("")) + "</small>";
+    std::string ratio = least && t.energy_j && *least > 0
+                            ? fmt::format("{:.2f}x", *t.energy_j / *least)
                             : "<span class=unknown>unknown</span>";
     h += fmt::format("<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
-                     fnum(t, "step", "{:.0f}"), fnum(t, "tokens", "{:.0f}"),
-                     fnum(t, "seconds", "{:.1f}"), joules, fnum(t, "g_co2e", "{:.3g}"), ratio);
+                     fnum(t.step, "{:.0f}"), fnum(t.tokens, "{:.0f}"), fnum(t.seconds, "{:.1f}"),
+                     joules, fnum(t.g_co2e, "{:.3g}"), ratio);
   }
   return h +
          "</table>\n<p class=note>Seconds and joules to target run from the start of training to "
@@ -272,7 +278,7 @@ std::string render_html(const std::vector<RunData>& runs, const AblationData* ab
     h += (i ? ", " : "") + ("<code>" + esc(runs[i].dir) + "</code>");
   h += ".</p>\n";
   bool any_est = false;
-  for (const auto& r : runs) any_est |= r.summary && r.summary->value("energy_estimated", false);
+  for (const auto& r : runs) any_est |= r.summary && r.summary->energy_estimated.value_or(false);
   if (any_est)
     h += "<p><b>Energy is ESTIMATED</b> for the runs marked so (no energy counter could be read: "
          "CPU utilization &times; TDP and memory size &times; W/GB); the charts mark them "

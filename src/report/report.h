@@ -1,6 +1,6 @@
 // report/report.h: `greentrain report`: one self-contained HTML file (report.html) from run
-// folders. It reads what a run folder holds (metrics.jsonl, summary.json, config.toml;
-// train/trainer.h and train/energy_hook.h write them) and an `ablate` output folder
+// folders. It reads what a run folder holds (metrics.jsonl, summary.json, config.toml; run/
+// defines them, `greentrain train` writes them) and an `ablate` output folder
 // (ablation.json and its row folders), and draws the charts with Chart.js (Debian's
 // libjs-chart.js), inlined into the page so it opens offline. Missing or damaged files do not
 // stop the report: it says what is missing. Estimated energy is marked as estimated in the
@@ -12,14 +12,18 @@
 #include <string>
 #include <vector>
 
+#include "run/metrics.h"
+#include "run/summary.h"
+
 namespace gt::report {
 
-/// What one run folder holds, read leniently.
+/// What one run folder holds, read leniently through the run folder's readers (run/summary.h,
+/// run/metrics.h).
 struct RunData {
-  std::string dir;                        ///< the folder as given
-  std::string name;                       ///< short label for charts (the folder's name)
-  std::vector<nlohmann::json> metrics;    ///< metrics.jsonl, one object per readable line
-  std::optional<nlohmann::json> summary;  ///< summary.json, when readable
+  std::string dir;                       ///< the folder as given
+  std::string name;                      ///< short label for charts (the folder's name)
+  std::vector<run::MetricsRow> metrics;  ///< metrics.jsonl, one row per readable line
+  std::optional<run::Summary> summary;   ///< summary.json, when readable (mistyped keys unknown)
   std::map<std::string, std::string>
       config;                         ///< config.toml flattened: "train.precision" -> "fp32"
   std::vector<std::string> problems;  ///< what is missing or damaged, one sentence each

@@ -71,48 +71,6 @@ void check_ablation_table(const nlohmann::json& t, const std::string& path) {
   }
 }
 
-// summary.json's keys that the page reads with a type, checked as read_run reads it (a
-// hand-edited or foreign file: "energy_estimated": "yes", "target": 3). A key of another type is
-// dropped and described in `problems`, so the page shows it as unknown instead of failing; a file
-// that is not an object is not used. Numbers need no check: the page shows a non-number as
-// unknown.
-std::vector<std::string> drop_mistyped_summary(nlohmann::json& s) {
-  std::vector<std::string> why;
-  auto shown = [](const nlohmann::json& v) {
-    std::string t = dump_json(v);
-    return t.size() > 60 ? t.substr(0, 57) + "..." : t;
-  };
-  auto check = [&](nlohmann::json& obj, const std::string& at, const char* key, bool boolean) {
-    if (!obj.contains(key)) return;
-    const auto& v = obj[key];
-    if (boolean ? v.is_boolean() : v.is_string()) return;
-    why.push_back(fmt::format("summary.json: {}{} = {}: expected {}; not shown", at, key, shown(v),
-                              boolean ? "true or false" : "a string"));
-    obj.erase(key);
-  };
-  if (!s.is_object()) {
-    why.push_back(fmt::format("summary.json is {}, not an object: totals unknown", shown(s)));
-    return why;
-  }
-  check(s, "", "energy_estimated", true);
-  check(s, "", "energy_unknown_reason", false);
-  check(s, "", "energy_method", false);
-  if (s.contains("target")) {
-    auto& t = s["target"];
-    if (!t.is_object()) {
-      why.push_back(
-          fmt::format("summary.json: target = {}: expected an object; not shown", shown(t)));
-      s.erase("target");
-    } else {
-      check(t, "target.", "reached", true);
-      check(t, "target.", "reason", false);
-      check(t, "target.", "energy_estimated", true);
-      check(t, "target.", "energy_unknown_reason", false);
-    }
-  }
-  return why;
-}
-
 }  // namespace
 
 RunData read_run(const std::string& dir) {
@@ -127,53 +85,46 @@ RunData read_run(const std::string& dir) {
   }
   const fs::path d(dir);
   // metrics.jsonl: one JSON object per line; a crash can leave the last line cut short
-  if (std::ifstream f(d / "metrics.jsonl"); !f) {
+  const fs::path metrics = d / run::file::metrics;
+  if (std::ifstream f(metrics, std::ios::binary); !f) {
     r.problems.push_back(
         "metrics.jsonl is missing: no loss, power or energy over the run can be shown");
   } else {
-    std::string line;
-    int n = 0, bad = 0, first_bad = 0;
-    while (std::getline(f, line)) {
-      ++n;
-      if (line.empty()) continue;
-      try {
-        auto j = nlohmann::json::parse(line);
-        if (!j.is_object() || !j.contains("step")) throw std::runtime_error("no step");
-        if (j.contains("energy_estimated") && !j["energy_estimated"].is_boolean())
-          throw std::runtime_error("energy_estimated is not true or false");
-        r.metrics.push_back(std::move(j));
-      } catch (const std::exception&) {
-        if (bad++ == 0) first_bad = n;
-      }
-    }
-    if (bad)
+    std::stringstream text;
+    text << f.rdbuf();
+    run::Metrics m = run::read_metrics(text.str());
+    r.metrics = std::move(m.rows);
+    if (m.unreadable)
       r.problems.push_back(fmt::format(
-          "metrics.jsonl: {} of its {} lines could not be read (the first is line {}, cut short "
-          "or not JSON, e.g. by a crash while it was written); the charts show the {} readable "
-          "lines",
-          bad, n, first_bad, r.metrics.size()));
+          "metrics.jsonl: {} of its {} lines could not be read (the first is line {}: cut short "
+          "or not JSON, e.g. by a crash while it was written, or a key of another type than "
+          "`greentrain train` writes); the charts show the {} readable lines",
+          m.unreadable, m.lines, m.first_unreadable, r.metrics.size()));
     else if (r.metrics.empty())
       r.problems.push_back("metrics.jsonl is empty: no step was logged");
   }
-  if (std::ifstream f(d / "summary.json"); !f) {
+  // summary.json: a key of another type than train writes (hand-edited, or another tool's) is
+  // shown as unknown and named here; a file that is not a JSON object is not used
+  if (std::ifstream f(d / run::file::summary, std::ios::binary); !f) {
     r.problems.push_back(
         "summary.json is missing (the run has not finished, or was killed without saving): "
         "totals, energy and the target are unknown");
   } else {
-    try {
-      nlohmann::json s = nlohmann::json::parse(f);
-      for (auto& p : drop_mistyped_summary(s)) r.problems.push_back(std::move(p));
-      if (s.is_object()) r.summary = std::move(s);
-    } catch (const std::exception& e) {
-      r.problems.push_back(
-          fmt::format("summary.json cannot be read ({}): totals unknown", e.what()));
-    }
+    std::stringstream text;
+    text << f.rdbuf();
+    std::string why;
+    r.summary = run::read_summary(text.str(), &why);
+    if (!r.summary)
+      r.problems.push_back(fmt::format("summary.json cannot be read ({}): totals unknown", why));
+    else
+      for (const auto& p : r.summary->problems)
+        r.problems.push_back("summary.json: " + p.text + "; not shown");
   }
-  if (!fs::exists(d / "config.toml")) {
+  if (!fs::exists(d / run::file::config)) {
     r.problems.push_back("config.toml is missing: the configuration cannot be compared");
   } else {
     try {
-      flatten(toml::parse_file((d / "config.toml").string()), "", r.config);
+      flatten(toml::parse_file((d / run::file::config).string()), "", r.config);
     } catch (const toml::parse_error& e) {
       r.problems.push_back(fmt::format("config.toml cannot be read: {}", e.description()));
     }

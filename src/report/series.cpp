@@ -1,15 +1,11 @@
-// report/series.cpp: the series the report's charts plot, derived from metrics.jsonl.
+// report/series.cpp: the series the report's charts plot, derived from metrics.jsonl's rows
+// (run/metrics.h).
 #include "report/series.h"
 
 #include <cmath>
 
 namespace gt::report {
 namespace {
-
-std::optional<double> num(const nlohmann::json& j, const char* key) {
-  if (j.contains(key) && j[key].is_number()) return j[key].get<double>();
-  return std::nullopt;
-}
 
 nlohmann::json opt(std::optional<double> v) { return v ? nlohmann::json(*v) : nlohmann::json(); }
 
@@ -22,31 +18,30 @@ nlohmann::json run_series(const RunData& run) {
   double tokens = 0, seconds = 0, joules = 0, grams = 0, interval_start_s = 0;
   bool joules_known = true, grams_known = true, estimated = false;
   std::set<std::string> domains;
-  for (const auto& m : run.metrics) {
-    const auto tps = num(m, "tokens_per_s"), dt = num(m, "step_time_s");
+  for (const run::MetricsRow& m : run.metrics) {
+    const auto tps = m.tokens_per_s, dt = m.step_time_s;
     if (tps && dt) tokens += std::round(*tps * *dt);
     if (dt) seconds += *dt;
-    const bool interval = m.contains("energy_interval_tokens");
     std::optional<double> at_j;
-    if (interval) {
-      const auto e = num(m, "energy_j"), g = num(m, "g_co2e");
+    if (m.energy_interval_tokens) {  // the line ends a logged energy interval
+      const auto e = m.energy_j, g = m.g_co2e;
       if (!e) joules_known = false;
       if (!g) grams_known = false;
       if (e) joules += *e;
       if (g) grams += *g;
       if (joules_known) at_j = joules;
-      estimated |= m.value("energy_estimated", false);
+      estimated |= m.energy_estimated.value_or(false);
       nlohmann::json p = {{"s0", interval_start_s}, {"s", seconds}};
       interval_start_s = seconds;
-      if (m.contains("power_w_by_domain") && m["power_w_by_domain"].is_object())
-        for (auto& [dom, w] : m["power_w_by_domain"].items()) {
-          p[dom] = w;
+      if (m.power_w_by_domain)
+        for (const auto& [dom, w] : *m.power_w_by_domain) {
+          p[dom] = opt(w);
           domains.insert(dom);
         }
-      else if (auto w = num(m, "power_w"))  // a run from before the per-domain figures
-        p["total"] = *w, domains.insert("total");
+      else if (m.power_w)  // a run from before the per-domain figures
+        p["total"] = *m.power_w, domains.insert("total");
       power.push_back(p);
-      jpt.push_back({{"tokens", tokens}, {"jpt", opt(num(m, "joules_per_token"))}});
+      jpt.push_back({{"tokens", tokens}, {"jpt", opt(m.joules_per_token)}});
       // gCO2e/kWh of the interval = g / (J / 3.6e6 J/kWh)
       std::optional<double> ci;
       if (e && g && *e > 0) ci = *g / (*e / 3.6e6);
@@ -55,17 +50,17 @@ nlohmann::json run_series(const RunData& run) {
                         {"g_total", grams_known ? nlohmann::json(grams) : nlohmann::json()}});
     }
     nlohmann::json pt = {{"tokens", tokens}, {"s", seconds}, {"j", opt(at_j)}};
-    if (auto l = num(m, "loss")) {
-      pt["loss"] = *l;
+    if (m.loss) {
+      pt["loss"] = *m.loss;
       train.push_back(pt);
     }
-    if (auto v = num(m, "val_loss")) {
-      pt["loss"] = *v;
+    if (m.val_loss) {
+      pt["loss"] = *m.val_loss;
       val.push_back(pt);
     }
-    if (m.contains("target_reached")) targets.push_back(pt);
+    if (m.target_reached) targets.push_back(pt);
   }
-  if (run.summary) estimated |= run.summary->value("energy_estimated", false);
+  if (run.summary) estimated |= run.summary->energy_estimated.value_or(false);
   return {{"name", run.name},
           {"lines", run.metrics.size()},
           {"estimated", estimated},

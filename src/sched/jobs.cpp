@@ -1,4 +1,5 @@
-// sched/jobs.cpp: job list loading (TOML) and run-summary durations.
+// sched/jobs.cpp: job list loading (TOML) and run-summary durations (summary.json read through
+// run/summary.h).
 #include "sched/jobs.h"
 
 #include <fmt/format.h>
@@ -15,6 +16,8 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "run/schema.h"
+#include "run/summary.h"
 #include "sched/slurm.h"
 
 namespace gt::sched {
@@ -22,71 +25,60 @@ namespace fs = std::filesystem;
 
 RunFigures run_figures_from_summary(const std::string& path) {
   fs::path p(path);
-  if (fs::is_directory(p)) p /= "summary.json";
-  std::ifstream in(p);
+  if (fs::is_directory(p)) p /= run::file::summary;
+  std::ifstream in(p, std::ios::binary);
   check(in.good(), fmt::format("{}: cannot open run summary; expected a greentrain run folder or "
                                "its summary.json",
                                p.string()));
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const std::exception& e) {
-    throw Error(fmt::format("{}: not valid JSON ({}); expected a greentrain summary.json",
-                            p.string(), e.what()));
-  }
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string why;
+  const std::optional<run::Summary> s = run::read_summary(text.str(), &why);
+  // (not valid JSON, or not an object: as a summary without the whole run's wall time)
+  check(s || why.rfind("not valid JSON", 0) != 0,
+        fmt::format("{}: {}; expected a greentrain summary.json", p.string(), why));
   // run_totals adds up the sessions of a resumed run; the top level is the last session's.
-  const nlohmann::json* t = j.is_object() && j.contains("run_totals") && j["run_totals"].is_object()
-                                ? &j["run_totals"]
-                                : &j;
-  check(t->is_object() && t->contains("wall_s") && (*t)["wall_s"].is_number(),
+  const bool totals = s && s->run_totals;
+  std::optional<double> wall_s;
+  if (s) wall_s = totals ? s->run_totals->wall_s : s->wall_s;
+  check(wall_s.has_value(),
         fmt::format("{}: no numeric 'wall_s' in run_totals (the whole run's wall time); expected "
                     "a summary.json written by this greentrain, or give duration_s in the job "
                     "list ('duration_s' of a summary counts optimizer steps only)",
                     p.string()));
   RunFigures f;
-  f.wall_s = (*t)["wall_s"].get<double>();
+  f.wall_s = *wall_s;
   check(
       f.wall_s > 0 && std::isfinite(f.wall_s),
       fmt::format("{}: wall_s = {}; expected a positive number of seconds", p.string(), f.wall_s));
-  // value() would throw nlohmann's type_error on a non-boolean: name the key instead
-  const nlohmann::json* u =
-      j.is_object() && j.contains("energy_unknown") ? &j["energy_unknown"] : nullptr;
-  check(!u || u->is_boolean(), fmt::format("{}: energy_unknown is {}; expected true or false",
-                                           p.string(), u ? u->type_name() : ""));
-  const bool unknown = u && u->get<bool>();
-  if (!unknown && t->contains("energy_j") && (*t)["energy_j"].is_number()) {
-    const double e = (*t)["energy_j"].get<double>();
-    if (e > 0 && std::isfinite(e)) f.energy_j = e;
-  }
+  // a mistyped energy_unknown is refused with its name (nlohmann's type_error never escapes)
+  if (const run::Problem* u = s->problem_with(run::key::energy_unknown))
+    throw Error(fmt::format("{}: {}", p.string(), u->text));
+  const bool unknown = s->energy_unknown.value_or(false);
+  const std::optional<double> e = totals ? s->run_totals->energy_j : s->energy_j;
+  if (!unknown && e && *e > 0 && std::isfinite(*e)) f.energy_j = *e;
   // what an interruption cost the run's last session (train/run_summary.cpp)
-  const nlohmann::json* ir =
-      j.is_object() && j.contains("interruption") && j["interruption"].is_object()
-          ? &j["interruption"]
-          : nullptr;
-  if (!ir) {
+  if (!s->interruption) {
     f.interruption_unknown_reason =
         "no 'interruption' record in " + p.string() +
         " (written by a greentrain that did not measure checkpoint and restart times)";
     return f;
   }
-  auto seconds = [&](const char* k) -> std::optional<double> {
-    if (!ir->contains(k) || !(*ir)[k].is_number()) return std::nullopt;
-    const double v = (*ir)[k].get<double>();
-    check(v >= 0 && std::isfinite(v),
-          fmt::format("{}: interruption.{} = {}; expected seconds >= 0", p.string(), k, v));
+  const run::Interruption& ir = *s->interruption;
+  auto seconds = [&](const char* k, std::optional<double> v) -> std::optional<double> {
+    if (v)
+      check(*v >= 0 && std::isfinite(*v),
+            fmt::format("{}: interruption.{} = {}; expected seconds >= 0", p.string(), k, *v));
     return v;
   };
-  f.checkpoint_write_s = seconds("checkpoint_write_s");
-  f.restart_s = seconds("restart_s");
-  f.restart_resumed = ir->contains("restart_resumed") && (*ir)["restart_resumed"].is_boolean() &&
-                      (*ir)["restart_resumed"].get<bool>();
+  f.checkpoint_write_s = seconds(run::key::checkpoint_write_s, ir.checkpoint_write_s);
+  f.restart_s = seconds(run::key::restart_s, ir.restart_s);
+  f.restart_resumed = ir.restart_resumed.value_or(false);
   if (!f.checkpoint_write_s || !f.restart_s) {
-    const auto& r =
-        ir->contains("seconds_unknown_reason") ? (*ir)["seconds_unknown_reason"] : nlohmann::json();
-    f.interruption_unknown_reason =
-        fmt::format("{}: interruption.{} is unknown{}", p.string(),
-                    f.checkpoint_write_s ? "restart_s" : "checkpoint_write_s",
-                    r.is_string() ? " (" + r.get<std::string>() + ")" : std::string());
+    f.interruption_unknown_reason = fmt::format(
+        "{}: interruption.{} is unknown{}", p.string(),
+        f.checkpoint_write_s ? run::key::restart_s : run::key::checkpoint_write_s,
+        ir.seconds_unknown_reason ? " (" + *ir.seconds_unknown_reason + ")" : std::string());
   }
   return f;
 }

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "energy/daemon_protocol.h"
 
@@ -67,16 +68,7 @@ void Leases::save_locked() const {
   const std::string text = j.dump(2) + "\n";
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(state_file_).parent_path(), ec);
-  const std::string tmp = fmt::format("{}.tmp.{}", state_file_, ::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) throw Error(fmt::format("{}: cannot write the lease state file", tmp));
-  const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
-                  ::fsync(fd) == 0;
-  ::close(fd);
-  if (!ok || ::rename(tmp.c_str(), state_file_.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    throw Error(fmt::format("{}: cannot write the lease state file (disk full?)", state_file_));
-  }
+  write_file_atomic(state_file_, text, 0600);  // only the daemon's user reads the leases
 }
 
 std::vector<std::string> Leases::recover() {

@@ -9,17 +9,20 @@
 
 #include "backend/backend.h"
 #include "dist/mpi_comm.h"
-#include "energy/metrics.h"
 #include "energy/measurement_output.h"
+#include "energy/metrics.h"
+#include "run/schema.h"
 
 namespace gt {
 
 namespace {
+namespace key = run::key;
+
 // The intensity behind g_co2e and where it came from, in every JSON output of the run.
 void add_carbon_fields(const energy::Measurement& m, nlohmann::json& j) {
-  j["carbon_g_per_kwh"] = m.carbon_g_per_kwh ? nlohmann::json(*m.carbon_g_per_kwh) : nullptr;
-  j["carbon_origin"] = m.carbon_origin;
-  j["carbon_source"] = m.carbon_source;
+  j[key::carbon_g_per_kwh] = m.carbon_g_per_kwh ? nlohmann::json(*m.carbon_g_per_kwh) : nullptr;
+  j[key::carbon_origin] = m.carbon_origin;
+  j[key::carbon_source] = m.carbon_source;
 }
 }  // namespace
 
@@ -29,11 +32,11 @@ nlohmann::json json_or_null(std::optional<double> v) {
 
 void add_energy_fields(const energy::Measurement& m, double tokens, nlohmann::json& record) {
   const auto known = m.known_energy_j();
-  record["energy_j"] = json_or_null(known);
-  record["power_w"] = json_or_null(m.avg_power_w);
-  record["joules_per_token"] =
+  record[key::energy_j] = json_or_null(known);
+  record[key::power_w] = json_or_null(m.avg_power_w);
+  record[key::joules_per_token] =
       known ? json_or_null(energy::joules_per_token(*known, tokens)) : nlohmann::json();
-  record["g_co2e"] = json_or_null(m.known_g_co2e());
+  record[key::g_co2e] = json_or_null(m.known_g_co2e());
   add_carbon_fields(m, record);
   // The GPUs' own share, from their energy counters (NVML, ROCm SMI) only: on a GPU node
   // without RAPL the total includes a CPU estimate, and this figure stays a measurement.
@@ -44,12 +47,12 @@ void add_energy_fields(const energy::Measurement& m, double tokens, nlohmann::js
       gpu_j += d.energy_j;
       gpu_counted = true;
     }
-  record["gpu_energy_j"] = gpu_counted ? nlohmann::json(gpu_j) : nlohmann::json();
-  record["gpu_joules_per_token"] =
+  record[key::gpu_energy_j] = gpu_counted ? nlohmann::json(gpu_j) : nlohmann::json();
+  record[key::gpu_joules_per_token] =
       gpu_counted ? json_or_null(energy::joules_per_token(gpu_j, tokens)) : nlohmann::json();
-  record["energy_estimated"] = m.estimated;
-  if (!known) record["energy_unknown_reason"] = m.energy_unknown_reason;
-  if (!m.flags.empty()) record["energy_flags"] = m.flags;
+  record[key::energy_estimated] = m.estimated;
+  if (!known) record[key::energy_unknown_reason] = m.energy_unknown_reason;
+  if (!m.flags.empty()) record[key::energy_flags] = m.flags;
 }
 
 /// The GPUs a run on train.device uses, as positions among the visible GPUs: "cuda" or
@@ -145,11 +148,11 @@ std::string EnergyHook::end_step(int64_t step, int64_t tokens, double flops,
   // ranks these are this node's (rank 0's) domains; energy and gCO2e are the whole job's.
   const std::vector<energy::DomainMeasurement> node_domains = m.domains;
   if (comm_ && comm_->size() > 1) {
-    record["energy_nodes"] = add_nodes(m);
-    record["power_scope"] = "the node of rank 0";
+    record[key::energy_nodes] = add_nodes(m);
+    record[key::power_scope] = "the node of rank 0";
   }
   add_energy_fields(m, static_cast<double>(interval_tokens_), record);
-  record["energy_interval_tokens"] = interval_tokens_;
+  record[key::energy_interval_tokens] = interval_tokens_;
   std::map<std::string, std::optional<double>> watts;  // unknown in one sensor: unknown
   std::set<std::string> est;
   for (const auto& d : node_domains) {
@@ -162,9 +165,9 @@ std::string EnergyHook::end_step(int64_t step, int64_t tokens, double flops,
   }
   nlohmann::json by_domain = nlohmann::json::object();
   for (auto& [dom, w] : watts) by_domain[dom] = json_or_null(w);
-  record["power_w_by_domain"] = by_domain;
+  record[key::power_w_by_domain] = by_domain;
   if (!est.empty())
-    record["power_estimated_domains"] = std::vector<std::string>(est.begin(), est.end());
+    record[key::power_estimated_domains] = std::vector<std::string>(est.begin(), est.end());
   std::string line = energy::summary_line(m, static_cast<double>(interval_tokens_)) + ", " +
                      energy::carbon_short(m);
   interval_tokens_ = 0;
@@ -176,10 +179,10 @@ void EnergyHook::target_reached(int64_t step, nlohmann::json& fields) {
   if (!meter_->has_window("to_target")) return;
   energy::Measurement m = meter_->end_window("to_target");
   if (comm_ && comm_->size() > 1) add_nodes(m);  // the whole job's
-  fields["energy_j"] = json_or_null(m.known_energy_j());
-  fields["g_co2e"] = json_or_null(m.known_g_co2e());
-  fields["energy_estimated"] = m.estimated;
-  if (!m.known_energy_j()) fields["energy_unknown_reason"] = m.energy_unknown_reason;
+  fields[key::energy_j] = json_or_null(m.known_energy_j());
+  fields[key::g_co2e] = json_or_null(m.known_g_co2e());
+  fields[key::energy_estimated] = m.estimated;
+  if (!m.known_energy_j()) fields[key::energy_unknown_reason] = m.energy_unknown_reason;
 }
 
 void EnergyHook::finish(nlohmann::json& summary) {
@@ -189,26 +192,28 @@ void EnergyHook::finish(nlohmann::json& summary) {
     interval_open_ = false;
   }
   energy::Measurement m = meter_->end_window("run");
-  if (comm_ && comm_->size() > 1) summary["energy_nodes"] = add_nodes(m);
-  summary["energy_unknown"] = !m.known_energy_j();  // never a silent 0
+  if (comm_ && comm_->size() > 1) summary[key::energy_nodes] = add_nodes(m);
+  summary[key::energy_unknown] = !m.known_energy_j();  // never a silent 0
   add_energy_fields(m, static_cast<double>(run_tokens_), summary);
   const auto known = m.known_energy_j();
-  summary["tokens_per_joule"] =
+  summary[key::tokens_per_joule] =
       known ? json_or_null(energy::tokens_per_joule(run_tokens_, *known)) : nlohmann::json();
-  summary["gflops_per_watt"] =
+  summary[key::gflops_per_watt] =
       known ? json_or_null(energy::gflops_per_watt(run_flops_, *known)) : nlohmann::json();
-  summary["energy_method"] = m.method;
-  summary["energy"] = energy::to_json(m);
+  summary[key::energy_method] = m.method;
+  summary[key::energy] = energy::to_json(m);
   energy::RunInfo info;
   info.project_name = "greentrain";
   info.region = meter_->carbon().region();
   info.country_iso_code = m.carbon_country_iso_code;
   info.country_name = m.carbon_country_name;
   if (!comm_ || comm_->rank() == 0) {
-    const auto csv = energy::append_run_energy_csv(run_dir_, m, info);
+    // the run folder's energy.csv: CodeCarbon's columns (DESIGN.md), one row per session
+    const std::string path = run::path_in(run_dir_, run::file::energy);
+    const auto csv = energy::append_codecarbon_csv(path, m, info);
     if (log_ && !csv.left_out.empty())  // an energy.csv of an older greentrain, kept as it is
-      std::fprintf(log_, "note: %s/energy.csv has an older header: written without %zu columns\n",
-                   run_dir_.c_str(), csv.left_out.size());
+      std::fprintf(log_, "note: %s has an older header: written without %zu columns\n",
+                   path.c_str(), csv.left_out.size());
   }
   if (log_ && m.domains.empty()) {
     std::fprintf(log_, "energy unknown: no sensor could be read by this process\n");
@@ -263,10 +268,10 @@ nlohmann::json EnergyHook::add_nodes(energy::Measurement& m) {
     known = known && k;
     total_j += nd.j;
     total_g += nd.g;
-    list.push_back({{"node", name},
-                    {"ranks", nd.ranks},
-                    {"energy_j", k ? nlohmann::json(nd.j) : nlohmann::json()},
-                    {"estimated", est > 0}});
+    list.push_back({{key::node, name},
+                    {key::ranks, nd.ranks},
+                    {key::energy_j, k ? nlohmann::json(nd.j) : nlohmann::json()},
+                    {key::estimated, est > 0}});
   }
   m.flags.push_back(
       fmt::format("energy of {} node(s) ({} ranks) added: each node's devices read "

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "run/schema.h"
 #ifdef GT_TRAIN_HAVE_TUNE
 #include "tune/power_limit.h"
 #endif
@@ -24,7 +25,7 @@ RunPowerLimit::RunPowerLimit(const TrainConfig& cfg, bool node_leader, std::FILE
 #else
   why_not = "this build leaves out the tune module, which sets power limits";
 #endif
-  record_ = {{"requested_w", cfg.power_limit_w}, {"applied", why_not.empty()}};
+  record_ = {{run::key::requested_w, cfg.power_limit_w}, {run::key::applied, why_not.empty()}};
   if (why_not.empty()) {
     if (log)
       std::fprintf(log, "  power    limit %.0f W applied (restored at exit)\n", cfg.power_limit_w);
@@ -33,7 +34,7 @@ RunPowerLimit::RunPowerLimit(const TrainConfig& cfg, bool node_leader, std::FILE
   if (cfg.power_limit_required)
     throw Error(fmt::format("train.power_limit = {} W could not be applied: {}", cfg.power_limit_w,
                             why_not));
-  record_["reason"] = why_not;
+  record_[run::key::reason] = why_not;
   if (log)
     std::fprintf(log,
                  "  power    limit %.0f W NOT applied, the run goes on uncapped: %s "

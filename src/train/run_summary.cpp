@@ -10,30 +10,35 @@
 #include <optional>
 #include <sstream>
 
-#include "core/atomic_file.h"
 #include "core/bytes_json.h"
 #include "core/error.h"
 #include "core/json_number.h"
-#include "train/run_files.h"
+#include "run/resume.h"
+#include "run/schema.h"
+#include "run/writer.h"
 
 namespace fs = std::filesystem;
 
 namespace gt {
 namespace {
 
+namespace key = run::key;
+using run::previous_session;
+
 // summary.json's "target": what it took to first reach train.target_loss, or why it was not
 nlohmann::ordered_json target_json(const TrainConfig& c, const RunResult& r,
                                    const std::optional<nlohmann::json>& prev_session) {
   // reached in an earlier session of this run: that session's record stands
-  if (prev_session && prev_session->contains("target") &&
-      (*prev_session)["target"].value("reached", false))
-    return (*prev_session)["target"];
+  if (prev_session && prev_session->contains(key::target) &&
+      (*prev_session)[key::target].value(key::reached, false))
+    return (*prev_session)[key::target];
   nlohmann::ordered_json t;
-  t["target_loss"] = c.target_loss;
-  t["reached"] = r.target.has_value();
+  t[key::target_loss] = c.target_loss;
+  t[key::reached] = r.target.has_value();
   const nlohmann::ordered_json null;
   if (!r.target) {
-    for (const char* k : {"step", "tokens", "seconds", "energy_j", "g_co2e"}) t[k] = null;
+    for (const char* k : {key::step, key::tokens, key::seconds, key::energy_j, key::g_co2e})
+      t[k] = null;
     std::string why;
     if (r.best_val_loss)
       why = fmt::format("the validation loss never reached {:g}: best {:.4f} at step {}",
@@ -48,35 +53,36 @@ nlohmann::ordered_json target_json(const TrainConfig& c, const RunResult& r,
       why += fmt::format("; the run was stopped by signal {} at step {}", r.interrupted_by, r.step);
     else
       why += fmt::format("; the run ended at step {} of {}", r.step, c.max_steps);
-    t["reason"] = why;
+    t[key::reason] = why;
     return t;
   }
   const TargetHit& h = *r.target;
   // earlier sessions of a resumed run add their totals (unknown there: unknown here)
   nlohmann::json before = nlohmann::json::object();
   if (prev_session)
-    before = prev_session->contains("run_totals") ? (*prev_session)["run_totals"] : *prev_session;
-  auto plus = [&](const char* key, const nlohmann::json& now) -> nlohmann::ordered_json {
+    before =
+        prev_session->contains(key::run_totals) ? (*prev_session)[key::run_totals] : *prev_session;
+  auto plus = [&](const char* name, const nlohmann::json& now) -> nlohmann::ordered_json {
     if (!now.is_number()) return null;
     if (!prev_session) return now;
-    if (!before.contains(key) || !before[key].is_number()) return null;
-    return before[key].get<double>() + now.get<double>();
+    if (!before.contains(name) || !before[name].is_number()) return null;
+    return before[name].get<double>() + now.get<double>();
   };
-  t["step"] = h.step;
-  t["tokens"] = h.tokens + (prev_session ? before.value("tokens", int64_t(0)) : 0);
-  t["seconds"] = plus("duration_s", h.seconds);
-  t["energy_j"] = plus("energy_j", h.energy.value("energy_j", nlohmann::json()));
-  t["g_co2e"] = plus("g_co2e", h.energy.value("g_co2e", nlohmann::json()));
-  t["val_loss"] = h.val_loss;
-  t["energy_estimated"] = h.energy.value("energy_estimated", false);
-  if (h.energy.contains("energy_unknown_reason"))
-    t["energy_unknown_reason"] = h.energy["energy_unknown_reason"];
-  else if (!t["energy_j"].is_number())
-    t["energy_unknown_reason"] = h.energy.empty()
-                                     ? std::string("no energy meter ran")
-                                     : std::string("an earlier session's energy is unknown");
-  t["stopped_at_target"] = r.stopped_at_target;
-  t["seconds_basis"] = "wall time of the run up to the evaluation that reached the target";
+  t[key::step] = h.step;
+  t[key::tokens] = h.tokens + (prev_session ? before.value(key::tokens, int64_t(0)) : 0);
+  t[key::seconds] = plus(key::duration_s, h.seconds);
+  t[key::energy_j] = plus(key::energy_j, h.energy.value(key::energy_j, nlohmann::json()));
+  t[key::g_co2e] = plus(key::g_co2e, h.energy.value(key::g_co2e, nlohmann::json()));
+  t[key::val_loss] = h.val_loss;
+  t[key::energy_estimated] = h.energy.value(key::energy_estimated, false);
+  if (h.energy.contains(key::energy_unknown_reason))
+    t[key::energy_unknown_reason] = h.energy[key::energy_unknown_reason];
+  else if (!t[key::energy_j].is_number())
+    t[key::energy_unknown_reason] = h.energy.empty()
+                                        ? std::string("no energy meter ran")
+                                        : std::string("an earlier session's energy is unknown");
+  t[key::stopped_at_target] = r.stopped_at_target;
+  t[key::seconds_basis] = "wall time of the run up to the evaluation that reached the target";
   return t;
 }
 
@@ -87,57 +93,57 @@ void RunSummaryWriter::finish(const RunResult& r) {
   const auto mem = trainer_.model().memory();
   const int64_t tokens_per_step = (int64_t)c.batch_size * c.model.block_size * c.grad_accum_steps;
   nlohmann::ordered_json s;
-  s["run_dir"] = bytes_to_json(dir_);  // any bytes: a Linux path need not be UTF-8
-  s["step"] = r.step;
-  s["max_steps"] = c.max_steps;
-  s["last_loss"] = r.last_loss;
+  s[key::run_dir] = bytes_to_json(dir_);  // any bytes: a Linux path need not be UTF-8
+  s[key::step] = r.step;
+  s[key::max_steps] = c.max_steps;
+  s[key::last_loss] = r.last_loss;
   if (r.val_loss) {
-    s["val_loss"] = *r.val_loss;
-    s["val_bits_per_byte"] = r.val_bits_per_byte ? nlohmann::ordered_json(*r.val_bits_per_byte)
-                                                 : nlohmann::ordered_json();
+    s[key::val_loss] = *r.val_loss;
+    s[key::val_bits_per_byte] = r.val_bits_per_byte ? nlohmann::ordered_json(*r.val_bits_per_byte)
+                                                    : nlohmann::ordered_json();
     if (!r.val_bits_per_byte)
-      s["val_bits_per_byte_unknown_reason"] =
+      s[key::val_bits_per_byte_unknown_reason] =
           "pre-tokenized data without a tokenizer: the bytes of the tokens are unknown (set "
           "data.tokenizer = gpt2 or bpe with the shards' vocabulary)";
   }
-  s["tokens"] = r.tokens;
-  s["duration_s"] = r.train_time_s;  // optimizer steps only
+  s[key::tokens] = r.tokens;
+  s[key::duration_s] = r.train_time_s;  // optimizer steps only
   // the session's wall time: loading, steps, evaluations, checkpoints (what a scheduler plans)
-  s["wall_s"] =
+  s[key::wall_s] =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - session_start_).count();
-  s["tokens_per_s"] = r.train_time_s > 0 ? r.tokens / r.train_time_s : 0.0;
+  s[key::tokens_per_s] = r.train_time_s > 0 ? r.tokens / r.train_time_s : 0.0;
   // median step time is robust to the first (warm-up) step and to noise
   if (!r.losses.empty()) {
-    s["flops_per_token"] = gpt_flops_per_token(c.model, c.model.block_size);
+    s[key::flops_per_token] = gpt_flops_per_token(c.model, c.model.block_size);
   }
-  s["num_params"] = gpt_num_params(c.model);
-  s["device"] = c.device;
-  s["precision"] = to_string(c.precision);
-  s["recompute"] = to_string(c.recompute);
-  s["fusion"] = c.fusion ? "on" : "off";
-  s["attention"] = c.attention;  // train.attention: own | cudnn
+  s[key::num_params] = gpt_num_params(c.model);
+  s[key::device] = c.device;
+  s[key::precision] = to_string(c.precision);
+  s[key::recompute] = to_string(c.recompute);
+  s[key::fusion] = c.fusion ? "on" : "off";
+  s[key::attention] = c.attention;  // train.attention: own | cudnn
   if (c.precision == Precision::fp16) {
-    s["loss_scale"] = r.loss_scale;
-    s["skipped_steps"] = r.skipped_steps;
+    s[key::loss_scale] = r.loss_scale;
+    s[key::skipped_steps] = r.skipped_steps;
   }
-  s["memory_planned_bytes"] = mem.total();
-  s["memory_runtime_bytes"] = trainer_.runtime_bytes();
-  s["memory_load_peak_bytes"] = trainer_.load_peak_bytes();
-  s["memory_peak_rss_bytes"] = peak_rss_bytes();
-  s["interrupted_by_signal"] = r.interrupted_by;
-  if (!r.dist.is_null()) s["dist"] = r.dist;
+  s[key::memory_planned_bytes] = mem.total();
+  s[key::memory_runtime_bytes] = trainer_.runtime_bytes();
+  s[key::memory_load_peak_bytes] = trainer_.load_peak_bytes();
+  s[key::memory_peak_rss_bytes] = peak_rss_bytes();
+  s[key::interrupted_by_signal] = r.interrupted_by;
+  if (!r.dist.is_null()) s[key::dist] = r.dist;
   if (r.threads) {  // the CPU backend's team (train.thread_policy)
     const ThreadPolicy& t = *r.threads;
     nlohmann::ordered_json j;
-    j["policy"] = t.policy;
-    j["team"] = t.team;
-    j["threads_at_end"] = t.threads;
-    j["steps_with_fewer"] = t.smaller_steps;
-    j["changes"] = t.changes;
-    j["runqueue_wait_fraction"] =
+    j[key::policy] = t.policy;
+    j[key::team] = t.team;
+    j[key::threads_at_end] = t.threads;
+    j[key::steps_with_fewer] = t.smaller_steps;
+    j[key::changes] = t.changes;
+    j[key::runqueue_wait_fraction] =
         t.runqueue_wait ? nlohmann::ordered_json(*t.runqueue_wait) : nlohmann::ordered_json();
-    if (!t.runqueue_wait) j["runqueue_wait_unknown_reason"] = t.runqueue_wait_unknown_reason;
-    s["threads"] = j;
+    if (!t.runqueue_wait) j[key::runqueue_wait_unknown_reason] = t.runqueue_wait_unknown_reason;
+    s[key::threads] = j;
   }
   std::printf("\n");
   if (r.val_loss)
@@ -160,37 +166,37 @@ void RunSummaryWriter::finish(const RunResult& r) {
   nlohmann::json extra;
   if (observer_hook_) observer_hook_(extra);
   for (auto& [k, v] : extra.items()) s[k] = v;
-  fs::path p = fs::path(dir_) / "summary.json";
+  const fs::path p = run::path_in(dir_, run::file::summary);
   // The figures above are this session's. run_totals adds up every session of the run
   // (a resumed run continues from the summary.json the previous session left, if that
   // session ended at the step this one started from).
   const int64_t start = r.step - (int64_t)r.losses.size();
-  s["session_start_step"] = start;
+  s[key::session_start_step] = start;
   // What an interruption costs this run, for `greentrain schedule` (sched/jobs.h): the
   // checkpoint written at the end of this session (on SIGTERM, the one a preemption waits for)
   // and the start-up from the process start to the first step (loading the checkpoint and the
   // data when the session resumed).
   nlohmann::ordered_json in;
   const nlohmann::ordered_json null;
-  in["checkpoint_write_s"] =
+  in[key::checkpoint_write_s] =
       r.checkpoint_write_s ? nlohmann::ordered_json(*r.checkpoint_write_s) : null;
-  in["restart_s"] =
+  in[key::restart_s] =
       r.first_step_at
           ? nlohmann::ordered_json(
                 std::chrono::duration<double>(*r.first_step_at - session_start_).count())
           : null;
-  in["restart_resumed"] = start > 0;
-  if (!r.first_step_at) in["seconds_unknown_reason"] = "no step ran in this session";
-  in["checkpoint_write_j"] = null;
-  in["restart_j"] = null;
-  in["energy_unknown_reason"] =
+  in[key::restart_resumed] = start > 0;
+  if (!r.first_step_at) in[key::seconds_unknown_reason] = "no step ran in this session";
+  in[key::checkpoint_write_j] = null;
+  in[key::restart_j] = null;
+  in[key::energy_unknown_reason] =
       "the energy meter measures the run and its logged intervals, not the checkpoint write or "
       "the start-up on their own";
-  s["interruption"] = in;
+  s[key::interruption] = in;
   nlohmann::ordered_json totals;
-  totals["sessions"] = 1;
-  totals["first_step"] = start;
-  for (const char* k : {"tokens", "duration_s", "wall_s", "energy_j", "g_co2e"})
+  totals[key::sessions] = 1;
+  totals[key::first_step] = start;
+  for (const char* k : {key::tokens, key::duration_s, key::wall_s, key::energy_j, key::g_co2e})
     if (s.contains(k)) totals[k] = s[k];
   std::optional<nlohmann::json> prev_session;  // the summary of the session this one continues
   if (start > 0 && fs::exists(p)) {
@@ -203,41 +209,42 @@ void RunSummaryWriter::finish(const RunResult& r) {
       std::printf("note: %s: %s; run_totals cover this session only\n",
                   shown_bytes(p.string()).c_str(), why.c_str());
     if (prev_session) {
-      const auto& pt = (*prev_session)["run_totals"];
-      totals["sessions"] = pt["sessions"].get<int64_t>() + 1;
-      totals["first_step"] = pt["first_step"];
-      if (pt.contains("tokens"))
-        totals["tokens"] = totals["tokens"].get<int64_t>() + pt["tokens"].get<int64_t>();
+      const auto& pt = (*prev_session)[key::run_totals];
+      totals[key::sessions] = pt[key::sessions].get<int64_t>() + 1;
+      totals[key::first_step] = pt[key::first_step];
+      if (pt.contains(key::tokens))
+        totals[key::tokens] = totals[key::tokens].get<int64_t>() + pt[key::tokens].get<int64_t>();
       // An unknown (null) figure in any session makes the total unknown, not a partial sum.
-      for (const char* k : {"duration_s", "wall_s", "energy_j", "g_co2e"})
+      for (const char* k : {key::duration_s, key::wall_s, key::energy_j, key::g_co2e})
         if (totals.contains(k) && pt.contains(k))
           totals[k] = totals[k].is_number() && pt[k].is_number()
                           ? nlohmann::ordered_json(totals[k].get<double>() + pt[k].get<double>())
                           : nlohmann::ordered_json();
       // a session written before wall_s existed: the run's wall time is unknown, not this
       // session's alone
-      if (!pt.contains("wall_s")) totals.erase("wall_s");
+      if (!pt.contains(key::wall_s)) totals.erase(key::wall_s);
     }
   }
-  s["run_totals"] = totals;
+  s[key::run_totals] = totals;
   if (c.target_loss > 0) {
     const auto t = target_json(c, r, prev_session);
     auto num = [](const nlohmann::ordered_json& v, const char* spec) {
       return v.is_number() ? fmt::format(fmt::runtime(spec), v.get<double>()) : "unknown";
     };
-    if (t.value("reached", false))
+    if (t.value(key::reached, false))
       std::printf(
           "target validation loss %g reached at step %lld: %lld tokens, %s s, %s J%s, %s gCO2e\n",
-          c.target_loss, (long long)t["step"].get<int64_t>(), (long long)t["tokens"].get<int64_t>(),
-          num(t["seconds"], "{:.1f}").c_str(), num(t["energy_j"], "{:.4g}").c_str(),
-          t.value("energy_estimated", false) ? " (estimated)" : "",
-          num(t["g_co2e"], "{:.3g}").c_str());
+          c.target_loss, (long long)t[key::step].get<int64_t>(),
+          (long long)t[key::tokens].get<int64_t>(), num(t[key::seconds], "{:.1f}").c_str(),
+          num(t[key::energy_j], "{:.4g}").c_str(),
+          t.value(key::energy_estimated, false) ? " (estimated)" : "",
+          num(t[key::g_co2e], "{:.3g}").c_str());
     else
       std::printf("target validation loss %g not reached: %s\n", c.target_loss,
-                  t.value("reason", std::string()).c_str());
-    s["target"] = t;
+                  t.value(key::reason, std::string()).c_str());
+    s[key::target] = t;
   }
-  write_file_atomic(p.string(), dump_json(s, 2) + "\n");
+  run::write_summary(dir_, s);
 }
 
 }  // namespace gt

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
@@ -26,13 +27,7 @@ class ShardWriter {
  public:
   ShardWriter(fs::path dir, std::string split, int64_t per_shard, std::vector<std::string>& done)
       : dir_(std::move(dir)), split_(std::move(split)), per_shard_(per_shard), done_(done) {}
-  ~ShardWriter() {
-    if (f_) {  // an error left this shard incomplete: remove it, keep the finished ones
-      std::fclose(f_);
-      std::error_code ec;
-      fs::remove(tmp_, ec);
-    }
-  }
+  // an error left the open shard incomplete: AtomicFile removes it; the finished ones are kept
   ShardWriter(const ShardWriter&) = delete;
   ShardWriter& operator=(const ShardWriter&) = delete;
 
@@ -48,13 +43,9 @@ class ShardWriter {
     if (!f_) return;
     flush();
     int32_t hdr[256] = {20240520, 1, static_cast<int32_t>(n_)};  // llm.c's data header
-    if (std::fseek(f_, 0, SEEK_SET) != 0 || std::fwrite(hdr, sizeof(hdr), 1, f_) != 1 ||
-        std::fclose(f_) != 0) {
-      f_ = nullptr;
-      throw Error(fmt::format("{}: write failed", tmp_.string()));
-    }
-    f_ = nullptr;
-    fs::rename(tmp_, final_);
+    f_->write_at(std::string_view(reinterpret_cast<const char*>(hdr), sizeof hdr), 0);
+    f_->commit();
+    f_.reset();
     done_.push_back(final_.string());
     n_ = 0;
   }
@@ -62,24 +53,21 @@ class ShardWriter {
  private:
   void open() {
     final_ = dir_ / fmt::format("{}_{:06d}.bin", split_, index_++);
-    tmp_ = final_.string() + ".tmp";
-    f_ = std::fopen(tmp_.c_str(), "wb");
-    if (!f_) throw Error(fmt::format("{}: cannot open for writing", tmp_.string()));
-    int32_t hdr[256] = {};
-    if (std::fwrite(hdr, sizeof(hdr), 1, f_) != 1)
-      throw Error(fmt::format("{}: write failed", tmp_.string()));
+    f_ = std::make_unique<AtomicFile>(final_.string());  // "<name>.bin.tmp.<pid>" until closed
+    const int32_t hdr[256] = {};                         // written when the shard is closed
+    f_->write(std::string_view(reinterpret_cast<const char*>(hdr), sizeof hdr));
   }
   void flush() {
-    if (f_ && !buf_.empty() && std::fwrite(buf_.data(), 2, buf_.size(), f_) != buf_.size())
-      throw Error(fmt::format("{}: write failed (disk full?)", tmp_.string()));
+    if (f_ && !buf_.empty())
+      f_->write(std::string_view(reinterpret_cast<const char*>(buf_.data()), 2 * buf_.size()));
     buf_.clear();
   }
   fs::path dir_;
   std::string split_;
   int64_t per_shard_;
   std::vector<std::string>& done_;
-  FILE* f_ = nullptr;
-  fs::path tmp_, final_;
+  std::unique_ptr<AtomicFile> f_;
+  fs::path final_;
   int index_ = 0;
   int64_t n_ = 0;
   std::vector<uint16_t> buf_;

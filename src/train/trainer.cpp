@@ -10,16 +10,15 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "backend/profiling.h"
-#include "core/atomic_file.h"
 #include "core/error.h"
 #include "dist/mpi_comm.h"
 #include "energy/parse.h"
+#include "run/schema.h"
+#include "run/writer.h"
 #include "train/checkpoint.h"
 #include "train/hf_gpt2.h"
-#include "train/run_files.h"
 
 namespace fs = std::filesystem;
 
@@ -42,19 +41,6 @@ extern "C" void on_stop_signal(int sig) {
     return;
   }
   g_stop_signal.store(sig);
-}
-
-void write_atomic(const fs::path& p, const std::string& text) {
-  write_file_atomic(p.string(), text);
-}
-
-// Keeps only the metrics lines of steps up to `step` (a resumed run re-does the rest).
-void truncate_metrics(const fs::path& p, int64_t step) {
-  if (!fs::exists(p)) return;
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream text;
-  text << f.rdbuf();
-  write_atomic(p, metrics_lines_up_to(text.str(), step));
 }
 
 std::string format_duration(double s) {
@@ -280,27 +266,26 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume
     step_ = saved_step_ = st->step;
     last_loss_ = st->last_loss;
     if (data_note.empty()) sampler_->restore(st->data_epoch, st->data_cursor);
-    if (rank_ == 0) truncate_metrics(fs::path(run_dir_) / "metrics.jsonl", step_);
+    // only the metrics lines of steps up to here are kept: the resumed run re-does the rest
+    if (rank_ == 0) run::keep_metrics_up_to(run_dir_, step_);
     if (!data_note.empty() && rank_ == 0) {  // said, and kept with the run's record
       if (log_) std::fprintf(log_, "note: %s\n", data_note.c_str());
       nlohmann::ordered_json rec;
-      rec["step"] = step_;
-      rec["note"] = data_note;
-      rec["data_was"] = st->data;
-      rec["data_now"] = data_id_;
-      std::ofstream(fs::path(run_dir_) / "metrics.jsonl", std::ios::app) << rec.dump() << "\n";
+      rec[run::key::step] = step_;
+      rec[run::key::note] = data_note;
+      rec[run::key::data_was] = st->data;
+      rec[run::key::data_now] = data_id_;
+      run::MetricsLog(run_dir_).append(rec);
     }
   } else if (!cfg_.init_from.empty()) {
     load_parameters((fs::path(cfg_.init_from) / "model.safetensors").string(), *model_);
     backend_->weights_updated();
-    std::error_code ec;
-    fs::remove(fs::path(run_dir_) / "metrics.jsonl", ec);
+    run::remove_metrics(run_dir_);
   } else {
     model_->init_weights(static_cast<uint64_t>(cfg_.seed));
-    std::error_code ec;
-    if (rank_ == 0) fs::remove(fs::path(run_dir_) / "metrics.jsonl", ec);
+    if (rank_ == 0) run::remove_metrics(run_dir_);
   }
-  if (rank_ == 0) write_atomic(fs::path(run_dir_) / "config.toml", cfg_.to_toml());
+  if (rank_ == 0) run::write_config(run_dir_, cfg_.to_toml());
   // The checkpoint's record is made once now: one that could not be written stops the run
   // before its first step, never after the training it would have saved.
   if (rank_ == 0)
@@ -524,8 +509,8 @@ RunResult Trainer::run(int64_t stop_at) {
       gpt_flops_per_token(cfg_.model, cfg_.model.block_size) * tokens_per_step;
   int64_t last = cfg_.max_steps;
   if (stop_at > 0 && stop_at < last) last = stop_at;
-  std::ofstream metrics;  // rank 0 writes the run folder
-  if (rank_ == 0) metrics.open(fs::path(run_dir_) / "metrics.jsonl", std::ios::app);
+  std::optional<run::MetricsLog> metrics;  // rank 0 writes the run folder
+  if (rank_ == 0) metrics.emplace(run_dir_);
   g_stop_signal.store(0);
   g_trainer_pid.store(::getpid());
   struct sigaction sa {};
@@ -561,18 +546,18 @@ RunResult Trainer::run(int64_t stop_at) {
     for (double x : recent) mean_dt += x;
     mean_dt /= recent.size();
     nlohmann::ordered_json rec;
-    rec["step"] = step_;
-    rec["loss"] = loss;
-    rec["lr"] = lr;
-    rec["grad_norm"] = last_grad_norm_;
+    rec[run::key::step] = step_;
+    rec[run::key::loss] = loss;
+    rec[run::key::lr] = lr;
+    rec[run::key::grad_norm] = last_grad_norm_;
     if (scaler_.enabled()) {
-      rec["loss_scale"] = scaler_.scale();
-      rec["skipped"] = last_skipped_;
-      rec["skipped_steps"] = scaler_.skipped_steps();
+      rec[run::key::loss_scale] = scaler_.scale();
+      rec[run::key::skipped] = last_skipped_;
+      rec[run::key::skipped_steps] = scaler_.skipped_steps();
     }
-    rec["step_time_s"] = dt;
-    if (threads.team > 0) rec["threads"] = threads.threads;
-    rec["tokens_per_s"] = tokens_per_step / dt;
+    rec[run::key::step_time_s] = dt;
+    if (threads.team > 0) rec[run::key::threads] = threads.threads;
+    rec[run::key::tokens_per_s] = tokens_per_step / dt;
     nlohmann::json extra;
     std::string energy_text;
     if (observer_) energy_text = observer_->end_step(step_, tokens_per_step, flops_per_step, extra);
@@ -585,9 +570,9 @@ RunResult Trainer::run(int64_t stop_at) {
         throw nonfinite_error(step_, "the validation loss is " + show(*r.val_loss));
       }
       if (r.val_loss) {
-        rec["val_loss"] = *r.val_loss;
+        rec[run::key::val_loss] = *r.val_loss;
         r.val_bits_per_byte = bits_per_byte(*r.val_loss, val_bytes_per_token_);
-        rec["val_bits_per_byte"] =
+        rec[run::key::val_bits_per_byte] =
             r.val_bits_per_byte ? nlohmann::json(*r.val_bits_per_byte) : nlohmann::json();
         val_text = fmt::format(" | val {:.4f}", *r.val_loss);
         if (r.val_bits_per_byte)
@@ -606,21 +591,19 @@ RunResult Trainer::run(int64_t stop_at) {
       hit.seconds = std::chrono::duration<double>(clock::now() - run_t0).count();
       hit.val_loss = *r.val_loss;
       if (observer_) observer_->target_reached(step_, hit.energy);
-      rec["target_reached"] = cfg_.target_loss;
-      const auto& ej = hit.energy.contains("energy_j") ? hit.energy["energy_j"] : nlohmann::json();
+      rec[run::key::target_reached] = cfg_.target_loss;
+      const auto& ej = hit.energy.contains(run::key::energy_j) ? hit.energy[run::key::energy_j]
+                                                               : nlohmann::json();
       val_text += fmt::format(
           " | TARGET {:g} reached ({:.1f} s, {})", cfg_.target_loss, hit.seconds,
           ej.is_number()
               ? fmt::format("{:.4g} J{}", ej.get<double>(),
-                            hit.energy.value("energy_estimated", false) ? " estimated" : "")
+                            hit.energy.value(run::key::energy_estimated, false) ? " estimated" : "")
               : std::string("energy unknown"));
       r.target = std::move(hit);
       r.stopped_at_target = cfg_.stop_at_target;
     }
-    if (metrics.is_open()) {
-      metrics << rec.dump() << "\n";
-      metrics.flush();
-    }
+    if (metrics) metrics->append(rec);
     std::string line = fmt::format(
         "step {:>5}/{} | loss {:.4f}{}{} | lr {:.2e} | {:.0f} tok/s | {:.0f} ms/step{}{} | ETA {}",
         step_, cfg_.max_steps, loss, val_text,

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "ablate/runner.h"
+#include "core/error.h"
 #include "test_helpers.h"
 
 namespace gt::ablate {
@@ -71,6 +72,26 @@ TEST(AblateReadRow, TheLastLoggedStepIsMinusOneWithoutALine) {
   test::write_file(d.file("metrics.jsonl"), "{\"step\": 3}\n{\"step\": 7}\n");
   EXPECT_EQ(last_logged_step(d.file("metrics.jsonl")), 7);
   test::write_file(d.file("metrics.jsonl"), "{\"step\": 3}\n{\"st");
+  EXPECT_EQ(last_logged_step(d.file("metrics.jsonl")), -1);
+}
+
+// A row's summary.json with a key of another type than train writes (read through run/summary.h):
+// gt::Error naming the file and the key; json.value threw nlohmann's type_error here before.
+TEST(AblateReadRow, ASummaryKeyOfAnotherTypeIsRefusedNamingIt) {
+  test::TempDir d;
+  test::write_file(d.file("metrics.jsonl"), "{\"step\": 2, \"tokens_per_s\": 10}\n");
+  test::write_file(d.file("summary.json"), R"({"last_loss": "low", "val_loss": null})");
+  try {
+    (void)read_row(d.path, {1});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("summary.json"), std::string::npos) << what;
+    EXPECT_NE(what.find("last_loss is string; expected a number or null"), std::string::npos)
+        << what;
+  }
+  // a metrics line whose step is not a number is not the last logged step
+  test::write_file(d.file("metrics.jsonl"), "{\"step\": 3}\n{\"step\": \"x\"}\n");
   EXPECT_EQ(last_logged_step(d.file("metrics.jsonl")), -1);
 }
 

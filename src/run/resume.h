@@ -1,6 +1,6 @@
-// train/run_files.h: what greentrain reads back from its own run folder, as pure functions of
-// the files' text (so that the fuzz targets reach them): the previous session's totals from
-// summary.json, and the metrics.jsonl lines a resumed run keeps. Everything read back is
+// run/resume.h: what a resumed `greentrain train` reads back from its own run folder, as pure
+// functions of the files' text (so that the fuzz targets reach them): the previous session's totals
+// from summary.json, and the metrics.jsonl lines a resumed run keeps. Everything read back is
 // checked as any input is (whole numbers in range, finite figures); a damaged file is never
 // trusted, and never undefined behaviour.
 #pragma once
@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-namespace gt {
+namespace gt::run {
 
 /// The session a resumed run continues, from the text of the summary.json its previous session
 /// left, when that session ended at step `start`: {"step", "run_totals": {sessions (>= 1),
@@ -25,4 +25,4 @@ std::optional<nlohmann::json> previous_session(const std::string& text, int64_t 
 /// that is not JSON (cut by a crash) or whose step is not a whole number >= 0 is dropped.
 std::string metrics_lines_up_to(const std::string& text, int64_t step);
 
-}  // namespace gt
+}  // namespace gt::run

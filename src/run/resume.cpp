@@ -1,5 +1,5 @@
-// train/run_files.cpp: see run_files.h.
-#include "train/run_files.h"
+// run/resume.cpp: see resume.h.
+#include "run/resume.h"
 
 #include <fmt/format.h>
 
@@ -8,55 +8,48 @@
 
 #include "core/bytes_json.h"
 #include "core/json_number.h"
+#include "run/fields.h"
+#include "run/schema.h"
 
-namespace gt {
+namespace gt::run {
 
 std::optional<nlohmann::json> previous_session(const std::string& text, int64_t start,
                                                std::string* why) {
-  why->clear();
-  nlohmann::json prev;
-  try {
-    prev = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    *why = fmt::format("not valid JSON ({})", e.what());
-    return std::nullopt;
-  }
-  if (!prev.is_object()) {
-    *why = "not a JSON object";
-    return std::nullopt;
-  }
-  const auto step = json_integer<int64_t>(prev.value("step", nlohmann::json()), 0);
+  const std::optional<nlohmann::json> parsed = detail::parse_object(text, why);
+  if (!parsed) return std::nullopt;
+  const nlohmann::json& prev = *parsed;
+  const auto step = json_integer<int64_t>(prev.value(key::step, nlohmann::json()), 0);
   if (!step || *step != start) {
     if (!step) *why = "its step is not a whole number >= 0";
     return std::nullopt;  // another session's (or a different run's): not continued
   }
   // the totals so far: run_totals, or the session's own figures (summaries before run_totals)
-  const nlohmann::json& pt = prev.contains("run_totals") ? prev["run_totals"] : prev;
+  const nlohmann::json& pt = prev.contains(key::run_totals) ? prev[key::run_totals] : prev;
   if (!pt.is_object()) {
     *why = "run_totals is not an object";
     return std::nullopt;
   }
   nlohmann::json t = nlohmann::json::object();
-  const auto sessions = pt.contains("sessions")
-                            ? json_integer<int64_t>(pt["sessions"], 1, int64_t(1) << 40)
+  const auto sessions = pt.contains(key::sessions)
+                            ? json_integer<int64_t>(pt[key::sessions], 1, int64_t(1) << 40)
                             : std::optional<int64_t>(1);
   const auto first = json_integer<int64_t>(
-      pt.value("first_step", pt.value("session_start_step", nlohmann::json(0))), 0, start);
+      pt.value(key::first_step, pt.value(key::session_start_step, nlohmann::json(0))), 0, start);
   if (!sessions || !first) {
     *why = "run_totals.sessions or first_step is not a whole number in range";
     return std::nullopt;
   }
-  t["sessions"] = *sessions;
-  t["first_step"] = *first;
-  if (pt.contains("tokens")) {
-    const auto tokens = json_integer<int64_t>(pt["tokens"], 0, int64_t(1) << 60);
+  t[key::sessions] = *sessions;
+  t[key::first_step] = *first;
+  if (pt.contains(key::tokens)) {
+    const auto tokens = json_integer<int64_t>(pt[key::tokens], 0, int64_t(1) << 60);
     if (!tokens) {
       *why = "run_totals.tokens is not a whole number >= 0";
       return std::nullopt;
     }
-    t["tokens"] = *tokens;
+    t[key::tokens] = *tokens;
   }
-  for (const char* k : {"duration_s", "wall_s", "energy_j", "g_co2e"}) {
+  for (const char* k : {key::duration_s, key::wall_s, key::energy_j, key::g_co2e}) {
     if (!pt.contains(k)) continue;
     const auto& v = pt[k];
     if (v.is_null()) {
@@ -69,16 +62,16 @@ std::optional<nlohmann::json> previous_session(const std::string& text, int64_t 
       return std::nullopt;
     }
   }
-  nlohmann::json out = {{"step", *step}, {"run_totals", t}};
+  nlohmann::json out = {{key::step, *step}, {key::run_totals, t}};
   // the target record of a session that reached it stands as written, when it is well formed
-  if (prev.contains("target") && prev["target"].is_object()) {
-    const auto& tg = prev["target"];
-    bool ok = tg.value("reached", nlohmann::json()).is_boolean();
-    for (const char* k : {"step", "tokens", "seconds", "energy_j", "g_co2e"})
+  if (prev.contains(key::target) && prev[key::target].is_object()) {
+    const auto& tg = prev[key::target];
+    bool ok = tg.value(key::reached, nlohmann::json()).is_boolean();
+    for (const char* k : {key::step, key::tokens, key::seconds, key::energy_j, key::g_co2e})
       ok = ok &&
            (!tg.contains(k) || tg[k].is_null() ||
             (tg[k].is_number() && std::isfinite(tg[k].get<double>()) && tg[k].get<double>() >= 0));
-    if (ok) out["target"] = tg;
+    if (ok) out[key::target] = tg;
   }
   return out;
 }
@@ -94,14 +87,14 @@ std::string metrics_lines_up_to(const std::string& text, int64_t step) {
       continue;  // a line cut by a crash: dropped
     }
     if (!j.is_object()) continue;
-    if (!j.contains("step")) {
+    if (!j.contains(key::step)) {
       kept += line + "\n";
       continue;
     }
-    const auto s = json_integer<int64_t>(j["step"], 0);
+    const auto s = json_integer<int64_t>(j[key::step], 0);
     if (s && *s <= step) kept += line + "\n";
   }
   return kept;
 }
 
-}  // namespace gt
+}  // namespace gt::run
