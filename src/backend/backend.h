@@ -180,6 +180,9 @@ struct ThreadCount {
   int threads = 0, team = 0;
 };
 
+// The ops' default bodies name their parameters for the documentation and use none.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
 /// The op table and the memory of one device. All pointers the ops take are device memory
 /// of this backend (from allocate(), usually through an Arena); host memory enters and
 /// leaves only through copy_to_device / copy_to_host.
@@ -190,10 +193,15 @@ class Backend : public DeviceMemory {
   virtual std::string name() const = 0;
   /// Whether this backend runs op under precision p. A model checks every op it will call
   /// when it is built (check_supports), so a partial backend refuses before the first step.
+  /// The ops below have a default body that throws gt::Error naming the backend and the op
+  /// (unsupported()): a backend overrides the ops it implements, and says which through
+  /// supports(); a model checks them all before its first step (check_supports).
   virtual bool supports(Op op, Precision p) const = 0;
   /// Bytes of the backend's own buffers (not the model's arenas) for ops of these sizes:
   /// scratch, low-precision operand copies and the like. Part of the memory plan.
   virtual size_t workspace_bytes(const WorkspaceQuery& q) const = 0;
+  /// Throws gt::Error: "<name()>: op <op> is not implemented by this backend".
+  [[noreturn]] void unsupported(Op op) const;
 
   /// Called by the trainer after every optimizer step, which took step_s seconds (wall): a
   /// backend adapts to the machine here (the CPU backend sizes its thread team,
@@ -206,26 +214,36 @@ class Backend : public DeviceMemory {
 
   /// out(B,T,C) = wte[inp[b,t], :] + wpe[t, :]. inp (B,T) int32 in [0, V).
   virtual void embedding_forward(float* out, const int32_t* inp, const float* wte, const float* wpe,
-                                 int B, int T, int C) = 0;
+                                 int B, int T, int C) {
+    unsupported(Op::embedding_forward);
+  }
   /// dwte(V,C) += scatter of dout by token, dwpe(T,C) += sum over b of dout.
   virtual void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* inp,
-                                  int B, int T, int C) = 0;
+                                  int B, int T, int C) {
+    unsupported(Op::embedding_backward);
+  }
 
   /// LayerNorm over the last dim (eps 1e-5, biased variance, as torch.nn.LayerNorm).
   /// inp, out (N,C); mean, rstd (N) saved for backward; w, b (C). out: f32 or bf16.
   virtual void layernorm_forward(DevPtr out, float* mean, float* rstd, const float* inp,
-                                 const float* w, const float* b, int64_t N, int C) = 0;
+                                 const float* w, const float* b, int64_t N, int C) {
+    unsupported(Op::layernorm_forward);
+  }
   /// dinp(N,C) += ..., dw(C) += ..., db(C) += ...
   virtual void layernorm_backward(float* dinp, float* dw, float* db, const float* dout,
                                   const float* inp, const float* w, const float* mean,
-                                  const float* rstd, int64_t N, int C) = 0;
+                                  const float* rstd, int64_t N, int C) {
+    unsupported(Op::layernorm_backward);
+  }
 
   /// out(N,OC) = inp(N,C) @ W + bias(OC) (bias may be null). W is (C,OC), or (OC,C) when
   /// w_transposed (the tied classifier uses wte (V,C)). inp: f32, or bf16 (the operand itself).
   /// out: f32, or bf16 (the f32 result rounded to nearest-even, as the classifier's logits
   /// under bf16: written once in half the bytes, as PyTorch autocast's and llm.c's).
   virtual void matmul_forward(DevPtr out, ConstDevPtr inp, const float* w, const float* bias,
-                              int64_t N, int C, int OC, bool w_transposed = false) = 0;
+                              int64_t N, int C, int OC, bool w_transposed = false) {
+    unsupported(Op::matmul_forward);
+  }
   /// out(N,OC) = gelu(inp(N,C) @ W(C,OC) + bias(OC)) as ONE matrix product, the GELU (tanh
   /// form) applied to its output as a oneDNN eltwise post-op, so the pre-activation is never
   /// written. For forward-only passes (evaluation, sampling): no backward can follow, since
@@ -238,7 +256,9 @@ class Backend : public DeviceMemory {
   /// GeluSaved::input (llm.c's pre_gelu; on CUDA cuBLASLt's GELU_AUX_BIAS epilogue writes it
   /// beside out in the same product). out is the GELU of the unrounded pre-activation.
   virtual void matmul_gelu_forward(DevPtr out, DevPtr pre, ConstDevPtr inp, const float* w,
-                                   const float* bias, int64_t N, int C, int OC) = 0;
+                                   const float* bias, int64_t N, int C, int OC) {
+    unsupported(Op::matmul_gelu_forward);
+  }
   /// The forward-only form: no pre-activation written.
   void matmul_gelu_forward(DevPtr out, ConstDevPtr inp, const float* w, const float* bias,
                            int64_t N, int C, int OC) {
@@ -250,49 +270,67 @@ class Backend : public DeviceMemory {
   /// (a bf16 dout is the gradient an earlier op handed on as bf16, used as it is).
   virtual void matmul_backward(float* dinp, float* dw, float* dbias, ConstDevPtr dout,
                                ConstDevPtr inp, const float* w, int64_t N, int C, int OC,
-                               bool w_transposed = false) = 0;
+                               bool w_transposed = false) {
+    unsupported(Op::matmul_backward);
+  }
 
   /// Causal multi-head self-attention. qkv (B,T,3C) holds q, k, v; out (B,T,C);
   /// att (B,NH,T,T) receives the softmax probabilities (row t uses columns 0..t).
   /// Scale 1/sqrt(C/NH) (Vaswani et al. 2017). out: f32 or bf16.
   virtual void attention_forward(DevPtr out, float* att, const float* qkv, int B, int T, int C,
-                                 int NH) = 0;
+                                 int NH) {
+    unsupported(Op::attention_forward);
+  }
   /// dqkv(B,T,3C) = gradient of out w.r.t. qkv given dout (B,T,C) and saved att. dqkv: f32, or
   /// bf16 (rounded once, for c_attn's matmul_backward).
   virtual void attention_backward(DevPtr dqkv, const float* dout, const float* qkv,
-                                  const float* att, int B, int T, int C, int NH) = 0;
+                                  const float* att, int B, int T, int C, int NH) {
+    unsupported(Op::attention_backward);
+  }
 
   /// GELU, tanh approximation (Hendrycks & Gimpel 2016), as torch's approximate='tanh'.
   /// out: f32 or bf16.
-  virtual void gelu_forward(DevPtr out, const float* inp, int64_t N) = 0;
+  virtual void gelu_forward(DevPtr out, const float* inp, int64_t N) {
+    unsupported(Op::gelu_forward);
+  }
   /// dinp = gelu'(inp) * dout; an f32 dinp may alias dout; a bf16 dinp (for c_fc's
   /// matmul_backward) may not.
-  virtual void gelu_backward(DevPtr dinp, const float* inp, const float* dout, int64_t N) = 0;
+  virtual void gelu_backward(DevPtr dinp, const float* inp, const float* dout, int64_t N) {
+    unsupported(Op::gelu_backward);
+  }
 
   /// out = a + b, N elements.
-  virtual void residual_forward(float* out, const float* a, const float* b, int64_t N) = 0;
+  virtual void residual_forward(float* out, const float* a, const float* b, int64_t N) {
+    unsupported(Op::residual_forward);
+  }
 
   /// Softmax over V then cross-entropy with targets: probs (N,V), losses (N) = -log p[target].
   /// Throws gt::Error if a target is outside [0, V).
   virtual void softmax_crossentropy_forward(float* probs, float* losses, const float* logits,
-                                            const int32_t* targets, int64_t N, int V) = 0;
+                                            const int32_t* targets, int64_t N, int V) {
+    unsupported(Op::softmax_crossentropy_forward);
+  }
   /// dlogits(N,V) = (probs - onehot(target)) * dloss, with dloss the same for every row
   /// (1 / (N * grad_accum_steps) for a mean loss).
   virtual void softmax_crossentropy_backward(float* dlogits, const float* probs,
                                              const int32_t* targets, float dloss, int64_t N,
-                                             int V) = 0;
+                                             int V) {
+    unsupported(Op::softmax_crossentropy_backward);
+  }
 
   /// One AdamW step on n parameters (Loshchilov & Hutter 2019, as torch.optim.AdamW):
   /// p *= 1 - lr*wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
   /// p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps). t counts from 1.
   virtual void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float lr,
-                            float beta1, float beta2, float eps, float weight_decay, int64_t t) = 0;
+                            float beta1, float beta2, float eps, float weight_decay, int64_t t) {
+    unsupported(Op::adamw_update);
+  }
 
   /// Sum of squares of g (n elements), accumulated in double in a fixed order so the result
   /// does not depend on the thread count.
-  virtual double sum_squares(const float* g, int64_t n) = 0;
+  virtual double sum_squares(const float* g, int64_t n) { unsupported(Op::sum_squares); }
   /// g *= s; g: f32, or bf16 (rounded to nearest-even again).
-  virtual void scale(DevPtr g, float s, int64_t n) = 0;
+  virtual void scale(DevPtr g, float s, int64_t n) { unsupported(Op::scale); }
 
   // ---- precision policy -------------------------------------------------------------
   // The types of the tensors are the model's plan (DevPtr): under bf16 the products' inputs
@@ -334,18 +372,24 @@ class Backend : public DeviceMemory {
   /// res(N,C) = a + b and out/mean/rstd = layernorm(res) in one pass over the rows.
   virtual void residual_layernorm_forward(float* res, DevPtr out, float* mean, float* rstd,
                                           const float* a, const float* b, const float* w,
-                                          const float* bias, int64_t N, int C) = 0;
+                                          const float* bias, int64_t N, int C) {
+    unsupported(Op::residual_layernorm_forward);
+  }
   /// Attention without the (B,NH,T,T) matrix: each row's scores live in a per-thread row
   /// buffer (online softmax); lse (B,NH,T) receives log-sum-exp of the scaled scores. qkv: f32,
   /// or bf16 where bf16_qkv() says so (the qkv product's bf16 output, read as it is).
   virtual void attention_forward_fused(DevPtr out, float* lse, ConstDevPtr qkv, int B, int T, int C,
-                                       int NH) = 0;
+                                       int NH) {
+    unsupported(Op::attention_forward_fused);
+  }
   /// Backward of attention_forward_fused: recomputes the probabilities from qkv and lse.
   /// out (B,T,C) is the forward output (for the row sums dout.out). dqkv as
   /// attention_backward's.
   virtual void attention_backward_fused(DevPtr dqkv, const float* dout, ConstDevPtr qkv,
                                         ConstDevPtr out, const float* lse, int B, int T, int C,
-                                        int NH) = 0;
+                                        int NH) {
+    unsupported(Op::attention_backward_fused);
+  }
   /// Whether the fused attention ops take a bf16 qkv of C channels in NH heads under precision
   /// bf16 (whatever the precision now): the model then has the qkv product write it in bf16, so
   /// attention reads half the bytes and rounds nothing (its result the same where its kernels
@@ -358,7 +402,9 @@ class Backend : public DeviceMemory {
   /// out = gelu(inp) (as gelu_forward) and dgelu = gelu'(inp), N elements, each f32 or bf16;
   /// dgelu may be null (out only, as when a recompute policy recomputes the derivative
   /// later). The pre-activation inp is then no longer needed.
-  virtual void gelu_forward_fused(DevPtr out, DevPtr dgelu, const float* inp, int64_t N) = 0;
+  virtual void gelu_forward_fused(DevPtr out, DevPtr dgelu, const float* inp, int64_t N) {
+    unsupported(Op::gelu_forward_fused);
+  }
   /// matmul_backward (W in the (C,OC) layout) with the GELU backward of the product's input
   /// fused into the dinp product as a oneDNN binary post-op: dinp(N,C) = (dout @ W^T) * dgelu,
   /// with dgelu (N,C) from gelu_forward_fused. dinp, dout, inp, dgelu: f32 or bf16 (a bf16
@@ -371,7 +417,9 @@ class Backend : public DeviceMemory {
   /// llm.c's backward). Which the model saves: saves_gelu_input().
   virtual void matmul_backward_gelu(DevPtr dinp, float* dw, float* dbias, ConstDevPtr dout,
                                     ConstDevPtr inp, const float* w, ConstDevPtr gelu,
-                                    GeluSaved saved, int64_t N, int C, int OC) = 0;
+                                    GeluSaved saved, int64_t N, int C, int OC) {
+    unsupported(Op::matmul_backward_gelu);
+  }
   /// The form with gelu' saved (GeluSaved::derivative).
   void matmul_backward_gelu(DevPtr dinp, float* dw, float* dbias, ConstDevPtr dout, ConstDevPtr inp,
                             const float* w, ConstDevPtr dgelu, int64_t N, int C, int OC) {
@@ -392,17 +440,22 @@ class Backend : public DeviceMemory {
   /// gradient the classifier's matmul_backward takes as it is, as llm.c's fused classifier).
   /// Throws gt::Error for a target outside [0, V).
   virtual void softmax_crossentropy_fused(DevPtr logits, float* losses, const int32_t* targets,
-                                          float dloss, int64_t N, int V) = 0;
+                                          float dloss, int64_t N, int V) {
+    unsupported(Op::softmax_crossentropy_fused);
+  }
   /// One AdamW pass over a whole set of tensors (as adamw_update, same formula), with the
   /// gradients multiplied by grad_mult (clipping and loss-scale undo) as they are read.
   /// Tensor i has n[i] elements at p[i], g[i], m[i], v[i] and weight decay wd[i].
   virtual void adamw_fused(float* const* p, const float* const* g, float* const* m, float* const* v,
                            const int64_t* n, const float* wd, int count, float grad_mult, float lr,
-                           float beta1, float beta2, float eps, int64_t t) = 0;
+                           float beta1, float beta2, float eps, int64_t t) {
+    unsupported(Op::adamw_fused);
+  }
 
  protected:
   AdamStepResult step_result_;  ///< the default adamw_step()'s result
 };
+#pragma GCC diagnostic pop
 
 /// Throws gt::Error naming the backend, the op and the precision when `be` does not support
 /// one of `ops` under p.

@@ -62,6 +62,13 @@ std::string_view op_name(Op op) {
   return i < std::size(kOpNames) ? kOpNames[i] : "?";
 }
 
+void Backend::unsupported(Op op) const {
+  throw Error(
+      fmt::format("{}: op {} is not implemented by this backend (its supports() should "
+                  "say so, and a model then refuses before its first step)",
+                  name(), op_name(op)));
+}
+
 void check_supports(const Backend& be, const std::vector<Op>& ops, Precision p) {
   for (Op op : ops)
     if (!be.supports(op, p))

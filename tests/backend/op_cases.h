@@ -20,7 +20,7 @@ struct OpCase {
   std::vector<Op> ops;  ///< every op run() calls (a backend must support all of them)
   std::function<Outputs(Ctx&)> run;
   /// When set, the reference outputs come from this (the unfused chain) on ref instead of run.
-  std::function<Outputs(Ctx&)> chain;
+  std::function<Outputs(Ctx&)> chain = nullptr;
   double flops = 0;  ///< of the timed call, for GFLOP/s (0: report GB/s)
   double bytes = 0;  ///< moved by the timed call, for GB/s
 };

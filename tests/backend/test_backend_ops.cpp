@@ -25,6 +25,7 @@
 #include <string>
 
 #include "backend/forwarding.h"
+#include "core/error.h"
 #include "op_cases.h"
 
 namespace gt::test {
@@ -218,6 +219,49 @@ TEST(OpTable, CaseNamesAreUniqueTestNames) {
   std::set<std::string> seen;
   for (const OpCase& c : cases())
     EXPECT_TRUE(seen.insert(test_name(c.name)).second) << "two cases named " << test_name(c.name);
+}
+
+/// A backend with one op: the others are Backend's default bodies, and supports() says so.
+class OnlyScale final : public HostMemoryBackend {
+ public:
+  std::string name() const override { return "only-scale"; }
+  bool supports(Op op, Precision p) const override {
+    return op == Op::scale && p == Precision::fp32;
+  }
+  size_t workspace_bytes(const WorkspaceQuery&) const override { return 0; }
+  void scale(DevPtr g, float s, int64_t n) override {
+    for (int64_t i = 0; i < n; ++i) g.f32()[i] *= s;
+  }
+  void set_precision(Precision) override {}
+  Precision precision() const override { return Precision::fp32; }
+  void set_stochastic_rounding(bool, uint64_t) override {}
+  void weights_updated() override {}
+};
+
+// A new backend overrides the ops it has and says which through supports(): an op it lacks is
+// an error naming the backend and the op, and a model refuses the backend before its first step.
+TEST(OpTable, ABackendImplementsOnlyItsOpsAndSaysWhichThroughSupports) {
+  OnlyScale be;
+  float x[2] = {1.0f, 2.0f};
+  be.scale(x, 3.0f, 2);
+  EXPECT_EQ(x[1], 6.0f);
+  try {
+    be.residual_forward(x, x, x, 2);
+    FAIL() << "an op the backend does not have ran";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("only-scale: op residual_forward is not implemented"),
+              std::string::npos)
+        << e.what();
+  }
+  try {
+    check_supports(be, {Op::scale, Op::layernorm_forward}, Precision::fp32);
+    FAIL() << "check_supports took a backend without layernorm_forward";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no layernorm_forward under precision fp32"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_NO_THROW(check_supports(be, {Op::scale}, Precision::fp32));
 }
 
 /// A backend that drops set_precision (a test double around another backend): it reports the
