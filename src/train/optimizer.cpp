@@ -1,11 +1,12 @@
 // train/optimizer.cpp: the optimizer step of trainer.h (gradient clipping and AdamW through the
 // backend, with the inf/NaN checks of every step).
+#include "train/optimizer.h"
+
 #include <fmt/format.h>
 
 #include <cmath>
 
 #include "core/error.h"
-#include "train/trainer.h"
 
 namespace gt {
 namespace {
@@ -35,33 +36,71 @@ double arena_sum_squares(Backend& be, Arena& a, size_t* first_bad) {
   return sq;
 }
 
-// Clipping and AdamW of the unfused fp32 path, given the global squared norm (finite).
-void clip_and_update_finite(Backend& be, GPT& model, Arena& m, Arena& v, const TrainConfig& cfg,
-                            float lr, int64_t t, double norm) {
-  Arena& g = model.grads();
-  if (cfg.grad_clip > 0) {
-    double coef = cfg.grad_clip / (norm + 1e-6);
-    if (coef < 1.0)
-      for (size_t i = 0; i < g.size(); ++i)
-        be.scale(g.at(i).f32(), static_cast<float>(coef), g.at(i).numel());
+// The pieces as the arrays Backend::adamw_fused and AdamStep take (piece i at index i).
+struct PieceArrays {
+  std::vector<float*> p, m, v;
+  std::vector<const float*> g;
+  std::vector<int64_t> n;
+  std::vector<float> wd;
+  explicit PieceArrays(const std::vector<AdamPiece>& pieces) {
+    for (const AdamPiece& pc : pieces) {
+      p.push_back(pc.p);
+      g.push_back(pc.g);
+      m.push_back(pc.m);
+      v.push_back(pc.v);
+      n.push_back(pc.n);
+      wd.push_back(pc.weight_decay);
+    }
   }
-  Arena& p = model.params();
-  for (size_t i = 0; i < p.size(); ++i) {
-    float wd = model.specs()[i].decay ? static_cast<float>(cfg.weight_decay) : 0.0f;
-    be.adamw_update(p.at(i).f32(), g.at(i).f32(), m.at(i).f32(), v.at(i).f32(), p.at(i).numel(), lr,
-                    static_cast<float>(cfg.beta1), static_cast<float>(cfg.beta2),
-                    static_cast<float>(cfg.eps), wd, t);
-  }
-  be.weights_updated();
-}
+};
 
 }  // namespace
+
+std::vector<AdamPiece> whole_tensor_pieces(GPT& model, Arena& m, Arena& v, const TrainConfig& cfg) {
+  Arena& p = model.params();
+  Arena& g = model.grads();
+  std::vector<AdamPiece> pieces(p.size());
+  for (size_t i = 0; i < p.size(); ++i) {
+    check(g.at(i).dtype == DType::f32, "the optimizer step: f32 gradients only");
+    pieces[i] = {
+        p.at(i).f32(),   g.at(i).f32(),
+        m.at(i).f32(),   v.at(i).f32(),
+        p.at(i).numel(), model.specs()[i].decay ? static_cast<float>(cfg.weight_decay) : 0.0f};
+  }
+  return pieces;
+}
+
+double grad_multiplier(double norm, double loss_scale, double clip) {
+  double mult = 1.0 / loss_scale;
+  if (clip > 0) {
+    const double coef = clip / (norm + 1e-6);
+    if (coef < 1.0) mult *= coef;
+  }
+  return mult;
+}
+
+void adamw_apply(Backend& be, const std::vector<AdamPiece>& pieces, double grad_mult, float lr,
+                 const TrainConfig& cfg, int64_t t) {
+  const float b1 = static_cast<float>(cfg.beta1), b2 = static_cast<float>(cfg.beta2),
+              eps = static_cast<float>(cfg.eps), mult = static_cast<float>(grad_mult);
+  if (pieces.empty()) return;
+  if (cfg.fusion) {
+    const PieceArrays a(pieces);
+    be.adamw_fused(a.p.data(), a.g.data(), a.m.data(), a.v.data(), a.n.data(), a.wd.data(),
+                   static_cast<int>(pieces.size()), mult, lr, b1, b2, eps, t);
+    return;
+  }
+  for (const AdamPiece& pc : pieces) {
+    // the unfused chain scales the gradient in place, then updates from it
+    if (grad_mult != 1.0) be.scale(const_cast<float*>(pc.g), mult, pc.n);
+    be.adamw_update(pc.p, pc.g, pc.m, pc.v, pc.n, lr, b1, b2, eps, pc.weight_decay, t);
+  }
+}
 
 OptimizerResult optimizer_step(Backend& be, GPT& model, Arena& m, Arena& v, const TrainConfig& cfg,
                                float lr, int64_t t, double loss_scale) {
   OptimizerResult r;
   Arena& g = model.grads();
-  Arena& p = model.params();
   size_t bad = 0;
   const double sq = arena_sum_squares(be, g, &bad);
   if (!std::isfinite(sq)) {  // nothing changes: fp16 skips the step, fp32 and bf16 stop
@@ -71,43 +110,8 @@ OptimizerResult optimizer_step(Backend& be, GPT& model, Arena& m, Arena& v, cons
     return r;
   }
   r.grad_norm = std::sqrt(sq) / loss_scale;
-  if (!cfg.fusion && loss_scale == 1.0) {
-    clip_and_update_finite(be, model, m, v, cfg, lr, t, r.grad_norm);
-    return r;
-  }
-  double mult = 1.0 / loss_scale;
-  if (cfg.grad_clip > 0) {
-    double coef = cfg.grad_clip / (r.grad_norm + 1e-6);
-    if (coef < 1.0) mult *= coef;
-  }
-  const size_t n = p.size();
-  if (cfg.fusion) {
-    std::vector<float*> pp(n), mm(n), vv(n);
-    std::vector<const float*> gg(n);
-    std::vector<int64_t> cnt(n);
-    std::vector<float> wd(n);
-    for (size_t i = 0; i < n; ++i) {
-      pp[i] = p.at(i).f32();
-      gg[i] = g.at(i).f32();
-      mm[i] = m.at(i).f32();
-      vv[i] = v.at(i).f32();
-      cnt[i] = p.at(i).numel();
-      wd[i] = model.specs()[i].decay ? static_cast<float>(cfg.weight_decay) : 0.0f;
-    }
-    be.adamw_fused(pp.data(), gg.data(), mm.data(), vv.data(), cnt.data(), wd.data(), (int)n,
-                   static_cast<float>(mult), lr, static_cast<float>(cfg.beta1),
-                   static_cast<float>(cfg.beta2), static_cast<float>(cfg.eps), t);
-  } else {
-    if (mult != 1.0)
-      for (size_t i = 0; i < n; ++i)
-        be.scale(g.at(i).f32(), static_cast<float>(mult), g.at(i).numel());
-    for (size_t i = 0; i < n; ++i) {
-      float wd = model.specs()[i].decay ? static_cast<float>(cfg.weight_decay) : 0.0f;
-      be.adamw_update(p.at(i).f32(), g.at(i).f32(), m.at(i).f32(), v.at(i).f32(), p.at(i).numel(),
-                      lr, static_cast<float>(cfg.beta1), static_cast<float>(cfg.beta2),
-                      static_cast<float>(cfg.eps), wd, t);
-    }
-  }
+  adamw_apply(be, whole_tensor_pieces(model, m, v, cfg),
+              grad_multiplier(r.grad_norm, loss_scale, cfg.grad_clip), lr, cfg, t);
   be.weights_updated();
   return r;
 }
@@ -116,29 +120,16 @@ const AdamStepResult* optimizer_step_async(Backend& be, GPT& model, Arena& m, Ar
                                            const TrainConfig& cfg, float lr, int64_t t,
                                            double loss_scale) {
   Arena& g = model.grads();
-  Arena& p = model.params();
-  const size_t n = p.size();
-  std::vector<float*> pp(n), mm(n), vv(n);
-  std::vector<const float*> gg(n);
-  std::vector<int64_t> cnt(n);
-  std::vector<float> wd(n);
-  for (size_t i = 0; i < n; ++i) {
-    check(g.at(i).dtype == DType::f32, "optimizer_step_async: f32 gradients only");
-    pp[i] = p.at(i).f32();
-    gg[i] = g.at(i).f32();
-    mm[i] = m.at(i).f32();
-    vv[i] = v.at(i).f32();
-    cnt[i] = p.at(i).numel();
-    wd[i] = model.specs()[i].decay ? static_cast<float>(cfg.weight_decay) : 0.0f;
-  }
+  const std::vector<AdamPiece> pieces = whole_tensor_pieces(model, m, v, cfg);
+  const PieceArrays a(pieces);
   AdamStep s;
-  s.p = pp.data();
-  s.g = gg.data();
-  s.m = mm.data();
-  s.v = vv.data();
-  s.n = cnt.data();
-  s.wd = wd.data();
-  s.count = static_cast<int>(n);
+  s.p = a.p.data();
+  s.g = a.g.data();
+  s.m = a.m.data();
+  s.v = a.v.data();
+  s.n = a.n.data();
+  s.wd = a.wd.data();
+  s.count = static_cast<int>(pieces.size());
   // the flat gradient buffer: the padding between tensors is zeroed at allocation, never written
   s.grads = static_cast<const float*>(g.base());
   s.grads_n = static_cast<int64_t>(g.bytes() / sizeof(float));
@@ -169,7 +160,11 @@ double clip_and_update(Backend& be, GPT& model, Arena& m, Arena& v, const TrainC
         "the gradient of '{}' holds inf or NaN (global norm {}): the weights were not updated",
         bad < model.specs().size() ? model.specs()[bad].name : std::string("?"), sq));
   const double norm = std::sqrt(sq);
-  clip_and_update_finite(be, model, m, v, cfg, lr, t, norm);
+  TrainConfig unfused = cfg;  // the plain chain: clip by scaling, then adamw_update per tensor
+  unfused.fusion = false;
+  adamw_apply(be, whole_tensor_pieces(model, m, v, cfg), grad_multiplier(norm, 1.0, cfg.grad_clip),
+              lr, unfused, t);
+  be.weights_updated();
   return norm;
 }
 

@@ -17,12 +17,15 @@
 #include "backend/backend.h"
 #include "core/error.h"
 #include "dist/communicator.h"
-#include "dist/grad_sync.h"
 #include "model/gpt.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
 #include "train/data.h"
+#include "train/optimizer.h"
 #include "train/precision.h"
+#include "train/resume.h"
+#include "train/run_log.h"
+#include "train/strategy.h"
 
 namespace gt {
 
@@ -52,43 +55,6 @@ class StepObserver {
 /// Learning rate at 0-based step `it`: linear warm-up over warmup_steps, then cosine decay
 /// to min_lr at lr_decay_steps (default max_steps), then min_lr (nanoGPT's get_lr).
 double learning_rate_at(const TrainConfig& cfg, int64_t it);
-
-/// Clips the gradients of `model` to cfg.grad_clip (global L2 norm, as
-/// torch.nn.utils.clip_grad_norm_: scale by clip/(norm+1e-6) when that is below 1) and
-/// applies one AdamW step at learning rate lr, decaying matrices only; t counts steps from 1.
-/// m and v hold the moments, tensor for tensor like model.params(). Returns the norm before
-/// clipping. Throws gt::Error naming the first gradient tensor that holds inf or NaN (nothing
-/// is changed then).
-double clip_and_update(Backend& be, GPT& model, Arena& m, Arena& v, const TrainConfig& cfg,
-                       float lr, int64_t t);
-
-/// What optimizer_step() did.
-struct OptimizerResult {
-  double grad_norm = 0;          ///< global L2 norm of the unscaled gradients before clipping
-  bool skipped = false;          ///< true when a gradient was inf or NaN: nothing was changed
-  std::string nonfinite_tensor;  ///< when skipped: the first such gradient's parameter name
-};
-/// The precision-aware optimizer step: the gradients hold loss_scale times the true ones;
-/// when any is inf or NaN nothing changes and the result says skipped; otherwise they are
-/// unscaled, clipped (cfg.grad_clip) and AdamW is applied at step t (fused into one pass
-/// over all tensors when cfg.fusion is on). Marks the backend's 16-bit weight copies stale.
-OptimizerResult optimizer_step(Backend& be, GPT& model, Arena& m, Arena& v, const TrainConfig& cfg,
-                               float lr, int64_t t, double loss_scale = 1.0);
-
-/// optimizer_step() with fusion on, without a host synchronization (Backend::adamw_step): the
-/// norm, the clip factor, the skip when a gradient is inf or NaN and AdamW all on the device;
-/// the result (host memory of the backend) is read after the backend's next synchronize().
-/// Marks the 16-bit weight copies stale.
-const AdamStepResult* optimizer_step_async(Backend& be, GPT& model, Arena& m, Arena& v,
-                                           const TrainConfig& cfg, float lr, int64_t t,
-                                           double loss_scale = 1.0);
-/// The name of the first parameter whose gradient holds inf or NaN ("?" when none does).
-std::string first_nonfinite_gradient(Backend& be, GPT& model);
-
-/// The first AdamW moment (m, then v) or parameter of `model` that holds inf or NaN, as
-/// "parameter 'h.0.attn.c_attn.weight'" or "AdamW's second moment (exp_avg_sq) of 'wte.weight'";
-/// empty when all are finite. One sum_squares pass over each arena through the backend.
-std::string first_nonfinite_state(Backend& be, GPT& model, Arena& m, Arena& v);
 
 /// When this process first saw the validation loss reach train.target_loss (evaluations happen
 /// every train.eval_interval steps, so that is the resolution).
@@ -208,15 +174,21 @@ class Trainer {
   dist::Communicator* communicator() const { return world_ > 1 ? comm_ : nullptr; }
 
  private:
-  // data parallelism (train/dist_train.cpp)
-  void setup_dist();
-  OptimizerResult sharded_optimizer_step(float lr, int64_t t, double loss_scale);
-  std::string sharded_nonfinite_state();
-  void load_sharded_state();
-  void gather_sharded_state(Arena& m_full, Arena& v_full);
-  nlohmann::json dist_summary();
+  /// The runtime_bytes() and load_peak_bytes() of the memory plan; resets the high-water mark.
+  void account_runtime_memory();
+  /// train.memory_budget: the largest micro-batch whose memory plan fits (gt::Error if none).
+  void fit_batch_to_memory_budget();
+  /// The weights, AdamW's state, the loss scaler and the data position from the resume plan's
+  /// checkpoint, or from train.init_from, or initialized; writes the run folder's config.
+  void start_from(const ResumePlan& plan);
   int stop_signal() const;
-  void log_line(const std::string& s, bool final_line);
+  /// After a step whose evaluation is due: the validation loss into rep and r (best, bits per
+  /// byte), and train.target_loss's first hit (TargetHit, seconds since run_t0). Throws the
+  /// nonfinite error for an inf or NaN validation loss.
+  void evaluate_step(StepReport& rep, RunResult& r, std::chrono::steady_clock::time_point run_t0);
+  /// Throws the error of a micro-batch whose training loss is inf or NaN (`losses`: this step's,
+  /// in order); nothing under fp16, whose loss scaler skips such a step.
+  void check_training_losses(const std::vector<double>& losses) const;
   /// The error that stops a run at `step` on an inf or NaN (`what` names the value).
   Error nonfinite_error(int64_t step, const std::string& what) const;
   TrainConfig cfg_;
@@ -239,21 +211,11 @@ class Trainer {
   GradScaler scaler_;
   StepObserver* observer_ = nullptr;
 
-  dist::Communicator* comm_ = nullptr;            // host collectives (MPI)
-  std::unique_ptr<dist::Communicator> dev_comm_;  // device collectives (NCCL), when any
-  std::unique_ptr<dist::GradSync> sync_;
+  dist::Communicator* comm_ = nullptr;  // the job's, when launched as several ranks
+  /// One process, data parallel or ZeRO-1 (train/strategy.h): AdamW's state, the gradient
+  /// reduction, checkpoints and the sharded evaluation.
+  std::unique_ptr<TrainStrategy> strategy_;
   int rank_ = 0, world_ = 1;
-  int agreed_stop_ = 0;  // the largest stop signal any rank had at the end of the last step
-  /// zero = 1: this rank's part of the weights, (tensor, element range of the flat buffers,
-  /// offset in the shard), and the shard's size.
-  struct ShardPiece {
-    size_t tensor;
-    dist::Range range;
-    size_t shard_offset;
-  };
-  std::vector<ShardPiece> pieces_;
-  std::vector<size_t> bucket_shard_offset_;
-  size_t shard_elems_ = 0;
 };
 
 /// Mean loss over eval_steps validation batches of (B,T) (eval_batch order); the one

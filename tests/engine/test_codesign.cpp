@@ -486,6 +486,42 @@ TEST(Fusion, OneAdamwPassEqualsPerTensorUpdates) {
   }
 }
 
+// The one AdamW loop (train/optimizer.h) over a tensor cut into pieces, as ZeRO-1 cuts its
+// shard, updates as over the whole tensor: bit for bit, fused and unfused.
+TEST(Optimizer, PiecesOfATensorUpdateAsTheWholeTensor) {
+  auto be = make_backend("ref");
+  const int64_t n = 1000;
+  for (bool fused : {false, true}) {
+    TrainConfig cfg;
+    cfg.fusion = fused;
+    std::vector<float> p1 = randn(n, 1), g1 = randn(n, 2), m1 = randn(n, 3, 0.1f),
+                       v1 = randn(n, 4, 0.1f);
+    for (auto& x : v1) x = x * x;
+    std::vector<float> p2 = p1, g2 = g1, m2 = m1, v2 = v1;
+    adamw_apply(*be, {{p1.data(), g1.data(), m1.data(), v1.data(), n, 0.1f}}, 0.25, 1e-3f, cfg, 3);
+    std::vector<AdamPiece> pieces;
+    for (int64_t lo : {0, 1, 333, 999}) {  // [0,1) [1,333) [333,999) [999,1000)
+      const int64_t hi = lo == 0 ? 1 : lo == 1 ? 333 : lo == 333 ? 999 : n;
+      pieces.push_back({p2.data() + lo, g2.data() + lo, m2.data() + lo, v2.data() + lo, hi - lo,
+                        0.1f});
+    }
+    adamw_apply(*be, pieces, 0.25, 1e-3f, cfg, 3);
+    EXPECT_EQ(p1, p2) << "fused " << fused;
+    EXPECT_EQ(m1, m2) << "fused " << fused;
+    EXPECT_EQ(v1, v2) << "fused " << fused;
+    EXPECT_EQ(g1, g2) << "fused " << fused;  // unfused: both scaled in place by 0.25
+    EXPECT_NE(p1, randn(n, 1)) << "the weights moved";
+  }
+}
+
+// The gradient multiplier: the loss scale undone, then torch's clip_grad_norm_ coefficient.
+TEST(Optimizer, GradientMultiplierUnscalesThenClips) {
+  EXPECT_DOUBLE_EQ(grad_multiplier(0.5, 1024.0, 1.0), 1.0 / 1024);  // no clip below the norm
+  EXPECT_DOUBLE_EQ(grad_multiplier(10.0, 1.0, 1.0), 1.0 / (10.0 + 1e-6));
+  EXPECT_DOUBLE_EQ(grad_multiplier(10.0, 8.0, 2.0), 2.0 / (10.0 + 1e-6) / 8.0);
+  EXPECT_DOUBLE_EQ(grad_multiplier(10.0, 1.0, 0.0), 1.0);  // clip 0: off
+}
+
 struct ModelRun {
   float loss;
   std::vector<float> grads;

@@ -1,0 +1,84 @@
+// train/optimizer.h: the optimizer step: the global gradient norm, clipping, the fp16 loss
+// scale's undo and AdamW, through the backend. One AdamW loop (adamw_apply) serves every mode:
+// whole tensors in one process or with data parallelism, a rank's shard under ZeRO-1.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/gpt.h"
+#include "train/config.h"
+
+namespace gt {
+
+/// The part of one parameter tensor that an AdamW pass updates: n floats at p (weights), g
+/// (their gradients), m and v (AdamW's first and second moments), with the tensor's weight
+/// decay (train.weight_decay for matrices, 0 for biases, norms and the position table).
+struct AdamPiece {
+  float* p = nullptr;
+  const float* g = nullptr;
+  float* m = nullptr;
+  float* v = nullptr;
+  int64_t n = 0;
+  float weight_decay = 0;
+};
+
+/// The pieces of every parameter of `model`, whole, with m and v laid out tensor for tensor
+/// like model.params().
+std::vector<AdamPiece> whole_tensor_pieces(GPT& model, Arena& m, Arena& v, const TrainConfig& cfg);
+
+/// The factor the gradients are multiplied by as AdamW reads them: 1 / loss_scale, times the
+/// clip coefficient clip / (norm + 1e-6) when that is below 1 (torch.nn.utils.clip_grad_norm_;
+/// clip <= 0: no clipping). norm: the global L2 norm of the unscaled gradients.
+double grad_multiplier(double norm, double loss_scale, double clip);
+
+/// The one AdamW loop: every piece updated at step t (from 1) and learning rate lr with
+/// train.beta1, beta2 and eps, the gradients multiplied by grad_mult. With train.fusion on, one
+/// Backend::adamw_fused pass over all pieces; off, Backend::scale (when grad_mult != 1) and
+/// adamw_update per piece (the unfused chain: the gradients are left scaled). Does not mark
+/// the weight copies stale (the caller does, once every piece is done).
+void adamw_apply(Backend& be, const std::vector<AdamPiece>& pieces, double grad_mult, float lr,
+                 const TrainConfig& cfg, int64_t t);
+
+/// Clips the gradients of `model` to cfg.grad_clip (global L2 norm, as
+/// torch.nn.utils.clip_grad_norm_: scale by clip/(norm+1e-6) when that is below 1) and
+/// applies one AdamW step at learning rate lr, decaying matrices only; t counts steps from 1.
+/// m and v hold the moments, tensor for tensor like model.params(). Returns the norm before
+/// clipping. Throws gt::Error naming the first gradient tensor that holds inf or NaN (nothing
+/// is changed then).
+double clip_and_update(Backend& be, GPT& model, Arena& m, Arena& v, const TrainConfig& cfg,
+                       float lr, int64_t t);
+
+/// What optimizer_step() did.
+struct OptimizerResult {
+  double grad_norm = 0;          ///< global L2 norm of the unscaled gradients before clipping
+  bool skipped = false;          ///< true when a gradient was inf or NaN: nothing was changed
+  std::string nonfinite_tensor;  ///< when skipped: the first such gradient's parameter name
+  /// Whether the update made an AdamW moment or a weight inf or NaN: 0 no, 1 yes (both as the
+  /// device checked them), -1 not checked (the caller checks with first_nonfinite_state()).
+  int nonfinite_state = -1;
+};
+/// The precision-aware optimizer step: the gradients hold loss_scale times the true ones;
+/// when any is inf or NaN nothing changes and the result says skipped; otherwise they are
+/// unscaled, clipped (cfg.grad_clip) and AdamW is applied at step t (adamw_apply). Marks the
+/// backend's 16-bit weight copies stale.
+OptimizerResult optimizer_step(Backend& be, GPT& model, Arena& m, Arena& v, const TrainConfig& cfg,
+                               float lr, int64_t t, double loss_scale = 1.0);
+
+/// optimizer_step() with fusion on, without a host synchronization (Backend::adamw_step): the
+/// norm, the clip factor, the skip when a gradient is inf or NaN and AdamW all on the device;
+/// the result (host memory of the backend) is read after the backend's next synchronize().
+/// Marks the 16-bit weight copies stale.
+const AdamStepResult* optimizer_step_async(Backend& be, GPT& model, Arena& m, Arena& v,
+                                           const TrainConfig& cfg, float lr, int64_t t,
+                                           double loss_scale = 1.0);
+/// The name of the first parameter whose gradient holds inf or NaN ("?" when none does).
+std::string first_nonfinite_gradient(Backend& be, GPT& model);
+
+/// The first AdamW moment (m, then v) or parameter of `model` that holds inf or NaN, as
+/// "parameter 'h.0.attn.c_attn.weight'" or "AdamW's second moment (exp_avg_sq) of 'wte.weight'";
+/// empty when all are finite. One sum_squares pass over each arena through the backend.
+std::string first_nonfinite_state(Backend& be, GPT& model, Arena& m, Arena& v);
+
+}  // namespace gt

@@ -1,0 +1,66 @@
+// train/strategy.cpp: the one-process strategy of strategy.h.
+#include "train/strategy.h"
+
+#include <cmath>
+
+#include "train/trainer.h"
+
+namespace gt {
+namespace {
+
+class SingleProcess final : public TrainStrategy {
+ public:
+  explicit SingleProcess(StepContext ctx) : c_(ctx) {
+    for (auto& s : c_.model.specs()) {
+      c_.m.plan(s.name, s.shape);
+      c_.v.plan(s.name, s.shape);
+    }
+    c_.m.allocate(c_.be);
+    c_.v.allocate(c_.be);
+  }
+
+  bool losses_on_device() const override { return c_.cfg.fusion; }
+
+  OptimizerResult optimizer_step(float lr, int64_t t, double loss_scale) override {
+    if (!c_.cfg.fusion)
+      return gt::optimizer_step(c_.be, c_.model, c_.m, c_.v, c_.cfg, lr, t, loss_scale);
+    // the norm, the clip and the skip decided on the device; the step's one host
+    // synchronization brings back its result and the losses
+    const AdamStepResult* r =
+        optimizer_step_async(c_.be, c_.model, c_.m, c_.v, c_.cfg, lr, t, loss_scale);
+    c_.be.synchronize();
+    OptimizerResult opt;
+    opt.skipped = !std::isfinite(r->norm_sq);
+    opt.grad_norm = opt.skipped ? r->norm_sq : std::sqrt(r->norm_sq) / loss_scale;
+    if (opt.skipped) opt.nonfinite_tensor = first_nonfinite_gradient(c_.be, c_.model);
+    opt.nonfinite_state = r->nonfinite_state;
+    return opt;
+  }
+
+  std::string nonfinite_state() override {
+    return first_nonfinite_state(c_.be, c_.model, c_.m, c_.v);
+  }
+
+  void load_checkpoint(const std::string& run_dir) override {
+    load_checkpoint_tensors(run_dir, c_.model, &c_.m, &c_.v);
+  }
+
+  void save_checkpoint(const std::string& run_dir, const CheckpointState& st) override {
+    gt::save_checkpoint(run_dir, c_.model, c_.m, c_.v, st);
+  }
+
+  double evaluate(const std::vector<int32_t>& val, int B, int T, int eval_steps) override {
+    return evaluate_loss(c_.model, val, B, T, eval_steps);
+  }
+
+ private:
+  StepContext c_;
+};
+
+}  // namespace
+
+std::unique_ptr<TrainStrategy> make_single_process(StepContext ctx) {
+  return std::make_unique<SingleProcess>(ctx);
+}
+
+}  // namespace gt
