@@ -43,9 +43,6 @@ struct Normal {
 }  // namespace
 
 using gpt_plan::gelu_input_saved;
-using gpt_plan::kFirstBlockParam;
-using gpt_plan::kMlpFirst;
-using gpt_plan::kParamsPerBlock;
 using gpt_plan::layer_views;
 using gpt_plan::plan_arenas;
 using gpt_plan::Plans;
@@ -407,9 +404,7 @@ void GPT::mlp_input_backward(int l, DevPtr dfch, int64_t N) {
   be_.matmul_backward(dC_, g.fc_w, g.fc_b, dfch, L.ln2, w.fc_w, N, C, 4 * C);  // dC = d(ln2)
   be_.layernorm_backward(dres_, g.ln2_w, g.ln2_b, dC_, L.res2, w.ln2_w, L.ln2_mean, L.ln2_rstd, N,
                          C);
-  if (grad_ready_)
-    grad_ready_(kFirstBlockParam + kParamsPerBlock * l + kMlpFirst,
-                kFirstBlockParam + kParamsPerBlock * (l + 1));
+  if (grad_ready_) grad_ready_(mlp_grads(l));
 }
 
 // Block l's c_attn and ln_1 backward from dqkv_ (N, 3C): dres (N, C) += d(x).
@@ -439,32 +434,38 @@ void GPT::backward(float dloss) {
   be_.zero(dres_, sizeof(float) * N * C);
   be_.layernorm_backward(dres_, gv_.lnf_w, gv_.lnf_b, dC_, xL, pv_.lnf_w, lnf_mean_, lnf_rstd_, N,
                          C);  // dres (N, C) = d(xL)
-  const auto groups = grad_ready_ ? grad_groups() : std::vector<std::pair<size_t, size_t>>();
-  if (grad_ready_) grad_ready_(groups[0].first, groups[0].second);  // ln_f
+  const std::vector<GradGroup> groups = grad_ready_ ? grad_groups() : std::vector<GradGroup>();
+  if (grad_ready_) grad_ready_(groups.front());  // ln_f
   for (int l = cfg_.n_layer - 1; l >= 0; --l) {
     recompute_for_backward(l, B, T);
     if (fused_)  // (both call the hook for the block's MLP half)
       block_backward_fused(l, B, T);
     else
       block_backward_unfused(l, B, T);
-    if (grad_ready_) {  // the attention half
-      const auto& at = groups[1 + 2 * (cfg_.n_layer - 1 - l) + 1];
-      grad_ready_(at.first, at.second);
-    }
+    if (grad_ready_) grad_ready_(attention_grads(l));
   }
-  be_.embedding_backward(gv_.wte, gv_.wpe, dres_, inputs_, B, T, C);        // dwte, dwpe +=
-  if (grad_ready_) grad_ready_(groups.back().first, groups.back().second);  // wte, wpe
+  be_.embedding_backward(gv_.wte, gv_.wpe, dres_, inputs_, B, T, C);  // dwte, dwpe +=
+  if (grad_ready_) grad_ready_(groups.back());                        // wte, wpe
 }
 
-std::vector<std::pair<size_t, size_t>> GPT::grad_groups() const {
-  const size_t L = cfg_.n_layer, lnf = kFirstBlockParam + kParamsPerBlock * L;
-  std::vector<std::pair<size_t, size_t>> g{{lnf, lnf + 2}};
-  for (size_t l = L; l-- > 0;) {
-    const size_t b = kFirstBlockParam + kParamsPerBlock * l;
-    g.push_back({b + kMlpFirst, b + kParamsPerBlock});  // ln_2, c_fc, c_proj
-    g.push_back({b, b + kMlpFirst});                    // ln_1, c_attn, attn c_proj
+GPT::GradGroup GPT::mlp_grads(int l) const {
+  const LayerParams& g = gv_.h[l];
+  return {g.ln2_w, g.fcproj_b + cfg_.n_embd};
+}
+
+GPT::GradGroup GPT::attention_grads(int l) const {
+  const LayerParams& g = gv_.h[l];
+  return {g.ln1_w, g.attproj_b + cfg_.n_embd};
+}
+
+std::vector<GPT::GradGroup> GPT::grad_groups() const {
+  const int64_t C = cfg_.n_embd;
+  std::vector<GradGroup> g{{gv_.lnf_w, gv_.lnf_b + C}};
+  for (int l = cfg_.n_layer - 1; l >= 0; --l) {
+    g.push_back(mlp_grads(l));
+    g.push_back(attention_grads(l));
   }
-  g.push_back({0, kFirstBlockParam});
+  g.push_back({gv_.wte, gv_.wpe + (int64_t)cfg_.block_size * C});
   return g;
 }
 

@@ -195,18 +195,27 @@ class GPT {
   /// throws gt::Error); accumulates (+=) into
   /// grads(). dloss is d(objective)/d(loss of one position), 1/(B*T*grad_accum_steps).
   void backward(float dloss);
-  /// Called by backward() each time the gradients of a group of parameters are final for this
-  /// backward, with the group's indices [first, end) in specs(): ln_f, then for each block
-  /// from n_layer-1 down to 0 its MLP half (ln_2, c_fc, c_proj: two thirds of its parameters)
-  /// and then its attention half (ln_1, c_attn, c_proj), then wte and wpe (wte last: the tied
-  /// classifier and the embedding both add to it). Half-blocks let the reduction of block 0's
-  /// MLP gradients overlap its attention backward, as PyTorch DDP's small first buckets do.
-  /// Data-parallel training starts reducing a group's gradients there (dist/grad_sync.h).
-  using GradReadyHook = std::function<void(size_t first, size_t end)>;
+  /// A group of gradient tensors that backward() finishes together, named by its views: the
+  /// elements of grads() from its first tensor's start to its last tensor's end (the zeroed
+  /// padding between them included), e.g. block l's MLP half is
+  /// [grad_views().h[l].ln2_w, grad_views().h[l].fcproj_b + C).
+  struct GradGroup {
+    const float* begin = nullptr;
+    const float* end = nullptr;
+    bool operator==(const GradGroup&) const = default;
+  };
+  /// Called by backward() each time the gradients of a group are final for this backward: ln_f,
+  /// then for each block from n_layer-1 down to 0 its MLP half (ln_2, c_fc, c_proj: two thirds
+  /// of its parameters) and then its attention half (ln_1, c_attn, c_proj), then wte and wpe
+  /// (wte last: the tied classifier and the embedding both add to it). Half-blocks let the
+  /// reduction of block 0's MLP gradients overlap its attention backward, as PyTorch DDP's
+  /// small first buckets do. Data-parallel training starts reducing a group's gradients there
+  /// (dist/grad_sync.h).
+  using GradReadyHook = std::function<void(const GradGroup& group)>;
   /// Sets (or, with an empty function, clears) the hook.
   void set_grad_ready_hook(GradReadyHook hook) { grad_ready_ = std::move(hook); }
-  /// The parameter groups in the order backward() finishes them (see GradReadyHook).
-  std::vector<std::pair<size_t, size_t>> grad_groups() const;
+  /// The groups in the order backward() finishes them (see GradReadyHook).
+  std::vector<GradGroup> grad_groups() const;
 
  private:
   void block_forward_unfused(int l, int B, int T);
@@ -215,6 +224,8 @@ class GPT {
   void block_backward_fused(int l, int B, int T);
   void mlp_input_backward(int l, DevPtr dfch, int64_t N);
   void attention_input_backward(int l, int64_t N);
+  GradGroup mlp_grads(int l) const;        // block l's ln_2, c_fc, c_proj
+  GradGroup attention_grads(int l) const;  // block l's ln_1, c_attn, attn c_proj
   void recompute_for_backward(int l, int B, int T);
   void check_precision() const;
   void mlp_gelu(LayerActivations& L, int64_t n, bool with_dgelu);

@@ -1,6 +1,6 @@
 // model/gpt_plan.h: what the GPT (gpt.cpp) takes from its memory plan (gpt_plan.cpp): the
-// indices of its planned tensors, the named views of a block's activations, and the layout of
-// its parameters. Internal to the model library.
+// indices of its planned tensors and the named views of a block's activations. Internal to
+// the model library.
 #pragma once
 #include <cstddef>
 #include <vector>
@@ -10,10 +10,6 @@
 #include "model/gpt.h"
 
 namespace gt::gpt_plan {
-
-/// The layout of gpt_param_specs(): wte and wpe, then kParamsPerBlock tensors per block, whose
-/// MLP half (ln_2 onwards) starts at kMlpFirst; then ln_f.
-constexpr size_t kFirstBlockParam = 2, kParamsPerBlock = 12, kMlpFirst = 6;
 
 /// Throws gt::Error naming the first model.* or train.batch_size value that is not positive,
 /// or n_embd not divisible by n_head.

@@ -38,12 +38,9 @@ class DataParallel : public TrainStrategy {
     }
     Arena& g = c_.model.grads();
     const float* base = flat(g);
-    groups_ = c_.model.grad_groups();
-    std::vector<dist::Range> buckets;
-    for (auto [first, end] : groups_)
-      buckets.push_back({static_cast<size_t>(g.at(first).f32() - base),
-                         static_cast<size_t>(g.at(end - 1).f32() - base) +
-                             static_cast<size_t>(g.at(end - 1).numel())});
+    std::vector<dist::Range> buckets;  // one per group of the backward, in its order
+    for (const GPT::GradGroup& gr : c_.model.grad_groups())
+      buckets.push_back({static_cast<size_t>(gr.begin - base), static_cast<size_t>(gr.end - base)});
     sync_ = std::make_unique<dist::GradSync>(
         *grad_comm, c_.be, flat(g), elems(g), buckets, c_.cfg.zero == 1,
         c_.cfg.grad_comm == "bf16" ? dist::CommType::bf16 : dist::CommType::f32);
@@ -54,11 +51,10 @@ class DataParallel : public TrainStrategy {
 
   void begin_last_backward() override {
     // reduce each layer's gradients as soon as they are final
-    c_.model.set_grad_ready_hook([this](size_t first, size_t) {
+    c_.model.set_grad_ready_hook([this](const GPT::GradGroup& group) {
       // a mark, not a synchronization: the communication thread waits for it (an event on a
       // GPU) while this thread queues the rest of the backward
-      Arena& g = c_.model.grads();
-      sync_->start(sync_->bucket_at(static_cast<size_t>(g.at(first).f32() - flat(g))),
+      sync_->start(sync_->bucket_at(static_cast<size_t>(group.begin - flat(c_.model.grads()))),
                    c_.be.mark_queued());
     });
   }
@@ -118,7 +114,6 @@ class DataParallel : public TrainStrategy {
   dist::Communicator& comm_;                      // host collectives (MPI)
   std::unique_ptr<dist::Communicator> dev_comm_;  // device collectives (NCCL), when any
   std::unique_ptr<dist::GradSync> sync_;
-  std::vector<std::pair<size_t, size_t>> groups_;  // the parameters of each bucket
   int agreed_stop_ = 0;  // the largest stop signal any rank had at the end of the last step
 };
 
@@ -182,9 +177,9 @@ class Zero1 final : public DataParallel {
     // this rank's chunk of each bucket, cut at the tensors (AdamW's weight decay is per tensor)
     Arena& g = c_.model.grads();
     const float* base = flat(g);
-    for (size_t b = 0; b < groups_.size(); ++b) {
+    for (size_t b = 0; b < sync_->buckets().size(); ++b) {
       const dist::Range my = sync_->chunk(b);
-      for (size_t i = groups_[b].first; i < groups_[b].second; ++i) {
+      for (size_t i = 0; i < g.size(); ++i) {  // the tensors my chunk of the bucket holds
         const size_t t0 = static_cast<size_t>(g.at(i).f32() - base);
         const size_t lo = std::max(t0, my.begin),
                      hi = std::min(t0 + static_cast<size_t>(g.at(i).numel()), my.end);

@@ -111,28 +111,33 @@ TEST(Model, GradReadyHookNamesEveryGroupOnceWhenItsGradientsAreFinal) {
       m.init_weights(7);
       m.zero_grad();
       m.forward(in.data(), tg.data(), 4, 8);
-      std::vector<std::pair<size_t, size_t>> seen;
+      std::vector<GPT::GradGroup> seen;
       std::vector<std::vector<float>> at_hook;
-      Arena& g = m.grads();
-      m.set_grad_ready_hook([&](size_t first, size_t end) {
-        seen.push_back({first, end});
-        const float* b = g.at(first).f32();
-        const float* e = g.at(end - 1).f32() + g.at(end - 1).numel();
-        at_hook.emplace_back(b, e);
+      m.set_grad_ready_hook([&](const GPT::GradGroup& gr) {
+        seen.push_back(gr);
+        at_hook.emplace_back(gr.begin, gr.end);
       });
       m.backward(1.0f / 32);
       const std::string what = std::string(fused ? "fused " : "") + to_string(rc);
-      ASSERT_EQ(seen, m.grad_groups()) << what;
-      std::vector<int> covered(m.specs().size(), 0);
+      ASSERT_TRUE(seen == m.grad_groups()) << what;
+      Arena& g = m.grads();
+      std::vector<int> covered(m.specs().size(), 0);  // each tensor inside exactly one group
       for (size_t k = 0; k < seen.size(); ++k) {
-        for (size_t i = seen[k].first; i < seen[k].second; ++i) ++covered[i];
-        const float* b = g.at(seen[k].first).f32();
-        ASSERT_EQ(0, std::memcmp(at_hook[k].data(), b, at_hook[k].size() * sizeof(float)))
+        ASSERT_LT(seen[k].begin, seen[k].end) << what << ": group " << k;
+        for (size_t i = 0; i < g.size(); ++i)
+          if (g.at(i).f32() >= seen[k].begin && g.at(i).f32() + g.at(i).numel() <= seen[k].end)
+            ++covered[i];
+        ASSERT_EQ(0,
+                  std::memcmp(at_hook[k].data(), seen[k].begin, at_hook[k].size() * sizeof(float)))
             << what << ": group " << k << " changed after its hook";
       }
       EXPECT_EQ(covered, std::vector<int>(m.specs().size(), 1)) << what;
       // half-blocks: ln_f, then the MLP and the attention half of each block, then embeddings
       EXPECT_EQ(seen.size(), 2u + 2 * c.n_layer) << what;
+      // block 0's MLP half: its ln_2, c_fc and c_proj tensors, named by their views
+      const LayerParams& g0 = m.grad_views().h[0];
+      EXPECT_EQ(seen[seen.size() - 3].begin, g0.ln2_w) << what;
+      EXPECT_EQ(seen[seen.size() - 3].end, g0.fcproj_b + c.n_embd) << what;
     }
 }
 
