@@ -173,12 +173,19 @@ void GPT::block_forward_unfused(int l, int B, int T) {
 // the GELU pass also writes gelu' for the backward. When a block is re-run for recomputation
 // it computes its own ln1 and writes only its residual output (the next block's buffers are
 // not touched).
-void GPT::block_forward_fused(int l, int B, int T, bool recomputing) {
+GPT::LayernormOut GPT::layernorm_after(int l) {
+  if (l + 1 == cfg_.n_layer) return {lnf_, lnf_mean_, lnf_rstd_, pv_.lnf_w, pv_.lnf_b};
+  const LayerActivations& nx = layers_[l + 1];
+  return {nx.ln1, nx.ln1_mean, nx.ln1_rstd, pv_.h[l + 1].ln1_w, pv_.h[l + 1].ln1_b};
+}
+
+void GPT::block_forward_fused(int l, int B, int T, bool ln1_ready, const LayernormOut* next) {
   const int C = cfg_.n_embd, NH = cfg_.n_head;
   const int64_t N = (int64_t)B * T;
   LayerActivations& L = layers_[l];
   const LayerParams& w = pv_.h[l];
-  if (l == 0 || recomputing)
+  const bool recomputing = next == nullptr;
+  if (!ln1_ready)
     be_.layernorm_forward(L.ln1, L.ln1_mean, L.ln1_rstd, L.x, w.ln1_w, w.ln1_b, N, C);  // ln1
   be_.matmul_forward(L.qkv, L.ln1, w.qkv_w, w.qkv_b, N, C, 3 * C);       // qkv (N, 3C)
   be_.attention_forward_fused(L.atty, L.att, L.qkv, B, T, C, NH);        // atty, lse (B, NH, T)
@@ -195,17 +202,11 @@ void GPT::block_forward_fused(int l, int B, int T, bool recomputing) {
     mlp_gelu(L, N * 4 * C, rc_ == Recompute::none || recomputing);  // fch_gelu, fch_dgelu
   }
   be_.matmul_forward(tmpC_, L.fch_gelu, w.fcproj_w, w.fcproj_b, N, 4 * C, C);  // (N, C)
-  if (recomputing) {
+  if (next)  // out, and the layernorm it feeds
+    be_.residual_layernorm_forward(L.out, next->out, next->mean, next->rstd, L.res2, tmpC_, next->w,
+                                   next->b, N, C);
+  else
     be_.residual_forward(L.out, L.res2, tmpC_, N * C);  // out (N, C)
-  } else if (l + 1 < cfg_.n_layer) {                    // out, and the next block's ln1
-    const LayerActivations& nx = layers_[l + 1];
-    const LayerParams& wn = pv_.h[l + 1];
-    be_.residual_layernorm_forward(L.out, nx.ln1, nx.ln1_mean, nx.ln1_rstd, L.res2, tmpC_, wn.ln1_w,
-                                   wn.ln1_b, N, C);
-  } else {  // out, and ln_f
-    be_.residual_layernorm_forward(L.out, lnf_, lnf_mean_, lnf_rstd_, L.res2, tmpC_, pv_.lnf_w,
-                                   pv_.lnf_b, N, C);
-  }
 }
 
 float GPT::forward(const int32_t* inputs, const int32_t* targets, int B, int T, bool for_backward) {
@@ -280,10 +281,12 @@ void GPT::forward_impl(const int32_t* inputs, const int32_t* targets, int B, int
   for_backward_ = for_backward;
   be_.embedding_forward(x0_, inputs_, pv_.wte, pv_.wpe, B, T, C);  // x0 (N, C)
   for (int l = 0; l < cfg_.n_layer; ++l) {
-    if (fused_)
-      block_forward_fused(l, B, T, /*recomputing=*/false);
-    else
+    if (fused_) {  // its output and the next layernorm in one pass, as llm.c
+      const LayernormOut next = layernorm_after(l);
+      block_forward_fused(l, B, T, /*ln1_ready=*/l > 0, &next);
+    } else {
       block_forward_unfused(l, B, T);
+    }
   }
   float* xL = cfg_.n_layer ? layers_.back().out : x0_;
   if (!fused_ || cfg_.n_layer == 0)  // (fused: the last block wrote ln_f)
@@ -344,8 +347,8 @@ void GPT::recompute_for_backward(int l, int B, int T) {
       mlp_gelu(L, N * 4 * C, true);
       break;
     case Recompute::block:
-      if (fused_)
-        block_forward_fused(l, B, T, /*recomputing=*/true);
+      if (fused_)  // its ln_1 again, and out alone (the next block's ln_1 is kept)
+        block_forward_fused(l, B, T, /*ln1_ready=*/false, /*next=*/nullptr);
       else
         block_forward_unfused(l, B, T);
       break;

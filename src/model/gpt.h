@@ -218,8 +218,23 @@ class GPT {
   std::vector<GradGroup> grad_groups() const;
 
  private:
+  /// A layernorm's output that a fused block's last residual feeds (llm.c's fused residual):
+  /// the next block's ln_1 or ln_f; out (N, C), mean and rstd (N), weight and bias (C).
+  struct LayernormOut {
+    DevPtr out;
+    float* mean = nullptr;
+    float* rstd = nullptr;
+    const float* w = nullptr;
+    const float* b = nullptr;
+  };
+  /// The layernorm after block l: block l+1's ln_1, or ln_f after the last.
+  LayernormOut layernorm_after(int l);
   void block_forward_unfused(int l, int B, int T);
-  void block_forward_fused(int l, int B, int T, bool recomputing);
+  /// ln1_ready: the block's ln_1 was written (by the previous block's fused residual); next:
+  /// the layernorm its output feeds, written with it; nullptr when the backward recomputes
+  /// the block (train.recompute = block): then out alone, and the MLP's saved forms as the
+  /// backward wants them.
+  void block_forward_fused(int l, int B, int T, bool ln1_ready, const LayernormOut* next);
   void block_backward_unfused(int l, int B, int T);
   void block_backward_fused(int l, int B, int T);
   void mlp_input_backward(int l, DevPtr dfch, int64_t N);
