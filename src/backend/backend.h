@@ -189,7 +189,7 @@ struct ThreadCount {
 class Backend : public DeviceMemory {
  public:
   virtual ~Backend() = default;
-  /// The device's name as train.device spells it: "cpu", "ref", "cuda:0".
+  /// The device's name as train.device spells it, e.g. "cpu", "ref", "cuda:0".
   virtual std::string name() const = 0;
   /// Whether this backend runs op under precision p. A model checks every op it will call
   /// when it is built (check_supports), so a partial backend refuses before the first step.
@@ -475,13 +475,55 @@ struct BackendOptions {
 };
 /// A backend factory, as registered under a device name.
 using BackendFactory = std::unique_ptr<Backend> (*)(int index, const BackendOptions& opt);
-/// One registered backend: the name train.device uses and its factory.
+/// What the rest of the program knows of a device, from its registry line (registry.cpp)
+/// alone: no code outside the device's own folder tests its name. All false / null for a name
+/// the registry does not know.
+struct DeviceTraits {
+  /// The name messages use for its backend ("CUDA" in "this build has no CUDA backend");
+  /// null: its registry name.
+  const char* title = nullptr;
+  /// Takes a device index, "name:N" (N = 0 ... 1024): a GPU, of which a machine may have
+  /// several or none; otherwise only "name" (or "name:0").
+  bool indexed = false;
+  /// Each rank of a node takes its own device: "name" becomes "name:<local rank>" in a run
+  /// with several ranks (device_for_local_rank()).
+  bool one_per_local_rank = false;
+  /// Its energy is read by the meter's GPU sensors (NVML, ROCm SMI) as the GPU at its device
+  /// index among the visible GPUs (energy::MeterOptions::gpus).
+  bool gpu_energy = false;
+  /// Runs train.precision = fp8: what it is that does, for messages (an Ada or Hopper GPU);
+  /// null: no fp8.
+  const char* fp8 = nullptr;
+  /// Runs train.attention = cudnn (cuDNN's fused attention).
+  bool cudnn = false;
+  /// Why a build lacks it and how to get it, for the error that names it in such a build.
+  const char* missing_hint = nullptr;
+};
+/// One backend the registry knows: the name train.device uses, its factory (null where this
+/// build leaves it out) and its traits.
 struct BackendEntry {
   const char* name;
   BackendFactory make;
+  DeviceTraits traits;
 };
-/// Every backend this build has, in the order the op test runs them ("ref" first).
+/// Every backend this build has (a factory), in the order the op test runs them ("ref" first).
 const std::vector<BackendEntry>& registered_backends();
+/// The registry's entry for a backend name ("cuda", not "cuda:1"), built or not (make is null
+/// where this build leaves it out); null for a name the registry does not know.
+const BackendEntry* find_backend(std::string_view name);
+/// Every backend the registry knows, built or not (make is null where this build leaves it
+/// out), in registry order.
+const std::vector<BackendEntry>& known_backends();
+/// The traits of the backend a train.device value names ("cuda:1": those of "cuda"); the
+/// index is not checked here (make_backend() does that). All false / null for an unknown name.
+DeviceTraits device_traits(const std::string& device);
+/// The train.device values of the known backends whose traits pass `has` (all when null), as
+/// a message lists them: "ref, cpu, cuda or cuda:N, cuda-emu" (an indexed one as "X or X:N").
+std::string devices_with(bool (*has)(const DeviceTraits&) = nullptr);
+/// The device a rank with this local rank (its index among the ranks of its node) takes:
+/// "name:<local_rank>" for a device without an index whose traits say one_per_local_rank
+/// ("cuda" -> "cuda:3"), otherwise `device` unchanged ("cpu", "cuda:1").
+std::string device_for_local_rank(const std::string& device, int local_rank);
 /// The device train.device means where a configuration names none: "cpu" where this build has
 /// the CPU backend (oneDNN), else "ref" (a build with GT_ONEDNN=OFF).
 const char* default_device();
@@ -491,13 +533,15 @@ const char* default_device();
 struct DeviceName {
   std::string name;
   int index = 0;
-  /// Whether it names an NVIDIA GPU, whose energy NVML reads ("cuda"; not "cuda-emu").
-  bool nvidia_gpu() const { return name == "cuda"; }
+  /// Whether the meter reads its energy as the GPU at `index` (DeviceTraits::gpu_energy:
+  /// "cuda"; not "cuda-emu").
+  bool gpu_energy() const;
 };
 DeviceName parse_device(const std::string& device);
-/// Makes the backend train.device names: "cpu", "ref", "cuda" or "cuda:N" (device index N).
-/// Throws gt::Error naming the value and the devices this build has otherwise (a CUDA device
-/// in a build without the CUDA backend is such an error).
+/// Makes the backend train.device names: a name the registry knows, with ":N" (device index N)
+/// where its traits say indexed (devices_with() lists them).
+/// Throws gt::Error naming the value and the devices this build has otherwise (a device the
+/// registry knows but this build leaves out says why, from its traits' missing_hint).
 std::unique_ptr<Backend> make_backend(const std::string& device, const BackendOptions& opt = {});
 
 /// A backend whose device memory is host memory, 64-byte aligned (the CPU and reference

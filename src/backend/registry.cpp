@@ -1,6 +1,7 @@
 // backend/registry.cpp: the backends this build has, the one factory that train.device goes
 // through, the op names, and the host memory of the CPU and reference backends. A new device
-// is one folder under backend/ and one line in kBackends.
+// is one folder under backend/ and one entry in kKnown (with its factory, or null where the
+// build leaves it out).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -29,22 +30,45 @@ constexpr std::string_view kOpNames[] = {
 };
 static_assert(std::size(kOpNames) == kOpCount);
 
-// The registry: "ref" first (the definition every other backend is tested against).
-const std::vector<BackendEntry> kBackends = {
-    {"ref", make_ref_backend},
+// A factory, or null where this build leaves the backend out (the registry still knows it,
+// so naming it says why it is missing).
 #ifdef GT_HAVE_ONEDNN
-    {"cpu", make_cpu_backend},
+constexpr BackendFactory kCpuFactory = make_cpu_backend;
+#else
+constexpr BackendFactory kCpuFactory = nullptr;
 #endif
 #ifdef GT_HAVE_CUDA
-    {"cuda", make_cuda_backend},
+constexpr BackendFactory kCudaFactory = make_cuda_backend;
+#else
+constexpr BackendFactory kCudaFactory = nullptr;
 #endif
-    {"cuda-emu", make_cuda_emulation_backend},
+
+// The registry: "ref" first (the definition every other backend is tested against). A
+// device's traits are all the rest of the program knows of it (DeviceTraits).
+const BackendEntry kKnown[] = {
+    {"ref", make_ref_backend, {}},
+    {"cpu", kCpuFactory, {.missing_hint = "it was configured with GT_ONEDNN=OFF: no oneDNN"}},
+    {"cuda",
+     kCudaFactory,
+     {.title = "CUDA",
+      .indexed = true,
+      .one_per_local_rank = true,
+      .gpu_energy = true,
+      .fp8 = "an Ada or Hopper GPU",
+      .cudnn = true,
+      .missing_hint = "build with the CUDA toolkit: nvcc found, or -DGT_CUDA=ON"}},
+    {"cuda-emu", make_cuda_emulation_backend, {.fp8 = "which runs the same code on the CPU"}},
 };
 
 std::string known_devices() {
   std::string s;
-  for (auto& e : kBackends) s += (s.empty() ? "" : ", ") + std::string(e.name);
+  for (auto& e : registered_backends()) s += (s.empty() ? "" : ", ") + std::string(e.name);
   return s;
+}
+
+// "name", or "name or name:N" for an indexed device.
+std::string spelled(const BackendEntry& e) {
+  return e.traits.indexed ? fmt::format("{} or {}:N", e.name, e.name) : std::string(e.name);
 }
 }  // namespace
 
@@ -76,10 +100,48 @@ void check_supports(const Backend& be, const std::vector<Op>& ops, Precision p) 
                               be.name(), be.name(), op_name(op), to_string(p)));
 }
 
-const std::vector<BackendEntry>& registered_backends() { return kBackends; }
+const std::vector<BackendEntry>& registered_backends() {
+  static const std::vector<BackendEntry> built = [] {
+    std::vector<BackendEntry> v;
+    for (auto& e : kKnown)
+      if (e.make) v.push_back(e);
+    return v;
+  }();
+  return built;
+}
+const std::vector<BackendEntry>& known_backends() {
+  static const std::vector<BackendEntry> all(std::begin(kKnown), std::end(kKnown));
+  return all;
+}
+
+const BackendEntry* find_backend(std::string_view name) {
+  for (auto& e : kKnown)
+    if (name == e.name) return &e;
+  return nullptr;
+}
+
+DeviceTraits device_traits(const std::string& device) {
+  const BackendEntry* e = find_backend(std::string_view(device).substr(0, device.find(':')));
+  return e ? e->traits : DeviceTraits{};
+}
+
+std::string devices_with(bool (*has)(const DeviceTraits&)) {
+  std::string s;
+  for (auto& e : kKnown)
+    if (!has || has(e.traits)) s += (s.empty() ? "" : ", ") + spelled(e);
+  return s;
+}
+
+std::string device_for_local_rank(const std::string& device, int local_rank) {
+  if (device.find(':') != std::string::npos || !device_traits(device).one_per_local_rank)
+    return device;
+  return fmt::format("{}:{}", device, local_rank);
+}
+
+bool DeviceName::gpu_energy() const { return device_traits(name).gpu_energy; }
 
 const char* default_device() {
-  for (auto& e : kBackends)
+  for (auto& e : registered_backends())
     if (std::strcmp(e.name, "cpu") == 0) return "cpu";
   return "ref";
 }
@@ -101,25 +163,25 @@ DeviceName parse_device(const std::string& device) {
 
 std::unique_ptr<Backend> make_backend(const std::string& device, const BackendOptions& opt) {
   const auto [name, index] = parse_device(device);
-  for (auto& e : kBackends)
-    if (name == e.name) {
-      if (index != 0 && name != "cuda")
-        throw Error(fmt::format("train.device = '{}': {} has no device index; expected '{}'",
-                                device, name, name));
-      return e.make(index, opt);
-    }
-  if (name == "cpu")
-    throw Error(
-        fmt::format("train.device = '{}': this build has no cpu backend (it was configured with "
-                    "GT_ONEDNN=OFF: no oneDNN); it has {}",
-                    device, known_devices()));
-  if (name == "cuda")
-    throw Error(fmt::format(
-        "train.device = '{}': this build has no CUDA backend (it has {}); build with the CUDA "
-        "toolkit (nvcc found, or -DGT_CUDA=ON)",
-        device, known_devices()));
-  throw Error(fmt::format("train.device = '{}' is unknown; expected {}, cuda or cuda:N", device,
-                          known_devices()));
+  const BackendEntry* e = find_backend(name);
+  if (e && e->make) {
+    if (index != 0 && !e->traits.indexed)
+      throw Error(fmt::format("train.device = '{}': {} has no device index; expected '{}'", device,
+                              name, name));
+    return e->make(index, opt);
+  }
+  if (e)
+    throw Error(fmt::format("train.device = '{}': this build has no {} backend ({}); it has {}",
+                            device, e->traits.title ? e->traits.title : e->name,
+                            e->traits.missing_hint ? e->traits.missing_hint : "not built",
+                            known_devices()));
+  std::string have, missing;  // an unbuilt device is named too, with why it is missing
+  for (auto& k : kKnown) {
+    std::string& list = k.make ? have : missing;
+    list += (list.empty() ? "" : ", ") + spelled(k);
+  }
+  throw Error(fmt::format("train.device = '{}' is unknown; expected {}{}", device, have,
+                          missing.empty() ? "" : "; this build leaves out " + missing));
 }
 
 const AdamStepResult* Backend::adamw_step(const AdamStep& s) {

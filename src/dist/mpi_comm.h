@@ -49,7 +49,7 @@ std::unique_ptr<Communicator> make_mpi_communicator(double timeout_s);
 
 /// This process's index among the ranks on its node, from the launcher's environment
 /// (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, MPI_LOCALRANKID); 0 when none is set. Chooses
-/// the GPU of a rank ("cuda" becomes "cuda:<local rank>").
+/// the GPU of a rank (backend.h device_for_local_rank: "cuda" becomes "cuda:<local rank>").
 int local_rank_from_env();
 
 /// The host name of this rank's node (gethostname), for counting nodes.

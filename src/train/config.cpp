@@ -13,6 +13,7 @@
 #include <sstream>
 #include <variant>
 
+#include "backend/backend.h"
 #include "core/bytes_json.h"
 #include "core/error.h"
 #include "energy/carbon_regions.h"
@@ -322,24 +323,31 @@ void TrainConfig::validate() const {
         "work leaves free) or fixed (always train.threads)",
         thread_policy));
   // precision, recompute and the switches were parsed into enums by set() and the loaders
-  if (precision == Precision::fp8 && device.rfind("cuda", 0) != 0)
+  if (precision == Precision::fp8 && !device_traits(device).fp8) {
+    std::string fp8_devices;  // "cuda (an Ada or Hopper GPU) or cuda-emu (...)"
+    for (auto& e : known_backends())
+      if (e.traits.fp8)
+        fp8_devices +=
+            fmt::format("{}{} ({})", fp8_devices.empty() ? "" : " or ", e.name, e.traits.fp8);
     throw Error(fmt::format(
-        "train.precision = 'fp8' needs train.device = cuda (an Ada or Hopper GPU; cuda-emu runs "
-        "the same code on the CPU), not '{}'; on the CPU use fp32, bf16 or fp16",
-        device));
-  if (device.empty()) throw Error("train.device = '': expected cpu, ref, cuda or cuda:N");
+        "train.precision = 'fp8' needs train.device = {}, not '{}'; on the CPU use fp32, bf16 "
+        "or fp16",
+        fp8_devices, device));
+  }
+  if (device.empty()) throw Error("train.device = '': expected " + devices_with());
+  const auto cudnn = [](const DeviceTraits& t) { return t.cudnn; };
   if (attention != "own" && attention != "cudnn")
     throw Error(fmt::format(
         "train.attention = '{}': expected own (greentrain's flash attention kernels) or cudnn "
-        "(cuDNN's fused attention, on train.device = cuda)",
-        attention));
+        "(cuDNN's fused attention, on train.device = {})",
+        attention, devices_with(cudnn)));
   if (attention == "cudnn") {
-    // "cuda" or "cuda:N" (the index itself is checked where the backend is made)
-    if (device != "cuda" && device.rfind("cuda:", 0) != 0)
+    // the index itself is checked where the backend is made
+    if (!device_traits(device).cudnn)
       throw Error(fmt::format(
-          "train.attention = 'cudnn' runs cuDNN on an NVIDIA GPU; it needs train.device = cuda "
-          "or cuda:N, not '{}' (use train.attention = own)",
-          device));
+          "train.attention = 'cudnn' runs cuDNN on an NVIDIA GPU; it needs train.device = {}, "
+          "not '{}' (use train.attention = own)",
+          devices_with(cudnn), device));
     if (precision == Precision::fp32)
       throw Error(
           "train.attention = 'cudnn' needs train.precision bf16, fp16 or fp8 (cuDNN's fused "

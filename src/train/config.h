@@ -41,7 +41,8 @@ struct TrainConfig {
   /// (backend/cpu/thread_team.h); fixed always uses train.threads (bitwise the same
   /// products on a busy machine as on an idle one).
   std::string thread_policy = "adaptive";
-  /// train.device: the backend, "cpu", "ref", "cuda" or "cuda:N" (make_backend()); by default
+  /// train.device: a backend the registry knows, "name" or "name:N" for an indexed one (device
+  /// index N; devices_with() lists them, make_backend() makes it); by default
   /// "cpu", or "ref" in a build without the CPU backend (default_device()).
   std::string device = default_device();
   Precision precision = Precision::fp32;  ///< train.precision: fp32 | bf16 | fp16 | fp8

@@ -55,12 +55,13 @@ void add_energy_fields(const energy::Measurement& m, double tokens, nlohmann::js
   if (!m.flags.empty()) record[key::energy_flags] = m.flags;
 }
 
-/// The GPUs a run on train.device uses, as positions among the visible GPUs: "cuda" or
-/// "cuda:N" reads GPU N (0 for "cuda"); a CPU device reads none, since GPUs the run does not
-/// use are not its energy (a shared node's other jobs may be using them).
+/// The GPUs a run on train.device uses, as positions among the visible GPUs: a device whose
+/// traits say gpu_energy reads the GPU at its index ("cuda:N": GPU N, "cuda": 0); any other
+/// device reads none, since GPUs the run does not use are not its energy (a shared node's
+/// other jobs may be using them).
 std::vector<int> gpus_of_device(const std::string& device) {
   const DeviceName d = parse_device(device);
-  return d.nvidia_gpu() ? std::vector<int>{d.index} : std::vector<int>{};
+  return d.gpu_energy() ? std::vector<int>{d.index} : std::vector<int>{};
 }
 
 energy::MeterOptions meter_options(const TrainConfig& cfg) {

@@ -116,8 +116,8 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume
   if (comm_ && comm_->size() > 1) {
     rank_ = comm_->rank();
     world_ = comm_->size();
-    if (cfg_.device == "cuda")  // one GPU per rank of a node
-      cfg_.device = fmt::format("cuda:{}", dist::local_rank_from_env());
+    // one device per rank of a node, where its traits say so (device_for_local_rank)
+    cfg_.device = device_for_local_rank(cfg_.device, dist::local_rank_from_env());
   }
   backend_ = make_backend(cfg_.device, backend_options(cfg_));
   if (const char* prof = std::getenv("GT_PROFILE"); prof && *prof && std::string(prof) != "0")

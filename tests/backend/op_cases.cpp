@@ -508,9 +508,9 @@ Backend* shared_backend(const std::string& name, std::string* why) {
     try {
       made[name] = make_backend(name).release();
     } catch (const Error& e) {
-      if (name != "cuda") throw;
+      if (!device_traits(name).indexed) throw;  // a GPU, which this machine may lack
       made[name] = nullptr;
-      reasons[name] = std::string("skipped: no CUDA device (") + e.what() + ")";
+      reasons[name] = fmt::format("skipped: no {} device ({})", name, e.what());
     }
   }
   if (why) *why = reasons[name];

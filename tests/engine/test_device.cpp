@@ -282,10 +282,10 @@ TEST(Registry, TheDefaultDeviceIsOneThisBuildHas) {
 TEST(Registry, DeviceNamesSplitIntoBackendAndIndex) {
   EXPECT_EQ(parse_device("cuda:3").name, "cuda");
   EXPECT_EQ(parse_device("cuda:3").index, 3);
-  EXPECT_TRUE(parse_device("cuda").nvidia_gpu());
+  EXPECT_TRUE(parse_device("cuda").gpu_energy());
   EXPECT_EQ(parse_device("cuda").index, 0);
-  EXPECT_FALSE(parse_device("cuda-emu").nvidia_gpu());
-  EXPECT_FALSE(parse_device("cpu").nvidia_gpu());
+  EXPECT_FALSE(parse_device("cuda-emu").gpu_energy());
+  EXPECT_FALSE(parse_device("cpu").gpu_energy());
   for (const char* bad : {"cuda:", "cuda:x", "cuda:-1", "cuda:1x", "cuda:99999"}) {
     try {
       parse_device(bad);
@@ -295,6 +295,64 @@ TEST(Registry, DeviceNamesSplitIntoBackendAndIndex) {
                 std::string::npos)
           << e.what();
     }
+  }
+}
+
+// The registry's traits are all the program knows of a device: which names take an index,
+// which one a rank of a node takes, what fp8 and cuDNN need, and why a build lacks one. The
+// registry knows "cuda" in every build (a build without it says how to get it).
+TEST(Registry, DeviceTraitsDriveWhatTheProgramDoes) {
+  // one device per rank of a node: an unindexed "cuda" only
+  EXPECT_EQ(device_for_local_rank("cuda", 3), "cuda:3");
+  EXPECT_EQ(device_for_local_rank("cuda:1", 3), "cuda:1");
+  EXPECT_EQ(device_for_local_rank("cpu", 3), "cpu");
+  EXPECT_EQ(device_for_local_rank("cuda-emu", 3), "cuda-emu");
+  EXPECT_TRUE(device_traits("cuda:2").cudnn);
+  EXPECT_FALSE(device_traits("cuda-emu").cudnn);
+  EXPECT_FALSE(device_traits("tpu").indexed);
+  EXPECT_EQ(find_backend("tpu"), nullptr);
+  EXPECT_EQ(devices_with([](const DeviceTraits& t) { return t.cudnn; }), "cuda or cuda:N");
+
+  const auto error_of = [](auto&& f) -> std::string {
+    try {
+      f();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const auto validated = [&](const char* device, Precision p, const char* attention) {
+    TrainConfig c;
+    c.device = device;
+    c.precision = p;
+    c.attention = attention;
+    c.fusion = true;  // cudnn replaces the fused attention
+    return error_of([&] { c.validate(); });
+  };
+  EXPECT_NE(validated("cpu", Precision::fp8, "own")
+                .find("train.precision = 'fp8' needs train.device = cuda (an Ada or Hopper "
+                      "GPU) or cuda-emu"),
+            std::string::npos);
+  EXPECT_EQ(validated("cuda-emu", Precision::fp8, "own"), "");
+  EXPECT_EQ(validated("cuda:1", Precision::fp8, "own"), "");
+  EXPECT_NE(validated("cuda-emu", Precision::bf16, "cudnn")
+                .find("needs train.device = cuda or cuda:N, not 'cuda-emu'"),
+            std::string::npos);
+  EXPECT_EQ(validated("cuda:1", Precision::bf16, "cudnn"), "");
+  EXPECT_NE(validated("", Precision::fp32, "own").find("expected ref, cpu, cuda or cuda:N"),
+            std::string::npos);
+
+  // an index only where the traits allow one
+  EXPECT_NE(error_of([] { make_backend("ref:1"); }).find("ref has no device index"),
+            std::string::npos);
+  const BackendEntry* cuda = find_backend("cuda");
+  ASSERT_NE(cuda, nullptr);
+  ASSERT_NE(cuda->traits.missing_hint, nullptr);
+  if (!cuda->make) {  // a build without the CUDA backend
+    const std::string e = error_of([] { make_backend("cuda:1"); });
+    EXPECT_NE(e.find("train.device = 'cuda:1': this build has no CUDA backend"), std::string::npos)
+        << e;
+    EXPECT_NE(e.find(cuda->traits.missing_hint), std::string::npos) << e;
   }
 }
 

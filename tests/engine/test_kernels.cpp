@@ -120,7 +120,8 @@ std::vector<std::string> backends() {
   std::vector<std::string> v;
   for (auto& e : registered_backends()) {
     const std::string name = e.name;
-    if (name == "cuda" || make_backend(name)->device() != Device::cpu) continue;
+    // an indexed device is a GPU (which this machine may lack): not made here
+    if (device_traits(name).indexed || make_backend(name)->device() != Device::cpu) continue;
     v.push_back(name);
   }
   return v;
