@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "energy/parse.h"
+#include "core/parse.h"
 
 namespace gt::bench {
 
@@ -25,7 +25,7 @@ struct Args {
 /// the argument and its value).
 inline Args parse_args(int argc, char** argv, int default_reps) {
   auto count = [&](int i, const char* what, int dflt) {
-    return argc > i ? energy::parse_number<int>(argv[i], what, "a whole number") : dflt;
+    return argc > i ? parse_number<int>(argv[i], what, "a whole number") : dflt;
   };
   Args a{parse_precision(argc > 1 ? argv[1] : "bf16"), count(2, "argument 2 (batch)", 8),
          count(3, "argument 3 (reps)", default_reps), count(4, "argument 4 (threads)", 2)};

@@ -21,7 +21,7 @@
 int main(int argc, char** argv) {
   using namespace gt;
   auto arg = [&](int i, const char* what, int dflt) {
-    return argc > i ? energy::parse_number<int>(argv[i], what, "a whole number") : dflt;
+    return argc > i ? parse_number<int>(argv[i], what, "a whole number") : dflt;
   };
   const int reps = arg(1, "argument 1 (reps)", 200), threads = arg(2, "argument 2 (threads)", 2);
   const int B = arg(3, "argument 3 (B)", 12), T = arg(4, "argument 4 (T)", 64),

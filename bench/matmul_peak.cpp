@@ -16,10 +16,10 @@
 
 #include "backend/cpu/fast_math.h"
 #include "backend/cpu/onednn_matmul.h"
-#include "energy/parse.h"
+#include "core/parse.h"
 
 int main(int argc, char** argv) {
-  using gt::energy::parse_number;
+  using gt::parse_number;
   const int64_t n =
       argc > 1 ? parse_number<long>(argv[1], "argument 1 (n)", "a matrix size") : 2048;
   const int reps = argc > 2 ? parse_number<int>(argv[2], "argument 2 (reps)", "a count") : 10;

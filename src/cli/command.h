@@ -51,7 +51,7 @@ inline FILE* human_out(const std::string& json_path) { return json_path == "-" ?
 CLI::Option* add_json_option(CLI::App* c, std::string& path, const std::string& what);
 
 /// Puts every floating-point option of app and its subcommands through the one checked number
-/// parser (energy/parse.h): "nan", "inf", "1e999" and trailing text are refused with a message
+/// parser (core/parse.h): "nan", "inf", "1e999" and trailing text are refused with a message
 /// naming the option, the value and what was expected. Called once after all setups.
 void check_numbers(CLI::App& app);
 

@@ -2,7 +2,7 @@
 #include <string>
 
 #include "cli/command.h"
-#include "energy/parse.h"
+#include "core/parse.h"
 
 namespace gt::cli {
 
@@ -15,7 +15,7 @@ void check_numbers(CLI::App& app) {
     opt->check(CLI::Validator(
         [name](std::string& text) {
           std::string err;
-          if (energy::try_parse_number<double>(text, name, "a finite number", &err)) return err;
+          if (try_parse_number<double>(text, name, "a finite number", &err)) return err;
           return err.substr(name.size() + 2);  // CLI11 puts "<name>: " in front itself
         },
         "", "finite number"));

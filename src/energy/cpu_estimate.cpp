@@ -17,7 +17,7 @@
 #include <sstream>
 #include <vector>
 
-#include "energy/parse.h"
+#include "core/parse.h"
 
 namespace gt::energy {
 namespace {

@@ -9,7 +9,7 @@
 #include <set>
 #include <sstream>
 
-#include "energy/parse.h"
+#include "core/parse.h"
 
 namespace gt::energy {
 

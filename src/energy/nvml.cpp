@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "energy/parse.h"
+#include "core/parse.h"
 
 namespace gt::energy::nvml {
 

@@ -14,7 +14,7 @@
 #include <map>
 #include <optional>
 
-#include "energy/parse.h"
+#include "core/parse.h"
 
 namespace gt::energy {
 namespace fs = std::filesystem;

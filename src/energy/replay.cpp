@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "energy/parse.h"
+#include "core/parse.h"
 
 namespace gt::energy {
 

@@ -16,8 +16,8 @@
 #include "backend/backend.h"
 #include "core/bytes_json.h"
 #include "core/error.h"
+#include "core/parse.h"
 #include "energy/carbon_regions.h"
-#include "energy/parse.h"
 
 namespace gt {
 namespace {
@@ -110,17 +110,17 @@ std::string known_keys_msg() {
   return s;
 }
 
-// --set values go through the one checked parser (energy/parse.h); its error names the key,
+// --set values go through the one checked parser (core/parse.h); its error names the key,
 // the value and what was expected.
 int64_t parse_int(const std::string& v, const std::string& what) {
   std::string err;
-  if (auto x = energy::try_parse_number<long long>(v, what, "an integer", &err)) return *x;
+  if (auto x = try_parse_number<long long>(v, what, "an integer", &err)) return *x;
   throw Error(err);
 }
 
 double parse_double(const std::string& v, const std::string& what) {
   std::string err;
-  if (auto x = energy::try_parse_number<double>(v, what, "a finite number", &err)) return *x;
+  if (auto x = try_parse_number<double>(v, what, "a finite number", &err)) return *x;
   throw Error(err);
 }
 

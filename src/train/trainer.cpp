@@ -13,8 +13,8 @@
 
 #include "backend/profiling.h"
 #include "core/error.h"
+#include "core/parse.h"
 #include "dist/mpi_comm.h"
-#include "energy/parse.h"
 #include "run/schema.h"
 #include "run/writer.h"
 #include "train/checkpoint.h"
@@ -92,8 +92,8 @@ size_t status_kb_bytes(const char* key) {
     std::string v = line.substr(k.size());
     if (auto kb = v.rfind("kB"); kb != std::string::npos) v.erase(kb);
     std::string err;
-    if (auto n = energy::try_parse_number<unsigned long long>(
-            v, std::string("/proc/self/status: ") + key, "a size in kB", &err))
+    if (auto n = try_parse_number<unsigned long long>(v, std::string("/proc/self/status: ") + key,
+                                                      "a size in kB", &err))
       return static_cast<size_t>(*n) * 1024;
     static bool said = false;
     if (!said) std::fprintf(stderr, "greentrain: warning: %s\n", err.c_str());

@@ -14,7 +14,7 @@
 #include <fstream>
 
 #include "core/error.h"
-#include "energy/parse.h"
+#include "core/parse.h"
 #include "energy/rapl.h"
 
 namespace gt::tune {
@@ -32,7 +32,7 @@ bool read_number(const std::string& path, double& out, std::string* err = nullpt
   std::string s;
   std::getline(in, s);
   std::string e;
-  auto v = energy::try_parse_number<unsigned long long>(s, path, "a whole number of µW", &e);
+  auto v = try_parse_number<unsigned long long>(s, path, "a whole number of µW", &e);
   if (!v) {
     if (err) *err = e;
     return false;

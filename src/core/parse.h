@@ -1,6 +1,6 @@
-// energy/parse.h: the one checked way greentrain parses a number from text (environment
-// variables, command-line values, TOML and --set values, CSV fields, sysfs files). It lives in
-// energy because energy depends on nothing else of greentrain; every other module may use it.
+// core/parse.h: the one checked way greentrain parses a number from text (environment
+// variables, command-line values, TOML and --set values, CSV fields, sysfs files), for every
+// module.
 // The whole text must be the number (spaces, tabs and line ends around it are allowed); the
 // value must fit the type. Errors name the source, the value (without the spaces and line ends
 // around it, which a message would not show) and what was expected:
@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-namespace gt::energy {
+namespace gt {
 
 /// Parses `text` as a T: int, long, long long, unsigned, unsigned long, unsigned long long
 /// (decimal digits, an optional '+', and '-' for signed types only) or double (decimal or
@@ -26,4 +26,4 @@ std::optional<T> try_parse_number(std::string_view text, std::string_view source
 template <class T>
 T parse_number(std::string_view text, std::string_view source, std::string_view expected = {});
 
-}  // namespace gt::energy
+}  // namespace gt

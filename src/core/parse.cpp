@@ -1,5 +1,5 @@
-// energy/parse.cpp: see parse.h.
-#include "energy/parse.h"
+// core/parse.cpp: see parse.h.
+#include "core/parse.h"
 
 #include <fmt/format.h>
 
@@ -10,7 +10,7 @@
 
 #include "core/error.h"
 
-namespace gt::energy {
+namespace gt {
 namespace {
 
 template <class T>
@@ -97,4 +97,4 @@ GT_PARSE_INSTANTIATE(unsigned long long)
 GT_PARSE_INSTANTIATE(double)
 #undef GT_PARSE_INSTANTIATE
 
-}  // namespace gt::energy
+}  // namespace gt

@@ -1,11 +1,11 @@
-// tests/energy/parse_test.cpp: the checked number parser (energy/parse.h).
-#include "energy/parse.h"
+// tests/core/parse_test.cpp: the checked number parser (core/parse.h).
+#include "core/parse.h"
 
 #include <gtest/gtest.h>
 
 #include "core/error.h"
 
-namespace gt::energy {
+namespace gt {
 
 TEST(Parse, WholeTextWithSpacesAround) {
   EXPECT_EQ(parse_number<unsigned long long>("123456\n", "f"), 123456ULL);
@@ -41,4 +41,4 @@ TEST(Parse, RefusesWhatOtherParsersTakeSilently) {
   EXPECT_THROW(parse_number<long>("abc", "x"), Error);
 }
 
-}  // namespace gt::energy
+}  // namespace gt
