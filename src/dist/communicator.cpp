@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/name_table.h"
 
 namespace gt::dist {
 
@@ -46,21 +47,12 @@ size_t comm_type_size(CommType t) {
   return 0;
 }
 
-const char* comm_type_name(CommType t) {
-  switch (t) {
-    case CommType::f32:
-      return "f32";
-    case CommType::bf16:
-      return "bf16";
-    case CommType::f64:
-      return "f64";
-    case CommType::i64:
-      return "i64";
-    case CommType::byte:
-      return "byte";
-  }
-  return "?";
-}
+constexpr NameTable<CommType, 5> kCommTypeNames{{{CommType::f32, "f32"},
+                                                 {CommType::bf16, "bf16"},
+                                                 {CommType::f64, "f64"},
+                                                 {CommType::i64, "i64"},
+                                                 {CommType::byte, "byte"}}};
+const char* comm_type_name(CommType t) { return name_of(kCommTypeNames, t).data(); }
 
 std::vector<size_t> split_evenly(size_t n, int parts) {
   std::vector<size_t> c(parts, n / parts);

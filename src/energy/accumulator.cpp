@@ -5,31 +5,19 @@
 
 #include <algorithm>
 
+#include "core/name_table.h"
+
 namespace gt::energy {
 
-const char* to_string(SensorKind k) {
-  switch (k) {
-    case SensorKind::kEnergyCounter:
-      return "energy counter";
-    case SensorKind::kPowerGauge:
-      return "power gauge";
-    case SensorKind::kEstimate:
-      return "estimate";
-  }
-  return "?";
-}
+constexpr NameTable<SensorKind, 3> kSensorKindNames{{{SensorKind::kEnergyCounter, "energy counter"},
+                                                     {SensorKind::kPowerGauge, "power gauge"},
+                                                     {SensorKind::kEstimate, "estimate"}}};
+const char* to_string(SensorKind k) { return name_of(kSensorKindNames, k).data(); }
 
-const char* to_string(Method m) {
-  switch (m) {
-    case Method::kCounter:
-      return "counter";
-    case Method::kIntegrated:
-      return "integrated samples";
-    case Method::kEstimate:
-      return "estimate";
-  }
-  return "?";
-}
+constexpr NameTable<Method, 3> kMethodNames{{{Method::kCounter, "counter"},
+                                             {Method::kIntegrated, "integrated samples"},
+                                             {Method::kEstimate, "estimate"}}};
+const char* to_string(Method m) { return name_of(kMethodNames, m).data(); }
 
 Accumulator::Accumulator(SensorKind kind, std::optional<double> wrap_j,
                          double max_plausible_power_w)

@@ -11,6 +11,7 @@
 #include <iterator>
 
 #include "core/error.h"
+#include "core/name_table.h"
 #include "energy/carbon_regions.h"
 
 namespace gt::energy {
@@ -177,19 +178,11 @@ std::string describe_gap(const CarbonGap& gap, std::int64_t step_s) {
       utc_text(gap.last_row_s));
 }
 
-const char* to_string(CarbonOrigin o) {
-  switch (o) {
-    case CarbonOrigin::kDefault:
-      return "default";
-    case CarbonOrigin::kConstant:
-      return "constant";
-    case CarbonOrigin::kCsv:
-      return "csv";
-    case CarbonOrigin::kCountry:
-      return "country";
-  }
-  return "?";
-}
+constexpr NameTable<CarbonOrigin, 4> kCarbonOriginNames{{{CarbonOrigin::kDefault, "default"},
+                                                         {CarbonOrigin::kConstant, "constant"},
+                                                         {CarbonOrigin::kCsv, "csv"},
+                                                         {CarbonOrigin::kCountry, "country"}}};
+const char* to_string(CarbonOrigin o) { return name_of(kCarbonOriginNames, o).data(); }
 
 CarbonIntensity::CarbonIntensity() = default;
 

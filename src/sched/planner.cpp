@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/name_table.h"
 #include "sched/placement.h"
 
 namespace gt::sched {
@@ -16,48 +17,25 @@ namespace gt::sched {
 using detail::Placement;
 using detail::Planner;
 
-Strategy parse_strategy(std::string_view name) {
-  if (name == "arrival") return Strategy::arrival;
-  if (name == "shift") return Strategy::shift;
-  if (name == "interrupt") return Strategy::interrupt;
-  if (name == "best") return Strategy::best;
-  throw Error(fmt::format(
-      "--strategy '{}' is not known; expected arrival, shift, interrupt or best", name));
-}
+namespace {
+constexpr NameTable<Strategy, 4> kStrategyNames{{{Strategy::arrival, "arrival"},
+                                                 {Strategy::shift, "shift"},
+                                                 {Strategy::interrupt, "interrupt"},
+                                                 {Strategy::best, "best"}}};
+constexpr NameTable<Objective, 3> kObjectiveNames{{{Objective::carbon, "carbon"},
+                                                   {Objective::energy, "energy"},
+                                                   {Objective::weighted, "weighted"}}};
+}  // namespace
 
-std::string_view strategy_name(Strategy s) {
-  switch (s) {
-    case Strategy::arrival:
-      return "arrival";
-    case Strategy::shift:
-      return "shift";
-    case Strategy::interrupt:
-      return "interrupt";
-    case Strategy::best:
-      return "best";
-  }
-  return "?";
+Strategy parse_strategy(std::string_view name) {
+  return parse_name(kStrategyNames, name, "--strategy");
 }
+std::string_view strategy_name(Strategy s) { return name_of(kStrategyNames, s); }
 
 Objective parse_objective(std::string_view name) {
-  if (name == "carbon") return Objective::carbon;
-  if (name == "energy") return Objective::energy;
-  if (name == "weighted") return Objective::weighted;
-  throw Error(
-      fmt::format("--objective '{}' is not known; expected carbon, energy or weighted", name));
+  return parse_name(kObjectiveNames, name, "--objective");
 }
-
-std::string_view objective_name(Objective o) {
-  switch (o) {
-    case Objective::carbon:
-      return "carbon";
-    case Objective::energy:
-      return "energy";
-    case Objective::weighted:
-      return "weighted";
-  }
-  return "?";
-}
+std::string_view objective_name(Objective o) { return name_of(kObjectiveNames, o); }
 
 std::size_t Plan::unscheduled() const {
   std::size_t n = 0;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/name_table.h"
 #include "energy/meter.h"
 
 namespace gt::tune {
@@ -32,23 +33,14 @@ void PowerLimitOptimizer::check_owner() const {
         owner_pid_, ::getpid()));
 }
 
-std::string_view PowerLimitOptimizer::state_name(State s) {
-  switch (s) {
-    case State::idle:
-      return "idle";
-    case State::warmup:
-      return "warmup";
-    case State::profiling:
-      return "profiling";
-    case State::done:
-      return "done";
-    case State::closed:
-      return "closed";
-    case State::failed:
-      return "failed";
-  }
-  return "?";
-}
+constexpr NameTable<PowerLimitOptimizer::State, 6> kStateNames{
+    {{PowerLimitOptimizer::State::idle, "idle"},
+     {PowerLimitOptimizer::State::warmup, "warmup"},
+     {PowerLimitOptimizer::State::profiling, "profiling"},
+     {PowerLimitOptimizer::State::done, "done"},
+     {PowerLimitOptimizer::State::closed, "closed"},
+     {PowerLimitOptimizer::State::failed, "failed"}}};
+std::string_view PowerLimitOptimizer::state_name(State s) { return name_of(kStateNames, s); }
 
 std::optional<double> PowerLimitOptimizer::current_limit_w() const {
   if (state_ != State::warmup && state_ != State::profiling) return std::nullopt;

@@ -12,6 +12,7 @@
 #include "core/atomic_file.h"
 #include "core/bytes_json.h"
 #include "core/error.h"
+#include "core/name_table.h"
 #include "energy/meter.h"
 
 namespace gt::tune {
@@ -27,28 +28,17 @@ StepMeasurement step_measurement(const energy::Measurement& m) {
   return out;
 }
 
-Objective parse_objective(std::string_view name) {
-  if (name == "energy") return Objective::energy;
-  if (name == "time") return Objective::time;
-  if (name == "cost") return Objective::cost;
-  if (name == "slowdown") return Objective::slowdown;
-  throw Error(
-      fmt::format("objective '{}' is not known; expected energy, time, cost or slowdown", name));
-}
+namespace {
+constexpr NameTable<Objective, 4> kObjectiveNames{{{Objective::energy, "energy"},
+                                                   {Objective::time, "time"},
+                                                   {Objective::cost, "cost"},
+                                                   {Objective::slowdown, "slowdown"}}};
+}  // namespace
 
-std::string_view objective_name(Objective o) {
-  switch (o) {
-    case Objective::energy:
-      return "energy";
-    case Objective::time:
-      return "time";
-    case Objective::cost:
-      return "cost";
-    case Objective::slowdown:
-      return "slowdown";
-  }
-  return "?";
+Objective parse_objective(std::string_view name) {
+  return parse_name(kObjectiveNames, name, "objective");
 }
+std::string_view objective_name(Objective o) { return name_of(kObjectiveNames, o); }
 
 std::vector<double> candidate_limits_w(double min_w, double max_w, double step_w) {
   check(step_w > 0, fmt::format("power-limit step {} W is not valid; expected W > 0", step_w));
