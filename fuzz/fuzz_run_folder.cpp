@@ -4,8 +4,9 @@
 //     core/bytes_json.h) and saved configuration, and the record written back from it;
 //   1 summary.json: the run folder's reader (run/summary.h) and the previous session's run totals
 //     a resumed run adds to (run/resume.h);
-//   2 metrics.jsonl: the run folder's reader (run/metrics.h) and the lines a resumed run keeps;
-//   3 a run folder for the report: the rest split at 0xff bytes into metrics.jsonl, summary.json
+//   2 metrics.jsonl: the run folder's reader (run/metrics_jsonl.h) and the lines a resumed run
+//   keeps; 3 a run folder for the report: the rest split at 0xff bytes into metrics.jsonl,
+//   summary.json
 //     and config.toml, read by report::read_run and rendered;
 //   4 a `greentrain tune` power profile, reused by the search (on a simulated device);
 //   5 a `schedule --submit` record of the sbatch calls already made (sched/slurm.h);
@@ -15,7 +16,7 @@
 #include "core/bytes_json.h"
 #include "fuzz/fuzz_util.h"
 #include "report/report.h"
-#include "run/metrics.h"
+#include "run/metrics_jsonl.h"
 #include "run/resume.h"
 #include "run/summary.h"
 #include "sched/slurm.h"

@@ -9,7 +9,7 @@
 
 #include "ablate/runner.h"
 #include "core/error.h"
-#include "run/metrics.h"
+#include "run/metrics_jsonl.h"
 #include "run/schema.h"
 #include "run/summary.h"
 
@@ -48,7 +48,7 @@ struct Intervals {
 // Steps that start a segment create the kernels: left out of tokens/s, and the energy
 // intervals holding them are left out too when there are others.
 Intervals read_intervals(const fs::path& metrics, const std::vector<int>& starts) {
-  // a row's own file read back (run/metrics.h): a line cut by a crash, or a figure of another
+  // a row's own file read back (run/metrics_jsonl.h): a line cut by a crash, or a figure of another
   // type or out of range (a step of 1e300), is a damaged line, left out; never an abort after
   // every row ran
   const run::Metrics rows = run::read_metrics(read_text(metrics));

@@ -15,7 +15,7 @@
 
 #include "core/error.h"
 #include "core/process.h"
-#include "run/metrics.h"
+#include "run/metrics_jsonl.h"
 #include "run/schema.h"
 
 namespace fs = std::filesystem;

@@ -17,7 +17,7 @@
 #include "run/schema.h"
 #include "train/checkpoint.h"
 #include "train/energy_hook.h"
-#include "train/power_limit.h"
+#include "train/power_limit_policy.h"
 #include "train/run_summary.h"
 #include "train/trainer.h"
 #ifdef GT_HAVE_REPORT

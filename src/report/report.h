@@ -12,13 +12,13 @@
 #include <string>
 #include <vector>
 
-#include "run/metrics.h"
+#include "run/metrics_jsonl.h"
 #include "run/summary.h"
 
 namespace gt::report {
 
 /// What one run folder holds, read leniently through the run folder's readers (run/summary.h,
-/// run/metrics.h).
+/// run/metrics_jsonl.h).
 struct RunData {
   std::string dir;                       ///< the folder as given
   std::string name;                      ///< short label for charts (the folder's name)

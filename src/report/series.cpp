@@ -1,5 +1,5 @@
 // report/series.cpp: the series the report's charts plot, derived from metrics.jsonl's rows
-// (run/metrics.h).
+// (run/metrics_jsonl.h).
 #include "report/series.h"
 
 #include <cmath>

@@ -1,5 +1,5 @@
 // run/fields.h: typed reads of one JSON object's keys, for the run folder's readers
-// (run/summary.cpp, run/metrics.cpp). A missing key or null is unknown (an empty optional); a
+// (run/summary.cpp, run/metrics_jsonl.cpp). A missing key or null is unknown (an empty optional); a
 // key of another type is unknown too, and named in the problems ("target.reached is string;
 // expected true or false"). Nothing here throws: nlohmann's type_error never escapes.
 #pragma once

@@ -1,12 +1,12 @@
 // run/schema.h: the run folder's schema, defined once: the names of its files, the schema
 // version, and the keys of summary.json and of metrics.jsonl's lines. `greentrain train` writes
 // them (train/trainer.cpp, train/run_summary.cpp, train/energy_hook.cpp through run/writer.h);
-// report, ablate and sched read them through run/summary.h and run/metrics.h, never by keys of
-// their own.
+// report, ablate and sched read them through run/summary.h and run/metrics_jsonl.h, never by keys
+// of their own.
 //
 // A run folder (DESIGN.md, module run):
 //   config.toml    the resolved configuration of the run
-//   metrics.jsonl  one JSON object per logged step (MetricsRow, run/metrics.h), appended
+//   metrics.jsonl  one JSON object per logged step (MetricsRow, run/metrics_jsonl.h), appended
 //   energy.csv     CodeCarbon's columns, one row per session (energy/emissions_csv.h)
 //   summary.json   this session's figures, run_totals over resumed sessions, the energy to a
 //                  target loss, interruption costs (Summary, run/summary.h)
@@ -37,7 +37,7 @@ inline constexpr char checkpoint[] = "checkpoint";
 std::string path_in(const std::string& dir, const char* name);
 
 /// A key of a run folder's file that holds another type than the schema says, as the readers
-/// (run/summary.h, run/metrics.h) name it; the figure reads as unknown.
+/// (run/summary.h, run/metrics_jsonl.h) name it; the figure reads as unknown.
 struct Problem {
   std::string key;   ///< its path: "energy_estimated", "target.reached", "run_totals.wall_s"
   std::string text;  ///< "target.reached is string; expected true or false"
@@ -77,7 +77,7 @@ inline constexpr char interrupted_by_signal[] = "interrupted_by_signal";
 inline constexpr char dist[] = "dist";        // train/data_parallel.cpp's record
 inline constexpr char threads[] = "threads";  // summary: the CPU team's record; metrics: count
 inline constexpr char session_start_step[] = "session_start_step";
-inline constexpr char power_limit[] = "power_limit";  // train/power_limit.h's record:
+inline constexpr char power_limit[] = "power_limit";  // train/power_limit_policy.h's record:
 inline constexpr char requested_w[] = "requested_w";  //   the limit asked for, W
 inline constexpr char applied[] = "applied";          //   whether it was set (else "reason")
 // summary.json: "threads", the CPU backend's team (train.thread_policy)

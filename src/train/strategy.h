@@ -19,9 +19,9 @@
 #include "backend/backend.h"
 #include "dist/communicator.h"
 #include "model/gpt.h"
+#include "train/adamw.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
-#include "train/optimizer.h"
 
 namespace gt {
 
@@ -56,7 +56,7 @@ class TrainStrategy {
   /// ranks the largest any rank had at the end of the last step, so that all stop together.
   virtual int stop_signal(int local) const { return local; }
   /// The optimizer step at AdamW step t (from 1) and learning rate lr, the gradients holding
-  /// loss_scale times the true ones (optimizer_step() in train/optimizer.h). Marks the weight
+  /// loss_scale times the true ones (optimizer_step() in train/adamw.h). Marks the weight
   /// copies stale.
   virtual OptimizerResult optimizer_step(float lr, int64_t t, double loss_scale) = 0;
   /// The first AdamW moment or parameter that holds inf or NaN, named; empty when none

@@ -486,7 +486,7 @@ TEST(Fusion, OneAdamwPassEqualsPerTensorUpdates) {
   }
 }
 
-// The one AdamW loop (train/optimizer.h) over a tensor cut into pieces, as ZeRO-1 cuts its
+// The one AdamW loop (train/adamw.h) over a tensor cut into pieces, as ZeRO-1 cuts its
 // shard, updates as over the whole tensor: bit for bit, fused and unfused.
 TEST(Optimizer, PiecesOfATensorUpdateAsTheWholeTensor) {
   auto be = make_backend("ref");
@@ -502,8 +502,8 @@ TEST(Optimizer, PiecesOfATensorUpdateAsTheWholeTensor) {
     std::vector<AdamPiece> pieces;
     for (int64_t lo : {0, 1, 333, 999}) {  // [0,1) [1,333) [333,999) [999,1000)
       const int64_t hi = lo == 0 ? 1 : lo == 1 ? 333 : lo == 333 ? 999 : n;
-      pieces.push_back({p2.data() + lo, g2.data() + lo, m2.data() + lo, v2.data() + lo, hi - lo,
-                        0.1f});
+      pieces.push_back(
+          {p2.data() + lo, g2.data() + lo, m2.data() + lo, v2.data() + lo, hi - lo, 0.1f});
     }
     adamw_apply(*be, pieces, 0.25, 1e-3f, cfg, 3);
     EXPECT_EQ(p1, p2) << "fused " << fused;

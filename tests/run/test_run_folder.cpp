@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "run/metrics.h"
+#include "run/metrics_jsonl.h"
 #include "run/resume.h"
 #include "run/schema.h"
 #include "run/summary.h"

@@ -1,4 +1,4 @@
-// backend/policy.cpp: the names of the precision and recompute policies (backend.h), one
+// backend/policy_names.cpp: the names of the precision and recompute policies (backend.h), one
 // table each, used for parsing, printing and error messages.
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-// train/resume.h: what resuming a run folder's checkpoint means for this run: its record read
+// train/resume_plan.h: what resuming a run folder's checkpoint means for this run: its record read
 // and reconciled with this run's configuration before the data is loaded (another number of
 // ranks, a changed policy, another tokenizer), and the data checked against the checkpoint's
 // after (data_identity()). The Trainer (trainer.h) restores the tensors and the position.

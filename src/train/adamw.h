@@ -1,4 +1,4 @@
-// train/optimizer.h: the optimizer step: the global gradient norm, clipping, the fp16 loss
+// train/adamw.h: the optimizer step: the global gradient norm, clipping, the fp16 loss
 // scale's undo and AdamW, through the backend. One AdamW loop (adamw_apply) serves every mode:
 // whole tensors in one process or with data parallelism, a rank's shard under ZeRO-1.
 #pragma once

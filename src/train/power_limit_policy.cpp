@@ -1,5 +1,5 @@
-// train/power_limit.cpp: train.power_limit, applied once per node and restored at the end.
-#include "train/power_limit.h"
+// train/power_limit_policy.cpp: train.power_limit, applied once per node and restored at the end.
+#include "train/power_limit_policy.h"
 
 #include <fmt/format.h>
 

@@ -1,5 +1,5 @@
-// train/resume.cpp: the resume plan of resume.h.
-#include "train/resume.h"
+// train/resume_plan.cpp: the resume plan of resume_plan.h.
+#include "train/resume_plan.h"
 
 #include <fmt/format.h>
 

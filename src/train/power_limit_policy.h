@@ -1,4 +1,4 @@
-// train/power_limit.h: the train.power_limit policy of a run. The limit is set once per node
+// train/power_limit_policy.h: the train.power_limit policy of a run. The limit is set once per node
 // (by its local rank 0) through the tune module's devices (tune/power_limit.h) and restored when
 // the run ends, however it ends. A limit that cannot be set stops the start when
 // train.power_limit_required; otherwise the run goes on uncapped and says why, in its log and in

@@ -1,5 +1,5 @@
-// run/metrics.cpp: see metrics.h.
-#include "run/metrics.h"
+// run/metrics_jsonl.cpp: see metrics_jsonl.h.
+#include "run/metrics_jsonl.h"
 
 #include <fmt/format.h>
 

@@ -1,6 +1,6 @@
-// train/optimizer.cpp: the optimizer step of trainer.h (gradient clipping and AdamW through the
+// train/adamw.cpp: the optimizer step of adamw.h (gradient clipping and AdamW through the
 // backend, with the inf/NaN checks of every step).
-#include "train/optimizer.h"
+#include "train/adamw.h"
 
 #include <fmt/format.h>
 

@@ -1,6 +1,6 @@
-// run/metrics.h: metrics.jsonl's lines read into types (run/schema.h names the keys). A line is
-// one logged step of `greentrain train` (train/trainer.cpp): its loss and speed, and when it ends
-// a logged energy interval (energy_interval_tokens present) that interval's energy and power
+// run/metrics_jsonl.h: metrics.jsonl's lines read into types (run/schema.h names the keys). A line
+// is one logged step of `greentrain train` (train/trainer.cpp): its loss and speed, and when it
+// ends a logged energy interval (energy_interval_tokens present) that interval's energy and power
 // (train/energy_hook.h). As in summary.h, every figure that can be unknown is an optional and a
 // key of another type is named in MetricsRow::problems; reading never throws nlohmann's errors.
 #pragma once
