@@ -60,11 +60,11 @@ class DataParallel : public TrainStrategy {
   }
   void end_last_backward() override { c_.model.set_grad_ready_hook({}); }
 
-  double reduce_step(double loss, int stop_signal) override {
+  double reduce_step(double loss, const std::atomic<int>& stop_signal) override {
     sync_->wait();
     double sum = loss;  // the mean over ranks; and whether any rank was asked to stop
     comm_.all_reduce(&sum, 1, dist::CommType::f64, dist::ReduceOp::sum);
-    double sig = stop_signal;
+    double sig = stop_signal.load();
     comm_.all_reduce(&sig, 1, dist::CommType::f64, dist::ReduceOp::max);
     agreed_stop_ = static_cast<int>(sig);
     return sum / world();

@@ -10,6 +10,7 @@
 // what differs between the modes: AdamW's state, the gradient reduction, checkpoints of that
 // state, the sharded evaluation and the "dist" record of summary.json.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -49,9 +50,10 @@ class TrainStrategy {
   virtual void begin_last_backward() {}
   virtual void end_last_backward() {}
   /// After the backward: waits for the gradient reduction and returns the step's loss (summed
-  /// over this process's micro-batches) as the mean over ranks; `stop_signal` is a signal this
-  /// process received (0: none), which every rank then agrees on (stop_signal()).
-  virtual double reduce_step(double loss, int stop_signal) { return loss; }
+  /// over this process's micro-batches) as the mean over ranks; `stop_signal` holds a signal
+  /// this process received (0: none), read after the wait so that one arriving during it
+  /// belongs to this step; every rank then agrees on it (stop_signal()).
+  virtual double reduce_step(double loss, const std::atomic<int>& stop_signal) { return loss; }
   /// The signal that stops the run: `local` (this process's) with one process; with several
   /// ranks the largest any rank had at the end of the last step, so that all stop together.
   virtual int stop_signal(int local) const { return local; }

@@ -267,7 +267,7 @@ double Trainer::train_step() {
     // several ranks the summed loss is checked, so that every rank stops together
     if (world_ == 1) check_training_losses(losses);
     for (double l : losses) loss += l;
-    loss = strategy_->reduce_step(loss, g_stop_signal.load());
+    loss = strategy_->reduce_step(loss, g_stop_signal);
     if (!std::isfinite(loss) && !scaler_.enabled())
       throw nonfinite_error(step_ + 1, fmt::format("the training loss (mean over {} ranks) is {}",
                                                    world_, show(loss)));
