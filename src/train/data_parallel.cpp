@@ -70,6 +70,7 @@ class DataParallel : public TrainStrategy {
     return sum / world();
   }
   int stop_signal(int) const override { return agreed_stop_; }
+  void clear_stop_signal() override { agreed_stop_ = 0; }
 
   OptimizerResult optimizer_step(float lr, int64_t t, double loss_scale) override {
     return gt::optimizer_step(c_.be, c_.model, c_.m, c_.v, c_.cfg, lr, t, loss_scale);

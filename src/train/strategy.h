@@ -57,6 +57,9 @@ class TrainStrategy {
   /// The signal that stops the run: `local` (this process's) with one process; with several
   /// ranks the largest any rank had at the end of the last step, so that all stop together.
   virtual int stop_signal(int local) const { return local; }
+  /// Forgets the agreed signal of an earlier run() (called at the start of each run(), when
+  /// this process's own signal is cleared too).
+  virtual void clear_stop_signal() {}
   /// The optimizer step at AdamW step t (from 1) and learning rate lr, the gradients holding
   /// loss_scale times the true ones (optimizer_step() in train/adamw.h). Marks the weight
   /// copies stale.

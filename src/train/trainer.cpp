@@ -405,6 +405,7 @@ RunResult Trainer::run(int64_t stop_at) {
   if (stop_at > 0 && stop_at < last) last = stop_at;
   RunLog runlog(run_dir_, log_, rank_ == 0);  // rank 0 writes the run folder
   const StopSignalHandlers handlers;          // until run() returns, an error included
+  strategy_->clear_stop_signal();             // a signal of an earlier run() is done with
   using clock = std::chrono::steady_clock;
   const auto run_t0 = clock::now();
   if (observer_) observer_->set_last_step(last);

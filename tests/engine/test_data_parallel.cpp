@@ -79,6 +79,19 @@ class MirrorCommunicator final : public dist::Communicator {
   std::vector<float> reduced_;
 };
 
+// Raises `sig` at the start of step `at`.
+class SignalAt final : public StepObserver {
+ public:
+  SignalAt(int64_t at, int sig) : at_(at), sig_(sig) {}
+  void begin_step(int64_t step) override {
+    if (step == at_) std::raise(sig_);
+  }
+
+ private:
+  int64_t at_;
+  int sig_;
+};
+
 TrainConfig tiny(const std::string& data_path) {
   return test::small_train_config(data_path, 16, 8, 10, 2);
 }
@@ -102,6 +115,24 @@ TEST(DataParallel, SignalDuringTheReductionStopsThatStep) {
   const RunResult r = tr.run();
   EXPECT_EQ(r.interrupted_by, SIGUSR1);
   EXPECT_EQ(r.step, 1);
+}
+
+// run() again after a stop signal trains on: the agreement of the last run is not carried
+// over (as with one process, whose signal run() clears).
+TEST(DataParallel, RunAgainAfterAStopSignalTrainsOn) {
+  test::TempDir d;
+  test::write_file(d.file("t.txt"), test::sample_text(8000));
+  MirrorCommunicator comm;
+  Trainer tr(tiny(d.file("t.txt")), d.file("run"), false, nullptr, false, &comm);
+  SignalAt obs(2, SIGUSR1);
+  tr.set_observer(&obs);
+  RunResult r = tr.run();
+  EXPECT_EQ(r.interrupted_by, SIGUSR1);
+  EXPECT_EQ(r.step, 2);
+  tr.set_observer(nullptr);
+  r = tr.run(4);
+  EXPECT_EQ(r.interrupted_by, 0);
+  EXPECT_EQ(r.step, 4);
 }
 
 }  // namespace
