@@ -1,13 +1,13 @@
 // fuzz/fuzz_readings.cpp: sensor readings as text on any bytes. The first byte picks the reader:
-// energy/parse.h's number parser for each type it serves (sysfs powercap counters, NVML indices
+// core/parse.h's number parser for each type it serves (sysfs powercap counters, NVML indices
 // from CUDA_VISIBLE_DEVICES, /proc values, --set values), /proc/cpuinfo, a replayed power or
 // energy trace (energy/replay.h), or a fake powercap tree whose name, energy_uj and
 // max_energy_range_uj files hold the NUL-separated parts of the input (energy/rapl.h).
 #include <cstdlib>
 #include <filesystem>
 
+#include "core/parse.h"
 #include "energy/cpu_power_table.h"
-#include "energy/parse.h"
 #include "energy/rapl.h"
 #include "energy/replay.h"
 #include "fuzz/fuzz_util.h"
@@ -17,9 +17,9 @@ namespace {
 template <class T>
 void number(std::string_view text) {
   std::string err;
-  auto v = gt::energy::try_parse_number<T>(text, "fuzz", {}, &err);
+  auto v = gt::try_parse_number<T>(text, "fuzz", {}, &err);
   if (!v && err.empty()) std::abort();  // a refusal always says why
-  gt::fuzz::expect_errors([&] { (void)gt::energy::parse_number<T>(text, "fuzz"); });
+  gt::fuzz::expect_errors([&] { (void)gt::parse_number<T>(text, "fuzz"); });
 }
 
 }  // namespace
