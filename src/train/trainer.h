@@ -150,13 +150,15 @@ class Trainer {
   int64_t optimizer_steps() const { return step_ - scaler_.skipped_steps(); }
   /// Whether the last train_step() was skipped (inf/NaN gradients under fp16).
   bool last_step_skipped() const { return last_skipped_; }
-  /// AdamW first and second moments, tensor for tensor like model().params().
+  /// AdamW first and second moments, tensor for tensor like model().params(); under ZeRO-1
+  /// (train.zero = 1, several ranks) one flat tensor, "shard": this rank's part only.
   Arena& adam_m() { return *m_; }
   Arena& adam_v() { return *v_; }
   /// The backend the model runs on (its precision is train.precision).
   Backend& backend() { return *backend_; }
   /// One optimizer step (all micro-batches); returns the mean training loss. A non-finite
-  /// training loss, gradient, AdamW moment or parameter is caught where it first appears: under
+  /// training loss, gradient, AdamW moment or parameter is caught in the step where it first
+  /// appears (a loss after the step's backward, before the update), and named: under
   /// fp16 a step with an inf/NaN loss or gradient is skipped (the loss scaler's job); otherwise
   /// it throws gt::Error naming the step and the tensor, before anything is saved (the last
   /// checkpoint stays as it was).
