@@ -26,7 +26,7 @@ void asan_unpoison(const void* p, size_t bytes);
 /// Counters (relaxed atomics: they order nothing).
 struct Counters {
   std::atomic<uint64_t> launches{0}, tasks{0}, host_syncs{0}, blocks{0}, threads{0}, switches{0},
-      event_syncs{0};
+      event_syncs{0}, graph_launches{0};
 };
 Counters& counters();
 
@@ -59,6 +59,9 @@ void run_blocks(LaunchRun& run);
 void check_guards(const char* after);
 /// Poisons and quarantines allocation p (device_free, after the streams drained).
 void release_allocation(void* p);
+/// Throws gt::Error naming `what` (and invalidates the capture) while the calling thread
+/// captures a graph: what cudaStreamCaptureModeThreadLocal forbids then (cudaMalloc).
+void refuse_while_this_thread_captures(const char* what);
 /// Waits for every stream's queued work (cudaFree's implicit synchronization).
 void drain_all_streams();
 

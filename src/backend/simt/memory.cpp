@@ -194,6 +194,7 @@ void check_guards(const char* after) { registry().check_guards(after); }
 
 void* device_malloc(size_t bytes) {
   detail::check_device("cudaMalloc");
+  detail::refuse_while_this_thread_captures("cudaMalloc");
   return detail::registry().allocate(bytes);
 }
 

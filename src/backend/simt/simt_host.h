@@ -39,6 +39,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -67,10 +68,13 @@ struct Config {
   Mode mode = Mode::fibers;
   StreamMode stream = StreamMode::deferred;
   Order order = Order::forward;
-  uint64_t seed = 0;             ///< for Order::random
-  int workers = 0;               ///< OS threads running blocks; 0: hardware threads
-  bool sync_check = false;       ///< GT_CUDA_SYNC_CHECK: synchronize after every launch
-  bool execute = true;           ///< false: launches and products are checked and recorded, not run
+  uint64_t seed = 0;        ///< for Order::random
+  int workers = 0;          ///< OS threads running blocks; 0: hardware threads
+  bool sync_check = false;  ///< GT_CUDA_SYNC_CHECK: synchronize after every launch
+  bool execute = true;      ///< false: launches and products are checked and recorded, not run
+  /// Tests: every stream capture ends invalidated, so that a caller's way without a graph is
+  /// exercised.
+  bool fail_captures = false;
   size_t fiber_stack_bytes = 0;  ///< 0: 64 KiB (256 KiB under sanitizers)
 };
 /// The configuration in force (from the environment at first use).
@@ -87,6 +91,7 @@ struct Stats {
   uint64_t blocks = 0, threads = 0;
   uint64_t switches = 0;     ///< fiber switches
   uint64_t event_syncs = 0;  ///< event_synchronize() calls (a thread waited for part of a stream)
+  uint64_t graph_launches = 0;  ///< graph_launch() calls
 };
 Stats stats();
 void reset_stats();
@@ -154,6 +159,29 @@ uint64_t event_record(Stream* s);
 void event_synchronize(Stream* s, uint64_t e);
 /// Splits [0, n) over the runtime's worker threads (for library tasks); f(begin, end).
 void run_parallel(int64_t n, const std::function<void(int64_t, int64_t)>& f);
+
+// ---- graphs (CUDA C++ Programming Guide, "CUDA Graphs": stream capture) ---------------------
+/// A captured graph: the work queued on a stream between stream_begin_capture() and
+/// stream_end_capture(), with its arguments as they were then (pointers included).
+struct Graph;
+/// cudaStreamBeginCapture (cudaStreamCaptureModeThreadLocal): from now on what is queued on s
+/// is recorded, not run. While it captures, what CUDA refuses then is refused with gt::Error
+/// and invalidates the capture: a synchronization of any kind (a copy to pageable host memory,
+/// cudaFree, an event the host waits on), a copy from pageable host memory, and cudaMalloc on
+/// the capturing thread. Errors: gt::Error when s already captures.
+void stream_begin_capture(Stream* s);
+/// cudaStreamEndCapture: the graph. Errors: gt::Error when s was not capturing, or when the
+/// capture was invalidated (naming the first refused call); s captures no more either way.
+std::shared_ptr<const Graph> stream_end_capture(Stream* s);
+/// The names of the graph's work in order ("kernel 'name'", "cudaMemsetAsync", ...): its
+/// shape, which cudaGraphExecUpdate needs unchanged to update an instantiated graph.
+std::vector<std::string> graph_shape(const Graph& g);
+/// Whether s is capturing (cudaStreamIsCapturing).
+bool stream_capturing(Stream* s);
+/// cudaGraphLaunch: queues the graph's work on s, in its captured order, with its captured
+/// arguments (copies to the host poison their destinations again). Counted in
+/// Stats::graph_launches.
+void graph_launch(Stream* s, const Graph& g);
 
 // ---- launches -------------------------------------------------------------------------------
 /// A launch as <<<grid, block, dynamic_smem, stream>>> gives it, and the kernel's name.

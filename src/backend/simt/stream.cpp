@@ -105,12 +105,13 @@ void set_config(const Config& c) {
 
 Stats stats() {
   auto& c = counters();
-  return {c.launches.load(), c.tasks.load(),    c.host_syncs.load(), c.blocks.load(),
-          c.threads.load(),  c.switches.load(), c.event_syncs.load()};
+  return {c.launches.load(), c.tasks.load(),    c.host_syncs.load(),  c.blocks.load(),
+          c.threads.load(),  c.switches.load(), c.event_syncs.load(), c.graph_launches.load()};
 }
 void reset_stats() {
   auto& c = counters();
-  c.launches = c.tasks = c.host_syncs = c.blocks = c.threads = c.switches = c.event_syncs = 0;
+  c.launches = c.tasks = c.host_syncs = c.blocks = c.threads = c.switches = c.event_syncs =
+      c.graph_launches = 0;
 }
 
 namespace {
@@ -136,6 +137,24 @@ void set_device(int index) {
 int current_device() { return tl_device; }
 
 // ---- streams ------------------------------------------------------------------------------
+/// What a stream runs: a kernel, a copy or a library task.
+struct Item {
+  std::string what;
+  std::function<void()> fn;
+  bool check;  ///< the guard zones are checked after it
+};
+namespace {
+/// The stream this thread is capturing into (cudaStreamCaptureModeThreadLocal), or null.
+thread_local Stream* tl_capturing = nullptr;
+}  // namespace
+
+/// A captured graph: the stream's work in order, and the host-side parts to run again at
+/// each launch.
+struct Graph {
+  std::vector<Item> items;
+  std::vector<std::function<void()>> at_launch;
+};
+
 class Stream {
  public:
   Stream() : worker_([this] { main(); }) {}
@@ -155,6 +174,10 @@ class Stream {
     const StreamMode mode = config().stream;
     {
       std::lock_guard lock(m_);
+      if (capture_) {  // recorded into the graph, run when it is launched
+        capture_->items.push_back({what, std::move(fn), check});
+        return;
+      }
       q_.push_back({what, std::move(fn), check});
       ++pushed_;
       if (mode != StreamMode::deferred) released_ = pushed_;
@@ -165,13 +188,65 @@ class Stream {
 
   /// An event at the end of the work queued so far (cudaEventRecord): its number.
   uint64_t record() {
+    refuse_while_capturing("cudaEventRecord of an event the host waits on");
     std::lock_guard lock(m_);
     return pushed_;
+  }
+
+  // ---- stream capture (cudaStreamBeginCapture / EndCapture, cudaGraphLaunch) ------------
+  /// Starts recording what is queued on the stream into a graph instead of running it.
+  void begin_capture() {
+    std::lock_guard lock(m_);
+    if (capture_)
+      throw Error("cuda-emu: cudaStreamBeginCapture on a stream that is already capturing");
+    capture_ = std::make_unique<Graph>();
+    capture_error_.clear();
+    tl_capturing = this;
+  }
+  /// Ends the capture: the graph, or gt::Error with the first reason it was invalidated.
+  std::unique_ptr<Graph> end_capture() {
+    std::lock_guard lock(m_);
+    if (!capture_) throw Error("cuda-emu: cudaStreamEndCapture on a stream that is not capturing");
+    std::unique_ptr<Graph> g = std::move(capture_);
+    if (tl_capturing == this) tl_capturing = nullptr;
+    if (capture_error_.empty() && config().fail_captures)
+      capture_error_ = "Config::fail_captures (a test) fails every capture";
+    if (!capture_error_.empty())
+      throw Error("cuda-emu: the stream capture was invalidated: " + std::move(capture_error_));
+    return g;
+  }
+  bool capturing() {
+    std::lock_guard lock(m_);
+    return capture_ != nullptr;
+  }
+  /// Invalidates the capture (its first reason is kept) and throws gt::Error naming `what`, as
+  /// CUDA returns cudaErrorStreamCaptureUnsupported; nothing when the stream is not capturing.
+  void refuse_while_capturing(const std::string& what) {
+    std::lock_guard lock(m_);
+    if (!capture_) return;
+    const std::string why = fmt::format(
+        "{} while the stream is capturing a graph (cudaErrorStreamCaptureUnsupported)", what);
+    if (capture_error_.empty()) capture_error_ = why;
+    throw Error("cuda-emu: " + why);
+  }
+  /// Runs fn now, and again each time the graph being captured is launched (the host-side
+  /// part of an operation, such as poisoning the destination of a copy to the host).
+  void at_launch(const std::function<void()>& fn) {
+    fn();
+    std::lock_guard lock(m_);
+    if (capture_) capture_->at_launch.push_back(fn);
+  }
+  /// Queues the graph's work, in its order (cudaGraphLaunch).
+  void launch_graph(const Graph& g) {
+    refuse_while_capturing("cudaGraphLaunch");
+    for (const auto& f : g.at_launch) f();
+    for (const Item& it : g.items) push(it.what, it.fn, it.check);
   }
   /// Waits until the work queued before event e is done (cudaEventSynchronize), releasing it
   /// in deferred mode; not what was queued after. Rethrows the first error (kept for the next
   /// synchronization too, as CUDA's errors stay).
   void wait_event(uint64_t e) {
+    refuse_while_capturing("cudaEventSynchronize");
     counters().event_syncs.fetch_add(1, std::memory_order_relaxed);
     std::unique_lock lock(m_);
     released_ = std::max(released_, e);
@@ -182,6 +257,9 @@ class Stream {
 
   /// Runs everything queued and waits for it; rethrows the first error (then cleared).
   void drain(bool host_sync) {
+    refuse_while_capturing(host_sync ? "a host synchronization (cudaStreamSynchronize, a copy "
+                                       "to pageable host memory, cudaFree)"
+                                     : "GT_CUDA_SYNC_CHECK's synchronization");
     if (host_sync) counters().host_syncs.fetch_add(1, std::memory_order_relaxed);
     std::unique_lock lock(m_);
     released_ = pushed_;
@@ -195,11 +273,6 @@ class Stream {
   }
 
  private:
-  struct Item {
-    std::string what;
-    std::function<void()> fn;
-    bool check;
-  };
   void main() {
     tl_device = 0;
     std::unique_lock lock(m_);
@@ -231,9 +304,15 @@ class Stream {
   std::deque<Item> q_;
   uint64_t pushed_ = 0, released_ = 0, done_ = 0;
   std::string error_;
+  std::unique_ptr<Graph> capture_;  ///< the graph being captured, or null
+  std::string capture_error_;       ///< why the capture is invalid ("" while it is valid)
   bool stop_ = false;
   std::thread worker_;
 };
+
+void detail::refuse_while_this_thread_captures(const char* what) {
+  if (tl_capturing) tl_capturing->refuse_while_capturing(what);
+}
 
 namespace {
 std::mutex streams_mutex;
@@ -287,6 +366,8 @@ void check_range(const void* p, size_t bytes, const char* what, const char* whic
 
 void memcpy_h2d(Stream* s, void* dst, const void* src, size_t bytes) {
   check_device("cudaMemcpyAsync (host to device)");
+  // a graph would read the caller's memory when launched, long after the call returned
+  s->refuse_while_capturing("a copy from pageable host memory");
   check_range(dst, bytes, "cudaMemcpyAsync (host to device)", "destination");
   if (bytes == 0) return;
   auto staged = std::make_shared<std::vector<unsigned char>>(
@@ -310,7 +391,8 @@ void memcpy_d2h_async(Stream* s, void* dst, const void* src, size_t bytes) {
   check_device("cudaMemcpyAsync (device to host)");
   check_range(src, bytes, "cudaMemcpyAsync (device to host)", "source");
   if (bytes == 0) return;
-  std::memset(dst, kPoison, bytes);  // holds nothing until the stream is synchronized
+  // holds nothing until the stream is synchronized (after each launch of a graph too)
+  s->at_launch([=] { std::memset(dst, kPoison, bytes); });
   s->push("cudaMemcpyAsync (device to host)", [=] { std::memcpy(dst, src, bytes); });
 }
 void memcpy_d2d(Stream* s, void* dst, const void* src, size_t bytes) {
@@ -331,7 +413,7 @@ void enqueue_task(Stream* s, const char* what, std::function<void()> task) {
   counters().tasks.fetch_add(1, std::memory_order_relaxed);
   if (!config().execute) return;
   s->push(what, std::move(task), true);
-  if (config().sync_check) s->drain(false);
+  if (config().sync_check && !s->capturing()) s->drain(false);
 }
 void stream_synchronize(Stream* s) {
   check_device("cudaStreamSynchronize");
@@ -394,7 +476,29 @@ void launch(Stream* s, const LaunchSpec& spec, std::function<void()> body,
         if (run.failed) throw Error(run.error);
       },
       true);
-  if (config().sync_check) s->drain(false);
+  if (config().sync_check && !s->capturing()) s->drain(false);
+}
+
+// ---- graphs -------------------------------------------------------------------------------
+void stream_begin_capture(Stream* s) {
+  check_device("cudaStreamBeginCapture");
+  s->begin_capture();
+}
+std::shared_ptr<const Graph> stream_end_capture(Stream* s) {
+  check_device("cudaStreamEndCapture");
+  return s->end_capture();
+}
+bool stream_capturing(Stream* s) { return s->capturing(); }
+std::vector<std::string> graph_shape(const Graph& g) {
+  std::vector<std::string> v;
+  v.reserve(g.items.size());
+  for (const Item& it : g.items) v.push_back(it.what);
+  return v;
+}
+void graph_launch(Stream* s, const Graph& g) {
+  check_device("cudaGraphLaunch");
+  counters().graph_launches.fetch_add(1, std::memory_order_relaxed);
+  s->launch_graph(g);
 }
 
 }  // namespace gt::simt
