@@ -368,6 +368,30 @@ class Backend : public DeviceMemory {
   /// (no host synchronization); the default runs sum_squares and adamw_fused.
   virtual const AdamStepResult* adamw_step(const AdamStep& s);
 
+  // ---- the step as one graph (CUDA graphs: CUDA C++ Programming Guide, "CUDA Graphs") ---
+  /// Counts of launch_graph() since the backend was made.
+  struct GraphStats {
+    int64_t launches = 0;        ///< graphs launched
+    int64_t instantiations = 0;  ///< of which instantiated anew (cudaGraphInstantiate)
+    int64_t updates = 0;         ///< of which updated in place (cudaGraphExecUpdate)
+  };
+  /// Whether this device can capture the ops of a step and launch them as one graph.
+  virtual bool supports_graphs() const { return false; }
+  /// Starts capturing (cudaStreamBeginCapture): the ops that follow are recorded, not run,
+  /// until launch_graph() or abandon_graph(). While capturing, an op that would synchronize
+  /// with the host, allocate device memory or copy from pageable memory fails the capture
+  /// (it throws gt::Error). Errors: gt::Error where supports_graphs() is false.
+  virtual void begin_graph();
+  /// Ends the capture and launches the graph (asynchronously: read results after
+  /// synchronize()); an instantiated graph of the same shape is updated in place. Returns ""
+  /// when it was launched, or why not (the capture failed): then nothing of it ran, and the
+  /// backend's caches are as if those ops had never been called, so the caller queues them
+  /// again without a graph.
+  virtual std::string launch_graph() { return "this device does not capture graphs"; }
+  /// Ends a capture whose ops threw: nothing of it runs (as launch_graph() that failed).
+  virtual void abandon_graph() noexcept {}
+  virtual GraphStats graph_stats() const { return {}; }
+
   // ---- fused forms (train.fusion=on); each equals its unfused chain within rounding ---
   /// res(N,C) = a + b and out/mean/rstd = layernorm(res) in one pass over the rows.
   virtual void residual_layernorm_forward(float* res, DevPtr out, float* mean, float* rstd,

@@ -86,6 +86,10 @@ std::string_view op_name(Op op) {
   return i < std::size(kOpNames) ? kOpNames[i] : "?";
 }
 
+void Backend::begin_graph() {
+  throw Error(name() + ": this device does not capture graphs (supports_graphs() is false)");
+}
+
 void Backend::unsupported(Op op) const {
   throw Error(
       fmt::format("{}: op {} is not implemented by this backend (its supports() should "

@@ -66,6 +66,7 @@ inline constexpr char device[] = "device";
 inline constexpr char precision[] = "precision";
 inline constexpr char recompute[] = "recompute";
 inline constexpr char fusion[] = "fusion";
+inline constexpr char cuda_graph[] = "cuda_graph";
 inline constexpr char attention[] = "attention";
 inline constexpr char loss_scale[] = "loss_scale";
 inline constexpr char skipped_steps[] = "skipped_steps";

@@ -65,6 +65,7 @@ std::vector<Key> key_table(TrainConfig& c) {
       {"train.precision", &c.precision},
       {"train.recompute", &c.recompute},
       {"train.fusion", OnOff{&c.fusion}},
+      {"train.cuda_graph", OnOff{&c.cuda_graph}},
       {"train.attention", &c.attention},
       {"train.stochastic_rounding", OnOff{&c.stochastic_rounding}},
       {"train.memory_budget", &c.memory_budget},

@@ -48,6 +48,10 @@ struct TrainConfig {
   Precision precision = Precision::fp32;  ///< train.precision: fp32 | bf16 | fp16 | fp8
   Recompute recompute = Recompute::none;  ///< train.recompute: none | gelu | gelu+ln | block
   bool fusion = false;                    ///< train.fusion: on | off
+  /// train.cuda_graph (on | off): on a device that captures graphs (cuda, cuda-emu), with one
+  /// process and fusion on, each step after the first is captured and launched as one CUDA
+  /// graph (Backend::begin_graph); elsewhere it changes nothing.
+  bool cuda_graph = true;
   /// train.attention: own | cudnn, the kernels of the fused attention (train.fusion = on) on
   /// train.device = cuda: the own flash kernels (backend/cuda/kernels_attention.cu) or cuDNN's
   /// fused attention (backend/cuda/cudnn_attention.h; 16-bit precisions, cuDNN 9 loaded at

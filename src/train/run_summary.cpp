@@ -132,6 +132,7 @@ void RunSummaryWriter::finish(const RunResult& r) {
   s[key::memory_peak_rss_bytes] = peak_rss_bytes();
   s[key::interrupted_by_signal] = r.interrupted_by;
   if (!r.dist.is_null()) s[key::dist] = r.dist;
+  if (!r.cuda_graph.is_null()) s[key::cuda_graph] = r.cuda_graph;
   if (r.threads) {  // the CPU backend's team (train.thread_policy)
     const ThreadPolicy& t = *r.threads;
     nlohmann::ordered_json j;

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "core/error.h"
 #include "train/trainer.h"
 
 namespace gt {
@@ -24,10 +25,20 @@ class SingleProcess final : public TrainStrategy {
   OptimizerResult optimizer_step(float lr, int64_t t, double loss_scale) override {
     if (!c_.cfg.fusion)
       return gt::optimizer_step(c_.be, c_.model, c_.m, c_.v, c_.cfg, lr, t, loss_scale);
-    // the norm, the clip and the skip decided on the device; the step's one host
-    // synchronization brings back its result and the losses
-    const AdamStepResult* r =
-        optimizer_step_async(c_.be, c_.model, c_.m, c_.v, c_.cfg, lr, t, loss_scale);
+    queue_optimizer_step(lr, t, loss_scale);
+    return finish_optimizer_step(loss_scale);
+  }
+
+  // the norm, the clip and the skip decided on the device; the step's one host
+  // synchronization brings back its result and the losses
+  void queue_optimizer_step(float lr, int64_t t, double loss_scale) override {
+    if (!c_.cfg.fusion) TrainStrategy::queue_optimizer_step(lr, t, loss_scale);
+    queued_ = optimizer_step_async(c_.be, c_.model, c_.m, c_.v, c_.cfg, lr, t, loss_scale);
+  }
+  OptimizerResult finish_optimizer_step(double loss_scale) override {
+    check(queued_ != nullptr, "finish_optimizer_step() without queue_optimizer_step()");
+    const AdamStepResult* r = queued_;
+    queued_ = nullptr;
     c_.be.synchronize();
     OptimizerResult opt;
     opt.skipped = !std::isfinite(r->norm_sq);
@@ -55,9 +66,19 @@ class SingleProcess final : public TrainStrategy {
 
  private:
   StepContext c_;
+  const AdamStepResult* queued_ = nullptr;  ///< the queued step's result (backend memory)
 };
 
 }  // namespace
+
+void TrainStrategy::queue_optimizer_step(float, int64_t, double) {
+  throw Error(
+      "queue_optimizer_step(): this strategy's step does not keep its losses on the device");
+}
+OptimizerResult TrainStrategy::finish_optimizer_step(double) {
+  throw Error(
+      "finish_optimizer_step(): this strategy's step does not keep its losses on the device");
+}
 
 std::unique_ptr<TrainStrategy> make_single_process(StepContext ctx) {
   return std::make_unique<SingleProcess>(ctx);

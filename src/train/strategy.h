@@ -64,6 +64,12 @@ class TrainStrategy {
   /// loss_scale times the true ones (optimizer_step() in train/adamw.h). Marks the weight
   /// copies stale.
   virtual OptimizerResult optimizer_step(float lr, int64_t t, double loss_scale) = 0;
+  /// optimizer_step() in two halves, where losses_on_device(): queue_optimizer_step() queues
+  /// the update without a host synchronization (so that it can be captured in the step's
+  /// graph), finish_optimizer_step() synchronizes and reads its result. Errors: gt::Error from
+  /// a strategy whose losses are not on the device.
+  virtual void queue_optimizer_step(float lr, int64_t t, double loss_scale);
+  virtual OptimizerResult finish_optimizer_step(double loss_scale);
   /// The first AdamW moment or parameter that holds inf or NaN, named; empty when none
   /// (first_nonfinite_state()). Every rank takes part.
   virtual std::string nonfinite_state() = 0;

@@ -150,6 +150,7 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume
   v_ = std::make_unique<Arena>("adamw.exp_avg_sq");
   const StepContext ctx{*backend_, *model_, cfg_, *m_, *v_};
   strategy_ = world_ > 1 ? make_data_parallel(ctx, *comm_) : make_single_process(ctx);
+  plan_step_graph();
   sampler_ = std::make_unique<BatchSampler>(data_.train, cfg_.batch_size, cfg_.model.block_size,
                                             static_cast<uint64_t>(cfg_.seed));
   inputs_.resize((size_t)cfg_.batch_size * cfg_.model.block_size);
@@ -232,55 +233,144 @@ Error Trainer::nonfinite_error(int64_t step, const std::string& what) const {
                        : std::string("no checkpoint was written")));
 }
 
-double Trainer::train_step() {
-  const int B = cfg_.batch_size, T = cfg_.model.block_size;
-  model_->zero_grad();
+void Trainer::plan_step_graph() {
+  if (!backend_->supports_graphs()) return;
+  if (!cfg_.cuda_graph)
+    graph_.why_not = "train.cuda_graph = off";
+  else if (world_ > 1)
+    graph_.why_not =
+        "data parallel: the gradient reduction runs on another thread during the backward";
+  else if (!strategy_->losses_on_device())
+    graph_.why_not = "train.fusion = off: that step reads results on the host between its ops";
+  else
+    graph_.use = true;
+}
+
+nlohmann::json Trainer::graph_summary() const {
+  if (!backend_->supports_graphs()) return nullptr;
+  const Backend::GraphStats st = backend_->graph_stats();
+  nlohmann::json j;
+  j["requested"] = cfg_.cuda_graph;
+  j["used"] = st.launches > 0;
+  j["why_not"] = graph_.why_not.empty() ? nlohmann::json() : nlohmann::json(graph_.why_not);
+  j["launches"] = st.launches;
+  j["instantiations"] = st.instantiations;
+  j["updates"] = st.updates;
+  return j;
+}
+
+void Trainer::set_step_rounding() {
   if (cfg_.stochastic_rounding)  // a seed per step: resume rounds as the run would
     backend_->set_stochastic_rounding(
         true, static_cast<uint64_t>(cfg_.seed) * 0x100000001B3ull + static_cast<uint64_t>(step_));
-  // One process with fusion on: the step talks to the device's host once, at its end (the
-  // tokens go up through pinned memory, the losses and the update's result come back
-  // asynchronously, the norm, the clip and the skip are decided on the device).
-  const bool on_device = strategy_->losses_on_device();
-  std::vector<double> losses;  // of this process's micro-batches
+}
+
+void Trainer::sample_micro_batch(int32_t* inputs, int32_t* targets) {
+  // micro-batch j = micro * N + rank of the step's N x grad_accum_steps: the global batches do
+  // not depend on the number of ranks
+  const int B = cfg_.batch_size;
+  sampler_->skip((int64_t)rank_ * B);
+  sampler_->next(inputs, targets);
+  sampler_->skip((int64_t)(world_ - 1 - rank_) * B);
+}
+
+float Trainer::step_dloss() const {
   // the mean over the global batch: every rank's micro-batches, summed by the reduction
-  const float dloss =
-      static_cast<float>(scaler_.scale() / (double(B) * T * cfg_.grad_accum_steps * world_));
+  return static_cast<float>(scaler_.scale() / (double(cfg_.batch_size) * cfg_.model.block_size *
+                                               cfg_.grad_accum_steps * world_));
+}
+
+double Trainer::train_step() {
+  if (strategy_->losses_on_device()) return train_step_on_device();
+  const int B = cfg_.batch_size, T = cfg_.model.block_size;
+  model_->zero_grad();
+  set_step_rounding();
+  const float dloss = step_dloss();
+  std::vector<double> losses;  // of this process's micro-batches
   for (int micro = 0; micro < cfg_.grad_accum_steps; ++micro) {
-    // micro-batch j = micro * N + rank of the step's N x grad_accum_steps: the global batches
-    // do not depend on the number of ranks
-    sampler_->skip((int64_t)rank_ * B);
-    sampler_->next(inputs_.data(), targets_.data());
-    sampler_->skip((int64_t)(world_ - 1 - rank_) * B);
-    if (on_device)
-      model_->forward_step(inputs_.data(), targets_.data(), B, T, dloss, micro);
-    else
-      losses.push_back(model_->forward(inputs_.data(), targets_.data(), B, T));
+    sample_micro_batch(inputs_.data(), targets_.data());
+    losses.push_back(model_->forward(inputs_.data(), targets_.data(), B, T));
     const bool last_micro = micro + 1 == cfg_.grad_accum_steps;
     if (last_micro) strategy_->begin_last_backward();
     model_->backward(dloss);
     if (last_micro) strategy_->end_last_backward();
   }
+  // under fp16 the gradients are inf/NaN too and the loss scaler skips the step; with
+  // several ranks the summed loss is checked, so that every rank stops together
+  if (world_ == 1) check_training_losses(losses);
   double loss = 0.0;
-  if (!on_device) {
-    // under fp16 the gradients are inf/NaN too and the loss scaler skips the step; with
-    // several ranks the summed loss is checked, so that every rank stops together
-    if (world_ == 1) check_training_losses(losses);
-    for (double l : losses) loss += l;
-    loss = strategy_->reduce_step(loss, g_stop_signal);
-    if (!std::isfinite(loss) && !scaler_.enabled())
-      throw nonfinite_error(step_ + 1, fmt::format("the training loss (mean over {} ranks) is {}",
-                                                   world_, show(loss)));
-  }
+  for (double l : losses) loss += l;
+  loss = strategy_->reduce_step(loss, g_stop_signal);
+  if (!std::isfinite(loss) && !scaler_.enabled())
+    throw nonfinite_error(
+        step_ + 1, fmt::format("the training loss (mean over {} ranks) is {}", world_, show(loss)));
   // AdamW's t counts the steps taken, not the ones skipped for inf/NaN gradients
   const float lr = static_cast<float>(learning_rate_at(cfg_, step_));
   const OptimizerResult opt = strategy_->optimizer_step(lr, optimizer_steps() + 1, scaler_.scale());
-  if (on_device) {  // read after the optimizer step's host synchronization
-    for (int micro = 0; micro < cfg_.grad_accum_steps; ++micro)
-      losses.push_back(model_->step_loss(micro));
-    check_training_losses(losses);
-    for (double l : losses) loss += l;
+  return end_step(opt, loss);
+}
+
+double Trainer::train_step_on_device() {
+  // One process with fusion on: the step talks to the device's host once, at its end (the
+  // tokens go up through pinned memory, the losses and the update's result come back
+  // asynchronously, the norm, the clip and the skip are decided on the device).
+  const int B = cfg_.batch_size, T = cfg_.model.block_size, accum = cfg_.grad_accum_steps;
+  const size_t N = size_t(B) * T;
+  step_tokens_.resize(2 * N * accum);  // inputs then targets of each micro-batch
+  for (int micro = 0; micro < accum; ++micro)
+    sample_micro_batch(&step_tokens_[2 * N * micro], &step_tokens_[2 * N * micro + N]);
+  const float dloss = step_dloss(), lr = static_cast<float>(learning_rate_at(cfg_, step_));
+  const int64_t t = optimizer_steps() + 1;  // steps taken, not the ones skipped
+  const double scale = scaler_.scale();
+  auto queue = [&] {
+    model_->zero_grad();
+    set_step_rounding();
+    for (int micro = 0; micro < accum; ++micro) {
+      const int32_t* in = &step_tokens_[2 * N * micro];
+      model_->forward_step(in, in + N, B, T, dloss, micro);
+      const bool last_micro = micro + 1 == accum;
+      if (last_micro) strategy_->begin_last_backward();
+      model_->backward(dloss);
+      if (last_micro) strategy_->end_last_backward();
+    }
+    strategy_->queue_optimizer_step(lr, t, scale);
+  };
+  if (graph_.use && graph_.steps >= 1)
+    queue_as_graph(queue);
+  else
+    queue();
+  ++graph_.steps;  // the first step of the process runs without a graph (warm-up)
+  const OptimizerResult opt = strategy_->finish_optimizer_step(scale);
+  std::vector<double> losses;  // read after the optimizer step's host synchronization
+  for (int micro = 0; micro < accum; ++micro) losses.push_back(model_->step_loss(micro));
+  check_training_losses(losses);
+  double loss = 0.0;
+  for (double l : losses) loss += l;
+  return end_step(opt, loss);
+}
+
+void Trainer::queue_as_graph(const std::function<void()>& queue) {
+  std::string why;
+  backend_->begin_graph();
+  try {
+    queue();
+    why = backend_->launch_graph();
+  } catch (const std::exception& e) {
+    backend_->abandon_graph();
+    why = e.what();
   }
+  if (why.empty()) return;
+  // nothing of the capture ran: the step is queued again without a graph (an error of the
+  // step itself, such as a bad token, is raised again there)
+  graph_.use = false;
+  graph_.why_not = fmt::format("the capture of step {} failed: {}", step_ + 1, why);
+  if (log_)
+    std::fprintf(log_, "greentrain: train.cuda_graph: %s; the run goes on without a graph\n",
+                 graph_.why_not.c_str());
+  queue();
+}
+
+double Trainer::end_step(const OptimizerResult& opt, double loss) {
   loss /= cfg_.grad_accum_steps;
   if (opt.skipped && !scaler_.enabled())
     throw nonfinite_error(step_ + 1,
@@ -465,6 +555,7 @@ RunResult Trainer::run(int64_t stop_at) {
   r.loss_scale = scaler_.scale();
   r.dist = strategy_->summary();
   r.threads = backend_->thread_policy();
+  r.cuda_graph = graph_summary();
   return r;
 }
 

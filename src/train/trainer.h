@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -103,6 +104,10 @@ struct RunResult {
   /// The CPU backend's thread policy at the end (backend.h ThreadPolicy); null for a backend
   /// without threads of its own.
   std::optional<ThreadPolicy> threads;
+  /// train.cuda_graph where the device captures graphs (Backend::supports_graphs), else null:
+  /// {"requested", "used", "why_not" (null when used), "launches", "instantiations",
+  /// "updates"} (Backend::GraphStats, counted since the backend was made).
+  nlohmann::json cuda_graph;
 };
 
 class Trainer {
@@ -188,6 +193,26 @@ class Trainer {
   /// byte), and train.target_loss's first hit (TargetHit, seconds since run_t0). Throws the
   /// nonfinite error for an inf or NaN validation loss.
   void evaluate_step(StepReport& rep, RunResult& r, std::chrono::steady_clock::time_point run_t0);
+  /// train_step() of a strategy whose losses stay on the device (one process, fusion on): the
+  /// step's micro-batches drawn first, then its ops queued, as one graph when graph_.use
+  /// (from the process's second step: the first sizes the buffers), then one synchronization.
+  double train_step_on_device();
+  /// Queues the step's ops (`queue`) captured as one graph and launches it; when the capture
+  /// fails, says why once (log), stops using graphs and calls queue() again without one.
+  void queue_as_graph(const std::function<void()>& queue);
+  /// The end of every step: the update's inf/NaN errors, the loss scaler, step_; returns the
+  /// step's loss (`loss`: the sum over this process's micro-batches).
+  double end_step(const OptimizerResult& opt, double loss);
+  /// The next micro-batch of this rank into inputs and targets (B x T ids each).
+  void sample_micro_batch(int32_t* inputs, int32_t* targets);
+  /// The loss gradient each position's loss gets: loss scale / (tokens of the global batch).
+  float step_dloss() const;
+  /// train.stochastic_rounding's seed for this step.
+  void set_step_rounding();
+  /// Whether the steps are captured as graphs (graph_), and why not.
+  void plan_step_graph();
+  /// RunResult::cuda_graph.
+  nlohmann::json graph_summary() const;
   /// Throws the error of a micro-batch whose training loss is inf or NaN (`losses`: this step's,
   /// in order); nothing under fp16, whose loss scaler skips such a step.
   void check_training_losses(const std::vector<double>& losses) const;
@@ -204,6 +229,13 @@ class Trainer {
   std::unique_ptr<Arena> m_, v_;
   std::unique_ptr<BatchSampler> sampler_;
   std::vector<int32_t> inputs_, targets_;
+  std::vector<int32_t> step_tokens_;  ///< train_step_on_device's micro-batches
+  /// train.cuda_graph in this process.
+  struct StepGraph {
+    bool use = false;     ///< the steps after the first are captured and launched as graphs
+    std::string why_not;  ///< why not, where the device captures graphs
+    int64_t steps = 0;    ///< on-device steps run so far
+  } graph_;
   int64_t step_ = 0;
   int64_t saved_step_ = -1;  ///< step of the checkpoint on disk (-1: none yet)
   size_t runtime_bytes_ = 0, load_peak_bytes_ = 0;

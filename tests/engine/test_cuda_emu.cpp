@@ -68,6 +68,145 @@ TEST(CudaEmu, HostSynchronizationsPerTrainingStepAreCounted) {
   }
 }
 
+/// The losses of `steps` steps of a small model on cuda-emu (train.fusion on), with
+/// train.cuda_graph on or off, and what the run said of its graphs (RunResult::cuda_graph).
+struct GraphRun {
+  std::vector<double> losses;
+  nlohmann::json graph;
+  simt::Stats second_step;  ///< counted over the second step alone
+};
+GraphRun run_with_graph(test::TempDir& d, const std::string& name, bool graph, Precision p,
+                        int accum) {
+  TrainConfig c = test::small_train_config(d.file("t.txt"), 32, 16, 4, 1);
+  c.device = "cuda-emu";
+  c.fusion = true;
+  c.precision = p;
+  c.grad_accum_steps = accum;
+  c.cuda_graph = graph;
+  Trainer tr(c, d.file(name), false, nullptr);
+  GraphRun g;
+  g.losses.push_back(tr.train_step());
+  simt::reset_stats();
+  g.losses.push_back(tr.train_step());
+  g.second_step = simt::stats();
+  const RunResult r = tr.run();
+  g.losses.insert(g.losses.end(), r.losses.begin(), r.losses.end());
+  g.graph = r.cuda_graph;
+  return g;
+}
+
+// train.cuda_graph = on: every step after the first (which sizes the buffers) is captured and
+// launched as one graph, updated in place from the third; the losses are those of the same
+// steps queued op by op, bit for bit, and the step still synchronizes once.
+TEST(CudaEmu, StepsAfterTheFirstRunAsOneGraphWithTheSameLosses) {
+  test::TempDir d;
+  test::write_file(d.file("t.txt"), test::sample_text(20000));
+  for (Precision p : {Precision::fp32, Precision::bf16, Precision::fp16}) {
+    const std::string tag = to_string(p);
+    const GraphRun eager = run_with_graph(d, "eager-" + tag, false, p, 2);
+    const GraphRun graph = run_with_graph(d, "graph-" + tag, true, p, 2);
+    ASSERT_EQ(graph.losses.size(), 4u);
+    EXPECT_EQ(graph.losses, eager.losses) << tag;
+    EXPECT_EQ(graph.second_step.graph_launches, 1u) << tag;
+    EXPECT_EQ(graph.second_step.host_syncs, 1u) << tag;
+    EXPECT_EQ(eager.second_step.graph_launches, 0u) << tag;
+    EXPECT_EQ(graph.graph["used"], true) << graph.graph.dump();
+    EXPECT_EQ(graph.graph["launches"], 3) << graph.graph.dump();
+    EXPECT_EQ(graph.graph["instantiations"], 1) << graph.graph.dump();
+    EXPECT_EQ(graph.graph["updates"], 2) << graph.graph.dump();
+    EXPECT_TRUE(graph.graph["why_not"].is_null());
+    EXPECT_EQ(eager.graph["used"], false);
+    EXPECT_EQ(eager.graph["why_not"], "train.cuda_graph = off");
+  }
+}
+
+// A capture that fails (here on purpose: the runtime's fail_captures) costs nothing but the
+// graph: the step is queued again op by op, the run goes on without graphs and says why.
+TEST(CudaEmu, AStepWhoseCaptureFailsRunsWithoutAGraph) {
+  test::TempDir d;
+  test::write_file(d.file("t.txt"), test::sample_text(20000));
+  const GraphRun eager = run_with_graph(d, "eager", false, Precision::bf16, 1);
+  const simt::Config saved = simt::config();
+  simt::Config c = saved;
+  c.fail_captures = true;
+  simt::set_config(c);
+  GraphRun failed;
+  try {
+    failed = run_with_graph(d, "failed", true, Precision::bf16, 1);
+  } catch (...) {
+    simt::set_config(saved);
+    throw;
+  }
+  simt::set_config(saved);
+  EXPECT_EQ(failed.losses, eager.losses);
+  EXPECT_EQ(failed.graph["used"], false);
+  EXPECT_NE(failed.graph["why_not"].get<std::string>().find("the capture of step 2 failed"),
+            std::string::npos)
+      << failed.graph.dump();
+}
+
+// What the backend marks done while it captures (a weight's 16-bit copy made) is undone when the
+// capture does not run, so the same op queued again without a graph makes the copy.
+TEST(CudaEmu, AnAbandonedCaptureLeavesNoStaleWeightCopy) {
+  const int N = 4, C = 8, OC = 16;
+  std::vector<float> x(N * C), w1(OC * C), w2(OC * C);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = 0.1f * float(i % 7) - 0.3f;
+  for (size_t i = 0; i < w1.size(); ++i) w1[i] = 0.05f * float(i % 11) - 0.25f;
+  for (size_t i = 0; i < w2.size(); ++i) w2[i] = 0.5f - 0.03f * float(i % 13);
+  struct Device {
+    std::unique_ptr<Backend> be = make_backend("cuda-emu");
+    float *x = nullptr, *w = nullptr, *out = nullptr;
+    int N, C, OC;
+    Device(const std::vector<float>& hx, int n, int c, int oc) : N(n), C(c), OC(oc) {
+      be->set_precision(Precision::bf16);
+      x = up(hx);
+      w = up(std::vector<float>(size_t(OC) * C));
+      out = up(std::vector<float>(size_t(N) * OC));
+    }
+    ~Device() {
+      for (float* p : {x, w, out}) be->deallocate(p);
+    }
+    float* up(const std::vector<float>& h) {
+      auto* p = static_cast<float*>(be->allocate(h.size() * sizeof(float)));
+      be->copy_to_device(p, h.data(), h.size() * sizeof(float));
+      return p;
+    }
+    void set_weights(const std::vector<float>& h) {
+      be->copy_to_device(w, h.data(), h.size() * sizeof(float));
+      be->weights_updated();
+    }
+    void queue() { be->matmul_forward(DevPtr(out), ConstDevPtr(x), w, nullptr, N, C, OC, false); }
+    std::vector<float> forward() {
+      queue();
+      std::vector<float> h(size_t(N) * OC);
+      be->copy_to_host(h.data(), out, h.size() * sizeof(float));
+      return h;
+    }
+  };
+  Device fresh(x, N, C, OC);
+  fresh.set_weights(w2);
+  const std::vector<float> expected = fresh.forward();
+
+  Device d(x, N, C, OC);
+  d.set_weights(w1);
+  d.forward();  // w1's copy made
+  d.set_weights(w2);
+  d.be->begin_graph();
+  d.queue();  // w2's copy captured, not made
+  d.be->abandon_graph();
+  EXPECT_EQ(d.forward(), expected) << "abandoned: the product used w1's copy";
+
+  d.set_weights(w1);
+  d.forward();
+  d.set_weights(w2);
+  d.be->begin_graph();
+  d.queue();
+  std::vector<float> h(size_t(N) * OC);
+  EXPECT_THROW(d.be->copy_to_host(h.data(), d.out, h.size() * sizeof(float)), Error);
+  EXPECT_NE(d.be->launch_graph(), "");  // invalidated by the copy: nothing ran
+  EXPECT_EQ(d.forward(), expected) << "failed launch: the product used w1's copy";
+}
+
 /// The products of one GPT-2 124M step (B 32, T 1024, V 50304) under `precision`, recorded
 /// with the runtime checking and recording only (nothing runs; memory is mapped, not touched).
 std::vector<std::string> gpt2_124m_products(const std::string& precision, test::TempDir& d) {

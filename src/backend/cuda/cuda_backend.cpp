@@ -96,6 +96,7 @@ class CudaRuntime {
     for (auto& [id, e] : marks_) cudaEventDestroy(e);
     for (cudaEvent_t e : free_events_) cudaEventDestroy(e);
     sdpa_.reset();
+    if (exec_) cudaGraphExecDestroy(exec_);
     destroy_plans();
     if (workspace_) cudaFree(workspace_);
     if (lt_) cublasLtDestroy(lt_);
@@ -191,6 +192,55 @@ class CudaRuntime {
   }
   void sync_noexcept() noexcept {
     if (stream_) cudaStreamSynchronize(stream_);
+  }
+
+  /// cudaStreamBeginCapture in thread-local mode: the calls of this thread that CUDA deems
+  /// unsafe during a capture (cudaMalloc, synchronizations) fail it; other threads (the
+  /// energy meter's) are not affected (CUDA Runtime API, cudaStreamCaptureMode).
+  void begin_capture() {
+    cuda_check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
+               "cudaStreamBeginCapture");
+  }
+  /// Ends the capture and launches it: the instantiated graph is updated in place when the
+  /// new one has its shape (cudaGraphExecUpdate: same nodes and dependencies; kernel
+  /// arguments, launch dimensions and copy addresses may differ), else instantiated again.
+  /// Returns true when updated. Errors: gt::Error naming the call (an invalidated capture:
+  /// cudaStreamEndCapture's error).
+  bool end_capture_and_launch() {
+    cudaGraph_t g = nullptr;
+    cuda_check(cudaStreamEndCapture(stream_, &g), "cudaStreamEndCapture");
+    bool updated = false;
+    if (exec_) {
+      cudaGraphExecUpdateResultInfo info{};
+      updated = cudaGraphExecUpdate(exec_, g, &info) == cudaSuccess;
+      if (!updated) {
+        (void)cudaGetLastError();  // the update's refusal is not an error of the stream
+        cudaGraphExecDestroy(exec_);
+        exec_ = nullptr;
+      }
+    }
+    if (!exec_) {
+      const cudaError_t e = cudaGraphInstantiate(&exec_, g, 0);
+      cudaGraphDestroy(g);
+      if (e != cudaSuccess) exec_ = nullptr;
+      cuda_check(e, "cudaGraphInstantiate");
+    } else {
+      cudaGraphDestroy(g);
+    }
+    cuda_check(cudaGraphLaunch(exec_, stream_), "cudaGraphLaunch");
+    return updated;
+  }
+  /// Ends a capture that is abandoned (an op threw): its graph is dropped.
+  void abandon_capture() noexcept {
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream_, &st) != cudaSuccess || st == cudaStreamCaptureStatusNone) {
+      (void)cudaGetLastError();
+      return;
+    }
+    cudaGraph_t g = nullptr;
+    cudaStreamEndCapture(stream_, &g);
+    if (g) cudaGraphDestroy(g);
+    (void)cudaGetLastError();
   }
 
   /// D (m x n, column-major, type td) = op(A) op(B) + beta D through cuBLASLt, fp32
@@ -405,8 +455,9 @@ class CudaRuntime {
   cudaStream_t stream_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;
   void* workspace_ = nullptr;
-  std::unique_ptr<CudnnAttention> sdpa_;             ///< train.attention = cudnn
-  std::mutex events_mutex_;                          ///< marks are made and waited on two threads
+  cudaGraphExec_t exec_ = nullptr;        ///< the step's instantiated graph (train.cuda_graph)
+  std::unique_ptr<CudnnAttention> sdpa_;  ///< train.attention = cudnn
+  std::mutex events_mutex_;               ///< marks are made and waited on two threads
   std::unordered_map<uint64_t, cudaEvent_t> marks_;  ///< recorded, not yet waited for
   std::vector<cudaEvent_t> free_events_;
   uint64_t last_mark_ = 0;

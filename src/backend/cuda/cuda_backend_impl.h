@@ -111,6 +111,37 @@ class CudaBackendT final : public Backend {
     rt_.sync();
     staged_since_sync_ = 0;
   }
+  // ---- the step as one CUDA graph -----------------------------------------------------
+  bool supports_graphs() const override { return true; }
+  void begin_graph() override {
+    check(!capturing_, fmt::format("{}: begin_graph() while a capture is open", name()));
+    rt_.begin_capture();
+    capturing_ = true;
+    made_in_capture_.clear();
+  }
+  std::string launch_graph() override {
+    check(capturing_, fmt::format("{}: launch_graph() without begin_graph()", name()));
+    capturing_ = false;
+    try {
+      if (rt_.end_capture_and_launch())
+        ++graph_stats_.updates;
+      else
+        ++graph_stats_.instantiations;
+      ++graph_stats_.launches;
+      return {};
+    } catch (const Error& e) {
+      forget_capture();
+      return e.what();
+    }
+  }
+  void abandon_graph() noexcept override {
+    if (!capturing_) return;
+    capturing_ = false;
+    rt_.abandon_capture();
+    forget_capture();
+  }
+  GraphStats graph_stats() const override { return graph_stats_; }
+
   uint64_t mark_queued() override { return rt_.mark(); }
   void wait_for_mark(uint64_t m) override { rt_.wait_mark(m); }
   void* allocate_host(size_t bytes) override { return rt_.malloc_host(bytes); }
@@ -182,7 +213,11 @@ class CudaBackendT final : public Backend {
       check(tokens[i] >= 0, fmt::format("embedding_backward: token id {} is negative", tokens[i]));
     std::vector<int32_t>& idx = index_host_;
     const int32_t U = cuda_plan::token_index(tokens, idx);
-    int32_t* d = token_index_.template as<int32_t>(static_cast<int64_t>(idx.size()));
+    // sized for the most distinct ids (n), so that no step's index grows it (a graph's
+    // capture allocates nothing)
+    int32_t* d = token_index_.template as<int32_t>(3 * n + 1);
+    check(idx.size() <= size_t(3 * n + 1), "embedding_backward: the token index outgrew 3n+1");
+    idx.resize(3 * n + 1);  // one upload size every step: its pinned buffer never grows either
     upload_staged(d, idx.data(), idx.size() * sizeof(int32_t));
     K::embedding_backward(rt_.stream(), dwte, dwpe, dout, d, d + U, d + 2 * U + 1, U, B, T, C);
   }
@@ -405,6 +440,15 @@ class CudaBackendT final : public Backend {
   void weights_updated() override { ++generation_; }
 
  private:
+  /// After a capture that did not run: what the host recorded as done during it is undone
+  /// (the 16-bit weight copies, the AdamW chunk table, fp8 states made then), so that the
+  /// same ops queued again without a graph do that work.
+  void forget_capture() {
+    ++generation_;
+    chunks_at_ = nullptr;
+    for (const auto& k : made_in_capture_) fp8_state_.erase(k);
+    made_in_capture_.clear();
+  }
   static std::pair<float, float> bias_corrections(float beta1, float beta2, int64_t t) {
     return {static_cast<float>(1.0 - std::pow(double(beta1), double(t))),
             static_cast<float>(std::sqrt(1.0 - std::pow(double(beta2), double(t))))};
@@ -501,7 +545,8 @@ class CudaBackendT final : public Backend {
   /// Host data to device memory without waiting: through one of kStaging pinned buffers,
   /// which are reused only after a synchronization (else the reuse waits for the device).
   void upload_staged(void* dst, const void* src, size_t bytes) {
-    if (staged_since_sync_ >= kStaging) synchronize();
+    // while a graph is captured the buffers are not reused: its copies read them at launch
+    if (!capturing_ && staged_since_sync_ >= kStaging) synchronize();
     const size_t k = staged_since_sync_++;
     if (staging_.size() <= k) staging_.resize(k + 1, nullptr), staging_bytes_.resize(k + 1, 0);
     if (staging_bytes_[k] < bytes) {
@@ -657,6 +702,7 @@ class CudaBackendT final : public Backend {
     auto [st, fresh] = fp8_state_.try_emplace({owner, int(use)}, &rt_);
     float* state = st->second.template as<float>(cuda_math::kFp8StateFloats);
     if (fresh) rt_.memset0(state, cuda_math::kFp8StateFloats * sizeof(float));
+    if (fresh && capturing_) made_in_capture_.push_back(st->first);
     return {state, fresh};
   }
   /// The fp8 copy of x (rows, cols), transposed when asked. Its scaling state belongs to the
@@ -771,6 +817,9 @@ class CudaBackendT final : public Backend {
   uint64_t sr_seed_ = 0;
   uint64_t generation_ = 0;
   std::unordered_map<const float*, WeightCopy> weights_;
+  bool capturing_ = false;  ///< between begin_graph() and launch_graph()/abandon_graph()
+  std::vector<std::pair<const void*, int>> made_in_capture_;  ///< fp8 states made while capturing
+  GraphStats graph_stats_;
 };
 
 }  // namespace gt::cuda_impl

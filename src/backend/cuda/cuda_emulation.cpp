@@ -97,6 +97,27 @@ class HostRuntime {
   void d2h_async(void* dst, const void* src, size_t bytes) {
     simt::memcpy_d2h_async(stream_, dst, src, bytes);
   }
+  /// Stream capture on the SIMT runtime (simt_host.h): what CUDA refuses while capturing is
+  /// refused there and fails the capture.
+  void begin_capture() { simt::stream_begin_capture(stream_); }
+  /// Ends the capture and launches the graph; true when its shape (the sequence of kernels,
+  /// copies and library calls) is that of the last graph, which cudaGraphExecUpdate would
+  /// update in place. Errors: gt::Error when the capture was invalidated.
+  bool end_capture_and_launch() {
+    std::shared_ptr<const simt::Graph> g = simt::stream_end_capture(stream_);
+    const std::vector<std::string> shape = simt::graph_shape(*g);
+    const bool same = shape == shape_;
+    shape_ = shape;
+    graph_ = std::move(g);
+    simt::graph_launch(stream_, *graph_);
+    return same;
+  }
+  void abandon_capture() noexcept {
+    try {
+      if (simt::stream_capturing(stream_)) simt::stream_end_capture(stream_);
+    } catch (...) {  // an invalidated capture: nothing to keep
+    }
+  }
   uint64_t mark() { return simt::event_record(stream_); }
   void wait_mark(uint64_t m) { simt::event_synchronize(stream_, m); }
   void sync_noexcept() noexcept {
@@ -182,6 +203,8 @@ class HostRuntime {
   }
 
   simt::Stream* stream_ = nullptr;
+  std::shared_ptr<const simt::Graph> graph_;  ///< the last graph launched
+  std::vector<std::string> shape_;            ///< its work's names, in order
 };
 
 }  // namespace

@@ -501,7 +501,10 @@ void after_launch(cudaStream_t s, const char* kernel) {
     const char* v = std::getenv("GT_CUDA_SYNC_CHECK");
     return v && std::string(v) == "1";
   }();
-  if (e == cudaSuccess && sync_check) e = cudaStreamSynchronize(s);
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  if (e == cudaSuccess && sync_check && cudaStreamIsCapturing(s, &capturing) == cudaSuccess &&
+      capturing == cudaStreamCaptureStatusNone)  // (a capture cannot synchronize)
+    e = cudaStreamSynchronize(s);
   if (e != cudaSuccess)
     throw Error(
         fmt::format("CUDA kernel '{}'{}: {} ({})", kernel,
