@@ -83,8 +83,13 @@ std::vector<Op> step_ops(const Shape& s) {
   v.push_back({"gelu input read (the epilogue's aux)", L, 0, N * H * h, N * H * h, false});
   product("fc dX", N, C, H, L, f, h * N * H);
   product("fc dW", C, H, N, L, f, h * (N * H + N * C));
-  v.push_back({"bias gradients (column sums)", L, 0, N * (H + 3 * C + 2 * C) * h,
-               N * (H + 3 * C + 2 * C) * h, false});
+  // the bias gradients: cuBLASLt's BGRADA epilogue in the dW products (qkv, attention
+  // projection, fc, fc projection) sums the dout the product reads anyway, into f32 scratch,
+  // which a small kernel adds to dbias (scratch and dbias read, dbias written): no pass over
+  // dout of its own
+  const double bias_elems = H + 3 * C + 2 * C;
+  v.push_back(
+      {"bias gradients (dW epilogue, added)", L, 0, bias_elems * 2 * f, bias_elems * 4 * f, false});
   v.push_back({"layernorm backward", 2 * L, 0, N * C * 3 * h, N * C * 4 * f, false});
   product("attention projection dX", N, C, C, L, f, h * N * C);
   product("attention projection dW", C, C, N, L, f, h * 2 * N * C);

@@ -257,6 +257,16 @@ TEST(CudaHostMath, ProductPlansAreTheReferenceProducts) {
     EXPECT_LT(err(dinp, dinp_r), kTol) << "dinp, w_transposed " << wt;
     EXPECT_LT(err(dw, dw_r), kTol) << "dw, w_transposed " << wt;
     EXPECT_LT(err(db, db_r), kTol) << "dbias";
+    // the bias gradient epilogue of the dW plan (16-bit precisions): BGRADA sums op(A)'s rows
+    // over k, BGRADB op(B)'s columns; either is dout's column sums (plus dbias's old value)
+    const bool on_a = plan::bias_gradient_epilogue(gw) == plan::LtEpi::bgrada;
+    EXPECT_EQ(on_a ? gw.m : gw.n, OC);
+    F bg = normal(OC, 25);  // db_r's old value
+    for (int64_t o = 0; o < OC; ++o)
+      for (int64_t p = 0; p < gw.k; ++p)
+        bg[o] += on_a ? plan::at(role(gw.a, w, x, dout), gw.ta, o, p, gw.lda)
+                      : plan::at(role(gw.b, w, x, dout), gw.tb, p, o, gw.ldb);
+    EXPECT_LT(err(bg, db_r), kTol) << "the bias gradient epilogue, w_transposed " << wt;
   }
 }
 

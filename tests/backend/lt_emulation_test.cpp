@@ -3,12 +3,20 @@
 // leading dimensions or k not multiples of 16, E5M2 x E5M2, fp8 without scale pointers, the
 // epilogues fp8 with an f32 output has not, mixed 16-bit types, and pointers less aligned than
 // their type or than the alignment a plan declared. Every product the backend itself issues
-// is accepted (the op test and the training tests run them all on cuda-emu).
+// is accepted (the op test and the training tests run them all on cuda-emu). The bias
+// gradient epilogues (BGRADA/BGRADB) the backward's dW product takes under bf16 and fp16
+// write dout's column sums, which the backend adds to the accumulated dbias.
 #include "backend/cuda/lt_emulation.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cuda/kernel_math.h"
+#include "test_helpers.h"  // test::has_backend, test::DeviceVectors (tests/engine)
 
 namespace gt::cuda_lt {
 namespace {
@@ -83,6 +91,78 @@ TEST(LtEmulation, GeluAuxAndDgeluNeedTheirAuxMatrix) {
   Call f = fp8_call();
   f.ep = {LtEpi::gelu_aux, buf[3], f.g.m};
   EXPECT_TRUE(refusal(f).epilogue_only) << why(f);
+}
+
+// BGRADA / BGRADB: the bias pointer is the gradient written (D's type, so aligned to it);
+// backward_weight's plans reduce dout over the tokens (k) as A (dW (C,OC)) or B (w_transposed).
+TEST(LtEmulation, BiasGradientEpiloguesWriteThroughTheBiasPointer) {
+  using cuda_plan::LtEpi;
+  for (bool wt : {false, true}) {
+    const Gemm g = cuda_plan::backward_weight(6, 8, 16, wt);
+    const LtEpi e = cuda_plan::bias_gradient_epilogue(g);
+    EXPECT_EQ(e, wt ? LtEpi::bgradb : LtEpi::bgrada);
+    for (LtType t : {LtType::bf16, LtType::f16}) {
+      Call c{g, t, t, LtType::f32, buf[0], buf[1], buf[2], buf[3], {e}, nullptr, nullptr};
+      EXPECT_FALSE(refusal(c).refused) << describe(c) << ": " << why(c);
+      EXPECT_NE(describe(c).find(wt ? "epilogue bgradb" : "epilogue bgrada"), std::string::npos)
+          << describe(c);
+      c.bias = nullptr;
+      EXPECT_NE(why(c).find("without its bias gradient"), std::string::npos) << why(c);
+      c.bias = buf[3] + 2;  // an f32 gradient 2-byte aligned
+      EXPECT_NE(why(c).find("bias gradient at"), std::string::npos) << why(c);
+      c.bias = buf[3];
+      c.ep.aux = buf[0];
+      EXPECT_NE(why(c).find("an aux matrix with the bgrad"), std::string::npos) << why(c);
+    }
+  }
+  Call f = fp8_call();
+  f.bias = buf[0];
+  f.ep.kind = LtEpi::bgrada;
+  EXPECT_TRUE(refusal(f).epilogue_only) << why(f);
+}
+
+// On cuda-emu under bf16 and fp16 matmul_backward's dbias is the dW product's bias gradient
+// epilogue (BGRADA, or BGRADB for w_transposed), added to what dbias held; under fp32 the
+// column-sum kernel. Against the column sums of dout as the products read it (rounded).
+TEST(LtEmulation, TheBackwardsBiasGradientIsTheEpiloguesAddedToDbias) {
+  if (!test::has_backend("cuda-emu")) GTEST_SKIP() << "cuda-emu is not in this build";
+  const int64_t N = 6;
+  const int C = 8, OC = 16;
+  std::vector<float> inp(N * C), w(int64_t(C) * OC), dout(N * OC), db0(OC);
+  for (size_t i = 0; i < inp.size(); ++i) inp[i] = std::sin(0.7 * i);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.1f * std::cos(0.3 * i);
+  for (size_t i = 0; i < dout.size(); ++i) dout[i] = std::sin(1.3 * i + 0.2) * 1.7f;
+  for (int o = 0; o < OC; ++o) db0[o] = 0.25f * o - 1.0f;
+  for (Precision prec : {Precision::fp32, Precision::bf16, Precision::fp16})
+    for (bool wt : {false, true}) {
+      auto be = make_backend("cuda-emu");
+      be->set_precision(prec);
+      test::DeviceVectors dv(*be);
+      float* d_dw = dv.up(std::vector<float>(w.size(), 0.f));
+      float* d_db = dv.up(db0);
+      record_products(true);
+      be->matmul_backward(nullptr, d_dw, d_db, ConstDevPtr(dv.up(dout)), ConstDevPtr(dv.up(inp)),
+                          dv.up(w), N, C, OC, wt);
+      const std::vector<float> db = dv.down(d_db, OC);
+      record_products(false);
+      std::string log;
+      for (const std::string& p : recorded_products()) log += p + "\n";
+      const bool epilogue = prec != Precision::fp32;
+      EXPECT_EQ(log.find(wt ? "epilogue bgradb" : "epilogue bgrada") != std::string::npos, epilogue)
+          << to_string(prec) << ", w_transposed " << wt << ":\n"
+          << log;
+      for (int o = 0; o < OC; ++o) {
+        double s = db0[o];
+        for (int64_t i = 0; i < N; ++i) {
+          const float x = dout[i * OC + o];
+          namespace m = cuda_math;  // the rounding of the backend's round16
+          s += prec == Precision::bf16   ? m::bf16_to_float(m::to_bf16(x))
+               : prec == Precision::fp16 ? m::f16_to_float(m::to_f16(x))
+                                         : x;
+        }
+        EXPECT_NEAR(db[o], s, 1e-5) << to_string(prec) << ", w_transposed " << wt << ", " << o;
+      }
+    }
 }
 
 TEST(LtEmulation, Fp8OutsideTheTnLayoutIsRefused) {

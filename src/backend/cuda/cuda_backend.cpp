@@ -245,13 +245,14 @@ class CudaRuntime {
 
   /// D (m x n, column-major, type td) = op(A) op(B) + beta D through cuBLASLt, fp32
   /// accumulation, with the bias (length m; type of D) and/or a GELU epilogue (host_plan.h's
-  /// LtEpilogue: GELU, GELU with its input written to aux, or DGELU reading aux). The plan of each
+  /// LtEpilogue: GELU, GELU with its input written to aux, or DGELU reading aux), or a bias
+  /// gradient written to bias (BGRADA/BGRADB; type of D). The plan of each
   /// distinct call (sizes, layouts, types, epilogue, alignments) is made once: descriptors
   /// and the heuristic's algorithm are kept, and a call only points the plan at its bias and
   /// scale pointers. Split-K is allowed with every reduction scheme cuBLASLt has: each keeps
   /// the order of the partial sums fixed (cublasLt.h, cublasLtReductionScheme_t), so results
   /// are the same run to run. With may_fail, returns false when cuBLASLt has no algorithm for
-  /// the epilogue, or refuses a GELU epilogue's call as not supported or invalid (nothing is
+  /// the epilogue, or refuses an epilogue's call as not supported or invalid (nothing is
   /// written; the caller then applies it itself); otherwise that is an error.
   bool product(const cuda_plan::Gemm& g, LtOperand A, LtOperand B, void* Dp, LtType td,
                const void* bias, cuda_plan::LtEpilogue ep, bool may_fail = false) {
@@ -382,6 +383,14 @@ class CudaRuntime {
       lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                               sizeof(bias)),
                "set BIAS_POINTER");
+    if (cuda_plan::bias_gradient(k.ep)) {  // BGRADA/BGRADB: the gradient in D's type, said
+      // explicitly (cublasLt.h, CUBLASLT_MATMUL_DESC_BIAS_POINTER: "Bias gradient vector
+      // elements are the same type as the output elements"; _BIAS_DATA_TYPE)
+      const int32_t bt = cuda_type(k.d);
+      lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt,
+                                              sizeof(bt)),
+               "set BIAS_DATA_TYPE");
+    }
     if (k.scale_a)
       lt_check(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scale_a,
                                               sizeof(scale_a)),
@@ -433,6 +442,10 @@ class CudaRuntime {
         return bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
       case cuda_plan::LtEpi::dgelu:
         return CUBLASLT_EPILOGUE_DGELU;  // with no bias (refused before)
+      case cuda_plan::LtEpi::bgrada:     // the bias pointer is the gradient written
+        return CUBLASLT_EPILOGUE_BGRADA;
+      case cuda_plan::LtEpi::bgradb:
+        return CUBLASLT_EPILOGUE_BGRADB;
       case cuda_plan::LtEpi::none:
         break;
     }

@@ -163,7 +163,8 @@ class CudaBackendT final : public Backend {
   // ---- capabilities -------------------------------------------------------------------
   bool supports(Op, Precision p) const override { return p != Precision::fp8 || rt_.fp8_capable(); }
   /// cuBLASLt's workspace; for 16-bit precisions the weight copies and the rounded operands
-  /// (N*max(hidden,V), and N*hidden for the backward's input); the product buffer of the
+  /// (N*max(hidden,V), and N*hidden for the backward's input) and the bias gradient epilogue's
+  /// output (max(hidden,V,3C) floats); the product buffer of the
   /// fused GELU backward and GELU epilogue fallback (N*max(hidden,V) floats); partial sums,
   /// attention row sums (B*NH*T) and the embedding backward's token index (3N ints).
   size_t workspace_bytes(const WorkspaceQuery& q) const override {
@@ -178,6 +179,7 @@ class CudaBackendT final : public Backend {
       const int64_t rounded = act16 && q.fused ? std::max<int64_t>(q.hidden, 3 * q.C) : wide;
       bytes +=
           static_cast<size_t>(q.weight_elems + q.N * rounded + (act16 ? 0 : q.N * q.hidden)) * 2;
+      bytes += static_cast<size_t>(std::max<int64_t>(wide, 3 * q.C)) * 4;  // bgrad_
     }
     // cuDNN attention's 16-bit copies of its operands per token: dout (C) always; qkv (3C)
     // unless the model hands it over in bf16 (bf16_qkv), out (C) and dqkv (3C) unless bf16
@@ -640,7 +642,9 @@ class CudaBackendT final : public Backend {
   /// dinp (assigned; times gelu' when given), dw += inp^T dout, dbias += column sums of dout
   /// (under bf16 of the rounded dout the products use, as the CPU backend). With the GELU's
   /// input saved, under 16-bit precisions, cuBLASLt's DGELU epilogue multiplies in the
-  /// product (aux: the input, of dinp's type), as llm.c's backward.
+  /// product (aux: the input, of dinp's type), as llm.c's backward. Under bf16 and fp16 the
+  /// column sums are the dW product's bias gradient epilogue (BGRADA/BGRADB: under fp16 of the
+  /// fp16 dout); fp32, fp8 and a refused epilogue keep the column-sum kernel.
   void backward_products(DevPtr dinp, float* dw, float* dbias, ConstDevPtr dout, ConstDevPtr inp,
                          const float* w, SavedGelu gelu, int64_t N, int C, int OC, bool wt) {
     if (fp8_backward(dinp, dw, dbias, dout, inp, w, gelu, N, C, OC, wt)) return;
@@ -663,7 +667,19 @@ class CudaBackendT final : public Backend {
       }
     }
     const auto g = cuda_plan::backward_weight(N, C, OC, wt);
-    product(g, pick(g.a, {}, X, D), pick(g.b, {}, X, D), dw, LtType::f32, nullptr, {});
+    const LtOperand A = pick(g.a, {}, X, D), B = pick(g.b, {}, X, D);
+    if (dbias && (prec_ == Precision::bf16 || prec_ == Precision::fp16)) {
+      // the bias gradient in dW's product: cuBLASLt's BGRADA/BGRADB sums the 16-bit dout the
+      // product reads (f32, dW's type), as Transformer Engine's wgrad GEMM; the epilogue
+      // writes it, so it goes to scratch and is added to dbias (accumulated)
+      float* db = bgrad_.template as<float>(OC);
+      if (product(g, A, B, dw, LtType::f32, db, {cuda_plan::bias_gradient_epilogue(g)},
+                  /*may_fail=*/true)) {
+        K::bias_add(rt_.stream(), dbias, db, 1, OC);
+        return;
+      }
+    }
+    product(g, A, B, dw, LtType::f32, nullptr, {});
     if (dbias) {
       float* partial = partial_.template as<float>(K::column_partial_floats(N, OC));
       if (prec_ == Precision::bf16)
@@ -799,7 +815,8 @@ class CudaBackendT final : public Backend {
   std::map<int, DevBuffer<RT>> fp8_scratch_;                        ///< use
   DevBuffer<RT> act_a_{&rt_}, act_b_{&rt_}, prod_{&rt_}, partial_{&rt_}, delta_{&rt_},
       token_index_{&rt_}, chunks_{&rt_}, squares_{&rt_};
-  bool cudnn_ = false;  ///< train.attention = cudnn
+  DevBuffer<RT> bgrad_{&rt_};  ///< the bias gradient epilogue's output (OC floats)
+  bool cudnn_ = false;         ///< train.attention = cudnn
   DevBuffer<RT> sdpa_qkv_{&rt_}, sdpa_out_{&rt_}, sdpa_dout_{&rt_}, sdpa_dqkv_{&rt_};
   DevBuffer<RT> qkv32_{&rt_};  ///< a bf16 qkv widened, where the flash form cannot read it
   std::vector<int32_t> tokens_host_, index_host_;

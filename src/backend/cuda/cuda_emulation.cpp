@@ -2,8 +2,9 @@
 // cuda_backend_impl.h over HostRuntime, whose memory, stream and kernels are the SIMT
 // runtime's (backend/simt: the kernels of kernels.cu run thread by thread), and whose
 // product is cuBLASLt's contract run as plain loops: the column-major plan, operands decoded
-// from their types, f32 accumulation, bias and GELU epilogues, and the refusals of the real
-// library (lt_emulation.h), so a product the GPU would refuse fails here first.
+// from their types, f32 accumulation, bias, GELU and bias gradient epilogues, and the
+// refusals of the real library (lt_emulation.h), so a product the GPU would refuse fails here
+// first.
 #include <fmt/format.h>
 
 #include <cstdlib>
@@ -128,7 +129,8 @@ class HostRuntime {
   }
 
   /// D = op(A) op(B) + beta D (column-major, g), the bias (length m, D's type) and the GELU
-  /// epilogues (host_plan.h's LtEpi) applied as cuBLASLt's; D and the aux matrix f32 or bf16
+  /// epilogues (host_plan.h's LtEpi) applied as cuBLASLt's, or with BGRADA/BGRADB the bias
+  /// gradient written to bias (D's type); D and the aux matrix f32 or bf16
   /// (rounded to nearest even). Refused as cuBLASLt refuses (lt_emulation.h); with may_fail,
   /// an epilogue it has no algorithm for returns false. Runs on the stream, as
   /// cublasLtMatmul does.
@@ -161,6 +163,22 @@ class HostRuntime {
       for (int64_t p = 0; p < g.k; ++p) at[i * g.k + p] = a[g.ta ? p + i * g.lda : i + p * g.lda];
     for (int64_t j = 0; j < g.n; ++j)
       for (int64_t p = 0; p < g.k; ++p) bt[j * g.k + p] = b[g.tb ? j + p * g.ldb : p + j * g.ldb];
+    if (cuda_plan::bias_gradient(ep.kind)) {
+      // the bias gradient: the sums over k of op(A)'s m rows (BGRADA) or op(B)'s n columns
+      // (BGRADB), of the decoded operand, in f32, written in D's type
+      const bool on_a = ep.kind == cuda_plan::LtEpi::bgrada;
+      const int64_t len = on_a ? g.m : g.n;
+      const float* x = on_a ? at.data() : bt.data();
+      for (int64_t i = 0; i < len; ++i) {
+        float s = 0.f;
+        for (int64_t p = 0; p < g.k; ++p) s += x[i * g.k + p];
+        if (td == LtType::bf16)
+          static_cast<uint16_t*>(const_cast<void*>(bias))[i] = m::to_bf16(s);
+        else
+          static_cast<float*>(const_cast<void*>(bias))[i] = s;
+      }
+      bias = nullptr;  // an output, not a bias to add
+    }
     std::vector<float> bias_f(bias ? g.m : 0);
     if (bias) decode({bias, td}, g.m, bias_f.data());
     simt::run_parallel(g.n, [&](int64_t j0, int64_t j1) {
@@ -178,6 +196,8 @@ class HostRuntime {
           const int64_t ax = i + j * ep.ld;  // the aux matrix's element
           switch (ep.kind) {
             case cuda_plan::LtEpi::none:
+            case cuda_plan::LtEpi::bgrada:
+            case cuda_plan::LtEpi::bgradb:
               break;
             case cuda_plan::LtEpi::gelu_aux:
               if (td == LtType::bf16)

@@ -39,15 +39,32 @@ inline const char* lt_name(LtType t) {
 /// The epilogue of a product beyond its bias (cublasLtEpilogue_t), x being the product plus
 /// the bias: none (D = x); gelu (D = gelu(x): CUBLASLT_EPILOGUE_GELU[_BIAS]); gelu_aux
 /// (D = gelu(x), and x written to the aux matrix: GELU_AUX[_BIAS]); dgelu (D = x * gelu'(aux),
-/// the aux matrix read: DGELU; no bias, which DGELU_BGRAD would make a bias gradient).
-enum class LtEpi { none, gelu, gelu_aux, dgelu };
-/// "none", "gelu", "gelu_aux", "dgelu".
+/// the aux matrix read: DGELU; no bias, which DGELU_BGRAD would make a bias gradient);
+/// bgrada / bgradb (D = x, and the bias pointer is an output: the bias gradient, written, not
+/// accumulated: CUBLASLT_EPILOGUE_BGRADA, the m sums over k of op(A) (m x k), "the number of
+/// rows of the matrix D"; BGRADB, the n sums over k of op(B) (k x n), "the number of columns of
+/// the matrix D"; elements of D's type, "the same type as the output elements (Ctype)":
+/// cublasLt.h, cublasLtEpilogue_t and CUBLASLT_MATMUL_DESC_BIAS_POINTER).
+enum class LtEpi { none, gelu, gelu_aux, dgelu, bgrada, bgradb };
+/// "none", "gelu", "gelu_aux", "dgelu", "bgrada", "bgradb".
 inline const char* epi_name(LtEpi e) {
-  return e == LtEpi::none       ? "none"
-         : e == LtEpi::gelu     ? "gelu"
-         : e == LtEpi::gelu_aux ? "gelu_aux"
-                                : "dgelu";
+  switch (e) {
+    case LtEpi::none:
+      return "none";
+    case LtEpi::gelu:
+      return "gelu";
+    case LtEpi::gelu_aux:
+      return "gelu_aux";
+    case LtEpi::dgelu:
+      return "dgelu";
+    case LtEpi::bgrada:
+      return "bgrada";
+    default:
+      return "bgradb";
+  }
 }
+/// Whether e writes the bias pointer (a bias gradient) instead of reading it.
+inline bool bias_gradient(LtEpi e) { return e == LtEpi::bgrada || e == LtEpi::bgradb; }
 /// A product's epilogue: the kind, and for gelu_aux and dgelu the aux matrix (m x n,
 /// column-major, leading dimension ld in elements, D's type: cublasLt.h,
 /// CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, _AUX_LD and _AUX_DATA_TYPE).
@@ -98,6 +115,14 @@ inline Gemm backward_input(int64_t N, int64_t C, int64_t OC, bool wt) {
 inline Gemm backward_weight(int64_t N, int64_t C, int64_t OC, bool wt) {
   return wt ? Gemm{Role::input, Role::grad, false, true, C, OC, N, C, OC, C, 1.0f}
             : Gemm{Role::grad, Role::input, false, true, OC, C, N, OC, C, OC, 1.0f};
+}
+
+/// The epilogue that makes the bias gradient (the column sums of dout (N,OC): OC sums over the
+/// N tokens) in backward_weight's product g: the reduced dimension k is N there, and dout is
+/// A (op(A) = dout^T (OC,N), D's rows: BGRADA) when dW is (C,OC), B (op(B) = dout (N,OC), D's
+/// columns: BGRADB) when w_transposed.
+inline LtEpi bias_gradient_epilogue(const Gemm& g) {
+  return g.a == Role::grad ? LtEpi::bgrada : LtEpi::bgradb;
 }
 
 /// The fp8 forms: cuBLASLt's fp8 products take A transposed and B not ("TN"; cuBLASLt docs,

@@ -80,7 +80,15 @@ Refusal refusal(const Call& c) {
   } else if (c.ep.aux) {
     return no(fmt::format("an aux matrix with the {} epilogue", epi_name(ep)));
   }
-  if (f8 && ep != LtEpi::none) return no("fp8 with an f32 output has no GELU epilogue", true);
+  if (cuda_plan::bias_gradient(ep)) {
+    // the bias gradient is written through the bias pointer: D's type, aligned to it
+    if (!c.bias) return no(fmt::format("the {} epilogue without its bias gradient", epi_name(ep)));
+    if (cuda_plan::alignment_of(c.bias) < uint32_t(cuda_plan::lt_bytes(c.d)))
+      return no(fmt::format("the bias gradient at {} is not aligned to its {}-byte elements",
+                            c.bias, cuda_plan::lt_bytes(c.d)));
+  }
+  if (f8 && ep != LtEpi::none)
+    return no(fmt::format("fp8 with an f32 output has no {} epilogue", epi_name(ep)), true);
   if (f8 && c.bias)
     return no("fp8 with an f32 output takes a bf16 bias only, not an f32 one", true);
   return {};
@@ -88,9 +96,11 @@ Refusal refusal(const Call& c) {
 
 std::string describe(const Call& c) {
   const auto& g = c.g;
+  // a bias gradient epilogue's bias is its output, not a bias: named by the epilogue alone
+  const bool bias_in = c.bias && !cuda_plan::bias_gradient(c.ep.kind);
   const std::string ep = c.ep.kind == cuda_plan::LtEpi::none
                              ? (c.bias ? "bias" : "none")
-                             : fmt::format("{}{}", epi_name(c.ep.kind), c.bias ? "+bias" : "") +
+                             : fmt::format("{}{}", epi_name(c.ep.kind), bias_in ? "+bias" : "") +
                                    (c.ep.aux ? fmt::format(" (aux ld {})", c.ep.ld) : "");
   return fmt::format(
       "A {} {} (lda {}), B {} {} (ldb {}) -> D {} (ldd {}): m {}, n {}, k {}, "

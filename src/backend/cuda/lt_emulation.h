@@ -16,7 +16,13 @@
 //     and no less than D's rows (cublasLt.h, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD), of D's
 //     type (_AUX_DATA_TYPE's default; other types only for fp8 outputs), aligned to its
 //     element; DGELU with a bias is DGELU_BGRAD (a bias gradient), not used here;
-//   - fp8 with an f32 output takes a bias only as bf16 and no GELU epilogue; greentrain also
+//   - the BGRADA and BGRADB epilogues (bias gradients): the bias pointer is their output, of
+//     D's type (cublasLt.h, CUBLASLT_MATMUL_DESC_BIAS_POINTER: "Bias gradient vector elements
+//     are the same type as the output elements"), so it must be given and aligned to D's
+//     element; no aux matrix;
+//   - fp8 with an f32 output takes a bias only as bf16 and no GELU epilogue; nor here a bias
+//     gradient epilogue, which the backend does not ask of fp8 products (whether cuBLASLt has
+//     fp8 BGRAD kernels was not checked: refused as an epilogue only); greentrain also
 //     refuses an fp8 operand without its scale pointer (its copies are always scaled);
 //   - 16-bit and f32 operands pair only with their own type; the bias has D's type;
 //   - a pointer less aligned than its element, or than the alignment the plan declared;
@@ -30,7 +36,8 @@
 namespace gt::cuda_lt {
 
 /// One cublasLtMatmul call: the plan, the operand and output types, the pointers, the
-/// epilogue, and the fp8 scale pointers (null: not given).
+/// epilogue, and the fp8 scale pointers (null: not given). bias: the bias read (D's type), or
+/// with a bias gradient epilogue (cuda_plan::bias_gradient) the bias gradient written.
 struct Call {
   cuda_plan::Gemm g;
   cuda_plan::LtType a, b, d;
