@@ -449,6 +449,12 @@ if want 4 && needs 4 "$gt" && limit 4 200 40; then
       --set train.precision=bf16 --set train.fusion=on --set train.attention=cudnn
     g2args+=(--cudnn-run "$work/s4-gpt2-bf16-cudnn" --cudnn-log "$logs/s4-gpt2-bf16-cudnn.log" --rc-cudnn "$rc")
   fi
+  # the same run queued op by op (train.cuda_graph = off): what the step's graph gives
+  if limit_q 100 30; then
+    train_until s4-gpt2-bf16-nograph gpt2 $((lim < 80 ? lim : 80)) "${g2[6]}" --set "train.device=$dev" \
+      --set train.precision=bf16 --set train.fusion=on --set train.cuda_graph=off
+    g2args+=(--nograph-run "$work/s4-gpt2-bf16-nograph" --nograph-log "$logs/s4-gpt2-bf16-nograph.log" --rc-nograph "$rc")
+  fi
   # where the step's time goes: 20 steps under GT_PROFILE (each op timed between two
   # synchronizations; the table is printed when the run ends, so it runs to its end)
   if [ "$rehearse" = 0 ] && limit_q 90 40; then

@@ -376,7 +376,7 @@ def train_stats(run_dir, peak, measured_peak, warm_steps, log=None):
     r = {"run_dir": run_dir, "summary_found": bool(s), "steps": len(st),
          "last_loss": m[st[-1]]["loss"] if st else None, "val_loss": s.get("val_loss"),
          "device": s.get("device"), "precision": s.get("precision"), "fusion": s.get("fusion"),
-         "attention": s.get("attention"),
+         "attention": s.get("attention"), "cuda_graph": s.get("cuda_graph"),
          "num_params": s.get("num_params"), "flops_per_token": s.get("flops_per_token"),
          "tokens": s.get("tokens"), "tokens_per_s_run": s.get("tokens_per_s")}
     if r["flops_per_token"] is None and log:
@@ -502,14 +502,21 @@ def cmd_gpt2(args):
     rows = [[f"greentrain {args.precision}", fmt(gt["tokens_per_s"], "{:.0f}"),
              fmt(gt["mfu_datasheet"], "{:.1%}"), fmt(gt["gpu_joules_per_token"], "{:.3e}"),
              fmt(gt["gpu_avg_w"], "{:.0f}"), "1.00x", "1.00x"]]
-    if args.cudnn_run:  # train.attention = cudnn, the same run otherwise
-        cu = train_stats(args.cudnn_run, args.peak, args.measured_peak, args.warm, args.cudnn_log)
+    # the same run with one setting changed: train.attention = cudnn, train.cuda_graph = off
+    for key, label, run, log, rc in [
+            ("greentrain_cudnn_attention", "cuDNN attention", args.cudnn_run, args.cudnn_log,
+             args.rc_cudnn),
+            ("greentrain_no_cuda_graph", "no CUDA graph", args.nograph_run, args.nograph_log,
+             args.rc_nograph)]:
+        if not run:
+            continue
+        cu = train_stats(run, args.peak, args.measured_peak, args.warm, log)
         cu_ok = cu["steps"] == args.steps
-        doc["greentrain_cudnn_attention"] = {**cu, "exit_status": args.rc_cudnn, **(
+        doc[key] = {**cu, "exit_status": rc, **(
             {} if cu_ok else {"reason": f"{cu['steps']} of {args.steps} steps (exit status "
-                                        f"{args.rc_cudnn})", "log_tail": tail(args.cudnn_log)})}
+                                        f"{rc})", "log_tail": tail(log)})}
         own_tps = gt["tokens_per_s"]
-        rows.append([f"greentrain {args.precision}, cuDNN attention", fmt(cu["tokens_per_s"], "{:.0f}"),
+        rows.append([f"greentrain {args.precision}, {label}", fmt(cu["tokens_per_s"], "{:.0f}"),
                      fmt(cu["mfu_datasheet"], "{:.1%}"), fmt(cu["gpu_joules_per_token"], "{:.3e}"),
                      fmt(cu["gpu_avg_w"], "{:.0f}"),
                      fmt(cu["tokens_per_s"] / own_tps if cu["tokens_per_s"] and own_tps else None, "{:.2f}x"),
@@ -862,6 +869,9 @@ def main():
     s.add_argument("--cudnn-run", default="")
     s.add_argument("--cudnn-log", default="")
     s.add_argument("--rc-cudnn", type=int, default=-1)
+    s.add_argument("--nograph-run", default="")
+    s.add_argument("--nograph-log", default="")
+    s.add_argument("--rc-nograph", type=int, default=-1)
 
     s = stage_parser("peak", 5, cmd_peak)
     s.add_argument("--result", required=True)

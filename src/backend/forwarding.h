@@ -26,7 +26,9 @@ class OpCall {
   void (*call_)(void*);
 };
 
-/// Forwards every call to `inner`; each op (and adamw_step) runs through around().
+/// Forwards every call to `inner`; each op (and adamw_step) runs through around(). Graph
+/// capture (Backend::begin_graph) is not forwarded: a wrapper sees each op as it runs (the
+/// profiler synchronizes around it), which a captured step would not.
 class ForwardingBackend : public Backend {
  public:
   explicit ForwardingBackend(std::unique_ptr<Backend> inner) : in_(std::move(inner)) {}
