@@ -364,10 +364,10 @@ void Trainer::queue_as_graph(const std::function<void()>& queue) {
   // step itself, such as a bad token, is raised again there)
   graph_.use = false;
   graph_.why_not = fmt::format("the capture of step {} failed: {}", step_ + 1, why);
+  queue();  // (said after it: an error of the step's own is raised there, without this line)
   if (log_)
     std::fprintf(log_, "greentrain: train.cuda_graph: %s; the run goes on without a graph\n",
                  graph_.why_not.c_str());
-  queue();
 }
 
 double Trainer::end_step(const OptimizerResult& opt, double loss) {

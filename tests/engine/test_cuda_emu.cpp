@@ -118,6 +118,10 @@ TEST(CudaEmu, StepsAfterTheFirstRunAsOneGraphWithTheSameLosses) {
     EXPECT_EQ(eager.graph["used"], false);
     EXPECT_EQ(eager.graph["why_not"], "train.cuda_graph = off");
   }
+  // many micro-batches: each uploads its index through a pinned buffer of its own, all made by
+  // the first step (a capture makes no pinned memory)
+  const GraphRun many = run_with_graph(d, "graph-accum20", true, Precision::bf16, 20);
+  EXPECT_EQ(many.graph["launches"], 3) << many.graph.dump();
 }
 
 // A capture that fails (here on purpose: the runtime's fail_captures) costs nothing but the
@@ -145,6 +149,38 @@ TEST(CudaEmu, AStepWhoseCaptureFailsRunsWithoutAGraph) {
       << failed.graph.dump();
 }
 
+/// One product on its own cuda-emu backend: x (N x C) times w (OC x C), under precision p.
+struct EmuProduct {
+  std::unique_ptr<Backend> be = make_backend("cuda-emu");
+  float *x = nullptr, *w = nullptr, *out = nullptr;
+  int N, C, OC;
+  EmuProduct(const std::vector<float>& hx, int n, int c, int oc, Precision p) : N(n), C(c), OC(oc) {
+    be->set_precision(p);
+    x = up(hx);
+    w = up(std::vector<float>(size_t(OC) * C));
+    out = up(std::vector<float>(size_t(N) * OC));
+  }
+  ~EmuProduct() {
+    for (float* p : {x, w, out}) be->deallocate(p);
+  }
+  float* up(const std::vector<float>& h) {
+    auto* p = static_cast<float*>(be->allocate(h.size() * sizeof(float)));
+    be->copy_to_device(p, h.data(), h.size() * sizeof(float));
+    return p;
+  }
+  void set_weights(const std::vector<float>& h) {
+    be->copy_to_device(w, h.data(), h.size() * sizeof(float));
+    be->weights_updated();
+  }
+  void queue() { be->matmul_forward(DevPtr(out), ConstDevPtr(x), w, nullptr, N, C, OC, false); }
+  std::vector<float> forward() {
+    queue();
+    std::vector<float> h(size_t(N) * OC);
+    be->copy_to_host(h.data(), out, h.size() * sizeof(float));
+    return h;
+  }
+};
+
 // What the backend marks done while it captures (a weight's 16-bit copy made) is undone when the
 // capture does not run, so the same op queued again without a graph makes the copy.
 TEST(CudaEmu, AnAbandonedCaptureLeavesNoStaleWeightCopy) {
@@ -153,41 +189,11 @@ TEST(CudaEmu, AnAbandonedCaptureLeavesNoStaleWeightCopy) {
   for (size_t i = 0; i < x.size(); ++i) x[i] = 0.1f * float(i % 7) - 0.3f;
   for (size_t i = 0; i < w1.size(); ++i) w1[i] = 0.05f * float(i % 11) - 0.25f;
   for (size_t i = 0; i < w2.size(); ++i) w2[i] = 0.5f - 0.03f * float(i % 13);
-  struct Device {
-    std::unique_ptr<Backend> be = make_backend("cuda-emu");
-    float *x = nullptr, *w = nullptr, *out = nullptr;
-    int N, C, OC;
-    Device(const std::vector<float>& hx, int n, int c, int oc) : N(n), C(c), OC(oc) {
-      be->set_precision(Precision::bf16);
-      x = up(hx);
-      w = up(std::vector<float>(size_t(OC) * C));
-      out = up(std::vector<float>(size_t(N) * OC));
-    }
-    ~Device() {
-      for (float* p : {x, w, out}) be->deallocate(p);
-    }
-    float* up(const std::vector<float>& h) {
-      auto* p = static_cast<float*>(be->allocate(h.size() * sizeof(float)));
-      be->copy_to_device(p, h.data(), h.size() * sizeof(float));
-      return p;
-    }
-    void set_weights(const std::vector<float>& h) {
-      be->copy_to_device(w, h.data(), h.size() * sizeof(float));
-      be->weights_updated();
-    }
-    void queue() { be->matmul_forward(DevPtr(out), ConstDevPtr(x), w, nullptr, N, C, OC, false); }
-    std::vector<float> forward() {
-      queue();
-      std::vector<float> h(size_t(N) * OC);
-      be->copy_to_host(h.data(), out, h.size() * sizeof(float));
-      return h;
-    }
-  };
-  Device fresh(x, N, C, OC);
+  EmuProduct fresh(x, N, C, OC, Precision::bf16);
   fresh.set_weights(w2);
   const std::vector<float> expected = fresh.forward();
 
-  Device d(x, N, C, OC);
+  EmuProduct d(x, N, C, OC, Precision::bf16);
   d.set_weights(w1);
   d.forward();  // w1's copy made
   d.set_weights(w2);
@@ -205,6 +211,24 @@ TEST(CudaEmu, AnAbandonedCaptureLeavesNoStaleWeightCopy) {
   EXPECT_THROW(d.be->copy_to_host(h.data(), d.out, h.size() * sizeof(float)), Error);
   EXPECT_NE(d.be->launch_graph(), "");  // invalidated by the copy: nothing ran
   EXPECT_EQ(d.forward(), expected) << "failed launch: the product used w1's copy";
+}
+
+// An fp8 scaling state first used inside a capture (its memory refused there) is made anew,
+// zeroed, when the op is queued again without a graph.
+TEST(CudaEmu, AnFp8StateFirstUsedInAFailedCaptureStartsFresh) {
+  const int N = 16, C = 16, OC = 16;  // (fp8 products take multiples of 16)
+  std::vector<float> x(N * C), w(OC * C);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = 0.1f * float(i % 7) - 0.3f;
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.05f * float(i % 11) - 0.25f;
+  EmuProduct fresh(x, N, C, OC, Precision::fp8);
+  fresh.set_weights(w);
+  const std::vector<float> expected = fresh.forward();
+  EmuProduct d(x, N, C, OC, Precision::fp8);
+  d.set_weights(w);
+  d.be->begin_graph();
+  EXPECT_THROW(d.queue(), Error);  // the state's cudaMalloc is refused while capturing
+  d.be->abandon_graph();
+  EXPECT_EQ(d.forward(), expected);
 }
 
 /// The products of one GPT-2 124M step (B 32, T 1024, V 50304) under `precision`, recorded

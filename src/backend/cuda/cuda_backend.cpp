@@ -207,6 +207,14 @@ class CudaRuntime {
   /// Returns true when updated. Errors: gt::Error naming the call (an invalidated capture:
   /// cudaStreamEndCapture's error).
   bool end_capture_and_launch() {
+    try {
+      return end_and_launch();
+    } catch (...) {
+      (void)cudaGetLastError();  // so that the step queued again does not report it
+      throw;
+    }
+  }
+  bool end_and_launch() {
     cudaGraph_t g = nullptr;
     cuda_check(cudaStreamEndCapture(stream_, &g), "cudaStreamEndCapture");
     bool updated = false;

@@ -716,9 +716,10 @@ class CudaBackendT final : public Backend {
   /// it was made now (zeroed: its first use takes the tensor's own amax).
   std::pair<float*, bool> fp8_state(const float* owner, Fp8Use use) {
     auto [st, fresh] = fp8_state_.try_emplace({owner, int(use)}, &rt_);
+    // (recorded before its memory is allocated, which a capture refuses)
+    if (fresh && capturing_) made_in_capture_.push_back(st->first);
     float* state = st->second.template as<float>(cuda_math::kFp8StateFloats);
     if (fresh) rt_.memset0(state, cuda_math::kFp8StateFloats * sizeof(float));
-    if (fresh && capturing_) made_in_capture_.push_back(st->first);
     return {state, fresh};
   }
   /// The fp8 copy of x (rows, cols), transposed when asked. Its scaling state belongs to the
@@ -821,7 +822,10 @@ class CudaBackendT final : public Backend {
   DevBuffer<RT> qkv32_{&rt_};  ///< a bf16 qkv widened, where the flash form cannot read it
   std::vector<int32_t> tokens_host_, index_host_;
   std::unordered_map<const int32_t*, std::vector<int32_t>> host_tokens_;
-  static constexpr size_t kStaging = 16;  ///< pinned upload buffers between synchronizations
+  /// Pinned upload buffers between synchronizations: enough for a step of up to 63
+  /// micro-batches (an index each, and the AdamW chunk table), so that the process's first
+  /// step, which runs without a graph, makes every buffer a captured step uses.
+  static constexpr size_t kStaging = 64;
   std::vector<void*> staging_;
   std::vector<size_t> staging_bytes_;
   size_t staged_since_sync_ = 0;

@@ -87,11 +87,24 @@ class HostRuntime {
   void d2h(void* dst, const void* src, size_t bytes) { simt::memcpy_d2h(stream_, dst, src, bytes); }
   void sync() { simt::stream_synchronize(stream_); }
   void* malloc_host(size_t bytes) {
+    refuse_while_capturing("cudaHostAlloc");
     void* p = std::aligned_alloc(256, (std::max<size_t>(bytes, 1) + 255) / 256 * 256);
     if (!p) throw Error(fmt::format("cuda-emu: cannot allocate {} bytes of host memory", bytes));
     return p;
   }
-  void free_host(void* p) { std::free(p); }
+  void free_host(void* p) {
+    refuse_while_capturing("cudaFreeHost");
+    std::free(p);
+  }
+  /// Pinned memory is made and freed outside a capture: whether CUDA allows it during one
+  /// (cudaStreamCaptureModeThreadLocal) is not documented, and cudaFreeHost synchronizes.
+  void refuse_while_capturing(const char* what) {
+    if (simt::stream_capturing(stream_))
+      throw Error(fmt::format(
+          "cuda-emu: {} while the stream is capturing a graph (the backend makes its pinned "
+          "buffers before a capture)",
+          what));
+  }
   void h2d_async(void* dst, const void* src, size_t bytes) {
     simt::memcpy_h2d_async(stream_, dst, src, bytes);
   }
