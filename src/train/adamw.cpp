@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "backend/adam_math.h"
 #include "core/error.h"
 
 namespace gt {
@@ -70,15 +71,6 @@ std::vector<AdamPiece> whole_tensor_pieces(GPT& model, Arena& m, Arena& v, const
   return pieces;
 }
 
-double grad_multiplier(double norm, double loss_scale, double clip) {
-  double mult = 1.0 / loss_scale;
-  if (clip > 0) {
-    const double coef = clip / (norm + 1e-6);
-    if (coef < 1.0) mult *= coef;
-  }
-  return mult;
-}
-
 void adamw_apply(Backend& be, const std::vector<AdamPiece>& pieces, double grad_mult, float lr,
                  const TrainConfig& cfg, int64_t t) {
   const float b1 = static_cast<float>(cfg.beta1), b2 = static_cast<float>(cfg.beta2),
@@ -111,7 +103,7 @@ OptimizerResult optimizer_step(Backend& be, GPT& model, Arena& m, Arena& v, cons
   }
   r.grad_norm = std::sqrt(sq) / loss_scale;
   adamw_apply(be, whole_tensor_pieces(model, m, v, cfg),
-              grad_multiplier(r.grad_norm, loss_scale, cfg.grad_clip), lr, cfg, t);
+              adam_grad_mult(sq, loss_scale, cfg.grad_clip), lr, cfg, t);
   be.weights_updated();
   return r;
 }
@@ -162,8 +154,8 @@ double clip_and_update(Backend& be, GPT& model, Arena& m, Arena& v, const TrainC
   const double norm = std::sqrt(sq);
   TrainConfig unfused = cfg;  // the plain chain: clip by scaling, then adamw_update per tensor
   unfused.fusion = false;
-  adamw_apply(be, whole_tensor_pieces(model, m, v, cfg), grad_multiplier(norm, 1.0, cfg.grad_clip),
-              lr, unfused, t);
+  adamw_apply(be, whole_tensor_pieces(model, m, v, cfg), adam_grad_mult(sq, 1.0, cfg.grad_clip), lr,
+              unfused, t);
   be.weights_updated();
   return norm;
 }

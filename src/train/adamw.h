@@ -28,16 +28,12 @@ struct AdamPiece {
 /// like model.params().
 std::vector<AdamPiece> whole_tensor_pieces(GPT& model, Arena& m, Arena& v, const TrainConfig& cfg);
 
-/// The factor the gradients are multiplied by as AdamW reads them: 1 / loss_scale, times the
-/// clip coefficient clip / (norm + 1e-6) when that is below 1 (torch.nn.utils.clip_grad_norm_;
-/// clip <= 0: no clipping). norm: the global L2 norm of the unscaled gradients.
-double grad_multiplier(double norm, double loss_scale, double clip);
-
 /// The one AdamW loop: every piece updated at step t (from 1) and learning rate lr with
-/// train.beta1, beta2 and eps, the gradients multiplied by grad_mult. With train.fusion on, one
-/// Backend::adamw_fused pass over all pieces; off, Backend::scale (when grad_mult != 1) and
-/// adamw_update per piece (the unfused chain: the gradients are left scaled). Does not mark
-/// the weight copies stale (the caller does, once every piece is done).
+/// train.beta1, beta2 and eps, the gradients multiplied by grad_mult (adam_grad_mult() in
+/// backend/adam_math.h). With train.fusion on, one Backend::adamw_fused pass over all pieces;
+/// off, Backend::scale (when grad_mult != 1) and adamw_update per piece (the unfused chain: the
+/// gradients are left scaled). Does not mark the weight copies stale (the caller does, once every
+/// piece is done).
 void adamw_apply(Backend& be, const std::vector<AdamPiece>& pieces, double grad_mult, float lr,
                  const TrainConfig& cfg, int64_t t);
 

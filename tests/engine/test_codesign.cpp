@@ -10,6 +10,7 @@
 #include <tuple>
 #include <vector>
 
+#include "backend/adam_math.h"
 #include "backend/backend.h"
 #include "core/error.h"
 #include "model/gpt.h"
@@ -514,12 +515,14 @@ TEST(Optimizer, PiecesOfATensorUpdateAsTheWholeTensor) {
   }
 }
 
-// The gradient multiplier: the loss scale undone, then torch's clip_grad_norm_ coefficient.
+// The gradient multiplier: the loss scale undone, then torch's clip_grad_norm_ coefficient, from
+// the sum of squares of the scaled gradients (here of norms 512, 10 and 80: exact square roots).
 TEST(Optimizer, GradientMultiplierUnscalesThenClips) {
-  EXPECT_DOUBLE_EQ(grad_multiplier(0.5, 1024.0, 1.0), 1.0 / 1024);  // no clip below the norm
-  EXPECT_DOUBLE_EQ(grad_multiplier(10.0, 1.0, 1.0), 1.0 / (10.0 + 1e-6));
-  EXPECT_DOUBLE_EQ(grad_multiplier(10.0, 8.0, 2.0), 2.0 / (10.0 + 1e-6) / 8.0);
-  EXPECT_DOUBLE_EQ(grad_multiplier(10.0, 1.0, 0.0), 1.0);  // clip 0: off
+  // no clip below the norm: norm 512 / 1024 = 0.5
+  EXPECT_DOUBLE_EQ(adam_grad_mult(512.0 * 512.0, 1024.0, 1.0), 1.0 / 1024);
+  EXPECT_DOUBLE_EQ(adam_grad_mult(100.0, 1.0, 1.0), 1.0 / (10.0 + 1e-6));
+  EXPECT_DOUBLE_EQ(adam_grad_mult(80.0 * 80.0, 8.0, 2.0), 2.0 / (10.0 + 1e-6) / 8.0);  // norm 10
+  EXPECT_DOUBLE_EQ(adam_grad_mult(100.0, 1.0, 0.0), 1.0);  // clip 0: off
 }
 
 struct ModelRun {
