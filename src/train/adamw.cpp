@@ -72,11 +72,11 @@ std::vector<AdamPiece> whole_tensor_pieces(GPT& model, Arena& m, Arena& v, const
 }
 
 void adamw_apply(Backend& be, const std::vector<AdamPiece>& pieces, double grad_mult, float lr,
-                 const TrainConfig& cfg, int64_t t) {
+                 const TrainConfig& cfg, bool fused, int64_t t) {
   const float b1 = static_cast<float>(cfg.beta1), b2 = static_cast<float>(cfg.beta2),
               eps = static_cast<float>(cfg.eps), mult = static_cast<float>(grad_mult);
   if (pieces.empty()) return;
-  if (cfg.fusion) {
+  if (fused) {
     const PieceArrays a(pieces);
     be.adamw_fused(a.p.data(), a.g.data(), a.m.data(), a.v.data(), a.n.data(), a.wd.data(),
                    static_cast<int>(pieces.size()), mult, lr, b1, b2, eps, t);
@@ -103,7 +103,7 @@ OptimizerResult optimizer_step(Backend& be, GPT& model, Arena& m, Arena& v, cons
   }
   r.grad_norm = std::sqrt(sq) / loss_scale;
   adamw_apply(be, whole_tensor_pieces(model, m, v, cfg),
-              adam_grad_mult(sq, loss_scale, cfg.grad_clip), lr, cfg, t);
+              adam_grad_mult(sq, loss_scale, cfg.grad_clip), lr, cfg, cfg.fusion, t);
   be.weights_updated();
   return r;
 }
@@ -152,10 +152,9 @@ double clip_and_update(Backend& be, GPT& model, Arena& m, Arena& v, const TrainC
         "the gradient of '{}' holds inf or NaN (global norm {}): the weights were not updated",
         bad < model.specs().size() ? model.specs()[bad].name : std::string("?"), sq));
   const double norm = std::sqrt(sq);
-  TrainConfig unfused = cfg;  // the plain chain: clip by scaling, then adamw_update per tensor
-  unfused.fusion = false;
+  // the plain chain: clip by scaling, then adamw_update per tensor
   adamw_apply(be, whole_tensor_pieces(model, m, v, cfg), adam_grad_mult(sq, 1.0, cfg.grad_clip), lr,
-              unfused, t);
+              cfg, /*fused=*/false, t);
   be.weights_updated();
   return norm;
 }

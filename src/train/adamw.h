@@ -29,13 +29,13 @@ struct AdamPiece {
 std::vector<AdamPiece> whole_tensor_pieces(GPT& model, Arena& m, Arena& v, const TrainConfig& cfg);
 
 /// The one AdamW loop: every piece updated at step t (from 1) and learning rate lr with
-/// train.beta1, beta2 and eps, the gradients multiplied by grad_mult (adam_grad_mult() in
-/// backend/adam_math.h). With train.fusion on, one Backend::adamw_fused pass over all pieces;
-/// off, Backend::scale (when grad_mult != 1) and adamw_update per piece (the unfused chain: the
-/// gradients are left scaled). Does not mark the weight copies stale (the caller does, once every
-/// piece is done).
+/// cfg's train.beta1, beta2 and eps, the gradients multiplied by grad_mult (adam_grad_mult() in
+/// backend/adam_math.h). fused (train.fusion in a training step; cfg.fusion is not read): one
+/// Backend::adamw_fused pass over all pieces; not fused: Backend::scale (when grad_mult != 1) and
+/// adamw_update per piece (the unfused chain: the gradients are left scaled). Does not mark the
+/// weight copies stale (the caller does, once every piece is done).
 void adamw_apply(Backend& be, const std::vector<AdamPiece>& pieces, double grad_mult, float lr,
-                 const TrainConfig& cfg, int64_t t);
+                 const TrainConfig& cfg, bool fused, int64_t t);
 
 /// Clips the gradients of `model` to cfg.grad_clip (global L2 norm, as
 /// torch.nn.utils.clip_grad_norm_: scale by clip/(norm+1e-6) when that is below 1) and

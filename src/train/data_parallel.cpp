@@ -251,7 +251,8 @@ OptimizerResult Zero1::optimizer_step(float lr, int64_t t, double loss_scale) {
         {P + pc.range.begin, G + pc.range.begin, M + pc.shard_offset, V + pc.shard_offset,
          (int64_t)pc.range.size(),
          c_.model.specs()[pc.tensor].decay ? static_cast<float>(c_.cfg.weight_decay) : 0.0f});
-  adamw_apply(be, pieces, adam_grad_mult(sq, loss_scale, c_.cfg.grad_clip), lr, c_.cfg, t);
+  adamw_apply(be, pieces, adam_grad_mult(sq, loss_scale, c_.cfg.grad_clip), lr, c_.cfg,
+              c_.cfg.fusion, t);
   if (!be.host_readable()) be.synchronize();
   sync_->gather_params(P);  // every rank's updated chunks
   be.weights_updated();
