@@ -498,15 +498,15 @@ TEST(Optimizer, PiecesOfATensorUpdateAsTheWholeTensor) {
                        v1 = randn(n, 4, 0.1f);
     for (auto& x : v1) x = x * x;
     std::vector<float> p2 = p1, g2 = g1, m2 = m1, v2 = v1;
-    adamw_apply(*be, {{p1.data(), g1.data(), m1.data(), v1.data(), n, 0.1f}}, 0.25, 1e-3f, cfg,
-                fused, 3);
+    adamw_apply(*be, AdamPieces({{p1.data(), g1.data(), m1.data(), v1.data(), n, 0.1f}}), 0.25,
+                1e-3f, cfg, fused, 3);
     std::vector<AdamPiece> pieces;
     for (int64_t lo : {0, 1, 333, 999}) {  // [0,1) [1,333) [333,999) [999,1000)
       const int64_t hi = lo == 0 ? 1 : lo == 1 ? 333 : lo == 333 ? 999 : n;
       pieces.push_back(
           {p2.data() + lo, g2.data() + lo, m2.data() + lo, v2.data() + lo, hi - lo, 0.1f});
     }
-    adamw_apply(*be, pieces, 0.25, 1e-3f, cfg, fused, 3);
+    adamw_apply(*be, AdamPieces(pieces), 0.25, 1e-3f, cfg, fused, 3);
     EXPECT_EQ(p1, p2) << "fused " << fused;
     EXPECT_EQ(m1, m2) << "fused " << fused;
     EXPECT_EQ(v1, v2) << "fused " << fused;
