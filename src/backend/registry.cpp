@@ -14,8 +14,8 @@
 #ifdef GT_HAVE_ONEDNN
 #include "backend/cpu/cpu_backend.h"
 #endif
+#include "backend/adam_math.h"
 #include "backend/cuda/cuda_backend.h"
-#include "backend/cuda/kernel_math.h"
 #include "backend/ref/ref_backend.h"
 #include "core/error.h"
 
@@ -192,8 +192,7 @@ const AdamStepResult* Backend::adamw_step(const AdamStep& s) {
   step_result_.norm_sq = sum_squares(s.grads, s.grads_n);
   step_result_.nonfinite_state = -1;  // not checked here: the caller checks the states
   if (!std::isfinite(step_result_.norm_sq)) return &step_result_;
-  const float mult =
-      static_cast<float>(cuda_math::adam_grad_mult(step_result_.norm_sq, s.loss_scale, s.clip));
+  const float mult = static_cast<float>(adam_grad_mult(step_result_.norm_sq, s.loss_scale, s.clip));
   adamw_fused(s.p, s.g, s.m, s.v, s.n, s.wd, s.count, mult, s.lr, s.beta1, s.beta2, s.eps, s.t);
   return &step_result_;
 }

@@ -437,8 +437,7 @@ void GPT::backward(float dloss) {
   be_.zero(dres_, sizeof(float) * N * C);
   be_.layernorm_backward(dres_, gv_.lnf_w, gv_.lnf_b, dC_, xL, pv_.lnf_w, lnf_mean_, lnf_rstd_, N,
                          C);  // dres (N, C) = d(xL)
-  const std::vector<GradGroup> groups = grad_ready_ ? grad_groups() : std::vector<GradGroup>();
-  if (grad_ready_) grad_ready_(groups.front());  // ln_f
+  if (grad_ready_) grad_ready_(lnf_grads());
   for (int l = cfg_.n_layer - 1; l >= 0; --l) {
     recompute_for_backward(l, B, T);
     if (fused_)  // (both call the hook for the block's MLP half)
@@ -448,7 +447,7 @@ void GPT::backward(float dloss) {
     if (grad_ready_) grad_ready_(attention_grads(l));
   }
   be_.embedding_backward(gv_.wte, gv_.wpe, dres_, inputs_, B, T, C);  // dwte, dwpe +=
-  if (grad_ready_) grad_ready_(groups.back());                        // wte, wpe
+  if (grad_ready_) grad_ready_(embedding_grads());
 }
 
 GPT::GradGroup GPT::mlp_grads(int l) const {
@@ -461,14 +460,19 @@ GPT::GradGroup GPT::attention_grads(int l) const {
   return {g.ln1_w, g.attproj_b + cfg_.n_embd};
 }
 
+GPT::GradGroup GPT::lnf_grads() const { return {gv_.lnf_w, gv_.lnf_b + cfg_.n_embd}; }
+
+GPT::GradGroup GPT::embedding_grads() const {
+  return {gv_.wte, gv_.wpe + (int64_t)cfg_.block_size * cfg_.n_embd};
+}
+
 std::vector<GPT::GradGroup> GPT::grad_groups() const {
-  const int64_t C = cfg_.n_embd;
-  std::vector<GradGroup> g{{gv_.lnf_w, gv_.lnf_b + C}};
+  std::vector<GradGroup> g{lnf_grads()};
   for (int l = cfg_.n_layer - 1; l >= 0; --l) {
     g.push_back(mlp_grads(l));
     g.push_back(attention_grads(l));
   }
-  g.push_back({gv_.wte, gv_.wpe + (int64_t)cfg_.block_size * C});
+  g.push_back(embedding_grads());
   return g;
 }
 

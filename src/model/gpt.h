@@ -241,6 +241,8 @@ class GPT {
   void attention_input_backward(int l, int64_t N);
   GradGroup mlp_grads(int l) const;        // block l's ln_2, c_fc, c_proj
   GradGroup attention_grads(int l) const;  // block l's ln_1, c_attn, attn c_proj
+  GradGroup lnf_grads() const;             // ln_f
+  GradGroup embedding_grads() const;       // wte, wpe
   void recompute_for_backward(int l, int B, int T);
   void check_precision() const;
   void mlp_gelu(LayerActivations& L, int64_t n, bool with_dgelu);

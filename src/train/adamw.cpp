@@ -5,7 +5,9 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <utility>
 
+#include "backend/adam_math.h"
 #include "core/error.h"
 
 namespace gt {
@@ -36,27 +38,20 @@ double arena_sum_squares(Backend& be, Arena& a, size_t* first_bad) {
   return sq;
 }
 
-// The pieces as the arrays Backend::adamw_fused and AdamStep take (piece i at index i).
-struct PieceArrays {
-  std::vector<float*> p, m, v;
-  std::vector<const float*> g;
-  std::vector<int64_t> n;
-  std::vector<float> wd;
-  explicit PieceArrays(const std::vector<AdamPiece>& pieces) {
-    for (const AdamPiece& pc : pieces) {
-      p.push_back(pc.p);
-      g.push_back(pc.g);
-      m.push_back(pc.m);
-      v.push_back(pc.v);
-      n.push_back(pc.n);
-      wd.push_back(pc.weight_decay);
-    }
-  }
-};
-
 }  // namespace
 
-std::vector<AdamPiece> whole_tensor_pieces(GPT& model, Arena& m, Arena& v, const TrainConfig& cfg) {
+AdamPieces::AdamPieces(std::vector<AdamPiece> pieces) : pieces_(std::move(pieces)) {
+  for (const AdamPiece& pc : pieces_) {
+    p_.push_back(pc.p);
+    g_.push_back(pc.g);
+    m_.push_back(pc.m);
+    v_.push_back(pc.v);
+    n_.push_back(pc.n);
+    wd_.push_back(pc.weight_decay);
+  }
+}
+
+AdamPieces whole_tensor_pieces(GPT& model, Arena& m, Arena& v, const TrainConfig& cfg) {
   Arena& p = model.params();
   Arena& g = model.grads();
   std::vector<AdamPiece> pieces(p.size());
@@ -67,38 +62,28 @@ std::vector<AdamPiece> whole_tensor_pieces(GPT& model, Arena& m, Arena& v, const
         m.at(i).f32(),   v.at(i).f32(),
         p.at(i).numel(), model.specs()[i].decay ? static_cast<float>(cfg.weight_decay) : 0.0f};
   }
-  return pieces;
+  return AdamPieces(std::move(pieces));
 }
 
-double grad_multiplier(double norm, double loss_scale, double clip) {
-  double mult = 1.0 / loss_scale;
-  if (clip > 0) {
-    const double coef = clip / (norm + 1e-6);
-    if (coef < 1.0) mult *= coef;
-  }
-  return mult;
-}
-
-void adamw_apply(Backend& be, const std::vector<AdamPiece>& pieces, double grad_mult, float lr,
-                 const TrainConfig& cfg, int64_t t) {
+void adamw_apply(Backend& be, const AdamPieces& pieces, double grad_mult, float lr,
+                 const TrainConfig& cfg, bool fused, int64_t t) {
   const float b1 = static_cast<float>(cfg.beta1), b2 = static_cast<float>(cfg.beta2),
               eps = static_cast<float>(cfg.eps), mult = static_cast<float>(grad_mult);
   if (pieces.empty()) return;
-  if (cfg.fusion) {
-    const PieceArrays a(pieces);
-    be.adamw_fused(a.p.data(), a.g.data(), a.m.data(), a.v.data(), a.n.data(), a.wd.data(),
-                   static_cast<int>(pieces.size()), mult, lr, b1, b2, eps, t);
+  if (fused) {
+    be.adamw_fused(pieces.p(), pieces.g(), pieces.m(), pieces.v(), pieces.n(), pieces.wd(),
+                   pieces.count(), mult, lr, b1, b2, eps, t);
     return;
   }
-  for (const AdamPiece& pc : pieces) {
+  for (const AdamPiece& pc : pieces.pieces()) {
     // the unfused chain scales the gradient in place, then updates from it
     if (grad_mult != 1.0) be.scale(const_cast<float*>(pc.g), mult, pc.n);
     be.adamw_update(pc.p, pc.g, pc.m, pc.v, pc.n, lr, b1, b2, eps, pc.weight_decay, t);
   }
 }
 
-OptimizerResult optimizer_step(Backend& be, GPT& model, Arena& m, Arena& v, const TrainConfig& cfg,
-                               float lr, int64_t t, double loss_scale) {
+OptimizerResult optimizer_step(Backend& be, GPT& model, const AdamPieces& pieces,
+                               const TrainConfig& cfg, float lr, int64_t t, double loss_scale) {
   OptimizerResult r;
   Arena& g = model.grads();
   size_t bad = 0;
@@ -110,26 +95,28 @@ OptimizerResult optimizer_step(Backend& be, GPT& model, Arena& m, Arena& v, cons
     return r;
   }
   r.grad_norm = std::sqrt(sq) / loss_scale;
-  adamw_apply(be, whole_tensor_pieces(model, m, v, cfg),
-              grad_multiplier(r.grad_norm, loss_scale, cfg.grad_clip), lr, cfg, t);
+  adamw_apply(be, pieces, adam_grad_mult(sq, loss_scale, cfg.grad_clip), lr, cfg, cfg.fusion, t);
   be.weights_updated();
   return r;
 }
 
-const AdamStepResult* optimizer_step_async(Backend& be, GPT& model, Arena& m, Arena& v,
+OptimizerResult optimizer_step(Backend& be, GPT& model, Arena& m, Arena& v, const TrainConfig& cfg,
+                               float lr, int64_t t, double loss_scale) {
+  return optimizer_step(be, model, whole_tensor_pieces(model, m, v, cfg), cfg, lr, t, loss_scale);
+}
+
+const AdamStepResult* optimizer_step_async(Backend& be, GPT& model, const AdamPieces& pieces,
                                            const TrainConfig& cfg, float lr, int64_t t,
                                            double loss_scale) {
   Arena& g = model.grads();
-  const std::vector<AdamPiece> pieces = whole_tensor_pieces(model, m, v, cfg);
-  const PieceArrays a(pieces);
   AdamStep s;
-  s.p = a.p.data();
-  s.g = a.g.data();
-  s.m = a.m.data();
-  s.v = a.v.data();
-  s.n = a.n.data();
-  s.wd = a.wd.data();
-  s.count = static_cast<int>(pieces.size());
+  s.p = pieces.p();
+  s.g = pieces.g();
+  s.m = pieces.m();
+  s.v = pieces.v();
+  s.n = pieces.n();
+  s.wd = pieces.wd();
+  s.count = pieces.count();
   // the flat gradient buffer: the padding between tensors is zeroed at allocation, never written
   s.grads = static_cast<const float*>(g.base());
   s.grads_n = static_cast<int64_t>(g.bytes() / sizeof(float));
@@ -160,10 +147,9 @@ double clip_and_update(Backend& be, GPT& model, Arena& m, Arena& v, const TrainC
         "the gradient of '{}' holds inf or NaN (global norm {}): the weights were not updated",
         bad < model.specs().size() ? model.specs()[bad].name : std::string("?"), sq));
   const double norm = std::sqrt(sq);
-  TrainConfig unfused = cfg;  // the plain chain: clip by scaling, then adamw_update per tensor
-  unfused.fusion = false;
-  adamw_apply(be, whole_tensor_pieces(model, m, v, cfg), grad_multiplier(norm, 1.0, cfg.grad_clip),
-              lr, unfused, t);
+  // the plain chain: clip by scaling, then adamw_update per tensor
+  adamw_apply(be, whole_tensor_pieces(model, m, v, cfg), adam_grad_mult(sq, 1.0, cfg.grad_clip), lr,
+              cfg, /*fused=*/false, t);
   be.weights_updated();
   return norm;
 }

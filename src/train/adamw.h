@@ -24,22 +24,45 @@ struct AdamPiece {
   float weight_decay = 0;
 };
 
-/// The pieces of every parameter of `model`, whole, with m and v laid out tensor for tensor
-/// like model.params().
-std::vector<AdamPiece> whole_tensor_pieces(GPT& model, Arena& m, Arena& v, const TrainConfig& cfg);
+/// The pieces of an AdamW pass, laid out once both as AdamPiece and as the arrays
+/// Backend::adamw_fused and AdamStep take (piece i at index i). The pointers stay valid as long
+/// as the arenas they point into, which are allocated once for a run, so a strategy builds its
+/// pieces once and every optimizer step reuses them.
+class AdamPieces {
+ public:
+  AdamPieces() = default;
+  explicit AdamPieces(std::vector<AdamPiece> pieces);
+  const std::vector<AdamPiece>& pieces() const { return pieces_; }
+  int count() const { return static_cast<int>(pieces_.size()); }
+  bool empty() const { return pieces_.empty(); }
+  /// The arrays of count() entries: weights, gradients, moments, sizes, weight decays.
+  float* const* p() const { return p_.data(); }
+  const float* const* g() const { return g_.data(); }
+  float* const* m() const { return m_.data(); }
+  float* const* v() const { return v_.data(); }
+  const int64_t* n() const { return n_.data(); }
+  const float* wd() const { return wd_.data(); }
 
-/// The factor the gradients are multiplied by as AdamW reads them: 1 / loss_scale, times the
-/// clip coefficient clip / (norm + 1e-6) when that is below 1 (torch.nn.utils.clip_grad_norm_;
-/// clip <= 0: no clipping). norm: the global L2 norm of the unscaled gradients.
-double grad_multiplier(double norm, double loss_scale, double clip);
+ private:
+  std::vector<AdamPiece> pieces_;
+  std::vector<float*> p_, m_, v_;
+  std::vector<const float*> g_;
+  std::vector<int64_t> n_;
+  std::vector<float> wd_;
+};
+
+/// The pieces of every parameter of `model`, whole, with m and v laid out tensor for tensor
+/// like model.params() (allocated). Throws gt::Error when the gradients are not f32.
+AdamPieces whole_tensor_pieces(GPT& model, Arena& m, Arena& v, const TrainConfig& cfg);
 
 /// The one AdamW loop: every piece updated at step t (from 1) and learning rate lr with
-/// train.beta1, beta2 and eps, the gradients multiplied by grad_mult. With train.fusion on, one
-/// Backend::adamw_fused pass over all pieces; off, Backend::scale (when grad_mult != 1) and
-/// adamw_update per piece (the unfused chain: the gradients are left scaled). Does not mark
-/// the weight copies stale (the caller does, once every piece is done).
-void adamw_apply(Backend& be, const std::vector<AdamPiece>& pieces, double grad_mult, float lr,
-                 const TrainConfig& cfg, int64_t t);
+/// cfg's train.beta1, beta2 and eps, the gradients multiplied by grad_mult (adam_grad_mult() in
+/// backend/adam_math.h). fused (train.fusion in a training step; cfg.fusion is not read): one
+/// Backend::adamw_fused pass over all pieces; not fused: Backend::scale (when grad_mult != 1) and
+/// adamw_update per piece (the unfused chain: the gradients are left scaled). Does not mark the
+/// weight copies stale (the caller does, once every piece is done).
+void adamw_apply(Backend& be, const AdamPieces& pieces, double grad_mult, float lr,
+                 const TrainConfig& cfg, bool fused, int64_t t);
 
 /// Clips the gradients of `model` to cfg.grad_clip (global L2 norm, as
 /// torch.nn.utils.clip_grad_norm_: scale by clip/(norm+1e-6) when that is below 1) and
@@ -61,16 +84,21 @@ struct OptimizerResult {
 };
 /// The precision-aware optimizer step: the gradients hold loss_scale times the true ones;
 /// when any is inf or NaN nothing changes and the result says skipped; otherwise they are
-/// unscaled, clipped (cfg.grad_clip) and AdamW is applied at step t (adamw_apply). Marks the
-/// backend's 16-bit weight copies stale.
+/// unscaled, clipped (cfg.grad_clip) and AdamW is applied at step t (adamw_apply) to `pieces`
+/// (whole_tensor_pieces(), built once for the run). Marks the backend's 16-bit weight copies
+/// stale.
+OptimizerResult optimizer_step(Backend& be, GPT& model, const AdamPieces& pieces,
+                               const TrainConfig& cfg, float lr, int64_t t,
+                               double loss_scale = 1.0);
+/// optimizer_step() over whole_tensor_pieces(model, m, v, cfg), laid out for this one call.
 OptimizerResult optimizer_step(Backend& be, GPT& model, Arena& m, Arena& v, const TrainConfig& cfg,
                                float lr, int64_t t, double loss_scale = 1.0);
 
 /// optimizer_step() with fusion on, without a host synchronization (Backend::adamw_step): the
 /// norm, the clip factor, the skip when a gradient is inf or NaN and AdamW all on the device;
 /// the result (host memory of the backend) is read after the backend's next synchronize().
-/// Marks the 16-bit weight copies stale.
-const AdamStepResult* optimizer_step_async(Backend& be, GPT& model, Arena& m, Arena& v,
+/// pieces: whole_tensor_pieces(). Marks the 16-bit weight copies stale.
+const AdamStepResult* optimizer_step_async(Backend& be, GPT& model, const AdamPieces& pieces,
                                            const TrainConfig& cfg, float lr, int64_t t,
                                            double loss_scale = 1.0);
 /// The name of the first parameter whose gradient holds inf or NaN ("?" when none does).

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
+#include "backend/adam_math.h"
 #include "core/error.h"
 #include "dist/grad_sync.h"
 #include "dist/mpi_comm.h"
@@ -73,7 +75,7 @@ class DataParallel : public TrainStrategy {
   void clear_stop_signal() override { agreed_stop_ = 0; }
 
   OptimizerResult optimizer_step(float lr, int64_t t, double loss_scale) override {
-    return gt::optimizer_step(c_.be, c_.model, c_.m, c_.v, c_.cfg, lr, t, loss_scale);
+    return gt::optimizer_step(c_.be, c_.model, adam_, c_.cfg, lr, t, loss_scale);
   }
   std::string nonfinite_state() override {
     return first_nonfinite_state(c_.be, c_.model, c_.m, c_.v);
@@ -108,6 +110,7 @@ class DataParallel : public TrainStrategy {
     }
     c_.m.allocate(c_.be);
     c_.v.allocate(c_.be);
+    adam_ = whole_tensor_pieces(c_.model, c_.m, c_.v, c_.cfg);
   }
 
  protected:
@@ -116,6 +119,7 @@ class DataParallel : public TrainStrategy {
   std::unique_ptr<dist::Communicator> dev_comm_;  // device collectives (NCCL), when any
   std::unique_ptr<dist::GradSync> sync_;
   int agreed_stop_ = 0;  // the largest stop signal any rank had at the end of the last step
+  AdamPieces adam_;      // what AdamW updates (this rank's shard under ZeRO-1), built once
 };
 
 nlohmann::json DataParallel::summary() {
@@ -195,6 +199,16 @@ class Zero1 final : public DataParallel {
     c_.v.plan("shard", {n});
     c_.m.allocate(c_.be);
     c_.v.allocate(c_.be);
+    // the same update as one process's, over this rank's shard
+    float *P = flat(c_.model.params()), *G = flat(c_.model.grads());
+    float *M = c_.m.at(0).f32(), *V = c_.v.at(0).f32();
+    std::vector<AdamPiece> pieces;
+    for (auto& pc : pieces_)
+      pieces.push_back(
+          {P + pc.range.begin, G + pc.range.begin, M + pc.shard_offset, V + pc.shard_offset,
+           (int64_t)pc.range.size(),
+           c_.model.specs()[pc.tensor].decay ? static_cast<float>(c_.cfg.weight_decay) : 0.0f});
+    adam_ = AdamPieces(std::move(pieces));
   }
 
   OptimizerResult optimizer_step(float lr, int64_t t, double loss_scale) override;
@@ -226,7 +240,6 @@ OptimizerResult Zero1::optimizer_step(float lr, int64_t t, double loss_scale) {
   OptimizerResult r;
   Backend& be = c_.be;
   float *P = flat(c_.model.params()), *G = flat(c_.model.grads());
-  float *M = c_.m.at(0).f32(), *V = c_.v.at(0).f32();
   double sq = 0.0;
   size_t bad = SIZE_MAX;
   for (auto& pc : pieces_) {
@@ -244,14 +257,8 @@ OptimizerResult Zero1::optimizer_step(float lr, int64_t t, double loss_scale) {
     return r;
   }
   r.grad_norm = std::sqrt(sq) / loss_scale;
-  std::vector<AdamPiece> pieces;  // the same update as one process's, over this rank's shard
-  for (auto& pc : pieces_)
-    pieces.push_back(
-        {P + pc.range.begin, G + pc.range.begin, M + pc.shard_offset, V + pc.shard_offset,
-         (int64_t)pc.range.size(),
-         c_.model.specs()[pc.tensor].decay ? static_cast<float>(c_.cfg.weight_decay) : 0.0f});
-  adamw_apply(be, pieces, grad_multiplier(r.grad_norm, loss_scale, c_.cfg.grad_clip), lr, c_.cfg,
-              t);
+  adamw_apply(be, adam_, adam_grad_mult(sq, loss_scale, c_.cfg.grad_clip), lr, c_.cfg,
+              c_.cfg.fusion, t);
   if (!be.host_readable()) be.synchronize();
   sync_->gather_params(P);  // every rank's updated chunks
   be.weights_updated();

@@ -18,13 +18,14 @@ class SingleProcess final : public TrainStrategy {
     }
     c_.m.allocate(c_.be);
     c_.v.allocate(c_.be);
+    pieces_ = whole_tensor_pieces(c_.model, c_.m, c_.v, c_.cfg);
   }
 
   bool losses_on_device() const override { return c_.cfg.fusion; }
 
   OptimizerResult optimizer_step(float lr, int64_t t, double loss_scale) override {
     if (!c_.cfg.fusion)
-      return gt::optimizer_step(c_.be, c_.model, c_.m, c_.v, c_.cfg, lr, t, loss_scale);
+      return gt::optimizer_step(c_.be, c_.model, pieces_, c_.cfg, lr, t, loss_scale);
     queue_optimizer_step(lr, t, loss_scale);
     return finish_optimizer_step(loss_scale);
   }
@@ -33,7 +34,7 @@ class SingleProcess final : public TrainStrategy {
   // synchronization brings back its result and the losses
   void queue_optimizer_step(float lr, int64_t t, double loss_scale) override {
     if (!c_.cfg.fusion) TrainStrategy::queue_optimizer_step(lr, t, loss_scale);
-    queued_ = optimizer_step_async(c_.be, c_.model, c_.m, c_.v, c_.cfg, lr, t, loss_scale);
+    queued_ = optimizer_step_async(c_.be, c_.model, pieces_, c_.cfg, lr, t, loss_scale);
   }
   OptimizerResult finish_optimizer_step(double loss_scale) override {
     check(queued_ != nullptr, "finish_optimizer_step() without queue_optimizer_step()");
@@ -67,6 +68,7 @@ class SingleProcess final : public TrainStrategy {
  private:
   StepContext c_;
   const AdamStepResult* queued_ = nullptr;  ///< the queued step's result (backend memory)
+  AdamPieces pieces_;  // every parameter whole, built once: the arenas never move
 };
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <tuple>
 #include <vector>
 
+#include "backend/adam_math.h"
 #include "backend/backend.h"
 #include "core/error.h"
 #include "model/gpt.h"
@@ -492,20 +493,20 @@ TEST(Optimizer, PiecesOfATensorUpdateAsTheWholeTensor) {
   auto be = make_backend("ref");
   const int64_t n = 1000;
   for (bool fused : {false, true}) {
-    TrainConfig cfg;
-    cfg.fusion = fused;
+    const TrainConfig cfg;  // beta1, beta2, eps; fused is adamw_apply's own argument
     std::vector<float> p1 = randn(n, 1), g1 = randn(n, 2), m1 = randn(n, 3, 0.1f),
                        v1 = randn(n, 4, 0.1f);
     for (auto& x : v1) x = x * x;
     std::vector<float> p2 = p1, g2 = g1, m2 = m1, v2 = v1;
-    adamw_apply(*be, {{p1.data(), g1.data(), m1.data(), v1.data(), n, 0.1f}}, 0.25, 1e-3f, cfg, 3);
+    adamw_apply(*be, AdamPieces({{p1.data(), g1.data(), m1.data(), v1.data(), n, 0.1f}}), 0.25,
+                1e-3f, cfg, fused, 3);
     std::vector<AdamPiece> pieces;
     for (int64_t lo : {0, 1, 333, 999}) {  // [0,1) [1,333) [333,999) [999,1000)
       const int64_t hi = lo == 0 ? 1 : lo == 1 ? 333 : lo == 333 ? 999 : n;
       pieces.push_back(
           {p2.data() + lo, g2.data() + lo, m2.data() + lo, v2.data() + lo, hi - lo, 0.1f});
     }
-    adamw_apply(*be, pieces, 0.25, 1e-3f, cfg, 3);
+    adamw_apply(*be, AdamPieces(pieces), 0.25, 1e-3f, cfg, fused, 3);
     EXPECT_EQ(p1, p2) << "fused " << fused;
     EXPECT_EQ(m1, m2) << "fused " << fused;
     EXPECT_EQ(v1, v2) << "fused " << fused;
@@ -514,12 +515,14 @@ TEST(Optimizer, PiecesOfATensorUpdateAsTheWholeTensor) {
   }
 }
 
-// The gradient multiplier: the loss scale undone, then torch's clip_grad_norm_ coefficient.
+// The gradient multiplier: the loss scale undone, then torch's clip_grad_norm_ coefficient, from
+// the sum of squares of the scaled gradients (here of norms 512, 10 and 80: exact square roots).
 TEST(Optimizer, GradientMultiplierUnscalesThenClips) {
-  EXPECT_DOUBLE_EQ(grad_multiplier(0.5, 1024.0, 1.0), 1.0 / 1024);  // no clip below the norm
-  EXPECT_DOUBLE_EQ(grad_multiplier(10.0, 1.0, 1.0), 1.0 / (10.0 + 1e-6));
-  EXPECT_DOUBLE_EQ(grad_multiplier(10.0, 8.0, 2.0), 2.0 / (10.0 + 1e-6) / 8.0);
-  EXPECT_DOUBLE_EQ(grad_multiplier(10.0, 1.0, 0.0), 1.0);  // clip 0: off
+  // no clip below the norm: norm 512 / 1024 = 0.5
+  EXPECT_DOUBLE_EQ(adam_grad_mult(512.0 * 512.0, 1024.0, 1.0), 1.0 / 1024);
+  EXPECT_DOUBLE_EQ(adam_grad_mult(100.0, 1.0, 1.0), 1.0 / (10.0 + 1e-6));
+  EXPECT_DOUBLE_EQ(adam_grad_mult(80.0 * 80.0, 8.0, 2.0), 2.0 / (10.0 + 1e-6) / 8.0);  // norm 10
+  EXPECT_DOUBLE_EQ(adam_grad_mult(100.0, 1.0, 0.0), 1.0);  // clip 0: off
 }
 
 struct ModelRun {

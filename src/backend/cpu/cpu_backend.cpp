@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/adam_math.h"
 #include "backend/backend.h"
 #include "backend/cpu/aligned_vector.h"
 #include "backend/cpu/attention.h"
@@ -27,7 +28,6 @@
 #include "backend/cpu/lowp_operands.h"
 #include "backend/cpu/onednn_matmul.h"
 #include "backend/cpu/thread_team.h"
-#include "backend/cuda/kernel_math.h"
 #include "core/error.h"
 
 namespace gt {
@@ -565,7 +565,7 @@ class CpuBackend final : public HostMemoryBackend {
     step_result_.nonfinite_state = 0;
     if (!std::isfinite(step_result_.norm_sq)) return &step_result_;  // nothing changes
     const float mult =
-        static_cast<float>(cuda_math::adam_grad_mult(step_result_.norm_sq, s.loss_scale, s.clip));
+        static_cast<float>(adam_grad_mult(step_result_.norm_sq, s.loss_scale, s.clip));
     step_result_.nonfinite_state = adamw_chunks(s.p, s.g, s.m, s.v, s.n, s.wd, s.count, mult, s.lr,
                                                 s.beta1, s.beta2, s.eps, s.t)
                                        ? 1

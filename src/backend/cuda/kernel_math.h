@@ -14,11 +14,8 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__CUDACC__)
-#define GT_HD __host__ __device__ __forceinline__
-#else
-#define GT_HD inline
-#endif
+#include "backend/adam_math.h"
+#include "backend/host_device.h"
 
 namespace gt::cuda_math {
 
@@ -338,18 +335,8 @@ GT_HD void adamw_elem(int64_t j, float* p, const float* g, float* m, float* v, f
   v[j] = vi;
   p[j] = p[j] * decay - (lr / bc1) * mi / (sqrtf(vi) / bc2_sqrt + eps);
 }
-/// The gradient multiplier of an update from the global sum of squares of the gradients: the
-/// loss scale undone, and the norm clipped to `clip` (> 0; torch.nn.utils.clip_grad_norm_'s
-/// clip / (norm + 1e-6) when below 1). In double, so host and device agree bit for bit.
-GT_HD double adam_grad_mult(double norm_sq, double loss_scale, double clip) {
-  double mult = 1.0 / loss_scale;
-  if (clip > 0) {
-    const double norm = sqrt(norm_sq) / loss_scale;
-    const double coef = clip / (norm + 1e-6);
-    if (coef < 1.0) mult *= coef;
-  }
-  return mult;
-}
+// The gradients' multiplier from their norm (the loss scale undone, the clip) is
+// gt::adam_grad_mult (backend/adam_math.h), which the host's optimizer step shares.
 /// Partial sum of squares, in double, of the elements g[k], g[k+K], g[k+2K], ... (< n) into
 /// partial[k]: K is a constant of the caller (not the launch), so the order of the sums, and
 /// the result, does not depend on the GPU or the launch; adjacent k read adjacent elements.

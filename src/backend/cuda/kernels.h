@@ -76,7 +76,7 @@ struct AdamChunk {
                     float grad_mult, float lr, float beta1, float beta2, float eps, float decay,   \
                     float bc1, float bc2_sqrt);                                                    \
   /* chunks: device array of `count` AdamChunk (one block each); the gradients times grad_mult, */ \
-  /* or with norm_sq (device) times cuda_math::adam_grad_mult(*norm_sq, loss_scale, clip), and */  \
+  /* or with norm_sq (device) times gt::adam_grad_mult(*norm_sq, loss_scale, clip), and */         \
   /* nothing changes when *norm_sq is not finite; flag (device, may be null) becomes 1 when an */  \
   /* updated weight or moment is inf or NaN. */                                                    \
   static void adamw_multi(Stream s, const AdamChunk* chunks, int64_t count, float grad_mult,       \

@@ -198,7 +198,7 @@ __global__ void adamw_multi_kernel(const AdamChunk* __restrict__ chunks, float g
   if (norm_sq) {
     const double sq = *norm_sq;
     if (!(sq <= 1.0e308)) return;  // inf or NaN: the step is skipped
-    grad_mult = float(m::adam_grad_mult(sq, loss_scale, clip));
+    grad_mult = float(adam_grad_mult(sq, loss_scale, clip));
   }
   const AdamChunk c = chunks[blockIdx.x];
   const float decay = 1.0f - lr * c.wd;
