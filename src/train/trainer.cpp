@@ -351,8 +351,8 @@ double Trainer::train_step_on_device() {
 
 void Trainer::queue_as_graph(const std::function<void()>& queue) {
   std::string why;
-  backend_->begin_graph();
   try {
+    backend_->begin_graph();
     queue();
     why = backend_->launch_graph();
   } catch (const std::exception& e) {

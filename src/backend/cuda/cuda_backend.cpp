@@ -198,8 +198,9 @@ class CudaRuntime {
   /// unsafe during a capture (cudaMalloc, synchronizations) fail it; other threads (the
   /// energy meter's) are not affected (CUDA Runtime API, cudaStreamCaptureMode).
   void begin_capture() {
-    cuda_check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
-               "cudaStreamBeginCapture");
+    const cudaError_t e = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal);
+    if (e != cudaSuccess) (void)cudaGetLastError();  // the ops queued without it must not see it
+    cuda_check(e, "cudaStreamBeginCapture");
   }
   /// Ends the capture and launches it: the instantiated graph is updated in place when the
   /// new one has its shape (cudaGraphExecUpdate: same nodes and dependencies; kernel
