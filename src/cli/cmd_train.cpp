@@ -175,7 +175,10 @@ int run_train(const Args& a, gt::dist::MpiRuntime* mpi) {
   if (rank != 0) {  // the energy totals are collective; rank 0 writes them
     nlohmann::json unused;
     energy.finish(unused);
-    comm->barrier();  // rank 0 has written everything: exiting first could get it killed
+    // rank 0 has written and flushed everything by this barrier: a rank that exited first
+    // (srun --kill-on-bad-exit counts 143 as bad) could get rank 0 killed with its last lines
+    // still in stdio's buffer
+    comm->barrier();
     return r.interrupted_by ? 128 + r.interrupted_by : 0;
   }
   summary.finish(r);
@@ -189,13 +192,13 @@ int run_train(const Args& a, gt::dist::MpiRuntime* mpi) {
     std::printf("report   not written: %s\n", e.what());
   }
 #endif
-  if (comm) comm->barrier();
-  if (r.interrupted_by) {
+  if (r.interrupted_by)
     std::printf("stopped at step %lld; continue with: greentrain train --out %s --resume\n",
                 (long long)r.step, out.c_str());
-    return 128 + r.interrupted_by;
-  }
-  return 0;
+  std::fflush(stdout);
+  std::fflush(stderr);
+  if (comm) comm->barrier();
+  return r.interrupted_by ? 128 + r.interrupted_by : 0;
 }
 
 void setup(CLI::App& app) {

@@ -94,6 +94,10 @@ MpiRuntime::MpiRuntime() {
 }
 
 MpiRuntime::~MpiRuntime() {
+  // MPI_Finalize lets the other ranks exit; under srun --kill-on-bad-exit one that exits
+  // non-zero gets this one killed, and what stdio still buffers would be lost
+  std::fflush(stdout);
+  std::fflush(stderr);
   int fin = 0;
   MPI_Finalized(&fin);
   if (!fin) MPI_Finalize();

@@ -77,7 +77,8 @@ cleanup() {
   for pid in $(pgrep -f -- "$D/" 2>/dev/null); do
     [ "$pid" != $$ ] && kill "$pid" 2>/dev/null
   done
-  rm -rf "$D"
+  # GT_SLURM_E2E_KEEP=1 keeps the folder (logs, runs) for a look after
+  if [ "${GT_SLURM_E2E_KEEP:-0}" = 1 ]; then echo "kept $D"; else rm -rf "$D"; fi
 }
 trap cleanup EXIT
 JOB=""
@@ -91,6 +92,7 @@ fail() {
     echo "--- last lines of $f"
     tail -n 20 "$D/$f" 2>/dev/null
   done
+  echo "FAIL: $*"  # again, last: a log cut in the middle keeps its end
   exit 1
 }
 
@@ -333,7 +335,10 @@ tokenizer = "char"
 val_fraction = 0.1
 TOML
 }
-write_config "$D/tiny.toml" 2000
+# long enough that a loaded machine cannot finish a run between the step the test waits for
+# and its signal landing (a 2-rank run of 1000 steps once did, on CI): about 2 ms a step here
+STEPS=3000
+write_config "$D/tiny.toml" $STEPS
 "$GT" train "$D/tiny.toml" --out "$D/ref" > "$D/ref.out" 2>&1 || fail "reference run failed"
 TRAIN_CMD="$GT train $D/tiny.toml --out $D/run --resume"
 cat > "$D/train-jobs.toml" <<TOML
@@ -390,15 +395,15 @@ cat "$D/slurm-$JOB.out"
   fail "the log of job $JOB does not show two resumes"
 losses "$D/ref" > "$D/ref.loss"
 losses "$D/run" > "$D/run.loss"
-[ "$(wc -l < "$D/ref.loss")" = 2000 ] || fail "reference has $(wc -l < "$D/ref.loss") steps"
+[ "$(wc -l < "$D/ref.loss")" = $STEPS ] || fail "reference has $(wc -l < "$D/ref.loss") steps"
 cmp -s "$D/ref.loss" "$D/run.loss" ||
   fail "losses differ from the uninterrupted run: $(diff "$D/ref.loss" "$D/run.loss" | head -n 5)"
 echo "PASS: scheduled job $JOB stopped by SIGTERM at step $S1 (exit 143, checkpoint) and" \
-     "preempted at step $S2, requeued twice, resumed; all 2000 losses equal"
+     "preempted at step $S2, requeued twice, resumed; all $STEPS losses equal"
 
 # --- 4. a scheduled data-parallel job of 2 tasks (exec srun): preempted and resumed --------
 if [ "${GT_SLURM_E2E_DIST:-1}" = 1 ] && command -v mpirun >/dev/null; then
-  write_config "$D/dist.toml" 1000
+  write_config "$D/dist.toml" $STEPS
   mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2 "$GT" train "$D/dist.toml" \
     --out "$D/dref" > "$D/dref.out" 2>&1 || fail "2-rank reference run failed: $(tail -n 5 "$D/dref.out")"
   DIST_CMD="$GT train $D/dist.toml --out $D/drun --resume"
@@ -438,7 +443,7 @@ TOML
   grep -q "resumed  from step" "$D/slurm-$JOB.out" || fail "the requeued 2-task job did not resume"
   losses "$D/dref" > "$D/dref.loss"
   losses "$D/drun" > "$D/drun.loss"
-  [ "$(wc -l < "$D/dref.loss")" = 1000 ] || fail "2-rank reference has $(wc -l < "$D/dref.loss") steps"
+  [ "$(wc -l < "$D/dref.loss")" = $STEPS ] || fail "2-rank reference has $(wc -l < "$D/dref.loss") steps"
   cmp -s "$D/dref.loss" "$D/drun.loss" ||
     fail "2-task losses differ from the uninterrupted 2-rank run: $(diff "$D/dref.loss" "$D/drun.loss" | head -n 5)"
   echo "PASS: scheduled 2-task job $JOB stopped by SIGTERM to its ranks at step $S1 (exit 143)," \
