@@ -5,7 +5,8 @@
 // only (out16, dqkv16) as a bf16 training step does. Each call works on one of `layers` layers'
 // buffers in turn (six: its input comes from L3 as in training; one: from L2, the kernels' own
 // speed). The two forms alternate in one process, `reps` rounds; prints JSON with the CPU
-// model, each form's median seconds per call and the ratios.
+// model, each form's median seconds per call, the ratios, and the form AttnKernels::fastest
+// picks for this shape here (own_bf16_kernels_faster).
 // Usage: gt_attention_bf16 [reps=200] [threads=2] [B=12] [T=64] [C=128] [NH=4] [layers=6]
 #include <fmt/format.h>
 #include <omp.h>
@@ -49,9 +50,9 @@ int main(int argc, char** argv) {
   cpu::Attention att[2];
   for (int k = 0; k < 2; ++k) {
     att[k].set_type(cpu::AttnType::bf16);
-    att[k].set_own_bf16_kernels(k == 1);
+    att[k].set_bf16_kernels(k == 1 ? cpu::AttnKernels::own : cpu::AttnKernels::onednn);
   }
-  if (!att[1].uses_own_bf16_kernels(C, NH)) {
+  if (!att[1].uses_own_bf16_kernels(T, C, NH)) {
     fmt::print(stderr,
                "gt_attention_bf16: the own bf16 kernels do not run here (no AVX512_BF16 "
                "in this build, or head size {} not a multiple of 16 up to 128)\n",
@@ -79,7 +80,8 @@ int main(int argc, char** argv) {
       "{{\"cpu\": \"{}\", \"B\": {}, \"T\": {}, \"C\": {}, \"NH\": {}, \"reps\": {}, "
       "\"threads\": {}, \"layers\": {}, \"onednn_forward_s\": {:.3e}, \"own_forward_s\": {:.3e}, "
       "\"onednn_backward_s\": {:.3e}, \"own_backward_s\": {:.3e}, \"forward_speedup\": {:.2f}, "
-      "\"backward_speedup\": {:.2f}, \"total_speedup\": {:.2f}}}\n",
+      "\"backward_speedup\": {:.2f}, \"total_speedup\": {:.2f}, \"fastest_picks\": \"{}\"}}\n",
       energy::read_cpuinfo("/proc/cpuinfo").model_name, B, T, C, NH, reps, threads, L, fwd[0],
-      fwd[1], bwd[0], bwd[1], fwd[0] / fwd[1], bwd[0] / bwd[1], one / own);
+      fwd[1], bwd[0], bwd[1], fwd[0] / fwd[1], bwd[0] / bwd[1], one / own,
+      cpu::own_bf16_kernels_faster(T, C / NH) ? "own" : "onednn");
 }

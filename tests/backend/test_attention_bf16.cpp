@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend/cpu/attention.h"
+#include "backend/cpu/attention_bf16.h"
 #include "backend/cpu/onednn_matmul.h"
 
 namespace {
@@ -167,7 +168,8 @@ TEST_P(AttentionBf16, OwnKernelsMatchAFloat64Reference) {
   const Shape s = GetParam();
   gt::cpu::Attention att;
   att.set_type(gt::cpu::AttnType::bf16);
-  if (!att.uses_own_bf16_kernels(s.C, s.NH)) GTEST_SKIP() << "built without AVX512_BF16";
+  att.set_bf16_kernels(gt::cpu::AttnKernels::own);
+  if (!att.uses_own_bf16_kernels(s.T, s.C, s.NH)) GTEST_SKIP() << "built without AVX512_BF16";
   check_against_reference(att, s);
 }
 
@@ -175,8 +177,8 @@ TEST_P(AttentionBf16, OneDnnProductsMatchAFloat64Reference) {
   const Shape s = GetParam();
   gt::cpu::Attention att;
   att.set_type(gt::cpu::AttnType::bf16);
-  att.set_own_bf16_kernels(false);
-  ASSERT_FALSE(att.uses_own_bf16_kernels(s.C, s.NH));
+  att.set_bf16_kernels(gt::cpu::AttnKernels::onednn);
+  ASSERT_FALSE(att.uses_own_bf16_kernels(s.T, s.C, s.NH));
   check_against_reference(att, s);
 }
 
@@ -187,8 +189,31 @@ TEST_P(AttentionBf16, EmulatedProductsMatchAFloat64Reference) {
   att.set_type(gt::cpu::AttnType::bf16);
   gt::cpu::set_lowp_emulation(false);
   ASSERT_EQ(att.type(), gt::cpu::AttnType::f32_bf16);
-  ASSERT_FALSE(att.uses_own_bf16_kernels(s.C, s.NH));
+  ASSERT_FALSE(att.uses_own_bf16_kernels(s.T, s.C, s.NH));
   check_against_reference(att, s);
+}
+
+TEST(AttentionKernels, FastestRunsOwnKernelsOnSmallHeadsAndOneDnnOnLargeOnesWithAmx) {
+  using gt::cpu::own_bf16_kernels_faster;
+  EXPECT_TRUE(own_bf16_kernels_faster(64, 32));  // shakespeare-char-cpu: own everywhere
+  EXPECT_TRUE(own_bf16_kernels_faster(64, 64));
+  const bool amx = gt::cpu::onednn_uses_amx();
+  EXPECT_EQ(own_bf16_kernels_faster(256, 64), !amx);  // 6 x 384, T 256: oneDNN on AMX
+  EXPECT_EQ(own_bf16_kernels_faster(128, 64), !amx);
+  EXPECT_EQ(own_bf16_kernels_faster(64, 128), !amx);
+  gt::cpu::Attention att;
+  att.set_type(gt::cpu::AttnType::bf16);
+  att.set_bf16_kernels(gt::cpu::AttnKernels::own);
+  if (!att.uses_own_bf16_kernels(256, 384, 6)) GTEST_SKIP() << "built without AVX512_BF16";
+  att.set_bf16_kernels(gt::cpu::AttnKernels::fastest);
+  EXPECT_EQ(att.uses_own_bf16_kernels(256, 384, 6), !amx);
+  EXPECT_TRUE(att.uses_own_bf16_kernels(64, 128, 4));
+  att.set_bf16_kernels(gt::cpu::AttnKernels::onednn);
+  EXPECT_FALSE(att.uses_own_bf16_kernels(64, 128, 4));
+  // the workspace the plan counts is that of the form fastest picks
+  EXPECT_EQ(gt::cpu::attention_workspace_bytes(256, 384, 6, gt::cpu::AttnType::bf16, true, 2) ==
+                gt::cpu::attn_bf16_head_bytes(256, 64) * 2,
+            !amx);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionBf16,

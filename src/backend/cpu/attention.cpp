@@ -359,13 +359,24 @@ struct BlockPlan : Head {
   int64_t keys(int64_t i) const { return r0(i) + rows(i); }
 };
 
-/// The fused form in attention_bf16.h's own kernels (no oneDNN call): bf16 operands on a CPU
-/// with AVX512_BF16, and a head size they take.
-bool bf16_kernels(AttnType t, int C, int NH) {
+/// Whether attention_bf16.h's own kernels (no oneDNN call) can run the fused form: bf16
+/// operands on a CPU with AVX512_BF16, and a head size they take.
+bool bf16_kernels_take(AttnType t, int C, int NH) {
   return t == AttnType::bf16 && C % NH == 0 && attn_bf16_supported(C / NH);
 }
 
+/// Whether the fused form runs on the own kernels under AttnKernels k.
+bool bf16_kernels(AttnKernels k, AttnType t, int T, int C, int NH) {
+  if (k == AttnKernels::onednn || !bf16_kernels_take(t, C, NH)) return false;
+  return k == AttnKernels::own || own_bf16_kernels_faster(T, C / NH);
+}
+
 }  // namespace
+
+bool own_bf16_kernels_faster(int T, int hs) {
+  constexpr int64_t kMaxOnAmx = 4096;  // T x hs; bench/attention_bf16.cpp, see the header
+  return !onednn_uses_amx() || static_cast<int64_t>(T) * hs <= kMaxOnAmx;
+}
 
 AttnType attn_type_on_this_cpu(AttnType t) {
   if (t == AttnType::bf16 && !onednn_supports(MmType::bf16)) return AttnType::f32_bf16;
@@ -375,12 +386,13 @@ AttnType attn_type_on_this_cpu(AttnType t) {
 
 size_t attention_workspace_bytes(int T, int C, int NH, AttnType type, bool fused, int threads) {
   type = attn_type_on_this_cpu(type);
-  if (fused && bf16_kernels(type, C, NH)) return attn_bf16_head_bytes(T, C / NH) * threads;
+  if (fused && bf16_kernels(AttnKernels::fastest, type, T, C, NH))
+    return attn_bf16_head_bytes(T, C / NH) * threads;
   return (fused ? BlockPlan(T, C, NH, type).total : StoredPlan(T, C, NH, type).total) * threads;
 }
 
-bool Attention::uses_own_bf16_kernels(int C, int NH) const {
-  return own_bf16_ && bf16_kernels(type_, C, NH);
+bool Attention::uses_own_bf16_kernels(int T, int C, int NH) const {
+  return bf16_kernels(kernels_, type_, T, C, NH);
 }
 
 template <class F>
@@ -462,7 +474,7 @@ void Attention::backward(float* dqkv, const float* dout, const float* qkv, const
 
 void Attention::forward_blocks(float* out, float* lse, const float* qkv, int B, int T, int C,
                                int NH, uint16_t* out16) {
-  if (uses_own_bf16_kernels(C, NH)) {
+  if (uses_own_bf16_kernels(T, C, NH)) {
     const int hs = C / NH;
     return for_heads(attn_bf16_head_bytes(T, hs), B, NH, [&](unsigned char* buf, int b, int h) {
       const int64_t at = (int64_t)b * T * C + h * hs;
@@ -491,7 +503,7 @@ void Attention::forward_blocks(float* out, float* lse, const float* qkv, int B, 
 
 void Attention::backward_blocks(float* dqkv, const float* dout, const float* qkv, const float* lse,
                                 int B, int T, int C, int NH, uint16_t* dqkv16) {
-  if (uses_own_bf16_kernels(C, NH)) {
+  if (uses_own_bf16_kernels(T, C, NH)) {
     const int hs = C / NH;
     return for_heads(attn_bf16_head_bytes(T, hs), B, NH, [&](unsigned char* buf, int b, int h) {
       const int64_t at = (int64_t)b * T * 3 * C + h * hs;

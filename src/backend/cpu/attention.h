@@ -34,12 +34,30 @@ enum class AttnType { f32, f32_half, bf16, f16, f32_bf16 };
 /// where oneDNN has no such product here (onednn_supports), any other type unchanged.
 AttnType attn_type_on_this_cpu(AttnType t);
 
+/// Which kernels the fused form with bf16 operands runs. fastest (the default): attention_bf16.h's
+/// own kernels where own_bf16_kernels_faster says they are the faster form, oneDNN's products
+/// elsewhere; own: the own kernels wherever they take the head size; onednn: always oneDNN's
+/// products (own and onednn for benchmarks and tests).
+enum class AttnKernels { fastest, own, onednn };
+
+/// Whether attention_bf16.h's own kernels are the faster form of a head of T rows and head size
+/// hs here. Where oneDNN's products run on AMX tiles (onednn_uses_amx), only while T x hs <=
+/// 4096: bench/attention_bf16.cpp on an Intel Xeon with AMX (2 threads, 2026-12-05; own /
+/// oneDNN time, forward + backward) gave 0.70 at T 64 hs 32, 0.89 at T 128 hs 32, 0.90 at T 64
+/// hs 64, but 1.22 at T 256 hs 32, 1.27 at T 128 hs 64, 1.16 at T 64 hs 128 and 1.69 at T 256
+/// hs 64 (a oneDNN call's fixed cost dominates small heads, AMX's rate large ones). Elsewhere
+/// oneDNN multiplies with the same AVX512-BF16 instructions as the own kernels, which also skip
+/// the masked triangle: always true (on an AMD EPYC Zen 4, 2026-12-01, the own kernels were
+/// 2.5x faster at T 64 hs 32, 1.6x at T 256 hs 64, 1.2x at T 1024 hs 64).
+bool own_bf16_kernels_faster(int T, int hs);
+
 /// Bytes of the buffers Attention keeps (it allocates exactly this), for `threads` threads:
 /// per thread, q, k, v, dO of one head (T,hs) in the operand type, a (T,hs) f32 result, the
 /// (T,T) dP in f32, the
 /// (T,T) P in f32 when `fused` (no stored att), 16-bit (or rounded) copies of P and dS unless
 /// the type is f32, and oneDNN's scratchpad for the products. The fused bf16 form on
-/// attention_bf16.h's kernels keeps attn_bf16_head_bytes(T, hs) per thread instead.
+/// attention_bf16.h's kernels (AttnKernels::fastest's choice) keeps attn_bf16_head_bytes(T, hs)
+/// per thread instead.
 /// The type is mapped by attn_type_on_this_cpu first, as set_type does.
 size_t attention_workspace_bytes(int T, int C, int NH, AttnType type, bool fused, int threads);
 
@@ -50,11 +68,12 @@ class Attention {
   void set_type(AttnType t) { type_ = attn_type_on_this_cpu(t); }
   /// The type the products run in (after attn_type_on_this_cpu).
   AttnType type() const { return type_; }
-  /// Whether the fused form may use attention_bf16.h's kernels (bf16, a CPU with AVX512_BF16,
-  /// a head size they take; the default) or always oneDNN's products (for benchmarks and tests).
-  void set_own_bf16_kernels(bool on) { own_bf16_ = on; }
-  /// Whether forward/backward without att run attention_bf16.h's kernels for this shape.
-  bool uses_own_bf16_kernels(int C, int NH) const;
+  /// Which kernels the fused form with bf16 operands runs (AttnKernels; fastest by default).
+  /// The own kernels need bf16, a CPU with AVX512_BF16 and a head size they take.
+  void set_bf16_kernels(AttnKernels k) { kernels_ = k; }
+  /// Whether forward/backward without att run attention_bf16.h's kernels for this shape
+  /// (T rows, C channels, NH heads).
+  bool uses_own_bf16_kernels(int T, int C, int NH) const;
 
   /// out (B,T,C) from qkv (B,T,3C); out may be null when out16 is not (bf16 only). att (B,NH,T,T)
   /// receives the probabilities (may be null: the fused form, which keeps one batch element's at a
@@ -87,7 +106,7 @@ class Attention {
   /// One buffer per thread, each exactly attention_workspace_bytes / threads.
   unsigned char* thread_buffer(int thread, size_t bytes);
   AttnType type_ = AttnType::f32;
-  bool own_bf16_ = true;
+  AttnKernels kernels_ = AttnKernels::fastest;
   std::vector<AlignedVector<unsigned char>> per_thread_;
 };
 
