@@ -170,8 +170,17 @@ TEST(ServeUsers, PolicyRangeAndPerProcessFiguresAreEnforcedPerRealUser) {
   char c = 0;
   ASSERT_EQ(::read(ready[0], &c, 1), 1);
   energy::test::write_file(n.file("util"), fmt::format("0 {} 60\n", a_proc));
-  // the daemon asks NVML for utilization at most every 0.15 s: let it see the new one first
-  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  // the daemon asks NVML for utilization at most every 0.15 s: wait until it has seen the
+  // process (listed, with no energy yet), so that the energy added next is split by it (a
+  // fixed 0.4 s was once too short on a loaded machine: the joules went unattributed)
+  ASSERT_TRUE(wait_until(
+      [&] {
+        json all = request(n.socket, {{"op", "attribution"}, {"scope", "all"}});  // as root
+        for (const auto& p : all["processes"])
+          if (p["pid"] == a_proc) return true;
+        return false;
+      },
+      10));
   n.add_energy(100, 0);
   ASSERT_TRUE(wait_until(
       [&] {
