@@ -94,8 +94,9 @@ MpiRuntime::MpiRuntime() {
 }
 
 MpiRuntime::~MpiRuntime() {
-  // MPI_Finalize lets the other ranks exit; under srun --kill-on-bad-exit one that exits
-  // non-zero gets this one killed, and what stdio still buffers would be lost
+  // Open MPI's MPI_Finalize waits for every rank (the standard does not promise it) and then
+  // lets them exit; under srun --kill-on-bad-exit one that exits non-zero gets this one
+  // killed, and what stdio still buffers would be lost
   std::fflush(stdout);
   std::fflush(stderr);
   int fin = 0;

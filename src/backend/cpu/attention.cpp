@@ -373,9 +373,12 @@ bool bf16_kernels(AttnKernels k, AttnType t, int T, int C, int NH) {
 
 }  // namespace
 
+/// T x hs up to which the own kernels are the faster form where oneDNN runs on AMX
+/// (bench/attention_bf16.cpp; the figures are in own_bf16_kernels_faster's comment).
+constexpr int64_t kOwnMaxOnAmx = 4096;
+
 bool own_bf16_kernels_faster(int T, int hs) {
-  constexpr int64_t kMaxOnAmx = 4096;  // T x hs; bench/attention_bf16.cpp, see the header
-  return !onednn_uses_amx() || static_cast<int64_t>(T) * hs <= kMaxOnAmx;
+  return !onednn_uses_amx() || static_cast<int64_t>(T) * hs <= kOwnMaxOnAmx;
 }
 
 AttnType attn_type_on_this_cpu(AttnType t) {
@@ -386,8 +389,16 @@ AttnType attn_type_on_this_cpu(AttnType t) {
 
 size_t attention_workspace_bytes(int T, int C, int NH, AttnType type, bool fused, int threads) {
   type = attn_type_on_this_cpu(type);
-  if (fused && bf16_kernels(AttnKernels::fastest, type, T, C, NH))
-    return attn_bf16_head_bytes(T, C / NH) * threads;
+  if (fused && bf16_kernels_take(type, C, NH)) {
+    // AttnKernels::fastest at T, and at the fewer rows of a shorter call (sampling), which may
+    // run the own kernels where T runs oneDNN's products: the larger of the two buffers
+    const int hs = C / NH;
+    if (own_bf16_kernels_faster(T, hs)) return attn_bf16_head_bytes(T, hs) * threads;
+    const int own_rows = static_cast<int>(std::min<int64_t>(T, kOwnMaxOnAmx / hs));
+    return std::max(BlockPlan(T, C, NH, type).total,
+                    own_rows > 0 ? attn_bf16_head_bytes(own_rows, hs) : size_t{0}) *
+           threads;
+  }
   return (fused ? BlockPlan(T, C, NH, type).total : StoredPlan(T, C, NH, type).total) * threads;
 }
 

@@ -51,13 +51,16 @@ enum class AttnKernels { fastest, own, onednn };
 /// 2.5x faster at T 64 hs 32, 1.6x at T 256 hs 64, 1.2x at T 1024 hs 64).
 bool own_bf16_kernels_faster(int T, int hs);
 
-/// Bytes of the buffers Attention keeps (it allocates exactly this), for `threads` threads:
+/// Bytes of the buffers Attention keeps at most for calls of up to T rows under
+/// AttnKernels::fastest (it allocates exactly this for calls of T rows, or of the shorter ones
+/// that run the own kernels where T runs oneDNN's products), for `threads` threads:
 /// per thread, q, k, v, dO of one head (T,hs) in the operand type, a (T,hs) f32 result, the
 /// (T,T) dP in f32, the
 /// (T,T) P in f32 when `fused` (no stored att), 16-bit (or rounded) copies of P and dS unless
 /// the type is f32, and oneDNN's scratchpad for the products. The fused bf16 form on
 /// attention_bf16.h's kernels (AttnKernels::fastest's choice) keeps attn_bf16_head_bytes(T, hs)
-/// per thread instead.
+/// per thread instead; where T runs oneDNN's products, the larger of that plan and the own
+/// kernels' buffer at the most rows they take.
 /// The type is mapped by attn_type_on_this_cpu first, as set_type does.
 size_t attention_workspace_bytes(int T, int C, int NH, AttnType type, bool fused, int threads);
 
@@ -103,7 +106,8 @@ class Attention {
   /// each with its own buffer of `bytes`; fences the streaming stores before returning.
   template <class F>
   void for_heads(size_t bytes, int B, int NH, F f);
-  /// One buffer per thread, each exactly attention_workspace_bytes / threads.
+  /// One buffer per thread, of the bytes the call's form needs (attention_workspace_bytes /
+  /// threads at most, under AttnKernels::fastest).
   unsigned char* thread_buffer(int thread, size_t bytes);
   AttnType type_ = AttnType::f32;
   AttnKernels kernels_ = AttnKernels::fastest;
