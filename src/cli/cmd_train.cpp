@@ -172,6 +172,7 @@ int run_train(const Args& a, gt::dist::MpiRuntime* mpi) {
   });
   cleanup.disarm();
   gt::RunResult r = trainer.run(a.stop_at);
+  const int exit_code = r.interrupted_by ? 128 + r.interrupted_by : 0;
   if (rank != 0) {  // the energy totals are collective; rank 0 writes them
     nlohmann::json unused;
     energy.finish(unused);
@@ -179,7 +180,7 @@ int run_train(const Args& a, gt::dist::MpiRuntime* mpi) {
     // (srun --kill-on-bad-exit counts 143 as bad) could get rank 0 killed with its last lines
     // still in stdio's buffer
     comm->barrier();
-    return r.interrupted_by ? 128 + r.interrupted_by : 0;
+    return exit_code;
   }
   summary.finish(r);
 #ifdef GT_HAVE_REPORT
@@ -198,7 +199,7 @@ int run_train(const Args& a, gt::dist::MpiRuntime* mpi) {
   std::fflush(stdout);
   std::fflush(stderr);
   if (comm) comm->barrier();
-  return r.interrupted_by ? 128 + r.interrupted_by : 0;
+  return exit_code;
 }
 
 void setup(CLI::App& app) {

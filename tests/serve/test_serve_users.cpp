@@ -6,6 +6,8 @@
 // daemon, also when it is killed.
 #include <pwd.h>
 
+#include <optional>
+
 #include "serve_cli_util.h"
 
 namespace gt::serve {
@@ -173,23 +175,15 @@ TEST(ServeUsers, PolicyRangeAndPerProcessFiguresAreEnforcedPerRealUser) {
   // the daemon asks NVML for utilization at most every 0.15 s: wait until it has seen the
   // process (listed, with no energy yet), so that the energy added next is split by it (a
   // fixed 0.4 s was once too short on a loaded machine: the joules went unattributed)
-  ASSERT_TRUE(wait_until(
-      [&] {
-        json all = request(n.socket, {{"op", "attribution"}, {"scope", "all"}});  // as root
-        for (const auto& p : all["processes"])
-          if (p["pid"] == a_proc) return true;
-        return false;
-      },
-      10));
+  auto a_energy = [&]() -> std::optional<double> {  // A's joules, as root; none: not listed
+    json all = request(n.socket, {{"op", "attribution"}, {"scope", "all"}});
+    for (const auto& p : all["processes"])
+      if (p["pid"] == a_proc) return p["energy_j"].get<double>();
+    return std::nullopt;
+  };
+  ASSERT_TRUE(wait_until([&] { return a_energy().has_value(); }, 10));
   n.add_energy(100, 0);
-  ASSERT_TRUE(wait_until(
-      [&] {
-        json all = request(n.socket, {{"op", "attribution"}, {"scope", "all"}});  // as root
-        for (const auto& p : all["processes"])
-          if (p["pid"] == a_proc && p["energy_j"].get<double>() > 0) return true;
-        return false;
-      },
-      10));
+  ASSERT_TRUE(wait_until([&] { return a_energy().value_or(0) > 0; }, 10));
   r = json::parse(as_user(users.b, [&] {
     return request(n.socket, {{"op", "attribution"}, {"pid", a_proc}}).dump();
   }));

@@ -392,11 +392,11 @@ size_t attention_workspace_bytes(int T, int C, int NH, AttnType type, bool fused
   if (fused && bf16_kernels_take(type, C, NH)) {
     // AttnKernels::fastest at T, and at the fewer rows of a shorter call (sampling), which may
     // run the own kernels where T runs oneDNN's products: the larger of the two buffers
+    // (here T x hs > kOwnMaxOnAmx, so the own kernels take at most kOwnMaxOnAmx / hs rows)
     const int hs = C / NH;
     if (own_bf16_kernels_faster(T, hs)) return attn_bf16_head_bytes(T, hs) * threads;
-    const int own_rows = static_cast<int>(std::min<int64_t>(T, kOwnMaxOnAmx / hs));
     return std::max(BlockPlan(T, C, NH, type).total,
-                    own_rows > 0 ? attn_bf16_head_bytes(own_rows, hs) : size_t{0}) *
+                    attn_bf16_head_bytes(static_cast<int>(kOwnMaxOnAmx / hs), hs)) *
            threads;
   }
   return (fused ? BlockPlan(T, C, NH, type).total : StoredPlan(T, C, NH, type).total) * threads;
