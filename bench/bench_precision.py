@@ -7,8 +7,9 @@ The machine is shared and its speed drifts by up to 2x within minutes, so the co
 in alternating rounds (greentrain, PyTorch eager, PyTorch compiled with --compile, then the
 matrix-product peak), each round dropping its first steps; every figure is the median over
 rounds. MFU = model FLOPs per second (6N + 6*L*C*T per token, llm.c's count) over the peak
-that greentrain's own oneDNN reaches in the same round (bench/matmul_peak.cpp, 2048^3, median
-of its runs); PyTorch's own matmul peak is printed beside it.
+that greentrain's own products reach in the same round (bench/matmul_peak.cpp, 2048^3, median
+of its runs: oneDNN, or the own AMX kernel where training runs it); PyTorch's own matmul peak
+is printed beside it.
 
 Usage: bench/bench_precision.py [--greentrain build/src/cli/greentrain] [--data FILE]
                                 [--precision bf16|fp32] [--fusion on|off] [--rounds 3]
@@ -173,8 +174,9 @@ def op_shares(log):
     return {"products": part("matmul"), "attention": part("attention")}
 
 
-def onednn_peak(args):
-    """greentrain's oneDNN matrix-product GFLOP/s now (median of its runs), per precision."""
+def product_peak(args):
+    """greentrain's matrix-product GFLOP/s now (median of its runs), per precision: oneDNN, or
+    its own AMX kernel where training runs that (gt_matmul_peak's bf16_kernel)."""
     exe = os.path.join(os.path.dirname(args.greentrain), "..", "..", "bench", "gt_matmul_peak")
     out = subprocess.run([exe, "2048", "5", str(args.threads)], check=True, capture_output=True,
                          text=True).stdout
@@ -222,7 +224,7 @@ def main():
             times[name].append(statistics.median(t[warm:]))
             if first[name] is None:
                 first[name], loss[name] = t[0], l[-1]
-        peaks.append(onednn_peak(args)[args.precision])
+        peaks.append(product_peak(args)[args.precision])
         torch_peaks.append(matmul_peak(torch, torch.bfloat16 if args.precision == "bf16"
                                        else torch.float32, args.threads))
         if args.precision == "fp32" and not torch.__version__.startswith("1."):
@@ -232,7 +234,7 @@ def main():
           f"{args.batch}, {args.threads} threads, {args.precision}; {args.rounds} alternating "
           f"rounds of {args.steps} steps (first {warm} of each dropped); medians over rounds")
     print(f"python {sys.version.split()[0]} ({sys.executable}), PyTorch {torch.__version__}")
-    print(f"matmul peak ({args.precision}, 2048^3): greentrain's oneDNN {med(peaks):.0f} GFLOP/s "
+    print(f"matmul peak ({args.precision}, 2048^3): greentrain's products {med(peaks):.0f} GFLOP/s "
           f"(rounds: {', '.join(f'{p:.0f}' for p in peaks)}); PyTorch's {med(torch_peaks):.0f}"
           + (f" on oneDNN, {med(blas_peaks):.0f} on its BLAS (its fp32 layers' products)"
              if blas_peaks else ""))

@@ -1,8 +1,9 @@
-// bench/matmul_peak.cpp: the matrix-product throughput greentrain's own oneDNN reaches on this
+// bench/matmul_peak.cpp: the matrix-product throughput greentrain's products reach on this
 // machine, the denominator of MFU (model FLOPs per second / peak, as in PaLM, Chowdhery et al.
-// 2022, appendix B). Square n x n x n products through the same call the training uses
-// (cpu::onednn_matmul: f32, or bf16 operands with f32 accumulation), `reps` timed runs after
-// one warm-up; prints JSON with the best and the median GFLOP/s of each type.
+// 2022, appendix B). Square n x n x n products through the call the training makes at that
+// shape (cpu::onednn_matmul: f32, or bf16 operands with f32 accumulation; bf16 on the own AMX
+// kernel where it takes the product, cpu/amx_matmul.h: "bf16_kernel" says which), `reps` timed
+// runs after one warm-up; prints JSON with the best and the median GFLOP/s of each type.
 // Usage: gt_matmul_peak [n=2048] [reps=10] [threads=2]
 #include <fmt/format.h>
 #include <omp.h>
@@ -14,6 +15,7 @@
 #include <random>
 #include <vector>
 
+#include "backend/cpu/amx_matmul.h"
 #include "backend/cpu/fast_math.h"
 #include "backend/cpu/onednn_matmul.h"
 #include "core/parse.h"
@@ -42,7 +44,10 @@ int main(int argc, char** argv) {
     std::vector<double> gflops;
     for (int r = 0; r <= reps; ++r) {
       auto t0 = std::chrono::steady_clock::now();
-      gt::cpu::onednn_matmul(c.data(), pa, pb, nullptr, n, n, n, false, false, false, type);
+      if (bf && gt::cpu::amx_matmul_takes(n, n, n))  // the product training runs here
+        gt::cpu::amx_matmul_bf16(c.data(), a16.data(), b16.data(), n, n, n, false);
+      else
+        gt::cpu::onednn_matmul(c.data(), pa, pb, nullptr, n, n, n, false, false, false, type);
       double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (r > 0) gflops.push_back(2.0 * n * n * n / s / 1e9);
     }
@@ -50,6 +55,7 @@ int main(int argc, char** argv) {
     fmt::print(", \"{}\": {{\"best\": {:.1f}, \"median\": {:.1f}}}", bf ? "bf16" : "fp32",
                gflops.back(), gflops[gflops.size() / 2]);
   }
-  fmt::print("}}\n");
+  fmt::print(", \"bf16_kernel\": \"{}\"}}\n",
+             gt::cpu::amx_matmul_takes(n, n, n) ? "own AMX" : "oneDNN");
   return 0;
 }

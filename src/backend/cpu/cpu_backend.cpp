@@ -21,6 +21,7 @@
 #include "backend/adam_math.h"
 #include "backend/backend.h"
 #include "backend/cpu/aligned_vector.h"
+#include "backend/cpu/amx_matmul.h"
 #include "backend/cpu/attention.h"
 #include "backend/cpu/classifier.h"
 #include "backend/cpu/fast_math.h"
@@ -153,8 +154,22 @@ class CpuBackend final : public HostMemoryBackend {
     const int64_t result = !(act16 && emulated) ? 0
                            : logits16           ? q.N * std::max<int64_t>(q.hidden, q.V)
                                                 : hidden;
-    return fixed + cpu::LowpOperands::workspace_bytes(f, q.weight_elems, a_elems,
-                                                      act16 && !emulated ? 0 : hidden, result);
+    return fixed +
+           cpu::LowpOperands::workspace_bytes(f, q.weight_elems, a_elems,
+                                              act16 && !emulated ? 0 : hidden, result) +
+           (q.precision == Precision::bf16 && !emulated ? amx_bytes(q) : 0);
+  }
+  /// The own AMX products' buffers (cpu/amx_matmul.h) at the block's and the classifier's
+  /// products, forward (N, out, in) and input gradient (N, in, out), that it takes.
+  size_t amx_bytes(const WorkspaceQuery& q) const {
+    const int64_t C = q.C, H = q.hidden, V = q.V;
+    int64_t max_nk = 0, max_k = 0;
+    for (auto [n, k] : {std::pair{3 * C, C}, {C, C}, {H, C}, {C, H}, {V, C}, {C, 3 * C}, {C, V}})
+      if (cpu::amx_matmul_takes(q.N, n, k)) {
+        max_nk = std::max(max_nk, (n + 31) / 32 * 32 * k);
+        max_k = std::max(max_k, k);
+      }
+    return cpu::amx_matmul_workspace_bytes(max_nk, max_k, team_.team());
   }
 
   void embedding_forward(float* out, const int32_t* inp, const float* wte, const float* wpe, int B,
@@ -283,6 +298,13 @@ class CpuBackend final : public HostMemoryBackend {
   /// buffer and the multiply and the rounding (nearest even, as oneDNN's) are done here.
   void product(void* c, const void* a, const void* b, const float* bias, int64_t M, int64_t N,
                int64_t K, bool trans_a, bool trans_b, const cpu::MmPost& post) {
+    if (!lowp_.emulated() && lowp_.mm_type() == cpu::MmType::bf16 && !trans_a && !post.gelu &&
+        cpu::amx_matmul_takes(M, N, K)) {
+      cpu::amx_matmul_bf16(
+          c, static_cast<const uint16_t*>(a), static_cast<const uint16_t*>(b), M, N, K, trans_b,
+          {.bias = bias, .mul = post.mul, .mul_bf16 = post.mul_bf16, .c_bf16 = post.c_bf16});
+      return;
+    }
     if (!lowp_.emulated() || (!post.c_bf16 && !post.mul_bf16)) {
       cpu::onednn_matmul(c, a, b, bias, M, N, K, trans_a, trans_b, false, lowp_.mm_type(), post);
       return;

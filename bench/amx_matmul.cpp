@@ -1,0 +1,96 @@
+// bench/amx_matmul.cpp: the own AMX bf16 product (cpu/amx_matmul.h) against oneDNN's
+// (cpu::onednn_matmul) at the row-major-A products of a training step: the forward products
+// x @ W^T (+ bias; f32 C, or bf16 C where the model keeps bf16 activations) and the input
+// gradients dY @ W, alternating one call of each per round in one process (medians,
+// bench/alternate.h). Default shapes: nanoGPT's shakespeare-char (B x T = 2048, C = 384) and
+// the CPU preset (768, 128); or one shape from the command line.
+// Usage: gt_amx_matmul [reps=30] [threads=2] [M N K trans_b(0|1) c_bf16(0|1)]
+#include "backend/cpu/amx_matmul.h"
+
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "alternate.h"
+#include "backend/cpu/fast_math.h"
+#include "backend/cpu/onednn_matmul.h"
+#include "core/parse.h"
+
+namespace {
+
+struct Shape {
+  int64_t M, N, K;
+  bool trans_b, c_bf16;
+  const char* what;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using gt::parse_number;
+  namespace cpu = gt::cpu;
+  const int reps = argc > 1 ? parse_number<int>(argv[1], "argument 1 (reps)", "a count") : 30;
+  omp_set_num_threads(argc > 2 ? parse_number<int>(argv[2], "argument 2 (threads)", "a count") : 2);
+  if (!cpu::amx_available()) {
+    fmt::print("this CPU has no AMX-BF16 (or Linux refused the tile state): nothing to compare\n");
+    return 0;
+  }
+  std::vector<Shape> shapes;
+  if (argc > 7) {
+    auto num = [&](int i) { return parse_number<long>(argv[i], "a shape argument", "a size"); };
+    shapes.push_back({num(3), num(4), num(5), num(6) != 0, num(7) != 0, "command line"});
+  } else {
+    for (int64_t bt : {2048, 768}) {
+      const int64_t c = bt == 2048 ? 384 : 128;
+      shapes.push_back({bt, 3 * c, c, true, true, "qkv = ln1 @ Wqkv^T"});
+      shapes.push_back({bt, c, c, true, false, "attn proj, f32 residual"});
+      shapes.push_back({bt, 4 * c, c, true, false, "fc (f32 pre-activation)"});
+      shapes.push_back({bt, c, 4 * c, true, false, "fc proj, f32 residual"});
+      shapes.push_back({bt, c, 3 * c, false, false, "d ln1 = dqkv @ Wqkv"});
+      shapes.push_back({bt, 4 * c, c, false, true, "d gelu = dY @ Wproj (bf16)"});
+      shapes.push_back({bt, c, 4 * c, false, false, "d ln2 = dfc @ Wfc"});
+    }
+  }
+  fmt::print("{:>5} {:>5} {:>5} {:>3} {:>4}  {:>9} {:>9} {:>6}  {}\n", "M", "N", "K", "B", "C",
+             "oneDNN", "own AMX", "ratio", "GFLOP/s medians of " + std::to_string(reps));
+  const char* cold_env = std::getenv("GT_BENCH_COLD");
+  const bool cold = cold_env && cold_env[0] == '1';
+  const char* mul_env = std::getenv("GT_BENCH_MUL");  // a bf16 (M,N) multiplier (GELU's')
+  const bool with_mul = mul_env && mul_env[0] == '1';
+  std::vector<float> flush(cold ? 64 << 20 : 0);  // 256 MiB written between calls when cold
+  std::mt19937 gen(1);
+  std::normal_distribution<float> normal;
+  for (const Shape& s : shapes) {
+    std::vector<uint16_t> a(s.M * s.K), b(s.K * s.N);
+    for (auto& x : a) x = cpu::to_bf16(normal(gen));
+    for (auto& x : b) x = cpu::to_bf16(normal(gen));
+    std::vector<float> bias(s.N, 0.5f), c(s.M * s.N);
+    std::vector<uint16_t> mul(with_mul ? s.M * s.N : 0, cpu::to_bf16(1.5f));
+    const void* mp = with_mul ? mul.data() : nullptr;
+    const float* bp = s.trans_b ? bias.data() : nullptr;  // forward products carry a bias
+    auto med = gt::bench::alternate(
+        reps,
+        [&](int, int k) {
+          if (k == 0)
+            cpu::onednn_matmul(c.data(), a.data(), b.data(), bp, s.M, s.N, s.K, false, s.trans_b,
+                               false, cpu::MmType::bf16,
+                               {.mul = mp, .mul_bf16 = true, .c_bf16 = s.c_bf16});
+          else
+            cpu::amx_matmul_bf16(c.data(), a.data(), b.data(), s.M, s.N, s.K, s.trans_b,
+                                 {.bias = bp, .mul = mp, .mul_bf16 = true, .c_bf16 = s.c_bf16});
+        },
+        [&](int, int) {
+          if (!cold) return;
+          for (size_t i = 0; i < flush.size(); i += 16) flush[i] += 1.0f;  // evict the caches
+        });
+    const double flop = 2.0 * s.M * s.N * s.K;
+    fmt::print("{:>5} {:>5} {:>5} {:>3} {:>4}  {:>9.0f} {:>9.0f} {:>6.2f}  {}\n", s.M, s.N, s.K,
+               s.trans_b ? "NK" : "KN", s.c_bf16 ? "bf16" : "f32", flop / med[0] / 1e9,
+               flop / med[1] / 1e9, med[0] / med[1], s.what);
+  }
+  return 0;
+}

@@ -1,0 +1,381 @@
+#include "backend/cpu/amx_matmul.h"
+
+#include <omp.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+
+#include "core/error.h"
+
+#if defined(__x86_64__) && defined(__linux__) && defined(__AVX512F__) && defined(__AVX512BW__)
+#define GT_AMX_KERNEL 1
+#include <cpuid.h>
+// GCC 12 warns that masked intrinsics read an uninitialised vector (its bug 105593)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+#include <sys/syscall.h>
+#include <unistd.h>
+#else
+#define GT_AMX_KERNEL 0
+#endif
+
+namespace gt::cpu {
+namespace {
+
+std::atomic<int> g_own{-1};  // -1: not decided yet (environment), 0 off, 1 on
+
+bool own_enabled() {
+  int v = g_own.load(std::memory_order_relaxed);
+  if (v < 0) {
+    const char* env = std::getenv("GT_CPU_OWN_AMX");
+    v = (env && std::strcmp(env, "0") == 0) ? 0 : 1;
+    g_own.store(v, std::memory_order_relaxed);
+  }
+  return v == 1;
+}
+
+/// A 64-byte aligned buffer of the calling thread that grows and is kept (no std template is
+/// instantiated inside the AMX-targeted functions below: an inline function compiled there
+/// could be the copy the linker keeps for the whole program).
+uint16_t* thread_buffer(int which, size_t elems) {
+  struct Buf {
+    void* p = nullptr;
+    size_t n = 0;
+    ~Buf() { std::free(p); }
+  };
+  static thread_local Buf bufs[2];
+  Buf& b = bufs[which];
+  if (b.n < elems) {
+    std::free(b.p);
+    b.n = (elems + 31) / 32 * 32;
+    b.p = std::aligned_alloc(64, b.n * sizeof(uint16_t));
+    if (!b.p)
+      throw Error("amx_matmul_bf16: out of memory for a buffer of " + std::to_string(b.n * 2) +
+                  " bytes");
+  }
+  return static_cast<uint16_t*>(b.p);
+}
+
+#if GT_AMX_KERNEL
+#define GT_AMX_TARGET \
+  __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512bf16")))
+
+constexpr int64_t kMaxMc = 8;  // 32-row blocks of A per chunk: 256 rows stay in L2 across N
+
+struct TileConfig {  // the LDTILECFG memory layout (palette 1)
+  uint8_t palette = 1, start_row = 0, reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+bool detect() {
+  unsigned a, b, c, d;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  const bool amx_bf16 = (d >> 22) & 1, amx_tile = (d >> 24) & 1;
+  if (!amx_bf16 || !amx_tile) return false;
+  constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;  // asm/prctl.h
+  return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
+}
+
+GT_AMX_TARGET void load_config() {
+  TileConfig cfg;
+  for (int i = 0; i < 8; ++i) {
+    cfg.rows[i] = 16;
+    cfg.colsb[i] = 64;
+  }
+  _tile_loadconfig(&cfg);
+}
+
+/// B into AMX's layout: for each 16-column tile nt and 32-deep step kb, 16 rows of pairs,
+/// row p = (B[2p][n], B[2p+1][n]) for n in the tile; columns past N are zeros.
+GT_AMX_TARGET void pack_b_tile(uint16_t* dst, const uint16_t* b, int64_t N, int64_t K, bool trans_b,
+                               int64_t nt, int64_t kb) {
+  uint32_t* d32 = reinterpret_cast<uint32_t*>(dst);
+  const int64_t n0 = nt * 16, k0 = kb * 32;
+  if (trans_b) {  // B[k][n] = b[n K + k]: a 16 x 16 transpose of k pairs, a gather per row
+    const int64_t nn = N - n0 < 16 ? N - n0 : 16;
+    const __mmask16 m = nn >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << nn) - 1);
+    const __m512i rows =
+        _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                           _mm512_set1_epi32(static_cast<int>(K / 2)));  // row n's offset in pairs
+    const uint32_t* base = reinterpret_cast<const uint32_t*>(b + n0 * K + k0);
+    for (int p = 0; p < 16; ++p)
+      _mm512_storeu_si512(
+          d32 + p * 16, _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, rows, base + p, 4));
+    return;
+  }
+  // B[k][n] = b[k N + n]: interleave rows 2p and 2p+1
+  const int64_t nn = N - n0 < 16 ? N - n0 : 16;
+  const __mmask16 m = nn >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << nn) - 1);
+  const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
+                                       23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  for (int p = 0; p < 16; ++p) {
+    const __m256i r0 = _mm256_maskz_loadu_epi16(m, b + (k0 + 2 * p) * N + n0);
+    const __m256i r1 = _mm256_maskz_loadu_epi16(m, b + (k0 + 2 * p + 1) * N + n0);
+    const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(r0), r1, 1);
+    _mm512_storeu_si512(dst + p * 32, _mm512_permutexvar_epi16(idx, both));
+  }
+}
+
+/// A block whose result waits in a buffer for its epilogue (f32, 32 x 32, row stride 32).
+struct Pending {
+  const float* buf = nullptr;  // null: none
+  int64_t r0 = 0, c0 = 0;
+  bool add_bias = false;  // the bias is not in the tiles' result yet
+};
+
+/// (x + bias) * mul [+ c_old] of rows [from, to) of a pending block into C; the bias only when
+/// p.add_bias (else it is in x already).
+GT_AMX_TARGET void epilogue(const Pending& p, void* c, int64_t M, int64_t N, const AmxEpilogue& e,
+                            int64_t from, int64_t to) {
+  const float* buf = p.buf;
+  const int64_t r0 = p.r0, c0 = p.c0;
+  const bool add_bias = p.add_bias;
+  const int64_t rows = M - r0 < to ? M - r0 : to;
+  if (c0 + 32 <= N && (e.c_bf16 || !e.accumulate)) {
+    // whole rows of 32: two vectors, the bf16 form by VCVTNE2PS2BF16 (nearest even, as
+    // oneDNN's bf16 stores on these CPUs; it flushes denormals to zero)
+    for (int64_t r = from; r < rows; ++r) {
+      const int64_t off = (r0 + r) * N + c0;
+      __m512 v0 = _mm512_load_ps(buf + r * 32), v1 = _mm512_load_ps(buf + r * 32 + 16);
+      if (add_bias && e.bias) {
+        v0 = _mm512_add_ps(v0, _mm512_loadu_ps(e.bias + c0));
+        v1 = _mm512_add_ps(v1, _mm512_loadu_ps(e.bias + c0 + 16));
+      }
+      if (e.mul && e.mul_bf16) {
+        const __m512i h = _mm512_loadu_si512(static_cast<const uint16_t*>(e.mul) + off);
+        v0 = _mm512_mul_ps(v0, _mm512_castsi512_ps(_mm512_slli_epi32(
+                                   _mm512_cvtepu16_epi32(_mm512_castsi512_si256(h)), 16)));
+        v1 = _mm512_mul_ps(v1, _mm512_castsi512_ps(_mm512_slli_epi32(
+                                   _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(h, 1)), 16)));
+      } else if (e.mul) {
+        const float* mf = static_cast<const float*>(e.mul) + off;
+        v0 = _mm512_mul_ps(v0, _mm512_loadu_ps(mf));
+        v1 = _mm512_mul_ps(v1, _mm512_loadu_ps(mf + 16));
+      }
+      if (e.c_bf16) {
+        _mm512_storeu_si512(static_cast<uint16_t*>(c) + off,
+                            reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(v1, v0)));
+      } else {
+        _mm512_storeu_ps(static_cast<float*>(c) + off, v0);
+        _mm512_storeu_ps(static_cast<float*>(c) + off + 16, v1);
+      }
+    }
+    return;
+  }
+  for (int64_t r = from; r < rows; ++r) {
+    const int64_t row = r0 + r;
+    for (int h = 0; h < 2; ++h) {
+      const int64_t col = c0 + 16 * h;
+      const int64_t left = N - col;
+      if (left <= 0) break;
+      const __mmask16 m = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+      __m512 v = _mm512_loadu_ps(buf + r * 32 + 16 * h);
+      if (add_bias && e.bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, e.bias + col));
+      if (e.mul) {
+        __m512 f;
+        if (e.mul_bf16) {
+          const __m256i h16 =
+              _mm256_maskz_loadu_epi16(m, static_cast<const uint16_t*>(e.mul) + row * N + col);
+          f = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h16), 16));
+        } else {
+          f = _mm512_maskz_loadu_ps(m, static_cast<const float*>(e.mul) + row * N + col);
+        }
+        v = _mm512_mul_ps(v, f);
+      }
+      if (e.c_bf16) {
+        // round to nearest even, NaN kept quiet (as to_bf16 and oneDNN)
+        const __m512i u = _mm512_castps_si512(v);
+        const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+        __m512i r16 = _mm512_srli_epi32(
+            _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), lsb), 16);
+        const __mmask16 nan = _mm512_cmpgt_epu32_mask(
+            _mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
+        r16 = _mm512_mask_mov_epi32(
+            r16, nan, _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40)));
+        _mm256_mask_storeu_epi16(static_cast<uint16_t*>(c) + row * N + col, m,
+                                 _mm512_cvtepi32_epi16(r16));
+      } else {
+        float* cp = static_cast<float*>(c) + row * N + col;
+        if (e.accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, cp));
+        _mm512_mask_storeu_ps(cp, m, v);
+      }
+    }
+  }
+}
+
+/// One 32 x 32 block of C: rows 32 i, columns 32 j; ap: this block's 32 rows of A in tiles
+/// (packed by pack_a). Where the result needs an epilogue it goes to bufs[cur] and becomes the
+/// pending block, whose epilogue the next block's product runs a few rows per step of k (the
+/// vector unit's work beside the tiles'; run one after the other, a bf16 C cost as much as
+/// the product).
+GT_AMX_TARGET void block(void* c, const uint16_t* ap, const uint16_t* bp, int64_t M, int64_t N,
+                         int64_t K, int64_t i, int64_t j, float* bufs, int& cur, Pending& pend,
+                         const AmxEpilogue& e) {
+  const int64_t kt = K / 32, r0 = 32 * i, c0 = 32 * j;
+  const uint16_t* a0 = ap;
+  const uint16_t* a1 = a0 + kt * 512;
+  const uint16_t* b0 = bp + (2 * j) * kt * 512;
+  const uint16_t* b1 = b0 + kt * 512;
+  // C's rows (and the multiplier's) are fetched while the tiles compute, a few rows per step
+  // of k (all at once, they filled the core's line-fill buffers and stalled it): without
+  // it, each product at the step's shapes waited on its stores' and multiplier's misses
+  const int64_t rows = M - r0 < 32 ? M - r0 : 32;
+  const int64_t cbytes = e.c_bf16 ? 2 : 4, mbytes = e.mul_bf16 ? 2 : 4;
+  const char* cbase = static_cast<const char*>(c) + (r0 * N + c0) * cbytes;
+  const char* mbase = e.mul ? static_cast<const char*>(e.mul) + (r0 * N + c0) * mbytes : nullptr;
+  auto prefetch_rows = [&](int64_t from, int64_t to) __attribute__((always_inline)) {
+    for (int64_t r = from; r < to && r < rows; ++r) {
+      _mm_prefetch(cbase + r * N * cbytes, _MM_HINT_ET0);
+      if (cbytes == 4) _mm_prefetch(cbase + r * N * cbytes + 64, _MM_HINT_ET0);
+      if (mbase) {
+        _mm_prefetch(mbase + r * N * mbytes, _MM_HINT_T0);
+        if (mbytes == 4) _mm_prefetch(mbase + r * N * mbytes + 64, _MM_HINT_T0);
+      }
+    }
+  };
+  // the bias as the accumulators' start (a row read 16 times: stride 0), where the block's
+  // columns are all inside N; (bias + A B) then rounds once more than oneDNN's (A B) + bias
+  const bool bias_in_tiles = e.bias && c0 + 32 <= N;
+  if (bias_in_tiles) {
+    _tile_loadd(0, e.bias + c0, 0);
+    _tile_loadd(1, e.bias + c0 + 16, 0);
+    _tile_loadd(2, e.bias + c0, 0);
+    _tile_loadd(3, e.bias + c0 + 16, 0);
+  } else {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+  }
+  for (int64_t k = 0; k < kt; ++k) {
+    prefetch_rows(k * 32 / kt, (k + 1) * 32 / kt);
+    if (pend.buf) epilogue(pend, c, M, N, e, k * 32 / kt, (k + 1) * 32 / kt);
+    _tile_loadd(4, a0 + 512 * k, 64);
+    _tile_loadd(6, b0 + 512 * k, 64);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_loadd(7, b1 + 512 * k, 64);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_loadd(5, a1 + 512 * k, 64);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  pend.buf = nullptr;  // its rows all went out in the loop above
+  const bool plain = (!e.bias || bias_in_tiles) && !e.mul && !e.c_bf16 && !e.accumulate;
+  if (plain && r0 + 32 <= M && c0 + 32 <= N) {
+    float* cp = static_cast<float*>(c) + r0 * N + c0;
+    _tile_stored(0, cp, N * 4);
+    _tile_stored(1, cp + 16, N * 4);
+    _tile_stored(2, cp + 16 * N, N * 4);
+    _tile_stored(3, cp + 16 * N + 16, N * 4);
+    return;
+  }
+  float* buf = bufs + cur * 32 * 32;
+  _tile_stored(0, buf, 128);
+  _tile_stored(1, buf + 16, 128);
+  _tile_stored(2, buf + 16 * 32, 128);
+  _tile_stored(3, buf + 16 * 32 + 16, 128);
+  pend = {buf, r0, c0, !bias_in_tiles};
+  cur ^= 1;
+}
+
+/// Rows r0 .. r0 + 32 nblocks of A (row-major (M,K)) into tiles: for each 16-row tile and
+/// 32-deep step, 16 rows of 32 values; rows past M are zeros.
+GT_AMX_TARGET void pack_a(uint16_t* dst, const uint16_t* a, int64_t M, int64_t K, int64_t r0,
+                          int64_t nblocks) {
+  const int64_t kt = K / 32;
+  for (int64_t r = 0; r < 32 * nblocks; ++r) {
+    uint16_t* d = dst + ((r / 16) * kt * 16 + r % 16) * 32;
+    if (r0 + r >= M) {
+      for (int64_t k = 0; k < kt; ++k) _mm512_storeu_si512(d + k * 512, _mm512_setzero_si512());
+      continue;
+    }
+    const uint16_t* src = a + (r0 + r) * K;
+    for (int64_t k = 0; k < kt; ++k)
+      _mm512_storeu_si512(d + k * 512, _mm512_loadu_si512(src + 32 * k));
+  }
+}
+
+GT_AMX_TARGET void run(void* c, const uint16_t* a, const uint16_t* b, int64_t M, int64_t N,
+                       int64_t K, bool trans_b, const AmxEpilogue& e, uint16_t* bp,
+                       uint16_t* a_bufs, int64_t mc) {
+  const int64_t kt = K / 32, nb = (N + 31) / 32, mb = (M + 31) / 32;
+  const int64_t nmc = (mb + mc - 1) / mc, b_tiles = 2 * nb * kt;
+#pragma omp parallel
+  {
+    load_config();
+    alignas(64) float bufs[2 * 32 * 32];
+    int cur = 0;
+    Pending pend;
+    uint16_t* ap = a_bufs + static_cast<int64_t>(omp_get_thread_num()) * mc * 32 * K;
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < b_tiles; ++t)
+      pack_b_tile(bp + t * 512, b, N, K, trans_b, t / kt, t % kt);
+#pragma omp for schedule(static)
+    for (int64_t ic = 0; ic < nmc; ++ic) {
+      const int64_t i0 = ic * mc, i1 = (ic + 1) * mc < mb ? (ic + 1) * mc : mb;
+      pack_a(ap, a, M, K, 32 * i0, i1 - i0);
+      for (int64_t j = 0; j < nb; ++j)
+        for (int64_t i = i0; i < i1; ++i)
+          block(c, ap + (i - i0) * 2 * kt * 512, bp, M, N, K, i, j, bufs, cur, pend, e);
+      if (pend.buf) epilogue(pend, c, M, N, e, 0, 32);
+      pend.buf = nullptr;
+    }
+    _tile_release();
+  }
+}
+#endif  // GT_AMX_KERNEL
+
+}  // namespace
+
+bool amx_available() {
+#if GT_AMX_KERNEL
+  static const bool ok = detect();
+  return ok;
+#else
+  return false;
+#endif
+}
+
+bool amx_matmul_takes(int64_t M, int64_t N, int64_t K) {
+  return M > 0 && N > 0 && K > 0 && K % 32 == 0 && N * K <= kAmxMaxBElems && own_enabled() &&
+         amx_available();
+}
+
+size_t amx_matmul_workspace_bytes(int64_t max_nk, int64_t max_k, int threads) {
+  if (max_nk <= 0 || !own_enabled() || !amx_available()) return 0;
+  return static_cast<size_t>((max_nk + 32 * max_k) + int64_t{threads} * 8 * 32 * max_k) *
+         sizeof(uint16_t);
+}
+
+void set_own_amx_matmul(bool on) { g_own.store(on ? 1 : 0, std::memory_order_relaxed); }
+
+void amx_matmul_bf16(void* c, const uint16_t* a, const uint16_t* b, int64_t M, int64_t N, int64_t K,
+                     bool trans_b, const AmxEpilogue& e) {
+  if (!amx_matmul_takes(M, N, K))
+    throw Error("amx_matmul_bf16: no AMX product for M " + std::to_string(M) + ", N " +
+                std::to_string(N) + ", K " + std::to_string(K) +
+                " here (needs AMX-BF16, K a multiple of 32, GT_CPU_OWN_AMX not 0)");
+  if (e.accumulate && e.c_bf16) throw Error("amx_matmul_bf16: accumulate needs an f32 C");
+#if GT_AMX_KERNEL
+  const int64_t nb = (N + 31) / 32, mb = (M + 31) / 32, nt = omp_get_max_threads();
+  // chunks of rows of A, a whole number of them per thread where M allows, each at most kMaxMc
+  // blocks: each thread packs its chunk once and meets every column block with it
+  const int64_t rounds = (mb + kMaxMc * nt - 1) / (kMaxMc * nt);
+  static_assert(kMaxMc == 8, "amx_matmul_workspace_bytes counts 8 blocks of rows per thread");
+  const int64_t mc = (mb + rounds * nt - 1) / (rounds * nt);
+  uint16_t* bp = thread_buffer(0, static_cast<size_t>(nb * 32 * K));
+  uint16_t* a_bufs = thread_buffer(1, static_cast<size_t>(nt * mc * 32 * K));
+  run(c, a, b, M, N, K, trans_b, e, bp, a_bufs, mc);
+#else
+  (void)c, (void)a, (void)b, (void)trans_b;
+#endif
+}
+
+}  // namespace gt::cpu

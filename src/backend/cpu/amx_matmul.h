@@ -1,0 +1,57 @@
+// backend/cpu/amx_matmul.h: greentrain's own bf16 matrix product on Intel AMX tiles (Sapphire
+// Rapids and later), for the products whose first operand is row-major: the forward products
+// (x @ W^T) and the input gradients (dY @ W). On a Xeon with AMX it ran those step shapes
+// 1.25-1.5x faster than Debian 12's oneDNN 2.6.3 (docs/benchmarks.md): C blocks of 32 x 32 in
+// four accumulator tiles (2 x 2), B repacked once per call into AMX's pair-interleaved (VNNI)
+// layout, A's tiles loaded straight from its rows, and 256 rows of A kept in L2 while they
+// meet every column block. Intel's tile instructions: Intel 64 and IA-32 Architectures
+// Software Developer's Manual, vol. 2, TDPBF16PS / TILELOADD; Linux asks a process to request
+// the tile state first (arch_prctl ARCH_REQ_XCOMP_PERM, Documentation/arch/x86/xstate.rst).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace gt::cpu {
+
+/// True when this CPU has AMX-BF16 (CPUID 7.0:EDX bits 22 and 24), the build has the
+/// kernel (x86-64 with AVX-512), and Linux granted the process the tile data state.
+bool amx_available();
+
+/// What amx_matmul_bf16 does to the f32 result before storing it, in oneDNN's order:
+/// (A B + bias) * mul, then + C's old value when accumulate.
+struct AmxEpilogue {
+  const float* bias = nullptr;  ///< (N) f32, or null
+  const void* mul = nullptr;    ///< (M, N) row-major, f32 or bf16 (mul_bf16), or null
+  bool mul_bf16 = false;
+  bool c_bf16 = false;      ///< C is bf16, rounded to nearest even (as oneDNN); else f32
+  bool accumulate = false;  ///< C += result (f32 C only)
+};
+
+/// The most elements of B amx_matmul_bf16 repacks per call (16 MiB of bf16): a larger B (a
+/// GPT-2 classifier's 50257 x 768) goes to oneDNN, which reads it in place.
+constexpr int64_t kAmxMaxBElems = int64_t{1} << 23;
+
+/// True when amx_matmul_bf16 takes a product of these sizes: amx_available(), the own kernel
+/// is on (set_own_amx_matmul), K a multiple of 32 (A's tiles are read in rows of 32),
+/// N K <= kAmxMaxBElems and no dimension zero.
+bool amx_matmul_takes(int64_t M, int64_t N, int64_t K);
+
+/// Bytes of the buffers amx_matmul_bf16 keeps (B repacked, N K rounded up; up to 256 rows of
+/// A per thread) for products whose N K is at most max_nk and K at most max_k, on `threads`
+/// threads; 0 where it takes no product (no AMX, or turned off).
+size_t amx_matmul_workspace_bytes(int64_t max_nk, int64_t max_k, int threads);
+
+/// C(M,N) [+]= A(M,K) @ op(B)(K,N) on AMX, A and B bf16, row-major and contiguous: A is (M,K);
+/// B is stored (N,K) when trans_b (a weight W in x @ W^T), else (K,N). Accumulates in f32 over
+/// K in order, each C block on one thread: the result does not depend on the team size. Runs on
+/// the OpenMP team of the calling thread (omp_set_num_threads). Throws gt::Error when
+/// amx_matmul_takes() is false, or for accumulate with a bf16 C.
+void amx_matmul_bf16(void* c, const uint16_t* a, const uint16_t* b, int64_t M, int64_t N, int64_t K,
+                     bool trans_b, const AmxEpilogue& e = {});
+
+/// Turns the own AMX product on (the default where amx_available()) or off, so oneDNN runs
+/// every product (benchmarks and tests compare the two). The environment variable
+/// GT_CPU_OWN_AMX=0 turns it off for a whole run.
+void set_own_amx_matmul(bool on);
+
+}  // namespace gt::cpu

@@ -1,0 +1,142 @@
+// The own AMX bf16 product (cpu/amx_matmul.h) against a float64 reference of the same bf16
+// operands and against oneDNN's product, with every epilogue (bias, element-wise multiply in
+// f32 or bf16, bf16 C, accumulate), both layouts of B, and sizes with partial blocks in M and N;
+// its result must not depend on the team size. Skipped where the CPU has no AMX.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "backend/cpu/amx_matmul.h"
+#include "backend/cpu/fast_math.h"
+#include "backend/cpu/onednn_matmul.h"
+
+namespace gt {
+namespace {
+
+std::vector<uint16_t> rand16(size_t n, uint64_t seed) {
+  std::mt19937_64 g(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<uint16_t> v(n);
+  for (auto& x : v) x = cpu::to_bf16(d(g));
+  return v;
+}
+
+float f(uint16_t h) { return cpu::bf16_to_float(h); }
+
+struct Case {
+  int64_t M, N, K;
+  bool trans_b;
+};
+
+/// float64 (A B + bias) * mul + c0 over the bf16 values
+std::vector<double> reference(const Case& s, const std::vector<uint16_t>& a,
+                              const std::vector<uint16_t>& b, const std::vector<float>* bias,
+                              const std::vector<float>* mul, const std::vector<float>* c0) {
+  std::vector<double> r(s.M * s.N);
+  for (int64_t i = 0; i < s.M; ++i)
+    for (int64_t j = 0; j < s.N; ++j) {
+      double acc = 0;
+      for (int64_t k = 0; k < s.K; ++k)
+        acc += double(f(a[i * s.K + k])) * f(s.trans_b ? b[j * s.K + k] : b[k * s.N + j]);
+      if (bias) acc += (*bias)[j];
+      if (mul) acc *= (*mul)[i * s.N + j];
+      if (c0) acc += (*c0)[i * s.N + j];
+      r[i * s.N + j] = acc;
+    }
+  return r;
+}
+
+class AmxMatmul : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cpu::amx_available()) GTEST_SKIP() << "this CPU has no AMX-BF16";
+    cpu::set_own_amx_matmul(true);
+  }
+};
+
+const Case kCases[] = {{64, 64, 64, true},  {64, 64, 64, false},   {37, 45, 96, true},
+                       {37, 45, 96, false}, {300, 129, 128, true}, {300, 129, 128, false},
+                       {16, 1, 32, true},   {520, 96, 384, false}};
+
+TEST_F(AmxMatmul, F32ResultMatchesFloat64AndOneDnn) {
+  for (const Case& s : kCases) {
+    SCOPED_TRACE(::testing::Message() << "M " << s.M << " N " << s.N << " K " << s.K
+                                      << (s.trans_b ? " B (N,K)" : " B (K,N)"));
+    auto a = rand16(s.M * s.K, 1), b = rand16(s.K * s.N, 2);
+    std::vector<float> c(s.M * s.N, -7.0f), ref_dnnl(s.M * s.N);
+    cpu::amx_matmul_bf16(c.data(), a.data(), b.data(), s.M, s.N, s.K, s.trans_b);
+    const auto ref = reference(s, a, b, nullptr, nullptr, nullptr);
+    cpu::onednn_matmul(ref_dnnl.data(), a.data(), b.data(), nullptr, s.M, s.N, s.K, false,
+                       s.trans_b, false, cpu::MmType::bf16);
+    for (int64_t i = 0; i < s.M * s.N; ++i) {
+      // f32 sums of K products of bf16 values (exact in f32): a few ulps of sqrt(K) terms
+      const double tol = 1e-6 * std::sqrt(double(s.K)) * 8;
+      ASSERT_NEAR(c[i], ref[i], tol) << "at " << i;
+      ASSERT_NEAR(c[i], ref_dnnl[i], tol) << "oneDNN, at " << i;
+    }
+  }
+}
+
+TEST_F(AmxMatmul, EpiloguesMatchFloat64) {
+  for (const Case& s : kCases) {
+    SCOPED_TRACE(::testing::Message() << "M " << s.M << " N " << s.N << " K " << s.K);
+    auto a = rand16(s.M * s.K, 3), b = rand16(s.K * s.N, 4);
+    auto m16 = rand16(s.M * s.N, 5), b16 = rand16(s.N, 6), c16 = rand16(s.M * s.N, 7);
+    std::vector<float> bias(s.N), mul(s.M * s.N), c0(s.M * s.N);
+    for (int64_t j = 0; j < s.N; ++j) bias[j] = f(b16[j]);
+    for (int64_t i = 0; i < s.M * s.N; ++i) mul[i] = f(m16[i]), c0[i] = f(c16[i]);
+    const double tol = 1e-6 * std::sqrt(double(s.K)) * 32;
+    {  // bias, f32 multiplier, accumulate into f32 C
+      std::vector<float> c = c0;
+      cpu::amx_matmul_bf16(c.data(), a.data(), b.data(), s.M, s.N, s.K, s.trans_b,
+                           {.bias = bias.data(), .mul = mul.data(), .accumulate = true});
+      const auto ref = reference(s, a, b, &bias, &mul, &c0);
+      for (int64_t i = 0; i < s.M * s.N; ++i) ASSERT_NEAR(c[i], ref[i], tol) << "at " << i;
+    }
+    {  // bf16 multiplier, bf16 C: the f32 result rounded to nearest even (one bf16 step of 2^-8)
+      std::vector<uint16_t> c(s.M * s.N + 8, 0xABCD);
+      cpu::amx_matmul_bf16(c.data(), a.data(), b.data(), s.M, s.N, s.K, s.trans_b,
+                           {.mul = m16.data(), .mul_bf16 = true, .c_bf16 = true});
+      const auto ref = reference(s, a, b, nullptr, &mul, nullptr);
+      for (int64_t i = 0; i < s.M * s.N; ++i)
+        ASSERT_NEAR(f(c[i]), ref[i], std::fabs(ref[i]) * 0.0040 + tol) << "at " << i;
+      for (int64_t i = s.M * s.N; i < s.M * s.N + 8; ++i) ASSERT_EQ(c[i], 0xABCD) << "past C";
+    }
+  }
+}
+
+TEST_F(AmxMatmul, ResultDoesNotDependOnTheTeamSize) {
+  const Case s{300, 200, 256, true};
+  auto a = rand16(s.M * s.K, 8), b = rand16(s.K * s.N, 9);
+  std::vector<float> c1(s.M * s.N), c2(s.M * s.N);
+  const int before = omp_get_max_threads();
+  omp_set_num_threads(1);
+  cpu::amx_matmul_bf16(c1.data(), a.data(), b.data(), s.M, s.N, s.K, s.trans_b);
+  omp_set_num_threads(std::max(2, before));
+  cpu::amx_matmul_bf16(c2.data(), a.data(), b.data(), s.M, s.N, s.K, s.trans_b);
+  omp_set_num_threads(before);
+  for (int64_t i = 0; i < s.M * s.N; ++i) ASSERT_EQ(c1[i], c2[i]) << "at " << i;
+}
+
+TEST_F(AmxMatmul, RefusesWhatItCannotTake) {
+  std::vector<uint16_t> a(16 * 40), b(40 * 16);
+  std::vector<float> c(16 * 16);
+  EXPECT_FALSE(cpu::amx_matmul_takes(16, 16, 40));  // K not a multiple of 32
+  EXPECT_THROW(cpu::amx_matmul_bf16(c.data(), a.data(), b.data(), 16, 16, 40, true),
+               std::exception);
+  EXPECT_THROW(cpu::amx_matmul_bf16(c.data(), a.data(), b.data(), 16, 16, 32, true,
+                                    {.c_bf16 = true, .accumulate = true}),
+               std::exception);
+  cpu::set_own_amx_matmul(false);
+  EXPECT_FALSE(cpu::amx_matmul_takes(16, 16, 32));
+  cpu::set_own_amx_matmul(true);
+  EXPECT_TRUE(cpu::amx_matmul_takes(16, 16, 32));
+}
+
+}  // namespace
+}  // namespace gt
