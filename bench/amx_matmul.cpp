@@ -1,10 +1,12 @@
 // bench/amx_matmul.cpp: the own AMX bf16 product (cpu/amx_matmul.h) against oneDNN's
-// (cpu::onednn_matmul) at the row-major-A products of a training step: the forward products
-// x @ W^T (+ bias; f32 C, or bf16 C where the model keeps bf16 activations) and the input
-// gradients dY @ W, alternating one call of each per round in one process (medians,
-// bench/alternate.h). Default shapes: nanoGPT's shakespeare-char (B x T = 2048, C = 384) and
-// the CPU preset (768, 128); or one shape from the command line.
-// Usage: gt_amx_matmul [reps=30] [threads=2] [M N K trans_b(0|1) c_bf16(0|1)]
+// (cpu::onednn_matmul) at the row-major-A products of a training step, with the layouts and
+// epilogues the CPU backend gives them: the forward products x W + b and the input gradients
+// dY W^T (c_fc's times gelu', into bf16), alternating one call of each per round in one process
+// (medians, bench/alternate.h). Default shapes: nanoGPT's shakespeare-char (B x T = 2048, C = 384)
+// and the CPU preset (768, 128); or one shape from the command line. GT_BENCH_COLD=1 writes 256 MiB
+// between calls, so that operands and C start in memory as in a step (whose products read what
+// other ops wrote long before). Usage: gt_amx_matmul [reps=30] [threads=2] [M N K trans_b c_bf16
+// bias mul (each 0|1)]
 #include "backend/cpu/amx_matmul.h"
 
 #include <fmt/format.h>
@@ -24,7 +26,7 @@ namespace {
 
 struct Shape {
   int64_t M, N, K;
-  bool trans_b, c_bf16;
+  bool trans_b, c_bf16, bias, mul;
   const char* what;
 };
 
@@ -40,27 +42,27 @@ int main(int argc, char** argv) {
     return 0;
   }
   std::vector<Shape> shapes;
-  if (argc > 7) {
+  if (argc > 9) {
     auto num = [&](int i) { return parse_number<long>(argv[i], "a shape argument", "a size"); };
-    shapes.push_back({num(3), num(4), num(5), num(6) != 0, num(7) != 0, "command line"});
-  } else {
+    shapes.push_back({num(3), num(4), num(5), num(6) != 0, num(7) != 0, num(8) != 0, num(9) != 0,
+                      "command line"});
+  } else {  // as the CPU backend calls them (GPT: weights stored (in, out))
     for (int64_t bt : {2048, 768}) {
       const int64_t c = bt == 2048 ? 384 : 128;
-      shapes.push_back({bt, 3 * c, c, true, true, "qkv = ln1 @ Wqkv^T"});
-      shapes.push_back({bt, c, c, true, false, "attn proj, f32 residual"});
-      shapes.push_back({bt, 4 * c, c, true, false, "fc (f32 pre-activation)"});
-      shapes.push_back({bt, c, 4 * c, true, false, "fc proj, f32 residual"});
-      shapes.push_back({bt, c, 3 * c, false, false, "d ln1 = dqkv @ Wqkv"});
-      shapes.push_back({bt, 4 * c, c, false, true, "d gelu = dY @ Wproj (bf16)"});
-      shapes.push_back({bt, c, 4 * c, false, false, "d ln2 = dfc @ Wfc"});
+      shapes.push_back({bt, 3 * c, c, false, false, true, false, "qkv = ln1 W + b"});
+      shapes.push_back({bt, c, c, false, false, true, false, "attention projection"});
+      shapes.push_back({bt, 4 * c, c, false, false, true, false, "fc (pre-activation)"});
+      shapes.push_back({bt, c, 4 * c, false, false, true, false, "fc projection"});
+      shapes.push_back({bt, c, 3 * c, true, false, false, false, "d ln1 = dqkv W^T"});
+      shapes.push_back({bt, c, c, true, false, false, false, "d atty = dY W^T"});
+      shapes.push_back({bt, 4 * c, c, true, true, false, true, "d fc = (dY W^T) * gelu' (bf16)"});
+      shapes.push_back({bt, c, 4 * c, true, false, false, false, "d ln2 = dfc W^T"});
     }
   }
   fmt::print("{:>5} {:>5} {:>5} {:>3} {:>4}  {:>9} {:>9} {:>6}  {}\n", "M", "N", "K", "B", "C",
              "oneDNN", "own AMX", "ratio", "GFLOP/s medians of " + std::to_string(reps));
   const char* cold_env = std::getenv("GT_BENCH_COLD");
   const bool cold = cold_env && cold_env[0] == '1';
-  const char* mul_env = std::getenv("GT_BENCH_MUL");  // a bf16 (M,N) multiplier (GELU's')
-  const bool with_mul = mul_env && mul_env[0] == '1';
   std::vector<float> flush(cold ? 64 << 20 : 0);  // 256 MiB written between calls when cold
   std::mt19937 gen(1);
   std::normal_distribution<float> normal;
@@ -69,9 +71,9 @@ int main(int argc, char** argv) {
     for (auto& x : a) x = cpu::to_bf16(normal(gen));
     for (auto& x : b) x = cpu::to_bf16(normal(gen));
     std::vector<float> bias(s.N, 0.5f), c(s.M * s.N);
-    std::vector<uint16_t> mul(with_mul ? s.M * s.N : 0, cpu::to_bf16(1.5f));
-    const void* mp = with_mul ? mul.data() : nullptr;
-    const float* bp = s.trans_b ? bias.data() : nullptr;  // forward products carry a bias
+    std::vector<uint16_t> mul(s.mul ? s.M * s.N : 0, cpu::to_bf16(1.5f));
+    const void* mp = s.mul ? mul.data() : nullptr;
+    const float* bp = s.bias ? bias.data() : nullptr;
     auto med = gt::bench::alternate(
         reps,
         [&](int, int k) {

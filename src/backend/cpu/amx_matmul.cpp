@@ -14,11 +14,15 @@
 #define GT_AMX_KERNEL 1
 #include <cpuid.h>
 // GCC 12 warns that masked intrinsics read an uninitialised vector (its bug 105593)
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 #pragma GCC diagnostic pop
+#else
+#include <immintrin.h>
+#endif
 #include <sys/syscall.h>
 #include <unistd.h>
 #else
