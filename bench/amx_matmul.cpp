@@ -28,6 +28,7 @@ struct Shape {
   int64_t M, N, K;
   bool trans_b, c_bf16, bias, mul;
   const char* what;
+  bool trans_a = false;  // a weight gradient X^T dY, accumulated into f32 C
 };
 
 }  // namespace
@@ -57,9 +58,13 @@ int main(int argc, char** argv) {
       shapes.push_back({bt, c, c, true, false, false, false, "d atty = dY W^T"});
       shapes.push_back({bt, 4 * c, c, true, true, false, true, "d fc = (dY W^T) * gelu' (bf16)"});
       shapes.push_back({bt, c, 4 * c, true, false, false, false, "d ln2 = dfc W^T"});
+      shapes.push_back({c, 3 * c, bt, false, false, false, false, "dWqkv += ln1^T dqkv", true});
+      shapes.push_back({c, 4 * c, bt, false, false, false, false, "dWfc += ln2^T dfc", true});
+      shapes.push_back({4 * c, c, bt, false, false, false, false, "dWproj += gelu^T dY", true});
     }
   }
-  fmt::print("{:>5} {:>5} {:>5} {:>3} {:>4}  {:>9} {:>9} {:>6}  {}\n", "M", "N", "K", "B", "C",
+  // lay: B stored (K,N) or (N,K); ^: A stored (K,M) (a weight gradient)
+  fmt::print("{:>5} {:>5} {:>5} {:>4} {:>4}  {:>9} {:>9} {:>6}  {}\n", "M", "N", "K", "lay", "C",
              "oneDNN", "own AMX", "ratio", "GFLOP/s medians of " + std::to_string(reps));
   const char* cold_env = std::getenv("GT_BENCH_COLD");
   const bool cold = cold_env && cold_env[0] == '1';
@@ -78,21 +83,28 @@ int main(int argc, char** argv) {
         reps,
         [&](int, int k) {
           if (k == 0)
-            cpu::onednn_matmul(c.data(), a.data(), b.data(), bp, s.M, s.N, s.K, false, s.trans_b,
-                               false, cpu::MmType::bf16,
+            cpu::onednn_matmul(c.data(), a.data(), b.data(), bp, s.M, s.N, s.K, s.trans_a,
+                               s.trans_b, s.trans_a, cpu::MmType::bf16,
                                {.mul = mp, .mul_bf16 = true, .c_bf16 = s.c_bf16});
           else
-            cpu::amx_matmul_bf16(c.data(), a.data(), b.data(), s.M, s.N, s.K, s.trans_b,
-                                 {.bias = bp, .mul = mp, .mul_bf16 = true, .c_bf16 = s.c_bf16});
+            cpu::amx_matmul_bf16(c.data(), a.data(), b.data(), s.M, s.N, s.K, s.trans_a, s.trans_b,
+                                 {.bias = bp,
+                                  .mul = mp,
+                                  .mul_bf16 = true,
+                                  .c_bf16 = s.c_bf16,
+                                  .accumulate = s.trans_a});
         },
         [&](int, int) {
           if (!cold) return;
           for (size_t i = 0; i < flush.size(); i += 16) flush[i] += 1.0f;  // evict the caches
         });
     const double flop = 2.0 * s.M * s.N * s.K;
-    fmt::print("{:>5} {:>5} {:>5} {:>3} {:>4}  {:>9.0f} {:>9.0f} {:>6.2f}  {}\n", s.M, s.N, s.K,
-               s.trans_b ? "NK" : "KN", s.c_bf16 ? "bf16" : "f32", flop / med[0] / 1e9,
-               flop / med[1] / 1e9, med[0] / med[1], s.what);
+    fmt::print("{:>5} {:>5} {:>5} {:>4} {:>4}  {:>9.0f} {:>9.0f} {:>6.2f}  {}\n", s.M, s.N, s.K,
+               s.trans_a   ? "KN^"
+               : s.trans_b ? "NK"
+                           : "KN",
+               s.c_bf16 ? "bf16" : "f32", flop / med[0] / 1e9, flop / med[1] / 1e9, med[0] / med[1],
+               s.what);
   }
   return 0;
 }

@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
     for (int r = 0; r <= reps; ++r) {
       auto t0 = std::chrono::steady_clock::now();
       if (bf && gt::cpu::amx_matmul_takes(n, n, n))  // the product training runs here
-        gt::cpu::amx_matmul_bf16(c.data(), a16.data(), b16.data(), n, n, n, false);
+        gt::cpu::amx_matmul_bf16(c.data(), a16.data(), b16.data(), n, n, n, false, false);
       else
         gt::cpu::onednn_matmul(c.data(), pa, pb, nullptr, n, n, n, false, false, false, type);
       double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -1,6 +1,7 @@
 // The own AMX bf16 product (cpu/amx_matmul.h) against a float64 reference of the same bf16
 // operands and against oneDNN's product, with every epilogue (bias, element-wise multiply in
-// f32 or bf16, bf16 C, accumulate), both layouts of B, and sizes with partial blocks in M and N;
+// f32 or bf16, bf16 C, accumulate), both layouts of A and of B, and sizes with partial blocks
+// in M and N;
 // its result must not depend on the team size. Skipped where the CPU has no AMX.
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -31,6 +32,7 @@ float f(uint16_t h) { return cpu::bf16_to_float(h); }
 struct Case {
   int64_t M, N, K;
   bool trans_b;
+  bool trans_a = false;
 };
 
 /// float64 (A B + bias) * mul + c0 over the bf16 values
@@ -42,7 +44,8 @@ std::vector<double> reference(const Case& s, const std::vector<uint16_t>& a,
     for (int64_t j = 0; j < s.N; ++j) {
       double acc = 0;
       for (int64_t k = 0; k < s.K; ++k)
-        acc += double(f(a[i * s.K + k])) * f(s.trans_b ? b[j * s.K + k] : b[k * s.N + j]);
+        acc += double(f(s.trans_a ? a[k * s.M + i] : a[i * s.K + k])) *
+               f(s.trans_b ? b[j * s.K + k] : b[k * s.N + j]);
       if (bias) acc += (*bias)[j];
       if (mul) acc *= (*mul)[i * s.N + j];
       if (c0) acc += (*c0)[i * s.N + j];
@@ -59,19 +62,22 @@ class AmxMatmul : public ::testing::Test {
   }
 };
 
-const Case kCases[] = {{64, 64, 64, true},  {64, 64, 64, false},   {37, 45, 96, true},
-                       {37, 45, 96, false}, {300, 129, 128, true}, {300, 129, 128, false},
-                       {16, 1, 32, true},   {520, 96, 384, false}};
+const Case kCases[] = {
+    {64, 64, 64, true},        {64, 64, 64, false},         {37, 45, 96, true},
+    {37, 45, 96, false},       {300, 129, 128, true},       {300, 129, 128, false},
+    {16, 1, 32, true},         {520, 96, 384, false},       {64, 64, 64, false, true},
+    {37, 45, 96, false, true}, {300, 129, 128, true, true}, {1, 33, 64, false, true}};
 
 TEST_F(AmxMatmul, F32ResultMatchesFloat64AndOneDnn) {
   for (const Case& s : kCases) {
-    SCOPED_TRACE(::testing::Message() << "M " << s.M << " N " << s.N << " K " << s.K
-                                      << (s.trans_b ? " B (N,K)" : " B (K,N)"));
+    SCOPED_TRACE(::testing::Message()
+                 << "M " << s.M << " N " << s.N << " K " << s.K
+                 << (s.trans_a ? " A (K,M)" : " A (M,K)") << (s.trans_b ? " B (N,K)" : " B (K,N)"));
     auto a = rand16(s.M * s.K, 1), b = rand16(s.K * s.N, 2);
     std::vector<float> c(s.M * s.N, -7.0f), ref_dnnl(s.M * s.N);
-    cpu::amx_matmul_bf16(c.data(), a.data(), b.data(), s.M, s.N, s.K, s.trans_b);
+    cpu::amx_matmul_bf16(c.data(), a.data(), b.data(), s.M, s.N, s.K, s.trans_a, s.trans_b);
     const auto ref = reference(s, a, b, nullptr, nullptr, nullptr);
-    cpu::onednn_matmul(ref_dnnl.data(), a.data(), b.data(), nullptr, s.M, s.N, s.K, false,
+    cpu::onednn_matmul(ref_dnnl.data(), a.data(), b.data(), nullptr, s.M, s.N, s.K, s.trans_a,
                        s.trans_b, false, cpu::MmType::bf16);
     for (int64_t i = 0; i < s.M * s.N; ++i) {
       // f32 sums of K products of bf16 values (exact in f32): a few ulps of sqrt(K) terms
@@ -93,14 +99,21 @@ TEST_F(AmxMatmul, EpiloguesMatchFloat64) {
     const double tol = 1e-6 * std::sqrt(double(s.K)) * 32;
     {  // bias, f32 multiplier, accumulate into f32 C
       std::vector<float> c = c0;
-      cpu::amx_matmul_bf16(c.data(), a.data(), b.data(), s.M, s.N, s.K, s.trans_b,
+      cpu::amx_matmul_bf16(c.data(), a.data(), b.data(), s.M, s.N, s.K, s.trans_a, s.trans_b,
                            {.bias = bias.data(), .mul = mul.data(), .accumulate = true});
       const auto ref = reference(s, a, b, &bias, &mul, &c0);
       for (int64_t i = 0; i < s.M * s.N; ++i) ASSERT_NEAR(c[i], ref[i], tol) << "at " << i;
     }
+    {  // accumulate alone (a weight gradient: the old C as the tiles' start where blocks are whole)
+      std::vector<float> c = c0;
+      cpu::amx_matmul_bf16(c.data(), a.data(), b.data(), s.M, s.N, s.K, s.trans_a, s.trans_b,
+                           {.accumulate = true});
+      const auto ref = reference(s, a, b, nullptr, nullptr, &c0);
+      for (int64_t i = 0; i < s.M * s.N; ++i) ASSERT_NEAR(c[i], ref[i], tol) << "at " << i;
+    }
     {  // bf16 multiplier, bf16 C: the f32 result rounded to nearest even (one bf16 step of 2^-8)
       std::vector<uint16_t> c(s.M * s.N + 8, 0xABCD);
-      cpu::amx_matmul_bf16(c.data(), a.data(), b.data(), s.M, s.N, s.K, s.trans_b,
+      cpu::amx_matmul_bf16(c.data(), a.data(), b.data(), s.M, s.N, s.K, s.trans_a, s.trans_b,
                            {.mul = m16.data(), .mul_bf16 = true, .c_bf16 = true});
       const auto ref = reference(s, a, b, nullptr, &mul, nullptr);
       for (int64_t i = 0; i < s.M * s.N; ++i)
@@ -116,9 +129,9 @@ TEST_F(AmxMatmul, ResultDoesNotDependOnTheTeamSize) {
   std::vector<float> c1(s.M * s.N), c2(s.M * s.N);
   const int before = omp_get_max_threads();
   omp_set_num_threads(1);
-  cpu::amx_matmul_bf16(c1.data(), a.data(), b.data(), s.M, s.N, s.K, s.trans_b);
+  cpu::amx_matmul_bf16(c1.data(), a.data(), b.data(), s.M, s.N, s.K, false, s.trans_b);
   omp_set_num_threads(std::max(2, before));
-  cpu::amx_matmul_bf16(c2.data(), a.data(), b.data(), s.M, s.N, s.K, s.trans_b);
+  cpu::amx_matmul_bf16(c2.data(), a.data(), b.data(), s.M, s.N, s.K, false, s.trans_b);
   omp_set_num_threads(before);
   for (int64_t i = 0; i < s.M * s.N; ++i) ASSERT_EQ(c1[i], c2[i]) << "at " << i;
 }
@@ -127,9 +140,9 @@ TEST_F(AmxMatmul, RefusesWhatItCannotTake) {
   std::vector<uint16_t> a(16 * 40), b(40 * 16);
   std::vector<float> c(16 * 16);
   EXPECT_FALSE(cpu::amx_matmul_takes(16, 16, 40));  // K not a multiple of 32
-  EXPECT_THROW(cpu::amx_matmul_bf16(c.data(), a.data(), b.data(), 16, 16, 40, true),
+  EXPECT_THROW(cpu::amx_matmul_bf16(c.data(), a.data(), b.data(), 16, 16, 40, false, true),
                std::exception);
-  EXPECT_THROW(cpu::amx_matmul_bf16(c.data(), a.data(), b.data(), 16, 16, 32, true,
+  EXPECT_THROW(cpu::amx_matmul_bf16(c.data(), a.data(), b.data(), 16, 16, 32, false, true,
                                     {.c_bf16 = true, .accumulate = true}),
                std::exception);
   cpu::set_own_amx_matmul(false);

@@ -247,7 +247,17 @@ GT_AMX_TARGET void block(void* c, const uint16_t* ap, const uint16_t* bp, int64_
   // the bias as the accumulators' start (a row read 16 times: stride 0), where the block's
   // columns are all inside N; (bias + A B) then rounds once more than oneDNN's (A B) + bias
   const bool bias_in_tiles = e.bias && c0 + 32 <= N;
-  if (bias_in_tiles) {
+  // accumulate into an f32 C: its old block as the accumulators' start, where the block is
+  // whole and nothing else is applied (C_old + A B, summed on top of C_old chunk by chunk)
+  const bool c_in_tiles =
+      e.accumulate && !e.c_bf16 && !e.bias && !e.mul && r0 + 32 <= M && c0 + 32 <= N;
+  if (c_in_tiles) {
+    float* cp = static_cast<float*>(c) + r0 * N + c0;
+    _tile_loadd(0, cp, N * 4);
+    _tile_loadd(1, cp + 16, N * 4);
+    _tile_loadd(2, cp + 16 * N, N * 4);
+    _tile_loadd(3, cp + 16 * N + 16, N * 4);
+  } else if (bias_in_tiles) {
     _tile_loadd(0, e.bias + c0, 0);
     _tile_loadd(1, e.bias + c0 + 16, 0);
     _tile_loadd(2, e.bias + c0, 0);
@@ -271,7 +281,8 @@ GT_AMX_TARGET void block(void* c, const uint16_t* ap, const uint16_t* bp, int64_
     _tile_dpbf16ps(3, 5, 7);
   }
   pend.buf = nullptr;  // its rows all went out in the loop above
-  const bool plain = (!e.bias || bias_in_tiles) && !e.mul && !e.c_bf16 && !e.accumulate;
+  const bool plain =
+      (!e.bias || bias_in_tiles) && !e.mul && !e.c_bf16 && (!e.accumulate || c_in_tiles);
   if (plain && r0 + 32 <= M && c0 + 32 <= N) {
     float* cp = static_cast<float*>(c) + r0 * N + c0;
     _tile_stored(0, cp, N * 4);
@@ -289,15 +300,34 @@ GT_AMX_TARGET void block(void* c, const uint16_t* ap, const uint16_t* bp, int64_
   cur ^= 1;
 }
 
-/// Rows r0 .. r0 + 32 nblocks of A (row-major (M,K)) into tiles: for each 16-row tile and
-/// 32-deep step, 16 rows of 32 values; rows past M are zeros.
-GT_AMX_TARGET void pack_a(uint16_t* dst, const uint16_t* a, int64_t M, int64_t K, int64_t r0,
-                          int64_t nblocks) {
+/// Rows r0 .. r0 + 32 nblocks of A into tiles: for each 16-row tile and 32-deep step, 16 rows
+/// of 32 values; rows past M are zeros. A is stored (M,K), or (K,M) when trans_a: then row m's
+/// pairs (A[2p][m], A[2p+1][m]) come from two gathers down columns m and m - 1 of the stored
+/// rows 2p and 2p+1, each 32-bit read keeping its element's half (both reads stay inside the
+/// stored rows k..k+1: column m + 1 of row 2p is at worst row 2p+1's first element, column
+/// m - 1 of row 2p+1 at worst row 2p's last).
+GT_AMX_TARGET void pack_a(uint16_t* dst, const uint16_t* a, int64_t M, int64_t K, bool trans_a,
+                          int64_t r0, int64_t nblocks) {
   const int64_t kt = K / 32;
+  // offsets of the stored rows 0, 2, 4, ..., 30 in 32-bit units
+  const __m512i rows2 =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(static_cast<int>(M)));
   for (int64_t r = 0; r < 32 * nblocks; ++r) {
     uint16_t* d = dst + ((r / 16) * kt * 16 + r % 16) * 32;
     if (r0 + r >= M) {
       for (int64_t k = 0; k < kt; ++k) _mm512_storeu_si512(d + k * 512, _mm512_setzero_si512());
+      continue;
+    }
+    if (trans_a) {
+      const int64_t m = r0 + r;
+      for (int64_t k = 0; k < kt; ++k) {
+        const uint16_t* even = a + (32 * k) * M + m;         // A[32k][m]
+        const uint16_t* odd = a + (32 * k + 1) * M + m - 1;  // A[32k + 1][m - 1]
+        const __m512i lo = _mm512_i32gather_epi32(rows2, even, 4);
+        const __m512i hi = _mm512_i32gather_epi32(rows2, odd, 4);
+        _mm512_storeu_si512(d + k * 512, _mm512_mask_blend_epi16(0xAAAAAAAAu, lo, hi));
+      }
       continue;
     }
     const uint16_t* src = a + (r0 + r) * K;
@@ -307,7 +337,7 @@ GT_AMX_TARGET void pack_a(uint16_t* dst, const uint16_t* a, int64_t M, int64_t K
 }
 
 GT_AMX_TARGET void run(void* c, const uint16_t* a, const uint16_t* b, int64_t M, int64_t N,
-                       int64_t K, bool trans_b, const AmxEpilogue& e, uint16_t* bp,
+                       int64_t K, bool trans_a, bool trans_b, const AmxEpilogue& e, uint16_t* bp,
                        uint16_t* a_bufs, int64_t mc) {
   const int64_t kt = K / 32, nb = (N + 31) / 32, mb = (M + 31) / 32;
   const int64_t nmc = (mb + mc - 1) / mc, b_tiles = 2 * nb * kt;
@@ -324,7 +354,7 @@ GT_AMX_TARGET void run(void* c, const uint16_t* a, const uint16_t* b, int64_t M,
 #pragma omp for schedule(static)
     for (int64_t ic = 0; ic < nmc; ++ic) {
       const int64_t i0 = ic * mc, i1 = (ic + 1) * mc < mb ? (ic + 1) * mc : mb;
-      pack_a(ap, a, M, K, 32 * i0, i1 - i0);
+      pack_a(ap, a, M, K, trans_a, 32 * i0, i1 - i0);
       for (int64_t j = 0; j < nb; ++j)
         for (int64_t i = i0; i < i1; ++i)
           block(c, ap + (i - i0) * 2 * kt * 512, bp, M, N, K, i, j, bufs, cur, pend, e);
@@ -361,7 +391,7 @@ size_t amx_matmul_workspace_bytes(int64_t max_nk, int64_t max_k, int threads) {
 void set_own_amx_matmul(bool on) { g_own.store(on ? 1 : 0, std::memory_order_relaxed); }
 
 void amx_matmul_bf16(void* c, const uint16_t* a, const uint16_t* b, int64_t M, int64_t N, int64_t K,
-                     bool trans_b, const AmxEpilogue& e) {
+                     bool trans_a, bool trans_b, const AmxEpilogue& e) {
   if (!amx_matmul_takes(M, N, K))
     throw Error("amx_matmul_bf16: no AMX product for M " + std::to_string(M) + ", N " +
                 std::to_string(N) + ", K " + std::to_string(K) +
@@ -376,9 +406,9 @@ void amx_matmul_bf16(void* c, const uint16_t* a, const uint16_t* b, int64_t M, i
   const int64_t mc = (mb + rounds * nt - 1) / (rounds * nt);
   uint16_t* bp = thread_buffer(0, static_cast<size_t>(nb * 32 * K));
   uint16_t* a_bufs = thread_buffer(1, static_cast<size_t>(nt * mc * 32 * K));
-  run(c, a, b, M, N, K, trans_b, e, bp, a_bufs, mc);
+  run(c, a, b, M, N, K, trans_a, trans_b, e, bp, a_bufs, mc);
 #else
-  (void)c, (void)a, (void)b, (void)trans_b;
+  (void)c, (void)a, (void)b, (void)trans_a, (void)trans_b;
 #endif
 }
 

@@ -1,14 +1,14 @@
 // backend/cpu/amx_matmul.h: greentrain's own bf16 matrix product on Intel AMX tiles (Sapphire
 // Rapids and later), for the products whose first operand is row-major: the forward products
-// (x @ W^T) and the input gradients (dY @ W). The weight gradients (X^T dY: A transposed) stay
-// on oneDNN. In nanoGPT's shakespeare-char step on a Xeon with AMX these products ran 1.05-1.6x
-// faster than on Debian 12's oneDNN 2.6.3, a 2048^3 product 1.8x (docs/benchmarks.md). C
-// blocks of 32 x 32 in four accumulator tiles (2 x 2); B repacked once per call into AMX's
-// pair-interleaved (VNNI) layout; 256 rows of A packed per thread into tile order, kept in L2
-// while they meet every column block; C's rows prefetched while the tiles compute; epilogues
-// (bf16 C, a multiplier) run beside the next block's tiles. Intel's tile instructions: Intel 64
-// and IA-32 Architectures Software Developer's Manual, vol. 2, TDPBF16PS / TILELOADD; Linux
-// asks a process to request the tile state first (arch_prctl ARCH_REQ_XCOMP_PERM,
+// (x @ W^T), the input gradients (dY @ W) and the weight gradients (X^T dY, A transposed:
+// packed by gathers down its columns). In nanoGPT's shakespeare-char step on a Xeon with AMX these
+// products ran 1.05-1.6x faster than on Debian 12's oneDNN 2.6.3, a 2048^3 product 1.8x
+// (docs/benchmarks.md). C blocks of 32 x 32 in four accumulator tiles (2 x 2); B repacked once per
+// call into AMX's pair-interleaved (VNNI) layout; 256 rows of A packed per thread into tile order,
+// kept in L2 while they meet every column block; C's rows prefetched while the tiles compute;
+// epilogues (bf16 C, a multiplier) run beside the next block's tiles. Intel's tile instructions:
+// Intel 64 and IA-32 Architectures Software Developer's Manual, vol. 2, TDPBF16PS / TILELOADD;
+// Linux asks a process to request the tile state first (arch_prctl ARCH_REQ_XCOMP_PERM,
 // Documentation/arch/x86/xstate.rst).
 #pragma once
 #include <cstddef>
@@ -44,13 +44,14 @@ bool amx_matmul_takes(int64_t M, int64_t N, int64_t K);
 /// threads; 0 where it takes no product (no AMX, or turned off).
 size_t amx_matmul_workspace_bytes(int64_t max_nk, int64_t max_k, int threads);
 
-/// C(M,N) [+]= A(M,K) @ op(B)(K,N) on AMX, A and B bf16, row-major and contiguous: A is (M,K);
-/// B is stored (N,K) when trans_b (a weight W in x @ W^T), else (K,N). Accumulates in f32 over
-/// K in order, each C block on one thread: the result does not depend on the team size. Runs on
-/// the OpenMP team of the calling thread (omp_set_num_threads). Throws gt::Error when
-/// amx_matmul_takes() is false, or for accumulate with a bf16 C.
+/// C(M,N) [+]= op(A)(M,K) @ op(B)(K,N) on AMX, A and B bf16, row-major and contiguous: A is
+/// stored (M,K), or (K,M) when trans_a (X in a weight gradient X^T dY); B is stored (N,K) when
+/// trans_b, else (K,N). Accumulates in f32 over K in order, each C block on one thread: the
+/// result does not depend on the team size. Runs on the OpenMP team of the calling thread
+/// (omp_set_num_threads). Throws gt::Error when amx_matmul_takes() is false, or for
+/// accumulate with a bf16 C.
 void amx_matmul_bf16(void* c, const uint16_t* a, const uint16_t* b, int64_t M, int64_t N, int64_t K,
-                     bool trans_b, const AmxEpilogue& e = {});
+                     bool trans_a, bool trans_b, const AmxEpilogue& e = {});
 
 /// Turns the own AMX product on (the default where amx_available()) or off, so oneDNN runs
 /// every product (benchmarks and tests compare the two). The environment variable

@@ -301,7 +301,8 @@ class CpuBackend final : public HostMemoryBackend {
     if (!lowp_.emulated() && lowp_.mm_type() == cpu::MmType::bf16 && !trans_a && !post.gelu &&
         cpu::amx_matmul_takes(M, N, K)) {
       cpu::amx_matmul_bf16(
-          c, static_cast<const uint16_t*>(a), static_cast<const uint16_t*>(b), M, N, K, trans_b,
+          c, static_cast<const uint16_t*>(a), static_cast<const uint16_t*>(b), M, N, K, false,
+          trans_b,
           {.bias = bias, .mul = post.mul, .mul_bf16 = post.mul_bf16, .c_bf16 = post.c_bf16});
       return;
     }
@@ -377,6 +378,8 @@ class CpuBackend final : public HostMemoryBackend {
       if (dinp)
         product(dinp.data, d, lowp_.weight(w, (int64_t)C * OC), nullptr, N, C, OC, false,
                 !w_transposed, post);
+      // the weight gradients stay on oneDNN: the own AMX product repacks both operands (whole
+      // activations) per call and ran them slower (docs/benchmarks.md)
       if (!w_transposed)
         cpu::onednn_matmul(dw, x, d, nullptr, C, OC, N, true, false, true, t);
       else
