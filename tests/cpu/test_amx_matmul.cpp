@@ -5,6 +5,8 @@
 // its result must not depend on the team size. Skipped where the CPU has no AMX.
 #include <gtest/gtest.h>
 #include <omp.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -119,6 +121,52 @@ TEST_F(AmxMatmul, EpiloguesMatchFloat64) {
       for (int64_t i = 0; i < s.M * s.N; ++i)
         ASSERT_NEAR(f(c[i]), ref[i], std::fabs(ref[i]) * 0.0040 + tol) << "at " << i;
       for (int64_t i = s.M * s.N; i < s.M * s.N + 8; ++i) ASSERT_EQ(c[i], 0xABCD) << "past C";
+    }
+  }
+}
+
+/// n elements of T ending where an inaccessible page begins: a read or write past the end
+/// faults (a std::vector's end is readable, so the other tests would not see one).
+template <typename T>
+struct Guarded {
+  explicit Guarded(size_t n) : n(n) {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    span = (n * sizeof(T) + page - 1) / page * page + page;
+    base = static_cast<char*>(
+        mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    EXPECT_NE(base, MAP_FAILED);
+    EXPECT_EQ(mprotect(base + span - page, page, PROT_NONE), 0);
+    p = reinterpret_cast<T*>(base + span - page - n * sizeof(T));
+  }
+  ~Guarded() { munmap(base, span); }
+  size_t n, span;
+  char* base;
+  T* p;
+};
+
+TEST_F(AmxMatmul, ReadsAndWritesNothingPastItsOperands) {
+  // N % 32 in 1..15 leaves the last block's second 16 columns wholly past N (N 65, 1, 45)
+  for (const Case& s : {Case{16, 65, 384, true}, Case{16, 1, 32, true}, Case{16, 1, 32, false},
+                        Case{16, 45, 96, false}, Case{64, 129, 128, false},
+                        Case{37, 45, 96, false, true}, Case{1, 33, 64, true, true}}) {
+    SCOPED_TRACE(::testing::Message() << "M " << s.M << " N " << s.N << " K " << s.K);
+    Guarded<uint16_t> a(s.M * s.K), b(s.K * s.N), m16(s.M * s.N), c16(s.M * s.N);
+    Guarded<float> bias(s.N), c(s.M * s.N);
+    const auto va = rand16(s.M * s.K, 10), vb = rand16(s.K * s.N, 11);
+    std::copy(va.begin(), va.end(), a.p);
+    std::copy(vb.begin(), vb.end(), b.p);
+    std::fill(m16.p, m16.p + s.M * s.N, cpu::to_bf16(1.0f));
+    std::fill(bias.p, bias.p + s.N, 0.0f);
+    std::fill(c.p, c.p + s.M * s.N, 0.0f);
+    cpu::amx_matmul_bf16(c.p, a.p, b.p, s.M, s.N, s.K, s.trans_a, s.trans_b,
+                         {.bias = bias.p, .accumulate = true});
+    cpu::amx_matmul_bf16(c16.p, a.p, b.p, s.M, s.N, s.K, s.trans_a, s.trans_b,
+                         {.mul = m16.p, .mul_bf16 = true, .c_bf16 = true});
+    const auto ref = reference(s, va, vb, nullptr, nullptr, nullptr);
+    const double tol = 1e-6 * std::sqrt(double(s.K)) * 8;
+    for (int64_t i = 0; i < s.M * s.N; ++i) {
+      ASSERT_NEAR(c.p[i], ref[i], tol) << "at " << i;
+      ASSERT_NEAR(f(c16.p[i]), ref[i], std::fabs(ref[i]) * 0.0040 + tol) << "bf16, at " << i;
     }
   }
 }

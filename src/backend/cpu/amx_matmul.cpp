@@ -44,6 +44,7 @@ bool own_enabled() {
   return v == 1;
 }
 
+#if GT_AMX_KERNEL
 /// A 64-byte aligned buffer of the calling thread that grows and is kept (no std template is
 /// instantiated inside the AMX-targeted functions below: an inline function compiled there
 /// could be the copy the linker keeps for the whole program).
@@ -66,7 +67,6 @@ uint16_t* thread_buffer(int which, size_t elems) {
   return static_cast<uint16_t*>(b.p);
 }
 
-#if GT_AMX_KERNEL
 #define GT_AMX_TARGET \
   __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512bf16")))
 
@@ -87,6 +87,10 @@ bool detect() {
   return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
 }
 
+// (intrinsics inside an OpenMP region's body would be compiled, by clang, into an outlined
+// function without this target: each goes through a function that has it)
+GT_AMX_TARGET void release_tiles() { _tile_release(); }
+
 GT_AMX_TARGET void load_config() {
   TileConfig cfg;
   for (int i = 0; i < 8; ++i) {
@@ -94,6 +98,11 @@ GT_AMX_TARGET void load_config() {
     cfg.colsb[i] = 64;
   }
   _tile_loadconfig(&cfg);
+}
+
+/// The first n of 16 lanes (none for n <= 0: a tile past N, in the last block's second half).
+inline __mmask16 lanes(int64_t n) {
+  return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
 }
 
 /// B into AMX's layout: for each 16-column tile nt and 32-deep step kb, 16 rows of pairs,
@@ -104,7 +113,7 @@ GT_AMX_TARGET void pack_b_tile(uint16_t* dst, const uint16_t* b, int64_t N, int6
   const int64_t n0 = nt * 16, k0 = kb * 32;
   if (trans_b) {  // B[k][n] = b[n K + k]: a 16 x 16 transpose of k pairs, a gather per row
     const int64_t nn = N - n0 < 16 ? N - n0 : 16;
-    const __mmask16 m = nn >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << nn) - 1);
+    const __mmask16 m = lanes(nn);
     const __m512i rows =
         _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                            _mm512_set1_epi32(static_cast<int>(K / 2)));  // row n's offset in pairs
@@ -116,7 +125,7 @@ GT_AMX_TARGET void pack_b_tile(uint16_t* dst, const uint16_t* b, int64_t N, int6
   }
   // B[k][n] = b[k N + n]: interleave rows 2p and 2p+1
   const int64_t nn = N - n0 < 16 ? N - n0 : 16;
-  const __mmask16 m = nn >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << nn) - 1);
+  const __mmask16 m = lanes(nn);
   const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
                                        23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
   for (int p = 0; p < 16; ++p) {
@@ -194,17 +203,9 @@ GT_AMX_TARGET void epilogue(const Pending& p, void* c, int64_t M, int64_t N, con
         v = _mm512_mul_ps(v, f);
       }
       if (e.c_bf16) {
-        // round to nearest even, NaN kept quiet (as to_bf16 and oneDNN)
-        const __m512i u = _mm512_castps_si512(v);
-        const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-        __m512i r16 = _mm512_srli_epi32(
-            _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), lsb), 16);
-        const __mmask16 nan = _mm512_cmpgt_epu32_mask(
-            _mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
-        r16 = _mm512_mask_mov_epi32(
-            r16, nan, _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40)));
+        // VCVTNEPS2BF16, as the whole rows above (the same rounding in every column)
         _mm256_mask_storeu_epi16(static_cast<uint16_t*>(c) + row * N + col, m,
-                                 _mm512_cvtepi32_epi16(r16));
+                                 reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v)));
       } else {
         float* cp = static_cast<float*>(c) + row * N + col;
         if (e.accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, cp));
@@ -361,7 +362,7 @@ GT_AMX_TARGET void run(void* c, const uint16_t* a, const uint16_t* b, int64_t M,
       if (pend.buf) epilogue(pend, c, M, N, e, 0, 32);
       pend.buf = nullptr;
     }
-    _tile_release();
+    release_tiles();
   }
 }
 #endif  // GT_AMX_KERNEL

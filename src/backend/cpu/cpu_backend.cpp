@@ -166,7 +166,7 @@ class CpuBackend final : public HostMemoryBackend {
     int64_t max_nk = 0, max_k = 0;
     for (auto [n, k] : {std::pair{3 * C, C}, {C, C}, {H, C}, {C, H}, {V, C}, {C, 3 * C}, {C, V}})
       if (cpu::amx_matmul_takes(q.N, n, k)) {
-        max_nk = std::max(max_nk, (n + 31) / 32 * 32 * k);
+        max_nk = std::max(max_nk, n * k);
         max_k = std::max(max_k, k);
       }
     return cpu::amx_matmul_workspace_bytes(max_nk, max_k, team_.team());
