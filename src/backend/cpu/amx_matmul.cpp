@@ -301,34 +301,63 @@ GT_AMX_TARGET void block(void* c, const uint16_t* ap, const uint16_t* bp, int64_
   cur ^= 1;
 }
 
+/// r[p] = row p of a 16 x 16 matrix of 32-bit values; on return r[m] = its column m (the
+/// unpack / 128-bit-lane shuffle transpose).
+GT_AMX_TARGET void transpose16(__m512i* r) {
+  __m512i t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+    r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+    r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  for (int h = 0; h < 2; ++h)
+    for (int i = 0; i < 4; ++i) {
+      t[8 * h + i] = _mm512_shuffle_i32x4(r[8 * h + i], r[8 * h + 4 + i], 0x88);
+      t[8 * h + 4 + i] = _mm512_shuffle_i32x4(r[8 * h + i], r[8 * h + 4 + i], 0xdd);
+    }
+  for (int i = 0; i < 8; ++i) {
+    r[i] = _mm512_shuffle_i32x4(t[i], t[8 + i], 0x88);
+    r[8 + i] = _mm512_shuffle_i32x4(t[i], t[8 + i], 0xdd);
+  }
+}
+
 /// Rows r0 .. r0 + 32 nblocks of A into tiles: for each 16-row tile and 32-deep step, 16 rows
-/// of 32 values; rows past M are zeros. A is stored (M,K), or (K,M) when trans_a: then row m's
-/// pairs (A[2p][m], A[2p+1][m]) come from two gathers down columns m and m - 1 of the stored
-/// rows 2p and 2p+1, each 32-bit read keeping its element's half (both reads stay inside the
-/// stored rows k..k+1: column m + 1 of row 2p is at worst row 2p+1's first element, column
-/// m - 1 of row 2p+1 at worst row 2p's last).
+/// of 32 values; rows past M are zeros. A is stored (M,K), or (K,M) when trans_a: then 16
+/// rows m at a time, the stored rows 2p and 2p+1 interleaved into pairs (A[2p][m],
+/// A[2p+1][m]) and the 16 x 16 pairs transposed.
 GT_AMX_TARGET void pack_a(uint16_t* dst, const uint16_t* a, int64_t M, int64_t K, bool trans_a,
                           int64_t r0, int64_t nblocks) {
   const int64_t kt = K / 32;
-  // offsets of the stored rows 0, 2, 4, ..., 30 in 32-bit units
-  const __m512i rows2 =
-      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                         _mm512_set1_epi32(static_cast<int>(M)));
+  if (trans_a) {
+    const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24,
+                                         8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    for (int64_t t = 0; t < 2 * nblocks; ++t) {  // 16-row tiles
+      const int64_t m0 = r0 + 16 * t;
+      const __mmask16 m = lanes(M - m0);
+      for (int64_t k = 0; k < kt; ++k) {
+        __m512i v[16];
+        for (int p = 0; p < 16; ++p) {
+          const uint16_t* row = a + (32 * k + 2 * p) * M + m0;
+          const __m256i e = _mm256_maskz_loadu_epi16(m, row);
+          const __m256i o = _mm256_maskz_loadu_epi16(m, row + M);
+          v[p] = _mm512_permutexvar_epi16(idx, _mm512_inserti64x4(_mm512_castsi256_si512(e), o, 1));
+        }
+        transpose16(v);
+        uint16_t* d = dst + (t * kt + k) * 512;
+        for (int r = 0; r < 16; ++r) _mm512_storeu_si512(d + r * 32, v[r]);
+      }
+    }
+    return;
+  }
   for (int64_t r = 0; r < 32 * nblocks; ++r) {
     uint16_t* d = dst + ((r / 16) * kt * 16 + r % 16) * 32;
     if (r0 + r >= M) {
       for (int64_t k = 0; k < kt; ++k) _mm512_storeu_si512(d + k * 512, _mm512_setzero_si512());
-      continue;
-    }
-    if (trans_a) {
-      const int64_t m = r0 + r;
-      for (int64_t k = 0; k < kt; ++k) {
-        const uint16_t* even = a + (32 * k) * M + m;         // A[32k][m]
-        const uint16_t* odd = a + (32 * k + 1) * M + m - 1;  // A[32k + 1][m - 1]
-        const __m512i lo = _mm512_i32gather_epi32(rows2, even, 4);
-        const __m512i hi = _mm512_i32gather_epi32(rows2, odd, 4);
-        _mm512_storeu_si512(d + k * 512, _mm512_mask_blend_epi16(0xAAAAAAAAu, lo, hi));
-      }
       continue;
     }
     const uint16_t* src = a + (r0 + r) * K;
