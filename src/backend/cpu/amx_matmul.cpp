@@ -5,8 +5,6 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
-#include <mutex>
 
 #include "core/error.h"
 
@@ -25,6 +23,8 @@
 #endif
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include "backend/cpu/simd512.h"
 #else
 #define GT_AMX_KERNEL 0
 #endif
@@ -100,40 +100,55 @@ GT_AMX_TARGET void load_config() {
   _tile_loadconfig(&cfg);
 }
 
-/// The first n of 16 lanes (none for n <= 0: a tile past N, in the last block's second half).
-inline __mmask16 lanes(int64_t n) {
-  return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
+/// r[p] = row p of a 16 x 16 matrix of 32-bit values; on return r[m] = its column m (the
+/// unpack / 128-bit-lane shuffle transpose).
+GT_AMX_TARGET void transpose16(__m512i* r) {
+  __m512i t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+    r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+    r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  for (int h = 0; h < 2; ++h)
+    for (int i = 0; i < 4; ++i) {
+      t[8 * h + i] = _mm512_shuffle_i32x4(r[8 * h + i], r[8 * h + 4 + i], 0x88);
+      t[8 * h + 4 + i] = _mm512_shuffle_i32x4(r[8 * h + i], r[8 * h + 4 + i], 0xdd);
+    }
+  for (int i = 0; i < 8; ++i) {
+    r[i] = _mm512_shuffle_i32x4(t[i], t[8 + i], 0x88);
+    r[8 + i] = _mm512_shuffle_i32x4(t[i], t[8 + i], 0xdd);
+  }
+}
+
+/// Stored rows r and r + stride of 16-bit values, columns m of the mask: 16 pairs (r[n],
+/// (r + stride)[n]) as 32-bit lanes (AMX's pair layout), zeros outside the mask.
+GT_AMX_TARGET __m512i interleave_pairs(const uint16_t* r, int64_t stride, __mmask16 m) {
+  const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
+                                       23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  const __m256i e = _mm256_maskz_loadu_epi16(m, r), o = _mm256_maskz_loadu_epi16(m, r + stride);
+  return _mm512_permutexvar_epi16(idx, _mm512_inserti64x4(_mm512_castsi256_si512(e), o, 1));
 }
 
 /// B into AMX's layout: for each 16-column tile nt and 32-deep step kb, 16 rows of pairs,
 /// row p = (B[2p][n], B[2p+1][n]) for n in the tile; columns past N are zeros.
 GT_AMX_TARGET void pack_b_tile(uint16_t* dst, const uint16_t* b, int64_t N, int64_t K, bool trans_b,
                                int64_t nt, int64_t kb) {
-  uint32_t* d32 = reinterpret_cast<uint32_t*>(dst);
   const int64_t n0 = nt * 16, k0 = kb * 32;
-  if (trans_b) {  // B[k][n] = b[n K + k]: a 16 x 16 transpose of k pairs, a gather per row
-    const int64_t nn = N - n0 < 16 ? N - n0 : 16;
-    const __mmask16 m = lanes(nn);
-    const __m512i rows =
-        _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                           _mm512_set1_epi32(static_cast<int>(K / 2)));  // row n's offset in pairs
-    const uint32_t* base = reinterpret_cast<const uint32_t*>(b + n0 * K + k0);
-    for (int p = 0; p < 16; ++p)
-      _mm512_storeu_si512(
-          d32 + p * 16, _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, rows, base + p, 4));
-    return;
+  const __mmask16 m = lanes_below(n0, N);
+  __m512i v[16];
+  if (trans_b) {  // B[k][n] = b[n K + k]: rows n hold the pairs; a 16 x 16 transpose of them
+    for (int n = 0; n < 16; ++n)
+      v[n] = (m >> n) & 1 ? _mm512_loadu_si512(b + (n0 + n) * K + k0) : _mm512_setzero_si512();
+    transpose16(v);
+  } else {  // B[k][n] = b[k N + n]: rows 2p and 2p+1 interleaved
+    for (int p = 0; p < 16; ++p) v[p] = interleave_pairs(b + (k0 + 2 * p) * N + n0, N, m);
   }
-  // B[k][n] = b[k N + n]: interleave rows 2p and 2p+1
-  const int64_t nn = N - n0 < 16 ? N - n0 : 16;
-  const __mmask16 m = lanes(nn);
-  const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
-                                       23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-  for (int p = 0; p < 16; ++p) {
-    const __m256i r0 = _mm256_maskz_loadu_epi16(m, b + (k0 + 2 * p) * N + n0);
-    const __m256i r1 = _mm256_maskz_loadu_epi16(m, b + (k0 + 2 * p + 1) * N + n0);
-    const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(r0), r1, 1);
-    _mm512_storeu_si512(dst + p * 32, _mm512_permutexvar_epi16(idx, both));
-  }
+  for (int p = 0; p < 16; ++p) _mm512_storeu_si512(dst + p * 32, v[p]);
 }
 
 /// A block whose result waits in a buffer for its epilogue (f32, 32 x 32, row stride 32).
@@ -151,44 +166,12 @@ GT_AMX_TARGET void epilogue(const Pending& p, void* c, int64_t M, int64_t N, con
   const int64_t r0 = p.r0, c0 = p.c0;
   const bool add_bias = p.add_bias;
   const int64_t rows = M - r0 < to ? M - r0 : to;
-  if (c0 + 32 <= N && (e.c_bf16 || !e.accumulate)) {
-    // whole rows of 32: two vectors, the bf16 form by VCVTNE2PS2BF16 (nearest even, as
-    // oneDNN's bf16 stores on these CPUs; it flushes denormals to zero)
-    for (int64_t r = from; r < rows; ++r) {
-      const int64_t off = (r0 + r) * N + c0;
-      __m512 v0 = _mm512_load_ps(buf + r * 32), v1 = _mm512_load_ps(buf + r * 32 + 16);
-      if (add_bias && e.bias) {
-        v0 = _mm512_add_ps(v0, _mm512_loadu_ps(e.bias + c0));
-        v1 = _mm512_add_ps(v1, _mm512_loadu_ps(e.bias + c0 + 16));
-      }
-      if (e.mul && e.mul_bf16) {
-        const __m512i h = _mm512_loadu_si512(static_cast<const uint16_t*>(e.mul) + off);
-        v0 = _mm512_mul_ps(v0, _mm512_castsi512_ps(_mm512_slli_epi32(
-                                   _mm512_cvtepu16_epi32(_mm512_castsi512_si256(h)), 16)));
-        v1 = _mm512_mul_ps(v1, _mm512_castsi512_ps(_mm512_slli_epi32(
-                                   _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(h, 1)), 16)));
-      } else if (e.mul) {
-        const float* mf = static_cast<const float*>(e.mul) + off;
-        v0 = _mm512_mul_ps(v0, _mm512_loadu_ps(mf));
-        v1 = _mm512_mul_ps(v1, _mm512_loadu_ps(mf + 16));
-      }
-      if (e.c_bf16) {
-        _mm512_storeu_si512(static_cast<uint16_t*>(c) + off,
-                            reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(v1, v0)));
-      } else {
-        _mm512_storeu_ps(static_cast<float*>(c) + off, v0);
-        _mm512_storeu_ps(static_cast<float*>(c) + off + 16, v1);
-      }
-    }
-    return;
-  }
   for (int64_t r = from; r < rows; ++r) {
     const int64_t row = r0 + r;
     for (int h = 0; h < 2; ++h) {
       const int64_t col = c0 + 16 * h;
-      const int64_t left = N - col;
-      if (left <= 0) break;
-      const __mmask16 m = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+      if (col >= N) break;
+      const __mmask16 m = lanes_below(col, N);
       __m512 v = _mm512_loadu_ps(buf + r * 32 + 16 * h);
       if (add_bias && e.bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, e.bias + col));
       if (e.mul) {
@@ -203,7 +186,8 @@ GT_AMX_TARGET void epilogue(const Pending& p, void* c, int64_t M, int64_t N, con
         v = _mm512_mul_ps(v, f);
       }
       if (e.c_bf16) {
-        // VCVTNEPS2BF16, as the whole rows above (the same rounding in every column)
+        // VCVTNEPS2BF16: nearest even, as oneDNN's bf16 stores on these CPUs (it flushes
+        // denormals to zero)
         _mm256_mask_storeu_epi16(static_cast<uint16_t*>(c) + row * N + col, m,
                                  reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v)));
       } else {
@@ -301,31 +285,6 @@ GT_AMX_TARGET void block(void* c, const uint16_t* ap, const uint16_t* bp, int64_
   cur ^= 1;
 }
 
-/// r[p] = row p of a 16 x 16 matrix of 32-bit values; on return r[m] = its column m (the
-/// unpack / 128-bit-lane shuffle transpose).
-GT_AMX_TARGET void transpose16(__m512i* r) {
-  __m512i t[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-  }
-  for (int i = 0; i < 4; ++i) {
-    r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-    r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-    r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-    r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-  }
-  for (int h = 0; h < 2; ++h)
-    for (int i = 0; i < 4; ++i) {
-      t[8 * h + i] = _mm512_shuffle_i32x4(r[8 * h + i], r[8 * h + 4 + i], 0x88);
-      t[8 * h + 4 + i] = _mm512_shuffle_i32x4(r[8 * h + i], r[8 * h + 4 + i], 0xdd);
-    }
-  for (int i = 0; i < 8; ++i) {
-    r[i] = _mm512_shuffle_i32x4(t[i], t[8 + i], 0x88);
-    r[8 + i] = _mm512_shuffle_i32x4(t[i], t[8 + i], 0xdd);
-  }
-}
-
 /// Rows r0 .. r0 + 32 nblocks of A into tiles: for each 16-row tile and 32-deep step, 16 rows
 /// of 32 values; rows past M are zeros. A is stored (M,K), or (K,M) when trans_a: then 16
 /// rows m at a time, the stored rows 2p and 2p+1 interleaved into pairs (A[2p][m],
@@ -334,19 +293,12 @@ GT_AMX_TARGET void pack_a(uint16_t* dst, const uint16_t* a, int64_t M, int64_t K
                           int64_t r0, int64_t nblocks) {
   const int64_t kt = K / 32;
   if (trans_a) {
-    const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24,
-                                         8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
     for (int64_t t = 0; t < 2 * nblocks; ++t) {  // 16-row tiles
       const int64_t m0 = r0 + 16 * t;
-      const __mmask16 m = lanes(M - m0);
+      const __mmask16 m = lanes_below(m0, M);
       for (int64_t k = 0; k < kt; ++k) {
         __m512i v[16];
-        for (int p = 0; p < 16; ++p) {
-          const uint16_t* row = a + (32 * k + 2 * p) * M + m0;
-          const __m256i e = _mm256_maskz_loadu_epi16(m, row);
-          const __m256i o = _mm256_maskz_loadu_epi16(m, row + M);
-          v[p] = _mm512_permutexvar_epi16(idx, _mm512_inserti64x4(_mm512_castsi256_si512(e), o, 1));
-        }
+        for (int p = 0; p < 16; ++p) v[p] = interleave_pairs(a + (32 * k + 2 * p) * M + m0, M, m);
         transpose16(v);
         uint16_t* d = dst + (t * kt + k) * 512;
         for (int r = 0; r < 16; ++r) _mm512_storeu_si512(d + r * 32, v[r]);
