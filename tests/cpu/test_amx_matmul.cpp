@@ -1,7 +1,7 @@
 // The own AMX bf16 product (cpu/amx_matmul.h) against a float64 reference of the same bf16
 // operands and against oneDNN's product, with every epilogue (bias, element-wise multiply in
-// f32 or bf16, bf16 C, accumulate), both layouts of A and of B, and sizes with partial blocks
-// in M and N;
+// f32 or bf16, bf16 C, accumulate; A's column sums), both layouts of A and of B, and sizes with
+// partial blocks in M and N;
 // its result must not depend on the team size. Skipped where the CPU has no AMX.
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -125,6 +125,31 @@ TEST_F(AmxMatmul, EpiloguesMatchFloat64) {
   }
 }
 
+// A's column sums (the bias gradient of an input gradient, summed while A is packed): added
+// to the old values, against float64; bitwise the same on 1 and 2 threads.
+TEST_F(AmxMatmul, ColumnSumsOfAMatchFloat64AndNotTheTeamSize) {
+  for (const Case& s : kCases) {
+    if (s.trans_a) continue;
+    SCOPED_TRACE(::testing::Message() << "M " << s.M << " N " << s.N << " K " << s.K);
+    auto a = rand16(s.M * s.K, 15), b = rand16(s.K * s.N, 16);
+    std::vector<float> c(s.M * s.N), sums(s.K, 0.5f), sums1(s.K, 0.5f);
+    cpu::amx_matmul_bf16(c.data(), a.data(), b.data(), s.M, s.N, s.K, false, s.trans_b,
+                         {.a_col_sums = sums.data()});
+    for (int64_t k = 0; k < s.K; ++k) {
+      double r = 0.5;
+      for (int64_t i = 0; i < s.M; ++i) r += f(a[i * s.K + k]);
+      // f32 sums of M values of about 1: a few ulps of sqrt(M) terms
+      ASSERT_NEAR(sums[k], r, 1e-6 * std::sqrt(double(s.M)) * 16) << "column " << k;
+    }
+    const int before = omp_get_max_threads();
+    omp_set_num_threads(1);
+    cpu::amx_matmul_bf16(c.data(), a.data(), b.data(), s.M, s.N, s.K, false, s.trans_b,
+                         {.a_col_sums = sums1.data()});
+    omp_set_num_threads(before);
+    ASSERT_EQ(sums, sums1);
+  }
+}
+
 /// n elements of T ending where an inaccessible page begins: a read or write past the end
 /// faults (a std::vector's end is readable, so the other tests would not see one).
 template <typename T>
@@ -158,8 +183,11 @@ TEST_F(AmxMatmul, ReadsAndWritesNothingPastItsOperands) {
     std::fill(m16.p, m16.p + s.M * s.N, cpu::to_bf16(1.0f));
     std::fill(bias.p, bias.p + s.N, 0.0f);
     std::fill(c.p, c.p + s.M * s.N, 0.0f);
-    cpu::amx_matmul_bf16(c.p, a.p, b.p, s.M, s.N, s.K, s.trans_a, s.trans_b,
-                         {.bias = bias.p, .accumulate = true});
+    Guarded<float> sums(s.K);
+    std::fill(sums.p, sums.p + s.K, 0.0f);
+    cpu::amx_matmul_bf16(
+        c.p, a.p, b.p, s.M, s.N, s.K, s.trans_a, s.trans_b,
+        {.bias = bias.p, .accumulate = true, .a_col_sums = s.trans_a ? nullptr : sums.p});
     cpu::amx_matmul_bf16(c16.p, a.p, b.p, s.M, s.N, s.K, s.trans_a, s.trans_b,
                          {.mul = m16.p, .mul_bf16 = true, .c_bf16 = true});
     const auto ref = reference(s, va, vb, nullptr, nullptr, nullptr);
@@ -193,6 +221,9 @@ TEST_F(AmxMatmul, RefusesWhatItCannotTake) {
   EXPECT_THROW(cpu::amx_matmul_bf16(c.data(), a.data(), b.data(), 16, 16, 32, false, true,
                                     {.c_bf16 = true, .accumulate = true}),
                std::exception);
+  EXPECT_THROW(cpu::amx_matmul_bf16(c.data(), a.data(), b.data(), 16, 16, 32, true, true,
+                                    {.a_col_sums = c.data()}),
+               std::exception);  // column sums of a transposed A
   cpu::set_own_amx_matmul(false);
   EXPECT_FALSE(cpu::amx_matmul_takes(16, 16, 32));
   cpu::set_own_amx_matmul(true);

@@ -54,7 +54,7 @@ uint16_t* thread_buffer(int which, size_t elems) {
     size_t n = 0;
     ~Buf() { std::free(p); }
   };
-  static thread_local Buf bufs[2];
+  static thread_local Buf bufs[3];
   Buf& b = bufs[which];
   if (b.n < elems) {
     std::free(b.p);
@@ -318,9 +318,31 @@ GT_AMX_TARGET void pack_a(uint16_t* dst, const uint16_t* a, int64_t M, int64_t K
   }
 }
 
+/// The column sums of rows [r0, r0 + 32 nblocks) of A (stored (M,K), bf16), one f32 row of K
+/// per 32-row block into part (block b at part + b K), each summed in row order; rows past M
+/// add nothing. Called right after pack_a read the same rows (they are in L1/L2).
+GT_AMX_TARGET void column_sums(float* part, const uint16_t* a, int64_t M, int64_t K, int64_t r0,
+                               int64_t nblocks) {
+  for (int64_t b = 0; b < nblocks; ++b) {
+    const int64_t first = r0 + 32 * b, last = first + 32 < M ? first + 32 : M;
+    for (int64_t k = 0; k < K; k += 32) {  // K % 32 == 0
+      __m512 lo = _mm512_setzero_ps(), hi = _mm512_setzero_ps();
+      for (int64_t r = first; r < last; ++r) {
+        const __m512i v = _mm512_loadu_si512(a + r * K + k);
+        lo = _mm512_add_ps(lo, _mm512_castsi512_ps(_mm512_slli_epi32(
+                                   _mm512_cvtepu16_epi32(_mm512_castsi512_si256(v)), 16)));
+        hi = _mm512_add_ps(hi, _mm512_castsi512_ps(_mm512_slli_epi32(
+                                   _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(v, 1)), 16)));
+      }
+      _mm512_storeu_ps(part + b * K + k, lo);
+      _mm512_storeu_ps(part + b * K + k + 16, hi);
+    }
+  }
+}
+
 GT_AMX_TARGET void run(void* c, const uint16_t* a, const uint16_t* b, int64_t M, int64_t N,
                        int64_t K, bool trans_a, bool trans_b, const AmxEpilogue& e, uint16_t* bp,
-                       uint16_t* a_bufs, int64_t mc) {
+                       uint16_t* a_bufs, float* sums, int64_t mc) {
   const int64_t kt = K / 32, nb = (N + 31) / 32, mb = (M + 31) / 32;
   const int64_t nmc = (mb + mc - 1) / mc, b_tiles = 2 * nb * kt;
 #pragma omp parallel
@@ -337,6 +359,7 @@ GT_AMX_TARGET void run(void* c, const uint16_t* a, const uint16_t* b, int64_t M,
     for (int64_t ic = 0; ic < nmc; ++ic) {
       const int64_t i0 = ic * mc, i1 = (ic + 1) * mc < mb ? (ic + 1) * mc : mb;
       pack_a(ap, a, M, K, trans_a, 32 * i0, i1 - i0);
+      if (sums) column_sums(sums + i0 * K, a, M, K, 32 * i0, i1 - i0);
       for (int64_t j = 0; j < nb; ++j)
         for (int64_t i = i0; i < i1; ++i)
           block(c, ap + (i - i0) * 2 * kt * 512, bp, M, N, K, i, j, bufs, cur, pend, e);
@@ -344,6 +367,14 @@ GT_AMX_TARGET void run(void* c, const uint16_t* a, const uint16_t* b, int64_t M,
       pend.buf = nullptr;
     }
     release_tiles();
+    if (sums) {  // (after the loop's barrier) the blocks' partial sums in block order
+#pragma omp for schedule(static)
+      for (int64_t k = 0; k < K; k += 16) {
+        __m512 t = _mm512_loadu_ps(e.a_col_sums + k);
+        for (int64_t i = 0; i < mb; ++i) t = _mm512_add_ps(t, _mm512_loadu_ps(sums + i * K + k));
+        _mm512_storeu_ps(e.a_col_sums + k, t);
+      }
+    }
   }
 }
 #endif  // GT_AMX_KERNEL
@@ -364,10 +395,11 @@ bool amx_matmul_takes(int64_t M, int64_t N, int64_t K) {
          amx_available();
 }
 
-size_t amx_matmul_workspace_bytes(int64_t max_nk, int64_t max_k, int threads) {
+size_t amx_matmul_workspace_bytes(int64_t max_m, int64_t max_nk, int64_t max_k, int threads) {
   if (max_nk <= 0 || !own_enabled() || !amx_available()) return 0;
   return static_cast<size_t>((max_nk + 32 * max_k) + int64_t{threads} * 8 * 32 * max_k) *
-         sizeof(uint16_t);
+             sizeof(uint16_t) +
+         static_cast<size_t>((max_m + 31) / 32 * max_k) * sizeof(float);
 }
 
 void set_own_amx_matmul(bool on) { g_own.store(on ? 1 : 0, std::memory_order_relaxed); }
@@ -379,6 +411,8 @@ void amx_matmul_bf16(void* c, const uint16_t* a, const uint16_t* b, int64_t M, i
                 std::to_string(N) + ", K " + std::to_string(K) +
                 " here (needs AMX-BF16, K a multiple of 32, GT_CPU_OWN_AMX not 0)");
   if (e.accumulate && e.c_bf16) throw Error("amx_matmul_bf16: accumulate needs an f32 C");
+  if (e.a_col_sums && trans_a)
+    throw Error("amx_matmul_bf16: a_col_sums needs A stored (M,K) (trans_a false)");
 #if GT_AMX_KERNEL
   const int64_t nb = (N + 31) / 32, mb = (M + 31) / 32, nt = omp_get_max_threads();
   // chunks of rows of A, a whole number of them per thread where M allows, each at most kMaxMc
@@ -388,7 +422,10 @@ void amx_matmul_bf16(void* c, const uint16_t* a, const uint16_t* b, int64_t M, i
   const int64_t mc = (mb + rounds * nt - 1) / (rounds * nt);
   uint16_t* bp = thread_buffer(0, static_cast<size_t>(nb * 32 * K));
   uint16_t* a_bufs = thread_buffer(1, static_cast<size_t>(nt * mc * 32 * K));
-  run(c, a, b, M, N, K, trans_a, trans_b, e, bp, a_bufs, mc);
+  float* sums = e.a_col_sums
+                    ? reinterpret_cast<float*>(thread_buffer(2, static_cast<size_t>(mb * K * 2)))
+                    : nullptr;
+  run(c, a, b, M, N, K, trans_a, trans_b, e, bp, a_bufs, sums, mc);
 #else
   (void)c, (void)a, (void)b, (void)trans_a, (void)trans_b;
 #endif

@@ -8,7 +8,8 @@
 // nothing measurable inside a step. C blocks of 32 x 32 in four accumulator tiles (2 x 2); B
 // repacked once per call into AMX's pair-interleaved (VNNI) layout; 256 rows of A packed per thread
 // into tile order, kept in L2 while they meet every column block; C's rows prefetched while the
-// tiles compute; epilogues (bf16 C, a multiplier) run beside the next block's tiles. Intel's tile
+// tiles compute; epilogues (bf16 C, a multiplier) run beside the next block's tiles; A's
+// column sums (an input gradient's bias gradient) taken as A is packed. Intel's tile
 // instructions: Intel 64 and IA-32 Architectures Software Developer's Manual, vol. 2,
 // TDPBF16PS / TILELOADD; Linux asks a process to request the tile state first (arch_prctl
 // ARCH_REQ_XCOMP_PERM, Documentation/arch/x86/xstate.rst).
@@ -30,6 +31,11 @@ struct AmxEpilogue {
   bool mul_bf16 = false;
   bool c_bf16 = false;      ///< C is bf16, rounded to nearest even (as oneDNN); else f32
   bool accumulate = false;  ///< C += result (f32 C only)
+  /// (K) f32, or null: a_col_sums[k] += sum over the M rows of A's column k (A stored (M,K)
+  /// only), summed while A is packed: the bias gradient of an input gradient dY W^T (dY's
+  /// column sums) without its own pass over dY. Each 32-row block of A is summed in row
+  /// order, then the blocks in order, so the sums do not depend on the team size either.
+  float* a_col_sums = nullptr;
 };
 
 /// The most elements of B amx_matmul_bf16 repacks per call (16 MiB of bf16): a larger B (a
@@ -42,16 +48,17 @@ constexpr int64_t kAmxMaxBElems = int64_t{1} << 23;
 bool amx_matmul_takes(int64_t M, int64_t N, int64_t K);
 
 /// Bytes of the buffers amx_matmul_bf16 keeps (B repacked, N K rounded up; up to 256 rows of
-/// A per thread) for products whose N K is at most max_nk and K at most max_k, on `threads`
-/// threads; 0 where it takes no product (no AMX, or turned off).
-size_t amx_matmul_workspace_bytes(int64_t max_nk, int64_t max_k, int threads);
+/// A per thread; the column sums' f32 partials, one row of K per 32 rows of A) for products
+/// whose M is at most max_m, N K at most max_nk and K at most max_k, on `threads` threads; 0
+/// where it takes no product (no AMX, or turned off).
+size_t amx_matmul_workspace_bytes(int64_t max_m, int64_t max_nk, int64_t max_k, int threads);
 
 /// C(M,N) [+]= op(A)(M,K) @ op(B)(K,N) on AMX, A and B bf16, row-major and contiguous: A is
 /// stored (M,K), or (K,M) when trans_a (X in a weight gradient X^T dY); B is stored (N,K) when
 /// trans_b, else (K,N). Accumulates in f32 over K in order, each C block on one thread: the
 /// result does not depend on the team size. Runs on the OpenMP team of the calling thread
-/// (omp_set_num_threads). Throws gt::Error when amx_matmul_takes() is false, or for
-/// accumulate with a bf16 C.
+/// (omp_set_num_threads). Throws gt::Error when amx_matmul_takes() is false, for
+/// accumulate with a bf16 C, or for a_col_sums with trans_a.
 void amx_matmul_bf16(void* c, const uint16_t* a, const uint16_t* b, int64_t M, int64_t N, int64_t K,
                      bool trans_a, bool trans_b, const AmxEpilogue& e = {});
 

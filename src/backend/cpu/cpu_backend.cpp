@@ -169,7 +169,7 @@ class CpuBackend final : public HostMemoryBackend {
         max_nk = std::max(max_nk, n * k);
         max_k = std::max(max_k, k);
       }
-    return cpu::amx_matmul_workspace_bytes(max_nk, max_k, team_.team());
+    return cpu::amx_matmul_workspace_bytes(q.N, max_nk, max_k, team_.team());
   }
 
   void embedding_forward(float* out, const int32_t* inp, const float* wte, const float* wpe, int B,
@@ -296,19 +296,26 @@ class CpuBackend final : public HostMemoryBackend {
   /// bf16 multiplier: oneDNN 2.6's f32 products have no bf16 output on such CPUs and take a
   /// bf16 post-op operand only in its reference kernel, so the product goes into an f32
   /// buffer and the multiply and the rounding (nearest even, as oneDNN's) are done here.
-  void product(void* c, const void* a, const void* b, const float* bias, int64_t M, int64_t N,
-               int64_t K, bool trans_a, bool trans_b, const cpu::MmPost& post) {
+  /// a_col_sums (K f32, or null): where the product runs on the own AMX kernel, A's column sums
+  /// are added into it while A is packed (AmxEpilogue::a_col_sums) and true is returned; false:
+  /// not summed (the caller sums).
+  bool product(void* c, const void* a, const void* b, const float* bias, int64_t M, int64_t N,
+               int64_t K, bool trans_a, bool trans_b, const cpu::MmPost& post,
+               float* a_col_sums = nullptr) {
     if (!lowp_.emulated() && lowp_.mm_type() == cpu::MmType::bf16 && !trans_a && !post.gelu &&
         cpu::amx_matmul_takes(M, N, K)) {
-      cpu::amx_matmul_bf16(
-          c, static_cast<const uint16_t*>(a), static_cast<const uint16_t*>(b), M, N, K, false,
-          trans_b,
-          {.bias = bias, .mul = post.mul, .mul_bf16 = post.mul_bf16, .c_bf16 = post.c_bf16});
-      return;
+      cpu::amx_matmul_bf16(c, static_cast<const uint16_t*>(a), static_cast<const uint16_t*>(b), M,
+                           N, K, false, trans_b,
+                           {.bias = bias,
+                            .mul = post.mul,
+                            .mul_bf16 = post.mul_bf16,
+                            .c_bf16 = post.c_bf16,
+                            .a_col_sums = a_col_sums});
+      return a_col_sums != nullptr;
     }
     if (!lowp_.emulated() || (!post.c_bf16 && !post.mul_bf16)) {
       cpu::onednn_matmul(c, a, b, bias, M, N, K, trans_a, trans_b, false, lowp_.mm_type(), post);
-      return;
+      return false;
     }
     float* t = lowp_.result_buffer(M * N);
     cpu::onednn_matmul(t, a, b, bias, M, N, K, trans_a, trans_b, false, cpu::MmType::f32,
@@ -330,6 +337,7 @@ class CpuBackend final : public HostMemoryBackend {
       else
         std::memcpy(static_cast<float*>(c) + i0, t + i0, (i1 - i0) * sizeof(float));
     });
+    return false;
   }
 
   void matmul_backward(float* dinp, float* dw, float* dbias, ConstDevPtr dout, ConstDevPtr inp,
@@ -375,9 +383,11 @@ class CpuBackend final : public HostMemoryBackend {
       if (prec_ == Precision::bf16) dbias_src = d;
       const void* x = operand(cpu::LowpOperands::kB, inp, N * C);
       auto t = lowp_.mm_type();
-      if (dinp)
-        product(dinp.data, d, lowp_.weight(w, (int64_t)C * OC), nullptr, N, C, OC, false,
-                !w_transposed, post);
+      // the bias gradient (dout's column sums) summed by the own AMX product as it packs dout
+      if (dinp && product(dinp.data, d, lowp_.weight(w, (int64_t)C * OC), nullptr, N, C, OC, false,
+                          !w_transposed, post,
+                          prec_ == Precision::bf16 && !lowp_.emulated() ? dbias : nullptr))
+        dbias = nullptr;
       // the weight gradients stay on oneDNN: the own AMX product repacks both operands (whole
       // activations) per call and ran them slower (docs/benchmarks.md)
       if (!w_transposed)
