@@ -179,7 +179,7 @@ GT_AMX_TARGET void epilogue(const Pending& p, void* c, int64_t M, int64_t N, con
         if (e.mul_bf16) {
           const __m256i h16 =
               _mm256_maskz_loadu_epi16(m, static_cast<const uint16_t*>(e.mul) + row * N + col);
-          f = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h16), 16));
+          f = widen_bf16_512(h16);
         } else {
           f = _mm512_maskz_loadu_ps(m, static_cast<const float*>(e.mul) + row * N + col);
         }
@@ -329,10 +329,8 @@ GT_AMX_TARGET void column_sums(float* part, const uint16_t* a, int64_t M, int64_
       __m512 lo = _mm512_setzero_ps(), hi = _mm512_setzero_ps();
       for (int64_t r = first; r < last; ++r) {
         const __m512i v = _mm512_loadu_si512(a + r * K + k);
-        lo = _mm512_add_ps(lo, _mm512_castsi512_ps(_mm512_slli_epi32(
-                                   _mm512_cvtepu16_epi32(_mm512_castsi512_si256(v)), 16)));
-        hi = _mm512_add_ps(hi, _mm512_castsi512_ps(_mm512_slli_epi32(
-                                   _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(v, 1)), 16)));
+        lo = _mm512_add_ps(lo, widen_bf16_512(_mm512_castsi512_si256(v)));
+        hi = _mm512_add_ps(hi, widen_bf16_512(_mm512_extracti64x4_epi64(v, 1)));
       }
       _mm512_storeu_ps(part + b * K + k, lo);
       _mm512_storeu_ps(part + b * K + k + 16, hi);

@@ -384,9 +384,9 @@ class CpuBackend final : public HostMemoryBackend {
       const void* x = operand(cpu::LowpOperands::kB, inp, N * C);
       auto t = lowp_.mm_type();
       // the bias gradient (dout's column sums) summed by the own AMX product as it packs dout
+      // (it runs only for native bf16 products; elsewhere product() returns false)
       if (dinp && product(dinp.data, d, lowp_.weight(w, (int64_t)C * OC), nullptr, N, C, OC, false,
-                          !w_transposed, post,
-                          prec_ == Precision::bf16 && !lowp_.emulated() ? dbias : nullptr))
+                          !w_transposed, post, dbias))
         dbias = nullptr;
       // the weight gradients stay on oneDNN: the own AMX product repacks both operands (whole
       // activations) per call and ran them slower (docs/benchmarks.md)

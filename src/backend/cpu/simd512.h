@@ -69,6 +69,11 @@ inline __mmask16 lanes_below(int64_t i, int64_t n) {
 }
 
 /// Stores the lanes of `mask` of 16 bf16 values.
+/// 16 bf16 -> 16 floats (exact: the bf16 bits as the float's upper half), as bf16_to_float.
+inline __m512 widen_bf16_512(__m256i h) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
 inline void store_bf16_512(uint16_t* dst, __mmask16 mask, __m512 x) {
   _mm256_mask_storeu_epi16(dst, mask, bf16_512(x));
 }
