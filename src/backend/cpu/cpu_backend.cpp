@@ -13,7 +13,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -588,41 +587,97 @@ class CpuBackend final : public HostMemoryBackend {
   void adamw_fused(float* const* p, const float* const* g, float* const* m, float* const* v,
                    const int64_t* n, const float* wd, int count, float grad_mult, float lr,
                    float beta1, float beta2, float eps, int64_t t) override {
-    adamw_chunks(p, g, m, v, n, wd, count, grad_mult, lr, beta1, beta2, eps, t);
+    adamw_chunks(p, g, m, v, n, wd, count, grad_mult, lr, beta1, beta2, eps, t, nullptr);
   }
   /// The update as the CUDA backend does it: the gradients' norm (one pass over the flat
   /// gradient buffer), the clip multiplier, and AdamW, which also finds inf or NaN in the
   /// moments and weights it writes (an OR over the values in registers), so the trainer needs
   /// no pass over them afterwards (two passes over the AdamW state, 2.3 % of a
-  /// shakespeare-char bf16 step on an Intel Xeon with 2 threads, GT_PROFILE).
+  /// shakespeare-char bf16 step on an Intel Xeon with 2 threads, GT_PROFILE). Under bf16 and
+  /// fp16 it also writes the 16-bit copies of the weights the products take (the caller calls
+  /// weights_updated() next), so that the next products do not round them again in passes of
+  /// their own (17 fewer parallel regions per step of the CPU preset).
   const AdamStepResult* adamw_step(const AdamStep& s) override {
     step_result_.norm_sq = sum_squares(s.grads, s.grads_n);
     step_result_.nonfinite_state = 0;
     if (!std::isfinite(step_result_.norm_sq)) return &step_result_;  // nothing changes
     const float mult =
         static_cast<float>(adam_grad_mult(step_result_.norm_sq, s.loss_scale, s.clip));
+    const std::vector<cpu::LowpOperands::CopyTarget>* targets =
+        prec_ == Precision::fp32 ? nullptr : &lowp_.update_targets();
     step_result_.nonfinite_state = adamw_chunks(s.p, s.g, s.m, s.v, s.n, s.wd, s.count, mult, s.lr,
-                                                s.beta1, s.beta2, s.eps, s.t)
+                                                s.beta1, s.beta2, s.eps, s.t, targets)
                                        ? 1
                                        : 0;
     return &step_result_;
   }
 
  private:
+  /// A piece of AdamW's work: elements [b, e) of tensor i, and where their 16-bit weight copy
+  /// goes (null: none).
+  struct AdamChunk {
+    int i;
+    int64_t b, e;
+    uint16_t* copy;
+  };
+  /// Cuts tensor i (n elements at p) into chunks of at most kChunk elements that each lie
+  /// inside or outside every copy target (sorted by address), appended to work; adds each
+  /// target's elements covered to covered[k].
+  static void adam_chunks_of(int i, const float* p, int64_t n,
+                             const std::vector<cpu::LowpOperands::CopyTarget>* targets,
+                             std::vector<int64_t>& covered, std::vector<AdamChunk>& work) {
+    constexpr int64_t kChunk = 1 << 14;
+    // the cuts: the tensor's ends and the ends of the copies that overlap it (as addresses:
+    // the copies' weights may lie in other allocations)
+    const auto at = [](const float* x) { return reinterpret_cast<std::uintptr_t>(x); };
+    const auto elems = [&](const float* a, const float* b) {  // b - a in floats, either way
+      return static_cast<int64_t>(at(b) - at(a)) / static_cast<int64_t>(sizeof(float));
+    };
+    std::vector<int64_t> cut = {0, n};
+    int first = -1, last = -1;  // the copies that overlap the tensor: targets[first..last]
+    if (targets)
+      for (size_t k = 0; k < targets->size(); ++k) {
+        const auto& c = (*targets)[k];
+        if (at(c.w) >= at(p + n) || at(c.w + c.n) <= at(p)) continue;
+        if (first < 0) first = static_cast<int>(k);
+        last = static_cast<int>(k);
+        cut.push_back(std::clamp<int64_t>(elems(p, c.w), 0, n));
+        cut.push_back(std::clamp<int64_t>(elems(p, c.w + c.n), 0, n));
+      }
+    std::sort(cut.begin(), cut.end());
+    cut.erase(std::unique(cut.begin(), cut.end()), cut.end());
+    for (size_t j = 0; j + 1 < cut.size(); ++j) {
+      const int64_t lo = cut[j], hi = cut[j + 1];
+      uint16_t* copy = nullptr;  // the copy holding [lo, hi), if one does
+      for (int k = first; k >= 0 && k <= last; ++k) {
+        const auto& c = (*targets)[k];
+        if (at(c.w) <= at(p + lo) && at(p + hi) <= at(c.w + c.n)) {
+          copy = c.out + elems(c.w, p + lo);
+          covered[k] += hi - lo;
+          break;
+        }
+      }
+      for (int64_t b = lo; b < hi; b += kChunk)
+        work.push_back({i, b, std::min(hi, b + kChunk), copy ? copy + (b - lo) : nullptr});
+    }
+  }
+
   /// AdamW over every tensor in one parallel loop of chunks; true when a written moment or
-  /// weight is inf or NaN (exponent bits all ones: a test that vectorizes).
+  /// weight is inf or NaN (exponent bits all ones: a test that vectorizes). With targets (the
+  /// 16-bit weight copies, sorted), each chunk's new weights are rounded into their copy while
+  /// they are in cache, and the copies written whole are marked current for the next
+  /// weights_updated().
   bool adamw_chunks(float* const* p, const float* const* g, float* const* m, float* const* v,
                     const int64_t* n, const float* wd, int count, float grad_mult, float lr,
-                    float beta1, float beta2, float eps, int64_t t) {
+                    float beta1, float beta2, float eps, int64_t t,
+                    const std::vector<cpu::LowpOperands::CopyTarget>* targets) {
     const float bc1 = 1.0f - std::pow(beta1, (float)t);
     const float bc2_sqrt = std::sqrt(1.0f - std::pow(beta2, (float)t));
     const float step_size = lr / bc1;
-    // work list of (tensor, begin, end) chunks, so one parallel loop covers every tensor
-    constexpr int64_t kChunk = 1 << 14;
-    std::vector<std::tuple<int, int64_t, int64_t>> work;
-    for (int i = 0; i < count; ++i)
-      for (int64_t b = 0; b < n[i]; b += kChunk)
-        work.emplace_back(i, b, std::min(n[i], b + kChunk));
+    // work list of chunks, so one parallel loop covers every tensor
+    std::vector<AdamChunk> work;
+    std::vector<int64_t> covered(targets ? targets->size() : 0, 0);
+    for (int i = 0; i < count; ++i) adam_chunks_of(i, p[i], n[i], targets, covered, work);
     auto nonfinite = [](float x) {
       uint32_t u;
       std::memcpy(&u, &x, sizeof u);
@@ -631,9 +686,8 @@ class CpuBackend final : public HostMemoryBackend {
     int bad = 0;
 #pragma omp parallel for schedule(static) reduction(| : bad)
     for (size_t w = 0; w < work.size(); ++w) {
-      // not a structured binding: clang before 16 cannot capture one in the simd reduction
-      const int i = std::get<0>(work[w]);
-      const int64_t b = std::get<1>(work[w]), e = std::get<2>(work[w]);
+      const int i = work[w].i;
+      const int64_t b = work[w].b, e = work[w].e;
       float* pp = p[i];
       const float* gg = g[i];
       float* mm = m[i];
@@ -651,8 +705,11 @@ class CpuBackend final : public HostMemoryBackend {
         pp[j] = pj;
         bad_chunk |= nonfinite(mi) | nonfinite(vi) | nonfinite(pj);
       }
+      if (work[w].copy) lowp_.round_span(work[w].copy, pp + b, e - b);
       bad |= bad_chunk;
     }
+    for (size_t k = 0; k < covered.size(); ++k)
+      if (covered[k] == (*targets)[k].n) lowp_.rewritten((*targets)[k].w);
     return bad != 0;
   }
 

@@ -67,13 +67,33 @@ const void* LowpOperands::round_into(AlignedVector<uint16_t>& buf, const float* 
     return o;
   }
   uint16_t* o = at_least(buf, n);
-  if (format_ == LowpFormat::bf16) {
-    chunks(n, [&](int64_t b, int64_t e) { store_bf16(o + b, x + b, e - b); });
-  } else {
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) o[i] = to_f16(x[i]);
-  }
+  chunks(n, [&](int64_t b, int64_t e) { round_span(o + b, x + b, e - b); });
   return o;
+}
+
+void LowpOperands::round_span(uint16_t* dst, const float* src, int64_t n) const {
+  if (format_ == LowpFormat::bf16) {
+    store_bf16(dst, src, n);
+  } else {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) dst[i] = to_f16(src[i]);
+  }
+}
+
+const std::vector<LowpOperands::CopyTarget>& LowpOperands::update_targets() {
+  targets_.clear();
+  if (emulated_ || (sr_ && format_ == LowpFormat::bf16)) return targets_;
+  for (auto& [w, c] : weights_)
+    if (!c.data.empty())
+      targets_.push_back({w, static_cast<int64_t>(c.data.size()), c.data.data()});
+  std::sort(targets_.begin(), targets_.end(),
+            [](const CopyTarget& a, const CopyTarget& b) { return a.w < b.w; });
+  return targets_;
+}
+
+void LowpOperands::rewritten(const float* w) {
+  auto it = weights_.find(w);
+  if (it != weights_.end()) it->second.generation = generation_ + 1;
 }
 
 const void* LowpOperands::round(Slot s, const float* x, int64_t n) {

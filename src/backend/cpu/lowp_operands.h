@@ -10,6 +10,7 @@
 #pragma once
 #include <cstdint>
 #include <unordered_map>
+#include <vector>
 
 #include "backend/cpu/aligned_vector.h"
 #include "backend/cpu/onednn_matmul.h"
@@ -51,8 +52,27 @@ class LowpOperands {
 
   /// Stochastic rounding of the bf16 weight copies (Gupta et al. 2015), keyed by seed.
   void set_stochastic_rounding(bool on, uint64_t seed);
-  /// The weights changed: every copy is made again on its next use.
+  /// The weights changed: every copy is made again on its next use, except those an update
+  /// wrote itself (rewritten()).
   void weights_updated() { ++generation_; }
+
+  /// A weight copy an optimizer can write as it updates the weight: n 16-bit values at out
+  /// for the n floats at w.
+  struct CopyTarget {
+    const float* w;
+    int64_t n;
+    uint16_t* out;
+  };
+  /// The copies that exist now and that round to nearest (not emulated, no stochastic
+  /// rounding), sorted by w; empty otherwise. Valid until the next weight().
+  const std::vector<CopyTarget>& update_targets();
+  /// Rounds n floats at src into the copy format at dst, bit for bit as weight() rounds them.
+  /// Does not fork threads: call it from inside a parallel region.
+  void round_span(uint16_t* dst, const float* src, int64_t n) const;
+  /// The update that is about to be followed by weights_updated() wrote the whole copy of w
+  /// (an update_targets() entry) from the weights it wrote: that copy stays current across
+  /// the next weights_updated() (and only that one: it is marked for the generation after it).
+  void rewritten(const float* w);
 
   /// Workspace bytes for weights of weight_elems elements and activation slots of a_elems and
   /// b_elems elements, plus result_elems floats of result buffer, in format f on this CPU.
@@ -78,6 +98,7 @@ class LowpOperands {
   std::unordered_map<const float*, WeightCopy> weights_;
   AlignedVector<uint16_t> act_[2];
   AlignedVector<float> result_;
+  std::vector<CopyTarget> targets_;
 };
 
 }  // namespace gt::cpu
