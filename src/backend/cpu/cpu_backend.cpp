@@ -717,10 +717,11 @@ class CpuBackend final : public HostMemoryBackend {
   /// precision bf16 (gt::Error otherwise).
   uint16_t* as16(DevPtr p) const {
     if (!p.bf16()) return nullptr;
-    check(prec_ == Precision::bf16,
-          fmt::format("cpu backend: a bf16 tensor argument under precision {}; bf16 tensors "
-                      "belong to precision bf16",
-                      to_string(prec_)));
+    if (prec_ != Precision::bf16)  // the message made only when it is needed: a hot path
+      throw Error(fmt::format(
+          "cpu backend: a bf16 tensor argument under precision {}; bf16 tensors belong to "
+          "precision bf16",
+          to_string(prec_)));
     return p.u16();
   }
   const uint16_t* as16(ConstDevPtr p) const {
