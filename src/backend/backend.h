@@ -352,7 +352,8 @@ class Backend : public DeviceMemory {
   /// independent of the thread count. The trainer passes a seed per step. Ignored unless bf16.
   virtual void set_stochastic_rounding(bool on, uint64_t seed) = 0;
   /// Marks the 16-bit weight copies stale; call after every write to the parameters (the
-  /// optimizer step, initialisation, loading). Copies are refreshed on their next use.
+  /// optimizer step, initialisation, loading). Copies are refreshed on their next use, except
+  /// those adamw_step() just wrote itself (see there).
   virtual void weights_updated() = 0;
 
   // ---- a step with one host synchronization --------------------------------------------
@@ -365,7 +366,10 @@ class Backend : public DeviceMemory {
   /// times clip / (norm + 1e-6) when that is below 1, as torch.nn.utils.clip_grad_norm_),
   /// and AdamW (adamw_fused's formula) unless the norm is not finite, in which case nothing
   /// changes. The result is read after synchronize(). A device keeps all of it on the device
-  /// (no host synchronization); the default runs sum_squares and adamw_fused.
+  /// (no host synchronization); the default runs sum_squares and adamw_fused. The caller
+  /// calls weights_updated() next and writes no parameter in between: a backend may write
+  /// its 16-bit weight copies in the same pass (the CPU backend does) and keep them across
+  /// that one weights_updated().
   virtual const AdamStepResult* adamw_step(const AdamStep& s);
 
   // ---- the step as one graph (CUDA graphs: CUDA C++ Programming Guide, "CUDA Graphs") ---

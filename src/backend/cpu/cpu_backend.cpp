@@ -593,10 +593,11 @@ class CpuBackend final : public HostMemoryBackend {
   /// gradient buffer), the clip multiplier, and AdamW, which also finds inf or NaN in the
   /// moments and weights it writes (an OR over the values in registers), so the trainer needs
   /// no pass over them afterwards (two passes over the AdamW state, 2.3 % of a
-  /// shakespeare-char bf16 step on an Intel Xeon with 2 threads, GT_PROFILE). Under bf16 and
-  /// fp16 it also writes the 16-bit copies of the weights the products take (the caller calls
-  /// weights_updated() next), so that the next products do not round them again in passes of
-  /// their own (17 fewer parallel regions per step of the CPU preset).
+  /// shakespeare-char bf16 step on an Intel Xeon with 2 threads, GT_PROFILE). Where the bf16 or
+  /// fp16 products are native (not emulated) and round to nearest, it also writes the 16-bit
+  /// copies of the weights they take (the caller calls weights_updated() next), so that the
+  /// next products do not round them again in passes of their own (17 fewer parallel regions
+  /// per step of the CPU preset).
   const AdamStepResult* adamw_step(const AdamStep& s) override {
     step_result_.norm_sq = sum_squares(s.grads, s.grads_n);
     step_result_.nonfinite_state = 0;

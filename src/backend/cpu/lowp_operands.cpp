@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <functional>
 
 #include "backend/cpu/fast_math.h"
 
@@ -87,7 +88,7 @@ const std::vector<LowpOperands::CopyTarget>& LowpOperands::update_targets() {
     if (!c.data.empty())
       targets_.push_back({w, static_cast<int64_t>(c.data.size()), c.data.data()});
   std::sort(targets_.begin(), targets_.end(),
-            [](const CopyTarget& a, const CopyTarget& b) { return a.w < b.w; });
+            [](const CopyTarget& a, const CopyTarget& b) { return std::less<>()(a.w, b.w); });
   return targets_;
 }
 
