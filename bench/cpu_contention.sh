@@ -54,7 +54,8 @@ run() {
 import json, sys
 s = json.load(open(sys.argv[1]))
 t = s.get("threads") or {}
-print(s["duration_s"] / s["step"], t.get("steps_with_fewer", 0), t.get("changes", 0))
+print(s["duration_s"] / s["step"], t.get("steps_with_fewer", 0), t.get("changes", 0),
+      t.get("steps_waits_sleeping", 0))
 EOF
 }
 
@@ -95,7 +96,8 @@ for n in ["idle_fixed", "idle_adaptive", "loaded_adaptive", "loaded_passive", "l
     med[n] = statistics.median(x[0] for x in r)
     print(f"{n:16s} median {med[n]*1e3:8.2f} ms/step  (runs: "
           + ", ".join(f"{x[0]*1e3:.2f}" for x in r)
-          + f"; steps with a smaller team: {', '.join(str(int(x[1])) for x in r)})")
+          + f"; steps with a smaller team: {', '.join(str(int(x[1])) for x in r)}"
+          + f"; with sleeping waits: {', '.join(str(int(x[3])) for x in r)})")
 share = cores / (cores + cores)
 target = 1.5 * med["idle_fixed"] / share
 print(f"idle: adaptive / fixed = {med['idle_adaptive'] / med['idle_fixed']:.3f} (target 0.98-1.02)")

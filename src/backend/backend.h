@@ -167,7 +167,9 @@ struct ThreadPolicy {
   int threads = 0;            ///< threads working now
   int64_t steps = 0;          ///< steps seen
   int64_t smaller_steps = 0;  ///< of those, steps run with fewer than `team` threads
-  int changes = 0;            ///< times the team's size changed
+  int changes = 0;            ///< times the team's size or its wait changed
+  bool yielding = false;      ///< the team's waits sleep now (libgomp's passive wait)
+  int64_t yield_steps = 0;    ///< steps run with the waits sleeping
   /// The last window's fraction of the team's time spent ready to run but waiting for a CPU;
   /// null where not measured (the fixed policy, the first window, no schedstat).
   std::optional<double> runqueue_wait;
@@ -178,6 +180,7 @@ struct ThreadPolicy {
 /// threads of its own: both 0). Read after every step: no allocation.
 struct ThreadCount {
   int threads = 0, team = 0;
+  bool yielding = false;  ///< the threads' waits sleep instead of spinning
 };
 
 // The ops' default bodies name their parameters for the documentation and use none.

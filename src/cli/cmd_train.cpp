@@ -42,7 +42,8 @@ std::string thread_policy_text(const gt::Backend& be) {
   const auto p = be.thread_policy();
   if (!p) return "";
   if (p->policy == "fixed") return " (train.thread_policy = fixed)";
-  return " (adaptive: fewer while other work takes the cores; train.thread_policy)";
+  return " (adaptive: fewer, or sleeping waits, while other work takes the cores; "
+         "train.thread_policy)";
 }
 
 struct Args {

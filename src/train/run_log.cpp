@@ -74,6 +74,8 @@ void RunLog::step(const StepReport& s) {
             s.lr, s.tokens / mean_dt, s.step_time_s * 1000,
             s.threads.threads < s.threads.team
                 ? fmt::format(" | {} of {} threads (cores busy)", s.threads.threads, s.threads.team)
+            : s.threads.yielding
+                ? fmt::format(" | {} threads, waits sleeping (cores busy)", s.threads.threads)
                 : "",
             s.energy_text.empty() ? "" : " | " + s.energy_text,
             format_duration(mean_dt * (s.last - s.step))),

@@ -140,6 +140,8 @@ void RunSummaryWriter::finish(const RunResult& r) {
     j[key::team] = t.team;
     j[key::threads_at_end] = t.threads;
     j[key::steps_with_fewer] = t.smaller_steps;
+    j[key::wait_at_end] = t.yielding ? "sleep" : "spin";
+    j[key::steps_waits_sleeping] = t.yield_steps;
     j[key::changes] = t.changes;
     j[key::runqueue_wait_fraction] =
         t.runqueue_wait ? nlohmann::ordered_json(*t.runqueue_wait) : nlohmann::ordered_json();

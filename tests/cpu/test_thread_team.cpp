@@ -1,14 +1,18 @@
 // The CPU backend's adaptive team (backend/cpu/thread_team.h): the decision on synthetic
 // run-queue readings, the reading itself, and what the backend reports.
+#include <dirent.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <omp.h>
+#include <sched.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <functional>
 #include <optional>
 #include <random>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -20,9 +24,14 @@ namespace gt::cpu {
 namespace {
 
 // A machine model: with k threads the team waits wait(k) of its time for a CPU and a step
-// takes step(k) seconds. The clock advances by each step.
+// takes step(k) seconds; with sleeping waits (a full team), yield_step(k) seconds, or step(k)
+// where the model has none. The clock advances by each step.
 struct Machine {
   std::function<double(int)> wait, step;
+  std::function<double(int)> yield_step = nullptr;
+  double step_of(const ThreadTeam& t) const {
+    return t.yielding() && yield_step ? yield_step(t.threads()) : step(t.threads());
+  }
 };
 struct Clock {
   double now = 100.0, wait = 3.0;
@@ -40,7 +49,7 @@ struct Clock {
   }
   int run(ThreadTeam& t, const Machine& m, double seconds) {
     const double end = now + seconds;
-    while (now < end) step(t, m.wait(t.threads()), m.step(t.threads()));
+    while (now < end) step(t, m.wait(t.threads()), m.step_of(t));
     return t.threads();
   }
 };
@@ -51,6 +60,10 @@ const Machine kCollapse{[](int k) { return k == 2 ? 0.5 : 1.0 / 3; },
 // beside the same load, as measured on the 2-vCPU EPYC: the full team is still the faster
 const Machine kShare{[](int k) { return k == 2 ? 0.5 : 1.0 / 3; },
                      [](int k) { return k == 2 ? 0.028 : 0.033; }};
+// beside the same load, as measured on the AMX Xeon one evening: the full team's spinning
+// waits collapse (53 ms), one thread is faster (41 ms), sleeping waits faster still (27 ms)
+const Machine kSleepWins{[](int k) { return k == 2 ? 0.5 : 1.0 / 3; },
+                         [](int k) { return k == 2 ? 0.053 : 0.041; }, [](int) { return 0.027; }};
 
 TEST(ThreadTeam, AnIdleMachineKeepsTheFullTeam) {
   Clock c;
@@ -70,15 +83,17 @@ TEST(ThreadTeam, KeepsASmallerTeamOnlyWhereItsStepsAreFaster) {
     Clock c;
     ThreadTeam t(2, true, ThreadTeam::Options{}, c.reader());
     EXPECT_EQ(c.run(t, kCollapse, 5), 1);
-    EXPECT_EQ(t.policy().changes, 1);
+    EXPECT_FALSE(t.yielding()) << "sleeping waits are no faster on this machine";
+    EXPECT_EQ(t.policy().changes, 3);  // one thread, sleeping waits, one thread again
   }
   {
     Clock c;
     ThreadTeam t(2, true, ThreadTeam::Options{}, c.reader());
-    EXPECT_EQ(c.run(t, kShare, 5), 2);  // tried one thread, lost, went back
-    EXPECT_EQ(t.policy().changes, 2);
+    EXPECT_EQ(c.run(t, kShare, 5), 2);  // tried one thread and sleeping waits, lost, went back
+    EXPECT_FALSE(t.yielding());
+    EXPECT_EQ(t.policy().changes, 3);
     EXPECT_EQ(c.run(t, kShare, 3), 2);  // 8 s in all: within the probe interval of the loss
-    EXPECT_EQ(t.policy().changes, 2) << "a lost trial was repeated within the probe interval";
+    EXPECT_EQ(t.policy().changes, 3) << "a lost trial was repeated within the probe interval";
     c.run(t, kShare, 30);
     const ThreadPolicy p = t.policy();
     EXPECT_LT(p.smaller_steps, p.steps / 10) << "trials took more than a tenth of the steps";
@@ -89,6 +104,39 @@ TEST(ThreadTeam, KeepsASmallerTeamOnlyWhereItsStepsAreFaster) {
     ThreadTeam t(2, true, ThreadTeam::Options{}, c.reader());
     EXPECT_EQ(c.run(t, Machine{kShare.wait, [](int k) { return k == 2 ? 0.030 : 0.0285; }}, 5), 2);
   }
+}
+
+TEST(ThreadTeam, KeepsSleepingWaitsWhereTheyAreTheFastest) {
+  Clock c;
+  ThreadTeam t(2, true, ThreadTeam::Options{}, c.reader());
+  EXPECT_EQ(c.run(t, kSleepWins, 5), 2);
+  EXPECT_TRUE(t.yielding()) << "the fastest candidate was not kept";
+  ThreadPolicy p = t.policy();
+  EXPECT_TRUE(p.yielding);
+  EXPECT_GT(p.yield_steps, 0);
+  // free cores again: the full team spins
+  EXPECT_EQ(c.run(t, kIdle, 1), 2);
+  EXPECT_FALSE(t.yielding());
+  // and not tried where the options say so: one thread, the faster of the rest
+  Clock c2;
+  ThreadTeam::Options o;
+  o.try_yield = false;
+  ThreadTeam t2(2, true, o, c2.reader());
+  EXPECT_EQ(c2.run(t2, kSleepWins, 5), 1);
+  EXPECT_FALSE(t2.yielding());
+}
+
+TEST(ThreadTeam, SleepingWaitsMeasureTheSpinningTeamAgainEveryProbeInterval) {
+  Clock c;
+  ThreadTeam t(2, true, ThreadTeam::Options{}, c.reader());
+  ASSERT_EQ(c.run(t, kSleepWins, 3), 2);
+  ASSERT_TRUE(t.yielding());
+  const double since = c.now;
+  while (c.now < since + 20 && t.yielding()) c.step(t, 0.5, 0.027);
+  ASSERT_FALSE(t.yielding()) << "never measured the spinning team again";
+  EXPECT_GE(c.now - since, 8.0 - 3.0);
+  EXPECT_EQ(c.run(t, kSleepWins, 3), 2);
+  EXPECT_TRUE(t.yielding()) << "spinning still collapses: sleeping waits again";
 }
 
 TEST(ThreadTeam, TriesTheSizeOfTheCpuItWasGetting) {
@@ -115,13 +163,13 @@ TEST(ThreadTeam, ReturnsToTheFullTeamWhenTheCoresAreFree) {
 TEST(ThreadTeam, ASmallerTeamMeasuresTheFullOneAgainEveryProbeInterval) {
   Clock c;
   ThreadTeam t(2, true, ThreadTeam::Options{}, c.reader());
-  ASSERT_EQ(c.run(t, kCollapse, 2), 1);
+  ASSERT_EQ(c.run(t, kCollapse, 3), 1);
   const double since = c.now;
   while (c.now < since + 20 && t.threads() == 1) c.step(t, 1.0 / 3, 0.030);
   ASSERT_EQ(t.threads(), 2) << "never measured the full team again";
-  EXPECT_GE(c.now - since, 8.0 - 2.0);  // not before the probe interval (the trial won in the
-                                        // first 2 s)
-  EXPECT_EQ(c.run(t, kCollapse, 2), 1) << "the full team still collapses: one thread again";
+  EXPECT_GE(c.now - since, 8.0 - 3.0);  // not before the probe interval (the trials ended in
+                                        // the first 3 s)
+  EXPECT_EQ(c.run(t, kCollapse, 3), 1) << "the full team still collapses: one thread again";
 }
 
 TEST(ThreadTeam, TheStepAfterAChangeIsLeftOutOfTheTrial) {
@@ -132,7 +180,8 @@ TEST(ThreadTeam, TheStepAfterAChangeIsLeftOutOfTheTrial) {
   while (k == 2) k = c.step(t, 0.5, 0.060);
   ASSERT_EQ(k, 1);
   c.step(t, 1.0 / 3, 0.5);  // the slow first step
-  EXPECT_EQ(c.run(t, Machine{[](int) { return 1.0 / 3; }, [](int) { return 0.030; }}, 2), 1);
+  // (then sleeping waits, as fast: the smaller team is kept on a tie)
+  EXPECT_EQ(c.run(t, Machine{[](int) { return 1.0 / 3; }, [](int) { return 0.030; }}, 3), 1);
 }
 
 TEST(ThreadTeam, ASmallerTeamMustWinEachWindowOfItsTrial) {
@@ -188,6 +237,53 @@ TEST(ThreadTeam, TheProcessRunQueueWaitIsReadAndNeverDecreases) {
   EXPECT_GE(*b, *a);
 }
 
+// Threads of this process (/proc/self/task entries); -1 without /proc.
+int process_threads() {
+  DIR* d = ::opendir("/proc/self/task");
+  if (!d) return -1;
+  int n = 0;
+  while (const dirent* e = ::readdir(d)) n += e->d_name[0] != '.';
+  ::closedir(d);
+  return n;
+}
+
+// Polls process_threads() for up to 2 s until it equals want.
+int threads_settle_at(int want) {
+  int n = process_threads();
+  for (int i = 0; i < 200 && n != want; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    n = process_threads();
+  }
+  return n;
+}
+
+TEST(ParkedThreads, ParksMoreThreadsThanTheCpusBesideTheTeamAndReleasesThem) {
+  const int base = process_threads();
+  if (base < 0) GTEST_SKIP() << "no /proc/self/task";
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+  const int cpus = CPU_COUNT(&set);
+  ParkedThreads p;
+  EXPECT_FALSE(p.parked());
+  ASSERT_TRUE(p.start(2));
+  EXPECT_TRUE(p.parked());
+  // libgomp then counts the team (2) and the parked team's own threads (count - 1)
+  EXPECT_GT(2 + p.count() - 1, cpus);
+  EXPECT_EQ(threads_settle_at(base + p.count()), base + p.count())
+      << "the helper and its OpenMP threads";
+  EXPECT_TRUE(p.start(2)) << "a second start is a no-op";
+  p.stop();
+  EXPECT_FALSE(p.parked());
+  EXPECT_EQ(threads_settle_at(base), base) << "the parked threads did not leave";
+  p.stop();  // twice: nothing
+  // and again, as the adaptive policy switches back and forth
+  ASSERT_TRUE(p.start(1));
+  EXPECT_GT(1 + p.count() - 1, cpus);
+  p.stop();
+  EXPECT_EQ(threads_settle_at(base), base);
+}
+
 TEST(ThreadTeam, TheCpuBackendReportsItsPolicy) {
   const auto adaptive = make_backend("cpu", {.threads = 2, .adaptive_threads = true});
   auto p = adaptive->thread_policy();
@@ -195,6 +291,9 @@ TEST(ThreadTeam, TheCpuBackendReportsItsPolicy) {
   EXPECT_EQ(p->policy, "adaptive");
   EXPECT_EQ(p->team, 2);
   EXPECT_EQ(p->threads, 2);
+  EXPECT_FALSE(p->yielding) << "an idle start spins";
+  EXPECT_EQ(p->yield_steps, 0);
+  EXPECT_FALSE(adaptive->thread_count().yielding);
   const auto fixed = make_backend("cpu", {.threads = 3, .adaptive_threads = false});
   p = fixed->thread_policy();
   ASSERT_TRUE(p.has_value());

@@ -117,9 +117,17 @@ class CpuBackend final : public HostMemoryBackend {
     const int before = team_.threads();
     const int n = team_.end_step(now, step_s);
     if (n != before) omp_set_num_threads(n);
+    if (team_.yielding() != parked_.parked()) {
+      if (team_.yielding())
+        parked_.start(n);  // false: OpenMP gave fewer threads; the trial then shows no gain
+      else
+        parked_.stop();
+    }
   }
   std::optional<ThreadPolicy> thread_policy() const override { return team_.policy(); }
-  ThreadCount thread_count() const override { return {team_.threads(), team_.team()}; }
+  ThreadCount thread_count() const override {
+    return {team_.threads(), team_.team(), team_.yielding()};
+  }
 
   // memory: host memory (HostMemoryBackend, backend.h)
 
@@ -744,7 +752,8 @@ class CpuBackend final : public HostMemoryBackend {
   Precision prec_ = Precision::fp32;
   cpu::LowpOperands lowp_;  // the 16-bit operands of bf16 and fp16 products
   cpu::Attention attn_;
-  cpu::ThreadTeam team_;  // the OpenMP team's size (train.thread_policy)
+  cpu::ThreadTeam team_;       // the OpenMP team's size and wait (train.thread_policy)
+  cpu::ParkedThreads parked_;  // parked while team_.yielding()
 };
 
 }  // namespace

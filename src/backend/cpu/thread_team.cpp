@@ -2,8 +2,11 @@
 
 #include <dirent.h>
 #include <fmt/format.h>
+#include <omp.h>
+#include <sched.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -43,6 +46,7 @@ ThreadTeam::ThreadTeam(int team, bool adaptive, Options opt, WaitReader read_wai
 int ThreadTeam::end_step(double now_s, double step_s) {
   ++steps_;
   if (threads_ < team_) ++smaller_steps_;
+  if (yield_) ++yield_steps_;
   if (!measuring()) return threads_;
   const bool new_window = !started_ || changed_;
   if (!new_window) {
@@ -74,45 +78,73 @@ int ThreadTeam::end_step(double now_s, double step_s) {
   return threads_;
 }
 
-void ThreadTeam::set_threads(int n) {
-  if (n == threads_) return;
+void ThreadTeam::set_config(int n, bool yield) {
+  if (n == threads_ && yield == yield_) return;
   ++changes_;
   changed_ = true;
   threads_ = n;
+  yield_ = yield;
+}
+
+void ThreadTeam::start_trial(Candidate c) {
+  cand_ = c;
+  trial_wins_ = 0;
+  trial_sum_s_ = 0;
+  state_ = State::trial;
+  if (c == kSmaller)
+    set_config(smaller_n_, false);
+  else
+    set_config(team_, true);
+}
+
+void ThreadTeam::end_trial(double now_s) {
+  if (cand_ == kSmaller && opt_.try_yield) return start_trial(kYield);
+  // the faster of the candidates that won (the smaller team on a tie: no parked threads)
+  std::optional<Candidate> best;
+  for (Candidate c : {kSmaller, kYield})
+    if (won_[c] && (!best || *won_[c] < *won_[*best])) best = c;
+  if (!best) {
+    trial_lost_at_ = now_s;
+    set_config(team_, false);
+    state_ = State::full;
+    return;
+  }
+  set_config(*best == kSmaller ? smaller_n_ : team_, *best == kYield);
+  state_ = State::chosen;
+  chosen_since_ = now_s;
+  trial_lost_at_.reset();
 }
 
 void ThreadTeam::decide(double now_s, double fraction, double mean_step_s) {
   last_fraction_ = fraction;
   switch (state_) {
     case State::full:
-      // contended, and no trial lost within the probe interval: try the team the CPU it was
-      // getting would make (in threads), against this window's steps
+      // contended, and no round of trials lost within the probe interval: try the team the
+      // CPU it was getting would make (in threads), then sleeping waits, against this
+      // window's steps
       if (fraction > opt_.high && (!trial_lost_at_ || now_s - *trial_lost_at_ >= opt_.probe_s)) {
         full_step_s_ = mean_step_s;
-        trial_wins_ = 0;
-        set_threads(
-            std::clamp(static_cast<int>(std::lround(team_ * (1.0 - fraction))), 1, team_ - 1));
-        state_ = State::trial;
+        won_[kSmaller].reset();
+        won_[kYield].reset();
+        smaller_n_ =
+            std::clamp(static_cast<int>(std::lround(team_ * (1.0 - fraction))), 1, team_ - 1);
+        start_trial(kSmaller);
       }
       break;
     case State::trial:
-      // the smaller team must be faster in each of its trial windows, not on average: one
-      // lucky window on a noisy machine would otherwise hold a slower team for probe_s
+      // a candidate must be faster in each of its trial windows, not on average: one lucky
+      // window on a noisy machine would otherwise hold a slower team for probe_s
       if (mean_step_s < full_step_s_ * (1.0 - opt_.margin)) {
+        trial_sum_s_ += mean_step_s;
         if (++trial_wins_ < opt_.trial_windows) break;
-        state_ = State::smaller;
-        smaller_since_ = now_s;
-        trial_lost_at_.reset();
-      } else {
-        trial_lost_at_ = now_s;
-        set_threads(team_);
-        state_ = State::full;
+        won_[cand_] = trial_sum_s_ / trial_wins_;
       }
+      end_trial(now_s);
       break;
-    case State::smaller:
+    case State::chosen:
       // the cores are free again, or time to measure the full team afresh
-      if (fraction < opt_.low || now_s - smaller_since_ >= opt_.probe_s) {
-        set_threads(team_);
+      if (fraction < opt_.low || now_s - chosen_since_ >= opt_.probe_s) {
+        set_config(team_, false);
         state_ = State::full;
       }
       break;
@@ -127,6 +159,8 @@ ThreadPolicy ThreadTeam::policy() const {
   p.steps = steps_;
   p.smaller_steps = smaller_steps_;
   p.changes = changes_;
+  p.yielding = yield_;
+  p.yield_steps = yield_steps_;
   p.runqueue_wait = last_fraction_;
   if (last_fraction_)
     p.runqueue_wait_unknown_reason.clear();
@@ -142,6 +176,44 @@ ThreadPolicy ThreadTeam::policy() const {
     p.runqueue_wait_unknown_reason =
         fmt::format("the run ended within its first window ({:g} s)", opt_.window_s);
   return p;
+}
+
+bool ParkedThreads::start(int team) {
+  if (parked()) return true;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int cpus =
+      sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : omp_get_num_procs();
+  // libgomp counts the trainer's team and, of a parked team of n, the n - 1 threads it starts
+  const int n = std::max(2, cpus - team + 2);
+  release_ = false;
+  in_ = 0;
+  want_ = n;
+  helper_ = std::thread([this, n] {
+#pragma omp parallel num_threads(n)
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      ++in_;
+      cv_.notify_all();
+      cv_.wait(lk, [this] { return release_; });
+    }
+  });
+  std::unique_lock<std::mutex> lk(mu_);
+  const bool ok = cv_.wait_for(lk, std::chrono::seconds(1), [this, n] { return in_ >= n; });
+  lk.unlock();
+  if (!ok) stop();
+  return ok;
+}
+
+void ParkedThreads::stop() {
+  if (!parked()) return;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    release_ = true;
+  }
+  cv_.notify_all();
+  helper_.join();
+  in_ = 0;
 }
 
 }  // namespace gt::cpu

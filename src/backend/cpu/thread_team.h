@@ -1,32 +1,37 @@
-// backend/cpu/thread_team.h: the size of the CPU backend's OpenMP team, adapted to the
-// machine without a setting (train.thread_policy = adaptive, the default).
+// backend/cpu/thread_team.h: the size of the CPU backend's OpenMP team and how its threads
+// wait, adapted to the machine without a setting (train.thread_policy = adaptive, the default).
 //
 // Why: GNU OpenMP's threads wait for each other at the end of every parallel region (a step
-// has about 140). Idle, a full team that spins there is the fastest choice. When other
+// has about 100). Idle, a full team that spins there is the fastest choice. When other
 // processes want the same cores, a thread of the team is often preempted and every other
 // thread waits for it at the next barrier: a step of the quickstart model took 13-16x its
 // idle time beside a compiler (docs/benchmarks.md), where a smaller team that fits the cores
-// left free would lose less than the share of the CPU it gives up.
+// left free, or a team whose waits sleep instead of spinning (OMP_WAIT_POLICY=passive, which
+// costs 2.7x idle), can lose less than the share of the CPU it gives up.
 //
 // How: the kernel counts, per thread, the time it was ready to run but waited for a CPU
 // (/proc/<pid>/task/<tid>/schedstat, field 2: "time spent waiting on a runqueue", ns; Linux
 // Documentation/scheduler/sched-stats.rst). Over a window of steps (at least 0.5 s), that
 // wait divided by (window x team size) is the fraction of the team's time lost to other work:
 // near 0 when the run has its cores, about 0.5 for a full team beside one busy process per
-// core. A smaller team is not always faster: it gives up its share of the contended cores to
-// spare its barriers the wait. So the choice is measured: above 0.2 the team tries, for one
-// window, the size of the CPU it was getting, round(team x (1 - fraction)) threads (at least
-// 1), and keeps it only when its steps are at least 10 % faster than the full team's were, in
-// each of two windows (a machine's noise makes smaller differences, or one window, a coin
-// toss: bench/cpu_contention.sh); a
-// lost trial is not repeated for 8 s. A smaller team returns to the full one when the wait
-// falls below 0.05, and every 8 s to measure it afresh. Where schedstat cannot be read the
-// full team is used and the reason is reported.
+// core. Neither remedy is always faster: a smaller team gives up its share of the contended
+// cores to spare its barriers the wait, and sleeping waits pay a wake-up per region. So the
+// choice is measured: above 0.2 the team tries, for up to two windows each, the size of the
+// CPU it was getting, round(team x (1 - fraction)) threads (at least 1), then the full team
+// with sleeping waits (ParkedThreads below); a candidate counts only when its steps are at
+// least 10 % faster than the full team's were, in each of its windows (a machine's noise
+// makes smaller differences, or one window, a coin toss: bench/cpu_contention.sh), and the
+// faster of those that count is kept. When none counts, no trial is made again for 8 s. The
+// full, spinning team returns when the wait falls below 0.05, and every 8 s to measure it
+// afresh. Where schedstat cannot be read the full team is used and the reason is reported.
 #pragma once
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "backend/backend.h"
 
@@ -46,8 +51,9 @@ class ThreadTeam {
     double high = 0.2;      ///< above this fraction of waiting, the team shrinks
     double low = 0.05;      ///< below it, a smaller team returns to the full one
     double probe_s = 8.0;   ///< a smaller team tries the full one after this long (s)
-    double margin = 0.10;   ///< a smaller team must be this much faster (fraction of a step)
+    double margin = 0.10;   ///< a candidate must be this much faster (fraction of a step)
     int trial_windows = 2;  ///< ... in each of this many windows
+    bool try_yield = true;  ///< whether sleeping waits are a candidate
   };
   /// Reads the process's run-queue wait total (s; null: unknown, and the full team is kept).
   using WaitReader = std::function<std::optional<double>()>;
@@ -68,13 +74,19 @@ class ThreadTeam {
   int team() const { return team_; }
   /// Threads the team has now.
   int threads() const { return threads_; }
+  /// Whether the team's waits should sleep now (the caller parks threads: ParkedThreads).
+  bool yielding() const { return yield_; }
   /// The policy in force, for the progress line and summary.json.
   ThreadPolicy policy() const;
 
  private:
-  enum class State { full, trial, smaller };
+  enum class State { full, trial, chosen };
+  enum Candidate { kSmaller = 0, kYield = 1 };
   void decide(double now_s, double fraction, double mean_step_s);
-  void set_threads(int n);
+  void start_trial(Candidate c);
+  void end_trial(double now_s);  // the next candidate, or the choice among those that won
+  void set_config(int n, bool yield);
+  void set_threads(int n) { set_config(n, false); }
 
   int team_;
   bool adaptive_;
@@ -87,14 +99,52 @@ class ThreadTeam {
   double t0_ = 0, w0_ = 0;    // the window's start: clock and wait total
   double window_step_s_ = 0;  // the window's steps: seconds and count
   int64_t window_steps_ = 0;
+  bool yield_ = false;
   State state_ = State::full;
-  int trial_wins_ = 0;                   // windows of the present trial the smaller team won
+  Candidate cand_ = kSmaller;            // the candidate on trial
+  int trial_wins_ = 0;                   // windows of the present trial the candidate won
+  double trial_sum_s_ = 0;               // the sum of their mean steps (s)
+  std::optional<double> won_[2];         // each candidate's mean step when it won (s)
+  int smaller_n_ = 1;                    // the smaller team's size in this round of trials
   double full_step_s_ = 0;               // the full team's mean step before a trial (s)
-  double smaller_since_ = 0;             // when the smaller team won its trial (s)
-  std::optional<double> trial_lost_at_;  // when a smaller team last lost its trial (s)
+  double chosen_since_ = 0;              // when the kept candidate won its trial (s)
+  std::optional<double> trial_lost_at_;  // when every candidate last lost (s)
   std::optional<double> last_fraction_;
-  int64_t steps_ = 0, smaller_steps_ = 0;
+  int64_t steps_ = 0, smaller_steps_ = 0, yield_steps_ = 0;
   int changes_ = 0;
+};
+
+/// GNU OpenMP's passive wait, switched on and off at run time. libgomp reads its spin count
+/// once, when it is loaded, but while it manages more OpenMP threads than the CPUs the
+/// process may run on, its waits spin only 100 times (1000 under OMP_WAIT_POLICY=active)
+/// before they sleep (libgomp manual, "GOMP_SPINCOUNT"). start() parks that many more threads
+/// asleep inside a parallel region of their own, on a helper thread; stop() lets them leave
+/// it (threads of a team that has left its region do not count: measured, docs/benchmarks.md).
+/// Idle, the trainer's 2-thread steps took 37.5 ms with them, as under
+/// OMP_WAIT_POLICY=passive, against 13.1-13.9 ms without. Not thread-safe: one caller.
+class ParkedThreads {
+ public:
+  ParkedThreads() = default;
+  ParkedThreads(const ParkedThreads&) = delete;
+  ParkedThreads& operator=(const ParkedThreads&) = delete;
+  ~ParkedThreads() { stop(); }
+  /// Parks enough threads that libgomp manages more than the available CPUs (the process's
+  /// affinity mask) beside a team of `team` threads; returns once they are parked (true), or
+  /// after 1 s (false: OpenMP gave fewer threads; they are released again).
+  bool start(int team);
+  /// Releases the parked threads and joins the helper (nothing when none are parked).
+  void stop();
+  /// Whether threads are parked now.
+  bool parked() const { return helper_.joinable(); }
+  /// The threads parked now (0: none).
+  int count() const { return parked() ? want_ : 0; }
+
+ private:
+  std::thread helper_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool release_ = false;
+  int in_ = 0, want_ = 0;
 };
 
 }  // namespace gt::cpu
