@@ -170,6 +170,7 @@ struct ThreadPolicy {
   int changes = 0;            ///< times the team's size or its wait changed
   bool yielding = false;      ///< the team's waits sleep now (libgomp's passive wait)
   int64_t yield_steps = 0;    ///< steps run with the waits sleeping
+  std::string yield_unavailable_reason;  ///< why sleeping waits are not tried (empty: they are)
   /// The last window's fraction of the team's time spent ready to run but waiting for a CPU;
   /// null where not measured (the fixed policy, the first window, no schedstat).
   std::optional<double> runqueue_wait;

@@ -88,6 +88,7 @@ inline constexpr char threads_at_end[] = "threads_at_end";
 inline constexpr char steps_with_fewer[] = "steps_with_fewer";
 inline constexpr char wait_at_end[] = "wait_at_end";  // "spin" or "sleep" (parked threads)
 inline constexpr char steps_waits_sleeping[] = "steps_waits_sleeping";
+inline constexpr char sleeping_waits_unavailable[] = "sleeping_waits_unavailable";  // reason
 inline constexpr char changes[] = "changes";
 inline constexpr char runqueue_wait_fraction[] = "runqueue_wait_fraction";
 inline constexpr char runqueue_wait_unknown_reason[] = "runqueue_wait_unknown_reason";

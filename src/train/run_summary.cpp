@@ -142,6 +142,8 @@ void RunSummaryWriter::finish(const RunResult& r) {
     j[key::steps_with_fewer] = t.smaller_steps;
     j[key::wait_at_end] = t.yielding ? "sleep" : "spin";
     j[key::steps_waits_sleeping] = t.yield_steps;
+    if (!t.yield_unavailable_reason.empty())
+      j[key::sleeping_waits_unavailable] = t.yield_unavailable_reason;
     j[key::changes] = t.changes;
     j[key::runqueue_wait_fraction] =
         t.runqueue_wait ? nlohmann::ordered_json(*t.runqueue_wait) : nlohmann::ordered_json();

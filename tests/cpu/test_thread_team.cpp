@@ -126,6 +126,23 @@ TEST(ThreadTeam, KeepsSleepingWaitsWhereTheyAreTheFastest) {
   EXPECT_FALSE(t2.yielding());
 }
 
+TEST(ThreadTeam, SleepingWaitsThatCannotBeHadAreNotTriedAgain) {
+  Clock c;
+  ThreadTeam t(2, true, ThreadTeam::Options{}, c.reader());
+  // up to the trial of sleeping waits (the smaller team won its trial first)
+  for (int i = 0; i < 400 && !t.yielding(); ++i)
+    c.step(t, kSleepWins.wait(t.threads()), kSleepWins.step_of(t));
+  ASSERT_TRUE(t.yielding());
+  t.disable_yield(c.now, "OpenMP gave 1 of the 2 threads asked for");
+  EXPECT_FALSE(t.yielding());
+  EXPECT_EQ(t.threads(), 1) << "the smaller team, which won its trial, is the choice";
+  EXPECT_EQ(t.policy().yield_unavailable_reason, "OpenMP gave 1 of the 2 threads asked for");
+  c.run(t, kSleepWins, 30);  // rounds of trials again every 8 s: never sleeping waits
+  EXPECT_FALSE(t.yielding());
+  EXPECT_EQ(t.threads(), 1);
+  EXPECT_EQ(t.policy().yield_steps, 0);
+}
+
 TEST(ThreadTeam, SleepingWaitsMeasureTheSpinningTeamAgainEveryProbeInterval) {
   Clock c;
   ThreadTeam t(2, true, ThreadTeam::Options{}, c.reader());

@@ -117,12 +117,11 @@ class CpuBackend final : public HostMemoryBackend {
     const int before = team_.threads();
     const int n = team_.end_step(now, step_s);
     if (n != before) omp_set_num_threads(n);
-    if (team_.yielding() != parked_.parked()) {
-      if (team_.yielding())
-        parked_.start(n);  // false: OpenMP gave fewer threads; the trial then shows no gain
-      else
-        parked_.stop();
+    if (team_.yielding() && !parked_.parked() && !parked_.start(n)) {
+      team_.disable_yield(now, parked_.error());  // not tried again in this run
+      if (team_.threads() != n) omp_set_num_threads(team_.threads());
     }
+    if (!team_.yielding()) parked_.stop();
   }
   std::optional<ThreadPolicy> thread_policy() const override { return team_.policy(); }
   ThreadCount thread_count() const override {

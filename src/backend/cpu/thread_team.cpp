@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <system_error>
 #include <utility>
 
 namespace gt::cpu {
@@ -115,6 +116,17 @@ void ThreadTeam::end_trial(double now_s) {
   trial_lost_at_.reset();
 }
 
+void ThreadTeam::disable_yield(double now_s, std::string reason) {
+  opt_.try_yield = false;
+  yield_unavailable_ = std::move(reason);
+  if (!yield_) return;
+  won_[kYield].reset();
+  if (state_ == State::trial) return end_trial(now_s);  // the choice among the others
+  trial_lost_at_ = now_s;  // a kept choice of them (parking is first tried in their trial)
+  set_config(team_, false);
+  state_ = State::full;
+}
+
 void ThreadTeam::decide(double now_s, double fraction, double mean_step_s) {
   last_fraction_ = fraction;
   switch (state_) {
@@ -161,6 +173,7 @@ ThreadPolicy ThreadTeam::policy() const {
   p.changes = changes_;
   p.yielding = yield_;
   p.yield_steps = yield_steps_;
+  p.yield_unavailable_reason = yield_unavailable_;
   p.runqueue_wait = last_fraction_;
   if (last_fraction_)
     p.runqueue_wait_unknown_reason.clear();
@@ -182,26 +195,43 @@ bool ParkedThreads::start(int team) {
   if (parked()) return true;
   cpu_set_t set;
   CPU_ZERO(&set);
-  const int cpus =
-      sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : omp_get_num_procs();
-  // libgomp counts the trainer's team and, of a parked team of n, the n - 1 threads it starts
+  const int mask = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+  // libgomp counts the trainer's team and, of a parked team of n, the n - 1 threads it starts,
+  // against the CPUs it found when it was loaded (omp_get_num_procs(), or the mask it had)
+  const int cpus = std::max(mask, omp_get_num_procs());
   const int n = std::max(2, cpus - team + 2);
+  if (n - 1 > kMaxParked) {
+    error_ = fmt::format("{} threads would have to be parked beside a team of {} on {} CPUs", n - 1,
+                         team, cpus);
+    return false;
+  }
   release_ = false;
   in_ = 0;
   want_ = n;
-  helper_ = std::thread([this, n] {
+  try {
+    helper_ = std::thread([this, n] {
 #pragma omp parallel num_threads(n)
-    {
-      std::unique_lock<std::mutex> lk(mu_);
-      ++in_;
-      cv_.notify_all();
-      cv_.wait(lk, [this] { return release_; });
-    }
-  });
+      {
+        std::unique_lock<std::mutex> lk(mu_);
+        ++in_;
+        cv_.notify_all();
+        cv_.wait(lk, [this] { return release_; });
+      }
+    });
+  } catch (const std::system_error& e) {
+    error_ = fmt::format("the helper thread could not start: {}", e.what());
+    return false;
+  }
   std::unique_lock<std::mutex> lk(mu_);
   const bool ok = cv_.wait_for(lk, std::chrono::seconds(1), [this, n] { return in_ >= n; });
+  const int got = in_;
   lk.unlock();
-  if (!ok) stop();
+  if (!ok) {
+    stop();
+    error_ = fmt::format(
+        "OpenMP gave {} of the {} threads asked for within 1 s (OMP_THREAD_LIMIT, OMP_DYNAMIC?)",
+        got, n);
+  }
   return ok;
 }
 

@@ -76,6 +76,9 @@ class ThreadTeam {
   int threads() const { return threads_; }
   /// Whether the team's waits should sleep now (the caller parks threads: ParkedThreads).
   bool yielding() const { return yield_; }
+  /// Sleeping waits cannot be had here (ParkedThreads::start failed: the reason): a trial or
+  /// choice of them ends as lost at now_s, and they are not tried again in this run.
+  void disable_yield(double now_s, std::string reason);
   /// The policy in force, for the progress line and summary.json.
   ThreadPolicy policy() const;
 
@@ -100,6 +103,7 @@ class ThreadTeam {
   double window_step_s_ = 0;  // the window's steps: seconds and count
   int64_t window_steps_ = 0;
   bool yield_ = false;
+  std::string yield_unavailable_;  // why sleeping waits are not tried (empty: they are)
   State state_ = State::full;
   Candidate cand_ = kSmaller;            // the candidate on trial
   int trial_wins_ = 0;                   // windows of the present trial the candidate won
@@ -128,10 +132,17 @@ class ParkedThreads {
   ParkedThreads(const ParkedThreads&) = delete;
   ParkedThreads& operator=(const ParkedThreads&) = delete;
   ~ParkedThreads() { stop(); }
-  /// Parks enough threads that libgomp manages more than the available CPUs (the process's
-  /// affinity mask) beside a team of `team` threads; returns once they are parked (true), or
-  /// after 1 s (false: OpenMP gave fewer threads; they are released again).
+  /// Parks enough threads that libgomp manages more than the available CPUs (the larger of
+  /// the calling thread's affinity mask and omp_get_num_procs()) beside a team of `team`
+  /// threads; returns once they are parked (true). False, with nothing parked and the reason
+  /// in error(): more than kMaxParked would be needed, the helper thread could not start, or
+  /// OpenMP gave fewer threads within 1 s (OMP_THREAD_LIMIT, OMP_DYNAMIC).
   bool start(int team);
+  /// The most threads start() parks (a large machine with a small team needs many; libgomp
+  /// ends the process when it cannot create one).
+  static constexpr int kMaxParked = 64;
+  /// Why the last start() returned false.
+  const std::string& error() const { return error_; }
   /// Releases the parked threads and joins the helper (nothing when none are parked).
   void stop();
   /// Whether threads are parked now.
@@ -145,6 +156,7 @@ class ParkedThreads {
   std::condition_variable cv_;
   bool release_ = false;
   int in_ = 0, want_ = 0;
+  std::string error_;
 };
 
 }  // namespace gt::cpu
