@@ -9,24 +9,18 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
-#include <random>
 #include <vector>
 
 #include "backend/backend.h"
 #include "backend/cpu/fast_math.h"
 #include "backend/cpu/lowp_operands.h"
 #include "backend/cpu/onednn_matmul.h"
+#include "test_helpers.h"  // test::randn (tests/engine)
 
 namespace gt {
 namespace {
 
-std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.0f) {
-  std::mt19937_64 g(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
+using test::randn;
 
 // The copy's values (bf16 bits) for n floats at w, read through weight().
 std::vector<uint16_t> copy_of(cpu::LowpOperands& l, const float* w, int64_t n) {
