@@ -2,8 +2,8 @@
 // writes the logits in bf16, the fused softmax cross-entropy reads them and writes their
 // gradient in place in bf16, and scale() takes the bf16 gradient; on the CPU backend and on the
 // CUDA backend's own kernels (cuda-emu, the SIMT runtime), against float64 references computed
-// from the same bf16 values. qkv: the CUDA backend's fused attention reads a bf16 qkv in place,
-// with the results of the f32 qkv it rounds as it loads.
+// from the same bf16 values. qkv: the fused attention of both reads a bf16 qkv in place, with
+// the results of the f32 qkv it rounds as it loads.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +11,7 @@
 #include <string>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "backend/backend.h"
 #include "op_harness.h"    // test::normal
@@ -96,19 +97,26 @@ TEST_P(Bf16Classifier, LogitsTheirGradientAndScaleFollowAFloat64Reference) {
   }
 }
 
-// The fused attention of the CUDA backend (cuda-emu) on a bf16 qkv: bitwise the output, the
-// log-sum-exp and dqkv of the f32 qkv whose bf16 rounding it is (the flash kernels round f32 Q,
-// K, V as they load them); at a head size the flash kernels do not take (48) the bf16 qkv is
-// widened and gives the results of its widened values.
-TEST(Bf16Qkv, FusedAttentionReadsItInPlaceWithTheResultsOfTheRoundedF32) {
-  if (!test::has_backend("cuda-emu")) GTEST_SKIP() << "cuda-emu is not in this build";
-  auto be = make_backend("cuda-emu");
+// The fused attention on a bf16 qkv: bitwise the output, the log-sum-exp and dqkv of the f32
+// qkv whose bf16 rounding it is. cuda-emu: the flash kernels round f32 Q, K, V as they load
+// them; at a head size they do not take (48) the bf16 qkv is widened and gives the results of
+// its widened values. cpu: its own kernels and oneDNN's products (at T 70 on a CPU with AMX,
+// head sizes 64 and 128 run oneDNN's, 32 and 48 the own kernels; 8 always oneDNN's) round q, k,
+// v to bf16 as they pack them; where the CPU has no bf16 products it takes no bf16 qkv.
+class Bf16Qkv : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Bf16Qkv, FusedAttentionReadsItInPlaceWithTheResultsOfTheRoundedF32) {
+  if (!test::has_backend(GetParam())) GTEST_SKIP() << GetParam() << " is not in this build";
+  auto be = make_backend(GetParam());
   be->set_precision(Precision::bf16);
+  const bool cpu = GetParam() == "cpu";
+  if (cpu && !be->bf16_qkv(128, 2)) GTEST_SKIP() << "this CPU has no bf16 products";
   const int B = 2, T = 70;  // T not a multiple of the 64-row tiles
-  for (const auto& [C, NH] :
-       {std::pair{128, 2}, std::pair{128, 4}, std::pair{128, 1}, std::pair{96, 2}}) {
+  std::vector<std::pair<int, int>> shapes = {{128, 2}, {128, 4}, {128, 1}, {96, 2}};
+  if (cpu) shapes.push_back({16, 2});
+  for (const auto& [C, NH] : shapes) {
     SCOPED_TRACE("C = " + std::to_string(C) + ", NH = " + std::to_string(NH));
-    EXPECT_EQ(be->bf16_qkv(C, NH), C / NH != 48);
+    EXPECT_EQ(be->bf16_qkv(C, NH), cpu || C / NH != 48);
     const int64_t N = int64_t(B) * T, n3 = N * 3 * C;
     std::vector<float> qkv = test::normal(n3, 7, 0.8f), dout = test::normal(N * C, 8);
     std::vector<uint16_t> q16(n3);
@@ -148,13 +156,16 @@ TEST(Bf16Qkv, FusedAttentionReadsItInPlaceWithTheResultsOfTheRoundedF32) {
   }
 }
 
+std::string backend_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string n = info.param;
+  for (char& c : n)
+    if (c == '-') c = '_';
+  return n;
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, Bf16Classifier, ::testing::Values("cpu", "cuda-emu"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& c : n)
-                             if (c == '-') c = '_';
-                           return n;
-                         });
+                         backend_name);
+INSTANTIATE_TEST_SUITE_P(Backends, Bf16Qkv, ::testing::Values("cpu", "cuda-emu"), backend_name);
 
 }  // namespace
 }  // namespace gt

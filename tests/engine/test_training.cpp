@@ -185,10 +185,19 @@ TEST(Model, Bf16ActivationsAreBitwiseTheSameInHalfTheirMemory) {
         EXPECT_LT(test::rel_error(g[1], g[0]), 2e-2) << what;
       }
       // per stored layer ln1, atty, ln2 (N*C each) and the GELU output (N*4C), and ln_f: 2
-      // bytes less per element; recomputed tensors share one buffer across the layers
+      // bytes less per element; recomputed tensors share one buffer across the layers. With
+      // fusion on, qkv (N*3C) too where the fused attention reads it in bf16 (Backend::bf16_qkv:
+      // the CPU backend on CPUs with bf16 products): stored per layer but under recompute block
       const size_t NC = (size_t)B * T * c.n_embd;
-      const size_t per_layer = rc == Recompute::none ? 7 * NC : rc == Recompute::gelu_ln ? NC : 0;
-      const size_t shared = rc == Recompute::none ? 0 : rc == Recompute::gelu_ln ? 6 * NC : 7 * NC;
+      const size_t qkv = fused && be->bf16_qkv(c.n_embd, c.n_head) ? 3 * NC : 0;
+      const size_t per_layer = (rc == Recompute::none      ? 7 * NC
+                                : rc == Recompute::gelu_ln ? NC
+                                                           : 0) +
+                               (rc == Recompute::block ? 0 : qkv);
+      const size_t shared = (rc == Recompute::none      ? 0
+                             : rc == Recompute::gelu_ln ? 6 * NC
+                                                        : 7 * NC) +
+                            (rc == Recompute::block ? qkv : 0);
       const size_t logits = fused ? (size_t)B * T * c.vocab_size : 0;
       EXPECT_EQ(acts[0] - acts[1], 2 * (c.n_layer * per_layer + shared + NC + logits)) << what;
     }

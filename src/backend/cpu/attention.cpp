@@ -10,6 +10,7 @@
 #include "backend/cpu/fast_math.h"
 #include "backend/cpu/onednn_matmul.h"
 #include "backend/cpu/simd512.h"
+#include "core/error.h"
 
 namespace gt::cpu {
 namespace {
@@ -229,8 +230,20 @@ struct Head {
   float scale() const { return 1.0f / std::sqrt(static_cast<float>(hs)); }
 
   /// q, k, v of one head from T rows of 3C (each row's three slices together, the rows two
-  /// ahead prefetched: they are 3C floats apart, too far for the hardware prefetcher).
-  void pack_qkv(unsigned char* q, unsigned char* k, unsigned char* v, const float* rows) const {
+  /// ahead prefetched: they are 3C elements apart, too far for the hardware prefetcher). bf16
+  /// rows (type bf16 only) are copied as they are.
+  void pack_qkv(unsigned char* q, unsigned char* k, unsigned char* v, QkvRows qkv) const {
+    if (qkv.bf16) {
+      const size_t row = hs * sizeof(uint16_t);
+      for (int64_t t = 0; t < T; ++t) {
+        const uint16_t* r = qkv.bf16 + t * C3;
+        std::memcpy(q + t * row, r, row);
+        std::memcpy(k + t * row, r + C, row);
+        std::memcpy(v + t * row, r + 2 * C, row);
+      }
+      return;
+    }
+    const float* rows = qkv.f32;
     for (int64_t t = 0; t < T; ++t) {
       const float* r = rows + t * C3;
       if (t + 2 < T)
@@ -422,9 +435,9 @@ void Attention::for_heads(size_t bytes, int B, int NH, F f) {
 }
 
 template <class Plan, class F>
-void Attention::each_head(const Plan& pl, const float* qkv, int B, int NH, F f) {
+void Attention::each_head(const Plan& pl, QkvRows qkv, int B, int NH, F f) {
   for_heads(pl.total, B, NH, [&](unsigned char* buf, int b, int h) {
-    pl.pack_qkv(buf + pl.q, buf + pl.k, buf + pl.v, qkv + (int64_t)b * pl.T * pl.C3 + h * pl.hs);
+    pl.pack_qkv(buf + pl.q, buf + pl.k, buf + pl.v, qkv + ((int64_t)b * pl.T * pl.C3 + h * pl.hs));
     f(buf, b, h);
   });
 }
@@ -435,8 +448,20 @@ unsigned char* Attention::thread_buffer(int thread, size_t bytes) {
   return b.data();
 }
 
-void Attention::forward(float* out, float* att, float* lse, const float* qkv, int B, int T, int C,
+bool Attention::takes_bf16_qkv(int C, int NH) {
+  return NH > 0 && C % NH == 0 && attn_type_on_this_cpu(AttnType::bf16) == AttnType::bf16;
+}
+
+/// gt::Error unless a bf16 qkv is one the call can take (the fused form, bf16 operands).
+static void check_qkv(QkvRows qkv, bool fused, AttnType t) {
+  if (qkv.bf16 && (!fused || t != AttnType::bf16))
+    throw Error(fused ? "attention: a bf16 qkv needs bf16 operands on a CPU with bf16 products"
+                      : "attention: a bf16 qkv is taken by the fused form only (no stored att)");
+}
+
+void Attention::forward(float* out, float* att, float* lse, QkvRows qkv, int B, int T, int C,
                         int NH, uint16_t* out16) {
+  check_qkv(qkv, !att, type_);
   if (!att) return forward_blocks(out, lse, qkv, B, T, C, NH, out16);
   const StoredPlan pl(T, C, NH, type_);
   each_head(pl, qkv, B, NH, [&](unsigned char* buf, int b, int h) {
@@ -454,8 +479,9 @@ void Attention::forward(float* out, float* att, float* lse, const float* qkv, in
   });
 }
 
-void Attention::backward(float* dqkv, const float* dout, const float* qkv, const float* att,
+void Attention::backward(float* dqkv, const float* dout, QkvRows qkv, const float* att,
                          const float* lse, int B, int T, int C, int NH, uint16_t* dqkv16) {
+  check_qkv(qkv, !att, type_);
   if (!att) return backward_blocks(dqkv, dout, qkv, lse, B, T, C, NH, dqkv16);
   const StoredPlan pl(T, C, NH, type_);
   each_head(pl, qkv, B, NH, [&](unsigned char* buf, int b, int h) {
@@ -483,13 +509,13 @@ void Attention::backward(float* dqkv, const float* dout, const float* qkv, const
   });
 }
 
-void Attention::forward_blocks(float* out, float* lse, const float* qkv, int B, int T, int C,
-                               int NH, uint16_t* out16) {
+void Attention::forward_blocks(float* out, float* lse, QkvRows qkv, int B, int T, int C, int NH,
+                               uint16_t* out16) {
   if (uses_own_bf16_kernels(T, C, NH)) {
     const int hs = C / NH;
     return for_heads(attn_bf16_head_bytes(T, hs), B, NH, [&](unsigned char* buf, int b, int h) {
       const int64_t at = (int64_t)b * T * C + h * hs;
-      attn_bf16_forward_head(buf, qkv + (int64_t)b * T * 3 * C + h * hs, T, C, hs,
+      attn_bf16_forward_head(buf, qkv + ((int64_t)b * T * 3 * C + h * hs), T, C, hs,
                              out ? out + at : nullptr, out16 ? out16 + at : nullptr,
                              lse + ((int64_t)b * NH + h) * T);
     });
@@ -512,7 +538,7 @@ void Attention::forward_blocks(float* out, float* lse, const float* qkv, int B, 
   });
 }
 
-void Attention::backward_blocks(float* dqkv, const float* dout, const float* qkv, const float* lse,
+void Attention::backward_blocks(float* dqkv, const float* dout, QkvRows qkv, const float* lse,
                                 int B, int T, int C, int NH, uint16_t* dqkv16) {
   if (uses_own_bf16_kernels(T, C, NH)) {
     const int hs = C / NH;

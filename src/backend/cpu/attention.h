@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "backend/cpu/aligned_vector.h"
+#include "backend/cpu/attention_bf16.h"  // QkvRows
 
 namespace gt::cpu {
 
@@ -81,27 +82,34 @@ class Attention {
   /// out (B,T,C) from qkv (B,T,3C); out may be null when out16 is not (bf16 only). att (B,NH,T,T)
   /// receives the probabilities (may be null: the fused form, which keeps one batch element's at a
   /// time); lse (B,NH,T) the log-sum-exp of the scaled scores (may be null); out16 (B,T,C), if not
-  /// null, a bf16 copy of out.
-  void forward(float* out, float* att, float* lse, const float* qkv, int B, int T, int C, int NH,
+  /// null, a bf16 copy of out. qkv f32, or bf16 in the fused form with bf16 operands (the results
+  /// of the f32 qkv it rounds: takes_bf16_qkv); gt::Error for a bf16 qkv elsewhere.
+  void forward(float* out, float* att, float* lse, QkvRows qkv, int B, int T, int C, int NH,
                uint16_t* out16 = nullptr);
 
   /// dqkv (B,T,3C) ASSIGNED from dout (B,T,C), qkv and either the stored att or, when att is
   /// null, probabilities recomputed from qkv and the forward's lse; dqkv16 (B,T,3C), if not
   /// null, a bf16 copy of dqkv. dqkv may be null when dqkv16 is not (the bf16 copy only).
-  void backward(float* dqkv, const float* dout, const float* qkv, const float* att,
-                const float* lse, int B, int T, int C, int NH, uint16_t* dqkv16 = nullptr);
+  /// qkv as forward's.
+  void backward(float* dqkv, const float* dout, QkvRows qkv, const float* att, const float* lse,
+                int B, int T, int C, int NH, uint16_t* dqkv16 = nullptr);
+
+  /// Whether the fused form takes a bf16 qkv of C channels in NH heads when the operand type is
+  /// bf16 (set_type(AttnType::bf16)): where this CPU has bf16 products (attn_type_on_this_cpu
+  /// keeps bf16) and C is a multiple of NH, on the own kernels and oneDNN's alike.
+  static bool takes_bf16_qkv(int C, int NH);
 
  private:
   // the fused form (no stored att): causal query blocks, scores of one block at a time
-  void forward_blocks(float* out, float* lse, const float* qkv, int B, int T, int C, int NH,
+  void forward_blocks(float* out, float* lse, QkvRows qkv, int B, int T, int C, int NH,
                       uint16_t* out16);
-  void backward_blocks(float* dqkv, const float* dout, const float* qkv, const float* lse, int B,
-                       int T, int C, int NH, uint16_t* dqkv16);
+  void backward_blocks(float* dqkv, const float* dout, QkvRows qkv, const float* lse, int B, int T,
+                       int C, int NH, uint16_t* dqkv16);
   /// Runs f(buf, b, h) for every (batch element, head) pair, spread over the OpenMP threads,
   /// each with its own buffer (pl.total bytes) holding that head's packed q, k, v; fences
   /// the streaming stores before returning. Call outside parallel regions.
   template <class Plan, class F>
-  void each_head(const Plan& pl, const float* qkv, int B, int NH, F f);
+  void each_head(const Plan& pl, QkvRows qkv, int B, int NH, F f);
   /// Runs f(buf, b, h) for every (batch element, head) pair, spread over the OpenMP threads,
   /// each with its own buffer of `bytes`; fences the streaming stores before returning.
   template <class F>

@@ -116,12 +116,19 @@ struct PackOut {
   uint32_t* tr = nullptr;  ///< VNNI of X^T (hs/2, Tp words): word (p, n) = (X[n][2p], X[n][2p+1])
 };
 
-/// Packs n matrices of a head (src[m]: row 0, rows ld floats apart) into the layouts out[m]
-/// asks for, rows past T as zeros, in one pass over the rows: the rows of all matrices are
-/// read together, four rows ahead prefetched (rows are 3C floats apart, too far apart for the
-/// hardware prefetcher to follow).
-void pack_head(int n, const float* const* src, const PackOut* out, int64_t ld, int64_t T,
-               int64_t Tp, int64_t hs) {
+/// 16 floats at p, or 16 bf16 widened (exact).
+inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+inline __m512 load16(const uint16_t* p) {
+  return widen_bf16_512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+/// Packs n matrices of a head (src[m]: row 0, rows ld elements apart; S float or bf16, whose
+/// rounding to bf16 is itself) into the layouts out[m] asks for, rows past T as zeros, in one
+/// pass over the rows: the rows of all matrices are read together, four rows ahead prefetched
+/// (rows are 3C elements apart, too far apart for the hardware prefetcher to follow).
+template <class S>
+void pack_head(int n, const S* const* src, const PackOut* out, int64_t ld, int64_t T, int64_t Tp,
+               int64_t hs) {
   alignas(64) static constexpr uint32_t kIdx[16] = {0, 8,  1, 9,  2, 10, 3, 11,
                                                     4, 12, 5, 13, 6, 14, 7, 15};
   const __m512i idx = _mm512_load_si512(kIdx);
@@ -136,8 +143,8 @@ void pack_head(int n, const float* const* src, const PackOut* out, int64_t ld, i
     for (int m = 0; m < n; ++m) {
       const PackOut& o = out[m];
       for (int64_t c = 0; c < hs; c += 16) {
-        const __m512 x0 = t < T ? _mm512_loadu_ps(src[m] + t * ld + c) : z;
-        const __m512 x1 = t + 1 < T ? _mm512_loadu_ps(src[m] + (t + 1) * ld + c) : z;
+        const __m512 x0 = t < T ? load16(src[m] + t * ld + c) : z;
+        const __m512 x1 = t + 1 < T ? load16(src[m] + (t + 1) * ld + c) : z;
         if (o.pairs) _mm512_storeu_si512(o.pairs + t / 2 * hs + c, pair_words(x0, x1));
         if (!o.rows && !o.tr) continue;
         const __m256i b0 = to_bh16(x0), b1 = to_bh16(x1);
@@ -233,6 +240,16 @@ void scores_t(const uint32_t* A, const uint32_t* Bt, float* S, int64_t q0, int64
   }
 }
 
+/// q, k and v of a head (qkv at its q, row 0) into the layouts o[0..2] ask for.
+void pack_qkv(QkvRows qkv, const PackOut* o, int64_t C, int64_t T, int64_t Tp, int64_t hs) {
+  if (qkv.bf16) {
+    const uint16_t* src[3] = {qkv.bf16, qkv.bf16 + C, qkv.bf16 + 2 * C};
+    return pack_head(3, src, o, 3 * C, T, Tp, hs);
+  }
+  const float* src[3] = {qkv.f32, qkv.f32 + C, qkv.f32 + 2 * C};
+  pack_head(3, src, o, 3 * C, T, Tp, hs);
+}
+
 }  // namespace
 
 bool attn_bf16_supported(int hs) { return hs >= 16 && hs <= 128 && hs % 16 == 0; }
@@ -242,18 +259,17 @@ size_t attn_bf16_head_bytes(int T, int hs) { return Bufs(T, hs).total; }
 // Both directions work on chunks of up to kChunk queries, with the scores transposed (keys
 // as rows, 16 queries per vector): a softmax over keys is then element-wise over rows, 16
 // queries at once, with no reduction across lanes.
-void attn_bf16_forward_head(unsigned char* buf, const float* qkv, int T_, int C_, int hs_,
-                            float* out, uint16_t* out16, float* lse) {
+void attn_bf16_forward_head(unsigned char* buf, QkvRows qkv, int T_, int C_, int hs_, float* out,
+                            uint16_t* out16, float* lse) {
   const Bufs b(T_, hs_);
-  const int64_t T = T_, C = C_, C3 = 3 * C, hs = hs_, Tp = b.Tp;
+  const int64_t T = T_, C = C_, hs = hs_, Tp = b.Tp;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   {
-    const float* src[3] = {qkv, qkv + C, qkv + 2 * C};
     PackOut o[3];
     o[0].tr = at<uint32_t>(buf, b.qt);
     o[1].rows = at<uint16_t>(buf, b.kr);
     o[2].pairs = at<uint32_t>(buf, b.vp);
-    pack_head(3, src, o, C3, T, Tp, hs);
+    pack_qkv(qkv, o, C, T, Tp, hs);
   }
   float *S = at<float>(buf, b.s), *O = at<float>(buf, b.o);
   uint32_t* Pw = at<uint32_t>(buf, b.pw);
@@ -300,21 +316,19 @@ void attn_bf16_forward_head(unsigned char* buf, const float* qkv, int T_, int C_
   }
 }
 
-void attn_bf16_backward_head(unsigned char* buf, const float* qkv, const float* dout,
-                             const float* lse, int T_, int C_, int hs_, float* dqkv,
-                             uint16_t* dqkv16) {
+void attn_bf16_backward_head(unsigned char* buf, QkvRows qkv, const float* dout, const float* lse,
+                             int T_, int C_, int hs_, float* dqkv, uint16_t* dqkv16) {
   const Bufs b(T_, hs_);
   const int64_t T = T_, C = C_, C3 = 3 * C, hs = hs_, Tp = b.Tp, nvh = hs / 16;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   {
-    const float* src[3] = {qkv, qkv + C, qkv + 2 * C};
     PackOut o[3];
     o[0].tr = at<uint32_t>(buf, b.qt);
     o[0].pairs = at<uint32_t>(buf, b.qp);
     o[1].rows = at<uint16_t>(buf, b.kr);
     o[1].pairs = at<uint32_t>(buf, b.kp);
     o[2].rows = at<uint16_t>(buf, b.vr);
-    pack_head(3, src, o, C3, T, Tp, hs);
+    pack_qkv(qkv, o, C, T, Tp, hs);
     PackOut d;
     d.tr = at<uint32_t>(buf, b.dt);
     d.pairs = at<uint32_t>(buf, b.dp);
@@ -384,12 +398,11 @@ void attn_bf16_backward_head(unsigned char* buf, const float* qkv, const float* 
 
 bool attn_bf16_supported(int) { return false; }
 size_t attn_bf16_head_bytes(int, int) { return 0; }
-void attn_bf16_forward_head(unsigned char*, const float*, int, int, int, float*, uint16_t*,
-                            float*) {
+void attn_bf16_forward_head(unsigned char*, QkvRows, int, int, int, float*, uint16_t*, float*) {
   throw std::logic_error("attn_bf16_forward_head: built without AVX512_BF16");
 }
-void attn_bf16_backward_head(unsigned char*, const float*, const float*, const float*, int, int,
-                             int, float*, uint16_t*) {
+void attn_bf16_backward_head(unsigned char*, QkvRows, const float*, const float*, int, int, int,
+                             float*, uint16_t*) {
   throw std::logic_error("attn_bf16_backward_head: built without AVX512_BF16");
 }
 

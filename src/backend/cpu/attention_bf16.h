@@ -23,6 +23,27 @@
 
 namespace gt::cpu {
 
+/// Rows of a (B,T,3C) qkv tensor (q, k, v of each row side by side, 3C elements a row): f32,
+/// or bf16 (the qkv product's bf16 output, Backend::bf16_qkv). Exactly one pointer is set (or
+/// neither: no tensor); both convert implicitly from their pointer. A bf16 qkv gives the
+/// results of the f32 qkv it rounds (nearest even): every kernel rounds q, k, v to bf16 as it
+/// loads them, and a bf16 value's rounding is itself.
+struct QkvRows {
+  const float* f32 = nullptr;
+  const uint16_t* bf16 = nullptr;
+  QkvRows() = default;
+  QkvRows(const float* p) : f32(p) {}
+  QkvRows(const uint16_t* p) : bf16(p) {}
+  /// The rows from element offset n on (the same type).
+  QkvRows operator+(int64_t n) const {
+    QkvRows r;
+    if (f32) r.f32 = f32 + n;
+    if (bf16) r.bf16 = bf16 + n;
+    return r;
+  }
+  explicit operator bool() const { return f32 || bf16; }
+};
+
 /// True when this build has the kernels (AVX512_BF16 targeted) and they take head size hs:
 /// a multiple of 16 from 16 to 128. Any T >= 1.
 bool attn_bf16_supported(int hs);
@@ -32,12 +53,12 @@ bool attn_bf16_supported(int hs);
 /// of up to 64 queries by T keys; fp32 dK, dV of the head. About 80 KiB for T 64, hs 32.
 size_t attn_bf16_head_bytes(int T, int hs);
 
-/// Forward of one head. qkv: this head's q at row 0 (qkv + b T 3C + h hs); rows are 3C floats
-/// apart, k is C floats after q and v 2C. out (row stride C) and out16 (the same in bf16) get
-/// the T x hs output, either may be null. lse (T floats) receives the log-sum-exp of each row
-/// of scaled scores. buf: attn_bf16_head_bytes(T, hs) bytes, 64-byte aligned.
-/// Requires attn_bf16_supported(hs).
-void attn_bf16_forward_head(unsigned char* buf, const float* qkv, int T, int C, int hs, float* out,
+/// Forward of one head. qkv: this head's q at row 0 (qkv + b T 3C + h hs), f32 or bf16; rows
+/// are 3C elements apart, k is C elements after q and v 2C. out (row stride C) and out16 (the same
+/// in bf16) get the T x hs output, either may be null. lse (T floats) receives the log-sum-exp of
+/// each row of scaled scores. buf: attn_bf16_head_bytes(T, hs) bytes, 64-byte aligned. Requires
+/// attn_bf16_supported(hs).
+void attn_bf16_forward_head(unsigned char* buf, QkvRows qkv, int T, int C, int hs, float* out,
                             uint16_t* out16, float* lse);
 
 /// Backward of one head, with the probabilities recomputed from qkv and the forward's lse.
@@ -47,7 +68,7 @@ void attn_bf16_forward_head(unsigned char* buf, const float* qkv, int T, int C, 
 /// Both functions write their f32 outputs with streaming stores: call _mm_sfence() (or leave
 /// the OpenMP region, as Attention::for_heads does after its fence) before another thread
 /// reads them.
-void attn_bf16_backward_head(unsigned char* buf, const float* qkv, const float* dout,
-                             const float* lse, int T, int C, int hs, float* dqkv, uint16_t* dqkv16);
+void attn_bf16_backward_head(unsigned char* buf, QkvRows qkv, const float* dout, const float* lse,
+                             int T, int C, int hs, float* dqkv, uint16_t* dqkv16);
 
 }  // namespace gt::cpu

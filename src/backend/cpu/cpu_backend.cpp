@@ -572,15 +572,24 @@ class CpuBackend final : public HostMemoryBackend {
   void attention_forward_fused(DevPtr out, float* lse, ConstDevPtr qkv, int B, int T, int C,
                                int NH) override {
     if (uint16_t* o16 = as16(out))
-      return attn_.forward(nullptr, nullptr, lse, f32(qkv), B, T, C, NH, o16);
-    attn_.forward(out.f32(), nullptr, lse, f32(qkv), B, T, C, NH, nullptr);
+      return attn_.forward(nullptr, nullptr, lse, qkv_rows(qkv), B, T, C, NH, o16);
+    attn_.forward(out.f32(), nullptr, lse, qkv_rows(qkv), B, T, C, NH, nullptr);
+  }
+  /// A bf16 qkv is read in place, by the own kernels and oneDNN's products alike, with the
+  /// results of the f32 qkv it rounds (cpu::Attention::takes_bf16_qkv): the qkv product writes
+  /// half the bytes and attention reads half.
+  bool bf16_qkv(int C, int NH) const override { return cpu::Attention::takes_bf16_qkv(C, NH); }
+  /// The fused attention's qkv argument: f32, or bf16 (under precision bf16, as as16).
+  cpu::QkvRows qkv_rows(ConstDevPtr qkv) const {
+    if (const uint16_t* q16 = as16(qkv)) return q16;
+    return qkv.f32();
   }
 
   void attention_backward_fused(DevPtr dqkv, const float* dout, ConstDevPtr qkv, ConstDevPtr out,
                                 const float* lse, int B, int T, int C, int NH) override {
     (void)out;  // the row sums dout.out are taken as sum(P dP), equal in exact arithmetic
     uint16_t* d16 = as16(dqkv);
-    attn_.backward(d16 ? nullptr : dqkv.f32(), dout, f32(qkv), nullptr, lse, B, T, C, NH, d16);
+    attn_.backward(d16 ? nullptr : dqkv.f32(), dout, qkv_rows(qkv), nullptr, lse, B, T, C, NH, d16);
   }
 
   void softmax_crossentropy_fused(DevPtr logits, float* losses, const int32_t* targets, float dloss,
