@@ -10,7 +10,6 @@
 #include "backend/cpu/fast_math.h"
 #include "backend/cpu/onednn_matmul.h"
 #include "backend/cpu/simd512.h"
-#include "core/error.h"
 
 namespace gt::cpu {
 namespace {
@@ -231,15 +230,22 @@ struct Head {
 
   /// q, k, v of one head from T rows of 3C (each row's three slices together, the rows two
   /// ahead prefetched: they are 3C elements apart, too far for the hardware prefetcher). bf16
-  /// rows (type bf16 only) are copied as they are.
+  /// rows are copied as they are for bf16 operands, widened (exactly) and stored as f32 ones
+  /// for the other types.
   void pack_qkv(unsigned char* q, unsigned char* k, unsigned char* v, QkvRows qkv) const {
     if (qkv.bf16) {
-      const size_t row = hs * sizeof(uint16_t);
+      std::vector<float> w(type == AttnType::bf16 ? 0 : hs);
       for (int64_t t = 0; t < T; ++t) {
         const uint16_t* r = qkv.bf16 + t * C3;
-        std::memcpy(q + t * row, r, row);
-        std::memcpy(k + t * row, r + C, row);
-        std::memcpy(v + t * row, r + 2 * C, row);
+        unsigned char* dst[3] = {q + t * hs * es, k + t * hs * es, v + t * hs * es};
+        for (int p = 0; p < 3; ++p) {
+          if (type == AttnType::bf16) {
+            std::memcpy(dst[p], r + p * C, hs * sizeof(uint16_t));
+            continue;
+          }
+          for (int64_t x = 0; x < hs; ++x) w[x] = bf16_to_float(r[p * C + x]);
+          store_row(dst[p], w.data(), hs, type);
+        }
       }
       return;
     }
@@ -452,16 +458,8 @@ bool Attention::takes_bf16_qkv(int C, int NH) {
   return NH > 0 && C % NH == 0 && attn_type_on_this_cpu(AttnType::bf16) == AttnType::bf16;
 }
 
-/// gt::Error unless a bf16 qkv is one the call can take (the fused form, bf16 operands).
-static void check_qkv(QkvRows qkv, bool fused, AttnType t) {
-  if (qkv.bf16 && (!fused || t != AttnType::bf16))
-    throw Error(fused ? "attention: a bf16 qkv needs bf16 operands on a CPU with bf16 products"
-                      : "attention: a bf16 qkv is taken by the fused form only (no stored att)");
-}
-
 void Attention::forward(float* out, float* att, float* lse, QkvRows qkv, int B, int T, int C,
                         int NH, uint16_t* out16) {
-  check_qkv(qkv, !att, type_);
   if (!att) return forward_blocks(out, lse, qkv, B, T, C, NH, out16);
   const StoredPlan pl(T, C, NH, type_);
   each_head(pl, qkv, B, NH, [&](unsigned char* buf, int b, int h) {
@@ -481,7 +479,6 @@ void Attention::forward(float* out, float* att, float* lse, QkvRows qkv, int B, 
 
 void Attention::backward(float* dqkv, const float* dout, QkvRows qkv, const float* att,
                          const float* lse, int B, int T, int C, int NH, uint16_t* dqkv16) {
-  check_qkv(qkv, !att, type_);
   if (!att) return backward_blocks(dqkv, dout, qkv, lse, B, T, C, NH, dqkv16);
   const StoredPlan pl(T, C, NH, type_);
   each_head(pl, qkv, B, NH, [&](unsigned char* buf, int b, int h) {

@@ -82,8 +82,9 @@ class Attention {
   /// out (B,T,C) from qkv (B,T,3C); out may be null when out16 is not (bf16 only). att (B,NH,T,T)
   /// receives the probabilities (may be null: the fused form, which keeps one batch element's at a
   /// time); lse (B,NH,T) the log-sum-exp of the scaled scores (may be null); out16 (B,T,C), if not
-  /// null, a bf16 copy of out. qkv f32, or bf16 in the fused form with bf16 operands (the results
-  /// of the f32 qkv it rounds: takes_bf16_qkv); gt::Error for a bf16 qkv elsewhere.
+  /// null, a bf16 copy of out. qkv f32 or bf16, in every form and operand type: a bf16 qkv gives
+  /// the results of the f32 qkv of its (widened) values, and of an f32 qkv it rounds to nearest
+  /// even under bf16 operands (each form rounds q, k, v so as it packs them).
   void forward(float* out, float* att, float* lse, QkvRows qkv, int B, int T, int C, int NH,
                uint16_t* out16 = nullptr);
 
@@ -94,9 +95,9 @@ class Attention {
   void backward(float* dqkv, const float* dout, QkvRows qkv, const float* att, const float* lse,
                 int B, int T, int C, int NH, uint16_t* dqkv16 = nullptr);
 
-  /// Whether the fused form takes a bf16 qkv of C channels in NH heads when the operand type is
-  /// bf16 (set_type(AttnType::bf16)): where this CPU has bf16 products (attn_type_on_this_cpu
-  /// keeps bf16) and C is a multiple of NH, on the own kernels and oneDNN's alike.
+  /// Whether a bf16 qkv of C channels in NH heads is worth having under bf16 operands: this CPU
+  /// has bf16 products (attn_type_on_this_cpu keeps bf16), so each form packs it as it is (own
+  /// kernels and oneDNN's alike), and C is a multiple of NH. (Every form takes one anyway.)
   static bool takes_bf16_qkv(int C, int NH);
 
  private:
