@@ -61,8 +61,8 @@ int ThreadTeam::end_step(double now_s, double step_s) {
     set_threads(team_);
     return threads_;
   }
-  if (new_window) {   // the step after a change is left out of the window (oneDNN makes
-    started_ = true;  // its products for the new team size there)
+  if (new_window) {   // the step after a change of size is left out of the window (oneDNN
+    started_ = true;  // makes its products for the new team size there)
     changed_ = false;
     t0_ = now_s;
     w0_ = *wait_s;
@@ -75,8 +75,10 @@ int ThreadTeam::end_step(double now_s, double step_s) {
   w0_ = *wait_s;
   window_step_s_ = 0;
   window_steps_ = 0;
+  const int before = threads_;
   decide(now_s, fraction, mean_step_s);
-  return threads_;
+  if (changed_ && threads_ == before) changed_ = false;  // only the waits changed: no
+  return threads_;  // products to make for the next step, so the next window starts now
 }
 
 void ThreadTeam::set_config(int n, bool yield) {
@@ -89,8 +91,6 @@ void ThreadTeam::set_config(int n, bool yield) {
 
 void ThreadTeam::start_trial(Candidate c) {
   cand_ = c;
-  trial_wins_ = 0;
-  trial_sum_s_ = 0;
   state_ = State::trial;
   if (c == kSmaller)
     set_config(smaller_n_, false);
@@ -98,19 +98,43 @@ void ThreadTeam::start_trial(Candidate c) {
     set_config(team_, true);
 }
 
-void ThreadTeam::end_trial(double now_s) {
-  if (cand_ == kSmaller && opt_.try_yield) return start_trial(kYield);
-  // the faster of the candidates that won (the smaller team on a tie: no parked threads)
+int ThreadTeam::share_of(double fraction) const {
+  return std::clamp(static_cast<int>(std::lround(team_ * (1.0 - fraction))), 1, team_ - 1);
+}
+
+void ThreadTeam::start_round(double spin_step_s) {
+  full_step_s_ = spin_step_s;
+  won_[kSmaller].reset();
+  won_[kYield].reset();
+  trial_wins_ = 0;
+  trial_sum_s_ = 0;
+  yield_sum_s_ = 0;
+  yield_windows_ = 0;
+  start_trial(opt_.try_yield ? kYield : kSmaller);
+}
+
+void ThreadTeam::end_round(double now_s) {
+  if (yield_windows_ > 0) won_[kYield] = yield_sum_s_ / yield_windows_;
+  // the faster of sleeping waits (measured) and the smaller team (if it won its trial); where
+  // sleeping waits cannot be had and the smaller team lost, the spinning team
   std::optional<Candidate> best;
-  for (Candidate c : {kSmaller, kYield})
+  for (Candidate c : {kYield, kSmaller})
     if (won_[c] && (!best || *won_[c] < *won_[*best])) best = c;
   if (!best) {
     trial_lost_at_ = now_s;
     set_config(team_, false);
     state_ = State::full;
+    probe_interval_s_ = opt_.probe_s;
+    kept_.reset();
     return;
   }
-  set_config(*best == kSmaller ? smaller_n_ : team_, *best == kYield);
+  const int n = *best == kSmaller ? smaller_n_ : team_;
+  const bool yield = *best == kYield;
+  // the same choice as the round before: measured again after twice as long
+  const bool again = kept_ && kept_->first == n && kept_->second == yield;
+  probe_interval_s_ = again ? std::min(2 * probe_interval_s_, opt_.max_probe_s) : opt_.probe_s;
+  kept_ = {n, yield};
+  set_config(n, yield);
   state_ = State::chosen;
   chosen_since_ = now_s;
   trial_lost_at_.reset();
@@ -119,10 +143,15 @@ void ThreadTeam::end_trial(double now_s) {
 void ThreadTeam::disable_yield(double now_s, std::string reason) {
   opt_.try_yield = false;
   yield_unavailable_ = std::move(reason);
+  if (state_ == State::trial) {  // the smaller team against the spinning one, from the start
+    yield_windows_ = 0;
+    trial_wins_ = 0;
+    trial_sum_s_ = 0;
+    return start_trial(kSmaller);
+  }
   if (!yield_) return;
-  won_[kYield].reset();
-  if (state_ == State::trial) return end_trial(now_s);  // the choice among the others
-  trial_lost_at_ = now_s;  // a kept choice of them (parking is first tried in their trial)
+  trial_lost_at_ = now_s;  // a kept choice of them: the spinning team, a round again later
+  kept_.reset();
   set_config(team_, false);
   state_ = State::full;
 }
@@ -131,33 +160,60 @@ void ThreadTeam::decide(double now_s, double fraction, double mean_step_s) {
   last_fraction_ = fraction;
   switch (state_) {
     case State::full:
-      // contended, and no round of trials lost within the probe interval: try the team the
-      // CPU it was getting would make (in threads), then sleeping waits, against this
-      // window's steps
+      // contended, and no round of trials lost within the probe interval: a round of trials
+      // (this window's spinning steps are the smaller team's reference only where sleeping
+      // waits cannot be had: a spinning team that keeps up for a window after a change can
+      // collapse 4x in the next, as the scheduler's fairness catches up with it)
       if (fraction > opt_.high && (!trial_lost_at_ || now_s - *trial_lost_at_ >= opt_.probe_s)) {
-        full_step_s_ = mean_step_s;
-        won_[kSmaller].reset();
-        won_[kYield].reset();
-        smaller_n_ =
-            std::clamp(static_cast<int>(std::lround(team_ * (1.0 - fraction))), 1, team_ - 1);
-        start_trial(kSmaller);
+        smaller_n_ = share_of(fraction);
+        start_round(mean_step_s);
       }
       break;
     case State::trial:
-      // a candidate must be faster in each of its trial windows, not on average: one lucky
-      // window on a noisy machine would otherwise hold a slower team for probe_s
-      if (mean_step_s < full_step_s_ * (1.0 - opt_.margin)) {
-        trial_sum_s_ += mean_step_s;
-        if (++trial_wins_ < opt_.trial_windows) break;
-        won_[cand_] = trial_sum_s_ / trial_wins_;
+      if (cand_ == kYield) {  // a window of sleeping waits, then one of the smaller team
+        yield_sum_s_ += mean_step_s;
+        ++yield_windows_;
+        last_yield_s_ = mean_step_s;
+        start_trial(kSmaller);
+        break;
       }
-      end_trial(now_s);
+      // the smaller team must beat the sleeping waits' window just before (or, where they
+      // cannot be had, the spinning team) in each of its windows, not on average: one lucky
+      // window on a noisy machine would otherwise hold a slower team, and windows side by
+      // side cancel the drift of a virtual machine's speed
+      if (mean_step_s < (opt_.try_yield ? last_yield_s_ : full_step_s_) * (1.0 - opt_.margin)) {
+        trial_sum_s_ += mean_step_s;
+        if (++trial_wins_ < opt_.trial_windows) {
+          if (opt_.try_yield) start_trial(kYield);
+          break;
+        }
+        won_[kSmaller] = trial_sum_s_ / trial_wins_;
+      }
+      end_round(now_s);
       break;
     case State::chosen:
-      // the cores are free again, or time to measure the full team afresh
-      if (fraction < opt_.low || now_s - chosen_since_ >= opt_.probe_s) {
+      if (fraction < opt_.low) {  // the cores are free again
         set_config(team_, false);
         state_ = State::full;
+        probe_interval_s_ = opt_.probe_s;
+        kept_.reset();
+      } else if (now_s - chosen_since_ >= probe_interval_s_) {
+        if (opt_.try_yield) {  // still contended: a round afresh, the spinning team left out
+          if (threads_ == team_) smaller_n_ = share_of(fraction);
+          start_round(full_step_s_);
+        } else {  // the smaller team's reference: a window of the spinning team first
+          set_config(team_, false);
+          state_ = State::probe;
+        }
+      }
+      break;
+    case State::probe:
+      if (fraction < opt_.low) {
+        state_ = State::full;
+        probe_interval_s_ = opt_.probe_s;
+        kept_.reset();
+      } else {
+        start_round(mean_step_s);
       }
       break;
   }

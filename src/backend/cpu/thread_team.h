@@ -16,14 +16,22 @@
 // near 0 when the run has its cores, about 0.5 for a full team beside one busy process per
 // core. Neither remedy is always faster: a smaller team gives up its share of the contended
 // cores to spare its barriers the wait, and sleeping waits pay a wake-up per region. So the
-// choice is measured: above 0.2 the team tries, for up to two windows each, the size of the
-// CPU it was getting, round(team x (1 - fraction)) threads (at least 1), then the full team
-// with sleeping waits (ParkedThreads below); a candidate counts only when its steps are at
-// least 10 % faster than the full team's were, in each of its windows (a machine's noise
-// makes smaller differences, or one window, a coin toss: bench/cpu_contention.sh), and the
-// faster of those that count is kept. When none counts, no trial is made again for 8 s. The
-// full, spinning team returns when the wait falls below 0.05, and every 8 s to measure it
-// afresh. Where schedstat cannot be read the full team is used and the reason is reported.
+// choice is measured, with sleeping waits as the default under contention: they are what
+// OMP_WAIT_POLICY=passive gives, the safe choice on a busy machine. A spinning team is not
+// kept beside other work: its steps can look fine for a window after a change and collapse
+// 4x in the next, as the scheduler's fairness catches up with it (a trace, docs/benchmarks.md),
+// and the windows of a contended virtual machine vary 1.5-4x anyway. Above 0.2 a round of
+// trials starts: a window with sleeping waits (ParkedThreads below), then one with the size
+// of the CPU the team was getting, round(team x (1 - fraction)) threads (at least 1), then
+// the two again: the smaller team is kept only when its steps are at least 10 % faster than
+// the sleeping waits' window just before it, in each of its two windows (side by side, so
+// that the drift of the machine's speed cancels); otherwise sleeping waits are kept. The full,
+// spinning team returns when the wait falls below 0.05; while it stays above, a round is made
+// afresh after 8 s, then after twice as long each time the round keeps the same candidate
+// (up to 64 s). Where sleeping waits cannot be had, the smaller team must beat the spinning
+// one (a window of it before each round) so, and when it does not the spinning team stays and
+// no round is made again for 8 s. Where schedstat cannot be read the full team is used and
+// the reason is reported.
 #pragma once
 #include <condition_variable>
 #include <cstdint>
@@ -32,6 +40,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "backend/backend.h"
 
@@ -47,13 +56,14 @@ class ThreadTeam {
  public:
   /// Thresholds and times of the policy (the defaults are the ones documented above).
   struct Options {
-    double window_s = 0.5;  ///< the shortest time the wait is averaged over (s)
-    double high = 0.2;      ///< above this fraction of waiting, the team shrinks
-    double low = 0.05;      ///< below it, a smaller team returns to the full one
-    double probe_s = 8.0;   ///< a smaller team tries the full one after this long (s)
-    double margin = 0.10;   ///< a candidate must be this much faster (fraction of a step)
-    int trial_windows = 2;  ///< ... in each of this many windows
-    bool try_yield = true;  ///< whether sleeping waits are a candidate
+    double window_s = 0.5;      ///< the shortest time the wait is averaged over (s)
+    double high = 0.2;          ///< above this fraction of waiting, a round of trials starts
+    double low = 0.05;          ///< below it, a kept candidate returns to the full spinning team
+    double probe_s = 8.0;       ///< a kept candidate is measured again after this long (s)
+    double max_probe_s = 64.0;  ///< ... doubled each time a round keeps it, up to this (s)
+    double margin = 0.10;       ///< a candidate must be this much faster (fraction of a step)
+    int trial_windows = 2;      ///< ... in each of this many windows (the smaller team)
+    bool try_yield = true;      ///< whether sleeping waits are a candidate
   };
   /// Reads the process's run-queue wait total (s; null: unknown, and the full team is kept).
   using WaitReader = std::function<std::optional<double>()>;
@@ -83,11 +93,13 @@ class ThreadTeam {
   ThreadPolicy policy() const;
 
  private:
-  enum class State { full, trial, chosen };
+  enum class State { full, trial, chosen, probe };
   enum Candidate { kSmaller = 0, kYield = 1 };
   void decide(double now_s, double fraction, double mean_step_s);
   void start_trial(Candidate c);
-  void end_trial(double now_s);  // the next candidate, or the choice among those that won
+  void start_round(double spin_step_s);  // trials of each candidate, spin_step_s the spin's
+  int share_of(double fraction) const;   // round(team x (1 - fraction)), 1 to team - 1
+  void end_round(double now_s);          // the choice among those that won
   void set_config(int n, bool yield);
   void set_threads(int n) { set_config(n, false); }
 
@@ -105,14 +117,19 @@ class ThreadTeam {
   bool yield_ = false;
   std::string yield_unavailable_;  // why sleeping waits are not tried (empty: they are)
   State state_ = State::full;
-  Candidate cand_ = kSmaller;            // the candidate on trial
-  int trial_wins_ = 0;                   // windows of the present trial the candidate won
-  double trial_sum_s_ = 0;               // the sum of their mean steps (s)
-  std::optional<double> won_[2];         // each candidate's mean step when it won (s)
-  int smaller_n_ = 1;                    // the smaller team's size in this round of trials
-  double full_step_s_ = 0;               // the full team's mean step before a trial (s)
-  double chosen_since_ = 0;              // when the kept candidate won its trial (s)
-  std::optional<double> trial_lost_at_;  // when every candidate last lost (s)
+  Candidate cand_ = kSmaller;                 // the candidate on trial
+  int trial_wins_ = 0;                        // windows of this round the smaller team won
+  double trial_sum_s_ = 0;                    // the sum of their mean steps (s)
+  std::optional<double> won_[2];              // each candidate's mean step when it won (s)
+  int smaller_n_ = 1;                         // the smaller team's size in this round of trials
+  double full_step_s_ = 0;                    // the full team's mean step before a trial (s)
+  double chosen_since_ = 0;                   // when the kept candidate won or was kept again (s)
+  std::optional<std::pair<int, bool>> kept_;  // the last round's choice: threads, sleeping
+  double probe_interval_s_ = 0;               // the time until it measures the spinning team (s)
+  double yield_sum_s_ = 0;                    // the round's windows of sleeping waits: their sum
+  int yield_windows_ = 0;                     // ... and count
+  double last_yield_s_ = 0;                   // the last of them (s)
+  std::optional<double> trial_lost_at_;       // when every candidate last lost (s)
   std::optional<double> last_fraction_;
   int64_t steps_ = 0, smaller_steps_ = 0, yield_steps_ = 0;
   int changes_ = 0;
