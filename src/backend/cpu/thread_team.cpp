@@ -66,6 +66,8 @@ int ThreadTeam::end_step(double now_s, double step_s) {
     changed_ = false;
     t0_ = now_s;
     w0_ = *wait_s;
+    window_step_s_ = 0;  // (a change from outside a decision, disable_yield, comes mid-window)
+    window_steps_ = 0;
     return threads_;
   }
   const double dt = now_s - t0_;
@@ -102,8 +104,7 @@ int ThreadTeam::share_of(double fraction) const {
   return std::clamp(static_cast<int>(std::lround(team_ * (1.0 - fraction))), 1, team_ - 1);
 }
 
-void ThreadTeam::start_round(double spin_step_s) {
-  full_step_s_ = spin_step_s;
+void ThreadTeam::start_round() {
   won_[kSmaller].reset();
   won_[kYield].reset();
   trial_wins_ = 0;
@@ -141,19 +142,15 @@ void ThreadTeam::end_round(double now_s) {
 }
 
 void ThreadTeam::disable_yield(double now_s, std::string reason) {
+  (void)now_s;
   opt_.try_yield = false;
   yield_unavailable_ = std::move(reason);
-  if (state_ == State::trial) {  // the smaller team against the spinning one, from the start
-    yield_windows_ = 0;
-    trial_wins_ = 0;
-    trial_sum_s_ = 0;
-    return start_trial(kSmaller);
-  }
-  if (!yield_) return;
-  trial_lost_at_ = now_s;  // a kept choice of them: the spinning team, a round again later
+  // in a round, or kept: a window of the spinning team, then a round of the smaller team
+  // against it (not the spinning team for the probe interval: it can collapse beside the load)
+  if (state_ != State::trial && !yield_) return;
   kept_.reset();
   set_config(team_, false);
-  state_ = State::full;
+  state_ = State::probe;
 }
 
 void ThreadTeam::decide(double now_s, double fraction, double mean_step_s) {
@@ -166,7 +163,8 @@ void ThreadTeam::decide(double now_s, double fraction, double mean_step_s) {
       // collapse 4x in the next, as the scheduler's fairness catches up with it)
       if (fraction > opt_.high && (!trial_lost_at_ || now_s - *trial_lost_at_ >= opt_.probe_s)) {
         smaller_n_ = share_of(fraction);
-        start_round(mean_step_s);
+        full_step_s_ = mean_step_s;
+        start_round();
       }
       break;
     case State::trial:
@@ -199,21 +197,22 @@ void ThreadTeam::decide(double now_s, double fraction, double mean_step_s) {
         kept_.reset();
       } else if (now_s - chosen_since_ >= probe_interval_s_) {
         if (opt_.try_yield) {  // still contended: a round afresh, the spinning team left out
-          if (threads_ == team_) smaller_n_ = share_of(fraction);
-          start_round(full_step_s_);
-        } else {  // the smaller team's reference: a window of the spinning team first
+          start_round();       // (the smaller team's size from the last window of the spinning one)
+        } else {               // the smaller team's reference: a window of the spinning team first
           set_config(team_, false);
           state_ = State::probe;
         }
       }
       break;
-    case State::probe:
-      if (fraction < opt_.low) {
+    case State::probe:  // a window of the spinning team: the smaller team's reference
+      if (fraction > opt_.high) {
+        smaller_n_ = share_of(fraction);
+        full_step_s_ = mean_step_s;
+        start_round();
+      } else {
         state_ = State::full;
         probe_interval_s_ = opt_.probe_s;
         kept_.reset();
-      } else {
-        start_round(mean_step_s);
       }
       break;
   }

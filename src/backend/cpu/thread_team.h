@@ -28,10 +28,10 @@
 // that the drift of the machine's speed cancels); otherwise sleeping waits are kept. The full,
 // spinning team returns when the wait falls below 0.05; while it stays above, a round is made
 // afresh after 8 s, then after twice as long each time the round keeps the same candidate
-// (up to 64 s). Where sleeping waits cannot be had, the smaller team must beat the spinning
-// one (a window of it before each round) so, and when it does not the spinning team stays and
-// no round is made again for 8 s. Where schedstat cannot be read the full team is used and
-// the reason is reported.
+// (up to 64 s). Where sleeping waits cannot be had, each round starts with a window of the
+// spinning team, which the smaller team must beat by 10 % in each of its two windows; when it
+// does not, the spinning team stays and no round is made again for 8 s. Where schedstat cannot be
+// read the full team is used and the reason is reported.
 #pragma once
 #include <condition_variable>
 #include <cstdint>
@@ -86,8 +86,10 @@ class ThreadTeam {
   int threads() const { return threads_; }
   /// Whether the team's waits should sleep now (the caller parks threads: ParkedThreads).
   bool yielding() const { return yield_; }
-  /// Sleeping waits cannot be had here (ParkedThreads::start failed: the reason): a trial or
-  /// choice of them ends as lost at now_s, and they are not tried again in this run.
+  /// Sleeping waits cannot be had here (ParkedThreads::start failed: the reason): they are
+  /// not tried again in this run; a round in progress, or a choice of them, gives way to a
+  /// window of the spinning team and then a round of the smaller team against it. now_s: the
+  /// caller's clock (s), unused.
   void disable_yield(double now_s, std::string reason);
   /// The policy in force, for the progress line and summary.json.
   ThreadPolicy policy() const;
@@ -97,9 +99,9 @@ class ThreadTeam {
   enum Candidate { kSmaller = 0, kYield = 1 };
   void decide(double now_s, double fraction, double mean_step_s);
   void start_trial(Candidate c);
-  void start_round(double spin_step_s);  // trials of each candidate, spin_step_s the spin's
-  int share_of(double fraction) const;   // round(team x (1 - fraction)), 1 to team - 1
-  void end_round(double now_s);          // the choice among those that won
+  void start_round();  // a round of trials (full_step_s_: the last spinning window's step)
+  int share_of(double fraction) const;  // round(team x (1 - fraction)), 1 to team - 1
+  void end_round(double now_s);         // the choice among those that won
   void set_config(int n, bool yield);
   void set_threads(int n) { set_config(n, false); }
 
