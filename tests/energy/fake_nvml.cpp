@@ -38,6 +38,9 @@
  *                               "no sample since lastSeenTimeStamp")
  *   FAKE_NVML_PROC_UTIL_RC=N    nvmlDeviceGetProcessUtilization returns N (e.g. 3 = NOT_SUPPORTED)
  */
+#include <pthread.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -61,6 +64,22 @@ static int n_migs = 0;
 static double energy_mj[MAXD], last_t[MAXD];
 static unsigned limit_mw[MAXD];
 static int inited = 0;
+/* greentrain's sampling thread reads power while another thread sets a limit: every function
+ * that touches the limits or the energy counters holds this lock, so a read of the limit file
+ * cannot land between a set's new limit and its save (which once saved the stale limit). */
+static pthread_mutex_t mu = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+struct fake_lock {
+  fake_lock() { pthread_mutex_lock(&mu); }
+  ~fake_lock() { pthread_mutex_unlock(&mu); }
+};
+#define FAKE_LOCK fake_lock fake_lock_
+/* A fork while the sampling thread holds the lock would leave it held forever in the child
+ * (tests fork children that exit through greentrain's finalizers): fork takes it first, and the
+ * child starts a fresh one (its thread id is not the owner's, so it cannot unlock the old). */
+__attribute__((constructor)) static void fake_register_atfork(void) {
+  pthread_atfork([] { pthread_mutex_lock(&mu); }, [] { pthread_mutex_unlock(&mu); },
+                 [] { mu = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP; });
+}
 
 static const char* env(const char* k) { return getenv(k); }
 static long env_long(const char* k, long d) {
@@ -83,7 +102,7 @@ static int in_list(const char* k, int i) {
   if (!strcmp(v, "all")) return 1;
   char buf[256];
   snprintf(buf, sizeof buf, "%s", v);
-  for (char* t = strtok(buf, ","); t; t = strtok(NULL, ","))
+  for (char *sp = NULL, *t = strtok_r(buf, ",", &sp); t; t = strtok_r(NULL, ",", &sp))
     if (atoi(t) == i) return 1;
   return 0;
 }
@@ -95,7 +114,7 @@ static long field_long(const char* k, int i, long d) {
   snprintf(buf, sizeof buf, "%s", v);
   int j = 0;
   long last = d;
-  for (char* t = strtok(buf, ","); t; t = strtok(NULL, ","), ++j) {
+  for (char *sp = NULL, *t = strtok_r(buf, ",", &sp); t; t = strtok_r(NULL, ",", &sp), ++j) {
     last = strtol(t, NULL, 10);
     if (j == i) return last;
   }
@@ -109,20 +128,26 @@ static void load_limits(void) {
   }
   fclose(f);
 }
+/* Written to a temporary name and renamed, so another process never reads a truncated file. */
 static void save_limits(void) {
   const char* p = env("FAKE_NVML_LIMIT_FILE");
-  FILE* f = p && *p ? fopen(p, "w") : NULL;
+  if (!p || !*p) return;
+  char tmp[4096];
+  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", p, (long)getpid());
+  FILE* f = fopen(tmp, "w");
   if (!f) return;
   for (int i = 0; i < n_devices(); ++i) fprintf(f, "%u\n", limit_mw[i]);
-  fclose(f);
+  if (fclose(f) == 0) rename(tmp, p);
 }
 static unsigned power_of(int i) {
+  FAKE_LOCK;
   load_limits();
   long draw = env_long("FAKE_NVML_DRAW_MW", -1);
   if (draw >= 0) return (unsigned)(draw < (long)limit_mw[i] ? draw : (long)limit_mw[i]);
   return (unsigned)field_long("FAKE_NVML_POWER_MW", i, 100000);
 }
 static void advance(int i) {
+  FAKE_LOCK;
   double t = now_s();
   energy_mj[i] += power_of(i) * (t - last_t[i]); /* mW x s = mJ */
   last_t[i] = t;
@@ -138,6 +163,7 @@ static fake_dev* gpu_of(nvmlDevice_t d) {
 static int users = 0;
 
 int nvmlInit_v2(void) {
+  FAKE_LOCK;
   int rc = (int)env_long("FAKE_NVML_INIT_RC", 0);
   if (rc) return rc;
   if (users++ > 0) return 0;
@@ -156,7 +182,8 @@ int nvmlInit_v2(void) {
     char buf[2048];
     snprintf(buf, sizeof buf, "%s", u);
     int i = 0;
-    for (char* t = strtok(buf, ","); t && i < MAXD; t = strtok(NULL, ","), ++i)
+    for (char *sp = NULL, *t = strtok_r(buf, ",", &sp); t && i < MAXD;
+         t = strtok_r(NULL, ",", &sp), ++i)
       snprintf(gpus[i].uuid, sizeof gpus[i].uuid, "%s", t);
   }
   n_migs = 0;
@@ -164,7 +191,8 @@ int nvmlInit_v2(void) {
   if (m && *m) {
     char buf[2048];
     snprintf(buf, sizeof buf, "%s", m);
-    for (char* t = strtok(buf, ","); t && n_migs < MAXD; t = strtok(NULL, ",")) {
+    for (char *sp = NULL, *t = strtok_r(buf, ",", &sp); t && n_migs < MAXD;
+         t = strtok_r(NULL, ",", &sp)) {
       char* at = strchr(t, '@');
       if (!at) continue;
       *at = 0;
@@ -188,6 +216,7 @@ int nvmlInit_v2(void) {
   return 0;
 }
 int nvmlShutdown(void) {
+  FAKE_LOCK;
   if (users == 0) return 1; /* NVML_ERROR_UNINITIALIZED */
   if (--users == 0) inited = 0;
   return 0;
@@ -242,6 +271,7 @@ int nvmlDeviceGetName(nvmlDevice_t d, char* buf, unsigned len) {
   return 0;
 }
 int nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t d, unsigned long long* mj) {
+  FAKE_LOCK;
   fake_dev* g = gpu_of(d);
   if (!g) return 2;
   if (in_list("FAKE_NVML_NO_ENERGY", g->index)) return 3;
@@ -269,6 +299,7 @@ int nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned* mw) {
   return 0;
 }
 int nvmlDeviceGetPowerManagementLimit(nvmlDevice_t d, unsigned* mw) {
+  FAKE_LOCK;
   fake_dev* g = gpu_of(d);
   if (!g) return 2;
   load_limits();
@@ -283,6 +314,7 @@ int nvmlDeviceGetPowerManagementLimitConstraints(nvmlDevice_t d, unsigned* lo, u
   return 0;
 }
 int nvmlDeviceSetPowerManagementLimit(nvmlDevice_t d, unsigned mw) {
+  FAKE_LOCK;
   fake_dev* g = gpu_of(d);
   int rc = 0;
   if (!g)
@@ -445,6 +477,7 @@ int nvmlDeviceGetProcessUtilization(nvmlDevice_t d, fake_util_sample* out, unsig
 
 /* Not NVML: throughput of GPU i relative to uncapped, in the FAKE_NVML_DRAW_MW mode (else 1). */
 double fake_nvml_speed_factor(unsigned i) {
+  FAKE_LOCK;
   long draw = env_long("FAKE_NVML_DRAW_MW", -1);
   if (draw <= 0 || (int)i >= MAXD) return 1.0;
   load_limits();

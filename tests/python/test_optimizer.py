@@ -200,10 +200,11 @@ def test_closing_the_meter_closes_the_optimizer(fake_nvml):
 
 
 def test_forked_children_leave_the_chosen_limit(fake_nvml, env):
-    """Issue 31 §3: after the search chose 100 W, a multiprocessing worker ended by SIGTERM
-    (Pool.terminate), a plain os.fork() child that exits normally (atexit and finalizers run
-    there), and a child killed by SIGTERM all leave the parent's limit in force; the parent's
-    close() restores it. A child's own Meter use is refused with the reason."""
+    """Issue 31 §3: after the search chose a limit (100 W on an idle host), a multiprocessing
+    worker ended by SIGTERM (Pool.terminate), a plain os.fork() child that exits normally
+    (atexit and finalizers run there), and a child killed by SIGTERM all leave the parent's
+    limit in force; the parent's close() restores it. A child's own Meter use is refused with
+    the reason."""
     env.setenv("FAKE_NVML_DRAW_MW", "250000")
     script = textwrap.dedent("""
         import multiprocessing, os, signal, sys, time, greentrain
@@ -215,7 +216,10 @@ def test_forked_children_leave_the_chosen_limit(fake_nvml, env):
         while plo.state != "done":
             plo.on_step_begin()
             time.sleep(0.02 / min(1.0, limit() / 250000) ** 0.5)
-        assert limit() == 100000, limit()
+        # the choice itself is test_search_order_choice_and_restore's subject; here it is the
+        # limit the children must leave (a loaded CI host once measured 200 W lower)
+        chosen = plo.chosen_limit_w * 1000
+        assert limit() == chosen and chosen < 300000, (limit(), chosen)
         def sleeper(_):
             time.sleep(60)
         pool = multiprocessing.get_context("fork").Pool(2)
@@ -223,7 +227,7 @@ def test_forked_children_leave_the_chosen_limit(fake_nvml, env):
         time.sleep(0.5)
         pool.terminate()  # SIGTERM to the workers
         pool.join()
-        print("after pool", limit(), flush=True)
+        print("after pool", limit() == chosen, flush=True)
         pid = os.fork()
         if pid == 0:
             try:
@@ -233,7 +237,7 @@ def test_forked_children_leave_the_chosen_limit(fake_nvml, env):
                 print("child refused:", "forked child" in str(e), flush=True)
             sys.exit(0)  # a normal exit: atexit, finalizers
         os.waitpid(pid, 0)
-        print("after exit", limit(), flush=True)
+        print("after exit", limit() == chosen, flush=True)
         pid = os.fork()
         if pid == 0:
             time.sleep(60)
@@ -241,15 +245,15 @@ def test_forked_children_leave_the_chosen_limit(fake_nvml, env):
         time.sleep(0.3)
         os.kill(pid, signal.SIGTERM)
         os.waitpid(pid, 0)
-        print("after sigterm", limit(), flush=True)
+        print("after sigterm", limit() == chosen, flush=True)
         plo.close()
         print("after close", limit(), flush=True)
     """)
     p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                        timeout=120)
     assert p.returncode == 0, p.stderr
-    assert p.stdout.splitlines() == ["after pool 100000", "child refused: True",
-                                     "after exit 100000", "after sigterm 100000",
+    assert p.stdout.splitlines() == ["after pool True", "child refused: True",
+                                     "after exit True", "after sigterm True",
                                      f"after close {ORIGINAL_MW}"], p.stderr
 
 
