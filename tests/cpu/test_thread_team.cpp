@@ -47,6 +47,14 @@ struct Clock {
     now += step_s;
     return t.end_step(now, step_s);
   }
+  /// Steps of step_s at half the time waiting (the full team beside one busy process per
+  /// core) through the spinning window and the round's window of sleeping waits, to the step
+  /// that starts the smaller team's trial; returns its team size.
+  int to_smaller_trial(ThreadTeam& t, double step_s) {
+    int k = 2;
+    while (k == 2) k = step(t, 0.5, step_s);
+    return k;
+  }
   int run(ThreadTeam& t, const Machine& m, double seconds) {
     const double end = now + seconds;
     while (now < end) step(t, m.wait(t.threads()), m.step_of(t));
@@ -262,6 +270,21 @@ TEST(ThreadTeam, ReturnsToTheFullTeamWhenTheCoresAreFree) {
   EXPECT_EQ(c.run(t, kIdle, 1), 2);
 }
 
+TEST(ThreadTeam, FreeCoresEndTheChoiceAndOnlyContentionStartsARoundAgain) {
+  // after the choice ends, a wait fraction between the two thresholds (0.05, 0.2) is no
+  // contention: the full spinning team stays (a choice still held would start a round there
+  // after its probe interval)
+  Clock c;
+  ThreadTeam t(2, true, ThreadTeam::Options{}, c.reader());
+  ASSERT_EQ(c.run(t, kCollapse, 3), 1);
+  ASSERT_EQ(c.run(t, kIdle, 1), 2);
+  const int changes = t.policy().changes;
+  const Machine kBetween{[](int) { return 0.1; }, [](int k) { return 0.02 / k; }};
+  EXPECT_EQ(c.run(t, kBetween, 30), 2);
+  EXPECT_FALSE(t.yielding());
+  EXPECT_EQ(t.policy().changes, changes) << "a round started below the contention threshold";
+}
+
 TEST(ThreadTeam, AKeptSmallerTeamIsMeasuredAgainAfterTheProbeInterval) {
   Clock c;
   ThreadTeam t(2, true, ThreadTeam::Options{}, c.reader());
@@ -279,10 +302,8 @@ TEST(ThreadTeam, TheStepAfterAChangeIsLeftOutOfTheTrial) {
   // the first step of a new team size makes oneDNN's products for it: slow once
   Clock c;
   ThreadTeam t(2, true, ThreadTeam::Options{}, c.reader());
-  int k = 2;
-  while (k == 2) k = c.step(t, 0.5, 0.060);  // spinning, then a window of sleeping waits
-  ASSERT_EQ(k, 1);
-  c.step(t, 1.0 / 3, 0.5);  // the slow first step
+  ASSERT_EQ(c.to_smaller_trial(t, 0.060), 1);  // spinning, then a window of sleeping waits
+  c.step(t, 1.0 / 3, 0.5);                     // the slow first step
   // (then one thread twice as fast as the full team, whose waits spin or sleep)
   EXPECT_EQ(
       c.run(t, Machine{[](int) { return 1.0 / 3; }, [](int k) { return k == 2 ? 0.060 : 0.030; }},
@@ -306,10 +327,8 @@ TEST(ThreadTeam, AChangeOfTheWaitsAloneLeavesNoStepOut) {
 TEST(ThreadTeam, ASmallerTeamMustWinEachWindowOfItsTrial) {
   Clock c;
   ThreadTeam t(2, true, ThreadTeam::Options{}, c.reader());
-  int k = 2;
-  while (k == 2) k = c.step(t, 0.5, 0.050);  // spinning, then a window of sleeping waits
-  ASSERT_EQ(k, 1);
-  c.step(t, 1.0 / 3, 0.050);                               // left out
+  ASSERT_EQ(c.to_smaller_trial(t, 0.050), 1);  // spinning, then a window of sleeping waits
+  c.step(t, 1.0 / 3, 0.050);                   // left out
   for (int i = 0; i < 26; ++i) c.step(t, 1.0 / 3, 0.020);  // a lucky window (0.52 s)
   ASSERT_TRUE(t.yielding()) << "a window of sleeping waits again, side by side";
   while (t.yielding()) c.step(t, 0.5, 0.050);

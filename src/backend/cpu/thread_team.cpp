@@ -114,6 +114,19 @@ void ThreadTeam::start_round() {
   start_trial(opt_.try_yield ? kYield : kSmaller);
 }
 
+void ThreadTeam::to_full() {
+  set_config(team_, false);
+  state_ = State::full;
+  probe_interval_s_ = opt_.probe_s;
+  kept_.reset();
+}
+
+void ThreadTeam::round_from_spinning(double fraction, double step_s) {
+  smaller_n_ = share_of(fraction);
+  full_step_s_ = step_s;
+  start_round();
+}
+
 void ThreadTeam::end_round(double now_s) {
   if (yield_windows_ > 0) won_[kYield] = yield_sum_s_ / yield_windows_;
   // the faster of sleeping waits (measured) and the smaller team (if it won its trial); where
@@ -123,11 +136,7 @@ void ThreadTeam::end_round(double now_s) {
     if (won_[c] && (!best || *won_[c] < *won_[*best])) best = c;
   if (!best) {
     trial_lost_at_ = now_s;
-    set_config(team_, false);
-    state_ = State::full;
-    probe_interval_s_ = opt_.probe_s;
-    kept_.reset();
-    return;
+    return to_full();
   }
   const int n = *best == kSmaller ? smaller_n_ : team_;
   const bool yield = *best == kYield;
@@ -161,11 +170,8 @@ void ThreadTeam::decide(double now_s, double fraction, double mean_step_s) {
       // (this window's spinning steps are the smaller team's reference only where sleeping
       // waits cannot be had: a spinning team that keeps up for a window after a change can
       // collapse 4x in the next, as the scheduler's fairness catches up with it)
-      if (fraction > opt_.high && (!trial_lost_at_ || now_s - *trial_lost_at_ >= opt_.probe_s)) {
-        smaller_n_ = share_of(fraction);
-        full_step_s_ = mean_step_s;
-        start_round();
-      }
+      if (fraction > opt_.high && (!trial_lost_at_ || now_s - *trial_lost_at_ >= opt_.probe_s))
+        round_from_spinning(fraction, mean_step_s);
       break;
     case State::trial:
       if (cand_ == kYield) {  // a window of sleeping waits, then one of the smaller team
@@ -191,10 +197,7 @@ void ThreadTeam::decide(double now_s, double fraction, double mean_step_s) {
       break;
     case State::chosen:
       if (fraction < opt_.low) {  // the cores are free again
-        set_config(team_, false);
-        state_ = State::full;
-        probe_interval_s_ = opt_.probe_s;
-        kept_.reset();
+        to_full();
       } else if (now_s - chosen_since_ >= probe_interval_s_) {
         if (opt_.try_yield) {  // still contended: a round afresh, the spinning team left out
           start_round();       // (the smaller team's size from the last window of the spinning one)
@@ -205,15 +208,10 @@ void ThreadTeam::decide(double now_s, double fraction, double mean_step_s) {
       }
       break;
     case State::probe:  // a window of the spinning team: the smaller team's reference
-      if (fraction > opt_.high) {
-        smaller_n_ = share_of(fraction);
-        full_step_s_ = mean_step_s;
-        start_round();
-      } else {
-        state_ = State::full;
-        probe_interval_s_ = opt_.probe_s;
-        kept_.reset();
-      }
+      if (fraction > opt_.high)
+        round_from_spinning(fraction, mean_step_s);
+      else
+        to_full();
       break;
   }
 }

@@ -102,6 +102,10 @@ class ThreadTeam {
   void start_round();  // a round of trials (full_step_s_: the last spinning window's step)
   int share_of(double fraction) const;  // round(team x (1 - fraction)), 1 to team - 1
   void end_round(double now_s);         // the choice among those that won
+  void to_full();  // the spinning team, chosen afresh (probe interval reset, nothing kept)
+  // a round of trials from a window of the spinning team: the smaller team's size from the
+  // window's wait fraction, its step time (s) the reference where sleeping waits cannot be had
+  void round_from_spinning(double fraction, double step_s);
   void set_config(int n, bool yield);
   void set_threads(int n) { set_config(n, false); }
 
