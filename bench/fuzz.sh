@@ -5,7 +5,8 @@
 # allocation over -rss_limit_mb / -malloc_limit_mb and an input that runs longer than -timeout
 # count as findings, as crashes and sanitizer reports do.
 #   bench/fuzz.sh [SECONDS] [TARGET...]     e.g. bench/fuzz.sh 60 safetensors jobs
-# Environment: GT_FUZZ_BUILD (default build-fuzz; configured here if missing), GT_FUZZ_NICE
+# Environment: GT_FUZZ_BUILD (default build-fuzz; configured here if missing), GT_FUZZ_UNITY
+# (ON: configure it as a unity build, CMAKE_UNITY_BUILD, as CI does), GT_FUZZ_NICE
 # (default 10: shared machines), GT_FUZZ_BIN (a folder of targets built before, e.g. copies kept
 # running while the build is changed: nothing is built then). Findings land in $GT_FUZZ_BUILD/fuzz-out/TARGET/ (crash-*,
 # timeout-*, oom-*), with the log; turn each into a regression test before fixing it.
@@ -21,7 +22,8 @@ bin=${GT_FUZZ_BIN:-$build/fuzz}
 if [ -z "${GT_FUZZ_BIN:-}" ]; then
   if [ ! -f "$build/CMakeCache.txt" ]; then
     cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ \
-      -DCMAKE_C_COMPILER=clang -DGT_FUZZ=ON -DGT_CUDA=OFF -DGT_BUILD_TESTS=OFF -DGT_BUILD_BENCH=OFF
+      -DCMAKE_C_COMPILER=clang -DGT_FUZZ=ON -DGT_CUDA=OFF -DGT_BUILD_TESTS=OFF -DGT_BUILD_BENCH=OFF \
+      -DCMAKE_UNITY_BUILD="${GT_FUZZ_UNITY:-OFF}"
   fi
   cmake --build "$build" -j"$(nproc)" --target $(printf 'fuzz_%s ' "${targets[@]}")
 fi

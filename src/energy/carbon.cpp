@@ -13,18 +13,15 @@
 #include "core/error.h"
 #include "core/name_table.h"
 #include "energy/carbon_regions.h"
+#include "energy/carbon_text.h"
 
 namespace gt::energy {
 
 namespace {
 namespace chr = std::chrono;
-
-std::string_view trim(std::string_view s) {
-  auto blank = [](char c) { return c == ' ' || c == '\t' || c == '"' || c == '\r'; };
-  while (!s.empty() && blank(s.front())) s.remove_prefix(1);
-  while (!s.empty() && blank(s.back())) s.remove_suffix(1);
-  return s;
-}
+using carbon_text::kTimeForm;
+using carbon_text::trim;
+using carbon_text::utc_text;
 
 // All of `s` is decimal digits; its value in `out`.
 bool digits(std::string_view s, int& out) {
@@ -33,15 +30,12 @@ bool digits(std::string_view s, int& out) {
   return std::from_chars(s.data(), s.data() + s.size(), out).ec == std::errc();
 }
 
-std::string utc_text(std::int64_t unix_s) { return format_wall_time(unix_s, 0) + "Z"; }
-
 std::string offset_text(std::int64_t s) {
   const std::int64_t a = s < 0 ? -s : s;
   return fmt::format("{}{:02}:{:02}", s < 0 ? '-' : '+', a / 3600, (a / 60) % 60);
 }
 
 constexpr std::int64_t kMaxOffsetS = 14 * 3600;
-const char* kTimeForm = "'YYYY-MM-DD HH:MM[:SS]', naive or with its offset (Z, +02:00, -0500, +01)";
 
 }  // namespace
 

@@ -30,21 +30,18 @@
 
 #include "core/error.h"
 #include "energy/carbon.h"
+#include "energy/carbon_text.h"
 
 namespace gt::energy {
 
 namespace {
 namespace chr = std::chrono;
+using carbon_text::kTimeForm;
+using carbon_text::trim;
+using carbon_text::utc_text;
 using nlohmann::json;
 
 constexpr double kLbPerKg = 0.45359237;  // 1 lb = 0.45359237 kg (international pound, exact)
-
-std::string_view trim(std::string_view s) {
-  auto blank = [](char c) { return c == ' ' || c == '\t' || c == '"' || c == '\r'; };
-  while (!s.empty() && blank(s.front())) s.remove_prefix(1);
-  while (!s.empty() && blank(s.back())) s.remove_suffix(1);
-  return s;
-}
 
 std::string lower(std::string_view s) {
   std::string out(trim(s));
@@ -83,10 +80,6 @@ std::vector<std::string> split_csv(std::string_view line, char sep) {
   for (auto& f : out) f = std::string(trim(f));
   return out;
 }
-
-std::string utc_text(std::int64_t unix_s) { return format_wall_time(unix_s, 0) + "Z"; }
-
-const char* kTimeForm = "'YYYY-MM-DD HH:MM[:SS]', naive or with its offset (Z, +02:00, -0500, +01)";
 
 // One data row before its time and value are checked.
 struct RawRow {

@@ -14,6 +14,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "energy/daemon_protocol.h"
+#include "serve/clocks.h"
 
 namespace gt::serve {
 
@@ -21,10 +22,6 @@ using energy::daemon::ProtocolError;
 using nlohmann::json;
 
 namespace {
-
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 // "GPU-..." or "MIG-..." inside a device's name, if any.
 std::string uuid_in(const std::string& name) {

@@ -9,21 +9,13 @@
 #include <chrono>
 #include <random>
 
+#include "serve/clocks.h"
+
 namespace gt::serve {
 
 namespace ed = energy::daemon;
 
 namespace {
-
-double mono_now() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 // NVML keeps a per-process sample about every 1/6 s: asking more often gives nothing new.
 constexpr double kUtilPeriodS = 0.15;

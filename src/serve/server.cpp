@@ -20,6 +20,7 @@
 
 #include "core/error.h"
 #include "energy/daemon_client.h"
+#include "serve/clocks.h"
 
 namespace gt::serve {
 
@@ -27,12 +28,6 @@ using nlohmann::json;
 namespace ed = energy::daemon;
 
 namespace {
-
-double mono_now() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
 
 constexpr std::size_t kMaxQueued = 64;  // requests read ahead per connection
 constexpr int kMaxPerTurn = 32;         // requests answered per connection per loop turn

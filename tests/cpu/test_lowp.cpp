@@ -16,17 +16,12 @@
 #include "backend/backend.h"
 #include "backend/cpu/fast_math.h"
 #include "backend/cpu/onednn_matmul.h"
+#include "test_helpers.h"  // test::randn (tests/engine)
 
 namespace gt {
 namespace {
 
-std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.0f) {
-  std::mt19937_64 g(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
+using test::randn;
 
 std::vector<float> rounded(const std::vector<float>& x) {
   std::vector<float> r(x.size());

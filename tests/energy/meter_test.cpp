@@ -379,9 +379,9 @@ using namespace test;
 
 namespace {
 // A /proc with a 2-CPU /proc/stat whose busy and idle jiffies the test sets.
-struct FakeProc {
+struct StatProc {
   TempDir d;
-  FakeProc() {
+  StatProc() {
     write_file(d / "cpuinfo", "processor\t: 0\nmodel name\t: Test CPU\n");
     write_file(d / "meminfo", "MemTotal:       1000000 kB\n");
     set(1000, 9000);
@@ -397,7 +397,7 @@ struct FakeProc {
 // A 20 ms window of a fully busy 2-CPU machine: 4 busy ticks of 4 (USER_HZ 100). It read
 // 0.000 J ("avg 0.00 W") because the held utilization was still its initial 0.
 TEST(CpuEstimate, WindowBelowTheResolutionIsNotZeroAndIsFlagged) {
-  FakeProc proc;
+  StatProc proc;
   CpuEstimateOptions o;
   o.proc_root = proc.d.path;
   o.tdp_w = 85;
@@ -420,7 +420,7 @@ TEST(CpuEstimate, WindowBelowTheResolutionIsNotZeroAndIsFlagged) {
 
 // Over a resolved window the estimate is TDP x the window's own utilization: 50 % busy.
 TEST(CpuEstimate, ResolvedWindowIsTdpTimesItsUtilization) {
-  FakeProc proc;
+  StatProc proc;
   CpuEstimateOptions o;
   o.proc_root = proc.d.path;
   o.tdp_w = 100;

@@ -19,14 +19,7 @@ using namespace gt::sched;
 
 namespace {
 
-CarbonSeries random_series(std::mt19937_64& rng, std::size_t n, std::int64_t slot_s = 900) {
-  CarbonSeries s;
-  s.start_s = 1'600'000'200;  // a multiple of 900 s
-  s.slot_s = slot_s;
-  std::uniform_real_distribution<double> u(50, 500);
-  for (std::size_t i = 0; i < n; ++i) s.g_co2e_per_kwh.push_back(u(rng));
-  return s;
-}
+using test::random_series;
 
 Job make_job(std::string name, double dur_s, double power_w, UnixTimeS earliest, UnixTimeS deadline,
              bool interruptible = false) {

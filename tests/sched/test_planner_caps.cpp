@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "sched/planner.h"
+#include "test_util.h"
 
 using namespace gt::sched;
 
@@ -17,14 +18,7 @@ namespace {
 
 constexpr std::int64_t kSlot = 900;
 
-CarbonSeries random_series(std::mt19937_64& rng, std::size_t n) {
-  CarbonSeries s;
-  s.start_s = 1'600'000'200;  // a multiple of 900 s
-  s.slot_s = kSlot;
-  std::uniform_real_distribution<double> u(50, 500);
-  for (std::size_t i = 0; i < n; ++i) s.g_co2e_per_kwh.push_back(u(rng));
-  return s;
-}
+using test::random_series;
 
 Job job(std::string name, UnixTimeS earliest, UnixTimeS deadline, std::vector<CapOption> caps) {
   Job j;

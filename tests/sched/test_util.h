@@ -2,9 +2,13 @@
 #pragma once
 #include <unistd.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <string>
+
+#include "sched/carbon_grid.h"
 
 namespace gt::sched::test {
 
@@ -21,5 +25,16 @@ struct TempDir {
     return (path / name).string();
   }
 };
+
+/// n slots of slot_s seconds (from 1,600,000,200 s, a multiple of 900 s) of intensities
+/// uniform in [50, 500) gCO2e/kWh from rng.
+inline CarbonSeries random_series(std::mt19937_64& rng, std::size_t n, std::int64_t slot_s = 900) {
+  CarbonSeries s;
+  s.start_s = 1'600'000'200;
+  s.slot_s = slot_s;
+  std::uniform_real_distribution<double> u(50, 500);
+  for (std::size_t i = 0; i < n; ++i) s.g_co2e_per_kwh.push_back(u(rng));
+  return s;
+}
 
 }  // namespace gt::sched::test

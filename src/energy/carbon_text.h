@@ -1,0 +1,27 @@
+// energy/carbon_text.h: text helpers the carbon-intensity parsers share (carbon.cpp's times,
+// carbon_read.cpp's CSV and JSON series). Internal to gt_energy.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "energy/carbon.h"
+
+namespace gt::energy::carbon_text {
+
+/// s without leading and trailing blanks, tabs, carriage returns and double quotes.
+inline std::string_view trim(std::string_view s) {
+  auto blank = [](char c) { return c == ' ' || c == '\t' || c == '"' || c == '\r'; };
+  while (!s.empty() && blank(s.front())) s.remove_prefix(1);
+  while (!s.empty() && blank(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+/// Unix seconds as UTC wall time with a Z, e.g. "2026-12-06 06:00:00Z".
+inline std::string utc_text(std::int64_t unix_s) { return format_wall_time(unix_s, 0) + "Z"; }
+
+/// The time forms the parsers take, for their error messages.
+inline constexpr const char* kTimeForm =
+    "'YYYY-MM-DD HH:MM[:SS]', naive or with its offset (Z, +02:00, -0500, +01)";
+
+}  // namespace gt::energy::carbon_text
