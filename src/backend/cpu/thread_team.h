@@ -131,11 +131,12 @@ class ThreadTeam {
   double full_step_s_ = 0;                    // the full team's mean step before a trial (s)
   double chosen_since_ = 0;                   // when the kept candidate won or was kept again (s)
   std::optional<std::pair<int, bool>> kept_;  // the last round's choice: threads, sleeping
-  double probe_interval_s_ = 0;               // the time until it measures the spinning team (s)
-  double yield_sum_s_ = 0;                    // the round's windows of sleeping waits: their sum
-  int yield_windows_ = 0;                     // ... and count
-  double last_yield_s_ = 0;                   // the last of them (s)
-  std::optional<double> trial_lost_at_;       // when every candidate last lost (s)
+  double probe_interval_s_ = 0;  // from a choice to its next round (s): probe_s, doubled
+                                 // each time a round keeps the same choice, up to max_probe_s
+  double yield_sum_s_ = 0;       // the round's windows of sleeping waits: their sum
+  int yield_windows_ = 0;        // ... and count
+  double last_yield_s_ = 0;      // the last of them (s)
+  std::optional<double> trial_lost_at_;  // when every candidate last lost (s)
   std::optional<double> last_fraction_;
   int64_t steps_ = 0, smaller_steps_ = 0, yield_steps_ = 0;
   int changes_ = 0;
