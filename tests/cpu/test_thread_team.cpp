@@ -207,7 +207,7 @@ TEST(ThreadTeam, SleepingWaitsThatCannotBeHadAreNotTriedAgain) {
   for (int i = 0; i < 400 && !t.yielding(); ++i)
     c.step(t, kSleepWins.wait(t.threads()), kSleepWins.step_of(t));
   ASSERT_TRUE(t.yielding());
-  t.disable_yield(c.now, "OpenMP gave 1 of the 2 threads asked for");
+  t.disable_yield("OpenMP gave 1 of the 2 threads asked for");
   EXPECT_FALSE(t.yielding());
   EXPECT_EQ(t.threads(), 2) << "a window of the spinning team first: the smaller one's reference";
   EXPECT_EQ(t.policy().yield_unavailable_reason, "OpenMP gave 1 of the 2 threads asked for");
@@ -224,7 +224,7 @@ TEST(ThreadTeam, KeptSleepingWaitsThatCannotBeHadGiveWayToARoundNotToSpinning) {
   ThreadTeam t(2, true, ThreadTeam::Options{}, c.reader());
   ASSERT_EQ(c.run(t, kSleepWins, 4), 2);
   ASSERT_TRUE(t.yielding());
-  t.disable_yield(c.now, "parking failed");  // (as a later ParkedThreads::start might)
+  t.disable_yield("parking failed");  // (as a later ParkedThreads::start might)
   EXPECT_FALSE(t.yielding());
   // a window of the spinning team, then one thread's two windows: not 8 s of spinning
   EXPECT_EQ(c.run(t, kSleepWins, 2.5), 1);

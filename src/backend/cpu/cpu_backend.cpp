@@ -118,7 +118,7 @@ class CpuBackend final : public HostMemoryBackend {
     const int n = team_.end_step(now, step_s);
     if (n != before) omp_set_num_threads(n);
     if (team_.yielding() && !parked_.parked() && !parked_.start(n)) {
-      team_.disable_yield(now, parked_.error());  // not tried again in this run
+      team_.disable_yield(parked_.error());  // not tried again in this run
       if (team_.threads() != n) omp_set_num_threads(team_.threads());
     }
     if (!team_.yielding()) parked_.stop();

@@ -150,16 +150,19 @@ void ThreadTeam::end_round(double now_s) {
   trial_lost_at_.reset();
 }
 
-void ThreadTeam::disable_yield(double now_s, std::string reason) {
-  (void)now_s;
+void ThreadTeam::to_probe() {
+  set_config(team_, false);
+  state_ = State::probe;
+}
+
+void ThreadTeam::disable_yield(std::string reason) {
   opt_.try_yield = false;
   yield_unavailable_ = std::move(reason);
   // in a round, or kept: a window of the spinning team, then a round of the smaller team
   // against it (not the spinning team for the probe interval: it can collapse beside the load)
   if (state_ != State::trial && !yield_) return;
   kept_.reset();
-  set_config(team_, false);
-  state_ = State::probe;
+  to_probe();
 }
 
 void ThreadTeam::decide(double now_s, double fraction, double mean_step_s) {
@@ -202,8 +205,7 @@ void ThreadTeam::decide(double now_s, double fraction, double mean_step_s) {
         if (opt_.try_yield) {  // still contended: a round afresh, the spinning team left out
           start_round();       // (the smaller team's size from the last window of the spinning one)
         } else {               // the smaller team's reference: a window of the spinning team first
-          set_config(team_, false);
-          state_ = State::probe;
+          to_probe();
         }
       }
       break;

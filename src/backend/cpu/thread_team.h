@@ -88,9 +88,8 @@ class ThreadTeam {
   bool yielding() const { return yield_; }
   /// Sleeping waits cannot be had here (ParkedThreads::start failed: the reason): they are
   /// not tried again in this run; a round in progress, or a choice of them, gives way to a
-  /// window of the spinning team and then a round of the smaller team against it. now_s: the
-  /// caller's clock (s), unused.
-  void disable_yield(double now_s, std::string reason);
+  /// window of the spinning team and then a round of the smaller team against it.
+  void disable_yield(std::string reason);
   /// The policy in force, for the progress line and summary.json.
   ThreadPolicy policy() const;
 
@@ -102,7 +101,8 @@ class ThreadTeam {
   void start_round();  // a round of trials (full_step_s_: the last spinning window's step)
   int share_of(double fraction) const;  // round(team x (1 - fraction)), 1 to team - 1
   void end_round(double now_s);         // the choice among those that won
-  void to_full();  // the spinning team, chosen afresh (probe interval reset, nothing kept)
+  void to_full();   // the spinning team, chosen afresh (probe interval reset, nothing kept)
+  void to_probe();  // a window of the spinning team, the smaller team's reference
   // a round of trials from a window of the spinning team: the smaller team's size from the
   // window's wait fraction, its step time (s) the reference where sleeping waits cannot be had
   void round_from_spinning(double fraction, double step_s);
