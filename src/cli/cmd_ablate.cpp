@@ -21,6 +21,8 @@
 
 namespace fs = std::filesystem;
 
+// the command's own names, apart from the other command files' in a unity batch
+namespace gt_cmd_ablate {
 namespace {
 
 struct Args {
@@ -100,3 +102,4 @@ void setup(CLI::App& app) {
 gt::cli::Registrar reg(45, "ablate", setup);
 
 }  // namespace
+}  // namespace gt_cmd_ablate

@@ -9,6 +9,8 @@
 #include "train/data.h"
 #include "train/trainer.h"
 
+// the command's own names, apart from the other command files' in a unity batch
+namespace gt_cmd_eval {
 namespace {
 
 struct Args {
@@ -80,3 +82,4 @@ void setup(CLI::App& app) {
 gt::cli::Registrar reg(30, "eval", setup);
 
 }  // namespace
+}  // namespace gt_cmd_eval

@@ -29,6 +29,8 @@
 #include "energy/measurement_output.h"
 #include "energy/meter.h"
 
+// the command's own names, apart from the other command files' in a unity batch
+namespace gt_cmd_measure {
 namespace {
 
 // Throws gt::Error naming `path` when a file could not be written there: the folder is
@@ -259,3 +261,4 @@ gt::cli::Registrar reg(40, "measure", [](CLI::App& root) {
 });
 
 }  // namespace
+}  // namespace gt_cmd_measure

@@ -10,6 +10,8 @@
 #include "train/config.h"
 #include "train/shards.h"
 
+// the command's own names, apart from the other command files' in a unity batch
+namespace gt_cmd_prepare {
 namespace {
 
 // SentencePiece holds its whole training text (and several times it while training) in memory:
@@ -143,3 +145,4 @@ void setup(CLI::App& app) {
 gt::cli::Registrar reg(15, "prepare", setup);
 
 }  // namespace
+}  // namespace gt_cmd_prepare

@@ -9,6 +9,8 @@
 
 namespace fs = std::filesystem;
 
+// the command's own names, apart from the other command files' in a unity batch
+namespace gt_cmd_report {
 namespace {
 
 struct Args {
@@ -44,3 +46,4 @@ void setup(CLI::App& app) {
 gt::cli::Registrar reg(70, "report", setup);
 
 }  // namespace
+}  // namespace gt_cmd_report

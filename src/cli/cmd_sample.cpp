@@ -8,6 +8,8 @@
 #include "core/error.h"
 #include "train/trainer.h"
 
+// the command's own names, apart from the other command files' in a unity batch
+namespace gt_cmd_sample {
 namespace {
 
 struct Args {
@@ -87,3 +89,4 @@ void setup(CLI::App& app) {
 gt::cli::Registrar reg(20, "sample", setup);
 
 }  // namespace
+}  // namespace gt_cmd_sample

@@ -20,6 +20,8 @@
 #include "sched/planner.h"
 #include "sched/slurm.h"
 
+// the command's own names, apart from the other command files' in a unity batch
+namespace gt_cmd_schedule {
 namespace {
 
 struct ScheduleArgs {
@@ -272,3 +274,4 @@ void setup(CLI::App& root) {
 gt::cli::Registrar reg(70, "schedule", setup);
 
 }  // namespace
+}  // namespace gt_cmd_schedule

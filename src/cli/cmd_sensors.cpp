@@ -12,6 +12,8 @@
 #include "energy/nvml.h"
 #include "energy/rapl.h"
 
+// the command's own names, apart from the other command files' in a unity batch
+namespace gt_cmd_sensors {
 namespace {
 
 void run_sensors(const std::string& json_path) {
@@ -79,3 +81,4 @@ gt::cli::Registrar reg(50, "sensors", [](CLI::App& root) {
 });
 
 }  // namespace
+}  // namespace gt_cmd_sensors

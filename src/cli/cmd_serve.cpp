@@ -11,6 +11,8 @@
 #include "energy/daemon_client.h"
 #include "serve/serve.h"
 
+// the command's own names, apart from the other command files' in a unity batch
+namespace gt_cmd_serve {
 namespace {
 
 void print_status(const std::string& socket) {
@@ -100,3 +102,4 @@ gt::cli::Registrar reg(55, "serve", [](CLI::App& root) {
 });
 
 }  // namespace
+}  // namespace gt_cmd_serve

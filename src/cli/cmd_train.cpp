@@ -26,6 +26,8 @@
 
 namespace fs = std::filesystem;
 
+// the command's own names, apart from the other command files' in a unity batch
+namespace gt_cmd_train {
 namespace {
 
 // The OpenMP threads the CPU backend runs on (1 in a build without OpenMP: GT_ONEDNN=OFF).
@@ -262,3 +264,4 @@ void setup(CLI::App& app) {
 gt::cli::Registrar reg(10, "train", setup);
 
 }  // namespace
+}  // namespace gt_cmd_train

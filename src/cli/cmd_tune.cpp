@@ -16,6 +16,8 @@
 #include "tune/simulated.h"
 #include "tune/tuner.h"
 
+// the command's own names, apart from the other command files' in a unity batch
+namespace gt_cmd_tune {
 namespace {
 
 struct TuneArgs {
@@ -148,3 +150,4 @@ void setup(CLI::App& root) {
 gt::cli::Registrar reg(60, "tune", setup);
 
 }  // namespace
+}  // namespace gt_cmd_tune
