@@ -56,7 +56,7 @@ std::vector<Launch> launches(const Shape& s) {
       {"sum_squares_kernel", sum_squares(params), true},
       {"sum_squares_finish_kernel", sum_squares_finish(params), true},
       {"adamw_multi_kernel", adamw_multi((params + 65535) / 65536), true},
-      {"fp8_amax_kernel", fp8_amax(), true},
+      {"fp8_amax_kernel", fp8_amax(N * 4 * C), true},
       {"fp8_cast_kernel", elementwise(N * 4 * C), true},
       {"fp8_cast_transpose_kernel", fp8_transpose(N, 4 * C), true},
       {"flash_delta_kernel", attention_delta(N * s.NH), true},

@@ -106,11 +106,17 @@ inline LaunchConfig adamw_multi(int64_t chunks) {
   return {Dim3(unsigned(chunks < 1 ? 1 : chunks)), Dim3(kElementThreads), 0};
 }
 
-/// fp8 cast with amax: the amax of x over a fixed grid, then the cast (transposed in kFp8Tile
-/// x kFp8Tile tiles through shared memory by 256 threads when asked).
+/// fp8 cast with amax: the amax of x (n elements) over a grid of at most kAmaxBlocks blocks, a
+/// block per kElementThreads elements below that (each block ends in one atomicMax, so a small
+/// tensor costs few), then the cast (transposed in kFp8Tile x kFp8Tile tiles through shared
+/// memory by 256 threads when asked).
 constexpr unsigned kAmaxBlocks = 1024;
 constexpr int kFp8Tile = 64;
-inline LaunchConfig fp8_amax() { return {Dim3(kAmaxBlocks), Dim3(kElementThreads), 0}; }
+inline LaunchConfig fp8_amax(int64_t n) {
+  int64_t blocks = (n + kElementThreads - 1) / kElementThreads;
+  blocks = blocks < 1 ? 1 : blocks > kAmaxBlocks ? kAmaxBlocks : blocks;
+  return {Dim3(unsigned(blocks)), Dim3(kElementThreads), 0};
+}
 inline LaunchConfig fp8_transpose(int64_t rows, int64_t cols) {
   return {
       Dim3(unsigned((cols + kFp8Tile - 1) / kFp8Tile), unsigned((rows + kFp8Tile - 1) / kFp8Tile)),

@@ -467,7 +467,7 @@ void Kernels::fp8_quantize(Stream s, uint8_t* out, const float* x, int64_t rows,
   const int64_t n = rows * cols;
   if (n <= 0) return;
   if (first_use)  // the scale of the first use is the current amax's: it is needed first
-    simt::launch(s, cfg::fp8_amax(), "fp8_quantize (amax)", &fp8_amax_kernel, state, x, n);
+    simt::launch(s, cfg::fp8_amax(n), "fp8_quantize (amax)", &fp8_amax_kernel, state, x, n);
   if (transpose)
     simt::launch(s, cfg::fp8_transpose(rows, cols), "fp8_quantize (transposed)",
                  &fp8_cast_transpose_kernel, out, static_cast<uint8_t*>(nullptr), state, x, rows,
@@ -484,7 +484,7 @@ void Kernels::fp8_quantize_both(Stream s, uint8_t* out, uint8_t* out_t, const fl
   const int64_t n = rows * cols;
   if (n <= 0) return;
   if (first_use)
-    simt::launch(s, cfg::fp8_amax(), "fp8_quantize (amax)", &fp8_amax_kernel, state, x, n);
+    simt::launch(s, cfg::fp8_amax(n), "fp8_quantize (amax)", &fp8_amax_kernel, state, x, n);
   simt::launch(s, cfg::fp8_transpose(rows, cols), "fp8_quantize (both layouts)",
                &fp8_cast_transpose_kernel, out_t, out, state, x, rows, cols, int(e5m2));
   simt::launch(s, simt::LaunchConfig{simt::Dim3(1), simt::Dim3(1), 0}, "fp8_quantize (scale)",
