@@ -157,8 +157,12 @@ INSTANTIATE_TEST_SUITE_P(Backends, GeluSavedAsInput,
 
 // The model asks for it where the products apply the GELU (CUDA), not on the CPU.
 TEST(GeluSavedAsInput, OnlyTheCudaBackendSavesTheInput) {
-  if (test::has_backend("cpu")) EXPECT_FALSE(make_backend("cpu")->saves_gelu_input());
-  if (test::has_backend("cuda-emu")) EXPECT_TRUE(make_backend("cuda-emu")->saves_gelu_input());
+  if (test::has_backend("cpu")) {
+    EXPECT_FALSE(make_backend("cpu")->saves_gelu_input());
+  }
+  if (test::has_backend("cuda-emu")) {
+    EXPECT_TRUE(make_backend("cuda-emu")->saves_gelu_input());
+  }
 }
 
 }  // namespace

@@ -216,9 +216,10 @@ TEST(AttentionKernels, FastestRunsOwnKernelsOnSmallHeadsAndOneDnnOnLargeOnesWith
             !amx);
   // with AMX, T 65 (hs 64) runs oneDNN's products but a sampling call of 64 rows the own
   // kernels, whose buffer is the larger there: the plan holds it
-  if (amx)
+  if (amx) {
     EXPECT_GE(gt::cpu::attention_workspace_bytes(65, 384, 6, gt::cpu::AttnType::bf16, true, 2),
               gt::cpu::attn_bf16_head_bytes(64, 64) * 2);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionBf16,

@@ -113,9 +113,10 @@ TEST(Bf16QkvCpu, EveryAttentionFormReadsItAsTheF32OfItsValues) {
                      T, C, NH);
       }
       EXPECT_EQ(0, std::memcmp(out[0].data(), out[1].data(), nc * sizeof(float))) << "out";
-      if (!f.stored)
+      if (!f.stored) {
         EXPECT_EQ(0, std::memcmp(lse[0].data(), lse[1].data(), lse[0].size() * sizeof(float)))
             << "lse";
+      }
       EXPECT_EQ(0, std::memcmp(dq[0].data(), dq[1].data(), n3 * sizeof(float))) << "dqkv";
       bool finite = true;
       for (float v : dq[1]) finite &= std::isfinite(v);

@@ -112,7 +112,9 @@ TEST_F(CliUsage, JsonToStandardOutput) {
     EXPECT_EQ(j["schema"], "greentrain.sensors/1");
     bool saw_nvml = false;
     for (auto& s : j["sensors"]) {
-      if (!s["available"].get<bool>()) EXPECT_FALSE(s["counted"].get<bool>()) << s.dump();
+      if (!s["available"].get<bool>()) {
+        EXPECT_FALSE(s["counted"].get<bool>()) << s.dump();
+      }
       saw_nvml = saw_nvml || s["name"] == "nvml";
     }
     EXPECT_TRUE(saw_nvml) << r.output;
@@ -249,8 +251,9 @@ TEST_F(CliUsage, MeasureWithACountryAndWithPublishedFormats) {
                 " --carbon-value forecast --carbon-start 2018-01-20T12:40:00Z --json - -- true");
   ASSERT_EQ(f.exit_code, 0) << f.output;
   auto fj = nlohmann::json::parse(f.output);
-  if (!fj["carbon_g_per_kwh"].is_null())
+  if (!fj["carbon_g_per_kwh"].is_null()) {
     EXPECT_DOUBLE_EQ(fj["carbon_g_per_kwh"].get<double>(), 270);
+  }
 }
 
 }  // namespace

@@ -128,8 +128,9 @@ TEST(Report, SummaryWithWrongTypesIsNamedAndTheRestShown) {
     ASSERT_NO_THROW(html = report::render_html({r}, nullptr, "")) << text;
     EXPECT_NE(problems.find("metrics.jsonl: 1 of its 2 lines"), std::string::npos) << problems;
     EXPECT_NE(problems.find("summary.json"), std::string::npos) << text << "\n" << problems;
-    if (text[0] == '{')
+    if (text[0] == '{') {
       EXPECT_NE(html.find("<td>640</td>"), std::string::npos) << "the readable totals are shown";
+    }
   }
   const report::RunData r = report::read_run(d.file("run"));
   EXPECT_FALSE(r.summary) << "an array is not a summary";

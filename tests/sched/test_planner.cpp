@@ -522,8 +522,9 @@ TEST(SchedPlanner, InterruptionCostsAndBoundEqualBruteForce) {
     EXPECT_NEAR(p.jobs[0].g_co2e, best, 1e-9) << trial;
     EXPECT_EQ(p.jobs[0].runs.size(), best_blocks) << trial;
     EXPECT_EQ(p.jobs[0].interruptions, p.jobs[0].runs.size() - 1);
-    if (j.max_interruptions >= 0)
+    if (j.max_interruptions >= 0) {
       EXPECT_LE(p.jobs[0].interruptions, static_cast<std::size_t>(j.max_interruptions));
+    }
     EXPECT_NEAR(p.jobs[0].energy_j,
                 500 * (dur + j.interruption_s * static_cast<double>(p.jobs[0].interruptions)),
                 1e-6);

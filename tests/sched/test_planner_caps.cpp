@@ -162,9 +162,10 @@ TEST(SchedPlannerCaps, StartAndCapUnderBudgetEqualBruteForcePerObjective) {
           << objective_name(o) << " trial " << trial << "\n"
           << plan_table(p, 0);
       expect_valid(p, jobs, budget);
-      if (greedy.unscheduled() == 0)
+      if (greedy.unscheduled() == 0) {
         EXPECT_GE(greedy.objective_value(greedy.planned_g_co2e, greedy.planned_energy_j),
                   best - 1e-9 * best);
+      }
       // shifting alone (the highest limit): its own optimum, when every job fits so
       const double shift = brute_force(jobs, s, budget, o, lambda, /*highest_only=*/true);
       ASSERT_TRUE(p.shift_only_saving_pct && p.cap_only_saving_pct);
@@ -251,7 +252,9 @@ TEST(SchedPlannerCaps, CapsAndInterruptionCostsEqualBruteForcePerObjective) {
       const JobPlan& jp = p.jobs[0];
       EXPECT_NEAR(p.objective_value(jp.g_co2e, jp.energy_j), best, 1e-9 * best)
           << objective_name(o) << " trial " << trial;
-      if (o == Objective::energy) EXPECT_EQ(jp.interruptions, 0u);
+      if (o == Objective::energy) {
+        EXPECT_EQ(jp.interruptions, 0u);
+      }
     }
   }
 }

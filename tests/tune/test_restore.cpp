@@ -118,7 +118,10 @@ TEST(TuneRapl, PsysAndOtherZonesAreNeverPowerLimitDevices) {
   auto profile = [&](int steps) {
     seen.push_back(devs[0]->limit_w());
     EXPECT_TRUE(untouched());
-    return StepMeasurement{static_cast<double>(steps), static_cast<double>(steps)};
+    StepMeasurement m;
+    m.energy_j = static_cast<double>(steps);
+    m.time_s = static_cast<double>(steps);
+    return m;
   };
   auto r = tune_power_limit(devs, profile, opt);
   EXPECT_DOUBLE_EQ(r.p_max_w, 200);  // not 400: psys is not summed in
