@@ -14,6 +14,7 @@
 #include <random>
 #include <vector>
 
+#include "backend/cpu/amx_matmul.h"
 #include "backend/cpu/attention.h"
 #include "backend/cpu/attention_bf16.h"
 #include "backend/cpu/onednn_matmul.h"
@@ -173,6 +174,24 @@ TEST_P(AttentionBf16, OwnKernelsMatchAFloat64Reference) {
   check_against_reference(att, s);
 }
 
+/// GT_CPU_OWN_AMX=0 for a scope (on again however the scope ends).
+struct OwnAmxOff {
+  OwnAmxOff() { gt::cpu::set_own_amx_matmul(false); }
+  ~OwnAmxOff() { gt::cpu::set_own_amx_matmul(true); }
+};
+
+// The own kernels' products on the vector unit alone (VDPBF16PS), as on a CPU without AMX,
+// where the test above ran some of them on AMX tiles.
+TEST_P(AttentionBf16, OwnKernelsWithoutAmxMatchAFloat64Reference) {
+  if (!gt::cpu::own_amx_enabled()) GTEST_SKIP() << "no AMX here: the test above ran without it";
+  const Shape s = GetParam();
+  gt::cpu::Attention att;
+  att.set_type(gt::cpu::AttnType::bf16);
+  att.set_bf16_kernels(gt::cpu::AttnKernels::own);
+  const OwnAmxOff off;
+  check_against_reference(att, s);
+}
+
 TEST_P(AttentionBf16, OneDnnProductsMatchAFloat64Reference) {
   const Shape s = GetParam();
   gt::cpu::Attention att;
@@ -197,25 +216,39 @@ TEST(AttentionKernels, FastestRunsOwnKernelsOnSmallHeadsAndOneDnnOnLargeOnesWith
   using gt::cpu::own_bf16_kernels_faster;
   EXPECT_TRUE(own_bf16_kernels_faster(64, 32));  // shakespeare-char-cpu: own everywhere
   EXPECT_TRUE(own_bf16_kernels_faster(64, 64));
-  const bool amx = gt::cpu::onednn_uses_amx();
-  EXPECT_EQ(own_bf16_kernels_faster(256, 64), !amx);  // 6 x 384, T 256: oneDNN on AMX
-  EXPECT_EQ(own_bf16_kernels_faster(128, 64), !amx);
-  EXPECT_EQ(own_bf16_kernels_faster(64, 128), !amx);
+  const bool amx = gt::cpu::onednn_uses_amx(), tiles = gt::cpu::own_amx_enabled();
+  // the own kernels on AMX tiles: theirs up to T x hs 65536 (GPT-2's T 1024, hs 64)
+  EXPECT_EQ(own_bf16_kernels_faster(256, 64), !amx || tiles);  // 6 x 384, T 256
+  EXPECT_EQ(own_bf16_kernels_faster(1024, 64), !amx || tiles);
+  EXPECT_EQ(own_bf16_kernels_faster(2048, 64), !amx);
   gt::cpu::Attention att;
   att.set_type(gt::cpu::AttnType::bf16);
   att.set_bf16_kernels(gt::cpu::AttnKernels::own);
   if (!att.uses_own_bf16_kernels(256, 384, 6)) GTEST_SKIP() << "built without AVX512_BF16";
   att.set_bf16_kernels(gt::cpu::AttnKernels::fastest);
-  EXPECT_EQ(att.uses_own_bf16_kernels(256, 384, 6), !amx);
+  EXPECT_EQ(att.uses_own_bf16_kernels(256, 384, 6), !amx || tiles);
   EXPECT_TRUE(att.uses_own_bf16_kernels(64, 128, 4));
   att.set_bf16_kernels(gt::cpu::AttnKernels::onednn);
   EXPECT_FALSE(att.uses_own_bf16_kernels(64, 128, 4));
   // the workspace the plan counts is that of the form fastest picks
   EXPECT_EQ(gt::cpu::attention_workspace_bytes(256, 384, 6, gt::cpu::AttnType::bf16, true, 2) ==
                 gt::cpu::attn_bf16_head_bytes(256, 64) * 2,
-            !amx);
-  // with AMX, T 65 (hs 64) runs oneDNN's products but a sampling call of 64 rows the own
+            !amx || tiles);
+  // with AMX, T 1025 (hs 64) runs oneDNN's products but a sampling call of 1024 rows the own
   // kernels, whose buffer is the larger there: the plan holds it
+  if (amx && tiles) {
+    EXPECT_GE(gt::cpu::attention_workspace_bytes(1025, 768, 12, gt::cpu::AttnType::bf16, true, 2),
+              gt::cpu::attn_bf16_head_bytes(1024, 64) * 2);
+  }
+  // the products on the vector unit alone (GT_CPU_OWN_AMX=0): oneDNN on AMX from T x hs 4096
+  const OwnAmxOff off;
+  EXPECT_TRUE(own_bf16_kernels_faster(64, 64));
+  EXPECT_EQ(own_bf16_kernels_faster(256, 64), !amx);
+  EXPECT_EQ(own_bf16_kernels_faster(128, 64), !amx);
+  EXPECT_EQ(own_bf16_kernels_faster(64, 128), !amx);
+  att.set_bf16_kernels(gt::cpu::AttnKernels::fastest);
+  EXPECT_EQ(att.uses_own_bf16_kernels(256, 384, 6), !amx);
+  // T 65 (hs 64) runs oneDNN's products, a sampling call of 64 rows the own kernels
   if (amx) {
     EXPECT_GE(gt::cpu::attention_workspace_bytes(65, 384, 6, gt::cpu::AttnType::bf16, true, 2),
               gt::cpu::attn_bf16_head_bytes(64, 64) * 2);

@@ -24,6 +24,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "backend/cpu/amx_tiles.h"
 #include "backend/cpu/simd512.h"
 #else
 #define GT_AMX_KERNEL 0
@@ -67,16 +68,7 @@ uint16_t* thread_buffer(int which, size_t elems) {
   return static_cast<uint16_t*>(b.p);
 }
 
-#define GT_AMX_TARGET \
-  __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512bf16")))
-
 constexpr int64_t kMaxMc = 8;  // 32-row blocks of A per chunk: 256 rows stay in L2 across N
-
-struct TileConfig {  // the LDTILECFG memory layout (palette 1)
-  uint8_t palette = 1, start_row = 0, reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
 
 bool detect() {
   unsigned a, b, c, d;
@@ -98,31 +90,6 @@ GT_AMX_TARGET void load_config() {
     cfg.colsb[i] = 64;
   }
   _tile_loadconfig(&cfg);
-}
-
-/// r[p] = row p of a 16 x 16 matrix of 32-bit values; on return r[m] = its column m (the
-/// unpack / 128-bit-lane shuffle transpose).
-GT_AMX_TARGET void transpose16(__m512i* r) {
-  __m512i t[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-  }
-  for (int i = 0; i < 4; ++i) {
-    r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-    r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-    r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-    r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-  }
-  for (int h = 0; h < 2; ++h)
-    for (int i = 0; i < 4; ++i) {
-      t[8 * h + i] = _mm512_shuffle_i32x4(r[8 * h + i], r[8 * h + 4 + i], 0x88);
-      t[8 * h + 4 + i] = _mm512_shuffle_i32x4(r[8 * h + i], r[8 * h + 4 + i], 0xdd);
-    }
-  for (int i = 0; i < 8; ++i) {
-    r[i] = _mm512_shuffle_i32x4(t[i], t[8 + i], 0x88);
-    r[8 + i] = _mm512_shuffle_i32x4(t[i], t[8 + i], 0xdd);
-  }
 }
 
 /// Stored rows r and r + stride of 16-bit values, columns m of the mask: 16 pairs (r[n],
@@ -399,6 +366,8 @@ size_t amx_matmul_workspace_bytes(int64_t max_m, int64_t max_nk, int64_t max_k, 
              sizeof(uint16_t) +
          static_cast<size_t>((max_m + 31) / 32 * max_k) * sizeof(float);
 }
+
+bool own_amx_enabled() { return own_enabled() && amx_available(); }
 
 void set_own_amx_matmul(bool on) { g_own.store(on ? 1 : 0, std::memory_order_relaxed); }
 

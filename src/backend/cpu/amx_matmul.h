@@ -62,6 +62,10 @@ size_t amx_matmul_workspace_bytes(int64_t max_m, int64_t max_nk, int64_t max_k, 
 void amx_matmul_bf16(void* c, const uint16_t* a, const uint16_t* b, int64_t M, int64_t N, int64_t K,
                      bool trans_a, bool trans_b, const AmxEpilogue& e = {});
 
+/// True when greentrain's own AMX code runs here: amx_available() and not turned off
+/// (set_own_amx_matmul, GT_CPU_OWN_AMX=0). attention_bf16.h's kernels then run their products
+/// with row-major left operands on AMX tiles too.
+bool own_amx_enabled();
 /// Turns the own AMX product on (the default where amx_available()) or off, so oneDNN runs
 /// every product (benchmarks and tests compare the two). The environment variable
 /// GT_CPU_OWN_AMX=0 turns it off for a whole run.

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "backend/cpu/amx_matmul.h"
 #include "backend/cpu/attention_bf16.h"
 #include "backend/cpu/fast_math.h"
 #include "backend/cpu/onednn_matmul.h"
@@ -392,12 +393,14 @@ bool bf16_kernels(AttnKernels k, AttnType t, int T, int C, int NH) {
 
 }  // namespace
 
-/// T x hs up to which the own kernels are the faster form where oneDNN runs on AMX
-/// (bench/attention_bf16.cpp; the figures are in own_bf16_kernels_faster's comment).
-constexpr int64_t kOwnMaxOnAmx = 4096;
+/// T x hs up to which the own kernels are the faster form where oneDNN runs on AMX, with their
+/// products on AMX tiles or on the vector unit (bench/attention_bf16.cpp; the figures are in
+/// own_bf16_kernels_faster's comment).
+constexpr int64_t kOwnTilesMaxOnAmx = 65536, kOwnVectorMaxOnAmx = 4096;
+int64_t own_max_on_amx() { return own_amx_enabled() ? kOwnTilesMaxOnAmx : kOwnVectorMaxOnAmx; }
 
 bool own_bf16_kernels_faster(int T, int hs) {
-  return !onednn_uses_amx() || static_cast<int64_t>(T) * hs <= kOwnMaxOnAmx;
+  return !onednn_uses_amx() || static_cast<int64_t>(T) * hs <= own_max_on_amx();
 }
 
 AttnType attn_type_on_this_cpu(AttnType t) {
@@ -411,11 +414,12 @@ size_t attention_workspace_bytes(int T, int C, int NH, AttnType type, bool fused
   if (fused && bf16_kernels_take(type, C, NH)) {
     // AttnKernels::fastest at T, and at the fewer rows of a shorter call (sampling), which may
     // run the own kernels where T runs oneDNN's products: the larger of the two buffers
-    // (here T x hs > kOwnMaxOnAmx, so the own kernels take at most kOwnMaxOnAmx / hs rows)
+    // (here T x hs > own_max_on_amx(), so the own kernels take at most own_max_on_amx() / hs
+    // rows)
     const int hs = C / NH;
     if (own_bf16_kernels_faster(T, hs)) return attn_bf16_head_bytes(T, hs) * threads;
     return std::max(BlockPlan(T, C, NH, type).total,
-                    attn_bf16_head_bytes(static_cast<int>(kOwnMaxOnAmx / hs), hs)) *
+                    attn_bf16_head_bytes(static_cast<int>(own_max_on_amx() / hs), hs)) *
            threads;
   }
   return (fused ? BlockPlan(T, C, NH, type).total : StoredPlan(T, C, NH, type).total) * threads;

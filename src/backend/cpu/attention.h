@@ -42,14 +42,18 @@ AttnType attn_type_on_this_cpu(AttnType t);
 enum class AttnKernels { fastest, own, onednn };
 
 /// Whether attention_bf16.h's own kernels are the faster form of a head of T rows and head size
-/// hs here. Where oneDNN's products run on AMX tiles (onednn_uses_amx), only while T x hs <=
-/// 4096: bench/attention_bf16.cpp on an Intel Xeon with AMX (2 threads, 2026-12-05; own /
-/// oneDNN time, forward + backward) gave 0.70 at T 64 hs 32, 0.89 at T 128 hs 32, 0.90 at T 64
-/// hs 64, but 1.22 at T 256 hs 32, 1.27 at T 128 hs 64, 1.16 at T 64 hs 128 and 1.69 at T 256
-/// hs 64 (a oneDNN call's fixed cost dominates small heads, AMX's rate large ones). Elsewhere
-/// oneDNN multiplies with the same AVX512-BF16 instructions as the own kernels, which also skip
-/// the masked triangle: always true (on an AMD EPYC Zen 4, 2026-12-01, the own kernels were
-/// 2.5x faster at T 64 hs 32, 1.6x at T 256 hs 64, 1.2x at T 1024 hs 64).
+/// hs here. Where oneDNN's products run on AMX tiles (onednn_uses_amx): while T x hs <= 65536
+/// when the own kernels' products run on AMX tiles too (own_amx_enabled), else while T x hs <=
+/// 4096. bench/attention_bf16.cpp on an Intel Xeon 5th gen (2 threads, 2026-12-06; oneDNN /
+/// own time, forward + backward) with the own kernels on AMX: 2.17 at T 64 hs 32, 1.93 at
+/// T 64 hs 64, 1.59 at T 128 hs 64, 1.49 at T 64 hs 128, 1.35 at T 256 hs 64, 1.53 at T 256
+/// hs 32, 1.01 at T 1024 hs 64; on the vector unit alone (a Xeon with AMX, 2026-12-05) 1.43
+/// at T 64 hs 32, 1.12 at T 128 hs 32, 1.11 at T 64 hs 64, but 0.82 at T 256 hs 32, 0.79 at
+/// T 128 hs 64, 0.86 at T 64 hs 128 and 0.59 at T 256 hs 64 (a oneDNN call's fixed cost
+/// dominates small heads, AMX's rate large ones). Elsewhere oneDNN multiplies with the same
+/// AVX512-BF16 instructions as the own kernels, which also skip the masked triangle: always
+/// true (on an AMD EPYC Zen 4, 2026-12-01, the own kernels were 2.5x faster at T 64 hs 32,
+/// 1.6x at T 256 hs 64, 1.2x at T 1024 hs 64).
 bool own_bf16_kernels_faster(int T, int hs);
 
 /// Bytes of the buffers Attention keeps at most for calls of up to T rows under

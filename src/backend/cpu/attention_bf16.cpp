@@ -5,12 +5,19 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "backend/cpu/amx_matmul.h"
 #include "backend/cpu/simd512.h"
 
 #if GT_SIMD512 && defined(__AVX512BF16__)
 #define GT_ATTN_BF16 1
 #else
 #define GT_ATTN_BF16 0
+#endif
+#if GT_ATTN_BF16 && defined(__x86_64__) && defined(__linux__)
+#define GT_ATTN_AMX 1
+#include "backend/cpu/amx_tiles.h"
+#else
+#define GT_ATTN_AMX 0
 #endif
 
 namespace gt::cpu {
@@ -108,6 +115,142 @@ void gemm(int64_t M, int64_t nv, const uint32_t* A, int64_t a_row, int64_t a_k, 
   }
 }
 
+#if GT_ATTN_AMX
+/// The tiles of tiles_gemm: 0-3 C (16 x 16 f32), 4 and 5 A and B 16 words deep, 6 and 7 A
+/// and B 8 words deep. Call before tiles_gemm on each thread, amx_end after.
+GT_AMX_TARGET void amx_begin() {
+  TileConfig cfg;
+  for (int i = 0; i < 6; ++i) {
+    cfg.rows[i] = 16;
+    cfg.colsb[i] = 64;
+  }
+  cfg.rows[6] = 16;  // A: 16 rows of 8 words
+  cfg.colsb[6] = 32;
+  cfg.rows[7] = 8;  // B: 8 words of 16 columns
+  cfg.colsb[7] = 64;
+  _tile_loadconfig(&cfg);
+}
+GT_AMX_TARGET void amx_end() { _tile_release(); }
+
+/// micro's product for 16 rows and G (1 to 4) vectors of 16 columns on AMX tiles (TDPBF16PS,
+/// the same sums over p in order, each in f32): A's word (m, p) at A[m a_row + p] (p
+/// contiguous), p1 - p0 a multiple of 8.
+template <int G>
+GT_AMX_TARGET void tiles_gemm_g(const uint32_t* A, int64_t a_row, const uint32_t* B, int64_t ldb,
+                                int64_t p0, int64_t p1, float* Cm, int64_t ldc, bool acc) {
+  const int64_t cs = ldc * 4, as = a_row * 4, bs = ldb * 4;
+  if (acc) {
+    _tile_loadd(0, Cm, cs);
+    if constexpr (G > 1) _tile_loadd(1, Cm + 16, cs);
+    if constexpr (G > 2) _tile_loadd(2, Cm + 32, cs);
+    if constexpr (G > 3) _tile_loadd(3, Cm + 48, cs);
+  } else {
+    _tile_zero(0);
+    if constexpr (G > 1) _tile_zero(1);
+    if constexpr (G > 2) _tile_zero(2);
+    if constexpr (G > 3) _tile_zero(3);
+  }
+  int64_t p = p0;
+  for (; p + 16 <= p1; p += 16) {
+    const uint32_t* Bp = B + p * ldb;
+    _tile_loadd(4, A + p, as);
+    _tile_loadd(5, Bp, bs);
+    _tile_dpbf16ps(0, 4, 5);
+    if constexpr (G > 1) {
+      _tile_loadd(5, Bp + 16, bs);
+      _tile_dpbf16ps(1, 4, 5);
+    }
+    if constexpr (G > 2) {
+      _tile_loadd(5, Bp + 32, bs);
+      _tile_dpbf16ps(2, 4, 5);
+    }
+    if constexpr (G > 3) {
+      _tile_loadd(5, Bp + 48, bs);
+      _tile_dpbf16ps(3, 4, 5);
+    }
+  }
+  if (p < p1) {  // 8 words left
+    const uint32_t* Bp = B + p * ldb;
+    _tile_loadd(6, A + p, as);
+    _tile_loadd(7, Bp, bs);
+    _tile_dpbf16ps(0, 6, 7);
+    if constexpr (G > 1) {
+      _tile_loadd(7, Bp + 16, bs);
+      _tile_dpbf16ps(1, 6, 7);
+    }
+    if constexpr (G > 2) {
+      _tile_loadd(7, Bp + 32, bs);
+      _tile_dpbf16ps(2, 6, 7);
+    }
+    if constexpr (G > 3) {
+      _tile_loadd(7, Bp + 48, bs);
+      _tile_dpbf16ps(3, 6, 7);
+    }
+  }
+  _tile_stored(0, Cm, cs);
+  if constexpr (G > 1) _tile_stored(1, Cm + 16, cs);
+  if constexpr (G > 2) _tile_stored(2, Cm + 32, cs);
+  if constexpr (G > 3) _tile_stored(3, Cm + 48, cs);
+}
+#endif
+
+/// gemm for 16 rows whose A has p contiguous (a_k 1), on AMX tiles when `amx` (after
+/// amx_begin; p0 and p1 multiples of 8, and the words that lo would skip zero), else gemm.
+void gemm16(bool amx, int64_t nv, const uint32_t* A, int64_t a_row, const uint32_t* B, int64_t ldb,
+            int64_t p0, int64_t p1, float* Cm, int64_t ldc, bool acc, int64_t lo = kNoDiag) {
+#if GT_ATTN_AMX
+  if (amx) {
+    for (int64_t v0 = 0; v0 < nv; v0 += 4) {
+      const uint32_t* Bv = B + 16 * v0;
+      float* Cv = Cm + 16 * v0;
+      switch (std::min<int64_t>(nv - v0, 4)) {
+        case 4:
+          tiles_gemm_g<4>(A, a_row, Bv, ldb, p0, p1, Cv, ldc, acc);
+          break;
+        case 3:
+          tiles_gemm_g<3>(A, a_row, Bv, ldb, p0, p1, Cv, ldc, acc);
+          break;
+        case 2:
+          tiles_gemm_g<2>(A, a_row, Bv, ldb, p0, p1, Cv, ldc, acc);
+          break;
+        default:
+          tiles_gemm_g<1>(A, a_row, Bv, ldb, p0, p1, Cv, ldc, acc);
+          break;
+      }
+    }
+    return;
+  }
+#endif
+  gemm(kTile, nv, A, a_row, 1, B, ldb, p0, p1, Cm, ldc, acc, lo);
+}
+
+/// Whether this thread's head runs its products with p contiguous on AMX tiles: the CPU has
+/// them and greentrain's own AMX code is on (GT_CPU_OWN_AMX, amx_matmul.h).
+bool use_amx() {
+#if GT_ATTN_AMX
+  return own_amx_enabled();
+#else
+  return false;
+#endif
+}
+
+/// amx_begin/amx_end around a head's products when `on`.
+struct AmxScope {
+  bool on;
+  explicit AmxScope(bool on_) : on(on_) {
+#if GT_ATTN_AMX
+    if (on) amx_begin();
+#endif
+  }
+  ~AmxScope() {
+#if GT_ATTN_AMX
+    if (on) amx_end();
+#endif
+  }
+  AmxScope(const AmxScope&) = delete;
+  AmxScope& operator=(const AmxScope&) = delete;
+};
+
 /// Where pack_head writes one matrix X (T valid rows of Tp, hs columns) of a head; each
 /// pointer may be null (that layout is not wanted).
 struct PackOut {
@@ -183,11 +326,26 @@ void unpack(float* dst, uint16_t* dst16, const float* src, int64_t m, int64_t hs
   }
 }
 
+/// The 16 words from src of np word rows (row p at src + p ld; np a multiple of 8) as 16 rows
+/// of np words (row m at dst + m dst_ld): P or dS of 16 queries, written with keys as rows for
+/// the vector unit's products, turned into the row-major left operand of an AMX product.
+void words_t(const uint32_t* src, int64_t ld, int64_t np, uint32_t* dst, int64_t dst_ld) {
+  for (int64_t p0 = 0; p0 < np; p0 += 16) {
+    const int64_t n = std::min<int64_t>(16, np - p0);
+    __m512i r[16];
+    for (int64_t i = 0; i < 16; ++i)
+      r[i] = i < n ? _mm512_loadu_si512(src + (p0 + i) * ld) : _mm512_setzero_si512();
+    transpose16(r);
+    const __mmask16 m = n == 16 ? 0xFFFF : 0x00FF;
+    for (int64_t i = 0; i < 16; ++i) _mm512_mask_storeu_epi32(dst + i * dst_ld + p0, m, r[i]);
+  }
+}
+
 /// A thread's buffer: byte offsets of each array, 64-byte aligned. Names: q, k, v, d (dO);
 /// suffix r: bf16 rows, p: VNNI pairs of rows, t: VNNI of the transpose (PackOut).
 struct Bufs {
   int64_t T, Tp, hs;
-  size_t qt, qp, kr, kp, vr, vp, dt, dp, s, g, pw, pr, dsr, o, dk, dv, total;
+  size_t qt, qp, kr, kp, vr, vp, dt, dp, s, g, pw, pr, dsr, o, dk, dv, prow, total;
   Bufs(int64_t T_, int64_t hs_) : T(T_), Tp(pad16(T_)), hs(hs_) {
     size_t at = 0;
     auto take = [&](size_t bytes) {
@@ -212,6 +370,7 @@ struct Bufs {
     o = take(kTile * hs * sizeof(float));
     dk = take(Tp * hs * sizeof(float));
     dv = take(Tp * hs * sizeof(float));
+    prow = take(kTile * Tp * 2);  // 16 queries' P or dS as rows of Tp / 2 words
     total = at;
   }
 };
@@ -230,13 +389,13 @@ inline __mmask16 causal_lanes(int64_t k, int64_t t0, __mmask16 below_T) {
 /// kChunk): S^T(k, j) = a_k . b_{q0+j} for keys k < q0 + nq, 16 keys at a time, each block only
 /// for the query vectors at or after it (the rest is masked). A: keys' bf16 rows (Tp, hs); Bt:
 /// VNNI of the queries' transpose (hs/2, Tp words). S: rows of kChunk floats.
-void scores_t(const uint32_t* A, const uint32_t* Bt, float* S, int64_t q0, int64_t nq, int64_t Tp,
-              int64_t hs) {
+void scores_t(bool amx, const uint32_t* A, const uint32_t* Bt, float* S, int64_t q0, int64_t nq,
+              int64_t Tp, int64_t hs) {
   const int64_t hp = hs / 2;
   for (int64_t k0 = 0; k0 < q0 + nq; k0 += kTile) {
     const int64_t v0 = k0 > q0 ? (k0 - q0) / 16 : 0;
-    gemm(kTile, nq / 16 - v0, A + k0 * hp, hp, 1, Bt + q0 + 16 * v0, Tp, 0, hp,
-         S + k0 * kChunk + 16 * v0, kChunk, false);
+    gemm16(amx, nq / 16 - v0, A + k0 * hp, hp, Bt + q0 + 16 * v0, Tp, 0, hp,
+           S + k0 * kChunk + 16 * v0, kChunk, false);
   }
 }
 
@@ -271,12 +430,13 @@ void attn_bf16_forward_head(unsigned char* buf, QkvRows qkv, int T_, int C_, int
     o[2].pairs = at<uint32_t>(buf, b.vp);
     pack_qkv(qkv, o, C, T, Tp, hs);
   }
+  const AmxScope amx(use_amx());
   float *S = at<float>(buf, b.s), *O = at<float>(buf, b.o);
   uint32_t* Pw = at<uint32_t>(buf, b.pw);
   const __m512 sc = _mm512_set1_ps(scale);
   for (int64_t q0 = 0; q0 < Tp; q0 += kChunk) {
     const int64_t nq = std::min(kChunk, Tp - q0);
-    scores_t(at<uint32_t>(buf, b.kr), at<uint32_t>(buf, b.qt), S, q0, nq, Tp, hs);
+    scores_t(amx.on, at<uint32_t>(buf, b.kr), at<uint32_t>(buf, b.qt), S, q0, nq, Tp, hs);
     for (int64_t j = 0; j < nq; j += 16) {  // queries t0..t0+15, keys 0..kend-1
       const int64_t t0 = q0 + j, kend = t0 + 16;
       const __mmask16 below = lanes_below(t0, T);
@@ -305,8 +465,14 @@ void attn_bf16_forward_head(unsigned char* buf, QkvRows qkv, int T_, int C_, int
         _mm512_storeu_si512(Pw + k / 2 * kChunk + j,
                             pair_words(_mm512_mul_ps(_mm512_loadu_ps(Sj + k * kChunk), inv),
                                        _mm512_mul_ps(_mm512_loadu_ps(Sj + (k + 1) * kChunk), inv)));
-      gemm(kTile, hs / 16, Pw + j, 1, kChunk, at<uint32_t>(buf, b.vp), hs, 0, kend / 2, O, hs,
-           false, kNoDiag, t0);
+      if (amx.on) {  // O = P v: P's rows of these 16 queries as AMX's left operand
+        uint32_t* Prow = at<uint32_t>(buf, b.prow);
+        words_t(Pw + j, kChunk, kend / 2, Prow, Tp / 2);
+        gemm16(true, hs / 16, Prow, Tp / 2, at<uint32_t>(buf, b.vp), hs, 0, kend / 2, O, hs, false);
+      } else {
+        gemm(kTile, hs / 16, Pw + j, 1, kChunk, at<uint32_t>(buf, b.vp), hs, 0, kend / 2, O, hs,
+             false, kNoDiag, t0);
+      }
       if (t0 < T) {
         const int64_t m = std::min(kTile, T - t0);
         unpack(out ? out + t0 * C : nullptr, out16 ? out16 + t0 * C : nullptr, O, m, hs, C);
@@ -334,6 +500,7 @@ void attn_bf16_backward_head(unsigned char* buf, QkvRows qkv, const float* dout,
     d.pairs = at<uint32_t>(buf, b.dp);
     pack_head(1, &dout, &d, C, T, Tp, hs);
   }
+  const AmxScope amx(use_amx());
   float *S = at<float>(buf, b.s), *G = at<float>(buf, b.g), *O = at<float>(buf, b.o);
   uint32_t* dSw = at<uint32_t>(buf, b.pw);
   uint16_t *Pr = at<uint16_t>(buf, b.pr), *dSr = at<uint16_t>(buf, b.dsr);
@@ -341,8 +508,8 @@ void attn_bf16_backward_head(unsigned char* buf, QkvRows qkv, const float* dout,
   const __m512 sc = _mm512_set1_ps(scale);
   for (int64_t q0 = 0; q0 < Tp; q0 += kChunk) {
     const int64_t nq = std::min(kChunk, Tp - q0), q1 = q0 + nq;
-    scores_t(at<uint32_t>(buf, b.kr), at<uint32_t>(buf, b.qt), S, q0, nq, Tp, hs);  // S^T
-    scores_t(at<uint32_t>(buf, b.vr), at<uint32_t>(buf, b.dt), G, q0, nq, Tp, hs);  // dP^T
+    scores_t(amx.on, at<uint32_t>(buf, b.kr), at<uint32_t>(buf, b.qt), S, q0, nq, Tp, hs);  // S^T
+    scores_t(amx.on, at<uint32_t>(buf, b.vr), at<uint32_t>(buf, b.dt), G, q0, nq, Tp, hs);  // dP^T
     for (int64_t j = 0; j < nq; j += 16) {
       const int64_t t0 = q0 + j, kend = t0 + 16;
       const __mmask16 below = lanes_below(t0, T);
@@ -369,8 +536,14 @@ void attn_bf16_backward_head(unsigned char* buf, QkvRows qkv, const float* dout,
         _mm512_storeu_si512(dSw + k / 2 * kChunk + j, pair_words(ds[0], ds[1]));
       }
       // dQ of queries t0..t0+15 = dS k over keys 0..kend-1
-      gemm(kTile, nvh, dSw + j, 1, kChunk, at<uint32_t>(buf, b.kp), hs, 0, kend / 2, O, hs, false,
-           kNoDiag, t0);
+      if (amx.on) {
+        uint32_t* dSrow = at<uint32_t>(buf, b.prow);
+        words_t(dSw + j, kChunk, kend / 2, dSrow, Tp / 2);
+        gemm16(true, nvh, dSrow, Tp / 2, at<uint32_t>(buf, b.kp), hs, 0, kend / 2, O, hs, false);
+      } else {
+        gemm(kTile, nvh, dSw + j, 1, kChunk, at<uint32_t>(buf, b.kp), hs, 0, kend / 2, O, hs, false,
+             kNoDiag, t0);
+      }
       if (t0 < T) {
         const int64_t m = std::min(kTile, T - t0);
         unpack(dqkv ? dqkv + t0 * C3 : nullptr, dqkv16 ? dqkv16 + t0 * C3 : nullptr, O, m, hs, C3);
@@ -384,10 +557,10 @@ void attn_bf16_backward_head(unsigned char* buf, QkvRows qkv, const float* dout,
     for (int64_t k0 = 0; k0 < q1; k0 += kTile) {
       const int64_t p0 = (std::max(k0, q0) - q0) / 2, p1 = nq / 2;
       const bool acc = k0 < q0;
-      gemm(kTile, nvh, Pw + k0 * kChunk / 2, kChunk / 2, 1, at<uint32_t>(buf, b.dp) + q0 / 2 * hs,
-           hs, p0, p1, dV + k0 * hs, hs, acc, k0 - q0);
-      gemm(kTile, nvh, dSrw + k0 * kChunk / 2, kChunk / 2, 1, at<uint32_t>(buf, b.qp) + q0 / 2 * hs,
-           hs, p0, p1, dK + k0 * hs, hs, acc, k0 - q0);
+      gemm16(amx.on, nvh, Pw + k0 * kChunk / 2, kChunk / 2, at<uint32_t>(buf, b.dp) + q0 / 2 * hs,
+             hs, p0, p1, dV + k0 * hs, hs, acc, k0 - q0);
+      gemm16(amx.on, nvh, dSrw + k0 * kChunk / 2, kChunk / 2, at<uint32_t>(buf, b.qp) + q0 / 2 * hs,
+             hs, p0, p1, dK + k0 * hs, hs, acc, k0 - q0);
     }
   }
   unpack(dqkv ? dqkv + C : nullptr, dqkv16 ? dqkv16 + C : nullptr, dK, T, hs, C3);
