@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# Runs each libFuzzer target (fuzz/, built with GT_FUZZ=ON) for SECONDS (default 600) in turn,
-# starting from its committed seed corpus (with fuzz/dict/TARGET.dict, tokens of its format), and
+# Runs each libFuzzer target (fuzz/, built with GT_FUZZ=ON) for SECONDS (default 600), one after
+# the other or GT_FUZZ_JOBS at a time, starting from its committed seed corpus (with fuzz/dict/TARGET.dict, tokens of its format), and
 # prints one line per target: seconds run, executions, and whether it found something. An
 # allocation over -rss_limit_mb / -malloc_limit_mb and an input that runs longer than -timeout
 # count as findings, as crashes and sanitizer reports do.
 #   bench/fuzz.sh [SECONDS] [TARGET...]     e.g. bench/fuzz.sh 60 safetensors jobs
-# Environment: GT_FUZZ_BUILD (default build-fuzz; configured here if missing), GT_FUZZ_UNITY
-# (ON: configure it as a unity build, CMAKE_UNITY_BUILD, as CI does), GT_FUZZ_NICE
-# (default 10: shared machines), GT_FUZZ_BIN (a folder of targets built before, e.g. copies kept
-# running while the build is changed: nothing is built then). Findings land in $GT_FUZZ_BUILD/fuzz-out/TARGET/ (crash-*,
-# timeout-*, oom-*), with the log; turn each into a regression test before fixing it.
+# Environment: GT_FUZZ_JOBS (targets run at a time, default 1), GT_FUZZ_BUILD (default
+# build-fuzz; configured here if missing), GT_FUZZ_UNITY (ON: configure it as a unity build,
+# CMAKE_UNITY_BUILD, as CI does), GT_FUZZ_NICE (default 10: shared machines), GT_FUZZ_BIN (a
+# folder of targets built before, e.g. copies kept running while the build is changed: nothing
+# is built then). Findings land in $GT_FUZZ_BUILD/fuzz-out/TARGET/ (crash-*, timeout-*, oom-*),
+# with the log; turn each into a regression test before fixing it.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 secs=${1:-600}
@@ -30,13 +31,11 @@ if [ -z "${GT_FUZZ_BIN:-}" ]; then
   fi
   cmake --build "$build" -j"$(nproc)" --target $(printf 'fuzz_%s ' "${targets[@]}")
 fi
-status=0
-printf '%-12s %8s %12s  %s\n' target seconds executions result
-for t in "${targets[@]}"; do
-  out="$build/fuzz-out/$t"
+# one target's run; its line of the table goes to $build/fuzz-out/TARGET/result.txt
+run_target() {
+  local t=$1 out="$build/fuzz-out/$1" dict=() start rc ran execs result
   mkdir -p "$out/corpus"
   # the working corpus grows here; the committed seeds stay as they are
-  dict=()
   [ -f "fuzz/dict/$t.dict" ] && dict=(-dict="fuzz/dict/$t.dict")
   start=$(date +%s)
   set +e
@@ -47,13 +46,27 @@ for t in "${targets[@]}"; do
   set -e
   ran=$(($(date +%s) - start))
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$out/log.txt" | grep -o '[0-9]*$' ||
-    grep -o '^#[0-9]*' "$out/log.txt" | tail -1 | tr -d '#')
+    grep -o '^#[0-9]*' "$out/log.txt" | tail -1 | tr -d '#' || true)
   if [ $rc -eq 0 ]; then
     result="no finding"
   else
     result="FINDING (exit $rc): $(grep -m1 -E 'ERROR|SUMMARY|deadly|timeout|out-of-memory' "$out/log.txt" || true); see $out/"
-    status=1
   fi
-  printf '%-12s %8s %12s  %s\n' "$t" "$ran" "${execs:-?}" "$result"
+  printf '%-12s %8s %12s  %s\n' "$t" "$ran" "${execs:-?}" "$result" > "$out/result.txt"
+}
+# GT_FUZZ_JOBS targets at a time (default 1; CI runs one per core)
+jobs_max=${GT_FUZZ_JOBS:-1}
+for t in "${targets[@]}"; do
+  rm -f "$build/fuzz-out/$t/result.txt"
+  run_target "$t" &
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n || true; done
+done
+wait
+status=0
+printf '%-12s %8s %12s  %s\n' target seconds executions result
+for t in "${targets[@]}"; do
+  line=$(cat "$build/fuzz-out/$t/result.txt" 2>/dev/null || echo "$t: no result (the run did not finish)")
+  echo "$line"
+  case "$line" in *"no finding") ;; *) status=1 ;; esac
 done
 exit $status
