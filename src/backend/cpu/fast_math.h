@@ -1,4 +1,4 @@
-// backend/cpu/fast_math.h: exp and tanh written so that GCC vectorises them inside
+// backend/cpu/fast_math.h: exp written so that GCC vectorises it inside
 // `#pragma omp simd` loops (glibc's scalar expf/tanhf were 40 % of a training step).
 // exp: Cephes expf (S. Moshier): range reduction x = n ln2 + r with ln2 split in two,
 // a degree-6 polynomial for e^r, and 2^n built in the exponent bits; relative error
@@ -32,14 +32,6 @@ inline float exp_approx(float x) {
   float scale;
   std::memcpy(&scale, &bits, sizeof(scale));
   return y * scale;
-}
-
-/// tanh(x) = sign(x) (1 - e) / (1 + e), e = exp(-2|x|); absolute error below 3e-7.
-#pragma omp declare simd
-inline float tanh_approx(float x) {
-  float e = exp_approx(-2.0f * std::fabs(x));
-  float t = (1.0f - e) / (1.0f + e);
-  return std::copysign(t, x);
 }
 
 /// float -> bfloat16, round to nearest even (NaN stays a quiet NaN).

@@ -1,7 +1,7 @@
 // backend/cpu/gelu.h: GELU, tanh form (Hendrycks & Gimpel 2016, as torch's
-// approximate='tanh'), and its derivative, element by element and as the fused pass that
-// writes both (Backend::gelu_forward_fused). One definition of each, so every pass that
-// computes them (forward, recompute, fused) gives bitwise the same values.
+// approximate='tanh'; computed as x sigmoid(2u), below), and its derivative, element by element and
+// as the fused pass that writes both (Backend::gelu_forward_fused). One definition of each, so
+// every pass that computes them (forward, recompute, fused) gives bitwise the same values.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -13,14 +13,22 @@ namespace gt::cpu {
 
 constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2/pi)
 
-/// gelu(x) = x/2 (1 + t), t = tanh(sqrt(2/pi) (x + 0.044715 x^3)), and its derivative
-/// gelu'(x) = (1 + t)/2 + x/2 (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2), from one tanh.
+/// gelu(x) = x/2 (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), written as x s with
+/// s = sigmoid(2u) = 1 / (1 + exp(-2u)) (the same function: 1 + tanh(u) = 2 sigmoid(2u)), and its
+/// derivative gelu'(x) = s + x s (1 - s) sqrt(2/pi) 2 (1 + 3 * 0.044715 x^2), from one exp. The
+/// sigmoid form has no 1 + tanh(u) to cancel for negative x (against float64, gelu's relative
+/// error below 1e-5 on [-12, 12] wherever |gelu| > 1e-30, where the tanh form lost all of it
+/// near x = -9) and no division where the vector form takes a reciprocal.
 /// The one definition gelu() and gelu_grad() use too (inlined, the unused half is dropped).
 inline void gelu_and_grad(float x, float& g, float& d) {
-  const float th = tanh_approx(kGeluScale * (x + 0.044715f * x * x * x));
-  g = 0.5f * x * (1.0f + th);
-  d = 0.5f * (1.0f + th) +
-      0.5f * x * (1.0f - th * th) * kGeluScale * (1.0f + 3.0f * 0.044715f * x * x);
+  constexpr float k2 = 2.0f * kGeluScale, kc2 = 2.0f * kGeluScale * 0.044715f;
+  const float x2 = x * x;
+  const float e = exp_approx(x * (-kc2 * x2 - k2)), s = 1.0f / (1.0f + e);  // e = exp(-2u)
+  g = x * s;
+  // 1 - s: as e s where s >= 1/2 (no cancellation near s = 1); e s stays below 1 there, so
+  // no reassociation under -ffast-math can form an overflowing x e
+  const float q = e <= 1.0f ? e * s : 1.0f - s;
+  d = g * q * (3.0f * kc2 * x2 + k2) + s;
 }
 
 /// gelu(x), as gelu_and_grad.
@@ -38,22 +46,35 @@ inline float gelu_grad(float x) {
 }
 
 #if GT_SIMD512
-/// gelu_and_grad on 16 lanes (the same formula; tanh as tanh_approx, through exp512).
+/// gelu_and_grad on 16 lanes: the same formula, exp(-2u) as exp2_512(-2u log2(e)) (log2(e)
+/// folded into the constants; its exponent clamped at 126, reached below x = -10, where gelu
+/// is then about x 2^-126 against a true value below 1e-37); 1 / (1 + e) as VRCP14PS's estimate,
+/// relative error below 2^-14 (Intel SDM), and one Newton step r + r (1 - a r), which leaves about
+/// 2^-28: within float's rounding, where a division took 16 cycles per vector. Never NaN for a
+/// finite x. Its values differ from the scalar form's (exp_approx, a division) in the last bits:
+/// every pass of one build takes one of the two (the vector form wherever AVX-512 is).
 inline void gelu_and_grad512(__m512 x, __m512& g, __m512& d) {
-  const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f),
-               k = _mm512_set1_ps(kGeluScale), c = _mm512_set1_ps(0.044715f);
+  constexpr float k2 = 2.0f * kGeluScale, kc2 = 2.0f * kGeluScale * 0.044715f;
+  constexpr float log2e = 1.44269504088896341f;
   const __m512 x2 = _mm512_mul_ps(x, x);
-  const __m512 u = _mm512_mul_ps(k, _mm512_fmadd_ps(_mm512_mul_ps(c, x2), x, x));
-  const __m512 sign = _mm512_set1_ps(-0.0f);
-  const __m512 e = exp512(_mm512_mul_ps(_mm512_set1_ps(-2.0f), _mm512_andnot_ps(sign, u)));
-  __m512 th = _mm512_div_ps(_mm512_sub_ps(one, e), _mm512_add_ps(one, e));
-  th = _mm512_or_ps(th, _mm512_and_ps(sign, u));  // copysign: th >= 0 before this
-  const __m512 hx = _mm512_mul_ps(half, x);
-  g = _mm512_fmadd_ps(hx, th, hx);  // x/2 (1 + t)
-  const __m512 dd =
-      _mm512_mul_ps(_mm512_mul_ps(hx, _mm512_fnmadd_ps(th, th, one)),
-                    _mm512_mul_ps(k, _mm512_fmadd_ps(_mm512_set1_ps(3.0f * 0.044715f), x2, one)));
-  d = _mm512_fmadd_ps(half, th, _mm512_add_ps(half, dd));  // (1 + t)/2 + ...
+  const __m512 t = _mm512_mul_ps(  // -2u log2(e)
+      x, _mm512_fnmadd_ps(_mm512_set1_ps(kc2 * log2e), x2, _mm512_set1_ps(-k2 * log2e)));
+  // t clamped to [-150, 126] (x^2 overflows for |x| above 1.8e19, and exp2_512 of -inf would
+  // be NaN); VMINPS and VMAXPS return their second operand for a NaN lane: t goes second
+  const __m512 e =
+      exp2_512(_mm512_max_ps(_mm512_set1_ps(-150.0f), _mm512_min_ps(_mm512_set1_ps(126.0f), t)));
+  const __m512 a = _mm512_add_ps(_mm512_set1_ps(1.0f), e);
+  const __m512 r = _mm512_rcp14_ps(a);
+  // r + r (1 - a r) in FMAs: cpu_backend.cpp is built with -ffast-math, and a product of
+  // plain multiplies could be reassociated with x's below in one pass and not in another
+  const __m512 s = _mm512_fmadd_ps(r, _mm512_fnmadd_ps(a, r, _mm512_set1_ps(1.0f)), r);
+  g = _mm512_mul_ps(x, s);
+  // x s (1 - s) as g (e s): 1 - s = e s, without the cancellation of 1 - s near s = 1. e s
+  // with an explicit rounding mode, which -ffast-math cannot reassociate: e reaches 2^126,
+  // and x e, formed first, would overflow
+  const __m512 q = _mm512_mul_round_ps(e, s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  d = _mm512_fmadd_ps(_mm512_mul_ps(g, q),
+                      _mm512_fmadd_ps(_mm512_set1_ps(3.0f * kc2), x2, _mm512_set1_ps(k2)), s);
 }
 #endif
 

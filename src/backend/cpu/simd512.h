@@ -66,6 +66,25 @@ inline __m512 exp512(__m512 x) {
   return _mm512_scalef_ps(y, n);
 }
 
+/// 2^t of 16 floats for t <= 126 (a larger t must be clamped by the caller; a NaN stays NaN):
+/// t = n + f with n the nearest integer (|f| <= 1/2), 2^f from Cephes exp2f's degree-6
+/// polynomial (S. Moshier, Cephes Math Library, exp2f.c: relative error 1.4e-7 rms, 3.6e-8
+/// peak as published there), 2^n applied with VSCALEFPS (which gives 0 below the float range).
+/// Ten operations where exp512 takes sixteen: exp(y) is exp2_512(y log2(e)), with log2(e)
+/// folded into the caller's constants.
+inline __m512 exp2_512(__m512 t) {
+  const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 f = _mm512_sub_ps(t, n);
+  __m512 p = _mm512_set1_ps(1.535336188319500e-4f);
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.339887440266574e-3f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.618437357674640e-3f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550332471162809e-2f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.402264791363012e-1f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931472028550421e-1f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+
 /// 16 floats -> 16 bf16, round to nearest even, NaN -> quiet NaN (as to_bf16). With
 /// AVX512_BF16 this is one VCVTNEPS2BF16, which also treats denormal inputs as zero (Intel
 /// SDM, "VCVTNEPS2BF16": DAZ, no MXCSR), as oneDNN's own bf16 conversions on such CPUs do;
