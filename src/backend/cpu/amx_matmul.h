@@ -66,9 +66,9 @@ void amx_matmul_bf16(void* c, const uint16_t* a, const uint16_t* b, int64_t M, i
 /// (set_own_amx_matmul, GT_CPU_OWN_AMX=0). attention_bf16.h's kernels then run their products
 /// with row-major left operands on AMX tiles too.
 bool own_amx_enabled();
-/// Turns the own AMX product on (the default where amx_available()) or off, so oneDNN runs
-/// every product (benchmarks and tests compare the two). The environment variable
-/// GT_CPU_OWN_AMX=0 turns it off for a whole run.
+/// Turns the own AMX code on (the default where amx_available()) or off: off, oneDNN runs
+/// every product and the own attention kernels use the vector unit alone (benchmarks and tests
+/// compare the two). The environment variable GT_CPU_OWN_AMX=0 turns it off for a whole run.
 void set_own_amx_matmul(bool on);
 
 }  // namespace gt::cpu

@@ -341,6 +341,20 @@ void words_t(const uint32_t* src, int64_t ld, int64_t np, uint32_t* dst, int64_t
   }
 }
 
+/// O (16 x 16 nv, ld hs) = W B over pairs 0 .. np - 1, for 16 queries from t0: W their words
+/// (pairs of keys) as the softmax wrote them, one row per pair (at w, ld kChunk); B (ld hs).
+/// On tiles the words are transposed into query rows first (into rows, ld rows_ld), as AMX's
+/// left operand needs; the vector product reads them as they are. O = P v and dQ = dS k.
+void queries_product(bool amx, const uint32_t* w, int64_t np, uint32_t* rows, int64_t rows_ld,
+                     int64_t nv, const uint32_t* B, int64_t hs, float* O, int64_t t0) {
+  if (amx) {
+    words_t(w, kChunk, np, rows, rows_ld);
+    gemm16(true, nv, rows, rows_ld, B, hs, 0, np, O, hs, false);
+  } else {
+    gemm(kTile, nv, w, 1, kChunk, B, hs, 0, np, O, hs, false, kNoDiag, t0);
+  }
+}
+
 /// A thread's buffer: byte offsets of each array, 64-byte aligned. Names: q, k, v, d (dO);
 /// suffix r: bf16 rows, p: VNNI pairs of rows, t: VNNI of the transpose (PackOut).
 struct Bufs {
@@ -465,14 +479,9 @@ void attn_bf16_forward_head(unsigned char* buf, QkvRows qkv, int T_, int C_, int
         _mm512_storeu_si512(Pw + k / 2 * kChunk + j,
                             pair_words(_mm512_mul_ps(_mm512_loadu_ps(Sj + k * kChunk), inv),
                                        _mm512_mul_ps(_mm512_loadu_ps(Sj + (k + 1) * kChunk), inv)));
-      if (amx.on) {  // O = P v: P's rows of these 16 queries as AMX's left operand
-        uint32_t* Prow = at<uint32_t>(buf, b.prow);
-        words_t(Pw + j, kChunk, kend / 2, Prow, Tp / 2);
-        gemm16(true, hs / 16, Prow, Tp / 2, at<uint32_t>(buf, b.vp), hs, 0, kend / 2, O, hs, false);
-      } else {
-        gemm(kTile, hs / 16, Pw + j, 1, kChunk, at<uint32_t>(buf, b.vp), hs, 0, kend / 2, O, hs,
-             false, kNoDiag, t0);
-      }
+      // O = P v
+      queries_product(amx.on, Pw + j, kend / 2, at<uint32_t>(buf, b.prow), Tp / 2, hs / 16,
+                      at<uint32_t>(buf, b.vp), hs, O, t0);
       if (t0 < T) {
         const int64_t m = std::min(kTile, T - t0);
         unpack(out ? out + t0 * C : nullptr, out16 ? out16 + t0 * C : nullptr, O, m, hs, C);
@@ -536,14 +545,8 @@ void attn_bf16_backward_head(unsigned char* buf, QkvRows qkv, const float* dout,
         _mm512_storeu_si512(dSw + k / 2 * kChunk + j, pair_words(ds[0], ds[1]));
       }
       // dQ of queries t0..t0+15 = dS k over keys 0..kend-1
-      if (amx.on) {
-        uint32_t* dSrow = at<uint32_t>(buf, b.prow);
-        words_t(dSw + j, kChunk, kend / 2, dSrow, Tp / 2);
-        gemm16(true, nvh, dSrow, Tp / 2, at<uint32_t>(buf, b.kp), hs, 0, kend / 2, O, hs, false);
-      } else {
-        gemm(kTile, nvh, dSw + j, 1, kChunk, at<uint32_t>(buf, b.kp), hs, 0, kend / 2, O, hs, false,
-             kNoDiag, t0);
-      }
+      queries_product(amx.on, dSw + j, kend / 2, at<uint32_t>(buf, b.prow), Tp / 2, nvh,
+                      at<uint32_t>(buf, b.kp), hs, O, t0);
       if (t0 < T) {
         const int64_t m = std::min(kTile, T - t0);
         unpack(dqkv ? dqkv + t0 * C3 : nullptr, dqkv16 ? dqkv16 + t0 * C3 : nullptr, O, m, hs, C3);
