@@ -47,8 +47,8 @@ inline float gelu_grad(float x) {
 
 #if GT_SIMD512
 /// gelu_and_grad on 16 lanes: the same formula, exp(-2u) as exp2_512(-2u log2(e)) (log2(e)
-/// folded into the constants; its exponent clamped at 126, reached below x = -10, where gelu
-/// is then about x 2^-126 against a true value below 1e-37); 1 / (1 + e) as VRCP14PS's estimate,
+/// folded into the constants; its exponent clamped at 126, reached below x = -10, where s is
+/// then 0: the true s is below 2^-126); 1 / (1 + e) as VRCP14PS's estimate,
 /// relative error below 2^-14 (Intel SDM), and one Newton step r + r (1 - a r), which leaves about
 /// 2^-28: within float's rounding, where a division took 16 cycles per vector. Never NaN for a
 /// finite x. Its values differ from the scalar form's (exp_approx, a division) in the last bits:
@@ -67,7 +67,10 @@ inline void gelu_and_grad512(__m512 x, __m512& g, __m512& d) {
   const __m512 r = _mm512_rcp14_ps(a);
   // r + r (1 - a r) in FMAs: cpu_backend.cpp is built with -ffast-math, and a product of
   // plain multiplies could be reassociated with x's below in one pass and not in another
-  const __m512 s = _mm512_fmadd_ps(r, _mm512_fnmadd_ps(a, r, _mm512_set1_ps(1.0f)), r);
+  // s = 0 where t reached the clamp (the true s is below 2^-126 there) or is NaN
+  const __mmask16 in_range = _mm512_cmp_ps_mask(t, _mm512_set1_ps(126.0f), _CMP_LT_OQ);
+  const __m512 s =
+      _mm512_maskz_fmadd_ps(in_range, r, _mm512_fnmadd_ps(a, r, _mm512_set1_ps(1.0f)), r);
   g = _mm512_mul_ps(x, s);
   // x s (1 - s) as g (e s): 1 - s = e s, without the cancellation of 1 - s near s = 1. e s
   // with an explicit rounding mode, which -ffast-math cannot reassociate: e reaches 2^126,
