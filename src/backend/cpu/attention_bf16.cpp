@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
+#include <type_traits>
 
 #include "backend/cpu/amx_matmul.h"
 #include "backend/cpu/simd512.h"
@@ -35,12 +36,25 @@ inline __m512bh as_bh(__m512i x) { return (__m512bh)x; }
 /// 16 bf16 (nearest even) of 16 floats.
 inline __m256i to_bh16(__m512 x) { return (__m256i)_mm512_cvtneps_pbh(x); }
 
+/// The 16-bit word order that interleaves a vector's two halves: (lo[0], hi[0], lo[1], ...).
+alignas(64) constexpr uint16_t kPairIdx[32] = {0,  16, 1,  17, 2,  18, 3,  19, 4,  20, 5,
+                                               21, 6,  22, 7,  23, 8,  24, 9,  25, 10, 26,
+                                               11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+
 /// The 16 words (lo[i], hi[i]) of two rows' 16 floats: a VNNI vector.
 inline __m512i pair_words(__m512 lo, __m512 hi) {
-  alignas(64) static constexpr uint16_t kIdx[32] = {0,  16, 1,  17, 2,  18, 3,  19, 4,  20, 5,
-                                                    21, 6,  22, 7,  23, 8,  24, 9,  25, 10, 26,
-                                                    11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
-  return _mm512_permutexvar_epi16(_mm512_load_si512(kIdx), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+  return _mm512_permutexvar_epi16(_mm512_load_si512(kPairIdx),
+                                  (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+}
+
+/// lo in the low 256 bits, hi in the high.
+inline __m512i join(__m256i lo, __m256i hi) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+/// 16 bf16 words at p.
+inline __m256i load_words(const uint16_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
 }
 
 /// C(m, 16 v + i) (+)= sum over p in [p0, p1) of A(m, p) . B(p, 16 v + i) for m < R, v < NV
@@ -275,6 +289,7 @@ void pack_head(int n, const S* const* src, const PackOut* out, int64_t ld, int64
   alignas(64) static constexpr uint32_t kIdx[16] = {0, 8,  1, 9,  2, 10, 3, 11,
                                                     4, 12, 5, 13, 6, 14, 7, 15};
   const __m512i idx = _mm512_load_si512(kIdx);
+  const __m512i pair_idx = _mm512_load_si512(kPairIdx);
   const __m512 z = _mm512_setzero_ps();
   for (int m = 0; m < n; ++m)
     for (int64_t u = 4; u < std::min<int64_t>(16, T); ++u)
@@ -286,19 +301,27 @@ void pack_head(int n, const S* const* src, const PackOut* out, int64_t ld, int64
     for (int m = 0; m < n; ++m) {
       const PackOut& o = out[m];
       for (int64_t c = 0; c < hs; c += 16) {
-        const __m512 x0 = t < T ? load16(src[m] + t * ld + c) : z;
-        const __m512 x1 = t + 1 < T ? load16(src[m] + (t + 1) * ld + c) : z;
-        if (o.pairs) _mm512_storeu_si512(o.pairs + t / 2 * hs + c, pair_words(x0, x1));
-        if (!o.rows && !o.tr) continue;
-        const __m256i b0 = to_bh16(x0), b1 = to_bh16(x1);
+        __m256i b0, b1;
+        if constexpr (std::is_same_v<S, uint16_t>) {  // bf16 rows: their words as they are
+          b0 = t < T ? load_words(src[m] + t * ld + c) : _mm256_setzero_si256();
+          b1 = t + 1 < T ? load_words(src[m] + (t + 1) * ld + c) : _mm256_setzero_si256();
+          if (o.pairs)
+            _mm512_storeu_si512(o.pairs + t / 2 * hs + c,
+                                _mm512_permutexvar_epi16(pair_idx, join(b0, b1)));
+        } else {
+          const __m512 x0 = t < T ? load16(src[m] + t * ld + c) : z;
+          const __m512 x1 = t + 1 < T ? load16(src[m] + (t + 1) * ld + c) : z;
+          if (o.pairs) _mm512_storeu_si512(o.pairs + t / 2 * hs + c, pair_words(x0, x1));
+          if (!o.rows && !o.tr) continue;
+          b0 = to_bh16(x0), b1 = to_bh16(x1);
+        }
         if (o.rows) {
           _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.rows + t * hs + c), b0);
           _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.rows + (t + 1) * hs + c), b1);
         }
         if (o.tr) {  // qword p: (row t's word c/2 + p, row t+1's), both go to column t, t+1
           alignas(64) uint64_t q[8];
-          _mm512_store_si512(q, _mm512_permutexvar_epi32(
-                                    idx, _mm512_inserti64x4(_mm512_castsi256_si512(b0), b1, 1)));
+          _mm512_store_si512(q, _mm512_permutexvar_epi32(idx, join(b0, b1)));
           for (int64_t p = 0; p < 8; ++p)
             std::memcpy(o.tr + (c / 2 + p) * Tp + t, q + p, sizeof(uint64_t));
         }
