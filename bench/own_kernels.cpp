@@ -16,6 +16,7 @@
 #include <omp.h>
 
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <random>
 #include <string>
@@ -127,7 +128,7 @@ void run_shape(const KShape& s, int reps, int layers) {
     be->residual_layernorm_forward(l.res.data(), DevPtr(l.out16.data(), DType::bf16), l.mean.data(),
                                    l.rstd.data(), l.a.data(), l.b.data(), w.data(), bias.data(), N,
                                    C);
-  fmt::print("N {} x C {}, V {}, {:.2f}M parameters\n", N, C, V, P / 1e6);
+  fmt::print("N {} x C {}, V {}, {} parameters\n", N, C, V, P);
   fmt::print("  {:<30} {:>8} {:>9} {:>8} {:>8} {:>7}\n", "kernel", "us", "copy us", "GB/s", "copy",
              "of copy");
   row("residual_layernorm_forward", reps, layers, {8 * N * C + 8 * C, 0, 6 * N * C + 8 * N},
@@ -177,7 +178,7 @@ void run_shape(const KShape& s, int reps, int layers) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   using namespace gt;
   auto arg = [&](int i, const char* what, int64_t dflt) {
     return argc > i ? parse_number<int64_t>(argv[i], what, "a whole number") : dflt;
@@ -186,7 +187,7 @@ int main(int argc, char** argv) {
   const int threads = static_cast<int>(arg(2, "argument 2 (threads)", 2));
   const int layers = static_cast<int>(arg(3, "argument 3 (layers)", 4));
   if (reps < 1 || threads < 1 || layers < 1)
-    throw Error("gt_own_kernels: reps, threads and layers must be at least 1");
+    throw Error("reps, threads and layers must be at least 1");
   omp_set_num_threads(threads);
   std::vector<KShape> shapes = {{768, 128, 65, 810000}, {2048, 384, 65, 10700000}};
   if (argc > 4)
@@ -195,4 +196,14 @@ int main(int argc, char** argv) {
   fmt::print("gt_own_kernels: {}, {} threads, medians of {} alternating rounds, {} buffer sets\n",
              energy::read_cpuinfo("/proc/cpuinfo").model_name, threads, reps, layers);
   for (const KShape& s : shapes) run_shape(s, reps, layers);
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {  // a bad argument: its name, its value, what was expected
+    fmt::print(stderr, "gt_own_kernels: {}\n", e.what());
+    return 2;
+  }
 }
