@@ -52,19 +52,8 @@ void store_row(void* dst, const float* x, int64_t n, AttnType t) {
 #if GT_SIMD512
 /// softmax_row for f32 (low == null) and bf16 rows, 16 lanes with a masked last vector.
 float softmax_row512(float* a, int64_t valid, int64_t width, uint16_t* low, bool keep_f32) {
-  __m512 vm = _mm512_set1_ps(-INFINITY);
-  for (int64_t i = 0; i < valid; i += 16)
-    vm = _mm512_max_ps(vm, _mm512_mask_loadu_ps(vm, lanes_below(i, valid), a + i));
-  const float maxv = _mm512_reduce_max_ps(vm);
-  const __m512 mx = _mm512_set1_ps(maxv);
-  __m512 vs = _mm512_setzero_ps();
-  for (int64_t i = 0; i < valid; i += 16) {
-    const __mmask16 m = lanes_below(i, valid);
-    const __m512 e = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, a + i), mx));
-    _mm512_mask_storeu_ps(a + i, m, e);
-    vs = _mm512_mask_add_ps(vs, m, vs, e);
-  }
-  const float sum = _mm512_reduce_add_ps(vs);
+  float maxv;
+  const float sum = exp_minus_max_row512(a, valid, maxv);
   const __m512 inv = _mm512_set1_ps(1.0f / sum);
   const bool f32_out = !low || keep_f32;
   for (int64_t i = 0; i < width; i += 16) {

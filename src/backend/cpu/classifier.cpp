@@ -14,22 +14,12 @@ namespace {
 // The row's exps are computed once and kept in the row, then scaled by dloss / sum (a row's
 // last partial vector masked): at a 65-token vocabulary the two exp passes of the loops below
 // and their scalar tails took 12x the time of moving the row's bytes (bench/own_kernels.cpp).
-// A NaN logit gives a NaN loss and gradient, as there (the maximum skips it, its exp is NaN).
+// The attention's softmax rows share the first two passes (exp_minus_max_row512). A NaN logit
+// gives a NaN loss and gradient, as there (its exp, and with it the sum, is NaN).
 float row_loss_and_gradient(float* l, int32_t target, float dloss, int V) {
   const float lt = l[target];
-  __m512 mx = _mm512_set1_ps(-INFINITY);
-  for (int j = 0; j < V; j += 16)  // VMAXPS returns its second operand for a NaN lane
-    mx = _mm512_max_ps(_mm512_mask_loadu_ps(mx, lanes_below(j, V), l + j), mx);
-  const float maxv = _mm512_reduce_max_ps(mx);
-  const __m512 m512 = _mm512_set1_ps(maxv);
-  __m512 sum = _mm512_setzero_ps();
-  for (int j = 0; j < V; j += 16) {
-    const __mmask16 m = lanes_below(j, V);
-    const __m512 e = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, l + j), m512));
-    _mm512_mask_storeu_ps(l + j, m, e);
-    sum = _mm512_mask_add_ps(sum, m, sum, e);
-  }
-  const float s = _mm512_reduce_add_ps(sum);
+  float maxv;
+  const float s = exp_minus_max_row512(l, V, maxv);
   const __m512 inv = _mm512_set1_ps(dloss / s);
   for (int j = 0; j < V; j += 16) {
     const __mmask16 m = lanes_below(j, V);

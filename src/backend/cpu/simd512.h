@@ -18,6 +18,7 @@
 #include <immintrin.h>
 #pragma GCC diagnostic pop
 
+#include <cmath>
 #include <cstdint>
 
 namespace gt::cpu {
@@ -120,6 +121,25 @@ inline __m512 widen_bf16_512(__m256i h) {
 
 inline void store_bf16_512(uint16_t* dst, __mmask16 mask, __m512 x) {
   _mm256_mask_storeu_epi16(dst, mask, bf16_512(x));
+}
+
+/// A softmax row's first two passes: a[0..n) = exp(a[i] - max) in place (exp512, the last
+/// vector masked), max into maxv; returns the sum of the exps. The attention's and the
+/// classifier's softmax rows both start with it, and scale by 1 / sum (or dloss / sum) after.
+inline float exp_minus_max_row512(float* a, int64_t n, float& maxv) {
+  __m512 vm = _mm512_set1_ps(-INFINITY);
+  for (int64_t i = 0; i < n; i += 16)
+    vm = _mm512_max_ps(vm, _mm512_mask_loadu_ps(vm, lanes_below(i, n), a + i));
+  maxv = _mm512_reduce_max_ps(vm);
+  const __m512 mx = _mm512_set1_ps(maxv);
+  __m512 vs = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = lanes_below(i, n);
+    const __m512 e = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, a + i), mx));
+    _mm512_mask_storeu_ps(a + i, m, e);
+    vs = _mm512_mask_add_ps(vs, m, vs, e);
+  }
+  return _mm512_reduce_add_ps(vs);
 }
 
 }  // namespace gt::cpu
