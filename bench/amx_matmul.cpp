@@ -6,7 +6,7 @@
 // and the CPU preset (768, 128); or one shape from the command line. GT_BENCH_COLD=1 writes 256 MiB
 // between calls, so that operands and C start in memory as in a step (whose products read what
 // other ops wrote long before). Usage: gt_amx_matmul [reps=30] [threads=2] [M N K trans_b c_bf16
-// bias mul (each 0|1)]
+// bias mul [trans_a] (each 0|1; trans_a: A stored (K,M), C accumulated: a weight gradient)]
 #include "backend/cpu/amx_matmul.h"
 
 #include <fmt/format.h>
@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
   if (argc > 9) {
     auto num = [&](int i) { return parse_number<long>(argv[i], "a shape argument", "a size"); };
     shapes.push_back({num(3), num(4), num(5), num(6) != 0, num(7) != 0, num(8) != 0, num(9) != 0,
-                      "command line"});
+                      "command line", argc > 10 && num(10) != 0});
   } else {  // as the CPU backend calls them (GPT: weights stored (in, out))
     for (int64_t bt : {2048, 768}) {
       const int64_t c = bt == 2048 ? 384 : 128;

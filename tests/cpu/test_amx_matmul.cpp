@@ -64,11 +64,22 @@ class AmxMatmul : public ::testing::Test {
   }
 };
 
-const Case kCases[] = {
-    {64, 64, 64, true},        {64, 64, 64, false},         {37, 45, 96, true},
-    {37, 45, 96, false},       {300, 129, 128, true},       {300, 129, 128, false},
-    {16, 1, 32, true},         {520, 96, 384, false},       {64, 64, 64, false, true},
-    {37, 45, 96, false, true}, {300, 129, 128, true, true}, {1, 33, 64, false, true}};
+const Case kCases[] = {{64, 64, 64, true},
+                       {64, 64, 64, false},
+                       {37, 45, 96, true},
+                       {37, 45, 96, false},
+                       {300, 129, 128, true},
+                       {300, 129, 128, false},
+                       {16, 1, 32, true},
+                       {520, 96, 384, false},
+                       {64, 64, 64, false, true},
+                       {37, 45, 96, false, true},
+                       {300, 129, 128, true, true},
+                       {1, 33, 64, false, true},
+                       // fewer block rows than block columns: each thread takes a range of columns
+                       {40, 200, 96, false, true},
+                       {64, 300, 128, true},
+                       {70, 230, 64, false}};
 
 TEST_F(AmxMatmul, F32ResultMatchesFloat64AndOneDnn) {
   for (const Case& s : kCases) {
@@ -199,17 +210,24 @@ TEST_F(AmxMatmul, ReadsAndWritesNothingPastItsOperands) {
   }
 }
 
+// Split by rows (M >= N) and by columns (a weight gradient's M < N), on 1, 2 and 3 threads.
 TEST_F(AmxMatmul, ResultDoesNotDependOnTheTeamSize) {
-  const Case s{300, 200, 256, true};
-  auto a = rand16(s.M * s.K, 8), b = rand16(s.K * s.N, 9);
-  std::vector<float> c1(s.M * s.N), c2(s.M * s.N);
-  const int before = omp_get_max_threads();
-  omp_set_num_threads(1);
-  cpu::amx_matmul_bf16(c1.data(), a.data(), b.data(), s.M, s.N, s.K, false, s.trans_b);
-  omp_set_num_threads(std::max(2, before));
-  cpu::amx_matmul_bf16(c2.data(), a.data(), b.data(), s.M, s.N, s.K, false, s.trans_b);
-  omp_set_num_threads(before);
-  for (int64_t i = 0; i < s.M * s.N; ++i) ASSERT_EQ(c1[i], c2[i]) << "at " << i;
+  for (const Case& s : {Case{300, 200, 256, true}, Case{70, 390, 256, false, true}}) {
+    auto a = rand16(s.M * s.K, 8), b = rand16(s.K * s.N, 9);
+    std::vector<float> bias(s.N, 0.25f), c0(s.M * s.N, 1.0f);
+    const int before = omp_get_max_threads();
+    std::vector<std::vector<float>> c;
+    for (int threads : {1, 2, 3}) {
+      omp_set_num_threads(threads);
+      c.push_back(c0);
+      cpu::amx_matmul_bf16(c.back().data(), a.data(), b.data(), s.M, s.N, s.K, s.trans_a, s.trans_b,
+                           {.bias = bias.data(), .accumulate = true});
+    }
+    omp_set_num_threads(before);
+    for (size_t t = 1; t < c.size(); ++t)
+      for (int64_t i = 0; i < s.M * s.N; ++i)
+        ASSERT_EQ(c[0][i], c[t][i]) << s.M << " x " << s.N << ", team " << t + 1 << ", at " << i;
+  }
 }
 
 TEST_F(AmxMatmul, RefusesWhatItCannotTake) {

@@ -305,31 +305,57 @@ GT_AMX_TARGET void column_sums(float* part, const uint16_t* a, int64_t M, int64_
   }
 }
 
+/// Rows [i0, i1) of C's blocks in chunks of mc, columns [j0, j1), on the calling thread: each
+/// chunk of A packed once into ap and met by every column block of the range.
+GT_AMX_TARGET void blocks(void* c, const uint16_t* a, const uint16_t* bp, int64_t M, int64_t N,
+                          int64_t K, bool trans_a, const AmxEpilogue& e, uint16_t* ap, float* sums,
+                          int64_t mc, int64_t i0, int64_t i1, int64_t j0, int64_t j1, float* bufs) {
+  const int64_t kt = K / 32;
+  int cur = 0;
+  Pending pend;
+  for (int64_t c0 = i0; c0 < i1; c0 += mc) {
+    const int64_t c1 = c0 + mc < i1 ? c0 + mc : i1;
+    pack_a(ap, a, M, K, trans_a, 32 * c0, c1 - c0);
+    if (sums) column_sums(sums + c0 * K, a, M, K, 32 * c0, c1 - c0);
+    for (int64_t j = j0; j < j1; ++j)
+      for (int64_t i = c0; i < c1; ++i)
+        block(c, ap + (i - c0) * 2 * kt * 512, bp, M, N, K, i, j, bufs, cur, pend, e);
+    if (pend.buf) epilogue(pend, c, M, N, e, 0, 32);
+    pend.buf = nullptr;
+  }
+}
+
+/// The product on the calling thread's team. Where C has fewer block rows than block columns
+/// and no column sums are taken (a weight gradient: M = C's inputs, N its outputs), each
+/// thread takes a range of column blocks, packs those columns of B and all of A itself, and
+/// reads only what it packed (split by rows, each thread read every column of B, half of it
+/// from the other core's cache); otherwise each thread takes chunks of mc block rows, B packed
+/// once by the whole team. Either way each block runs whole on one thread: the same bits.
 GT_AMX_TARGET void run(void* c, const uint16_t* a, const uint16_t* b, int64_t M, int64_t N,
                        int64_t K, bool trans_a, bool trans_b, const AmxEpilogue& e, uint16_t* bp,
-                       uint16_t* a_bufs, float* sums, int64_t mc) {
+                       uint16_t* a_bufs, float* sums, int64_t mc, bool split_cols) {
   const int64_t kt = K / 32, nb = (N + 31) / 32, mb = (M + 31) / 32;
   const int64_t nmc = (mb + mc - 1) / mc, b_tiles = 2 * nb * kt;
 #pragma omp parallel
   {
     load_config();
     alignas(64) float bufs[2 * 32 * 32];
-    int cur = 0;
-    Pending pend;
     uint16_t* ap = a_bufs + static_cast<int64_t>(omp_get_thread_num()) * mc * 32 * K;
+    if (split_cols) {
+      const int64_t nt = omp_get_num_threads(), tid = omp_get_thread_num();
+      const int64_t j0 = nb * tid / nt, j1 = nb * (tid + 1) / nt;
+      for (int64_t t = 2 * j0 * kt; t < 2 * j1 * kt; ++t)
+        pack_b_tile(bp + t * 512, b, N, K, trans_b, t / kt, t % kt);
+      if (j1 > j0) blocks(c, a, bp, M, N, K, trans_a, e, ap, nullptr, mc, 0, mb, j0, j1, bufs);
+    } else {
 #pragma omp for schedule(static)
-    for (int64_t t = 0; t < b_tiles; ++t)
-      pack_b_tile(bp + t * 512, b, N, K, trans_b, t / kt, t % kt);
+      for (int64_t t = 0; t < b_tiles; ++t)
+        pack_b_tile(bp + t * 512, b, N, K, trans_b, t / kt, t % kt);
 #pragma omp for schedule(static)
-    for (int64_t ic = 0; ic < nmc; ++ic) {
-      const int64_t i0 = ic * mc, i1 = (ic + 1) * mc < mb ? (ic + 1) * mc : mb;
-      pack_a(ap, a, M, K, trans_a, 32 * i0, i1 - i0);
-      if (sums) column_sums(sums + i0 * K, a, M, K, 32 * i0, i1 - i0);
-      for (int64_t j = 0; j < nb; ++j)
-        for (int64_t i = i0; i < i1; ++i)
-          block(c, ap + (i - i0) * 2 * kt * 512, bp, M, N, K, i, j, bufs, cur, pend, e);
-      if (pend.buf) epilogue(pend, c, M, N, e, 0, 32);
-      pend.buf = nullptr;
+      for (int64_t ic = 0; ic < nmc; ++ic) {
+        const int64_t i0 = ic * mc, i1 = (ic + 1) * mc < mb ? (ic + 1) * mc : mb;
+        blocks(c, a, bp, M, N, K, trans_a, e, ap, sums, mc, i0, i1, 0, nb, bufs);
+      }
     }
     release_tiles();
     if (sums) {  // (after the loop's barrier) the blocks' partial sums in block order
@@ -386,13 +412,15 @@ void amx_matmul_bf16(void* c, const uint16_t* a, const uint16_t* b, int64_t M, i
   // blocks: each thread packs its chunk once and meets every column block with it
   const int64_t rounds = (mb + kMaxMc * nt - 1) / (kMaxMc * nt);
   static_assert(kMaxMc == 8, "amx_matmul_workspace_bytes counts 8 blocks of rows per thread");
-  const int64_t mc = (mb + rounds * nt - 1) / (rounds * nt);
+  const bool split_cols = nt > 1 && mb < nb && !e.a_col_sums;
+  const int64_t mc =
+      split_cols ? (mb < kMaxMc ? mb : kMaxMc) : (mb + rounds * nt - 1) / (rounds * nt);
   uint16_t* bp = thread_buffer(0, static_cast<size_t>(nb * 32 * K));
   uint16_t* a_bufs = thread_buffer(1, static_cast<size_t>(nt * mc * 32 * K));
   float* sums = e.a_col_sums
                     ? reinterpret_cast<float*>(thread_buffer(2, static_cast<size_t>(mb * K * 2)))
                     : nullptr;
-  run(c, a, b, M, N, K, trans_a, trans_b, e, bp, a_bufs, sums, mc);
+  run(c, a, b, M, N, K, trans_a, trans_b, e, bp, a_bufs, sums, mc, split_cols);
 #else
   (void)c, (void)a, (void)b, (void)trans_a, (void)trans_b;
 #endif

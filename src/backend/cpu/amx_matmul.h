@@ -1,17 +1,17 @@
 // backend/cpu/amx_matmul.h: greentrain's own bf16 matrix product on Intel AMX tiles (Sapphire
-// Rapids and later). The CPU backend runs on it the products whose first operand is row-major:
-// the forward products (x W) and the input gradients (dY W^T); in nanoGPT's shakespeare-char
-// step on a Xeon with AMX they ran 1.05-1.6x faster than on Debian 12's oneDNN 2.6.3, a 2048^3
-// product 1.8x (docs/benchmarks.md). It also takes a transposed A (pairs of stored rows
-// interleaved, then 16 x 16 transposed), but the weight gradients (X^T dY) stay on oneDNN:
-// repacking both activations per call, it ran them 0.74-1.53x as fast in isolation and gained
-// nothing measurable inside a step. C blocks of 32 x 32 in four accumulator tiles (2 x 2); B
-// repacked once per call into AMX's pair-interleaved (VNNI) layout; 256 rows of A packed per thread
-// into tile order, kept in L2 while they meet every column block; C's rows prefetched while the
-// tiles compute; epilogues (bf16 C, a multiplier) run beside the next block's tiles; A's
-// column sums (an input gradient's bias gradient) taken as A is packed. Intel's tile
-// instructions: Intel 64 and IA-32 Architectures Software Developer's Manual, vol. 2,
-// TDPBF16PS / TILELOADD; Linux asks a process to request the tile state first (arch_prctl
+// Rapids and later). The CPU backend runs every bf16 product of a step on it: the forward
+// products (x W) and the input gradients (dY W^T), in nanoGPT's shakespeare-char step on a Xeon
+// with AMX 1.05-1.6x faster than on Debian 12's oneDNN 2.6.3 (a 2048^3 product 1.8x), and the
+// weight gradients (X^T dY, A transposed: pairs of stored rows interleaved, then 16 x 16
+// transposed), whose calls inside the steps took 0.81-0.89x oneDNN's time (docs/benchmarks.md).
+// C blocks of 32 x 32 in four accumulator tiles (2 x 2); B repacked once per call into AMX's
+// pair-interleaved (VNNI) layout; 256 rows of A packed per thread into tile order, kept in L2
+// while they meet every column block; where C has fewer block rows than block columns (a weight
+// gradient) each thread takes a range of columns and packs its own part of B instead; C's rows
+// prefetched while the tiles compute; epilogues (bf16 C, a multiplier) run beside the next
+// block's tiles; A's column sums (an input gradient's bias gradient) taken as A is packed.
+// Intel's tile instructions: Intel 64 and IA-32 Architectures Software Developer's Manual, vol.
+// 2, TDPBF16PS / TILELOADD; Linux asks a process to request the tile state first (arch_prctl
 // ARCH_REQ_XCOMP_PERM, Documentation/arch/x86/xstate.rst).
 #pragma once
 #include <cstddef>

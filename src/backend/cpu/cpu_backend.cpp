@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -166,16 +167,29 @@ class CpuBackend final : public HostMemoryBackend {
            (q.precision == Precision::bf16 && !emulated ? amx_bytes(q) : 0);
   }
   /// The own AMX products' buffers (cpu/amx_matmul.h) at the block's and the classifier's
-  /// products, forward (N, out, in) and input gradient (N, in, out), that it takes.
+  /// products that it takes: forward (N, out, in), input gradient (N, in, out) and weight
+  /// gradient (in, out, N), or (out, in, N) for the classifier's transposed weights.
   size_t amx_bytes(const WorkspaceQuery& q) const {
-    const int64_t C = q.C, H = q.hidden, V = q.V;
-    int64_t max_nk = 0, max_k = 0;
-    for (auto [n, k] : {std::pair{3 * C, C}, {C, C}, {H, C}, {C, H}, {V, C}, {C, 3 * C}, {C, V}})
-      if (cpu::amx_matmul_takes(q.N, n, k)) {
+    const int64_t C = q.C, H = q.hidden, V = q.V, N = q.N;
+    int64_t max_m = 0, max_nk = 0, max_k = 0;
+    for (auto [m, n, k] : {std::tuple{N, 3 * C, C},
+                           {N, C, C},
+                           {N, H, C},
+                           {N, C, H},
+                           {N, V, C},
+                           {N, C, 3 * C},
+                           {N, C, V},
+                           {C, 3 * C, N},
+                           {C, C, N},
+                           {C, H, N},
+                           {H, C, N},
+                           {V, C, N}})
+      if (cpu::amx_matmul_takes(m, n, k)) {
+        max_m = std::max(max_m, m);
         max_nk = std::max(max_nk, n * k);
         max_k = std::max(max_k, k);
       }
-    return cpu::amx_matmul_workspace_bytes(q.N, max_nk, max_k, team_.team());
+    return cpu::amx_matmul_workspace_bytes(max_m, max_nk, max_k, team_.team());
   }
 
   void embedding_forward(float* out, const int32_t* inp, const float* wte, const float* wpe, int B,
@@ -394,12 +408,18 @@ class CpuBackend final : public HostMemoryBackend {
       if (dinp && product(dinp.data, d, lowp_.weight(w, (int64_t)C * OC), nullptr, N, C, OC, false,
                           !w_transposed, post, dbias))
         dbias = nullptr;
-      // the weight gradients stay on oneDNN: the own AMX product repacks both operands (whole
-      // activations) per call and ran them slower (docs/benchmarks.md)
-      if (!w_transposed)
-        cpu::onednn_matmul(dw, x, d, nullptr, C, OC, N, true, false, true, t);
+      // dW = X^T dY (or dY^T X for weights stored transposed) on the own AMX product where it
+      // takes it: inside the steps its calls took 0.81-0.89x oneDNN's time (docs/benchmarks.md);
+      // the CPU preset's 300 steps gave the same checkpoint bit for bit as with oneDNN's,
+      // nanoGPT's (K 2048) not: their sums' order differs there
+      const void* wa = w_transposed ? d : x;
+      const void* wb = w_transposed ? x : d;
+      const int64_t wm = w_transposed ? OC : C, wn = w_transposed ? C : OC;
+      if (!lowp_.emulated() && t == cpu::MmType::bf16 && cpu::amx_matmul_takes(wm, wn, N))
+        cpu::amx_matmul_bf16(dw, static_cast<const uint16_t*>(wa), static_cast<const uint16_t*>(wb),
+                             wm, wn, N, true, false, {.accumulate = true});
       else
-        cpu::onednn_matmul(dw, d, x, nullptr, OC, C, N, true, false, true, t);
+        cpu::onednn_matmul(dw, wa, wb, nullptr, wm, wn, N, true, false, true, t);
     }
     if (dbias && dbias_src && !lowp_.emulated()) {  // half the bytes of the f32 dout
       const uint16_t* dout16 = static_cast<const uint16_t*>(dbias_src);
