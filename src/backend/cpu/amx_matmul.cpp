@@ -92,30 +92,70 @@ GT_AMX_TARGET void load_config() {
   _tile_loadconfig(&cfg);
 }
 
-/// Stored rows r and r + stride of 16-bit values, columns m of the mask: 16 pairs (r[n],
-/// (r + stride)[n]) as 32-bit lanes (AMX's pair layout), zeros outside the mask.
-GT_AMX_TARGET __m512i interleave_pairs(const uint16_t* r, int64_t stride, __mmask16 m) {
-  const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
-                                       23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-  const __m256i e = _mm256_maskz_loadu_epi16(m, r), o = _mm256_maskz_loadu_epi16(m, r + stride);
-  return _mm512_permutexvar_epi16(idx, _mm512_inserti64x4(_mm512_castsi256_si512(e), o, 1));
+/// Columns [c0, c0 + 32) of two stored rows r and r + stride (r points at column c0), mask m
+/// of them (bit i: column c0 + i): into lo the 16 pairs (r[n], (r + stride)[n]) of the first
+/// 16 columns, into hi those of the next 16 (AMX's pair layout), zeros outside the mask. Each
+/// row's 64 bytes are one load, a cache line where the row is aligned (16 columns at a time,
+/// each line was read twice, once for each tile).
+GT_AMX_TARGET void interleave_pairs32(const uint16_t* r, int64_t stride, __mmask32 m, __m512i& lo,
+                                      __m512i& hi) {
+  const __m512i lo_idx =
+      _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38, 6,
+                       37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
+  const __m512i hi_idx = _mm512_add_epi16(lo_idx, _mm512_set1_epi16(16));
+  const __m512i e = _mm512_maskz_loadu_epi16(m, r), o = _mm512_maskz_loadu_epi16(m, r + stride);
+  lo = _mm512_permutex2var_epi16(e, lo_idx, o);
+  hi = _mm512_permutex2var_epi16(e, hi_idx, o);
+}
+
+/// The mask of 32 lanes i with i0 + i < n.
+inline __mmask32 lanes32_below(int64_t i0, int64_t n) {
+  const int64_t k = n - i0;
+  return k >= 32 ? __mmask32(0xFFFFFFFFu) : k <= 0 ? __mmask32(0) : __mmask32((1u << k) - 1);
 }
 
 /// B into AMX's layout: for each 16-column tile nt and 32-deep step kb, 16 rows of pairs,
-/// row p = (B[2p][n], B[2p+1][n]) for n in the tile; columns past N are zeros.
-GT_AMX_TARGET void pack_b_tile(uint16_t* dst, const uint16_t* b, int64_t N, int64_t K, bool trans_b,
-                               int64_t nt, int64_t kb) {
+/// row p = (B[2p][n], B[2p+1][n]) for n in the tile, at bp + 512 (nt kt + kb); columns past N
+/// are zeros. This: tile nt at step kb of B stored (N,K) (B[k][n] = b[n K + k]), whose rows n
+/// hold the pairs: a 16 x 16 transpose of them.
+GT_AMX_TARGET void pack_b_tile_nk(uint16_t* bp, const uint16_t* b, int64_t N, int64_t K, int64_t nt,
+                                  int64_t kb) {
   const int64_t n0 = nt * 16, k0 = kb * 32;
   const __mmask16 m = lanes_below(n0, N);
   __m512i v[16];
-  if (trans_b) {  // B[k][n] = b[n K + k]: rows n hold the pairs; a 16 x 16 transpose of them
-    for (int n = 0; n < 16; ++n)
-      v[n] = (m >> n) & 1 ? _mm512_loadu_si512(b + (n0 + n) * K + k0) : _mm512_setzero_si512();
-    transpose16(v);
-  } else {  // B[k][n] = b[k N + n]: rows 2p and 2p+1 interleaved
-    for (int p = 0; p < 16; ++p) v[p] = interleave_pairs(b + (k0 + 2 * p) * N + n0, N, m);
+  for (int n = 0; n < 16; ++n)
+    v[n] = (m >> n) & 1 ? _mm512_loadu_si512(b + (n0 + n) * K + k0) : _mm512_setzero_si512();
+  transpose16(v);
+  uint16_t* d = bp + (nt * (K / 32) + kb) * 512;
+  for (int p = 0; p < 16; ++p) _mm512_storeu_si512(d + p * 32, v[p]);
+}
+
+/// Both tiles of column block j (tiles 2 j and 2 j + 1) at step kb of B stored (K,N)
+/// (B[k][n] = b[k N + n]), as pack_b_tile_nk lays them out: rows 2p and 2p+1 interleaved.
+GT_AMX_TARGET void pack_b_pair_kn(uint16_t* bp, const uint16_t* b, int64_t N, int64_t kt, int64_t j,
+                                  int64_t kb) {
+  const int64_t n0 = j * 32, k0 = kb * 32;
+  const __mmask32 m = lanes32_below(n0, N);
+  uint16_t* d0 = bp + (2 * j * kt + kb) * 512;
+  uint16_t* d1 = d0 + kt * 512;
+  for (int p = 0; p < 16; ++p) {
+    __m512i lo, hi;
+    interleave_pairs32(b + (k0 + 2 * p) * N + n0, N, m, lo, hi);
+    _mm512_storeu_si512(d0 + p * 32, lo);
+    _mm512_storeu_si512(d1 + p * 32, hi);
   }
-  for (int p = 0; p < 16; ++p) _mm512_storeu_si512(dst + p * 32, v[p]);
+}
+
+/// B's tiles of column blocks [j0, j1) at every step of K into bp, laid out as above.
+GT_AMX_TARGET void pack_b_columns(uint16_t* bp, const uint16_t* b, int64_t N, int64_t K,
+                                  bool trans_b, int64_t j0, int64_t j1) {
+  const int64_t kt = K / 32;
+  if (trans_b) {
+    for (int64_t t = 2 * j0 * kt; t < 2 * j1 * kt; ++t) pack_b_tile_nk(bp, b, N, K, t / kt, t % kt);
+    return;
+  }
+  for (int64_t kb = 0; kb < kt; ++kb)  // row by row of B: each row's lines read once
+    for (int64_t j = j0; j < j1; ++j) pack_b_pair_kn(bp, b, N, kt, j, kb);
 }
 
 /// A block whose result waits in a buffer for its epilogue (f32, 32 x 32, row stride 32).
@@ -167,16 +207,18 @@ GT_AMX_TARGET void epilogue(const Pending& p, void* c, int64_t M, int64_t N, con
 }
 
 /// One 32 x 32 block of C: rows 32 i, columns 32 j; ap: this block's 32 rows of A in tiles
-/// (packed by pack_a). Where the result needs an epilogue it goes to bufs[cur] and becomes the
-/// pending block, whose epilogue the next block's product runs a few rows per step of k (the
-/// vector unit's work beside the tiles'; run one after the other, a bf16 C cost as much as
-/// the product).
+/// (packed by pack_a), or where a_ld > 0 its first row in A stored (M,K) with rows a_ld
+/// elements apart (read in place). Where the result needs an epilogue it goes to bufs[cur] and
+/// becomes the pending block, whose epilogue the next block's product runs a few rows per step of k
+/// (the vector unit's work beside the tiles'; run one after the other, a bf16 C cost as much as the
+/// product).
 GT_AMX_TARGET void block(void* c, const uint16_t* ap, const uint16_t* bp, int64_t M, int64_t N,
                          int64_t K, int64_t i, int64_t j, float* bufs, int& cur, Pending& pend,
-                         const AmxEpilogue& e) {
+                         const AmxEpilogue& e, int64_t a_ld) {
   const int64_t kt = K / 32, r0 = 32 * i, c0 = 32 * j;
   const uint16_t* a0 = ap;
-  const uint16_t* a1 = a0 + kt * 512;
+  const uint16_t* a1 = a_ld ? a0 + 16 * a_ld : a0 + kt * 512;
+  const int64_t a_step = a_ld ? 32 : 512, a_stride = a_ld ? 2 * a_ld : 64;
   const uint16_t* b0 = bp + (2 * j) * kt * 512;
   const uint16_t* b1 = b0 + kt * 512;
   // C's rows (and the multiplier's) are fetched while the tiles compute, a few rows per step
@@ -223,12 +265,12 @@ GT_AMX_TARGET void block(void* c, const uint16_t* ap, const uint16_t* bp, int64_
   for (int64_t k = 0; k < kt; ++k) {
     prefetch_rows(k * 32 / kt, (k + 1) * 32 / kt);
     if (pend.buf) epilogue(pend, c, M, N, e, k * 32 / kt, (k + 1) * 32 / kt);
-    _tile_loadd(4, a0 + 512 * k, 64);
+    _tile_loadd(4, a0 + a_step * k, a_stride);
     _tile_loadd(6, b0 + 512 * k, 64);
     _tile_dpbf16ps(0, 4, 6);
     _tile_loadd(7, b1 + 512 * k, 64);
     _tile_dpbf16ps(1, 4, 7);
-    _tile_loadd(5, a1 + 512 * k, 64);
+    _tile_loadd(5, a1 + a_step * k, a_stride);
     _tile_dpbf16ps(2, 5, 6);
     _tile_dpbf16ps(3, 5, 7);
   }
@@ -253,22 +295,28 @@ GT_AMX_TARGET void block(void* c, const uint16_t* ap, const uint16_t* bp, int64_
 }
 
 /// Rows r0 .. r0 + 32 nblocks of A into tiles: for each 16-row tile and 32-deep step, 16 rows
-/// of 32 values; rows past M are zeros. A is stored (M,K), or (K,M) when trans_a: then 16
+/// of 32 values; rows past M are zeros. A is stored (M,K), or (K,M) when trans_a: then 32
 /// rows m at a time, the stored rows 2p and 2p+1 interleaved into pairs (A[2p][m],
-/// A[2p+1][m]) and the 16 x 16 pairs transposed.
+/// A[2p+1][m]) and each tile's 16 x 16 pairs transposed.
 GT_AMX_TARGET void pack_a(uint16_t* dst, const uint16_t* a, int64_t M, int64_t K, bool trans_a,
                           int64_t r0, int64_t nblocks) {
   const int64_t kt = K / 32;
-  if (trans_a) {
-    for (int64_t t = 0; t < 2 * nblocks; ++t) {  // 16-row tiles
-      const int64_t m0 = r0 + 16 * t;
-      const __mmask16 m = lanes_below(m0, M);
+  if (trans_a) {  // both 16-row tiles of a block from each stored row's 32 values
+    for (int64_t blk = 0; blk < nblocks; ++blk) {
+      const int64_t m0 = r0 + 32 * blk;
+      const __mmask32 m = lanes32_below(m0, M);
       for (int64_t k = 0; k < kt; ++k) {
-        __m512i v[16];
-        for (int p = 0; p < 16; ++p) v[p] = interleave_pairs(a + (32 * k + 2 * p) * M + m0, M, m);
-        transpose16(v);
-        uint16_t* d = dst + (t * kt + k) * 512;
-        for (int r = 0; r < 16; ++r) _mm512_storeu_si512(d + r * 32, v[r]);
+        __m512i lo[16], hi[16];
+        for (int p = 0; p < 16; ++p)
+          interleave_pairs32(a + (32 * k + 2 * p) * M + m0, M, m, lo[p], hi[p]);
+        transpose16(lo);
+        transpose16(hi);
+        uint16_t* d0 = dst + (2 * blk * kt + k) * 512;
+        uint16_t* d1 = d0 + kt * 512;
+        for (int r = 0; r < 16; ++r) {
+          _mm512_storeu_si512(d0 + r * 32, lo[r]);
+          _mm512_storeu_si512(d1 + r * 32, hi[r]);
+        }
       }
     }
     return;
@@ -315,11 +363,17 @@ GT_AMX_TARGET void blocks(void* c, const uint16_t* a, const uint16_t* bp, int64_
   Pending pend;
   for (int64_t c0 = i0; c0 < i1; c0 += mc) {
     const int64_t c1 = c0 + mc < i1 ? c0 + mc : i1;
-    pack_a(ap, a, M, K, trans_a, 32 * c0, c1 - c0);
+    // A stored (M,K) is read by the tiles in place (row stride 2K bytes) where the chunk's
+    // blocks are whole; the rest (a transposed A, a last partial block) is packed first
+    const bool in_place = !trans_a && 32 * c1 <= M;
+    if (!in_place) pack_a(ap, a, M, K, trans_a, 32 * c0, c1 - c0);
     if (sums) column_sums(sums + c0 * K, a, M, K, 32 * c0, c1 - c0);
     for (int64_t j = j0; j < j1; ++j)
       for (int64_t i = c0; i < c1; ++i)
-        block(c, ap + (i - c0) * 2 * kt * 512, bp, M, N, K, i, j, bufs, cur, pend, e);
+        if (in_place)
+          block(c, a + 32 * i * K, bp, M, N, K, i, j, bufs, cur, pend, e, K);
+        else
+          block(c, ap + (i - c0) * 2 * kt * 512, bp, M, N, K, i, j, bufs, cur, pend, e, 0);
     if (pend.buf) epilogue(pend, c, M, N, e, 0, 32);
     pend.buf = nullptr;
   }
@@ -344,13 +398,16 @@ GT_AMX_TARGET void run(void* c, const uint16_t* a, const uint16_t* b, int64_t M,
     if (split_cols) {
       const int64_t nt = omp_get_num_threads(), tid = omp_get_thread_num();
       const int64_t j0 = nb * tid / nt, j1 = nb * (tid + 1) / nt;
-      for (int64_t t = 2 * j0 * kt; t < 2 * j1 * kt; ++t)
-        pack_b_tile(bp + t * 512, b, N, K, trans_b, t / kt, t % kt);
+      pack_b_columns(bp, b, N, K, trans_b, j0, j1);
       if (j1 > j0) blocks(c, a, bp, M, N, K, trans_a, e, ap, nullptr, mc, 0, mb, j0, j1, bufs);
     } else {
+      if (trans_b) {
 #pragma omp for schedule(static)
-      for (int64_t t = 0; t < b_tiles; ++t)
-        pack_b_tile(bp + t * 512, b, N, K, trans_b, t / kt, t % kt);
+        for (int64_t t = 0; t < b_tiles; ++t) pack_b_tile_nk(bp, b, N, K, t / kt, t % kt);
+      } else {  // row by row of B, both tiles of a column block at once
+#pragma omp for schedule(static)
+        for (int64_t u = 0; u < nb * kt; ++u) pack_b_pair_kn(bp, b, N, kt, u % nb, u / nb);
+      }
 #pragma omp for schedule(static)
       for (int64_t ic = 0; ic < nmc; ++ic) {
         const int64_t i0 = ic * mc, i1 = (ic + 1) * mc < mb ? (ic + 1) * mc : mb;
