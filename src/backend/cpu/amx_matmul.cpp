@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -69,6 +70,9 @@ uint16_t* thread_buffer(int which, size_t elems) {
 }
 
 constexpr int64_t kMaxMc = 8;  // 32-row blocks of A per chunk: 256 rows stay in L2 across N
+/// The least work of a chunk of block rows dealt to a thread (FLOPs): inside training steps,
+/// chunks of one 1-MFLOP block row ran 1.02-1.06x the time of static halves
+constexpr int64_t kMinChunkFlop = int64_t{8} << 20;
 
 bool detect() {
   unsigned a, b, c, d;
@@ -383,13 +387,14 @@ GT_AMX_TARGET void blocks(void* c, const uint16_t* a, const uint16_t* bp, int64_
 /// and no column sums are taken (a weight gradient: M = C's inputs, N its outputs), each
 /// thread takes a range of column blocks, packs those columns of B and all of A itself, and
 /// reads only what it packed (split by rows, each thread read every column of B, half of it
-/// from the other core's cache); otherwise each thread takes chunks of mc block rows, B packed
-/// once by the whole team. Either way each block runs whole on one thread: the same bits.
+/// from the other core's cache), in chunks of mc block rows; otherwise B is packed once by the
+/// whole team and each block row goes to whichever thread is free. Either way each block runs
+/// whole on one thread: the same bits on any team.
 GT_AMX_TARGET void run(void* c, const uint16_t* a, const uint16_t* b, int64_t M, int64_t N,
                        int64_t K, bool trans_a, bool trans_b, const AmxEpilogue& e, uint16_t* bp,
                        uint16_t* a_bufs, float* sums, int64_t mc, bool split_cols) {
   const int64_t kt = K / 32, nb = (N + 31) / 32, mb = (M + 31) / 32;
-  const int64_t nmc = (mb + mc - 1) / mc, b_tiles = 2 * nb * kt;
+  const int64_t b_tiles = 2 * nb * kt;
 #pragma omp parallel
   {
     load_config();
@@ -408,7 +413,9 @@ GT_AMX_TARGET void run(void* c, const uint16_t* a, const uint16_t* b, int64_t M,
 #pragma omp for schedule(static)
         for (int64_t u = 0; u < nb * kt; ++u) pack_b_pair_kn(bp, b, N, kt, u % nb, u / nb);
       }
-#pragma omp for schedule(static)
+      // chunks of mc block rows, each to whichever thread is free (docs/benchmarks.md)
+      const int64_t nmc = (mb + mc - 1) / mc;
+#pragma omp for schedule(dynamic, 1)
       for (int64_t ic = 0; ic < nmc; ++ic) {
         const int64_t i0 = ic * mc, i1 = (ic + 1) * mc < mb ? (ic + 1) * mc : mb;
         blocks(c, a, bp, M, N, K, trans_a, e, ap, sums, mc, i0, i1, 0, nb, bufs);
@@ -465,13 +472,18 @@ void amx_matmul_bf16(void* c, const uint16_t* a, const uint16_t* b, int64_t M, i
     throw Error("amx_matmul_bf16: a_col_sums needs A stored (M,K) (trans_a false)");
 #if GT_AMX_KERNEL
   const int64_t nb = (N + 31) / 32, mb = (M + 31) / 32, nt = omp_get_max_threads();
-  // chunks of rows of A, a whole number of them per thread where M allows, each at most kMaxMc
-  // blocks: each thread packs its chunk once and meets every column block with it
-  const int64_t rounds = (mb + kMaxMc * nt - 1) / (kMaxMc * nt);
+  // split by columns: chunks of at most kMaxMc block rows of A, each packed once per thread
+  // and met by the thread's column blocks. Split by rows: chunks dealt out as threads come
+  // free, each at least kMinChunkFlop of work (a block row of a 128-wide product is about 1
+  // MFLOP, and one per grab cost more in handing out than dynamic dealing gained), at most
+  // half a thread's share and kMaxMc block rows
   static_assert(kMaxMc == 8, "amx_matmul_workspace_bytes counts 8 blocks of rows per thread");
   const bool split_cols = nt > 1 && mb < nb && !e.a_col_sums;
+  const int64_t row_flop = 2 * 32 * (32 * nb) * K;
+  const int64_t share = (mb + 2 * nt - 1) / (2 * nt);
   const int64_t mc =
-      split_cols ? (mb < kMaxMc ? mb : kMaxMc) : (mb + rounds * nt - 1) / (rounds * nt);
+      split_cols ? std::min(mb, kMaxMc)
+                 : std::max<int64_t>(1, std::min({kMinChunkFlop / row_flop + 1, share, kMaxMc}));
   uint16_t* bp = thread_buffer(0, static_cast<size_t>(nb * 32 * K));
   uint16_t* a_bufs = thread_buffer(1, static_cast<size_t>(nt * mc * 32 * K));
   float* sums = e.a_col_sums

@@ -5,9 +5,10 @@
 // weight gradients (X^T dY, A transposed: pairs of stored rows interleaved, then 16 x 16
 // transposed), whose calls inside the steps took 0.81-0.89x oneDNN's time (docs/benchmarks.md).
 // C blocks of 32 x 32 in four accumulator tiles (2 x 2); B repacked once per call into AMX's
-// pair-interleaved (VNNI) layout; 256 rows of A packed per thread into tile order, kept in L2
-// while they meet every column block; where C has fewer block rows than block columns (a weight
-// gradient) each thread takes a range of columns and packs its own part of B instead; C's rows
+// pair-interleaved (VNNI) layout; A stored (M,K) read by the tiles in place (a transposed A, or
+// a last partial block, packed into tile order first); each 32-row block row of C to whichever
+// thread is free; where C has fewer block rows than block columns (a weight gradient) each
+// thread takes a range of columns and packs its own part of B and all of A instead; C's rows
 // prefetched while the tiles compute; epilogues (bf16 C, a multiplier) run beside the next
 // block's tiles; A's column sums (an input gradient's bias gradient) taken as A is packed.
 // Intel's tile instructions: Intel 64 and IA-32 Architectures Software Developer's Manual, vol.
