@@ -358,7 +358,7 @@ GT_AMX_TARGET void column_sums(float* part, const uint16_t* a, int64_t M, int64_
 }
 
 /// Rows [i0, i1) of C's blocks in chunks of mc, columns [j0, j1), on the calling thread: each
-/// chunk of A packed once into ap and met by every column block of the range.
+/// chunk of A read in place or packed once into ap, and met by every column block of the range.
 GT_AMX_TARGET void blocks(void* c, const uint16_t* a, const uint16_t* bp, int64_t M, int64_t N,
                           int64_t K, bool trans_a, const AmxEpilogue& e, uint16_t* ap, float* sums,
                           int64_t mc, int64_t i0, int64_t i1, int64_t j0, int64_t j1, float* bufs) {
@@ -388,31 +388,26 @@ GT_AMX_TARGET void blocks(void* c, const uint16_t* a, const uint16_t* bp, int64_
 /// thread takes a range of column blocks, packs those columns of B and all of A itself, and
 /// reads only what it packed (split by rows, each thread read every column of B, half of it
 /// from the other core's cache), in chunks of mc block rows; otherwise B is packed once by the
-/// whole team and each block row goes to whichever thread is free. Either way each block runs
+/// whole team (each thread the columns it would take) and chunks of block rows go to whichever
+/// thread is free. Either way each block runs
 /// whole on one thread: the same bits on any team.
 GT_AMX_TARGET void run(void* c, const uint16_t* a, const uint16_t* b, int64_t M, int64_t N,
                        int64_t K, bool trans_a, bool trans_b, const AmxEpilogue& e, uint16_t* bp,
                        uint16_t* a_bufs, float* sums, int64_t mc, bool split_cols) {
-  const int64_t kt = K / 32, nb = (N + 31) / 32, mb = (M + 31) / 32;
-  const int64_t b_tiles = 2 * nb * kt;
+  const int64_t nb = (N + 31) / 32, mb = (M + 31) / 32;
 #pragma omp parallel
   {
     load_config();
     alignas(64) float bufs[2 * 32 * 32];
     uint16_t* ap = a_bufs + static_cast<int64_t>(omp_get_thread_num()) * mc * 32 * K;
+    // each thread packs the columns of B it would take in a split by columns
+    const int64_t nt = omp_get_num_threads(), tid = omp_get_thread_num();
+    const int64_t j0 = nb * tid / nt, j1 = nb * (tid + 1) / nt;
+    pack_b_columns(bp, b, N, K, trans_b, j0, j1);
     if (split_cols) {
-      const int64_t nt = omp_get_num_threads(), tid = omp_get_thread_num();
-      const int64_t j0 = nb * tid / nt, j1 = nb * (tid + 1) / nt;
-      pack_b_columns(bp, b, N, K, trans_b, j0, j1);
       if (j1 > j0) blocks(c, a, bp, M, N, K, trans_a, e, ap, nullptr, mc, 0, mb, j0, j1, bufs);
     } else {
-      if (trans_b) {
-#pragma omp for schedule(static)
-        for (int64_t t = 0; t < b_tiles; ++t) pack_b_tile_nk(bp, b, N, K, t / kt, t % kt);
-      } else {  // row by row of B, both tiles of a column block at once
-#pragma omp for schedule(static)
-        for (int64_t u = 0; u < nb * kt; ++u) pack_b_pair_kn(bp, b, N, kt, u % nb, u / nb);
-      }
+#pragma omp barrier
       // chunks of mc block rows, each to whichever thread is free (docs/benchmarks.md)
       const int64_t nmc = (mb + mc - 1) / mc;
 #pragma omp for schedule(dynamic, 1)
