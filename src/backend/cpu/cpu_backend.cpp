@@ -316,25 +316,30 @@ class CpuBackend final : public HostMemoryBackend {
   /// bf16 multiplier: oneDNN 2.6's f32 products have no bf16 output on such CPUs and take a
   /// bf16 post-op operand only in its reference kernel, so the product goes into an f32
   /// buffer and the multiply and the rounding (nearest even, as oneDNN's) are done here.
-  /// a_col_sums (K f32, or null): where the product runs on the own AMX kernel, A's column sums
-  /// are added into it while A is packed (AmxEpilogue::a_col_sums) and true is returned; false:
-  /// not summed (the caller sums).
+  /// a_col_sums (K f32, or null, A not transposed): where the product runs on the own AMX
+  /// kernel, A's column sums are added into it while A is packed (AmxEpilogue::a_col_sums) and
+  /// true is returned; false: not summed (the caller sums). accumulate: C += the product (an
+  /// f32 C with no post-op: a weight gradient).
   bool product(void* c, const void* a, const void* b, const float* bias, int64_t M, int64_t N,
                int64_t K, bool trans_a, bool trans_b, const cpu::MmPost& post,
-               float* a_col_sums = nullptr) {
-    if (!lowp_.emulated() && lowp_.mm_type() == cpu::MmType::bf16 && !trans_a && !post.gelu &&
+               float* a_col_sums = nullptr, bool accumulate = false) {
+    // every native bf16 product the own AMX kernel takes: forward, input and weight gradients
+    // (inside the steps the latter took 0.81-0.89x oneDNN's time, docs/benchmarks.md)
+    if (!lowp_.emulated() && lowp_.mm_type() == cpu::MmType::bf16 && !post.gelu &&
         cpu::amx_matmul_takes(M, N, K)) {
       cpu::amx_matmul_bf16(c, static_cast<const uint16_t*>(a), static_cast<const uint16_t*>(b), M,
-                           N, K, false, trans_b,
+                           N, K, trans_a, trans_b,
                            {.bias = bias,
                             .mul = post.mul,
                             .mul_bf16 = post.mul_bf16,
                             .c_bf16 = post.c_bf16,
+                            .accumulate = accumulate,
                             .a_col_sums = a_col_sums});
       return a_col_sums != nullptr;
     }
     if (!lowp_.emulated() || (!post.c_bf16 && !post.mul_bf16)) {
-      cpu::onednn_matmul(c, a, b, bias, M, N, K, trans_a, trans_b, false, lowp_.mm_type(), post);
+      cpu::onednn_matmul(c, a, b, bias, M, N, K, trans_a, trans_b, accumulate, lowp_.mm_type(),
+                         post);
       return false;
     }
     float* t = lowp_.result_buffer(M * N);
@@ -402,24 +407,16 @@ class CpuBackend final : public HostMemoryBackend {
       const void* d = operand(cpu::LowpOperands::kA, dout, N * OC);
       if (prec_ == Precision::bf16) dbias_src = d;
       const void* x = operand(cpu::LowpOperands::kB, inp, N * C);
-      auto t = lowp_.mm_type();
       // the bias gradient (dout's column sums) summed by the own AMX product as it packs dout
       // (it runs only for native bf16 products; elsewhere product() returns false)
       if (dinp && product(dinp.data, d, lowp_.weight(w, (int64_t)C * OC), nullptr, N, C, OC, false,
                           !w_transposed, post, dbias))
         dbias = nullptr;
-      // dW = X^T dY (or dY^T X for weights stored transposed) on the own AMX product where it
-      // takes it: inside the steps its calls took 0.81-0.89x oneDNN's time (docs/benchmarks.md);
-      // the CPU preset's 300 steps gave the same checkpoint bit for bit as with oneDNN's,
-      // nanoGPT's (K 2048) not: their sums' order differs there
-      const void* wa = w_transposed ? d : x;
-      const void* wb = w_transposed ? x : d;
-      const int64_t wm = w_transposed ? OC : C, wn = w_transposed ? C : OC;
-      if (!lowp_.emulated() && t == cpu::MmType::bf16 && cpu::amx_matmul_takes(wm, wn, N))
-        cpu::amx_matmul_bf16(dw, static_cast<const uint16_t*>(wa), static_cast<const uint16_t*>(wb),
-                             wm, wn, N, true, false, {.accumulate = true});
+      // dW += X^T dY, or dY^T X for weights stored transposed (the classifier's)
+      if (!w_transposed)
+        product(dw, x, d, nullptr, C, OC, N, true, false, {}, nullptr, true);
       else
-        cpu::onednn_matmul(dw, wa, wb, nullptr, wm, wn, N, true, false, true, t);
+        product(dw, d, x, nullptr, OC, C, N, true, false, {}, nullptr, true);
     }
     if (dbias && dbias_src && !lowp_.emulated()) {  // half the bytes of the f32 dout
       const uint16_t* dout16 = static_cast<const uint16_t*>(dbias_src);
