@@ -1,4 +1,5 @@
-// bench/amx_matmul.cpp: the own AMX bf16 product (cpu/amx_matmul.h) against oneDNN's
+// bench/amx_matmul.cpp: the own bf16 product (cpu/amx_matmul.h; on AMX tiles, or on the vector
+// unit where the CPU has no AMX or GT_CPU_BF16_KERNEL=avx512_bf16) against oneDNN's
 // (cpu::onednn_matmul) at the row-major-A products of a training step, with the layouts and
 // epilogues the CPU backend gives them: the forward products x W + b and the input gradients
 // dY W^T (c_fc's times gelu', into bf16), alternating one call of each per round in one process
@@ -38,10 +39,14 @@ int main(int argc, char** argv) {
   namespace cpu = gt::cpu;
   const int reps = argc > 1 ? parse_number<int>(argv[1], "argument 1 (reps)", "a count") : 30;
   omp_set_num_threads(argc > 2 ? parse_number<int>(argv[2], "argument 2 (threads)", "a count") : 2);
-  if (!cpu::amx_available()) {
-    fmt::print("this CPU has no AMX-BF16 (or Linux refused the tile state): nothing to compare\n");
+  const cpu::Bf16Kernel kernel = cpu::own_bf16_kernel();  // GT_CPU_BF16_KERNEL=avx512_bf16
+  if (kernel == cpu::Bf16Kernel::none) {
+    fmt::print(
+        "this CPU has neither AMX-BF16 nor AVX512_BF16 (or GT_CPU_OWN_AMX=0): nothing to "
+        "compare\n");
     return 0;
   }
+  fmt::print("own kernel: {}\n", cpu::bf16_kernel_name(kernel));
   std::vector<Shape> shapes;
   if (argc > 9) {
     auto num = [&](int i) { return parse_number<long>(argv[i], "a shape argument", "a size"); };
@@ -65,7 +70,7 @@ int main(int argc, char** argv) {
   }
   // lay: B stored (K,N) or (N,K); ^: A stored (K,M) (a weight gradient)
   fmt::print("{:>5} {:>5} {:>5} {:>4} {:>4}  {:>9} {:>9} {:>6}  {}\n", "M", "N", "K", "lay", "C",
-             "oneDNN", "own AMX", "ratio", "GFLOP/s medians of " + std::to_string(reps));
+             "oneDNN", "own", "ratio", "GFLOP/s medians of " + std::to_string(reps));
   const char* cold_env = std::getenv("GT_BENCH_COLD");
   const bool cold = cold_env && cold_env[0] == '1';
   std::vector<float> flush(cold ? 64 << 20 : 0);  // 256 MiB written between calls when cold

@@ -1,10 +1,10 @@
 // bench/matmul_peak.cpp: the matrix-product throughput greentrain's products reach on this
 // machine, the denominator of MFU (model FLOPs per second / peak, as in PaLM, Chowdhery et al.
 // 2022, appendix B). Square n x n x n products through the call the training makes at that
-// shape (cpu::onednn_matmul: f32, or bf16 operands with f32 accumulation; bf16 on the own AMX
-// kernel where it takes the product, cpu/amx_matmul.h: "bf16_kernel" says which), `reps` timed
-// runs after one warm-up; prints JSON with the best and the median GFLOP/s of each type.
-// Usage: gt_matmul_peak [n=2048] [reps=10] [threads=2]
+// shape (cpu::onednn_matmul: f32, or bf16 operands with f32 accumulation; bf16 on the own kernel
+// (AMX or AVX512_BF16) where it takes the product, cpu/amx_matmul.h: "bf16_kernel" says which),
+// `reps` timed runs after one warm-up; prints JSON with the best and the median GFLOP/s of each
+// type. Usage: gt_matmul_peak [n=2048] [reps=10] [threads=2]
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -56,6 +56,8 @@ int main(int argc, char** argv) {
                gflops.back(), gflops[gflops.size() / 2]);
   }
   fmt::print(", \"bf16_kernel\": \"{}\"}}\n",
-             gt::cpu::amx_matmul_takes(n, n, n) ? "own AMX" : "oneDNN");
+             gt::cpu::amx_matmul_takes(n, n, n)
+                 ? gt::cpu::bf16_kernel_name(gt::cpu::own_bf16_kernel())
+                 : "oneDNN");
   return 0;
 }

@@ -2,7 +2,8 @@
 // operands and against oneDNN's product, with every epilogue (bias, element-wise multiply in
 // f32 or bf16, bf16 C, accumulate; A's column sums), both layouts of A and of B, and sizes with
 // partial blocks in M and N;
-// its result must not depend on the team size. Skipped where the CPU has no AMX.
+// its result must not depend on the team size. On AMX tiles (skipped where the CPU has no AMX)
+// and on the vector unit (skipped without AVX512_BF16).
 #include <gtest/gtest.h>
 #include <omp.h>
 #include <sys/mman.h>
@@ -11,14 +12,20 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <ostream>
 #include <random>
 #include <vector>
 
 #include "backend/cpu/amx_matmul.h"
+#include "backend/cpu/dpbf16_block.h"
 #include "backend/cpu/fast_math.h"
 #include "backend/cpu/onednn_matmul.h"
 
 namespace gt {
+namespace cpu {
+/// The kernel's name in gtest's messages (instead of its bytes).
+void PrintTo(Bf16Kernel k, std::ostream* os) { *os << bf16_kernel_name(k); }
+}  // namespace cpu
 namespace {
 
 std::vector<uint16_t> rand16(size_t n, uint64_t seed) {
@@ -56,13 +63,27 @@ std::vector<double> reference(const Case& s, const std::vector<uint16_t>& a,
   return r;
 }
 
-class AmxMatmul : public ::testing::Test {
+/// Each test on each kernel this CPU has: AMX tiles, and the vector unit (VDPBF16PS), which
+/// AMX CPUs have too.
+class AmxMatmul : public ::testing::TestWithParam<cpu::Bf16Kernel> {
  protected:
   void SetUp() override {
-    if (!cpu::amx_available()) GTEST_SKIP() << "this CPU has no AMX-BF16";
+    if (GetParam() == cpu::Bf16Kernel::amx && !cpu::amx_available())
+      GTEST_SKIP() << "this CPU has no AMX-BF16";
+    if (GetParam() == cpu::Bf16Kernel::avx512_bf16 && !cpu::dpbf16_available())
+      GTEST_SKIP() << "this CPU has no AVX512_BF16";
     cpu::set_own_amx_matmul(true);
+    cpu::prefer_vector_bf16_kernel(GetParam() == cpu::Bf16Kernel::avx512_bf16);
+    ASSERT_EQ(cpu::own_bf16_kernel(), GetParam());
   }
+  void TearDown() override { cpu::prefer_vector_bf16_kernel(false); }
 };
+
+INSTANTIATE_TEST_SUITE_P(Kernels, AmxMatmul,
+                         ::testing::Values(cpu::Bf16Kernel::amx, cpu::Bf16Kernel::avx512_bf16),
+                         [](const auto& info) {
+                           return info.param == cpu::Bf16Kernel::amx ? "Amx" : "Avx512Bf16";
+                         });
 
 const Case kCases[] = {{64, 64, 64, true},
                        {64, 64, 64, false},
@@ -81,7 +102,7 @@ const Case kCases[] = {{64, 64, 64, true},
                        {64, 300, 128, true},
                        {70, 230, 64, false}};
 
-TEST_F(AmxMatmul, F32ResultMatchesFloat64AndOneDnn) {
+TEST_P(AmxMatmul, F32ResultMatchesFloat64AndOneDnn) {
   for (const Case& s : kCases) {
     SCOPED_TRACE(::testing::Message()
                  << "M " << s.M << " N " << s.N << " K " << s.K
@@ -101,7 +122,7 @@ TEST_F(AmxMatmul, F32ResultMatchesFloat64AndOneDnn) {
   }
 }
 
-TEST_F(AmxMatmul, EpiloguesMatchFloat64) {
+TEST_P(AmxMatmul, EpiloguesMatchFloat64) {
   for (const Case& s : kCases) {
     SCOPED_TRACE(::testing::Message() << "M " << s.M << " N " << s.N << " K " << s.K);
     auto a = rand16(s.M * s.K, 3), b = rand16(s.K * s.N, 4);
@@ -138,7 +159,7 @@ TEST_F(AmxMatmul, EpiloguesMatchFloat64) {
 
 // A's column sums (the bias gradient of an input gradient, summed while A is packed): added
 // to the old values, against float64; bitwise the same on 1 and 2 threads.
-TEST_F(AmxMatmul, ColumnSumsOfAMatchFloat64AndNotTheTeamSize) {
+TEST_P(AmxMatmul, ColumnSumsOfAMatchFloat64AndNotTheTeamSize) {
   for (const Case& s : kCases) {
     if (s.trans_a) continue;
     SCOPED_TRACE(::testing::Message() << "M " << s.M << " N " << s.N << " K " << s.K);
@@ -180,7 +201,7 @@ struct Guarded {
   T* p;
 };
 
-TEST_F(AmxMatmul, ReadsAndWritesNothingPastItsOperands) {
+TEST_P(AmxMatmul, ReadsAndWritesNothingPastItsOperands) {
   // N % 32 in 1..15 leaves the last block's second 16 columns wholly past N (N 65, 1, 45)
   for (const Case& s : {Case{16, 65, 384, true}, Case{16, 1, 32, true}, Case{16, 1, 32, false},
                         Case{16, 45, 96, false}, Case{64, 129, 128, false},
@@ -211,7 +232,7 @@ TEST_F(AmxMatmul, ReadsAndWritesNothingPastItsOperands) {
 }
 
 // Split by rows (M >= N) and by columns (a weight gradient's M < N), on 1, 2 and 3 threads.
-TEST_F(AmxMatmul, ResultDoesNotDependOnTheTeamSize) {
+TEST_P(AmxMatmul, ResultDoesNotDependOnTheTeamSize) {
   for (const Case& s : {Case{300, 200, 256, true}, Case{70, 390, 256, false, true}}) {
     auto a = rand16(s.M * s.K, 8), b = rand16(s.K * s.N, 9);
     std::vector<float> bias(s.N, 0.25f), c0(s.M * s.N, 1.0f);
@@ -230,7 +251,7 @@ TEST_F(AmxMatmul, ResultDoesNotDependOnTheTeamSize) {
   }
 }
 
-TEST_F(AmxMatmul, RefusesWhatItCannotTake) {
+TEST_P(AmxMatmul, RefusesWhatItCannotTake) {
   std::vector<uint16_t> a(16 * 40), b(40 * 16);
   std::vector<float> c(16 * 16);
   EXPECT_FALSE(cpu::amx_matmul_takes(16, 16, 40));  // K not a multiple of 32

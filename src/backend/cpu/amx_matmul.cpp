@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "backend/cpu/amx_tiles.h"
+#include "backend/cpu/dpbf16_block.h"
 #include "backend/cpu/simd512.h"
 #else
 #define GT_AMX_KERNEL 0
@@ -34,7 +35,8 @@
 namespace gt::cpu {
 namespace {
 
-std::atomic<int> g_own{-1};  // -1: not decided yet (environment), 0 off, 1 on
+std::atomic<int> g_own{-1};     // -1: not decided yet (environment), 0 off, 1 on
+std::atomic<int> g_vector{-1};  // the vector kernel even with AMX: -1 not decided yet, 0, 1
 
 bool own_enabled() {
   int v = g_own.load(std::memory_order_relaxed);
@@ -42,6 +44,16 @@ bool own_enabled() {
     const char* env = std::getenv("GT_CPU_OWN_AMX");
     v = (env && std::strcmp(env, "0") == 0) ? 0 : 1;
     g_own.store(v, std::memory_order_relaxed);
+  }
+  return v == 1;
+}
+
+bool vector_preferred() {
+  int v = g_vector.load(std::memory_order_relaxed);
+  if (v < 0) {
+    const char* env = std::getenv("GT_CPU_BF16_KERNEL");
+    v = (env && std::strcmp(env, "avx512_bf16") == 0) ? 1 : 0;
+    g_vector.store(v, std::memory_order_relaxed);
   }
   return v == 1;
 }
@@ -94,28 +106,6 @@ GT_AMX_TARGET void load_config() {
     cfg.colsb[i] = 64;
   }
   _tile_loadconfig(&cfg);
-}
-
-/// Columns [c0, c0 + 32) of two stored rows r and r + stride (r points at column c0), mask m
-/// of them (bit i: column c0 + i): into lo the 16 pairs (r[n], (r + stride)[n]) of the first
-/// 16 columns, into hi those of the next 16 (AMX's pair layout), zeros outside the mask. Each
-/// row's 64 bytes are one load, a cache line where the row is aligned (16 columns at a time,
-/// each line was read twice, once for each tile).
-GT_AMX_TARGET void interleave_pairs32(const uint16_t* r, int64_t stride, __mmask32 m, __m512i& lo,
-                                      __m512i& hi) {
-  const __m512i lo_idx =
-      _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38, 6,
-                       37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
-  const __m512i hi_idx = _mm512_add_epi16(lo_idx, _mm512_set1_epi16(16));
-  const __m512i e = _mm512_maskz_loadu_epi16(m, r), o = _mm512_maskz_loadu_epi16(m, r + stride);
-  lo = _mm512_permutex2var_epi16(e, lo_idx, o);
-  hi = _mm512_permutex2var_epi16(e, hi_idx, o);
-}
-
-/// The mask of 32 lanes i with i0 + i < n.
-inline __mmask32 lanes32_below(int64_t i0, int64_t n) {
-  const int64_t k = n - i0;
-  return k >= 32 ? __mmask32(0xFFFFFFFFu) : k <= 0 ? __mmask32(0) : __mmask32((1u << k) - 1);
 }
 
 /// B into AMX's layout: for each 16-column tile nt and 32-deep step kb, 16 rows of pairs,
@@ -361,8 +351,24 @@ GT_AMX_TARGET void column_sums(float* part, const uint16_t* a, int64_t M, int64_
 /// chunk of A read in place or packed once into ap, and met by every column block of the range.
 GT_AMX_TARGET void blocks(void* c, const uint16_t* a, const uint16_t* bp, int64_t M, int64_t N,
                           int64_t K, bool trans_a, const AmxEpilogue& e, uint16_t* ap, float* sums,
-                          int64_t mc, int64_t i0, int64_t i1, int64_t j0, int64_t j1, float* bufs) {
+                          int64_t mc, int64_t i0, int64_t i1, int64_t j0, int64_t j1, float* bufs,
+                          bool vec) {
   const int64_t kt = K / 32;
+  if (vec) {  // the same chunks on VDPBF16PS (dpbf16_block.h)
+    for (int64_t c0 = i0; c0 < i1; c0 += mc) {
+      const int64_t c1 = c0 + mc < i1 ? c0 + mc : i1;
+      const bool in_place = !trans_a && 32 * c1 <= M;
+      if (!in_place) dpbf16_pack_a(ap, a, M, K, trans_a, 32 * c0, c1 - c0);
+      if (sums) column_sums(sums + c0 * K, a, M, K, 32 * c0, c1 - c0);
+      for (int64_t j = j0; j < j1; ++j)
+        for (int64_t i = c0; i < c1; ++i) {
+          const Dpbf16A ai = in_place ? Dpbf16A{a + 32 * i * K, K, false}
+                                      : Dpbf16A{ap + (i - c0) * 32 * K, K, trans_a};
+          dpbf16_block(c, ai, bp, M, N, K, i, j, e);
+        }
+    }
+    return;
+  }
   int cur = 0;
   Pending pend;
   for (int64_t c0 = i0; c0 < i1; c0 += mc) {
@@ -393,11 +399,11 @@ GT_AMX_TARGET void blocks(void* c, const uint16_t* a, const uint16_t* bp, int64_
 /// whole on one thread: the same bits on any team.
 GT_AMX_TARGET void run(void* c, const uint16_t* a, const uint16_t* b, int64_t M, int64_t N,
                        int64_t K, bool trans_a, bool trans_b, const AmxEpilogue& e, uint16_t* bp,
-                       uint16_t* a_bufs, float* sums, int64_t mc, bool split_cols) {
+                       uint16_t* a_bufs, float* sums, int64_t mc, bool split_cols, bool vec) {
   const int64_t nb = (N + 31) / 32, mb = (M + 31) / 32;
 #pragma omp parallel
   {
-    load_config();
+    if (!vec) load_config();
     alignas(64) float bufs[2 * 32 * 32];
     uint16_t* ap = a_bufs + static_cast<int64_t>(omp_get_thread_num()) * mc * 32 * K;
     // each thread packs the columns of B it would take in a split by columns
@@ -405,7 +411,7 @@ GT_AMX_TARGET void run(void* c, const uint16_t* a, const uint16_t* b, int64_t M,
     const int64_t j0 = nb * tid / nt, j1 = nb * (tid + 1) / nt;
     pack_b_columns(bp, b, N, K, trans_b, j0, j1);
     if (split_cols) {
-      if (j1 > j0) blocks(c, a, bp, M, N, K, trans_a, e, ap, nullptr, mc, 0, mb, j0, j1, bufs);
+      if (j1 > j0) blocks(c, a, bp, M, N, K, trans_a, e, ap, nullptr, mc, 0, mb, j0, j1, bufs, vec);
     } else {
 #pragma omp barrier
       // chunks of mc block rows, each to whichever thread is free (docs/benchmarks.md)
@@ -413,10 +419,10 @@ GT_AMX_TARGET void run(void* c, const uint16_t* a, const uint16_t* b, int64_t M,
 #pragma omp for schedule(dynamic, 1)
       for (int64_t ic = 0; ic < nmc; ++ic) {
         const int64_t i0 = ic * mc, i1 = (ic + 1) * mc < mb ? (ic + 1) * mc : mb;
-        blocks(c, a, bp, M, N, K, trans_a, e, ap, sums, mc, i0, i1, 0, nb, bufs);
+        blocks(c, a, bp, M, N, K, trans_a, e, ap, sums, mc, i0, i1, 0, nb, bufs, vec);
       }
     }
-    release_tiles();
+    if (!vec) release_tiles();
     if (sums) {  // (after the loop's barrier) the blocks' partial sums in block order
 #pragma omp for schedule(static)
       for (int64_t k = 0; k < K; k += 16) {
@@ -440,13 +446,35 @@ bool amx_available() {
 #endif
 }
 
+Bf16Kernel own_bf16_kernel() {
+  if (!own_enabled()) return Bf16Kernel::none;
+  if (amx_available() && !vector_preferred()) return Bf16Kernel::amx;
+#if GT_AMX_KERNEL
+  if (dpbf16_available()) return Bf16Kernel::avx512_bf16;
+#endif
+  return Bf16Kernel::none;
+}
+
+const char* bf16_kernel_name(Bf16Kernel k) {
+  switch (k) {
+    case Bf16Kernel::amx:
+      return "own AMX";
+    case Bf16Kernel::avx512_bf16:
+      return "own AVX512_BF16";
+    default:
+      return "oneDNN";
+  }
+}
+
+void prefer_vector_bf16_kernel(bool on) { g_vector.store(on ? 1 : 0, std::memory_order_relaxed); }
+
 bool amx_matmul_takes(int64_t M, int64_t N, int64_t K) {
-  return M > 0 && N > 0 && K > 0 && K % 32 == 0 && N * K <= kAmxMaxBElems && own_enabled() &&
-         amx_available();
+  return M > 0 && N > 0 && K > 0 && K % 32 == 0 && N * K <= kAmxMaxBElems &&
+         own_bf16_kernel() != Bf16Kernel::none;
 }
 
 size_t amx_matmul_workspace_bytes(int64_t max_m, int64_t max_nk, int64_t max_k, int threads) {
-  if (max_nk <= 0 || !own_enabled() || !amx_available()) return 0;
+  if (max_nk <= 0 || own_bf16_kernel() == Bf16Kernel::none) return 0;
   return static_cast<size_t>((max_nk + 32 * max_k) + int64_t{threads} * 8 * 32 * max_k) *
              sizeof(uint16_t) +
          static_cast<size_t>((max_m + 31) / 32 * max_k) * sizeof(float);
@@ -459,9 +487,10 @@ void set_own_amx_matmul(bool on) { g_own.store(on ? 1 : 0, std::memory_order_rel
 void amx_matmul_bf16(void* c, const uint16_t* a, const uint16_t* b, int64_t M, int64_t N, int64_t K,
                      bool trans_a, bool trans_b, const AmxEpilogue& e) {
   if (!amx_matmul_takes(M, N, K))
-    throw Error("amx_matmul_bf16: no AMX product for M " + std::to_string(M) + ", N " +
+    throw Error("amx_matmul_bf16: no own bf16 product for M " + std::to_string(M) + ", N " +
                 std::to_string(N) + ", K " + std::to_string(K) +
-                " here (needs AMX-BF16, K a multiple of 32, GT_CPU_OWN_AMX not 0)");
+                " here (needs AMX-BF16 or AVX512_BF16, K a multiple of 32, N K at most 2^23, "
+                "GT_CPU_OWN_AMX not 0)");
   if (e.accumulate && e.c_bf16) throw Error("amx_matmul_bf16: accumulate needs an f32 C");
   if (e.a_col_sums && trans_a)
     throw Error("amx_matmul_bf16: a_col_sums needs A stored (M,K) (trans_a false)");
@@ -484,7 +513,8 @@ void amx_matmul_bf16(void* c, const uint16_t* a, const uint16_t* b, int64_t M, i
   float* sums = e.a_col_sums
                     ? reinterpret_cast<float*>(thread_buffer(2, static_cast<size_t>(mb * K * 2)))
                     : nullptr;
-  run(c, a, b, M, N, K, trans_a, trans_b, e, bp, a_bufs, sums, mc, split_cols);
+  run(c, a, b, M, N, K, trans_a, trans_b, e, bp, a_bufs, sums, mc, split_cols,
+      own_bf16_kernel() == Bf16Kernel::avx512_bf16);
 #else
   (void)c, (void)a, (void)b, (void)trans_a, (void)trans_b;
 #endif

@@ -14,6 +14,9 @@
 // Intel's tile instructions: Intel 64 and IA-32 Architectures Software Developer's Manual, vol.
 // 2, TDPBF16PS / TILELOADD; Linux asks a process to request the tile state first (arch_prctl
 // ARCH_REQ_XCOMP_PERM, Documentation/arch/x86/xstate.rst).
+// On CPUs with AVX512_BF16 but no AMX (AMD EPYC Zen 4 and Zen 5) the same driver (splits,
+// chunks, packed B, column sums) runs each block on the vector unit instead (dpbf16_block.h):
+// own_bf16_kernel() says which.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -43,23 +46,39 @@ struct AmxEpilogue {
 /// GPT-2 classifier's 50257 x 768) goes to oneDNN, which reads it in place.
 constexpr int64_t kAmxMaxBElems = int64_t{1} << 23;
 
-/// True when amx_matmul_bf16 takes a product of these sizes: amx_available(), the own kernel
-/// is on (set_own_amx_matmul), K a multiple of 32 (A's tiles are read in rows of 32),
+/// The kernel that runs greentrain's own bf16 products here.
+enum class Bf16Kernel {
+  none,         ///< no own kernel (no AVX512_BF16, or turned off): oneDNN runs them
+  amx,          ///< AMX tiles (TDPBF16PS), where amx_available()
+  avx512_bf16,  ///< the vector unit (VDPBF16PS, dpbf16_block.h): AMD EPYC Zen 4 / Zen 5 and
+                ///< other CPUs with AVX512_BF16 but no AMX
+};
+/// amx where amx_available(), else avx512_bf16 where the CPU has it, else none; none when turned
+/// off (set_own_amx_matmul(false), GT_CPU_OWN_AMX=0); avx512_bf16 on an AMX CPU where
+/// prefer_vector_bf16_kernel(true) or GT_CPU_BF16_KERNEL=avx512_bf16 (tests, benchmarks).
+Bf16Kernel own_bf16_kernel();
+/// "own AMX", "own AVX512_BF16" or "oneDNN" (none): for benchmarks' and reports' output.
+const char* bf16_kernel_name(Bf16Kernel k);
+/// Runs the vector kernel even where AMX exists (on) or not (off, the default).
+void prefer_vector_bf16_kernel(bool on);
+
+/// True when amx_matmul_bf16 takes a product of these sizes: an own kernel runs here
+/// (own_bf16_kernel() not none), K a multiple of 32 (A's tiles are read in rows of 32),
 /// N K <= kAmxMaxBElems and no dimension zero.
 bool amx_matmul_takes(int64_t M, int64_t N, int64_t K);
 
 /// Bytes of the buffers amx_matmul_bf16 keeps (B repacked, N K rounded up; up to 256 rows of
 /// A per thread; the column sums' f32 partials, one row of K per 32 rows of A) for products
 /// whose M is at most max_m, N K at most max_nk and K at most max_k, on `threads` threads; 0
-/// where it takes no product (no AMX, or turned off).
+/// where it takes no product (no own kernel, or turned off).
 size_t amx_matmul_workspace_bytes(int64_t max_m, int64_t max_nk, int64_t max_k, int threads);
 
-/// C(M,N) [+]= op(A)(M,K) @ op(B)(K,N) on AMX, A and B bf16, row-major and contiguous: A is
-/// stored (M,K), or (K,M) when trans_a (X in a weight gradient X^T dY); B is stored (N,K) when
-/// trans_b, else (K,N). Accumulates in f32 over K in order, each C block on one thread: the
-/// result does not depend on the team size. Runs on the OpenMP team of the calling thread
-/// (omp_set_num_threads). Throws gt::Error when amx_matmul_takes() is false, for
-/// accumulate with a bf16 C, or for a_col_sums with trans_a.
+/// C(M,N) [+]= op(A)(M,K) @ op(B)(K,N) on own_bf16_kernel(), A and B bf16, row-major and
+/// contiguous: A is stored (M,K), or (K,M) when trans_a (X in a weight gradient X^T dY); B is
+/// stored (N,K) when trans_b, else (K,N). Accumulates in f32 over K in order, each C block on one
+/// thread: the result does not depend on the team size. Runs on the OpenMP team of the calling
+/// thread (omp_set_num_threads). Throws gt::Error when amx_matmul_takes() is false, for accumulate
+/// with a bf16 C, or for a_col_sums with trans_a.
 void amx_matmul_bf16(void* c, const uint16_t* a, const uint16_t* b, int64_t M, int64_t N, int64_t K,
                      bool trans_a, bool trans_b, const AmxEpilogue& e = {});
 

@@ -113,6 +113,28 @@ inline __mmask16 lanes_below(int64_t i, int64_t n) {
   return k >= 16 ? __mmask16(0xFFFF) : k <= 0 ? __mmask16(0) : __mmask16((1u << k) - 1);
 }
 
+/// Columns [c0, c0 + 32) of two stored rows r and r + stride (r points at column c0), mask m
+/// of them (bit i: column c0 + i): into lo the 16 pairs (r[n], (r + stride)[n]) of the first
+/// 16 columns, into hi those of the next 16 (AMX's pair layout), zeros outside the mask. Each
+/// row's 64 bytes are one load, a cache line where the row is aligned (16 columns at a time,
+/// each line was read twice, once for each tile).
+inline void interleave_pairs32(const uint16_t* r, int64_t stride, __mmask32 m, __m512i& lo,
+                               __m512i& hi) {
+  const __m512i lo_idx =
+      _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38, 6,
+                       37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
+  const __m512i hi_idx = _mm512_add_epi16(lo_idx, _mm512_set1_epi16(16));
+  const __m512i e = _mm512_maskz_loadu_epi16(m, r), o = _mm512_maskz_loadu_epi16(m, r + stride);
+  lo = _mm512_permutex2var_epi16(e, lo_idx, o);
+  hi = _mm512_permutex2var_epi16(e, hi_idx, o);
+}
+
+/// The mask of 32 lanes i with i0 + i < n.
+inline __mmask32 lanes32_below(int64_t i0, int64_t n) {
+  const int64_t k = n - i0;
+  return k >= 32 ? __mmask32(0xFFFFFFFFu) : k <= 0 ? __mmask32(0) : __mmask32((1u << k) - 1);
+}
+
 /// Stores the lanes of `mask` of 16 bf16 values.
 /// 16 bf16 -> 16 floats (exact: the bf16 bits as the float's upper half), as bf16_to_float.
 inline __m512 widen_bf16_512(__m256i h) {
