@@ -8,8 +8,8 @@ in alternating rounds (greentrain, PyTorch eager, PyTorch compiled with --compil
 matrix-product peak), each round dropping its first steps; every figure is the median over
 rounds. MFU = model FLOPs per second (6N + 6*L*C*T per token, llm.c's count) over the peak
 that greentrain's own products reach in the same round (bench/matmul_peak.cpp, 2048^3, median
-of its runs: oneDNN, or the own AMX kernel where training runs it); PyTorch's own matmul peak
-is printed beside it.
+of its runs: oneDNN, or the own AMX / AVX512_BF16 kernel where training runs it); PyTorch's
+own matmul peak is printed beside it.
 
 Usage: bench/bench_precision.py [--greentrain build/src/cli/greentrain] [--data FILE]
                                 [--precision bf16|fp32] [--fusion on|off] [--rounds 3]
@@ -176,7 +176,8 @@ def op_shares(log):
 
 def product_peak(args):
     """greentrain's matrix-product GFLOP/s now (median of its runs), per precision: oneDNN, or
-    its own AMX kernel where training runs that (gt_matmul_peak's bf16_kernel)."""
+    its own kernel (AMX, or AVX512_BF16 without AMX) where training runs that (gt_matmul_peak's
+    bf16_kernel)."""
     exe = os.path.join(os.path.dirname(args.greentrain), "..", "..", "bench", "gt_matmul_peak")
     out = subprocess.run([exe, "2048", "5", str(args.threads)], check=True, capture_output=True,
                          text=True).stdout
