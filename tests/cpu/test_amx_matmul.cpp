@@ -72,11 +72,13 @@ class AmxMatmul : public ::testing::TestWithParam<cpu::Bf16Kernel> {
       GTEST_SKIP() << "this CPU has no AMX-BF16";
     if (GetParam() == cpu::Bf16Kernel::avx512_bf16 && !cpu::dpbf16_available())
       GTEST_SKIP() << "this CPU has no AVX512_BF16";
+    prefer_before_ = cpu::vector_bf16_kernel_preferred();
     cpu::set_own_amx_matmul(true);
     cpu::prefer_vector_bf16_kernel(GetParam() == cpu::Bf16Kernel::avx512_bf16);
     ASSERT_EQ(cpu::own_bf16_kernel(), GetParam());
   }
-  void TearDown() override { cpu::prefer_vector_bf16_kernel(false); }
+  void TearDown() override { cpu::prefer_vector_bf16_kernel(prefer_before_); }
+  bool prefer_before_ = false;
 };
 
 INSTANTIATE_TEST_SUITE_P(Kernels, AmxMatmul,

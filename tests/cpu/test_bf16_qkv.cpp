@@ -1,7 +1,7 @@
 // The CPU backend's bf16 qkv (Backend::bf16_qkv, cpu::QkvRows): under bf16 with fusion on the
 // qkv product writes qkv in bf16 and attention reads it in place. What makes that exact:
-//  - the product's bf16 output is its f32 output rounded to nearest even, on the own AMX
-//    kernel and on oneDNN's product (bias added before the rounding in both);
+//  - the product's bf16 output is its f32 output rounded to nearest even, on the own bf16
+//    kernel (AMX or AVX512_BF16) and on oneDNN's product (bias added before the rounding);
 //  - every attention form (fused on the own kernels or oneDNN's products, stored att) and
 //    operand type (bf16, emulated bf16, f32) gives, from a bf16 qkv, bit for bit what it gives
 //    from the f32 qkv of the same values, which under bf16 operands it rounds as it packs;
@@ -50,9 +50,9 @@ TEST(Bf16QkvCpu, TheQkvProductsBf16OutputIsItsF32OutputRounded) {
   const auto x = test::randn(N * C, 1), w = test::randn(int64_t(C) * OC, 2, 0.1f),
              b = test::randn(OC, 3);
   for (const bool own : {true, false}) {
-    if (own && !cpu::amx_available()) continue;
-    SCOPED_TRACE(own ? "own AMX product" : "oneDNN's product");
     cpu::set_own_amx_matmul(own);
+    if (own && cpu::own_bf16_kernel() == cpu::Bf16Kernel::none) continue;
+    SCOPED_TRACE(own ? cpu::bf16_kernel_name(cpu::own_bf16_kernel()) : "oneDNN's product");
     test::DeviceVectors dv(*be);
     float* dx = dv.up(x);
     float* dw = dv.up(w);

@@ -86,7 +86,7 @@ constexpr int64_t kMaxMc = 8;  // 32-row blocks of A per chunk: 256 rows stay in
 /// chunks of one 1-MFLOP block row ran 1.02-1.06x the time of static halves
 constexpr int64_t kMinChunkFlop = int64_t{8} << 20;
 
-bool detect() {
+bool detect_amx() {
   unsigned a, b, c, d;
   if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
   const bool amx_bf16 = (d >> 22) & 1, amx_tile = (d >> 24) & 1;
@@ -348,7 +348,8 @@ GT_AMX_TARGET void column_sums(float* part, const uint16_t* a, int64_t M, int64_
 }
 
 /// Rows [i0, i1) of C's blocks in chunks of mc, columns [j0, j1), on the calling thread: each
-/// chunk of A read in place or packed once into ap, and met by every column block of the range.
+/// chunk of A read in place or packed once into ap, and met by every column block of the range;
+/// on AMX tiles, or where vec on the vector unit (dpbf16_block, its own layout of a packed A).
 GT_AMX_TARGET void blocks(void* c, const uint16_t* a, const uint16_t* bp, int64_t M, int64_t N,
                           int64_t K, bool trans_a, const AmxEpilogue& e, uint16_t* ap, float* sums,
                           int64_t mc, int64_t i0, int64_t i1, int64_t j0, int64_t j1, float* bufs,
@@ -396,7 +397,8 @@ GT_AMX_TARGET void blocks(void* c, const uint16_t* a, const uint16_t* bp, int64_
 /// from the other core's cache), in chunks of mc block rows; otherwise B is packed once by the
 /// whole team (each thread the columns it would take) and chunks of block rows go to whichever
 /// thread is free. Either way each block runs
-/// whole on one thread: the same bits on any team.
+/// whole on one thread: the same bits on any team. vec: the blocks on the vector unit (no
+/// tile state is configured).
 GT_AMX_TARGET void run(void* c, const uint16_t* a, const uint16_t* b, int64_t M, int64_t N,
                        int64_t K, bool trans_a, bool trans_b, const AmxEpilogue& e, uint16_t* bp,
                        uint16_t* a_bufs, float* sums, int64_t mc, bool split_cols, bool vec) {
@@ -439,7 +441,7 @@ GT_AMX_TARGET void run(void* c, const uint16_t* a, const uint16_t* b, int64_t M,
 
 bool amx_available() {
 #if GT_AMX_KERNEL
-  static const bool ok = detect();
+  static const bool ok = detect_amx();
   return ok;
 #else
   return false;
@@ -467,6 +469,8 @@ const char* bf16_kernel_name(Bf16Kernel k) {
 }
 
 void prefer_vector_bf16_kernel(bool on) { g_vector.store(on ? 1 : 0, std::memory_order_relaxed); }
+
+bool vector_bf16_kernel_preferred() { return vector_preferred(); }
 
 bool amx_matmul_takes(int64_t M, int64_t N, int64_t K) {
   return M > 0 && N > 0 && K > 0 && K % 32 == 0 && N * K <= kAmxMaxBElems &&

@@ -59,8 +59,11 @@ enum class Bf16Kernel {
 Bf16Kernel own_bf16_kernel();
 /// "own AMX", "own AVX512_BF16" or "oneDNN" (none): for benchmarks' and reports' output.
 const char* bf16_kernel_name(Bf16Kernel k);
-/// Runs the vector kernel even where AMX exists (on) or not (off, the default).
+/// Runs the vector kernel even where AMX exists (on) or not (off). Until called, the
+/// environment decides (GT_CPU_BF16_KERNEL=avx512_bf16: on; otherwise off).
 void prefer_vector_bf16_kernel(bool on);
+/// The current choice of prefer_vector_bf16_kernel (or of the environment).
+bool vector_bf16_kernel_preferred();
 
 /// True when amx_matmul_bf16 takes a product of these sizes: an own kernel runs here
 /// (own_bf16_kernel() not none), K a multiple of 32 (A's tiles are read in rows of 32),
@@ -86,9 +89,10 @@ void amx_matmul_bf16(void* c, const uint16_t* a, const uint16_t* b, int64_t M, i
 /// (set_own_amx_matmul, GT_CPU_OWN_AMX=0). attention_bf16.h's kernels then run their products
 /// with row-major left operands on AMX tiles too.
 bool own_amx_enabled();
-/// Turns the own AMX code on (the default where amx_available()) or off: off, oneDNN runs
-/// every product and the own attention kernels use the vector unit alone (benchmarks and tests
-/// compare the two). The environment variable GT_CPU_OWN_AMX=0 turns it off for a whole run.
+/// Turns the own bf16 products (on AMX tiles or on the vector unit, own_bf16_kernel()) and the
+/// own AMX code on (the default) or off: off, oneDNN runs every product and the own attention
+/// kernels use the vector unit alone (benchmarks and tests compare the two). The environment
+/// variable GT_CPU_OWN_AMX=0 turns it off for a whole run.
 void set_own_amx_matmul(bool on);
 
 }  // namespace gt::cpu

@@ -166,9 +166,9 @@ class CpuBackend final : public HostMemoryBackend {
                                               act16 && !emulated ? 0 : hidden, result) +
            (q.precision == Precision::bf16 && !emulated ? amx_bytes(q) : 0);
   }
-  /// The own AMX products' buffers (cpu/amx_matmul.h) at the block's and the classifier's
-  /// products that it takes: forward (N, out, in), input gradient (N, in, out) and weight
-  /// gradient (in, out, N), or (out, in, N) for the classifier's transposed weights.
+  /// The own bf16 products' buffers (cpu/amx_matmul.h: AMX, or AVX512_BF16) at the block's and the
+  /// classifier's products that it takes: forward (N, out, in), input gradient (N, in, out) and
+  /// weight gradient (in, out, N), or (out, in, N) for the classifier's transposed weights.
   size_t amx_bytes(const WorkspaceQuery& q) const {
     const int64_t C = q.C, H = q.hidden, V = q.V, N = q.N;
     int64_t max_m = 0, max_nk = 0, max_k = 0;
@@ -316,15 +316,17 @@ class CpuBackend final : public HostMemoryBackend {
   /// bf16 multiplier: oneDNN 2.6's f32 products have no bf16 output on such CPUs and take a
   /// bf16 post-op operand only in its reference kernel, so the product goes into an f32
   /// buffer and the multiply and the rounding (nearest even, as oneDNN's) are done here.
-  /// a_col_sums (K f32, or null, A not transposed): where the product runs on the own AMX
-  /// kernel, A's column sums are added into it while A is packed (AmxEpilogue::a_col_sums) and
-  /// true is returned; false: not summed (the caller sums). accumulate: C += the product (an
-  /// f32 C with no post-op: a weight gradient).
+  /// a_col_sums (K f32, or null, A not transposed): where the product runs on the own bf16
+  /// kernel (AMX or AVX512_BF16), A's column sums are added into it while A is packed
+  /// (AmxEpilogue::a_col_sums) and true is returned; false: not summed (the caller sums).
+  /// accumulate: C += the product (an f32 C with no post-op: a weight gradient).
   bool product(void* c, const void* a, const void* b, const float* bias, int64_t M, int64_t N,
                int64_t K, bool trans_a, bool trans_b, const cpu::MmPost& post,
                float* a_col_sums = nullptr, bool accumulate = false) {
-    // every native bf16 product the own AMX kernel takes: forward, input and weight gradients
-    // (inside the steps the latter took 0.81-0.89x oneDNN's time, docs/benchmarks.md)
+    // every native bf16 product the own kernel (AMX tiles, or AVX512_BF16 without AMX) takes:
+    // forward, input and weight gradients
+    // (inside the steps, on AMX, the latter took 0.81-0.89x oneDNN's time; on an EPYC 9004's
+    // vector unit all of them about 0.95x, docs/benchmarks.md)
     if (!lowp_.emulated() && lowp_.mm_type() == cpu::MmType::bf16 && !post.gelu &&
         cpu::amx_matmul_takes(M, N, K)) {
       cpu::amx_matmul_bf16(c, static_cast<const uint16_t*>(a), static_cast<const uint16_t*>(b), M,
@@ -407,7 +409,7 @@ class CpuBackend final : public HostMemoryBackend {
       const void* d = operand(cpu::LowpOperands::kA, dout, N * OC);
       if (prec_ == Precision::bf16) dbias_src = d;
       const void* x = operand(cpu::LowpOperands::kB, inp, N * C);
-      // the bias gradient (dout's column sums) summed by the own AMX product as it packs dout
+      // the bias gradient (dout's column sums) summed by the own bf16 product as it reads dout
       // (it runs only for native bf16 products; elsewhere product() returns false)
       if (dinp && product(dinp.data, d, lowp_.weight(w, (int64_t)C * OC), nullptr, N, C, OC, false,
                           !w_transposed, post, dbias))

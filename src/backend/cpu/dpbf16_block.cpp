@@ -1,5 +1,7 @@
 #include "backend/cpu/dpbf16_block.h"
 
+#include <cstring>
+
 #include "backend/cpu/simd512.h"
 
 #if GT_SIMD512 && defined(__x86_64__)
@@ -16,11 +18,11 @@ namespace gt::cpu {
 #if GT_DPBF16_KERNEL
 namespace {
 
-bool detect() {
+bool detect_avx512_bf16() {
   unsigned a, b, c, d;
   if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-  const bool f = (b >> 16) & 1, bw = (b >> 30) & 1;
-  if (!f || !bw || a < 1) return false;  // a: the highest subleaf of leaf 7
+  const bool f = (b >> 16) & 1, bw = (b >> 30) & 1, vl = (b >> 31) & 1;
+  if (!f || !bw || !vl || a < 1) return false;  // a: the highest subleaf of leaf 7
   if (!__get_cpuid(1, &a, &b, &c, &d) || !((c >> 27) & 1)) return false;  // OSXSAVE
   unsigned lo, hi;
   __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
@@ -31,9 +33,16 @@ bool detect() {
 
 GT_DPBF16_TARGET inline __m512bh as_bh(__m512i x) { return (__m512bh)x; }
 
+/// The pair of bf16 at p (two 16-bit words, any alignment) in all 16 lanes.
+GT_DPBF16_TARGET inline __m512bh pair_bcast(const uint16_t* p) {
+  int v;
+  std::memcpy(&v, p, sizeof v);
+  return as_bh(_mm512_set1_epi32(v));
+}
+
 /// Row `row` of C, columns [c0, c0 + 32) (those below N), from the two accumulators v0, v1.
-GT_DPBF16_TARGET inline void store_row(void* c, int64_t row, int64_t c0, int64_t N,
-                                       const AmxEpilogue& e, __m512 v0, __m512 v1) {
+GT_DPBF16_TARGET inline void store_c_row(void* c, int64_t row, int64_t c0, int64_t N,
+                                         const AmxEpilogue& e, __m512 v0, __m512 v1) {
   for (int h = 0; h < 2; ++h) {
     const int64_t col = c0 + 16 * h;
     if (col >= N) break;
@@ -60,11 +69,11 @@ GT_DPBF16_TARGET inline void store_row(void* c, int64_t row, int64_t c0, int64_t
 
 /// Rows [row0, row0 + R) of the block (those below `rows`, counted from row0's group start) x
 /// its 32 columns: R x 2 accumulators, each step of p two 64-byte loads of B and R broadcasts
-/// of A's pairs. a32: the group's first pair; row r's pair p at a32[r rs + p ps].
+/// of A's pairs. a: the group's first pair; row r's pair p at a + 2 (r rs + p ps) (elements).
 template <int R>
-GT_DPBF16_TARGET void rows_r(const uint32_t* a32, int64_t rs, int64_t ps, const uint16_t* b0,
-                             const uint16_t* b1, int64_t kp, void* c, int64_t row0, int64_t rows,
-                             int64_t c0, int64_t N, const AmxEpilogue& e) {
+GT_DPBF16_TARGET void dp_rows(const uint16_t* a, int64_t rs, int64_t ps, const uint16_t* b0,
+                              const uint16_t* b1, int64_t kp, void* c, int64_t row0, int64_t rows,
+                              int64_t c0, int64_t N, const AmxEpilogue& e) {
   __m512 acc0[R], acc1[R];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
@@ -87,14 +96,14 @@ GT_DPBF16_TARGET void rows_r(const uint32_t* a32, int64_t rs, int64_t ps, const 
     const __m512bh w1 = as_bh(_mm512_load_si512(b1 + 32 * p));
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
-      const __m512bh x = as_bh(_mm512_set1_epi32(static_cast<int>(a32[r * rs + p * ps])));
+      const __m512bh x = pair_bcast(a + 2 * (r * rs + p * ps));
       acc0[r] = _mm512_dpbf16_ps(acc0[r], x, w0);
       acc1[r] = _mm512_dpbf16_ps(acc1[r], x, w1);
     }
   }
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
-    if (r < rows) store_row(c, row0 + r, c0, N, e, acc0[r], acc1[r]);
+    if (r < rows) store_c_row(c, row0 + r, c0, N, e, acc0[r], acc1[r]);
 }
 
 }  // namespace
@@ -107,12 +116,11 @@ GT_DPBF16_TARGET void dpbf16_block(void* c, const Dpbf16A& a, const uint16_t* bp
   const uint16_t* b0 = bp + 2 * j * kt * 512;
   const uint16_t* b1 = b0 + kt * 512;
   const int64_t rows = M - r0 < 32 ? M - r0 : 32;
-  const uint32_t* a32 = reinterpret_cast<const uint32_t*>(a.a);
   for (int64_t g = 0; g < rows; g += R) {
     if (a.k_major)
-      rows_r<R>(a32 + g, 1, 32, b0, b1, kp, c, r0 + g, rows - g, c0, N, e);
+      dp_rows<R>(a.a + 2 * g, 1, 32, b0, b1, kp, c, r0 + g, rows - g, c0, N, e);
     else
-      rows_r<R>(a32 + g * a.ld / 2, a.ld / 2, 1, b0, b1, kp, c, r0 + g, rows - g, c0, N, e);
+      dp_rows<R>(a.a + g * a.ld, a.ld / 2, 1, b0, b1, kp, c, r0 + g, rows - g, c0, N, e);
   }
 }
 
@@ -151,7 +159,7 @@ void dpbf16_pack_a(uint16_t*, const uint16_t*, int64_t, int64_t, bool, int64_t, 
 
 bool dpbf16_available() {
 #if GT_DPBF16_KERNEL
-  static const bool ok = detect();
+  static const bool ok = detect_avx512_bf16();
   return ok;
 #else
   return false;

@@ -4,8 +4,8 @@
 // 64 and IA-32 Architectures Software Developer's Manual, vol. 2, VDPBF16PS; AMD64
 // Architecture Programmer's Manual, vol. 4). The driver (splits, chunks, B packed into AMX's
 // pair-interleaved layout, which is also VDPBF16PS's) is amx_matmul.cpp's; this file holds the
-// block and the packing of A that differs. Include only where the compiler targets x86-64 with
-// AVX-512 F and BW; call only where dpbf16_available().
+// block and the packing of A that differs. Where the build does not target x86-64 with AVX-512
+// F and BW, dpbf16_available() is false; call the others only where it is true.
 #pragma once
 #include <cstdint>
 
@@ -32,7 +32,9 @@ struct Dpbf16A {
 /// bf16 C rounded to nearest even (VCVTNEPS2BF16). bp: B packed by amx_matmul.cpp's
 /// pack_b_columns (column block j's two 16-column tiles at bp + 2 j (K/32) 512 and
 /// (2 j + 1) (K/32) 512 elements, pair row p of a tile at 32 p: 64-byte aligned). K % 32 == 0.
-/// Sums over K in order in f32; the same bits on any thread.
+/// Sums over K in order in f32, each step of two k as VDPBF16PS does it (Intel SDM: the odd k's
+/// product added first, then the even one's, denormal inputs and results flushed to zero,
+/// rounding to nearest even whatever MXCSR says); the same bits on any thread.
 void dpbf16_block(void* c, const Dpbf16A& a, const uint16_t* bp, int64_t M, int64_t N, int64_t K,
                   int64_t i, int64_t j, const AmxEpilogue& e);
 
