@@ -68,42 +68,57 @@ GT_DPBF16_TARGET inline void store_c_row(void* c, int64_t row, int64_t c0, int64
 }
 
 /// Rows [row0, row0 + R) of the block (those below `rows`, counted from row0's group start) x
-/// its 32 columns: R x 2 accumulators, each step of p two 64-byte loads of B and R broadcasts
-/// of A's pairs. a: the group's first pair; row r's pair p at a + 2 (r rs + p ps) (elements).
-template <int R>
+/// its first 16 V columns: R x V accumulators, each step of p V 64-byte loads of B (b0, and b1
+/// where V is 2) and R broadcasts of A's pairs. a: the group's first pair; row r's pair p at
+/// a + 2 (r rs + p ps) (elements).
+template <int R, int V>
 GT_DPBF16_TARGET void dp_rows(const uint16_t* a, int64_t rs, int64_t ps, const uint16_t* b0,
                               const uint16_t* b1, int64_t kp, void* c, int64_t row0, int64_t rows,
                               int64_t c0, int64_t N, const AmxEpilogue& e) {
-  __m512 acc0[R], acc1[R];
+  static_assert(V == 1 || V == 2, "one or two vectors of 16 columns");
+  __m512 acc[R][2];
 #pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
   {  // C's rows (and the multiplier's) fetched for writing while the products run
     const int64_t cb = e.c_bf16 ? 2 : 4;
     for (int r = 0; r < R && r < rows; ++r) {
       const char* cp = static_cast<const char*>(c) + ((row0 + r) * N + c0) * cb;
       _mm_prefetch(cp, _MM_HINT_ET0);
-      if (cb == 4) _mm_prefetch(cp + 64, _MM_HINT_ET0);
+      if (cb == 4 && V == 2) _mm_prefetch(cp + 64, _MM_HINT_ET0);
       if (e.mul) {
         const int64_t mb = e.mul_bf16 ? 2 : 4;
         const char* mp = static_cast<const char*>(e.mul) + ((row0 + r) * N + c0) * mb;
         _mm_prefetch(mp, _MM_HINT_T0);
-        if (mb == 4) _mm_prefetch(mp + 64, _MM_HINT_T0);
+        if (mb == 4 && V == 2) _mm_prefetch(mp + 64, _MM_HINT_T0);
       }
     }
   }
   for (int64_t p = 0; p < kp; ++p) {
     const __m512bh w0 = as_bh(_mm512_load_si512(b0 + 32 * p));
-    const __m512bh w1 = as_bh(_mm512_load_si512(b1 + 32 * p));
+    const __m512bh w1 = V == 2 ? as_bh(_mm512_load_si512(b1 + 32 * p)) : w0;
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const __m512bh x = pair_bcast(a + 2 * (r * rs + p * ps));
-      acc0[r] = _mm512_dpbf16_ps(acc0[r], x, w0);
-      acc1[r] = _mm512_dpbf16_ps(acc1[r], x, w1);
+      acc[r][0] = _mm512_dpbf16_ps(acc[r][0], x, w0);
+      if (V == 2) acc[r][1] = _mm512_dpbf16_ps(acc[r][1], x, w1);
     }
   }
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
-    if (r < rows) store_c_row(c, row0 + r, c0, N, e, acc0[r], acc1[r]);
+    if (r < rows) store_c_row(c, row0 + r, c0, N, e, acc[r][0], acc[r][1]);
+}
+
+/// The block's rows in groups of R, V vectors of columns (dp_rows).
+template <int R, int V>
+GT_DPBF16_TARGET void dp_block(void* c, const Dpbf16A& a, const uint16_t* b0, const uint16_t* b1,
+                               int64_t kp, int64_t r0, int64_t rows, int64_t c0, int64_t N,
+                               const AmxEpilogue& e) {
+  for (int64_t g = 0; g < rows; g += R) {
+    if (a.k_major)
+      dp_rows<R, V>(a.a + 2 * g, 1, 32, b0, b1, kp, c, r0 + g, rows - g, c0, N, e);
+    else
+      dp_rows<R, V>(a.a + g * a.ld, a.ld / 2, 1, b0, b1, kp, c, r0 + g, rows - g, c0, N, e);
+  }
 }
 
 }  // namespace
@@ -111,17 +126,17 @@ GT_DPBF16_TARGET void dp_rows(const uint16_t* a, int64_t rs, int64_t ps, const u
 GT_DPBF16_TARGET void dpbf16_block(void* c, const Dpbf16A& a, const uint16_t* bp, int64_t M,
                                    int64_t N, int64_t K, int64_t i, int64_t j,
                                    const AmxEpilogue& e) {
-  constexpr int R = 8;
   const int64_t kt = K / 32, kp = K / 2, r0 = 32 * i, c0 = 32 * j;
   const uint16_t* b0 = bp + 2 * j * kt * 512;
   const uint16_t* b1 = b0 + kt * 512;
   const int64_t rows = M - r0 < 32 ? M - r0 : 32;
-  for (int64_t g = 0; g < rows; g += R) {
-    if (a.k_major)
-      dp_rows<R>(a.a + 2 * g, 1, 32, b0, b1, kp, c, r0 + g, rows - g, c0, N, e);
-    else
-      dp_rows<R>(a.a + g * a.ld, a.ld / 2, 1, b0, b1, kp, c, r0 + g, rows - g, c0, N, e);
-  }
+  // where C's last block has at most 16 columns (a 65-token vocabulary's classifier: its third
+  // block has one), half the work: 8 rows x 16 columns (16 rows would take more pointers to
+  // A's rows than there are registers)
+  if (c0 + 16 >= N)
+    dp_block<8, 1>(c, a, b0, b1, kp, r0, rows, c0, N, e);
+  else
+    dp_block<8, 2>(c, a, b0, b1, kp, r0, rows, c0, N, e);
 }
 
 GT_DPBF16_TARGET void dpbf16_pack_a(uint16_t* dst, const uint16_t* a, int64_t M, int64_t K,
