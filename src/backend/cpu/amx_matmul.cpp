@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "backend/cpu/amx_tiles.h"
+#include "backend/cpu/bf16_epilogue.h"
 #include "backend/cpu/dpbf16_block.h"
 #include "backend/cpu/simd512.h"
 #else
@@ -38,25 +39,21 @@ namespace {
 std::atomic<int> g_own{-1};     // -1: not decided yet (environment), 0 off, 1 on
 std::atomic<int> g_vector{-1};  // the vector kernel even with AMX: -1 not decided yet, 0, 1
 
-bool own_enabled() {
-  int v = g_own.load(std::memory_order_relaxed);
+/// g's choice, taken from the environment the first time (while g is -1): `match` where the
+/// variable `var` is set to `value`, else the opposite.
+bool env_choice(std::atomic<int>& g, const char* var, const char* value, bool match) {
+  int v = g.load(std::memory_order_relaxed);
   if (v < 0) {
-    const char* env = std::getenv("GT_CPU_OWN_AMX");
-    v = (env && std::strcmp(env, "0") == 0) ? 0 : 1;
-    g_own.store(v, std::memory_order_relaxed);
+    const char* env = std::getenv(var);
+    v = (env && std::strcmp(env, value) == 0) == match ? 1 : 0;
+    g.store(v, std::memory_order_relaxed);
   }
   return v == 1;
 }
 
-bool vector_preferred() {
-  int v = g_vector.load(std::memory_order_relaxed);
-  if (v < 0) {
-    const char* env = std::getenv("GT_CPU_BF16_KERNEL");
-    v = (env && std::strcmp(env, "avx512_bf16") == 0) ? 1 : 0;
-    g_vector.store(v, std::memory_order_relaxed);
-  }
-  return v == 1;
-}
+bool own_enabled() { return env_choice(g_own, "GT_CPU_OWN_AMX", "0", false); }
+
+bool vector_preferred() { return env_choice(g_vector, "GT_CPU_BF16_KERNEL", "avx512_bf16", true); }
 
 #if GT_AMX_KERNEL
 /// A 64-byte aligned buffer of the calling thread that grows and is kept (no std template is
@@ -172,30 +169,8 @@ GT_AMX_TARGET void epilogue(const Pending& p, void* c, int64_t M, int64_t N, con
     for (int h = 0; h < 2; ++h) {
       const int64_t col = c0 + 16 * h;
       if (col >= N) break;
-      const __mmask16 m = lanes_below(col, N);
-      __m512 v = _mm512_loadu_ps(buf + r * 32 + 16 * h);
-      if (add_bias && e.bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, e.bias + col));
-      if (e.mul) {
-        __m512 f;
-        if (e.mul_bf16) {
-          const __m256i h16 =
-              _mm256_maskz_loadu_epi16(m, static_cast<const uint16_t*>(e.mul) + row * N + col);
-          f = widen_bf16_512(h16);
-        } else {
-          f = _mm512_maskz_loadu_ps(m, static_cast<const float*>(e.mul) + row * N + col);
-        }
-        v = _mm512_mul_ps(v, f);
-      }
-      if (e.c_bf16) {
-        // VCVTNEPS2BF16: nearest even, as oneDNN's bf16 stores on these CPUs (it flushes
-        // denormals to zero)
-        _mm256_mask_storeu_epi16(static_cast<uint16_t*>(c) + row * N + col, m,
-                                 reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v)));
-      } else {
-        float* cp = static_cast<float*>(c) + row * N + col;
-        if (e.accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, cp));
-        _mm512_mask_storeu_ps(cp, m, v);
-      }
+      store_epilogue16(c, row, col, N, lanes_below(col, N), _mm512_loadu_ps(buf + r * 32 + 16 * h),
+                       add_bias, e);
     }
   }
 }
@@ -354,37 +329,30 @@ GT_AMX_TARGET void blocks(void* c, const uint16_t* a, const uint16_t* bp, int64_
                           int64_t K, bool trans_a, const AmxEpilogue& e, uint16_t* ap, float* sums,
                           int64_t mc, int64_t i0, int64_t i1, int64_t j0, int64_t j1, float* bufs,
                           bool vec) {
-  const int64_t kt = K / 32;
-  if (vec) {  // the same chunks on VDPBF16PS (dpbf16_block.h)
-    for (int64_t c0 = i0; c0 < i1; c0 += mc) {
-      const int64_t c1 = c0 + mc < i1 ? c0 + mc : i1;
-      const bool in_place = !trans_a && 32 * c1 <= M;
-      if (!in_place) dpbf16_pack_a(ap, a, M, K, trans_a, 32 * c0, c1 - c0);
-      if (sums) column_sums(sums + c0 * K, a, M, K, 32 * c0, c1 - c0);
-      for (int64_t j = j0; j < j1; ++j)
-        for (int64_t i = c0; i < c1; ++i) {
-          const Dpbf16A ai = in_place ? Dpbf16A{a + 32 * i * K, K, false}
-                                      : Dpbf16A{ap + (i - c0) * 32 * K, K, trans_a};
-          dpbf16_block(c, ai, bp, M, N, K, i, j, e);
-        }
-    }
-    return;
-  }
   int cur = 0;
   Pending pend;
   for (int64_t c0 = i0; c0 < i1; c0 += mc) {
     const int64_t c1 = c0 + mc < i1 ? c0 + mc : i1;
     // A stored (M,K) is read by the tiles in place (row stride 2K bytes) where the chunk's
     // blocks are whole; the rest (a transposed A, a last partial block) is packed first
+    // (a packed block is 32 K elements either way; the vector kernel's own layout,
+    // dpbf16_block.h)
     const bool in_place = !trans_a && 32 * c1 <= M;
-    if (!in_place) pack_a(ap, a, M, K, trans_a, 32 * c0, c1 - c0);
+    if (!in_place) {
+      if (vec)
+        dpbf16_pack_a(ap, a, M, K, trans_a, 32 * c0, c1 - c0);
+      else
+        pack_a(ap, a, M, K, trans_a, 32 * c0, c1 - c0);
+    }
     if (sums) column_sums(sums + c0 * K, a, M, K, 32 * c0, c1 - c0);
     for (int64_t j = j0; j < j1; ++j)
-      for (int64_t i = c0; i < c1; ++i)
-        if (in_place)
-          block(c, a + 32 * i * K, bp, M, N, K, i, j, bufs, cur, pend, e, K);
+      for (int64_t i = c0; i < c1; ++i) {
+        const uint16_t* ai = in_place ? a + 32 * i * K : ap + (i - c0) * 32 * K;
+        if (vec)
+          dpbf16_block(c, {ai, K, !in_place && trans_a}, bp, M, N, K, i, j, e);
         else
-          block(c, ap + (i - c0) * 2 * kt * 512, bp, M, N, K, i, j, bufs, cur, pend, e, 0);
+          block(c, ai, bp, M, N, K, i, j, bufs, cur, pend, e, in_place ? K : 0);
+      }
     if (pend.buf) epilogue(pend, c, M, N, e, 0, 32);
     pend.buf = nullptr;
   }

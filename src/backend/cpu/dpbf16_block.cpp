@@ -8,6 +8,8 @@
 #define GT_DPBF16_KERNEL 1
 #include <cpuid.h>
 
+#include "backend/cpu/bf16_epilogue.h"
+
 #define GT_DPBF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 #else
 #define GT_DPBF16_KERNEL 0
@@ -43,28 +45,8 @@ GT_DPBF16_TARGET inline __m512bh pair_bcast(const uint16_t* p) {
 /// Row `row` of C, columns [c0, c0 + 32) (those below N), from the two accumulators v0, v1.
 GT_DPBF16_TARGET inline void store_c_row(void* c, int64_t row, int64_t c0, int64_t N,
                                          const AmxEpilogue& e, __m512 v0, __m512 v1) {
-  for (int h = 0; h < 2; ++h) {
-    const int64_t col = c0 + 16 * h;
-    if (col >= N) break;
-    const __mmask16 m = lanes_below(col, N);
-    __m512 v = h ? v1 : v0;
-    if (e.bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, e.bias + col));
-    if (e.mul) {
-      const __m512 f =
-          e.mul_bf16 ? widen_bf16_512(_mm256_maskz_loadu_epi16(
-                           m, static_cast<const uint16_t*>(e.mul) + row * N + col))
-                     : _mm512_maskz_loadu_ps(m, static_cast<const float*>(e.mul) + row * N + col);
-      v = _mm512_mul_ps(v, f);
-    }
-    if (e.c_bf16) {
-      _mm256_mask_storeu_epi16(static_cast<uint16_t*>(c) + row * N + col, m,
-                               reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v)));
-    } else {
-      float* cp = static_cast<float*>(c) + row * N + col;
-      if (e.accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, cp));
-      _mm512_mask_storeu_ps(cp, m, v);
-    }
-  }
+  store_epilogue16(c, row, c0, N, lanes_below(c0, N), v0, true, e);
+  if (c0 + 16 < N) store_epilogue16(c, row, c0 + 16, N, lanes_below(c0 + 16, N), v1, true, e);
 }
 
 /// Rows [row0, row0 + R) of the block (those below `rows`, counted from row0's group start) x
