@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <ostream>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "backend/cpu/amx_matmul.h"
@@ -177,10 +178,20 @@ TEST_P(AmxMatmul, ColumnSumsOfAMatchFloat64AndNotTheTeamSize) {
     }
     const int before = omp_get_max_threads();
     omp_set_num_threads(1);
-    cpu::amx_matmul_bf16(c.data(), a.data(), b.data(), s.M, s.N, s.K, false, s.trans_b,
+    std::vector<float> c1(c.size());
+    cpu::amx_matmul_bf16(c1.data(), a.data(), b.data(), s.M, s.N, s.K, false, s.trans_b,
                          {.a_col_sums = sums1.data()});
-    omp_set_num_threads(before);
     ASSERT_EQ(sums, sums1);
+    // three threads, two of which run only block rows they take from the first one's share
+    omp_set_num_threads(3);
+    cpu::amx_matmul_rows_to_first_thread(true);
+    std::vector<float> c3(c.size()), sums3(s.K, 0.5f);
+    cpu::amx_matmul_bf16(c3.data(), a.data(), b.data(), s.M, s.N, s.K, false, s.trans_b,
+                         {.a_col_sums = sums3.data()});
+    cpu::amx_matmul_rows_to_first_thread(false);
+    omp_set_num_threads(before);
+    ASSERT_EQ(sums, sums3);
+    ASSERT_EQ(c1, c3);
   }
 }
 
@@ -240,16 +251,23 @@ TEST_P(AmxMatmul, ResultDoesNotDependOnTheTeamSize) {
     std::vector<float> bias(s.N, 0.25f), c0(s.M * s.N, 1.0f);
     const int before = omp_get_max_threads();
     std::vector<std::vector<float>> c;
-    for (int threads : {1, 2, 3}) {
+    // teams of 1, 2 and 3, then 2 and 3 where all block rows start in the first thread's share
+    // (the others run only rows they take from it)
+    const std::pair<int, bool> teams[] = {{1, false}, {2, false}, {3, false}, {2, true}, {3, true}};
+    for (auto [threads, to_first] : teams) {
       omp_set_num_threads(threads);
+      cpu::amx_matmul_rows_to_first_thread(to_first);
       c.push_back(c0);
       cpu::amx_matmul_bf16(c.back().data(), a.data(), b.data(), s.M, s.N, s.K, s.trans_a, s.trans_b,
                            {.bias = bias.data(), .accumulate = true});
     }
+    cpu::amx_matmul_rows_to_first_thread(false);
     omp_set_num_threads(before);
     for (size_t t = 1; t < c.size(); ++t)
       for (int64_t i = 0; i < s.M * s.N; ++i)
-        ASSERT_EQ(c[0][i], c[t][i]) << s.M << " x " << s.N << ", team " << t + 1 << ", at " << i;
+        ASSERT_EQ(c[0][i], c[t][i])
+            << s.M << " x " << s.N << ", team " << teams[t].first
+            << (teams[t].second ? " (rows taken from the first)" : "") << ", at " << i;
   }
 }
 

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 
 #include "core/error.h"
 
@@ -36,6 +37,8 @@
 namespace gt::cpu {
 namespace {
 
+std::atomic<bool> g_rows_to_first{false};  // amx_matmul_rows_to_first_thread
+
 std::atomic<int> g_own{-1};     // -1: not decided yet (environment), 0 off, 1 on
 std::atomic<int> g_vector{-1};  // the vector kernel even with AMX: -1 not decided yet, 0, 1
 
@@ -65,7 +68,7 @@ uint16_t* thread_buffer(int which, size_t elems) {
     size_t n = 0;
     ~Buf() { std::free(p); }
   };
-  static thread_local Buf bufs[3];
+  static thread_local Buf bufs[4];
   Buf& b = bufs[which];
   if (b.n < elems) {
     std::free(b.p);
@@ -147,6 +150,37 @@ GT_AMX_TARGET void pack_b_columns(uint16_t* bp, const uint16_t* b, int64_t N, in
   }
   for (int64_t kb = 0; kb < kt; ++kb)  // row by row of B: each row's lines read once
     for (int64_t j = j0; j < j1; ++j) pack_b_pair_kn(bp, b, N, kt, j, kb);
+}
+
+/// A thread's block rows [lo, hi) still to run, in one word (lo in the low 32 bits, hi in the
+/// high), so that its owner taking from the front and another thread from the back never
+/// both take the same rows. One to a cache line.
+struct alignas(64) RowRange {
+  std::atomic<uint64_t> v;
+};
+
+inline uint64_t pack_range(int64_t lo, int64_t hi) {
+  return static_cast<uint64_t>(lo) | static_cast<uint64_t>(hi) << 32;
+}
+
+/// Up to mc block rows of r into [i0, i1): from the front (its owner) or the back; false
+/// when none are left.
+inline bool take_rows(RowRange& r, int64_t mc, bool front, int64_t& i0, int64_t& i1) {
+  uint64_t v = r.v.load(std::memory_order_relaxed);
+  for (;;) {
+    const int64_t lo = static_cast<int64_t>(v & 0xffffffffu), hi = static_cast<int64_t>(v >> 32);
+    if (lo >= hi) return false;
+    if (front) {
+      i0 = lo;
+      i1 = lo + mc < hi ? lo + mc : hi;
+    } else {
+      i1 = hi;
+      i0 = hi - mc > lo ? hi - mc : lo;
+    }
+    const uint64_t nv = front ? pack_range(i1, hi) : pack_range(lo, i0);
+    if (r.v.compare_exchange_weak(v, nv, std::memory_order_acq_rel, std::memory_order_relaxed))
+      return true;
+  }
 }
 
 /// A block whose result waits in a buffer for its epilogue (f32, 32 x 32, row stride 32).
@@ -363,13 +397,14 @@ GT_AMX_TARGET void blocks(void* c, const uint16_t* a, const uint16_t* bp, int64_
 /// thread takes a range of column blocks, packs those columns of B and all of A itself, and
 /// reads only what it packed (split by rows, each thread read every column of B, half of it
 /// from the other core's cache), in chunks of mc block rows; otherwise B is packed once by the
-/// whole team (each thread the columns it would take) and chunks of block rows go to whichever
-/// thread is free. Either way each block runs
+/// whole team (each thread the columns it would take), each thread runs its own share of the
+/// block rows (ranges[tid]) and then takes what is left of the others'. Either way each block runs
 /// whole on one thread: the same bits on any team. vec: the blocks on the vector unit (no
 /// tile state is configured).
 GT_AMX_TARGET void run(void* c, const uint16_t* a, const uint16_t* b, int64_t M, int64_t N,
                        int64_t K, bool trans_a, bool trans_b, const AmxEpilogue& e, uint16_t* bp,
-                       uint16_t* a_bufs, float* sums, int64_t mc, bool split_cols, bool vec) {
+                       uint16_t* a_bufs, float* sums, int64_t mc, bool split_cols, bool vec,
+                       RowRange* ranges) {
   const int64_t nb = (N + 31) / 32, mb = (M + 31) / 32;
 #pragma omp parallel
   {
@@ -383,17 +418,27 @@ GT_AMX_TARGET void run(void* c, const uint16_t* a, const uint16_t* b, int64_t M,
     if (split_cols) {
       if (j1 > j0) blocks(c, a, bp, M, N, K, trans_a, e, ap, nullptr, mc, 0, mb, j0, j1, bufs, vec);
     } else {
+      // each thread its own contiguous block rows first, in chunks of mc from the front: the
+      // rows it wrote in the op before (every op splits rows into the same halves), still in
+      // its core's cache; then chunks from the back of the others' rows while any are left
+      // (a thread slowed by other work on its core). Inside steps, 1.00-1.09x faster than
+      // chunks dealt to whichever thread was free (docs/benchmarks.md)
+      if (g_rows_to_first.load(std::memory_order_relaxed))
+        ranges[tid].v.store(tid == 0 ? pack_range(0, mb) : 0, std::memory_order_relaxed);
+      else
+        ranges[tid].v.store(pack_range(mb * tid / nt, mb * (tid + 1) / nt),
+                            std::memory_order_relaxed);
 #pragma omp barrier
-      // chunks of mc block rows, each to whichever thread is free (docs/benchmarks.md)
-      const int64_t nmc = (mb + mc - 1) / mc;
-#pragma omp for schedule(dynamic, 1)
-      for (int64_t ic = 0; ic < nmc; ++ic) {
-        const int64_t i0 = ic * mc, i1 = (ic + 1) * mc < mb ? (ic + 1) * mc : mb;
+      int64_t i0, i1;
+      while (take_rows(ranges[tid], mc, true, i0, i1))
         blocks(c, a, bp, M, N, K, trans_a, e, ap, sums, mc, i0, i1, 0, nb, bufs, vec);
-      }
+      for (int64_t o = 1; o < nt; ++o)
+        while (take_rows(ranges[(tid + o) % nt], mc, false, i0, i1))
+          blocks(c, a, bp, M, N, K, trans_a, e, ap, sums, mc, i0, i1, 0, nb, bufs, vec);
     }
     if (!vec) release_tiles();
-    if (sums) {  // (after the loop's barrier) the blocks' partial sums in block order
+    if (sums) {  // the blocks' partial sums in block order, once every block has run
+#pragma omp barrier
 #pragma omp for schedule(static)
       for (int64_t k = 0; k < K; k += 16) {
         __m512 t = _mm512_loadu_ps(e.a_col_sums + k);
@@ -440,6 +485,10 @@ void prefer_vector_bf16_kernel(bool on) { g_vector.store(on ? 1 : 0, std::memory
 
 bool vector_bf16_kernel_preferred() { return vector_preferred(); }
 
+void amx_matmul_rows_to_first_thread(bool on) {
+  g_rows_to_first.store(on, std::memory_order_relaxed);
+}
+
 bool amx_matmul_takes(int64_t M, int64_t N, int64_t K) {
   return M > 0 && N > 0 && K > 0 && K % 32 == 0 && N * K <= kAmxMaxBElems &&
          own_bf16_kernel() != Bf16Kernel::none;
@@ -485,8 +534,11 @@ void amx_matmul_bf16(void* c, const uint16_t* a, const uint16_t* b, int64_t M, i
   float* sums = e.a_col_sums
                     ? reinterpret_cast<float*>(thread_buffer(2, static_cast<size_t>(mb * K * 2)))
                     : nullptr;
+  RowRange* ranges = reinterpret_cast<RowRange*>(
+      thread_buffer(3, static_cast<size_t>(nt) * sizeof(RowRange) / sizeof(uint16_t)));
+  for (int64_t t = 0; t < nt; ++t) new (&ranges[t]) RowRange{};
   run(c, a, b, M, N, K, trans_a, trans_b, e, bp, a_bufs, sums, mc, split_cols,
-      own_bf16_kernel() == Bf16Kernel::avx512_bf16);
+      own_bf16_kernel() == Bf16Kernel::avx512_bf16, ranges);
 #else
   (void)c, (void)a, (void)b, (void)trans_a, (void)trans_b;
 #endif

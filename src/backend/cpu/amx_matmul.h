@@ -65,6 +65,11 @@ void prefer_vector_bf16_kernel(bool on);
 /// The current choice of prefer_vector_bf16_kernel (or of the environment).
 bool vector_bf16_kernel_preferred();
 
+/// For tests: a product split by rows starts with every block row in the first thread's
+/// share (on) instead of one contiguous share per thread (off, the default), so that the
+/// other threads run only rows they take from it.
+void amx_matmul_rows_to_first_thread(bool on);
+
 /// True when amx_matmul_bf16 takes a product of these sizes: an own kernel runs here
 /// (own_bf16_kernel() not none), K a multiple of 32 (A's tiles are read in rows of 32),
 /// N K <= kAmxMaxBElems and no dimension zero.
@@ -80,8 +85,10 @@ size_t amx_matmul_workspace_bytes(int64_t max_m, int64_t max_nk, int64_t max_k, 
 /// contiguous: A is stored (M,K), or (K,M) when trans_a (X in a weight gradient X^T dY); B is
 /// stored (N,K) when trans_b, else (K,N). Accumulates in f32 over K in order, each C block on one
 /// thread: the result does not depend on the team size. Runs on the OpenMP team of the calling
-/// thread (omp_set_num_threads). Throws gt::Error when amx_matmul_takes() is false, for accumulate
-/// with a bf16 C, or for a_col_sums with trans_a.
+/// thread (omp_set_num_threads); split by rows, each thread first runs its own contiguous share
+/// (the rows the step's other ops gave it), then takes what is left of the others'. Throws
+/// gt::Error when amx_matmul_takes() is false, for accumulate with a bf16 C, or for a_col_sums with
+/// trans_a.
 void amx_matmul_bf16(void* c, const uint16_t* a, const uint16_t* b, int64_t M, int64_t N, int64_t K,
                      bool trans_a, bool trans_b, const AmxEpilogue& e = {});
 
