@@ -162,6 +162,16 @@ TEST_P(AmxMatmul, EpiloguesMatchFloat64) {
 
 // A's column sums (the bias gradient of an input gradient, summed while A is packed): added
 // to the old values, against float64; bitwise the same on 1 and 2 threads.
+/// Sets the OpenMP team size and the row split (amx_matmul_rows_to_first_thread) back as they
+/// were when it goes out of scope, also when an assertion returns early.
+struct TeamGuard {
+  const int before = omp_get_max_threads();
+  ~TeamGuard() {
+    omp_set_num_threads(before);
+    cpu::amx_matmul_rows_to_first_thread(false);
+  }
+};
+
 TEST_P(AmxMatmul, ColumnSumsOfAMatchFloat64AndNotTheTeamSize) {
   for (const Case& s : kCases) {
     if (s.trans_a) continue;
@@ -176,20 +186,18 @@ TEST_P(AmxMatmul, ColumnSumsOfAMatchFloat64AndNotTheTeamSize) {
       // f32 sums of M values of about 1: a few ulps of sqrt(M) terms
       ASSERT_NEAR(sums[k], r, 1e-6 * std::sqrt(double(s.M)) * 16) << "column " << k;
     }
-    const int before = omp_get_max_threads();
+    const TeamGuard guard;
     omp_set_num_threads(1);
     std::vector<float> c1(c.size());
     cpu::amx_matmul_bf16(c1.data(), a.data(), b.data(), s.M, s.N, s.K, false, s.trans_b,
                          {.a_col_sums = sums1.data()});
     ASSERT_EQ(sums, sums1);
-    // three threads, two of which run only block rows they take from the first one's share
+    // three threads, two of which run every block row, taken from the first one's share
     omp_set_num_threads(3);
     cpu::amx_matmul_rows_to_first_thread(true);
     std::vector<float> c3(c.size()), sums3(s.K, 0.5f);
     cpu::amx_matmul_bf16(c3.data(), a.data(), b.data(), s.M, s.N, s.K, false, s.trans_b,
                          {.a_col_sums = sums3.data()});
-    cpu::amx_matmul_rows_to_first_thread(false);
-    omp_set_num_threads(before);
     ASSERT_EQ(sums, sums3);
     ASSERT_EQ(c1, c3);
   }
@@ -246,13 +254,16 @@ TEST_P(AmxMatmul, ReadsAndWritesNothingPastItsOperands) {
 
 // Split by rows (M >= N) and by columns (a weight gradient's M < N), on 1, 2 and 3 threads.
 TEST_P(AmxMatmul, ResultDoesNotDependOnTheTeamSize) {
-  for (const Case& s : {Case{300, 200, 256, true}, Case{70, 390, 256, false, true}}) {
+  // split by rows (A stored (M,K), then transposed), and by columns (fewer block rows than
+  // block columns)
+  for (const Case& s : {Case{300, 200, 256, true}, Case{300, 200, 256, false, true},
+                        Case{70, 390, 256, false, true}}) {
     auto a = rand16(s.M * s.K, 8), b = rand16(s.K * s.N, 9);
     std::vector<float> bias(s.N, 0.25f), c0(s.M * s.N, 1.0f);
-    const int before = omp_get_max_threads();
+    const TeamGuard guard;
     std::vector<std::vector<float>> c;
-    // teams of 1, 2 and 3, then 2 and 3 where all block rows start in the first thread's share
-    // (the others run only rows they take from it)
+    // teams of 1, 2 and 3, then 2 and 3 where every block row is in the first thread's share
+    // and the others run them all (split by rows)
     const std::pair<int, bool> teams[] = {{1, false}, {2, false}, {3, false}, {2, true}, {3, true}};
     for (auto [threads, to_first] : teams) {
       omp_set_num_threads(threads);
@@ -261,8 +272,6 @@ TEST_P(AmxMatmul, ResultDoesNotDependOnTheTeamSize) {
       cpu::amx_matmul_bf16(c.back().data(), a.data(), b.data(), s.M, s.N, s.K, s.trans_a, s.trans_b,
                            {.bias = bias.data(), .accumulate = true});
     }
-    cpu::amx_matmul_rows_to_first_thread(false);
-    omp_set_num_threads(before);
     for (size_t t = 1; t < c.size(); ++t)
       for (int64_t i = 0; i < s.M * s.N; ++i)
         ASSERT_EQ(c[0][i], c[t][i])

@@ -82,8 +82,9 @@ uint16_t* thread_buffer(int which, size_t elems) {
 }
 
 constexpr int64_t kMaxMc = 8;  // 32-row blocks of A per chunk: 256 rows stay in L2 across N
-/// The least work of a chunk of block rows dealt to a thread (FLOPs): inside training steps,
-/// chunks of one 1-MFLOP block row ran 1.02-1.06x the time of static halves
+/// The least work of a chunk of block rows (FLOPs) a thread runs or takes from another's
+/// share: when chunks were dealt to whichever thread was free, chunks of one 1-MFLOP block
+/// row ran 1.02-1.06x the time of static halves inside training steps
 constexpr int64_t kMinChunkFlop = int64_t{8} << 20;
 
 bool detect_amx() {
@@ -404,7 +405,7 @@ GT_AMX_TARGET void blocks(void* c, const uint16_t* a, const uint16_t* bp, int64_
 GT_AMX_TARGET void run(void* c, const uint16_t* a, const uint16_t* b, int64_t M, int64_t N,
                        int64_t K, bool trans_a, bool trans_b, const AmxEpilogue& e, uint16_t* bp,
                        uint16_t* a_bufs, float* sums, int64_t mc, bool split_cols, bool vec,
-                       RowRange* ranges) {
+                       RowRange* ranges, bool rows_to_first) {
   const int64_t nb = (N + 31) / 32, mb = (M + 31) / 32;
 #pragma omp parallel
   {
@@ -418,19 +419,23 @@ GT_AMX_TARGET void run(void* c, const uint16_t* a, const uint16_t* b, int64_t M,
     if (split_cols) {
       if (j1 > j0) blocks(c, a, bp, M, N, K, trans_a, e, ap, nullptr, mc, 0, mb, j0, j1, bufs, vec);
     } else {
-      // each thread its own contiguous block rows first, in chunks of mc from the front: the
-      // rows it wrote in the op before (every op splits rows into the same halves), still in
-      // its core's cache; then chunks from the back of the others' rows while any are left
-      // (a thread slowed by other work on its core). Inside steps, 1.00-1.09x faster than
-      // chunks dealt to whichever thread was free (docs/benchmarks.md)
-      if (g_rows_to_first.load(std::memory_order_relaxed))
+      // each thread its own contiguous block rows first, in chunks of mc from the front: about
+      // the rows it wrote in the op before (the step's ops split rows into contiguous equal
+      // shares too; exactly where M is a multiple of 32 x the team), still in its core's
+      // cache; then chunks from the back of the others' rows while any are left (a thread
+      // slowed by other work on its core). Inside steps, 1.01-1.09x faster than chunks dealt
+      // to whichever thread was free (docs/benchmarks.md)
+      // (rows_to_first, for tests: every row in the first thread's share, which only the
+      // others run, from its back, where there are others)
+      const bool to_first = rows_to_first && nt > 1;
+      if (to_first)
         ranges[tid].v.store(tid == 0 ? pack_range(0, mb) : 0, std::memory_order_relaxed);
       else
         ranges[tid].v.store(pack_range(mb * tid / nt, mb * (tid + 1) / nt),
                             std::memory_order_relaxed);
 #pragma omp barrier
       int64_t i0, i1;
-      while (take_rows(ranges[tid], mc, true, i0, i1))
+      while (!to_first && take_rows(ranges[tid], mc, true, i0, i1))
         blocks(c, a, bp, M, N, K, trans_a, e, ap, sums, mc, i0, i1, 0, nb, bufs, vec);
       for (int64_t o = 1; o < nt; ++o)
         while (take_rows(ranges[(tid + o) % nt], mc, false, i0, i1))
@@ -491,6 +496,7 @@ void amx_matmul_rows_to_first_thread(bool on) {
 
 bool amx_matmul_takes(int64_t M, int64_t N, int64_t K) {
   return M > 0 && N > 0 && K > 0 && K % 32 == 0 && N * K <= kAmxMaxBElems &&
+         M <= (int64_t{1} << 36) &&  // block rows fit a share's 32-bit bounds (RowRange)
          own_bf16_kernel() != Bf16Kernel::none;
 }
 
@@ -498,7 +504,8 @@ size_t amx_matmul_workspace_bytes(int64_t max_m, int64_t max_nk, int64_t max_k, 
   if (max_nk <= 0 || own_bf16_kernel() == Bf16Kernel::none) return 0;
   return static_cast<size_t>((max_nk + 32 * max_k) + int64_t{threads} * 8 * 32 * max_k) *
              sizeof(uint16_t) +
-         static_cast<size_t>((max_m + 31) / 32 * max_k) * sizeof(float);
+         static_cast<size_t>((max_m + 31) / 32 * max_k) * sizeof(float) +
+         static_cast<size_t>(threads) * 64;  // the threads' shares of block rows (RowRange)
 }
 
 bool own_amx_enabled() { return own_enabled() && amx_available(); }
@@ -518,10 +525,9 @@ void amx_matmul_bf16(void* c, const uint16_t* a, const uint16_t* b, int64_t M, i
 #if GT_AMX_KERNEL
   const int64_t nb = (N + 31) / 32, mb = (M + 31) / 32, nt = omp_get_max_threads();
   // split by columns: chunks of at most kMaxMc block rows of A, each packed once per thread
-  // and met by the thread's column blocks. Split by rows: chunks dealt out as threads come
-  // free, each at least kMinChunkFlop of work (a block row of a 128-wide product is about 1
-  // MFLOP, and one per grab cost more in handing out than dynamic dealing gained), at most
-  // half a thread's share and kMaxMc block rows
+  // and met by the thread's column blocks. Split by rows: each thread's share run, and taken
+  // by others, in chunks of at least kMinChunkFlop of work (a block row of a 128-wide product
+  // is about 1 MFLOP), at most half a thread's share and kMaxMc block rows
   static_assert(kMaxMc == 8, "amx_matmul_workspace_bytes counts 8 blocks of rows per thread");
   const bool split_cols = nt > 1 && mb < nb && !e.a_col_sums;
   const int64_t row_flop = 2 * 32 * (32 * nb) * K;
@@ -538,7 +544,8 @@ void amx_matmul_bf16(void* c, const uint16_t* a, const uint16_t* b, int64_t M, i
       thread_buffer(3, static_cast<size_t>(nt) * sizeof(RowRange) / sizeof(uint16_t)));
   for (int64_t t = 0; t < nt; ++t) new (&ranges[t]) RowRange{};
   run(c, a, b, M, N, K, trans_a, trans_b, e, bp, a_bufs, sums, mc, split_cols,
-      own_bf16_kernel() == Bf16Kernel::avx512_bf16, ranges);
+      own_bf16_kernel() == Bf16Kernel::avx512_bf16, ranges,
+      g_rows_to_first.load(std::memory_order_relaxed));
 #else
   (void)c, (void)a, (void)b, (void)trans_a, (void)trans_b;
 #endif

@@ -6,17 +6,17 @@
 // transposed), whose calls inside the steps took 0.81-0.89x oneDNN's time (docs/benchmarks.md).
 // C blocks of 32 x 32 in four accumulator tiles (2 x 2); B repacked once per call into AMX's
 // pair-interleaved (VNNI) layout; A stored (M,K) read by the tiles in place (a transposed A, or
-// a last partial block, packed into tile order first); each 32-row block row of C to whichever
-// thread is free; where C has fewer block rows than block columns (a weight gradient) each
-// thread takes a range of columns and packs its own part of B and all of A instead; C's rows
-// prefetched while the tiles compute; epilogues (bf16 C, a multiplier) run beside the next
-// block's tiles; A's column sums (an input gradient's bias gradient) taken as A is packed.
-// Intel's tile instructions: Intel 64 and IA-32 Architectures Software Developer's Manual, vol.
-// 2, TDPBF16PS / TILELOADD; Linux asks a process to request the tile state first (arch_prctl
-// ARCH_REQ_XCOMP_PERM, Documentation/arch/x86/xstate.rst).
-// On CPUs with AVX512_BF16 but no AMX (AMD EPYC Zen 4 and Zen 5) the same driver (splits,
-// chunks, packed B, column sums) runs each block on the vector unit instead (dpbf16_block.h):
-// own_bf16_kernel() says which.
+// a last partial block, packed into tile order first); each thread the 32-row block rows of C
+// it wrote A's rows for in the op before, then what is left of the others'; where C has fewer block
+// rows than block columns (a weight gradient) each thread takes a range of columns and packs its
+// own part of B and all of A instead; C's rows prefetched while the tiles compute; epilogues (bf16
+// C, a multiplier) run beside the next block's tiles; A's column sums (an input gradient's bias
+// gradient) taken as A is packed. Intel's tile instructions: Intel 64 and IA-32 Architectures
+// Software Developer's Manual, vol. 2, TDPBF16PS / TILELOADD; Linux asks a process to request the
+// tile state first (arch_prctl ARCH_REQ_XCOMP_PERM, Documentation/arch/x86/xstate.rst). On CPUs
+// with AVX512_BF16 but no AMX (AMD EPYC Zen 4 and Zen 5) the same driver (splits, chunks, packed B,
+// column sums) runs each block on the vector unit instead (dpbf16_block.h): own_bf16_kernel() says
+// which.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -65,18 +65,19 @@ void prefer_vector_bf16_kernel(bool on);
 /// The current choice of prefer_vector_bf16_kernel (or of the environment).
 bool vector_bf16_kernel_preferred();
 
-/// For tests: a product split by rows starts with every block row in the first thread's
-/// share (on) instead of one contiguous share per thread (off, the default), so that the
-/// other threads run only rows they take from it.
+/// For tests: a product split by rows puts every block row in the first thread's share and
+/// only the other threads run them, taking them from its back (on; a team of one runs them
+/// itself), instead of one contiguous share per thread (off, the default).
 void amx_matmul_rows_to_first_thread(bool on);
 
 /// True when amx_matmul_bf16 takes a product of these sizes: an own kernel runs here
 /// (own_bf16_kernel() not none), K a multiple of 32 (A's tiles are read in rows of 32),
-/// N K <= kAmxMaxBElems and no dimension zero.
+/// N K <= kAmxMaxBElems, M <= 2^36 and no dimension zero.
 bool amx_matmul_takes(int64_t M, int64_t N, int64_t K);
 
 /// Bytes of the buffers amx_matmul_bf16 keeps (B repacked, N K rounded up; up to 256 rows of
-/// A per thread; the column sums' f32 partials, one row of K per 32 rows of A) for products
+/// A per thread; the column sums' f32 partials, one row of K per 32 rows of A; 64 bytes per
+/// thread for its share of block rows) for products
 /// whose M is at most max_m, N K at most max_nk and K at most max_k, on `threads` threads; 0
 /// where it takes no product (no own kernel, or turned off).
 size_t amx_matmul_workspace_bytes(int64_t max_m, int64_t max_nk, int64_t max_k, int threads);
