@@ -543,6 +543,21 @@ class CpuBackend final : public HostMemoryBackend {
     return s;
   }
 
+  /// Zeroes `bytes` bytes at p (host memory): a span of at least 256 KiB split among the team
+  /// in 64-byte lines. The gradients are zeroed before each step, and the trainer's thread alone
+  /// took 65-73 us per call for the CPU preset's 3.1 MiB while the other threads spun, 6.6 ms
+  /// for nanoGPT's 42 MiB; split, 37-44 us and 2.5 ms (EPYC 9004, 2 threads, alternating steps).
+  void zero(void* p, size_t bytes) override {
+    constexpr size_t kLine = 64, kSerialBytes = size_t{256} << 10;
+    if (bytes < kSerialBytes || omp_get_max_threads() == 1)
+      return HostMemoryBackend::zero(p, bytes);
+    char* c = static_cast<char*>(p);
+    parallel_chunks(static_cast<int64_t>((bytes + kLine - 1) / kLine), [&](int64_t b, int64_t e) {
+      const size_t from = static_cast<size_t>(b) * kLine;
+      std::memset(c + from, 0, std::min(bytes, static_cast<size_t>(e) * kLine) - from);
+    });
+  }
+
   void scale(DevPtr g, float s, int64_t n) override {
     if (uint16_t* g16 = as16(g)) {
 #pragma omp parallel for schedule(static)
