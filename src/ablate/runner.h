@@ -31,6 +31,10 @@ struct Measured {
   size_t peak_rss_bytes = 0;  ///< the first segment's peak resident memory
   size_t planned_bytes = 0;   ///< the plan's arenas plus the runtime's bytes before them
   std::optional<run::Target> target;  ///< summary.json's "target" (none without train.target_loss)
+  /// Why the row's matrix products ran emulated (summary.json's "products"): no instructions of
+  /// its precision on this CPU, so its speed and energy are about fp32's; empty where they ran
+  /// natively or the summary does not say.
+  std::string products_emulated_reason;
 };
 
 /// The median of v; 0 when v is empty.

@@ -124,6 +124,9 @@ nlohmann::ordered_json TableRow::to_json() const {
   o["energy_basis"] = m.energy_basis;
   if (!m.energy_unknown_reason.empty()) o["energy_unknown_reason"] = m.energy_unknown_reason;
   o["energy_flags"] = m.flags;
+  o["products_emulated"] = !m.products_emulated_reason.empty();
+  if (!m.products_emulated_reason.empty())
+    o["products_emulated_reason"] = m.products_emulated_reason;
   o["peak_rss_bytes"] = m.peak_rss_bytes;
   o["planned_bytes"] = m.planned_bytes;
   o["loss"] = m.loss;
@@ -252,6 +255,13 @@ std::string Table::text() const {
   each_measured([&](const std::string& name, const Measured& m) {
     if (m.tokens_per_joule && m.energy_basis != kTrainingIntervals)
       s += fmt::format("row {}: energy is the {}\n", name, m.energy_basis);
+  });
+  each_measured([&](const std::string& name, const Measured& m) {
+    if (!m.products_emulated_reason.empty())
+      s += fmt::format(
+          "row {}: its matrix products ran EMULATED ({}); on a CPU with instructions of its "
+          "precision they run natively\n",
+          name, m.products_emulated_reason);
   });
   each_measured([&](const std::string& name, const Measured& m) {
     if (!m.flags.empty())

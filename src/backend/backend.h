@@ -184,6 +184,18 @@ struct ThreadCount {
   bool yielding = false;  ///< the threads' waits sleep instead of spinning
 };
 
+/// What runs a backend's matrix products under the precision set last (set_precision), for
+/// the run's header and summary.json ("products"): where the CPU has no instructions for the
+/// precision, its products are emulated (operands rounded, then multiplied in f32) and take
+/// about fp32's time and joules, which a user choosing bf16 to save energy must be told.
+struct ProductPath {
+  std::string precision;  ///< "fp32", "bf16", "fp16"
+  std::string kernel;     ///< what runs them: "own AVX512_BF16", "own AMX", "oneDNN"
+  std::string isa;        ///< oneDNN's instruction set here ("avx512_core_bf16", "avx2", ...)
+  bool emulated = false;  ///< no instructions of that precision: f32 products of rounded operands
+  std::string emulated_reason;  ///< why, where emulated (empty otherwise)
+};
+
 // The ops' default bodies name their parameters for the documentation and use none.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"
@@ -215,6 +227,9 @@ class Backend : public DeviceMemory {
   virtual std::optional<ThreadPolicy> thread_policy() const { return std::nullopt; }
   /// thread_policy()'s thread and team counts alone, for every step's log line.
   virtual ThreadCount thread_count() const { return {}; }
+  /// What runs the matrix products under the current precision (ProductPath); null where the
+  /// backend does not say (the reference and CUDA backends).
+  virtual std::optional<ProductPath> product_path() const { return std::nullopt; }
 
   /// out(B,T,C) = wte[inp[b,t], :] + wpe[t, :]. inp (B,T) int32 in [0, V).
   virtual void embedding_forward(float* out, const int32_t* inp, const float* wte, const float* wpe,

@@ -74,6 +74,7 @@ class ForwardingBackend : public Backend {
   void end_step(double step_s) override { in_->end_step(step_s); }
   std::optional<ThreadPolicy> thread_policy() const override { return in_->thread_policy(); }
   ThreadCount thread_count() const override { return in_->thread_count(); }
+  std::optional<ProductPath> product_path() const override { return in_->product_path(); }
   bool supports(Op op, Precision p) const override { return in_->supports(op, p); }
   size_t workspace_bytes(const WorkspaceQuery& q) const override { return in_->workspace_bytes(q); }
   void set_precision(Precision p) override { in_->set_precision(p); }

@@ -48,6 +48,12 @@ std::string thread_policy_text(const gt::Backend& be) {
          "train.thread_policy)";
 }
 
+// "bf16 on own AVX512_BF16 (oneDNN's ISA avx512_core_bf16)", or "bf16 EMULATED: <why>".
+std::string product_path_text(const gt::ProductPath& p) {
+  if (p.emulated) return p.precision + " EMULATED: " + p.emulated_reason;
+  return p.precision + " on " + p.kernel + " (oneDNN's ISA " + p.isa + ")";
+}
+
 struct Args {
   std::string config;
   std::vector<std::string> sets;
@@ -144,6 +150,8 @@ int run_train(const Args& a, gt::dist::MpiRuntime* mpi) {
       (long long)c.batch_size * c.model.block_size * c.grad_accum_steps * ranks,
       gt::to_string(c.precision).c_str(), trainer.backend().name().c_str(), host_threads(),
       thread_policy_text(trainer.backend()).c_str());
+  if (const auto p = trainer.backend().product_path())
+    std::printf("  products %s\n", product_path_text(*p).c_str());
   if (ranks > 1)
     std::printf(
         "  dist     %d ranks over MPI, gradients in %s, zero=%d, collective time-out %g s\n", ranks,

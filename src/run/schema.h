@@ -81,6 +81,12 @@ inline constexpr char session_start_step[] = "session_start_step";
 inline constexpr char power_limit[] = "power_limit";  // train/power_limit_policy.h's record:
 inline constexpr char requested_w[] = "requested_w";  //   the limit asked for, W
 inline constexpr char applied[] = "applied";          //   whether it was set (else "reason")
+// summary.json: "products", what ran the matrix products (backend.h ProductPath)
+inline constexpr char products[] = "products";
+inline constexpr char kernel[] = "kernel";
+inline constexpr char isa[] = "isa";
+inline constexpr char emulated[] = "emulated";
+inline constexpr char emulated_reason[] = "emulated_reason";
 // summary.json: "threads", the CPU backend's team (train.thread_policy)
 inline constexpr char policy[] = "policy";
 inline constexpr char team[] = "team";

@@ -112,6 +112,11 @@ std::optional<Summary> read_summary(std::string_view text, std::string* why) {
         read_interruption(detail::Fields(*in, std::string(key::interruption) + ".", s.problems));
   if (const auto* t = f.object(key::target))
     s.target = read_target(*t, detail::Fields(*t, std::string(key::target) + ".", s.problems));
+  if (const auto* p = f.object(key::products)) {
+    detail::Fields pf(*p, std::string(key::products) + ".", s.problems);
+    s.products_emulated = pf.boolean(key::emulated);
+    s.products_emulated_reason = pf.text(key::emulated_reason);
+  }
   return s;
 }
 

@@ -52,7 +52,11 @@ struct Summary {
   std::optional<std::vector<std::string>> energy_flags;  ///< "energy": {"flags": [...]}
   std::optional<RunTotals> run_totals;                   ///< empty: a summary before run_totals
   std::optional<Interruption> interruption;
-  std::optional<Target> target;   ///< empty: no train.target_loss (or not an object: a problem)
+  std::optional<Target> target;  ///< empty: no train.target_loss (or not an object: a problem)
+  /// "products": {"emulated", "emulated_reason"}: the matrix products ran emulated (f32 products
+  /// of rounded operands: no instructions of the precision on that CPU); empty: not recorded
+  std::optional<bool> products_emulated;
+  std::optional<std::string> products_emulated_reason;
   std::vector<Problem> problems;  ///< keys of another type than the schema says
 
   /// The problem of `key` (its path, e.g. "energy_unknown"), or nullptr.

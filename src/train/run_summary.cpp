@@ -133,6 +133,16 @@ void RunSummaryWriter::finish(const RunResult& r) {
   s[key::interrupted_by_signal] = r.interrupted_by;
   if (!r.dist.is_null()) s[key::dist] = r.dist;
   if (!r.cuda_graph.is_null()) s[key::cuda_graph] = r.cuda_graph;
+  if (r.products) {  // what ran the matrix products, and whether emulated
+    const ProductPath& p = *r.products;
+    nlohmann::ordered_json j;
+    j[key::precision] = p.precision;
+    j[key::kernel] = p.kernel;
+    j[key::isa] = p.isa;
+    j[key::emulated] = p.emulated;
+    if (p.emulated) j[key::emulated_reason] = p.emulated_reason;
+    s[key::products] = j;
+  }
   if (r.threads) {  // the CPU backend's team (train.thread_policy)
     const ThreadPolicy& t = *r.threads;
     nlohmann::ordered_json j;

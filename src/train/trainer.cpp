@@ -555,6 +555,7 @@ RunResult Trainer::run(int64_t stop_at) {
   r.loss_scale = scaler_.scale();
   r.dist = strategy_->summary();
   r.threads = backend_->thread_policy();
+  r.products = backend_->product_path();
   r.cuda_graph = graph_summary();
   return r;
 }

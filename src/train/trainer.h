@@ -104,6 +104,9 @@ struct RunResult {
   /// The CPU backend's thread policy at the end (backend.h ThreadPolicy); null for a backend
   /// without threads of its own.
   std::optional<ThreadPolicy> threads;
+  /// What ran the matrix products (backend.h ProductPath: kernel, instruction set, whether
+  /// emulated); null where the backend does not say.
+  std::optional<ProductPath> products;
   /// train.cuda_graph where the device captures graphs (Backend::supports_graphs), else null:
   /// {"requested", "used", "why_not" (null when used), "launches", "instantiations",
   /// "updates"} (Backend::GraphStats, counted since the backend was made).

@@ -2,6 +2,10 @@
 // the steps that start no segment, energy the logged intervals that hold none of them.
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "ablate/runner.h"
 #include "core/error.h"
 #include "test_helpers.h"
@@ -64,6 +68,23 @@ TEST(AblateReadRow, NoEnergyAnywhereIsUnknownWithTheSummarysReason) {
   EXPECT_FALSE(m.tokens_per_joule);
   EXPECT_EQ(m.energy, "unknown");
   EXPECT_EQ(m.energy_unknown_reason, "no sensor here");
+}
+
+// summary.json's "products": the reason the row's products ran emulated, empty where they ran
+// natively or the summary (an older one) does not say.
+TEST(AblateReadRow, EmulatedProductsCarryTheSummarysReason) {
+  for (const auto& [products, want] : std::vector<std::pair<std::string, std::string>>{
+           {R"(, "products": {"emulated": true, "emulated_reason": "no bf16 here"})",
+            "no bf16 here"},
+           {R"(, "products": {"emulated": true})", "summary.json gives no reason"},
+           {R"(, "products": {"emulated": false, "kernel": "own AMX"})", ""},
+           {"", ""}}) {
+    SCOPED_TRACE(products);
+    test::TempDir d;
+    test::write_file(d.file("summary.json"), R"({"energy_j": 40, "tokens": 20)" + products + "}");
+    test::write_file(d.file("metrics.jsonl"), "{\"step\": 2, \"tokens_per_s\": 10}\n");
+    EXPECT_EQ(read_row(d.path, {1}).products_emulated_reason, want);
+  }
 }
 
 TEST(AblateReadRow, TheLastLoggedStepIsMinusOneWithoutALine) {

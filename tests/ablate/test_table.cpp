@@ -164,6 +164,25 @@ TEST(AblateTable, CsvJsonAndTextGiveTheSameFiguresForEveryRow) {
   EXPECT_EQ(unknown_lines, 1) << text;
 }
 
+// A row whose products ran emulated (summary.json's "products"): said once, after the table, with
+// the reason, and in its JSON row; the rows that ran natively say products_emulated false.
+TEST(AblateTable, ARowWithEmulatedProductsSaysSoAndWhy) {
+  Measured emulated = row(150, 2.0);
+  emulated.products_emulated_reason = "oneDNN has no bf16 product on this CPU (avx2)";
+  const Table t = table_of({row(100, 1.0), emulated, row(300, 4.0)});
+  const std::string text = t.text();
+  EXPECT_NE(text.find("row +bf16: its matrix products ran EMULATED (oneDNN has no bf16 product "
+                      "on this CPU (avx2))"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("EMULATED"), text.rfind("EMULATED")) << "once:\n" << text;
+  const auto js = t.json();
+  EXPECT_EQ(js["rows"][0]["products_emulated"], false);
+  EXPECT_FALSE(js["rows"][0].contains("products_emulated_reason"));
+  EXPECT_EQ(js["rows"][1]["products_emulated"], true);
+  EXPECT_EQ(js["rows"][1]["products_emulated_reason"], emulated.products_emulated_reason);
+}
+
 TEST(AblateTable, WritesTheCsvAndJsonItGivesIntoTheFolder) {
   test::TempDir d;
   const Table t = table_of({row(100, 1.0), row(150, 2.0), row(300, 3.0)});

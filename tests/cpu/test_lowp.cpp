@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/amx_matmul.h"
 #include "backend/cpu/fast_math.h"
 #include "backend/cpu/onednn_matmul.h"
 #include "test_helpers.h"  // test::randn (tests/engine)
@@ -143,6 +144,59 @@ TEST(Bf16Emulated, Bf16TensorsInAndOutMatchTheF32HandOver) {
                            ConstDevPtr(dgelu16.data(), DType::bf16), N, C, OC);
   for (int i = 0; i < N * C; ++i) ASSERT_EQ(dinp16[i], cpu::to_bf16(dinp[i])) << i;
   EXPECT_EQ(dw, dw16);
+}
+
+// What the run's header and summary.json say ran the products (Backend::product_path): fp32 on
+// oneDNN; bf16 on the own kernel where there is one, natively; and, with emulation forced, bf16
+// and fp16 EMULATED with the reason, as on a CPU without such instructions (AMD Zen 3).
+TEST(ProductPath, SaysWhatRunsTheProductsAndWhenTheyAreEmulated) {
+  auto be = make_backend("cpu");
+  const std::string isa = cpu::onednn_isa_name();
+  EXPECT_FALSE(isa.empty());
+  be->set_precision(Precision::fp32);
+  auto p = be->product_path();
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->precision, "fp32");
+  EXPECT_EQ(p->kernel, "oneDNN");
+  EXPECT_EQ(p->isa, isa);
+  EXPECT_FALSE(p->emulated);
+  EXPECT_TRUE(p->emulated_reason.empty());
+
+  be->set_precision(Precision::bf16);
+  p = be->product_path();
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->precision, "bf16");
+  const bool native = cpu::onednn_supports(cpu::MmType::bf16) && cpu::onednn_isa_has_bf16();
+  EXPECT_EQ(p->emulated, !native && cpu::own_bf16_kernel() == cpu::Bf16Kernel::none);
+  if (cpu::own_bf16_kernel() != cpu::Bf16Kernel::none && cpu::onednn_supports(cpu::MmType::bf16)) {
+    EXPECT_EQ(p->kernel, cpu::bf16_kernel_name(cpu::own_bf16_kernel()));
+  }
+  EXPECT_EQ(p->emulated, !p->emulated_reason.empty());
+
+  {
+    const Emulation on(true);
+    for (Precision prec : {Precision::bf16, Precision::fp16}) {
+      be->set_precision(prec);  // emulation takes effect at the next set_precision
+      p = be->product_path();
+      ASSERT_TRUE(p);
+      EXPECT_EQ(p->precision, to_string(prec));
+      EXPECT_EQ(p->kernel, "oneDNN") << "the own kernel takes no emulated product";
+      EXPECT_TRUE(p->emulated);
+      EXPECT_NE(p->emulated_reason.find("GT_CPU_EMULATE_LOWP"), std::string::npos)
+          << p->emulated_reason;
+      EXPECT_NE(p->emulated_reason.find("rounded operands"), std::string::npos)
+          << p->emulated_reason;
+    }
+  }
+  be->set_precision(Precision::fp16);  // without emulation forced: as oneDNN can here
+  p = be->product_path();
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->emulated, !cpu::onednn_supports(cpu::MmType::f16));
+  if (p->emulated) {
+    EXPECT_NE(p->emulated_reason.find("oneDNN has no fp16 product on this CPU (" + isa + ")"),
+              std::string::npos)
+        << p->emulated_reason;
+  }
 }
 
 }  // namespace

@@ -73,6 +73,11 @@ nlohmann::ordered_json train_like_summary() {
                     {key::val_loss, 2.75},
                     {key::energy_estimated, false},
                     {key::stopped_at_target, false}};
+  s[key::products] = {{key::precision, "bf16"},
+                      {key::kernel, "oneDNN"},
+                      {key::isa, "avx2"},
+                      {key::emulated, true},
+                      {key::emulated_reason, "no bf16 product here"}};
   s[key::energy_unknown] = false;
   s[key::energy_j] = 50.25;
   s[key::joules_per_token] = 50.25 / 5120;
@@ -133,6 +138,8 @@ TEST(RunFolder, ASummaryWrittenIsReadBackAsWritten) {
   EXPECT_EQ(s.target->energy_j, 42.0);
   EXPECT_EQ(s.target->energy_estimated, false);
   EXPECT_EQ(s.target->raw, nlohmann::json(train_like_summary()[key::target]));
+  EXPECT_EQ(s.products_emulated, true);
+  EXPECT_EQ(s.products_emulated_reason, "no bf16 product here");
   // written again: the same bytes (one schema_version, the writer's order)
   nlohmann::ordered_json again = nlohmann::ordered_json::parse(text);
   write_summary(d.dir(), again);
@@ -191,7 +198,8 @@ TEST(RunFolder, KeysOfAnotherTypeAreNamedNotThrown) {
   const char* text = R"({"energy_estimated": "x", "energy_unknown": "no", "step": 2.5,
       "tokens": -3, "energy_j": "many", "memory_peak_rss_bytes": [1],
       "energy": {"flags": [1, 2]}, "run_totals": {"wall_s": "5"}, "interruption": [],
-      "target": {"reached": "yes", "reason": 1, "energy_j": 3.0}})";
+      "target": {"reached": "yes", "reason": 1, "energy_j": 3.0},
+      "products": {"emulated": "yes", "emulated_reason": 2}})";
   std::string why;
   std::optional<Summary> s;
   ASSERT_NO_THROW(s = read_summary(text, &why));
@@ -220,10 +228,15 @@ TEST(RunFolder, KeysOfAnotherTypeAreNamedNotThrown) {
             "memory_peak_rss_bytes is array; expected a whole number >= 0");
   EXPECT_EQ(named["energy.flags"], "energy.flags is array; expected an array of strings");
   EXPECT_EQ(named["run_totals.wall_s"], "run_totals.wall_s is string; expected a number or null");
+  EXPECT_FALSE(s->products_emulated);
+  EXPECT_EQ(named["products.emulated"], "products.emulated is string; expected true or false");
+  EXPECT_FALSE(s->products_emulated_reason);
+  EXPECT_EQ(named["products.emulated_reason"],
+            "products.emulated_reason is number; expected a string");
   EXPECT_EQ(named["interruption"], "interruption is array; expected an object");
   EXPECT_EQ(named["target.reached"], "target.reached is string; expected true or false");
   EXPECT_EQ(named["target.reason"], "target.reason is number; expected a string");
-  EXPECT_EQ(s->problems.size(), 11u);
+  EXPECT_EQ(s->problems.size(), 13u);
   ASSERT_NE(s->problem_with("energy_unknown"), nullptr);
   EXPECT_EQ(s->problem_with("energy_method"), nullptr);
 

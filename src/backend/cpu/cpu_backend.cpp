@@ -129,6 +129,37 @@ class CpuBackend final : public HostMemoryBackend {
     return {team_.threads(), team_.team(), team_.yielding()};
   }
 
+  /// fp32: oneDNN's. bf16: the own kernel where there is one (AMX tiles, or AVX512_BF16
+  /// without AMX), else oneDNN's, emulated where oneDNN has no bf16 product here (greentrain
+  /// then multiplies the rounded operands in f32: lowp_operands.h) or its instruction set has
+  /// no bf16 instructions (avx512_core: oneDNN widens them itself). fp16: oneDNN's, or emulated
+  /// by greentrain where oneDNN has no fp16 product here.
+  std::optional<ProductPath> product_path() const override {
+    ProductPath p;
+    p.precision = to_string(prec_);
+    p.isa = cpu::onednn_isa_name();
+    p.kernel = "oneDNN";
+    if (prec_ == Precision::fp32) return p;
+    if (lowp_.emulated()) {
+      p.emulated = true;
+      p.emulated_reason = fmt::format(
+          "{}: f32 products of {}-rounded operands, which take about fp32's time",
+          cpu::lowp_emulation_forced()
+              ? std::string("forced by GT_CPU_EMULATE_LOWP=1")
+              : fmt::format("oneDNN has no {} product on this CPU ({})", p.precision, p.isa),
+          p.precision);
+    } else if (prec_ == Precision::bf16 && cpu::own_bf16_kernel() != cpu::Bf16Kernel::none) {
+      p.kernel = cpu::bf16_kernel_name(cpu::own_bf16_kernel());
+    } else if (prec_ == Precision::bf16 && !cpu::onednn_isa_has_bf16()) {
+      p.emulated = true;
+      p.emulated_reason = fmt::format(
+          "this CPU has no bf16 instructions ({}): oneDNN widens the operands to f32, and the "
+          "products take about fp32's time",
+          p.isa);
+    }
+    return p;
+  }
+
   // memory: host memory (HostMemoryBackend, backend.h)
 
   /// fp32, bf16 and fp16 on every x86-64 CPU (bf16 and fp16 emulated where oneDNN has no such

@@ -13,6 +13,7 @@
 #include <string>
 #include <tuple>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -252,6 +253,8 @@ std::atomic<bool>& lowp_emulation() {
 
 void set_lowp_emulation(bool on) { lowp_emulation() = on; }
 
+bool lowp_emulation_forced() { return lowp_emulation(); }
+
 bool onednn_uses_amx() {
   // the ISA values are unions of feature bits: every later AMX ISA (amx_fp16, avx10 with AMX)
   // holds all of avx512_core_amx's
@@ -260,6 +263,29 @@ bool onednn_uses_amx() {
       (bits(dnnl::get_effective_cpu_isa()) & bits(dnnl::cpu_isa::avx512_core_amx)) ==
       bits(dnnl::cpu_isa::avx512_core_amx);
   return amx;
+}
+
+std::string onednn_isa_name() {
+  using isa = dnnl::cpu_isa;
+  const isa v = dnnl::get_effective_cpu_isa();
+  for (const auto& [i, name] : {std::pair{isa::sse41, "sse41"},
+                                {isa::avx, "avx"},
+                                {isa::avx2, "avx2"},
+                                {isa::avx2_vnni, "avx2_vnni"},
+                                {isa::avx512_core, "avx512_core"},
+                                {isa::avx512_core_vnni, "avx512_core_vnni"},
+                                {isa::avx512_core_bf16, "avx512_core_bf16"},
+                                {isa::avx512_core_amx, "avx512_core_amx"}})
+    if (v == i) return name;
+  return fmt::format("isa {:#x}", static_cast<unsigned>(v));
+}
+
+bool onednn_isa_has_bf16() {
+  // the ISA values are unions of feature bits (dnnl_types.h): every later one that has bf16
+  // instructions holds all of avx512_core_bf16's
+  const auto bits = [](dnnl::cpu_isa i) { return static_cast<unsigned>(i); };
+  return (bits(dnnl::get_effective_cpu_isa()) & bits(dnnl::cpu_isa::avx512_core_bf16)) ==
+         bits(dnnl::cpu_isa::avx512_core_bf16);
 }
 
 bool onednn_supports(MmType type) {

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace gt::cpu {
 
@@ -64,11 +65,23 @@ bool onednn_supports(MmType type);
 /// 384 x 1536 x 2048 differed between 1 and 2 threads).
 bool onednn_uses_amx();
 
+/// The instruction set oneDNN's kernels use here (dnnl::get_effective_cpu_isa(): the CPU's,
+/// or lower where ONEDNN_MAX_CPU_ISA caps it), by oneDNN's name: "avx2", "avx512_core",
+/// "avx512_core_bf16", "avx512_core_amx", ...; "isa 0x..." for a value this build does not name.
+std::string onednn_isa_name();
+
+/// True when that instruction set has bf16 dot-product instructions (AVX512_BF16 or AMX-BF16:
+/// oneDNN's avx512_core_bf16 and up). Below it, a bf16 product oneDNN takes (avx512_core) is
+/// emulated inside oneDNN (operands widened to f32): no faster than fp32's.
+bool onednn_isa_has_bf16();
+
 /// For tests and benchmarks: while on, onednn_supports() reports no bf16 and no f16 product,
 /// so the CPU backend and Attention emulate them (f32 products of rounded operands) on any CPU;
 /// it takes effect at their next set_precision / set_type. The environment variable
 /// GT_CPU_EMULATE_LOWP=1 turns it on for a whole run (to test the emulated path on a CPU with
 /// AVX512_BF16).
 void set_lowp_emulation(bool on);
+/// Whether set_lowp_emulation (or GT_CPU_EMULATE_LOWP=1) forces the emulated products now.
+bool lowp_emulation_forced();
 
 }  // namespace gt::cpu
