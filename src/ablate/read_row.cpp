@@ -126,6 +126,7 @@ Measured read_row(const fs::path& dir, const std::vector<int>& starts) {
   const Intervals iv = read_intervals(dir / run::file::metrics, starts);
   row.tokens_per_s = median(iv.tokens_per_s);
   set_energy(row, s, iv.energy_j, iv.tokens);
+  row.products_emulated = s.products_emulated;
   if (s.products_emulated.value_or(false))
     row.products_emulated_reason =
         s.products_emulated_reason.value_or("summary.json gives no reason");

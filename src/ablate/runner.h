@@ -31,10 +31,11 @@ struct Measured {
   size_t peak_rss_bytes = 0;  ///< the first segment's peak resident memory
   size_t planned_bytes = 0;   ///< the plan's arenas plus the runtime's bytes before them
   std::optional<run::Target> target;  ///< summary.json's "target" (none without train.target_loss)
-  /// Why the row's matrix products ran emulated (summary.json's "products"): no instructions of
-  /// its precision on this CPU, so its speed and energy are about fp32's; empty where they ran
-  /// natively or the summary does not say.
-  std::string products_emulated_reason;
+  /// Whether the row's matrix products ran emulated (summary.json's "products": no product with
+  /// instructions of its precision here, so they take about fp32's time); empty where the
+  /// summary does not say (the reference and CUDA backends, older summaries).
+  std::optional<bool> products_emulated;
+  std::string products_emulated_reason;  ///< why, where emulated
 };
 
 /// The median of v; 0 when v is empty.

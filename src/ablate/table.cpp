@@ -124,8 +124,10 @@ nlohmann::ordered_json TableRow::to_json() const {
   o["energy_basis"] = m.energy_basis;
   if (!m.energy_unknown_reason.empty()) o["energy_unknown_reason"] = m.energy_unknown_reason;
   o["energy_flags"] = m.flags;
-  o["products_emulated"] = !m.products_emulated_reason.empty();
-  if (!m.products_emulated_reason.empty())
+  // null where the row's summary does not say (unknown is not "native")
+  o["products_emulated"] =
+      m.products_emulated ? nlohmann::ordered_json(*m.products_emulated) : nlohmann::ordered_json();
+  if (m.products_emulated.value_or(false))
     o["products_emulated_reason"] = m.products_emulated_reason;
   o["peak_rss_bytes"] = m.peak_rss_bytes;
   o["planned_bytes"] = m.planned_bytes;
@@ -257,11 +259,9 @@ std::string Table::text() const {
       s += fmt::format("row {}: energy is the {}\n", name, m.energy_basis);
   });
   each_measured([&](const std::string& name, const Measured& m) {
-    if (!m.products_emulated_reason.empty())
-      s += fmt::format(
-          "row {}: its matrix products ran EMULATED ({}); on a CPU with instructions of its "
-          "precision they run natively\n",
-          name, m.products_emulated_reason);
+    if (m.products_emulated.value_or(false))
+      s += fmt::format("row {}: its matrix products ran EMULATED ({})\n", name,
+                       m.products_emulated_reason);
   });
   each_measured([&](const std::string& name, const Measured& m) {
     if (!m.flags.empty())

@@ -185,14 +185,20 @@ struct ThreadCount {
 };
 
 /// What runs a backend's matrix products under the precision set last (set_precision), for
-/// the run's header and summary.json ("products"): where the CPU has no instructions for the
-/// precision, its products are emulated (operands rounded, then multiplied in f32) and take
-/// about fp32's time and joules, which a user choosing bf16 to save energy must be told.
+/// the run's header and summary.json ("products"): where the CPU (or oneDNN) has no product
+/// with instructions of the precision, its products are emulated (operands rounded, then
+/// multiplied in f32) and take about fp32's time, which a user choosing bf16 to save energy
+/// must be told (AMD Zen 3 and other CPUs without AVX-512, Intel Skylake to Ice Lake).
 struct ProductPath {
   std::string precision;  ///< "fp32", "bf16", "fp16"
   std::string kernel;     ///< what runs them: "own AVX512_BF16", "own AMX", "oneDNN"
-  std::string isa;        ///< oneDNN's instruction set here ("avx512_core_bf16", "avx2", ...)
-  bool emulated = false;  ///< no instructions of that precision: f32 products of rounded operands
+  /// The own kernel's share of the layers' product FLOPs so far (it takes those whose shared
+  /// dimension is a multiple of 32, the rest go to oneDNN); null before any product, or where
+  /// `kernel` is oneDNN.
+  std::optional<double> own_share;
+  std::string isa;              ///< oneDNN's instruction set here ("avx512_core_bf16", "avx2", ...)
+  bool emulated = false;        ///< no product with instructions of that precision: f32 products of
+                                ///< the rounded operands
   std::string emulated_reason;  ///< why, where emulated (empty otherwise)
 };
 

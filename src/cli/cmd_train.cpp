@@ -48,10 +48,14 @@ std::string thread_policy_text(const gt::Backend& be) {
          "train.thread_policy)";
 }
 
-// "bf16 on own AVX512_BF16 (oneDNN's ISA avx512_core_bf16)", or "bf16 EMULATED: <why>".
+// The header's "products" line: "fp32 on oneDNN (instruction set avx512_core_bf16)", "bf16 on
+// own AVX512_BF16 where it takes them (...), else oneDNN (...)", or "bf16 EMULATED (<why>)".
 std::string product_path_text(const gt::ProductPath& p) {
-  if (p.emulated) return p.precision + " EMULATED: " + p.emulated_reason;
-  return p.precision + " on " + p.kernel + " (oneDNN's ISA " + p.isa + ")";
+  if (p.emulated) return p.precision + " EMULATED (" + p.emulated_reason + ")";
+  const std::string onednn = "oneDNN (instruction set " + p.isa + ")";
+  if (p.kernel == "oneDNN") return p.precision + " on " + onednn;
+  return p.precision + " on " + p.kernel +
+         " where it takes them (a shared dimension that is a multiple of 32), else " + onednn;
 }
 
 struct Args {

@@ -84,6 +84,7 @@ inline constexpr char applied[] = "applied";          //   whether it was set (e
 // summary.json: "products", what ran the matrix products (backend.h ProductPath)
 inline constexpr char products[] = "products";
 inline constexpr char kernel[] = "kernel";
+inline constexpr char own_share[] = "own_kernel_flop_share";  // null: no product ran
 inline constexpr char isa[] = "isa";
 inline constexpr char emulated[] = "emulated";
 inline constexpr char emulated_reason[] = "emulated_reason";

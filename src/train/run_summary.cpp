@@ -138,6 +138,9 @@ void RunSummaryWriter::finish(const RunResult& r) {
     nlohmann::ordered_json j;
     j[key::precision] = p.precision;
     j[key::kernel] = p.kernel;
+    if (p.kernel != "oneDNN")  // the own kernel's share of the layers' product FLOPs
+      j[key::own_share] =
+          p.own_share ? nlohmann::ordered_json(*p.own_share) : nlohmann::ordered_json();
     j[key::isa] = p.isa;
     j[key::emulated] = p.emulated;
     if (p.emulated) j[key::emulated_reason] = p.emulated_reason;

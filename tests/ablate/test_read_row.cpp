@@ -2,8 +2,8 @@
 // the steps that start no segment, energy the logged intervals that hold none of them.
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "ablate/runner.h"
@@ -73,17 +73,24 @@ TEST(AblateReadRow, NoEnergyAnywhereIsUnknownWithTheSummarysReason) {
 // summary.json's "products": the reason the row's products ran emulated, empty where they ran
 // natively or the summary (an older one) does not say.
 TEST(AblateReadRow, EmulatedProductsCarryTheSummarysReason) {
-  for (const auto& [products, want] : std::vector<std::pair<std::string, std::string>>{
-           {R"(, "products": {"emulated": true, "emulated_reason": "no bf16 here"})",
+  struct Case {
+    std::string products;
+    std::optional<bool> emulated;
+    std::string reason;
+  };
+  for (const Case& c : std::vector<Case>{
+           {R"(, "products": {"emulated": true, "emulated_reason": "no bf16 here"})", true,
             "no bf16 here"},
-           {R"(, "products": {"emulated": true})", "summary.json gives no reason"},
-           {R"(, "products": {"emulated": false, "kernel": "own AMX"})", ""},
-           {"", ""}}) {
-    SCOPED_TRACE(products);
+           {R"(, "products": {"emulated": true})", true, "summary.json gives no reason"},
+           {R"(, "products": {"emulated": false, "kernel": "own AMX"})", false, ""},
+           {"", std::nullopt, ""}}) {
+    SCOPED_TRACE(c.products);
     test::TempDir d;
-    test::write_file(d.file("summary.json"), R"({"energy_j": 40, "tokens": 20)" + products + "}");
+    test::write_file(d.file("summary.json"), R"({"energy_j": 40, "tokens": 20)" + c.products + "}");
     test::write_file(d.file("metrics.jsonl"), "{\"step\": 2, \"tokens_per_s\": 10}\n");
-    EXPECT_EQ(read_row(d.path, {1}).products_emulated_reason, want);
+    const Measured m = read_row(d.path, {1});
+    EXPECT_EQ(m.products_emulated, c.emulated);
+    EXPECT_EQ(m.products_emulated_reason, c.reason);
   }
 }
 

@@ -165,11 +165,14 @@ TEST(AblateTable, CsvJsonAndTextGiveTheSameFiguresForEveryRow) {
 }
 
 // A row whose products ran emulated (summary.json's "products"): said once, after the table, with
-// the reason, and in its JSON row; the rows that ran natively say products_emulated false.
+// the reason, and in its JSON row; a row that ran natively says false, one whose summary does not
+// say, null.
 TEST(AblateTable, ARowWithEmulatedProductsSaysSoAndWhy) {
-  Measured emulated = row(150, 2.0);
+  Measured emulated = row(150, 2.0), native = row(300, 4.0);
+  emulated.products_emulated = true;
   emulated.products_emulated_reason = "oneDNN has no bf16 product on this CPU (avx2)";
-  const Table t = table_of({row(100, 1.0), emulated, row(300, 4.0)});
+  native.products_emulated = false;
+  const Table t = table_of({row(100, 1.0), emulated, native});
   const std::string text = t.text();
   EXPECT_NE(text.find("row +bf16: its matrix products ran EMULATED (oneDNN has no bf16 product "
                       "on this CPU (avx2))"),
@@ -177,8 +180,10 @@ TEST(AblateTable, ARowWithEmulatedProductsSaysSoAndWhy) {
       << text;
   EXPECT_EQ(text.find("EMULATED"), text.rfind("EMULATED")) << "once:\n" << text;
   const auto js = t.json();
-  EXPECT_EQ(js["rows"][0]["products_emulated"], false);
+  EXPECT_TRUE(js["rows"][0]["products_emulated"].is_null()) << "not said: unknown, not native";
   EXPECT_FALSE(js["rows"][0].contains("products_emulated_reason"));
+  EXPECT_EQ(js["rows"][2]["products_emulated"], false);
+  EXPECT_FALSE(js["rows"][2].contains("products_emulated_reason"));
   EXPECT_EQ(js["rows"][1]["products_emulated"], true);
   EXPECT_EQ(js["rows"][1]["products_emulated_reason"], emulated.products_emulated_reason);
 }

@@ -16,6 +16,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/amx_matmul.h"
 #include "backend/cpu/fast_math.h"
+#include "backend/cpu/lowp_operands.h"
 #include "backend/cpu/onednn_matmul.h"
 #include "test_helpers.h"  // test::randn (tests/engine)
 
@@ -38,8 +39,9 @@ std::vector<uint16_t> to16(const std::vector<float>& x) {
 
 /// The emulated form on (or the CPU's own form, off) for one scope.
 struct Emulation {
+  const bool before = cpu::lowp_emulation_forced();
   explicit Emulation(bool on) { cpu::set_lowp_emulation(on); }
-  ~Emulation() { cpu::set_lowp_emulation(false); }
+  ~Emulation() { cpu::set_lowp_emulation(before); }
 };
 
 /// max |a - b| / max |b|
@@ -147,12 +149,14 @@ TEST(Bf16Emulated, Bf16TensorsInAndOutMatchTheF32HandOver) {
 }
 
 // What the run's header and summary.json say ran the products (Backend::product_path): fp32 on
-// oneDNN; bf16 on the own kernel where there is one, natively; and, with emulation forced, bf16
+// oneDNN; bf16 emulated exactly where the products are (LowpOperands::emulated_here, the one
+// rule product() follows), else on the own kernel where there is one, with its measured share of
+// the FLOPs (0 for products it does not take, 1 for those it does); with emulation forced, bf16
 // and fp16 EMULATED with the reason, as on a CPU without such instructions (AMD Zen 3).
 TEST(ProductPath, SaysWhatRunsTheProductsAndWhenTheyAreEmulated) {
-  auto be = make_backend("cpu");
   const std::string isa = cpu::onednn_isa_name();
   EXPECT_FALSE(isa.empty());
+  auto be = make_backend("cpu");
   be->set_precision(Precision::fp32);
   auto p = be->product_path();
   ASSERT_TRUE(p);
@@ -166,12 +170,31 @@ TEST(ProductPath, SaysWhatRunsTheProductsAndWhenTheyAreEmulated) {
   p = be->product_path();
   ASSERT_TRUE(p);
   EXPECT_EQ(p->precision, "bf16");
-  const bool native = cpu::onednn_supports(cpu::MmType::bf16) && cpu::onednn_isa_has_bf16();
-  EXPECT_EQ(p->emulated, !native && cpu::own_bf16_kernel() == cpu::Bf16Kernel::none);
-  if (cpu::own_bf16_kernel() != cpu::Bf16Kernel::none && cpu::onednn_supports(cpu::MmType::bf16)) {
-    EXPECT_EQ(p->kernel, cpu::bf16_kernel_name(cpu::own_bf16_kernel()));
-  }
+  const bool emulated = cpu::LowpOperands::emulated_here(cpu::LowpFormat::bf16);
+  EXPECT_EQ(p->emulated, emulated);
   EXPECT_EQ(p->emulated, !p->emulated_reason.empty());
+  const bool own = !emulated && cpu::own_bf16_kernel() != cpu::Bf16Kernel::none;
+  EXPECT_EQ(p->kernel, own ? cpu::bf16_kernel_name(cpu::own_bf16_kernel()) : "oneDNN");
+  EXPECT_FALSE(p->own_share) << "no product has run yet";
+  if (own) {
+    // a layer whose shared dimensions (C 40, OC 72, N 48) are no multiples of 32: all oneDNN's;
+    // then one whose are (64, 96, 64): all the own kernel's, half of the FLOPs so far or more
+    std::vector<float> out(N * OC), dinp(N * C), dw(C * OC, 0.f), db(OC, 0.f);
+    const auto x = randn(N * C, 1), w = randn(C * OC, 2, 0.1f), dout = randn(N * OC, 4);
+    be->matmul_forward(out.data(), x.data(), w.data(), nullptr, N, C, OC);
+    be->matmul_backward(dinp.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), N, C,
+                        OC);
+    ASSERT_TRUE(be->product_path()->own_share);
+    EXPECT_EQ(*be->product_path()->own_share, 0.0);
+    constexpr int N2 = 64, C2 = 64, OC2 = 96;
+    std::vector<float> out2(N2 * OC2), dinp2(N2 * C2), dw2(C2 * OC2, 0.f), db2(OC2, 0.f);
+    const auto x2 = randn(N2 * C2, 5), w2 = randn(C2 * OC2, 6, 0.1f), dout2 = randn(N2 * OC2, 7);
+    be->matmul_forward(out2.data(), x2.data(), w2.data(), nullptr, N2, C2, OC2);
+    be->matmul_backward(dinp2.data(), dw2.data(), db2.data(), dout2.data(), x2.data(), w2.data(),
+                        N2, C2, OC2);
+    const double first = 3.0 * N * C * OC, second = 3.0 * N2 * C2 * OC2;
+    EXPECT_NEAR(*be->product_path()->own_share, second / (first + second), 1e-12);
+  }
 
   {
     const Emulation on(true);
@@ -182,20 +205,35 @@ TEST(ProductPath, SaysWhatRunsTheProductsAndWhenTheyAreEmulated) {
       EXPECT_EQ(p->precision, to_string(prec));
       EXPECT_EQ(p->kernel, "oneDNN") << "the own kernel takes no emulated product";
       EXPECT_TRUE(p->emulated);
-      EXPECT_NE(p->emulated_reason.find("GT_CPU_EMULATE_LOWP"), std::string::npos)
+      EXPECT_FALSE(p->own_share);
+      EXPECT_NE(p->emulated_reason.find("forced by GT_CPU_EMULATE_LOWP=1"), std::string::npos)
           << p->emulated_reason;
-      EXPECT_NE(p->emulated_reason.find("rounded operands"), std::string::npos)
+      EXPECT_NE(p->emulated_reason.find(to_string(prec) + "-rounded operands"), std::string::npos)
           << p->emulated_reason;
     }
   }
   be->set_precision(Precision::fp16);  // without emulation forced: as oneDNN can here
   p = be->product_path();
   ASSERT_TRUE(p);
-  EXPECT_EQ(p->emulated, !cpu::onednn_supports(cpu::MmType::f16));
+  EXPECT_EQ(p->emulated, cpu::LowpOperands::emulated_here(cpu::LowpFormat::f16));
   if (p->emulated) {
-    EXPECT_NE(p->emulated_reason.find("oneDNN has no fp16 product on this CPU (" + isa + ")"),
-              std::string::npos)
-        << p->emulated_reason;
+    const std::string why =
+        cpu::lowp_emulation_forced()  // GT_CPU_EMULATE_LOWP=1 for the run
+            ? "forced by GT_CPU_EMULATE_LOWP=1"
+            : "oneDNN has no fp16 product here (its instruction set: " + isa + ")";
+    EXPECT_NE(p->emulated_reason.find(why), std::string::npos) << p->emulated_reason;
+  }
+}
+
+// bf16 on oneDNN's avx512_core (Intel Skylake to Ice Lake, or oneDNN capped there) is oneDNN's
+// own emulation of the dot products, 2x the time of the CPU backend's: onednn_supports() says no
+// bf16 product without bf16 instructions, so the backend emulates them itself.
+TEST(ProductPath, NoOnednnBf16ProductWithoutBf16Instructions) {
+  const Emulation off(false);  // (GT_CPU_EMULATE_LOWP=1 would say no on any CPU)
+  if (!cpu::onednn_isa_has_bf16()) {
+    EXPECT_FALSE(cpu::onednn_supports(cpu::MmType::bf16)) << cpu::onednn_isa_name();
+  } else {
+    EXPECT_TRUE(cpu::onednn_supports(cpu::MmType::bf16)) << cpu::onednn_isa_name();
   }
 }
 

@@ -130,10 +130,12 @@ class CpuBackend final : public HostMemoryBackend {
   }
 
   /// fp32: oneDNN's. bf16: the own kernel where there is one (AMX tiles, or AVX512_BF16
-  /// without AMX), else oneDNN's, emulated where oneDNN has no bf16 product here (greentrain
-  /// then multiplies the rounded operands in f32: lowp_operands.h) or its instruction set has
-  /// no bf16 instructions (avx512_core: oneDNN widens them itself). fp16: oneDNN's, or emulated
-  /// by greentrain where oneDNN has no fp16 product here.
+  /// without AMX) for the products it takes, oneDNN's for the rest; emulated (f32 products of
+  /// the rounded operands: lowp_operands.h) where oneDNN has no bf16 product with bf16
+  /// instructions here (onednn_supports), or where forced. fp16: oneDNN's, or emulated where it
+  /// has none (Debian 12's oneDNN 2.6.3 has none on the CPUs seen here). own_share: the own
+  /// kernel's share of the linear layers' product FLOPs so far (the attention's products are the
+  /// attention's).
   std::optional<ProductPath> product_path() const override {
     ProductPath p;
     p.precision = to_string(prec_);
@@ -142,20 +144,22 @@ class CpuBackend final : public HostMemoryBackend {
     if (prec_ == Precision::fp32) return p;
     if (lowp_.emulated()) {
       p.emulated = true;
-      p.emulated_reason = fmt::format(
-          "{}: f32 products of {}-rounded operands, which take about fp32's time",
+      const std::string why =
           cpu::lowp_emulation_forced()
-              ? std::string("forced by GT_CPU_EMULATE_LOWP=1")
-              : fmt::format("oneDNN has no {} product on this CPU ({})", p.precision, p.isa),
-          p.precision);
+              ? std::string("forced by GT_CPU_EMULATE_LOWP=1 or set_lowp_emulation")
+          : prec_ == Precision::bf16
+              ? fmt::format(
+                    "oneDNN has no bf16 product with bf16 instructions here (its "
+                    "instruction set: {})",
+                    p.isa)
+              : fmt::format("oneDNN has no {} product here (its instruction set: {})", p.precision,
+                            p.isa);
+      p.emulated_reason =
+          fmt::format("{}: f32 products of {}-rounded operands, which take about fp32's time", why,
+                      p.precision);
     } else if (prec_ == Precision::bf16 && cpu::own_bf16_kernel() != cpu::Bf16Kernel::none) {
       p.kernel = cpu::bf16_kernel_name(cpu::own_bf16_kernel());
-    } else if (prec_ == Precision::bf16 && !cpu::onednn_isa_has_bf16()) {
-      p.emulated = true;
-      p.emulated_reason = fmt::format(
-          "this CPU has no bf16 instructions ({}): oneDNN widens the operands to f32, and the "
-          "products take about fp32's time",
-          p.isa);
+      if (product_flop_ > 0) p.own_share = own_flop_ / product_flop_;
     }
     return p;
   }
@@ -354,12 +358,15 @@ class CpuBackend final : public HostMemoryBackend {
   bool product(void* c, const void* a, const void* b, const float* bias, int64_t M, int64_t N,
                int64_t K, bool trans_a, bool trans_b, const cpu::MmPost& post,
                float* a_col_sums = nullptr, bool accumulate = false) {
+    const double flop = 2.0 * static_cast<double>(M) * static_cast<double>(N) * K;
+    product_flop_ += flop;
     // every native bf16 product the own kernel (AMX tiles, or AVX512_BF16 without AMX) takes:
     // forward, input and weight gradients
     // (inside the steps, on AMX, the latter took 0.81-0.89x oneDNN's time; on an EPYC 9004's
     // vector unit all of them about 0.95x, docs/benchmarks.md)
     if (!lowp_.emulated() && lowp_.mm_type() == cpu::MmType::bf16 && !post.gelu &&
         cpu::amx_matmul_takes(M, N, K)) {
+      own_flop_ += flop;
       cpu::amx_matmul_bf16(c, static_cast<const uint16_t*>(a), static_cast<const uint16_t*>(b), M,
                            N, K, trans_a, trans_b,
                            {.bias = bias,
@@ -821,7 +828,8 @@ class CpuBackend final : public HostMemoryBackend {
     return lowp_.round(s, x.f32(), n);
   }
 
-  cpu::AlignedVector<float> ln_partial_;  // layernorm_backward's per-block dw, db
+  cpu::AlignedVector<float> ln_partial_;    // layernorm_backward's per-block dw, db
+  double product_flop_ = 0, own_flop_ = 0;  // product()'s FLOPs, and the own kernel's of them
   Precision prec_ = Precision::fp32;
   cpu::LowpOperands lowp_;  // the 16-bit operands of bf16 and fp16 products
   cpu::Attention attn_;

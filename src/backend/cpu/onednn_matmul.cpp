@@ -249,6 +249,13 @@ std::atomic<bool>& lowp_emulation() {
   }()};
   return on;
 }
+
+/// Whether oneDNN's instruction set here holds every feature of `of`: its ISA values are unions
+/// of feature bits (dnnl_types.h), so every later ISA with those features holds all of its bits.
+bool isa_holds(dnnl::cpu_isa of) {
+  const auto bits = [](dnnl::cpu_isa i) { return static_cast<unsigned>(i); };
+  return (bits(dnnl::get_effective_cpu_isa()) & bits(of)) == bits(of);
+}
 }  // namespace
 
 void set_lowp_emulation(bool on) { lowp_emulation() = on; }
@@ -256,12 +263,7 @@ void set_lowp_emulation(bool on) { lowp_emulation() = on; }
 bool lowp_emulation_forced() { return lowp_emulation(); }
 
 bool onednn_uses_amx() {
-  // the ISA values are unions of feature bits: every later AMX ISA (amx_fp16, avx10 with AMX)
-  // holds all of avx512_core_amx's
-  const auto bits = [](dnnl::cpu_isa i) { return static_cast<unsigned>(i); };
-  static const bool amx =
-      (bits(dnnl::get_effective_cpu_isa()) & bits(dnnl::cpu_isa::avx512_core_amx)) ==
-      bits(dnnl::cpu_isa::avx512_core_amx);
+  static const bool amx = isa_holds(dnnl::cpu_isa::avx512_core_amx);
   return amx;
 }
 
@@ -280,16 +282,14 @@ std::string onednn_isa_name() {
   return fmt::format("isa {:#x}", static_cast<unsigned>(v));
 }
 
-bool onednn_isa_has_bf16() {
-  // the ISA values are unions of feature bits (dnnl_types.h): every later one that has bf16
-  // instructions holds all of avx512_core_bf16's
-  const auto bits = [](dnnl::cpu_isa i) { return static_cast<unsigned>(i); };
-  return (bits(dnnl::get_effective_cpu_isa()) & bits(dnnl::cpu_isa::avx512_core_bf16)) ==
-         bits(dnnl::cpu_isa::avx512_core_bf16);
-}
+bool onednn_isa_has_bf16() { return isa_holds(dnnl::cpu_isa::avx512_core_bf16); }
 
 bool onednn_supports(MmType type) {
   if (type != MmType::f32 && lowp_emulation()) return false;
+  // oneDNN takes bf16 products on avx512_core too, emulating the bf16 dot products with shifts
+  // and f32 FMAs inside its kernels: 2.0x the time of greentrain's emulation (f32 products of
+  // the rounded operands, the same numerics) in training steps, so those count as none
+  if (type == MmType::bf16 && !onednn_isa_has_bf16()) return false;
   static std::map<MmType, bool> cache;
   static std::mutex mu;
   std::lock_guard<std::mutex> lock(mu);
