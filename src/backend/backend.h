@@ -193,8 +193,8 @@ struct ProductPath {
   std::string precision;  ///< "fp32", "bf16", "fp16"
   std::string kernel;     ///< what runs them: "own AVX512_BF16", "own AMX", "oneDNN"
   /// The own kernel's share of the layers' product FLOPs so far (it takes those whose shared
-  /// dimension is a multiple of 32, the rest go to oneDNN); null before any product, or where
-  /// `kernel` is oneDNN.
+  /// dimension is a multiple of 32 and whose B has at most 2^23 elements, without a GELU
+  /// post-op; the rest go to oneDNN); null before any product, or where `kernel` is oneDNN.
   std::optional<double> own_share;
   std::string isa;              ///< oneDNN's instruction set here ("avx512_core_bf16", "avx2", ...)
   bool emulated = false;        ///< no product with instructions of that precision: f32 products of

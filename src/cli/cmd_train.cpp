@@ -54,8 +54,7 @@ std::string product_path_text(const gt::ProductPath& p) {
   if (p.emulated) return p.precision + " EMULATED (" + p.emulated_reason + ")";
   const std::string onednn = "oneDNN (instruction set " + p.isa + ")";
   if (p.kernel == "oneDNN") return p.precision + " on " + onednn;
-  return p.precision + " on " + p.kernel +
-         " where it takes them (a shared dimension that is a multiple of 32), else " + onednn;
+  return p.precision + " on " + p.kernel + " where it takes them, else " + onednn;
 }
 
 struct Args {

@@ -2,7 +2,7 @@
 // weights, bit for bit as a backend that never saw the old ones. The CPU backend writes the
 // 16-bit copies of the weights its native bf16 and fp16 products take inside the AdamW pass
 // (only copies whose whole tensor the step updated; Debian 12's oneDNN 2.6 has no native f16
-// product, so there fp16's copies are made as before, and on a CPU without AVX-512 bf16's
+// product, so there fp16's copies are made as before, and on a CPU without bf16 instructions bf16's
 // too: tests/cpu/test_weight_copies.cpp checks that the copies are kept where they can be).
 // This checks the contract on every backend and precision, with pieces that cover a weight
 // whole, in part, or together with its neighbours in one piece, and under stochastic

@@ -203,10 +203,11 @@ TEST_P(AttentionBf16, OneDnnProductsMatchAFloat64Reference) {
 
 TEST_P(AttentionBf16, EmulatedProductsMatchAFloat64Reference) {
   const Shape s = GetParam();
+  const bool was = gt::cpu::lowp_emulation_forced();  // restored after
   gt::cpu::set_lowp_emulation(true);
   gt::cpu::Attention att;
   att.set_type(gt::cpu::AttnType::bf16);
-  gt::cpu::set_lowp_emulation(false);
+  gt::cpu::set_lowp_emulation(was);
   ASSERT_EQ(att.type(), gt::cpu::AttnType::f32_bf16);
   ASSERT_FALSE(att.uses_own_bf16_kernels(s.T, s.C, s.NH));
   check_against_reference(att, s);

@@ -36,9 +36,10 @@ TEST(Bf16QkvCpu, AskedForWhereTheCpuHasBf16Products) {
   EXPECT_FALSE(cpu::Attention::takes_bf16_qkv(100, 3));  // C not a multiple of NH
   auto be = make_backend("cpu");
   EXPECT_EQ(be->bf16_qkv(128, 4), native);
-  cpu::set_lowp_emulation(true);  // bf16 emulated: no bf16 qkv asked for
+  const bool was = cpu::lowp_emulation_forced();  // restored after
+  cpu::set_lowp_emulation(true);                  // bf16 emulated: no bf16 qkv asked for
   EXPECT_FALSE(cpu::Attention::takes_bf16_qkv(128, 2));
-  cpu::set_lowp_emulation(false);
+  cpu::set_lowp_emulation(was);
 }
 
 TEST(Bf16QkvCpu, TheQkvProductsBf16OutputIsItsF32OutputRounded) {

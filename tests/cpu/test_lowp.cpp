@@ -1,5 +1,7 @@
-// The CPU backend's bf16 products where oneDNN has none (cpu/lowp_operands.h: CPUs without
-// AVX-512, e.g. AMD Zen 3), forced here on any CPU with cpu::set_lowp_emulation: the operands
+// The CPU backend's bf16 products where oneDNN has none with bf16 instructions
+// (cpu/lowp_operands.h: AMD Zen 3, Intel Skylake to Ice Lake), forced here on any CPU with
+// cpu::set_lowp_emulation (ctest also runs these tests with oneDNN capped at avx512_core,
+// cpu_tests_onednn_avx512_core): the operands
 // are rounded to bf16 and multiplied in f32, so a bf16 product must equal, bit for bit, the
 // fp32 backend's product of the rounded operands, differ from the product of the unrounded
 // ones, and stay within bf16's tolerance of a float64 reference; bf16 tensors handed in
@@ -172,6 +174,12 @@ TEST(ProductPath, SaysWhatRunsTheProductsAndWhenTheyAreEmulated) {
   EXPECT_EQ(p->precision, "bf16");
   const bool emulated = cpu::LowpOperands::emulated_here(cpu::LowpFormat::bf16);
   EXPECT_EQ(p->emulated, emulated);
+  if (!cpu::onednn_isa_has_bf16() && !cpu::lowp_emulation_forced()) {
+    // no bf16 instructions in oneDNN's instruction set (cpu_tests_onednn_avx512_core caps it)
+    EXPECT_TRUE(p->emulated);
+    EXPECT_NE(p->emulated_reason.find("(its instruction set: " + isa + ")"), std::string::npos)
+        << p->emulated_reason;
+  }
   EXPECT_EQ(p->emulated, !p->emulated_reason.empty());
   const bool own = !emulated && cpu::own_bf16_kernel() != cpu::Bf16Kernel::none;
   EXPECT_EQ(p->kernel, own ? cpu::bf16_kernel_name(cpu::own_bf16_kernel()) : "oneDNN");

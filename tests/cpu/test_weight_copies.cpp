@@ -81,11 +81,12 @@ TEST(WeightCopies, NoUpdateTargetsUnderStochasticRoundingOrEmulation) {
   l.weight(w.data(), 64);
   EXPECT_TRUE(l.update_targets().empty()) << "stochastic rounding: the copies are not RNE";
   l.set_stochastic_rounding(false, 0);
+  const bool was = cpu::lowp_emulation_forced();  // restored after
   cpu::set_lowp_emulation(true);
   l.set_format(cpu::LowpFormat::bf16);
   l.weight(w.data(), 64);
   EXPECT_TRUE(l.update_targets().empty()) << "emulated: the copies hold f32";
-  cpu::set_lowp_emulation(false);
+  cpu::set_lowp_emulation(was);
 }
 
 // The CPU backend's adamw_step under bf16 writes the copies and keeps them across the

@@ -26,7 +26,8 @@ namespace gt::cpu {
 
 /// Operand type of the attention products: f32; f32 holding values rounded to half (fp16
 /// emulated where oneDNN has no f16 product); bf16; f16; f32 holding values rounded to bf16
-/// (bf16 emulated where oneDNN has no bf16 product: CPUs without AVX-512, such as AMD Zen 3).
+/// (bf16 emulated where oneDNN has no bf16 product with bf16 instructions, onednn_supports:
+/// CPUs without AVX-512 such as AMD Zen 3, Intel Skylake to Ice Lake).
 /// The emulated forms have the numerics of the 16-bit ones: every operand rounded (nearest
 /// even), the products of two rounded values exact in f32, the sums in f32.
 enum class AttnType { f32, f32_half, bf16, f16, f32_bf16 };

@@ -613,7 +613,7 @@ class CpuBackend final : public HostMemoryBackend {
           "train.precision = 'fp8': fp8 matrix products need the CUDA backend on a Hopper GPU; "
           "the CPU backend runs fp32, bf16 or fp16");
     // Where oneDNN has no product of the 16-bit type on this CPU (f16 in oneDNN 2.6, Debian
-    // 12's; bf16 without AVX-512), the operands are rounded to it (so range, overflow and
+    // 12's; bf16 without bf16 instructions: onednn_supports), the operands are rounded to it (so range, overflow and
     // rounding are those of the type) and multiplied in f32, which is exact for products of
     // two such values with f32 accumulation (cpu/lowp_operands.h).
     prec_ = p;

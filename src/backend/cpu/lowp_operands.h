@@ -1,8 +1,9 @@
 // backend/cpu/lowp_operands.h: the 16-bit operands of the CPU backend's bf16 and fp16 matrix
 // products: copies of the weights (refreshed when the weights change, with optional stochastic
 // rounding), activations rounded per product, and bf16 tensors handed in as they are.
-// Where oneDNN has no product of the 16-bit type on this CPU (bf16 without AVX-512, as on AMD
-// Zen 3 or Intel before Cooper Lake; f16 in oneDNN 2.6 on any CPU), the operands are the
+// Where oneDNN has no product of the 16-bit type with its instructions on this CPU (bf16
+// without AVX512_BF16 or AMX: AMD Zen 3 and older, Intel Skylake to Ice Lake, Intel client
+// chips without AVX-512; f16 in oneDNN 2.6 on any CPU seen here), the operands are the
 // rounded values widened to f32 and the product runs in f32: a product of two bf16 (8-bit
 // significand) or two fp16 (11-bit) values is exact in f32 (24 bits), and the sums are f32 as
 // in oneDNN's 16-bit products, so the numerics are those of the 16-bit product (only the order

@@ -286,9 +286,9 @@ bool onednn_isa_has_bf16() { return isa_holds(dnnl::cpu_isa::avx512_core_bf16); 
 
 bool onednn_supports(MmType type) {
   if (type != MmType::f32 && lowp_emulation()) return false;
-  // oneDNN takes bf16 products on avx512_core too, emulating the bf16 dot products with shifts
-  // and f32 FMAs inside its kernels: 2.0x the time of greentrain's emulation (f32 products of
-  // the rounded operands, the same numerics) in training steps, so those count as none
+  // oneDNN takes bf16 products on avx512_core(_vnni) too, emulating the bf16 dot products with
+  // shifts and f32 FMAs inside its kernels, slower than the CPU backend's emulation (f32
+  // products of the rounded operands, the same numerics): those count as none (see the header)
   if (type == MmType::bf16 && !onednn_isa_has_bf16()) return false;
   static std::map<MmType, bool> cache;
   static std::mutex mu;

@@ -54,12 +54,14 @@ const ThreadMatmul& thread_matmul(int64_t M, int64_t N, int64_t K, int64_t lda, 
                                   int64_t ldb, bool trans_b, int64_t ldc, float alpha, MmType type,
                                   bool accumulate = false);
 
-/// True when oneDNN can run a `type` matrix product on this CPU (tries a tiny primitive), low-
-/// precision emulation is not forced (set_lowp_emulation), and, for bf16, its instruction set
-/// has bf16 instructions (onednn_isa_has_bf16): on avx512_core (Intel Skylake to Ice Lake)
-/// oneDNN's own emulation of the bf16 dot products took 2.0x the time of the CPU backend's
-/// (f32 products of the rounded operands, the same numerics: 13,904 against 27,938 tokens/s
-/// over 100 preset steps, oneDNN capped at avx512_core on an EPYC 9004; fp32 28,269).
+/// True when the CPU backend hands oneDNN `type` products: oneDNN can run one on this CPU
+/// (tries a tiny primitive), low-precision emulation is not forced (set_lowp_emulation), and,
+/// for bf16, its instruction set has bf16 instructions (onednn_isa_has_bf16). On avx512_core
+/// and avx512_core_vnni (Intel Skylake to Ice Lake) oneDNN emulates the bf16 dot products
+/// inside its kernels, 2.7-3.1x each product's fp32 time: the CPU backend's own emulation (f32
+/// products of the rounded operands, the same numerics) ran 0.58x the time of 200 preset steps
+/// (oneDNN capped at avx512_core on an EPYC 9004), 1.02x fp32's. Where oneDNN is capped below a
+/// CPU's bf16 instructions (ONEDNN_MAX_CPU_ISA), the own bf16 kernels are then left out too.
 bool onednn_supports(MmType type);
 
 /// True when oneDNN's products run on AMX tiles here (its effective ISA is avx512_core_amx:
@@ -75,8 +77,9 @@ bool onednn_uses_amx();
 std::string onednn_isa_name();
 
 /// True when that instruction set has bf16 dot-product instructions (AVX512_BF16 or AMX-BF16:
-/// oneDNN's avx512_core_bf16 and up). Below it oneDNN still takes bf16 products on avx512_core,
-/// emulating the dot products in its kernels; onednn_supports() then says no (see there).
+/// oneDNN's avx512_core_bf16 and up). Below it oneDNN still takes bf16 products on avx512_core
+/// and avx512_core_vnni, emulating the dot products in its kernels; onednn_supports() then says
+/// no (see there).
 bool onednn_isa_has_bf16();
 
 /// For tests and benchmarks: while on, onednn_supports() reports no bf16 and no f16 product,
