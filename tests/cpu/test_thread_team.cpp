@@ -180,6 +180,35 @@ TEST(ThreadTeam, AKeptCandidateGivesWayToAFasterOne) {
   EXPECT_FALSE(t.yielding());
 }
 
+// A kept smaller team that steps slower than when it won (the scheduler placed its thread
+// beside a busy process where it had had a core to itself): two windows slower by more than
+// the margin and sleeping waits take over until the next round; a smaller slowdown keeps it.
+TEST(ThreadTeam, AKeptSmallerTeamThatSlowsDownGivesWayToSleepingWaits) {
+  for (const double later : {0.045, 0.032}) {
+    SCOPED_TRACE(later);
+    double one = 0.030;  // one thread's step (s); sleeping waits 40 ms, spinning 60 ms
+    const Machine m{kCollapse.wait, [&](int k) { return k == 2 ? 0.060 : one; },
+                    [](int) { return 0.040; }};
+    Clock c;
+    ThreadTeam t(2, true, ThreadTeam::Options{}, c.reader());
+    ASSERT_EQ(c.run(t, m, 5), 1) << "one thread won its round";
+    const int changes = t.policy().changes;
+    one = later;
+    c.run(t, m, 1.7);  // three windows: two to judge, a step to act
+    if (later > 0.030 * 1.1) {
+      EXPECT_EQ(t.threads(), 2);
+      EXPECT_TRUE(t.yielding());
+      EXPECT_EQ(t.policy().changes, changes + 1);
+      c.run(t, m, 5);  // within the probe interval: no round, sleeping waits stay
+      EXPECT_TRUE(t.yielding());
+      EXPECT_EQ(t.policy().changes, changes + 1);
+    } else {
+      EXPECT_EQ(t.threads(), 1) << "a slowdown within the margin";
+      EXPECT_EQ(t.policy().changes, changes);
+    }
+  }
+}
+
 TEST(ThreadTeam, KeepsSleepingWaitsWhereTheyAreTheFastest) {
   Clock c;
   ThreadTeam t(2, true, ThreadTeam::Options{}, c.reader());
