@@ -119,7 +119,6 @@ void ThreadTeam::to_full() {
   state_ = State::full;
   probe_interval_s_ = opt_.probe_s;
   kept_.reset();
-  kept_step_s_.reset();
 }
 
 void ThreadTeam::round_from_spinning(double fraction, double step_s) {
@@ -145,28 +144,11 @@ void ThreadTeam::end_round(double now_s) {
   const bool again = kept_ && kept_->first == n && kept_->second == yield;
   probe_interval_s_ = again ? std::min(2 * probe_interval_s_, opt_.max_probe_s) : opt_.probe_s;
   kept_ = {n, yield};
-  kept_step_s_.reset();
-  if (*best == kSmaller) kept_step_s_ = won_[kSmaller];
   slower_windows_ = 0;
   set_config(n, yield);
   state_ = State::chosen;
   chosen_since_ = now_s;
   trial_lost_at_.reset();
-}
-
-void ThreadTeam::give_up_smaller(double now_s) {
-  kept_step_s_.reset();
-  slower_windows_ = 0;
-  if (!opt_.try_yield) {  // the smaller team's reference: a window of the spinning team first
-    kept_.reset();
-    return to_probe();
-  }
-  // sleeping waits, as OMP_WAIT_POLICY=passive, until the next round (the probe interval
-  // starts again: the last round's winner has lost)
-  kept_ = {team_, true};
-  set_config(team_, true);
-  chosen_since_ = now_s;
-  probe_interval_s_ = opt_.probe_s;
 }
 
 void ThreadTeam::to_probe() {
@@ -218,15 +200,18 @@ void ThreadTeam::decide(double now_s, double fraction, double mean_step_s) {
       end_round(now_s);
       break;
     case State::chosen: {
-      // a kept smaller team's windows against its step when it won: slower by the margin in as
-      // many windows in a row as its trial had, and it gives way to sleeping waits
-      const bool slower = kept_step_s_ && mean_step_s > *kept_step_s_ * (1.0 + opt_.margin);
+      // a kept smaller team that steps slower than when it won, by the margin, in as many
+      // windows in a row as its trial had (the scheduler placed its threads worse, or the
+      // load changed): its round comes now, side by side with sleeping waits again, and the
+      // probe interval starts afresh (where sleeping waits cannot be had, at the interval)
+      const bool slower = opt_.try_yield && threads_ < team_ && won_[kSmaller] &&
+                          mean_step_s > *won_[kSmaller] * (1.0 + opt_.margin);
       slower_windows_ = slower ? slower_windows_ + 1 : 0;
+      if (slower_windows_ >= opt_.trial_windows) kept_.reset();
       if (fraction < opt_.low) {  // the cores are free again
         to_full();
-      } else if (slower_windows_ >= opt_.trial_windows) {
-        give_up_smaller(now_s);
-      } else if (now_s - chosen_since_ >= probe_interval_s_) {
+      } else if (slower_windows_ >= opt_.trial_windows ||
+                 now_s - chosen_since_ >= probe_interval_s_) {
         if (opt_.try_yield) {  // still contended: a round afresh, the spinning team left out
           start_round();       // (the smaller team's size from the last window of the spinning one)
         } else {               // the smaller team's reference: a window of the spinning team first

@@ -31,7 +31,8 @@
 // (up to 64 s). A kept smaller team whose windows step more than 10 % slower than when it won,
 // two windows in a row (the scheduler placed its threads worse, or the load changed: one
 // thread's steps beside a busy process per core were seen to take 26 or 55 ms by where the
-// scheduler put them), gives way to sleeping waits until the next round. Where sleeping waits
+// scheduler put them), has its round at once, side by side with sleeping waits again, and the
+// probe interval starts afresh. Where sleeping waits
 // cannot be had, each round starts with a window of the spinning team, which the smaller team must
 // beat by 10 % in each of its two windows; when it does not, the spinning team stays and no round
 // is made again for 8 s. Where schedstat cannot be read the full team is used and the reason is
@@ -135,14 +136,12 @@ class ThreadTeam {
   double full_step_s_ = 0;                    // the full team's mean step before a trial (s)
   double chosen_since_ = 0;                   // when the kept candidate won or was kept again (s)
   std::optional<std::pair<int, bool>> kept_;  // the last round's choice: threads, sleeping
-  std::optional<double> kept_step_s_;         // a kept smaller team's mean step when it won (s)
-  int slower_windows_ = 0;                    // its windows in a row since, slower by the margin
-  void give_up_smaller(double now_s);  // a kept smaller team that slowed down: sleeping waits
-  double probe_interval_s_ = 0;        // from a choice to its next round (s): probe_s, doubled
-                                       // each time a round keeps the same choice, up to max_probe_s
-  double yield_sum_s_ = 0;             // the round's windows of sleeping waits: their sum
-  int yield_windows_ = 0;              // ... and count
-  double last_yield_s_ = 0;            // the last of them (s)
+  int slower_windows_ = 0;       // a kept smaller team's windows in a row slower than when it won
+  double probe_interval_s_ = 0;  // from a choice to its next round (s): probe_s, doubled
+                                 // each time a round keeps the same choice, up to max_probe_s
+  double yield_sum_s_ = 0;       // the round's windows of sleeping waits: their sum
+  int yield_windows_ = 0;        // ... and count
+  double last_yield_s_ = 0;      // the last of them (s)
   std::optional<double> trial_lost_at_;  // when every candidate last lost (s)
   std::optional<double> last_fraction_;
   int64_t steps_ = 0, smaller_steps_ = 0, yield_steps_ = 0;
