@@ -13,14 +13,14 @@ namespace gt {
 namespace {
 
 /// Restores the team size when a test ends (even by a failed assertion).
-struct TeamGuard {
+struct ZeroTeamGuard {
   const int before = omp_get_max_threads();
-  ~TeamGuard() { omp_set_num_threads(before); }
+  ~ZeroTeamGuard() { omp_set_num_threads(before); }
 };
 
 TEST(CpuZero, ZeroesTheSpanAndNothingAroundItOnAnyTeam) {
   auto be = make_backend("cpu");
-  const TeamGuard guard;
+  const ZeroTeamGuard guard;
   constexpr size_t kGuard = 192;  // bytes checked on either side of the span
   constexpr uint8_t kFill = 0xA5;
   const size_t k256 = size_t{256} << 10;
