@@ -5,6 +5,7 @@
 // file holds the forwarders, one per op of backend.h (signatures differ, so they cannot come
 // from the list).
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <string_view>
 #include <type_traits>
@@ -26,6 +27,14 @@ class OpCall {
   void (*call_)(void*);
 };
 
+/// An op's shape, for a profile by shape (GT_PROFILE=shapes). product: a linear layer's rows
+/// (tokens) x inputs -> outputs (a = N, b = C, c = OC); attention: batch, sequence length,
+/// channels and heads (a = B, b = T, c = C, d = NH); none for the other ops.
+struct OpShape {
+  enum class Kind { none, product, attention } kind = Kind::none;
+  int64_t a = 0, b = 0, c = 0, d = 0;
+};
+
 /// Forwards every call to `inner`; each op (and adamw_step) runs through around(). Graph
 /// capture (Backend::begin_graph) is not forwarded: a wrapper sees each op as it runs (the
 /// profiler synchronizes around it), which a captured step would not.
@@ -34,9 +43,10 @@ class ForwardingBackend : public Backend {
   explicit ForwardingBackend(std::unique_ptr<Backend> inner) : in_(std::move(inner)) {}
 
   /// Runs `call`, the op named `op` (op_name(), or "adamw_step"), of `flops` floating-point
-  /// operations (2*M*N*K per product, attention's full T x T squares, else 0). Default: runs it.
-  virtual void around(std::string_view op, double flops, OpCall call) {
-    (void)op, (void)flops;
+  /// operations (2*M*N*K per product, attention's full T x T squares, else 0) and shape `shape`
+  /// (products and attention; else Kind::none). Default: runs it.
+  virtual void around(std::string_view op, double flops, const OpShape& shape, OpCall call) {
+    (void)op, (void)flops, (void)shape;
     call();
   }
   /// The wrapped backend.
@@ -114,7 +124,7 @@ class ForwardingBackend : public Backend {
   }
   void matmul_forward(DevPtr out, ConstDevPtr inp, const float* w, const float* bias, int64_t N,
                       int C, int OC, bool wt) override {
-    run(Op::matmul_forward, 2.0 * N * C * OC,
+    run(Op::matmul_forward, 2.0 * N * C * OC, product_shape(N, C, OC),
         [&] { in_->matmul_forward(out, inp, w, bias, N, C, OC, wt); });
   }
   void gelu_forward_fused(DevPtr out, DevPtr dgelu, const float* inp, int64_t N) override {
@@ -125,29 +135,29 @@ class ForwardingBackend : public Backend {
   void matmul_backward_gelu(DevPtr dinp, float* dw, float* dbias, ConstDevPtr dout, ConstDevPtr inp,
                             const float* w, ConstDevPtr gelu, GeluSaved saved, int64_t N, int C,
                             int OC) override {
-    run(Op::matmul_backward_gelu, 4.0 * N * C * OC,
+    run(Op::matmul_backward_gelu, 4.0 * N * C * OC, product_shape(N, C, OC),
         [&] { in_->matmul_backward_gelu(dinp, dw, dbias, dout, inp, w, gelu, saved, N, C, OC); });
   }
   void matmul_gelu_forward(DevPtr out, DevPtr pre, ConstDevPtr inp, const float* w,
                            const float* bias, int64_t N, int C, int OC) override {
-    run(Op::matmul_gelu_forward, 2.0 * N * C * OC,
+    run(Op::matmul_gelu_forward, 2.0 * N * C * OC, product_shape(N, C, OC),
         [&] { in_->matmul_gelu_forward(out, pre, inp, w, bias, N, C, OC); });
   }
   void matmul_backward(float* dinp, float* dw, float* dbias, ConstDevPtr dout, ConstDevPtr inp,
                        const float* w, int64_t N, int C, int OC, bool wt) override {
-    run(Op::matmul_backward, (dinp ? 4.0 : 2.0) * N * C * OC,
+    run(Op::matmul_backward, (dinp ? 4.0 : 2.0) * N * C * OC, product_shape(N, C, OC),
         [&] { in_->matmul_backward(dinp, dw, dbias, dout, inp, w, N, C, OC, wt); });
   }
   /// Attention's FLOPs: the products as computed (full T x T squares), n of them.
   static double attn_flops(int B, int T, int C, int n) { return n * 2.0 * B * T * (double)T * C; }
   void attention_forward(DevPtr out, float* att, const float* qkv, int B, int T, int C,
                          int NH) override {
-    run(Op::attention_forward, attn_flops(B, T, C, 2),
+    run(Op::attention_forward, attn_flops(B, T, C, 2), attention_shape(B, T, C, NH),
         [&] { in_->attention_forward(out, att, qkv, B, T, C, NH); });
   }
   void attention_backward(DevPtr dqkv, const float* dout, const float* qkv, const float* att, int B,
                           int T, int C, int NH) override {
-    run(Op::attention_backward, attn_flops(B, T, C, 4),
+    run(Op::attention_backward, attn_flops(B, T, C, 4), attention_shape(B, T, C, NH),
         [&] { in_->attention_backward(dqkv, dout, qkv, att, B, T, C, NH); });
   }
   void gelu_forward(DevPtr out, const float* inp, int64_t N) override {
@@ -190,13 +200,13 @@ class ForwardingBackend : public Backend {
   }
   void attention_forward_fused(DevPtr out, float* lse, ConstDevPtr qkv, int B, int T, int C,
                                int NH) override {
-    run(Op::attention_forward_fused, attn_flops(B, T, C, 2),
+    run(Op::attention_forward_fused, attn_flops(B, T, C, 2), attention_shape(B, T, C, NH),
         [&] { in_->attention_forward_fused(out, lse, qkv, B, T, C, NH); });
   }
   void attention_backward_fused(DevPtr dqkv, const float* dout, ConstDevPtr qkv, ConstDevPtr out,
                                 const float* lse, int B, int T, int C, int NH) override {
     // the fused backward recomputes the scores: one more product
-    run(Op::attention_backward_fused, attn_flops(B, T, C, 5),
+    run(Op::attention_backward_fused, attn_flops(B, T, C, 5), attention_shape(B, T, C, NH),
         [&] { in_->attention_backward_fused(dqkv, dout, qkv, out, lse, B, T, C, NH); });
   }
   void softmax_crossentropy_fused(DevPtr logits, float* losses, const int32_t* targets, float dloss,
@@ -212,13 +222,23 @@ class ForwardingBackend : public Backend {
   }
 
  private:
+  static OpShape product_shape(int64_t N, int64_t C, int64_t OC) {
+    return {OpShape::Kind::product, N, C, OC, 0};
+  }
+  static OpShape attention_shape(int64_t B, int64_t T, int64_t C, int64_t NH) {
+    return {OpShape::Kind::attention, B, T, C, NH};
+  }
   template <typename F>
   void run(Op op, double flops, F f) {
-    around(op_name(op), flops, OpCall(f));
+    around(op_name(op), flops, OpShape{}, OpCall(f));
+  }
+  template <typename F>
+  void run(Op op, double flops, const OpShape& shape, F f) {
+    around(op_name(op), flops, shape, OpCall(f));
   }
   template <typename F>
   void run(std::string_view op, double flops, F f) {
-    around(op, flops, OpCall(f));
+    around(op, flops, OpShape{}, OpCall(f));
   }
   std::unique_ptr<Backend> in_;
 };

@@ -2,7 +2,8 @@
 // op returns, so OpenMP work inside it is complete; on a device with a queue, a GPU or
 // cuda-emu, between two synchronizations, so the device's work is timed and not the enqueue)
 // and reports seconds per op and, for the matrix products, GFLOP/s. Turned on with
-// GT_PROFILE=1 (train prints the table at the end).
+// GT_PROFILE=1 (train prints the table at the end), or GT_PROFILE=shapes for a row per shape
+// of each product and attention op (an op of several layers' shapes, split).
 #pragma once
 #include <cstdio>
 #include <map>
@@ -20,8 +21,12 @@ struct OpStats {
   double flops = 0.0;
 };
 
-/// Wraps `inner`, forwarding every call and adding its time to stats() under the op's name.
-std::unique_ptr<Backend> make_profiling_backend(std::unique_ptr<Backend> inner);
+/// Wraps `inner`, forwarding every call and adding its time to stats() under the op's name,
+/// or with by_shape under the op's name and shape where it has one (GT_PROFILE=shapes): e.g.
+/// "matmul_forward 768x128->384" (a linear layer's rows x inputs -> outputs) and
+/// "attention_forward_fused B12 T64 C128 H4" (batch, sequence length, channels, heads).
+std::unique_ptr<Backend> make_profiling_backend(std::unique_ptr<Backend> inner,
+                                                bool by_shape = false);
 
 /// The stats of a backend made by make_profiling_backend (null for any other backend).
 const std::map<std::string, OpStats>* profiling_stats(const Backend& be);

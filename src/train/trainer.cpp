@@ -121,7 +121,7 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume
   }
   backend_ = make_backend(cfg_.device, backend_options(cfg_));
   if (const char* prof = std::getenv("GT_PROFILE"); prof && *prof && std::string(prof) != "0")
-    backend_ = make_profiling_backend(std::move(backend_));
+    backend_ = make_profiling_backend(std::move(backend_), std::string(prof) == "shapes");
   backend_->set_precision(cfg_.precision);
   scaler_ = GradScaler(cfg_.precision == Precision::fp16);
   // the checkpoint's record, reconciled with this run's configuration, and the data it reads

@@ -23,8 +23,10 @@
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "backend/forwarding.h"
+#include "backend/profiling.h"
 #include "core/error.h"
 #include "op_cases.h"
 
@@ -301,6 +303,43 @@ TEST(OpTable, ABackendThatIgnoresSetPrecisionFailsTheBf16Row) {
   EXPECT_GE(products, 6);
   EXPECT_EQ(fake_failed, products)
       << "product cases that " << name << " without set_precision passed under bf16";
+}
+
+// GT_PROFILE=shapes: each product and attention op one row per shape (calls, FLOPs), the
+// other ops by name; without it, one row per op.
+TEST(Profiling, ByShapeGivesEachProductAndAttentionShapeItsOwnRow) {
+  for (bool by_shape : {false, true}) {
+    SCOPED_TRACE(by_shape ? "by shape" : "by op");
+    auto be = make_profiling_backend(make_backend("cpu"), by_shape);
+    std::vector<float> x(8 * 32, 0.5f), w(64 * 32, 0.25f), y(8 * 64), qkv(2 * 4 * 96, 0.1f),
+        att(2 * 2 * 4 * 4), o(2 * 4 * 32);
+    be->matmul_forward(y.data(), x.data(), w.data(), nullptr, 4, 32, 64, false);
+    be->matmul_forward(y.data(), x.data(), w.data(), nullptr, 4, 32, 64, false);
+    be->matmul_forward(y.data(), x.data(), w.data(), nullptr, 8, 32, 16, false);
+    be->attention_forward(o.data(), att.data(), qkv.data(), 2, 4, 32, 2);
+    be->residual_forward(o.data(), o.data(), o.data(), 8);
+    const auto& st = *profiling_stats(*be);
+    EXPECT_EQ(st.at("residual_forward").calls, 1);
+    if (!by_shape) {
+      EXPECT_EQ(st.size(), 3u);
+      EXPECT_EQ(st.at("matmul_forward").calls, 3);
+      EXPECT_DOUBLE_EQ(st.at("matmul_forward").flops, 2.0 * (2 * 4 * 32 * 64 + 8 * 32 * 16));
+      EXPECT_EQ(st.at("attention_forward").calls, 1);
+      continue;
+    }
+    EXPECT_EQ(st.size(), 4u);
+    EXPECT_EQ(st.at("matmul_forward 4x32->64").calls, 2);
+    EXPECT_DOUBLE_EQ(st.at("matmul_forward 4x32->64").flops, 2.0 * 2 * 4 * 32 * 64);
+    EXPECT_EQ(st.at("matmul_forward 8x32->16").calls, 1);
+    EXPECT_EQ(st.at("attention_forward B2 T4 C32 H2").calls, 1);
+    // the table's op column fits the longest row
+    char buf[4096] = {};
+    FILE* f = fmemopen(buf, sizeof buf - 1, "w");
+    ASSERT_NE(f, nullptr);
+    print_profile(st, f);
+    std::fclose(f);
+    EXPECT_NE(std::string(buf).find("attention_forward B2 T4 C32 H2 "), std::string::npos) << buf;
+  }
 }
 
 /// --perf: every case on every backend and precision, one line each.

@@ -144,15 +144,13 @@ class CpuBackend final : public HostMemoryBackend {
     if (prec_ == Precision::fp32) return p;
     if (lowp_.emulated()) {
       p.emulated = true;
+      // bf16: oneDNN has bf16 products on every AVX-512 CPU, but emulates their dot products
+      // where its instruction set has no bf16 instructions (onednn_supports)
       const std::string why =
           cpu::lowp_emulation_forced()
               ? std::string("forced by GT_CPU_EMULATE_LOWP=1 or set_lowp_emulation")
-          : prec_ == Precision::bf16
-              ? fmt::format(
-                    "oneDNN has no bf16 product with bf16 instructions here (its "
-                    "instruction set: {})",
-                    p.isa)
-              : fmt::format("oneDNN has no {} product here (its instruction set: {})", p.precision,
+              : fmt::format("oneDNN has no {} product{} here (its instruction set: {})",
+                            p.precision, prec_ == Precision::bf16 ? " with bf16 instructions" : "",
                             p.isa);
       p.emulated_reason =
           fmt::format("{}: f32 products of {}-rounded operands, which take about fp32's time", why,
@@ -613,9 +611,9 @@ class CpuBackend final : public HostMemoryBackend {
           "train.precision = 'fp8': fp8 matrix products need the CUDA backend on a Hopper GPU; "
           "the CPU backend runs fp32, bf16 or fp16");
     // Where oneDNN has no product of the 16-bit type on this CPU (f16 in oneDNN 2.6, Debian
-    // 12's; bf16 without bf16 instructions: onednn_supports), the operands are rounded to it (so range, overflow and
-    // rounding are those of the type) and multiplied in f32, which is exact for products of
-    // two such values with f32 accumulation (cpu/lowp_operands.h).
+    // 12's; bf16 without bf16 instructions: onednn_supports), the operands are rounded to it
+    // (so range, overflow and rounding are those of the type) and multiplied in f32, which is
+    // exact for products of two such values with f32 accumulation (cpu/lowp_operands.h).
     prec_ = p;
     lowp_.set_format(lowp_format(p));
     attn_.set_type(attention_type(p));
