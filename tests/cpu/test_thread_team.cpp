@@ -209,6 +209,33 @@ TEST(ThreadTeam, AKeptSmallerTeamThatSlowsDownIsMeasuredAgainAtOnce) {
   }
 }
 
+// Kept sleeping waits that step slower than when they won (seen beside one busy process per
+// core: 30 ms, then 72-76 ms for seconds, where one thread stepped at 36-38 ms): two windows
+// slower by more than the margin and their round comes at once, where one thread now wins; a
+// smaller slowdown keeps them until the probe interval.
+TEST(ThreadTeam, KeptSleepingWaitsThatSlowDownAreMeasuredAgainAtOnce) {
+  for (const double later : {0.074, 0.032}) {
+    SCOPED_TRACE(later);
+    double sleeping = 0.030;  // sleeping waits' step (s); one thread 37 ms, spinning 60 ms
+    const Machine m{kCollapse.wait, [](int k) { return k == 2 ? 0.060 : 0.037; },
+                    [&](int) { return sleeping; }};
+    Clock c;
+    ThreadTeam t(2, true, ThreadTeam::Options{}, c.reader());
+    ASSERT_EQ(c.run(t, m, 5), 2);
+    ASSERT_TRUE(t.yielding()) << "sleeping waits won their round";
+    const int changes = t.policy().changes;
+    sleeping = later;
+    c.run(t, m, 3.5);  // two slow windows, then a round: sleeping waits, one thread (won), twice
+    if (later > 0.030 * 1.1) {
+      EXPECT_EQ(t.threads(), 1) << "the round's winner";
+      EXPECT_FALSE(t.yielding());
+    } else {
+      EXPECT_TRUE(t.yielding()) << "a slowdown within the margin";
+      EXPECT_EQ(t.policy().changes, changes);
+    }
+  }
+}
+
 TEST(ThreadTeam, KeepsSleepingWaitsWhereTheyAreTheFastest) {
   Clock c;
   ThreadTeam t(2, true, ThreadTeam::Options{}, c.reader());

@@ -200,12 +200,16 @@ void ThreadTeam::decide(double now_s, double fraction, double mean_step_s) {
       end_round(now_s);
       break;
     case State::chosen: {
-      // a kept smaller team that steps slower than when it won, by the margin, in as many
-      // windows in a row as its trial had (the scheduler placed its threads worse, or the
-      // load changed): its round comes now, side by side with sleeping waits again, and the
-      // probe interval starts afresh (where sleeping waits cannot be had, at the interval)
-      const bool slower = opt_.try_yield && threads_ < team_ && won_[kSmaller] &&
-                          mean_step_s > *won_[kSmaller] * (1.0 + opt_.margin);
+      // a kept candidate that steps slower than when it won, by the margin, in as many
+      // windows in a row as a trial has (the scheduler placed its threads worse, or the load
+      // changed): its round comes now, the two side by side again, and the probe interval
+      // starts afresh (where sleeping waits cannot be had, at the interval). Kept sleeping
+      // waits were seen to step at 30 ms and then, for seconds, at 72-76 ms, where one thread
+      // stepped at 36-38 ms (docs/benchmarks.md)
+      const std::optional<double>& won = threads_ < team_ ? won_[kSmaller]
+                                         : yield_         ? won_[kYield]
+                                                          : std::optional<double>();
+      const bool slower = opt_.try_yield && won && mean_step_s > *won * (1.0 + opt_.margin);
       slower_windows_ = slower ? slower_windows_ + 1 : 0;
       if (slower_windows_ >= opt_.trial_windows) kept_.reset();
       if (fraction < opt_.low) {  // the cores are free again

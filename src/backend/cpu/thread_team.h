@@ -28,10 +28,10 @@
 // that the drift of the machine's speed cancels); otherwise sleeping waits are kept. The full,
 // spinning team returns when the wait falls below 0.05; while it stays above, a round is made
 // afresh after 8 s, then after twice as long each time the round keeps the same candidate
-// (up to 64 s). A kept smaller team whose windows step more than 10 % slower than when it won,
+// (up to 64 s). A kept candidate whose windows step more than 10 % slower than when it won,
 // two windows in a row (the scheduler placed its threads worse, or the load changed: one
 // thread's steps beside a busy process per core were seen to take 26 or 55 ms by where the
-// scheduler put them), has its round at once, side by side with sleeping waits again, and the
+// scheduler put them, and sleeping waits' 30 or 72-76 ms), has its round at once, and the
 // probe interval starts afresh. Where sleeping waits
 // cannot be had, each round starts with a window of the spinning team, which the smaller team must
 // beat by 10 % in each of its two windows; when it does not, the spinning team stays and no round
@@ -136,7 +136,7 @@ class ThreadTeam {
   double full_step_s_ = 0;                    // the full team's mean step before a trial (s)
   double chosen_since_ = 0;                   // when the kept candidate won or was kept again (s)
   std::optional<std::pair<int, bool>> kept_;  // the last round's choice: threads, sleeping
-  int slower_windows_ = 0;       // a kept smaller team's windows in a row slower than when it won
+  int slower_windows_ = 0;       // a kept candidate's windows in a row slower than when it won
   double probe_interval_s_ = 0;  // from a choice to its next round (s): probe_s, doubled
                                  // each time a round keeps the same choice, up to max_probe_s
   double yield_sum_s_ = 0;       // the round's windows of sleeping waits: their sum
