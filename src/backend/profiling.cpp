@@ -11,12 +11,12 @@
 namespace gt {
 namespace {
 
-/// "op" or, by shape, "op 768x128->384" (a product's rows x inputs -> outputs) or
-/// "op B12 T64 C128 H4" (attention).
+/// "op" or, by shape, "op[768x128->384]" (a product's rows x inputs -> outputs) or
+/// "op[B12,T64,C128,H4]" (attention): one word, as the table's readers split rows on spaces.
 std::string row_name(std::string_view op, const OpShape& sh, bool by_shape) {
   if (!by_shape || sh.kind == OpShape::Kind::none) return std::string(op);
-  if (sh.kind == OpShape::Kind::product) return fmt::format("{} {}x{}->{}", op, sh.a, sh.b, sh.c);
-  return fmt::format("{} B{} T{} C{} H{}", op, sh.a, sh.b, sh.c, sh.d);
+  if (sh.kind == OpShape::Kind::product) return fmt::format("{}[{}x{}->{}]", op, sh.a, sh.b, sh.c);
+  return fmt::format("{}[B{},T{},C{},H{}]", op, sh.a, sh.b, sh.c, sh.d);
 }
 
 class ProfilingBackend final : public ForwardingBackend {
@@ -33,10 +33,12 @@ class ProfilingBackend final : public ForwardingBackend {
     const auto t0 = std::chrono::steady_clock::now();
     call();
     if (queued) inner().synchronize();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     OpStats& s = stats[row_name(op, shape, by_shape_)];
     s.calls++;
     s.flops += flops;
-    s.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    s.seconds += seconds;
   }
 
  private:
@@ -61,7 +63,7 @@ void print_profile(const std::map<std::string, OpStats>& stats, FILE* f) {
   double total = 0;
   for (auto& r : rows) total += r.second.seconds;
   fmt::print(f, "\nbackend ops (GT_PROFILE): wall time inside each op, all steps and evals\n");
-  // by shape, rows such as "attention_backward_fused B12 T64 C128 H4" are longer than 32
+  // by shape, rows such as "attention_backward_fused[B12,T64,C128,H4]" are longer than 32
   size_t w = 32;
   for (auto& r : rows) w = std::max(w, r.first.size());
   fmt::print(f, "{:<{}} {:>8} {:>10} {:>7} {:>10}\n", "op", w, "calls", "seconds", "%", "GFLOP/s");

@@ -23,15 +23,16 @@ struct OpStats {
 
 /// Wraps `inner`, forwarding every call and adding its time to stats() under the op's name,
 /// or with by_shape under the op's name and shape where it has one (GT_PROFILE=shapes): e.g.
-/// "matmul_forward 768x128->384" (a linear layer's rows x inputs -> outputs) and
-/// "attention_forward_fused B12 T64 C128 H4" (batch, sequence length, channels, heads).
+/// "matmul_forward[768x128->384]" (a linear layer's rows x inputs -> outputs) and
+/// "attention_forward_fused[B12,T64,C128,H4]" (batch, sequence length, channels, heads).
 std::unique_ptr<Backend> make_profiling_backend(std::unique_ptr<Backend> inner,
                                                 bool by_shape = false);
 
 /// The stats of a backend made by make_profiling_backend (null for any other backend).
 const std::map<std::string, OpStats>* profiling_stats(const Backend& be);
 
-/// Writes the table (op, calls, s, % of the ops' total, GFLOP/s) sorted by time, to f.
+/// Writes the table (op, calls, s, % of the ops' total, GFLOP/s) sorted by time, to f; the op
+/// column is as wide as the longest name (at least 32 characters).
 void print_profile(const std::map<std::string, OpStats>& stats, FILE* f);
 
 }  // namespace gt

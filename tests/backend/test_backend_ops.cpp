@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <set>
 #include <string>
@@ -308,6 +309,9 @@ TEST(OpTable, ABackendThatIgnoresSetPrecisionFailsTheBf16Row) {
 // GT_PROFILE=shapes: each product and attention op one row per shape (calls, FLOPs), the
 // other ops by name; without it, one row per op.
 TEST(Profiling, ByShapeGivesEachProductAndAttentionShapeItsOwnRow) {
+  bool cpu = false;
+  for (auto& e : registered_backends()) cpu = cpu || e.name == std::string("cpu");
+  if (!cpu) GTEST_SKIP() << "no cpu backend in this build";
   for (bool by_shape : {false, true}) {
     SCOPED_TRACE(by_shape ? "by shape" : "by op");
     auto be = make_profiling_backend(make_backend("cpu"), by_shape);
@@ -328,18 +332,37 @@ TEST(Profiling, ByShapeGivesEachProductAndAttentionShapeItsOwnRow) {
       continue;
     }
     EXPECT_EQ(st.size(), 4u);
-    EXPECT_EQ(st.at("matmul_forward 4x32->64").calls, 2);
-    EXPECT_DOUBLE_EQ(st.at("matmul_forward 4x32->64").flops, 2.0 * 2 * 4 * 32 * 64);
-    EXPECT_EQ(st.at("matmul_forward 8x32->16").calls, 1);
-    EXPECT_EQ(st.at("attention_forward B2 T4 C32 H2").calls, 1);
-    // the table's op column fits the longest row
-    char buf[4096] = {};
-    FILE* f = fmemopen(buf, sizeof buf - 1, "w");
-    ASSERT_NE(f, nullptr);
-    print_profile(st, f);
-    std::fclose(f);
-    EXPECT_NE(std::string(buf).find("attention_forward B2 T4 C32 H2 "), std::string::npos) << buf;
+    EXPECT_EQ(st.at("matmul_forward[4x32->64]").calls, 2);
+    EXPECT_DOUBLE_EQ(st.at("matmul_forward[4x32->64]").flops, 2.0 * 2 * 4 * 32 * 64);
+    EXPECT_EQ(st.at("matmul_forward[8x32->16]").calls, 1);
+    EXPECT_EQ(st.at("attention_forward[B2,T4,C32,H2]").calls, 1);
   }
+}
+
+// The table's op column is as wide as its longest row (a shape's row can pass 32 characters):
+// every row's calls end in the same column as the header's.
+TEST(Profiling, TheOpColumnFitsTheLongestRow) {
+  const std::map<std::string, OpStats> st = {
+      {"attention_backward_fused[B128,T1024,C768,H12]", {3, 1.5, 0}},
+      {"adamw_step", {12345, 0.25, 0}}};
+  char buf[4096] = {};
+  FILE* f = fmemopen(buf, sizeof buf - 1, "w");
+  ASSERT_NE(f, nullptr);
+  print_profile(st, f);
+  std::fclose(f);
+  std::vector<std::string> lines;
+  for (const char* p = buf; *p;) {
+    const char* e = std::strchr(p, '\n');
+    lines.emplace_back(p, e ? e - p : std::strlen(p));
+    p = e ? e + 1 : p + lines.back().size();
+  }
+  size_t header = lines.size();
+  for (size_t i = 0; i < lines.size(); ++i)
+    if (lines[i].rfind("op ", 0) == 0) header = i;
+  ASSERT_LT(header + 2, lines.size()) << buf;
+  const size_t end = lines[header].find("calls") + 5;
+  EXPECT_EQ(lines[header + 1].rfind(" 3 ", end), end - 2) << buf;      // the longest row
+  EXPECT_EQ(lines[header + 2].rfind(" 12345 ", end), end - 6) << buf;  // the other
 }
 
 /// --perf: every case on every backend and precision, one line each.

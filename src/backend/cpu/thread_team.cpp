@@ -42,7 +42,8 @@ ThreadTeam::ThreadTeam(int team, bool adaptive, Options opt, WaitReader read_wai
       adaptive_(adaptive),
       opt_(opt),
       read_wait_(std::move(read_wait)),
-      threads_(team_) {}
+      threads_(team_),
+      slow_margin_(opt.margin) {}
 
 int ThreadTeam::end_step(double now_s, double step_s) {
   ++steps_;
@@ -118,6 +119,8 @@ void ThreadTeam::to_full() {
   set_config(team_, false);
   state_ = State::full;
   probe_interval_s_ = opt_.probe_s;
+  slow_margin_ = opt_.margin;
+  by_slowdown_ = false;
   kept_.reset();
 }
 
@@ -142,7 +145,14 @@ void ThreadTeam::end_round(double now_s) {
   const bool yield = *best == kYield;
   // the same choice as the round before: measured again after twice as long
   const bool again = kept_ && kept_->first == n && kept_->second == yield;
-  probe_interval_s_ = again ? std::min(2 * probe_interval_s_, opt_.max_probe_s) : opt_.probe_s;
+  if (by_slowdown_) {  // a round the slowdown of the kept choice called: the probe interval
+    probe_interval_s_ = opt_.probe_s;  // afresh, and where it kept the same choice, the next
+    slow_margin_ = again ? std::min(2 * slow_margin_, kMaxSlowMargin) : opt_.margin;  // slowdown
+  } else {  // must be twice as large (noisy windows do not call rounds back to back)
+    probe_interval_s_ = again ? std::min(2 * probe_interval_s_, opt_.max_probe_s) : opt_.probe_s;
+    if (!again) slow_margin_ = opt_.margin;
+  }
+  by_slowdown_ = false;
   kept_ = {n, yield};
   slower_windows_ = 0;
   set_config(n, yield);
@@ -200,25 +210,26 @@ void ThreadTeam::decide(double now_s, double fraction, double mean_step_s) {
       end_round(now_s);
       break;
     case State::chosen: {
-      // a kept candidate that steps slower than when it won, by the margin, in as many
-      // windows in a row as a trial has (the scheduler placed its threads worse, or the load
-      // changed): its round comes now, the two side by side again, and the probe interval
-      // starts afresh (where sleeping waits cannot be had, at the interval). Kept sleeping
-      // waits were seen to step at 30 ms and then, for seconds, at 72-76 ms, where one thread
-      // stepped at 36-38 ms (docs/benchmarks.md)
+      // a kept candidate that steps slower than when it won, by the margin (doubled each time
+      // a round this called kept the same choice), in as many windows in a row as a trial has
+      // (the scheduler placed its threads worse, or the load changed): its round comes now,
+      // the two side by side again, and the probe interval starts afresh (where sleeping waits
+      // cannot be had, at the interval). Kept sleeping waits were seen to step at 30 ms and
+      // then, for seconds, at 72-76 ms, where one thread stepped at 36-38 ms
+      // (docs/benchmarks.md)
       const std::optional<double>& won = threads_ < team_ ? won_[kSmaller]
                                          : yield_         ? won_[kYield]
                                                           : std::optional<double>();
-      const bool slower = opt_.try_yield && won && mean_step_s > *won * (1.0 + opt_.margin);
+      const bool slower = opt_.try_yield && won && mean_step_s > *won * (1.0 + slow_margin_);
       slower_windows_ = slower ? slower_windows_ + 1 : 0;
-      if (slower_windows_ >= opt_.trial_windows) kept_.reset();
+      const bool slowed = slower_windows_ >= opt_.trial_windows;
       if (fraction < opt_.low) {  // the cores are free again
         to_full();
-      } else if (slower_windows_ >= opt_.trial_windows ||
-                 now_s - chosen_since_ >= probe_interval_s_) {
+      } else if (slowed || now_s - chosen_since_ >= probe_interval_s_) {
         if (opt_.try_yield) {  // still contended: a round afresh, the spinning team left out
           start_round();       // (the smaller team's size from the last window of the spinning one)
-        } else {               // the smaller team's reference: a window of the spinning team first
+          by_slowdown_ = slowed;
+        } else {  // the smaller team's reference: a window of the spinning team first
           to_probe();
         }
       }

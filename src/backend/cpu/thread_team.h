@@ -32,11 +32,13 @@
 // two windows in a row (the scheduler placed its threads worse, or the load changed: one
 // thread's steps beside a busy process per core were seen to take 26 or 55 ms by where the
 // scheduler put them, and sleeping waits' 30 or 72-76 ms), has its round at once, and the
-// probe interval starts afresh. Where sleeping waits
-// cannot be had, each round starts with a window of the spinning team, which the smaller team must
-// beat by 10 % in each of its two windows; when it does not, the spinning team stays and no round
-// is made again for 8 s. Where schedstat cannot be read the full team is used and the reason is
-// reported.
+// probe interval starts afresh; each time such a round keeps the same choice, the slowdown
+// that calls the next one doubles (20 %, 40 %, up to 80 %; back to 10 % when the choice
+// changes), so that a noisy machine's windows do not call rounds back to back. Where sleeping
+// waits cannot be had, that rule is off, each round starts with a window of the spinning team,
+// which the smaller team must beat by 10 % in each of its two windows; when it does not, the
+// spinning team stays and no round is made again for 8 s. Where schedstat cannot be read the
+// full team is used and the reason is reported.
 #pragma once
 #include <condition_variable>
 #include <cstdint>
@@ -67,7 +69,8 @@ class ThreadTeam {
     double probe_s = 8.0;       ///< a kept candidate is measured again after this long (s)
     double max_probe_s = 64.0;  ///< ... doubled each time a round keeps it, up to this (s)
     double margin = 0.10;       ///< a candidate must be this much faster (fraction of a step)
-    int trial_windows = 2;      ///< ... in each of this many windows (the smaller team)
+    int trial_windows = 2;      ///< ... in each of this many windows (the smaller team); a
+                                ///< kept one this many windows slower has its round at once
     bool try_yield = true;      ///< whether sleeping waits are a candidate
   };
   /// Reads the process's run-queue wait total (s; null: unknown, and the full team is kept).
@@ -136,7 +139,10 @@ class ThreadTeam {
   double full_step_s_ = 0;                    // the full team's mean step before a trial (s)
   double chosen_since_ = 0;                   // when the kept candidate won or was kept again (s)
   std::optional<std::pair<int, bool>> kept_;  // the last round's choice: threads, sleeping
-  int slower_windows_ = 0;       // a kept candidate's windows in a row slower than when it won
+  int slower_windows_ = 0;    // a kept candidate's windows in a row slower than when it won
+  double slow_margin_;        // ... by more than this (opt_.margin, doubled: end_round)
+  bool by_slowdown_ = false;  // the round in progress was called by such a slowdown
+  static constexpr double kMaxSlowMargin = 0.8;
   double probe_interval_s_ = 0;  // from a choice to its next round (s): probe_s, doubled
                                  // each time a round keeps the same choice, up to max_probe_s
   double yield_sum_s_ = 0;       // the round's windows of sleeping waits: their sum
