@@ -259,10 +259,40 @@ TEST(ThreadTeam, NoisyWindowsDoNotCallRoundsBackToBack) {
     c.step(t, m.wait(t.threads()), m.step_of(t));
   }
   const ThreadPolicy p = t.policy();
-  // the first round, the probe interval's (8, 16, 32, 64, 64 s) and a few the slowdown
-  // called: 19-23 changes in 240 s (seeds 1-7); without the doubling, 41-65
+  // the first round, the probe interval's (8 s, doubled while the choice holds, afresh after
+  // a round the slowdown called) and at most two the slowdown called (10 %, then 20 %; the
+  // windows differ by at most 23 %): 19-23 changes in 240 s (seeds 1-7); without the
+  // doubling, 41-65
   EXPECT_LE(p.changes, 30) << "rounds came back to back";
   EXPECT_GT(p.yield_steps, p.steps * 9 / 10);
+}
+
+// The doubled slowdown lasts while the choice holds: when another choice wins, a slowdown
+// of 10 % calls its round at once again.
+TEST(ThreadTeam, ANewChoiceIsMeasuredAgainAtTheMarginAgain) {
+  std::mt19937 rng(7);
+  double sleeping = 0.030, one = 0.040;  // one thread's step (s)
+  const Machine m{kCollapse.wait, [&](int k) { return k == 2 ? 0.060 : one; },
+                  [&](int) { return sleeping; }};
+  Clock c;
+  ThreadTeam t(2, true, ThreadTeam::Options{}, c.reader());
+  const double end = c.now + 60;  // noisy sleeping waits: the slowdown doubled, at least once
+  for (double next = c.now; c.now < end;) {
+    if (c.now >= next) {
+      sleeping = (rng() & 1) ? 0.037 : 0.030;
+      next = c.now + 0.5;
+    }
+    c.step(t, m.wait(t.threads()), m.step_of(t));
+  }
+  ASSERT_TRUE(t.yielding());
+  sleeping = 0.060;  // sleeping waits slow down for good, one thread now wins (25 ms)
+  one = 0.025;
+  c.run(t, m, 4);
+  ASSERT_EQ(t.threads(), 1) << "one thread won the round the slowdown called";
+  const int changes = t.policy().changes;
+  one = 0.029;  // 16 % slower than when it won: above the margin, below a doubled one
+  c.run(t, m, 3);
+  EXPECT_GT(t.policy().changes, changes) << "no round within 3 s (the probe interval is 8 s)";
 }
 
 TEST(ThreadTeam, KeepsSleepingWaitsWhereTheyAreTheFastest) {

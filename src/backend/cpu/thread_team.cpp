@@ -106,6 +106,7 @@ int ThreadTeam::share_of(double fraction) const {
 }
 
 void ThreadTeam::start_round() {
+  by_slowdown_ = false;  // (the caller sets it where a slowdown called the round)
   won_[kSmaller].reset();
   won_[kYield].reset();
   trial_wins_ = 0;
@@ -143,12 +144,15 @@ void ThreadTeam::end_round(double now_s) {
   }
   const int n = *best == kSmaller ? smaller_n_ : team_;
   const bool yield = *best == kYield;
-  // the same choice as the round before: measured again after twice as long
+  // the same choice as the round before: measured again after twice as long. A round that the
+  // kept choice's slowdown called: the probe interval afresh, and where it kept the same
+  // choice, the next such slowdown must be twice as large (noisy windows do not call rounds
+  // back to back); a new choice: the margin again
   const bool again = kept_ && kept_->first == n && kept_->second == yield;
-  if (by_slowdown_) {  // a round the slowdown of the kept choice called: the probe interval
-    probe_interval_s_ = opt_.probe_s;  // afresh, and where it kept the same choice, the next
-    slow_margin_ = again ? std::min(2 * slow_margin_, kMaxSlowMargin) : opt_.margin;  // slowdown
-  } else {  // must be twice as large (noisy windows do not call rounds back to back)
+  if (by_slowdown_) {
+    probe_interval_s_ = opt_.probe_s;
+    slow_margin_ = again ? std::min(2 * slow_margin_, kMaxSlowMargin) : opt_.margin;
+  } else {
     probe_interval_s_ = again ? std::min(2 * probe_interval_s_, opt_.max_probe_s) : opt_.probe_s;
     if (!again) slow_margin_ = opt_.margin;
   }

@@ -33,8 +33,9 @@
 // thread's steps beside a busy process per core were seen to take 26 or 55 ms by where the
 // scheduler put them, and sleeping waits' 30 or 72-76 ms), has its round at once, and the
 // probe interval starts afresh; each time such a round keeps the same choice, the slowdown
-// that calls the next one doubles (20 %, 40 %, up to 80 %; back to 10 % when the choice
-// changes), so that a noisy machine's windows do not call rounds back to back. Where sleeping
+// that calls the next one doubles (20 %, 40 %, up to 80 %, while the choice holds; back to
+// 10 % when the choice changes or the cores are free), so that a noisy machine's windows do
+// not call rounds back to back. Where sleeping
 // waits cannot be had, that rule is off, each round starts with a window of the spinning team,
 // which the smaller team must beat by 10 % in each of its two windows; when it does not, the
 // spinning team stays and no round is made again for 8 s. Where schedstat cannot be read the
