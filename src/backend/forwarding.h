@@ -99,7 +99,7 @@ class ForwardingBackend : public Backend {
   // ---- the ops, each through around() -----------------------------------------------------
   const AdamStepResult* adamw_step(const AdamStep& s) override {
     const AdamStepResult* r = nullptr;
-    run("adamw_step", 0, [&] { r = in_->adamw_step(s); });
+    run("adamw_step", 0, OpShape{}, [&] { r = in_->adamw_step(s); });
     return r;
   }
   void embedding_forward(float* out, const int32_t* inp, const float* wte, const float* wpe, int B,
@@ -229,16 +229,16 @@ class ForwardingBackend : public Backend {
     return {OpShape::Kind::attention, B, T, C, NH};
   }
   template <typename F>
-  void run(Op op, double flops, F f) {
-    around(op_name(op), flops, OpShape{}, OpCall(f));
+  void run(std::string_view op, double flops, const OpShape& shape, F f) {
+    around(op, flops, shape, OpCall(f));
   }
   template <typename F>
   void run(Op op, double flops, const OpShape& shape, F f) {
-    around(op_name(op), flops, shape, OpCall(f));
+    run(op_name(op), flops, shape, f);
   }
   template <typename F>
-  void run(std::string_view op, double flops, F f) {
-    around(op, flops, OpShape{}, OpCall(f));
+  void run(Op op, double flops, F f) {
+    run(op_name(op), flops, OpShape{}, f);
   }
   std::unique_ptr<Backend> in_;
 };

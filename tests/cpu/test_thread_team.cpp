@@ -240,24 +240,32 @@ TEST(ThreadTeam, KeptSleepingWaitsThatSlowDownAreMeasuredAgainAtOnce) {
   }
 }
 
-// Kept sleeping waits whose windows scatter by 23 % (30 or 37 ms, at random; one thread 40
-// ms): a round that their slowdown called and that keeps them doubles the slowdown that calls
-// the next, so rounds do not come back to back.
-TEST(ThreadTeam, NoisyWindowsDoNotCallRoundsBackToBack) {
-  std::mt19937 rng(7);  // its sequence is fixed by the standard (the draws below: rng() & 1)
-  double sleeping = 0.030;
-  const Machine m{kCollapse.wait, [](int k) { return k == 2 ? 0.060 : 0.040; },
-                  [&](int) { return sleeping; }};
-  Clock c;
-  ThreadTeam t(2, true, ThreadTeam::Options{}, c.reader());
-  const double end = c.now + 240;
+// Runs `seconds` of m with sleeping waits' step (`sleeping`, read by m) drawn again every half
+// second, a window's worth of steps at one speed: 30 or 37 ms (rng() & 1, whose sequence the
+// standard fixes).
+void run_noisy_sleeping_waits(Clock& c, ThreadTeam& t, const Machine& m, double& sleeping,
+                              std::mt19937& rng, double seconds) {
+  const double end = c.now + seconds;
   for (double next = c.now; c.now < end;) {
-    if (c.now >= next) {  // a window's worth of steps at one speed
+    if (c.now >= next) {
       sleeping = (rng() & 1) ? 0.037 : 0.030;
       next = c.now + 0.5;
     }
     c.step(t, m.wait(t.threads()), m.step_of(t));
   }
+}
+
+// Kept sleeping waits whose windows scatter by 23 % (30 or 37 ms, at random; one thread 40
+// ms): a round that their slowdown called and that keeps them doubles the slowdown that calls
+// the next, so rounds do not come back to back.
+TEST(ThreadTeam, NoisyWindowsDoNotCallRoundsBackToBack) {
+  std::mt19937 rng(7);
+  double sleeping = 0.030;
+  const Machine m{kCollapse.wait, [](int k) { return k == 2 ? 0.060 : 0.040; },
+                  [&](int) { return sleeping; }};
+  Clock c;
+  ThreadTeam t(2, true, ThreadTeam::Options{}, c.reader());
+  run_noisy_sleeping_waits(c, t, m, sleeping, rng, 240);
   const ThreadPolicy p = t.policy();
   // the first round, the probe interval's (8 s, doubled while the choice holds, afresh after
   // a round the slowdown called) and at most two the slowdown called (10 %, then 20 %; the
@@ -276,14 +284,7 @@ TEST(ThreadTeam, ANewChoiceIsMeasuredAgainAtTheMarginAgain) {
                   [&](int) { return sleeping; }};
   Clock c;
   ThreadTeam t(2, true, ThreadTeam::Options{}, c.reader());
-  const double end = c.now + 60;  // noisy sleeping waits: the slowdown doubled, at least once
-  for (double next = c.now; c.now < end;) {
-    if (c.now >= next) {
-      sleeping = (rng() & 1) ? 0.037 : 0.030;
-      next = c.now + 0.5;
-    }
-    c.step(t, m.wait(t.threads()), m.step_of(t));
-  }
+  run_noisy_sleeping_waits(c, t, m, sleeping, rng, 60);  // the slowdown doubled, at least once
   ASSERT_TRUE(t.yielding());
   sleeping = 0.060;  // sleeping waits slow down for good, one thread now wins (25 ms)
   one = 0.025;

@@ -149,13 +149,11 @@ void ThreadTeam::end_round(double now_s) {
   // choice, the next such slowdown must be twice as large (noisy windows do not call rounds
   // back to back); a new choice: the margin again
   const bool again = kept_ && kept_->first == n && kept_->second == yield;
-  if (by_slowdown_) {
-    probe_interval_s_ = opt_.probe_s;
-    slow_margin_ = again ? std::min(2 * slow_margin_, kMaxSlowMargin) : opt_.margin;
-  } else {
-    probe_interval_s_ = again ? std::min(2 * probe_interval_s_, opt_.max_probe_s) : opt_.probe_s;
-    if (!again) slow_margin_ = opt_.margin;
-  }
+  probe_interval_s_ =
+      again && !by_slowdown_ ? std::min(2 * probe_interval_s_, opt_.max_probe_s) : opt_.probe_s;
+  slow_margin_ = !again         ? opt_.margin
+                 : by_slowdown_ ? std::min(2 * slow_margin_, kMaxSlowMargin)
+                                : slow_margin_;
   by_slowdown_ = false;
   kept_ = {n, yield};
   slower_windows_ = 0;
