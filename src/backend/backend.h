@@ -458,6 +458,18 @@ class Backend : public DeviceMemory {
   virtual void gelu_forward_fused(DevPtr out, DevPtr dgelu, const float* inp, int64_t N) {
     unsupported(Op::gelu_forward_fused);
   }
+  /// The fused MLP's first product in training: pre (N,OC) f32 = inp (N,C) @ W (C,OC) + bias,
+  /// then out = gelu(pre) and dgelu = gelu'(pre) (N,OC), bitwise as matmul_forward followed by
+  /// gelu_forward_fused, which is what this default runs. pre is scratch: a backend may apply
+  /// GELU and gelu' in the product's epilogue and never write it (the CPU's own bf16 kernels:
+  /// no f32 pass between), so its contents are unspecified afterwards. Not an op of the table:
+  /// any backend with those two ops has it.
+  virtual void matmul_gelu_forward_fused(DevPtr out, DevPtr dgelu, float* pre, ConstDevPtr inp,
+                                         const float* w, const float* bias, int64_t N, int C,
+                                         int OC) {
+    matmul_forward(pre, inp, w, bias, N, C, OC);
+    gelu_forward_fused(out, dgelu, pre, N * OC);
+  }
   /// matmul_backward (W in the (C,OC) layout) with the GELU backward of the product's input
   /// fused into the dinp product as a oneDNN binary post-op: dinp(N,C) = (dout @ W^T) * dgelu,
   /// with dgelu (N,C) from gelu_forward_fused. dinp, dout, inp, dgelu: f32 or bf16 (a bf16

@@ -35,16 +35,17 @@ struct OpShape {
   int64_t a = 0, b = 0, c = 0, d = 0;
 };
 
-/// Forwards every call to `inner`; each op (and adamw_step) runs through around(). Graph
+/// Forwards every call to `inner`; each op (and adamw_step, matmul_gelu_forward_fused) runs
+/// through around(). Graph
 /// capture (Backend::begin_graph) is not forwarded: a wrapper sees each op as it runs (the
 /// profiler synchronizes around it), which a captured step would not.
 class ForwardingBackend : public Backend {
  public:
   explicit ForwardingBackend(std::unique_ptr<Backend> inner) : in_(std::move(inner)) {}
 
-  /// Runs `call`, the op named `op` (op_name(), or "adamw_step"), of `flops` floating-point
-  /// operations (2*M*N*K per product, attention's full T x T squares, else 0) and shape `shape`
-  /// (products and attention; else Kind::none). Default: runs it.
+  /// Runs `call`, the op named `op` (op_name(), "adamw_step" or "matmul_gelu_forward_fused"),
+  /// of `flops` floating-point operations (2*M*N*K per product, attention's full T x T squares,
+  /// else 0) and shape `shape` (products and attention; else Kind::none). Default: runs it.
   virtual void around(std::string_view op, double flops, const OpShape& shape, OpCall call) {
     (void)op, (void)flops, (void)shape;
     call();
@@ -129,6 +130,12 @@ class ForwardingBackend : public Backend {
   }
   void gelu_forward_fused(DevPtr out, DevPtr dgelu, const float* inp, int64_t N) override {
     run(Op::gelu_forward_fused, 0, [&] { in_->gelu_forward_fused(out, dgelu, inp, N); });
+  }
+  void matmul_gelu_forward_fused(DevPtr out, DevPtr dgelu, float* pre, ConstDevPtr inp,
+                                 const float* w, const float* bias, int64_t N, int C,
+                                 int OC) override {
+    run("matmul_gelu_forward_fused", 2.0 * N * C * OC, product_shape(N, C, OC),
+        [&] { in_->matmul_gelu_forward_fused(out, dgelu, pre, inp, w, bias, N, C, OC); });
   }
   using Backend::matmul_backward_gelu;  // the non-virtual short forms stay visible
   using Backend::matmul_gelu_forward;

@@ -197,9 +197,14 @@ void GPT::block_forward_fused(int l, int B, int T, bool ln1_ready, const Layerno
     be_.matmul_gelu_forward(L.fch_gelu, L.ln2, w.fc_w, w.fc_b, N, C, 4 * C);  // (N, 4C)
   } else if (saves_gelu_input() && !recomputing) {  // fch_gelu, and fch itself as fch_dgelu
     be_.matmul_gelu_forward(L.fch_gelu, L.fch_dgelu, L.ln2, w.fc_w, w.fc_b, N, C, 4 * C);
-  } else {  // gelu' too, unless a policy recomputes it in the backward
-    be_.matmul_forward(L.fch, L.ln2, w.fc_w, w.fc_b, N, C, 4 * C);  // fch (N, 4C)
-    mlp_gelu(L, N * 4 * C, rc_ == Recompute::none || recomputing);  // fch_gelu, fch_dgelu
+  } else if (rc_ == Recompute::none || recomputing) {  // fch_gelu, fch_dgelu; fch only as
+    // scratch (no policy recomputes the GELU from it): the backend may apply both in the
+    // product's epilogue and never write it
+    be_.matmul_gelu_forward_fused(L.fch_gelu, L.fch_dgelu, L.fch, L.ln2, w.fc_w, w.fc_b, N, C,
+                                  4 * C);
+  } else {  // fch (N, 4C) kept: the policy recomputes gelu' from it in the backward
+    be_.matmul_forward(L.fch, L.ln2, w.fc_w, w.fc_b, N, C, 4 * C);
+    mlp_gelu(L, N * 4 * C, false);  // fch_gelu
   }
   be_.matmul_forward(tmpC_, L.fch_gelu, w.fcproj_w, w.fcproj_b, N, 4 * C, C);  // (N, C)
   if (next)  // out, and the layernorm it feeds

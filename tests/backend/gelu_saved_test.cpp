@@ -4,7 +4,8 @@
 // gradient by gelu'(x) (cuBLASLt's DGELU epilogue), as llm.c's forward and backward. On every
 // backend and precision, against float64 computed from the same operand values; on cuda-emu
 // under bf16 also that the two epilogue products are the ones issued, and that the fallbacks
-// (fp32: the own bias+GELU and multiply kernels) give the same results.
+// (fp32: the own bias+GELU and multiply kernels) give the same results. And the form that
+// saves gelu' instead (matmul_gelu_forward_fused), bitwise its two-call default.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -151,6 +152,50 @@ std::string param_name(const ::testing::TestParamInfo<GeluSavedAsInput::ParamTyp
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, GeluSavedAsInput,
+                         ::testing::Combine(::testing::Values("ref", "cpu", "cuda-emu"),
+                                            ::testing::Values(Precision::fp32, Precision::bf16)),
+                         param_name);
+
+// The fused MLP's training product with gelu' saved (Backend::matmul_gelu_forward_fused): out
+// and dgelu bitwise what matmul_forward then gelu_forward_fused give, on every backend and
+// precision: on the CPU under bf16 from the own kernel's epilogue where it takes the product
+// (K a multiple of 32, on a CPU with AMX or AVX512_BF16), else from those two calls.
+class GeluFusedProduct : public GeluSavedAsInput {};
+
+TEST_P(GeluFusedProduct, IsBitwiseTheProductThenTheGeluPass) {
+  const auto& [name, prec] = GetParam();
+  if (!test::has_backend(name)) GTEST_SKIP() << name << " is not in this build";
+  if (name == "ref" && prec != Precision::fp32) GTEST_SKIP() << "ref computes in fp32 only";
+  auto be = make_backend(name);
+  be->set_precision(prec);
+  const DType t = prec == Precision::bf16 ? DType::bf16 : DType::f32;
+  // the CPU preset's c_fc, a partial block of rows and columns, and K = 24 (no own kernel)
+  for (const MlpShape& sh : {MlpShape{768, 128, 512, 0}, {70, 96, 80, 0}, {33, 24, 40, 0}}) {
+    SCOPED_TRACE(::testing::Message() << "N " << sh.N << " C " << sh.C << " H " << sh.H);
+    const int64_t N = sh.N, n = N * sh.H;
+    test::DeviceVectors dv(*be);
+    const float* d_inp = dv.up(test::normal(N * sh.C, 11));
+    const float* d_w = dv.up(test::normal(int64_t(sh.C) * sh.H, 12, 0.2f));
+    const float* d_b = dv.up(test::normal(sh.H, 13, 0.5f));
+    float* out[2] = {dv.up(std::vector<float>(n, NAN)), dv.up(std::vector<float>(n, NAN))};
+    float* dg[2] = {dv.up(std::vector<float>(n, NAN)), dv.up(std::vector<float>(n, NAN))};
+    float* pre[2] = {dv.up(std::vector<float>(n, NAN)), dv.up(std::vector<float>(n, NAN))};
+    be->matmul_gelu_forward_fused(DevPtr(out[0], t), DevPtr(dg[0], t), pre[0], ConstDevPtr(d_inp),
+                                  d_w, d_b, N, sh.C, sh.H);
+    be->matmul_forward(DevPtr(pre[1]), ConstDevPtr(d_inp), d_w, d_b, N, sh.C, sh.H);
+    be->gelu_forward_fused(DevPtr(out[1], t), DevPtr(dg[1], t), pre[1], n);
+    be->synchronize();
+    const size_t bytes = n * (t == DType::bf16 ? 2 : 4);
+    for (float** v : {out, dg}) {
+      std::vector<unsigned char> h0(bytes), h1(bytes);
+      be->copy_to_host(h0.data(), v[0], bytes);
+      be->copy_to_host(h1.data(), v[1], bytes);
+      ASSERT_EQ(h0, h1) << (v == out ? "gelu" : "gelu'");
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, GeluFusedProduct,
                          ::testing::Combine(::testing::Values("ref", "cpu", "cuda-emu"),
                                             ::testing::Values(Precision::fp32, Precision::bf16)),
                          param_name);

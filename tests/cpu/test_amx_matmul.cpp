@@ -20,6 +20,7 @@
 #include "backend/cpu/amx_matmul.h"
 #include "backend/cpu/dpbf16_block.h"
 #include "backend/cpu/fast_math.h"
+#include "backend/cpu/gelu.h"
 #include "backend/cpu/onednn_matmul.h"
 
 namespace gt {
@@ -160,6 +161,41 @@ TEST_P(AmxMatmul, EpiloguesMatchFloat64) {
   }
 }
 
+// GELU in the epilogue (AmxEpilogue::gelu, dgelu): bitwise the f32 result (A B + bias) then
+// gelu.h's pass over it, for a bf16 C with gelu' beside it (the fused MLP's training form), a
+// bf16 C alone and an f32 C (evaluation); nothing written past C or dgelu.
+TEST_P(AmxMatmul, GeluEpilogueIsTheF32ResultThenTheGeluPass) {
+  for (const Case& s : kCases) {
+    SCOPED_TRACE(::testing::Message() << "M " << s.M << " N " << s.N << " K " << s.K);
+    const int64_t n = s.M * s.N;
+    auto a = rand16(s.M * s.K, 21), b = rand16(s.K * s.N, 22), b16 = rand16(s.N, 23);
+    std::vector<float> bias(s.N), c32(n);
+    for (int64_t j = 0; j < s.N; ++j) bias[j] = f(b16[j]);
+    cpu::amx_matmul_bf16(c32.data(), a.data(), b.data(), s.M, s.N, s.K, s.trans_a, s.trans_b,
+                         {.bias = bias.data()});
+    std::vector<uint16_t> g16(n), d16(n);
+    std::vector<float> g32(n);
+    cpu::gelu_fused_loop<2, 2>(nullptr, g16.data(), nullptr, d16.data(), c32.data(), n);
+    cpu::gelu_fused_loop<0, 0>(g32.data(), nullptr, nullptr, nullptr, c32.data(), n);
+    std::vector<uint16_t> c(n + 8, 0xABCD), dg(n + 8, 0xABCD);
+    cpu::amx_matmul_bf16(c.data(), a.data(), b.data(), s.M, s.N, s.K, s.trans_a, s.trans_b,
+                         {.bias = bias.data(), .c_bf16 = true, .gelu = true, .dgelu = dg.data()});
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(c[i], g16[i]) << "gelu at " << i;
+      ASSERT_EQ(dg[i], d16[i]) << "gelu' at " << i;
+    }
+    for (int64_t i = n; i < n + 8; ++i) ASSERT_TRUE(c[i] == 0xABCD && dg[i] == 0xABCD) << "past";
+    std::fill(c.begin(), c.end(), 0xABCD);
+    cpu::amx_matmul_bf16(c.data(), a.data(), b.data(), s.M, s.N, s.K, s.trans_a, s.trans_b,
+                         {.bias = bias.data(), .c_bf16 = true, .gelu = true});
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(c[i], g16[i]) << "gelu alone at " << i;
+    std::vector<float> cf(n);
+    cpu::amx_matmul_bf16(cf.data(), a.data(), b.data(), s.M, s.N, s.K, s.trans_a, s.trans_b,
+                         {.bias = bias.data(), .gelu = true});
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(cf[i], g32[i]) << "f32 gelu at " << i;
+  }
+}
+
 // A's column sums (the bias gradient of an input gradient, summed while A is packed): added
 // to the old values, against float64; bitwise the same on 1 and 2 threads.
 /// Sets the OpenMP team size and the row split (amx_matmul_rows_to_first_thread) back as they
@@ -292,6 +328,13 @@ TEST_P(AmxMatmul, RefusesWhatItCannotTake) {
   EXPECT_THROW(cpu::amx_matmul_bf16(c.data(), a.data(), b.data(), 16, 16, 32, true, true,
                                     {.a_col_sums = c.data()}),
                std::exception);  // column sums of a transposed A
+  EXPECT_THROW(cpu::amx_matmul_bf16(c.data(), a.data(), b.data(), 16, 16, 32, false, true,
+                                    {.accumulate = true, .gelu = true}),
+               std::exception);  // GELU of C_old + A B
+  std::vector<uint16_t> dg(16 * 16);
+  EXPECT_THROW(cpu::amx_matmul_bf16(c.data(), a.data(), b.data(), 16, 16, 32, false, true,
+                                    {.dgelu = dg.data()}),
+               std::exception);  // gelu' without GELU
   cpu::set_own_amx_matmul(false);
   EXPECT_FALSE(cpu::amx_matmul_takes(16, 16, 32));
   cpu::set_own_amx_matmul(true);

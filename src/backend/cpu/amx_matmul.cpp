@@ -236,6 +236,8 @@ GT_AMX_TARGET void block(void* c, const uint16_t* ap, const uint16_t* bp, int64_
     for (int64_t r = from; r < to && r < rows; ++r) {
       _mm_prefetch(cbase + r * N * cbytes, _MM_HINT_ET0);
       if (cbytes == 4) _mm_prefetch(cbase + r * N * cbytes + 64, _MM_HINT_ET0);
+      if (e.dgelu)
+        _mm_prefetch(reinterpret_cast<const char*>(e.dgelu + (r0 + r) * N + c0), _MM_HINT_ET0);
       if (mbase) {
         _mm_prefetch(mbase + r * N * mbytes, _MM_HINT_T0);
         if (mbytes == 4) _mm_prefetch(mbase + r * N * mbytes + 64, _MM_HINT_T0);
@@ -522,6 +524,8 @@ void amx_matmul_bf16(void* c, const uint16_t* a, const uint16_t* b, int64_t M, i
   if (e.accumulate && e.c_bf16) throw Error("amx_matmul_bf16: accumulate needs an f32 C");
   if (e.a_col_sums && trans_a)
     throw Error("amx_matmul_bf16: a_col_sums needs A stored (M,K) (trans_a false)");
+  if (e.gelu && e.accumulate) throw Error("amx_matmul_bf16: gelu cannot accumulate into C");
+  if (e.dgelu && !e.gelu) throw Error("amx_matmul_bf16: dgelu needs gelu");
 #if GT_AMX_KERNEL
   const int64_t nb = (N + 31) / 32, mb = (M + 31) / 32, nt = omp_get_max_threads();
   // split by columns: chunks of at most kMaxMc block rows of A, each packed once per thread

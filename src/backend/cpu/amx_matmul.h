@@ -40,6 +40,13 @@ struct AmxEpilogue {
   /// column sums) without its own pass over dY. Each 32-row block of A is summed in row
   /// order, then the blocks in order, so the sums do not depend on the team size either.
   float* a_col_sums = nullptr;
+  /// GELU last: C = gelu(v), v = (A B + bias) * mul, as gelu.h's passes compute it
+  /// (gelu_and_grad512; a bf16 C rounded as their stores, bf16_512), so C is bitwise what an
+  /// f32 C of v followed by gelu_fused_loop gives (not with accumulate)
+  bool gelu = false;
+  /// (M, N) bf16, or null: with gelu, gelu'(v) beside it, rounded the same way: the fused
+  /// MLP's saved derivative (Backend::matmul_gelu_forward_fused) without an f32 pass between
+  uint16_t* dgelu = nullptr;
 };
 
 /// The most elements of B amx_matmul_bf16 repacks per call (16 MiB of bf16): a larger B (a
@@ -88,8 +95,8 @@ size_t amx_matmul_workspace_bytes(int64_t max_m, int64_t max_nk, int64_t max_k, 
 /// thread: the result does not depend on the team size. Runs on the OpenMP team of the calling
 /// thread (omp_set_num_threads); split by rows, each thread first runs its own contiguous share
 /// (the rows the step's other ops gave it), then takes what is left of the others'. Throws
-/// gt::Error when amx_matmul_takes() is false, for accumulate with a bf16 C, or for a_col_sums with
-/// trans_a.
+/// gt::Error when amx_matmul_takes() is false, for accumulate with a bf16 C or with gelu, for
+/// a_col_sums with trans_a, or for dgelu without gelu.
 void amx_matmul_bf16(void* c, const uint16_t* a, const uint16_t* b, int64_t M, int64_t N, int64_t K,
                      bool trans_a, bool trans_b, const AmxEpilogue& e = {});
 

@@ -333,6 +333,28 @@ class CpuBackend final : public HostMemoryBackend {
     else
       std::memcpy(pre.f32(), t.data(), t.size() * sizeof(float));
   }
+  /// With the own bf16 kernel (bf16 out and dgelu, a product it takes): GELU and gelu' in the
+  /// product's epilogue, pre never written (an f32 (N,OC) written and read again, and a pass,
+  /// fewer per layer); otherwise the default, matmul_forward then gelu_forward_fused. The
+  /// same bits either way (AmxEpilogue::gelu).
+  void matmul_gelu_forward_fused(DevPtr out, DevPtr dgelu, float* pre, ConstDevPtr inp,
+                                 const float* w, const float* bias, int64_t N, int C,
+                                 int OC) override {
+    uint16_t* o16 = as16(out);
+    uint16_t* g16 = as16(dgelu);
+    if (!o16 || !g16 || prec_ == Precision::fp32 || !own_product(N, OC, C))
+      return Backend::matmul_gelu_forward_fused(out, dgelu, pre, inp, w, bias, N, C, OC);
+    const void* a = operand(cpu::LowpOperands::kA, inp, N * C);
+    const void* b = lowp_.weight(w, (int64_t)C * OC);
+    product(o16, a, b, bias, N, OC, C, false, false, {.gelu = true, .c_bf16 = true}, nullptr, false,
+            g16);
+  }
+  /// Whether product() runs an (M,K) x (K,N) product on the own bf16 kernel (AMX tiles, or
+  /// AVX512_BF16 without AMX): native bf16 operands and a shape amx_matmul_takes().
+  bool own_product(int64_t M, int64_t N, int64_t K) const {
+    return !lowp_.emulated() && lowp_.mm_type() == cpu::MmType::bf16 &&
+           cpu::amx_matmul_takes(M, N, K);
+  }
   /// out = inp @ W + bias with `post` applied, the operands in the current precision.
   void forward_product(void* out, ConstDevPtr inp, const float* w, const float* bias, int64_t N,
                        int C, int OC, bool w_transposed, const cpu::MmPost& post) {
@@ -352,18 +374,18 @@ class CpuBackend final : public HostMemoryBackend {
   /// a_col_sums (K f32, or null, A not transposed): where the product runs on the own bf16
   /// kernel (AMX or AVX512_BF16), A's column sums are added into it while A is packed
   /// (AmxEpilogue::a_col_sums) and true is returned; false: not summed (the caller sums).
-  /// accumulate: C += the product (an f32 C with no post-op: a weight gradient).
+  /// accumulate: C += the product (an f32 C with no post-op: a weight gradient). dgelu (M,N)
+  /// bf16, with post.gelu, where own_product(): gelu' beside C (AmxEpilogue::dgelu).
   bool product(void* c, const void* a, const void* b, const float* bias, int64_t M, int64_t N,
                int64_t K, bool trans_a, bool trans_b, const cpu::MmPost& post,
-               float* a_col_sums = nullptr, bool accumulate = false) {
+               float* a_col_sums = nullptr, bool accumulate = false, uint16_t* dgelu = nullptr) {
     const double flop = 2.0 * static_cast<double>(M) * static_cast<double>(N) * K;
     product_flop_ += flop;
     // every native bf16 product the own kernel (AMX tiles, or AVX512_BF16 without AMX) takes:
     // forward, input and weight gradients
     // (inside the steps, on AMX, the latter took 0.81-0.89x oneDNN's time; on an EPYC 9004's
     // vector unit all of them about 0.95x, docs/benchmarks.md)
-    if (!lowp_.emulated() && lowp_.mm_type() == cpu::MmType::bf16 && !post.gelu &&
-        cpu::amx_matmul_takes(M, N, K)) {
+    if (own_product(M, N, K)) {
       own_flop_ += flop;
       cpu::amx_matmul_bf16(c, static_cast<const uint16_t*>(a), static_cast<const uint16_t*>(b), M,
                            N, K, trans_a, trans_b,
@@ -372,9 +394,12 @@ class CpuBackend final : public HostMemoryBackend {
                             .mul_bf16 = post.mul_bf16,
                             .c_bf16 = post.c_bf16,
                             .accumulate = accumulate,
-                            .a_col_sums = a_col_sums});
+                            .a_col_sums = a_col_sums,
+                            .gelu = post.gelu,
+                            .dgelu = dgelu});
       return a_col_sums != nullptr;
     }
+    if (dgelu) throw Error("cpu backend: gelu' beside a product needs the own bf16 kernel");
     if (!lowp_.emulated() || (!post.c_bf16 && !post.mul_bf16)) {
       cpu::onednn_matmul(c, a, b, bias, M, N, K, trans_a, trans_b, accumulate, lowp_.mm_type(),
                          post);

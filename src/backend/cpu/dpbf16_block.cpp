@@ -61,12 +61,14 @@ GT_DPBF16_TARGET void dp_rows(const uint16_t* a, int64_t rs, int64_t ps, const u
   __m512 acc[R][2];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-  {  // C's rows (and the multiplier's) fetched for writing while the products run
+  {  // C's rows (the multiplier's, gelu's) fetched for writing while the products run
     const int64_t cb = e.c_bf16 ? 2 : 4;
     for (int r = 0; r < R && r < rows; ++r) {
       const char* cp = static_cast<const char*>(c) + ((row0 + r) * N + c0) * cb;
       _mm_prefetch(cp, _MM_HINT_ET0);
       if (cb == 4 && V == 2) _mm_prefetch(cp + 64, _MM_HINT_ET0);
+      if (e.dgelu)
+        _mm_prefetch(reinterpret_cast<const char*>(e.dgelu + (row0 + r) * N + c0), _MM_HINT_ET0);
       if (e.mul) {
         const int64_t mb = e.mul_bf16 ? 2 : 4;
         const char* mp = static_cast<const char*>(e.mul) + ((row0 + r) * N + c0) * mb;
