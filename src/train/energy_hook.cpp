@@ -95,7 +95,12 @@ energy::MeterOptions meter_options(const TrainConfig& cfg) {
 EnergyHook::EnergyHook(const TrainConfig& cfg, std::string run_dir, FILE* log,
                        std::optional<energy::MeterOptions> opt)
     : cfg_(cfg), run_dir_(std::move(run_dir)), log_(log) {
-  meter_ = energy::Meter::create(opt ? *opt : meter_options(cfg));
+  energy::MeterOptions o = opt ? *opt : meter_options(cfg);
+  // the GPUs of this rank's device (the trainer's: one GPU per rank of a node, "cuda:<local
+  // rank>"), not those of the configuration the options were made from before the trainer
+  // existed, which names the same GPU on every rank
+  o.gpus = gpus_of_device(cfg.device);
+  meter_ = energy::Meter::create(o);
   min_interval_s_ = min_log_interval_s(meter_->sensors());
   meter_->begin_window("run");
   if (cfg_.target_loss > 0) meter_->begin_window("to_target");

@@ -41,7 +41,9 @@ class EnergyHook final : public StepObserver {
  public:
   /// Starts the meter and the whole-run window. log: where the closing energy lines go.
   /// `opt`: the meter's options when the caller made them already (meter_options(cfg), e.g. to
-  /// check the carbon file before the data is loaded); empty: made here.
+  /// check the carbon file before the data is loaded); empty: made here. Either way the meter
+  /// reads the GPUs of cfg.device (pass the trainer's config(): with several ranks on a node
+  /// each has its own GPU, which a configuration read before the trainer does not name).
   EnergyHook(const TrainConfig& cfg, std::string run_dir, FILE* log = stdout,
              std::optional<energy::MeterOptions> opt = std::nullopt);
   void set_last_step(int64_t last) override { last_step_ = last; }

@@ -75,5 +75,26 @@ TEST(EnergyInterval, ShortIntervalsMergeIntoTheNext) {
   hook.finish(summary);
 }
 
+// The meter reads the GPU of the device it is given (the trainer's, "cuda:<local rank>" on rank
+// 1 of a node), not the one of options made earlier from the configuration ("cuda": GPU 0):
+// every rank metered GPU 0. No GPU is readable here, so the run's flags name the GPU asked for.
+TEST(EnergyInterval, TheMeterReadsTheGpuOfTheRanksDevice) {
+  test::TempDir d;
+  TrainConfig cfg;
+  cfg.device = "cuda";
+  energy::MeterOptions opt = meter_options(cfg);  // before the trainer: GPU 0
+  ASSERT_EQ(opt.gpus, std::vector<int>{0});
+  opt.interval_s = 0;
+  opt.lock_dir = (d.path / "locks").string();
+  opt.powercap_root = (d.path / "no-powercap").string();
+  cfg.device = "cuda:1";  // as the trainer makes it for local rank 1
+  EnergyHook hook(cfg, d.path.string(), nullptr, opt);
+  nlohmann::json summary;
+  hook.finish(summary);
+  const std::string flags = summary.value("energy_flags", nlohmann::json::array()).dump();
+  EXPECT_NE(flags.find("gpus [1]"), std::string::npos) << flags;
+  EXPECT_EQ(flags.find("gpus [0]"), std::string::npos) << flags;
+}
+
 }  // namespace
 }  // namespace gt
