@@ -109,6 +109,11 @@ int run_train(const Args& a, gt::dist::MpiRuntime* mpi) {
     if (out.empty()) throw gt::Error("--resume needs --out RUN_DIR (the run to continue)");
     gt::CheckpointState st = gt::load_checkpoint_state(out);
     gt::load_config_string(st.config_toml, gt::checkpoint_dir(out) + "/state.json", cfg);
+    if (!a.config.empty() && rank == 0)
+      std::printf(
+          "greentrain train: %s holds a checkpoint: %s is not read; the checkpoint's "
+          "configuration continues (--set changes it)\n",
+          out.c_str(), a.config.c_str());
   } else {
     if (a.config.empty())
       throw gt::Error("a configuration file is needed, e.g. configs/quickstart.toml");
@@ -131,6 +136,13 @@ int run_train(const Args& a, gt::dist::MpiRuntime* mpi) {
   // sensors and carbon data): a start that fails leaves no run folder (or, in a folder that
   // existed, no config.toml) behind. Disarmed once training begins.
   StartCleanup cleanup(out, resume || rank != 0);  // rank 0 makes the run folder
+  if (rank == 0 && !resume) {  // before the data is loaded: an --out that cannot be made says so
+    std::error_code ec;
+    fs::create_directories(out, ec);
+    if (ec)
+      throw gt::Error(
+          fmt::format("--out {}: cannot create the run folder there: {}", out, ec.message()));
+  }
   std::unique_ptr<gt::dist::Communicator> comm;
   if (ranks > 1) comm = gt::dist::make_mpi_communicator(cfg.dist_timeout_s);
   gt::Trainer trainer(cfg, out, resume, rank == 0 ? stdout : nullptr, a.allow_data_change,

@@ -89,7 +89,10 @@ std::string read_file(const std::string& path) {
   if (path.empty()) throw Error("no data file given; set data.path or pass --data PATH");
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec))
-    throw Error(fmt::format("{}: no such file", path));
+    throw Error(path + (std::filesystem::is_directory(path, ec)
+                            ? ": a folder; expected a data file (text, or tokens from "
+                              "`greentrain prepare`)"
+                            : ": no such file"));
   std::ifstream f(path, std::ios::binary);
   if (!f) throw Error(fmt::format("{}: cannot open for reading", path));
   std::stringstream ss;

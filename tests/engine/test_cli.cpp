@@ -52,6 +52,20 @@ TEST_F(Cli, MissingDataFile) {
   expect_train_error(cfg + " --data " + d.file("nope.txt"), "nope.txt: no such file");
 }
 
+// A folder given as the data says so; an --out that cannot be made is named, with the reason,
+// before the data is loaded (it was a bare filesystem error after loading).
+TEST_F(Cli, DataThatIsAFolderAndAnOutThatCannotBeMadeAreNamed) {
+  expect_train_error(cfg + " --data " + d.path.string(), ": a folder; expected a data file");
+  fs::create_directories(d.file("ro"));
+  test::write_file(d.file("ro/file"), "x");  // a file where --out needs a folder
+  auto r = run_cmd(kBin + " train " + cfg + " --out " + d.file("ro/file/run"));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("--out " + d.file("ro/file/run") + ": cannot create the run folder"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("model    GPT"), std::string::npos) << "started before the check";
+}
+
 // Issue 12, part 8: inputs checked only once the trainer exists left a run folder holding only
 // config.toml.
 TEST_F(Cli, FailedStartLeavesNoRunFolder) {
