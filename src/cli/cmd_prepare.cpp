@@ -42,6 +42,18 @@ int run_prepare(const Args& a) {
   cfg.tokenizer_path = a.tokenizer_path;
   cfg.tokenizer_model = a.tokenizer_model;
   cfg.bpe_vocab_size = a.vocab_size;
+  // in the options' own names (validate() names the configuration's keys)
+  if (cfg.tokenizer == "gpt2" && cfg.tokenizer_path.empty())
+    throw gt::Error(
+        "--tokenizer gpt2 (the default) needs --tokenizer-path: a folder with GPT-2's vocab.json "
+        "and merges.txt (a Hugging Face GPT-2 checkpoint folder has them); or --tokenizer byte "
+        "or bpe");
+  if (cfg.tokenizer == "bpe" && cfg.tokenizer_model.empty() &&
+      (a.vocab_size < 260 || a.vocab_size > 65536))
+    throw gt::Error(
+        fmt::format("--vocab-size {}: expected 260 to 65536 (an unknown id and the 256 bytes "
+                    "come first; llm.c shards hold uint16 token ids)",
+                    a.vocab_size));
   cfg.validate();
   if (cfg.tokenizer == "char")
     throw gt::Error(
@@ -54,11 +66,6 @@ int run_prepare(const Args& a) {
   opt.overwrite = a.overwrite;
   // before any slow work: the options, then the folder
   gt::check_prepare_options(opt);
-  // llm.c shards hold uint16 ids: a larger vocabulary was refused only after its training
-  if (cfg.tokenizer == "bpe" && cfg.tokenizer_model.empty() && a.vocab_size > 65536)
-    throw gt::Error(
-        fmt::format("--vocab-size {}: expected 260 to 65536 (llm.c shards hold uint16 token ids)",
-                    a.vocab_size));
   if (!(a.train_mib > 0 && a.train_mib <= kMaxTrainMib))
     throw gt::Error(fmt::format("--train-mib {}: expected (0, {}] MiB", a.train_mib, kMaxTrainMib));
   gt::check_prepare_output(a.out, a.overwrite);

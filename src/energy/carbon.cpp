@@ -293,7 +293,8 @@ std::string CarbonIntensity::describe() const {
     case CarbonOrigin::kDefault:
       return fmt::format(
           "{:g} gCO2e/kWh, default (IEA world average; no intensity was set: set "
-          "energy.carbon_region, energy.carbon_intensity or energy.carbon_csv)",
+          "energy.carbon_region, energy.carbon_intensity or energy.carbon_csv, or for "
+          "`greentrain measure` --carbon-region, --carbon-intensity or --carbon-csv)",
           constant_);
     case CarbonOrigin::kConstant:
       return fmt::format("{:g} gCO2e/kWh, constant{}{}{}", constant_,

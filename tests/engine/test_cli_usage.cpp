@@ -184,6 +184,11 @@ TEST_F(CliUsage, CountsAndDurationsOutsideTheirRangeNameTheOptionAndTheRange) {
       {kBin + " prepare " + d.file("t.txt") + " --tokenizer bpe --vocab-size 70000 --out " +
            d.file("p"),
        "--vocab-size 70000: expected 260 to 65536"},
+      {kBin + " prepare " + d.file("t.txt") + " --tokenizer bpe --vocab-size 100 --out " +
+           d.file("p"),
+       "--vocab-size 100: expected 260 to 65536"},  // (was named data.vocab_size)
+      {kBin + " prepare " + d.file("t.txt") + " --out " + d.file("p"),
+       "--tokenizer gpt2 (the default) needs --tokenizer-path"},
       {kBin + " sample " + d.file("none") + " --top-k -1", "--top-k -1: expected 0 (all tokens)"},
       {sched + "--window-h -5", "--window-h -5 is not valid; expected hours in [0, 8784]"},
       {sched + "--window-h 9000", "--window-h 9000 is not valid; expected hours in [0, 8784]"},
