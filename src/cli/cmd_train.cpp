@@ -91,6 +91,24 @@ class StartCleanup {
   bool armed_ = true, existed_ = false, had_config_ = false;
 };
 
+// A resumed run keeps its model's shape: a --set model.* that changes it is refused by name
+// (the checkpoint's weights would not load, with a message about tensors instead).
+void check_model_kept(const gt::GPTConfig& saved, const gt::GPTConfig& now,
+                      const std::string& out) {
+  const std::pair<const char*, std::pair<int, int>> keys[] = {
+      {"n_layer", {saved.n_layer, now.n_layer}},
+      {"n_head", {saved.n_head, now.n_head}},
+      {"n_embd", {saved.n_embd, now.n_embd}},
+      {"block_size", {saved.block_size, now.block_size}},
+      {"vocab_size", {saved.vocab_size, now.vocab_size}}};
+  for (const auto& [key, v] : keys)
+    if (v.first != v.second)
+      throw gt::Error(fmt::format(
+          "--set model.{}={}: a resumed run keeps its model's shape (the checkpoint in {} has "
+          "model.{} = {}); a model of another shape is a new run (another --out)",
+          key, v.second, out, key, v.first));
+}
+
 int run_train(const Args& a, gt::dist::MpiRuntime* mpi) {
   const auto session_start = std::chrono::steady_clock::now();  // summary.json's wall_s
   const int rank = mpi ? mpi->rank() : 0, ranks = mpi ? mpi->size() : 1;
@@ -125,7 +143,9 @@ int run_train(const Args& a, gt::dist::MpiRuntime* mpi) {
                       "--out to start a new run elsewhere",
                       out));
   }
+  const gt::GPTConfig saved_model = cfg.model;
   gt::apply_overrides(a.sets, cfg);
+  if (resume) check_model_kept(saved_model, cfg.model, out);
   if (!a.data.empty()) cfg.data_path = a.data;
   if (!a.init_from.empty()) cfg.init_from = a.init_from;
   cfg.validate();

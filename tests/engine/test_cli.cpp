@@ -66,6 +66,25 @@ TEST_F(Cli, DataThatIsAFolderAndAnOutThatCannotBeMadeAreNamed) {
   EXPECT_EQ(r.output.find("model    GPT"), std::string::npos) << "started before the check";
 }
 
+// A resumed run keeps its model's shape: --set model.n_layer on --resume is refused by name
+// before anything is loaded (it failed on the checkpoint's tensors), and the run is untouched.
+TEST_F(Cli, ResumeRefusesAnotherModelShapeByName) {
+  const std::string run = d.file("shape");
+  auto r = run_cmd(kBin + " train " + cfg + " --out " + run + " --set train.max_steps=3" +
+                   " --set train.checkpoint_interval=3");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string before = test::read_bytes((fs::path(run) / "summary.json").string());
+  r = run_cmd(kBin + " train --out " + run + " --resume --set model.n_layer=3" +
+              " --set train.max_steps=6");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("--set model.n_layer=3: a resumed run keeps its model's shape (the "
+                          "checkpoint in " +
+                          run + " has model.n_layer = 2)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(test::read_bytes((fs::path(run) / "summary.json").string()), before);
+}
+
 // Issue 12, part 8: inputs checked only once the trainer exists left a run folder holding only
 // config.toml.
 TEST_F(Cli, FailedStartLeavesNoRunFolder) {
