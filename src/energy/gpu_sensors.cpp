@@ -4,6 +4,9 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
+#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -131,6 +134,7 @@ struct RocmFns {
   int (*energy)(uint32_t, uint64_t*, float*, uint64_t*) = nullptr;  // ticks, uJ/tick, ns
   int (*power_ave)(uint32_t, uint32_t, uint64_t*) = nullptr;        // uW
   int (*status_string)(int, const char**) = nullptr;
+  int (*unique_id)(uint32_t, uint64_t*) = nullptr;  // optional
   std::string err(int rc) const {
     const char* s = nullptr;
     if (status_string && status_string(rc, &s) == 0 && s) return s;
@@ -178,7 +182,68 @@ class RocmSensor : public Sensor {
   SensorInfo info_;
 };
 
+/// Splits a *_VISIBLE_DEVICES value at its commas, each entry trimmed of blanks.
+std::vector<std::string> visible_entries(const std::string& v) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos <= v.size()) {
+    const size_t comma = v.find(',', pos);
+    std::string e = v.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    pos = comma == std::string::npos ? v.size() + 1 : comma + 1;
+    e.erase(0, e.find_first_not_of(" \t"));
+    e.erase(e.find_last_not_of(" \t") + 1);
+    out.push_back(e);
+  }
+  return out;
+}
+
 }  // namespace
+
+std::vector<RocmVisible> rocm_visible(uint32_t n,
+                                      const std::function<std::optional<uint64_t>(uint32_t)>& uid,
+                                      std::vector<std::string>* notes) {
+  std::vector<RocmVisible> vis;
+  for (uint32_t i = 0; i < n; ++i) vis.push_back({i, ""});
+  // narrows `vis` to the entries of variable `var` (indices into vis; with uuids, also
+  // GPU-<unique id in hex>), in their order; an entry that matches nothing ends the list there
+  auto narrow = [&](const char* var, bool uuids) {
+    const char* v = std::getenv(var);
+    if (!v) return;
+    std::vector<RocmVisible> out;
+    for (const std::string& e : visible_entries(v)) {
+      std::optional<size_t> hit;
+      if (!e.empty() && std::all_of(e.begin(), e.end(), ::isdigit)) {
+        if (e.size() < 10 && std::stoul(e) < vis.size()) hit = std::stoul(e);
+      } else if (uuids && e.rfind("GPU-", 0) == 0 && uid) {
+        uint64_t want = 0;
+        const char* hex = e.data() + 4;
+        const auto [end, ec] = std::from_chars(hex, e.data() + e.size(), want, 16);
+        if (ec == std::errc() && end == e.data() + e.size() && end != hex)
+          for (size_t k = 0; k < vis.size(); ++k)
+            if (uid(vis[k].rsmi_index) == want) hit = k;
+      }
+      if (!hit) {
+        if (notes)
+          notes->push_back(fmt::format(
+              "{} entry '{}' matches no visible AMD GPU (expected an index below {}{}): no GPU "
+              "from here on",
+              var, e, vis.size(), uuids ? " or GPU-<unique id>" : ""));
+        break;
+      }
+      RocmVisible g = vis[*hit];
+      g.requested += (g.requested.empty() ? "" : ", ") + fmt::format("{} {}", var, e);
+      out.push_back(g);
+    }
+    vis = std::move(out);
+  };
+  // ROCr first, then HIP's own list: ROCm documentation, "GPU isolation techniques". (HIP
+  // also reads CUDA_VISIBLE_DEVICES where HIP_VISIBLE_DEVICES is unset; it is left out here:
+  // set beside ROCR_VISIBLE_DEVICES with the same node-wide numbers, as for NVIDIA GPUs, it
+  // would index into the narrowed list and leave no GPU)
+  narrow("ROCR_VISIBLE_DEVICES", true);
+  narrow("HIP_VISIBLE_DEVICES", false);
+  return vis;
+}
 
 SensorList detect_rocm_smi(double check_s) {
   SensorList out;
@@ -216,17 +281,37 @@ SensorList detect_rocm_smi(double check_s) {
     return out;
   }
   sym(f->shut_down, "rsmi_shut_down");
+  sym(f->unique_id, "rsmi_dev_unique_id_get");
   uint32_t n = 0;
   if (int rc = f->num_devices(&n); rc != 0 || n == 0) {
     base.reason = rc ? "rsmi_num_monitor_devices: " + f->err(rc) : "no AMD GPU found";
     out.push_back(std::make_unique<UnavailableSensor>(base));
     return out;
   }
-  for (uint32_t i = 0; i < n; ++i) {
+  // the GPUs this process's HIP programs see (ROCm SMI lists every GPU of the node, other
+  // jobs' too), in their order: a sensor's index is its position among them, as with NVML
+  std::vector<std::string> notes;
+  const auto visible = rocm_visible(
+      n,
+      [&f](uint32_t i) -> std::optional<uint64_t> {
+        uint64_t id = 0;
+        if (f->unique_id && f->unique_id(i, &id) == 0) return id;
+        return std::nullopt;
+      },
+      &notes);
+  if (visible.empty()) {
+    base.reason = "no AMD GPU visible";
+    for (const auto& note : notes) base.reason += ": " + note;
+    out.push_back(std::make_unique<UnavailableSensor>(base));
+    return out;
+  }
+  for (size_t pos = 0; pos < visible.size(); ++pos) {
+    const uint32_t i = visible[pos].rsmi_index;
     SensorInfo info = base;
     info.name = fmt::format("rocm:{}", i);
-    info.index = static_cast<int>(i);
+    info.index = static_cast<int>(pos);  // HIP's number (i is ROCm SMI's)
     info.device = fmt::format("AMD GPU {}", i);
+    if (!visible[pos].requested.empty()) info.device += " (" + visible[pos].requested + ")";
     info.device_key = fmt::format("rocm-{}", i);
     info.available = true;
     // Check the counter against power x time: counter J over check_s vs average power.

@@ -7,6 +7,7 @@
  *   FAKE_RSMI_RESOLUTION=r     uJ per tick (default 15.3, as on MI250X)
  *   FAKE_RSMI_NO_ENERGY=1      rsmi_dev_energy_count_get -> RSMI_STATUS_NOT_SUPPORTED (2)
  *   FAKE_RSMI_POWER_UW=N       average power in uW (default 100000000 = 100 W)
+ * rsmi_dev_unique_id_get gives GPU i the unique id 0xA1B2C3D4000 + i.
  */
 #include <cstdint>
 #include <cstdio>
@@ -63,6 +64,10 @@ int rsmi_dev_energy_count_get(uint32_t i, uint64_t* ticks, float* res, uint64_t*
   }
   double uj = (double)env_ll("FAKE_RSMI_POWER_UW", 100000000) * (now_s() - t0);
   *ticks = (uint64_t)(uj / resolution());
+  return 0;
+}
+int rsmi_dev_unique_id_get(uint32_t i, uint64_t* id) {
+  *id = 0xA1B2C3D4000ull + i;
   return 0;
 }
 int rsmi_dev_power_ave_get(uint32_t, uint32_t, uint64_t* uw) {

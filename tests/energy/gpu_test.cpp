@@ -299,6 +299,37 @@ TEST(RocmSmi, TicksTimesResolution) {
   EXPECT_DOUBLE_EQ(*res.avg_power_w, 1.0);
 }
 
+// ROCm SMI lists every GPU of the node; a job sees those of ROCR_VISIBLE_DEVICES (indices or
+// GPU-<unique id>), then of HIP_VISIBLE_DEVICES among them, in their order: only those are
+// measured, numbered as the job numbers them. An entry that matches nothing ends the list.
+TEST(RocmSmi, OnlyTheVisibleGpusInTheirOrder) {
+  EnvGuard g("GT_ROCM_SMI_LIBRARY", GT_FAKE_ROCM_SMI);
+  EnvGuard n("FAKE_RSMI_DEVICES", "4");
+  EnvGuard rocr("ROCR_VISIBLE_DEVICES", "3,1,GPU-a1b2c3d4002");  // ROCm SMI GPUs 3, 1, 2
+  EnvGuard hip("HIP_VISIBLE_DEVICES", "2,0");                    // of those: 2, then 3
+  auto l = detect_rocm_smi(0.0);
+  ASSERT_EQ(l.size(), 2u);
+  EXPECT_EQ(l[0]->info().name, "rocm:2");
+  EXPECT_EQ(l[0]->info().index, 0);
+  EXPECT_NE(l[0]->info().device.find("ROCR_VISIBLE_DEVICES GPU-a1b2c3d4002, HIP_VISIBLE_DEVICES 2"),
+            std::string::npos)
+      << l[0]->info().device;
+  EXPECT_EQ(l[1]->info().name, "rocm:3");
+  EXPECT_EQ(l[1]->info().index, 1);
+  unsetenv("HIP_VISIBLE_DEVICES");
+  setenv("ROCR_VISIBLE_DEVICES", "1,7,0", 1);  // 7: no such GPU
+  std::vector<std::string> notes;
+  const auto v = rocm_visible(4, nullptr, &notes);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].rsmi_index, 1u);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("ROCR_VISIBLE_DEVICES entry '7' matches no visible AMD GPU"),
+            std::string::npos)
+      << notes[0];
+  unsetenv("ROCR_VISIBLE_DEVICES");
+  EXPECT_EQ(rocm_visible(4, nullptr, nullptr).size(), 4u);  // nothing set: every GPU
+}
+
 TEST(RocmSmi, ImplausibleCounterFallsBackToPower) {
   TempDir d;
   EnvGuard g("GT_ROCM_SMI_LIBRARY", GT_FAKE_ROCM_SMI);
