@@ -213,7 +213,11 @@ Meter::Meter(SensorList sensors, const MeterOptions& opt, MeterClock clock,
     std::lock_guard<std::mutex> g(mu_);
     tick_locked(true);  // prime the counters
   }
-  if (opt_.interval_s > 0) thread_ = std::make_unique<std::thread>([this] { thread_main(); });
+  period_s_ = opt_.interval_s;
+  for (const Slot& slot : slots_)
+    if (slot.active && slot.info.wrap_j && *slot.info.wrap_j > 0 && period_s_ > 0)
+      period_s_ = std::min(period_s_, 0.5 * *slot.info.wrap_j / opt_.max_plausible_power_w);
+  if (period_s_ > 0) thread_ = std::make_unique<std::thread>([this] { thread_main(); });
 }
 
 Meter::~Meter() {
@@ -247,7 +251,7 @@ void Meter::thread_main() {
   const double w0 = clock_.mono_s();
   std::unique_lock<std::mutex> lk(mu_);
   while (!stop_) {
-    cv_->wait_for(lk, std::chrono::duration<double>(opt_.interval_s), [this] { return stop_; });
+    cv_->wait_for(lk, std::chrono::duration<double>(period_s_), [this] { return stop_; });
     if (stop_) break;
     tick_locked(false);
     timespec ts{};

@@ -61,6 +61,7 @@ struct MeterOptions {
   std::string powercap_root;  ///< empty: $GT_POWERCAP_ROOT or /sys/class/powercap
   std::string lock_dir;       ///< empty: $GT_ENERGY_LOCK_DIR or /tmp/greentrain-energy-locks
   double max_plausible_power_w = 1e4;  ///< per domain; above it a wrap is taken for a reset
+                                       ///< (and it bounds the sampling period: sampling_period_s)
   /// Read through the node daemon (`greentrain serve`) when one answers at daemon_socket; false:
   /// always read the sensors directly.
   bool use_daemon = true;
@@ -203,6 +204,11 @@ class Meter {
   /// 0.1 %). 0 when there is no thread.
   double sampler_overhead() const;
   double interval_s() const { return opt_.interval_s; }
+  /// The sampling thread's period (s): interval_s, or shorter where a counted energy counter
+  /// wraps (RAPL: 2^32 energy units, 65.5 kJ on AMD Zen, 262 kJ on many Intel parts): at most
+  /// half its range at max_plausible_power_w, so that every wrap is seen between two readings
+  /// and a counter that went backwards by a little is never taken for one. 0: no thread.
+  double sampling_period_s() const { return period_s_; }
   /// Where the readings come from: "direct" or e.g. "greentrain serve (pid 12) at
   /// /run/greentrain/serve.sock".
   const std::string& reading_source() const { return source_; }
@@ -251,7 +257,8 @@ class Meter {
   double last_t_ = 0, start_mono_s_ = 0, start_unix_s_ = 0;
   bool primed_ = false;
   std::unique_ptr<std::thread> thread_;
-  int owner_pid_ = 0;  // the process that made the meter (fork-safe destructor)
+  double period_s_ = 0;  // sampling_period_s()
+  int owner_pid_ = 0;    // the process that made the meter (fork-safe destructor)
   // on the heap: a forked child must not destroy it (pthread_cond_destroy waits for the
   // sampling thread that waited on it at the fork, which is not in the child)
   std::unique_ptr<std::condition_variable> cv_ = std::make_unique<std::condition_variable>();

@@ -87,6 +87,27 @@ TEST(Rapl, OverlappingDomainsCountPackagePlusDramOnly) {
   EXPECT_EQ(r.domains.size(), 2u);
 }
 
+// A counter that wraps is read at least twice per wrap range at max_plausible_power_w, whatever
+// interval was asked for: AMD Zen's 2^32 x 15.3 uJ (65.5 kJ) at 10 kW is 6.6 s, so a 60 s
+// interval samples it every 3.3 s (at 60 s a small step back looked like a plausible wrap and
+// added 65.5 kJ, and a second wrap went unseen). Intel's 262 kJ: 13.1 s.
+TEST(Rapl, WrappingCountersAreSampledWithinHalfTheirRange) {
+  TempDir d;
+  zone(d, "intel-rapl:0", "package-0", 1, 65532979200ULL);
+  MeterOptions o = manual_options(d / "locks");
+  o.use_nvml = o.use_rocm_smi = o.use_estimate = false;
+  o.powercap_root = d.path;
+  o.interval_s = 60;
+  EXPECT_NEAR(Meter::create(o)->sampling_period_s(), 0.5 * 65532.9792 / 1e4, 1e-9);
+  o.interval_s = 0.1;  // a shorter interval stays as asked
+  EXPECT_DOUBLE_EQ(Meter::create(o)->sampling_period_s(), 0.1);
+  zone(d, "intel-rapl:0", "package-0", 1);  // Intel's 262143.3 J
+  o.interval_s = 60;
+  EXPECT_NEAR(Meter::create(o)->sampling_period_s(), 0.5 * 262143.32885 / 1e4, 1e-9);
+  o.interval_s = 0;  // no sampling thread: none
+  EXPECT_DOUBLE_EQ(Meter::create(o)->sampling_period_s(), 0.0);
+}
+
 TEST(Rapl, PsysAloneWhenNoPackageIsReadable) {
   TempDir d;
   zone(d, "intel-rapl:0", "psys", 1);
