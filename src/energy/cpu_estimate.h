@@ -3,7 +3,8 @@
 //   cpu power (W) = full-load power (W) x utilization (0..1)   (CodeCarbon's "cpu_load" model)
 // where the full-load power is the TDP of the sockets on a physical machine and W per logical
 // CPU x logical CPUs on a virtual one (cpu_power_table.h says how each is found).
-//   ram power (W) = ram_w_per_gb x GB              (CodeCarbon <= 2.x: 3 W per 8 GB = 0.375 W/GB)
+//   ram power (W) = ram_w_per_gb x GiB   (CodeCarbon <= 2.x: 3 W per 8 GB = 0.375 W/GB, its GB 2^30
+//   B)
 // Utilization is that of the whole machine (/proc/stat) or of one process tree (/proc/PID/stat
 // of the process and its descendants, reaped children included), over all online CPUs. The CPU
 // estimate is read as a cumulative energy, TDP x busy CPU-seconds / CPUs, so that a window's
@@ -18,12 +19,12 @@
 
 namespace gt::energy {
 
-/// Memory power per GB (W/GB): 3 W per 8 GB, CodeCarbon's RAM model (v2.x).
+/// Memory power per GiB (W/GiB): 3 W per 8 GB, CodeCarbon's RAM model (v2.x; its GB is 2^30 bytes).
 constexpr double kDefaultRamWPerGb = 0.375;
 
 struct CpuEstimateOptions {
   std::optional<double> tdp_w;  ///< per-socket TDP (W), the user's override; empty: the table
-  double ram_w_per_gb = kDefaultRamWPerGb;  ///< W/GB
+  double ram_w_per_gb = kDefaultRamWPerGb;  ///< W/GiB
   int pid = 0;  ///< 0: whole machine; otherwise the root of the measured process tree
   std::string proc_root = "/proc";  ///< for tests
   std::string cpuinfo_path;         ///< for tests; empty: proc_root + "/cpuinfo"

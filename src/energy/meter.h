@@ -42,7 +42,7 @@ struct MeterOptions {
   /// a measurement against historical data; empty: the wall clock.
   std::optional<double> carbon_replay_start_unix_s;
   std::optional<double> cpu_tdp_w;  ///< per-socket TDP (W) for the CPU estimate
-  double ram_w_per_gb = 0.375;      ///< W/GB for the memory estimate (CodeCarbon)
+  double ram_w_per_gb = 0.375;      ///< W/GiB for the memory estimate (CodeCarbon)
   int pid = 0;  ///< CPU/memory estimate of this process tree (0: the whole machine)
   bool use_nvml = true, use_rocm_smi = true, use_rapl = true, use_estimate = true;
   /// GPUs to read, as positions among the visible GPUs of each vendor (0-based, CUDA's

@@ -168,6 +168,22 @@ TEST(CpuPower, CpuinfoFieldThatIsNotANumberIsNamed) {
             "whole number");
 }
 
+// The RAM estimate is CodeCarbon's 3 W per 8 GB with its GB of 2^30 bytes: 8 GiB installed is
+// 3 W (it was 3.22 W, with 10^9-byte GB).
+TEST(CpuPower, EightGibOfRamIsThreeWattsAsInCodeCarbon) {
+  FakeProc p(cpuinfo(2, "AuthenticAMD", "AMD EPYC", 25, 17, true));
+  write_file(p.d / "meminfo", "MemTotal:        8388608 kB\n");
+  CpuEstimateOptions o;
+  o.proc_root = p.d.path;
+  auto s = make_cpu_estimate(o);
+  ASSERT_EQ(s.size(), 2u);
+  const Reading r = s[1]->read(0);
+  ASSERT_TRUE(r.ok && r.power_w) << r.error;
+  EXPECT_DOUBLE_EQ(*r.power_w, 3.0);
+  EXPECT_NE(s[1]->info().method.find("8.0 GiB installed"), std::string::npos)
+      << s[1]->info().method;
+}
+
 // Issue 12, part 8 (the same kind): an unreadable MemTotal made the machine's RAM estimate 0 W
 // without a word. It is unavailable, with the file and value named.
 TEST(CpuPower, MemTotalThatIsNotANumberMakesTheRamEstimateUnavailable) {
