@@ -124,7 +124,7 @@ int run_train(const Args& a, gt::dist::MpiRuntime* mpi) {
     resume = false;
   }
   if (resume) {
-    if (out.empty()) throw gt::Error("--resume needs --out RUN_DIR (the run to continue)");
+    if (out.empty()) throw gt::UsageError("--resume needs --out RUN_DIR (the run to continue)");
     gt::CheckpointState st = gt::load_checkpoint_state(out);
     gt::load_config_string(st.config_toml, gt::checkpoint_dir(out) + "/state.json", cfg);
     if (!a.config.empty() && rank == 0)
@@ -134,7 +134,7 @@ int run_train(const Args& a, gt::dist::MpiRuntime* mpi) {
           out.c_str(), a.config.c_str());
   } else {
     if (a.config.empty())
-      throw gt::Error("a configuration file is needed, e.g. configs/quickstart.toml");
+      throw gt::UsageError("a configuration file is needed, e.g. configs/quickstart.toml");
     gt::load_config_file(a.config, cfg);
     if (out.empty()) out = (fs::path("runs") / fs::path(a.config).stem()).string();
     if (gt::has_checkpoint(out))

@@ -134,6 +134,9 @@ int main(int argc, char** argv) {
     // --help and --version exit 0; every usage error exits 2 (CLI11's own codes are 100+)
     const int rc = app.exit(e);
     return rc == 0 ? 0 : gt::cli::kUsageExit;
+  } catch (const gt::UsageError& e) {
+    std::fprintf(stderr, "greentrain: error: %s\n", e.what());
+    return gt::cli::kUsageExit;
   } catch (const gt::Error& e) {
     std::fprintf(stderr, "greentrain: error: %s\n", e.what());
     return 1;

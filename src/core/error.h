@@ -12,6 +12,14 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& msg) : std::runtime_error(msg) {}
 };
 
+/// A command line that cannot be read (a missing argument, a --set without key=value): the
+/// program exits 2, as for an unknown option. A value that is read but refused (out of its
+/// range, a file that does not exist) is a plain Error: exit 1.
+class UsageError : public Error {
+ public:
+  explicit UsageError(const std::string& msg) : Error(msg) {}
+};
+
 /// Throws gt::Error(msg) when cond is false.
 inline void check(bool cond, const std::string& msg) {
   if (!cond) throw Error(msg);

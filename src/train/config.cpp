@@ -507,7 +507,7 @@ void apply_overrides(const std::vector<std::string>& sets, TrainConfig& cfg) {
   for (auto& s : sets) {
     auto eq = s.find('=');
     if (eq == std::string::npos || eq == 0)
-      throw Error(fmt::format("--set '{}': expected key=value, e.g. train.max_steps=100", s));
+      throw UsageError(fmt::format("--set '{}': expected key=value, e.g. train.max_steps=100", s));
     cfg.set(s.substr(0, eq), s.substr(eq + 1), "--set");
   }
 }

@@ -61,6 +61,13 @@ TEST_F(CliUsage, UsageErrorsExitTwo) {
     auto r = run_cmd(kBin + " " + args);
     EXPECT_EQ(r.exit_code, 2) << "greentrain " << args << ": " << r.output;
   }
+  // greentrain's own checks of the command line's form: no CONFIG, a --set without '=', --resume
+  // without --out (a value read and refused exits 1: CliUsage.TrainChecksTheCarbonFile...)
+  for (const std::string args : {std::string("train"), "train " + cfg + " --set train.max_steps",
+                                 "train " + cfg + " --resume"}) {
+    auto r = run_cmd(kBin + " " + args);
+    EXPECT_EQ(r.exit_code, 2) << "greentrain " << args << ": " << r.output;
+  }
   EXPECT_EQ(run_cmd(kBin + " --help").exit_code, 0);
   EXPECT_EQ(run_cmd(kBin + " train --help").exit_code, 0);
   EXPECT_EQ(run_cmd(kBin + " --version").exit_code, 0);
