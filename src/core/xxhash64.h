@@ -1,10 +1,11 @@
-// core/xxhash64.h: XXH64, Yann Collet's 64-bit non-cryptographic hash (xxHash, BSD-2-Clause;
-// the algorithm as specified in its doc/xxhash_spec.md, written here from that text). It is
-// fast (several GB/s) and finds any damage that is not deliberate: checkpoints record it for
-// each tensor file (train/checkpoint.h). Results equal the reference's XXH64(data, len, seed).
+// core/xxhash64.h: XXH64, Yann Collet's 64-bit non-cryptographic hash, from the xxHash
+// library (Debian's libxxhash-dev, used header-only: xxhash.h with XXH_INLINE_ALL). It is fast
+// (several GB/s) and finds any damage that is not deliberate: checkpoints record it for each
+// tensor file (train/checkpoint.h). A thin wrapper: one-shot, streaming, whole file, hex.
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -19,16 +20,15 @@ class Xxh64 {
  public:
   /// A hash of no bytes yet, with `seed`.
   explicit Xxh64(uint64_t seed = 0);
+  ~Xxh64();
   /// Adds `len` bytes at `data`.
   void update(const void* data, size_t len);
   /// The hash of every byte added so far (update() may go on after it).
   uint64_t digest() const;
 
  private:
-  uint64_t seed_, v_[4];
-  uint64_t total_ = 0;
-  unsigned char buf_[32];
-  size_t buffered_ = 0;
+  struct State;  // xxHash's XXH64_state_t
+  std::unique_ptr<State> st_;
 };
 
 /// XXH64 (seed 0) of the whole file at `path`, read in pieces, and its size in `bytes` when not
