@@ -69,10 +69,10 @@ while [ $# -gt 0 ]; do
 done
 
 # The Debian 12 packages a rebuild needs beyond the CUDA toolkit (headers, CMake configurations
-# and the shared libraries of fmt, toml++, SentencePiece and PCRE2).
+# and the shared libraries of fmt, toml++, SentencePiece and PCRE2; xxHash's header).
 deb_packages=(libfmt-dev libfmt9 libtomlplusplus-dev libtomlplusplus3 libcli11-dev
   nlohmann-json3-dev libgtest-dev libgmock-dev libsentencepiece-dev libsentencepiece0
-  libpcre2-dev libpcre2-8-0 pkgconf pkgconf-bin libpkgconf3)
+  libpcre2-dev libpcre2-8-0 libxxhash-dev libxxhash0 pkgconf pkgconf-bin libpkgconf3)
 
 if [ -n "$prepare" ]; then
   exec bash bench/gpu-prepare.sh "$prepare" "${deb_packages[@]}"

@@ -37,6 +37,7 @@ struct Options {
   int steps = 200;                              ///< optimizer steps per row
   int rounds = 1;                               ///< interleaved rounds of steps/rounds steps
   int64_t memory_budget = 0;                    ///< bytes; 0: the baseline's plan
+  bool overwrite = false;  ///< --overwrite: out may hold an earlier ablation (replaced)
 };
 
 /// One row to run: the technique's settings and its micro-batch.

@@ -2,6 +2,7 @@
 #include "ablate/runner.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -41,6 +42,25 @@ fs::path row_folder(const Options& opt, const Plan& plan, size_t i) {
 }
 
 void prepare_out_folder(const Options& opt) {
+  std::error_code ec;
+  if (fs::exists(opt.out, ec) && !fs::is_directory(opt.out, ec))
+    throw Error(
+        fmt::format("--out {}: not a folder; expected a folder for the ablation's runs", opt.out));
+  if (!opt.overwrite && fs::exists(opt.out, ec)) {
+    // an earlier ablation's table and rows would be replaced without a word (as train refuses
+    // a folder with a checkpoint and prepare one that is not empty)
+    std::vector<std::string> held;
+    for (const auto& e : fs::directory_iterator(opt.out, ec)) {
+      held.push_back(e.path().filename().string());
+      if (held.size() == 3) break;
+    }
+    if (!held.empty())
+      throw Error(fmt::format(
+          "--out {}: the folder is not empty (it holds {}{}); an ablation owns its output folder "
+          "(its rows' runs, ablation.csv and .json): expected an empty or new folder, or "
+          "--overwrite to replace an earlier ablation's results",
+          opt.out, fmt::join(held, ", "), held.size() == 3 ? ", ..." : ""));
+  }
   fs::create_directories(opt.out);
   // rows of an earlier ablation in this folder would sit beside the new table: remove them
   const std::regex row_dir(R"([0-9]+_(baseline|\+[a-z0-9_]+)(\.log)?)");

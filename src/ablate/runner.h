@@ -55,8 +55,10 @@ Measured read_row(const std::filesystem::path& dir, const std::vector<int>& star
 /// The run folder of row i of the plan: <out>/<i>_<name>; its log is that path plus ".log".
 std::filesystem::path row_folder(const Options& opt, const Plan& plan, size_t i);
 
-/// Creates opt.out and removes the row folders and logs of an earlier ablation in it.
-/// Throws std::filesystem::filesystem_error when the folder cannot be made or cleaned.
+/// Creates opt.out and, with opt.overwrite, removes the row folders and logs of an earlier
+/// ablation in it. Without opt.overwrite a folder that is not empty is refused: throws gt::Error
+/// naming --out, what the folder holds and --overwrite, before anything is written. Throws
+/// std::filesystem::filesystem_error when the folder cannot be made or cleaned.
 void prepare_out_folder(const Options& opt);
 
 /// Runs every row of the plan (rounds of segments), writing progress lines to `log` (on a

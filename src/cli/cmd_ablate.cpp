@@ -86,7 +86,11 @@ void setup(CLI::App& app) {
                   "after another)");
   sub->add_option("--memory-budget", o.memory_budget,
                   "Bytes the plan may take (default: the baseline's plan at train.batch_size)");
-  sub->add_option("--out", o.out, "Folder for the rows' runs, ablation.csv and .json");
+  sub->add_option("--out", o.out,
+                  "Folder for the rows' runs, ablation.csv and .json (default runs/ablate; a "
+                  "folder that is not empty is refused without --overwrite)");
+  sub->add_flag("--overwrite", o.overwrite,
+                "--out may hold an earlier ablation: its rows, table and report are replaced");
   sub->add_option("--order", o.order,
                   "Techniques in the order they are switched on (default bf16,fusion,recompute)");
   sub->add_option("--recompute", o.recompute,

@@ -176,6 +176,7 @@ void run_schedule(const ScheduleArgs& a) {
   // More seeds of the forecast noise: one line each (the table above is the first seed's).
   if (a.seeds > 1) {
     double sum = 0;
+    int known = 0;
     for (int k = 0; k < a.seeds; ++k) {
       PlanOptions o = opt;
       o.seed = opt.seed + static_cast<std::uint64_t>(k);
@@ -184,15 +185,26 @@ void run_schedule(const ScheduleArgs& a) {
       const double s1 =
           k == 0 ? planning_s
                  : std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
-      sum += p.saving_pct();
+      const std::optional<double> saved = p.saving_pct();
+      if (saved) {
+        sum += *saved;
+        ++known;
+      }
       std::fprintf(
           out,
           "seed %llu: %.6f gCO2e for %zu scheduled job(s), baseline %.6f gCO2e (%zu compared): "
-          "%.4f %% saved; planned in %.4f s\n",
+          "%s saved; planned in %.4f s\n",
           static_cast<unsigned long long>(o.seed), p.planned_g_co2e,
-          p.jobs.size() - p.unscheduled(), p.baseline_g_co2e, p.compared, p.saving_pct(), s1);
+          p.jobs.size() - p.unscheduled(), p.baseline_g_co2e, p.compared,
+          saved ? fmt::format("{:.4f} %", *saved).c_str() : "unknown", s1);
     }
-    std::fprintf(out, "mean over %d seeds: %.4f %% saved\n", a.seeds, sum / a.seeds);
+    if (known == a.seeds)
+      std::fprintf(out, "mean over %d seeds: %.4f %% saved\n", a.seeds, sum / a.seeds);
+    else if (known > 0)
+      std::fprintf(out, "mean over the %d of %d seeds whose saving is known: %.4f %% saved\n",
+                   known, a.seeds, sum / known);
+    else
+      std::fprintf(out, "mean over %d seeds: unknown (no seed's saving is known)\n", a.seeds);
   }
   // Exit 2 when a job could not be scheduled, so scripts notice.
   gt::cli::exit_code() = plan.unscheduled() > 0 ? 2 : 0;

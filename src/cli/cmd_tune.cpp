@@ -37,8 +37,28 @@ struct TuneArgs {
   std::string json;
 };
 
+// The numeric options' ranges (docs/commands.md), checked before any device is opened or any
+// line printed; each error names the option, the value and the range.
+void check_ranges(const TuneArgs& a) {
+  gt::check(a.step_w > 0, fmt::format("--step {} W is not valid; expected W > 0 (giving at most "
+                                      "{} candidate limits over the devices' allowed range)",
+                                      a.step_w, gt::tune::kMaxCandidateLimits));
+  gt::check(a.eta >= 0 && a.eta <= 1,
+            fmt::format("--eta {} is not valid; expected an energy weight in [0, 1]", a.eta));
+  gt::check(a.max_slowdown >= 1,
+            fmt::format("--max-slowdown {} is not valid; expected a time factor of 1 or more",
+                        a.max_slowdown));
+  gt::check(a.warmup_steps >= 0,
+            fmt::format("--warmup-steps {} is not valid; expected 0 or more", a.warmup_steps));
+  gt::check(a.profile_steps >= 1,
+            fmt::format("--profile-steps {} is not valid; expected 1 or more", a.profile_steps));
+  gt::check(a.sim_devices >= 1 && a.sim_devices <= 64,
+            fmt::format("--sim-devices {} is not valid; expected 1..64", a.sim_devices));
+}
+
 void run_tune(const TuneArgs& a) {
   using namespace gt::tune;
+  check_ranges(a);
   FILE* out = gt::cli::human_out(a.json);
   TuneOptions opt;
   opt.step_w = a.step_w;
@@ -52,8 +72,6 @@ void run_tune(const TuneArgs& a) {
   ProfileFn profile;
   gt::TrainConfig cfg;
   if (a.simulate) {
-    gt::check(a.sim_devices >= 1 && a.sim_devices <= 64,
-              fmt::format("--sim-devices {} is not valid; expected 1..64", a.sim_devices));
     std::vector<std::shared_ptr<SimulatedDevice>> sims;
     for (int i = 0; i < a.sim_devices; ++i) {
       sims.push_back(std::make_shared<SimulatedDevice>(SimulatedModel{}, fmt::format("sim:{}", i)));

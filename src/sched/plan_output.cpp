@@ -24,6 +24,15 @@ double peak_power_w(const Plan& plan, const std::vector<Job>& /*jobs*/) {
   return peak;
 }
 
+namespace {
+// a percentage that may be unknown: the number, or null
+nlohmann::json pct_json(const std::optional<double>& p) { return p ? nlohmann::json(*p) : nullptr; }
+// the same in text: "12.3 %" or "unknown"
+std::string pct_text(const std::optional<double>& p) {
+  return p ? fmt::format("{:.1f} %", *p) : std::string("unknown");
+}
+}  // namespace
+
 nlohmann::json plan_to_json(const Plan& plan, const TimeZone& zone) {
   using nlohmann::json;
   auto runs_json = [&](const std::vector<Run>& runs) {
@@ -94,12 +103,14 @@ nlohmann::json plan_to_json(const Plan& plan, const TimeZone& zone) {
               {"g_co2e", plan.g_co2e},
               {"baseline_g_co2e", plan.baseline_g_co2e},
               {"baseline_energy_j", plan.baseline_energy_j},
-              {"saving_pct", plan.saving_pct()},
-              {"energy_saving_pct", plan.energy_saving_pct()},
+              {"saving_pct", pct_json(plan.saving_pct())},
+              {"energy_saving_pct", pct_json(plan.energy_saving_pct())},
               {"objective_value", plan.objective_value(plan.g_co2e, plan.energy_j)},
               {"baseline_objective_value",
                plan.objective_value(plan.baseline_g_co2e, plan.baseline_energy_j)},
-              {"objective_saving_pct", plan.objective_saving_pct()},
+              {"objective_saving_pct", pct_json(plan.objective_saving_pct())},
+              {"saving_unknown_reason",
+               plan.saving_unknown_reason().empty() ? json() : json(plan.saving_unknown_reason())},
               {"shift_only_saving_pct",
                plan.shift_only_saving_pct ? json(*plan.shift_only_saving_pct) : json()},
               {"cap_only_saving_pct",
@@ -117,8 +128,8 @@ std::string plan_table(const Plan& plan, const TimeZone& zone) {
       plan.power_budget_w > 0 ? fmt::format("{} W", plan.power_budget_w) : std::string("none"),
       plan.forecast_error_pct);
   out +=
-      fmt::format("{:<16} {:<25} {:<25} {:>4} {:>7} {:>10} {:>11} {:>11} {:>7}\n", "job", "start",
-                  "end", "runs", "cap_W", "energy_kWh", "gCO2e", "base_gCO2e", "save_%");
+      fmt::format("{:<16} {:<25} {:<25} {:>4} {:>9} {:>10} {:>11} {:>11} {:>7}\n", "job", "start",
+                  "end", "runs", "planned_W", "energy_kWh", "gCO2e", "base_gCO2e", "save_%");
   for (const JobPlan& j : plan.jobs) {
     const std::string base =
         j.baseline_scheduled ? fmt::format("{:.1f}", j.baseline_g_co2e) : std::string("-");
@@ -130,7 +141,7 @@ std::string plan_table(const Plan& plan, const TimeZone& zone) {
         j.baseline_scheduled && j.baseline_g_co2e > 0
             ? fmt::format("{:.1f}", 100.0 * (j.baseline_g_co2e - j.g_co2e) / j.baseline_g_co2e)
             : std::string("-");
-    out += fmt::format("{:<16} {:<25} {:<25} {:>4} {:>7.0f} {:>10.3f} {:>11.1f} {:>11} {:>7}\n",
+    out += fmt::format("{:<16} {:<25} {:<25} {:>4} {:>9.0f} {:>10.3f} {:>11.1f} {:>11} {:>7}\n",
                        j.name, format_iso_time(j.runs.front().start_s, zone),
                        format_iso_time(j.runs.back().end_s, zone), j.runs.size(), j.planned_power_w,
                        j.energy_j / kJoulesPerKwh, j.g_co2e, base, save);
@@ -142,22 +153,24 @@ std::string plan_table(const Plan& plan, const TimeZone& zone) {
                      plan.planned_energy_j / kJoulesPerKwh, plan.planned_energy_j,
                      plan.planned_g_co2e, plan.jobs.size() - plan.unscheduled());
   out += fmt::format(
-      "vs arrival baseline ({} job(s) scheduled in both): {:.1f} gCO2e vs {:.1f} gCO2e: {:.1f} % "
-      "saved; {:.3f} kWh vs {:.3f} kWh: {:.1f} % saved\n",
-      plan.compared, plan.g_co2e, plan.baseline_g_co2e, plan.saving_pct(),
+      "vs arrival baseline ({} job(s) scheduled in both): {:.1f} gCO2e vs {:.1f} gCO2e: {} "
+      "saved; {:.3f} kWh vs {:.3f} kWh: {} saved\n",
+      plan.compared, plan.g_co2e, plan.baseline_g_co2e, pct_text(plan.saving_pct()),
       plan.energy_j / kJoulesPerKwh, plan.baseline_energy_j / kJoulesPerKwh,
-      plan.energy_saving_pct());
+      pct_text(plan.energy_saving_pct()));
   if (plan.objective != Objective::carbon)
-    out += fmt::format("objective {}: {:.4g} {} vs {:.4g} {}: {:.1f} % saved\n",
+    out += fmt::format("objective {}: {:.4g} {} vs {:.4g} {}: {} saved\n",
                        objective_name(plan.objective),
                        plan.objective_value(plan.g_co2e, plan.energy_j), plan.objective_unit(),
                        plan.objective_value(plan.baseline_g_co2e, plan.baseline_energy_j),
-                       plan.objective_unit(), plan.objective_saving_pct());
-  if (plan.shift_only_saving_pct && plan.cap_only_saving_pct)
+                       plan.objective_unit(), pct_text(plan.objective_saving_pct()));
+  if (const std::string why = plan.saving_unknown_reason(); !why.empty())
+    out += fmt::format("saving unknown: {}\n", why);
+  if (plan.shift_only_saving_pct && plan.cap_only_saving_pct && plan.objective_saving_pct())
     out += fmt::format(
         "power limits chosen with the starts: {:.1f} % of the {} objective saved; shifting alone "
         "{:.1f} %, capping alone {:.1f} %\n",
-        plan.objective_saving_pct(), objective_name(plan.objective), *plan.shift_only_saving_pct,
+        *plan.objective_saving_pct(), objective_name(plan.objective), *plan.shift_only_saving_pct,
         *plan.cap_only_saving_pct);
   if (const std::size_t u = plan.unscheduled())
     out += fmt::format("{} job(s) could not be scheduled (see above)\n", u);

@@ -67,9 +67,40 @@ std::string_view Plan::objective_unit() const {
   return "?";
 }
 
-double Plan::objective_saving_pct() const {
-  const double b = objective_value(baseline_g_co2e, baseline_energy_j);
-  return b > 0 ? 100.0 * (b - objective_value(g_co2e, energy_j)) / b : 0.0;
+namespace {
+// 100 * (base - x) / base, %; unknown without a compared job or a baseline > 0
+std::optional<double> saved_pct(std::size_t compared, double base, double x) {
+  if (compared == 0 || !(base > 0)) return std::nullopt;
+  return 100.0 * (base - x) / base;
+}
+}  // namespace
+
+std::optional<double> Plan::saving_pct() const {
+  return saved_pct(compared, baseline_g_co2e, g_co2e);
+}
+
+std::optional<double> Plan::energy_saving_pct() const {
+  return saved_pct(compared, baseline_energy_j, energy_j);
+}
+
+std::optional<double> Plan::objective_saving_pct() const {
+  return saved_pct(compared, objective_value(baseline_g_co2e, baseline_energy_j),
+                   objective_value(g_co2e, energy_j));
+}
+
+std::string Plan::saving_unknown_reason() const {
+  if (compared == 0)
+    return "no job was scheduled both in the plan and in the run-at-arrival baseline, so there "
+           "is nothing to compare";
+  std::string r;
+  auto add = [&](bool unknown, const char* what) {
+    if (unknown) r += (r.empty() ? "" : "; ") + std::string(what);
+  };
+  add(!saving_pct(), "the baseline's emissions are 0 gCO2e");
+  add(!energy_saving_pct(), "the baseline's energy is 0 kWh");
+  add(!objective_saving_pct() && objective != Objective::carbon && objective != Objective::energy,
+      "the baseline's objective is 0");
+  return r;
 }
 
 namespace {

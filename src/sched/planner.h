@@ -130,20 +130,23 @@ struct Plan {
   /// alone (every job at its nominal start, the cap with the lowest forecast cost), %; empty
   /// without caps. The plan itself chooses both (objective_saving_pct()).
   std::optional<double> shift_only_saving_pct, cap_only_saving_pct;
-  /// Emissions saved vs the baseline: 100 * (baseline - plan) / baseline, %.
-  double saving_pct() const {
-    return baseline_g_co2e > 0 ? 100.0 * (baseline_g_co2e - g_co2e) / baseline_g_co2e : 0.0;
-  }
-  /// Energy saved vs the baseline, %.
-  double energy_saving_pct() const {
-    return baseline_energy_j > 0 ? 100.0 * (baseline_energy_j - energy_j) / baseline_energy_j : 0.0;
-  }
+  /// Emissions saved vs the baseline: 100 * (baseline - plan) / baseline, %; empty (unknown,
+  /// never 0) when no job was compared or the baseline's emissions are 0
+  /// (saving_unknown_reason()).
+  std::optional<double> saving_pct() const;
+  /// Energy saved vs the baseline, %; empty when no job was compared or the baseline's energy
+  /// is 0.
+  std::optional<double> energy_saving_pct() const;
   /// The objective of g gCO2e and e_j J: gCO2e (carbon), kWh (energy) or gCO2e + lambda x kWh.
   double objective_value(double g, double e_j) const;
   /// objective_value's unit: "gCO2e", "kWh" or "gCO2e-weighted".
   std::string_view objective_unit() const;
-  /// The objective saved vs the baseline (over the compared jobs), %.
-  double objective_saving_pct() const;
+  /// The objective saved vs the baseline (over the compared jobs), %; empty when no job was
+  /// compared or the baseline's objective is 0.
+  std::optional<double> objective_saving_pct() const;
+  /// Why saving_pct(), energy_saving_pct() or objective_saving_pct() is unknown, in words; ""
+  /// when all three are known.
+  std::string saving_unknown_reason() const;
   std::size_t unscheduled() const;
 };
 

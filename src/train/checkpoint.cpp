@@ -13,6 +13,7 @@
 
 #include "core/bytes_json.h"
 #include "core/error.h"
+#include "core/xxhash64.h"
 #include "train/hf_gpt2.h"
 #include "train/safetensors.h"
 
@@ -117,6 +118,49 @@ void load_tensor(const SafetensorsFile& f, const std::string& name, const Shape&
   be.upload(dst, host.data());
 }
 
+// The tensor files whose size and checksum state.json records.
+constexpr const char* kCheckedFiles[] = {"model.safetensors", "optimizer.safetensors"};
+
+// Checks dir/name against state.json's record (`state` names it) before it is read: a size or
+// XXH64 checksum that differs is an error naming the file as damaged. A file without a record,
+// or missing (its reader then names it), is left to the reader.
+void verify_file(const fs::path& dir, const char* name, const CheckpointState& st,
+                 const std::string& state) {
+  const auto it = st.files.find(name);
+  const fs::path p = dir / name;
+  if (it == st.files.end() || !fs::exists(p)) return;
+  uint64_t bytes = 0;
+  const std::string found = xxh64_hex(xxh64_file(p.string(), &bytes));
+  const FileChecksum& want = it->second;
+  const char* advice =
+      "restore the checkpoint folder from a copy (or, if the file was replaced on purpose, remove "
+      "its entry under \"files\" in state.json to load it unchecked)";
+  if (bytes != want.bytes)
+    throw Error(fmt::format(
+        "{}: damaged: it is {} bytes, but {} recorded {} bytes when the checkpoint was saved "
+        "({}); {}",
+        shown_bytes(p.string()), bytes, shown_bytes(state), want.bytes,
+        bytes < want.bytes ? "truncated" : "longer", advice));
+  if (found != want.xxh64)
+    throw Error(fmt::format(
+        "{}: damaged: its XXH64 checksum is {}, but {} recorded {} when the checkpoint was saved "
+        "(the bytes changed after it was written); {}",
+        shown_bytes(p.string()), found, shown_bytes(state), want.xxh64, advice));
+}
+
+// The checkpoint's record of its files, read from dir/state.json; a note on stderr when it has
+// none (a checkpoint written before checksums were recorded).
+CheckpointState checked_state(const fs::path& dir) {
+  const std::string path = (dir / "state.json").string();
+  CheckpointState st = parse_checkpoint_state(read_file(path), path, dir.string());
+  if (st.files.empty())
+    std::fprintf(stderr,
+                 "greentrain: note: %s records no checksums of the tensor files (a checkpoint "
+                 "written before they were); they are read unchecked\n",
+                 shown_bytes(path).c_str());
+  return st;
+}
+
 }  // namespace
 
 std::string checkpoint_dir(const std::string& run_dir) {
@@ -165,7 +209,7 @@ void save_checkpoint(const std::string& run_dir, GPT& model, const Arena& m, con
                           "checkpoint there is left as it was",
                           final_dir.string(), t.name, t.data[k], k));
   // the record first: a state that cannot be written stops here, before any file is touched
-  const std::string state_text = checkpoint_state_json(st, (tmp / "state.json").string());
+  (void)checkpoint_state_json(st, (tmp / "state.json").string());
   fs::remove_all(tmp, ec);
   fs::create_directories(tmp);
   // a failure below (disk full, ...) leaves no half checkpoint folder behind
@@ -183,7 +227,15 @@ void save_checkpoint(const std::string& run_dir, GPT& model, const Arena& m, con
   write_text(tmp / "config.json", hf_gpt2_config_json(model.config()));
   // a bpe or gpt2 tokenizer's own files (tokenizer.model; vocab.json and merges.txt) beside it
   for (const auto& [name, content] : st.tokenizer.files()) write_text(tmp / name, content);
-  write_text(tmp / "state.json", state_text);
+  // each tensor file's size and checksum as it is on disk, recorded in state.json (written
+  // last, into the same temporary folder): a file damaged later is found when it is loaded
+  CheckpointState recorded = st;
+  recorded.files.clear();
+  for (const char* name : kCheckedFiles) {
+    FileChecksum& c = recorded.files[name];
+    c.xxh64 = xxh64_hex(xxh64_file((tmp / name).string(), &c.bytes));
+  }
+  write_text(tmp / "state.json", checkpoint_state_json(recorded, (tmp / "state.json").string()));
   sync();
   // swap in: current -> .old, tmp -> current, drop .old
   fs::remove_all(old, ec);
@@ -221,8 +273,12 @@ void load_checkpoint_tensors(const std::string& run_dir, GPT& model, Arena* m, A
   auto& specs = model.specs();
   Backend& be = model.backend();
   std::vector<float> host;
+  const CheckpointState st = checked_state(dir);
+  const std::string state = (dir / "state.json").string();
+  verify_file(dir, "model.safetensors", st, state);
   load_parameters((dir / "model.safetensors").string(), model);
   if (m && v) {
+    verify_file(dir, "optimizer.safetensors", st, state);
     SafetensorsFile of((dir / "optimizer.safetensors").string());
     std::set<std::string> expected;
     for (size_t i = 0; i < specs.size(); ++i) {

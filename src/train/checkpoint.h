@@ -2,13 +2,17 @@
 //   model.safetensors      parameters, Hugging Face GPT-2 names and layouts;
 //   optimizer.safetensors  AdamW first and second moments ("exp_avg.<name>", "exp_avg_sq.<name>");
 //   config.json            the model's shapes as Hugging Face's GPT2Config (train/hf_gpt2.h);
-//   state.json             step, data position, seed, tokenizer, full configuration (TOML);
+//   state.json             step, data position, seed, tokenizer, full configuration (TOML),
+//                          and the size and XXH64 checksum of each .safetensors file ("files");
 //   tokenizer.model        a bpe tokenizer's SentencePiece model, or
 //   vocab.json, merges.txt a gpt2 tokenizer's vocabulary (train/tokenizer.h).
 // It is written into a temporary folder that is then renamed over the old one, so a crash
-// never leaves a half-written checkpoint in place.
+// never leaves a half-written checkpoint in place. A tensor file whose size or checksum differs
+// from state.json's record is refused as damaged when it is loaded; a checkpoint written before
+// checksums were recorded loads unchecked, with a note.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "core/arena.h"
@@ -17,6 +21,12 @@
 #include "train/data.h"
 
 namespace gt {
+
+/// What state.json records of one file of the checkpoint, to find it damaged when loaded.
+struct FileChecksum {
+  uint64_t bytes = 0;
+  std::string xxh64;  ///< XXH64 (seed 0) of the whole file, 16 lower-case hex digits
+};
 
 /// Everything besides tensors that a checkpoint stores.
 struct CheckpointState {
@@ -33,6 +43,9 @@ struct CheckpointState {
   /// What the run was trained on (data_identity() in train/data.h); null in a checkpoint
   /// written before it was recorded.
   nlohmann::json data;
+  /// model.safetensors and optimizer.safetensors as written (set by save_checkpoint); empty in
+  /// a checkpoint written before they were recorded.
+  std::map<std::string, FileChecksum> files;
 };
 
 /// Path of the checkpoint folder inside a run folder.
@@ -40,7 +53,8 @@ std::string checkpoint_dir(const std::string& run_dir);
 /// True when run_dir holds a checkpoint (or the previous one kept during a rename).
 bool has_checkpoint(const std::string& run_dir);
 
-/// Writes the checkpoint atomically (temporary folder, then rename). m and v are the AdamW
+/// Writes the checkpoint atomically (temporary folder, then rename), with state.json's "files"
+/// record of the tensor files (st.files is ignored). m and v are the AdamW
 /// moment arenas with the same tensors as model.params(). Throws gt::Error on I/O failure, and
 /// before writing anything when a tensor holds inf or NaN (naming it; the checkpoint already
 /// on disk is left as it was).
@@ -59,6 +73,9 @@ CheckpointState load_checkpoint_state(const std::string& run_dir);
 CheckpointState parse_checkpoint_state(const std::string& text, const std::string& path,
                                        const std::string& dir = "");
 /// Loads parameters (and, when m and v are not null, AdamW moments) into an allocated model.
+/// Each file is first checked against state.json's record: a size or XXH64 checksum that
+/// differs is a gt::Error naming the file as damaged, with the recorded and the found values
+/// (no record: a note on stderr, read unchecked).
 /// Throws gt::Error naming the file and tensor when one is missing, truncated, misshapen or
 /// holds inf or NaN, or when the file holds a tensor the model does not have (an lm_head.weight
 /// equal to wte.weight, the tied output layer, is accepted). Names that carry a prefix other

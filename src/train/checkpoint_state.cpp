@@ -53,6 +53,25 @@ CheckpointState parse_checkpoint_state(const std::string& text, const std::strin
                                                  fmt::format("{}: world_size (ranks)", path), 1);
     st.config_toml = j.at("config_toml").get<std::string>();
     st.tokenizer = Tokenizer::from_json(j.at("tokenizer"), path, dir);
+    if (j.contains("files")) {  // written by save_checkpoint since checksums were recorded
+      const auto& files = j.at("files");
+      if (!files.is_object())
+        throw Error(fmt::format("{}: files is {}; expected an object of file names", path,
+                                files.type_name()));
+      for (const auto& [name, rec] : files.items()) {
+        const std::string key = "files." + name;
+        FileChecksum c;
+        c.bytes = json_integer_or_throw<uint64_t>(rec.at("bytes"),
+                                                  fmt::format("{}: {}.bytes", path, key), 0);
+        const auto& h = rec.at("xxh64");
+        if (!h.is_string() || h.get<std::string>().size() != 16 ||
+            h.get<std::string>().find_first_not_of("0123456789abcdef") != std::string::npos)
+          throw Error(fmt::format("{}: {}.xxh64 = {}: expected 16 lower-case hex digits", path, key,
+                                  dump_json(h).substr(0, 40)));
+        c.xxh64 = h.get<std::string>();
+        st.files[name] = c;
+      }
+    }
     if (j.contains("data_identity")) {
       st.data = j.at("data_identity");
       if (!st.data.is_object())
@@ -80,6 +99,8 @@ std::string checkpoint_state_json(const CheckpointState& st, const std::string& 
   j["world_size"] = st.world_size;
   j["tokenizer"] = st.tokenizer.to_json();
   if (!st.data.is_null()) j["data_identity"] = st.data;
+  for (const auto& [name, c] : st.files)
+    j["files"][name] = {{"bytes", c.bytes}, {"xxh64", c.xxh64}};
   j["config_toml"] = st.config_toml;
   try {
     return j.dump(2) + "\n";  // strict: a record that does not round-trip is an error, named

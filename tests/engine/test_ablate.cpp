@@ -85,6 +85,35 @@ TEST(AblateCli, InterleavedRoundsGiveTheSameLosses) {
   EXPECT_NE(bad.output.find("--rounds 4"), std::string::npos) << bad.output;
 }
 
+// A second ablation into the same --out replaced the first one's rows and table without a word.
+// A folder that is not empty is refused before any row runs, naming --out and --overwrite, and
+// the earlier results are left as they were; --overwrite replaces them.
+TEST(AblateCli, AnOutFolderThatIsNotEmptyIsRefusedWithoutOverwrite) {
+  GT_NEEDS_CPU_BACKEND();
+  AblateSetup s(6000, "n_layer = 1\nn_head = 2\nn_embd = 16\nblock_size = 16\n",
+                "batch_size = 2\neval_steps = 1\nthreads = 2\n");
+  const std::string out = s.d.file("abl");
+  const std::string base = s.command("--steps 2 --order bf16 --out " + out);
+  auto first = test::run_cmd(base);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const std::string table = test::read_bytes(out + "/ablation.json");
+  const std::string metrics = test::read_bytes(out + "/0_baseline/metrics.jsonl");
+  auto again = test::run_cmd(base);
+  EXPECT_NE(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find("--out " + out + ": the folder is not empty"), std::string::npos)
+      << again.output;
+  EXPECT_NE(again.output.find("--overwrite"), std::string::npos) << again.output;
+  EXPECT_EQ(again.output.find("baseline:"), std::string::npos) << "a row ran: " << again.output;
+  EXPECT_EQ(test::read_bytes(out + "/ablation.json"), table);
+  EXPECT_EQ(test::read_bytes(out + "/0_baseline/metrics.jsonl"), metrics);
+  auto over = test::run_cmd(base + " --overwrite");
+  EXPECT_EQ(over.exit_code, 0) << over.output;
+  // a new or empty folder needs nothing
+  std::filesystem::create_directories(s.d.file("empty"));
+  auto empty = test::run_cmd(s.command("--steps 2 --order bf16 --out " + s.d.file("empty")));
+  EXPECT_EQ(empty.exit_code, 0) << empty.output;
+}
+
 // Issue 12, part 3: with no counting sensor (another process reads the machine-wide estimates)
 // the energy is unknown: `null` with the reason in ablation.json and in every metrics.jsonl
 // line, "unknown" in the table, never 0 or "nan", and no silent switch to another energy.

@@ -214,6 +214,25 @@ TEST_F(CliUsage, CountsAndDurationsOutsideTheirRangeNameTheOptionAndTheRange) {
   }
   EXPECT_FALSE(fs::exists(d.file("p"))) << "prepare wrote its folder before refusing";
   EXPECT_FALSE(fs::exists(d.file("r"))) << "train wrote its run folder before refusing";
+  // tune said "power-limit step 0 W is not valid" and "eta 2 is not valid", naming no option,
+  // after it had set up (and printed) its devices
+  const std::string tune = kBin + " tune --simulate ";
+  const std::pair<std::string, std::string> tune_cases[] = {
+      {tune + "--step 0", "--step 0 W is not valid; expected W > 0"},
+      {tune + "--step -25", "--step -25 W is not valid; expected W > 0"},
+      {tune + "--eta 2", "--eta 2 is not valid; expected an energy weight in [0, 1]"},
+      {tune + "--eta -0.5", "--eta -0.5 is not valid; expected an energy weight in [0, 1]"},
+      {tune + "--max-slowdown 0.9", "--max-slowdown 0.9 is not valid; expected a time factor"},
+      {tune + "--warmup-steps -1", "--warmup-steps -1 is not valid; expected 0 or more"},
+      {tune + "--profile-steps 0", "--profile-steps 0 is not valid; expected 1 or more"},
+  };
+  for (const auto& [cmd, needle] : tune_cases) {
+    auto r = run_cmd(cmd);
+    EXPECT_NE(r.exit_code, 0) << cmd << ": " << r.output;
+    EXPECT_NE(r.output.find(needle), std::string::npos) << cmd << ": " << r.output;
+    EXPECT_EQ(r.output.find("simulated device(s)"), std::string::npos)
+        << cmd << ": set up first: " << r.output;
+  }
 }
 
 TEST_F(CliUsage, TrainChecksTheCarbonFileBeforeLoadingData) {

@@ -234,6 +234,54 @@ TEST(SchedPlanner, UnfittableJobsAreReportedNotDropped) {
   }
 }
 
+// A plan with no job scheduled both in it and in the baseline (a window outside the carbon
+// series) reported "0.0 % saved"; its savings are unknown (null in JSON, "unknown" in text) with
+// the reason. The table's power column is the planned power, named so (it was "cap_W").
+TEST(SchedPlanner, SavingsWithoutAComparedJobAreUnknownNotZero) {
+  std::mt19937_64 rng(18);
+  CarbonSeries s = random_series(rng, 48);
+  const UnixTimeS late = s.end_s() + 86400;
+  std::vector<Job> outside = {make_job("outside", 3600, 300, late, late + 7200)};
+  for (Objective ob : {Objective::carbon, Objective::energy}) {
+    PlanOptions o = opts(Strategy::shift);
+    o.objective = ob;
+    Plan p = make_plan(outside, s, o);
+    EXPECT_EQ(p.compared, 0u);
+    EXPECT_FALSE(p.saving_pct());
+    EXPECT_FALSE(p.energy_saving_pct());
+    EXPECT_FALSE(p.objective_saving_pct());
+    EXPECT_NE(p.saving_unknown_reason().find("no job was scheduled both in the plan and in the"),
+              std::string::npos);
+    const auto vs = plan_to_json(p, 0)["total"]["vs_baseline"];
+    EXPECT_TRUE(vs["saving_pct"].is_null()) << vs.dump();
+    EXPECT_TRUE(vs["energy_saving_pct"].is_null()) << vs.dump();
+    EXPECT_TRUE(vs["objective_saving_pct"].is_null()) << vs.dump();
+    EXPECT_EQ(vs["saving_unknown_reason"], p.saving_unknown_reason());
+    const std::string t = plan_table(p, 0);
+    EXPECT_EQ(t.find("0.0 % saved"), std::string::npos) << t;
+    EXPECT_NE(t.find("gCO2e: unknown saved"), std::string::npos) << t;
+    EXPECT_NE(t.find("kWh: unknown saved"), std::string::npos) << t;
+    EXPECT_NE(t.find("saving unknown: no job was scheduled"), std::string::npos) << t;
+  }
+  // one job inside the series: known savings, no reason, the planned power under planned_W
+  const UnixTimeS e = s.start_s + 3600;
+  Plan ok = make_plan({make_job("inside", 3600, 300, e, e + 6 * 3600)}, s, opts(Strategy::shift));
+  ASSERT_EQ(ok.compared, 1u);
+  EXPECT_TRUE(ok.saving_pct() && ok.energy_saving_pct() && ok.objective_saving_pct());
+  EXPECT_EQ(ok.saving_unknown_reason(), "");
+  EXPECT_TRUE(plan_to_json(ok, 0)["total"]["vs_baseline"]["saving_unknown_reason"].is_null());
+  const std::string t = plan_table(ok, 0);
+  EXPECT_EQ(t.find("cap_W"), std::string::npos) << t;
+  const std::size_t col = t.find("planned_W");
+  ASSERT_NE(col, std::string::npos) << t;
+  const std::size_t row = t.find("\ninside");
+  ASSERT_NE(row, std::string::npos) << t;
+  // the row's power sits under the header's column: "300" ends where "planned_W" ends
+  const std::size_t header_start = t.find("\njob") + 1;
+  const std::size_t end_col = col + std::string("planned_W").size() - header_start;
+  EXPECT_EQ(t.substr(row + 1 + end_col - 3, 3), "300") << t;
+}
+
 TEST(SchedPlanner, StrategiesAreOrderedWithoutBudgetAndBestPicksTheLowest) {
   std::mt19937_64 rng(16);
   for (int trial = 0; trial < 20; ++trial) {
@@ -297,7 +345,7 @@ TEST(SchedPlanner, GermanYear2020ShiftingToNextMorningSavesCarbon) {
   std::cout << fmt::format(
       "German 2020, 366 jobs: shift saves {:.2f} % (perfect forecast), {:.2f} % (10 % forecast "
       "error) against arrival ({:.0f} gCO2e)\n",
-      shift.saving_pct(), shift_noisy.saving_pct(), shift.baseline_g_co2e);
+      shift.saving_pct().value(), shift_noisy.saving_pct().value(), shift.baseline_g_co2e);
   expect_within_windows(shift, jobs);
 }
 
@@ -364,12 +412,12 @@ TEST(SchedPlanner, WindowMayOpenBeforeTheNominalStart) {
     EXPECT_NEAR(p.jobs[0].baseline_g_co2e, 125.0, 1e-9);
     EXPECT_EQ(p.jobs[0].runs.front().start_s, s.start_s + 1800) << strategy_name(st);  // 10
     EXPECT_NEAR(p.jobs[0].g_co2e, 5.0, 1e-9);
-    EXPECT_NEAR(p.saving_pct(), 96.0, 1e-9);
+    EXPECT_NEAR(p.saving_pct().value(), 96.0, 1e-9);
     expect_within_windows(p, jobs);
   }
   Plan a = make_plan(jobs, s, opts(Strategy::arrival));
   EXPECT_EQ(a.jobs[0].runs.front().start_s, nominal);
-  EXPECT_NEAR(a.saving_pct(), 0.0, 1e-12);
+  EXPECT_NEAR(a.saving_pct().value(), 0.0, 1e-12);  // known and 0: the same placement
 }
 
 namespace {
@@ -476,8 +524,9 @@ TEST(SchedPlanner, StartAndCapTogetherEqualBruteForce) {
     ASSERT_TRUE(p.shift_only_saving_pct && p.cap_only_saving_pct);
     EXPECT_NEAR(*p.shift_only_saving_pct, 100 * (1 - shift / base), 1e-6) << trial;
     EXPECT_NEAR(*p.cap_only_saving_pct, 100 * (1 - cap / base), 1e-6) << trial;
-    EXPECT_GE(p.saving_pct(), *p.shift_only_saving_pct - 1e-9);
-    EXPECT_GE(p.saving_pct(), *p.cap_only_saving_pct - 1e-9);
+    ASSERT_TRUE(p.saving_pct());
+    EXPECT_GE(*p.saving_pct(), *p.shift_only_saving_pct - 1e-9);
+    EXPECT_GE(*p.saving_pct(), *p.cap_only_saving_pct - 1e-9);
     for (const JobPlan& jp : p.jobs) {
       EXPECT_GT(jp.cap_limit_w, 0);
       EXPECT_NEAR(jp.energy_j, jp.planned_power_w * (jp.runs[0].end_s - jp.runs[0].start_s), 1e-6);
