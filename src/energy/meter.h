@@ -43,7 +43,10 @@ struct MeterOptions {
   std::optional<double> carbon_replay_start_unix_s;
   std::optional<double> cpu_tdp_w;  ///< per-socket TDP (W) for the CPU estimate
   double ram_w_per_gb = 0.375;      ///< W/GB for the memory estimate (CodeCarbon)
-  int pid = 0;  ///< CPU/memory estimate of this process tree (0: the whole machine)
+  /// CPU/memory estimate of this process tree (0: the whole machine). With a pid, RAPL (package,
+  /// DRAM, psys) is listed as machine-wide and neither counted nor locked: the tree's CPU and
+  /// memory are its estimates; GPUs are still read whole.
+  int pid = 0;
   bool use_nvml = true, use_rocm_smi = true, use_rapl = true, use_estimate = true;
   /// GPUs to read, as positions among the visible GPUs of each vendor (0-based, CUDA's
   /// numbering after CUDA_VISIBLE_DEVICES); empty optional: all of them. create() throws
@@ -67,8 +70,12 @@ struct MeterOptions {
   std::string daemon_socket;  ///< empty: $GT_DAEMON_SOCKET or /run/greentrain/serve.sock
 };
 
+/// Why a machine-wide counter (RAPL) is not counted when MeterOptions::pid names a process tree.
+extern const char* const kMachineWideReason;
+
 /// The sensors of this machine a Meter reads directly, as `opt` selects them (NVML, ROCm SMI,
-/// RAPL, and the CPU/memory estimate for domains no counter covers). Throws Error for a
+/// RAPL, and the CPU/memory estimate for domains no counter covers; an estimate of a covered
+/// domain is kept in reserve, SensorInfo::standby). Throws Error for a
 /// GPU position that is not visible (or, with opt.gpus_strict, cannot be read); *flags gets the
 /// meter-wide flags otherwise (GPUs asked for and not measured). Used by Meter::create and by
 /// the daemon (src/serve).
@@ -163,7 +170,10 @@ class Meter {
   static std::unique_ptr<Meter> create(const MeterOptions& opt);
   /// A meter over given sensors (tests, replay, custom setups). Takes the locks of sensors with
   /// a device_key (shared with the other meters of this process) and starts sampling
-  /// (opt.interval_s > 0). `meter_flags` go into every Measurement. `batch`: the sensors' common
+  /// (opt.interval_s > 0); then counts each estimate in reserve (SensorInfo::standby) whose
+  /// domain no counter it can read measures. A counter another process reads, with nothing in
+  /// its stead, makes every window's energy unknown (the reason names it), never a partial sum.
+  /// `meter_flags` go into every Measurement. `batch`: the sensors' common
   /// source (refreshed once a tick), if any.
   Meter(SensorList sensors, const MeterOptions& opt, MeterClock clock = {},
         std::vector<std::string> meter_flags = {}, std::shared_ptr<SensorBatch> batch = nullptr);
@@ -250,6 +260,7 @@ class Meter {
   std::string source_ = "direct";
   std::vector<Slot> slots_;
   std::vector<std::string> meter_flags_;
+  std::vector<std::string> missing_;  // counters another process reads, nothing in their stead
   std::map<std::string, Window> windows_;
   mutable std::mutex mu_;
   double last_t_ = 0, start_mono_s_ = 0, start_unix_s_ = 0;
