@@ -60,7 +60,8 @@ Intervals read_intervals(const fs::path& metrics, const std::vector<int>& starts
   };
   for (const run::MetricsRow& j : rows.rows) {
     const int64_t step = *j.step;
-    if (!is_start(step)) out.tokens_per_s.push_back(j.tokens_per_s.value_or(0.0));
+    // a line without a speed (null) is left out, never a speed of 0
+    if (!is_start(step) && j.tokens_per_s) out.tokens_per_s.push_back(*j.tokens_per_s);
     if (j.energy_interval_tokens) {
       // an unknown interval (null) is NaN here, so the sum below is unknown too
       std::pair<double, double> e{j.energy_j.value_or(NAN), *j.energy_interval_tokens};
@@ -111,7 +112,7 @@ void set_energy(Measured& row, const run::Summary& s, double energy, double toke
 Measured read_row(const fs::path& dir, const std::vector<int>& starts) {
   Measured row;
   const run::Summary s = read_summary(dir / run::file::summary);
-  row.loss = s.last_loss.value_or(0.0);
+  row.loss = s.last_loss.value_or(NAN);  // unknown stays unknown (null in ablation.json)
   row.target = s.target;
   row.val_loss = s.val_loss.value_or(NAN);
   // memory: the first segment's (a fresh start), when rounds resumed it
@@ -124,7 +125,7 @@ Measured read_row(const fs::path& dir, const std::vector<int>& starts) {
   // training steps only: median step speed without the first (primitive creation) step;
   // energy of the logged training intervals (validation is outside them)
   const Intervals iv = read_intervals(dir / run::file::metrics, starts);
-  row.tokens_per_s = median(iv.tokens_per_s);
+  row.tokens_per_s = iv.tokens_per_s.empty() ? NAN : median(iv.tokens_per_s);
   set_energy(row, s, iv.energy_j, iv.tokens);
   row.products_emulated = s.products_emulated;
   if (s.products_emulated.value_or(false))

@@ -17,8 +17,9 @@ namespace gt::ablate {
 
 /// What one row measured, read from its run folder.
 struct Measured {
-  double tokens_per_s = 0;  ///< median step speed without each segment's first step
-  double loss = 0;          ///< the last training loss
+  /// median step speed without each segment's first step; NaN: no step's speed is known
+  double tokens_per_s = NAN;
+  double loss = NAN;  ///< the last training loss; NaN: unknown (summary.json has none)
   std::optional<double> joules_per_token, tokens_per_joule;  ///< empty: energy unknown
   double val_loss = NAN;                                     ///< NaN: no validation
   bool estimated = true;                                     ///< summary.json's energy_estimated

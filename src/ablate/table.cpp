@@ -24,6 +24,9 @@ std::string fmt_or_unknown(std::optional<double> v, const char* spec, int width)
   return fmt::format("{:>{}}", t, width);
 }
 
+// NaN (an unknown figure of Measured) as an empty optional.
+std::optional<double> known(double v) { return std::isnan(v) ? std::nullopt : std::optional(v); }
+
 std::optional<double> ratio_of(std::optional<double> x, std::optional<double> y) {
   if (!x || !y || !(*y > 0)) return std::nullopt;
   return *x / *y;
@@ -77,14 +80,15 @@ std::string TableRow::to_text() const {
           ? 100.0 * ((double)m.peak_rss_bytes - (double)m.planned_bytes) / (double)m.planned_bytes
           : 0.0;
   return fmt::format(
-      "{:<12} {:6d} {:9.0f} {} {} {:>10} {:>10} {:+5.1f}% {:6.3f} {:7.3f} {:7.2f}x {:7.2f}x {} "
+      "{:<12} {:6d} {} {} {} {:>10} {:>10} {:+5.1f}% {} {} {:7.2f}x {:7.2f}x {} "
       "{} {:7.2f}x {:8.2f}x  {}{}\n",
-      plan.name, plan.batch, m.tokens_per_s,
+      plan.name, plan.batch, fmt_or_unknown(known(m.tokens_per_s), "{:.0f}", 9),
       // significant digits: a small J/token is never 0.0000
       fmt_or_unknown(m.joules_per_token, "{:.4g}", 9),
       fmt_or_unknown(m.tokens_per_joule, "{:.4g}", 9), format_bytes(m.peak_rss_bytes),
-      format_bytes(m.planned_bytes), vs_planned, m.loss, m.val_loss, speedup_vs_prev,
-      speedup_vs_baseline, fmt_or_unknown(factor_vs_prev, "{:.2f}x", 9),
+      format_bytes(m.planned_bytes), vs_planned, fmt_or_unknown(known(m.loss), "{:.3f}", 6),
+      fmt_or_unknown(known(m.val_loss), "{:.3f}", 7), speedup_vs_prev, speedup_vs_baseline,
+      fmt_or_unknown(factor_vs_prev, "{:.2f}x", 9),
       fmt_or_unknown(factor_vs_baseline, "{:.2f}x", 9), claimed, claimed_cumulative, m.energy,
       whole_run ? " (whole run)" : "");
 }
@@ -94,13 +98,14 @@ std::string TableRow::to_csv() const {
     return fmt::format("{},,,,,,,,not measured,,,,,,,,,{:.4g},{:.4g},,\n", plan.name, claimed,
                        claimed_cumulative);
   return fmt::format(
-      "{},{},{},{},{},{:.1f},{},{},{},{},{},{:.5f},{:.5f},{:.4f},{:.4f},{},{},{:.4g},{:.4g},{},{}"
+      "{},{},{},{},{},{},{},{},{},{},{},{},{},{:.4f},{:.4f},{},{},{:.4g},{:.4g},{},{}"
       "\n",
-      plan.name, plan.precision, plan.fusion, plan.recompute, plan.batch, m.tokens_per_s,
-      csv_of(m.joules_per_token, "{:.6g}"), csv_of(m.tokens_per_joule, "{:.6g}"), m.energy,
-      m.peak_rss_bytes, m.planned_bytes, m.loss, m.val_loss, speedup_vs_prev, speedup_vs_baseline,
-      csv_of(factor_vs_prev, "{:.4f}"), csv_of(factor_vs_baseline, "{:.4f}"), claimed,
-      claimed_cumulative, m.energy_basis, csv_of(joules_to_target, "{:.6g}"));
+      plan.name, plan.precision, plan.fusion, plan.recompute, plan.batch,
+      csv_of(known(m.tokens_per_s), "{:.1f}"), csv_of(m.joules_per_token, "{:.6g}"),
+      csv_of(m.tokens_per_joule, "{:.6g}"), m.energy, m.peak_rss_bytes, m.planned_bytes,
+      csv_of(known(m.loss), "{:.5f}"), csv_of(known(m.val_loss), "{:.5f}"), speedup_vs_prev,
+      speedup_vs_baseline, csv_of(factor_vs_prev, "{:.4f}"), csv_of(factor_vs_baseline, "{:.4f}"),
+      claimed, claimed_cumulative, m.energy_basis, csv_of(joules_to_target, "{:.6g}"));
 }
 
 nlohmann::ordered_json TableRow::to_json() const {
@@ -117,7 +122,7 @@ nlohmann::ordered_json TableRow::to_json() const {
   o["fusion"] = plan.fusion;
   o["recompute"] = plan.recompute;
   o["micro_batch"] = plan.batch;
-  o["tokens_per_s"] = m.tokens_per_s;
+  o["tokens_per_s"] = json_of(known(m.tokens_per_s));
   o["joules_per_token"] = json_of(m.joules_per_token);
   o["tokens_per_joule"] = json_of(m.tokens_per_joule);
   o["energy"] = m.energy;
@@ -131,9 +136,8 @@ nlohmann::ordered_json TableRow::to_json() const {
     o["products_emulated_reason"] = m.products_emulated_reason;
   o["peak_rss_bytes"] = m.peak_rss_bytes;
   o["planned_bytes"] = m.planned_bytes;
-  o["loss"] = m.loss;
-  o["val_loss"] =
-      std::isnan(m.val_loss) ? nlohmann::ordered_json() : nlohmann::ordered_json(m.val_loss);
+  o["loss"] = json_of(known(m.loss));
+  o["val_loss"] = json_of(known(m.val_loss));
   o["speedup_vs_prev"] = speedup_vs_prev;
   o["speedup_vs_baseline"] = speedup_vs_baseline;
   o["factor_vs_prev"] = json_of(factor_vs_prev);

@@ -64,12 +64,15 @@ struct MeasureArgs {
   double carbon_utc_offset_h = 0;
   std::string carbon_start;
   std::string csv, json;
-  double tdp_w = 0;
+  std::optional<double> tdp_w;  ///< per-socket TDP (W); unset: the CPU model table
   double pue = 1.0;
   std::optional<double> wue;
   bool process = false;
   std::vector<std::string> cmd;
 };
+
+// --tdp's range (W per socket): server CPUs are rated up to about 500 W.
+constexpr double kMinTdpW = 1, kMaxTdpW = 2000;
 
 // The meter's options from the command line: the sampling period, the carbon intensity (a
 // series, a constant or a country's figure), the TDP. Throws gt::Error naming the option.
@@ -97,7 +100,14 @@ gt::energy::MeterOptions meter_options(const MeasureArgs& a) {
   // with a series or a constant, --carbon-region names the country the figure is for
   if (!a.carbon_region.empty() && opt.carbon.origin() != CarbonOrigin::kCountry)
     opt.carbon = opt.carbon.with_country(a.carbon_region, "--carbon-region");
-  if (a.tdp_w > 0) opt.cpu_tdp_w = a.tdp_w;
+  if (a.tdp_w) {
+    if (!(*a.tdp_w >= kMinTdpW && *a.tdp_w <= kMaxTdpW))
+      throw gt::Error(fmt::format(
+          "--tdp {}: expected a CPU TDP per socket in [{}, {}] W (the CPU estimate's full-load "
+          "power is it x the sockets; leave it out to take the CPU model table's)",
+          *a.tdp_w, kMinTdpW, kMaxTdpW));
+    opt.cpu_tdp_w = *a.tdp_w;
+  }
   return opt;
 }
 
@@ -144,6 +154,17 @@ std::string report_text(const MeasureArgs& a, const gt::energy::Measurement& m,
   return r;
 }
 
+// CodeCarbon's tracking_mode from the sensors counted: "process" when a process-tree estimate
+// (--process) measures the CPU or memory, "machine" otherwise.
+std::string tracking_mode(const MeasureArgs& a, const gt::energy::Meter& meter) {
+  if (a.process)
+    for (const auto& s : meter.sensors())
+      if (s.available && s.counted && s.kind == gt::energy::SensorKind::kEstimate &&
+          (s.domain == "cpu" || s.domain == "ram"))
+        return "process";
+  return "machine";
+}
+
 int run_measure(const MeasureArgs& a) {
   using namespace gt::energy;
   if (a.cmd.empty())
@@ -181,7 +202,7 @@ int run_measure(const MeasureArgs& a) {
   run.region = opt.carbon.region();
   run.country_iso_code = m.carbon_country_iso_code;
   run.country_name = m.carbon_country_name;
-  run.tracking_mode = a.process ? "process" : "machine";
+  run.tracking_mode = tracking_mode(a, *meter);
   run.pue = a.pue;
   run.wue = a.wue;
   // The records are written whatever the command did; a record that fails is said, and the
@@ -253,9 +274,12 @@ gt::cli::Registrar reg(40, "measure", [](CLI::App& root) {
   c->add_option("--wue", a->wue,
                 "water usage effectiveness, L/kWh in [0, 100], for the --csv row's "
                 "water_consumed (unset: water unknown, left empty)");
-  c->add_option("--tdp", a->tdp_w, "CPU TDP per socket in W for the estimate (default: table)");
+  c->add_option("--tdp", a->tdp_w,
+                "CPU TDP per socket in W, in [1, 2000], for the CPU estimate (default: the CPU "
+                "model table)");
   c->add_flag("--process", a->process,
-              "estimate CPU/memory of the command's process tree, not the whole machine");
+              "measure the command's process tree: CPU and memory are its estimates (RAPL, "
+              "machine-wide, is listed and not counted); GPUs are read whole");
   c->add_option("cmd", a->cmd, "the command and its arguments, after --")->required();
   c->callback([a] { gt::cli::exit_code() = run_measure(*a); });
 });

@@ -36,7 +36,10 @@ void run_sensors(const std::string& json_path) {
                       {"counted", s.available && s.counted},
                       {"method", s.method},
                       {"reason", s.reason},
-                      {"refresh_period_s", s.refresh_period_s},
+                      // a sensor that was not found has no known period: null (reason above)
+                      {"refresh_period_s", s.available || s.refresh_period_s > 0
+                                               ? nlohmann::json(s.refresh_period_s)
+                                               : nlohmann::json(nullptr)},
                       {"wrap_j", s.wrap_j ? nlohmann::json(*s.wrap_j) : nlohmann::json(nullptr)}});
     gt::cli::write_json_output(json_path, {{"schema", "greentrain.sensors/1"},
                                            {"sensors", list},

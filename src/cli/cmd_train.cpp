@@ -18,6 +18,7 @@
 #include "train/checkpoint.h"
 #include "train/energy_hook.h"
 #include "train/power_limit_policy.h"
+#include "train/resume_plan.h"
 #include "train/run_summary.h"
 #include "train/trainer.h"
 #ifdef GT_HAVE_REPORT
@@ -123,10 +124,12 @@ int run_train(const Args& a, gt::dist::MpiRuntime* mpi) {
                 a.config.c_str());
     resume = false;
   }
+  int64_t checkpoint_step = -1;
   if (resume) {
     if (out.empty()) throw gt::UsageError("--resume needs --out RUN_DIR (the run to continue)");
     gt::CheckpointState st = gt::load_checkpoint_state(out);
     gt::load_config_string(st.config_toml, gt::checkpoint_dir(out) + "/state.json", cfg);
+    checkpoint_step = st.step;
     if (!a.config.empty() && rank == 0)
       std::printf(
           "greentrain train: %s holds a checkpoint: %s is not read; the checkpoint's "
@@ -149,6 +152,19 @@ int run_train(const Args& a, gt::dist::MpiRuntime* mpi) {
   if (!a.data.empty()) cfg.data_path = a.data;
   if (!a.init_from.empty()) cfg.init_from = a.init_from;
   cfg.validate();
+  if (resume) {
+    // before anything is loaded or written: a max_steps below the checkpoint is an error; at
+    // it, the run is complete and its results (summary.json, report.html) stay as they are
+    gt::check_resume_steps(cfg.max_steps, checkpoint_step, out);
+    if (cfg.max_steps == checkpoint_step) {
+      std::printf(
+          "greentrain train: %s is at step %lld = train.max_steps: nothing to train (its "
+          "summary.json and report.html are kept); raise train.max_steps (--set "
+          "train.max_steps=N) to train on\n",
+          out.c_str(), (long long)checkpoint_step);
+      return 0;
+    }
+  }
   // Every input is checked before the data is loaded (which may take minutes): the carbon
   // file is read here, with the meter's other options.
   const gt::energy::MeterOptions meter_opt = gt::meter_options(cfg);

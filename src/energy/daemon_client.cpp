@@ -405,7 +405,14 @@ std::optional<DaemonSensors> daemon_sensors(const MeterOptions& opt, std::string
   }
   for (const auto& s : all) {
     if (opt.use_rocm_smi && (starts_with(s.device_key, "rocm-") || s.name == "rocm-smi")) add(s);
-    if (opt.use_rapl && starts_with(s.name, "rapl")) add(s);
+    if (opt.use_rapl && starts_with(s.name, "rapl")) {
+      SensorInfo i = s;
+      if (opt.pid != 0 && i.available && i.counted) {  // the process tree's are estimates
+        i.counted = false;
+        i.reason = kMachineWideReason;
+      }
+      add(i);
+    }
     if (opt.use_estimate && opt.pid == 0 && s.domain != "gpu" && !starts_with(s.name, "rapl") &&
         s.kind == SensorKind::kEstimate)
       add(s);

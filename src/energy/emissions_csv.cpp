@@ -15,6 +15,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <mutex>
 #include <random>
 
@@ -202,7 +203,20 @@ std::vector<std::string> codecarbon_fields(const Measurement& m, const RunInfo& 
   const double d = m.duration_s;
   const bool known = m.known_energy_j().has_value();
   // Unknown is an empty field, never 0 (CodeCarbon's readers take an empty field as missing).
-  auto w = [d, known](double j) { return known && d > 0 ? num(j / d) : std::string(); };
+  // A power is that of the window's domains of a kind: undefined (empty) when any of them has
+  // no average power (a window shorter than its sensor's refresh period, flagged); 0 W when the
+  // machine has no such domain (no GPU), as CodeCarbon writes it.
+  auto w = [&m, d, known](std::initializer_list<const char*> kinds) {
+    if (!known || !(d > 0)) return std::string();
+    double watts = 0;
+    for (const auto& x : m.domains)
+      for (const char* k : kinds)
+        if (x.domain == k) {
+          if (!x.avg_power_w) return std::string();
+          watts += *x.avg_power_w;
+        }
+    return num(watts);
+  };
   auto e = [known, p, kwh](double j) { return known ? num(j * p * kwh) : std::string(); };
   std::time_t t = static_cast<std::time_t>(m.start_unix_s + m.duration_s);
   char ts[32];
@@ -228,9 +242,9 @@ std::vector<std::string> codecarbon_fields(const Measurement& m, const RunInfo& 
                                 num(d),
                                 known ? num(kg) : std::string(),
                                 known && d > 0 ? num(kg / d) : std::string(),
-                                w(cpu_j),
-                                w(gpu_j),
-                                w(ram_j),
+                                w({"cpu", "psys"}),
+                                w({"gpu"}),
+                                w({"ram"}),
                                 e(cpu_j),
                                 e(gpu_j),
                                 e(ram_j),

@@ -46,7 +46,10 @@ const std::vector<std::string>& codecarbon_columns();
 
 /// The row's fields for `m`, one per codecarbon_columns() entry, unquoted. When the energy is
 /// unknown its energy, power, water and emissions fields are empty (never 0) and energy_flags
-/// starts with "energy unknown: <reason>". The utilization and ram_used_gb columns are empty
+/// starts with "energy unknown: <reason>". cpu_power, gpu_power and ram_power (W) are the sum of
+/// their domains' avg_power_w: empty when one of them has none (window shorter than the
+/// sensor's refresh period, said in energy_flags), 0 when the machine has no such domain
+/// (CodeCarbon's 0 W for no GPU). The utilization and ram_used_gb columns are empty
 /// (greentrain does not sample them). Throws Error from check_run_info.
 std::vector<std::string> codecarbon_fields(const Measurement& m, const RunInfo& run);
 

@@ -27,7 +27,9 @@ nlohmann::json to_json(const Measurement& m) {
   j["energy_j"] = known ? json(m.energy_j) : json(nullptr);
   if (!known) j["energy_unknown_reason"] = m.energy_unknown_reason;
   j["avg_power_w"] = m.avg_power_w ? json(*m.avg_power_w) : json(nullptr);
-  j["peak_power_w"] = known ? json(m.peak_power_w) : json(nullptr);
+  // the peak is of intervals at least as long as the sensors' refresh period: undefined (null)
+  // whenever the average is
+  j["peak_power_w"] = known && m.avg_power_w ? json(m.peak_power_w) : json(nullptr);
   j["g_co2e"] = known ? json(m.g_co2e) : json(nullptr);
   j["carbon_source"] = shown_bytes(m.carbon_source);  // may name a CSV: any bytes
   j["carbon_origin"] = m.carbon_origin;
@@ -45,7 +47,7 @@ nlohmann::json to_json(const Measurement& m) {
                             {"energy_j", d.energy_j},
                             {"g_co2e", d.g_co2e},
                             {"avg_power_w", d.avg_power_w ? json(*d.avg_power_w) : json(nullptr)},
-                            {"peak_power_w", d.peak_power_w},
+                            {"peak_power_w", d.avg_power_w ? json(d.peak_power_w) : json(nullptr)},
                             {"wraps", d.wraps},
                             {"untrusted_s", d.untrusted_s},
                             {"incomplete", d.incomplete},

@@ -17,6 +17,10 @@
 
 namespace gt::energy {
 
+const char* const kMachineWideReason =
+    "machine-wide: it measures every process of the package, not the measured process tree "
+    "(MeterOptions::pid, --process), whose CPU and memory estimates are counted instead";
+
 double Measurement::energy_j_of(const std::string& domain) const {
   double e = 0;
   for (auto& d : domains)
@@ -41,6 +45,40 @@ namespace {
 bool is_vendor_placeholder(const SensorList& l) {
   return l.size() == 1 && !l[0]->info().available &&
          l[0]->info().name.find(':') == std::string::npos;
+}
+
+// A sensor shown and counted under another description (counted, reason, standby): the
+// same readings.
+class RelabelledSensor : public Sensor {
+ public:
+  RelabelledSensor(std::unique_ptr<Sensor> inner, SensorInfo info)
+      : inner_(std::move(inner)), info_(std::move(info)) {}
+  const SensorInfo& info() const override { return info_; }
+  Reading read(double now_s) override { return inner_->read(now_s); }
+
+ private:
+  std::unique_ptr<Sensor> inner_;
+  SensorInfo info_;
+};
+
+std::unique_ptr<Sensor> relabel(std::unique_ptr<Sensor> s, bool counted, const std::string& reason,
+                                bool standby) {
+  SensorInfo i = s->info();
+  i.counted = counted;
+  i.reason = reason;
+  i.standby = standby;
+  return std::make_unique<RelabelledSensor>(std::move(s), std::move(i));
+}
+
+// The domains a counted, readable counter measures (psys: cpu and ram too); GPUs apart.
+std::set<std::string> covered_domains(const std::vector<const SensorInfo*>& counted) {
+  std::set<std::string> covered;
+  for (const SensorInfo* i : counted)
+    if (i->domain != "gpu") {
+      covered.insert(i->domain);
+      if (i->domain == "psys") covered.insert({"cpu", "ram"});
+    }
+  return covered;
 }
 
 std::string gpu_list_text(const std::vector<int>& g) {
@@ -114,29 +152,33 @@ SensorList detect_sensors(const MeterOptions& opt, std::vector<std::string>* fla
         fmt::format("gpus {} asked for but not measured: {}; their energy is not in these figures",
                     gpu_list_text(*opt.gpus), why));
   }
-  if (opt.use_rapl) take(detect_rapl(opt.powercap_root));
-  if (opt.use_estimate) {
-    std::set<std::string> covered;  // domains a counted, readable counter measures
-    for (auto& s : all) {
-      const auto& i = s->info();
-      if (i.available && i.counted && i.domain != "gpu") {
-        covered.insert(i.domain);
-        if (i.domain == "psys") covered.insert({"cpu", "ram"});
-      }
+  if (opt.use_rapl) {
+    for (auto& s : detect_rapl(opt.powercap_root)) {
+      // A process tree's figures are its CPU/memory estimates: RAPL measures every process of
+      // the package, so it is listed and neither counted nor locked.
+      const SensorInfo& i = s->info();
+      if (opt.pid != 0 && i.available && i.counted)
+        s = relabel(std::move(s), false, kMachineWideReason, false);
+      all.push_back(std::move(s));
     }
+  }
+  if (opt.use_estimate) {
+    std::vector<const SensorInfo*> counted;
+    for (auto& s : all)
+      if (s->info().available && s->info().counted) counted.push_back(&s->info());
+    const std::set<std::string> covered = covered_domains(counted);
     CpuEstimateOptions eo;
     eo.tdp_w = opt.cpu_tdp_w;
     eo.ram_w_per_gb = opt.ram_w_per_gb;
     eo.pid = opt.pid;
     for (auto& s : make_cpu_estimate(eo)) {
-      if (covered.count(s->info().domain)) {
-        SensorInfo i = s->info();
-        i.counted = false;
-        i.reason = "a RAPL counter measures this domain";
-        all.push_back(std::make_unique<UnavailableSensor>(i));
-      } else {
-        all.push_back(std::move(s));
-      }
+      // kept in reserve: counted when the counter turns out to be another process's (Meter)
+      if (covered.count(s->info().domain) && s->info().available)
+        s = relabel(std::move(s), false,
+                    "a RAPL counter measures this domain (this estimate is counted instead if "
+                    "another process is the counter's reader)",
+                    true);
+      all.push_back(std::move(s));
     }
   }
   if (flags) *flags = std::move(meter_flags);
@@ -202,11 +244,41 @@ Meter::Meter(SensorList sensors, const MeterOptions& opt, MeterClock clock,
       }
     }
     slot.active = slot.info.available && slot.info.counted;
-    if (slot.active)
-      slot.acc = std::make_unique<Accumulator>(slot.info.kind, slot.info.wrap_j,
-                                               opt_.max_plausible_power_w);
     slots_.push_back(std::move(slot));
   }
+  // What is counted is decided now that the locks are taken: an estimate in reserve counts for
+  // a domain whose counters another process reads.
+  std::vector<const SensorInfo*> counted;
+  for (const Slot& s : slots_)
+    if (s.active) counted.push_back(&s.info);
+  const std::set<std::string> covered = covered_domains(counted);
+  std::set<std::string> replaced;  // domains an estimate in reserve now measures
+  for (Slot& s : slots_) {
+    if (!s.info.standby || !s.info.available || s.active || covered.count(s.info.domain)) continue;
+    s.active = s.info.counted = true;
+    s.info.standby = false;
+    s.info.reason.clear();
+    replaced.insert(s.info.domain);
+    std::string who;
+    for (const Slot& o : slots_)
+      if (o.not_reader && (o.info.domain == s.info.domain || o.info.domain == "psys"))
+        who += (who.empty() ? "" : ", ") + o.info.name;
+    meter_flags_.push_back(fmt::format(
+        "{} counted (estimated): the counter of its domain ({}) is read by another process",
+        s.info.name, who.empty() ? "none readable" : who));
+  }
+  // A counter this process cannot read and nothing else measures: the total would leave its
+  // domain out, so every window's energy is unknown (end_window), never a partial sum.
+  for (const Slot& s : slots_) {
+    if (!s.not_reader) continue;
+    const bool instead = s.info.domain == "psys"
+                             ? replaced.count("cpu") && replaced.count("ram")
+                             : s.info.domain != "gpu" && replaced.count(s.info.domain);
+    if (!instead) missing_.push_back(s.info.name);
+  }
+  for (Slot& s : slots_)
+    if (s.active)
+      s.acc = std::make_unique<Accumulator>(s.info.kind, s.info.wrap_j, opt_.max_plausible_power_w);
   start_mono_s_ = clock_.mono_s();
   start_unix_s_ = clock_.unix_s();
   {
@@ -500,7 +572,23 @@ Measurement Meter::end_window(const std::string& name) {
     methods.push_back(s.info.name + ": " + s.info.method);
     m.domains.push_back(std::move(d));
   }
-  if (m.domains.empty()) {
+  if (!missing_.empty() && !m.domains.empty()) {
+    // unknown, never a partial sum presented as the whole (the domains read are in the flags)
+    std::string read, miss;
+    for (auto& d : m.domains) read += (read.empty() ? "" : ", ") + d.sensor;
+    for (auto& n : missing_) miss += (miss.empty() ? "" : ", ") + n;
+    m.energy_unknown_reason = fmt::format(
+        "{} cannot be read by this process (another process is the reader) and nothing else "
+        "measures its domain: the {:.6g} J of {} is not the whole",
+        miss, m.energy_j, read);
+    m.flags.push_back("energy unknown: " + m.energy_unknown_reason);
+    m.domains.clear();
+    m.energy_j = 0;
+    m.g_co2e = 0;
+    m.estimated = false;
+    m.method.clear();
+    methods.clear();
+  } else if (m.domains.empty()) {
     std::string why;
     for (const Slot& s : slots_)
       if (!s.active && !s.info.reason.empty())

@@ -43,7 +43,10 @@ struct MeterOptions {
   std::optional<double> carbon_replay_start_unix_s;
   std::optional<double> cpu_tdp_w;  ///< per-socket TDP (W) for the CPU estimate
   double ram_w_per_gb = 0.375;      ///< W/GiB for the memory estimate (CodeCarbon)
-  int pid = 0;  ///< CPU/memory estimate of this process tree (0: the whole machine)
+  /// CPU/memory estimate of this process tree (0: the whole machine). With a pid, RAPL (package,
+  /// DRAM, psys) is listed as machine-wide and neither counted nor locked: the tree's CPU and
+  /// memory are its estimates; GPUs are still read whole.
+  int pid = 0;
   bool use_nvml = true, use_rocm_smi = true, use_rapl = true, use_estimate = true;
   /// GPUs to read, as positions among the visible GPUs of each vendor (0-based, CUDA's
   /// numbering after CUDA_VISIBLE_DEVICES); empty optional: all of them. create() throws
@@ -68,8 +71,12 @@ struct MeterOptions {
   std::string daemon_socket;  ///< empty: $GT_DAEMON_SOCKET or /run/greentrain/serve.sock
 };
 
+/// Why a machine-wide counter (RAPL) is not counted when MeterOptions::pid names a process tree.
+extern const char* const kMachineWideReason;
+
 /// The sensors of this machine a Meter reads directly, as `opt` selects them (NVML, ROCm SMI,
-/// RAPL, and the CPU/memory estimate for domains no counter covers). Throws Error for a
+/// RAPL, and the CPU/memory estimate for domains no counter covers; an estimate of a covered
+/// domain is kept in reserve, SensorInfo::standby). Throws Error for a
 /// GPU position that is not visible (or, with opt.gpus_strict, cannot be read); *flags gets the
 /// meter-wide flags otherwise (GPUs asked for and not measured). Used by Meter::create and by
 /// the daemon (src/serve).
@@ -85,21 +92,25 @@ struct DomainMeasurement {
   double energy_j = 0;     ///< >= 0 (J); includes filled intervals (see flags)
   double g_co2e = 0;       ///< this domain's carbon (gCO2e), its energy integrated per interval
   std::optional<double> avg_power_w;  ///< energy_j / duration_s; empty if shorter than refresh
-  double peak_power_w = 0;            ///< highest interval power (W), intervals >= refresh
-  int wraps = 0;                      ///< counter wraps corrected inside the window
-  double untrusted_s = 0;             ///< seconds whose energy is a fill, not a reading
-  bool incomplete = false;            ///< some seconds had no trusted power at all (not in J)
-  std::vector<std::string> flags;     ///< human-readable, one per odd case
+  /// highest interval power (W), intervals >= refresh; defined only when avg_power_w is (0
+  /// otherwise: never report it then, to_json writes null)
+  double peak_power_w = 0;
+  int wraps = 0;                   ///< counter wraps corrected inside the window
+  double untrusted_s = 0;          ///< seconds whose energy is a fill, not a reading
+  bool incomplete = false;         ///< some seconds had no trusted power at all (not in J)
+  std::vector<std::string> flags;  ///< human-readable, one per odd case
 };
 
 /// One measured window. Energies in J, powers in W, carbon in gCO2e.
 struct Measurement {
   std::string name;
-  double start_unix_s = 0;                 ///< wall clock at begin_window (s since 1970 UTC)
-  double duration_s = 0;                   ///< meter clock (monotonic) seconds
-  double energy_j = 0;                     ///< total over counted domains (J)
-  std::optional<double> avg_power_w;       ///< energy_j / duration_s; empty when undefined
-  double peak_power_w = 0;                 ///< highest total power over sampling intervals (W)
+  double start_unix_s = 0;            ///< wall clock at begin_window (s since 1970 UTC)
+  double duration_s = 0;              ///< meter clock (monotonic) seconds
+  double energy_j = 0;                ///< total over counted domains (J)
+  std::optional<double> avg_power_w;  ///< energy_j / duration_s; empty when undefined
+  /// highest total power over sampling intervals (W); defined only when avg_power_w is (0
+  /// otherwise: never report it then, to_json writes null)
+  double peak_power_w = 0;
   double g_co2e = 0;                       ///< carbon (gCO2e), integrated per interval
   bool estimated = false;                  ///< any counted figure is an estimate
   std::vector<DomainMeasurement> domains;  ///< counted sensors only
@@ -160,7 +171,10 @@ class Meter {
   static std::unique_ptr<Meter> create(const MeterOptions& opt);
   /// A meter over given sensors (tests, replay, custom setups). Takes the locks of sensors with
   /// a device_key (shared with the other meters of this process) and starts sampling
-  /// (opt.interval_s > 0). `meter_flags` go into every Measurement. `batch`: the sensors' common
+  /// (opt.interval_s > 0); then counts each estimate in reserve (SensorInfo::standby) whose
+  /// domain no counter it can read measures. A counter another process reads, with nothing in
+  /// its stead, makes every window's energy unknown (the reason names it), never a partial sum.
+  /// `meter_flags` go into every Measurement. `batch`: the sensors' common
   /// source (refreshed once a tick), if any.
   Meter(SensorList sensors, const MeterOptions& opt, MeterClock clock = {},
         std::vector<std::string> meter_flags = {}, std::shared_ptr<SensorBatch> batch = nullptr);
@@ -252,6 +266,7 @@ class Meter {
   std::string source_ = "direct";
   std::vector<Slot> slots_;
   std::vector<std::string> meter_flags_;
+  std::vector<std::string> missing_;  // counters another process reads, nothing in their stead
   std::map<std::string, Window> windows_;
   mutable std::mutex mu_;
   double last_t_ = 0, start_mono_s_ = 0, start_unix_s_ = 0;

@@ -45,6 +45,10 @@ struct SensorInfo {
   std::string method;            ///< how the number is produced, in words
   double refresh_period_s = 0;   ///< the hardware updates its value this often (s)
   std::optional<double> wrap_j;  ///< a counter wraps to 0 after this many J (RAPL range)
+  /// An estimate left out (counted = false) because a counter measures its domain, kept in
+  /// reserve: the Meter counts it instead when, after taking the device locks, no counter of
+  /// its domain can be read by this process (another process is their reader).
+  bool standby = false;
 };
 
 /// One raw reading. A counter fills energy_j (cumulative, may wrap); a gauge or an estimate

@@ -120,6 +120,28 @@ std::string summary_table(const std::vector<RunData>& runs) {
       continue;
     }
     const run::Summary& s = *r.summary;
+    // A resumed run's figures are the whole run's (run_totals, every session added up; unknown
+    // in one session: unknown); a summary without run_totals has its session's only, said so.
+    std::optional<double> tokens =
+        s.tokens ? std::optional<double>(double(*s.tokens)) : std::nullopt;
+    std::optional<double> seconds = s.duration_s, energy = s.energy_j, g = s.g_co2e;
+    std::optional<double> per_s = s.tokens_per_s, per_token = s.joules_per_token;
+    std::string scope;
+    if (s.run_totals) {
+      const run::RunTotals& t = *s.run_totals;
+      tokens = t.tokens ? std::optional<double>(double(*t.tokens)) : std::nullopt;
+      seconds = t.duration_s;
+      energy = t.energy_j;
+      g = t.g_co2e;
+      per_s = tokens && seconds && *seconds > 0 ? std::optional<double>(*tokens / *seconds)
+                                                : std::nullopt;
+      per_token =
+          tokens && energy && *tokens > 0 ? std::optional<double>(*energy / *tokens) : std::nullopt;
+      if (t.sessions.value_or(1) > 1)
+        scope = fmt::format("<br><small>whole run: {} sessions</small>", *t.sessions);
+    } else if (s.session_start_step.value_or(0) > 0) {
+      scope = "<br><small>last session only (no run_totals)</small>";
+    }
     const bool est = s.energy_estimated.value_or(false);
     std::string method = s.energy_j
                              ? (est ? "<b>ESTIMATED</b>" : "measured")
@@ -128,14 +150,16 @@ std::string summary_table(const std::vector<RunData>& runs) {
     if (s.energy_method) method += "<br><small>" + esc(*s.energy_method) + "</small>";
     // kWh, the unit of CodeCarbon's emissions.csv and of electricity bills (1 kWh = 3.6e6 J)
     const std::string kwh =
-        fnum(s.energy_j ? std::optional<double>(*s.energy_j / 3.6e6) : std::nullopt, "{:.4g}");
+        fnum(energy ? std::optional<double>(*energy / 3.6e6) : std::nullopt, "{:.4g}");
+    // the estimate's label on every figure made from the estimated joules
+    const char* e = est && energy ? " (est.)" : "";
+    h.insert(h.size() - 5, scope);  // under the run's name
     h += fmt::format(
-        "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}{}</td><td>{}{}</td><td>{}</td>"
-        "<td>{}</td><td>{}</td><td>{}</td></tr>\n",
-        fnum(s.step, "{:.0f}"), fnum(s.tokens, "{:.0f}"), fnum(s.duration_s, "{:.1f}"),
-        fnum(s.tokens_per_s, "{:.0f}"), fnum(s.energy_j, "{:.4g}"), est ? " (est.)" : "", kwh,
-        est ? " (est.)" : "", fnum(s.joules_per_token, "{:.3g}"), fnum(s.g_co2e, "{:.3g}"),
-        fnum(s.val_loss, "{:.4f}"), method);
+        "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}{}</td><td>{}{}</td><td>{}{}</td>"
+        "<td>{}{}</td><td>{}</td><td>{}</td></tr>\n",
+        fnum(s.step, "{:.0f}"), fnum(tokens, "{:.0f}"), fnum(seconds, "{:.1f}"),
+        fnum(per_s, "{:.0f}"), fnum(energy, "{:.4g}"), e, kwh, e, fnum(per_token, "{:.3g}"),
+        per_token ? e : "", fnum(g, "{:.3g}"), g ? e : "", fnum(s.val_loss, "{:.4f}"), method);
   }
   return h + "</table>\n";
 }

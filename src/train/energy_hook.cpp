@@ -50,8 +50,21 @@ void add_energy_fields(const energy::Measurement& m, double tokens, nlohmann::js
   record[key::gpu_energy_j] = gpu_counted ? nlohmann::json(gpu_j) : nlohmann::json();
   record[key::gpu_joules_per_token] =
       gpu_counted ? json_or_null(energy::joules_per_token(gpu_j, tokens)) : nlohmann::json();
+  if (!gpu_counted) {
+    bool gpu_missing = false;  // the run's GPU was asked for and could not be read
+    for (const auto& f : m.flags)
+      gpu_missing = gpu_missing || f.find("asked for but not measured") != std::string::npos;
+    record[key::gpu_energy_unknown_reason] =
+        gpu_missing ? "the GPU of train.device could not be read (energy_flags say why)"
+        : known     ? "no GPU energy counter (NVML, ROCm SMI) is read for this run: train.device "
+                      "uses no GPU (a CPU run)"
+                    : "no sensor could be read (energy_unknown_reason)";
+  }
   record[key::energy_estimated] = m.estimated;
   if (!known) record[key::energy_unknown_reason] = m.energy_unknown_reason;
+  if (known && !(tokens > 0))
+    record[key::efficiency_unknown_reason] =
+        "no token was trained in this window: the per-token and per-joule figures are unknown";
   if (!m.flags.empty()) record[key::energy_flags] = m.flags;
 }
 
@@ -202,10 +215,14 @@ void EnergyHook::finish(nlohmann::json& summary) {
   summary[key::energy_unknown] = !m.known_energy_j();  // never a silent 0
   add_energy_fields(m, static_cast<double>(run_tokens_), summary);
   const auto known = m.known_energy_j();
-  summary[key::tokens_per_joule] =
-      known ? json_or_null(energy::tokens_per_joule(run_tokens_, *known)) : nlohmann::json();
-  summary[key::gflops_per_watt] =
-      known ? json_or_null(energy::gflops_per_watt(run_flops_, *known)) : nlohmann::json();
+  // no step ran: no token and no FLOP per joule to speak of (unknown, not 0)
+  const bool trained = run_tokens_ > 0;
+  summary[key::tokens_per_joule] = known && trained
+                                       ? json_or_null(energy::tokens_per_joule(run_tokens_, *known))
+                                       : nlohmann::json();
+  summary[key::gflops_per_watt] = known && trained
+                                      ? json_or_null(energy::gflops_per_watt(run_flops_, *known))
+                                      : nlohmann::json();
   summary[key::energy_method] = m.method;
   summary[key::energy] = energy::to_json(m);
   energy::RunInfo info;

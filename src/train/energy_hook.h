@@ -24,8 +24,10 @@ nlohmann::json json_or_null(std::optional<double> v);
 
 /// Adds one measurement's energy fields to a metrics.jsonl line or summary.json: energy_j (J),
 /// power_w (W), joules_per_token (J/token over `tokens`), g_co2e (gCO2e), energy_estimated, and
-/// when they apply energy_unknown_reason and energy_flags. Unknown or undefined figures are
-/// null, never 0.
+/// when they apply energy_unknown_reason and energy_flags; gpu_energy_j and gpu_joules_per_token
+/// (GPU counters only) with gpu_energy_unknown_reason when no GPU counter was read; and
+/// efficiency_unknown_reason when the energy is known but `tokens` is 0. Unknown or undefined
+/// figures are null, never 0, with their reason.
 void add_energy_fields(const energy::Measurement& m, double tokens, nlohmann::json& record);
 
 /// Refresh periods a logged energy interval spans at least: a counter that moves once a

@@ -7,11 +7,21 @@
 
 namespace gt {
 
+void check_resume_steps(int64_t max_steps, int64_t checkpoint_step, const std::string& run_dir) {
+  if (max_steps >= checkpoint_step) return;
+  throw Error(fmt::format(
+      "train.max_steps = {} is below the checkpoint's step {} in {}: resuming would train no "
+      "step; expected train.max_steps above {} (--set train.max_steps=N) to train on, or --out "
+      "elsewhere for a new run (nothing was written)",
+      max_steps, checkpoint_step, run_dir, checkpoint_step));
+}
+
 ResumePlan plan_resume(TrainConfig& cfg, const std::string& run_dir, bool resume, int world,
                        FILE* log, bool allow_data_change) {
   ResumePlan plan;
   if (!resume) return plan;
   plan.state = load_checkpoint_state(run_dir);
+  check_resume_steps(cfg.max_steps, plan.state->step, run_dir);
   load_config_string(plan.state->config_toml, checkpoint_dir(run_dir) + "/state.json", plan.saved);
   // another number of ranks: the same global batch (micro-batches x accumulation x ranks)
   if (plan.state->world_size != world && cfg.grad_accum_steps == plan.saved.grad_accum_steps) {

@@ -24,12 +24,17 @@ struct ResumePlan {
   std::string data_note;
 };
 
+/// Throws gt::Error naming train.max_steps, the checkpoint's step and run_dir when max_steps is
+/// below checkpoint_step (resuming would train no step and overwrite the run's results).
+void check_resume_steps(int64_t max_steps, int64_t checkpoint_step, const std::string& run_dir);
+
 /// Reads run_dir's checkpoint record when `resume` and reconciles cfg (this run's
 /// configuration) with it: on another number of ranks (world) train.grad_accum_steps is
 /// rescaled to keep the global batch when it was left as the checkpoint's (gt::Error when the
 /// micro-batches cannot be shared evenly); each changed policy (device, precision, fusion,
 /// recompute, rounding, batch) is noted to log (nullptr: silent). Another tokenizer is a
-/// gt::Error naming both unless allow_data_change. Throws gt::Error for an unreadable checkpoint.
+/// gt::Error naming both unless allow_data_change. Throws gt::Error for an unreadable checkpoint
+/// and from check_resume_steps.
 ResumePlan plan_resume(TrainConfig& cfg, const std::string& run_dir, bool resume, int world,
                        FILE* log, bool allow_data_change);
 

@@ -26,8 +26,11 @@ namespace key = run::key;
 using run::previous_session;
 
 // summary.json's "target": what it took to first reach train.target_loss, or why it was not
+// the run's target seconds are wall time: earlier sessions' wall_s (whole) plus this session's
+// from its start (session_start) to the end of the evaluation that reached the target
 nlohmann::ordered_json target_json(const TrainConfig& c, const RunResult& r,
-                                   const std::optional<nlohmann::json>& prev_session) {
+                                   const std::optional<nlohmann::json>& prev_session,
+                                   std::chrono::steady_clock::time_point session_start) {
   // reached in an earlier session of this run: that session's record stands
   if (prev_session && prev_session->contains(key::target) &&
       (*prev_session)[key::target].value(key::reached, false))
@@ -70,7 +73,10 @@ nlohmann::ordered_json target_json(const TrainConfig& c, const RunResult& r,
   };
   t[key::step] = h.step;
   t[key::tokens] = h.tokens + (prev_session ? before.value(key::tokens, int64_t(0)) : 0);
-  t[key::seconds] = plus(key::duration_s, h.seconds);
+  t[key::seconds] = plus(key::wall_s, std::chrono::duration<double>(h.at - session_start).count());
+  if (!t[key::seconds].is_number())
+    t[key::seconds_unknown_reason] =
+        "an earlier session's wall time is unknown (its summary.json has no wall_s)";
   t[key::energy_j] = plus(key::energy_j, h.energy.value(key::energy_j, nlohmann::json()));
   t[key::g_co2e] = plus(key::g_co2e, h.energy.value(key::g_co2e, nlohmann::json()));
   t[key::val_loss] = h.val_loss;
@@ -82,7 +88,9 @@ nlohmann::ordered_json target_json(const TrainConfig& c, const RunResult& r,
                                         ? std::string("no energy meter ran")
                                         : std::string("an earlier session's energy is unknown");
   t[key::stopped_at_target] = r.stopped_at_target;
-  t[key::seconds_basis] = "wall time of the run up to the evaluation that reached the target";
+  t[key::seconds_basis] =
+      "wall time of the run's sessions (loading, steps, evaluations, checkpoints; earlier "
+      "sessions whole) up to the end of the evaluation that reached the target";
   return t;
 }
 
@@ -111,7 +119,13 @@ void RunSummaryWriter::finish(const RunResult& r) {
   // the session's wall time: loading, steps, evaluations, checkpoints (what a scheduler plans)
   s[key::wall_s] =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - session_start_).count();
-  s[key::tokens_per_s] = r.train_time_s > 0 ? r.tokens / r.train_time_s : 0.0;
+  // no step ran (a run stopped before its first): the speed is unknown, not 0
+  if (r.tokens > 0 && r.train_time_s > 0) {
+    s[key::tokens_per_s] = r.tokens / r.train_time_s;
+  } else {
+    s[key::tokens_per_s] = nlohmann::ordered_json();
+    s[key::tokens_per_s_unknown_reason] = "no step ran in this session";
+  }
   // median step time is robust to the first (warm-up) step and to noise
   if (!r.losses.empty()) {
     s[key::flops_per_token] = gpt_flops_per_token(c.model, c.model.block_size);
@@ -171,12 +185,13 @@ void RunSummaryWriter::finish(const RunResult& r) {
                     : "");
   const size_t planned = mem.total() + trainer_.runtime_bytes(), peak = peak_rss_bytes();
   std::printf(
-      "trained %lld steps (%lld tokens) in %.1f s: %.0f tokens/s; peak memory %s (planned %s = "
+      "trained %lld steps (%lld tokens) in %.1f s: %s tokens/s; peak memory %s (planned %s = "
       "arenas %s + runtime before allocation %s; peak %+.1f %%; loading the data peaked at "
       "%s)\n",
       (long long)r.losses.size(), (long long)r.tokens, r.train_time_s,
-      r.train_time_s > 0 ? r.tokens / r.train_time_s : 0.0, format_bytes(peak).c_str(),
-      format_bytes(planned).c_str(), format_bytes(mem.total()).c_str(),
+      r.tokens > 0 && r.train_time_s > 0 ? fmt::format("{:.0f}", r.tokens / r.train_time_s).c_str()
+                                         : "unknown (no step ran)",
+      format_bytes(peak).c_str(), format_bytes(planned).c_str(), format_bytes(mem.total()).c_str(),
       format_bytes(trainer_.runtime_bytes()).c_str(),
       planned ? 100.0 * ((double)peak - (double)planned) / (double)planned : 0.0,
       format_bytes(trainer_.load_peak_bytes()).c_str());
@@ -245,7 +260,7 @@ void RunSummaryWriter::finish(const RunResult& r) {
   }
   s[key::run_totals] = totals;
   if (c.target_loss > 0) {
-    const auto t = target_json(c, r, prev_session);
+    const auto t = target_json(c, r, prev_session, session_start_);
     auto num = [](const nlohmann::ordered_json& v, const char* spec) {
       return v.is_number() ? fmt::format(fmt::runtime(spec), v.get<double>()) : "unknown";
     };

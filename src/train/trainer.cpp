@@ -472,7 +472,8 @@ void Trainer::evaluate_step(StepReport& rep, RunResult& r,
     TargetHit hit;
     hit.step = step_;
     hit.tokens = r.tokens;
-    hit.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_t0).count();
+    hit.at = std::chrono::steady_clock::now();
+    hit.seconds = std::chrono::duration<double>(hit.at - run_t0).count();
     hit.val_loss = *rep.val_loss;
     if (observer_) observer_->target_reached(step_, hit.energy);
     rep.target_loss = cfg_.target_loss;

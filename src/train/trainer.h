@@ -60,10 +60,11 @@ double learning_rate_at(const TrainConfig& cfg, int64_t it);
 /// When this process first saw the validation loss reach train.target_loss (evaluations happen
 /// every train.eval_interval steps, so that is the resolution).
 struct TargetHit {
-  int64_t step = 0;       ///< the step whose evaluation reached the target
-  int64_t tokens = 0;     ///< tokens trained in this process up to that step
-  double seconds = 0;     ///< wall seconds of run() up to the end of that evaluation (s)
-  double val_loss = 0;    ///< the validation loss that reached the target
+  int64_t step = 0;    ///< the step whose evaluation reached the target
+  int64_t tokens = 0;  ///< tokens trained in this process up to that step
+  double seconds = 0;  ///< wall seconds of run() up to the end of that evaluation (s)
+  std::chrono::steady_clock::time_point at;  ///< when that evaluation ended
+  double val_loss = 0;                       ///< the validation loss that reached the target
   nlohmann::json energy;  ///< what StepObserver::target_reached added (energy_j, g_co2e, ...)
 };
 

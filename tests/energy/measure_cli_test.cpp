@@ -171,6 +171,52 @@ TEST(MeasureCli, IntervalOutOfRangeIsRefused) {
   }
 }
 
+// --tdp is a TDP per socket in [1, 2000] W: -1 fell back to the table and 1e9 was taken.
+TEST(MeasureCli, TdpOutOfRangeIsRefused) {
+  CliEnv e;
+  for (const char* v : {"-1", "0", "1e9"}) {  // nan: refused as not finite, naming --tdp
+    auto r = e.run({"measure", "--tdp", v, "--", "touch", e.d / "ran"});
+    EXPECT_EQ(r.code, 1) << v << r.err;
+    EXPECT_NE(r.err.find("--tdp"), std::string::npos) << v << r.err;
+    EXPECT_NE(r.err.find("[1, 2000] W"), std::string::npos) << v << r.err;
+    EXPECT_FALSE(std::filesystem::exists(e.d / "ran"));
+  }
+  auto r = e.run({"measure", "--tdp", "150", "--json", e.d / "m.json", "--", "true"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(slurp(e.d / "m.json").find("150 W"), std::string::npos) << "the TDP given is used";
+}
+
+// --process with a readable RAPL: the process tree's estimates are counted, not the package's
+// counter (which the command makes jump by 9 kJ), and emissions.csv says tracking_mode process.
+TEST(MeasureCli, ProcessCountsTheTreesEstimatesNotRapl) {
+  CliEnv e;
+  EnvGuard no_daemon("GT_DAEMON_SOCKET", e.d / "no-daemon.sock");
+  write_file(e.d / "powercap/intel-rapl:0/name", "package-0\n");
+  write_file(e.d / "powercap/intel-rapl:0/energy_uj", "1000000\n");
+  EnvGuard root("GT_POWERCAP_ROOT", e.d / "powercap");
+  const std::string bump =
+      "sleep 0.2; echo 9000001000000 > " + e.d / "powercap/intel-rapl:0/energy_uj";
+  auto r = e.run({"measure", "--process", "--json", e.d / "m.json", "--csv", e.d / "e.csv", "--",
+                  "sh", "-c", bump});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(slurp(e.d / "m.json"));
+  for (auto& d : j["domains"])
+    EXPECT_EQ(d["sensor"].get<std::string>().rfind("rapl", 0), std::string::npos) << d;
+  ASSERT_TRUE(j["energy_j"].is_number()) << j;
+  EXPECT_LT(j["energy_j"].get<double>(), 1000.0);
+  EXPECT_TRUE(j["estimated"].get<bool>());
+  const std::string csv = slurp(e.d / "e.csv");
+  EXPECT_NE(csv.find(",process,"), std::string::npos) << csv;
+  // the whole machine: the package's counter is counted
+  r = e.run({"measure", "--json", e.d / "w.json", "--", "sh", "-c",
+             "echo 9000002000000 > " + e.d / "powercap/intel-rapl:0/energy_uj"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  bool rapl = false;
+  const auto w = nlohmann::json::parse(slurp(e.d / "w.json"));
+  for (auto& d : w["domains"]) rapl = rapl || d["sensor"] == "rapl:package-0";
+  EXPECT_TRUE(rapl) << w.dump(2);
+}
+
 TEST(MeasureCli, SigintReachesTheChild) {
   CliEnv e;
   // the child says when its trap is set (a fixed wait lost the race on a loaded machine)

@@ -32,10 +32,12 @@ Measurement sample_measurement() {
   c.sensor = "cpu-estimate";
   c.domain = "cpu";
   c.energy_j = 2.7e6;
+  c.avg_power_w = 2.7e5;  // as the meter gives it: energy / duration when defined
   DomainMeasurement r;
   r.sensor = "ram-estimate";
   r.domain = "ram";
   r.energy_j = 0.9e6;
+  r.avg_power_w = 0.9e5;
   m.domains = {c, r};
   return m;
 }
@@ -290,6 +292,41 @@ TEST(Report, JsonHasNullForUndefinedPower) {
   write_json_file(d / "m.json", j);
   std::ifstream f(d / "m.json");
   EXPECT_EQ(nlohmann::json::parse(f)["g_co2e"], 475);
+}
+
+// A window shorter than a sensor's refresh period: the peak is as undefined as the average
+// (null, not 0.0), in the totals and per domain; the CSV's powers are empty, not J / s.
+TEST(Report, UndefinedPowerIsNullPeakAndEmptyCsvPower) {
+  auto m = sample_measurement();
+  m.duration_s = 0.002;
+  m.energy_j = 0.01;
+  m.domains[0].energy_j = 0.008;
+  m.domains[0].avg_power_w.reset();  // shorter than the CPU estimate's refresh period
+  m.domains[1].energy_j = 0.002;
+  m.domains[1].avg_power_w = 1.0;  // the RAM estimate has a power, the CPU's has none
+  m.domains[1].peak_power_w = 1.0;
+  m.avg_power_w.reset();
+  const auto j = to_json(m);
+  EXPECT_FALSE(j["energy_j"].is_null());
+  EXPECT_TRUE(j["avg_power_w"].is_null());
+  EXPECT_TRUE(j["peak_power_w"].is_null()) << j["peak_power_w"];
+  EXPECT_TRUE(j["domains"][0]["peak_power_w"].is_null()) << j["domains"][0];
+  EXPECT_EQ(j["domains"][1]["peak_power_w"], 1.0);
+  const auto cols = split(codecarbon_row(m, RunInfo{}));
+  ASSERT_EQ(cols.size(), codecarbon_columns().size());
+  auto col = [&](const char* k) {
+    return cols[std::find(codecarbon_columns().begin(), codecarbon_columns().end(), k) -
+                codecarbon_columns().begin()];
+  };
+  EXPECT_EQ(col("cpu_power"), "") << "not energy / duration";
+  EXPECT_EQ(col("ram_power"), "1");
+  EXPECT_EQ(col("gpu_power"), "0") << "no GPU domain: 0 W, as CodeCarbon";
+  EXPECT_NE(col("cpu_energy"), "");
+  m.domains[0].avg_power_w = 4.0;  // both defined: the sum of the domains' powers
+  const auto both = split(codecarbon_row(m, RunInfo{}));
+  EXPECT_EQ(both[std::find(codecarbon_columns().begin(), codecarbon_columns().end(), "cpu_power") -
+                 codecarbon_columns().begin()],
+            "4");
 }
 
 TEST(Report, SummaryLine) {

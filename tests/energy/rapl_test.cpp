@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <set>
 
+#include "energy/measurement_output.h"
 #include "energy/meter.h"
 #include "test_util.h"
 
@@ -358,6 +359,121 @@ TEST(Rapl, PermissionDeniedIsUnavailableWithReason) {
   ASSERT_TRUE(WIFEXITED(st));
   EXPECT_EQ(WEXITSTATUS(st), 0)
       << "2: available, 3: no 'Permission denied', 4: no hint, 5-7: range file, 10: setuid";
+}
+
+}  // namespace gt::energy
+
+namespace gt::energy {
+using namespace test;
+
+namespace {
+// Holds the lock of `key` in a child process until the object goes (another reader).
+struct OtherReader {
+  pid_t pid = -1;
+  int ready[2]{}, stop[2]{};
+  OtherReader(const std::string& dir, const std::string& key) {
+    EXPECT_EQ(pipe(ready), 0);
+    EXPECT_EQ(pipe(stop), 0);
+    pid = fork();
+    if (pid == 0) {
+      std::string who;
+      auto l = DeviceLock::try_acquire(dir, key, &who);
+      char c = l ? 'y' : 'n';
+      (void)!write(ready[1], &c, 1);
+      (void)!read(stop[0], &c, 1);
+      _exit(0);
+    }
+    char c = 0;
+    EXPECT_EQ(read(ready[0], &c, 1), 1);
+    EXPECT_EQ(c, 'y');
+  }
+  ~OtherReader() {
+    (void)!write(stop[1], "x", 1);
+    waitpid(pid, nullptr, 0);
+    for (int fd : {ready[0], ready[1], stop[0], stop[1]}) close(fd);
+  }
+};
+MeterOptions rapl_options(const TempDir& d) {
+  MeterOptions o = manual_options(d / "locks");
+  o.use_nvml = o.use_rocm_smi = o.use_daemon = false;
+  o.powercap_root = d / "powercap";
+  return o;
+}
+}  // namespace
+
+// A process tree (--process) is measured by its own CPU/memory estimates: a readable RAPL
+// counts every process of the package, so it is listed as machine-wide, not counted, not locked.
+TEST(Rapl, ProcessTreeCountsItsEstimatesNotTheMachineWideCounter) {
+  TempDir d;
+  write_file(d / "powercap/intel-rapl:0/name", "package-0\n");
+  write_file(d / "powercap/intel-rapl:0/energy_uj", "1000000\n");
+  write_file(d / "powercap/intel-rapl:0:0/name", "dram\n");
+  write_file(d / "powercap/intel-rapl:0:0/energy_uj", "1000000\n");
+  MeterOptions o = rapl_options(d);
+  o.pid = getpid();
+  auto m = Meter::create(o);
+  const auto v = m->sensors();
+  ASSERT_TRUE(find(v, "rapl:package-0"));
+  EXPECT_TRUE(find(v, "rapl:package-0")->available);
+  EXPECT_FALSE(find(v, "rapl:package-0")->counted);
+  EXPECT_NE(find(v, "rapl:package-0")->reason.find("machine-wide"), std::string::npos);
+  EXPECT_FALSE(find(v, "rapl:dram-0:0")->counted);
+  ASSERT_TRUE(find(v, "cpu-estimate"));
+  EXPECT_TRUE(find(v, "cpu-estimate")->counted);
+  EXPECT_TRUE(find(v, "ram-estimate")->counted);
+  m->begin_window("w");
+  set_uj(d, "powercap/intel-rapl:0", 5000001000000ULL);  // 5 MJ on the package: not ours
+  auto r = m->end_window("w");
+  for (auto& x : r.domains) EXPECT_EQ(x.sensor.rfind("rapl", 0), std::string::npos) << x.sensor;
+  EXPECT_LT(r.energy_j, 1000.0);
+  EXPECT_TRUE(r.estimated);
+  // no RAPL lock taken: another process can be the package's reader beside it
+  OtherReader other(o.lock_dir, "rapl-intel-rapl:0");
+}
+
+// The counter another process reads: the CPU estimate kept in reserve is counted instead,
+// decided after the locks (it was left out before them, and the CPU vanished from the total).
+TEST(Rapl, CounterReadByAnotherProcessIsReplacedByTheEstimate) {
+  TempDir d;
+  write_file(d / "powercap/intel-rapl:0/name", "package-0\n");
+  write_file(d / "powercap/intel-rapl:0/energy_uj", "1000000\n");
+  MeterOptions o = rapl_options(d);
+  OtherReader other(o.lock_dir, "rapl-intel-rapl:0");
+  auto m = Meter::create(o);
+  ASSERT_EQ(m->not_reader().size(), 1u);
+  const auto v = m->sensors();
+  EXPECT_TRUE(find(v, "cpu-estimate")->counted);
+  m->begin_window("w");
+  auto r = m->end_window("w");
+  ASSERT_TRUE(r.known_energy_j());
+  bool cpu = false;
+  for (auto& x : r.domains) cpu = cpu || x.domain == "cpu";
+  EXPECT_TRUE(cpu) << "the CPU domain is measured (estimated), not left out";
+  EXPECT_TRUE(r.estimated);
+  bool said = false;
+  for (auto& f : r.flags) said = said || f.find("cpu-estimate counted") != std::string::npos;
+  EXPECT_TRUE(said);
+}
+
+// One package's counter is another process's and the estimate cannot stand in (the other
+// package is read): the total would leave a package out, so it is unknown with the reason.
+TEST(Rapl, CounterNothingReplacesMakesTheTotalUnknown) {
+  TempDir d;
+  for (const char* z : {"intel-rapl:0", "intel-rapl:1"}) {
+    write_file(d / (std::string("powercap/") + z + "/name"),
+               std::string("package-") + z[11] + "\n");
+    write_file(d / (std::string("powercap/") + z + "/energy_uj"), "1000000\n");
+  }
+  MeterOptions o = rapl_options(d);
+  OtherReader other(o.lock_dir, "rapl-intel-rapl:1");
+  auto m = Meter::create(o);
+  m->begin_window("w");
+  set_uj(d, "powercap/intel-rapl:0", 3000000);
+  auto r = m->end_window("w");
+  EXPECT_FALSE(r.known_energy_j()) << r.energy_j;
+  EXPECT_NE(r.energy_unknown_reason.find("rapl:package-1"), std::string::npos)
+      << r.energy_unknown_reason;
+  EXPECT_TRUE(to_json(r)["energy_j"].is_null());
 }
 
 }  // namespace gt::energy

@@ -4,6 +4,7 @@
 // report that says what is missing. Screenshots are kept in GT_TEST_OUTPUT.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <regex>
 #include <sstream>
 
@@ -73,6 +74,31 @@ TEST(Report, SigtermStillWritesTheReport) {
                    t.d.file("run"));
   EXPECT_EQ(r.exit_code, 143) << r.output;
   EXPECT_TRUE(fs::exists(t.d.file("run/report.html"))) << r.output;
+}
+
+// A resumed run's row shows the whole run (run_totals), not its last session's tokens, seconds
+// and joules; J/token and gCO2e made from estimated joules say so, as J and kWh do.
+TEST(Report, ResumedRunShowsWholeRunTotalsAndLabelsEstimates) {
+  TinyRun t;
+  ASSERT_EQ(t.train("run", "--stop-at 3").exit_code, 0);
+  auto r = run_cmd(t.bin() + " train --out " + t.d.file("run") + " --resume");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_cmd(kBin + " report " + t.d.file("run") + " -o " + t.d.file("rep.html"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream f(t.d.file("rep.html"));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::string html = ss.str();
+  const auto row = html.find("whole run: 2 sessions");
+  ASSERT_NE(row, std::string::npos) << html.substr(0, 4000);
+  const std::string tr = html.substr(row, html.find("</tr>", row) - row);
+  EXPECT_NE(tr.find("<td>192</td>"), std::string::npos) << "6 steps x 32 tokens: " << tr;
+  const auto s = read_json(t.d.file("run/summary.json"));
+  if (s.value("energy_estimated", false) && s["energy_j"].is_number()) {
+    size_t n = 0;
+    for (size_t p = tr.find("(est.)"); p != std::string::npos; p = tr.find("(est.)", p + 1)) ++n;
+    EXPECT_EQ(n, 4u) << "J, kWh, J/token and gCO2e: " << tr;
+  }
 }
 
 TEST(Report, MissingOrTruncatedMetricsAreNamed) {

@@ -86,6 +86,87 @@ TEST(Target, AResumedRunKeepsTheFirstSessionsRecord) {
   EXPECT_EQ(s["target"], first) << "reached in session 1: that record stands";
 }
 
+// Reached in the second session: the seconds are wall time on one basis, the first session's
+// whole wall_s plus this session's up to the evaluation (once its steps-only duration_s).
+TEST(Target, ReachedAfterResumingCountsTheEarlierSessionsWallTime) {
+  TinyRun t;
+  // a long evaluation: the first session's wall time is well above its steps' time
+  auto r = t.train("run", "--set train.target_loss=0.001 --set train.eval_steps=3000 --stop-at 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto first = read_json(t.d.file("run/summary.json"));
+  ASSERT_EQ(first["target"]["reached"], false);
+  const double first_wall = first["wall_s"].get<double>();
+  ASSERT_GT(first_wall, 3 * first["duration_s"].get<double>()) << first.dump(2);
+  r = run_cmd(t.bin() + " train --out " + t.d.file("run") +
+              " --resume --set train.target_loss=50 --set train.eval_steps=2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto s = read_json(t.d.file("run/summary.json"));
+  const auto& tg = s["target"];
+  ASSERT_EQ(tg["reached"], true) << tg.dump(2);
+  EXPECT_EQ(tg["step"], 3);
+  ASSERT_TRUE(tg["seconds"].is_number()) << tg.dump(2);
+  EXPECT_GT(tg["seconds"].get<double>(), first_wall) << "the first session counts whole";
+  EXPECT_LE(tg["seconds"].get<double>(), s["run_totals"]["wall_s"].get<double>());
+  EXPECT_NE(tg.value("seconds_basis", std::string()).find("wall time"), std::string::npos);
+}
+
+// Resuming with train.max_steps below the checkpoint's step trained nothing, exited 0 and
+// overwrote summary.json with zeros: now an error naming both, and nothing is written; at the
+// checkpoint's step, nothing to train and the results kept.
+TEST(Resume, MaxStepsBelowTheCheckpointIsRefusedAndNothingIsOverwritten) {
+  TinyRun t;
+  auto r = t.train("run");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string summary = t.d.file("run/summary.json"), report = t.d.file("run/report.html");
+  auto slurp = [](const std::string& p) {
+    std::ifstream f(p);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  };
+  const std::string before = slurp(summary), report_before = slurp(report);
+  const std::string metrics_before = slurp(t.d.file("run/metrics.jsonl"));
+  r = run_cmd(t.bin() + " train --out " + t.d.file("run") + " --resume --set train.max_steps=4");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("train.max_steps = 4 is below the checkpoint's step 6"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(slurp(summary), before);
+  EXPECT_EQ(slurp(report), report_before);
+  EXPECT_EQ(slurp(t.d.file("run/metrics.jsonl")), metrics_before);
+  r = run_cmd(t.bin() + " train --out " + t.d.file("run") + " --resume");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("nothing to train"), std::string::npos) << r.output;
+  EXPECT_EQ(slurp(summary), before);
+  EXPECT_EQ(slurp(report), report_before);
+}
+
+// A session in which no step ran (stopped at once): its speed and efficiency are unknown with
+// the reason, not 0.0; a CPU run's GPU figures are null with the reason too.
+TEST(Resume, NoStepRanMeansUnknownSpeedNotZero) {
+  TinyRun t;
+  auto r = t.train("run", "--stop-at 3");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // --stop-at at the checkpoint's step: the session runs and trains nothing
+  r = run_cmd(t.bin() + " train --out " + t.d.file("run") + " --resume --stop-at 3");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto s = read_json(t.d.file("run/summary.json"));
+  EXPECT_TRUE(s["tokens_per_s"].is_null()) << s["tokens_per_s"];
+  EXPECT_EQ(s.value("tokens_per_s_unknown_reason", std::string()), "no step ran in this session");
+  EXPECT_TRUE(s["gflops_per_watt"].is_null()) << s["gflops_per_watt"];
+  EXPECT_TRUE(s["tokens_per_joule"].is_null()) << s["tokens_per_joule"];
+  if (s["energy_j"].is_number()) {
+    EXPECT_FALSE(s.value("efficiency_unknown_reason", std::string()).empty()) << s.dump(2);
+  }
+  EXPECT_TRUE(s["gpu_energy_j"].is_null());
+  EXPECT_FALSE(s.value("gpu_energy_unknown_reason", std::string()).empty()) << s.dump(2);
+  for (const auto& line : read_jsonl(t.d.file("run/metrics.jsonl")))
+    if (line.contains("gpu_energy_j")) {
+      EXPECT_TRUE(line["gpu_energy_j"].is_null());
+      EXPECT_FALSE(line.value("gpu_energy_unknown_reason", std::string()).empty()) << line;
+    }
+}
+
 TEST(Target, NoTargetNoTargetField) {
   TinyRun t;
   ASSERT_EQ(t.train("run").exit_code, 0);
