@@ -132,17 +132,18 @@ std::string report_text(const MeasureArgs& a, const gt::energy::Measurement& m,
     r += fmt::format("  {:<14}{:.3f} J = {:.3g} kWh{}\n", "energy", m.energy_j, m.energy_j / 3.6e6,
                      est);
   for (auto& d : m.domains)
-    r += fmt::format(
-        "    {:<18}{:<5}{:>12.3f} J   avg {:>9}   peak {:>9}   {}\n", d.sensor, d.domain,
-        d.energy_j, d.avg_power_w ? fmt::format("{:.2f} W", *d.avg_power_w) : "undefined",
-        // no interval as long as the sensor's refresh period: no peak either
-        d.avg_power_w ? fmt::format("{:.2f} W", d.peak_power_w) : "undefined", to_string(d.method));
+    r += fmt::format("    {:<18}{:<5}{:>12.3f} J   avg {:>9}   peak {:>9}   {}\n", d.sensor,
+                     d.domain, d.energy_j,
+                     d.avg_power_w ? fmt::format("{:.2f} W", *d.avg_power_w) : "undefined",
+                     // no interval as long as the sensor's refresh period: no peak either
+                     d.peak_power_w ? fmt::format("{:.2f} W", *d.peak_power_w) : "undefined",
+                     to_string(d.method));
   r += fmt::format("  {:<14}{}{}\n", "avg power",
                    m.avg_power_w ? fmt::format("{:.2f} W", *m.avg_power_w)
                                  : std::string("undefined (window shorter than sensor refresh)"),
                    est);
   r += fmt::format("  {:<14}{}{}\n", "peak power",
-                   m.avg_power_w ? fmt::format("{:.2f} W", m.peak_power_w) : "undefined", est);
+                   m.peak_power_w ? fmt::format("{:.2f} W", *m.peak_power_w) : "undefined", est);
   r += fmt::format("  {:<14}{}{}\n", "carbon", carbon_short(m), est);
   r += fmt::format("  {:<14}{}\n", "intensity", m.carbon_source);
   r += fmt::format("  {:<14}{}\n", "method", m.method.empty() ? "none" : m.method);

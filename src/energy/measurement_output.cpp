@@ -29,7 +29,8 @@ nlohmann::json to_json(const Measurement& m) {
   j["avg_power_w"] = m.avg_power_w ? json(*m.avg_power_w) : json(nullptr);
   // the peak is of intervals at least as long as the sensors' refresh period: undefined (null)
   // whenever the average is
-  j["peak_power_w"] = known && m.avg_power_w ? json(m.peak_power_w) : json(nullptr);
+  j["peak_power_w"] =
+      known && m.avg_power_w && m.peak_power_w ? json(*m.peak_power_w) : json(nullptr);
   j["g_co2e"] = known ? json(m.g_co2e) : json(nullptr);
   j["carbon_source"] = shown_bytes(m.carbon_source);  // may name a CSV: any bytes
   j["carbon_origin"] = m.carbon_origin;
@@ -39,19 +40,20 @@ nlohmann::json to_json(const Measurement& m) {
   j["flags"] = m.flags;
   j["domains"] = json::array();
   for (auto& d : m.domains) {
-    j["domains"].push_back({{"sensor", d.sensor},
-                            {"domain", d.domain},
-                            {"index", d.index},
-                            {"method", to_string(d.method)},
-                            {"estimated", d.estimated},
-                            {"energy_j", d.energy_j},
-                            {"g_co2e", d.g_co2e},
-                            {"avg_power_w", d.avg_power_w ? json(*d.avg_power_w) : json(nullptr)},
-                            {"peak_power_w", d.avg_power_w ? json(d.peak_power_w) : json(nullptr)},
-                            {"wraps", d.wraps},
-                            {"untrusted_s", d.untrusted_s},
-                            {"incomplete", d.incomplete},
-                            {"flags", d.flags}});
+    j["domains"].push_back(
+        {{"sensor", d.sensor},
+         {"domain", d.domain},
+         {"index", d.index},
+         {"method", to_string(d.method)},
+         {"estimated", d.estimated},
+         {"energy_j", d.energy_j},
+         {"g_co2e", d.g_co2e},
+         {"avg_power_w", d.avg_power_w ? json(*d.avg_power_w) : json(nullptr)},
+         {"peak_power_w", d.avg_power_w && d.peak_power_w ? json(*d.peak_power_w) : json(nullptr)},
+         {"wraps", d.wraps},
+         {"untrusted_s", d.untrusted_s},
+         {"incomplete", d.incomplete},
+         {"flags", d.flags}});
   }
   return j;
 }

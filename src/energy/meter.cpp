@@ -546,7 +546,10 @@ Measurement Meter::end_window(const std::string& name) {
           "window {:.4f} s is shorter than the sensor's refresh period (resolution) {:g} s: "
           "power undefined, energy uncertain",
           m.duration_s, s.info.refresh_period_s));
-    if (d.avg_power_w && d.peak_power_w < *d.avg_power_w) d.peak_power_w = *d.avg_power_w;
+    if (!d.avg_power_w)
+      d.peak_power_w.reset();
+    else if (*d.peak_power_w < *d.avg_power_w)
+      d.peak_power_w = *d.avg_power_w;
     // A counted domain that reads nothing over a whole window is more likely a sensor that does
     // not count (an idle estimate that could not resolve the window, a counter the firmware
     // does not update) than a device drawing no power: say so wherever the figure goes.
@@ -599,7 +602,10 @@ Measurement Meter::end_window(const std::string& name) {
   }
   if (m.duration_s > 0 && m.duration_s >= max_refresh && !m.domains.empty())
     m.avg_power_w = m.energy_j / m.duration_s;
-  if (m.avg_power_w && m.peak_power_w < *m.avg_power_w) m.peak_power_w = *m.avg_power_w;
+  if (!m.avg_power_w)
+    m.peak_power_w.reset();
+  else if (*m.peak_power_w < *m.avg_power_w)
+    m.peak_power_w = *m.avg_power_w;
   for (auto& x : methods) m.method += (m.method.empty() ? "" : "; ") + x;
   if (auto c = opt_.carbon.constant_g_per_kwh())
     m.carbon_g_per_kwh = *c;

@@ -92,9 +92,9 @@ struct DomainMeasurement {
   double energy_j = 0;     ///< >= 0 (J); includes filled intervals (see flags)
   double g_co2e = 0;       ///< this domain's carbon (gCO2e), its energy integrated per interval
   std::optional<double> avg_power_w;  ///< energy_j / duration_s; empty if shorter than refresh
-  /// highest interval power (W), intervals >= refresh; defined only when avg_power_w is (0
-  /// otherwise: never report it then, to_json writes null)
-  double peak_power_w = 0;
+  /// highest interval power (W), intervals >= refresh; empty where avg_power_w is, and where
+  /// unknown (a job's sum over its nodes: peaks at different times do not add)
+  std::optional<double> peak_power_w;
   int wraps = 0;                   ///< counter wraps corrected inside the window
   double untrusted_s = 0;          ///< seconds whose energy is a fill, not a reading
   bool incomplete = false;         ///< some seconds had no trusted power at all (not in J)
@@ -108,9 +108,9 @@ struct Measurement {
   double duration_s = 0;              ///< meter clock (monotonic) seconds
   double energy_j = 0;                ///< total over counted domains (J)
   std::optional<double> avg_power_w;  ///< energy_j / duration_s; empty when undefined
-  /// highest total power over sampling intervals (W); defined only when avg_power_w is (0
-  /// otherwise: never report it then, to_json writes null)
-  double peak_power_w = 0;
+  /// highest total power over sampling intervals (W); empty where avg_power_w is, and where
+  /// unknown (a job's sum over its nodes)
+  std::optional<double> peak_power_w;
   double g_co2e = 0;                       ///< carbon (gCO2e), integrated per interval
   bool estimated = false;                  ///< any counted figure is an estimate
   std::vector<DomainMeasurement> domains;  ///< counted sensors only

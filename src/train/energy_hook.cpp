@@ -256,10 +256,22 @@ nlohmann::json EnergyHook::add_nodes(energy::Measurement& m) {
   const int n = comm_->size(), me = comm_->rank();
   bool reader = false;  // this rank holds the lock of at least one counted device
   for (auto& s : meter_->sensors()) reader = reader || (s.available && s.counted);
-  constexpr int kVals = 4;  // reader, known, energy_j, g_co2e
+  // reader, known, energy_j, g_co2e; then for each kind of domain: this rank's sensors of it
+  // (count), of them estimated (count), J, gCO2e
+  constexpr int kKinds = 4, kVals = 4 + 4 * kKinds;
+  static constexpr const char* kKind[kKinds] = {"cpu", "gpu", "ram", "psys"};
   std::vector<double> all(kVals * n);
-  const double mine[kVals] = {reader ? 1.0 : 0.0, m.known_energy_j() ? 1.0 : 0.0,
-                              m.known_energy_j().value_or(0.0), m.known_g_co2e().value_or(0.0)};
+  double mine[kVals] = {reader ? 1.0 : 0.0, m.known_energy_j() ? 1.0 : 0.0,
+                        m.known_energy_j().value_or(0.0), m.known_g_co2e().value_or(0.0)};
+  for (const auto& d : m.domains)
+    for (int k = 0; k < kKinds; ++k)
+      if (d.domain == kKind[k]) {
+        double* v = mine + 4 + 4 * k;
+        v[0] += 1;
+        v[1] += d.estimated ? 1 : 0;
+        v[2] += d.energy_j;
+        v[3] += d.g_co2e;
+      }
   std::memcpy(all.data() + kVals * me, mine, sizeof mine);
   comm_->all_gather(all.data() + kVals * me, all.data(), std::vector<size_t>(n, kVals),
                     dist::CommType::f64);
@@ -309,6 +321,32 @@ nlohmann::json EnergyHook::add_nodes(energy::Measurement& m) {
   m.g_co2e = total_g;
   m.estimated = est > 0;
   m.avg_power_w = m.duration_s > 0 ? std::optional<double>(total_j / m.duration_s) : std::nullopt;
+  m.peak_power_w.reset();  // the nodes' peaks came at different times: they do not add
+  // the job's domains, each the sum over the ranks that read one (this rank's alone would not
+  // add up to energy_j, and a GPU's J per token would divide one GPU by every rank's tokens)
+  m.domains.clear();
+  for (int k = 0; k < kKinds; ++k) {
+    energy::DomainMeasurement d;
+    d.domain = kKind[k];
+    int sensors = 0, estimated = 0;
+    for (int r = 0; r < n; ++r) {
+      const double* v = all.data() + kVals * r + 4 + 4 * k;
+      if (all[kVals * r] <= 0) continue;  // not a reader
+      sensors += static_cast<int>(v[0]);
+      estimated += static_cast<int>(v[1]);
+      d.energy_j += v[2];
+      d.g_co2e += v[3];
+    }
+    if (sensors == 0) continue;
+    d.sensor =
+        fmt::format("{}: {} sensor(s) of the job's {} node(s)", kKind[k], sensors, nodes.size());
+    d.estimated = estimated > 0;
+    d.method = d.estimated ? energy::Method::kEstimate : energy::Method::kCounter;
+    if (estimated > 0 && estimated < sensors)
+      d.flags.push_back(fmt::format("{} of {} sensors estimated", estimated, sensors));
+    if (m.duration_s > 0) d.avg_power_w = d.energy_j / m.duration_s;
+    m.domains.push_back(std::move(d));
+  }
   return list;
 }
 

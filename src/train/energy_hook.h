@@ -74,8 +74,10 @@ class EnergyHook final : public StepObserver {
 
  private:
   // With several ranks: turns m (this rank's window) into the whole job's, the sum over the
-  // ranks that read a node's devices, unknown when any node's is; returns the per-node list
-  // ("energy_nodes"). Collective: every rank calls it at the same point of the run.
+  // ranks that read a node's devices, unknown when any node's is; its domains become one per
+  // kind (cpu, gpu, ram, psys), each the sum over the job's sensors of that kind, and its peak
+  // power unknown; returns the per-node list ("energy_nodes"). Collective: every rank calls it
+  // at the same point of the run.
   nlohmann::json add_nodes(energy::Measurement& m);
   dist::Communicator* comm_ = nullptr;
   std::vector<std::string> node_names_;  // node of each rank, gathered on first use

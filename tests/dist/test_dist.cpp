@@ -99,6 +99,13 @@ TEST_F(DistRun, TwoRanksEqualOneRankWithAccumulation) {
   EXPECT_EQ(s["energy_nodes"][0]["ranks"], 2);
   ASSERT_TRUE(s["energy_j"].is_number()) << s.dump();  // the CPU estimate, at least
   EXPECT_DOUBLE_EQ(s["energy_j"].get<double>(), s["energy_nodes"][0]["energy_j"].get<double>());
+  // the job's domains (one per kind, summed over the ranks that read them) add up to its energy,
+  // and its peak power is unknown (the nodes' peaks do not add); they were rank 0's before
+  double domains_j = 0;
+  for (const auto& d : s["energy"]["domains"]) domains_j += d["energy_j"].get<double>();
+  EXPECT_NEAR(domains_j, s["energy"]["energy_j"].get<double>(), 1e-9 * domains_j)
+      << s["energy"].dump();
+  EXPECT_TRUE(s["energy"]["peak_power_w"].is_null()) << s["energy"].dump();
   // metrics.jsonl's energy lines are the whole job's too, whichever rank reads the node
   double intervals_j = 0;
   int energy_lines = 0;

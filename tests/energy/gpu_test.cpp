@@ -153,7 +153,7 @@ TEST(Nvml, GpuWithoutEnergyCounterIntegratesPowerMilliwatts) {
   auto r = m.end_window("w");
   EXPECT_DOUBLE_EQ(r.energy_j, 500.0);  // 250 W x 2 s
   EXPECT_EQ(r.domains[0].method, Method::kIntegrated);
-  EXPECT_DOUBLE_EQ(r.peak_power_w, 250.0);
+  EXPECT_DOUBLE_EQ(r.peak_power_w.value_or(-1), 250.0);
 }
 
 TEST(Nvml, NeitherEnergyNorPowerIsUnavailable) {
