@@ -53,12 +53,14 @@ std::string first_cpuinfo(const char* key) {
   return "";
 }
 
-double ram_total_gb() {
+// Installed memory in CodeCarbon's GB (2^30 bytes, as the RAM estimate counts it); empty when
+// /proc/meminfo cannot be read (unknown, not 0).
+std::string ram_total_gb() {
   std::ifstream f("/proc/meminfo");
   std::string k;
   double kb = 0;
   f >> k >> kb;
-  return k == "MemTotal:" ? kb * 1024 / 1e9 : 0;
+  return k == "MemTotal:" && f ? num(kb / (1024.0 * 1024.0)) : std::string();
 }
 
 /// The first record of CSV `text` (RFC 4180 quoting): its fields, and in `end` the offset just
@@ -264,7 +266,7 @@ std::vector<std::string> codecarbon_fields(const Measurement& m, const RunInfo& 
                                 "",
                                 "",
                                 "",
-                                num(ram_total_gb()),
+                                ram_total_gb(),
                                 run.tracking_mode,
                                 "",
                                 "",
