@@ -337,8 +337,8 @@ class SensorInfo:
     """How its number is produced, in words."""
     reason: str
     """Why unavailable or not counted (empty otherwise)."""
-    refresh_period_s: float
-    """The hardware updates its value this often (s)."""
+    refresh_period_s: Optional[float]
+    """The hardware updates its value this often (s); None for a sensor that was not found."""
     wrap_j: Optional[float]
     """A counter wraps to 0 after this many joules (J); None when it does not or is unknown."""
 

@@ -7,11 +7,11 @@
 #include <nanobind/stl/vector.h>
 
 #include "common.h"
+#include "energy/measurement_output.h"
 #include "energy/meter.h"
 #include "energy/node_lock.h"
 #include "energy/nvml.h"
 #include "energy/rapl.h"
-#include "energy/measurement_output.h"
 
 namespace gt::python {
 
@@ -31,7 +31,10 @@ nb::dict info_to_py(const SensorInfo& s) {
   d["counted"] = s.counted;
   d["method"] = s.method;
   d["reason"] = s.reason;
-  d["refresh_period_s"] = s.refresh_period_s;
+  // unknown for a sensor that was not found (as `greentrain sensors --json` writes it)
+  d["refresh_period_s"] = s.available || s.refresh_period_s > 0
+                              ? nb::object(nb::float_(s.refresh_period_s))
+                              : nb::none();
   d["wrap_j"] = s.wrap_j ? nb::object(nb::float_(*s.wrap_j)) : nb::none();
   return d;
 }

@@ -167,7 +167,10 @@ int run_train(const Args& a, gt::dist::MpiRuntime* mpi) {
   }
   // Every input is checked before the data is loaded (which may take minutes): the carbon
   // file is read here, with the meter's other options.
-  const gt::energy::MeterOptions meter_opt = gt::meter_options(cfg);
+  gt::energy::MeterOptions meter_opt = gt::meter_options(cfg);
+  // with several ranks, rank 0 of each node reads its node-wide devices (the first to take
+  // their locks), every rank its own GPU; the job's figures are their sum (EnergyHook)
+  meter_opt.node_devices_shared = ranks > 1;
   // Some inputs can only be checked once the trainer exists (the power-limit devices, the energy
   // sensors and carbon data): a start that fails leaves no run folder (or, in a folder that
   // existed, no config.toml) behind. Disarmed once training begins.

@@ -254,7 +254,9 @@ Meter::Meter(SensorList sensors, const MeterOptions& opt, MeterClock clock,
   const std::set<std::string> covered = covered_domains(counted);
   std::set<std::string> replaced;  // domains an estimate in reserve now measures
   for (Slot& s : slots_) {
-    if (!s.info.standby || !s.info.available || s.active || covered.count(s.info.domain)) continue;
+    if (opt_.node_devices_shared || !s.info.standby || !s.info.available || s.active ||
+        covered.count(s.info.domain))
+      continue;
     s.active = s.info.counted = true;
     s.info.standby = false;
     s.info.reason.clear();
@@ -271,6 +273,7 @@ Meter::Meter(SensorList sensors, const MeterOptions& opt, MeterClock clock,
   // domain out, so every window's energy is unknown (end_window), never a partial sum.
   for (const Slot& s : slots_) {
     if (!s.not_reader) continue;
+    if (opt_.node_devices_shared && s.info.domain != "gpu") continue;  // another rank's
     const bool instead = s.info.domain == "psys"
                              ? replaced.count("cpu") && replaced.count("ram")
                              : s.info.domain != "gpu" && replaced.count(s.info.domain);

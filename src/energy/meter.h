@@ -47,6 +47,11 @@ struct MeterOptions {
   /// DRAM, psys) is listed as machine-wide and neither counted nor locked: the tree's CPU and
   /// memory are its estimates; GPUs are still read whole.
   int pid = 0;
+  /// Another rank of the same job on this node reads the node-wide devices (RAPL, the
+  /// machine-wide estimates): a multi-rank training run, whose sum over its ranks counts them
+  /// once (EnergyHook::add_nodes; each rank reads its own GPU). Where another process holds
+  /// their lock, nothing is counted in their stead and the window stays known.
+  bool node_devices_shared = false;
   bool use_nvml = true, use_rocm_smi = true, use_rapl = true, use_estimate = true;
   /// GPUs to read, as positions among the visible GPUs of each vendor (0-based, CUDA's
   /// numbering after CUDA_VISIBLE_DEVICES); empty optional: all of them. create() throws

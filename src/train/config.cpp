@@ -402,7 +402,12 @@ void TrainConfig::validate() const {
   if (!(carbon_utc_offset_h >= -14 && carbon_utc_offset_h <= 14))
     throw Error(fmt::format("energy.carbon_utc_offset_h = {}: expected hours in [-14, 14]",
                             carbon_utc_offset_h));
-  non_negative("energy.cpu_tdp_w", cpu_tdp_w);
+  // 0: unset (the CPU model table); else a TDP per socket as `measure --tdp` takes it
+  if (!(cpu_tdp_w == 0 || (cpu_tdp_w >= 1 && cpu_tdp_w <= 2000)))
+    throw Error(fmt::format(
+        "energy.cpu_tdp_w = {}: expected 0 (the CPU model's table) or a TDP per socket in "
+        "[1, 2000] W",
+        cpu_tdp_w));
   non_negative("train.power_limit", power_limit_w);
   non_negative("train.memory_budget", memory_budget);
   non_negative("train.target_loss", target_loss);

@@ -168,7 +168,7 @@ std::string EnergyHook::end_step(int64_t step, int64_t tokens, double flops,
   const std::vector<energy::DomainMeasurement> node_domains = m.domains;
   if (comm_ && comm_->size() > 1) {
     record[key::energy_nodes] = add_nodes(m);
-    record[key::power_scope] = "the node of rank 0";
+    record[key::power_scope] = "rank 0's devices (its node's CPU and memory, its own GPU)";
   }
   add_energy_fields(m, static_cast<double>(interval_tokens_), record);
   record[key::energy_interval_tokens] = interval_tokens_;

@@ -455,6 +455,33 @@ TEST(Rapl, CounterReadByAnotherProcessIsReplacedByTheEstimate) {
   EXPECT_TRUE(said);
 }
 
+// A rank of a multi-rank job whose node's RAPL another rank reads (node_devices_shared): no
+// machine-wide estimate stands in for it (the job's sum would count the CPU twice) and the
+// window stays known (it was unknown, which made the whole job's energy unknown), its domains
+// the rank's own devices only (none here).
+TEST(Rapl, AnotherRankOfTheJobReadsTheNodesCounters) {
+  TempDir d;
+  write_file(d / "powercap/intel-rapl:0/name", "package-0\n");
+  write_file(d / "powercap/intel-rapl:0/energy_uj", "1000000\n");
+  write_file(d / "gpu_mj", "5000\n");
+  EnvGuard lib("GT_NVML_LIBRARY", GT_FAKE_NVML);  // this rank's GPU, counter 5 J, then 7 J
+  EnvGuard e("FAKE_NVML_ENERGY_FILE", d / "gpu_mj");
+  MeterOptions o = rapl_options(d);
+  o.use_nvml = true;
+  o.gpus = std::vector<int>{0};
+  o.node_devices_shared = true;
+  OtherReader other(o.lock_dir, "rapl-intel-rapl:0"), other_ram(o.lock_dir, "ram-estimate-machine");
+  auto m = Meter::create(o);
+  ASSERT_EQ(m->not_reader().size(), 2u);
+  EXPECT_FALSE(find(m->sensors(), "cpu-estimate")->counted);
+  m->begin_window("w");
+  write_file(d / "gpu_mj", "7000\n");
+  auto r = m->end_window("w");
+  ASSERT_TRUE(r.known_energy_j()) << r.energy_unknown_reason;
+  EXPECT_DOUBLE_EQ(*r.known_energy_j(), 2.0);  // the GPU alone: the CPU is the other rank's
+  for (auto& x : r.domains) EXPECT_EQ(x.domain, "gpu") << x.sensor;
+}
+
 // One package's counter is another process's and the estimate cannot stand in (the other
 // package is read): the total would leave a package out, so it is unknown with the reason.
 TEST(Rapl, CounterNothingReplacesMakesTheTotalUnknown) {

@@ -282,7 +282,7 @@ GT_AMX_TARGET void block(void* c, const uint16_t* ap, const uint16_t* bp, int64_
   }
   pend.buf = nullptr;  // its rows all went out in the loop above
   const bool plain =
-      (!e.bias || bias_in_tiles) && !e.mul && !e.c_bf16 && (!e.accumulate || c_in_tiles);
+      (!e.bias || bias_in_tiles) && !e.mul && !e.c_bf16 && !e.gelu && (!e.accumulate || c_in_tiles);
   if (plain && r0 + 32 <= M && c0 + 32 <= N) {
     float* cp = static_cast<float*>(c) + r0 * N + c0;
     _tile_stored(0, cp, N * 4);
