@@ -318,7 +318,8 @@ void setup(CLI::App& app) {
       // the other ranks may wait in a collective for this one: end the whole job
       std::fprintf(stderr, "greentrain: error: rank %d of %d: %s\n", mpi->rank(), mpi->size(),
                    e.what());
-      gt::dist::MpiRuntime::abort(1);
+      gt::dist::MpiRuntime::abort(dynamic_cast<const gt::UsageError*>(&e) ? gt::cli::kUsageExit
+                                                                          : 1);
     }
   });
 }

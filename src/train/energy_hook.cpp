@@ -238,8 +238,8 @@ void EnergyHook::finish(nlohmann::json& summary) {
       std::fprintf(log_, "note: %s has an older header: written without %zu columns\n",
                    path.c_str(), csv.left_out.size());
   }
-  if (log_ && m.domains.empty()) {
-    std::fprintf(log_, "energy unknown: no sensor could be read by this process\n");
+  if (log_ && !m.known_energy_j()) {  // why: no sensor, or a counter another process reads
+    std::fprintf(log_, "energy unknown: %s\n", m.energy_unknown_reason.c_str());
     for (auto& f : m.flags) std::fprintf(log_, "  flag: %s\n", f.c_str());
   } else if (log_) {
     std::fprintf(log_, "energy %.1f J over %.1f s (%s): %s, %s\n", m.energy_j, m.duration_s,

@@ -96,5 +96,31 @@ TEST(EnergyInterval, TheMeterReadsTheGpuOfTheRanksDevice) {
   EXPECT_EQ(flags.find("gpus [0]"), std::string::npos) << flags;
 }
 
+// Energy that is unknown is said so at the end of the run with its reason (summary.json's
+// energy_unknown_reason), which need not be "no sensor": a counter another process reads.
+TEST(EnergyInterval, UnknownEnergyIsPrintedWithItsReason) {
+  test::TempDir d;
+  TrainConfig cfg;
+  cfg.device = "cpu";
+  energy::MeterOptions opt = meter_options(cfg);
+  opt.interval_s = 0;
+  opt.lock_dir = (d.path / "locks").string();
+  opt.powercap_root = (d.path / "no-powercap").string();
+  opt.use_nvml = opt.use_rocm_smi = opt.use_estimate = opt.use_daemon = false;
+  const std::string log_path = (d.path / "log.txt").string();
+  FILE* log = std::fopen(log_path.c_str(), "w");
+  ASSERT_NE(log, nullptr);
+  nlohmann::json summary;
+  {
+    EnergyHook hook(cfg, d.path.string(), log, opt);
+    hook.finish(summary);
+  }
+  std::fclose(log);
+  ASSERT_TRUE(summary["energy_j"].is_null()) << summary.dump();
+  const std::string reason = summary["energy_unknown_reason"].get<std::string>();
+  EXPECT_NE(test::read_bytes(log_path).find("energy unknown: " + reason), std::string::npos)
+      << test::read_bytes(log_path);
+}
+
 }  // namespace
 }  // namespace gt
