@@ -182,21 +182,6 @@ class RocmSensor : public Sensor {
   SensorInfo info_;
 };
 
-/// Splits a *_VISIBLE_DEVICES value at its commas, each entry trimmed of blanks.
-std::vector<std::string> visible_entries(const std::string& v) {
-  std::vector<std::string> out;
-  size_t pos = 0;
-  while (pos <= v.size()) {
-    const size_t comma = v.find(',', pos);
-    std::string e = v.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    pos = comma == std::string::npos ? v.size() + 1 : comma + 1;
-    e.erase(0, e.find_first_not_of(" \t"));
-    e.erase(e.find_last_not_of(" \t") + 1);
-    out.push_back(e);
-  }
-  return out;
-}
-
 }  // namespace
 
 std::vector<RocmVisible> rocm_visible(uint32_t n,
