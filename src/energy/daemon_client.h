@@ -84,14 +84,17 @@ struct DaemonSensors {
   std::vector<std::string> flags;  ///< meter-wide (GPUs asked for and not measured)
 };
 
-/// The daemon's sensors chosen as `opt` chooses direct ones: GPUs of CUDA_VISIBLE_DEVICES (UUIDs
-/// resolved through NVML when this process can load it) at opt.gpus positions, RAPL zones when
-/// opt.use_rapl, the machine-wide CPU and memory estimates when opt.use_estimate and opt.pid ==
-/// 0 (a process-tree estimate, opt.pid > 0, is made here, in this process). Empty optional when
-/// no daemon can be used (opt.daemon_socket, $GT_DAEMON_SOCKET, or the default path); *why and
-/// *present as for DaemonClient::connect. A GPU position that is not visible or cannot be read
-/// is an Error with opt.gpus_strict, else a flag, as Meter::create does. GPUs are numbered
-/// (SensorInfo::index) by their position among this process's visible GPUs.
+/// The daemon's sensors chosen as `opt` chooses direct ones (detect_sensors): the GPUs this
+/// process sees (NVIDIA: CUDA_VISIBLE_DEVICES, UUIDs resolved through NVML when this process
+/// can load it; AMD: ROCR_VISIBLE_DEVICES then HIP_VISIBLE_DEVICES, rocm_visible_here), then
+/// opt.gpus's positions among each vendor's (choose_gpus: an Error for a position that is not a
+/// visible GPU; one that cannot be read is an Error with opt.gpus_strict, else a flag); RAPL
+/// zones when opt.use_rapl, the machine-wide CPU and memory estimates when opt.use_estimate and
+/// opt.pid == 0 (a process-tree estimate, opt.pid > 0, is made here, in this process). Empty
+/// optional when no daemon can be used
+/// (opt.daemon_socket, $GT_DAEMON_SOCKET, or the default path); *why and *present as for
+/// DaemonClient::connect. GPUs are numbered (SensorInfo::index) by their position among this
+/// process's visible GPUs.
 std::optional<DaemonSensors> daemon_sensors(const MeterOptions& opt, std::string* why,
                                             bool* present);
 

@@ -95,11 +95,9 @@ void check_interval_s(double interval_s, const std::string& what) {
                           what, interval_s, kMinIntervalS, kMaxIntervalS));
 }
 
-SensorList detect_sensors(const MeterOptions& opt, std::vector<std::string>* flags) {
+SensorList choose_gpus(std::vector<VendorGpus> vendors, const MeterOptions& opt,
+                       std::vector<std::string>* flags) {
   SensorList all;
-  auto take = [&all](SensorList l) {
-    for (auto& s : l) all.push_back(std::move(s));
-  };
   // Keeps the GPUs at positions opt.gpus of a vendor's list (its placeholder when it has none).
   auto select = [&opt](SensorList l, const char* vendor) {
     if (!opt.gpus || is_vendor_placeholder(l)) return l;
@@ -118,28 +116,26 @@ SensorList detect_sensors(const MeterOptions& opt, std::vector<std::string>* fla
   std::vector<std::string> gpu_problems;
   bool vendor_found = false;
   std::string vendor_reasons;
-  auto take_gpus = [&](SensorList l, const char* vendor) {
+  for (VendorGpus& v : vendors) {
+    SensorList l = std::move(v.sensors);
     if (is_vendor_placeholder(l)) {
       vendor_reasons += fmt::format("{}{}: {}", vendor_reasons.empty() ? "" : "; ",
                                     l[0]->info().name, l[0]->info().reason);
     } else {
       vendor_found = true;
-      l = select(std::move(l), vendor);
+      l = select(std::move(l), v.vendor);
       for (auto& x : l)
         if (opt.gpus && !x->info().available)
           gpu_problems.push_back(fmt::format("GPU {} ({}) cannot be read: {}", x->info().index,
                                              x->info().name, x->info().reason));
     }
-    take(std::move(l));
-  };
-  if (opt.use_nvml) take_gpus(detect_nvml(), "NVIDIA");
-  if (opt.use_rocm_smi) take_gpus(detect_rocm_smi(), "AMD");
+    for (auto& x : l) all.push_back(std::move(x));
+  }
   if (opt.gpus && !opt.gpus->empty() && !vendor_found)
     gpu_problems.insert(
         gpu_problems.begin(),
         fmt::format("no GPU can be read ({})",
                     vendor_reasons.empty() ? "GPU sensors were turned off" : vendor_reasons));
-  std::vector<std::string> meter_flags;
   if (!gpu_problems.empty()) {
     std::string why;
     for (auto& p : gpu_problems) why += (why.empty() ? "" : "; ") + p;
@@ -148,10 +144,20 @@ SensorList detect_sensors(const MeterOptions& opt, std::vector<std::string>* fla
           "gpus {}: {}; expected GPUs whose energy or power can be read (or gpus_strict = "
           "false, Python strict=False, to measure the rest with a flag)",
           gpu_list_text(*opt.gpus), why));
-    meter_flags.push_back(
-        fmt::format("gpus {} asked for but not measured: {}; their energy is not in these figures",
-                    gpu_list_text(*opt.gpus), why));
+    if (flags)
+      flags->push_back(fmt::format(
+          "gpus {} asked for but not measured: {}; their energy is not in these figures",
+          gpu_list_text(*opt.gpus), why));
   }
+  return all;
+}
+
+SensorList detect_sensors(const MeterOptions& opt, std::vector<std::string>* flags) {
+  std::vector<VendorGpus> vendors;
+  if (opt.use_nvml) vendors.push_back({"NVIDIA", detect_nvml()});
+  if (opt.use_rocm_smi) vendors.push_back({"AMD", detect_rocm_smi()});
+  std::vector<std::string> meter_flags;
+  SensorList all = choose_gpus(std::move(vendors), opt, &meter_flags);
   if (opt.use_rapl) {
     for (auto& s : detect_rapl(opt.powercap_root)) {
       // A process tree's figures are its CPU/memory estimates: RAPL measures every process of
