@@ -363,8 +363,10 @@ std::vector<VisibleGpu> visible_rocm(const std::vector<SensorInfo>& all,
 }
 
 // The sensor read through the daemon for `i` (unavailable where the daemon cannot read it).
-std::unique_ptr<Sensor> through(SensorInfo i, const std::shared_ptr<DaemonBatch>& batch) {
-  i.device_key.clear();  // the daemon is the device's reader: no lock to take here
+// The daemon is the device's reader: the lock the meter takes is `lock_key`'s (none if empty).
+std::unique_ptr<Sensor> through(SensorInfo i, const std::shared_ptr<DaemonBatch>& batch,
+                                std::string lock_key = {}) {
+  i.device_key = std::move(lock_key);
   if (i.available && i.counted) return std::make_unique<DaemonSensor>(i, batch);
   return std::make_unique<UnavailableSensor>(i);
 }
@@ -450,6 +452,13 @@ std::optional<CarbonIntensity> daemon_carbon(const json& hello) {
 
 }  // namespace
 
+std::string node_share_key(const SensorInfo& s) {
+  return "through-daemon-" + (s.device_key.empty() ? s.name : s.device_key);
+}
+
+const char* const kNodeShareRole =
+    "counts it for the ranks of its job on this node, reading through the node daemon";
+
 std::optional<DaemonSensors> daemon_sensors(const MeterOptions& opt, std::string* why,
                                             bool* present) {
   auto client = DaemonClient::connect(opt.daemon_socket, why, present);
@@ -469,7 +478,13 @@ std::optional<DaemonSensors> daemon_sensors(const MeterOptions& opt, std::string
   out.carbon = daemon_carbon(client->hello());
   auto batch = std::make_shared<DaemonBatch>(std::move(client), socket_path(opt.daemon_socket));
   out.batch = batch;
-  auto add = [&out, &batch](SensorInfo i) { out.sensors.push_back(through(i, batch)); };
+  // A node-wide sensor (RAPL, a machine-wide estimate) of a multi-rank job is counted by one of
+  // its ranks on the node, as when they read directly: the first to take its lock, here a
+  // share lock of its own (the daemon holds the device's) that the Meter takes.
+  auto add = [&out, &batch, &opt](SensorInfo i) {
+    const bool shared = opt.node_devices_shared && i.domain != "gpu" && i.available && i.counted;
+    out.sensors.push_back(through(i, batch, shared ? node_share_key(i) : std::string()));
+  };
   for (auto& g : daemon_gpus(all, opt, out.source, batch, &out.flags))
     out.sensors.push_back(std::move(g));
   for (const auto& s : all) {

@@ -238,15 +238,19 @@ Meter::Meter(SensorList sensors, const MeterOptions& opt, MeterClock clock,
     slot.info = s->info();
     slot.sensor = std::move(s);
     if (slot.info.available && slot.info.counted && !slot.info.device_key.empty()) {
+      // through the daemon, a key is a node-wide device's share lock (daemon::node_share_key)
       std::string holder;
-      slot.lock = DeviceLock::try_acquire(dir, slot.info.device_key, &holder);
+      slot.lock = DeviceLock::try_acquire(dir, slot.info.device_key, &holder,
+                                          batch_ ? daemon::kNodeShareRole : "");
       if (!slot.lock) {
         slot.not_reader = true;
         slot.info.available = false;
         slot.info.reason =
-            "not the reader: " + holder +
-            "; to measure beside it, start `greentrain serve` (every process then reads through "
-            "it), or use --process (an estimate of this process tree's CPU share)";
+            batch_ ? "not the reader: " + holder + "; its energy is in that process's figures"
+                   : "not the reader: " + holder +
+                         "; to measure beside it, start `greentrain serve` (every process then "
+                         "reads through it), or use --process (an estimate of this process "
+                         "tree's CPU share)";
       }
     }
     slot.active = slot.info.available && slot.info.counted;

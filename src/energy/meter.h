@@ -50,7 +50,9 @@ struct MeterOptions {
   /// Another rank of the same job on this node reads the node-wide devices (RAPL, the
   /// machine-wide estimates): a multi-rank training run, whose sum over its ranks counts them
   /// once (EnergyHook::add_nodes; each rank reads its own GPU). Where another process holds
-  /// their lock, nothing is counted in their stead and the window stays known.
+  /// their lock, nothing is counted in their stead and the window stays known. Through the
+  /// node daemon, which holds the devices' locks, the lock is each device's share lock
+  /// (daemon::node_share_key): the first rank to take it counts the device.
   bool node_devices_shared = false;
   bool use_nvml = true, use_rocm_smi = true, use_rapl = true, use_estimate = true;
   /// GPUs to read, as positions among the visible GPUs of each vendor (0-based, CUDA's

@@ -1,9 +1,12 @@
 // tests/serve/test_daemon_meter.cpp: a Meter reading through the node daemon chooses its
 // sensors as one reading directly does: the AMD GPUs this process sees (ROCR_VISIBLE_DEVICES,
 // then HIP_VISIBLE_DEVICES) at MeterOptions::gpus's positions, an error or a flag for those it
-// cannot read.
+// cannot read; and in a multi-rank job (node_devices_shared) one rank of the node counts the
+// node's CPU and memory, the others leave them out.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -122,6 +125,79 @@ TEST(DaemonMeter, AnAmdGpuAskedForThatTheDaemonCannotReadIsAnErrorOrAFlag) {
   EXPECT_NE(flags.find("gpus [0, 1] asked for but not measured: GPU 0 (rocm:2) cannot be read"),
             std::string::npos)
       << flags;
+}
+
+// Through the daemon every rank of a multi-rank job counted the node's CPU (the job's energy
+// had it once per rank). As when they read directly, the first rank to take its lock counts
+// it and the others leave it out: no estimate in its stead, the window known, their own GPU in
+// it. A process that is not such a rank still gets the whole node's figures.
+TEST(DaemonMeter, OneRankOfAJobCountsTheNodesCpu) {
+  TempDir d;
+  EnvGuard locks("GT_ENERGY_LOCK_DIR", d / "daemon-locks");
+  EnvGuard nvml("GT_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1");  // the daemon's order
+  energy::SensorList sensors;
+  auto cpu = std::make_unique<AtomicCounter>("rapl:package-0", "cpu", "rapl-intel-rapl:0");
+  auto gpu = std::make_unique<AtomicCounter>("nvml:0", "gpu", "nvml-GPU-0001");
+  AtomicCounter* c = cpu.get();
+  AtomicCounter* g = gpu.get();
+  sensors.push_back(std::move(cpu));
+  sensors.push_back(std::move(gpu));
+  LocalDaemon dm(d.path, std::move(sensors), 10.0);
+  energy::MeterOptions o = through(dm, d / "locks");
+  o.use_rapl = o.use_estimate = true;
+  o.use_rocm_smi = false;
+  o.node_devices_shared = true;
+  int ready[2], stop[2];
+  ASSERT_EQ(pipe(ready), 0);
+  ASSERT_EQ(pipe(stop), 0);
+  const pid_t other = fork();  // the rank that started first
+  if (other == 0) {
+    char ok = 'n';
+    try {
+      auto m = energy::Meter::create(o);
+      ok = m->not_reader().empty() && m->reading_source() != "direct" ? 'y' : 'n';
+      (void)!write(ready[1], &ok, 1);
+      (void)!read(stop[0], &ok, 1);
+    } catch (...) {
+      (void)!write(ready[1], &ok, 1);
+    }
+    _exit(0);
+  }
+  char ok = 0;
+  ASSERT_EQ(read(ready[0], &ok, 1), 1);
+  EXPECT_EQ(ok, 'y') << "the first rank counts the node's CPU";
+  auto rank = energy::Meter::create(o);
+  auto alone = energy::Meter::create([&] {
+    energy::MeterOptions a = o;
+    a.node_devices_shared = false;
+    return a;
+  }());
+  EXPECT_EQ(rank->not_reader(), std::vector<std::string>{"rapl:package-0"});
+  EXPECT_TRUE(alone->not_reader().empty());
+  rank->begin_window("w");
+  alone->begin_window("w");
+  c->joules = 100;
+  g->joules = 7;
+  const auto r = rank->end_window("w");
+  const auto a = alone->end_window("w");
+  ASSERT_TRUE(r.known_energy_j()) << r.energy_unknown_reason;
+  EXPECT_DOUBLE_EQ(*r.known_energy_j(), 7);  // its own GPU: the CPU is the other rank's
+  for (const auto& x : r.domains) EXPECT_EQ(x.domain, "gpu") << x.sensor;
+  std::string flags;
+  for (const auto& f : r.flags) flags += f + "\n";
+  EXPECT_NE(flags.find("not the reader: process " + std::to_string(other)), std::string::npos)
+      << flags;
+  EXPECT_DOUBLE_EQ(a.energy_j, 107);  // not a rank of a job: the node's figures
+  // the first rank ends: a rank that starts now is the one that counts the CPU
+  (void)!write(stop[1], "x", 1);
+  waitpid(other, nullptr, 0);
+  rank.reset();
+  auto next = energy::Meter::create(o);
+  EXPECT_TRUE(next->not_reader().empty());
+  next->begin_window("w");
+  c->joules = 150;
+  EXPECT_DOUBLE_EQ(next->end_window("w").energy_j_of("cpu"), 50);
+  for (int fd : {ready[0], ready[1], stop[0], stop[1]}) close(fd);
 }
 
 }  // namespace gt::serve
