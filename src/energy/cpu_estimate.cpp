@@ -30,27 +30,6 @@ double mono_s() {
 // "3 W per 8 GB" per GiB here, 7.4 % more than per 10^9 bytes.
 constexpr double kKiBPerGiB = 1024.0 * 1024.0, kBytesPerGiB = 1024.0 * 1024.0 * 1024.0;
 
-// MemTotal of <proc_root>/meminfo in GiB; nullopt with *err naming the file or the value.
-std::optional<double> mem_total_gb(const std::string& proc_root, std::string* err) {
-  const std::string path = proc_root + "/meminfo";
-  std::ifstream f(path);
-  if (!f) {
-    *err = path + ": cannot read";
-    return std::nullopt;
-  }
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind("MemTotal:", 0) != 0) continue;
-    std::string v = line.substr(9);
-    if (auto kb = v.rfind("kB"); kb != std::string::npos) v.erase(kb);
-    auto x = try_parse_number<double>(v, path + ": MemTotal", "a size in kB", err);
-    if (!x) return std::nullopt;
-    return *x / kKiBPerGiB;
-  }
-  *err = path + ": no MemTotal line";
-  return std::nullopt;
-}
-
 // Busy and total jiffies of the machine from the first line of /proc/stat.
 bool machine_jiffies(const std::string& proc_root, double* busy, double* total) {
   std::ifstream f(proc_root + "/stat");
@@ -323,6 +302,26 @@ class RamEstimateSensor : public Sensor {
 };
 
 }  // namespace
+
+std::optional<double> mem_total_gb(const std::string& proc_root, std::string* err) {
+  const std::string path = proc_root + "/meminfo";
+  std::ifstream f(path);
+  if (!f) {
+    *err = path + ": cannot read";
+    return std::nullopt;
+  }
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("MemTotal:", 0) != 0) continue;
+    std::string v = line.substr(9);
+    if (auto kb = v.rfind("kB"); kb != std::string::npos) v.erase(kb);
+    auto x = try_parse_number<double>(v, path + ": MemTotal", "a size in kB", err);
+    if (!x) return std::nullopt;
+    return *x / kKiBPerGiB;
+  }
+  *err = path + ": no MemTotal line";
+  return std::nullopt;
+}
 
 double lookup_tdp_w(const std::string& model_name, std::string* source) {
   if (auto p = find_cpu_part(model_name)) {

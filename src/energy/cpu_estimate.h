@@ -35,6 +35,10 @@ struct CpuEstimateOptions {
 /// matched or that the default was used.
 double lookup_tdp_w(const std::string& model_name, std::string* source);
 
+/// MemTotal of <proc_root>/meminfo in GiB (2^30 bytes, CodeCarbon's GB), as the memory estimate
+/// counts it; nullopt with *err naming the file or the value that cannot be read.
+std::optional<double> mem_total_gb(const std::string& proc_root, std::string* err);
+
 /// The CPU estimate (domain "cpu") and the memory estimate (domain "ram").
 SensorList make_cpu_estimate(const CpuEstimateOptions& opt);
 

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -18,6 +19,7 @@
 #include <set>
 
 #include "energy/cpu_estimate.h"
+#include "energy/gpu_sensors.h"
 #include "energy/nvml.h"
 
 namespace gt::energy::daemon {
@@ -306,23 +308,129 @@ class DaemonSensor : public Sensor {
 
 bool starts_with(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
 
-// The daemon's NVML sensors in this process's CUDA_VISIBLE_DEVICES order (resolved to UUIDs
-// through NVML when this process can load it; otherwise all of them, in the daemon's order).
-std::vector<const SensorInfo*> visible_nvml(const std::vector<SensorInfo>& all) {
-  std::vector<const SensorInfo*> nv;
+// A GPU this process sees, as the daemon keys it: its device_key there ("nvml-<uuid>",
+// "rocm-<ROCm SMI index>"), the sensor name it would have ("nvml:2") and the entries of the
+// *_VISIBLE_DEVICES variables that named it (empty where none is set).
+struct VisibleGpu {
+  std::string key, name, requested;
+};
+
+std::string joined(const std::vector<std::string>& notes) {
+  std::string t;
+  for (const auto& n : notes) t += (t.empty() ? "" : "; ") + n;
+  return t;
+}
+
+// The NVIDIA GPUs of this process's CUDA_VISIBLE_DEVICES, in its order (resolved to UUIDs
+// through NVML when this process can load it; otherwise all of the daemon's, in its order).
+std::vector<VisibleGpu> visible_nvml(const std::vector<SensorInfo>& all,
+                                     std::vector<std::string>* notes) {
+  std::vector<VisibleGpu> daemons;
   for (const auto& s : all)
-    if (starts_with(s.device_key, "nvml-")) nv.push_back(&s);
+    if (starts_with(s.device_key, "nvml-")) daemons.push_back({s.device_key, s.name, ""});
   const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
-  if (!cvd || nv.empty()) return nv;
+  if (!cvd || daemons.empty()) return daemons;
   std::string err;
   auto lib = nvml::Library::load(&err);
-  if (!lib) return nv;
-  std::vector<std::string> notes;
-  std::vector<const SensorInfo*> out;
-  for (const auto& g : nvml::resolve_visible(*lib, cvd, &notes))
-    for (const SensorInfo* s : nv)
-      if (s->device_key == "nvml-" + g.uuid) out.push_back(s);
+  if (!lib) return daemons;
+  std::vector<VisibleGpu> out;
+  for (const auto& g : nvml::resolve_visible(*lib, cvd, notes))
+    out.push_back({"nvml-" + g.uuid, fmt::format("nvml:{}", g.nvml_index),
+                   "CUDA_VISIBLE_DEVICES " + g.requested});
   return out;
+}
+
+// The AMD GPUs this process's HIP programs see (ROCR_VISIBLE_DEVICES, then
+// HIP_VISIBLE_DEVICES: rocm_visible_here, as detect_rocm_smi chooses them), in their order,
+// of the GPUs that ROCm SMI numbers up to the daemon's highest.
+std::vector<VisibleGpu> visible_rocm(const std::vector<SensorInfo>& all,
+                                     std::vector<std::string>* notes) {
+  uint32_t n = 0;
+  for (const auto& s : all) {
+    if (!starts_with(s.device_key, "rocm-")) continue;
+    uint32_t i = 0;
+    const char* p = s.device_key.data() + 5;
+    const char* e = s.device_key.data() + s.device_key.size();
+    if (auto [end, ec] = std::from_chars(p, e, i); ec == std::errc() && end == e && p != e)
+      n = std::max(n, i + 1);
+  }
+  std::vector<VisibleGpu> out;
+  if (n == 0) return out;
+  for (const RocmVisible& g : rocm_visible_here(n, notes))
+    out.push_back(
+        {fmt::format("rocm-{}", g.rsmi_index), fmt::format("rocm:{}", g.rsmi_index), g.requested});
+  return out;
+}
+
+// The sensor read through the daemon for `i` (unavailable where the daemon cannot read it).
+// The daemon is the device's reader: the lock the meter takes is `lock_key`'s (none if empty).
+std::unique_ptr<Sensor> through(SensorInfo i, const std::shared_ptr<DaemonBatch>& batch,
+                                std::string lock_key = {}) {
+  i.device_key = std::move(lock_key);
+  if (i.available && i.counted) return std::make_unique<DaemonSensor>(i, batch);
+  return std::make_unique<UnavailableSensor>(i);
+}
+
+// One vendor's GPUs read through the daemon, each at its position among the `visible` ones
+// (SensorInfo::index: CUDA's or HIP's number in this process); a visible GPU the daemon does not
+// read is there, unavailable. None visible: the daemon's placeholder `vendor_name` saying why
+// ("nvml", "rocm-smi"), or one made here. The list choose_gpus takes, as from detect_nvml.
+SensorList vendor_gpus(const std::vector<SensorInfo>& all, const std::vector<VisibleGpu>& visible,
+                       const std::string& vendor_name, const std::string& none_reason,
+                       const std::string& source, const std::shared_ptr<DaemonBatch>& batch) {
+  SensorList out;
+  for (const VisibleGpu& v : visible) {
+    SensorInfo i;
+    const auto it = std::find_if(all.begin(), all.end(),
+                                 [&v](const SensorInfo& s) { return s.device_key == v.key; });
+    if (it != all.end()) {
+      i = *it;
+    } else {
+      i.name = v.name;
+      i.domain = "gpu";
+      i.reason = fmt::format("{} does not read this GPU ({})", source, v.key);
+    }
+    if (!v.requested.empty()) i.device += " (" + v.requested + ")";
+    i.index = static_cast<int>(out.size());
+    out.push_back(through(i, batch));
+  }
+  if (!out.empty()) return out;
+  SensorInfo none;
+  for (const auto& s : all)
+    if (s.name == vendor_name && s.device_key.empty()) none = s;
+  if (none.name.empty()) {
+    none.name = vendor_name;
+    none.domain = "gpu";
+    none.reason = none_reason;
+  }
+  out.push_back(through(none, batch));
+  return out;
+}
+
+// The GPUs read through the daemon, chosen as detect_sensors chooses those read directly:
+// each vendor's visible GPUs, then opt.gpus's positions among them (choose_gpus).
+SensorList daemon_gpus(const std::vector<SensorInfo>& all, const MeterOptions& opt,
+                       const std::string& source, const std::shared_ptr<DaemonBatch>& batch,
+                       std::vector<std::string>* flags) {
+  std::vector<VendorGpus> vendors;
+  // why a vendor has no GPU here: none visible (the notes say why), or the daemon reads none
+  auto none = [&source](const char* vendor, const std::vector<std::string>& notes) {
+    return notes.empty() ? fmt::format("{} reads no {} GPU", source, vendor)
+                         : fmt::format("no {} GPU visible: {}", vendor, joined(notes));
+  };
+  if (opt.use_nvml) {
+    std::vector<std::string> notes;
+    const auto vis = visible_nvml(all, &notes);
+    vendors.push_back(
+        {"NVIDIA", vendor_gpus(all, vis, "nvml", none("NVIDIA", notes), source, batch)});
+  }
+  if (opt.use_rocm_smi) {
+    std::vector<std::string> notes;
+    const auto vis = visible_rocm(all, &notes);
+    vendors.push_back(
+        {"AMD", vendor_gpus(all, vis, "rocm-smi", none("AMD", notes), source, batch)});
+  }
+  return choose_gpus(std::move(vendors), opt, flags);
 }
 
 std::optional<CarbonIntensity> daemon_carbon(const json& hello) {
@@ -344,6 +452,13 @@ std::optional<CarbonIntensity> daemon_carbon(const json& hello) {
 
 }  // namespace
 
+std::string node_share_key(const SensorInfo& s) {
+  return "through-daemon-" + (s.device_key.empty() ? s.name : s.device_key);
+}
+
+const char* const kNodeShareRole =
+    "counts it for the ranks of its job on this node, reading through the node daemon";
+
 std::optional<DaemonSensors> daemon_sensors(const MeterOptions& opt, std::string* why,
                                             bool* present) {
   auto client = DaemonClient::connect(opt.daemon_socket, why, present);
@@ -363,48 +478,16 @@ std::optional<DaemonSensors> daemon_sensors(const MeterOptions& opt, std::string
   out.carbon = daemon_carbon(client->hello());
   auto batch = std::make_shared<DaemonBatch>(std::move(client), socket_path(opt.daemon_socket));
   out.batch = batch;
-  auto add = [&out, &batch](SensorInfo i) {
-    i.device_key.clear();  // the daemon is the device's reader: no lock to take here
-    if (i.available && i.counted)
-      out.sensors.push_back(std::make_unique<DaemonSensor>(i, batch));
-    else
-      out.sensors.push_back(std::make_unique<UnavailableSensor>(i));
+  // A node-wide sensor (RAPL, a machine-wide estimate) of a multi-rank job is counted by one of
+  // its ranks on the node, as when they read directly: the first to take its lock, here a
+  // share lock of its own (the daemon holds the device's) that the Meter takes.
+  auto add = [&out, &batch, &opt](SensorInfo i) {
+    const bool shared = opt.node_devices_shared && i.domain != "gpu" && i.available && i.counted;
+    out.sensors.push_back(through(i, batch, shared ? node_share_key(i) : std::string()));
   };
-  if (opt.use_nvml) {
-    std::vector<SensorInfo> nv;
-    for (const SensorInfo* s : visible_nvml(all)) {
-      nv.push_back(*s);
-      nv.back().index = static_cast<int>(nv.size() - 1);  // CUDA's number in this process
-    }
-    if (opt.gpus) {
-      std::vector<SensorInfo> chosen;
-      std::string missing;
-      for (int g : *opt.gpus) {
-        if (g >= 0 && g < static_cast<int>(nv.size()) && nv[static_cast<std::size_t>(g)].available)
-          chosen.push_back(nv[static_cast<std::size_t>(g)]);
-        else
-          missing += fmt::format(
-              "{}GPU {} is not a visible NVIDIA GPU that {} reads (positions "
-              "0..{})",
-              missing.empty() ? "" : "; ", g, out.source, static_cast<int>(nv.size()) - 1);
-      }
-      if (!missing.empty() && opt.gpus_strict)
-        throw Error(
-            fmt::format("gpus: {}; expected GPUs whose energy or power can be read "
-                        "(or gpus_strict = false, Python strict=False, to measure "
-                        "the rest with a flag)",
-                        missing));
-      if (!missing.empty())
-        out.flags.push_back(fmt::format(
-            "gpus asked for but not measured: {}; their energy is not in these figures", missing));
-      nv = chosen;
-    }
-    for (const SensorInfo& s : nv) add(s);
-    for (const auto& s : all)  // the daemon's "nvml" placeholder saying why it has no GPU
-      if (s.name == "nvml" && s.device_key.empty()) add(s);
-  }
+  for (auto& g : daemon_gpus(all, opt, out.source, batch, &out.flags))
+    out.sensors.push_back(std::move(g));
   for (const auto& s : all) {
-    if (opt.use_rocm_smi && (starts_with(s.device_key, "rocm-") || s.name == "rocm-smi")) add(s);
     if (opt.use_rapl && starts_with(s.name, "rapl")) {
       SensorInfo i = s;
       if (opt.pid != 0 && i.available && i.counted) {  // the process tree's are estimates

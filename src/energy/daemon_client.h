@@ -84,14 +84,26 @@ struct DaemonSensors {
   std::vector<std::string> flags;  ///< meter-wide (GPUs asked for and not measured)
 };
 
-/// The daemon's sensors chosen as `opt` chooses direct ones: GPUs of CUDA_VISIBLE_DEVICES (UUIDs
-/// resolved through NVML when this process can load it) at opt.gpus positions, RAPL zones when
-/// opt.use_rapl, the machine-wide CPU and memory estimates when opt.use_estimate and opt.pid ==
-/// 0 (a process-tree estimate, opt.pid > 0, is made here, in this process). Empty optional when
-/// no daemon can be used (opt.daemon_socket, $GT_DAEMON_SOCKET, or the default path); *why and
-/// *present as for DaemonClient::connect. A GPU position that is not visible or cannot be read
-/// is an Error with opt.gpus_strict, else a flag, as Meter::create does. GPUs are numbered
-/// (SensorInfo::index) by their position among this process's visible GPUs.
+/// The lock a rank of a multi-rank job (MeterOptions::node_devices_shared) takes to count a
+/// node-wide sensor it reads through the daemon: "through-daemon-<the daemon's device_key>"
+/// (its name where it has none), in the meter's lock directory (node_lock.h).
+std::string node_share_key(const SensorInfo& s);
+/// What the share lock's file says of its holder (DeviceLock::try_acquire's role).
+extern const char* const kNodeShareRole;
+
+/// The daemon's sensors chosen as `opt` chooses direct ones (detect_sensors): the GPUs this
+/// process sees (NVIDIA: CUDA_VISIBLE_DEVICES, UUIDs resolved through NVML when this process
+/// can load it; AMD: ROCR_VISIBLE_DEVICES then HIP_VISIBLE_DEVICES, rocm_visible_here), then
+/// opt.gpus's positions among each vendor's (choose_gpus: an Error for a position that is not a
+/// visible GPU; one that cannot be read is an Error with opt.gpus_strict, else a flag); RAPL
+/// zones when opt.use_rapl, the machine-wide CPU and memory estimates when opt.use_estimate and
+/// opt.pid == 0 (a process-tree estimate, opt.pid > 0, is made here, in this process). With
+/// opt.node_devices_shared, the node-wide sensors counted carry the lock key node_share_key:
+/// the meter of the job's rank that takes it first counts them, the others leave them out (as
+/// Meter does for direct readers). Empty optional when no daemon can be used
+/// (opt.daemon_socket, $GT_DAEMON_SOCKET, or the default path); *why and *present as for
+/// DaemonClient::connect. GPUs are numbered (SensorInfo::index) by their position among this
+/// process's visible GPUs.
 std::optional<DaemonSensors> daemon_sensors(const MeterOptions& opt, std::string* why,
                                             bool* present);
 

@@ -20,6 +20,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "energy/cpu_estimate.h"
 
 namespace gt::energy {
 namespace {
@@ -56,11 +57,9 @@ std::string first_cpuinfo(const char* key) {
 // Installed memory in CodeCarbon's GB (2^30 bytes, as the RAM estimate counts it); empty when
 // /proc/meminfo cannot be read (unknown, not 0).
 std::string ram_total_gb() {
-  std::ifstream f("/proc/meminfo");
-  std::string k;
-  double kb = 0;
-  f >> k >> kb;
-  return k == "MemTotal:" && f ? num(kb / (1024.0 * 1024.0)) : std::string();
+  std::string err;
+  const auto gb = mem_total_gb("/proc", &err);
+  return gb ? num(*gb) : std::string();
 }
 
 /// The first record of CSV `text` (RFC 4180 quoting): its fields, and in `end` the offset just

@@ -135,6 +135,12 @@ struct RocmFns {
   int (*power_ave)(uint32_t, uint32_t, uint64_t*) = nullptr;        // uW
   int (*status_string)(int, const char**) = nullptr;
   int (*unique_id)(uint32_t, uint64_t*) = nullptr;  // optional
+  // rsmi_dev_unique_id_get of GPU i; nullopt where the library has none or it fails
+  std::optional<uint64_t> unique_id_of(uint32_t i) const {
+    uint64_t id = 0;
+    if (unique_id && unique_id(i, &id) == 0) return id;
+    return std::nullopt;
+  }
   std::string err(int rc) const {
     const char* s = nullptr;
     if (status_string && status_string(rc, &s) == 0 && s) return s;
@@ -182,19 +188,37 @@ class RocmSensor : public Sensor {
   SensorInfo info_;
 };
 
-/// Splits a *_VISIBLE_DEVICES value at its commas, each entry trimmed of blanks.
-std::vector<std::string> visible_entries(const std::string& v) {
-  std::vector<std::string> out;
-  size_t pos = 0;
-  while (pos <= v.size()) {
-    const size_t comma = v.find(',', pos);
-    std::string e = v.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    pos = comma == std::string::npos ? v.size() + 1 : comma + 1;
-    e.erase(0, e.find_first_not_of(" \t"));
-    e.erase(e.find_last_not_of(" \t") + 1);
-    out.push_back(e);
+// ROCm SMI loaded ($GT_ROCM_SMI_LIBRARY, else librocm_smi64.so) and initialized, or nullptr
+// with *why naming the library and what failed.
+std::shared_ptr<RocmFns> load_rocm_smi(std::string* why) {
+  const char* env = std::getenv("GT_ROCM_SMI_LIBRARY");
+  const std::string lib = env && *env ? env : "librocm_smi64.so";
+  auto f = std::make_shared<RocmFns>();
+  f->handle = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!f->handle) {
+    const char* e = dlerror();
+    *why = fmt::format("{}: cannot load ({}); no ROCm on this machine?", lib, e ? e : "");
+    return nullptr;
   }
-  return out;
+  auto sym = [&](auto& fp, const char* n) {
+    fp = reinterpret_cast<std::decay_t<decltype(fp)>>(dlsym(f->handle, n));
+  };
+  sym(f->init, "rsmi_init");
+  sym(f->num_devices, "rsmi_num_monitor_devices");
+  sym(f->energy, "rsmi_dev_energy_count_get");
+  sym(f->power_ave, "rsmi_dev_power_ave_get");
+  sym(f->status_string, "rsmi_status_string");
+  if (!f->init || !f->num_devices || (!f->energy && !f->power_ave)) {
+    *why = lib + ": lacks rsmi_init, rsmi_num_monitor_devices or energy/power functions";
+    return nullptr;
+  }
+  if (int rc = f->init(0); rc != 0) {
+    *why = lib + ": rsmi_init failed: " + f->err(rc);
+    return nullptr;
+  }
+  sym(f->shut_down, "rsmi_shut_down");
+  sym(f->unique_id, "rsmi_dev_unique_id_get");
+  return f;
 }
 
 }  // namespace
@@ -245,6 +269,23 @@ std::vector<RocmVisible> rocm_visible(uint32_t n,
   return vis;
 }
 
+std::vector<RocmVisible> rocm_visible_here(uint32_t n, std::vector<std::string>* notes) {
+  std::shared_ptr<RocmFns> f;
+  bool tried = false;
+  std::string why;
+  auto uid = [&](uint32_t i) -> std::optional<uint64_t> {
+    if (!tried) {
+      tried = true;
+      f = load_rocm_smi(&why);
+    }
+    return f ? f->unique_id_of(i) : std::nullopt;
+  };
+  auto vis = rocm_visible(n, uid, notes);
+  if (tried && !f && notes)
+    notes->push_back("GPU-<unique id> entries cannot be matched here: " + why);
+  return vis;
+}
+
 SensorList detect_rocm_smi(double check_s) {
   SensorList out;
   SensorInfo base;
@@ -252,36 +293,13 @@ SensorList detect_rocm_smi(double check_s) {
   base.domain = "gpu";
   base.kind = SensorKind::kEnergyCounter;
   base.unit = "uJ";
-  const char* env = std::getenv("GT_ROCM_SMI_LIBRARY");
-  const std::string lib = env && *env ? env : "librocm_smi64.so";
-  auto f = std::make_shared<RocmFns>();
-  f->handle = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!f->handle) {
-    const char* e = dlerror();
-    base.reason = fmt::format("{}: cannot load ({}); no ROCm on this machine?", lib, e ? e : "");
+  std::string why;
+  auto f = load_rocm_smi(&why);
+  if (!f) {
+    base.reason = why;
     out.push_back(std::make_unique<UnavailableSensor>(base));
     return out;
   }
-  auto sym = [&](auto& fp, const char* n) {
-    fp = reinterpret_cast<std::decay_t<decltype(fp)>>(dlsym(f->handle, n));
-  };
-  sym(f->init, "rsmi_init");
-  sym(f->num_devices, "rsmi_num_monitor_devices");
-  sym(f->energy, "rsmi_dev_energy_count_get");
-  sym(f->power_ave, "rsmi_dev_power_ave_get");
-  sym(f->status_string, "rsmi_status_string");
-  if (!f->init || !f->num_devices || (!f->energy && !f->power_ave)) {
-    base.reason = lib + ": lacks rsmi_init, rsmi_num_monitor_devices or energy/power functions";
-    out.push_back(std::make_unique<UnavailableSensor>(base));
-    return out;
-  }
-  if (int rc = f->init(0); rc != 0) {
-    base.reason = lib + ": rsmi_init failed: " + f->err(rc);
-    out.push_back(std::make_unique<UnavailableSensor>(base));
-    return out;
-  }
-  sym(f->shut_down, "rsmi_shut_down");
-  sym(f->unique_id, "rsmi_dev_unique_id_get");
   uint32_t n = 0;
   if (int rc = f->num_devices(&n); rc != 0 || n == 0) {
     base.reason = rc ? "rsmi_num_monitor_devices: " + f->err(rc) : "no AMD GPU found";
@@ -292,13 +310,7 @@ SensorList detect_rocm_smi(double check_s) {
   // jobs' too), in their order: a sensor's index is its position among them, as with NVML
   std::vector<std::string> notes;
   const auto visible = rocm_visible(
-      n,
-      [&f](uint32_t i) -> std::optional<uint64_t> {
-        uint64_t id = 0;
-        if (f->unique_id && f->unique_id(i, &id) == 0) return id;
-        return std::nullopt;
-      },
-      &notes);
+      n, [&f](uint32_t i) { return f->unique_id_of(i); }, &notes);
   if (visible.empty()) {
     base.reason = "no AMD GPU visible";
     for (const auto& note : notes) base.reason += ": " + note;

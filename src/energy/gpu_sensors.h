@@ -40,4 +40,10 @@ std::vector<RocmVisible> rocm_visible(uint32_t n,
                                       const std::function<std::optional<uint64_t>(uint32_t)>& uid,
                                       std::vector<std::string>* notes);
 
+/// rocm_visible with the unique ids read through ROCm SMI in this process, loaded only when
+/// ROCR_VISIBLE_DEVICES has a GPU-<unique id> entry (a client of the node daemon, which reads
+/// the GPUs, has the ids of its own environment to match). Where the library cannot be loaded
+/// such an entry matches nothing, and `notes` says why.
+std::vector<RocmVisible> rocm_visible_here(uint32_t n, std::vector<std::string>* notes);
+
 }  // namespace gt::energy

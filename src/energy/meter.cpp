@@ -41,12 +41,6 @@ double Measurement::g_co2e_of(const std::string& domain) const {
 
 namespace {
 
-// A vendor's "none here" placeholder ("nvml", "rocm-smi"), as against one of its GPUs ("nvml:0").
-bool is_vendor_placeholder(const SensorList& l) {
-  return l.size() == 1 && !l[0]->info().available &&
-         l[0]->info().name.find(':') == std::string::npos;
-}
-
 // A sensor shown and counted under another description (counted, reason, standby): the
 // same readings.
 class RelabelledSensor : public Sensor {
@@ -81,12 +75,6 @@ std::set<std::string> covered_domains(const std::vector<const SensorInfo*>& coun
   return covered;
 }
 
-std::string gpu_list_text(const std::vector<int>& g) {
-  std::string t;
-  for (int x : g) t += (t.empty() ? "" : ", ") + std::to_string(x);
-  return "[" + t + "]";
-}
-
 }  // namespace
 
 void check_interval_s(double interval_s, const std::string& what) {
@@ -96,62 +84,11 @@ void check_interval_s(double interval_s, const std::string& what) {
 }
 
 SensorList detect_sensors(const MeterOptions& opt, std::vector<std::string>* flags) {
-  SensorList all;
-  auto take = [&all](SensorList l) {
-    for (auto& s : l) all.push_back(std::move(s));
-  };
-  // Keeps the GPUs at positions opt.gpus of a vendor's list (its placeholder when it has none).
-  auto select = [&opt](SensorList l, const char* vendor) {
-    if (!opt.gpus || is_vendor_placeholder(l)) return l;
-    SensorList out;
-    for (int g : *opt.gpus) {
-      if (g < 0 || g >= static_cast<int>(l.size()) || !l[static_cast<size_t>(g)])
-        throw Error(
-            fmt::format("gpus: {} is not a visible {} GPU (or is listed twice); "
-                        "expected a position in 0..{}",
-                        g, vendor, static_cast<int>(l.size()) - 1));
-      out.push_back(std::move(l[static_cast<size_t>(g)]));
-    }
-    return out;
-  };
-  // GPUs asked for by position must be read, or (gpus_strict = false) be flagged as missing.
-  std::vector<std::string> gpu_problems;
-  bool vendor_found = false;
-  std::string vendor_reasons;
-  auto take_gpus = [&](SensorList l, const char* vendor) {
-    if (is_vendor_placeholder(l)) {
-      vendor_reasons += fmt::format("{}{}: {}", vendor_reasons.empty() ? "" : "; ",
-                                    l[0]->info().name, l[0]->info().reason);
-    } else {
-      vendor_found = true;
-      l = select(std::move(l), vendor);
-      for (auto& x : l)
-        if (opt.gpus && !x->info().available)
-          gpu_problems.push_back(fmt::format("GPU {} ({}) cannot be read: {}", x->info().index,
-                                             x->info().name, x->info().reason));
-    }
-    take(std::move(l));
-  };
-  if (opt.use_nvml) take_gpus(detect_nvml(), "NVIDIA");
-  if (opt.use_rocm_smi) take_gpus(detect_rocm_smi(), "AMD");
-  if (opt.gpus && !opt.gpus->empty() && !vendor_found)
-    gpu_problems.insert(
-        gpu_problems.begin(),
-        fmt::format("no GPU can be read ({})",
-                    vendor_reasons.empty() ? "GPU sensors were turned off" : vendor_reasons));
+  std::vector<VendorGpus> vendors;
+  if (opt.use_nvml) vendors.push_back({"NVIDIA", detect_nvml()});
+  if (opt.use_rocm_smi) vendors.push_back({"AMD", detect_rocm_smi()});
   std::vector<std::string> meter_flags;
-  if (!gpu_problems.empty()) {
-    std::string why;
-    for (auto& p : gpu_problems) why += (why.empty() ? "" : "; ") + p;
-    if (opt.gpus_strict)
-      throw Error(fmt::format(
-          "gpus {}: {}; expected GPUs whose energy or power can be read (or gpus_strict = "
-          "false, Python strict=False, to measure the rest with a flag)",
-          gpu_list_text(*opt.gpus), why));
-    meter_flags.push_back(
-        fmt::format("gpus {} asked for but not measured: {}; their energy is not in these figures",
-                    gpu_list_text(*opt.gpus), why));
-  }
+  SensorList all = choose_gpus(std::move(vendors), opt, &meter_flags);
   if (opt.use_rapl) {
     for (auto& s : detect_rapl(opt.powercap_root)) {
       // A process tree's figures are its CPU/memory estimates: RAPL measures every process of
@@ -232,15 +169,19 @@ Meter::Meter(SensorList sensors, const MeterOptions& opt, MeterClock clock,
     slot.info = s->info();
     slot.sensor = std::move(s);
     if (slot.info.available && slot.info.counted && !slot.info.device_key.empty()) {
+      // through the daemon, a key is a node-wide device's share lock (daemon::node_share_key)
       std::string holder;
-      slot.lock = DeviceLock::try_acquire(dir, slot.info.device_key, &holder);
+      slot.lock = DeviceLock::try_acquire(dir, slot.info.device_key, &holder,
+                                          batch_ ? daemon::kNodeShareRole : "");
       if (!slot.lock) {
         slot.not_reader = true;
         slot.info.available = false;
         slot.info.reason =
-            "not the reader: " + holder +
-            "; to measure beside it, start `greentrain serve` (every process then reads through "
-            "it), or use --process (an estimate of this process tree's CPU share)";
+            batch_ ? "not the reader: " + holder + "; its energy is in that process's figures"
+                   : "not the reader: " + holder +
+                         "; to measure beside it, start `greentrain serve` (every process then "
+                         "reads through it), or use --process (an estimate of this process "
+                         "tree's CPU share)";
       }
     }
     slot.active = slot.info.available && slot.info.counted;

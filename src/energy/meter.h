@@ -50,7 +50,9 @@ struct MeterOptions {
   /// Another rank of the same job on this node reads the node-wide devices (RAPL, the
   /// machine-wide estimates): a multi-rank training run, whose sum over its ranks counts them
   /// once (EnergyHook::add_nodes; each rank reads its own GPU). Where another process holds
-  /// their lock, nothing is counted in their stead and the window stays known.
+  /// their lock, nothing is counted in their stead and the window stays known. Through the
+  /// node daemon, which holds the devices' locks, the lock is each device's share lock
+  /// (daemon::node_share_key): the first rank to take it counts the device.
   bool node_devices_shared = false;
   bool use_nvml = true, use_rocm_smi = true, use_rapl = true, use_estimate = true;
   /// GPUs to read, as positions among the visible GPUs of each vendor (0-based, CUDA's
@@ -78,6 +80,24 @@ struct MeterOptions {
 
 /// Why a machine-wide counter (RAPL) is not counted when MeterOptions::pid names a process tree.
 extern const char* const kMachineWideReason;
+
+/// The GPU sensors of one vendor, in the order this process sees them (a sensor's position is
+/// its SensorInfo::index), or the vendor's one placeholder saying why it has none (an
+/// unavailable sensor named without ':', e.g. "nvml", "rocm-smi").
+struct VendorGpus {
+  const char* vendor = "";  ///< "NVIDIA", "AMD": named in errors and flags
+  SensorList sensors;
+};
+
+/// The GPU sensors a meter keeps of `vendors`, as opt.gpus chooses them: every one when it is
+/// empty; otherwise, of each vendor that has GPUs, those at its positions, in its order
+/// (placeholders are kept as they are). Throws Error naming a position that is not a visible GPU
+/// of such a vendor (or is listed twice). A GPU asked for that cannot be read, or no vendor with
+/// a GPU at all, throws Error with opt.gpus_strict; otherwise *flags gets a flag naming them and
+/// why (their energy is not in the figures). Used for the sensors read directly
+/// (detect_sensors) and for those read through the node daemon (daemon_client.h) alike.
+SensorList choose_gpus(std::vector<VendorGpus> vendors, const MeterOptions& opt,
+                       std::vector<std::string>* flags);
 
 /// The sensors of this machine a Meter reads directly, as `opt` selects them (NVML, ROCm SMI,
 /// RAPL, and the CPU/memory estimate for domains no counter covers; an estimate of a covered

@@ -3,8 +3,8 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <pwd.h>
 #include <pthread.h>
+#include <pwd.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -92,13 +92,14 @@ std::string describe_holder(const std::string& text, const std::string& path) {
         "this process (pid {}) reads this device already through another copy of "
         "greentrain's library (lock {})",
         pid, path);
-  if (!role.empty())
+  if (role.rfind("greentrain serve", 0) == 0)
     return fmt::format(
         "the node daemon ({}, pid {}) reads this device, and this process did not "
         "read through it (lock {})",
         role, pid, path);
-  return fmt::format("process {} ({}{}{}) reads this device directly (lock {})", pid,
-                     cmd.empty() ? "?" : cmd, user.empty() ? "" : ", user ", user, path);
+  return fmt::format("process {} ({}{}{}) {} (lock {})", pid, cmd.empty() ? "?" : cmd,
+                     user.empty() ? "" : ", user ", user,
+                     role.empty() ? "reads this device directly" : role, path);
 }
 
 }  // namespace

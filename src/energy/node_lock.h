@@ -25,7 +25,9 @@ class DeviceLock {
   /// and sets *holder to who holds it, e.g. "process 1234 (greentrain, user bob) reads this
   /// device directly (lock /tmp/greentrain-energy-locks/rapl-intel-rapl:0.lock)", or why it
   /// could not be taken. `role`: what the lock file says of the holder besides its pid, command
-  /// and user (the daemon writes "greentrain serve, socket PATH").
+  /// and user: the daemon writes "greentrain serve, socket PATH" (told as the node daemon); any
+  /// other role says how the holder counts the device, in place of "reads this device directly"
+  /// (daemon_client.h's kNodeShareRole).
   static std::shared_ptr<DeviceLock> try_acquire(const std::string& dir, const std::string& key,
                                                  std::string* holder, const std::string& role = "");
   ~DeviceLock();

@@ -246,14 +246,7 @@ std::vector<VisibleGpu> resolve_visible(const Library& lib, const char* cvd,
     for (auto& g : gpus) add(g, "");
     return out;
   }
-  std::string s(cvd);
-  size_t pos = 0;
-  while (pos <= s.size()) {
-    size_t comma = s.find(',', pos);
-    std::string e = s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    pos = comma == std::string::npos ? s.size() + 1 : comma + 1;
-    e.erase(0, e.find_first_not_of(" \t"));
-    e.erase(e.find_last_not_of(" \t") + 1);
+  for (const std::string& e : visible_entries(cvd)) {
     if (e.empty()) {
       if (notes) notes->push_back("CUDA_VISIBLE_DEVICES has an empty entry: no GPU from here on");
       break;
@@ -320,3 +313,21 @@ Result<std::vector<ProcessUtilizationSample>> Library::process_utilization(
 }
 
 }  // namespace gt::energy::nvml
+
+namespace gt::energy {
+
+std::vector<std::string> visible_entries(const std::string& v) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos <= v.size()) {
+    const size_t comma = v.find(',', pos);
+    std::string e = v.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    pos = comma == std::string::npos ? v.size() + 1 : comma + 1;
+    e.erase(0, e.find_first_not_of(" \t"));
+    e.erase(e.find_last_not_of(" \t") + 1);
+    out.push_back(e);
+  }
+  return out;
+}
+
+}  // namespace gt::energy

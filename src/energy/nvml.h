@@ -133,3 +133,12 @@ std::vector<VisibleGpu> resolve_visible(const Library& lib, const char* cuda_vis
                                         std::vector<std::string>* notes);
 
 }  // namespace gt::energy::nvml
+
+namespace gt::energy {
+
+/// Splits a *_VISIBLE_DEVICES value (CUDA_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES,
+/// HIP_VISIBLE_DEVICES) at its commas, each entry trimmed of blanks; empty entries are kept
+/// (",1" gives "", "1"), for the caller to stop at as CUDA and HIP do.
+std::vector<std::string> visible_entries(const std::string& value);
+
+}  // namespace gt::energy

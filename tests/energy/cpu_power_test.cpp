@@ -56,6 +56,13 @@ struct FakeProc {
     if (!r0.energy_j || !r.energy_j) return {-1, s[0]->info().method};
     return {(*r.energy_j - *r0.energy_j) / 1000, s[0]->info().method};
   }
+  // The machine's estimates (CPU, memory) with /proc/meminfo's MemTotal line set to `mem_total`.
+  SensorList estimates_with_mem_total(const std::string& mem_total) {
+    write_file(d / "meminfo", "MemTotal:        " + mem_total + "\n");
+    CpuEstimateOptions o;
+    o.proc_root = d.path;
+    return make_cpu_estimate(o);
+  }
   std::string cpu_lines;
   int ncpu = 0;
 };
@@ -172,10 +179,7 @@ TEST(CpuPower, CpuinfoFieldThatIsNotANumberIsNamed) {
 // 3 W (it was 3.22 W, with 10^9-byte GB).
 TEST(CpuPower, EightGibOfRamIsThreeWattsAsInCodeCarbon) {
   FakeProc p(cpuinfo(2, "AuthenticAMD", "AMD EPYC", 25, 17, true));
-  write_file(p.d / "meminfo", "MemTotal:        8388608 kB\n");
-  CpuEstimateOptions o;
-  o.proc_root = p.d.path;
-  auto s = make_cpu_estimate(o);
+  auto s = p.estimates_with_mem_total("8388608 kB");
   ASSERT_EQ(s.size(), 2u);
   const Reading r = s[1]->read(0);
   ASSERT_TRUE(r.ok && r.power_w) << r.error;
@@ -188,10 +192,7 @@ TEST(CpuPower, EightGibOfRamIsThreeWattsAsInCodeCarbon) {
 // without a word. It is unavailable, with the file and value named.
 TEST(CpuPower, MemTotalThatIsNotANumberMakesTheRamEstimateUnavailable) {
   FakeProc p(cpuinfo(2, "AuthenticAMD", "AMD EPYC", 25, 17, true));
-  write_file(p.d / "meminfo", "MemTotal:        lots kB\n");
-  CpuEstimateOptions o;
-  o.proc_root = p.d.path;
-  auto s = make_cpu_estimate(o);
+  auto s = p.estimates_with_mem_total("lots kB");
   ASSERT_EQ(s.size(), 2u);
   EXPECT_FALSE(s[1]->info().available);
   EXPECT_NE(s[1]->info().reason.find("meminfo: MemTotal: 'lots' is not a number"),

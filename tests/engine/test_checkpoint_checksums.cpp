@@ -12,30 +12,14 @@
 #include "test_helpers.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
+#include "trained_run_fixture.h"
 
 namespace gt {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct CheckpointChecksums : ::testing::Test {
-  test::TempDir d;
-  std::string run;
-  TrainConfig cfg;
-  void SetUp() override {
-    test::write_file(d.file("t.txt"), test::sample_text(6000));
-    cfg.model = {2, 2, 16, 8, 0};
-    cfg.batch_size = 4;
-    cfg.max_steps = 3;
-    cfg.warmup_steps = 1;
-    cfg.eval_interval = 0;
-    cfg.eval_steps = 2;
-    cfg.threads = 2;
-    cfg.data_path = d.file("t.txt");
-    run = d.file("run");
-    Trainer tr(cfg, run, false, nullptr);
-    tr.run();
-  }
+struct CheckpointChecksums : test::TrainedRun {
   std::string file(const char* name) const { return checkpoint_dir(run) + "/" + name; }
   // Overwrites bytes [at, at + n) of a checkpoint file with other bytes, keeping its size.
   void damage(const char* name, size_t at, size_t n) {

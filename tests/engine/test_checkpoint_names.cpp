@@ -10,32 +10,19 @@
 #include "train/checkpoint.h"
 #include "train/safetensors.h"
 #include "train/trainer.h"
+#include "trained_run_fixture.h"
 
 namespace gt {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct CheckpointNames : ::testing::Test {
-  test::TempDir d;
-  std::string run;
-  TrainConfig cfg;
+struct CheckpointNames : test::TrainedRun {
   std::vector<ParamSpec> specs;
   std::map<std::string, std::vector<float>> tensors;  // model.safetensors as written
   void SetUp() override {
-    test::write_file(d.file("t.txt"), test::sample_text(6000));
-    cfg.model = {2, 2, 16, 8, 0};
-    cfg.batch_size = 4;
-    cfg.max_steps = 3;
-    cfg.warmup_steps = 1;
-    cfg.eval_interval = 0;
-    cfg.eval_steps = 2;
-    cfg.threads = 2;
-    cfg.data_path = d.file("t.txt");
-    run = d.file("run");
-    Trainer tr(cfg, run, false, nullptr);
-    tr.run();
-    specs = gpt_param_specs(tr.config().model);
+    TrainedRun::SetUp();
+    specs = gpt_param_specs(trained.model);
     SafetensorsFile f(model_file());
     for (auto& s : specs) {
       std::vector<float> v(s.shape.numel());

@@ -1,6 +1,6 @@
 // tests/serve/serve_test_util.h: a daemon in this process (reader, server, leases) on a socket
-// in a temporary folder, and a raw client that speaks the protocol byte by byte, for the tests
-// of the node daemon.
+// in a temporary folder, a counter for it that the test moves, and a raw client that speaks the
+// protocol byte by byte, for the tests of the node daemon.
 #pragma once
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -8,6 +8,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -16,6 +17,7 @@
 #include <thread>
 
 #include "energy/daemon_protocol.h"
+#include "energy/sensor.h"
 #include "serve/leases.h"
 #include "serve/node_reader.h"
 #include "serve/policy.h"
@@ -25,6 +27,38 @@
 namespace gt::serve::test {
 
 using energy::test::TempDir;
+
+/// A counter the test moves while the daemon's thread reads it; `device_key` as the daemon's
+/// sensors have one ("nvml-<uuid>", "rocm-<index>", "rapl-<zone>"; empty: none).
+class AtomicCounter : public energy::Sensor {
+ public:
+  AtomicCounter(std::string name, std::string domain, std::string device_key = "") {
+    info_.name = std::move(name);
+    info_.domain = std::move(domain);
+    info_.device_key = std::move(device_key);
+    info_.kind = energy::SensorKind::kEnergyCounter;
+    info_.unit = "J";
+    info_.available = true;
+    info_.method = "test counter";
+  }
+  const energy::SensorInfo& info() const override { return info_; }
+  energy::Reading read(double) override {
+    energy::Reading r;
+    if (failing) {
+      r.ok = false;
+      r.error = "the sensor stopped answering";
+      return r;
+    }
+    r.ok = true;
+    r.energy_j = joules.load();
+    return r;
+  }
+  std::atomic<double> joules{0};
+  std::atomic<bool> failing{false};
+
+ private:
+  energy::SensorInfo info_;
+};
 
 /// A daemon serving `sensors` at <dir>/serve.sock until destroyed.
 struct LocalDaemon {

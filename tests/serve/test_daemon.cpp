@@ -23,36 +23,6 @@ namespace ed = energy::daemon;
 
 namespace {
 
-// A counter the test moves while the daemon's thread reads it.
-class AtomicCounter : public energy::Sensor {
- public:
-  AtomicCounter(std::string name, std::string domain) {
-    info_.name = std::move(name);
-    info_.domain = std::move(domain);
-    info_.kind = energy::SensorKind::kEnergyCounter;
-    info_.unit = "J";
-    info_.available = true;
-    info_.method = "test counter";
-  }
-  const energy::SensorInfo& info() const override { return info_; }
-  energy::Reading read(double) override {
-    energy::Reading r;
-    if (failing) {
-      r.ok = false;
-      r.error = "the sensor stopped answering";
-      return r;
-    }
-    r.ok = true;
-    r.energy_j = joules.load();
-    return r;
-  }
-  std::atomic<double> joules{0};
-  std::atomic<bool> failing{false};
-
- private:
-  energy::SensorInfo info_;
-};
-
 struct Counters {
   AtomicCounter* cpu;
   AtomicCounter* gpu;
