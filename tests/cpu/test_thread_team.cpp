@@ -6,8 +6,10 @@
 #include <omp.h>
 #include <sched.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <optional>
@@ -151,6 +153,48 @@ TEST(ThreadTeam, BesideOtherWorkTheSpinningTeamIsNotKept) {
   // the first step (it starts the first window), then that window's 0.5 s
   EXPECT_EQ(p.steps - p.yield_steps - p.smaller_steps, 1 + std::ceil(0.5 / 0.028))
       << "the spinning team ran beyond the window that found the contention";
+}
+
+TEST(ThreadTeam, OtherRunnableWorkEndsTheSpinningWindowEarly) {
+  // the run queue holds more runnable tasks than CPUs at every step: the spinning team's first
+  // window ends after 0.1 s (and 2 steps) instead of 0.5 s, and the round starts there
+  int runnable = 4, reads = 0;
+  auto reader = [&]() -> std::optional<int> {
+    ++reads;
+    return runnable;
+  };
+  {
+    Clock c;
+    ThreadTeam t(2, true, ThreadTeam::Options{}, c.reader(), reader, 2);
+    c.run(t, kShare, 30);
+    EXPECT_TRUE(t.yielding());
+    const ThreadPolicy p = t.policy();
+    EXPECT_EQ(p.steps - p.yield_steps - p.smaller_steps, 1 + std::ceil(0.1 / 0.028))
+        << "the spinning team ran its whole window beside other runnable work";
+    EXPECT_LE(reads, 1 + std::ceil(0.1 / 0.028)) << "read the run queue outside spinning windows";
+  }
+  {
+    // one step saw the CPUs free (a competitor between bursts): the whole window
+    Clock c;
+    runnable = 2;
+    ThreadTeam t(2, true, ThreadTeam::Options{}, c.reader(), reader, 2);
+    c.step(t, 0.5, 0.028);
+    c.step(t, 0.5, 0.028);
+    runnable = 4;
+    c.run(t, kShare, 30);
+    const ThreadPolicy p = t.policy();
+    EXPECT_EQ(p.steps - p.yield_steps - p.smaller_steps, 1 + std::ceil(0.5 / 0.028));
+  }
+  {
+    // runnable tasks elsewhere on the machine but no wait for this run's threads (another
+    // job's cores): windows end early, and nothing changes
+    Clock c;
+    runnable = 64;
+    ThreadTeam t(2, true, ThreadTeam::Options{}, c.reader(), reader, 2);
+    EXPECT_EQ(c.run(t, kIdle, 20), 2);
+    EXPECT_FALSE(t.yielding());
+    EXPECT_EQ(t.policy().changes, 0);
+  }
 }
 
 TEST(ThreadTeam, AKeptCandidateIsMeasuredAgainLessOftenWhileItStaysTheChoice) {
@@ -504,6 +548,27 @@ TEST(ThreadTeam, TheProcessRunQueueWaitIsReadAndNeverDecreases) {
     ++compared;
   }
   EXPECT_EQ(compared, 1) << "the process's threads changed in each of 20 attempts";
+}
+
+// The machine's runnable tasks: this thread is running while it reads them, so at least one;
+// a thread that spins beside it is counted too.
+TEST(ThreadTeam, TheMachinesRunnableTasksCountThisThread) {
+  FILE* f = std::fopen("/proc/loadavg", "r");
+  if (!f) GTEST_SKIP() << "no /proc/loadavg";
+  std::fclose(f);
+  const std::optional<int> n = system_runnable_tasks();
+  ASSERT_TRUE(n.has_value());
+  EXPECT_GE(*n, 1);
+  std::atomic<bool> stop{false};
+  std::thread spinner([&] {
+    while (!stop.load()) {
+    }
+  });
+  int most = 0;
+  for (int i = 0; i < 200; ++i) most = std::max(most, system_runnable_tasks().value_or(0));
+  stop = true;
+  spinner.join();
+  EXPECT_GE(most, 2) << "a spinning thread beside this one was never counted";
 }
 
 // Threads of this process (/proc/self/task entries); -1 without /proc.

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <omp.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -37,13 +38,31 @@ std::optional<double> process_runqueue_wait_s() {
   return total_ns * 1e-9;
 }
 
-ThreadTeam::ThreadTeam(int team, bool adaptive, Options opt, WaitReader read_wait)
+std::optional<int> system_runnable_tasks() {
+  FILE* f = std::fopen("/proc/loadavg", "r");
+  if (!f) return std::nullopt;
+  double l1 = 0, l5 = 0, l15 = 0;
+  int running = 0, total = 0;
+  const int got = std::fscanf(f, "%lf %lf %lf %d/%d", &l1, &l5, &l15, &running, &total);
+  std::fclose(f);
+  if (got != 5 || running < 0) return std::nullopt;
+  return running;
+}
+
+ThreadTeam::ThreadTeam(int team, bool adaptive, Options opt, WaitReader read_wait,
+                       RunnableReader read_runnable, int cpus)
     : team_(std::max(1, team)),
       adaptive_(adaptive),
       opt_(opt),
       read_wait_(std::move(read_wait)),
+      read_runnable_(std::move(read_runnable)),
+      cpus_(cpus),
       threads_(team_),
       slow_margin_(opt.margin) {}
+
+ThreadTeam::ThreadTeam(int team, bool adaptive)
+    : ThreadTeam(team, adaptive, Options{}, process_runqueue_wait_s, system_runnable_tasks,
+                 static_cast<int>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)))) {}
 
 int ThreadTeam::end_step(double now_s, double step_s) {
   ++steps_;
@@ -54,7 +73,15 @@ int ThreadTeam::end_step(double now_s, double step_s) {
   if (!new_window) {
     window_step_s_ += step_s;
     ++window_steps_;
-    if (now_s - t0_ < opt_.window_s) return threads_;
+    // a spinning window ends early where every one of its steps ended beside more runnable
+    // tasks than the machine has CPUs (its own threads counted among them: at most team_)
+    if (crowded_ && spinning_window() && read_runnable_) {
+      const std::optional<int> r = read_runnable_();
+      crowded_ = r && *r > cpus_;
+    }
+    const bool early = crowded_ && spinning_window() && read_runnable_ &&
+                       window_steps_ >= opt_.early_steps && now_s - t0_ >= opt_.early_s;
+    if (now_s - t0_ < opt_.window_s && !early) return threads_;
   }
   const std::optional<double> wait_s = read_wait_();
   if (!wait_s) {  // no schedstat here: the full team, and the reason in the summary
@@ -69,6 +96,7 @@ int ThreadTeam::end_step(double now_s, double step_s) {
     w0_ = *wait_s;
     window_step_s_ = 0;  // (a change from outside a decision, disable_yield, comes mid-window)
     window_steps_ = 0;
+    crowded_ = true;
     return threads_;
   }
   const double dt = now_s - t0_;
@@ -78,6 +106,7 @@ int ThreadTeam::end_step(double now_s, double step_s) {
   w0_ = *wait_s;
   window_step_s_ = 0;
   window_steps_ = 0;
+  crowded_ = true;
   const int before = threads_;
   decide(now_s, fraction, mean_step_s);
   if (changed_ && threads_ == before) changed_ = false;  // only the waits changed: no
