@@ -6,7 +6,8 @@
 // the command; a stop (SIGTSTP) stops both. The records (--csv, --json) are written whatever
 // ends the command, and their outputs are checked before it starts. The command's exit code is
 // returned (128+N if it was killed by signal N; 126 if it is not executable and 127 if it is not
-// found, as the shell does). The report goes to stderr.
+// found, as the shell does). The report goes to stderr, and with `--json -` (the JSON on stdout)
+// the command's own stdout too, so that `measure --json - -- CMD | jq` reads the JSON alone.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <unistd.h>
@@ -183,7 +184,9 @@ int run_measure(const MeasureArgs& a) {
 
   // Start the child held until the meter (which may watch its process tree) is ready; every
   // catchable signal is forwarded to it.
-  gt::ChildProcess child(a.cmd, {.hold = true, .who = "greentrain measure"});
+  // with --json - the command's output goes to stderr: stdout holds the JSON alone
+  gt::ChildProcess child(
+      a.cmd, {.stdout_to_stderr = a.json == "-", .hold = true, .who = "greentrain measure"});
   if (a.process) opt.pid = child.pid();
   std::unique_ptr<Meter> meter = Meter::create(opt);  // the child is killed when this throws
   meter->begin_window("measure");
