@@ -10,6 +10,7 @@
 // the command's own stdout too, so that `measure --json - -- CMD | jq` reads the JSON alone.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -35,8 +36,13 @@ namespace gt_cmd_measure {
 namespace {
 
 // Throws gt::Error naming `path` when a file could not be written there: the folder is
-// missing or read-only, or the file exists and is not writable. Writes nothing.
+// missing or read-only, the path is a folder, or the file exists and is not writable. Writes
+// nothing.
 void check_writable(const std::string& path, const char* option) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    throw gt::Error(fmt::format("{} {}: is a folder; expected a file name (e.g. {}/measure.json)",
+                                option, path, path));
   if (::access(path.c_str(), F_OK) == 0) {
     if (::access(path.c_str(), W_OK) != 0)
       throw gt::Error(fmt::format("{} {}: not writable ({})", option, path, std::strerror(errno)));
@@ -167,20 +173,30 @@ std::string tracking_mode(const MeasureArgs& a, const gt::energy::Meter& meter) 
   return "machine";
 }
 
+// Checks --csv, --json and the --pue and --wue ranges before the command runs; throws
+// gt::Error naming the option and the value.
+void check_outputs(const MeasureArgs& a) {
+  using namespace gt::energy;
+  RunInfo check;
+  check.pue = a.pue;
+  check.wue = a.wue;
+  check_run_info(check);
+  if (!a.csv.empty()) {
+    try {
+      check_codecarbon_csv_writable(a.csv);
+    } catch (const gt::Error& e) {
+      throw gt::Error(fmt::format("--csv {}", e.what()));  // the path, named with its option
+    }
+  }
+  if (!a.json.empty() && a.json != "-") check_writable(a.json, "--json");
+}
+
 int run_measure(const MeasureArgs& a) {
   using namespace gt::energy;
   if (a.cmd.empty())
     throw gt::Error("measure: no command; expected `greentrain measure [options] -- CMD ARGS...`");
   MeterOptions opt = meter_options(a);
-  // Every output is checked before the command runs: a bad one never costs a run.
-  {
-    RunInfo check;
-    check.pue = a.pue;
-    check.wue = a.wue;
-    check_run_info(check);
-  }
-  if (!a.csv.empty()) check_codecarbon_csv_writable(a.csv);
-  if (!a.json.empty() && a.json != "-") check_writable(a.json, "--json");
+  check_outputs(a);  // before the command runs: a bad output never costs a run
 
   // Start the child held until the meter (which may watch its process tree) is ready; every
   // catchable signal is forwarded to it.

@@ -337,6 +337,10 @@ CsvAppend append_codecarbon_csv(const std::string& path, const Measurement& m, c
 }
 
 void check_codecarbon_csv_writable(const std::string& path) {
+  struct stat dir_st {};
+  if (::stat(path.c_str(), &dir_st) == 0 && S_ISDIR(dir_st.st_mode))
+    throw Error(fmt::format("{}: is a folder; expected a CSV file name (e.g. {}/emissions.csv)",
+                            path, path));
   Fd f;
   f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (f.fd < 0) {

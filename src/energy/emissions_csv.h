@@ -73,8 +73,8 @@ struct CsvAppend {
 CsvAppend append_codecarbon_csv(const std::string& path, const Measurement& m, const RunInfo& run);
 
 /// Throws Error naming `path` when a row could not be appended there (the folder is
-/// missing or read-only, the file is not writable, or its header is not an emissions.csv
-/// header); writes nothing. For commands that check their outputs before they run.
+/// missing or read-only, the path is a folder, the file is not writable, or its header is not
+/// an emissions.csv header); writes nothing. For commands that check their outputs before they run.
 void check_codecarbon_csv_writable(const std::string& path);
 
 /// A random UUID4 string (CodeCarbon's run_id form).

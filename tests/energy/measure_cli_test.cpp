@@ -196,6 +196,21 @@ TEST(MeasureCli, JsonToStdoutGetsTheCommandsOutputOnStderr) {
   EXPECT_NO_THROW((void)nlohmann::json::parse(r.out)) << r.out;
 }
 
+// docs/commands.md: "--csv and --json are checked before the command runs". A folder given as
+// either passed the check (access() only) and the record was lost after the run ("Is a
+// directory"); it is refused, naming the option and the folder, before the command runs.
+TEST(MeasureCli, FolderAsCsvOrJsonIsRefusedBeforeTheCommandRuns) {
+  CliEnv e;
+  std::filesystem::create_directories(e.d / "out");
+  for (const char* opt : {"--csv", "--json"}) {
+    auto r = e.run({"measure", opt, e.d / "out", "--", "touch", e.d / "ran"});
+    EXPECT_EQ(r.code, 1) << opt << ": " << r.err;
+    EXPECT_NE(r.err.find(std::string(opt) + " " + e.d / "out" + ": is a folder"), std::string::npos)
+        << r.err;
+    EXPECT_FALSE(std::filesystem::exists(e.d / "ran")) << opt << ": refused before the run";
+  }
+}
+
 // Issue 31 §6: an interval out of its documented range is refused before anything runs.
 TEST(MeasureCli, IntervalOutOfRangeIsRefused) {
   CliEnv e;
