@@ -49,8 +49,11 @@ const std::vector<std::string>& codecarbon_columns();
 /// starts with "energy unknown: <reason>". cpu_power, gpu_power and ram_power (W) are the sum of
 /// their domains' avg_power_w: empty when one of them has none (window shorter than the
 /// sensor's refresh period, said in energy_flags), 0 when the machine has no such domain
-/// (CodeCarbon's 0 W for no GPU). The utilization and ram_used_gb columns are empty
-/// (greentrain does not sample them). Throws Error from check_run_info.
+/// (CodeCarbon's 0 W for no GPU). gpu_power and gpu_energy are empty when GPUs were asked for
+/// and not measured (the meter's kGpusNotMeasured flag, in energy_flags). energy_method is
+/// "measured; <method>", "estimated; <method>", or "none" when no sensor counted. The
+/// utilization and ram_used_gb columns are empty (greentrain does not sample them). Throws
+/// Error from check_run_info.
 std::vector<std::string> codecarbon_fields(const Measurement& m, const RunInfo& run);
 
 /// One CSV row (no newline) of codecarbon_fields; fields with commas, quotes or line breaks are

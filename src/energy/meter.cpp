@@ -148,9 +148,8 @@ SensorList detect_sensors(const MeterOptions& opt, std::vector<std::string>* fla
           "gpus {}: {}; expected GPUs whose energy or power can be read (or gpus_strict = "
           "false, Python strict=False, to measure the rest with a flag)",
           gpu_list_text(*opt.gpus), why));
-    meter_flags.push_back(
-        fmt::format("gpus {} asked for but not measured: {}; their energy is not in these figures",
-                    gpu_list_text(*opt.gpus), why));
+    meter_flags.push_back(fmt::format("gpus {} {}: {}; their energy is not in these figures",
+                                      gpu_list_text(*opt.gpus), kGpusNotMeasured, why));
   }
   if (opt.use_rapl) {
     for (auto& s : detect_rapl(opt.powercap_root)) {

@@ -235,3 +235,23 @@ def test_interval_outside_its_range_is_refused(fake_nvml, interval_ms):
     # issue 31 §6: Meter(interval_ms=inf) spun at 100 % CPU and ignored SIGTERM
     with pytest.raises(ValueError, match=r"\[1, 3600000\] ms"):
         gpu_meter(interval_ms=interval_ms)
+
+
+def test_gpu_asked_for_and_not_read_is_empty_in_the_codecarbon_row(env):
+    # gpu_energy and gpu_power were 0 (CodeCarbon's "no GPU") for a GPU that was asked for and
+    # could not be read: unknown is empty; energy_method said "measured; " with nothing counted
+    env.setenv("GT_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1")
+    with greentrain.Meter(gpus=[0], strict=False, interval_ms=20) as meter:
+        meter.begin_window("w")
+        time.sleep(0.12)
+        m = meter.end_window("w")
+    assert any("asked for but not measured" in f for f in m.flags), m.flags
+    row = m.to_codecarbon_row()
+    assert row["gpu_energy"] == "" and row["gpu_power"] == "", row
+    assert float(row["cpu_energy"]) > 0  # the CPU estimate still counts
+    assert "asked for but not measured" in row["energy_flags"]
+    with greentrain.Meter(gpus=[], cpu=False, interval_ms=0) as meter:
+        meter.begin_window("w")
+        row = meter.end_window("w").to_codecarbon_row()
+    assert row["energy_method"] == "none" and row["energy_consumed"] == "", row
+    assert row["energy_flags"].startswith("energy unknown: ")
