@@ -104,7 +104,8 @@ nlohmann::json plan_to_json(const Plan& plan, const TimeZone& zone) {
           {"time_zone", zone.describe()},
           {"utc_offset_h",
            zone.is_fixed() ? json(static_cast<double>(zone.fixed_offset_s()) / 3600.0) : json()},
-          {"power_budget_w", plan.power_budget_w},
+          // 0 is no budget: null, as the table's "none" (not a budget of 0 W)
+          {"power_budget_w", plan.power_budget_w > 0 ? json(plan.power_budget_w) : json()},
           {"forecast_error_pct", plan.forecast_error_pct},
           {"seed", plan.seed},
           {"jobs", jobs},
