@@ -57,6 +57,7 @@ RunInfo run_info(const nb::dict& d) {
   get("country_iso_code", r.country_iso_code);
   get("region", r.region);
   get("tracking_mode", r.tracking_mode);
+  get("python_version", r.python_version);
   if (d.contains("pue") && !d["pue"].is_none()) r.pue = nb::cast<double>(d["pue"]);
   if (d.contains("wue") && !d["wue"].is_none()) r.wue = nb::cast<double>(d["wue"]);
   return r;

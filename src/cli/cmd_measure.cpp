@@ -219,7 +219,8 @@ int run_measure(const MeasureArgs& a) {
 
   RunInfo run;
   run.project_name = "greentrain-measure";
-  run.region = opt.carbon.region();
+  // region stays empty: CodeCarbon's column is a province or cloud region, which measure is not
+  // told (the default intensity's label "world average" is not one)
   run.country_iso_code = m.carbon_country_iso_code;
   run.country_name = m.carbon_country_name;
   run.tracking_mode = tracking_mode(a, *meter);

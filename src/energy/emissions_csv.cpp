@@ -273,7 +273,7 @@ std::vector<std::string> codecarbon_fields(const Measurement& m, const RunInfo& 
                                 "",
                                 "",
                                 fmt::format("{}-{}-{}", u.sysname, u.release, u.machine),
-                                "",
+                                run.python_version,
                                 "greentrain-0.1.0",
                                 std::to_string(sysconf(_SC_NPROCESSORS_ONLN)),
                                 first_cpuinfo("model name"),

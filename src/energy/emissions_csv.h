@@ -25,7 +25,13 @@ struct RunInfo {
   std::string project_name = "greentrain";
   std::string run_id;  ///< empty: a random UUID4 is generated
   std::string experiment_id;
-  std::string country_name, country_iso_code, region;  ///< region: carbon region label
+  std::string country_name, country_iso_code;
+  /// CodeCarbon's region: the province, state or cloud region the figures are for, as the user
+  /// named it; empty when none was (not the intensity's label, e.g. "world average").
+  std::string region;
+  /// The Python interpreter's version (platform.python_version()) when the row is written from
+  /// Python, as CodeCarbon writes it; empty from the program.
+  std::string python_version;
   /// Power usage effectiveness, in [1, 10]. It multiplies every energy column and the emissions
   /// as CodeCarbon's does (EmissionsTracker multiplies each device's energy by its pue before
   /// adding it up); the power columns stay the devices' own.

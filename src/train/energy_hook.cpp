@@ -227,7 +227,8 @@ void EnergyHook::finish(nlohmann::json& summary) {
   summary[key::energy] = energy::to_json(m);
   energy::RunInfo info;
   info.project_name = "greentrain";
-  info.region = meter_->carbon().region();
+  // region stays empty, as in Python's rows: CodeCarbon's column is a province or cloud region
+  // (the default intensity's label "world average" is not one)
   info.country_iso_code = m.carbon_country_iso_code;
   info.country_name = m.carbon_country_name;
   if (!comm_ || comm_->rank() == 0) {

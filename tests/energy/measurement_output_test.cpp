@@ -356,6 +356,20 @@ TEST(Report, CodeCarbonRowLeavesGpusAskedForAndNotReadEmpty) {
   EXPECT_EQ(cell(split(codecarbon_row(none, RunInfo{})), "energy_method"), "none");
 }
 
+// region was the intensity's label ("world average" from the program) and python_version was
+// always empty: both are what the writer was told, as CodeCarbon writes them.
+TEST(Report, CodeCarbonRowHasTheRegionAndPythonVersionItWasTold) {
+  RunInfo told;
+  told.region = "quebec";
+  told.python_version = "3.11.2";
+  auto cols = split(codecarbon_row(sample_measurement(), told));
+  EXPECT_EQ(cell(cols, "region"), "quebec");
+  EXPECT_EQ(cell(cols, "python_version"), "3.11.2");
+  cols = split(codecarbon_row(sample_measurement(), RunInfo{}));
+  EXPECT_EQ(cell(cols, "region"), "");
+  EXPECT_EQ(cell(cols, "python_version"), "");
+}
+
 TEST(Report, SummaryLine) {
   auto m = sample_measurement();
   m.avg_power_w = 12.34;

@@ -255,3 +255,20 @@ def test_gpu_asked_for_and_not_read_is_empty_in_the_codecarbon_row(env):
         row = meter.end_window("w").to_codecarbon_row()
     assert row["energy_method"] == "none" and row["energy_consumed"] == "", row
     assert row["energy_flags"].startswith("energy unknown: ")
+
+
+def test_codecarbon_row_has_pythons_version_and_no_made_up_region(fake_nvml, tmp_path):
+    # as CodeCarbon writes them: python_version is the interpreter's; region a province or
+    # cloud region the caller names, empty otherwise (the program wrote "world average")
+    import platform
+    with gpu_meter() as meter:
+        meter.begin_window("w")
+        m = meter.end_window("w")
+    row = m.to_codecarbon_row()
+    assert row["python_version"] == platform.python_version()
+    assert row["region"] == ""
+    assert m.to_codecarbon_row(region="quebec")["region"] == "quebec"
+    path = tmp_path / "e.csv"
+    m.append_to_codecarbon_csv(path)
+    [written] = list(csv.DictReader(path.open()))
+    assert written["python_version"] == platform.python_version() and written["region"] == ""
