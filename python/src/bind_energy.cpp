@@ -175,6 +175,7 @@ void bind_energy(nb::module_& m) {
           read.time_column = str("carbon_time_column");
           read.unit = str("carbon_unit");
           read.value_kind = str("carbon_value");
+          read.option_prefix = "carbon_";  // messages name Python's keywords (carbon_unit)
           const double off =
               has("carbon_utc_offset_h") ? nb::cast<double>(d["carbon_utc_offset_h"]) : 0.0;
           o.carbon = CarbonIntensity::from_csv(str("carbon_csv"), off, region, read);

@@ -72,7 +72,7 @@ struct MeasureArgs {
   std::string carbon_start;
   std::string csv, json;
   std::optional<double> tdp_w;  ///< per-socket TDP (W); unset: the CPU model table
-  double pue = 1.0;
+  std::optional<double> pue;    ///< unset: 1 (no facility overhead)
   std::optional<double> wue;
   bool process = false;
   std::vector<std::string> cmd;
@@ -104,6 +104,17 @@ gt::energy::MeterOptions meter_options(const MeasureArgs& a) {
   }
   if (!a.carbon_start.empty() && a.carbon_csv.empty())
     throw gt::Error("--carbon-start: replays a series; expected --carbon-csv with it");
+  // how a series is read: without one they would be ignored
+  const CarbonReadOptions& r = a.carbon_read;
+  for (const auto& [name, value] :
+       {std::pair{"--carbon-format", r.format}, std::pair{"--carbon-column", r.value_column},
+        std::pair{"--carbon-time-column", r.time_column}, std::pair{"--carbon-unit", r.unit},
+        std::pair{"--carbon-value", r.value_kind}})
+    if (!value.empty() && a.carbon_csv.empty())
+      throw gt::Error(fmt::format(
+          "{} {}: says how a series file is read; expected --carbon-csv FILE with it (a "
+          "--carbon-intensity constant is in gCO2e/kWh)",
+          name, value));
   // with a series or a constant, --carbon-region names the country the figure is for
   if (!a.carbon_region.empty() && opt.carbon.origin() != CarbonOrigin::kCountry)
     opt.carbon = opt.carbon.with_country(a.carbon_region, "--carbon-region");
@@ -173,14 +184,21 @@ std::string tracking_mode(const MeasureArgs& a, const gt::energy::Meter& meter) 
   return "machine";
 }
 
-// Checks --csv, --json and the --pue and --wue ranges before the command runs; throws
-// gt::Error naming the option and the value.
+// Checks --csv, --json, --pue and --wue before the command runs; throws gt::Error naming the
+// option and the value.
 void check_outputs(const MeasureArgs& a) {
   using namespace gt::energy;
   RunInfo check;
-  check.pue = a.pue;
+  check.pue = a.pue.value_or(1.0);
   check.wue = a.wue;
   check_run_info(check);
+  // --pue and --wue go into the CSV row only (the JSON has no water): not ignored without it
+  for (const auto& [name, value] : {std::pair{"--pue", a.pue}, std::pair{"--wue", a.wue}})
+    if (value && a.csv.empty())
+      throw gt::Error(
+          fmt::format("{} {}: applies to the --csv row (emissions.csv's energies, emissions and "
+                      "water_consumed); expected --csv FILE with it",
+                      name, *value));
   if (!a.csv.empty()) {
     try {
       check_codecarbon_csv_writable(a.csv);
@@ -224,7 +242,7 @@ int run_measure(const MeasureArgs& a) {
   run.country_iso_code = m.carbon_country_iso_code;
   run.country_name = m.carbon_country_name;
   run.tracking_mode = tracking_mode(a, *meter);
-  run.pue = a.pue;
+  run.pue = a.pue.value_or(1.0);
   run.wue = a.wue;
   // The records are written whatever the command did; a record that fails is said, and the
   // command's exit status is still returned (1 when it was 0, so the failure is not missed).
@@ -290,11 +308,11 @@ gt::cli::Registrar reg(40, "measure", [](CLI::App& root) {
   // following `-- CMD -ARG` as options (`measure --json m.json -- sh -c ...` was refused)
   gt::cli::add_json_option(c, a->json, "the measurement")->expected(1);
   c->add_option("--pue", a->pue,
-                "power usage effectiveness in [1, 10] for the --csv row: multiplies its energies "
-                "and emissions as CodeCarbon's does (default 1)");
+                "power usage effectiveness in [1, 10] for the --csv row (needs --csv): "
+                "multiplies its energies and emissions as CodeCarbon's does (default 1)");
   c->add_option("--wue", a->wue,
                 "water usage effectiveness, L/kWh in [0, 100], for the --csv row's "
-                "water_consumed (unset: water unknown, left empty)");
+                "water_consumed (needs --csv; unset: water unknown, left empty)");
   c->add_option("--tdp", a->tdp_w,
                 "CPU TDP per socket in W, in [1, 2000], for the CPU estimate (default: the CPU "
                 "model table)");

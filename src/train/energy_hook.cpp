@@ -88,6 +88,7 @@ energy::MeterOptions meter_options(const TrainConfig& cfg) {
     read.time_column = cfg.carbon_time_column;
     read.unit = cfg.carbon_unit;
     read.value_kind = cfg.carbon_value;
+    read.option_prefix = "energy.carbon_";  // messages name the configuration's keys
     o.carbon = energy::CarbonIntensity::from_csv(cfg.carbon_csv, cfg.carbon_utc_offset_h, "", read);
   } else if (cfg.carbon_intensity) {
     o.carbon =

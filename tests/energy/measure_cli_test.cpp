@@ -211,6 +211,29 @@ TEST(MeasureCli, FolderAsCsvOrJsonIsRefusedBeforeTheCommandRuns) {
   }
 }
 
+// Options that only the CSV row or a series file uses were silently ignored without it
+// (`measure --wue 5` wrote no water anywhere): each is refused, naming what it needs.
+TEST(MeasureCli, OptionsForTheCsvRowOrASeriesAreRefusedWithoutIt) {
+  CliEnv e;
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{"--wue", "5"}, "--wue 5: applies to the --csv row"},
+      {{"--pue", "1.5"}, "--pue 1.5: applies to the --csv row"},
+      {{"--carbon-unit", "lbs/MWh", "--carbon-intensity", "300"},
+       "--carbon-unit lbs/MWh: says how a series file is read; expected --carbon-csv FILE"},
+      {{"--carbon-column", "LCA"}, "--carbon-column LCA: says how a series file is read"}};
+  for (const auto& [opts, message] : cases) {
+    std::vector<std::string> args = {"measure"};
+    args.insert(args.end(), opts.begin(), opts.end());
+    args.insert(args.end(), {"--", "touch", e.d / "ran"});
+    auto r = e.run(args);
+    EXPECT_EQ(r.code, 1) << opts[0] << ": " << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(e.d / "ran")) << opts[0];
+  }
+  auto r = e.run({"measure", "--wue", "5", "--csv", e.d / "e.csv", "--", "true"});
+  EXPECT_EQ(r.code, 0) << r.err;
+}
+
 // Issue 31 §6: an interval out of its documented range is refused before anything runs.
 TEST(MeasureCli, IntervalOutOfRangeIsRefused) {
   CliEnv e;

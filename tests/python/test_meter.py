@@ -272,3 +272,31 @@ def test_codecarbon_row_has_pythons_version_and_no_made_up_region(fake_nvml, tmp
     m.append_to_codecarbon_csv(path)
     [written] = list(csv.DictReader(path.open()))
     assert written["python_version"] == platform.python_version() and written["region"] == ""
+
+
+def test_power_w_of_an_unknown_domain_raises_naming_the_known_ones(fake_nvml):
+    with gpu_meter() as meter:
+        for call in (lambda: meter.power_w(domain="bogus"),
+                     lambda: meter.power_timeline(domain="bogus")):
+            with pytest.raises(ValueError, match="domain 'bogus' is not known; expected one of "
+                                                 "'gpu', 'cpu', 'ram', 'psys' or None"):
+                call()
+        assert isinstance(meter.power_w(domain="psys"), dict)
+
+
+def test_series_reading_options_without_a_series_are_refused(fake_nvml, tmp_path):
+    # Meter(carbon=300, carbon_unit="lbs/MWh") took 300 as gCO2e/kWh without a word
+    for carbon in (300, None, "DEU"):
+        with pytest.raises(ValueError, match="carbon_unit='lbs/MWh': says how a carbon series "
+                                             "file is read; expected carbon=PATH"):
+            gpu_meter(carbon=carbon, carbon_unit="lbs/MWh")
+    with pytest.raises(ValueError, match="carbon_column='LCA'"):
+        gpu_meter(carbon=300, carbon_column="LCA")
+    # with a series, a unit that is not known is named as Python names it
+    series = tmp_path / "f.csv"
+    series.write_text("Time,Carbon Intensity\n2020-01-01 00:00:00,200\n")
+    with pytest.raises(greentrain.Error, match="carbon_unit: unit 'furlongs' is not known") as e:
+        gpu_meter(carbon=series, carbon_unit="furlongs")
+    assert "--carbon-unit" not in str(e.value)
+    with gpu_meter(carbon=series, carbon_unit="lbs/MWh") as meter:
+        assert "lbs/MWh" in meter.carbon_source
