@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import platform
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional
 
@@ -272,13 +273,15 @@ class Measurement:
         L), then ``energy_method``, ``energy_flags`` (so that an estimate stays marked),
         ``carbon_intensity`` and ``carbon_source``. ``pue`` (in [1, 10]) multiplies the energies
         and the emissions as CodeCarbon's does; ``wue`` (L/kWh) gives ``water_consumed``, empty
-        when None. ``run_id`` empty: a random UUID4."""
+        when None. ``run_id`` empty: a random UUID4. ``region``: CodeCarbon's region column,
+        the province, state or cloud region the figures are for (empty: none named).
+        ``python_version`` is this interpreter's, as CodeCarbon writes it."""
         import csv
         import io
         line = self._core_measurement().codecarbon_row(dict(
             project_name=project_name, run_id=run_id, experiment_id=experiment_id, region=region,
             country_name=country_name, country_iso_code=country_iso_code, pue=pue,
-            tracking_mode=tracking_mode, wue=wue))
+            tracking_mode=tracking_mode, wue=wue, python_version=platform.python_version()))
         values = next(csv.reader(io.StringIO(line)))
         return dict(zip(codecarbon_columns(), values))
 
@@ -299,7 +302,8 @@ class Measurement:
             os.fsencode(path), dict(project_name=project_name, run_id=run_id, region=region,
                                     experiment_id=experiment_id, country_name=country_name,
                                     country_iso_code=country_iso_code, pue=pue, wue=wue,
-                                    tracking_mode=tracking_mode))
+                                    tracking_mode=tracking_mode,
+                                    python_version=platform.python_version()))
         return list(r["left_out"])
 
     def summary(self, tokens: Optional[float] = None) -> str:

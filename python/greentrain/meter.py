@@ -28,6 +28,9 @@ __all__ = ["Meter", "Window", "sensors"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+_DOMAINS = ("gpu", "cpu", "ram", "psys")
+"""The domain kinds a sensor measures (SensorInfo.domain)."""
+
 
 def sensors(powercap_root: str = "") -> List[SensorInfo]:
     """Every power or energy sensor looked for on this machine, as ``greentrain sensors``
@@ -75,7 +78,10 @@ class Meter:
             ``"csv"``.
         carbon_column / carbon_time_column: the series' value and time columns (a name or a
             unique part of it, e.g. ``"direct"`` or ``"LCA"`` for Electricity Maps).
-        carbon_unit: ``"g/kWh"``, ``"kg/MWh"`` or ``"lbs/MWh"`` (default: the format's).
+        carbon_unit: ``"g/kWh"``, ``"kg/MWh"`` or ``"lbs/MWh"`` (default: the format's). These
+            reading options (carbon_format, carbon_column, carbon_time_column, carbon_unit,
+            carbon_value) go with a series path only: with a number (gCO2e/kWh), a country
+            or None they raise ValueError.
         carbon_value: ``"actual"`` or ``"forecast"`` for sources with both (default: actual
             where the file has it); empty and null values are gaps, flagged in measurements.
         country: the ISO alpha-3 code of the country the carbon figures are for (CodeCarbon's
@@ -120,6 +126,15 @@ class Meter:
             carbon_country = carbon
         elif carbon is not None:
             carbon_csv = os.fspath(carbon)
+        if not carbon_csv:  # how a series is read: without one they would be ignored
+            for name, value in (("carbon_format", carbon_format), ("carbon_column", carbon_column),
+                                ("carbon_time_column", carbon_time_column),
+                                ("carbon_unit", carbon_unit), ("carbon_value", carbon_value)):
+                if value:
+                    raise ValueError(
+                        f"{name}={value!r}: says how a carbon series file is read; expected "
+                        f"carbon=PATH with it (carbon={carbon!r}: a constant is in gCO2e/kWh, "
+                        "a country's figure and the default too)")
         self._sync = sync
         self._core = _core.make_meter(dict(
             gpus=None if gpus is None else [int(g) for g in gpus], gpus_strict=bool(strict),
@@ -248,7 +263,12 @@ class Meter:
 
     # -- power now and over time (Zeus's PowerMonitor) ---------------------------------------
     def _sensor_keys(self, domain: Optional[str]) -> Dict[str, Any]:
-        """sensor name -> key: the device index for one domain kind, else "domain:index"."""
+        """sensor name -> key: the device index for one domain kind, else "domain:index".
+        Raises ValueError for a domain that is not one of _DOMAINS (or None)."""
+        if domain is not None and domain not in _DOMAINS:
+            raise ValueError(f"domain {domain!r} is not known; expected one of "
+                             + ", ".join(repr(d) for d in _DOMAINS)
+                             + " or None (every counted sensor)")
         out: Dict[str, Any] = {}
         for s in self.sensors():
             if not (s.available and s.counted) or (domain is not None and s.domain != domain):
@@ -261,7 +281,8 @@ class Meter:
         ``domain="gpu"`` (as Zeus's ``PowerMonitor.get_power()``), ``"cpu"`` (by package),
         ``"ram"``; ``domain=None``: every counted sensor, keyed ``"gpu:0"``, ``"cpu:0"``, ...
         Each value is the average over the newest span at least as long as the sensor's
-        refresh period; a device with no such span yet is absent."""
+        refresh period; a device with no such span yet is absent. Another ``domain`` (not
+        ``"gpu"``, ``"cpu"``, ``"ram"``, ``"psys"`` or None) raises ValueError naming them."""
         keys = self._sensor_keys(domain)
         now = self._meter().power_now()
         return {keys[n]: p[2] for n, p in now.items() if n in keys}

@@ -57,6 +57,7 @@ RunInfo run_info(const nb::dict& d) {
   get("country_iso_code", r.country_iso_code);
   get("region", r.region);
   get("tracking_mode", r.tracking_mode);
+  get("python_version", r.python_version);
   if (d.contains("pue") && !d["pue"].is_none()) r.pue = nb::cast<double>(d["pue"]);
   if (d.contains("wue") && !d["wue"].is_none()) r.wue = nb::cast<double>(d["wue"]);
   return r;
@@ -174,6 +175,7 @@ void bind_energy(nb::module_& m) {
           read.time_column = str("carbon_time_column");
           read.unit = str("carbon_unit");
           read.value_kind = str("carbon_value");
+          read.option_prefix = "carbon_";  // messages name Python's keywords (carbon_unit)
           const double off =
               has("carbon_utc_offset_h") ? nb::cast<double>(d["carbon_utc_offset_h"]) : 0.0;
           o.carbon = CarbonIntensity::from_csv(str("carbon_csv"), off, region, read);

@@ -6,9 +6,11 @@
 // the command; a stop (SIGTSTP) stops both. The records (--csv, --json) are written whatever
 // ends the command, and their outputs are checked before it starts. The command's exit code is
 // returned (128+N if it was killed by signal N; 126 if it is not executable and 127 if it is not
-// found, as the shell does). The report goes to stderr.
+// found, as the shell does). The report goes to stderr, and with `--json -` (the JSON on stdout)
+// the command's own stdout too, so that `measure --json - -- CMD | jq` reads the JSON alone.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -34,8 +36,13 @@ namespace gt_cmd_measure {
 namespace {
 
 // Throws gt::Error naming `path` when a file could not be written there: the folder is
-// missing or read-only, or the file exists and is not writable. Writes nothing.
+// missing or read-only, the path is a folder, or the file exists and is not writable. Writes
+// nothing.
 void check_writable(const std::string& path, const char* option) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    throw gt::Error(fmt::format("{} {}: is a folder; expected a file name (e.g. {}/measure.json)",
+                                option, path, path));
   if (::access(path.c_str(), F_OK) == 0) {
     if (::access(path.c_str(), W_OK) != 0)
       throw gt::Error(fmt::format("{} {}: not writable ({})", option, path, std::strerror(errno)));
@@ -65,7 +72,7 @@ struct MeasureArgs {
   std::string carbon_start;
   std::string csv, json;
   std::optional<double> tdp_w;  ///< per-socket TDP (W); unset: the CPU model table
-  double pue = 1.0;
+  std::optional<double> pue;    ///< unset: 1 (no facility overhead)
   std::optional<double> wue;
   bool process = false;
   std::vector<std::string> cmd;
@@ -97,6 +104,17 @@ gt::energy::MeterOptions meter_options(const MeasureArgs& a) {
   }
   if (!a.carbon_start.empty() && a.carbon_csv.empty())
     throw gt::Error("--carbon-start: replays a series; expected --carbon-csv with it");
+  // how a series is read: without one they would be ignored
+  const CarbonReadOptions& r = a.carbon_read;
+  for (const auto& [name, value] :
+       {std::pair{"--carbon-format", r.format}, std::pair{"--carbon-column", r.value_column},
+        std::pair{"--carbon-time-column", r.time_column}, std::pair{"--carbon-unit", r.unit},
+        std::pair{"--carbon-value", r.value_kind}})
+    if (!value.empty() && a.carbon_csv.empty())
+      throw gt::Error(fmt::format(
+          "{} {}: says how a series file is read; expected --carbon-csv FILE with it (a "
+          "--carbon-intensity constant is in gCO2e/kWh)",
+          name, value));
   // with a series or a constant, --carbon-region names the country the figure is for
   if (!a.carbon_region.empty() && opt.carbon.origin() != CarbonOrigin::kCountry)
     opt.carbon = opt.carbon.with_country(a.carbon_region, "--carbon-region");
@@ -166,24 +184,43 @@ std::string tracking_mode(const MeasureArgs& a, const gt::energy::Meter& meter) 
   return "machine";
 }
 
+// Checks --csv, --json, --pue and --wue before the command runs; throws gt::Error naming the
+// option and the value.
+void check_outputs(const MeasureArgs& a) {
+  using namespace gt::energy;
+  RunInfo check;
+  check.pue = a.pue.value_or(1.0);
+  check.wue = a.wue;
+  check_run_info(check);
+  // --pue and --wue go into the CSV row only (the JSON has no water): not ignored without it
+  for (const auto& [name, value] : {std::pair{"--pue", a.pue}, std::pair{"--wue", a.wue}})
+    if (value && a.csv.empty())
+      throw gt::Error(
+          fmt::format("{} {}: applies to the --csv row (emissions.csv's energies, emissions and "
+                      "water_consumed); expected --csv FILE with it",
+                      name, *value));
+  if (!a.csv.empty()) {
+    try {
+      check_codecarbon_csv_writable(a.csv);
+    } catch (const gt::Error& e) {
+      throw gt::Error(fmt::format("--csv {}", e.what()));  // the path, named with its option
+    }
+  }
+  if (!a.json.empty() && a.json != "-") check_writable(a.json, "--json");
+}
+
 int run_measure(const MeasureArgs& a) {
   using namespace gt::energy;
   if (a.cmd.empty())
     throw gt::Error("measure: no command; expected `greentrain measure [options] -- CMD ARGS...`");
   MeterOptions opt = meter_options(a);
-  // Every output is checked before the command runs: a bad one never costs a run.
-  {
-    RunInfo check;
-    check.pue = a.pue;
-    check.wue = a.wue;
-    check_run_info(check);
-  }
-  if (!a.csv.empty()) check_codecarbon_csv_writable(a.csv);
-  if (!a.json.empty() && a.json != "-") check_writable(a.json, "--json");
+  check_outputs(a);  // before the command runs: a bad output never costs a run
 
   // Start the child held until the meter (which may watch its process tree) is ready; every
   // catchable signal is forwarded to it.
-  gt::ChildProcess child(a.cmd, {.hold = true, .who = "greentrain measure"});
+  // with --json - the command's output goes to stderr: stdout holds the JSON alone
+  gt::ChildProcess child(
+      a.cmd, {.stdout_to_stderr = a.json == "-", .hold = true, .who = "greentrain measure"});
   if (a.process) opt.pid = child.pid();
   std::unique_ptr<Meter> meter = Meter::create(opt);  // the child is killed when this throws
   meter->begin_window("measure");
@@ -200,11 +237,12 @@ int run_measure(const MeasureArgs& a) {
 
   RunInfo run;
   run.project_name = "greentrain-measure";
-  run.region = opt.carbon.region();
+  // region stays empty: CodeCarbon's column is a province or cloud region, which measure is not
+  // told (the default intensity's label "world average" is not one)
   run.country_iso_code = m.carbon_country_iso_code;
   run.country_name = m.carbon_country_name;
   run.tracking_mode = tracking_mode(a, *meter);
-  run.pue = a.pue;
+  run.pue = a.pue.value_or(1.0);
   run.wue = a.wue;
   // The records are written whatever the command did; a record that fails is said, and the
   // command's exit status is still returned (1 when it was 0, so the failure is not missed).
@@ -270,11 +308,11 @@ gt::cli::Registrar reg(40, "measure", [](CLI::App& root) {
   // following `-- CMD -ARG` as options (`measure --json m.json -- sh -c ...` was refused)
   gt::cli::add_json_option(c, a->json, "the measurement")->expected(1);
   c->add_option("--pue", a->pue,
-                "power usage effectiveness in [1, 10] for the --csv row: multiplies its energies "
-                "and emissions as CodeCarbon's does (default 1)");
+                "power usage effectiveness in [1, 10] for the --csv row (needs --csv): "
+                "multiplies its energies and emissions as CodeCarbon's does (default 1)");
   c->add_option("--wue", a->wue,
                 "water usage effectiveness, L/kWh in [0, 100], for the --csv row's "
-                "water_consumed (unset: water unknown, left empty)");
+                "water_consumed (needs --csv; unset: water unknown, left empty)");
   c->add_option("--tdp", a->tdp_w,
                 "CPU TDP per socket in W, in [1, 2000], for the CPU estimate (default: the CPU "
                 "model table)");

@@ -257,7 +257,8 @@ void setup(CLI::App& root) {
   c->add_flag("--interruptible", a->interruptible,
               "job CSV without an interruptible column: every job may be interrupted");
   c->add_option("--power-budget", a->power_budget_w,
-                "cluster power budget, W: running jobs' power never exceeds it");
+                "cluster power budget, W: running jobs' power never exceeds it (0, the default: "
+                "none; null in the JSON)");
   c->add_option("--strategy", a->strategy, "arrival | shift | interrupt | best (default best)");
   c->add_option("--objective", a->objective,
                 "what the plan minimises: carbon (gCO2e, default) | energy (kWh) | weighted "

@@ -110,6 +110,8 @@ ChildProcess::ChildProcess(const std::vector<std::string>& args, const ChildOpti
     if (out_fd >= 0) {
       ::dup2(out_fd, STDOUT_FILENO);
       ::dup2(out_fd, STDERR_FILENO);
+    } else if (opt.stdout_to_stderr) {
+      ::dup2(STDERR_FILENO, STDOUT_FILENO);
     }
     if (opt.hold) {
       ::close(go[1]);

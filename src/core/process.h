@@ -18,6 +18,9 @@ struct ChildOptions {
   /// (created with mode 0644 when missing).
   std::string output_path{};
   bool append_output = false;  ///< with output_path: append to the file instead of truncating it
+  /// Without output_path: the child's stdout goes to the parent's stderr, so that the parent's
+  /// stdout holds only what the parent writes there (`measure --json -`).
+  bool stdout_to_stderr = false;
   /// The child waits, before exec, until release() is called (so that a meter watching it is
   /// ready before it runs).
   bool hold = false;

@@ -102,6 +102,16 @@ struct CarbonReadOptions {
   /// The kind read when value_kind is empty: "actual" (measurements: what was burnt) or
   /// "forecast" (the scheduler: what is known ahead of time).
   std::string preferred_value_kind = "actual";
+  /// How messages name these options: "--carbon-" (the command line: --carbon-unit),
+  /// "carbon_" (Python's keywords: carbon_unit) or "energy.carbon_" (a configuration's keys).
+  std::string option_prefix = "--carbon-";
+  /// The name of option `what` ("format", "column", "time_column", "unit", "value") for
+  /// messages: option_prefix + what, with '-' for '_' after a "--" prefix.
+  std::string option_name(std::string what) const {
+    if (option_prefix.rfind("--", 0) == 0)
+      for (char& c : what) c = c == '_' ? '-' : c;
+    return option_prefix + what;
+  }
 };
 
 /// The format names CarbonReadOptions::format accepts, for messages and --help.

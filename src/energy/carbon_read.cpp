@@ -143,18 +143,16 @@ std::string choose_kind(const CarbonReadOptions& o, bool has_forecast, bool has_
                         const std::string& path) {
   const std::string kind = lower(o.value_kind);
   if (!kind.empty() && kind != "actual" && kind != "forecast")
-    throw Error(fmt::format("carbon value '{}' is not known; expected actual or forecast",
-                            quote_line(o.value_kind, 40)));
+    throw Error(fmt::format("{} '{}' is not known; expected actual or forecast",
+                            o.option_name("value"), quote_line(o.value_kind, 40)));
   if (kind == "actual" && !has_actual)
     throw Error(
         fmt::format("{}: no actual values (a forecast, or a regional series); "
-                    "expected --carbon-value forecast for this file",
-                    path));
+                    "expected {} forecast for this file",
+                    path, o.option_name("value")));
   if (kind == "forecast" && !has_forecast)
-    throw Error(
-        fmt::format("{}: no forecast values; expected --carbon-value actual for "
-                    "this file",
-                    path));
+    throw Error(fmt::format("{}: no forecast values; expected {} actual for this file", path,
+                            o.option_name("value")));
   if (!kind.empty()) return kind;
   const std::string pref = lower(o.preferred_value_kind) == "forecast" ? "forecast" : "actual";
   const bool has_pref = pref == "forecast" ? has_forecast : has_actual;
@@ -412,7 +410,7 @@ Raw read_table(std::string_view rest, const std::string& path, const CarbonReadO
   } else if (format == "uk-carbon-intensity") {
     if (time_col.empty()) time_col = "from";
   } else if (format != "csv") {
-    throw Error(fmt::format("carbon format '{}' is not known; expected {}",
+    throw Error(fmt::format("{} '{}' is not known; expected {}", o.option_name("format"),
                             quote_line(o.format, 40), carbon_formats_text()));
   }
   // A CSV with a forecast and/or an actual column (the UK API's data as a table)
@@ -440,9 +438,8 @@ Raw read_table(std::string_view rest, const std::string& path, const CarbonReadO
       value_col = header[static_cast<std::size_t>(found)];
     else if (count > 1)
       throw Error(fmt::format(
-          "{}: header '{}' has several carbon-intensity columns; expected --carbon-column NAME "
-          "(Python carbon_column=) naming one",
-          path, header_text(header)));
+          "{}: header '{}' has several carbon-intensity columns; expected {} NAME naming one", path,
+          header_text(header), o.option_name("column")));
   }
   const int tcol = time_col.empty() ? -1 : find_column(header, time_col);
   const int vcol = value_col.empty() ? -1 : find_column(header, value_col);
@@ -463,7 +460,7 @@ Raw read_table(std::string_view rest, const std::string& path, const CarbonReadO
                             format == "greentrain" || format == "csv"
                                 ? "columns Time and Carbon Intensity (gCO2e/kWh)"
                                 : "the " + format + " format's columns",
-                            t ? "--carbon-time-column" : "--carbon-column", carbon_formats_text()));
+                            o.option_name(t ? "time_column" : "column"), carbon_formats_text()));
   }
   raw.value_column = header[static_cast<std::size_t>(vcol)];
   const std::size_t need = static_cast<std::size_t>(std::max(tcol, vcol)) + 1;
@@ -513,7 +510,7 @@ CarbonCsv finish(Raw raw, const std::string& path, std::int64_t naive_utc_offset
   c.note = raw.note;
   c.naive_utc_offset_s = naive_utc_offset_s;
   c.naive_zone = zone_name;
-  const double factor = unit_factor(c.unit, o.unit.empty() ? path : "--carbon-unit");
+  const double factor = unit_factor(c.unit, o.unit.empty() ? path : o.option_name("unit"));
   std::string first_where;
   std::vector<std::int64_t> all_t;  // every row's time, null rows included: the series' step
   for (RawRow& r : raw.rows) {
@@ -606,7 +603,8 @@ CarbonCsv read_series(const std::string& path, std::int64_t naive_utc_offset_s,
       first != std::string_view::npos && (rest[first] == '{' || rest[first] == '[');
   const std::string f = lower(o.format);
   if (is_json && (f == "greentrain" || f == "entsoe" || f == "csv"))
-    throw Error(fmt::format("{}: a JSON file; expected a CSV for --carbon-format {}", path, f));
+    throw Error(
+        fmt::format("{}: a JSON file; expected a CSV for {} {}", path, o.option_name("format"), f));
   Raw raw = is_json ? read_json(std::string(rest), path, o) : read_table(rest, path, o);
   return finish(std::move(raw), path, naive_utc_offset_s, resolve, zone_name, o);
 }

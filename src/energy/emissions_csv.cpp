@@ -151,6 +151,23 @@ void write_all(int fd, const std::string& text, off_t restore_size, const std::s
   }
 }
 
+// Whether the meter was asked for GPUs it could not read (its kGpusNotMeasured flag).
+bool gpus_not_measured(const Measurement& m) {
+  return std::any_of(m.flags.begin(), m.flags.end(), [](const std::string& f) {
+    return f.find(kGpusNotMeasured) != std::string::npos;
+  });
+}
+
+// energy_flags: why the energy is unknown (when it is), then the measurement's flags.
+std::string flags_text(const Measurement& m, bool known) {
+  std::string flags = known ? "" : "energy unknown: " + m.energy_unknown_reason;
+  for (auto& f : m.flags) {
+    if (!flags.empty()) flags += " | ";
+    flags += f;
+  }
+  return flags;
+}
+
 struct Fd {
   int fd = -1;
   ~Fd() {
@@ -219,6 +236,7 @@ std::vector<std::string> codecarbon_fields(const Measurement& m, const RunInfo& 
     return num(watts);
   };
   auto e = [known, p, kwh](double j) { return known ? num(j * p * kwh) : std::string(); };
+  const bool gpus_unread = gpus_not_measured(m);  // unknown, not the 0 of no GPU
   std::time_t t = static_cast<std::time_t>(m.start_unix_s + m.duration_s);
   char ts[32];
   std::tm tm{};
@@ -228,12 +246,9 @@ std::vector<std::string> codecarbon_fields(const Measurement& m, const RunInfo& 
   uname(&u);
   int gpus = 0;
   for (auto& x : m.domains) gpus += x.domain == "gpu";
-  std::string method = m.estimated ? "estimated; " + m.method : "measured; " + m.method;
-  std::string flags = known ? "" : "energy unknown: " + m.energy_unknown_reason;
-  for (auto& f : m.flags) {
-    if (!flags.empty()) flags += " | ";
-    flags += f;
-  }
+  const std::string method =
+      !known ? "none" : (m.estimated ? "estimated; " : "measured; ") + m.method;
+  const std::string flags = flags_text(m, known);
   const double kg = m.g_co2e * p / 1000.0;
   const std::string water = known && run.wue ? num(m.energy_j * p * kwh * *run.wue) : std::string();
   std::vector<std::string> v = {ts,
@@ -244,10 +259,10 @@ std::vector<std::string> codecarbon_fields(const Measurement& m, const RunInfo& 
                                 known ? num(kg) : std::string(),
                                 known && d > 0 ? num(kg / d) : std::string(),
                                 w({"cpu", "psys"}),
-                                w({"gpu"}),
+                                gpus_unread ? std::string() : w({"gpu"}),
                                 w({"ram"}),
                                 e(cpu_j),
-                                e(gpu_j),
+                                gpus_unread ? std::string() : e(gpu_j),
                                 e(ram_j),
                                 e(m.energy_j),
                                 water,
@@ -257,7 +272,7 @@ std::vector<std::string> codecarbon_fields(const Measurement& m, const RunInfo& 
                                 "",
                                 "",
                                 fmt::format("{}-{}-{}", u.sysname, u.release, u.machine),
-                                "",
+                                run.python_version,
                                 "greentrain-0.1.0",
                                 std::to_string(sysconf(_SC_NPROCESSORS_ONLN)),
                                 first_cpuinfo("model name"),
@@ -336,6 +351,10 @@ CsvAppend append_codecarbon_csv(const std::string& path, const Measurement& m, c
 }
 
 void check_codecarbon_csv_writable(const std::string& path) {
+  struct stat dir_st {};
+  if (::stat(path.c_str(), &dir_st) == 0 && S_ISDIR(dir_st.st_mode))
+    throw Error(fmt::format("{}: is a folder; expected a CSV file name (e.g. {}/emissions.csv)",
+                            path, path));
   Fd f;
   f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (f.fd < 0) {

@@ -25,7 +25,13 @@ struct RunInfo {
   std::string project_name = "greentrain";
   std::string run_id;  ///< empty: a random UUID4 is generated
   std::string experiment_id;
-  std::string country_name, country_iso_code, region;  ///< region: carbon region label
+  std::string country_name, country_iso_code;
+  /// CodeCarbon's region: the province, state or cloud region the figures are for, as the user
+  /// named it; empty when none was (not the intensity's label, e.g. "world average").
+  std::string region;
+  /// The Python interpreter's version (platform.python_version()) when the row is written from
+  /// Python, as CodeCarbon writes it; empty from the program.
+  std::string python_version;
   /// Power usage effectiveness, in [1, 10]. It multiplies every energy column and the emissions
   /// as CodeCarbon's does (EmissionsTracker multiplies each device's energy by its pue before
   /// adding it up); the power columns stay the devices' own.
@@ -49,8 +55,11 @@ const std::vector<std::string>& codecarbon_columns();
 /// starts with "energy unknown: <reason>". cpu_power, gpu_power and ram_power (W) are the sum of
 /// their domains' avg_power_w: empty when one of them has none (window shorter than the
 /// sensor's refresh period, said in energy_flags), 0 when the machine has no such domain
-/// (CodeCarbon's 0 W for no GPU). The utilization and ram_used_gb columns are empty
-/// (greentrain does not sample them). Throws Error from check_run_info.
+/// (CodeCarbon's 0 W for no GPU). gpu_power and gpu_energy are empty when GPUs were asked for
+/// and not measured (the meter's kGpusNotMeasured flag, in energy_flags). energy_method is
+/// "measured; <method>", "estimated; <method>", or "none" when no sensor counted. The
+/// utilization and ram_used_gb columns are empty (greentrain does not sample them). Throws
+/// Error from check_run_info.
 std::vector<std::string> codecarbon_fields(const Measurement& m, const RunInfo& run);
 
 /// One CSV row (no newline) of codecarbon_fields; fields with commas, quotes or line breaks are
@@ -73,8 +82,8 @@ struct CsvAppend {
 CsvAppend append_codecarbon_csv(const std::string& path, const Measurement& m, const RunInfo& run);
 
 /// Throws Error naming `path` when a row could not be appended there (the folder is
-/// missing or read-only, the file is not writable, or its header is not an emissions.csv
-/// header); writes nothing. For commands that check their outputs before they run.
+/// missing or read-only, the path is a folder, the file is not writable, or its header is not
+/// an emissions.csv header); writes nothing. For commands that check their outputs before they run.
 void check_codecarbon_csv_writable(const std::string& path);
 
 /// A random UUID4 string (CodeCarbon's run_id form).

@@ -73,9 +73,8 @@ SensorList choose_gpus(std::vector<VendorGpus> vendors, const MeterOptions& opt,
           "false, Python strict=False, to measure the rest with a flag)",
           gpu_list_text(*opt.gpus), why));
     if (flags)
-      flags->push_back(fmt::format(
-          "gpus {} asked for but not measured: {}; their energy is not in these figures",
-          gpu_list_text(*opt.gpus), why));
+      flags->push_back(fmt::format("gpus {} {}: {}; their energy is not in these figures",
+                                   gpu_list_text(*opt.gpus), kGpusNotMeasured, why));
   }
   return all;
 }

@@ -176,6 +176,11 @@ struct PowerPoint {
   double power_w = 0;    ///< energy over the span / its length (W)
 };
 
+/// The words of the meter-wide flag of GPUs asked for by position that cannot be read
+/// (gpus_strict = false): "gpus [0] asked for but not measured: <why>; ...". Every Measurement
+/// of such a meter carries it; emissions.csv leaves its GPU columns empty (unknown) then.
+inline constexpr char kGpusNotMeasured[] = "asked for but not measured";
+
 /// The sampling interval's range: 0 (no thread) or [kMinIntervalS, kMaxIntervalS] s.
 inline constexpr double kMinIntervalS = 0.001, kMaxIntervalS = 3600;
 /// Throws Error "<what> <s> s: expected 0 (no sampling thread) or a period in

@@ -108,11 +108,23 @@ std::string fnum(std::optional<int64_t> v, const char* spec) {
   return fnum(v ? std::optional<double>(static_cast<double>(*v)) : std::nullopt, spec);
 }
 
+// The bases of the two tables' tokens/s and J/token, in their headers: the Runs table's are the
+// whole run's, the Ablation table's the steady training steps' (ablate/read_row.cpp), so the same
+// run shows two figures of each.
+constexpr const char* kRunTokensPerS = "tokens/s<br><small>tokens / training s, all steps</small>";
+constexpr const char* kRunJPerToken =
+    "J/token<br><small>whole run's J (evaluations, checkpoints included) / tokens</small>";
+constexpr const char* kAblationTokensPerS =
+    "tokens/s<br><small>median step, without each segment's first</small>";
+constexpr const char* kAblationJPerToken =
+    "J/token<br><small>logged training intervals, without those of the first steps</small>";
+
 std::string summary_table(const std::vector<RunData>& runs) {
-  std::string h =
-      "<table><tr><th>run</th><th>steps</th><th>tokens</th><th>training s</th><th>tokens/s</th>"
-      "<th>energy (J)</th><th>energy (kWh)</th><th>J/token</th><th>gCO2e</th><th>val loss</th>"
-      "<th>energy method</th></tr>\n";
+  std::string h = fmt::format(
+      "<table><tr><th>run</th><th>steps</th><th>tokens</th><th>training s</th><th>{}</th>"
+      "<th>energy (J)</th><th>energy (kWh)</th><th>{}</th><th>gCO2e</th><th>val loss</th>"
+      "<th>energy method</th></tr>\n",
+      kRunTokensPerS, kRunJPerToken);
   for (const auto& r : runs) {
     h += "<tr><td>" + esc(r.name) + "</td>";
     if (!r.summary) {
@@ -241,10 +253,10 @@ std::string ablation_table(const AblationData& a) {
   const auto& t = a.table;
   std::string h = fmt::format(
       "<p>{} steps per row of <code>{}</code>{}.</p>\n<table><tr><th>row</th><th>precision</th>"
-      "<th>fusion</th><th>recompute</th><th>micro-batch</th><th>tokens/s</th><th>J/token</th>"
+      "<th>fusion</th><th>recompute</th><th>micro-batch</th><th>{}</th><th>{}</th>"
       "<th>tokens/J</th><th>tokens/J vs baseline</th><th>claimed (cumulative)</th>"
       "<th>J to target</th><th>energy</th></tr>\n",
-      t.value("steps", 0), esc(shown_path(t, "config")),
+      t.value("steps", 0), esc(shown_path(t, "config")), kAblationTokensPerS, kAblationJPerToken,
       t.value("energy_estimated", false) ? "; energy <b>ESTIMATED</b> (no energy counters)" : "");
   if (t.contains("rows"))
     for (const auto& r : t["rows"]) {
@@ -256,21 +268,31 @@ std::string ablation_table(const AblationData& a) {
             fnum(r, "claimed_cumulative", "{:.2f}x"));
         continue;
       }
+      // a row whose intervals' energy was unknown has the whole run's J/token: said in its cell
+      const std::string basis = r.value("energy_basis", std::string("training intervals"));
+      const std::string other_basis =
+          basis == "training intervals" ? "" : "<br><small>" + esc(basis) + "</small>";
       std::string to_target = r.contains("target") ? (r["target"].value("reached", false)
                                                           ? fnum(r["target"], "energy_j", "{:.4g}")
                                                           : std::string("not reached"))
                                                    : "";
       h += fmt::format(
-          "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+          "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}{}</td>"
           "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
           esc(r.value("row", std::string())), esc(r.value("precision", std::string())),
           esc(r.value("fusion", std::string())), esc(r.value("recompute", std::string())),
           fnum(r, "micro_batch", "{:.0f}"), fnum(r, "tokens_per_s", "{:.0f}"),
-          fnum(r, "joules_per_token", "{:.4g}"), fnum(r, "tokens_per_joule", "{:.1f}"),
+          fnum(r, "joules_per_token", "{:.4g}"), other_basis, fnum(r, "tokens_per_joule", "{:.1f}"),
           fnum(r, "factor_vs_baseline", "{:.2f}x"), fnum(r, "claimed_cumulative", "{:.2f}x"),
           to_target, esc(r.value("energy", std::string())));
     }
-  return h + "</table>\n";
+  return h +
+         "</table>\n<p class=note>The Runs table gives each run whole: tokens/s over all its "
+         "steps, J/token of the whole run's energy, evaluations and checkpoints included. This "
+         "table gives the steady training steps: tokens/s of the median step without each "
+         "segment's first (it creates the kernels), J/token over the logged training intervals "
+         "without those steps' (evaluations lie outside them). The same row's figures differ "
+         "between the two tables by these bases.</p>\n";
 }
 
 const char* kStyle = R"(<style>

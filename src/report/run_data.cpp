@@ -58,7 +58,8 @@ void check_ablation_table(const nlohmann::json& t, const std::string& path) {
     const auto& r = t["rows"][i];
     const std::string at = fmt::format("rows[{}]", i);
     if (!r.is_object()) throw bad(at, r, "an object");
-    for (const char* k : {"row", "reason", "precision", "fusion", "recompute", "energy"})
+    for (const char* k :
+         {"row", "reason", "precision", "fusion", "recompute", "energy", "energy_basis"})
       if (r.contains(k) && !r[k].is_string()) throw bad(at + "." + k, r[k], "a string");
     if (r.contains("measured") && !r["measured"].is_boolean())
       throw bad(at + ".measured", r["measured"], "true or false");

@@ -54,9 +54,13 @@ RunFigures run_figures_from_summary(const std::string& path) {
   // a mistyped energy_unknown is refused with its name (nlohmann's type_error never escapes)
   if (const run::Problem* u = s->problem_with(run::key::energy_unknown))
     throw Error(fmt::format("{}: {}", p.string(), u->text));
+  if (const run::Problem* u = s->problem_with(run::key::energy_estimated))
+    throw Error(fmt::format("{}: {}", p.string(), u->text));
   const bool unknown = s->energy_unknown.value_or(false);
   const std::optional<double> e = totals ? s->run_totals->energy_j : s->energy_j;
   if (!unknown && e && *e > 0 && std::isfinite(*e)) f.energy_j = *e;
+  f.energy_estimated = s->energy_estimated.value_or(false);
+  f.energy_method = s->energy_method.value_or("");
   // what an interruption cost the run's last session (train/run_summary.cpp)
   if (!s->interruption) {
     f.interruption_unknown_reason =
@@ -142,6 +146,15 @@ double duration_from_summary_s(const std::string& path) {
 }
 
 namespace {
+
+// power_w: the run's joules over its wall time; marked when those joules are an estimate.
+void power_from_run(Job& j, const RunFigures& run, const std::string& summary) {
+  j.power_w = *run.energy_j / run.wall_s;
+  if (run.energy_estimated)
+    j.power_estimated_reason =
+        fmt::format("power from {}, whose energy is an estimate{}", summary,
+                    run.energy_method.empty() ? std::string() : " (" + run.energy_method + ")");
+}
 
 UnixTimeS node_time(const toml::node& n, const TimeZone& zone, const std::string& where) {
   if (auto dt = n.as_date_time()) {
@@ -305,8 +318,8 @@ std::vector<Job> load_jobs_toml(const std::string& path, const TimeZone& zone) {
           dur ? node_number(*dur, key("duration_s"), "seconds") : run->wall_s, key("duration_s"));
       if (pw)
         j.power_w = node_number(*pw, key("power_w"), "W");
-      else if (run && run->energy_j)  // the run's measured joules over its wall time
-        j.power_w = *run->energy_j / run->wall_s;
+      else if (run && run->energy_j)  // the run's joules over its wall time
+        power_from_run(j, *run, node_string(*sum, key("summary")));
       else
         throw Error(where +
                     ": missing key 'power_w'; expected average power in W (optional only with a "

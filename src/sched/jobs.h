@@ -77,6 +77,9 @@ struct Job {
   /// power_w and duration_s are the whole job's. ntasks >= nodes >= 1.
   int ntasks = 1;
   int nodes = 1;
+  /// Why power_w is an estimate (a summary whose run's energy was estimated: CPU TDP x
+  /// utilization); empty when it is stated or measured.
+  std::string power_estimated_reason;
   /// The nominal start, UTC s (nominal_start_s, else earliest_start_s).
   UnixTimeS nominal_s() const { return nominal_start_s.value_or(earliest_start_s); }
 };
@@ -88,6 +91,8 @@ struct RunFigures {
                                    ///< steps, evaluations, checkpoints; not duration_s, steps only)
   std::optional<double> energy_j;  ///< the whole run's energy, J (run_totals.energy_j); empty when
                                    ///< the run's energy is unknown (energy_unknown or no number)
+  bool energy_estimated = false;   ///< that energy is an estimate (summary's energy_estimated)
+  std::string energy_method;       ///< how it was made (summary's energy_method); may be empty
   /// What an interruption cost the run (summary.json's "interruption", written by `greentrain
   /// train`): its last checkpoint write, s, and its session's start-up (process start to first
   /// step: loading the checkpoint and data when it resumed), s. Empty when not recorded, with

@@ -31,9 +31,16 @@ nlohmann::json pct_json(const std::optional<double>& p) { return p ? nlohmann::j
 std::string pct_text(const std::optional<double>& p) {
   return p ? fmt::format("{:.1f} %", *p) : std::string("unknown");
 }
-}  // namespace
+// the scheduled jobs whose power (so energy and gCO2e) is an estimate
+std::size_t estimated_jobs(const Plan& plan) {
+  return static_cast<std::size_t>(
+      std::count_if(plan.jobs.begin(), plan.jobs.end(),
+                    [](const JobPlan& j) { return j.scheduled && !j.estimated_reason.empty(); }));
+}
 
-nlohmann::json plan_to_json(const Plan& plan, const TimeZone& zone) {
+// One job of the plan: its figures, its runs (when scheduled) or the reason (when not), and its
+// baseline.
+nlohmann::json job_json(const JobPlan& j, const TimeZone& zone) {
   using nlohmann::json;
   auto runs_json = [&](const std::vector<Run>& runs) {
     json a = json::array();
@@ -43,40 +50,49 @@ nlohmann::json plan_to_json(const Plan& plan, const TimeZone& zone) {
                    {"duration_s", r.end_s - r.start_s}});
     return a;
   };
+  json o = {{"name", j.name},
+            {"scheduled", j.scheduled},
+            {"planned_power_w", j.planned_power_w},
+            {"power_limit_w", j.cap_limit_w > 0 ? json(j.cap_limit_w) : json()},
+            {"energy_j", j.energy_j},
+            {"energy_kwh", j.energy_j / kJoulesPerKwh},
+            {"interruption_s", j.interruption_s},
+            {"interruption_source", j.interruption_source},
+            // planned_power_w, energy and gCO2e made from an estimated run's joules
+            {"estimated", !j.estimated_reason.empty()},
+            {"estimated_reason", j.estimated_reason.empty() ? json() : json(j.estimated_reason)}};
+  if (j.scheduled) {
+    o["start"] = format_iso_time(j.runs.front().start_s, zone);
+    o["end"] = format_iso_time(j.runs.back().end_s, zone);
+    o["runs"] = runs_json(j.runs);
+    o["interruptions"] = j.interruptions;
+    o["g_co2e"] = j.g_co2e;
+    o["forecast_g_co2e"] = j.forecast_g_co2e;
+  } else {
+    o["reason"] = j.reason;
+  }
+  json b = {{"scheduled", j.baseline_scheduled}};
+  if (j.baseline_scheduled) {
+    b["start"] = format_iso_time(j.baseline_runs.front().start_s, zone);
+    b["end"] = format_iso_time(j.baseline_runs.back().end_s, zone);
+    b["g_co2e"] = j.baseline_g_co2e;
+    b["energy_j"] = j.baseline_energy_j;
+    b["energy_kwh"] = j.baseline_energy_j / kJoulesPerKwh;
+  }
+  o["baseline"] = b;
+  if (j.scheduled && j.baseline_scheduled && j.baseline_g_co2e > 0)
+    o["saving_pct"] = 100.0 * (j.baseline_g_co2e - j.g_co2e) / j.baseline_g_co2e;
+  return o;
+}
+}  // namespace
+
+nlohmann::json plan_to_json(const Plan& plan, const TimeZone& zone) {
+  using nlohmann::json;
   json jobs = json::array();
   json unscheduled = json::array();
   for (const JobPlan& j : plan.jobs) {
-    json o = {{"name", j.name},
-              {"scheduled", j.scheduled},
-              {"planned_power_w", j.planned_power_w},
-              {"power_limit_w", j.cap_limit_w > 0 ? json(j.cap_limit_w) : json()},
-              {"energy_j", j.energy_j},
-              {"energy_kwh", j.energy_j / kJoulesPerKwh},
-              {"interruption_s", j.interruption_s},
-              {"interruption_source", j.interruption_source}};
-    if (j.scheduled) {
-      o["start"] = format_iso_time(j.runs.front().start_s, zone);
-      o["end"] = format_iso_time(j.runs.back().end_s, zone);
-      o["runs"] = runs_json(j.runs);
-      o["interruptions"] = j.interruptions;
-      o["g_co2e"] = j.g_co2e;
-      o["forecast_g_co2e"] = j.forecast_g_co2e;
-    } else {
-      o["reason"] = j.reason;
-      unscheduled.push_back(j.name);
-    }
-    json b = {{"scheduled", j.baseline_scheduled}};
-    if (j.baseline_scheduled) {
-      b["start"] = format_iso_time(j.baseline_runs.front().start_s, zone);
-      b["end"] = format_iso_time(j.baseline_runs.back().end_s, zone);
-      b["g_co2e"] = j.baseline_g_co2e;
-      b["energy_j"] = j.baseline_energy_j;
-      b["energy_kwh"] = j.baseline_energy_j / kJoulesPerKwh;
-    }
-    o["baseline"] = b;
-    if (j.scheduled && j.baseline_scheduled && j.baseline_g_co2e > 0)
-      o["saving_pct"] = 100.0 * (j.baseline_g_co2e - j.g_co2e) / j.baseline_g_co2e;
-    jobs.push_back(o);
+    jobs.push_back(job_json(j, zone));
+    if (!j.scheduled) unscheduled.push_back(j.name);
   }
   return {{"strategy", strategy_name(plan.strategy)},
           {"method", plan.method},
@@ -88,7 +104,8 @@ nlohmann::json plan_to_json(const Plan& plan, const TimeZone& zone) {
           {"time_zone", zone.describe()},
           {"utc_offset_h",
            zone.is_fixed() ? json(static_cast<double>(zone.fixed_offset_s()) / 3600.0) : json()},
-          {"power_budget_w", plan.power_budget_w},
+          // 0 is no budget: null, as the table's "none" (not a budget of 0 W)
+          {"power_budget_w", plan.power_budget_w > 0 ? json(plan.power_budget_w) : json()},
           {"forecast_error_pct", plan.forecast_error_pct},
           {"seed", plan.seed},
           {"jobs", jobs},
@@ -96,6 +113,7 @@ nlohmann::json plan_to_json(const Plan& plan, const TimeZone& zone) {
            {{"energy_j", plan.planned_energy_j},
             {"energy_kwh", plan.planned_energy_j / kJoulesPerKwh},
             {"g_co2e", plan.planned_g_co2e},
+            {"estimated", estimated_jobs(plan) > 0},
             {"unscheduled", unscheduled},
             {"vs_baseline",
              {{"jobs", plan.compared},
@@ -148,10 +166,15 @@ std::string plan_table(const Plan& plan, const TimeZone& zone) {
     if (j.interruptions > 0 || j.interruption_source != "default 0")
       out += fmt::format("{:<16} {} interruption(s), each {:.1f} s: {}\n", "", j.interruptions,
                          j.interruption_s, j.interruption_source);
+    if (!j.estimated_reason.empty())
+      out +=
+          fmt::format("{:<16} ESTIMATED planned_W, energy and gCO2e: {}\n", "", j.estimated_reason);
   }
-  out += fmt::format("total: {:.3f} kWh ({:.4g} J), {:.1f} gCO2e for {} scheduled job(s)\n",
+  const std::size_t est = estimated_jobs(plan);
+  out += fmt::format("total: {:.3f} kWh ({:.4g} J), {:.1f} gCO2e for {} scheduled job(s){}\n",
                      plan.planned_energy_j / kJoulesPerKwh, plan.planned_energy_j,
-                     plan.planned_g_co2e, plan.jobs.size() - plan.unscheduled());
+                     plan.planned_g_co2e, plan.jobs.size() - plan.unscheduled(),
+                     est ? fmt::format(", {} of them ESTIMATED", est) : std::string());
   out += fmt::format(
       "vs arrival baseline ({} job(s) scheduled in both): {:.1f} gCO2e vs {:.1f} gCO2e: {} "
       "saved; {:.3f} kWh vs {:.3f} kWh: {} saved\n",

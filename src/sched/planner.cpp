@@ -255,6 +255,7 @@ Plan plan_one(const std::vector<Job>& jobs, const CarbonSeries& truth, const Pla
     jp.cap_limit_w = p.ok ? v.limit_w : 0;
     jp.interruption_s = j.interruption_s;
     jp.interruption_source = j.interruption_source;
+    jp.estimated_reason = j.power_estimated_reason;
     jp.energy_j = p.ok ? energy_of(j, v, 0) : j.power_w * j.duration_s;
     jp.scheduled = p.ok;
     jp.reason = p.reason;

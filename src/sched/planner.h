@@ -101,8 +101,11 @@ struct JobPlan {
   std::size_t interruptions = 0;    ///< times an interruptible job is stopped and resumed
   double interruption_s = 0;        ///< what each interruption costs, s (Job::interruption_s)
   std::string interruption_source;  ///< where that figure came from (Job::interruption_source)
-  double g_co2e = 0;                ///< emissions on the true series, gCO2e
-  double forecast_g_co2e = 0;       ///< emissions on the forecast the plan was made on, gCO2e
+  /// Why planned_power_w, energy_j and the gCO2e are estimates (Job::power_estimated_reason);
+  /// empty when the job's power was stated or measured.
+  std::string estimated_reason;
+  double g_co2e = 0;           ///< emissions on the true series, gCO2e
+  double forecast_g_co2e = 0;  ///< emissions on the forecast the plan was made on, gCO2e
   bool baseline_scheduled = false;
   double baseline_g_co2e = 0;    ///< emissions of the baseline (run at the nominal start) on the
                                  ///< true series, gCO2e

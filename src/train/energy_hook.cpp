@@ -53,7 +53,7 @@ void add_energy_fields(const energy::Measurement& m, double tokens, nlohmann::js
   if (!gpu_counted) {
     bool gpu_missing = false;  // the run's GPU was asked for and could not be read
     for (const auto& f : m.flags)
-      gpu_missing = gpu_missing || f.find("asked for but not measured") != std::string::npos;
+      gpu_missing = gpu_missing || f.find(energy::kGpusNotMeasured) != std::string::npos;
     record[key::gpu_energy_unknown_reason] =
         gpu_missing ? "the GPU of train.device could not be read (energy_flags say why)"
         : known     ? "no GPU energy counter (NVML, ROCm SMI) is read for this run: train.device "
@@ -88,6 +88,7 @@ energy::MeterOptions meter_options(const TrainConfig& cfg) {
     read.time_column = cfg.carbon_time_column;
     read.unit = cfg.carbon_unit;
     read.value_kind = cfg.carbon_value;
+    read.option_prefix = "energy.carbon_";  // messages name the configuration's keys
     o.carbon = energy::CarbonIntensity::from_csv(cfg.carbon_csv, cfg.carbon_utc_offset_h, "", read);
   } else if (cfg.carbon_intensity) {
     o.carbon =
@@ -227,7 +228,8 @@ void EnergyHook::finish(nlohmann::json& summary) {
   summary[key::energy] = energy::to_json(m);
   energy::RunInfo info;
   info.project_name = "greentrain";
-  info.region = meter_->carbon().region();
+  // region stays empty, as in Python's rows: CodeCarbon's column is a province or cloud region
+  // (the default intensity's label "world average" is not one)
   info.country_iso_code = m.carbon_country_iso_code;
   info.country_name = m.carbon_country_name;
   if (!comm_ || comm_->rank() == 0) {

@@ -24,13 +24,20 @@ namespace {
 struct Run {
   int code = -1;
   std::string err;
+  std::string out;  ///< standard output, when run_out() captured it
 };
 
-pid_t spawn(const std::vector<std::string>& args, const std::string& err_path) {
+// out_path: where the program's stdout goes (empty: the test's own)
+pid_t spawn(const std::vector<std::string>& args, const std::string& err_path,
+            const std::string& out_path = "") {
   pid_t pid = fork();
   if (pid == 0) {
     FILE* e = freopen(err_path.c_str(), "w", stderr);
     (void)e;
+    if (!out_path.empty()) {
+      FILE* o = freopen(out_path.c_str(), "w", stdout);
+      (void)o;
+    }
     std::vector<char*> argv{const_cast<char*>(GT_PROGRAM)};
     for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
@@ -62,6 +69,12 @@ struct CliEnv {
   EnvGuard nvml{"GT_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1"};
   Run run(const std::vector<std::string>& args) {
     return finish(spawn(args, d / "stderr.txt"), d / "stderr.txt");
+  }
+  // run() with the program's stdout captured in Run::out
+  Run run_out(const std::vector<std::string>& args) {
+    Run r = finish(spawn(args, d / "stderr.txt", d / "stdout.txt"), d / "stderr.txt");
+    r.out = slurp(d / "stdout.txt");
+    return r;
   }
 };
 
@@ -158,6 +171,67 @@ TEST(MeasureCli, UnwritableJsonNeverHidesTheExitStatus) {
   std::filesystem::create_directories(e.d / "gone");
   r = e.run({"measure", "--json", e.d / "gone/m.json", "--", "rm", "-r", e.d / "gone"});
   EXPECT_EQ(r.code, 1) << "the command's 0, but the record failed: " << r.err;
+}
+
+// `measure --json - -- CMD | jq .energy_j` (docs/cli-json.md): with the JSON on stdout the
+// command's own stdout goes to stderr, beside the report; stdout holds the JSON alone. (The
+// command's output went to the same stdout as the JSON, and jq failed.)
+TEST(MeasureCli, JsonToStdoutGetsTheCommandsOutputOnStderr) {
+  CliEnv e;
+  auto r = e.run_out(
+      {"measure", "--json", "-", "--", "sh", "-c", "echo said-on-stdout; echo said-on-stderr >&2"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  nlohmann::json j;
+  ASSERT_NO_THROW(j = nlohmann::json::parse(r.out)) << "stdout: " << r.out;
+  EXPECT_EQ(j["schema"], "greentrain.measure/1");
+  EXPECT_NE(r.err.find("said-on-stdout"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("said-on-stderr"), std::string::npos) << r.err;
+  // with the JSON in a file, the command keeps its stdout
+  r = e.run_out({"measure", "--json", e.d / "m.json", "--", "echo", "said-on-stdout"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "said-on-stdout\n");
+  // sensors --json -: the JSON alone on stdout too
+  r = e.run_out({"sensors", "--json", "-"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NO_THROW((void)nlohmann::json::parse(r.out)) << r.out;
+}
+
+// docs/commands.md: "--csv and --json are checked before the command runs". A folder given as
+// either passed the check (access() only) and the record was lost after the run ("Is a
+// directory"); it is refused, naming the option and the folder, before the command runs.
+TEST(MeasureCli, FolderAsCsvOrJsonIsRefusedBeforeTheCommandRuns) {
+  CliEnv e;
+  std::filesystem::create_directories(e.d / "out");
+  for (const char* opt : {"--csv", "--json"}) {
+    auto r = e.run({"measure", opt, e.d / "out", "--", "touch", e.d / "ran"});
+    EXPECT_EQ(r.code, 1) << opt << ": " << r.err;
+    EXPECT_NE(r.err.find(std::string(opt) + " " + e.d / "out" + ": is a folder"), std::string::npos)
+        << r.err;
+    EXPECT_FALSE(std::filesystem::exists(e.d / "ran")) << opt << ": refused before the run";
+  }
+}
+
+// Options that only the CSV row or a series file uses were silently ignored without it
+// (`measure --wue 5` wrote no water anywhere): each is refused, naming what it needs.
+TEST(MeasureCli, OptionsForTheCsvRowOrASeriesAreRefusedWithoutIt) {
+  CliEnv e;
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{"--wue", "5"}, "--wue 5: applies to the --csv row"},
+      {{"--pue", "1.5"}, "--pue 1.5: applies to the --csv row"},
+      {{"--carbon-unit", "lbs/MWh", "--carbon-intensity", "300"},
+       "--carbon-unit lbs/MWh: says how a series file is read; expected --carbon-csv FILE"},
+      {{"--carbon-column", "LCA"}, "--carbon-column LCA: says how a series file is read"}};
+  for (const auto& [opts, message] : cases) {
+    std::vector<std::string> args = {"measure"};
+    args.insert(args.end(), opts.begin(), opts.end());
+    args.insert(args.end(), {"--", "touch", e.d / "ran"});
+    auto r = e.run(args);
+    EXPECT_EQ(r.code, 1) << opts[0] << ": " << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(e.d / "ran")) << opts[0];
+  }
+  auto r = e.run({"measure", "--wue", "5", "--csv", e.d / "e.csv", "--", "true"});
+  EXPECT_EQ(r.code, 0) << r.err;
 }
 
 // Issue 31 §6: an interval out of its documented range is refused before anything runs.

@@ -329,6 +329,47 @@ TEST(Report, UndefinedPowerIsNullPeakAndEmptyCsvPower) {
             "4");
 }
 
+namespace {
+// The value in column `k` of a row's fields.
+std::string cell(const std::vector<std::string>& cols, const char* k) {
+  return cols[std::find(codecarbon_columns().begin(), codecarbon_columns().end(), k) -
+              codecarbon_columns().begin()];
+}
+}  // namespace
+
+// A GPU asked for and not read (Python's Meter(gpus=[0], strict=False)) gave gpu_energy and
+// gpu_power 0, CodeCarbon's "no GPU": they are unknown, empty. energy_method read "measured; "
+// when nothing was counted.
+TEST(Report, CodeCarbonRowLeavesGpusAskedForAndNotReadEmpty) {
+  auto m = sample_measurement();
+  auto cols = split(codecarbon_row(m, RunInfo{}));
+  EXPECT_EQ(cell(cols, "gpu_energy"), "0") << "no GPU asked for: CodeCarbon's 0";
+  m.flags.push_back(std::string("gpus [0] ") + kGpusNotMeasured + ": no GPU can be read");
+  cols = split(codecarbon_row(m, RunInfo{}));
+  EXPECT_EQ(cell(cols, "gpu_energy"), "");
+  EXPECT_EQ(cell(cols, "gpu_power"), "");
+  EXPECT_NE(cell(cols, "cpu_energy"), "");
+  EXPECT_EQ(cell(cols, "energy_method").rfind("estimated; cpu-estimate", 0), 0u);
+  Measurement none;
+  none.duration_s = 1;
+  none.energy_unknown_reason = "no sensor counted";
+  EXPECT_EQ(cell(split(codecarbon_row(none, RunInfo{})), "energy_method"), "none");
+}
+
+// region was the intensity's label ("world average" from the program) and python_version was
+// always empty: both are what the writer was told, as CodeCarbon writes them.
+TEST(Report, CodeCarbonRowHasTheRegionAndPythonVersionItWasTold) {
+  RunInfo told;
+  told.region = "quebec";
+  told.python_version = "3.11.2";
+  auto cols = split(codecarbon_row(sample_measurement(), told));
+  EXPECT_EQ(cell(cols, "region"), "quebec");
+  EXPECT_EQ(cell(cols, "python_version"), "3.11.2");
+  cols = split(codecarbon_row(sample_measurement(), RunInfo{}));
+  EXPECT_EQ(cell(cols, "region"), "");
+  EXPECT_EQ(cell(cols, "python_version"), "");
+}
+
 TEST(Report, SummaryLine) {
   auto m = sample_measurement();
   m.avg_power_w = 12.34;

@@ -148,6 +148,10 @@ TEST_F(CarbonCli, UnsetIsTheDefaultAndSaysSo) {
   EXPECT_EQ(s["carbon_origin"], "default");
   EXPECT_EQ(s["carbon_g_per_kwh"].get<double>(), 475.0);
   EXPECT_EQ(csv_column(run, "carbon_intensity"), "475");
+  // CodeCarbon's region is a province or cloud region: the default's label "world average" is
+  // not one (it was written there, while Python's rows left it empty); no Python, no version
+  EXPECT_EQ(csv_column(run, "region"), "");
+  EXPECT_EQ(csv_column(run, "python_version"), "");
   // unset is written as unset, not as a number that a resume would read as a choice
   EXPECT_EQ(slurp(fs::path(run) / "config.toml").find("carbon_intensity"), std::string::npos);
 }

@@ -46,6 +46,21 @@ def test_energy_logger_joules_per_step_and_token(fake_nvml):
     assert len(lines) == 2 and lines[0].startswith("step 1: ") and "J/token" in lines[0]
 
 
+def test_energy_logger_joules_per_token_counts_only_the_steps_given_tokens(fake_nvml):
+    # the joules of every step were divided by the tokens of the steps given tokens only: a
+    # step without tokens (an evaluation, say) raised J/token by its whole energy
+    with greentrain.Meter(cpu=False, interval_ms=10) as meter:
+        log = EnergyLogger(meter)
+        for tokens in (100, None, 100):
+            with log.step(tokens=tokens):
+                time.sleep(0.11)
+    with_tokens = [r for r in log.records if r.tokens]
+    assert len(with_tokens) == 2 and log.records[1].energy_j > 0
+    assert log.total_tokens == 200
+    assert log.joules_per_token == pytest.approx(sum(r.energy_j for r in with_tokens) / 200)
+    assert log.total_j == pytest.approx(sum(r.energy_j for r in log.records))
+
+
 def test_energy_logger_on_a_torch_loop_drives_the_optimizer(fake_nvml):
     torch = pytest.importorskip("torch", reason="torch is not installed")
     model = torch.nn.Linear(16, 4)

@@ -235,3 +235,68 @@ def test_interval_outside_its_range_is_refused(fake_nvml, interval_ms):
     # issue 31 §6: Meter(interval_ms=inf) spun at 100 % CPU and ignored SIGTERM
     with pytest.raises(ValueError, match=r"\[1, 3600000\] ms"):
         gpu_meter(interval_ms=interval_ms)
+
+
+def test_gpu_asked_for_and_not_read_is_empty_in_the_codecarbon_row(env):
+    # gpu_energy and gpu_power were 0 (CodeCarbon's "no GPU") for a GPU that was asked for and
+    # could not be read: unknown is empty; energy_method said "measured; " with nothing counted
+    env.setenv("GT_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1")
+    with greentrain.Meter(gpus=[0], strict=False, interval_ms=20) as meter:
+        meter.begin_window("w")
+        time.sleep(0.12)
+        m = meter.end_window("w")
+    assert any("asked for but not measured" in f for f in m.flags), m.flags
+    row = m.to_codecarbon_row()
+    assert row["gpu_energy"] == "" and row["gpu_power"] == "", row
+    assert float(row["cpu_energy"]) > 0  # the CPU estimate still counts
+    assert "asked for but not measured" in row["energy_flags"]
+    with greentrain.Meter(gpus=[], cpu=False, interval_ms=0) as meter:
+        meter.begin_window("w")
+        row = meter.end_window("w").to_codecarbon_row()
+    assert row["energy_method"] == "none" and row["energy_consumed"] == "", row
+    assert row["energy_flags"].startswith("energy unknown: ")
+
+
+def test_codecarbon_row_has_pythons_version_and_no_made_up_region(fake_nvml, tmp_path):
+    # as CodeCarbon writes them: python_version is the interpreter's; region a province or
+    # cloud region the caller names, empty otherwise (the program wrote "world average")
+    import platform
+    with gpu_meter() as meter:
+        meter.begin_window("w")
+        m = meter.end_window("w")
+    row = m.to_codecarbon_row()
+    assert row["python_version"] == platform.python_version()
+    assert row["region"] == ""
+    assert m.to_codecarbon_row(region="quebec")["region"] == "quebec"
+    path = tmp_path / "e.csv"
+    m.append_to_codecarbon_csv(path)
+    [written] = list(csv.DictReader(path.open()))
+    assert written["python_version"] == platform.python_version() and written["region"] == ""
+
+
+def test_power_w_of_an_unknown_domain_raises_naming_the_known_ones(fake_nvml):
+    with gpu_meter() as meter:
+        for call in (lambda: meter.power_w(domain="bogus"),
+                     lambda: meter.power_timeline(domain="bogus")):
+            with pytest.raises(ValueError, match="domain 'bogus' is not known; expected one of "
+                                                 "'gpu', 'cpu', 'ram', 'psys' or None"):
+                call()
+        assert isinstance(meter.power_w(domain="psys"), dict)
+
+
+def test_series_reading_options_without_a_series_are_refused(fake_nvml, tmp_path):
+    # Meter(carbon=300, carbon_unit="lbs/MWh") took 300 as gCO2e/kWh without a word
+    for carbon in (300, None, "DEU"):
+        with pytest.raises(ValueError, match="carbon_unit='lbs/MWh': says how a carbon series "
+                                             "file is read; expected carbon=PATH"):
+            gpu_meter(carbon=carbon, carbon_unit="lbs/MWh")
+    with pytest.raises(ValueError, match="carbon_column='LCA'"):
+        gpu_meter(carbon=300, carbon_column="LCA")
+    # with a series, a unit that is not known is named as Python names it
+    series = tmp_path / "f.csv"
+    series.write_text("Time,Carbon Intensity\n2020-01-01 00:00:00,200\n")
+    with pytest.raises(greentrain.Error, match="carbon_unit: unit 'furlongs' is not known") as e:
+        gpu_meter(carbon=series, carbon_unit="furlongs")
+    assert "--carbon-unit" not in str(e.value)
+    with gpu_meter(carbon=series, carbon_unit="lbs/MWh") as meter:
+        assert "lbs/MWh" in meter.carbon_source

@@ -92,6 +92,7 @@ TEST(AblateReport, AblationJsonWithWrongTypesIsRefusedNamingTheKey) {
       {R"({"rows": [{"row": 1}]})", "rows[0].row"},
       {R"({"rows": [{"measured": false, "reason": []}]})", "rows[0].reason"},
       {R"({"rows": [{"target": {"reached": 1}}]})", "rows[0].target.reached"},
+      {R"({"rows": [{"energy_basis": 1}]})", "rows[0].energy_basis"},
   };
   for (const auto& [text, key] : cases) {
     write_file(dir + "/ablation.json", text);
@@ -115,6 +116,60 @@ TEST(AblateReport, AblationJsonWithWrongTypesIsRefusedNamingTheKey) {
   std::vector<report::RunData> rows;
   const auto a = report::read_ablation(dir, rows);
   EXPECT_NE(report::render_html(rows, &a, "").find("c-\\xe9.toml"), std::string::npos);
+}
+
+// The Runs table and the Ablation table gave the same row two tokens/s and two J/token (all
+// steps and the whole run's energy there; the median step and the logged training intervals
+// here) with no word of either basis. Each column names its basis, a note says why they differ,
+// and a row on the whole run's energy (its intervals' unknown) says so in its J/token cell.
+TEST(AblateReport, RunsAndAblationTablesNameTheBasisOfTheirFigures) {
+  report::RunData run;
+  run.dir = run.name = "0_baseline";
+  run::Summary s;
+  s.step = 4;
+  s.tokens = 1000;
+  s.duration_s = 2;
+  s.energy_j = 10;
+  s.tokens_per_s = 500;
+  s.joules_per_token = 0.01;
+  run.summary = s;
+  report::AblationData a;
+  const std::string whole =
+      "whole run incl. final validation (the logged intervals' energy was "
+      "unknown)";
+  a.table = {{"steps", 4},
+             {"rows",
+              {{{"row", "baseline"},
+                {"measured", true},
+                {"tokens_per_s", 600},
+                {"joules_per_token", 0.008},
+                {"energy_basis", "training intervals"}},
+               {{"row", "+bf16"},
+                {"measured", true},
+                {"tokens_per_s", 900},
+                {"joules_per_token", 0.006},
+                {"energy_basis", whole}}}}};
+  const std::string h = report::render_html({run}, &a, "");
+  const std::size_t runs = h.find("<h2>Runs</h2>"), abl = h.find("<h2>Ablation</h2>");
+  ASSERT_NE(runs, std::string::npos);
+  ASSERT_NE(abl, std::string::npos);
+  const std::string runs_table = h.substr(runs, abl - runs), abl_table = h.substr(abl);
+  EXPECT_NE(runs_table.find("tokens/s<br><small>tokens / training s, all steps</small>"),
+            std::string::npos)
+      << runs_table;
+  EXPECT_NE(runs_table.find("J/token<br><small>whole run's J (evaluations, checkpoints "
+                            "included) / tokens</small>"),
+            std::string::npos)
+      << runs_table;
+  EXPECT_NE(abl_table.find("tokens/s<br><small>median step, without each segment's first"),
+            std::string::npos)
+      << abl_table;
+  EXPECT_NE(abl_table.find("J/token<br><small>logged training intervals"), std::string::npos)
+      << abl_table;
+  EXPECT_NE(abl_table.find("differ between the two tables by these bases"), std::string::npos);
+  EXPECT_NE(abl_table.find("0.006<br><small>whole run incl. final validation"), std::string::npos)
+      << abl_table;
+  EXPECT_EQ(abl_table.find("0.008<br>"), std::string::npos) << abl_table;
 }
 
 }  // namespace

@@ -1,8 +1,10 @@
 // Job lists: valid files, durations from a run summary, and bad input naming file/job/key.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "core/error.h"
 #include "sched/jobs.h"
+#include "sched/planner.h"
 #include "test_util.h"
 
 using namespace gt::sched;
@@ -162,6 +164,51 @@ deadline = 2020-06-02T08:00:00Z
   d.write("run/summary.json",
           R"({"energy_unknown": true, "run_totals": {"wall_s": 5.0, "energy_j": 0}})");
   EXPECT_NE(error_of(p).find("power_w"), std::string::npos) << error_of(p);
+}
+
+// A job's power from an estimated run's summary (CPU TDP x utilization: no counter) was planned
+// as if measured; the job, its plan row and the plan's total say it is an estimate.
+TEST(SchedJobs, PowerFromAnEstimatedRunIsMarkedEstimatedInThePlan) {
+  TempDir d;
+  std::filesystem::create_directory(d.path / "run");
+  auto p = d.write("jobs.toml", R"(
+[[job]]
+name = "est"
+command = "x"
+summary = "run"
+earliest_start = 2020-09-13T12:30:00Z
+deadline = 2020-09-13T20:00:00Z
+)");
+  std::mt19937_64 rng(4);
+  const CarbonSeries series = gt::sched::test::random_series(rng, 48);
+  for (bool estimated : {true, false}) {
+    d.write("run/summary.json", fmt::format(R"({{"energy_estimated": {}, "energy_method":
+      "cpu-estimate: TDP 85 W x utilization", "run_totals": {{"wall_s": 3600, "energy_j": 360000}}}})",
+                                            estimated));
+    const auto jobs = load_jobs_toml(p, 0);
+    ASSERT_EQ(jobs.size(), 1u);
+    EXPECT_DOUBLE_EQ(jobs[0].power_w, 100.0);
+    EXPECT_EQ(jobs[0].power_estimated_reason.empty(), !estimated);
+    PlanOptions o;
+    o.strategy = Strategy::shift;
+    const Plan plan = make_plan(jobs, series, o);
+    ASSERT_TRUE(plan.jobs[0].scheduled) << plan_table(plan, 0);
+    const auto j = plan_to_json(plan, 0);
+    EXPECT_EQ(j["jobs"][0]["estimated"], estimated) << j.dump(2);
+    EXPECT_EQ(j["total"]["estimated"], estimated) << j.dump(2);
+    const std::string t = plan_table(plan, 0);
+    if (!estimated) {
+      EXPECT_TRUE(j["jobs"][0]["estimated_reason"].is_null()) << j.dump(2);
+      EXPECT_EQ(t.find("ESTIMATED"), std::string::npos) << t;
+      continue;
+    }
+    const std::string why = j["jobs"][0]["estimated_reason"];
+    EXPECT_NE(why.find("power from run, whose energy is an estimate (cpu-estimate: TDP 85 W"),
+              std::string::npos)
+        << why;
+    EXPECT_NE(t.find("ESTIMATED planned_W, energy and gCO2e: " + why), std::string::npos) << t;
+    EXPECT_NE(t.find("1 scheduled job(s), 1 of them ESTIMATED"), std::string::npos) << t;
+  }
 }
 
 // Issue 17.2: nominal_start is the baseline's start; the window may open before it.

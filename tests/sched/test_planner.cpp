@@ -234,6 +234,19 @@ TEST(SchedPlanner, UnfittableJobsAreReportedNotDropped) {
   }
 }
 
+// --power-budget 0 is no budget: the table said "power budget none" and the JSON 0.0 (a budget
+// of 0 W); the JSON says null, as it does for every figure that is not there.
+TEST(SchedPlanner, NoPowerBudgetIsNullInTheJson) {
+  std::mt19937_64 rng(6);
+  const CarbonSeries s = random_series(rng, 48);
+  const std::vector<Job> jobs = {make_job("a", 3600, 300, s.start_s, s.start_s + 6 * 3600)};
+  const Plan none = make_plan(jobs, s, opts(Strategy::shift, 0));
+  EXPECT_NE(plan_table(none, 0).find("power budget none"), std::string::npos);
+  EXPECT_TRUE(plan_to_json(none, 0)["power_budget_w"].is_null());
+  EXPECT_EQ(plan_to_json(make_plan(jobs, s, opts(Strategy::shift, 1000)), 0)["power_budget_w"],
+            1000.0);
+}
+
 // A plan with no job scheduled both in it and in the baseline (a window outside the carbon
 // series) reported "0.0 % saved"; its savings are unknown (null in JSON, "unknown" in text) with
 // the reason. The table's power column is the planned power, named so (it was "cap_W").

@@ -109,6 +109,8 @@ class EnergyLogger:
         """Sum of the steps' energy (J); steps of unknown energy are not in it."""
         self.total_s = 0.0
         self.total_tokens = 0.0
+        """Tokens of the steps with known energy (steps given no tokens add none)."""
+        self._tokens_j = 0.0  # energy of the steps with known energy and tokens (J)
         self.unknown_steps = 0
         """Steps whose energy was unknown."""
         self.total_g_co2e = 0.0
@@ -141,6 +143,7 @@ class EnergyLogger:
             self.total_g_co2e += m.g_co2e or 0.0
             if tokens:
                 self.total_tokens += tokens
+                self._tokens_j += m.energy_j
         self.records.append(r)
         if len(self.records) > self.keep:
             del self.records[0]
@@ -172,8 +175,9 @@ class EnergyLogger:
 
     @property
     def joules_per_token(self) -> Optional[float]:
-        """Total J / total tokens over the steps with known energy and tokens; None if none."""
-        return self.total_j / self.total_tokens if self.total_tokens > 0 else None
+        """J / token over the steps with known energy and tokens (their joules over their
+        tokens: a step given no tokens counts in neither); None if there is no such step."""
+        return self._tokens_j / self.total_tokens if self.total_tokens > 0 else None
 
     @staticmethod
     def line(r: StepRecord) -> str:
