@@ -111,7 +111,7 @@ int run_prepare(const Args& a) {
       : tok.kind == "bpe"
           ? fmt::format(" --set data.tokenizer=bpe --set data.tokenizer_model={}/tokenizer.model",
                         a.out)
-          : std::string();
+          : std::string(" --set data.tokenizer=byte");  // so that its ids decode to text
   std::printf(
       "train on them with: greentrain train CONFIG --set data.format=llmc --set "
       "'data.path=%s/train_*.bin'%s --set model.vocab_size=%d%s\n",

@@ -30,7 +30,16 @@ int run_sample(const Args& a) {
   gt::LoadedModel lm = gt::load_model(a.run_dir, 1);
   std::vector<int32_t> ctx;
   if (!a.prompt.empty()) {
-    ctx = lm.tokenizer.encode(a.prompt);
+    if (lm.tokenizer.kind == "ids")
+      throw gt::Error(fmt::format(
+          "--prompt: {} has no tokenizer (it was trained on token shards without data.tokenizer, "
+          "or its folder has none), so text cannot be encoded; sample without --prompt",
+          a.run_dir));
+    try {
+      ctx = lm.tokenizer.encode(a.prompt);
+    } catch (const gt::Error& e) {
+      throw gt::Error(fmt::format("--prompt: {}", e.what()));
+    }
   } else {
     // start from a newline when the vocabulary has one, as nanoGPT's sample.py does
     auto nl = lm.tokenizer.kind == "ids" ? std::vector<int32_t>{} : lm.tokenizer.encode("\n");

@@ -26,8 +26,9 @@ struct TokenData {
 /// is not null it is used (from a checkpoint) instead of building one (Tokenizer::from_config;
 /// a bpe vocabulary is trained on the text before the validation split). For llmc and nanogpt
 /// files, data.path (and data.val_path) may be a glob pattern ("dir/train_*.bin"): the shards
-/// are read in name order; the tokenizer is "ids", or the bpe or gpt2 one the configuration
-/// names (so that samples decode to text). Throws gt::Error for a
+/// are read in name order; their tokenizer is `tokenizer` when given and not "ids", else the
+/// byte, gpt2 or bpe (with data.tokenizer_model) one the configuration names (so that samples
+/// decode to text and bits per byte are known), else "ids". Throws gt::Error for a
 /// missing or empty file, a bad header, a size that disagrees with the token count, a token
 /// outside the vocabulary, or a split shorter than block_size + 1 tokens.
 TokenData load_data(const TrainConfig& cfg, const Tokenizer* tokenizer);

@@ -115,7 +115,8 @@ void RunSummaryWriter::finish(const RunResult& r) {
     if (!r.val_bits_per_byte)
       s[key::val_bits_per_byte_unknown_reason] =
           "pre-tokenized data without a tokenizer: the bytes of the tokens are unknown (set "
-          "data.tokenizer = gpt2 or bpe with the shards' vocabulary)";
+          "data.tokenizer to the shards' own: byte, bpe with data.tokenizer_model, or gpt2 with "
+          "data.tokenizer_path, as `greentrain prepare` prints them)";
   }
   s[key::tokens] = r.tokens;
   s[key::duration_s] = r.train_time_s;  // optimizer steps only

@@ -1,6 +1,8 @@
 // Subword tokenizers through the greentrain program: a bpe run stores its vocabulary in the
 // checkpoint folder, eval and sample use it, eval reports bits per byte, a changed vocabulary
-// file is refused, and prepare writes llm.c shards that train reads back.
+// file is refused, and prepare writes llm.c shards that train reads back (byte shards as text,
+// with bits per byte), naming its options and files in its errors; eval scores and names the data
+// it is given.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -148,6 +150,60 @@ TEST_F(TokenizerCli, PrepareFailsWhenItsTokenizerFileCannotBeWritten) {
   EXPECT_NE(p.output.find("tokenizer.json"), std::string::npos) << p.output;
   for (auto& e : fs::directory_iterator(out))
     EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << e.path();
+}
+
+// The train command prepare prints, run as printed (CONFIG -> cfg, with --out run).
+test::CmdResult train_as_printed(const std::string& prepare_output, const std::string& cfg,
+                                 const std::string& run) {
+  const std::string mark = "train on them with: greentrain train CONFIG";
+  const size_t at = prepare_output.find(mark);
+  if (at == std::string::npos) return {-1, "no train command in: " + prepare_output};
+  const size_t end = prepare_output.find('\n', at);
+  const std::string keys = prepare_output.substr(at + mark.size(), end - at - mark.size());
+  return run_cmd(kBin + " train " + cfg + keys + " --out " + run);
+}
+
+// Byte shards were left "ids": sample could not encode a prompt, bits per byte were unknown
+// with a reason naming gpt2 and bpe only, and data.tokenizer = byte was ignored for shards.
+TEST_F(TokenizerCli, ByteShardsTrainSampleAndReportBitsPerByte) {
+  const std::string out = d.file("pbyte");
+  auto p = run_cmd(kBin + " prepare " + d.file("t.txt") + " --tokenizer byte --out " + out);
+  ASSERT_EQ(p.exit_code, 0) << p.output;
+  EXPECT_NE(p.output.find("--set data.tokenizer=byte"), std::string::npos) << p.output;
+  const std::string run = d.file("run");
+  auto t = train_as_printed(p.output, cfg, run);
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  auto state = nlohmann::json::parse(test::read_bytes(run + "/checkpoint/state.json"));
+  EXPECT_EQ(state["tokenizer"]["kind"], "byte");
+  auto summary = nlohmann::json::parse(test::read_bytes(run + "/summary.json"));
+  EXPECT_TRUE(summary["val_bits_per_byte"].is_number()) << summary.dump();
+  auto s = run_cmd(kBin + " sample " + run + " --prompt 'the king' --tokens 3");
+  EXPECT_EQ(s.exit_code, 0) << s.output;
+  EXPECT_EQ(s.output.rfind("the king", 0), 0u) << s.output;
+  auto e = run_cmd(kBin + " eval " + run);
+  EXPECT_NE(e.output.find("bits per byte (1.000 bytes per token, byte tokenizer)"),
+            std::string::npos)
+      << e.output;
+  // without data.tokenizer the shards are ids: a prompt cannot be encoded, said with the option
+  const std::string ids = d.file("ids");
+  ASSERT_EQ(run_cmd(kBin + " train " + cfg + " --out " + ids + " --set data.format=llmc --set " +
+                    "'data.path=" + out + "/train_*.bin' --set model.vocab_size=256")
+                .exit_code,
+            0);
+  auto np = run_cmd(kBin + " sample " + ids + " --prompt 'the king' --tokens 3");
+  EXPECT_EQ(np.exit_code, 1) << np.output;
+  EXPECT_NE(np.output.find("--prompt: " + ids + " has no tokenizer"), std::string::npos)
+      << np.output;
+  // subword ids read as bytes: refused, naming the tokenizer
+  auto big = run_cmd(kBin + " prepare " + d.file("t.txt") + " --tokenizer bpe --out " +
+                     d.file("pbpe") + " --vocab-size 300");
+  ASSERT_EQ(big.exit_code, 0) << big.output;
+  auto wrong = run_cmd(kBin + " train " + cfg + " --out " + d.file("r2") +
+                       " --set data.format=llmc --set 'data.path=" + d.file("pbpe") +
+                       "/train_*.bin' --set data.tokenizer=byte");
+  EXPECT_EQ(wrong.exit_code, 1) << wrong.output;
+  EXPECT_NE(wrong.output.find("is not below the byte tokenizer's 256 ids"), std::string::npos)
+      << wrong.output;
 }
 
 }  // namespace
