@@ -64,9 +64,8 @@ std::vector<int32_t> load_tokens_file(const std::string& path, const std::string
   return load_u16(bytes, 0, bytes.size() / 2);
 }
 
-// One token file, or every file a glob pattern matches, in name order (llm.c's shards).
-std::vector<int32_t> load_token_files(const std::string& pattern, const std::string& format) {
-  if (pattern.find_first_of("*?[") == std::string::npos) return load_tokens_file(pattern, format);
+// The files a glob pattern matches, in name order; throws naming the pattern when none does.
+std::vector<std::string> glob_files(const std::string& pattern, const std::string& format) {
   glob_t g{};
   int rc = ::glob(pattern.c_str(), 0, nullptr, &g);
   std::vector<std::string> paths(g.gl_pathv, g.gl_pathv + (rc == 0 ? g.gl_pathc : 0));
@@ -75,8 +74,14 @@ std::vector<int32_t> load_token_files(const std::string& pattern, const std::str
     throw Error(
         fmt::format("{}: no file matches this pattern; expected {} token shards", pattern, format));
   std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
+// One token file, or every file a glob pattern matches, in name order (llm.c's shards).
+std::vector<int32_t> load_token_files(const std::string& pattern, const std::string& format) {
+  if (pattern.find_first_of("*?[") == std::string::npos) return load_tokens_file(pattern, format);
   std::vector<int32_t> all;
-  for (const auto& p : paths) {
+  for (const auto& p : glob_files(pattern, format)) {
     auto t = load_tokens_file(p, format);
     all.insert(all.end(), t.begin(), t.end());
   }
@@ -201,6 +206,26 @@ TokenData load_data(const TrainConfig& cfg, const Tokenizer* tokenizer) {
                     cfg.data_path, d.train.size(), T + 1));
   if (!d.val.empty()) check_val_size(cfg, d.val);
   return d;
+}
+
+TokenData load_validation_data(const TrainConfig& cfg, const Tokenizer& tokenizer) {
+  TokenData d;
+  if (cfg.data_val_path.empty()) {
+    d = load_data(cfg, &tokenizer);
+  } else if (cfg.data_format == "text") {
+    d.tokenizer = tokenizer;
+    d.val = text_tokens(cfg.data_val_path, read_file(cfg.data_val_path), d.tokenizer);
+  } else {
+    d.tokenizer = shard_tokenizer(cfg, &tokenizer);
+    d.val = shard_tokens(cfg.data_val_path, cfg.data_format, d.tokenizer);
+  }
+  check_val_size(cfg, d.val);
+  return d;
+}
+
+std::vector<std::string> data_files(const std::string& path, const std::string& format) {
+  if (format == "text" || path.find_first_of("*?[") == std::string::npos) return {path};
+  return glob_files(path, format);
 }
 
 BatchSampler::BatchSampler(const std::vector<int32_t>& tokens, int B, int T, uint64_t seed)

@@ -33,6 +33,17 @@ struct TokenData {
 /// outside the vocabulary, or a split shorter than block_size + 1 tokens.
 TokenData load_data(const TrainConfig& cfg, const Tokenizer* tokenizer);
 
+/// The validation tokens of cfg with a checkpoint's `tokenizer`, what eval scores: all of
+/// data.val_path when it is set (data.path is not read; `train` stays empty), else load_data's
+/// split of data.path. Throws as load_data, and when the validation tokens are fewer than
+/// block_size + 1.
+TokenData load_validation_data(const TrainConfig& cfg, const Tokenizer& tokenizer);
+
+/// The files a data path names in `format` (data.format): for llmc and nanogpt a glob pattern's
+/// matches in name order (the order load_data reads them), else the path itself. Throws
+/// gt::Error naming a pattern that matches nothing.
+std::vector<std::string> data_files(const std::string& path, const std::string& format);
+
 /// What a run is trained on, as its checkpoint records it: {"path", "bytes", "val_path",
 /// "val_bytes" (absolute paths; bytes of the files, -1 where unreadable), "format",
 /// "tokenizer" (its kind), "vocab_size", "tokenizer_fingerprint" (Tokenizer::fingerprint()),

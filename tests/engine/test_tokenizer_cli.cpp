@@ -206,5 +206,43 @@ TEST_F(TokenizerCli, ByteShardsTrainSampleAndReportBitsPerByte) {
       << wrong.output;
 }
 
+// eval --data X scored the run's data.val_path and named data.path, not X.
+TEST_F(TokenizerCli, EvalScoresAndNamesTheDataItIsGiven) {
+  const std::string a = d.file("a"), b = d.file("b");
+  test::write_file(d.file("other.txt"), test::sample_text(30000, 99));
+  auto pa = run_cmd(kBin + " prepare " + d.file("t.txt") + " --tokenizer byte --out " + a);
+  auto pb = run_cmd(kBin + " prepare " + d.file("other.txt") +
+                    " --tokenizer byte --shard-tokens 10000 --out " + b);
+  ASSERT_EQ(pa.exit_code + pb.exit_code, 0) << pa.output << pb.output;
+  const std::string run = d.file("run");
+  ASSERT_EQ(train_as_printed(pa.output, cfg, run).exit_code, 0);
+  auto eval_json = [&](const std::string& args) {
+    auto r = run_cmd(kBin + " eval " + run + args + " --json " + d.file("e.json"));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return std::make_pair(r.output, nlohmann::json::parse(test::read_bytes(d.file("e.json"))));
+  };
+  auto [own_out, own] = eval_json("");
+  EXPECT_EQ(own["data"], a + "/val_*.bin");
+  EXPECT_EQ(own["data_fraction"], 1);
+  auto [out, j] = eval_json(" --data '" + b + "/train_*.bin'");
+  EXPECT_EQ(j["data"], b + "/train_*.bin");
+  EXPECT_EQ(j["data_files"], nlohmann::json({b + "/train_000000.bin", b + "/train_000001.bin",
+                                             b + "/train_000002.bin"}));
+  EXPECT_DOUBLE_EQ(j["data_fraction"].get<double>(), 0.1);
+  EXPECT_NE(j["val_loss"], own["val_loss"]) << "the run's own validation file was scored";
+  EXPECT_NE(out.find("tokens from the last 10% of " + b + "/train_*.bin (3 files, " + b +
+                     "/train_000000.bin .. " + b + "/train_000002.bin)"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find(a + "/"), std::string::npos) << out;
+  auto [vout, v] = eval_json(" --val-data " + b + "/val_000000.bin");
+  EXPECT_EQ(v["data"], b + "/val_000000.bin");
+  EXPECT_EQ(v["data_fraction"], 1);
+  EXPECT_NE(v["val_loss"], own["val_loss"]);
+  EXPECT_NE(vout.find("tokens from " + b + "/val_000000.bin\n"), std::string::npos) << vout;
+  auto both = run_cmd(kBin + " eval " + run + " --data x --val-data y");
+  EXPECT_EQ(both.exit_code, 2) << both.output;
+}
+
 }  // namespace
 }  // namespace gt
