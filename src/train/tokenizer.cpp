@@ -41,7 +41,7 @@ void fnv1a(uint64_t& h, std::string_view s) {
 
 }  // namespace
 
-void check_utf8(std::string_view s, const std::string& where, size_t base) {
+void check_utf8(std::string_view s, const std::string& where, size_t base, const char* use_byte) {
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
   const size_t n = s.size();
   for (size_t i = 0; i < n;) {
@@ -61,10 +61,8 @@ void check_utf8(std::string_view s, const std::string& where, size_t base) {
     static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
     ok = ok && cp >= kMin[len] && !(cp >= 0xD800 && cp <= 0xDFFF) && cp <= 0x10FFFF;
     if (!ok)
-      throw Error(
-          fmt::format("{}: invalid UTF-8 at byte {}; expected UTF-8 text (or use "
-                      "data.tokenizer = \"byte\")",
-                      where, base + i));
+      throw Error(fmt::format("{}: invalid UTF-8 at byte {}; expected UTF-8 text (or use {})",
+                              where, base + i, use_byte));
     i += len;
   }
 }

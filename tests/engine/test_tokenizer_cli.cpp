@@ -244,5 +244,18 @@ TEST_F(TokenizerCli, EvalScoresAndNamesTheDataItIsGiven) {
   EXPECT_EQ(both.exit_code, 2) << both.output;
 }
 
+// The BPE sample's invalid UTF-8 was named by the first file and an offset in the joined sample.
+TEST_F(TokenizerCli, PrepareNamesTheFileAndItsOwnOffsetOfInvalidUtf8) {
+  test::write_file(d.file("a.txt"), test::sample_text(3000));
+  test::write_file(d.file("bad.txt"), "hello\nwor\xC0\xAFld\n");
+  auto p = run_cmd(kBin + " prepare " + d.file("a.txt") + " " + d.file("bad.txt") +
+                   " --tokenizer bpe --vocab-size 300 --out " + d.file("o"));
+  EXPECT_EQ(p.exit_code, 1) << p.output;
+  EXPECT_NE(p.output.find(d.file("bad.txt") + ": invalid UTF-8 at byte 9; expected UTF-8 text "
+                                              "(or use --tokenizer byte)"),
+            std::string::npos)
+      << p.output;
+}
+
 }  // namespace
 }  // namespace gt
