@@ -276,7 +276,8 @@ Tokenizer Tokenizer::from_config(const TrainConfig& cfg, const std::string& trai
       }
     } else {
       check_utf8(training_text, where);
-      t.subword = SentencePieceBpe::train(training_text, cfg.bpe_vocab_size, "data.vocab_size");
+      t.subword = SentencePieceBpe::train(training_text, cfg.bpe_vocab_size,
+                                          fmt::format("data.vocab_size = {}", cfg.bpe_vocab_size));
     }
   }
   return t;

@@ -257,5 +257,55 @@ TEST_F(TokenizerCli, PrepareNamesTheFileAndItsOwnOffsetOfInvalidUtf8) {
       << p.output;
 }
 
+// --vocab-size 260 (the documented minimum) failed inside SentencePiece ("vocab_size 260 vs
+// 316 ... --character_coverage") under the name data.vocab_size; an empty input said
+// "[!sentences_.empty()]"; --vocab-size was ignored for byte.
+TEST_F(TokenizerCli, PrepareNamesItsOptionsAndTheVocabularyTheTextNeeds) {
+  const std::string text = d.file("t.txt");
+  auto small = run_cmd(kBin + " prepare " + text + " --tokenizer bpe --vocab-size 260 --out " +
+                       d.file("o1"));
+  EXPECT_EQ(small.exit_code, 1) << small.output;
+  const std::string want = "--vocab-size 260: too small for this text: it needs at least ";
+  const size_t at = small.output.find(want);
+  ASSERT_NE(at, std::string::npos) << small.output;
+  EXPECT_EQ(small.output.find("data.vocab_size"), std::string::npos) << small.output;
+  EXPECT_EQ(small.output.find("character_coverage"), std::string::npos) << small.output;
+  const int need = std::stoi(small.output.substr(at + want.size()));
+  EXPECT_GT(need, 260);
+  auto ok = run_cmd(kBin + " prepare " + text + " --tokenizer bpe --vocab-size " +
+                    std::to_string(need) + " --out " + d.file("o2"));
+  EXPECT_EQ(ok.exit_code, 0) << "the bound named is not enough: " << ok.output;
+
+  test::write_file(d.file("empty.txt"), "");
+  test::write_file(d.file("blank.txt"), "\n\n");
+  auto empty = run_cmd(kBin + " prepare " + d.file("empty.txt") + " " + d.file("blank.txt") +
+                       " --tokenizer bpe --out " + d.file("o3"));
+  EXPECT_EQ(empty.exit_code, 1) << empty.output;
+  EXPECT_NE(empty.output.find(d.file("empty.txt") + ", " + d.file("blank.txt") +
+                              ": no text to train a BPE vocabulary on"),
+            std::string::npos)
+      << empty.output;
+
+  auto model = run_cmd(kBin + " prepare " + text + " --tokenizer bpe --tokenizer-model " +
+                       d.file("none.model") + " --out " + d.file("o4"));
+  EXPECT_EQ(model.exit_code, 1) << model.output;
+  EXPECT_NE(model.output.find("--tokenizer-model " + d.file("none.model") + ": "),
+            std::string::npos)
+      << model.output;
+  EXPECT_EQ(model.output.find("data.tokenizer_model"), std::string::npos) << model.output;
+
+  for (const char* option :
+       {" --tokenizer byte --vocab-size 300", " --tokenizer byte --train-mib 5",
+        " --tokenizer byte --tokenizer-model x.model", " --tokenizer bpe --tokenizer-path dir",
+        " --tokenizer bpe --tokenizer-model x.model --vocab-size 300"}) {
+    const std::string unused = option;
+    auto r = run_cmd(kBin + " prepare " + text + unused + " --out " + d.file("o5"));
+    EXPECT_EQ(r.exit_code, 2) << unused << ": " << r.output;
+    const std::string opt = unused.substr(unused.rfind(" --") + 1);
+    EXPECT_NE(r.output.find(opt.substr(0, opt.find(' '))), std::string::npos) << r.output;
+    EXPECT_FALSE(fs::exists(d.file("o5"))) << unused;
+  }
+}
+
 }  // namespace
 }  // namespace gt
