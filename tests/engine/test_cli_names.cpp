@@ -51,5 +51,61 @@ TEST_F(CliNames, LastLossOfASessionWithoutAStepIsNullWithItsReason) {
   EXPECT_FALSE(s2.contains("last_loss_unknown_reason")) << s2.dump();
 }
 
+// `sample RUN/checkpoint` (a folder that looks like a Hugging Face one) said "--init-from
+// RUN/checkpoint", an option sample does not have.
+TEST_F(CliNames, AFolderWithoutATokenizerIsNamedAsTheUserGaveIt) {
+  const std::string run = train();
+  auto r = run_cmd(kBin + " sample " + run + "/checkpoint --tokens 2");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_EQ(r.output.find("--init-from"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(run + "/checkpoint: the folder has no tokenizer"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("or the run folder " + run + " "), std::string::npos) << r.output;
+  // train names its own option
+  auto t = run_cmd(kBin + " train " + cfg + " --out " + d.file("r2") + " --init-from " + run +
+                   "/checkpoint");
+  EXPECT_NE(t.output.find("--init-from " + run + "/checkpoint: the folder has no tokenizer"),
+            std::string::npos)
+      << t.output;
+}
+
+// config.json's n_embd = -64 was reported as "model.n_embd = -64", a key of no file the user has.
+TEST_F(CliNames, AHuggingFaceConfigValueIsNamedWithItsFile) {
+  const std::string run = train();
+  const std::string hf = d.file("hf");
+  fs::create_directories(hf);
+  fs::copy_file(run + "/checkpoint/model.safetensors", hf + "/model.safetensors");
+  auto c = nlohmann::json::parse(test::read_bytes(run + "/checkpoint/config.json"));
+  c["n_embd"] = -64;
+  test::write_file(hf + "/config.json", c.dump());
+  auto r = run_cmd(kBin + " sample " + hf + " --tokens 2");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find(hf + "/config.json: n_embd = -64; expected a positive integer"),
+            std::string::npos)
+      << r.output;
+}
+
+// "Arena 'activations': cannot allocate 7721275200000 bytes" named no key and no memory size.
+TEST_F(CliNames, ActivationsTooLargeForMemoryNameTheirKeysAndTheMemory) {
+  test::write_file(d.file("long.txt"), test::sample_text(310000));
+  auto t = run_cmd(kBin + " train " + cfg + " --out " + d.file("big") + " --data " +
+                   d.file("long.txt") + " --set model.block_size=300000 --set data.val_fraction=0");
+  EXPECT_EQ(t.exit_code, 1) << t.output;
+  EXPECT_NE(t.output.find("model.block_size = 300000"), std::string::npos) << t.output;
+  EXPECT_NE(t.output.find("this machine has "), std::string::npos) << t.output;
+  EXPECT_EQ(t.output.find("Arena"), std::string::npos) << t.output;
+  EXPECT_FALSE(fs::exists(d.file("big")));
+
+  const std::string run = train();
+  auto e = run_cmd(kBin + " eval " + run + " --set train.batch_size=100000000");
+  EXPECT_EQ(e.exit_code, 1) << e.output;
+  EXPECT_NE(e.output.find("train.batch_size = 100000000: the activations of 100000000 "
+                          "sequences of model.block_size = 8 tokens need "),
+            std::string::npos)
+      << e.output;
+  EXPECT_NE(e.output.find("this machine has "), std::string::npos) << e.output;
+  EXPECT_NE(e.output.find("; at most train.batch_size = "), std::string::npos) << e.output;
+}
+
 }  // namespace
 }  // namespace gt
