@@ -85,7 +85,10 @@ int run_sample(const Args& a) {
 void setup(CLI::App& app) {
   auto args = std::make_shared<Args>();
   auto* sub = app.add_subcommand("sample", "Generate text from a run's checkpoint");
-  sub->add_option("run_dir", args->run_dir, "Run folder written by greentrain train")->required();
+  sub->add_option("run_dir", args->run_dir,
+                  "Run folder written by greentrain train, or a Hugging Face GPT-2 folder "
+                  "(config.json, model.safetensors, vocab.json + merges.txt)")
+      ->required();
   sub->add_option("--prompt", args->prompt, "Text to continue (default: a newline)");
   sub->add_option("--tokens", args->tokens, "Tokens to generate")->capture_default_str();
   sub->add_option("--temperature", args->temperature, "Softmax temperature; 0 is greedy")

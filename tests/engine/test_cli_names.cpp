@@ -107,5 +107,21 @@ TEST_F(CliNames, ActivationsTooLargeForMemoryNameTheirKeysAndTheMemory) {
   EXPECT_NE(e.output.find("; at most train.batch_size = "), std::string::npos) << e.output;
 }
 
+// sample --help said "Run folder written by greentrain train" though it reads a Hugging Face
+// folder as eval does.
+TEST_F(CliNames, SampleAndEvalHelpNameTheFoldersTheyRead) {
+  const std::string docs = test::read_bytes(std::string(GT_SOURCE_DIR) + "/docs/commands.md");
+  for (const char* cmd : {"sample", "eval"}) {
+    auto h = run_cmd(kBin + " " + cmd + " --help");
+    EXPECT_EQ(h.exit_code, 0) << h.output;
+    EXPECT_NE(h.output.find("Hugging Face GPT-2 folder"), std::string::npos) << cmd << h.output;
+    EXPECT_NE(docs.find(std::string("greentrain ") + cmd + " RUN_DIR|HF_DIR"), std::string::npos)
+        << cmd;
+  }
+  auto e = run_cmd(kBin + " eval --help");
+  for (const char* opt : {"--data", "--val-data", "--set", "--json"})
+    EXPECT_NE(e.output.find(opt), std::string::npos) << opt;
+}
+
 }  // namespace
 }  // namespace gt
