@@ -1,14 +1,17 @@
 // greentrain prepare: text files (larger than memory if need be) -> llm.c token shards, on all
 // cores, with a progress line (train/shards.h does the work).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <cstdio>
 
 #include "cli/command.h"
 #include "core/error.h"
-#include "train/config.h"
+#include "train/data.h"
 #include "train/shards.h"
+#include "train/tokenizer_gpt2.h"
+#include "train/tokenizer_sp.h"
 
 // the command's own names, apart from the other command files' in a unity batch
 namespace gt_cmd_prepare {
@@ -27,6 +30,7 @@ struct Args {
   int threads = 0;
   double train_mib = 100;
   bool overwrite = false;
+  bool vocab_size_given = false, train_mib_given = false;  // on the command line
 };
 
 std::string duration(double s) {
@@ -36,29 +40,75 @@ std::string duration(double s) {
                    : fmt::format("{}m{:02d}s", t / 60, t % 60);
 }
 
-int run_prepare(const Args& a) {
-  gt::TrainConfig cfg;
-  cfg.tokenizer = a.tokenizer;
-  cfg.tokenizer_path = a.tokenizer_path;
-  cfg.tokenizer_model = a.tokenizer_model;
-  cfg.bpe_vocab_size = a.vocab_size;
-  // in the options' own names (validate() names the configuration's keys)
-  if (cfg.tokenizer == "gpt2" && cfg.tokenizer_path.empty())
+// The options in their own names (TrainConfig::validate() names the configuration's keys). An
+// option that the chosen tokenizer has no use for is a usage error (exit 2), as an option that
+// another one excludes; a value outside its range is refused (exit 1).
+void check_args(const Args& a) {
+  if (a.tokenizer == "char")
+    throw gt::Error(
+        "--tokenizer char: a character vocabulary needs the whole text first; expected byte, bpe "
+        "or gpt2");
+  if (a.tokenizer != "byte" && a.tokenizer != "bpe" && a.tokenizer != "gpt2")
+    throw gt::Error(fmt::format("--tokenizer {}: expected byte, bpe or gpt2", a.tokenizer));
+  // a value outside its range is refused whatever the tokenizer
+  if (!(a.train_mib > 0 && a.train_mib <= kMaxTrainMib))
+    throw gt::Error(fmt::format("--train-mib {}: expected (0, {}] MiB", a.train_mib, kMaxTrainMib));
+  auto unused = [&](bool given, const std::string& option, const char* use) {
+    if (given)
+      throw gt::UsageError(fmt::format("{}: {}; this prepare has --tokenizer {}{}", option, use,
+                                       a.tokenizer,
+                                       a.tokenizer_model.empty() ? "" : " --tokenizer-model"));
+  };
+  const bool trains = a.tokenizer == "bpe" && a.tokenizer_model.empty();
+  unused(!a.tokenizer_path.empty() && a.tokenizer != "gpt2", "--tokenizer-path " + a.tokenizer_path,
+         "GPT-2's vocabulary, for --tokenizer gpt2");
+  unused(!a.tokenizer_model.empty() && a.tokenizer != "bpe",
+         "--tokenizer-model " + a.tokenizer_model, "a SentencePiece model, for --tokenizer bpe");
+  unused(a.vocab_size_given && !trains, fmt::format("--vocab-size {}", a.vocab_size),
+         "the size of the vocabulary --tokenizer bpe trains (byte has 256 ids, gpt2 and a "
+         "--tokenizer-model their own)");
+  unused(a.train_mib_given && !trains, fmt::format("--train-mib {}", a.train_mib),
+         "the text --tokenizer bpe trains its vocabulary on");
+  if (a.tokenizer == "gpt2" && a.tokenizer_path.empty())
     throw gt::Error(
         "--tokenizer gpt2 (the default) needs --tokenizer-path: a folder with GPT-2's vocab.json "
         "and merges.txt (a Hugging Face GPT-2 checkpoint folder has them); or --tokenizer byte "
         "or bpe");
-  if (cfg.tokenizer == "bpe" && cfg.tokenizer_model.empty() &&
-      (a.vocab_size < 260 || a.vocab_size > 65536))
+  if (trains && (a.vocab_size < 260 || a.vocab_size > 65536))
     throw gt::Error(
         fmt::format("--vocab-size {}: expected 260 to 65536 (an unknown id and the 256 bytes "
                     "come first; llm.c shards hold uint16 token ids)",
                     a.vocab_size));
-  cfg.validate();
-  if (cfg.tokenizer == "char")
+}
+
+// The tokenizer the options name; errors name the option.
+gt::Tokenizer make_tokenizer(const Args& a) {
+  gt::Tokenizer tok;
+  tok.kind = a.tokenizer;
+  try {
+    if (a.tokenizer == "gpt2") tok.subword = gt::Gpt2Bpe::from_dir(a.tokenizer_path);
+    if (a.tokenizer == "bpe" && !a.tokenizer_model.empty())
+      tok.subword = gt::SentencePieceBpe::load(gt::read_file(a.tokenizer_model), a.tokenizer_model);
+  } catch (const gt::Error& e) {
     throw gt::Error(
-        "--tokenizer char: a character vocabulary needs the whole text first; "
-        "expected byte, bpe or gpt2");
+        fmt::format("{} {}: {}", a.tokenizer == "gpt2" ? "--tokenizer-path" : "--tokenizer-model",
+                    a.tokenizer == "gpt2" ? a.tokenizer_path : a.tokenizer_model, e.what()));
+  }
+  if (a.tokenizer != "bpe" || !a.tokenizer_model.empty()) return tok;
+  std::string sample = gt::read_prefix(a.inputs, static_cast<size_t>(a.train_mib * (1 << 20)));
+  if (sample.find_first_not_of('\n') == std::string::npos)
+    throw gt::Error(
+        fmt::format("{}: no text to train a BPE vocabulary on ({}); expected UTF-8 text",
+                    fmt::join(a.inputs, ", "), sample.empty() ? "empty" : "only empty lines"));
+  std::fprintf(stderr, "prepare: training a BPE vocabulary of %d on the first %.1f MiB\n",
+               a.vocab_size, sample.size() / double(1 << 20));
+  tok.subword = gt::SentencePieceBpe::train(sample, a.vocab_size,
+                                            fmt::format("--vocab-size {}", a.vocab_size));
+  return tok;
+}
+
+int run_prepare(const Args& a) {
+  check_args(a);
   gt::PrepareOptions opt;
   opt.val_fraction = a.val_fraction;
   opt.shard_tokens = a.shard_tokens;
@@ -66,17 +116,8 @@ int run_prepare(const Args& a) {
   opt.overwrite = a.overwrite;
   // before any slow work: the options, then the folder
   gt::check_prepare_options(opt);
-  if (!(a.train_mib > 0 && a.train_mib <= kMaxTrainMib))
-    throw gt::Error(fmt::format("--train-mib {}: expected (0, {}] MiB", a.train_mib, kMaxTrainMib));
   gt::check_prepare_output(a.out, a.overwrite);
-  std::string sample;
-  if (cfg.tokenizer == "bpe" && cfg.tokenizer_model.empty()) {
-    sample = gt::read_prefix(a.inputs, static_cast<size_t>(a.train_mib * (1 << 20)));
-    std::fprintf(stderr, "prepare: training a BPE vocabulary of %d on the first %.1f MiB\n",
-                 cfg.bpe_vocab_size, sample.size() / double(1 << 20));
-  }
-  gt::Tokenizer tok = gt::Tokenizer::from_config(cfg, sample, a.inputs.front());
-  sample.clear();
+  const gt::Tokenizer tok = make_tokenizer(a);
   const bool tty = isatty(fileno(stderr));
   int last_decile = -1;
   auto show = [&](const gt::PrepareProgress& p) {
@@ -111,7 +152,7 @@ int run_prepare(const Args& a) {
       : tok.kind == "bpe"
           ? fmt::format(" --set data.tokenizer=bpe --set data.tokenizer_model={}/tokenizer.model",
                         a.out)
-          : std::string();
+          : std::string(" --set data.tokenizer=byte");  // so that its ids decode to text
   std::printf(
       "train on them with: greentrain train CONFIG --set data.format=llmc --set "
       "'data.path=%s/train_*.bin'%s --set model.vocab_size=%d%s\n",
@@ -131,11 +172,17 @@ void setup(CLI::App& app) {
                   "gpt2: folder with vocab.json and merges.txt");
   sub->add_option("--tokenizer-model", args->tokenizer_model,
                   "bpe: a SentencePiece .model to use (default: train one)");
-  sub->add_option("--vocab-size", args->vocab_size, "bpe: vocabulary to train, 260 to 65536")
-      ->capture_default_str();
-  sub->add_option("--train-mib", args->train_mib,
-                  "bpe: MiB of the inputs' beginning to train the vocabulary on, in (0, 65536]")
-      ->capture_default_str();
+  auto* vocab_size =
+      sub->add_option("--vocab-size", args->vocab_size,
+                      "bpe without --tokenizer-model: vocabulary to train, 260 to 65536 and at "
+                      "least what the text needs (the unknown id, 256 bytes and the characters "
+                      "of 99.95% of the text: an error names it)")
+          ->capture_default_str();
+  auto* train_mib =
+      sub->add_option("--train-mib", args->train_mib,
+                      "bpe without --tokenizer-model: MiB of the inputs' beginning to train the "
+                      "vocabulary on, in (0, 65536]")
+          ->capture_default_str();
   sub->add_option("--out", args->out, "Folder for the shards and the tokenizer")->required();
   sub->add_flag("--overwrite", args->overwrite,
                 "--out may hold an earlier prepare's output: its shards are replaced (without "
@@ -146,7 +193,11 @@ void setup(CLI::App& app) {
   sub->add_option("--shard-tokens", args->shard_tokens, "Tokens per shard")->capture_default_str();
   sub->add_option("--threads", args->threads, "Threads, 0 (all cores) to 4096")
       ->capture_default_str();
-  sub->callback([args] { gt::cli::exit_code() = run_prepare(*args); });
+  sub->callback([args, vocab_size, train_mib] {
+    args->vocab_size_given = vocab_size->count() > 0;
+    args->train_mib_given = train_mib->count() > 0;
+    gt::cli::exit_code() = run_prepare(*args);
+  });
 }
 
 gt::cli::Registrar reg(15, "prepare", setup);

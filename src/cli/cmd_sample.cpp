@@ -30,7 +30,16 @@ int run_sample(const Args& a) {
   gt::LoadedModel lm = gt::load_model(a.run_dir, 1);
   std::vector<int32_t> ctx;
   if (!a.prompt.empty()) {
-    ctx = lm.tokenizer.encode(a.prompt);
+    if (lm.tokenizer.kind == "ids")
+      throw gt::Error(fmt::format(
+          "--prompt: {} has no tokenizer (it was trained on token shards without data.tokenizer, "
+          "or its folder has none), so text cannot be encoded; sample without --prompt",
+          a.run_dir));
+    try {
+      ctx = lm.tokenizer.encode(a.prompt);
+    } catch (const gt::Error& e) {
+      throw gt::Error(fmt::format("--prompt: {}", e.what()));
+    }
   } else {
     // start from a newline when the vocabulary has one, as nanoGPT's sample.py does
     auto nl = lm.tokenizer.kind == "ids" ? std::vector<int32_t>{} : lm.tokenizer.encode("\n");
@@ -76,7 +85,10 @@ int run_sample(const Args& a) {
 void setup(CLI::App& app) {
   auto args = std::make_shared<Args>();
   auto* sub = app.add_subcommand("sample", "Generate text from a run's checkpoint");
-  sub->add_option("run_dir", args->run_dir, "Run folder written by greentrain train")->required();
+  sub->add_option("run_dir", args->run_dir,
+                  "Run folder written by greentrain train, or a Hugging Face GPT-2 folder "
+                  "(config.json, model.safetensors, vocab.json + merges.txt)")
+      ->required();
   sub->add_option("--prompt", args->prompt, "Text to continue (default: a newline)");
   sub->add_option("--tokens", args->tokens, "Tokens to generate")->capture_default_str();
   sub->add_option("--temperature", args->temperature, "Softmax temperature; 0 is greedy")

@@ -33,7 +33,7 @@ struct CheckpointState {
   int64_t step = 0;        ///< optimizer steps completed
   int64_t data_epoch = 0;  ///< BatchSampler position
   int64_t data_cursor = 0;
-  double last_loss = 0;   ///< training loss of the last step
+  double last_loss = 0;   ///< training loss of the last step (state.json: null at step 0)
   double loss_scale = 1;  ///< fp16 GradScaler state (train/precision.h)
   int64_t scaler_clean_steps = 0;
   int64_t skipped_steps = 0;  ///< steps skipped for inf/NaN gradients (fp16)

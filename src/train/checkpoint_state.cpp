@@ -92,7 +92,8 @@ std::string checkpoint_state_json(const CheckpointState& st, const std::string& 
   j["format"] = "greentrain-checkpoint-1";
   j["step"] = st.step;
   j["data"] = {{"epoch", st.data_epoch}, {"cursor", st.data_cursor}};
-  j["last_loss"] = st.last_loss;
+  // at step 0 no step has a loss: unknown (null), not 0
+  j["last_loss"] = st.step > 0 ? nlohmann::ordered_json(st.last_loss) : nlohmann::ordered_json();
   j["grad_scaler"] = {{"scale", st.loss_scale},
                       {"clean_steps", st.scaler_clean_steps},
                       {"skipped_steps", st.skipped_steps}};

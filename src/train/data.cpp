@@ -64,9 +64,8 @@ std::vector<int32_t> load_tokens_file(const std::string& path, const std::string
   return load_u16(bytes, 0, bytes.size() / 2);
 }
 
-// One token file, or every file a glob pattern matches, in name order (llm.c's shards).
-std::vector<int32_t> load_token_files(const std::string& pattern, const std::string& format) {
-  if (pattern.find_first_of("*?[") == std::string::npos) return load_tokens_file(pattern, format);
+// The files a glob pattern matches, in name order; throws naming the pattern when none does.
+std::vector<std::string> glob_files(const std::string& pattern, const std::string& format) {
   glob_t g{};
   int rc = ::glob(pattern.c_str(), 0, nullptr, &g);
   std::vector<std::string> paths(g.gl_pathv, g.gl_pathv + (rc == 0 ? g.gl_pathc : 0));
@@ -75,8 +74,14 @@ std::vector<int32_t> load_token_files(const std::string& pattern, const std::str
     throw Error(
         fmt::format("{}: no file matches this pattern; expected {} token shards", pattern, format));
   std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
+// One token file, or every file a glob pattern matches, in name order (llm.c's shards).
+std::vector<int32_t> load_token_files(const std::string& pattern, const std::string& format) {
+  if (pattern.find_first_of("*?[") == std::string::npos) return load_tokens_file(pattern, format);
   std::vector<int32_t> all;
-  for (const auto& p : paths) {
+  for (const auto& p : glob_files(pattern, format)) {
     auto t = load_tokens_file(p, format);
     all.insert(all.end(), t.begin(), t.end());
   }
@@ -100,6 +105,64 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
+namespace {
+
+// A text file's tokens; errors name the file.
+std::vector<int32_t> text_tokens(const std::string& path, const std::string& text,
+                                 const Tokenizer& tok) {
+  try {
+    return tok.encode(text);
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: {}", path, e.what()));
+  }
+}
+
+// The tokenizer of token files: a checkpoint's (`given`), or the one the configuration names
+// (byte, gpt2, or bpe with a model: the shards' own, so that they decode to text); else "ids"
+// (no text) of the checkpoint's or model.vocab_size's vocabulary.
+Tokenizer shard_tokenizer(const TrainConfig& cfg, const Tokenizer* given) {
+  if (given && given->kind != "ids") return *given;
+  if (!given && (cfg.tokenizer == "gpt2" || cfg.tokenizer == "byte" ||
+                 (cfg.tokenizer == "bpe" && !cfg.tokenizer_model.empty())))
+    return Tokenizer::from_config(cfg, "", cfg.data_path);
+  Tokenizer t;
+  t.kind = "ids";
+  int v = given ? given->vocab_size() : cfg.model.vocab_size;
+  if (v <= 0) v = 50257;  // GPT-2's vocabulary, what llm.c and nanoGPT shards hold
+  t.ids_vocab_size = v;
+  return t;
+}
+
+// Token files' ids, each checked against the tokenizer's vocabulary.
+std::vector<int32_t> shard_tokens(const std::string& path, const std::string& format,
+                                  const Tokenizer& tok) {
+  std::vector<int32_t> t = load_token_files(path, format);
+  const int v = tok.vocab_size();
+  for (size_t i = 0; i < t.size(); ++i)
+    if (t[i] >= v)
+      throw Error(
+          tok.kind == "ids"
+              ? fmt::format("{}: token {} at position {} is not below model.vocab_size = {}", path,
+                            t[i], i, v)
+              : fmt::format("{}: token {} at position {} is not below the {} tokenizer's "
+                            "{} ids (data.tokenizer); were the shards made with another "
+                            "tokenizer?",
+                            path, t[i], i, tok.kind, v));
+  return t;
+}
+
+void check_val_size(const TrainConfig& cfg, const std::vector<int32_t>& val) {
+  const int T = cfg.model.block_size;
+  if ((int64_t)val.size() < T + 1)
+    throw Error(fmt::format(
+        "{}: the validation split has {} tokens, fewer than model.block_size "
+        "+ 1 = {}; raise data.val_fraction, give more data, or lower "
+        "model.block_size",
+        cfg.data_val_path.empty() ? cfg.data_path : cfg.data_val_path, val.size(), T + 1));
+}
+
+}  // namespace
+
 TokenData load_data(const TrainConfig& cfg, const Tokenizer* tokenizer) {
   TokenData d;
   const int T = cfg.model.block_size;
@@ -120,43 +183,15 @@ TokenData load_data(const TrainConfig& cfg, const Tokenizer* tokenizer) {
       }
       d.tokenizer = Tokenizer::from_config(cfg, std::string(train_text), cfg.data_path);
     }
-    try {
-      all = d.tokenizer.encode(text);
-    } catch (const Error& e) {
-      throw Error(fmt::format("{}: {}", cfg.data_path, e.what()));
-    }
-    if (!cfg.data_val_path.empty()) {
-      std::string vt = read_file(cfg.data_val_path);
-      try {
-        d.val = d.tokenizer.encode(vt);
-      } catch (const Error& e) {
-        throw Error(fmt::format("{}: {}", cfg.data_val_path, e.what()));
-      }
-    }
+    all = text_tokens(cfg.data_path, text, d.tokenizer);
+    if (!cfg.data_val_path.empty())
+      d.val = text_tokens(cfg.data_val_path, read_file(cfg.data_val_path), d.tokenizer);
   } else {
-    all = load_token_files(cfg.data_path, cfg.data_format);
+    d.tokenizer = shard_tokenizer(cfg, tokenizer);
+    all = shard_tokens(cfg.data_path, cfg.data_format, d.tokenizer);
     if (all.empty()) throw Error(fmt::format("{}: holds no tokens", cfg.data_path));
-    if (!cfg.data_val_path.empty()) d.val = load_token_files(cfg.data_val_path, cfg.data_format);
-    if (tokenizer && tokenizer->subword) {
-      d.tokenizer = *tokenizer;
-    } else if (!tokenizer && (cfg.tokenizer == "gpt2" ||
-                              (cfg.tokenizer == "bpe" && !cfg.tokenizer_model.empty()))) {
-      d.tokenizer = Tokenizer::from_config(cfg, "", cfg.data_path);
-    } else {
-      d.tokenizer.kind = "ids";
-      int v = tokenizer ? tokenizer->vocab_size() : cfg.model.vocab_size;
-      if (v <= 0) v = 50257;  // GPT-2's vocabulary, what llm.c and nanoGPT shards hold
-      d.tokenizer.ids_vocab_size = v;
-    }
-    const int v = d.tokenizer.vocab_size();
-    auto check_range = [&](const std::vector<int32_t>& t, const std::string& path) {
-      for (size_t i = 0; i < t.size(); ++i)
-        if (t[i] >= v)
-          throw Error(fmt::format("{}: token {} at position {} is not below model.vocab_size = {}",
-                                  path, t[i], i, v));
-    };
-    check_range(all, cfg.data_path);
-    check_range(d.val, cfg.data_val_path);
+    if (!cfg.data_val_path.empty())
+      d.val = shard_tokens(cfg.data_val_path, cfg.data_format, d.tokenizer);
   }
   if (cfg.data_val_path.empty() && cfg.val_fraction > 0) {
     size_t n_val = static_cast<size_t>(all.size() * cfg.val_fraction);
@@ -169,13 +204,28 @@ TokenData load_data(const TrainConfig& cfg, const Tokenizer* tokenizer) {
         fmt::format("{}: the training split has {} tokens, fewer than model.block_size + "
                     "1 = {}; give more data or a smaller model.block_size",
                     cfg.data_path, d.train.size(), T + 1));
-  if (!d.val.empty() && (int64_t)d.val.size() < T + 1)
-    throw Error(fmt::format(
-        "{}: the validation split has {} tokens, fewer than model.block_size "
-        "+ 1 = {}; raise data.val_fraction, give more data, or lower "
-        "model.block_size",
-        cfg.data_val_path.empty() ? cfg.data_path : cfg.data_val_path, d.val.size(), T + 1));
+  if (!d.val.empty()) check_val_size(cfg, d.val);
   return d;
+}
+
+TokenData load_validation_data(const TrainConfig& cfg, const Tokenizer& tokenizer) {
+  TokenData d;
+  if (cfg.data_val_path.empty()) {
+    d = load_data(cfg, &tokenizer);
+  } else if (cfg.data_format == "text") {
+    d.tokenizer = tokenizer;
+    d.val = text_tokens(cfg.data_val_path, read_file(cfg.data_val_path), d.tokenizer);
+  } else {
+    d.tokenizer = shard_tokenizer(cfg, &tokenizer);
+    d.val = shard_tokens(cfg.data_val_path, cfg.data_format, d.tokenizer);
+  }
+  check_val_size(cfg, d.val);
+  return d;
+}
+
+std::vector<std::string> data_files(const std::string& path, const std::string& format) {
+  if (format == "text" || path.find_first_of("*?[") == std::string::npos) return {path};
+  return glob_files(path, format);
 }
 
 BatchSampler::BatchSampler(const std::vector<int32_t>& tokens, int B, int T, uint64_t seed)

@@ -26,11 +26,23 @@ struct TokenData {
 /// is not null it is used (from a checkpoint) instead of building one (Tokenizer::from_config;
 /// a bpe vocabulary is trained on the text before the validation split). For llmc and nanogpt
 /// files, data.path (and data.val_path) may be a glob pattern ("dir/train_*.bin"): the shards
-/// are read in name order; the tokenizer is "ids", or the bpe or gpt2 one the configuration
-/// names (so that samples decode to text). Throws gt::Error for a
+/// are read in name order; their tokenizer is `tokenizer` when given and not "ids", else the
+/// byte, gpt2 or bpe (with data.tokenizer_model) one the configuration names (so that samples
+/// decode to text and bits per byte are known), else "ids". Throws gt::Error for a
 /// missing or empty file, a bad header, a size that disagrees with the token count, a token
 /// outside the vocabulary, or a split shorter than block_size + 1 tokens.
 TokenData load_data(const TrainConfig& cfg, const Tokenizer* tokenizer);
+
+/// The validation tokens of cfg with a checkpoint's `tokenizer`, what eval scores: all of
+/// data.val_path when it is set (data.path is not read; `train` stays empty), else load_data's
+/// split of data.path. Throws as load_data, and when the validation tokens are fewer than
+/// block_size + 1.
+TokenData load_validation_data(const TrainConfig& cfg, const Tokenizer& tokenizer);
+
+/// The files a data path names in `format` (data.format): for llmc and nanogpt a glob pattern's
+/// matches in name order (the order load_data reads them), else the path itself. Throws
+/// gt::Error naming a pattern that matches nothing.
+std::vector<std::string> data_files(const std::string& path, const std::string& format);
 
 /// What a run is trained on, as its checkpoint records it: {"path", "bytes", "val_path",
 /// "val_bytes" (absolute paths; bytes of the files, -1 where unreadable), "format",

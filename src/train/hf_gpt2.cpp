@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "train/checkpoint.h"
 #include "train/data.h"
+#include "train/model_memory.h"
 #include "train/trainer.h"
 
 namespace fs = std::filesystem;
@@ -36,7 +37,13 @@ GPTConfig read_hf_gpt2_config(const std::string& dir) {
   }
   auto get_int = [&](std::initializer_list<const char*> keys) {
     for (const char* k : keys)
-      if (j.contains(k) && j[k].is_number_integer()) return j[k].get<int>();
+      if (j.contains(k) && j[k].is_number_integer()) {
+        // model.* would name a key of greentrain's configuration that the user did not write
+        if (j[k].get<int64_t>() <= 0 || j[k].get<int64_t>() > (1 << 30))
+          throw Error(fmt::format("{}: {} = {}; expected a positive integer", path, k,
+                                  j[k].get<int64_t>()));
+        return j[k].get<int>();
+      }
     throw Error(
         fmt::format("{}: key '{}' is missing or not an integer; expected GPT2Config's "
                     "n_layer, n_head, n_embd, n_positions and vocab_size",
@@ -71,12 +78,13 @@ GPTConfig read_hf_gpt2_config(const std::string& dir) {
   return c;
 }
 
-void apply_hf_gpt2_config(const std::string& dir, TrainConfig& cfg, FILE* log) {
+void apply_hf_gpt2_config(const std::string& dir, TrainConfig& cfg, FILE* log,
+                          const std::string& named) {
   if (!is_hf_gpt2_dir(dir))
     throw Error(
-        fmt::format("--init-from {}: expected a Hugging Face GPT-2 folder with config.json and "
+        fmt::format("{}: expected a Hugging Face GPT-2 folder with config.json and "
                     "model.safetensors",
-                    dir));
+                    named));
   const GPTConfig m = read_hf_gpt2_config(dir);
   auto note = [&](const char* key, const std::string& was, const std::string& now) {
     if (log && was != now)
@@ -101,11 +109,18 @@ void apply_hf_gpt2_config(const std::string& dir, TrainConfig& cfg, FILE* log) {
     cfg.tokenizer_model = (fs::path(dir) / "tokenizer.model").string();
     cfg.tokenizer_path.clear();
   } else if (cfg.data_format == "text") {
+    // a greentrain checkpoint folder of a char or byte run: its tokenizer is in state.json
+    const std::string run = fs::path(dir).lexically_normal().parent_path().string();
     throw Error(fmt::format(
-        "--init-from {}: the folder has no tokenizer (vocab.json and merges.txt, or "
-        "tokenizer.model), so text cannot be mapped to its embedding rows; give token shards "
-        "(data.format = llmc or nanogpt) made with its vocabulary",
-        dir));
+        "{}: the folder has no tokenizer (vocab.json and merges.txt, or tokenizer.model), so "
+        "text cannot be mapped to its embedding rows; give token shards (data.format = llmc or "
+        "nanogpt) made with its vocabulary{}",
+        named,
+        has(dir, "state.json")
+            ? fmt::format(", or the run folder {} (a run's checkpoint folder: its tokenizer is "
+                          "in state.json)",
+                          run.empty() ? "." : run)
+            : ""));
   }
 }
 
@@ -132,7 +147,7 @@ std::string hf_gpt2_config_json(const GPTConfig& c) {
 LoadedModel load_hf_gpt2(const std::string& dir, int max_batch,
                          const std::vector<std::string>& sets) {
   LoadedModel lm;
-  apply_hf_gpt2_config(dir, lm.cfg, nullptr);
+  apply_hf_gpt2_config(dir, lm.cfg, nullptr, dir);
   const GPTConfig m = lm.cfg.model;
   apply_overrides(sets, lm.cfg);
   lm.cfg.model = m;
@@ -148,8 +163,8 @@ LoadedModel load_hf_gpt2(const std::string& dir, int max_batch,
                             dir, lm.tokenizer.vocab_size(), m.vocab_size));
   lm.backend = make_backend(lm.cfg.device, backend_options(lm.cfg, BackendUse::inference));
   lm.backend->set_precision(lm.cfg.precision);
-  lm.model = std::make_unique<GPT>(m, max_batch > 0 ? max_batch : lm.cfg.batch_size,
-                                   lm.cfg.recompute, *lm.backend, lm.cfg.fusion);
+  lm.model = make_gpt(lm.cfg, max_batch > 0 ? max_batch : lm.cfg.batch_size, "train.batch_size",
+                      *lm.backend, /*training=*/false);
   load_parameters((fs::path(dir) / "model.safetensors").string(), *lm.model);
   lm.backend->weights_updated();
   return lm;

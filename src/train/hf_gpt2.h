@@ -18,7 +18,8 @@ struct LoadedModel;
 bool is_hf_gpt2_dir(const std::string& dir);
 
 /// The model of DIR/config.json (GPT2Config: n_layer, n_head, n_embd, n_positions -> block_size,
-/// vocab_size). Throws gt::Error naming the file and key for a missing key, or a setting that
+/// vocab_size). Throws gt::Error naming the file and key for a missing key or one that is not a
+/// positive integer, or a setting that
 /// greentrain's GPT does not compute: activation_function other than gelu_new (or its alias
 /// gelu_pytorch_tanh), layer_norm_epsilon other than 1e-5, untied embeddings, cross-attention,
 /// scale_attn_by_inverse_layer_idx or reorder_and_upcast_attn.
@@ -27,8 +28,10 @@ GPTConfig read_hf_gpt2_config(const std::string& dir);
 /// Sets cfg.model from DIR/config.json and, when DIR holds vocab.json and merges.txt (or a
 /// SentencePiece tokenizer.model), the tokenizer (data.tokenizer and data.tokenizer_path or
 /// data.tokenizer_model), since the embedding rows are that tokenizer's. Each key changed is
-/// noted on `log` (when not null).
-void apply_hf_gpt2_config(const std::string& dir, TrainConfig& cfg, FILE* log);
+/// noted on `log` (when not null). Errors name the folder as `named` says, as the user gave it
+/// ("--init-from DIR", or a command's DIR argument).
+void apply_hf_gpt2_config(const std::string& dir, TrainConfig& cfg, FILE* log,
+                          const std::string& named);
 
 /// config.json for a model of shape c, as transformers' GPT2Config reads it: activation
 /// "gelu_new" (the tanh approximation greentrain computes), LayerNorm eps 1e-5, no dropout,

@@ -104,7 +104,10 @@ void RunSummaryWriter::finish(const RunResult& r) {
   s[key::run_dir] = bytes_to_json(dir_);  // any bytes: a Linux path need not be UTF-8
   s[key::step] = r.step;
   s[key::max_steps] = c.max_steps;
-  s[key::last_loss] = r.last_loss;
+  // no step ran in this session (train.max_steps = 0, a signal before the first): unknown, not 0
+  s[key::last_loss] =
+      r.losses.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(r.last_loss);
+  if (r.losses.empty()) s[key::last_loss_unknown_reason] = "no step ran in this session";
   if (r.val_loss) {
     s[key::val_loss] = *r.val_loss;
     s[key::val_bits_per_byte] = r.val_bits_per_byte ? nlohmann::ordered_json(*r.val_bits_per_byte)
@@ -112,7 +115,8 @@ void RunSummaryWriter::finish(const RunResult& r) {
     if (!r.val_bits_per_byte)
       s[key::val_bits_per_byte_unknown_reason] =
           "pre-tokenized data without a tokenizer: the bytes of the tokens are unknown (set "
-          "data.tokenizer = gpt2 or bpe with the shards' vocabulary)";
+          "data.tokenizer to the shards' own: byte, bpe with data.tokenizer_model, or gpt2 with "
+          "data.tokenizer_path, as `greentrain prepare` prints them)";
   }
   s[key::tokens] = r.tokens;
   s[key::duration_s] = r.train_time_s;  // optimizer steps only

@@ -172,11 +172,31 @@ void check_prepare_options(const PrepareOptions& opt) {
         fmt::format("--threads {}: expected 0 (all cores) to {}", opt.threads, kMaxThreads));
 }
 
+namespace {
+
+// Cuts s before an incomplete UTF-8 sequence at its end (where a byte count cut it).
+void drop_partial_utf8(std::string& s) {
+  size_t i = s.size(), k = 0;
+  while (i > 0 && k < 3 && (static_cast<unsigned char>(s[i - 1]) & 0xC0) == 0x80) --i, ++k;
+  if (i == 0) return;
+  const unsigned char c = s[i - 1];
+  const size_t len = (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
+  if (s.size() - (i - 1) < len) s.resize(i - 1);
+}
+
+}  // namespace
+
 std::string read_prefix(const std::vector<std::string>& inputs, size_t max_bytes) {
   std::string text;
+  struct Part {
+    const std::string* path;
+    size_t begin, end;  // the file's first bytes are text[begin, end)
+  };
+  std::vector<Part> parts;
   for (const auto& path : inputs) {
     std::ifstream f(path, std::ios::binary);
     if (!f) throw Error(fmt::format("{}: cannot open for reading", path));
+    const size_t begin = text.size();
     // in blocks of at most 16 MiB: a large max_bytes allocates only what the files hold
     std::string block;
     while (text.size() < max_bytes && f) {
@@ -184,13 +204,22 @@ std::string read_prefix(const std::vector<std::string>& inputs, size_t max_bytes
       f.read(block.data(), static_cast<std::streamsize>(block.size()));
       text.append(block.data(), static_cast<size_t>(f.gcount()));
     }
+    parts.push_back({&path, begin, text.size()});
     if (text.size() >= max_bytes) {
       auto nl = text.rfind('\n');
-      if (nl != std::string::npos) text.resize(nl + 1);
+      if (nl != std::string::npos)
+        text.resize(nl + 1);
+      else
+        drop_partial_utf8(text);
       break;
     }
     if (!text.empty() && text.back() != '\n') text += '\n';
   }
+  // each file by its own name and offsets, not the joined sample's
+  for (const Part& p : parts)
+    if (p.begin < std::min(p.end, text.size()))
+      check_utf8(std::string_view(text).substr(p.begin, std::min(p.end, text.size()) - p.begin),
+                 *p.path, 0, "--tokenizer byte");
   return text;
 }
 
@@ -281,7 +310,7 @@ PrepareProgress prepare_shards(const std::vector<std::string>& inputs, const Tok
       try {
         if (p.file_start && eot >= 0) p.ids.push_back(eot);
         if (tok.subword) {
-          check_utf8(p.text, p.path, static_cast<size_t>(p.file_offset));
+          check_utf8(p.text, p.path, static_cast<size_t>(p.file_offset), "--tokenizer byte");
           tok.subword->encode(p.text, p.ids);
         } else {
           for (unsigned char c : p.text) p.ids.push_back(c);

@@ -57,7 +57,8 @@ PrepareProgress prepare_shards(const std::vector<std::string>& inputs, const Tok
                                const std::function<void(const PrepareProgress&)>& progress);
 
 /// The first `max_bytes` of the inputs, concatenated, cut after the last newline (what a bpe
-/// vocabulary is trained on when prepare has no model).
+/// vocabulary is trained on when prepare has no model). Throws gt::Error naming the file and
+/// its own byte offset at the first invalid UTF-8 in what it read of that file.
 std::string read_prefix(const std::vector<std::string>& inputs, size_t max_bytes);
 
 }  // namespace gt

@@ -41,7 +41,7 @@ void fnv1a(uint64_t& h, std::string_view s) {
 
 }  // namespace
 
-void check_utf8(std::string_view s, const std::string& where, size_t base) {
+void check_utf8(std::string_view s, const std::string& where, size_t base, const char* use_byte) {
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
   const size_t n = s.size();
   for (size_t i = 0; i < n;) {
@@ -61,10 +61,8 @@ void check_utf8(std::string_view s, const std::string& where, size_t base) {
     static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
     ok = ok && cp >= kMin[len] && !(cp >= 0xD800 && cp <= 0xDFFF) && cp <= 0x10FFFF;
     if (!ok)
-      throw Error(
-          fmt::format("{}: invalid UTF-8 at byte {}; expected UTF-8 text (or use "
-                      "data.tokenizer = \"byte\")",
-                      where, base + i));
+      throw Error(fmt::format("{}: invalid UTF-8 at byte {}; expected UTF-8 text (or use {})",
+                              where, base + i, use_byte));
     i += len;
   }
 }
@@ -278,7 +276,8 @@ Tokenizer Tokenizer::from_config(const TrainConfig& cfg, const std::string& trai
       }
     } else {
       check_utf8(training_text, where);
-      t.subword = SentencePieceBpe::train(training_text, cfg.bpe_vocab_size, "data.vocab_size");
+      t.subword = SentencePieceBpe::train(training_text, cfg.bpe_vocab_size,
+                                          fmt::format("data.vocab_size = {}", cfg.bpe_vocab_size));
     }
   }
   return t;

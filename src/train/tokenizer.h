@@ -58,8 +58,9 @@ struct Tokenizer {
 
 /// Throws gt::Error naming `where` and the byte offset (plus `base`, where s starts in its
 /// file) of the first invalid UTF-8 sequence (overlong forms, surrogates and code points above
-/// U+10FFFF are invalid, RFC 3629).
-void check_utf8(std::string_view s, const std::string& where, size_t base = 0);
+/// U+10FFFF are invalid, RFC 3629), and `use_byte`, the setting that reads any bytes.
+void check_utf8(std::string_view s, const std::string& where, size_t base = 0,
+                const char* use_byte = "data.tokenizer = \"byte\"");
 
 /// The offsets at which `text` is cut into pieces of about `piece_bytes` for `model` (each a
 /// place where model.can_cut_before holds), ascending, without 0 and text.size().

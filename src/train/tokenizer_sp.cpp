@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <regex>
 #include <thread>
 #include <unordered_map>
 
@@ -64,6 +65,28 @@ class LineIterator : public sentencepiece::SentenceIterator {
   bool done_ = false;
 };
 
+// SentencePiece's refusals of a vocabulary size (trainer_interface.cc, 0.1.97) in greentrain's
+// words: the bound for this text; any other refusal as SentencePiece words it.
+std::string training_error(const std::string& sp) {
+  std::smatch m;
+  // "Vocabulary size is smaller than required_chars. 260 vs 316. Increase vocab_size or ..."
+  if (std::regex_search(sp, m, std::regex(R"(smaller than required_chars\. (\d+) vs (\d+))"))) {
+    const int need = std::stoi(m[2].str());
+    return fmt::format(
+        "too small for this text: it needs at least {} ids (an unknown id, 256 bytes and the {} "
+        "characters that make up 99.95% of it); expected {} or more",
+        need, need - 257, need);
+  }
+  // "Vocabulary size too high (5000). Please set it to a value <= 1234."
+  if (std::regex_search(sp, m,
+                        std::regex(R"(too high \((\d+)\)\. Please set it to a value <= (\d+))")))
+    return fmt::format(
+        "too large for this text: it holds pieces for at most {} ids; expected {} "
+        "or less",
+        m[2].str(), m[2].str());
+  return "SentencePiece could not train a BPE vocabulary: " + sp;
+}
+
 }  // namespace
 
 SentencePieceBpe::SentencePieceBpe()
@@ -74,7 +97,7 @@ SentencePieceBpe::SentencePieceBpe()
 SentencePieceBpe::~SentencePieceBpe() = default;
 
 std::shared_ptr<SentencePieceBpe> SentencePieceBpe::train(const std::string& text, int vocab_size,
-                                                          const std::string& where) {
+                                                          const std::string& setting) {
   sentencepiece::logging::SetMinLogLevel(1);
   const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
   // Options of SentencePiece's trainer (src/sentencepiece_model.proto, TrainerSpec and
@@ -100,11 +123,12 @@ std::shared_ptr<SentencePieceBpe> SentencePieceBpe::train(const std::string& tex
       {"num_threads", std::to_string(threads)},
   };
   LineIterator lines(text);
+  if (lines.done())  // SentencePiece says "[!sentences_.empty()]"
+    throw Error(
+        fmt::format("{}: no text to train a BPE vocabulary on (only empty lines)", setting));
   std::string model;
   auto status = sentencepiece::SentencePieceTrainer::Train(args, &lines, &model);
-  if (!status.ok())
-    throw Error(fmt::format("{} = {}: SentencePiece could not train a BPE vocabulary: {}", where,
-                            vocab_size, status.ToString()));
+  if (!status.ok()) throw Error(fmt::format("{}: {}", setting, training_error(status.ToString())));
   return load(model, "the trained SentencePiece model");
 }
 

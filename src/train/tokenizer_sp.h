@@ -20,10 +20,12 @@ class SentencePieceBpe : public SubwordModel {
  public:
   /// Trains a BPE vocabulary of `vocab_size` ids (1 unknown + 256 bytes + the learned pieces)
   /// on `text`, one sentence per line (lines longer than 16384 bytes are left out of training;
-  /// at most 2,000,000 lines, sampled). Throws gt::Error naming `where` (e.g. "data.vocab_size")
-  /// when SentencePiece refuses, e.g. a vocabulary larger than the text supports.
+  /// at most 2,000,000 lines, sampled). Throws gt::Error beginning with `setting`, the setting
+  /// and its value (e.g. "data.vocab_size = 300" or "--vocab-size 300"), for a text without a
+  /// line, a size below what the text needs (the unknown id, the bytes and the characters that
+  /// make up 99.95% of it: the bound is named) or above what it supports, or another refusal.
   static std::shared_ptr<SentencePieceBpe> train(const std::string& text, int vocab_size,
-                                                 const std::string& where);
+                                                 const std::string& setting);
   /// Loads a serialized SentencePiece model (the bytes of a .model file); `where` names it in
   /// errors. A model without byte fallback is accepted with a note on stderr: text outside
   /// its vocabulary then becomes its unknown id and does not decode to the same bytes.

@@ -19,6 +19,7 @@
 #include "run/writer.h"
 #include "train/checkpoint.h"
 #include "train/hf_gpt2.h"
+#include "train/model_memory.h"
 
 namespace fs = std::filesystem;
 
@@ -112,7 +113,8 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume
     : cfg_(cfg), run_dir_(run_dir), log_(log), comm_(comm) {
   cfg_.validate();
   // a Hugging Face GPT-2 folder's shapes and tokenizer (its weights are loaded below)
-  if (!cfg_.init_from.empty() && !resume) apply_hf_gpt2_config(cfg_.init_from, cfg_, log_);
+  if (!cfg_.init_from.empty() && !resume)
+    apply_hf_gpt2_config(cfg_.init_from, cfg_, log_, "--init-from " + cfg_.init_from);
   if (comm_ && comm_->size() > 1) {
     rank_ = comm_->rank();
     world_ = comm_->size();
@@ -139,8 +141,7 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& run_dir, bool resume
   account_runtime_memory();
   if (cfg_.memory_budget > 0 && !resume) fit_batch_to_memory_budget();
   try {
-    model_ =
-        std::make_unique<GPT>(cfg_.model, cfg_.batch_size, cfg_.recompute, *backend_, cfg_.fusion);
+    model_ = make_gpt(cfg_, cfg_.batch_size, "train.batch_size", *backend_, /*training=*/true);
   } catch (const Error& e) {
     if (cfg_.memory_budget <= 0 || resume) throw;
     throw Error(fmt::format("train.memory_budget = {} bytes chose micro-batch {}: {}",
@@ -426,8 +427,8 @@ LoadedModel load_model(const std::string& run_dir, int max_batch,
   lm.step = st.step;
   lm.backend = make_backend(lm.cfg.device, backend_options(lm.cfg, BackendUse::inference));
   lm.backend->set_precision(lm.cfg.precision);
-  lm.model = std::make_unique<GPT>(lm.cfg.model, max_batch > 0 ? max_batch : lm.cfg.batch_size,
-                                   lm.cfg.recompute, *lm.backend, lm.cfg.fusion);
+  lm.model = make_gpt(lm.cfg, max_batch > 0 ? max_batch : lm.cfg.batch_size, "train.batch_size",
+                      *lm.backend, /*training=*/false);
   load_checkpoint_tensors(run_dir, *lm.model, nullptr, nullptr);
   lm.backend->weights_updated();
   return lm;

@@ -126,7 +126,7 @@ struct SentencePiece : ::testing::Test {
   static std::shared_ptr<SentencePieceBpe> model() {
     static auto m = SentencePieceBpe::train(
         test::sample_text(60000) + "\nÜber café — naïve 日本語 😀\n  indented  text\n", 400,
-        "data.vocab_size");
+        "data.vocab_size = 400");
     return m;
   }
 };
@@ -186,7 +186,7 @@ TEST_F(SentencePiece, LongLinesAreTrainedOnNotDropped) {
   for (int i = 0; i < 20; ++i) text += std::to_string(1000003 * (i + 7)) + "\n";
   text += english.substr(0, 40000) + "\n" + english.substr(40000, 40000) + "\n" +
           english.substr(80000) + "\n";
-  auto sp = SentencePieceBpe::train(text, 300, "data.vocab_size");
+  auto sp = SentencePieceBpe::train(text, 300, "data.vocab_size = 300");
   std::vector<int32_t> ids;
   const std::string probe = test::sample_text(4000, 9);
   sp->encode(probe, ids);
@@ -196,7 +196,7 @@ TEST_F(SentencePiece, LongLinesAreTrainedOnNotDropped) {
 
 TEST_F(SentencePiece, TooLargeAVocabularyNamesTheKey) {
   try {
-    SentencePieceBpe::train("tiny text\n", 5000, "data.vocab_size");
+    SentencePieceBpe::train("tiny text\n", 5000, "data.vocab_size = 5000");
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("data.vocab_size = 5000"), std::string::npos) << e.what();

@@ -1,6 +1,8 @@
 // Subword tokenizers through the greentrain program: a bpe run stores its vocabulary in the
 // checkpoint folder, eval and sample use it, eval reports bits per byte, a changed vocabulary
-// file is refused, and prepare writes llm.c shards that train reads back.
+// file is refused, and prepare writes llm.c shards that train reads back (byte shards as text,
+// with bits per byte), naming its options and files in its errors; eval scores and names the data
+// it is given.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -148,6 +150,161 @@ TEST_F(TokenizerCli, PrepareFailsWhenItsTokenizerFileCannotBeWritten) {
   EXPECT_NE(p.output.find("tokenizer.json"), std::string::npos) << p.output;
   for (auto& e : fs::directory_iterator(out))
     EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << e.path();
+}
+
+// The train command prepare prints, run as printed (CONFIG -> cfg, with --out run).
+test::CmdResult train_as_printed(const std::string& prepare_output, const std::string& cfg,
+                                 const std::string& run) {
+  const std::string mark = "train on them with: greentrain train CONFIG";
+  const size_t at = prepare_output.find(mark);
+  if (at == std::string::npos) return {-1, "no train command in: " + prepare_output};
+  const size_t end = prepare_output.find('\n', at);
+  const std::string keys = prepare_output.substr(at + mark.size(), end - at - mark.size());
+  return run_cmd(kBin + " train " + cfg + keys + " --out " + run);
+}
+
+// Byte shards were left "ids": sample could not encode a prompt, bits per byte were unknown
+// with a reason naming gpt2 and bpe only, and data.tokenizer = byte was ignored for shards.
+TEST_F(TokenizerCli, ByteShardsTrainSampleAndReportBitsPerByte) {
+  const std::string out = d.file("pbyte");
+  auto p = run_cmd(kBin + " prepare " + d.file("t.txt") + " --tokenizer byte --out " + out);
+  ASSERT_EQ(p.exit_code, 0) << p.output;
+  EXPECT_NE(p.output.find("--set data.tokenizer=byte"), std::string::npos) << p.output;
+  const std::string run = d.file("run");
+  auto t = train_as_printed(p.output, cfg, run);
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  auto state = nlohmann::json::parse(test::read_bytes(run + "/checkpoint/state.json"));
+  EXPECT_EQ(state["tokenizer"]["kind"], "byte");
+  auto summary = nlohmann::json::parse(test::read_bytes(run + "/summary.json"));
+  EXPECT_TRUE(summary["val_bits_per_byte"].is_number()) << summary.dump();
+  auto s = run_cmd(kBin + " sample " + run + " --prompt 'the king' --tokens 3");
+  EXPECT_EQ(s.exit_code, 0) << s.output;
+  EXPECT_EQ(s.output.rfind("the king", 0), 0u) << s.output;
+  auto e = run_cmd(kBin + " eval " + run);
+  EXPECT_NE(e.output.find("bits per byte (1.000 bytes per token, byte tokenizer)"),
+            std::string::npos)
+      << e.output;
+  // without data.tokenizer the shards are ids: a prompt cannot be encoded, said with the option
+  const std::string ids = d.file("ids");
+  ASSERT_EQ(run_cmd(kBin + " train " + cfg + " --out " + ids + " --set data.format=llmc --set " +
+                    "'data.path=" + out + "/train_*.bin' --set model.vocab_size=256")
+                .exit_code,
+            0);
+  auto np = run_cmd(kBin + " sample " + ids + " --prompt 'the king' --tokens 3");
+  EXPECT_EQ(np.exit_code, 1) << np.output;
+  EXPECT_NE(np.output.find("--prompt: " + ids + " has no tokenizer"), std::string::npos)
+      << np.output;
+  // subword ids read as bytes: refused, naming the tokenizer
+  auto big = run_cmd(kBin + " prepare " + d.file("t.txt") + " --tokenizer bpe --out " +
+                     d.file("pbpe") + " --vocab-size 300");
+  ASSERT_EQ(big.exit_code, 0) << big.output;
+  auto wrong = run_cmd(kBin + " train " + cfg + " --out " + d.file("r2") +
+                       " --set data.format=llmc --set 'data.path=" + d.file("pbpe") +
+                       "/train_*.bin' --set data.tokenizer=byte");
+  EXPECT_EQ(wrong.exit_code, 1) << wrong.output;
+  EXPECT_NE(wrong.output.find("is not below the byte tokenizer's 256 ids"), std::string::npos)
+      << wrong.output;
+}
+
+// eval --data X scored the run's data.val_path and named data.path, not X.
+TEST_F(TokenizerCli, EvalScoresAndNamesTheDataItIsGiven) {
+  const std::string a = d.file("a"), b = d.file("b");
+  test::write_file(d.file("other.txt"), test::sample_text(30000, 99));
+  auto pa = run_cmd(kBin + " prepare " + d.file("t.txt") + " --tokenizer byte --out " + a);
+  auto pb = run_cmd(kBin + " prepare " + d.file("other.txt") +
+                    " --tokenizer byte --shard-tokens 10000 --out " + b);
+  ASSERT_EQ(pa.exit_code + pb.exit_code, 0) << pa.output << pb.output;
+  const std::string run = d.file("run");
+  ASSERT_EQ(train_as_printed(pa.output, cfg, run).exit_code, 0);
+  auto eval_json = [&](const std::string& args) {
+    auto r = run_cmd(kBin + " eval " + run + args + " --json " + d.file("e.json"));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return std::make_pair(r.output, nlohmann::json::parse(test::read_bytes(d.file("e.json"))));
+  };
+  auto [own_out, own] = eval_json("");
+  EXPECT_EQ(own["data"], a + "/val_*.bin");
+  EXPECT_EQ(own["data_fraction"], 1);
+  auto [out, j] = eval_json(" --data '" + b + "/train_*.bin'");
+  EXPECT_EQ(j["data"], b + "/train_*.bin");
+  EXPECT_EQ(j["data_files"], nlohmann::json({b + "/train_000000.bin", b + "/train_000001.bin",
+                                             b + "/train_000002.bin"}));
+  EXPECT_DOUBLE_EQ(j["data_fraction"].get<double>(), 0.1);
+  EXPECT_NE(j["val_loss"], own["val_loss"]) << "the run's own validation file was scored";
+  EXPECT_NE(out.find("tokens from the last 10% of " + b + "/train_*.bin (3 files, " + b +
+                     "/train_000000.bin .. " + b + "/train_000002.bin)"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find(a + "/"), std::string::npos) << out;
+  auto [vout, v] = eval_json(" --val-data " + b + "/val_000000.bin");
+  EXPECT_EQ(v["data"], b + "/val_000000.bin");
+  EXPECT_EQ(v["data_fraction"], 1);
+  EXPECT_NE(v["val_loss"], own["val_loss"]);
+  EXPECT_NE(vout.find("tokens from " + b + "/val_000000.bin\n"), std::string::npos) << vout;
+  auto both = run_cmd(kBin + " eval " + run + " --data x --val-data y");
+  EXPECT_EQ(both.exit_code, 2) << both.output;
+}
+
+// The BPE sample's invalid UTF-8 was named by the first file and an offset in the joined sample.
+TEST_F(TokenizerCli, PrepareNamesTheFileAndItsOwnOffsetOfInvalidUtf8) {
+  test::write_file(d.file("a.txt"), test::sample_text(3000));
+  test::write_file(d.file("bad.txt"), "hello\nwor\xC0\xAFld\n");
+  auto p = run_cmd(kBin + " prepare " + d.file("a.txt") + " " + d.file("bad.txt") +
+                   " --tokenizer bpe --vocab-size 300 --out " + d.file("o"));
+  EXPECT_EQ(p.exit_code, 1) << p.output;
+  EXPECT_NE(p.output.find(d.file("bad.txt") + ": invalid UTF-8 at byte 9; expected UTF-8 text "
+                                              "(or use --tokenizer byte)"),
+            std::string::npos)
+      << p.output;
+}
+
+// --vocab-size 260 (the documented minimum) failed inside SentencePiece ("vocab_size 260 vs
+// 316 ... --character_coverage") under the name data.vocab_size; an empty input said
+// "[!sentences_.empty()]"; --vocab-size was ignored for byte.
+TEST_F(TokenizerCli, PrepareNamesItsOptionsAndTheVocabularyTheTextNeeds) {
+  const std::string text = d.file("t.txt");
+  auto small = run_cmd(kBin + " prepare " + text + " --tokenizer bpe --vocab-size 260 --out " +
+                       d.file("o1"));
+  EXPECT_EQ(small.exit_code, 1) << small.output;
+  const std::string want = "--vocab-size 260: too small for this text: it needs at least ";
+  const size_t at = small.output.find(want);
+  ASSERT_NE(at, std::string::npos) << small.output;
+  EXPECT_EQ(small.output.find("data.vocab_size"), std::string::npos) << small.output;
+  EXPECT_EQ(small.output.find("character_coverage"), std::string::npos) << small.output;
+  const int need = std::stoi(small.output.substr(at + want.size()));
+  EXPECT_GT(need, 260);
+  auto ok = run_cmd(kBin + " prepare " + text + " --tokenizer bpe --vocab-size " +
+                    std::to_string(need) + " --out " + d.file("o2"));
+  EXPECT_EQ(ok.exit_code, 0) << "the bound named is not enough: " << ok.output;
+
+  test::write_file(d.file("empty.txt"), "");
+  test::write_file(d.file("blank.txt"), "\n\n");
+  auto empty = run_cmd(kBin + " prepare " + d.file("empty.txt") + " " + d.file("blank.txt") +
+                       " --tokenizer bpe --out " + d.file("o3"));
+  EXPECT_EQ(empty.exit_code, 1) << empty.output;
+  EXPECT_NE(empty.output.find(d.file("empty.txt") + ", " + d.file("blank.txt") +
+                              ": no text to train a BPE vocabulary on"),
+            std::string::npos)
+      << empty.output;
+
+  auto model = run_cmd(kBin + " prepare " + text + " --tokenizer bpe --tokenizer-model " +
+                       d.file("none.model") + " --out " + d.file("o4"));
+  EXPECT_EQ(model.exit_code, 1) << model.output;
+  EXPECT_NE(model.output.find("--tokenizer-model " + d.file("none.model") + ": "),
+            std::string::npos)
+      << model.output;
+  EXPECT_EQ(model.output.find("data.tokenizer_model"), std::string::npos) << model.output;
+
+  for (const char* option :
+       {" --tokenizer byte --vocab-size 300", " --tokenizer byte --train-mib 5",
+        " --tokenizer byte --tokenizer-model x.model", " --tokenizer bpe --tokenizer-path dir",
+        " --tokenizer bpe --tokenizer-model x.model --vocab-size 300"}) {
+    const std::string unused = option;
+    auto r = run_cmd(kBin + " prepare " + text + unused + " --out " + d.file("o5"));
+    EXPECT_EQ(r.exit_code, 2) << unused << ": " << r.output;
+    const std::string opt = unused.substr(unused.rfind(" --") + 1);
+    EXPECT_NE(r.output.find(opt.substr(0, opt.find(' '))), std::string::npos) << r.output;
+    EXPECT_FALSE(fs::exists(d.file("o5"))) << unused;
+  }
 }
 
 }  // namespace

@@ -1,0 +1,96 @@
+#include "train/model_memory.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <string_view>
+
+#include "core/arena.h"
+#include "core/error.h"
+
+namespace gt {
+
+size_t host_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : 0;
+}
+
+namespace {
+
+struct Sizing {
+  const TrainConfig& cfg;
+  const Backend& be;
+  bool training;
+  // the bytes the model takes at micro-batch B (AdamW's moments only when training)
+  size_t need(int B) const {
+    const MemoryPlan p = plan_memory(cfg.model, B, cfg.recompute, cfg.fusion, be.precision(), be);
+    return p.total() - (training ? 0 : p.optimizer_bytes);
+  }
+  size_t activations(int B) const {
+    const MemoryPlan p = plan_memory(cfg.model, B, cfg.recompute, cfg.fusion, be.precision(), be);
+    return p.activations_bytes + p.scratch_bytes + p.workspace_bytes;
+  }
+};
+
+// Why the model at `batch` does not fit in `have` bytes (0: unknown), in the keys' names;
+// `where` says how much memory there is or what refused it.
+std::string too_large(const Sizing& z, int batch, const std::string& batch_key, size_t have,
+                      const std::string& where) {
+  const GPTConfig& m = z.cfg.model;
+  const std::string shape =
+      fmt::format("model.n_layer = {}, model.n_head = {}, model.n_embd = {}, model.vocab_size = {}",
+                  m.n_layer, m.n_head, m.n_embd, m.vocab_size);
+  const size_t fixed = z.need(1) - z.activations(1);  // parameters, gradients (and moments)
+  if (have > 0 && fixed >= have)
+    return fmt::format(
+        "{}: the parameters and gradients{} alone need {}, and {}; expected a "
+        "smaller model",
+        shape, z.training ? " and AdamW's moments" : "", format_bytes(fixed), where);
+  if (batch == 1 || (have > 0 && z.need(1) > have))
+    return fmt::format(
+        "model.block_size = {}: one sequence of {} tokens needs {} of activations ({}; "
+        "attention's grow with model.block_size squared{}), {} in all, and {}; lower "
+        "model.block_size",
+        m.block_size, m.block_size, format_bytes(z.activations(1)), shape,
+        z.cfg.fusion ? "" : ", train.fusion = on keeps none of them", format_bytes(z.need(1)),
+        where);
+  std::string fits;
+  if (have > 0) {
+    // largest_batch_that_fits counts AdamW's moments: without training that memory is free
+    const size_t moments =
+        plan_memory(m, 1, z.cfg.recompute, z.cfg.fusion, z.be.precision(), z.be).optimizer_bytes;
+    const size_t budget = have + (z.training ? 0 : moments);
+    const int most =
+        largest_batch_that_fits(m, z.cfg.recompute, z.cfg.fusion, z.be.precision(), budget, z.be);
+    fits = fmt::format("; at most {} = {} fits", batch_key, most);
+  }
+  return fmt::format(
+      "{} = {}: the activations of {} sequences of model.block_size = {} tokens need {} ({} "
+      "in all; they grow with {} x model.block_size), and {}{}",
+      batch_key, batch, batch, m.block_size, format_bytes(z.activations(batch)),
+      format_bytes(z.need(batch)), batch_key, where, fits);
+}
+
+}  // namespace
+
+std::unique_ptr<GPT> make_gpt(const TrainConfig& cfg, int batch, const std::string& batch_key,
+                              Backend& be, bool training) {
+  const Sizing z{cfg, be, training};
+  // host memory: an allocation larger than the machine may be granted (overcommit) and then
+  // fail page by page as the arena is zeroed, so the plan is checked first
+  const size_t have = be.device() == Device::cpu ? host_memory_bytes() : 0;
+  if (have > 0 && z.need(batch) > have)
+    throw Error(too_large(z, batch, batch_key, have,
+                          fmt::format("this machine has {} of memory", format_bytes(have))));
+  try {
+    return std::make_unique<GPT>(cfg.model, batch, cfg.recompute, be, cfg.fusion);
+  } catch (const Error& e) {
+    // a device that refused the memory (every backend says "cannot allocate"); others as they are
+    if (std::string_view(e.what()).find("cannot allocate") == std::string_view::npos) throw;
+    throw Error(
+        too_large(z, batch, batch_key, 0,
+                  fmt::format("the {} backend could not allocate it ({})", be.name(), e.what())));
+  }
+}
+
+}  // namespace gt

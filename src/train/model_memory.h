@@ -1,0 +1,27 @@
+// train/model_memory.h: builds a run's GPT where its memory can be had; where it cannot, says
+// how much the plan needs (model/gpt.h plan_memory), which keys make it that large and how much
+// memory there is, before anything is allocated on the host.
+#pragma once
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "model/gpt.h"
+#include "train/config.h"
+
+namespace gt {
+
+/// Bytes of physical memory of this machine (sysconf); 0 when unknown.
+size_t host_memory_bytes();
+
+/// The GPT of cfg.model at micro-batch `batch` on `be` (cfg.recompute, cfg.fusion, be's
+/// precision). `training`: the plan counts AdamW's two moments (the trainer allocates them
+/// after), else not (eval, sample). Throws gt::Error, on a host backend before allocating and
+/// on any backend when its allocation fails, with the bytes the plan needs (the activations
+/// apart), the keys that make it that large (`batch_key` = batch for a batch that is too large,
+/// with the largest one that fits; model.block_size and the model's shape when one sequence
+/// does not fit) and the machine's memory (or the device's refusal).
+std::unique_ptr<GPT> make_gpt(const TrainConfig& cfg, int batch, const std::string& batch_key,
+                              Backend& be, bool training);
+
+}  // namespace gt
