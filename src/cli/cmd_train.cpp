@@ -168,9 +168,12 @@ int run_train(const Args& a, gt::dist::MpiRuntime* mpi) {
   // Every input is checked before the data is loaded (which may take minutes): the carbon
   // file is read here, with the meter's other options.
   gt::energy::MeterOptions meter_opt = gt::meter_options(cfg);
-  // with several ranks, rank 0 of each node reads its node-wide devices (the first to take
-  // their locks), every rank its own GPU; the job's figures are their sum (EnergyHook)
-  meter_opt.node_devices_shared = ranks > 1;
+  // with several ranks, local rank 0 of each node reads its node-wide devices (where the
+  // launcher gives no local rank: the first rank to take their locks), every rank its own GPU;
+  // the job's figures are their sum (EnergyHook)
+  const std::optional<int> local_rank = gt::dist::local_rank_if_set();
+  meter_opt.node_devices_elsewhere = ranks > 1 && local_rank && *local_rank != 0;
+  meter_opt.node_devices_shared = ranks > 1 && !local_rank;
   // Some inputs can only be checked once the trainer exists (the power-limit devices, the energy
   // sensors and carbon data): a start that fails leaves no run folder (or, in a folder that
   // existed, no config.toml) behind. Disarmed once training begins.

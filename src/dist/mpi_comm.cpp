@@ -37,11 +37,13 @@ bool launched_by_mpi() {
   return false;
 }
 
-int local_rank_from_env() {
+std::optional<int> local_rank_if_set() {
   for (const char* v : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID"})
     if (int r = env_int(v); r >= 0) return r;
-  return 0;
+  return std::nullopt;
 }
+
+int local_rank_from_env() { return local_rank_if_set().value_or(0); }
 
 std::string node_name() {
   char buf[256] = {0};

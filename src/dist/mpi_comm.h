@@ -6,6 +6,7 @@
 // waiting forever.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,9 @@ std::unique_ptr<Communicator> make_mpi_communicator(double timeout_s);
 /// (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, MPI_LOCALRANKID); 0 when none is set. Chooses
 /// the GPU of a rank (backend.h device_for_local_rank: "cuda" becomes "cuda:<local rank>").
 int local_rank_from_env();
+
+/// The same, null where none of those variables is set (a launcher that gives no local rank).
+std::optional<int> local_rank_if_set();
 
 /// The host name of this rank's node (gethostname), for counting nodes.
 std::string node_name();

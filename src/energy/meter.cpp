@@ -168,7 +168,13 @@ Meter::Meter(SensorList sensors, const MeterOptions& opt, MeterClock clock,
     Slot slot;
     slot.info = s->info();
     slot.sensor = std::move(s);
-    if (slot.info.available && slot.info.counted && !slot.info.device_key.empty()) {
+    if (opt_.node_devices_elsewhere && slot.info.domain != "gpu" && slot.info.available &&
+        slot.info.counted) {
+      slot.not_reader = true;  // local rank 0 of the job on this node counts it
+      slot.info.available = false;
+      slot.info.reason =
+          "not the reader: local rank 0 of this job on this node counts it for the job";
+    } else if (slot.info.available && slot.info.counted && !slot.info.device_key.empty()) {
       // through the daemon, a key is a node-wide device's share lock (daemon::node_share_key)
       std::string holder;
       slot.lock = DeviceLock::try_acquire(dir, slot.info.device_key, &holder,
@@ -194,8 +200,9 @@ Meter::Meter(SensorList sensors, const MeterOptions& opt, MeterClock clock,
     if (s.active) counted.push_back(&s.info);
   const std::set<std::string> covered = covered_domains(counted);
   std::set<std::string> replaced;  // domains an estimate in reserve now measures
+  const bool node_shared = opt_.node_devices_shared || opt_.node_devices_elsewhere;
   for (Slot& s : slots_) {
-    if (opt_.node_devices_shared || !s.info.standby || !s.info.available || s.active ||
+    if (node_shared || !s.info.standby || !s.info.available || s.active ||
         covered.count(s.info.domain))
       continue;
     s.active = s.info.counted = true;
@@ -214,7 +221,7 @@ Meter::Meter(SensorList sensors, const MeterOptions& opt, MeterClock clock,
   // domain out, so every window's energy is unknown (end_window), never a partial sum.
   for (const Slot& s : slots_) {
     if (!s.not_reader) continue;
-    if (opt_.node_devices_shared && s.info.domain != "gpu") continue;  // another rank's
+    if (node_shared && s.info.domain != "gpu") continue;  // another rank's
     const bool instead = s.info.domain == "psys"
                              ? replaced.count("cpu") && replaced.count("ram")
                              : s.info.domain != "gpu" && replaced.count(s.info.domain);

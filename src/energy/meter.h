@@ -47,12 +47,19 @@ struct MeterOptions {
   /// DRAM, psys) is listed as machine-wide and neither counted nor locked: the tree's CPU and
   /// memory are its estimates; GPUs are still read whole.
   int pid = 0;
-  /// Another rank of the same job on this node reads the node-wide devices (RAPL, the
-  /// machine-wide estimates): a multi-rank training run, whose sum over its ranks counts them
-  /// once (EnergyHook::add_nodes; each rank reads its own GPU). Where another process holds
-  /// their lock, nothing is counted in their stead and the window stays known. Through the
-  /// node daemon, which holds the devices' locks, the lock is each device's share lock
-  /// (daemon::node_share_key): the first rank to take it counts the device.
+  /// A rank of a multi-rank training run that is not its node's local rank 0: that rank
+  /// counts the node-wide devices (RAPL, the machine-wide estimates) for the job, and this one
+  /// leaves them out without taking their locks (listed, not counted, not missing: the window
+  /// stays known), so that the job's sum over its ranks counts them once (EnergyHook::add_nodes;
+  /// each rank reads its own GPU). Local rank 0 meters as any process does: where another
+  /// process (another job) holds a device's lock, its usual rules apply.
+  bool node_devices_elsewhere = false;
+  /// The same where the launcher gives no local rank (dist::local_rank_if_set: none of
+  /// OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, MPI_LOCALRANKID): the first rank to take a
+  /// device's lock counts it, and where another process holds it, nothing is counted in its
+  /// stead and the window stays known (another job's holding cannot be told from a rank's).
+  /// Through the node daemon, which holds the devices' locks, the lock is each device's share
+  /// lock (daemon::node_share_key).
   bool node_devices_shared = false;
   bool use_nvml = true, use_rocm_smi = true, use_rapl = true, use_estimate = true;
   /// GPUs to read, as positions among the visible GPUs of each vendor (0-based, CUDA's

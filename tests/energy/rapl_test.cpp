@@ -482,6 +482,34 @@ TEST(Rapl, AnotherRankOfTheJobReadsTheNodesCounters) {
   for (auto& x : r.domains) EXPECT_EQ(x.domain, "gpu") << x.sensor;
 }
 
+// A rank that is not its node's local rank 0 (node_devices_elsewhere) leaves the node's RAPL
+// and machine-wide estimates to that rank without taking their locks: another job's process
+// that reads them is not taken for a rank of this job, and local rank 0 still gets them.
+TEST(Rapl, ARankThatIsNotLocalRankZeroLeavesTheNodesCountersToIt) {
+  TempDir d;
+  write_file(d / "powercap/intel-rapl:0/name", "package-0\n");
+  write_file(d / "powercap/intel-rapl:0/energy_uj", "1000000\n");
+  write_file(d / "gpu_mj", "5000\n");
+  EnvGuard lib("GT_NVML_LIBRARY", GT_FAKE_NVML);  // this rank's GPU, counter 5 J, then 7 J
+  EnvGuard e("FAKE_NVML_ENERGY_FILE", d / "gpu_mj");
+  MeterOptions o = rapl_options(d);
+  o.use_nvml = true;
+  o.gpus = std::vector<int>{0};
+  o.node_devices_elsewhere = true;
+  auto m = Meter::create(o);
+  EXPECT_FALSE(find(m->sensors(), "cpu-estimate")->counted);
+  // local rank 0 of the job (no flag) takes the node's counter: this rank holds no lock on it
+  MeterOptions zero = rapl_options(d);
+  auto m0 = Meter::create(zero);
+  EXPECT_TRUE(m0->not_reader().empty()) << "a rank that leaves the counter took its lock";
+  m->begin_window("w");
+  write_file(d / "gpu_mj", "7000\n");
+  auto r = m->end_window("w");
+  ASSERT_TRUE(r.known_energy_j()) << r.energy_unknown_reason;
+  EXPECT_DOUBLE_EQ(*r.known_energy_j(), 2.0);  // the GPU alone: the CPU is local rank 0's
+  for (auto& x : r.domains) EXPECT_EQ(x.domain, "gpu") << x.sensor;
+}
+
 // One package's counter is another process's and the estimate cannot stand in (the other
 // package is read): the total would leave a package out, so it is unknown with the reason.
 TEST(Rapl, CounterNothingReplacesMakesTheTotalUnknown) {
