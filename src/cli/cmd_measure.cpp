@@ -105,16 +105,12 @@ gt::energy::MeterOptions meter_options(const MeasureArgs& a) {
   if (!a.carbon_start.empty() && a.carbon_csv.empty())
     throw gt::Error("--carbon-start: replays a series; expected --carbon-csv with it");
   // how a series is read: without one they would be ignored
-  const CarbonReadOptions& r = a.carbon_read;
-  for (const auto& [name, value] :
-       {std::pair{"--carbon-format", r.format}, std::pair{"--carbon-column", r.value_column},
-        std::pair{"--carbon-time-column", r.time_column}, std::pair{"--carbon-unit", r.unit},
-        std::pair{"--carbon-value", r.value_kind}})
-    if (!value.empty() && a.carbon_csv.empty())
-      throw gt::Error(fmt::format(
-          "{} {}: says how a series file is read; expected --carbon-csv FILE with it (a "
-          "--carbon-intensity constant is in gCO2e/kWh)",
-          name, value));
+  if (a.carbon_csv.empty()) a.carbon_read.refuse_without_series("--carbon-csv FILE");
+  if (a.carbon_csv.empty() && a.carbon_utc_offset_h != 0)
+    throw gt::Error(fmt::format(
+        "--carbon-utc-offset {}: the time zone of a series' times; expected --carbon-csv FILE "
+        "with it",
+        a.carbon_utc_offset_h));
   // with a series or a constant, --carbon-region names the country the figure is for
   if (!a.carbon_region.empty() && opt.carbon.origin() != CarbonOrigin::kCountry)
     opt.carbon = opt.carbon.with_country(a.carbon_region, "--carbon-region");

@@ -112,6 +112,11 @@ struct CarbonReadOptions {
       for (char& c : what) c = c == '_' ? '-' : c;
     return option_prefix + what;
   }
+  /// Throws Error naming the first option set (format, column, time_column, unit, value) where
+  /// there is no series to read (`series` names the option that gives one, "--carbon-csv"):
+  /// they say how a file is read, and without one they would be ignored (a constant
+  /// intensity is in gCO2e/kWh).
+  void refuse_without_series(const std::string& series) const;
 };
 
 /// The format names CarbonReadOptions::format accepts, for messages and --help.

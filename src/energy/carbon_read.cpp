@@ -673,4 +673,18 @@ CarbonCsv read_carbon_csv(const std::string& path, const NaiveTimeResolver& reso
   return read_series(path, 0, &resolve, zone_name, opt);
 }
 
+void CarbonReadOptions::refuse_without_series(const std::string& series) const {
+  for (const auto& [what, value] :
+       {std::pair{"format", &format}, std::pair{"column", &value_column},
+        std::pair{"time_column", &time_column}, std::pair{"unit", &unit},
+        std::pair{"value", &value_kind}})
+    if (!value->empty())
+      throw Error(fmt::format(
+          "{}: says how a series file is read; expected {} with it (a constant intensity is "
+          "in gCO2e/kWh)",
+          option_prefix.rfind("--", 0) == 0 ? option_name(what) + " " + *value
+                                            : option_name(what) + " = '" + *value + "'",
+          series));
+}
+
 }  // namespace gt::energy

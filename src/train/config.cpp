@@ -17,6 +17,7 @@
 #include "core/bytes_json.h"
 #include "core/error.h"
 #include "core/parse.h"
+#include "energy/carbon.h"
 #include "energy/carbon_regions.h"
 
 namespace gt {
@@ -402,6 +403,21 @@ void TrainConfig::validate() const {
   if (!(carbon_utc_offset_h >= -14 && carbon_utc_offset_h <= 14))
     throw Error(fmt::format("energy.carbon_utc_offset_h = {}: expected hours in [-14, 14]",
                             carbon_utc_offset_h));
+  if (carbon_csv.empty()) {  // how a series is read: without one they would be ignored
+    energy::CarbonReadOptions r;
+    r.format = carbon_format;
+    r.value_column = carbon_column;
+    r.time_column = carbon_time_column;
+    r.unit = carbon_unit;
+    r.value_kind = carbon_value;
+    r.option_prefix = "energy.carbon_";
+    r.refuse_without_series("energy.carbon_csv");
+    if (carbon_utc_offset_h != 0)
+      throw Error(
+          fmt::format("energy.carbon_utc_offset_h = {}: the time zone of a series' times; expected "
+                      "energy.carbon_csv with it",
+                      carbon_utc_offset_h));
+  }
   // 0: unset (the CPU model table); else a TDP per socket as `measure --tdp` takes it
   if (!(cpu_tdp_w == 0 || (cpu_tdp_w >= 1 && cpu_tdp_w <= 2000)))
     throw Error(fmt::format(

@@ -220,7 +220,8 @@ TEST(MeasureCli, OptionsForTheCsvRowOrASeriesAreRefusedWithoutIt) {
       {{"--pue", "1.5"}, "--pue 1.5: applies to the --csv row"},
       {{"--carbon-unit", "lbs/MWh", "--carbon-intensity", "300"},
        "--carbon-unit lbs/MWh: says how a series file is read; expected --carbon-csv FILE"},
-      {{"--carbon-column", "LCA"}, "--carbon-column LCA: says how a series file is read"}};
+      {{"--carbon-column", "LCA"}, "--carbon-column LCA: says how a series file is read"},
+      {{"--carbon-utc-offset", "3"}, "--carbon-utc-offset 3: the time zone of a series' times"}};
   for (const auto& [opts, message] : cases) {
     std::vector<std::string> args = {"measure"};
     args.insert(args.end(), opts.begin(), opts.end());

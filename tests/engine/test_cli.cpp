@@ -224,6 +224,14 @@ TEST_F(Cli, OptimizerValuesOutOfRangeAreNamed) {
   // 20 h passed here and failed when the series was read, naming the file, not the key
   expect_train_error(cfg + " --set energy.carbon_utc_offset_h=20",
                      "energy.carbon_utc_offset_h = 20: expected hours in [-14, 14]");
+  // how a series is read, without a series: it was ignored (a constant of 300 lbs/MWh was
+  // taken as 300 gCO2e/kWh)
+  expect_train_error(cfg + " --set energy.carbon_intensity=300 --set energy.carbon_unit=lbs/MWh",
+                     "energy.carbon_unit = 'lbs/MWh': says how a series file is read; expected "
+                     "energy.carbon_csv with it");
+  expect_train_error(cfg + " --set energy.carbon_utc_offset_h=3",
+                     "energy.carbon_utc_offset_h = 3: the time zone of a series' times; "
+                     "expected energy.carbon_csv");
   test::write_file(d.file("inf.toml"),
                    "[train]\nlearning_rate = inf\n[data]\npath = \"" + d.file("t.txt") + "\"\n");
   expect_train_error(d.file("inf.toml"), "key 'train.learning_rate': inf is not finite");
