@@ -83,7 +83,7 @@ Intervals read_intervals(const fs::path& metrics, const std::vector<int>& starts
 // The row's energy figures from the intervals, or from the whole run (summary s) when the
 // intervals' energy is unknown or 0.
 void set_energy(Measured& row, const run::Summary& s, double energy, double tokens) {
-  row.energy_basis = "training intervals";
+  row.energy_basis = run::kTrainingIntervalsBasis;
   if (!(tokens > 0 && energy > 0)) {
     // The intervals' energy is unknown or reads 0 (intervals below the sensors' resolution):
     // use the whole run's window, which also holds the final validation pass, and say so.

@@ -12,6 +12,7 @@
 #include "core/atomic_file.h"
 #include "core/bytes_json.h"
 #include "energy/rapl.h"
+#include "run/schema.h"
 
 namespace fs = std::filesystem;
 
@@ -48,7 +49,7 @@ std::optional<double> joules_to_target(const std::optional<run::Target>& target)
   return *target->energy_j;
 }
 
-constexpr const char* kTrainingIntervals = "training intervals";
+constexpr const char* kTrainingIntervals = run::kTrainingIntervalsBasis;
 
 }  // namespace
 

@@ -46,6 +46,12 @@ int run_eval(const Args& a) {
   // --data is scored as training splits it (its last data.val_fraction), --val-data whole:
   // the run's own validation file is not what the user named
   if (!a.data.empty()) {
+    for (const auto& kv : a.sets)
+      if (kv.rfind("data.val_path=", 0) == 0)
+        throw gt::UsageError(fmt::format(
+            "--data {} and --set {}: --data scores its own last data.val_fraction; expected "
+            "one of them (--val-data PATH scores a file whole)",
+            a.data, kv));
     cfg.data_path = a.data;
     cfg.data_val_path.clear();
   }

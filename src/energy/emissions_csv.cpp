@@ -276,7 +276,7 @@ std::vector<std::string> codecarbon_fields(const Measurement& m, const RunInfo& 
                                 "greentrain-0.1.0",
                                 std::to_string(sysconf(_SC_NPROCESSORS_ONLN)),
                                 first_cpuinfo("model name"),
-                                std::to_string(gpus),
+                                gpus_unread ? std::string() : std::to_string(gpus),
                                 "",
                                 "",
                                 "",

@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "report/report.h"
 #include "report/series.h"
+#include "run/schema.h"
 
 namespace fs = std::filesystem;
 
@@ -269,9 +270,9 @@ std::string ablation_table(const AblationData& a) {
         continue;
       }
       // a row whose intervals' energy was unknown has the whole run's J/token: said in its cell
-      const std::string basis = r.value("energy_basis", std::string("training intervals"));
+      const std::string basis = r.value("energy_basis", std::string(run::kTrainingIntervalsBasis));
       const std::string other_basis =
-          basis == "training intervals" ? "" : "<br><small>" + esc(basis) + "</small>";
+          basis == run::kTrainingIntervalsBasis ? "" : "<br><small>" + esc(basis) + "</small>";
       std::string to_target = r.contains("target") ? (r["target"].value("reached", false)
                                                           ? fnum(r["target"], "energy_j", "{:.4g}")
                                                           : std::string("not reached"))

@@ -33,6 +33,11 @@ inline constexpr char report[] = "report.html";
 inline constexpr char checkpoint[] = "checkpoint";
 }  // namespace file
 
+/// An ablation row's energy basis where its J/token and tokens/s come from the logged training
+/// intervals (ablate/runner.h AblationRow::energy_basis; otherwise the whole run's), as the
+/// ablation table writes it and the report reads it.
+inline constexpr char kTrainingIntervalsBasis[] = "training intervals";
+
 /// `dir`/`name` (a plain join: "runs/a" + "summary.json" -> "runs/a/summary.json").
 std::string path_in(const std::string& dir, const char* name);
 

@@ -74,8 +74,8 @@ struct TrainConfig {
   // data.*
   std::string data_path;
   std::string data_val_path;  ///< optional separate validation file
-  /// data.tokenizer: char | byte | bpe | gpt2 (train/tokenizer.h); for llmc and nanogpt data only
-  /// bpe (with tokenizer_model) and gpt2 are used, to decode samples
+  /// data.tokenizer: char | byte | bpe | gpt2 (train/tokenizer.h); for llmc and nanogpt data
+  /// byte, bpe (with tokenizer_model) and gpt2 are used, to encode prompts and decode samples
   std::string tokenizer = "char";
   int bpe_vocab_size = 8192;    ///< data.vocab_size: ids of a bpe vocabulary trained on the text
   std::string tokenizer_model;  ///< data.tokenizer_model: a SentencePiece .model to use for bpe

@@ -348,6 +348,7 @@ TEST(Report, CodeCarbonRowLeavesGpusAskedForAndNotReadEmpty) {
   cols = split(codecarbon_row(m, RunInfo{}));
   EXPECT_EQ(cell(cols, "gpu_energy"), "");
   EXPECT_EQ(cell(cols, "gpu_power"), "");
+  EXPECT_EQ(cell(cols, "gpu_count"), "") << "the GPUs asked for are unknown, not CodeCarbon's 0";
   EXPECT_NE(cell(cols, "cpu_energy"), "");
   EXPECT_EQ(cell(cols, "energy_method").rfind("estimated; cpu-estimate", 0), 0u);
   Measurement none;

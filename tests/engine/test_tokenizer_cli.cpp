@@ -242,6 +242,10 @@ TEST_F(TokenizerCli, EvalScoresAndNamesTheDataItIsGiven) {
   EXPECT_NE(vout.find("tokens from " + b + "/val_000000.bin\n"), std::string::npos) << vout;
   auto both = run_cmd(kBin + " eval " + run + " --data x --val-data y");
   EXPECT_EQ(both.exit_code, 2) << both.output;
+  // a validation file set beside --data was dropped silently
+  auto set = run_cmd(kBin + " eval " + run + " --data x --set data.val_path=y");
+  EXPECT_EQ(set.exit_code, 2) << set.output;
+  EXPECT_NE(set.output.find("--data x and --set data.val_path=y"), std::string::npos) << set.output;
 }
 
 // The BPE sample's invalid UTF-8 was named by the first file and an offset in the joined sample.

@@ -248,7 +248,8 @@ def test_gpu_asked_for_and_not_read_is_empty_in_the_codecarbon_row(env):
     assert any("asked for but not measured" in f for f in m.flags), m.flags
     row = m.to_codecarbon_row()
     assert row["gpu_energy"] == "" and row["gpu_power"] == "", row
-    assert float(row["cpu_energy"]) > 0  # the CPU estimate still counts
+    # the CPU estimate still counts (a figure, 0 J where the machine was idle over 0.12 s)
+    assert row["cpu_energy"] != "" and float(row["cpu_energy"]) >= 0, row
     assert "asked for but not measured" in row["energy_flags"]
     with greentrain.Meter(gpus=[], cpu=False, interval_ms=0) as meter:
         meter.begin_window("w")

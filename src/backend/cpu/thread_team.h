@@ -69,7 +69,10 @@ std::optional<int> system_runnable_tasks();
 /// where the machine's run queue held more runnable tasks than it has CPUs at the end of each
 /// of its steps (other work appeared: the "measured from the run queue"); the
 /// decision is still the run-queue wait's, over the shorter window. Beside a load present from
-/// the start, the spinning team runs 0.1 s instead of 0.5 s.
+/// the start, the spinning team runs 0.1 s instead of 0.5 s. Both counts are the machine's
+/// (the run queue has no per-cpuset count): a run confined to some of the cores (a Slurm job's
+/// cpuset, taskset) sees the early end rarely where its own cores are contended, and other
+/// jobs' work elsewhere ends its windows early, where the wait then decides as before.
 class ThreadTeam {
  public:
   /// Thresholds and times of the policy (the defaults are the ones documented above).
