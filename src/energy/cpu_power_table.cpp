@@ -72,7 +72,7 @@ const std::vector<CpuPart>& cpu_parts() {
       // AMD EPYC 9004 (Bergamo): amd.com product page ("Default TDP" / "Processor Base Power",
       // cores, threads)
       {"EPYC 9754", 128, 256, 360, "AMD EPYC 9004 (Bergamo)", "amd.com product page EPYC 9754"},
-      {"EPYC 9734", 112, 224, 320, "AMD EPYC 9004 (Bergamo)", "amd.com product page EPYC 9734"},
+      {"EPYC 9734", 112, 224, 340, "AMD EPYC 9004 (Bergamo)", "amd.com product page EPYC 9734"},
       // AMD EPYC 9005 (Turin): amd.com product page ("Default TDP" / "Processor Base Power", cores,
       // threads)
       {"EPYC 9755", 128, 256, 500, "AMD EPYC 9005 (Turin)", "amd.com product page EPYC 9755"},
