@@ -172,6 +172,9 @@ arch="${cc/./}"
 peak="" peak_source=""
 IFS=$'\t' read -r peak peak_source < <("${helper[@]}" peak-of "$gpu_name")
 [ "$peak" = None ] && peak=""
+fp8_peak=""
+IFS=$'\t' read -r fp8_peak _ < <("${helper[@]}" peak-of --precision fp8 "$gpu_name")
+[ "$fp8_peak" = None ] && fp8_peak=""
 mem_gib=$((mem_mib / 1024))
 # the machine's runtime: compute-sanitizer and ncu work on Firecracker microVMs, not under gVisor
 runtime=other
@@ -489,7 +492,8 @@ if want 6 && needs 6 "$gt" && limit 6 280 60; then
   fp8skip=""
   [ -n "$cc" ] && [ "${cc%%.*}" -lt 9 ] && [ "$cc" != 8.9 ] && fp8skip="compute capability $cc: fp8 tensor cores need 8.9 or 9.0"
   fargs=(--bf16-run "$work/s6-xl-bf16" --bf16-log "$logs/s6-xl-bf16.log" --rc-bf16 "$rcb" --precision bf16
-    --steps "${xl[6]}" --batch "${xl[5]}" ${peak:+--peak "$peak"} ${measured:+--measured-peak "$measured"})
+    --steps "${xl[6]}" --batch "${xl[5]}" ${peak:+--peak "$peak"} ${measured:+--measured-peak "$measured"}
+    ${fp8_peak:+--fp8-peak "$fp8_peak"})
   if [ -z "$fp8skip" ]; then
     if limit_q $((stage_lim - $(secs_since "$t"))) 30; then
       train_until s6-xl-fp8 xl "$lim" "${xl[6]}" --set "train.device=$dev" --set train.precision=fp8 --set train.fusion=on

@@ -27,24 +27,25 @@ import sys
 import tarfile
 import xml.etree.ElementTree as ET
 
-# Dense (no 2:4 sparsity) bf16 tensor-core peaks, TFLOP/s, from NVIDIA's datasheets, which
-# give the sparse figure: dense is half of it. Matched against nvidia-smi's name in order
-# (GH200 before H200, NVL and PCIe before the SXM default).
+# Dense (no 2:4 sparsity) tensor-core peaks, TFLOP/s, bf16 and fp8 (E4M3/E5M2), from NVIDIA's
+# datasheets, which give the sparse figure: dense is half of it. Matched against nvidia-smi's
+# name in order (GH200 before H200, NVL and PCIe before the SXM default). fp8 is None where
+# the GPU has no fp8 tensor cores (A100).
 DATASHEET = [
-    ("GH200", 989.0, "NVIDIA GH200 Grace Hopper Superchip datasheet: BF16 Tensor Core 1,979 "
-     "TFLOPS with sparsity (989 dense)"),
-    ("H200 NVL", 835.0, "NVIDIA H200 Tensor Core GPU datasheet, H200 NVL: BF16 Tensor Core "
-     "1,671 TFLOPS with sparsity (835 dense)"),
-    ("H200", 989.0, "NVIDIA H200 Tensor Core GPU datasheet, H200 SXM: BF16 Tensor Core 1,979 "
-     "TFLOPS with sparsity (989 dense)"),
-    ("H100 NVL", 835.0, "NVIDIA H100 Tensor Core GPU datasheet, H100 NVL: BF16 Tensor Core "
-     "1,671 TFLOPS with sparsity (835 dense)"),
-    ("H100 PCIE", 756.0, "NVIDIA H100 Tensor Core GPU datasheet, H100 PCIe: BF16 Tensor Core "
-     "1,513 TFLOPS with sparsity (756 dense)"),
-    ("H100", 989.0, "NVIDIA H100 Tensor Core GPU datasheet, H100 SXM: BF16 Tensor Core 1,979 "
-     "TFLOPS with sparsity (989 dense)"),
-    ("A100", 312.0, "NVIDIA A100 Tensor Core GPU datasheet (40GB and 80GB, SXM and PCIe): BF16 "
-     "Tensor Core 312 TFLOPS (624 with sparsity)"),
+    ("GH200", 989.0, 1979.0, "NVIDIA GH200 Grace Hopper Superchip datasheet: BF16 Tensor Core "
+     "1,979 and FP8 Tensor Core 3,958 TFLOPS with sparsity (989 and 1,979 dense)"),
+    ("H200 NVL", 835.0, 1671.0, "NVIDIA H200 Tensor Core GPU datasheet, H200 NVL: BF16 Tensor "
+     "Core 1,671 and FP8 Tensor Core 3,341 TFLOPS with sparsity (835 and 1,671 dense)"),
+    ("H200", 989.0, 1979.0, "NVIDIA H200 Tensor Core GPU datasheet, H200 SXM: BF16 Tensor Core "
+     "1,979 and FP8 Tensor Core 3,958 TFLOPS with sparsity (989 and 1,979 dense)"),
+    ("H100 NVL", 835.0, 1671.0, "NVIDIA H100 Tensor Core GPU datasheet, H100 NVL: BF16 Tensor "
+     "Core 1,671 and FP8 Tensor Core 3,341 TFLOPS with sparsity (835 and 1,671 dense)"),
+    ("H100 PCIE", 756.0, 1513.0, "NVIDIA H100 Tensor Core GPU datasheet, H100 PCIe: BF16 "
+     "Tensor Core 1,513 and FP8 Tensor Core 3,026 TFLOPS with sparsity (756 and 1,513 dense)"),
+    ("H100", 989.0, 1979.0, "NVIDIA H100 Tensor Core GPU datasheet, H100 SXM: BF16 Tensor Core "
+     "1,979 and FP8 Tensor Core 3,958 TFLOPS with sparsity (989 and 1,979 dense)"),
+    ("A100", 312.0, None, "NVIDIA A100 Tensor Core GPU datasheet (40GB and 80GB, SXM and PCIe): "
+     "BF16 Tensor Core 312 TFLOPS (624 with sparsity); no FP8 tensor cores"),
 ]
 
 STAGES = {
@@ -53,12 +54,14 @@ STAGES = {
 }
 
 
-def datasheet_peak(gpu_name):
-    """(TFLOP/s, source) of the GPU's dense bf16 peak, or (None, reason)."""
+def datasheet_peak(gpu_name, precision="bf16"):
+    """(TFLOP/s, source) of the GPU's dense `precision` ("bf16" or "fp8") peak, or (None,
+    reason)."""
     up = (gpu_name or "").upper().replace("-", " ")
-    for key, tflops, source in DATASHEET:
+    for key, bf16, fp8, source in DATASHEET:
         if all(word in up for word in key.split()):
-            return tflops, source
+            tflops = fp8 if precision == "fp8" else bf16
+            return (tflops, source) if tflops else (None, f"'{gpu_name}': {source}")
     return None, f"no datasheet figure for '{gpu_name}' in bench/gpu_check.py's table"
 
 
@@ -395,9 +398,13 @@ def train_stats(run_dir, peak, measured_peak, warm_steps, log=None):
     gpu = [d for d in e.get("domains", []) if d.get("domain") == "gpu"]
     r["energy_method"] = e.get("method")
     if gpu:
-        gj = sum(d.get("energy_j") or 0 for d in gpu)
+        gjs = [d.get("energy_j") for d in gpu]
+        gj = sum(gjs) if all(x is not None for x in gjs) else None  # unknown is not 0
         r["gpu_sensors"] = sorted({d.get("sensor") for d in gpu})
-        r["gpu_joules_per_token_run"] = gj / s["tokens"] if s.get("tokens") else None
+        r["gpu_joules_per_token_run"] = gj / s["tokens"] if gj is not None and s.get("tokens") else None
+        if gj is None:
+            r["gpu_energy_unknown_reason"] = (
+                f"{gjs.count(None)} of {len(gjs)} GPU domains without energy_j in summary.json")
         w = [d.get("avg_power_w") for d in gpu]
         r["gpu_avg_w_run"] = sum(w) if all(x is not None for x in w) else None
         r["gpu_energy_estimated"] = any(d.get("estimated") for d in gpu)
@@ -585,13 +592,17 @@ def cmd_fp8(args):
     """Stage 6: GPT-2 XL bf16 and fp8 runs: tokens/s ratio, loss after the last step."""
     b = train_stats(args.bf16_run, args.peak, args.measured_peak, args.warm, args.bf16_log)
     doc = {"model": "GPT-2 XL (48 layers, 1600 wide, 25 heads, context 1024, vocabulary 50304)",
-           "batch": args.batch, "steps": args.steps, "bf16": b, "exit_status_bf16": args.rc_bf16}
+           "batch": args.batch, "steps": args.steps, "bf16": b, "exit_status_bf16": args.rc_bf16,
+           "datasheet_bf16_tflops": args.peak, "datasheet_fp8_tflops": args.fp8_peak,
+           "mfu_basis": "each precision's own dense datasheet peak"}
     b_ok = b["steps"] == args.steps  # (stopped after the last step counts: figures are in metrics.jsonl)
     if args.fp8_skip:
         doc["fp8"] = {"status": "skipped", "reason": args.fp8_skip}
         f, f_ok = None, False
     else:
-        f = train_stats(args.fp8_run, args.peak, args.measured_peak, args.warm, args.fp8_log)
+        # fp8's MFU is over the fp8 dense peak (2x bf16's on Hopper); the measured peak is a
+        # bf16 product's, so it does not apply
+        f = train_stats(args.fp8_run, args.fp8_peak, None, args.warm, args.fp8_log)
         f_ok = f["steps"] == args.steps
         doc["fp8"] = f
         doc["exit_status_fp8"] = args.rc_fp8
@@ -622,7 +633,7 @@ def cmd_fp8(args):
         rows.append([name, fmt(r["tokens_per_s"], "{:.0f}"), fmt(r["mfu_datasheet"], "{:.1%}"),
                      fmt(r["last_loss"], "{:.4f}"), fmt(r["gpu_joules_per_token"], "{:.3e}"),
                      "" if good else f"FAILED ({r['steps']}/{args.steps} steps)"])
-    text = table(["precision", "tokens/s", "MFU (sheet)", f"loss @{args.steps}", "GPU J/token",
+    text = table(["precision", "tokens/s", "MFU (own sheet peak)", f"loss @{args.steps}", "GPU J/token",
                   "note"], rows)
     text += (f"\nfp8/bf16 tokens/s: {fmt(ratio, '{:.3f}x')} (target >= 1.3x); loss relative "
              f"difference {fmt(rel, '{:.3%}')} (target <= 1%)")
@@ -806,7 +817,8 @@ def main():
 
     s = sub.add_parser("peak-of")
     s.add_argument("name")
-    s.set_defaults(fn=lambda a: print("{}\t{}".format(*datasheet_peak(a.name))))
+    s.add_argument("--precision", choices=("bf16", "fp8"), default="bf16")
+    s.set_defaults(fn=lambda a: print("{}\t{}".format(*datasheet_peak(a.name, a.precision))))
 
     s = stage_parser("gpu-state", 0, cmd_gpu_state)
     for k in ("--gpu", "--smi-q", "--nvcc", "--cpu", "--visible"):
@@ -886,6 +898,7 @@ def main():
     s.add_argument("--rc-bf16", type=int, required=True)
     s.add_argument("--rc-fp8", type=int, default=-1)
     s.add_argument("--fp8-skip", default="")
+    s.add_argument("--fp8-peak", type=float, help="dense fp8 datasheet peak, TFLOP/s")
 
     s = stage_parser("ablate", 7, cmd_ablate)
     s.add_argument("--dir", required=True)

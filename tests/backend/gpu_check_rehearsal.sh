@@ -38,6 +38,29 @@ PY
 listing="$(tar -tzf "$tmp/out/logs.tgz")" || fail "logs.tgz is not a readable tar.gz"
 grep -q 'gpu-check/logs/' <<< "$listing" || fail "logs.tgz holds no logs"
 
+# the helper's figures: each precision's own datasheet peak, and a GPU domain without energy
+# makes the GPU's joules unknown (null with a reason), not a smaller sum
+python3 - "$tmp" << 'PY' || fail "gpu_check.py's peaks or GPU energy"
+import importlib.util, json, os, sys
+spec = importlib.util.spec_from_file_location("gpu_check", "bench/gpu_check.py")
+g = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(g)
+assert g.datasheet_peak("NVIDIA H200")[0] == 989.0
+assert g.datasheet_peak("NVIDIA H200", "fp8")[0] == 1979.0
+assert g.datasheet_peak("NVIDIA H100 PCIe", "fp8")[0] == 1513.0
+assert g.datasheet_peak("NVIDIA A100-SXM4-80GB", "fp8")[0] is None
+run = os.path.join(sys.argv[1], "run-null-gpu")
+os.makedirs(run)
+gpu = lambda j: {"domain": "gpu", "sensor": "nvml", "energy_j": j, "avg_power_w": 300.0}
+json.dump({"tokens": 1000, "energy": {"method": "counters", "domains": [gpu(500.0), gpu(None)]}},
+          open(os.path.join(run, "summary.json"), "w"))
+r = g.train_stats(run, 989.0, None, 0)
+assert r["gpu_joules_per_token_run"] is None and r["gpu_energy_unknown_reason"], r
+json.dump({"tokens": 1000, "energy": {"method": "counters", "domains": [gpu(500.0), gpu(300.0)]}},
+          open(os.path.join(run, "summary.json"), "w"))
+assert g.train_stats(run, 989.0, None, 0)["gpu_joules_per_token_run"] == 0.8
+PY
+
 # stopped by a signal: both files still there and readable
 rm -rf "$tmp/out2"
 GT_CHECK_BUILD_DIR="$build" GT_CHECK_BUDGET_S=400 bash bench/gpu-check.sh --rehearse --stages 0,1,3,4 "$tmp/out2" > "$tmp/log2" 2>&1 &
