@@ -552,9 +552,9 @@ CarbonCsv finish(Raw raw, const std::string& path, std::int64_t naive_utc_offset
       first_where = r.where;
     } else if (t->explicit_offset != c.explicit_offsets) {
       throw Error(
-          fmt::format("{}: time '{}' {} a UTC offset but {} {}; expected every row with its offset "
+          fmt::format("{}: time '{}' {} UTC offset but {} {}; expected every row with its offset "
                       "(e.g. +02:00 or Z) or none",
-                      r.where, quote_line(r.time, 60), t->explicit_offset ? "has" : "has no",
+                      r.where, quote_line(r.time, 60), t->explicit_offset ? "has a" : "has no",
                       first_where, c.explicit_offsets ? "has one" : "has none"));
     }
     if (!c.t_s.empty() && t->unix_s <= c.t_s.back())
