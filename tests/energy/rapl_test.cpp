@@ -399,6 +399,23 @@ MeterOptions rapl_options(const TempDir& d) {
   o.powercap_root = d / "powercap";
   return o;
 }
+// A rank of a multi-rank job on a node with one RAPL package, its GPU 0 on the fake NVML
+// (counter 5 J, then 7 J once the test writes 7000 to gpu_mj, while the object lives): `options`
+// reads both, the rank's place in the job left to the test.
+struct RankOnNode {
+  EnvGuard lib, energy;
+  MeterOptions options;
+  explicit RankOnNode(const TempDir& d)
+      : lib("GT_NVML_LIBRARY", GT_FAKE_NVML),
+        energy("FAKE_NVML_ENERGY_FILE", d / "gpu_mj"),
+        options(rapl_options(d)) {
+    write_file(d / "powercap/intel-rapl:0/name", "package-0\n");
+    write_file(d / "powercap/intel-rapl:0/energy_uj", "1000000\n");
+    write_file(d / "gpu_mj", "5000\n");
+    options.use_nvml = true;
+    options.gpus = std::vector<int>{0};
+  }
+};
 }  // namespace
 
 // A process tree (--process) is measured by its own CPU/memory estimates: a readable RAPL
@@ -461,14 +478,8 @@ TEST(Rapl, CounterReadByAnotherProcessIsReplacedByTheEstimate) {
 // the rank's own devices only (none here).
 TEST(Rapl, AnotherRankOfTheJobReadsTheNodesCounters) {
   TempDir d;
-  write_file(d / "powercap/intel-rapl:0/name", "package-0\n");
-  write_file(d / "powercap/intel-rapl:0/energy_uj", "1000000\n");
-  write_file(d / "gpu_mj", "5000\n");
-  EnvGuard lib("GT_NVML_LIBRARY", GT_FAKE_NVML);  // this rank's GPU, counter 5 J, then 7 J
-  EnvGuard e("FAKE_NVML_ENERGY_FILE", d / "gpu_mj");
-  MeterOptions o = rapl_options(d);
-  o.use_nvml = true;
-  o.gpus = std::vector<int>{0};
+  RankOnNode rank(d);
+  MeterOptions o = rank.options;
   o.node_devices_shared = true;
   OtherReader other(o.lock_dir, "rapl-intel-rapl:0"), other_ram(o.lock_dir, "ram-estimate-machine");
   auto m = Meter::create(o);
@@ -487,14 +498,8 @@ TEST(Rapl, AnotherRankOfTheJobReadsTheNodesCounters) {
 // that reads them is not taken for a rank of this job, and local rank 0 still gets them.
 TEST(Rapl, ARankThatIsNotLocalRankZeroLeavesTheNodesCountersToIt) {
   TempDir d;
-  write_file(d / "powercap/intel-rapl:0/name", "package-0\n");
-  write_file(d / "powercap/intel-rapl:0/energy_uj", "1000000\n");
-  write_file(d / "gpu_mj", "5000\n");
-  EnvGuard lib("GT_NVML_LIBRARY", GT_FAKE_NVML);  // this rank's GPU, counter 5 J, then 7 J
-  EnvGuard e("FAKE_NVML_ENERGY_FILE", d / "gpu_mj");
-  MeterOptions o = rapl_options(d);
-  o.use_nvml = true;
-  o.gpus = std::vector<int>{0};
+  RankOnNode rank(d);
+  MeterOptions o = rank.options;
   o.node_devices_elsewhere = true;
   auto m = Meter::create(o);
   EXPECT_FALSE(find(m->sensors(), "cpu-estimate")->counted);

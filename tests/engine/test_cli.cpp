@@ -19,22 +19,16 @@ using test::run_cmd;
 
 const std::string kBin = GT_BINARY;
 
-std::string tiny_toml(const std::string& data) {
-  return "[model]\nn_layer = 2\nn_head = 2\nn_embd = 16\nblock_size = 8\n"
-         "[train]\nbatch_size = 4\nmax_steps = 6\nwarmup_steps = 2\neval_interval = 3\n"
-         "eval_steps = 2\ncheckpoint_interval = 0\nthreads = 2\nlog_interval = 1\n"
-         "[data]\npath = \"" +
-         data + "\"\n";
-}
+// 6 steps, validating every 3, a progress line each step.
+const test::TinyConfig kTiny{
+    .max_steps = 6, .warmup_steps = 2, .eval_interval = 3, .log_interval = 1};
+
+std::string tiny_toml(const std::string& data) { return test::tiny_config_toml(data, kTiny); }
 
 struct Cli : ::testing::Test {
   test::TempDir d;
   std::string cfg;
-  void SetUp() override {
-    test::write_file(d.file("t.txt"), test::sample_text(5000));
-    cfg = d.file("tiny.toml");
-    test::write_file(cfg, tiny_toml(d.file("t.txt")));
-  }
+  void SetUp() override { cfg = test::write_tiny_config(d, kTiny); }
   // Runs train and expects failure with `needle` in the message and no checkpoint left.
   void expect_train_error(const std::string& args, const std::string& needle) {
     std::string out = d.file("bad-run");

@@ -19,16 +19,7 @@ const std::string kBin = GT_BINARY;
 struct CliNames : ::testing::Test {
   test::TempDir d;
   std::string cfg;
-  void SetUp() override {
-    test::write_file(d.file("t.txt"), test::sample_text(5000));
-    cfg = d.file("tiny.toml");
-    test::write_file(cfg,
-                     "[model]\nn_layer = 2\nn_head = 2\nn_embd = 16\nblock_size = 8\n"
-                     "[train]\nbatch_size = 4\nmax_steps = 2\nwarmup_steps = 1\n"
-                     "eval_interval = 0\neval_steps = 2\ncheckpoint_interval = 0\nthreads = 2\n"
-                     "[data]\npath = \"" +
-                         d.file("t.txt") + "\"\n");
-  }
+  void SetUp() override { cfg = test::write_tiny_config(d, {.max_steps = 2, .warmup_steps = 1}); }
   std::string train(const std::string& extra = "") {
     const std::string run = d.file("run");
     auto r = run_cmd(kBin + " train " + cfg + " --out " + run + extra);

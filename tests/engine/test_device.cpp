@@ -30,14 +30,8 @@ struct Device : ::testing::Test {
   test::TempDir d;
   std::string cfg;
   void SetUp() override {
-    test::write_file(d.file("t.txt"), test::sample_text(5000));
-    cfg = d.file("tiny.toml");
-    test::write_file(cfg,
-                     "[model]\nn_layer = 2\nn_head = 2\nn_embd = 24\nblock_size = 12\n"
-                     "[train]\nbatch_size = 3\nmax_steps = 8\nwarmup_steps = 2\n"
-                     "eval_interval = 0\neval_steps = 2\ncheckpoint_interval = 0\nthreads = 2\n"
-                     "[data]\npath = \"" +
-                         d.file("t.txt") + "\"\n");
+    cfg = test::write_tiny_config(
+        d, {.n_embd = 24, .block_size = 12, .batch_size = 3, .max_steps = 8, .warmup_steps = 2});
   }
   /// The per-step losses of `greentrain train` with extra arguments.
   std::vector<double> train_losses(const std::string& args, const std::string& name) {

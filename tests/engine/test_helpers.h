@@ -134,6 +134,42 @@ inline TrainConfig small_train_config(const std::string& data_path, int n_embd, 
   return c;
 }
 
+/// The sizes and schedule of tiny_config_toml's configuration that the tests set.
+struct TinyConfig {
+  int n_embd = 16;
+  int block_size = 8;
+  int batch_size = 4;
+  int max_steps = 2;
+  int warmup_steps = 1;
+  int eval_interval = 0;
+  int log_interval = 0;        ///< 0: no log_interval key (the program's default)
+  std::string data_keys = "";  ///< [data] lines before its path, e.g. "tokenizer = \"bpe\"\n"
+};
+
+/// A 2-layer, 2-head training configuration in TOML on data_path for the program's tests:
+/// eval_steps 2, no checkpoint interval, 2 threads, the rest from `c`.
+inline std::string tiny_config_toml(const std::string& data_path, const TinyConfig& c = {}) {
+  std::string s = "[model]\nn_layer = 2\nn_head = 2\nn_embd = " + std::to_string(c.n_embd) +
+                  "\nblock_size = " + std::to_string(c.block_size) +
+                  "\n[train]\nbatch_size = " + std::to_string(c.batch_size) +
+                  "\nmax_steps = " + std::to_string(c.max_steps) +
+                  "\nwarmup_steps = " + std::to_string(c.warmup_steps) +
+                  "\neval_interval = " + std::to_string(c.eval_interval) +
+                  "\neval_steps = 2\ncheckpoint_interval = 0\nthreads = 2\n";
+  if (c.log_interval > 0) s += "log_interval = " + std::to_string(c.log_interval) + "\n";
+  return s + "[data]\n" + c.data_keys + "path = \"" + data_path + "\"\n";
+}
+
+/// Writes `text` to DIR/t.txt and a tiny_config_toml(c) on it to DIR/tiny.toml; returns the
+/// configuration's path.
+inline std::string write_tiny_config(const TempDir& d, const TinyConfig& c = {},
+                                     const std::string& text = sample_text(5000)) {
+  write_file(d.file("t.txt"), text);
+  const std::string cfg = d.file("tiny.toml");
+  write_file(cfg, tiny_config_toml(d.file("t.txt"), c));
+  return cfg;
+}
+
 /// ||x - r|| / ||r||: the relative L2 error of x against the reference r (sums in double).
 inline double rel_error(const std::vector<float>& x, const std::vector<float>& r) {
   double num = 0, den = 0;

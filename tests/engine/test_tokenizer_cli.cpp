@@ -21,14 +21,13 @@ struct TokenizerCli : ::testing::Test {
   test::TempDir d;
   std::string cfg;
   void SetUp() override {
-    test::write_file(d.file("t.txt"), test::sample_text(30000) + "\nnaïve café 日本 😀\n");
-    cfg = d.file("tiny.toml");
-    test::write_file(cfg,
-                     "[model]\nn_layer = 2\nn_head = 2\nn_embd = 16\nblock_size = 16\n"
-                     "[train]\nbatch_size = 4\nmax_steps = 4\nwarmup_steps = 1\neval_interval = 0\n"
-                     "eval_steps = 2\ncheckpoint_interval = 0\nthreads = 2\nlog_interval = 1\n"
-                     "[data]\ntokenizer = \"bpe\"\nvocab_size = 300\npath = \"" +
-                         d.file("t.txt") + "\"\n");
+    cfg = test::write_tiny_config(d,
+                                  {.block_size = 16,
+                                   .max_steps = 4,
+                                   .warmup_steps = 1,
+                                   .log_interval = 1,
+                                   .data_keys = "tokenizer = \"bpe\"\nvocab_size = 300\n"},
+                                  test::sample_text(30000) + "\nnaïve café 日本 😀\n");
   }
 };
 
