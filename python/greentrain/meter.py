@@ -126,16 +126,9 @@ class Meter:
             carbon_country = carbon
         elif carbon is not None:
             carbon_csv = os.fspath(carbon)
-        if not carbon_csv:  # how a series is read: without one they would be ignored
-            for name, value in (("carbon_format", carbon_format), ("carbon_column", carbon_column),
-                                ("carbon_time_column", carbon_time_column),
-                                ("carbon_unit", carbon_unit), ("carbon_value", carbon_value)):
-                if value:
-                    raise ValueError(
-                        f"{name}={value!r}: says how a carbon series file is read; expected "
-                        f"carbon=PATH with it (carbon={carbon!r}: a constant is in gCO2e/kWh, "
-                        "a country's figure and the default too)")
         self._sync = sync
+        # the carbon_* reading options without carbon=PATH raise ValueError there (the check
+        # the command line and the train configuration use, CarbonReadOptions)
         self._core = _core.make_meter(dict(
             gpus=None if gpus is None else [int(g) for g in gpus], gpus_strict=bool(strict),
             cpu=bool(cpu), interval_s=interval_ms / 1000.0, carbon_g_per_kwh=carbon_g,

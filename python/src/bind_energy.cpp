@@ -7,6 +7,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "common.h"
+#include "core/error.h"
 #include "energy/measurement_output.h"
 #include "energy/meter.h"
 #include "energy/node_lock.h"
@@ -168,14 +169,23 @@ void bind_energy(nb::module_& m) {
         if (has("gpus_strict")) o.gpus_strict = nb::cast<bool>(d["gpus_strict"]);
         if (has("cpu")) o.use_rapl = o.use_estimate = nb::cast<bool>(d["cpu"]);
         const std::string region = str("carbon_region");
+        CarbonReadOptions read;
+        read.format = str("carbon_format");
+        read.value_column = str("carbon_column");
+        read.time_column = str("carbon_time_column");
+        read.unit = str("carbon_unit");
+        read.value_kind = str("carbon_value");
+        read.option_prefix = "carbon_";  // messages name Python's keywords (carbon_unit)
+        if (!has("carbon_csv")) {
+          // how a series is read, without one (a constant, a country, the default): a bad
+          // combination of arguments, so Python's ValueError rather than greentrain.Error
+          try {
+            read.refuse_without_series("carbon=PATH");
+          } catch (const gt::Error& e) {
+            throw nb::value_error(e.what());
+          }
+        }
         if (has("carbon_csv")) {
-          CarbonReadOptions read;
-          read.format = str("carbon_format");
-          read.value_column = str("carbon_column");
-          read.time_column = str("carbon_time_column");
-          read.unit = str("carbon_unit");
-          read.value_kind = str("carbon_value");
-          read.option_prefix = "carbon_";  // messages name Python's keywords (carbon_unit)
           const double off =
               has("carbon_utc_offset_h") ? nb::cast<double>(d["carbon_utc_offset_h"]) : 0.0;
           o.carbon = CarbonIntensity::from_csv(str("carbon_csv"), off, region, read);
@@ -197,7 +207,10 @@ void bind_energy(nb::module_& m) {
         return Meter::create(o);
       },
       nb::arg("options"),
-      "Meter::create with the options of a dict (keys as MeterOptions; see greentrain.Meter).");
+      "Meter::create with the options of a dict (keys as MeterOptions; see greentrain.Meter). "
+      "Raises ValueError for a series-reading option (carbon_format, carbon_column, "
+      "carbon_time_column, carbon_unit, carbon_value) without carbon_csv, greentrain.Error for "
+      "the rest.");
 
   m.def(
       "sensors",

@@ -10,8 +10,6 @@
 #include "core/error.h"
 #include "train/data.h"
 #include "train/shards.h"
-#include "train/tokenizer_gpt2.h"
-#include "train/tokenizer_sp.h"
 
 // the command's own names, apart from the other command files' in a unity batch
 namespace gt_cmd_prepare {
@@ -81,30 +79,27 @@ void check_args(const Args& a) {
                     a.vocab_size));
 }
 
-// The tokenizer the options name; errors name the option.
+// The tokenizer the options name, built as a configuration's (Tokenizer::from_config) with
+// messages naming prepare's options (--tokenizer-model PATH, --vocab-size 300); bpe without a
+// model trains on the first --train-mib MiB of the inputs. Throws gt::Error.
 gt::Tokenizer make_tokenizer(const Args& a) {
-  gt::Tokenizer tok;
-  tok.kind = a.tokenizer;
-  try {
-    if (a.tokenizer == "gpt2") tok.subword = gt::Gpt2Bpe::from_dir(a.tokenizer_path);
-    if (a.tokenizer == "bpe" && !a.tokenizer_model.empty())
-      tok.subword = gt::SentencePieceBpe::load(gt::read_file(a.tokenizer_model), a.tokenizer_model);
-  } catch (const gt::Error& e) {
-    throw gt::Error(
-        fmt::format("{} {}: {}", a.tokenizer == "gpt2" ? "--tokenizer-path" : "--tokenizer-model",
-                    a.tokenizer == "gpt2" ? a.tokenizer_path : a.tokenizer_model, e.what()));
+  gt::TrainConfig cfg;
+  cfg.tokenizer = a.tokenizer;
+  cfg.tokenizer_path = a.tokenizer_path;
+  cfg.tokenizer_model = a.tokenizer_model;
+  cfg.bpe_vocab_size = a.vocab_size;
+  const std::string inputs = fmt::format("{}", fmt::join(a.inputs, ", "));
+  std::string sample;
+  if (a.tokenizer == "bpe" && a.tokenizer_model.empty()) {
+    sample = gt::read_prefix(a.inputs, static_cast<size_t>(a.train_mib * (1 << 20)));
+    if (sample.find_first_not_of('\n') == std::string::npos)
+      throw gt::Error(
+          fmt::format("{}: no text to train a BPE vocabulary on ({}); expected UTF-8 text", inputs,
+                      sample.empty() ? "empty" : "only empty lines"));
+    std::fprintf(stderr, "prepare: training a BPE vocabulary of %d on the first %.1f MiB\n",
+                 a.vocab_size, sample.size() / double(1 << 20));
   }
-  if (a.tokenizer != "bpe" || !a.tokenizer_model.empty()) return tok;
-  std::string sample = gt::read_prefix(a.inputs, static_cast<size_t>(a.train_mib * (1 << 20)));
-  if (sample.find_first_not_of('\n') == std::string::npos)
-    throw gt::Error(
-        fmt::format("{}: no text to train a BPE vocabulary on ({}); expected UTF-8 text",
-                    fmt::join(a.inputs, ", "), sample.empty() ? "empty" : "only empty lines"));
-  std::fprintf(stderr, "prepare: training a BPE vocabulary of %d on the first %.1f MiB\n",
-               a.vocab_size, sample.size() / double(1 << 20));
-  tok.subword = gt::SentencePieceBpe::train(sample, a.vocab_size,
-                                            fmt::format("--vocab-size {}", a.vocab_size));
-  return tok;
+  return gt::Tokenizer::from_config(cfg, sample, inputs, "--");
 }
 
 int run_prepare(const Args& a) {

@@ -175,6 +175,7 @@ void load_table(const toml::table& tbl, const std::string& where, TrainConfig& c
       Key* k = find_key(table, key);
       std::string at = fmt::format("{}:{}: key '{}'", where, val.source().begin.line, key);
       if (!k) throw Error(fmt::format("{} is unknown; known keys are {}", at, known_keys_msg()));
+      cfg.key_sources[key] = fmt::format("{}:{}", where, val.source().begin.line);
       std::visit(
           [&](auto p) {
             using T = std::conditional_t<std::is_same_v<decltype(p), OnOff> ||
@@ -233,6 +234,7 @@ void TrainConfig::set(const std::string& key, const std::string& value, const st
     throw Error(
         fmt::format("{}: unknown key '{}'; known keys are {}", where, key, known_keys_msg()));
   std::string what = fmt::format("{}: {}", where, key);
+  key_sources.erase(key);  // its value no longer comes from a file
   std::visit(
       [&](auto p) {
         using P = decltype(p);
@@ -254,7 +256,10 @@ void TrainConfig::set(const std::string& key, const std::string& value, const st
       k->ptr);
 }
 
-void TrainConfig::validate() const {
+// A function-try-block: each check below names its key first ("train.eps = 0: expected ..."),
+// and the handler puts the file and line that set that key before it (key_sources), as the
+// loaders' own errors are named.
+void TrainConfig::validate() const try {
   // a TrainConfig built in code never passed the parsers: inf and NaN are refused here too
   auto finite = [](const char* key, double v) {
     if (!std::isfinite(v)) throw Error(fmt::format("{} = {}: expected a finite number", key, v));
@@ -440,6 +445,13 @@ void TrainConfig::validate() const {
                             dist_timeout_s));
   if (stop_at_target && !(target_loss > 0))
     throw Error("train.stop_at_target = true needs train.target_loss (a validation loss > 0)");
+} catch (const Error& e) {
+  const std::string_view msg = e.what();
+  for (const auto& [key, source] : key_sources)
+    if (msg.substr(0, key.size()) == key && msg.size() > key.size() &&
+        (msg[key.size()] == ' ' || msg[key.size()] == ':'))
+      throw Error(fmt::format("{}: {}", source, msg));
+  throw;  // a key from --set, a flag or the defaults
 }
 
 BackendOptions backend_options(const TrainConfig& cfg, BackendUse use) {

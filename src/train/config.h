@@ -3,6 +3,7 @@
 // file and key. The resolved configuration is written into every run folder.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -114,10 +115,19 @@ struct TrainConfig {
   /// rank died or hangs) stops the job with an error; in (0, 604800] s.
   double dist_timeout_s = 300;
 
+  /// Where the keys read from a configuration file got their values: key -> "FILE:LINE"
+  /// (load_config_file and load_config_string fill it; set() drops the key it sets, whose value
+  /// then comes from elsewhere, and so must code that assigns a field read from a file).
+  /// validate() names it in its errors.
+  std::map<std::string, std::string> key_sources;
+
   /// Sets one key from its string form (as given to --set). `where` names the source for
   /// errors. Throws gt::Error for an unknown key or a value that does not parse.
   void set(const std::string& key, const std::string& value, const std::string& where);
-  /// Checks ranges and names (positive sizes, known formats); throws gt::Error naming the key.
+  /// Checks ranges and names (positive sizes, known formats); throws gt::Error naming the key,
+  /// its value and what was expected, after the file and line it was read from where a
+  /// configuration file set it (key_sources): "run.toml:3: train.learning_rate = 1e+39:
+  /// expected a value in (0, 1] ...".
   void validate() const;
   /// The configuration as TOML text (all keys, resolved).
   std::string to_toml() const;

@@ -261,23 +261,39 @@ Tokenizer Tokenizer::build_char(const std::string& text, const std::string& wher
 }
 
 Tokenizer Tokenizer::from_config(const TrainConfig& cfg, const std::string& training_text,
-                                 const std::string& where) {
+                                 const std::string& where, const std::string& option_prefix) {
+  // a setting with its value as the messages name it: "data.tokenizer_model = 'x.model'" (a
+  // key; `text`: a string, quoted) or "--tokenizer-model x.model" (an option)
+  auto setting = [&](std::string what, const std::string& value, bool text) {
+    if (option_prefix.rfind("--", 0) == 0) {
+      for (char& c : what) c = c == '_' ? '-' : c;
+      return option_prefix + what + " " + value;
+    }
+    return option_prefix + what + " = " + (text ? "'" + value + "'" : value);
+  };
+  auto naming = [](const std::string& named, auto make) {
+    try {
+      return make();
+    } catch (const Error& e) {
+      throw Error(fmt::format("{}: {}", named, e.what()));
+    }
+  };
   Tokenizer t;
   t.kind = cfg.tokenizer;
   if (cfg.tokenizer == "char") return build_char(training_text, where);
   if (cfg.tokenizer == "gpt2") {
-    t.subword = Gpt2Bpe::from_dir(cfg.tokenizer_path);
+    t.subword = naming(setting("tokenizer_path", cfg.tokenizer_path, true),
+                       [&] { return Gpt2Bpe::from_dir(cfg.tokenizer_path); });
   } else if (cfg.tokenizer == "bpe") {
     if (!cfg.tokenizer_model.empty()) {
-      try {
-        t.subword = SentencePieceBpe::load(read_file(cfg.tokenizer_model), cfg.tokenizer_model);
-      } catch (const Error& e) {
-        throw Error(fmt::format("data.tokenizer_model: {}", e.what()));
-      }
+      t.subword = naming(setting("tokenizer_model", cfg.tokenizer_model, true), [&] {
+        return SentencePieceBpe::load(read_file(cfg.tokenizer_model), cfg.tokenizer_model);
+      });
     } else {
-      check_utf8(training_text, where);
-      t.subword = SentencePieceBpe::train(training_text, cfg.bpe_vocab_size,
-                                          fmt::format("data.vocab_size = {}", cfg.bpe_vocab_size));
+      check_utf8(training_text, where, 0, setting("tokenizer", "byte", true).c_str());
+      t.subword =
+          SentencePieceBpe::train(training_text, cfg.bpe_vocab_size,
+                                  setting("vocab_size", std::to_string(cfg.bpe_vocab_size), false));
     }
   }
   return t;

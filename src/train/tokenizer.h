@@ -51,9 +51,14 @@ struct Tokenizer {
   static Tokenizer build_char(const std::string& text, const std::string& where);
   /// The tokenizer cfg asks for (data.tokenizer, data.vocab_size, data.tokenizer_model,
   /// data.tokenizer_path); char and bpe without a model are built from `training_text`
-  /// (`where` names it). Throws gt::Error naming the key whose file cannot be read.
+  /// (`where` names it). Throws gt::Error naming the setting and its value where a file cannot
+  /// be read (the model, GPT-2's folder), the text is not UTF-8 or the vocabulary size does not
+  /// fit the text. `option_prefix` says how messages name the settings: "data." (a
+  /// configuration's keys: data.vocab_size = 300) or "--" (a command's options, as `greentrain
+  /// prepare` takes them: --vocab-size 300, '-' for '_').
   static Tokenizer from_config(const TrainConfig& cfg, const std::string& training_text,
-                               const std::string& where);
+                               const std::string& where,
+                               const std::string& option_prefix = "data.");
 };
 
 /// Throws gt::Error naming `where` and the byte offset (plus `base`, where s starts in its

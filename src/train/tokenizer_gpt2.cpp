@@ -72,8 +72,8 @@ std::shared_ptr<Gpt2Bpe> Gpt2Bpe::from_dir(const std::string& dir) {
   for (const auto& f : {vocab, merges})
     if (!fs::is_regular_file(f))
       throw Error(fmt::format(
-          "{}: no such file; data.tokenizer = 'gpt2' reads vocab.json and merges.txt from "
-          "data.tokenizer_path (a Hugging Face GPT-2 folder)",
+          "{}: no such file; a GPT-2 tokenizer is read from a folder with vocab.json and "
+          "merges.txt (a Hugging Face GPT-2 folder has them)",
           f));
   return from_text(read_file(vocab), read_file(merges), dir);
 }

@@ -234,6 +234,26 @@ TEST_F(Cli, OptimizerValuesOutOfRangeAreNamed) {
   expect_train_error(d.file("nan.toml"), "key 'train.weight_decay': nan is not finite");
 }
 
+// A value out of range in the configuration file is named after the file and line that set it,
+// as the file's other errors are (the message named the key alone); a value from --set names no
+// file, also where --set replaces the file's value.
+TEST_F(Cli, RangeErrorsNameTheConfigFileThatSetTheValue) {
+  std::string text = tiny_toml(d.file("t.txt"));
+  text.replace(text.find("[train]\n"), 8, "[train]\nlearning_rate = 2.0\n");
+  const std::string file = d.file("lr.toml");
+  test::write_file(file, text);
+  expect_train_error(file, file + ":7: train.learning_rate = 2: expected a value in (0, 1]");
+  for (const std::string& args :
+       {file + " --set train.learning_rate=3", cfg + " --set train.learning_rate=3"}) {
+    auto r = run_cmd(kBin + " train " + args + " --out " + d.file("bad-run"));
+    EXPECT_NE(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("train.learning_rate = 3: expected a value in (0, 1]"),
+              std::string::npos)
+        << r.output;
+    EXPECT_EQ(r.output.find(".toml:"), std::string::npos) << r.output;
+  }
+}
+
 // Issue 15, part 1: a run whose loss becomes NaN stops at that step with an error naming it,
 // exits non-zero and leaves the last good checkpoint byte for byte.
 TEST_F(Cli, NaNLossStopsTheRunAndKeepsTheLastCheckpoint) {

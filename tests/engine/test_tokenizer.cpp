@@ -203,6 +203,42 @@ TEST_F(SentencePiece, TooLargeAVocabularyNamesTheKey) {
   }
 }
 
+// One path builds the tokenizer of a configuration and of `greentrain prepare`: its messages
+// name the configuration's keys, or prepare's options (prepare had a copy of from_config for
+// that), each with its value.
+TEST(TokenizerTest, FromConfigNamesTheSettingsAsItsCallerDoes) {
+  test::TempDir d;
+  TrainConfig cfg;
+  auto error = [&](const std::string& text, const std::string& prefix) -> std::string {
+    try {
+      Tokenizer::from_config(cfg, text, "t.txt", prefix);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  auto expect = [&](const std::string& text, const std::string& key, const std::string& option) {
+    const std::string as_key = error(text, "data."), as_option = error(text, "--");
+    EXPECT_NE(as_key.find(key), std::string::npos) << as_key;
+    EXPECT_NE(as_option.find(option), std::string::npos) << as_option;
+    EXPECT_EQ(as_option.find("data."), std::string::npos) << as_option;
+  };
+  cfg.tokenizer = "bpe";
+  cfg.tokenizer_model = d.file("none.model");
+  expect("", "data.tokenizer_model = '" + cfg.tokenizer_model + "': ",
+         "--tokenizer-model " + cfg.tokenizer_model + ": ");
+  cfg.tokenizer_model.clear();
+  cfg.bpe_vocab_size = 5000;
+  expect("tiny text\n", "data.vocab_size = 5000: ", "--vocab-size 5000: ");
+  expect("ab\x80\n",
+         "t.txt: invalid UTF-8 at byte 2; expected UTF-8 text (or use data.tokenizer = 'byte')",
+         "t.txt: invalid UTF-8 at byte 2; expected UTF-8 text (or use --tokenizer byte)");
+  cfg.tokenizer = "gpt2";
+  cfg.tokenizer_path = d.path.string();
+  expect("", "data.tokenizer_path = '" + cfg.tokenizer_path + "': " + cfg.tokenizer_path,
+         "--tokenizer-path " + cfg.tokenizer_path + ": " + cfg.tokenizer_path);
+}
+
 TEST(TokenizerTest, InvalidUtf8IsRefusedWithItsOffset) {
   for (const std::string bad : {"ab\xC0\xAF", "ab\xED\xA0\x80", "ab\xF4\x90\x80\x80", "ab\x80"}) {
     try {

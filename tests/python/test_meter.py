@@ -288,11 +288,14 @@ def test_power_w_of_an_unknown_domain_raises_naming_the_known_ones(fake_nvml):
 def test_series_reading_options_without_a_series_are_refused(fake_nvml, tmp_path):
     # Meter(carbon=300, carbon_unit="lbs/MWh") took 300 as gCO2e/kWh without a word
     for carbon in (300, None, "DEU"):
-        with pytest.raises(ValueError, match="carbon_unit='lbs/MWh': says how a carbon series "
-                                             "file is read; expected carbon=PATH"):
+        with pytest.raises(ValueError, match="carbon_unit = 'lbs/MWh': says how a series file "
+                                             "is read; expected carbon=PATH with it") as e:
             gpu_meter(carbon=carbon, carbon_unit="lbs/MWh")
-    with pytest.raises(ValueError, match="carbon_column='LCA'"):
+        assert "--carbon" not in str(e.value) and "energy." not in str(e.value)
+    with pytest.raises(ValueError, match="carbon_column = 'LCA'"):
         gpu_meter(carbon=300, carbon_column="LCA")
+    with pytest.raises(ValueError, match="carbon_time_column = 'when'"):
+        gpu_meter(carbon=None, carbon_time_column="when")
     # with a series, a unit that is not known is named as Python names it
     series = tmp_path / "f.csv"
     series.write_text("Time,Carbon Intensity\n2020-01-01 00:00:00,200\n")
