@@ -18,6 +18,7 @@
 #include <map>
 #include <set>
 
+#include "core/json_number.h"
 #include "energy/cpu_estimate.h"
 #include "energy/gpu_sensors.h"
 #include "energy/nvml.h"
@@ -340,12 +341,24 @@ std::vector<VisibleGpu> visible_nvml(const std::vector<SensorInfo>& all,
   return out;
 }
 
+// The node's AMD GPU count that the daemon's hello tells ("node_gpus": {"amd": N}, ROCm SMI's
+// count there); empty where it does not (a daemon older than the key, or one that could not
+// count them) or tells it in another form.
+std::optional<uint32_t> node_amd_gpus(const json& hello) {
+  const auto g = hello.find("node_gpus");
+  if (g == hello.end() || !g->is_object() || !g->contains("amd")) return std::nullopt;
+  return json_integer<uint32_t>((*g)["amd"], 0, 1u << 16);
+}
+
 // The AMD GPUs this process's HIP programs see (ROCR_VISIBLE_DEVICES, then
 // HIP_VISIBLE_DEVICES: rocm_visible_here, as detect_rocm_smi chooses them), in their order,
-// of the GPUs that ROCm SMI numbers up to the daemon's highest.
+// of the node's `node_count` GPUs (hello's node_amd_gpus, as ROCm SMI counts them when read
+// directly); where the daemon does not tell the count, of the GPUs that ROCm SMI numbers up to
+// the daemon's highest (a visible-devices entry above it then matches nothing).
 std::vector<VisibleGpu> visible_rocm(const std::vector<SensorInfo>& all,
+                                     std::optional<uint32_t> node_count,
                                      std::vector<std::string>* notes) {
-  uint32_t n = 0;
+  uint32_t n = node_count.value_or(0);
   for (const auto& s : all) {
     if (!starts_with(s.device_key, "rocm-")) continue;
     uint32_t i = 0;
@@ -409,9 +422,10 @@ SensorList vendor_gpus(const std::vector<SensorInfo>& all, const std::vector<Vis
 
 // The GPUs read through the daemon, chosen as detect_sensors chooses those read directly:
 // each vendor's visible GPUs, then opt.gpus's positions among them (choose_gpus).
-SensorList daemon_gpus(const std::vector<SensorInfo>& all, const MeterOptions& opt,
-                       const std::string& source, const std::shared_ptr<DaemonBatch>& batch,
-                       std::vector<std::string>* flags) {
+// `amd_count`: the node's AMD GPUs as hello tells them (node_amd_gpus; empty: not told).
+SensorList daemon_gpus(const std::vector<SensorInfo>& all, std::optional<uint32_t> amd_count,
+                       const MeterOptions& opt, const std::string& source,
+                       const std::shared_ptr<DaemonBatch>& batch, std::vector<std::string>* flags) {
   std::vector<VendorGpus> vendors;
   // why a vendor has no GPU here: none visible (the notes say why), or the daemon reads none
   auto none = [&source](const char* vendor, const std::vector<std::string>& notes) {
@@ -426,7 +440,7 @@ SensorList daemon_gpus(const std::vector<SensorInfo>& all, const MeterOptions& o
   }
   if (opt.use_rocm_smi) {
     std::vector<std::string> notes;
-    const auto vis = visible_rocm(all, &notes);
+    const auto vis = visible_rocm(all, amd_count, &notes);
     vendors.push_back(
         {"AMD", vendor_gpus(all, vis, "rocm-smi", none("AMD", notes), source, batch)});
   }
@@ -476,6 +490,7 @@ std::optional<DaemonSensors> daemon_sensors(const MeterOptions& opt, std::string
   DaemonSensors out;
   out.source = client->describe();
   out.carbon = daemon_carbon(client->hello());
+  const std::optional<uint32_t> amd_count = node_amd_gpus(client->hello());
   auto batch = std::make_shared<DaemonBatch>(std::move(client), socket_path(opt.daemon_socket));
   out.batch = batch;
   // A node-wide sensor (RAPL, a machine-wide estimate) of a multi-rank job is counted by one of
@@ -485,7 +500,7 @@ std::optional<DaemonSensors> daemon_sensors(const MeterOptions& opt, std::string
     const bool shared = opt.node_devices_shared && i.domain != "gpu" && i.available && i.counted;
     out.sensors.push_back(through(i, batch, shared ? node_share_key(i) : std::string()));
   };
-  for (auto& g : daemon_gpus(all, opt, out.source, batch, &out.flags))
+  for (auto& g : daemon_gpus(all, amd_count, opt, out.source, batch, &out.flags))
     out.sensors.push_back(std::move(g));
   for (const auto& s : all) {
     if (opt.use_rapl && starts_with(s.name, "rapl")) {

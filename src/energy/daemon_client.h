@@ -93,7 +93,8 @@ extern const char* const kNodeShareRole;
 
 /// The daemon's sensors chosen as `opt` chooses direct ones (detect_sensors): the GPUs this
 /// process sees (NVIDIA: CUDA_VISIBLE_DEVICES, UUIDs resolved through NVML when this process
-/// can load it; AMD: ROCR_VISIBLE_DEVICES then HIP_VISIBLE_DEVICES, rocm_visible_here), then
+/// can load it; AMD: ROCR_VISIBLE_DEVICES then HIP_VISIBLE_DEVICES, rocm_visible_here, among
+/// the node's AMD GPUs that hello's node_gpus counts, else up to the daemon's highest), then
 /// opt.gpus's positions among each vendor's (choose_gpus: an Error for a position that is not a
 /// visible GPU; one that cannot be read is an Error with opt.gpus_strict, else a flag); RAPL
 /// zones when opt.use_rapl, the machine-wide CPU and memory estimates when opt.use_estimate and

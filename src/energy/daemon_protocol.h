@@ -29,7 +29,11 @@
 //        interval_s,
 //        sensors [SensorInfo as sensor_info_to_json], carbon {g_per_kwh, source, origin, region,
 //        csv, utc_offset_h}, you {uid, gid, pid, user}, may {power_limit [{device, min_w, max_w}],
-//        read_all_processes}
+//        read_all_processes}, node_gpus {amd: N} (the node's GPUs by vendor, which a client's
+//        visible-devices entries index: amd is ROCm SMI's count, every AMD GPU of the node,
+//        whether the daemon reads it or not; a client resolves ROCR_VISIBLE_DEVICES against it.
+//        Absent where the daemon could not count them, or is older than the key: a client then
+//        takes the daemon's highest "rocm-<index>" sensor + 1)
 //   op "read", {"fresh": bool}: the cumulative readings of every sensor (a Sample, below).
 //        fresh: a sample taken after the request arrived (for window boundaries; the daemon
 //        takes one sample for all fresh requests waiting); otherwise the latest sample, at most

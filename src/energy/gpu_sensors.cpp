@@ -286,6 +286,21 @@ std::vector<RocmVisible> rocm_visible_here(uint32_t n, std::vector<std::string>*
   return vis;
 }
 
+std::optional<uint32_t> rocm_smi_gpu_count(std::string* why) {
+  std::string err;
+  auto f = load_rocm_smi(&err);
+  if (!f) {
+    if (why) *why = err;
+    return std::nullopt;
+  }
+  uint32_t n = 0;
+  if (int rc = f->num_devices(&n); rc != 0) {
+    if (why) *why = "rsmi_num_monitor_devices: " + f->err(rc);
+    return std::nullopt;
+  }
+  return n;
+}
+
 SensorList detect_rocm_smi(double check_s) {
   SensorList out;
   SensorInfo base;

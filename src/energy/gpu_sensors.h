@@ -40,6 +40,13 @@ std::vector<RocmVisible> rocm_visible(uint32_t n,
                                       const std::function<std::optional<uint64_t>(uint32_t)>& uid,
                                       std::vector<std::string>* notes);
 
+/// How many AMD GPUs ROCm SMI lists on this node (rsmi_num_monitor_devices: every GPU of the
+/// node, whatever this process's ROCR_VISIBLE_DEVICES says): the n that detect_rocm_smi gives
+/// rocm_visible. The node daemon tells it to its clients in hello (daemon_protocol.h). Empty,
+/// with *why set, when ROCm SMI cannot be loaded or initialized or the count fails; 0 when it
+/// lists none.
+std::optional<uint32_t> rocm_smi_gpu_count(std::string* why);
+
 /// rocm_visible with the unique ids read through ROCm SMI in this process, loaded only when
 /// ROCR_VISIBLE_DEVICES has a GPU-<unique id> entry (a client of the node daemon, which reads
 /// the GPUs, has the ids of its own environment to match). Where the library cannot be loaded

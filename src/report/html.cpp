@@ -155,12 +155,18 @@ std::string summary_table(const std::vector<RunData>& runs) {
     } else if (s.session_start_step.value_or(0) > 0) {
       scope = "<br><small>last session only (no run_totals)</small>";
     }
-    const bool est = s.energy_estimated.value_or(false);
+    // the figures are the whole run's: an estimate in any of its sessions marks them
+    const bool est = s.run_energy_estimated();
+    const bool earlier_est = est && !s.energy_estimated.value_or(false);  // not the last session's
     std::string method = s.energy_j
                              ? (est ? "<b>ESTIMATED</b>" : "measured")
                              : "<span class=unknown>unknown</span><br><small class=unknown>" +
                                    esc(s.energy_unknown_reason.value_or("no sensor")) + "</small>";
-    if (s.energy_method) method += "<br><small>" + esc(*s.energy_method) + "</small>";
+    if (earlier_est && s.energy_j)
+      method += "<br><small>in an earlier session; the last session's was measured</small>";
+    if (s.energy_method)
+      method += "<br><small>" + std::string(earlier_est ? "last session: " : "") +
+                esc(*s.energy_method) + "</small>";
     // kWh, the unit of CodeCarbon's emissions.csv and of electricity bills (1 kWh = 3.6e6 J)
     const std::string kwh =
         fnum(energy ? std::optional<double>(*energy / 3.6e6) : std::nullopt, "{:.4g}");
@@ -325,7 +331,7 @@ std::string render_html(const std::vector<RunData>& runs, const AblationData* ab
     h += (i ? ", " : "") + ("<code>" + esc(runs[i].dir) + "</code>");
   h += ".</p>\n";
   bool any_est = false;
-  for (const auto& r : runs) any_est |= r.summary && r.summary->energy_estimated.value_or(false);
+  for (const auto& r : runs) any_est |= r.summary && r.summary->run_energy_estimated();
   if (any_est)
     h += "<p><b>Energy is ESTIMATED</b> for the runs marked so (no energy counter could be read: "
          "CPU utilization &times; TDP and memory size &times; W/GB); the charts mark them "

@@ -60,7 +60,8 @@ nlohmann::json run_series(const RunData& run) {
     }
     if (m.target_reached) targets.push_back(pt);
   }
-  if (run.summary) estimated |= run.summary->energy_estimated.value_or(false);
+  // the series span every session of a resumed run: an estimate in any marks them
+  if (run.summary) estimated |= run.summary->run_energy_estimated();
   return {{"name", run.name},
           {"lines", run.metrics.size()},
           {"estimated", estimated},

@@ -62,6 +62,19 @@ std::optional<nlohmann::json> previous_session(const std::string& text, int64_t 
       return std::nullopt;
     }
   }
+  // whether an earlier session's energy was an estimate: run_totals' flag, or, in a summary
+  // written before that key (or before run_totals), the session's own (its last session's)
+  const bool own_flag = pt.contains(key::energy_estimated);
+  const nlohmann::json& est_from = own_flag ? pt : prev;
+  if (est_from.contains(key::energy_estimated)) {
+    const auto& v = est_from[key::energy_estimated];
+    if (!v.is_boolean()) {
+      *why = fmt::format("{}energy_estimated is {}; expected true or false",
+                         own_flag && &pt != &prev ? "run_totals." : "", dump_json(v).substr(0, 40));
+      return std::nullopt;
+    }
+    t[key::energy_estimated] = v.get<bool>();
+  }
   nlohmann::json out = {{key::step, *step}, {key::run_totals, t}};
   // the target record of a session that reached it stands as written, when it is well formed
   if (prev.contains(key::target) && prev[key::target].is_object()) {

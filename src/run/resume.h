@@ -14,9 +14,11 @@ namespace gt::run {
 /// The session a resumed run continues, from the text of the summary.json its previous session
 /// left, when that session ended at step `start`: {"step", "run_totals": {sessions (>= 1),
 /// first_step (0..start), tokens (>= 0), duration_s, wall_s, energy_j, g_co2e (>= 0 or null:
-/// unknown)}, "target" (when well formed)}; a summary without run_totals (written before them)
-/// gives its own figures as the totals. Empty when it records another step, or (with *why set
-/// to the reason, naming the key) when it is not valid JSON or a figure is out of range.
+/// unknown), energy_estimated (true or false; absent where not recorded)}, "target" (when well
+/// formed)}; a summary without run_totals (written before them) gives its own figures as the
+/// totals, and run_totals without energy_estimated (written before that key) the session's
+/// energy_estimated. Empty when it records another step, or (with *why set to the reason,
+/// naming the key) when it is not valid JSON or a figure is out of range or of another type.
 std::optional<nlohmann::json> previous_session(const std::string& text, int64_t start,
                                                std::string* why);
 

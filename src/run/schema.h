@@ -140,7 +140,12 @@ inline constexpr char restart_resumed[] = "restart_resumed";
 inline constexpr char seconds_unknown_reason[] = "seconds_unknown_reason";
 inline constexpr char checkpoint_write_j[] = "checkpoint_write_j";
 inline constexpr char restart_j[] = "restart_j";
-// summary.json: "run_totals", every session of a resumed run added up
+// summary.json: "run_totals", every session of a resumed run added up: sessions, first_step,
+// tokens, duration_s, wall_s, energy_j, g_co2e (unknown in any session: null), and
+// energy_estimated, true when any session's energy was an estimate (energy_j and g_co2e are
+// then estimates at least in part). A run_totals without energy_estimated (written before the
+// key existed) leaves it unknown: readers (Summary::run_energy_estimated) and a resumed run
+// take the session's energy_estimated in its stead, which covers the last session only.
 inline constexpr char run_totals[] = "run_totals";
 inline constexpr char sessions[] = "sessions";
 inline constexpr char first_step[] = "first_step";

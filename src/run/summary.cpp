@@ -23,6 +23,11 @@ const Problem* Summary::problem_with(std::string_view key) const {
   return nullptr;
 }
 
+bool Summary::run_energy_estimated() const {
+  if (run_totals && run_totals->energy_estimated) return *run_totals->energy_estimated;
+  return energy_estimated.value_or(false);
+}
+
 namespace {
 
 RunTotals read_totals(detail::Fields f) {
@@ -34,6 +39,7 @@ RunTotals read_totals(detail::Fields f) {
   t.wall_s = f.number(key::wall_s);
   t.energy_j = f.number(key::energy_j);
   t.g_co2e = f.number(key::g_co2e);
+  t.energy_estimated = f.boolean(key::energy_estimated);
   return t;
 }
 

@@ -19,6 +19,10 @@ namespace gt::run {
 struct RunTotals {
   std::optional<int64_t> sessions, first_step, tokens;
   std::optional<double> duration_s, wall_s, energy_j, g_co2e;  ///< s, s, J, gCO2e
+  /// Any session's energy was an estimate, so energy_j (and g_co2e) is, at least in part.
+  /// Empty: not recorded (a summary written before the key; Summary::run_energy_estimated
+  /// falls back to the session's flag) or of another type (a problem).
+  std::optional<bool> energy_estimated;
 };
 
 /// "interruption": what an interruption costs the run's last session.
@@ -61,6 +65,12 @@ struct Summary {
 
   /// The problem of `key` (its path, e.g. "energy_unknown"), or nullptr.
   const Problem* problem_with(std::string_view key) const;
+  /// Whether the whole run's energy (run_totals.energy_j; the session's where there are no
+  /// run_totals) is an estimate, at least in part: run_totals.energy_estimated, else (no
+  /// run_totals, or run_totals written before that key) the session's energy_estimated, which
+  /// for a resumed run of such an older summary covers its last session only; false when
+  /// neither is recorded (or either is of another type: see problems).
+  bool run_energy_estimated() const;
 };
 
 /// Reads summary.json's text. Empty, with *why set ("not valid JSON (...)", "[1,2] is not an

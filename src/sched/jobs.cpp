@@ -54,13 +54,20 @@ RunFigures run_figures_from_summary(const std::string& path) {
   // a mistyped energy_unknown is refused with its name (nlohmann's type_error never escapes)
   if (const run::Problem* u = s->problem_with(run::key::energy_unknown))
     throw Error(fmt::format("{}: {}", p.string(), u->text));
-  if (const run::Problem* u = s->problem_with(run::key::energy_estimated))
-    throw Error(fmt::format("{}: {}", p.string(), u->text));
+  for (const std::string& k :
+       {std::string(run::key::energy_estimated),
+        std::string(run::key::run_totals) + "." + run::key::energy_estimated})
+    if (const run::Problem* u = s->problem_with(k))
+      throw Error(fmt::format("{}: {}", p.string(), u->text));
   const bool unknown = s->energy_unknown.value_or(false);
   const std::optional<double> e = totals ? s->run_totals->energy_j : s->energy_j;
   if (!unknown && e && *e > 0 && std::isfinite(*e)) f.energy_j = *e;
-  f.energy_estimated = s->energy_estimated.value_or(false);
-  f.energy_method = s->energy_method.value_or("");
+  // the whole run's joules: an estimate in any session makes them one (run_totals'
+  // energy_estimated; a summary written before that key has the last session's only)
+  f.energy_estimated = s->run_energy_estimated();
+  f.energy_method = f.energy_estimated && !s->energy_estimated.value_or(false)
+                        ? "estimated in an earlier session of the run"
+                        : s->energy_method.value_or("");
   // what an interruption cost the run's last session (train/run_summary.cpp)
   if (!s->interruption) {
     f.interruption_unknown_reason =

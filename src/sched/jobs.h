@@ -91,8 +91,12 @@ struct RunFigures {
                                    ///< steps, evaluations, checkpoints; not duration_s, steps only)
   std::optional<double> energy_j;  ///< the whole run's energy, J (run_totals.energy_j); empty when
                                    ///< the run's energy is unknown (energy_unknown or no number)
-  bool energy_estimated = false;   ///< that energy is an estimate (summary's energy_estimated)
-  std::string energy_method;       ///< how it was made (summary's energy_method); may be empty
+  /// That energy is an estimate, at least in part: any session's was (run_totals'
+  /// energy_estimated; a summary written before that key: its last session's energy_estimated).
+  bool energy_estimated = false;
+  /// How it was made (summary's energy_method, the last session's; "estimated in an earlier
+  /// session of the run" where only an earlier session's was an estimate); may be empty.
+  std::string energy_method;
   /// What an interruption cost the run (summary.json's "interruption", written by `greentrain
   /// train`): its last checkpoint write, s, and its session's start-up (process start to first
   /// step: loading the checkpoint and data when it resumed), s. Empty when not recorded, with

@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "energy/daemon_protocol.h"
+#include "energy/gpu_sensors.h"
 #include "energy/meter.h"
 #include "energy/sample_page.h"
 #include "serve/leases.h"
@@ -126,6 +127,10 @@ int serve_here(const ServeOptions& o, int ready) {
     ctx.started_unix_s =
         std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     ctx.log = log_line;
+    if (mo.use_rocm_smi) {  // hello tells clients the node's AMD GPUs (ROCR_VISIBLE_DEVICES)
+      std::string why;
+      ctx.node_amd_gpus = energy::rocm_smi_gpu_count(&why);
+    }
     Server server(so, ctx);
     server.listen();
     // The latest sample in a shared page beside the socket (energy/sample_page.h): readers of

@@ -30,27 +30,32 @@ json hello(const ServeContext& ctx, const Peer& peer, const std::string& socket_
   for (const auto& s : r.sensors()) sensors.push_back(ed::sensor_info_to_json(s));
   const auto& c = r.carbon();
   const Policy& pol = *ctx.policy;
-  return {{"daemon",
-           {{"name", "greentrain serve"},
-            {"version", "0.1.0"},
-            {"pid", ::getpid()},
-            {"started_unix_s", ctx.started_unix_s},
-            {"instance", r.instance()}}},
-          {"socket", socket_path},
-          {"sample_page", ctx.sample_page.empty() ? json(nullptr) : json(ctx.sample_page)},
-          {"interval_s", r.interval_s()},
-          {"sensors", sensors},
-          {"carbon",
-           {{"g_per_kwh", r.latest()->sample.carbon_g_per_kwh.value_or(0)},
-            {"source", c.describe()},
-            {"origin", energy::to_string(c.origin())},
-            {"region", c.region()},
-            {"csv", pol.carbon_csv.empty() ? json(nullptr) : json(pol.carbon_csv)},
-            {"utc_offset_h", pol.carbon_utc_offset_h}}},
-          {"you", {{"uid", peer.uid}, {"gid", peer.gid}, {"pid", peer.pid}, {"user", peer.user}}},
-          {"may",
-           {{"power_limit", ctx.leases ? ctx.leases->grants(peer, pol) : json::array()},
-            {"read_all_processes", pol.may_read_all_processes(peer)}}}};
+  json out = {
+      {"daemon",
+       {{"name", "greentrain serve"},
+        {"version", "0.1.0"},
+        {"pid", ::getpid()},
+        {"started_unix_s", ctx.started_unix_s},
+        {"instance", r.instance()}}},
+      {"socket", socket_path},
+      {"sample_page", ctx.sample_page.empty() ? json(nullptr) : json(ctx.sample_page)},
+      {"interval_s", r.interval_s()},
+      {"sensors", sensors},
+      {"carbon",
+       {{"g_per_kwh", r.latest()->sample.carbon_g_per_kwh.value_or(0)},
+        {"source", c.describe()},
+        {"origin", energy::to_string(c.origin())},
+        {"region", c.region()},
+        {"csv", pol.carbon_csv.empty() ? json(nullptr) : json(pol.carbon_csv)},
+        {"utc_offset_h", pol.carbon_utc_offset_h}}},
+      {"you", {{"uid", peer.uid}, {"gid", peer.gid}, {"pid", peer.pid}, {"user", peer.user}}},
+      {"may",
+       {{"power_limit", ctx.leases ? ctx.leases->grants(peer, pol) : json::array()},
+        {"read_all_processes", pol.may_read_all_processes(peer)}}}};
+  // the node's GPUs by vendor, which a client's visible-devices entries index (AMD: ROCm SMI's
+  // count; the daemon may read fewer of them, or none)
+  if (ctx.node_amd_gpus) out["node_gpus"] = {{"amd", *ctx.node_amd_gpus}};
+  return out;
 }
 
 uid_t owner_of(pid_t pid) {

@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -40,6 +41,10 @@ struct ServeContext {
   Leases* leases = nullptr;  ///< null: no power-limit device
   double started_unix_s = 0;
   std::string sample_page;  ///< the shared page of the latest sample ("": none), told in hello
+  /// The node's AMD GPUs as ROCm SMI counts them (energy::rocm_smi_gpu_count), told in hello's
+  /// "node_gpus" so that a client resolves ROCR_VISIBLE_DEVICES against them as a direct reader
+  /// does; empty: not counted (no ROCm SMI), hello leaves it out.
+  std::optional<std::uint32_t> node_amd_gpus;
   std::function<void(const std::string&)> log;  ///< one line, no newline
 };
 

@@ -80,7 +80,9 @@ nlohmann::ordered_json target_json(const TrainConfig& c, const RunResult& r,
   t[key::energy_j] = plus(key::energy_j, h.energy.value(key::energy_j, nlohmann::json()));
   t[key::g_co2e] = plus(key::g_co2e, h.energy.value(key::g_co2e, nlohmann::json()));
   t[key::val_loss] = h.val_loss;
-  t[key::energy_estimated] = h.energy.value(key::energy_estimated, false);
+  // the joules to target add up earlier sessions': an estimate there makes them one here
+  t[key::energy_estimated] = h.energy.value(key::energy_estimated, false) ||
+                             (prev_session && before.value(key::energy_estimated, false));
   if (h.energy.contains(key::energy_unknown_reason))
     t[key::energy_unknown_reason] = h.energy[key::energy_unknown_reason];
   else if (!t[key::energy_j].is_number())
@@ -235,6 +237,8 @@ void RunSummaryWriter::finish(const RunResult& r) {
   totals[key::first_step] = start;
   for (const char* k : {key::tokens, key::duration_s, key::wall_s, key::energy_j, key::g_co2e})
     if (s.contains(k)) totals[k] = s[k];
+  // whether the run's energy is an estimate, at least in part (absent: no meter recorded it)
+  if (s.contains(key::energy_estimated)) totals[key::energy_estimated] = s[key::energy_estimated];
   std::optional<nlohmann::json> prev_session;  // the summary of the session this one continues
   if (start > 0 && fs::exists(p)) {
     std::ifstream f(p);
@@ -260,6 +264,11 @@ void RunSummaryWriter::finish(const RunResult& r) {
       // a session written before wall_s existed: the run's wall time is unknown, not this
       // session's alone
       if (!pt.contains(key::wall_s)) totals.erase(key::wall_s);
+      // an estimate in any session makes the run's energy one (previous_session gives an older
+      // summary's session flag where its run_totals have none)
+      if (pt.contains(key::energy_estimated))
+        totals[key::energy_estimated] =
+            totals.value(key::energy_estimated, false) || pt[key::energy_estimated].get<bool>();
     }
   }
   s[key::run_totals] = totals;

@@ -330,6 +330,22 @@ TEST(RocmSmi, OnlyTheVisibleGpusInTheirOrder) {
   EXPECT_EQ(rocm_visible(4, nullptr, nullptr).size(), 4u);  // nothing set: every GPU
 }
 
+// The node's AMD GPU count (what the node daemon tells its clients in hello) is ROCm SMI's,
+// whatever this process's ROCR_VISIBLE_DEVICES; without ROCm SMI it is unknown, and why.
+TEST(RocmSmi, GpuCountIsEveryGpuOfTheNode) {
+  {
+    EnvGuard g("GT_ROCM_SMI_LIBRARY", GT_FAKE_ROCM_SMI);
+    EnvGuard n("FAKE_RSMI_DEVICES", "4");
+    EnvGuard rocr("ROCR_VISIBLE_DEVICES", "1");
+    std::string why;
+    EXPECT_EQ(rocm_smi_gpu_count(&why), std::optional<uint32_t>(4)) << why;
+  }
+  EnvGuard g("GT_ROCM_SMI_LIBRARY", "/nonexistent/librocm_smi64.so");
+  std::string why;
+  EXPECT_FALSE(rocm_smi_gpu_count(&why));
+  EXPECT_NE(why.find("/nonexistent/librocm_smi64.so"), std::string::npos) << why;
+}
+
 TEST(RocmSmi, ImplausibleCounterFallsBackToPower) {
   TempDir d;
   EnvGuard g("GT_ROCM_SMI_LIBRARY", GT_FAKE_ROCM_SMI);

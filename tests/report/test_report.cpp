@@ -11,6 +11,7 @@
 #include "chromium_util.h"
 #include "core/error.h"
 #include "report/report.h"
+#include "report/series.h"
 #include "report_test_util.h"
 
 namespace gt {
@@ -99,6 +100,123 @@ TEST(Report, ResumedRunShowsWholeRunTotalsAndLabelsEstimates) {
     for (size_t p = tr.find("(est.)"); p != std::string::npos; p = tr.find("(est.)", p + 1)) ++n;
     EXPECT_EQ(n, 4u) << "J, kWh, J/token and gCO2e: " << tr;
   }
+}
+
+// End to end: a run whose first session had no energy counter (estimated: CPU TDP x
+// utilization) and whose second read one (a RAPL psys zone: measured). Its whole-run energy
+// and its joules to target are an estimate in part: summary.json says so in run_totals and the
+// target, and the report and `greentrain schedule` read the totals as estimated (they read the
+// last session's flag, and called them measured).
+TEST(Report, ResumedRunWhoseFirstSessionWasEstimatedIsEstimatedWhole) {
+  TinyRun t;
+  fs::create_directories(t.d.file("no-rapl"));
+  fs::create_directories(t.d.file("rapl/intel-rapl:0"));
+  write_file(t.d.file("rapl/intel-rapl:0/name"), "psys\n");
+  write_file(t.d.file("rapl/intel-rapl:0/energy_uj"), "1000000\n");
+  write_file(t.d.file("rapl/intel-rapl:0/max_energy_range_uj"), "262143328850\n");
+  const std::string env =
+      "GT_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1 "
+      "GT_ROCM_SMI_LIBRARY=/nonexistent/librocm_smi64.so GT_DAEMON_SOCKET=" +
+      t.d.file("no-daemon.sock") + " GT_POWERCAP_ROOT=";
+  // not reached in the first session (its evaluation at step 2), reached at step 3 in the second
+  auto r = run_cmd(env + t.d.file("no-rapl") + " " + t.bin() + " train " + t.cfg + " --out " +
+                   t.d.file("run") + " --set train.target_loss=0.001 --stop-at 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto first = read_json(t.d.file("run/summary.json"));
+  ASSERT_EQ(first["energy_estimated"], true) << first.dump(2);
+  EXPECT_EQ(first["run_totals"]["energy_estimated"], true);
+  r = run_cmd(env + t.d.file("rapl") + " " + t.bin() + " train --out " + t.d.file("run") +
+              " --resume --set train.target_loss=50");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto s = read_json(t.d.file("run/summary.json"));
+  ASSERT_EQ(s["energy_estimated"], false) << "the second session measured: " << s.dump(2);
+  ASSERT_TRUE(s["run_totals"]["energy_j"].is_number()) << s.dump(2);
+  EXPECT_EQ(s["run_totals"]["sessions"], 2);
+  EXPECT_EQ(s["run_totals"]["energy_estimated"], true) << s["run_totals"].dump();
+  ASSERT_EQ(s["target"]["reached"], true) << s["target"].dump(2);
+  EXPECT_EQ(s["target"]["energy_estimated"], true) << "its joules add the first session's";
+  // the report: the whole run's figures marked
+  r = run_cmd(kBin + " report " + t.d.file("run") + " -o " + t.d.file("rep.html"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string html = slurp(t.d.file("rep.html"));
+  const auto row = html.find("whole run: 2 sessions");
+  ASSERT_NE(row, std::string::npos) << html.substr(0, 4000);
+  const std::string tr = html.substr(row, html.find("</tr>", row) - row);
+  size_t n = 0;
+  for (size_t p = tr.find("(est.)"); p != std::string::npos; p = tr.find("(est.)", p + 1)) ++n;
+  EXPECT_EQ(n, 4u) << "J, kWh, J/token and gCO2e: " << tr;
+  EXPECT_NE(html.find("<b>Energy is ESTIMATED</b>"), std::string::npos);
+  EXPECT_NE(html.find("(estimated)</b>"), std::string::npos) << "the joules to target";
+  // schedule: the power taken from this run is an estimate
+  write_file(t.d.file("ci.csv"),
+             "Time,Carbon Intensity\n2020-01-01 00:00:00,300\n2020-01-01 01:00:00,100\n"
+             "2020-01-01 02:00:00,200\n2020-01-01 03:00:00,400\n");
+  write_file(t.d.file("jobs.toml"), "[[job]]\nname = \"a\"\ncommand = \"true\"\nsummary = \"" +
+                                        t.d.file("run") +
+                                        "\"\nearliest_start = 2020-01-01T00:00:00\n"
+                                        "deadline = 2020-01-01T04:00:00\n");
+  r = run_cmd(kBin + " schedule " + t.d.file("jobs.toml") + " --carbon-csv " + t.d.file("ci.csv") +
+              " --utc-offset 0 --json " + t.d.file("plan.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto plan = read_json(t.d.file("plan.json"));
+  EXPECT_EQ(plan["jobs"][0]["estimated"], true) << plan.dump(2);
+  EXPECT_NE(plan["jobs"][0]
+                .value("estimated_reason", std::string())
+                .find("estimated in an earlier session of the run"),
+            std::string::npos)
+      << plan.dump(2);
+}
+
+// The (est.) marks of a resumed run's whole-run figures followed its last session's
+// energy_estimated: a run whose first session was estimated and second measured showed its
+// totals as measured. run_totals.energy_estimated (any session's) marks them now, and a
+// summary written before that key falls back to the session's flag.
+TEST(Report, WholeRunFiguresAreEstimatedWhenAnEarlierSessionWas) {
+  TempDir d;
+  fs::create_directories(d.file("run"));
+  write_file(d.file("run/metrics.jsonl"), "{\"step\": 1, \"loss\": 5.0}\n");
+  write_file(d.file("run/config.toml"), "a = 1\n");
+  auto html_of = [&](const std::string& totals_flag, bool session_estimated) {
+    write_file(d.file("run/summary.json"),
+               R"({"step": 6, "tokens": 96, "duration_s": 1.0, "energy_j": 10.0,
+                   "g_co2e": 0.001, "energy_unknown": false, "energy_estimated": )" +
+                   std::string(session_estimated ? "true" : "false") +
+                   R"(, "energy_method": "RAPL counters",
+                   "run_totals": {"sessions": 2, "first_step": 0, "tokens": 192,
+                                  "duration_s": 2.0, "wall_s": 3.0, "energy_j": 30.0,
+                                  "g_co2e": 0.003)" +
+                   totals_flag + "}}");
+    const report::RunData r = report::read_run(d.file("run"));
+    EXPECT_TRUE(r.problems.empty()) << r.problems[0];
+    return std::make_pair(report::render_html({r}, nullptr, ""), report::run_series(r));
+  };
+  auto est_marks = [](const std::string& html) {
+    const auto row = html.find("whole run: 2 sessions");
+    EXPECT_NE(row, std::string::npos) << html.substr(0, 4000);
+    if (row == std::string::npos) return size_t(0);
+    const std::string tr = html.substr(row, html.find("</tr>", row) - row);
+    size_t n = 0;
+    for (size_t p = tr.find("(est.)"); p != std::string::npos; p = tr.find("(est.)", p + 1)) ++n;
+    return n;
+  };
+  // first session estimated, second (the last) measured
+  auto [html, series] = html_of(R"(, "energy_estimated": true)", false);
+  EXPECT_EQ(est_marks(html), 4u) << "J, kWh, J/token and gCO2e of the whole run";
+  EXPECT_NE(html.find("<b>Energy is ESTIMATED</b>"), std::string::npos);
+  EXPECT_NE(html.find("in an earlier session; the last session's was measured"), std::string::npos);
+  EXPECT_NE(html.find("last session: RAPL counters"), std::string::npos);
+  EXPECT_EQ(series["estimated"], true) << "the charts span every session";
+  // every session measured
+  std::tie(html, series) = html_of(R"(, "energy_estimated": false)", false);
+  EXPECT_EQ(est_marks(html), 0u);
+  EXPECT_EQ(html.find("<b>Energy is ESTIMATED</b>"), std::string::npos);
+  EXPECT_EQ(series["estimated"], false);
+  // written before run_totals.energy_estimated: the session's flag, as before
+  std::tie(html, series) = html_of("", true);
+  EXPECT_EQ(est_marks(html), 4u);
+  EXPECT_EQ(html.find("in an earlier session"), std::string::npos);
+  std::tie(html, series) = html_of("", false);
+  EXPECT_EQ(est_marks(html), 0u);
 }
 
 TEST(Report, MissingOrTruncatedMetricsAreNamed) {

@@ -330,6 +330,48 @@ TEST(RunFolder, SummariesWithoutSchemaVersionReadAsVersionOne) {
   EXPECT_NE(s->problems[0].text.find("schema_version is 7"), std::string::npos);
 }
 
+// run_totals.energy_estimated: whether any session's energy was an estimate (the session's
+// energy_estimated is the last session's only). Read, carried by a resumed run's reader, and
+// for a summary written before the key, the session's flag in its stead.
+TEST(RunFolder, RunTotalsSayWhetherAnySessionsEnergyWasAnEstimate) {
+  std::string why;
+  const char* earlier = R"({"step": 6, "energy_estimated": false,
+    "run_totals": {"sessions": 2, "first_step": 0, "energy_j": 3.0, "energy_estimated": true}})";
+  auto s = read_summary(earlier, &why);
+  ASSERT_TRUE(s) << why;
+  EXPECT_TRUE(s->problems.empty());
+  EXPECT_EQ(s->run_totals->energy_estimated, true);
+  EXPECT_TRUE(s->run_energy_estimated()) << "the first session's estimate counts";
+  auto prev = previous_session(earlier, 6, &why);
+  ASSERT_TRUE(prev) << why;
+  EXPECT_EQ((*prev)[key::run_totals][key::energy_estimated], true);
+  // written before the key: unknown in run_totals, the session's flag in its stead
+  for (bool session : {true, false}) {
+    const std::string old = std::string(R"({"step": 6, "energy_estimated": )") +
+                            (session ? "true" : "false") +
+                            R"(, "run_totals": {"sessions": 2, "first_step": 0}})";
+    s = read_summary(old, &why);
+    ASSERT_TRUE(s) << why;
+    EXPECT_FALSE(s->run_totals->energy_estimated);
+    EXPECT_EQ(s->run_energy_estimated(), session);
+    prev = previous_session(old, 6, &why);
+    ASSERT_TRUE(prev) << why;
+    EXPECT_EQ((*prev)[key::run_totals][key::energy_estimated], session);
+  }
+  // no flag anywhere (no meter ran): not an estimate, and none carried
+  prev = previous_session(R"({"step": 6, "run_totals": {"sessions": 1}})", 6, &why);
+  ASSERT_TRUE(prev) << why;
+  EXPECT_FALSE((*prev)[key::run_totals].contains(key::energy_estimated));
+  // of another type: a problem, and a resumed run does not trust those totals
+  const char* bad = R"({"step": 6, "run_totals": {"sessions": 2, "energy_estimated": "yes"}})";
+  s = read_summary(bad, &why);
+  ASSERT_TRUE(s);
+  ASSERT_NE(s->problem_with("run_totals.energy_estimated"), nullptr);
+  EXPECT_FALSE(s->run_energy_estimated());
+  EXPECT_FALSE(previous_session(bad, 6, &why));
+  EXPECT_EQ(why, "run_totals.energy_estimated is \"yes\"; expected true or false");
+}
+
 TEST(RunFolder, WhatIsNoSummaryIsRefusedWithTheReason) {
   std::string why;
   EXPECT_FALSE(read_summary("{\"step\": 3", &why));

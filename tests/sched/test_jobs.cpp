@@ -211,6 +211,52 @@ deadline = 2020-09-13T20:00:00Z
   }
 }
 
+// A resumed run's power is its whole run's joules over its wall time, but whether those joules
+// were an estimate was the last session's energy_estimated: a first session estimated and a
+// second measured was planned as measured. run_totals.energy_estimated (any session's) says it
+// now; a summary written before that key falls back to the session's flag.
+TEST(SchedJobs, PowerFromAResumedRunWithAnEstimatedEarlierSessionIsEstimated) {
+  TempDir d;
+  std::filesystem::create_directory(d.path / "run");
+  auto p = d.write("jobs.toml", R"(
+[[job]]
+name = "resumed"
+command = "x"
+summary = "run"
+earliest_start = 2020-09-13T12:30:00Z
+deadline = 2020-09-13T20:00:00Z
+)");
+  auto summary = [&](bool session_estimated, const std::string& totals_flag) {
+    d.write("run/summary.json",
+            fmt::format(R"({{"energy_estimated": {}, "energy_method": "RAPL counters",
+      "run_totals": {{"sessions": 2, "wall_s": 3600, "energy_j": 360000{}}}}})",
+                        session_estimated, totals_flag));
+    const auto jobs = load_jobs_toml(p, 0);
+    EXPECT_EQ(jobs.size(), 1u);
+    EXPECT_DOUBLE_EQ(jobs.at(0).power_w, 100.0);
+    return jobs.at(0).power_estimated_reason;
+  };
+  // the first session estimated, the second (the last) measured
+  const std::string why = summary(false, R"(, "energy_estimated": true)");
+  EXPECT_NE(why.find("power from run, whose energy is an estimate (estimated in an earlier "
+                     "session of the run)"),
+            std::string::npos)
+      << why;
+  EXPECT_EQ(why.find("RAPL counters"), std::string::npos) << "not the estimate's method: " << why;
+  EXPECT_TRUE(summary(false, R"(, "energy_estimated": false)").empty());
+  EXPECT_NE(summary(true, R"(, "energy_estimated": true)").find("(RAPL counters)"),
+            std::string::npos);
+  // written before run_totals.energy_estimated: the session's flag
+  EXPECT_FALSE(summary(true, "").empty());
+  EXPECT_TRUE(summary(false, "").empty());
+  // of another type: named, not read as measured
+  d.write("run/summary.json", R"({"energy_estimated": false,
+      "run_totals": {"wall_s": 3600, "energy_j": 360000, "energy_estimated": "yes"}})");
+  EXPECT_NE(error_of(p).find("run_totals.energy_estimated is string; expected true or false"),
+            std::string::npos)
+      << error_of(p);
+}
+
 // Issue 17.2: nominal_start is the baseline's start; the window may open before it.
 TEST(SchedJobs, NominalStartSeparateFromEarliestStart) {
   TempDir d;

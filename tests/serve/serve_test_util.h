@@ -10,9 +10,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -60,7 +62,8 @@ class AtomicCounter : public energy::Sensor {
   energy::SensorInfo info_;
 };
 
-/// A daemon serving `sensors` at <dir>/serve.sock until destroyed.
+/// A daemon serving `sensors` at <dir>/serve.sock until destroyed; `node_amd_gpus`: the node's
+/// AMD GPU count its hello tells (ServeContext::node_amd_gpus; empty: none, as an older daemon).
 struct LocalDaemon {
   std::string socket;
   Policy policy;
@@ -74,7 +77,8 @@ struct LocalDaemon {
 
   LocalDaemon(const std::string& dir, energy::SensorList sensors, double interval_s = 0.05,
               ServerOptions so = {}, std::vector<tune::DevicePtr> devices = {}, Policy pol = {},
-              std::unique_ptr<UtilizationSource> util = nullptr, bool with_page = true)
+              std::unique_ptr<UtilizationSource> util = nullptr, bool with_page = true,
+              std::optional<std::uint32_t> node_amd_gpus = std::nullopt)
       : socket(dir + "/serve.sock"), policy(std::move(pol)) {
     reader = std::make_unique<NodeReader>(std::move(sensors), interval_s, energy::CarbonIntensity{},
                                           std::move(util));
@@ -84,6 +88,7 @@ struct LocalDaemon {
     ctx.reader = reader.get();
     ctx.policy = &policy;
     ctx.leases = leases.get();
+    ctx.node_amd_gpus = node_amd_gpus;
     ctx.log = [this](const std::string& s) {
       std::lock_guard<std::mutex> g(log_mu);
       log.push_back(s);

@@ -127,6 +127,45 @@ TEST(DaemonMeter, AnAmdGpuAskedForThatTheDaemonCannotReadIsAnErrorOrAFlag) {
       << flags;
 }
 
+// The daemon path resolved ROCR_VISIBLE_DEVICES against the daemon's highest AMD GPU, not the
+// node's count: a daemon that reads GPUs 0..2 of the node's 4 (its own environment narrowed,
+// say) ended this job's list at its entry 3, and the job measured no GPU. Hello tells the
+// node's count now: the job sees GPUs 2 and 3 in HIP's order, as when reading directly, GPU 3
+// there and not read. A hello without the count (an older daemon) is read as before.
+TEST(DaemonMeter, AmdGpusAreResolvedAgainstTheNodesCountThatHelloTells) {
+  TempDir d;
+  AmdJobEnv env;  // ROCm SMI GPUs 3, 1, 2; of those 2, then 3
+  using Named = std::vector<std::pair<std::string, int>>;
+  {
+    AmdGpus g(/*left_out=*/3);
+    LocalDaemon dm(d.path, std::move(g.list), 10.0, {}, {}, {}, nullptr, true,
+                   /*node_amd_gpus=*/4u);
+    energy::MeterOptions o = through(dm, d / "locks");
+    auto all = energy::Meter::create(o);
+    EXPECT_EQ(counted_gpus(*all), (Named{{"rocm:2", 0}}));
+    all->begin_window("w");
+    g.gpu[2]->joules = 30;
+    EXPECT_DOUBLE_EQ(all->end_window("w").energy_j_of("gpu"), 30);
+    // the job's GPU 1 is the node's GPU 3: visible, and one the daemon does not read
+    o.gpus = std::vector<int>{1};
+    const std::string err = error_of([&] { energy::Meter::create(o); });
+    EXPECT_NE(err.find("GPU 1 (rocm:3) cannot be read"), std::string::npos) << err;
+  }
+  {
+    AmdGpus g(/*left_out=*/3);
+    LocalDaemon dm(d.path, std::move(g.list), 10.0);  // no node_gpus in its hello
+    auto m = energy::Meter::create(through(dm, d / "locks"));
+    EXPECT_TRUE(counted_gpus(*m).empty());
+    std::string reasons;
+    for (const auto& s : m->sensors())
+      if (s.domain == "gpu") reasons += s.name + ": " + s.reason + "\n";
+    EXPECT_NE(reasons.find("ROCR_VISIBLE_DEVICES entry '3' matches no visible AMD GPU (expected "
+                           "an index below 3"),
+              std::string::npos)
+        << reasons;
+  }
+}
+
 // Through the daemon every rank of a multi-rank job counted the node's CPU (the job's energy
 // had it once per rank). As when they read directly, the first rank to take its lock counts
 // it and the others leave it out: no estimate in its stead, the window known, their own GPU in

@@ -86,6 +86,40 @@ TEST(ServeCli, SensorsAndStatusSayTheyReadThroughTheDaemon) {
   daemon.stop();
 }
 
+// The daemon tells its clients the node's AMD GPUs (ROCm SMI's count) in hello, and a job
+// resolves its ROCR_VISIBLE_DEVICES against them as a direct reader does: given GPU 3 of a node
+// whose daemon reads GPUs 0 and 1 only (its own ROCR_VISIBLE_DEVICES), the job sees GPU 3, not
+// read. Before, its entry 3 lay above the daemon's highest GPU and the job saw no AMD GPU.
+TEST(ServeCli, HelloTellsTheNodesAmdGpusAndAJobsVisibleGpusAreResolvedAgainstThem) {
+  Node n;
+  auto amd = [](std::vector<std::string> env, const std::string& visible) {
+    for (auto& e : env)
+      if (e.rfind("GT_ROCM_SMI_LIBRARY=", 0) == 0) e = "GT_ROCM_SMI_LIBRARY=" GT_FAKE_ROCM_SMI;
+    env.push_back("FAKE_RSMI_DEVICES=4");
+    env.push_back("ROCR_VISIBLE_DEVICES=" + visible);
+    return env;
+  };
+  Proc daemon = n.spawn({"serve", "--foreground", "--socket", n.socket, "--state-file",
+                         n.file("state.json"), "--interval", "50"},
+                        amd(n.daemon_env(), "0,1"), "amd-daemon");
+  std::unique_ptr<energy::daemon::DaemonClient> c;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        std::string why;
+        c = energy::daemon::DaemonClient::connect(n.socket, &why, nullptr, 1);
+        return c != nullptr;
+      },
+      20))
+      << daemon.output();
+  EXPECT_EQ(c->hello().value("node_gpus", json()), (json{{"amd", 4}})) << c->hello().dump(2);
+  Proc s = n.spawn({"sensors"}, amd(n.client_env(), "3"), "amd-sensors");
+  ASSERT_EQ(s.wait(), 0) << s.output();
+  EXPECT_NE(s.output().find("does not read this GPU (rocm-3)"), std::string::npos) << s.output();
+  EXPECT_EQ(s.output().find("no AMD GPU visible"), std::string::npos) << s.output();
+  c.reset();
+  daemon.stop();
+}
+
 // Issue 28, done-when: a user NVML refuses (FAKE_NVML_SET_RC=4 in the client only: no root)
 // runs `tune --objective energy`: the daemon sets each candidate limit and the original comes
 // back at the end.
