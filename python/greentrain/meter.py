@@ -86,7 +86,8 @@ class Meter:
             where the file has it); empty and null values are gaps, flagged in measurements.
         country: the ISO alpha-3 code of the country the carbon figures are for (CodeCarbon's
             country columns); implied by ``carbon="DEU"``.
-        carbon_utc_offset_h: the CSV's naive times are local at this offset east of UTC (h).
+        carbon_utc_offset_h: the CSV's naive times are local at this offset east of UTC (h);
+            refused (ValueError) without carbon=PATH.
         region: a label for the intensity, shown in measurements and CSV rows.
         cpu_tdp_w: per-socket TDP (W) for the CPU estimate (default: table lookup, else 85 W).
         pid: estimate the CPU share of this process tree (0: the whole machine, the default).

@@ -1,6 +1,7 @@
 // python/src/bind_energy.cpp: the energy module in Python: Meter (begin_window/end_window),
 // Measurement (to_dict, CodeCarbon rows), the sensor list. The GIL is released while the meter
 // reads sensors, so the sampling thread and the training loop never wait on Python.
+#include <fmt/format.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/unique_ptr.h>
@@ -184,6 +185,14 @@ void bind_energy(nb::module_& m) {
           } catch (const gt::Error& e) {
             throw nb::value_error(e.what());
           }
+          // the time zone of a series' naive times, without a series (as measure refuses
+          // --carbon-utc-offset without --carbon-csv)
+          if (has("carbon_utc_offset_h") && nb::cast<double>(d["carbon_utc_offset_h"]) != 0)
+            throw nb::value_error(
+                fmt::format("carbon_utc_offset_h = {:g}: the UTC offset of a carbon series' times; "
+                            "expected carbon=PATH with it",
+                            nb::cast<double>(d["carbon_utc_offset_h"]))
+                    .c_str());
         }
         if (has("carbon_csv")) {
           const double off =
@@ -209,7 +218,8 @@ void bind_energy(nb::module_& m) {
       nb::arg("options"),
       "Meter::create with the options of a dict (keys as MeterOptions; see greentrain.Meter). "
       "Raises ValueError for a series-reading option (carbon_format, carbon_column, "
-      "carbon_time_column, carbon_unit, carbon_value) without carbon_csv, greentrain.Error for "
+      "carbon_time_column, carbon_unit, carbon_value, carbon_utc_offset_h) without carbon_csv, "
+      "greentrain.Error for "
       "the rest.");
 
   m.def(
