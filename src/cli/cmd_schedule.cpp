@@ -146,24 +146,36 @@ void run_schedule(const ScheduleArgs& a) {
     const UnixTimeS now = now_env && *now_env
                               ? parse_wall_time(now_env, TimeZone::fixed(0), "GT_SCHEDULE_NOW")
                               : static_cast<UnixTimeS>(std::time(nullptr));
-    const Plan now_plan = plan_for_submission(plan, jobs, now, a.shift_to_now, &notes);
-    const auto calls = sbatch_calls(now_plan, jobs, cluster_zone);
+    // what was submitted is recorded as it goes: a rerun after a failed sbatch submits only
+    // the rest (the runs Slurm has already are neither refused for a start now past nor
+    // shifted again)
+    const std::string record = a.jobs_toml + ".submitted.json";
+    const auto before = read_submission_record(record);
+    const auto calls =
+        submission_calls(plan, jobs, cluster_zone, now, a.shift_to_now, before, &notes);
     for (const auto& c : calls) notes.insert(notes.end(), c.notes.begin(), c.notes.end());
     for (const auto& n : notes) std::fprintf(out, "note: %s\n", n.c_str());
     if (a.dry_run) {
       std::fprintf(out, "# dry run: %zu sbatch call(s); --begin/--deadline are wall clock in %s\n",
                    calls.size(), cluster_zone.describe().c_str());
+      std::string prev_recorded;  // the previous run's Slurm job id, when recorded
       for (const auto& c : calls) {
-        if (c.run_index > 0)
+        if (auto it = before.find(submission_key(c)); it != before.end()) {
+          std::fprintf(out, "# job '%s' run %zu: already submitted as Slurm job %s (%s)\n",
+                       c.job_name.c_str(), c.run_index, it->second.c_str(), record.c_str());
+          prev_recorded = it->second;
+          continue;
+        }
+        if (c.run_index > 0 && !prev_recorded.empty())
+          std::fprintf(out, "# run %zu of %s: PREV_JOBID is %s\n", c.run_index, c.job_name.c_str(),
+                       prev_recorded.c_str());
+        else if (c.run_index > 0)
           std::fprintf(out, "# run %zu of %s: PREV_JOBID is the id the previous line printed\n",
                        c.run_index, c.job_name.c_str());
+        prev_recorded.clear();
         std::fprintf(out, "%s\n", sbatch_command_line(sbatch, c).c_str());
       }
     } else {
-      // what was submitted is recorded as it goes: a rerun after a failed sbatch submits only
-      // the rest
-      const std::string record = a.jobs_toml + ".submitted.json";
-      const auto before = read_submission_record(record);
       const auto ids = submit_sbatch(calls, sbatch, record, [out](const std::string& s) {
         std::fprintf(out, "%s\n", s.c_str());
       });

@@ -241,7 +241,7 @@ std::string sbatch_program() {
 
 std::string submission_key(const SbatchCall& call) {
   std::string k = fmt::format("{}#{}", call.job_name, call.run_index);
-  for (const auto& a : call.args) k += "\x1f" + a;
+  for (const auto& a : call.planned_args.empty() ? call.args : call.planned_args) k += "\x1f" + a;
   return k;
 }
 
@@ -420,13 +420,20 @@ std::vector<std::string> submit_sbatch(const std::vector<SbatchCall>& calls,
 }
 
 Plan plan_for_submission(const Plan& plan, const std::vector<Job>& jobs, UnixTimeS now_s,
-                         bool shift_to_now, std::vector<std::string>* notes) {
+                         bool shift_to_now, std::vector<std::string>* notes,
+                         const std::set<RunId>& submitted) {
   const TimeZone utc = TimeZone::fixed(0);
   Plan out = plan;
   for (std::size_t i = 0; i < out.jobs.size() && i < jobs.size(); ++i) {
     JobPlan& jp = out.jobs[i];
     const Job& j = jobs[i];
     if (!jp.scheduled || jp.runs.empty()) continue;
+    // Slurm has these runs already (an earlier submission of this plan): they are not checked
+    // or moved, whatever their start; a job Slurm has whole is left as it is
+    auto in_slurm = [&](std::size_t r) { return submitted.count(RunId{j.name, r}) > 0; };
+    bool all_in_slurm = true;
+    for (std::size_t k = 0; k < jp.runs.size(); ++k) all_in_slurm = all_in_slurm && in_slurm(k);
+    if (all_in_slurm) continue;
     const std::string now_text = format_iso_time(now_s, utc);
     check(j.deadline_s > now_s,
           fmt::format("job '{}': its deadline {} has passed (now {}); expected a deadline in the "
@@ -434,7 +441,12 @@ Plan plan_for_submission(const Plan& plan, const std::vector<Job>& jobs, UnixTim
                       j.name, format_iso_time(j.deadline_s, utc), now_text));
     UnixTimeS earliest = std::numeric_limits<UnixTimeS>::min();  // the previous run's end
     bool shifted = false;
-    for (Run& r : jp.runs) {
+    for (std::size_t k = 0; k < jp.runs.size(); ++k) {
+      Run& r = jp.runs[k];
+      if (in_slurm(k)) {
+        earliest = r.end_s;
+        continue;
+      }
       const UnixTimeS start = std::max(r.start_s, earliest);
       if (r.start_s < now_s - kPastGraceS && !shift_to_now)
         throw Error(fmt::format(
@@ -464,6 +476,25 @@ Plan plan_for_submission(const Plan& plan, const std::vector<Job>& jobs, UnixTim
                       format_iso_time(j.deadline_s, utc)));
   }
   return out;
+}
+
+std::vector<SbatchCall> submission_calls(const Plan& plan, const std::vector<Job>& jobs,
+                                         const SlurmZone& zone, UnixTimeS now_s, bool shift_to_now,
+                                         const std::map<std::string, std::string>& record,
+                                         std::vector<std::string>* notes) {
+  // the calls as planned: their keys find what an earlier submission of this plan recorded
+  const std::vector<SbatchCall> planned = sbatch_calls(plan, jobs, zone);
+  std::set<RunId> submitted;
+  for (const SbatchCall& c : planned)
+    if (record.count(submission_key(c))) submitted.insert({c.job_name, c.run_index});
+  std::vector<SbatchCall> calls = sbatch_calls(
+      plan_for_submission(plan, jobs, now_s, shift_to_now, notes, submitted), jobs, zone);
+  check(calls.size() == planned.size(),
+        fmt::format("submission: {} sbatch calls after moving starts to now, {} as planned; "
+                    "expected the same runs",
+                    calls.size(), planned.size()));
+  for (std::size_t i = 0; i < calls.size(); ++i) calls[i].planned_args = planned[i].args;
+  return calls;
 }
 
 }  // namespace gt::sched

@@ -468,3 +468,94 @@ TEST(SchedSlurm, SubmissionRecordOfWrongTypesIsRefusedNamingTheFile) {
       R"({"format": "greentrain-submitted-1", "submitted": [{"key": "k", "job_id": "17"}]})");
   EXPECT_EQ(read_submission_record(ok), (std::map<std::string, std::string>{{"k", "17"}}));
 }
+
+// A retry after a partly failed submission submits only the rest (review of `schedule`, item 1).
+// (a) Without --shift-to-now the retry was refused once the start of a job Slurm already had
+// had passed: plan_for_submission checked the start before the record was consulted. (b) With
+// --shift-to-now a job already submitted was submitted again: its --begin, the retry's now, was
+// part of the record's key. The key is the call as planned; another plan is submitted anew.
+TEST(SchedSlurm, RetryOfAPartlyFailedSubmissionSubmitsOnlyTheRest) {
+  TempDir d;
+  const std::string log = (d.path / "calls.log").string(), n = (d.path / "n").string();
+  // the second call of all fails, every other one prints its job id (1, 3, 4, ...)
+  const std::string flaky =
+      d.write("sbatch",
+              "#!/bin/sh\nn=$(cat '" + n + "' 2>/dev/null || echo 0); n=$((n+1)); echo $n > '" + n +
+                  "'\n[ $n = 2 ] && { echo 'sbatch: error: busy' >&2; exit 1; }\necho \"$@\" >> '" +
+                  log + "'\necho $n\n");
+  ::chmod(flaky.c_str(), 0755);
+  const UnixTimeS t0 = civil_to_unix_s(2020, 6, 1, 2, 0, 0, 0);
+  auto job = [&](const std::string& name, UnixTimeS start) {
+    Job j;
+    j.name = name;
+    j.script = "/jobs/" + name + ".sbatch";
+    j.duration_s = 3600;
+    j.power_w = 100;
+    j.earliest_start_s = t0 - 3600;
+    j.deadline_s = t0 + 24 * 3600;
+    JobPlan jp;
+    jp.name = name;
+    jp.scheduled = true;
+    jp.runs = {gt::sched::Run{start, start + 3600}};
+    return std::make_pair(j, jp);
+  };
+  auto [a, pa] = job("a", t0);
+  auto [b, pb] = job("b", t0 + 3 * 3600);
+  const std::vector<Job> jobs = {a, b};
+  Plan p;
+  p.jobs = {pa, pb};
+  const SlurmZone utc = SlurmZone::fixed(0);
+  auto lines = [&] {
+    std::ifstream in(log);
+    std::vector<std::string> out;
+    for (std::string l; std::getline(in, l);) out.push_back(l);
+    return out;
+  };
+  auto submit = [&](const std::string& record, const Plan& plan, UnixTimeS now, bool shift) {
+    std::vector<std::string> notes;
+    const auto calls =
+        submission_calls(plan, jobs, utc, now, shift, read_submission_record(record), &notes);
+    return submit_sbatch(calls, flaky, record);
+  };
+  // (a) submitted before a's start: a is queued (job 1), b fails; the retry comes an hour after
+  // a's start, which Slurm has: only b is submitted, as planned
+  const std::string rec = (d.path / "a.submitted.json").string();
+  EXPECT_THROW(submit(rec, p, t0 - 60, false), gt::Error);
+  std::vector<std::string> ids;
+  ASSERT_NO_THROW(ids = submit(rec, p, t0 + 3600, false));
+  EXPECT_EQ(ids, (std::vector<std::string>{"1", "3"}));
+  auto l = lines();
+  ASSERT_EQ(l.size(), 2u);
+  EXPECT_NE(l[0].find("--job-name=a "), std::string::npos) << l[0];
+  EXPECT_NE(l[1].find("--job-name=b --begin=2020-06-01T05:00:00"), std::string::npos) << l[1];
+  // b's start has passed too now: without --shift-to-now b is still refused
+  std::filesystem::remove(rec);
+  std::filesystem::remove(log);
+  std::filesystem::remove(n);
+  EXPECT_THROW(submit(rec, p, t0 - 60, false), gt::Error);
+  EXPECT_THROW(submit(rec, p, t0 + 5 * 3600, false), gt::Error);
+  // (b) a plan in the past, shifted to now: a is queued (job 1), b fails; the retry two minutes
+  // later (another now, another --begin) submits only b
+  std::filesystem::remove(rec);
+  std::filesystem::remove(log);
+  std::filesystem::remove(n);
+  const UnixTimeS late = t0 + 10 * 3600;
+  EXPECT_THROW(submit(rec, p, late, true), gt::Error);
+  ASSERT_NO_THROW(ids = submit(rec, p, late + 120, true));
+  EXPECT_EQ(ids, (std::vector<std::string>{"1", "3"}));
+  l = lines();
+  ASSERT_EQ(l.size(), 2u) << ::testing::PrintToString(l);
+  EXPECT_NE(l[0].find("--job-name=a --begin=2020-06-01T12:00:00"), std::string::npos) << l[0];
+  EXPECT_NE(l[1].find("--job-name=b --begin=2020-06-01T12:02:00"), std::string::npos) << l[1];
+  // the same command a third time submits nothing
+  ASSERT_NO_THROW(ids = submit(rec, p, late + 300, true));
+  EXPECT_EQ(ids, (std::vector<std::string>{"1", "3"}));
+  EXPECT_EQ(lines().size(), 2u);
+  // another plan of a (planned an hour later, from another series, say) is not the job Slurm
+  // has: it is submitted
+  Plan q = p;
+  q.jobs[0].runs[0] = {t0 + 3600, t0 + 7200};
+  ASSERT_NO_THROW(ids = submit(rec, q, late + 400, true));
+  EXPECT_EQ(ids, (std::vector<std::string>{"4", "3"}));
+  EXPECT_EQ(lines().size(), 3u);
+}
