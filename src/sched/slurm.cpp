@@ -98,6 +98,9 @@ bool is_greentrain_train(const std::string& command) {
   const std::size_t slash = program.rfind('/');
   return program.substr(slash == std::string::npos ? 0 : slash + 1) == "greentrain";
 }
+
+// Seconds as Slurm's --time minutes, rounded up.
+std::int64_t minutes_up(std::int64_t s) { return (s + 59) / 60; }
 }  // namespace
 
 std::string exec_problem(const std::string& command) {
@@ -146,14 +149,23 @@ std::vector<SbatchCall> sbatch_calls(const Plan& plan, const std::vector<Job>& j
       c.args.push_back(when("--begin=", jp.runs[r].start_s));
       c.args.push_back(when("--deadline=", j.deadline_s));
       if (pieces) {
-        const std::int64_t minutes = (jp.runs[r].end_s - jp.runs[r].start_s + 59) / 60;
-        c.args.push_back(fmt::format("--time={}", minutes));
+        // The signal comes kSignalLeadS before the time limit: the limit is the run's length
+        // plus that lead, so the planned work is done when it comes (the run then checkpoints
+        // within the lead). The last run has no run after it to finish the work: stopped
+        // before its planned end, the job would never end. --time-min, the run's length: Slurm
+        // cancels a job that cannot end by --deadline, reckoned with --time-min when given
+        // (sbatch(1), --deadline), so a last run planned to end at the deadline is not
+        // cancelled for its lead.
+        const std::int64_t len = jp.runs[r].end_s - jp.runs[r].start_s;
+        c.args.push_back(fmt::format("--time={}", minutes_up(len + kSignalLeadS)));
+        if (r + 1 == jp.runs.size())
+          c.args.push_back(fmt::format("--time-min={}", minutes_up(len)));
         // one task: SIGTERM to the batch shell (B:), which exec made the trainer. Under srun:
         // SIGTERM to the job's steps, i.e. to the ranks themselves, not to the batch shell,
         // because srun answers a SIGTERM by killing its tasks with SIGKILL (srun's signal
         // handling: "forcing job termination"), so no checkpoint would be written
         const bool under_srun = j.ntasks > 1 && j.script.empty() && !j.command.empty();
-        c.args.push_back(under_srun ? "--signal=TERM@60" : "--signal=B:TERM@60");
+        c.args.push_back(fmt::format("--signal={}TERM@{}", under_srun ? "" : "B:", kSignalLeadS));
         c.args.push_back("--requeue");
         // a requeued job's output file is opened anew, truncated unless the cluster sets
         // JobFileAppend=1 (sbatch(1), --open-mode): append, so that the log of the run that

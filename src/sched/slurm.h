@@ -1,6 +1,8 @@
 // sched/slurm.h: submits a plan to Slurm with sbatch. Each contiguous job becomes one
 // `sbatch --begin=START --deadline=DEADLINE`; an interruptible job becomes one sbatch per run,
-// each `--begin` at its run, with `--time` the run's length, `--signal=B:TERM@60 --requeue`
+// each `--begin` at its run, with `--time` the run's length plus the signal's 60 s lead (the
+// signal comes when the run's planned work is done; the last run also gets `--time-min`, its
+// length, which Slurm's --deadline test uses), `--signal=B:TERM@60 --requeue`
 // (greentrain train checkpoints on SIGTERM and exits 143), `--open-mode=append` (a requeued
 // run's log is added to, not truncated) and `--dependency=afterany:PREV` so
 // the runs follow each other and each resumes the last; its `--wrap` command is exec'd, so the
@@ -96,6 +98,10 @@ std::vector<SbatchCall> submission_calls(const Plan& plan, const std::vector<Job
                                          const SlurmZone& zone, UnixTimeS now_s, bool shift_to_now,
                                          const std::map<std::string, std::string>& record,
                                          std::vector<std::string>* notes);
+
+/// How long before a run's time limit Slurm signals an interruptible job (--signal=B:TERM@60,
+/// or --signal=TERM@60 under srun), s: the time it has to checkpoint and exit.
+inline constexpr std::int64_t kSignalLeadS = 60;
 
 /// The sbatch calls that submit every scheduled job of the plan (unscheduled jobs are skipped),
 /// with --begin and --deadline in `zone`; a job whose plan chose a power limit gets

@@ -296,7 +296,9 @@ submit() {
 # srun, gets B:TERM)
 expect_interruptible() {  # COMMAND [SIGNAL, default --signal=B:TERM@60]
   local a
-  for a in "${2:---signal=B:TERM@60}" --requeue --open-mode=append --time=10 --deadline=; do
+  # --time: the 600 s run and the signal's 60 s lead; --time-min: the run's length
+  for a in "${2:---signal=B:TERM@60}" --requeue --open-mode=append --time=11 --time-min=10 \
+    --deadline=; do
     grep -qF -- " $a" "$ARGS" || fail "job $JOB was submitted without $a: $(cat "$ARGS")"
   done
   [ "$(field_of "$JOB" Requeue)" = 1 ] || fail "Slurm holds job $JOB with Requeue=$(field_of "$JOB" Requeue)"

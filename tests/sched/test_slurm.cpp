@@ -69,7 +69,7 @@ TEST(SchedSlurm, SbatchLinesCarryBeginDeadlineAndPreemptionOptions) {
   EXPECT_FALSE(has(calls[0], "--requeue"));
   EXPECT_EQ(calls[0].args.back(), "/jobs/fixed.sbatch");
   EXPECT_TRUE(has(calls[1], "--begin=2020-06-01T02:00:00"));
-  EXPECT_TRUE(has(calls[1], "--time=60"));
+  EXPECT_TRUE(has(calls[1], "--time=61"));  // 60 min and the signal's lead
   EXPECT_TRUE(has(calls[1], "--signal=B:TERM@60"));
   EXPECT_TRUE(has(calls[1], "--requeue"));
   EXPECT_TRUE(has(calls[1], "--open-mode=append"));  // Slurm truncates a requeued job's log
@@ -558,4 +558,53 @@ TEST(SchedSlurm, RetryOfAPartlyFailedSubmissionSubmitsOnlyTheRest) {
   ASSERT_NO_THROW(ids = submit(rec, q, late + 400, true));
   EXPECT_EQ(ids, (std::vector<std::string>{"4", "3"}));
   EXPECT_EQ(lines().size(), 3u);
+}
+
+// The signal of an interruptible job's run comes 60 s before its time limit (review of
+// `schedule`, item 2). --time was the run's length, so every run was stopped 60 s before its
+// planned work was done, and the last (no run after it, no requeue) never finished the job:
+// a 6 h job in runs of 4 h and 2 h got --time=240 and --time=120, each --signal=B:TERM@60.
+TEST(SchedSlurm, EveryRunOfAnInterruptibleJobIsSignalledAfterItsPlannedWork) {
+  const UnixTimeS t0 = civil_to_unix_s(2020, 6, 1, 0, 0, 0, 0);
+  Job j;
+  j.name = "long";
+  j.command = "greentrain train c.toml --out r --resume";
+  j.duration_s = 6 * 3600;
+  j.power_w = 100;
+  j.interruptible = true;
+  j.earliest_start_s = t0;
+  j.deadline_s = t0 + 10 * 3600;  // the last run ends at the deadline
+  Plan p;
+  JobPlan jp;
+  jp.name = j.name;
+  jp.scheduled = true;
+  jp.runs = {gt::sched::Run{t0, t0 + 4 * 3600}, gt::sched::Run{t0 + 8 * 3600, t0 + 10 * 3600}};
+  p.jobs = {jp};
+  for (int ntasks : {1, 2}) {
+    j.ntasks = ntasks;
+    const auto calls = sbatch_calls(p, {j}, 0);
+    ASSERT_EQ(calls.size(), 2u);
+    for (std::size_t r = 0; r < calls.size(); ++r) {
+      const auto& a = calls[r].args;
+      auto value = [&](const std::string& prefix) -> std::optional<std::string> {
+        for (const auto& x : a)
+          if (x.rfind(prefix, 0) == 0) return x.substr(prefix.size());
+        return std::nullopt;
+      };
+      const auto time = value("--time="),
+                 signal = value(ntasks > 1 ? "--signal=TERM@" : "--signal=B:TERM@");
+      ASSERT_TRUE(time && signal) << ::testing::PrintToString(a);
+      const std::int64_t len = jp.runs[r].end_s - jp.runs[r].start_s;
+      // the signal comes at the time limit less its lead: after the run's planned work
+      EXPECT_GE(std::stoll(*time) * 60 - std::stoll(*signal), len)
+          << "run " << r << ": " << ::testing::PrintToString(a);
+      // the last run ends at the deadline: Slurm reckons --deadline with --time-min, the run's
+      // length, not with the lead on top (that cancelled the run)
+      if (r + 1 == calls.size()) {
+        const auto time_min = value("--time-min=");
+        ASSERT_TRUE(time_min) << ::testing::PrintToString(a);
+        EXPECT_LE(jp.runs[r].start_s + std::stoll(*time_min) * 60, j.deadline_s);
+      }
+    }
+  }
 }
