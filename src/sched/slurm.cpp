@@ -103,6 +103,11 @@ bool is_greentrain_train(const std::string& command) {
 std::int64_t minutes_up(std::int64_t s) { return (s + 59) / 60; }
 }  // namespace
 
+std::int64_t time_margin_s(std::int64_t planned_s) {
+  return std::max(kTimeMarginMinS, static_cast<std::int64_t>(std::ceil(
+                                       kTimeMarginShare * std::max<std::int64_t>(planned_s, 0))));
+}
+
 std::string exec_problem(const std::string& command) {
   const std::size_t bad = command.find_first_of(";&|()`\n");
   if (bad == std::string::npos) return "";
@@ -129,6 +134,8 @@ std::vector<SbatchCall> sbatch_calls(const Plan& plan, const std::vector<Job>& j
                       "column can be planned, not submitted); expected one to submit it",
                       j.name));
     const bool pieces = j.interruptible;
+    std::int64_t planned_s = 0;  // the job's planned run time, all its runs
+    for (const Run& run : jp.runs) planned_s += run.end_s - run.start_s;
     for (std::size_t r = 0; r < jp.runs.size(); ++r) {
       SbatchCall c;
       c.job_name = j.name;
@@ -148,18 +155,21 @@ std::vector<SbatchCall> sbatch_calls(const Plan& plan, const std::vector<Job>& j
       };
       c.args.push_back(when("--begin=", jp.runs[r].start_s));
       c.args.push_back(when("--deadline=", j.deadline_s));
+      // Every run has a time limit: without one Slurm applies the partition's DefaultTime,
+      // which may end it before its planned end. An interruptible job's signal comes
+      // kSignalLeadS before the limit: the limit is the run's length plus that lead, so the
+      // planned work is done when it comes (the run then checkpoints within the lead). The
+      // job's last run (its only one when not interruptible) has no run after it to finish
+      // the work: it also gets the margin (time_margin_s) for a duration estimated short.
+      // --time-min, its length: Slurm cancels a job that cannot end by --deadline, reckoned
+      // with --time-min when given (sbatch(1), --deadline), so a run planned to end at the
+      // deadline is not cancelled for its lead or margin.
+      const std::int64_t len = jp.runs[r].end_s - jp.runs[r].start_s;
+      const bool last = r + 1 == jp.runs.size();
+      c.args.push_back(fmt::format("--time={}", minutes_up(len + (pieces ? kSignalLeadS : 0) +
+                                                           (last ? time_margin_s(planned_s) : 0))));
+      if (last) c.args.push_back(fmt::format("--time-min={}", minutes_up(len)));
       if (pieces) {
-        // The signal comes kSignalLeadS before the time limit: the limit is the run's length
-        // plus that lead, so the planned work is done when it comes (the run then checkpoints
-        // within the lead). The last run has no run after it to finish the work: stopped
-        // before its planned end, the job would never end. --time-min, the run's length: Slurm
-        // cancels a job that cannot end by --deadline, reckoned with --time-min when given
-        // (sbatch(1), --deadline), so a last run planned to end at the deadline is not
-        // cancelled for its lead.
-        const std::int64_t len = jp.runs[r].end_s - jp.runs[r].start_s;
-        c.args.push_back(fmt::format("--time={}", minutes_up(len + kSignalLeadS)));
-        if (r + 1 == jp.runs.size())
-          c.args.push_back(fmt::format("--time-min={}", minutes_up(len)));
         // one task: SIGTERM to the batch shell (B:), which exec made the trainer. Under srun:
         // SIGTERM to the job's steps, i.e. to the ranks themselves, not to the batch shell,
         // because srun answers a SIGTERM by killing its tasks with SIGKILL (srun's signal

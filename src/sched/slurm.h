@@ -1,8 +1,10 @@
 // sched/slurm.h: submits a plan to Slurm with sbatch. Each contiguous job becomes one
-// `sbatch --begin=START --deadline=DEADLINE`; an interruptible job becomes one sbatch per run,
+// `sbatch --begin=START --deadline=DEADLINE --time=LENGTH+MARGIN --time-min=LENGTH` (the margin:
+// time_margin_s, 10 % of the planned length, at least 5 min; Slurm reckons --deadline with
+// --time-min); an interruptible job becomes one sbatch per run,
 // each `--begin` at its run, with `--time` the run's length plus the signal's 60 s lead (the
-// signal comes when the run's planned work is done; the last run also gets `--time-min`, its
-// length, which Slurm's --deadline test uses), `--signal=B:TERM@60 --requeue`
+// signal comes when the run's planned work is done; the last run also gets the job's margin and
+// `--time-min`, its length), `--signal=B:TERM@60 --requeue`
 // (greentrain train checkpoints on SIGTERM and exits 143), `--open-mode=append` (a requeued
 // run's log is added to, not truncated) and `--dependency=afterany:PREV` so
 // the runs follow each other and each resumes the last; its `--wrap` command is exec'd, so the
@@ -102,6 +104,17 @@ std::vector<SbatchCall> submission_calls(const Plan& plan, const std::vector<Job
 /// How long before a run's time limit Slurm signals an interruptible job (--signal=B:TERM@60,
 /// or --signal=TERM@60 under srun), s: the time it has to checkpoint and exit.
 inline constexpr std::int64_t kSignalLeadS = 60;
+
+/// The margin a job's end gets in its --time beyond the planned length, so that a duration
+/// estimated a little short is not killed at the limit: kTimeMarginShare of the job's planned
+/// run time (all its runs), at least kTimeMarginMinS; returns s. It goes to the job's last run
+/// (its only one when not interruptible): an earlier run of an interruptible job is meant to be
+/// stopped at its planned end, the next run going on with the work. The plan and its power
+/// budget count the planned length only: a job that runs into its margin draws power the plan
+/// did not place there.
+std::int64_t time_margin_s(std::int64_t planned_s);
+inline constexpr double kTimeMarginShare = 0.10;
+inline constexpr std::int64_t kTimeMarginMinS = 300;
 
 /// The sbatch calls that submit every scheduled job of the plan (unscheduled jobs are skipped),
 /// with --begin and --deadline in `zone`; a job whose plan chose a power limit gets

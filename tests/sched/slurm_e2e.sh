@@ -296,8 +296,9 @@ submit() {
 # srun, gets B:TERM)
 expect_interruptible() {  # COMMAND [SIGNAL, default --signal=B:TERM@60]
   local a
-  # --time: the 600 s run and the signal's 60 s lead; --time-min: the run's length
-  for a in "${2:---signal=B:TERM@60}" --requeue --open-mode=append --time=11 --time-min=10 \
+  # --time: the 600 s run, the signal's 60 s lead and the 5 min margin of a job's last run;
+  # --time-min: the run's length
+  for a in "${2:---signal=B:TERM@60}" --requeue --open-mode=append --time=16 --time-min=10 \
     --deadline=; do
     grep -qF -- " $a" "$ARGS" || fail "job $JOB was submitted without $a: $(cat "$ARGS")"
   done

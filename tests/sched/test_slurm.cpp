@@ -67,6 +67,8 @@ TEST(SchedSlurm, SbatchLinesCarryBeginDeadlineAndPreemptionOptions) {
   EXPECT_TRUE(has(calls[0], "--begin=2020-06-01T02:00:00"));
   EXPECT_TRUE(has(calls[0], "--deadline=2020-06-01T06:00:00"));
   EXPECT_FALSE(has(calls[0], "--requeue"));
+  EXPECT_TRUE(has(calls[0], "--time=66"));  // 60 min and the 6 min margin
+  EXPECT_TRUE(has(calls[0], "--time-min=60"));
   EXPECT_EQ(calls[0].args.back(), "/jobs/fixed.sbatch");
   EXPECT_TRUE(has(calls[1], "--begin=2020-06-01T02:00:00"));
   EXPECT_TRUE(has(calls[1], "--time=61"));  // 60 min and the signal's lead
@@ -607,4 +609,56 @@ TEST(SchedSlurm, EveryRunOfAnInterruptibleJobIsSignalledAfterItsPlannedWork) {
       }
     }
   }
+}
+
+// A job not interruptible was submitted without --time although its length is planned (review
+// of `schedule`, item 3): Slurm then applies the partition's DefaultTime, which may end it
+// early. Its --time is its length and a margin (10 %, at least 5 min), its --time-min its
+// length (what Slurm reckons --deadline with); an interruptible job's last run gets the margin.
+TEST(SchedSlurm, EveryJobHasATimeLimitWithAMarginBeyondItsPlannedEnd) {
+  EXPECT_EQ(time_margin_s(6 * 3600), 2160);
+  EXPECT_EQ(time_margin_s(600), 300);
+  EXPECT_EQ(time_margin_s(0), 300);
+  const UnixTimeS t0 = civil_to_unix_s(2020, 6, 1, 0, 0, 0, 0);
+  auto one = [&](const std::string& name, std::int64_t len, bool interruptible) {
+    Job j;
+    j.name = name;
+    j.command = "greentrain train c.toml --out " + name;
+    j.duration_s = static_cast<double>(len);
+    j.power_w = 100;
+    j.interruptible = interruptible;
+    j.earliest_start_s = t0;
+    j.deadline_s = t0 + len;  // planned to end at its deadline
+    JobPlan jp;
+    jp.name = name;
+    jp.scheduled = true;
+    jp.runs = {gt::sched::Run{t0, t0 + len}};
+    return std::make_pair(j, jp);
+  };
+  auto [a, pa] = one("six-hours", 6 * 3600, false);
+  auto [b, pb] = one("ten-minutes", 600, false);
+  auto [c, pc] = one("pieces", 6 * 3600, true);
+  pc.runs = {gt::sched::Run{t0, t0 + 4 * 3600}, gt::sched::Run{t0 + 5 * 3600, t0 + 7 * 3600}};
+  c.deadline_s = t0 + 7 * 3600;
+  Job s = b;  // a batch script: the limit is sbatch's option, whatever the script says
+  s.name = "script";
+  s.command.clear();
+  s.script = "/jobs/s.sbatch";
+  JobPlan ps = pb;
+  ps.name = "script";
+  Plan p;
+  p.jobs = {pa, pb, pc, ps};
+  const auto calls = sbatch_calls(p, {a, b, c, s}, 0);
+  ASSERT_EQ(calls.size(), 5u);
+  auto args = [&](std::size_t i) { return ::testing::PrintToString(calls[i].args); };
+  auto has = [&](std::size_t i, const std::string& x) {
+    return std::find(calls[i].args.begin(), calls[i].args.end(), x) != calls[i].args.end();
+  };
+  EXPECT_TRUE(has(0, "--time=396") && has(0, "--time-min=360")) << args(0);  // 6 h + 36 min
+  EXPECT_TRUE(has(1, "--time=15") && has(1, "--time-min=10")) << args(1);    // 10 + 5 min
+  // pieces: the first run stops at its planned end (no margin: the next run goes on), the last
+  // gets the lead and 10 % of the job's 6 h
+  EXPECT_TRUE(has(2, "--time=241")) << args(2);
+  EXPECT_TRUE(has(3, "--time=157") && has(3, "--time-min=120")) << args(3);  // 120 + 1 + 36
+  EXPECT_TRUE(has(4, "--time=15") && has(4, "--time-min=10")) << args(4);
 }
