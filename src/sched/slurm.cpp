@@ -190,7 +190,9 @@ std::vector<SbatchCall> sbatch_calls(const Plan& plan, const std::vector<Job>& j
         c.args.push_back(fmt::format("--nodes={}", j.nodes));
       }
       // A planned power limit is applied, not only noted: on GPUs by the SPANK plugin's
-      // --gpu-power-limit, on CPUs by the trainer's train.power_limit (RAPL).
+      // --gpu-power-limit, on CPUs by the trainer's train.power_limit, on the CPU packages
+      // (train.power_limit_device = cpu: RAPL, even on a node with GPUs, which the trainer's
+      // default, auto, would cap instead).
       std::string command = j.command;
       if (jp.cap_limit_w > 0) {
         const long w = std::lround(jp.cap_limit_w);
@@ -199,10 +201,12 @@ std::vector<SbatchCall> sbatch_calls(const Plan& plan, const std::vector<Job>& j
         } else {
           check(is_greentrain_train(command),
                 fmt::format("job '{}': its planned CPU power limit ({} W) is applied as `--set "
-                            "train.power_limit=W` on a `greentrain train` command; expected "
-                            "command = \"greentrain train ...\" (greentrain by name or path)",
+                            "train.power_limit=W --set train.power_limit_device=cpu` on a "
+                            "`greentrain train` command; expected command = \"greentrain train "
+                            "...\" (greentrain by name or path)",
                             j.name, w));
-          command += fmt::format(" --set train.power_limit={}", w);
+          command +=
+              fmt::format(" --set train.power_limit={} --set train.power_limit_device=cpu", w);
         }
       }
       // several tasks: srun starts them as the ranks of one MPI job (PMIx) and ends the step

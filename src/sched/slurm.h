@@ -118,8 +118,9 @@ inline constexpr std::int64_t kTimeMarginMinS = 300;
 
 /// The sbatch calls that submit every scheduled job of the plan (unscheduled jobs are skipped),
 /// with --begin and --deadline in `zone`; a job whose plan chose a power limit gets
-/// --gpu-power-limit=W (CapDevice::gpu; the SPANK plugin) or `--set train.power_limit=W`
-/// appended to its greentrain train command (CapDevice::cpu). A job of ntasks > 1 gets
+/// --gpu-power-limit=W (CapDevice::gpu; the SPANK plugin) or `--set train.power_limit=W --set
+/// train.power_limit_device=cpu` appended to its greentrain train command (CapDevice::cpu: the
+/// CPU packages, through RAPL, also on a node with GPUs). A job of ntasks > 1 gets
 /// --ntasks/--nodes and its command runs under `srun --mpi=pmix --kill-on-bad-exit=1`; when
 /// interruptible, its signal is --signal=TERM@60, which Slurm sends to the ranks themselves
 /// (srun answers a SIGTERM of its own by killing its tasks with SIGKILL). Throws gt::Error for an

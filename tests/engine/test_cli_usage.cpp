@@ -206,6 +206,9 @@ TEST_F(CliUsage, CountsAndDurationsOutsideTheirRangeNameTheOptionAndTheRange) {
       {sched + "--slot-s -1", "--slot-s -1 is not valid; expected seconds in [1, 31622400]"},
       {kBin + " train " + cfg + " --out " + d.file("r") + " --set train.threads=-1",
        "train.threads = -1: expected 0 (all cores) to 4096 threads"},
+      {kBin + " train " + cfg + " --out " + d.file("r") + " --set train.power_limit_device=fpga",
+       "train.power_limit_device = 'fpga': expected auto (NVIDIA GPUs if any, else CPU packages), "
+       "gpu (NVML) or cpu (RAPL)"},
       {kBin + " train " + cfg + " --out " + d.file("r") + " --set energy.cpu_tdp_w=1e9",
        "energy.cpu_tdp_w = 1000000000: expected 0 (the CPU model's table) or a TDP per socket in "
        "[1, 2000] W"},

@@ -278,7 +278,10 @@ TEST(SchedSlurm, PlannedPowerLimitsAreApplied) {
       if (c.job_name == "fixed" && a == fmt::format("--gpu-power-limit={:.0f}", gpu_limit))
         gpu = true;
       if (c.job_name == "resumable" && a.rfind("--wrap=exec greentrain train", 0) == 0) {
-        EXPECT_NE(a.find("--resume --set train.power_limit=100"), std::string::npos) << a;
+        // on the CPU packages, also on a node with GPUs (the trainer's auto takes the GPUs)
+        EXPECT_NE(a.find("--resume --set train.power_limit=100 --set train.power_limit_device=cpu"),
+                  std::string::npos)
+            << a;
         cpu = true;
       }
     }
@@ -305,7 +308,7 @@ TEST(SchedSlurm, PlannedCpuLimitOnGreentrainByPath) {
     if (c.job_name == "resumable") {
       EXPECT_EQ(c.args.back(),
                 "--wrap=exec /opt/gt/bin/greentrain train c.toml --out r --resume "
-                "--set train.power_limit=100");
+                "--set train.power_limit=100 --set train.power_limit_device=cpu");
       seen = true;
     }
   EXPECT_TRUE(seen);
