@@ -241,6 +241,32 @@ TEST_F(CliUsage, CountsAndDurationsOutsideTheirRangeNameTheOptionAndTheRange) {
   }
 }
 
+// Options a simulated search would ignore are usage errors naming them (review of `schedule`,
+// item 5): `tune CONFIG --simulate` searched the simulated devices and said nothing of CONFIG.
+TEST_F(CliUsage, TuneRefusesOptionsASimulatedSearchWouldIgnore) {
+  const std::pair<std::string, std::string> cases[] = {
+      {" tune " + cfg + " --simulate",
+       "--simulate searches on simulated devices and trains nothing, so CONFIG " + cfg +
+           " would be ignored"},
+      {" tune --simulate --set train.max_steps=3 --out " + d.file("o"),
+       "so --set and --out would be ignored"},
+      {" tune --simulate --devices rapl", "so --devices would be ignored"},
+      {" tune " + cfg + " --sim-devices 2", "--sim-devices applies to --simulate only"},
+  };
+  for (const auto& [args, needle] : cases) {
+    auto r = run_cmd(kBin + args);
+    EXPECT_EQ(r.exit_code, 2) << args << ": " << r.output;
+    EXPECT_NE(r.output.find(needle), std::string::npos) << args << ": " << r.output;
+    EXPECT_EQ(r.output.find("device "), std::string::npos)
+        << args << ": opened first: " << r.output;
+  }
+  EXPECT_FALSE(fs::exists(d.file("o")));
+  EXPECT_EQ(run_cmd(kBin + " tune --simulate --sim-devices 2 --step 100 --warmup-steps 0 "
+                           "--profile-steps 1")
+                .exit_code,
+            0);
+}
+
 TEST_F(CliUsage, TrainChecksTheCarbonFileBeforeLoadingData) {
   test::write_file(d.file("bad.csv"), "Time,Carbon Intensity\n2020-01-01 00:00:00,lots\n");
   auto r = run_cmd(kBin + " train " + cfg + " --data " + d.file("no-data.txt") +

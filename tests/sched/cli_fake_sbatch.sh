@@ -130,8 +130,30 @@ grep -q '"start": "2020-06-01T02:00:00+00:00"' "$T/w.json" || fail "baseline is 
 grep -q '^mean over 3 seeds: ' "$T/out4.txt" || fail "no mean over the seeds"
 rc=0
 "$GT" schedule "$T/jobs.csv" --carbon-csv "$SRC_CI" --utc-offset 0 --job-power-w 1 --seeds 2 \
-  --submit slurm --dry-run > "$T/err2.txt" 2>&1 || rc=$?
+  --forecast-error 5 --submit slurm --dry-run > "$T/err2.txt" 2>&1 || rc=$?
 [ "$rc" != 0 ] && grep -q -- "--seeds > 1" "$T/err2.txt" || fail "--submit with --seeds 2 was not refused"
+# Review of `schedule`, item 5: options that would be ignored are usage errors (exit 2) naming
+# them, before anything is read: --dry-run, --cluster-tz, --shift-to-now without --submit (the
+# plan was printed, nothing said), --seed and --seeds N without --forecast-error (N identical
+# plans).
+for case in "--dry-run|--dry-run applies to --submit only" \
+            "--cluster-tz +02:00|--cluster-tz applies to --submit only" \
+            "--shift-to-now|--shift-to-now applies to --submit only" \
+            "--dry-run --cluster-tz 0 --shift-to-now|--dry-run, --cluster-tz and --shift-to-now apply to --submit only" \
+            "--seeds 3|--seeds 3 applies to --forecast-error only" \
+            "--seed 7|--seed applies to --forecast-error only" \
+            "--forecast-error 0 --seed 7 --seeds 2|--seed and --seeds 2 apply to --forecast-error only" \
+            "--energy-weight 10|--energy-weight applies to --objective weighted only"; do
+  opts=${case%%|*}
+  want=${case#*|}
+  rc=0
+  # shellcheck disable=SC2086
+  "$GT" schedule "$T/jobs.csv" --carbon-csv "$SRC_CI" --utc-offset 0 --job-power-w 1 $opts \
+    > "$T/ignored.txt" 2>&1 || rc=$?
+  [ "$rc" = 2 ] || fail "schedule $opts: exit $rc, expected 2 (a usage error): $(cat "$T/ignored.txt")"
+  grep -qF -- "$want" "$T/ignored.txt" || fail "schedule $opts: $(cat "$T/ignored.txt")"
+  grep -q "carbon series" "$T/ignored.txt" && fail "schedule $opts: refused after reading the series"
+done
 # Issue 17.3: a named zone (--tz, the same option as --utc-offset) for the CSV, the job times and
 # the output. The CSV's local times repeat 02:00 on 2020-10-25 (read in order: 00:00Z, then
 # 01:00Z); the 04:00 CET valley is 03:00Z, and sbatch gets Berlin's wall clock.
