@@ -11,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include "test_helpers.h"
@@ -265,6 +266,28 @@ TEST_F(CliUsage, TuneRefusesOptionsASimulatedSearchWouldIgnore) {
                            "--profile-steps 1")
                 .exit_code,
             0);
+}
+
+// docs/commands.md named tune's objectives "energy, time, eta-cost or max-slowdown"; the command
+// takes energy|time|cost|slowdown (review of `schedule`, item 6). The names the docs give in the
+// sentence on --objective are the ones the command runs.
+TEST_F(CliUsage, TuneObjectivesInTheDocsAreTheCommands) {
+  const std::string docs = slurp(std::string(GT_SOURCE_DIR) + "/docs/commands.md");
+  const auto section = docs.find("## `greentrain tune`");
+  ASSERT_NE(section, std::string::npos);
+  const auto at = docs.find("`--objective`", section);
+  ASSERT_NE(at, std::string::npos) << "the tune section does not describe --objective";
+  const std::string sentence = docs.substr(at, docs.find(". ", at) - at);
+  std::set<std::string> named;
+  const std::regex name("`([a-z]+)`");
+  for (std::sregex_iterator i(sentence.begin(), sentence.end(), name), e; i != e; ++i)
+    named.insert((*i)[1]);
+  EXPECT_EQ(named, (std::set<std::string>{"energy", "time", "cost", "slowdown"})) << sentence;
+  for (const auto& o : named) {
+    auto r = run_cmd(kBin + " tune --simulate --step 100 --warmup-steps 0 --profile-steps 1 " +
+                     "--objective " + o);
+    EXPECT_EQ(r.exit_code, 0) << o << ": " << r.output;
+  }
 }
 
 TEST_F(CliUsage, TrainChecksTheCarbonFileBeforeLoadingData) {
