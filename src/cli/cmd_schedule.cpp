@@ -29,13 +29,14 @@ struct ScheduleArgs {
   std::string carbon_csv;
   gt::energy::CarbonReadOptions carbon_read;
   std::string utc_offset;
-  std::string cluster_tz = "local";
+  std::string cluster_tz;  // empty: not given (local)
   double power_budget_w = 0;
   std::string strategy = "best";
   std::string objective = "carbon";
   double energy_weight = -1;  // < 0: not given
   double forecast_error_pct = 0;
   std::uint64_t seed = 1;
+  bool seed_given = false;
   int seeds = 1;
   std::string json_path;
   std::string submit;
@@ -93,11 +94,53 @@ std::vector<gt::sched::Job> load_jobs(const ScheduleArgs& a, const gt::sched::Ti
   return load_jobs_csv(a.jobs_toml, zone, o);
 }
 
+// "--a", "--a and --b", "--a, --b and --c".
+std::string and_list(const std::vector<std::string>& names) {
+  std::string s;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    s += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
+  return s;
+}
+
+// Options that act only beside another one are refused without it, before anything is read: they
+// would be ignored. Throws gt::UsageError (exit 2) naming them.
+void refuse_options_that_would_be_ignored(const ScheduleArgs& a) {
+  if (a.submit.empty()) {
+    std::vector<std::string> unused;
+    if (a.dry_run) unused.push_back("--dry-run");
+    if (!a.cluster_tz.empty()) unused.push_back("--cluster-tz");
+    if (a.shift_to_now) unused.push_back("--shift-to-now");
+    if (!unused.empty())
+      throw gt::UsageError(fmt::format(
+          "{} {} to --submit only (without it the plan is printed and nothing is submitted); "
+          "expected --submit slurm with {}",
+          and_list(unused), unused.size() > 1 ? "apply" : "applies",
+          unused.size() > 1 ? "them" : "it"));
+  }
+  // (make_plan refuses it too, for callers of the library: a plain gt::Error there)
+  if (a.energy_weight >= 0 && a.objective != "weighted")
+    throw gt::UsageError(
+        "--energy-weight applies to --objective weighted only; expected --objective weighted "
+        "with it");
+  if (!(a.forecast_error_pct > 0)) {
+    std::vector<std::string> unused;
+    if (a.seed_given) unused.push_back("--seed");
+    if (a.seeds > 1) unused.push_back(fmt::format("--seeds {}", a.seeds));
+    if (!unused.empty())
+      throw gt::UsageError(fmt::format(
+          "{} {} to --forecast-error only (the noise's seeds: without noise every seed makes the "
+          "same plan); expected --forecast-error PCT with {}",
+          and_list(unused), unused.size() > 1 ? "apply" : "applies",
+          unused.size() > 1 ? "them" : "it"));
+  }
+}
+
 void run_schedule(const ScheduleArgs& a) {
   using namespace gt::sched;
+  refuse_options_that_would_be_ignored(a);
   FILE* out = gt::cli::human_out(a.json_path);
   const TimeZone zone = TimeZone::parse(a.utc_offset, "--utc-offset");
-  const SlurmZone cluster_zone = SlurmZone::parse(a.cluster_tz);
+  const SlurmZone cluster_zone = SlurmZone::parse(a.cluster_tz.empty() ? "local" : a.cluster_tz);
   PlanOptions opt;
   opt.strategy = parse_strategy(a.strategy);
   opt.objective = parse_objective(a.objective);
@@ -146,24 +189,36 @@ void run_schedule(const ScheduleArgs& a) {
     const UnixTimeS now = now_env && *now_env
                               ? parse_wall_time(now_env, TimeZone::fixed(0), "GT_SCHEDULE_NOW")
                               : static_cast<UnixTimeS>(std::time(nullptr));
-    const Plan now_plan = plan_for_submission(plan, jobs, now, a.shift_to_now, &notes);
-    const auto calls = sbatch_calls(now_plan, jobs, cluster_zone);
+    // what was submitted is recorded as it goes: a rerun after a failed sbatch submits only
+    // the rest (the runs Slurm has already are neither refused for a start now past nor
+    // shifted again)
+    const std::string record = a.jobs_toml + ".submitted.json";
+    const auto before = read_submission_record(record);
+    const auto calls =
+        submission_calls(plan, jobs, cluster_zone, now, a.shift_to_now, before, &notes);
     for (const auto& c : calls) notes.insert(notes.end(), c.notes.begin(), c.notes.end());
     for (const auto& n : notes) std::fprintf(out, "note: %s\n", n.c_str());
     if (a.dry_run) {
       std::fprintf(out, "# dry run: %zu sbatch call(s); --begin/--deadline are wall clock in %s\n",
                    calls.size(), cluster_zone.describe().c_str());
+      std::string prev_recorded;  // the previous run's Slurm job id, when recorded
       for (const auto& c : calls) {
-        if (c.run_index > 0)
+        if (auto it = before.find(submission_key(c)); it != before.end()) {
+          std::fprintf(out, "# job '%s' run %zu: already submitted as Slurm job %s (%s)\n",
+                       c.job_name.c_str(), c.run_index, it->second.c_str(), record.c_str());
+          prev_recorded = it->second;
+          continue;
+        }
+        if (c.run_index > 0 && !prev_recorded.empty())
+          std::fprintf(out, "# run %zu of %s: PREV_JOBID is %s\n", c.run_index, c.job_name.c_str(),
+                       prev_recorded.c_str());
+        else if (c.run_index > 0)
           std::fprintf(out, "# run %zu of %s: PREV_JOBID is the id the previous line printed\n",
                        c.run_index, c.job_name.c_str());
+        prev_recorded.clear();
         std::fprintf(out, "%s\n", sbatch_command_line(sbatch, c).c_str());
       }
     } else {
-      // what was submitted is recorded as it goes: a rerun after a failed sbatch submits only
-      // the rest
-      const std::string record = a.jobs_toml + ".submitted.json";
-      const auto before = read_submission_record(record);
       const auto ids = submit_sbatch(calls, sbatch, record, [out](const std::string& s) {
         std::fprintf(out, "%s\n", s.c_str());
       });
@@ -235,9 +290,9 @@ void setup(CLI::App& root) {
                 "its offset); never guessed")
       ->required();
   c->add_option("--cluster-tz", a->cluster_tz,
-                "zone of the times given to sbatch (--begin, --deadline), which Slurm reads in "
-                "the local zone of the host running sbatch: local (default: this host's), an "
-                "offset (+01:00) or a zone name (Europe/Berlin)");
+                "with --submit: zone of the times given to sbatch (--begin, --deadline), which "
+                "Slurm reads in the local zone of the host running sbatch: local (default: this "
+                "host's), an offset (+01:00) or a zone name (Europe/Berlin)");
   c->add_option("--slot-s", a->slot_s,
                 "slot length of the plan, s, 1 to 31622400 (default: the CSV's smallest step)");
   c->add_option("--slot-value", a->slot_value,
@@ -270,10 +325,12 @@ void setup(CLI::App& root) {
   c->add_option("--forecast-error", a->forecast_error_pct,
                 "plan on a forecast with Gaussian noise, % of the series mean; evaluate on the "
                 "true series");
-  c->add_option("--seed", a->seed, "seed of the forecast noise (default 1)");
+  CLI::Option* seed =
+      c->add_option("--seed", a->seed, "with --forecast-error: seed of the noise (default 1)");
   c->add_option("--seeds", a->seeds,
-                "plan N times, with seeds --seed .. --seed+N-1, and print each plan's totals and "
-                "the mean saving (the table and --json are the first seed's)")
+                "with --forecast-error: plan N times, with seeds --seed .. --seed+N-1, and print "
+                "each plan's totals and the mean saving (the table and --json are the first "
+                "seed's)")
       ->check(CLI::Range(1, 1000000));
   gt::cli::add_json_option(c, a->json_path, "the plan");
   c->add_option("--submit", a->submit, "submit the plan: slurm (sbatch; $GT_SBATCH overrides)");
@@ -281,7 +338,10 @@ void setup(CLI::App& root) {
   c->add_flag("--shift-to-now", a->shift_to_now,
               "with --submit: start planned runs that lie in the past now (default: refuse "
               "such a plan); a passed deadline is refused always");
-  c->callback([a]() { run_schedule(*a); });
+  c->callback([a, seed]() {
+    a->seed_given = seed->count() > 0;
+    run_schedule(*a);
+  });
 }
 
 gt::cli::Registrar reg(70, "schedule", setup);

@@ -35,7 +35,39 @@ struct TuneArgs {
   double max_slowdown = 1.1;
   std::string profile;
   std::string json;
+  bool out_given = false, devices_given = false, sim_devices_given = false;
 };
+
+// "--a", "--a and --b", "--a, --b and --c".
+std::string and_list(const std::vector<std::string>& names) {
+  std::string s;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    s += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
+  return s;
+}
+
+// The options of a search on this machine's devices, which a simulated search would ignore, and
+// --sim-devices without --simulate, are refused (gt::UsageError naming them) before anything is
+// read or opened.
+void refuse_options_that_would_be_ignored(const TuneArgs& a) {
+  if (a.simulate) {
+    std::vector<std::string> unused;
+    if (!a.config.empty()) unused.push_back("CONFIG " + a.config);
+    if (!a.overrides.empty()) unused.push_back("--set");
+    if (a.out_given) unused.push_back("--out");
+    if (a.devices_given) unused.push_back("--devices");
+    if (!unused.empty())
+      throw gt::UsageError(fmt::format(
+          "--simulate searches on simulated devices and trains nothing, so {} would be "
+          "ignored; expected either a training CONFIG (a search on this machine's devices, "
+          "with --set, --out, --devices) or --simulate",
+          and_list(unused)));
+  } else if (a.sim_devices_given) {
+    throw gt::UsageError(
+        "--sim-devices applies to --simulate only; expected --simulate with it, or --devices "
+        "for this machine's devices");
+  }
+}
 
 // The numeric options' ranges (docs/commands.md), checked before any device is opened or any
 // line printed; each error names the option, the value and the range.
@@ -58,6 +90,7 @@ void check_ranges(const TuneArgs& a) {
 
 void run_tune(const TuneArgs& a) {
   using namespace gt::tune;
+  refuse_options_that_would_be_ignored(a);
   check_ranges(a);
   FILE* out = gt::cli::human_out(a.json);
   TuneOptions opt;
@@ -146,11 +179,15 @@ void setup(CLI::App& root) {
   c->add_option("config", a->config, "training configuration (TOML) whose steps are profiled");
   c->add_option("--set", a->overrides, "override a configuration key: key=value (repeatable)")
       ->allow_extra_args(false);
-  c->add_option("--out", a->out, "run folder for the profiled training (default runs/tune)");
+  CLI::Option* out =
+      c->add_option("--out", a->out, "run folder for the profiled training (default runs/tune)");
   c->add_flag("--simulate", a->simulate,
-              "search on simulated devices whose power and speed depend on the limit");
-  c->add_option("--sim-devices", a->sim_devices, "number of simulated devices (default 1)");
-  c->add_option("--devices", a->devices, "auto | nvml | rapl (default auto: GPUs, else CPUs)");
+              "search on simulated devices whose power and speed depend on the limit (no CONFIG, "
+              "--set, --out or --devices: nothing is trained)");
+  CLI::Option* sim_devices = c->add_option(
+      "--sim-devices", a->sim_devices, "with --simulate: number of simulated devices (default 1)");
+  CLI::Option* devices =
+      c->add_option("--devices", a->devices, "auto | nvml | rapl (default auto: GPUs, else CPUs)");
   c->add_option("--step", a->step_w, "W between candidate limits (default 25)");
   c->add_option("--warmup-steps", a->warmup_steps, "steps discarded at each limit (default 2)");
   c->add_option("--profile-steps", a->profile_steps, "steps measured at each limit (default 5)");
@@ -162,7 +199,12 @@ void setup(CLI::App& root) {
   c->add_option("--profile", a->profile, "JSON profile: reused when it matches, else written");
   gt::cli::add_json_option(c, a->json,
                            "the search's result (every limit's profile, the chosen one)");
-  c->callback([a]() { run_tune(*a); });
+  c->callback([a, out, sim_devices, devices]() {
+    a->out_given = out->count() > 0;
+    a->devices_given = devices->count() > 0;
+    a->sim_devices_given = sim_devices->count() > 0;
+    run_tune(*a);
+  });
 }
 
 gt::cli::Registrar reg(60, "tune", setup);

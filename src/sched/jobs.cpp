@@ -94,7 +94,22 @@ RunFigures run_figures_from_summary(const std::string& path) {
   return f;
 }
 
-std::vector<CapOption> caps_from_profile(const std::string& path, double steps) {
+namespace {
+// The kind of a device as tune/power_limit.h names it ("nvml:0 (NVIDIA H100, ...)",
+// "rapl:intel-rapl:0 (package-0)", "sim:0"; through the node daemon the same names): the text
+// before its first ':'.
+std::string device_kind(const std::string& name) { return name.substr(0, name.find(':')); }
+
+std::string device_kind_words(const std::string& kind) {
+  if (kind == "nvml") return "NVIDIA GPUs (NVML)";
+  if (kind == "rapl") return "CPU packages (RAPL)";
+  if (kind == "sim") return "a simulated device (`greentrain tune --simulate`)";
+  return fmt::format("a device of kind '{}'", kind);
+}
+}  // namespace
+
+std::vector<CapOption> caps_from_profile(const std::string& path, double steps,
+                                         std::vector<std::string>* devices) {
   std::ifstream in(path);
   check(in.good(), fmt::format("{}: cannot open power profile; expected the JSON that "
                                "`greentrain tune --profile FILE` writes",
@@ -112,6 +127,18 @@ std::vector<CapOption> caps_from_profile(const std::string& path, double steps) 
         fmt::format("{}: not a greentrain power profile; expected format "
                     "greentrain-power-profile-1 with points",
                     path));
+  if (devices) {
+    devices->clear();
+    if (j.contains("devices")) {
+      const auto& d = j["devices"];
+      check(d.is_array() &&
+                std::all_of(d.begin(), d.end(), [](const auto& x) { return x.is_string(); }),
+            fmt::format("{}: 'devices' is not a list of device names; expected what `greentrain "
+                        "tune` wrote (e.g. [\"rapl:intel-rapl:0 (package-0)\"])",
+                        path));
+      for (const auto& x : d) devices->push_back(x.get<std::string>());
+    }
+  }
   std::vector<CapOption> caps;
   for (const auto& p : j["points"]) {
     check(p.is_object() && p.contains("limit_w") && p["limit_w"].is_number() &&
@@ -303,7 +330,9 @@ std::vector<Job> load_jobs_toml(const std::string& path, const TimeZone& zone) {
       check(n_steps >= 1 && n_steps <= 1e15 && n_steps == std::floor(n_steps),
             fmt::format("{}: {} is not valid; expected a whole number of steps in [1, 1e15]",
                         key("steps"), n_steps));
-      j.caps = caps_from_profile(resolve(node_string(*prof, key("power_profile"))), n_steps);
+      const std::string profile = resolve(node_string(*prof, key("power_profile")));
+      std::vector<std::string> devices;
+      j.caps = caps_from_profile(profile, n_steps, &devices);
       for (const auto& c : j.caps)
         checked_duration(c.duration_s, key("steps") + " x time per step");
       j.duration_s = j.caps.front().duration_s;
@@ -313,6 +342,20 @@ std::vector<Job> load_jobs_toml(const std::string& path, const TimeZone& zone) {
       check(d == "gpu" || d == "cpu",
             fmt::format("{}: '{}' is not valid; expected gpu or cpu", key("cap_device"), d));
       j.cap_device = d == "gpu" ? CapDevice::gpu : CapDevice::cpu;
+      // the profile's times and energies hold for the kind of device it was measured on: a
+      // CPU cap planned on a GPU's (or a simulated device's) curve is another job's plan
+      const std::string want = j.cap_device == CapDevice::gpu ? "nvml" : "rapl";
+      for (const std::string& dev : devices)
+        check(device_kind(dev) == want,
+              fmt::format("{}: its power_profile {} was measured on {}, {}, and cap_device = "
+                          "\"{}\" caps {}; expected a profile that `greentrain tune --devices "
+                          "{}` measured on the job's {}{}",
+                          where, profile, dev, device_kind_words(device_kind(dev)), d,
+                          device_kind_words(want), want, d == "gpu" ? "GPUs" : "CPUs",
+                          device_kind(dev) == "nvml" || device_kind(dev) == "rapl"
+                              ? fmt::format(", or cap_device = \"{}\" for this one",
+                                            d == "gpu" ? "cpu" : "gpu")
+                              : std::string()));
     } else {
       check(!t->get("steps") && !t->get("cap_device"),
             where + ": 'steps' and 'cap_device' go with power_profile only");

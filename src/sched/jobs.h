@@ -23,7 +23,10 @@
 //   # chooses the cap together with the start (planner.h)
 //   power_profile = "tune.json"  # what `greentrain tune --profile tune.json` wrote
 //   steps = 5000                 # the job's training steps
-//   cap_device = "gpu"           # gpu (sbatch --gpu-power-limit) or cpu (train.power_limit)
+//   cap_device = "gpu"           # gpu (sbatch --gpu-power-limit) or cpu (train.power_limit
+//                                # on the CPU packages); the profile must have been measured on
+//                                # that kind of device (its "devices": nvml for gpu, rapl for
+//                                # cpu; a simulated one, sim, is refused for both)
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -120,14 +123,20 @@ void interruption_from_run(Job& j, const RunFigures& run, const std::string& sum
 double duration_from_summary_s(const std::string& path);
 
 /// The cap options of a `greentrain tune` profile (JSON, format greentrain-power-profile-1) for a
-/// job of `steps` steps, highest limit first. Throws gt::Error naming the file and the limit when
-/// it is not such a profile or a point's energy is unknown (null).
-std::vector<CapOption> caps_from_profile(const std::string& path, double steps);
+/// job of `steps` steps, highest limit first. `devices` (when given) gets the profile's
+/// "devices", the names of the devices it was measured on ("nvml:0 (...)", "rapl:... (...)",
+/// "sim:0"; empty for a profile without that list, one not written by `greentrain tune`).
+/// Throws gt::Error naming the file and the limit when it is not such a profile or a point's
+/// energy is unknown (null).
+std::vector<CapOption> caps_from_profile(const std::string& path, double steps,
+                                         std::vector<std::string>* devices = nullptr);
 
 /// Loads and validates a job list. Date-times without an offset, and strings
 /// "YYYY-MM-DD HH:MM[:SS]", are read on the wall clock of `zone`; relative paths in `summary`
 /// and `script` are resolved against the TOML file's folder. Throws gt::Error naming the file,
 /// job and key (unknown key, missing key, bad value, deadline not after earliest_start,
+/// a power_profile measured on another kind of device than cap_device caps: the error names the
+/// profile and both kinds,
 /// duplicate name, a time `zone` skips or repeats at a daylight-saving change: both candidate
 /// offsets are named, and the time must then state its offset).
 std::vector<Job> load_jobs_toml(const std::string& path, const TimeZone& zone);

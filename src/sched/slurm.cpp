@@ -98,7 +98,15 @@ bool is_greentrain_train(const std::string& command) {
   const std::size_t slash = program.rfind('/');
   return program.substr(slash == std::string::npos ? 0 : slash + 1) == "greentrain";
 }
+
+// Seconds as Slurm's --time minutes, rounded up.
+std::int64_t minutes_up(std::int64_t s) { return (s + 59) / 60; }
 }  // namespace
+
+std::int64_t time_margin_s(std::int64_t planned_s) {
+  return std::max(kTimeMarginMinS, static_cast<std::int64_t>(std::ceil(
+                                       kTimeMarginShare * std::max<std::int64_t>(planned_s, 0))));
+}
 
 std::string exec_problem(const std::string& command) {
   const std::size_t bad = command.find_first_of(";&|()`\n");
@@ -126,6 +134,8 @@ std::vector<SbatchCall> sbatch_calls(const Plan& plan, const std::vector<Job>& j
                       "column can be planned, not submitted); expected one to submit it",
                       j.name));
     const bool pieces = j.interruptible;
+    std::int64_t planned_s = 0;  // the job's planned run time, all its runs
+    for (const Run& run : jp.runs) planned_s += run.end_s - run.start_s;
     for (std::size_t r = 0; r < jp.runs.size(); ++r) {
       SbatchCall c;
       c.job_name = j.name;
@@ -145,15 +155,27 @@ std::vector<SbatchCall> sbatch_calls(const Plan& plan, const std::vector<Job>& j
       };
       c.args.push_back(when("--begin=", jp.runs[r].start_s));
       c.args.push_back(when("--deadline=", j.deadline_s));
+      // Every run has a time limit: without one Slurm applies the partition's DefaultTime,
+      // which may end it before its planned end. An interruptible job's signal comes
+      // kSignalLeadS before the limit: the limit is the run's length plus that lead, so the
+      // planned work is done when it comes (the run then checkpoints within the lead). The
+      // job's last run (its only one when not interruptible) has no run after it to finish
+      // the work: it also gets the margin (time_margin_s) for a duration estimated short.
+      // --time-min, its length: Slurm cancels a job that cannot end by --deadline, reckoned
+      // with --time-min when given (sbatch(1), --deadline), so a run planned to end at the
+      // deadline is not cancelled for its lead or margin.
+      const std::int64_t len = jp.runs[r].end_s - jp.runs[r].start_s;
+      const bool last = r + 1 == jp.runs.size();
+      c.args.push_back(fmt::format("--time={}", minutes_up(len + (pieces ? kSignalLeadS : 0) +
+                                                           (last ? time_margin_s(planned_s) : 0))));
+      if (last) c.args.push_back(fmt::format("--time-min={}", minutes_up(len)));
       if (pieces) {
-        const std::int64_t minutes = (jp.runs[r].end_s - jp.runs[r].start_s + 59) / 60;
-        c.args.push_back(fmt::format("--time={}", minutes));
         // one task: SIGTERM to the batch shell (B:), which exec made the trainer. Under srun:
         // SIGTERM to the job's steps, i.e. to the ranks themselves, not to the batch shell,
         // because srun answers a SIGTERM by killing its tasks with SIGKILL (srun's signal
         // handling: "forcing job termination"), so no checkpoint would be written
         const bool under_srun = j.ntasks > 1 && j.script.empty() && !j.command.empty();
-        c.args.push_back(under_srun ? "--signal=TERM@60" : "--signal=B:TERM@60");
+        c.args.push_back(fmt::format("--signal={}TERM@{}", under_srun ? "" : "B:", kSignalLeadS));
         c.args.push_back("--requeue");
         // a requeued job's output file is opened anew, truncated unless the cluster sets
         // JobFileAppend=1 (sbatch(1), --open-mode): append, so that the log of the run that
@@ -168,7 +190,9 @@ std::vector<SbatchCall> sbatch_calls(const Plan& plan, const std::vector<Job>& j
         c.args.push_back(fmt::format("--nodes={}", j.nodes));
       }
       // A planned power limit is applied, not only noted: on GPUs by the SPANK plugin's
-      // --gpu-power-limit, on CPUs by the trainer's train.power_limit (RAPL).
+      // --gpu-power-limit, on CPUs by the trainer's train.power_limit, on the CPU packages
+      // (train.power_limit_device = cpu: RAPL, even on a node with GPUs, which the trainer's
+      // default, auto, would cap instead).
       std::string command = j.command;
       if (jp.cap_limit_w > 0) {
         const long w = std::lround(jp.cap_limit_w);
@@ -177,10 +201,12 @@ std::vector<SbatchCall> sbatch_calls(const Plan& plan, const std::vector<Job>& j
         } else {
           check(is_greentrain_train(command),
                 fmt::format("job '{}': its planned CPU power limit ({} W) is applied as `--set "
-                            "train.power_limit=W` on a `greentrain train` command; expected "
-                            "command = \"greentrain train ...\" (greentrain by name or path)",
+                            "train.power_limit=W --set train.power_limit_device=cpu` on a "
+                            "`greentrain train` command; expected command = \"greentrain train "
+                            "...\" (greentrain by name or path)",
                             j.name, w));
-          command += fmt::format(" --set train.power_limit={}", w);
+          command +=
+              fmt::format(" --set train.power_limit={} --set train.power_limit_device=cpu", w);
         }
       }
       // several tasks: srun starts them as the ranks of one MPI job (PMIx) and ends the step
@@ -241,7 +267,7 @@ std::string sbatch_program() {
 
 std::string submission_key(const SbatchCall& call) {
   std::string k = fmt::format("{}#{}", call.job_name, call.run_index);
-  for (const auto& a : call.args) k += "\x1f" + a;
+  for (const auto& a : call.planned_args.empty() ? call.args : call.planned_args) k += "\x1f" + a;
   return k;
 }
 
@@ -420,13 +446,20 @@ std::vector<std::string> submit_sbatch(const std::vector<SbatchCall>& calls,
 }
 
 Plan plan_for_submission(const Plan& plan, const std::vector<Job>& jobs, UnixTimeS now_s,
-                         bool shift_to_now, std::vector<std::string>* notes) {
+                         bool shift_to_now, std::vector<std::string>* notes,
+                         const std::set<RunId>& submitted) {
   const TimeZone utc = TimeZone::fixed(0);
   Plan out = plan;
   for (std::size_t i = 0; i < out.jobs.size() && i < jobs.size(); ++i) {
     JobPlan& jp = out.jobs[i];
     const Job& j = jobs[i];
     if (!jp.scheduled || jp.runs.empty()) continue;
+    // Slurm has these runs already (an earlier submission of this plan): they are not checked
+    // or moved, whatever their start; a job Slurm has whole is left as it is
+    auto in_slurm = [&](std::size_t r) { return submitted.count(RunId{j.name, r}) > 0; };
+    bool all_in_slurm = true;
+    for (std::size_t k = 0; k < jp.runs.size(); ++k) all_in_slurm = all_in_slurm && in_slurm(k);
+    if (all_in_slurm) continue;
     const std::string now_text = format_iso_time(now_s, utc);
     check(j.deadline_s > now_s,
           fmt::format("job '{}': its deadline {} has passed (now {}); expected a deadline in the "
@@ -434,7 +467,12 @@ Plan plan_for_submission(const Plan& plan, const std::vector<Job>& jobs, UnixTim
                       j.name, format_iso_time(j.deadline_s, utc), now_text));
     UnixTimeS earliest = std::numeric_limits<UnixTimeS>::min();  // the previous run's end
     bool shifted = false;
-    for (Run& r : jp.runs) {
+    for (std::size_t k = 0; k < jp.runs.size(); ++k) {
+      Run& r = jp.runs[k];
+      if (in_slurm(k)) {
+        earliest = r.end_s;
+        continue;
+      }
       const UnixTimeS start = std::max(r.start_s, earliest);
       if (r.start_s < now_s - kPastGraceS && !shift_to_now)
         throw Error(fmt::format(
@@ -464,6 +502,25 @@ Plan plan_for_submission(const Plan& plan, const std::vector<Job>& jobs, UnixTim
                       format_iso_time(j.deadline_s, utc)));
   }
   return out;
+}
+
+std::vector<SbatchCall> submission_calls(const Plan& plan, const std::vector<Job>& jobs,
+                                         const SlurmZone& zone, UnixTimeS now_s, bool shift_to_now,
+                                         const std::map<std::string, std::string>& record,
+                                         std::vector<std::string>* notes) {
+  // the calls as planned: their keys find what an earlier submission of this plan recorded
+  const std::vector<SbatchCall> planned = sbatch_calls(plan, jobs, zone);
+  std::set<RunId> submitted;
+  for (const SbatchCall& c : planned)
+    if (record.count(submission_key(c))) submitted.insert({c.job_name, c.run_index});
+  std::vector<SbatchCall> calls = sbatch_calls(
+      plan_for_submission(plan, jobs, now_s, shift_to_now, notes, submitted), jobs, zone);
+  check(calls.size() == planned.size(),
+        fmt::format("submission: {} sbatch calls after moving starts to now, {} as planned; "
+                    "expected the same runs",
+                    calls.size(), planned.size()));
+  for (std::size_t i = 0; i < calls.size(); ++i) calls[i].planned_args = planned[i].args;
+  return calls;
 }
 
 }  // namespace gt::sched

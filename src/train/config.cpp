@@ -94,6 +94,7 @@ std::vector<Key> key_table(TrainConfig& c) {
       {"energy.carbon_region", &c.carbon_region},
       {"energy.cpu_tdp_w", &c.cpu_tdp_w},
       {"train.power_limit", &c.power_limit_w},
+      {"train.power_limit_device", &c.power_limit_device},
       {"train.zero", &c.zero},
       {"train.grad_comm", &c.grad_comm},
       {"dist.timeout_s", &c.dist_timeout_s},
@@ -430,6 +431,11 @@ void TrainConfig::validate() const try {
         "[1, 2000] W",
         cpu_tdp_w));
   non_negative("train.power_limit", power_limit_w);
+  if (power_limit_device != "auto" && power_limit_device != "gpu" && power_limit_device != "cpu")
+    throw Error(
+        fmt::format("train.power_limit_device = '{}': expected auto (NVIDIA GPUs if any, else CPU "
+                    "packages), gpu (NVML) or cpu (RAPL)",
+                    power_limit_device));
   non_negative("train.memory_budget", memory_budget);
   non_negative("train.target_loss", target_loss);
   if (zero != 0 && zero != 1)

@@ -99,6 +99,11 @@ struct TrainConfig {
   std::string carbon_region;
   double cpu_tdp_w = 0;      ///< 0: from the CPU model table
   double power_limit_w = 0;  ///< train.power_limit (W) for the run; 0 leaves the limit alone
+  /// train.power_limit_device: which devices train.power_limit caps: "auto" (default: the
+  /// node's NVIDIA GPUs through NVML if it has any, else its CPU packages through RAPL), "gpu"
+  /// (NVML only) or "cpu" (RAPL only, even on a node with GPUs: what `greentrain schedule`
+  /// passes for a job with cap_device = "cpu").
+  std::string power_limit_device = "auto";
   /// train.power_limit_required: a train.power_limit that cannot be applied (no writable RAPL
   /// zone or NVML limit, as for a job not run as root) stops the run before any step; false
   /// (default): the run goes on uncapped, says so, and summary.json's power_limit record

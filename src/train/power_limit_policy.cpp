@@ -15,10 +15,16 @@ namespace gt {
 
 RunPowerLimit::RunPowerLimit(const TrainConfig& cfg, bool node_leader, std::FILE* log) {
   if (!(cfg.power_limit_w > 0) || !node_leader) return;
-  std::string why_not;
+  std::string why_not, devices;  // devices: the ones capped, by name
 #ifdef GT_TRAIN_HAVE_TUNE
   try {
-    guard_ = tune::apply_power_limit(cfg.power_limit_w);
+    // the devices train.power_limit_device names (validated: auto, gpu or cpu)
+    const std::string kind = cfg.power_limit_device == "gpu"   ? "nvml"
+                             : cfg.power_limit_device == "cpu" ? "rapl"
+                                                               : "auto";
+    auto guard = tune::apply_power_limit(cfg.power_limit_w, kind);
+    for (const auto& d : guard->devices()) devices += (devices.empty() ? "" : ", ") + d->name();
+    guard_ = std::move(guard);
   } catch (const Error& e) {
     why_not = e.what();
   }
@@ -28,7 +34,8 @@ RunPowerLimit::RunPowerLimit(const TrainConfig& cfg, bool node_leader, std::FILE
   record_ = {{run::key::requested_w, cfg.power_limit_w}, {run::key::applied, why_not.empty()}};
   if (why_not.empty()) {
     if (log)
-      std::fprintf(log, "  power    limit %.0f W applied (restored at exit)\n", cfg.power_limit_w);
+      std::fprintf(log, "  power    limit %.0f W applied to %s (restored at exit)\n",
+                   cfg.power_limit_w, devices.c_str());
     return;
   }
   if (cfg.power_limit_required)

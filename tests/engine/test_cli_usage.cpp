@@ -11,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include "test_helpers.h"
@@ -206,6 +207,9 @@ TEST_F(CliUsage, CountsAndDurationsOutsideTheirRangeNameTheOptionAndTheRange) {
       {sched + "--slot-s -1", "--slot-s -1 is not valid; expected seconds in [1, 31622400]"},
       {kBin + " train " + cfg + " --out " + d.file("r") + " --set train.threads=-1",
        "train.threads = -1: expected 0 (all cores) to 4096 threads"},
+      {kBin + " train " + cfg + " --out " + d.file("r") + " --set train.power_limit_device=fpga",
+       "train.power_limit_device = 'fpga': expected auto (NVIDIA GPUs if any, else CPU packages), "
+       "gpu (NVML) or cpu (RAPL)"},
       {kBin + " train " + cfg + " --out " + d.file("r") + " --set energy.cpu_tdp_w=1e9",
        "energy.cpu_tdp_w = 1000000000: expected 0 (the CPU model's table) or a TDP per socket in "
        "[1, 2000] W"},
@@ -235,6 +239,54 @@ TEST_F(CliUsage, CountsAndDurationsOutsideTheirRangeNameTheOptionAndTheRange) {
     EXPECT_NE(r.output.find(needle), std::string::npos) << cmd << ": " << r.output;
     EXPECT_EQ(r.output.find("simulated device(s)"), std::string::npos)
         << cmd << ": set up first: " << r.output;
+  }
+}
+
+// Options a simulated search would ignore are usage errors naming them (review of `schedule`,
+// item 5): `tune CONFIG --simulate` searched the simulated devices and said nothing of CONFIG.
+TEST_F(CliUsage, TuneRefusesOptionsASimulatedSearchWouldIgnore) {
+  const std::pair<std::string, std::string> cases[] = {
+      {" tune " + cfg + " --simulate",
+       "--simulate searches on simulated devices and trains nothing, so CONFIG " + cfg +
+           " would be ignored"},
+      {" tune --simulate --set train.max_steps=3 --out " + d.file("o"),
+       "so --set and --out would be ignored"},
+      {" tune --simulate --devices rapl", "so --devices would be ignored"},
+      {" tune " + cfg + " --sim-devices 2", "--sim-devices applies to --simulate only"},
+  };
+  for (const auto& [args, needle] : cases) {
+    auto r = run_cmd(kBin + args);
+    EXPECT_EQ(r.exit_code, 2) << args << ": " << r.output;
+    EXPECT_NE(r.output.find(needle), std::string::npos) << args << ": " << r.output;
+    EXPECT_EQ(r.output.find("device "), std::string::npos)
+        << args << ": opened first: " << r.output;
+  }
+  EXPECT_FALSE(fs::exists(d.file("o")));
+  EXPECT_EQ(run_cmd(kBin + " tune --simulate --sim-devices 2 --step 100 --warmup-steps 0 "
+                           "--profile-steps 1")
+                .exit_code,
+            0);
+}
+
+// docs/commands.md named tune's objectives "energy, time, eta-cost or max-slowdown"; the command
+// takes energy|time|cost|slowdown (review of `schedule`, item 6). The names the docs give in the
+// sentence on --objective are the ones the command runs.
+TEST_F(CliUsage, TuneObjectivesInTheDocsAreTheCommands) {
+  const std::string docs = slurp(std::string(GT_SOURCE_DIR) + "/docs/commands.md");
+  const auto section = docs.find("## `greentrain tune`");
+  ASSERT_NE(section, std::string::npos);
+  const auto at = docs.find("`--objective`", section);
+  ASSERT_NE(at, std::string::npos) << "the tune section does not describe --objective";
+  const std::string sentence = docs.substr(at, docs.find(". ", at) - at);
+  std::set<std::string> named;
+  const std::regex name("`([a-z]+)`");
+  for (std::sregex_iterator i(sentence.begin(), sentence.end(), name), e; i != e; ++i)
+    named.insert((*i)[1]);
+  EXPECT_EQ(named, (std::set<std::string>{"energy", "time", "cost", "slowdown"})) << sentence;
+  for (const auto& o : named) {
+    auto r = run_cmd(kBin + " tune --simulate --step 100 --warmup-steps 0 --profile-steps 1 " +
+                     "--objective " + o);
+    EXPECT_EQ(r.exit_code, 0) << o << ": " << r.output;
   }
 }
 

@@ -130,8 +130,30 @@ grep -q '"start": "2020-06-01T02:00:00+00:00"' "$T/w.json" || fail "baseline is 
 grep -q '^mean over 3 seeds: ' "$T/out4.txt" || fail "no mean over the seeds"
 rc=0
 "$GT" schedule "$T/jobs.csv" --carbon-csv "$SRC_CI" --utc-offset 0 --job-power-w 1 --seeds 2 \
-  --submit slurm --dry-run > "$T/err2.txt" 2>&1 || rc=$?
+  --forecast-error 5 --submit slurm --dry-run > "$T/err2.txt" 2>&1 || rc=$?
 [ "$rc" != 0 ] && grep -q -- "--seeds > 1" "$T/err2.txt" || fail "--submit with --seeds 2 was not refused"
+# Review of `schedule`, item 5: options that would be ignored are usage errors (exit 2) naming
+# them, before anything is read: --dry-run, --cluster-tz, --shift-to-now without --submit (the
+# plan was printed, nothing said), --seed and --seeds N without --forecast-error (N identical
+# plans).
+for case in "--dry-run|--dry-run applies to --submit only" \
+            "--cluster-tz +02:00|--cluster-tz applies to --submit only" \
+            "--shift-to-now|--shift-to-now applies to --submit only" \
+            "--dry-run --cluster-tz 0 --shift-to-now|--dry-run, --cluster-tz and --shift-to-now apply to --submit only" \
+            "--seeds 3|--seeds 3 applies to --forecast-error only" \
+            "--seed 7|--seed applies to --forecast-error only" \
+            "--forecast-error 0 --seed 7 --seeds 2|--seed and --seeds 2 apply to --forecast-error only" \
+            "--energy-weight 10|--energy-weight applies to --objective weighted only"; do
+  opts=${case%%|*}
+  want=${case#*|}
+  rc=0
+  # shellcheck disable=SC2086
+  "$GT" schedule "$T/jobs.csv" --carbon-csv "$SRC_CI" --utc-offset 0 --job-power-w 1 $opts \
+    > "$T/ignored.txt" 2>&1 || rc=$?
+  [ "$rc" = 2 ] || fail "schedule $opts: exit $rc, expected 2 (a usage error): $(cat "$T/ignored.txt")"
+  grep -qF -- "$want" "$T/ignored.txt" || fail "schedule $opts: $(cat "$T/ignored.txt")"
+  grep -q "carbon series" "$T/ignored.txt" && fail "schedule $opts: refused after reading the series"
+done
 # Issue 17.3: a named zone (--tz, the same option as --utc-offset) for the CSV, the job times and
 # the output. The CSV's local times repeat 02:00 on 2020-10-25 (read in order: 00:00Z, then
 # 01:00Z); the 04:00 CET valley is 03:00Z, and sbatch gets Berlin's wall clock.
@@ -243,4 +265,57 @@ grep -q "job 'fixed' run 0: already submitted as Slurm job 701" "$T/flaky2.txt" 
 [ "$(grep -c -- "--job-name=fixed" "$T/flaky.log")" = 1 ] || fail "'fixed' was submitted twice"
 [ "$(wc -l < "$T/flaky.log")" = 3 ] || fail "expected 3 sbatch calls in all"
 grep -q -- "--dependency=afterany:703" "$T/flaky.log" || fail "run 1 not chained to run 0 (703)"
+
+# Review of `schedule`, item 1: the retry submits only the rest, also (a) when the start of the
+# job Slurm has has passed (the retry was refused: "its planned start ... is in the past"), and
+# (b) with --shift-to-now, whose --begin is the retry's now (the job Slurm had was submitted
+# again: the record's key held --begin).
+cat > "$T/sbatch-flaky2" <<SH
+#!/bin/sh
+n=\$(cat "$T/f2n" 2>/dev/null || echo 800); n=\$((n+1)); echo \$n > "$T/f2n"
+[ "\$n" = 802 ] && { echo "sbatch: error: Batch job submission failed" >&2; exit 1; }
+echo "\$@" >> "$T/flaky2.log"
+echo \$n
+SH
+chmod +x "$T/sbatch-flaky2"
+# a runs at 00:00 (the clean hour; deadline 05:00), b at 03:00 (its window: 03:00 to 04:00)
+printf 'Time,Carbon Intensity\n2020-06-01 00:00:00,10\n2020-06-01 01:00:00,400\n2020-06-01 02:00:00,400\n2020-06-01 03:00:00,400\n2020-06-01 04:00:00,400\n' \
+  > "$T/retry.csv"
+printf '[[job]]\nname = "a"\nscript = "a.sbatch"\nduration_s = 3600\npower_w = 100\nearliest_start = 2020-06-01T00:00:00\ndeadline = 2020-06-01T05:00:00\n\n[[job]]\nname = "b"\nscript = "b.sbatch"\nduration_s = 3600\npower_w = 100\nearliest_start = 2020-06-01T03:00:00\ndeadline = 2020-06-01T04:00:00\n' \
+  > "$T/retry.toml"
+rc=0
+GT_SCHEDULE_NOW=2020-05-31T23:00:00Z GT_SBATCH="$T/sbatch-flaky2" "$GT" schedule "$T/retry.toml" \
+  --carbon-csv "$T/retry.csv" --utc-offset 0 --cluster-tz 0 --submit slurm > "$T/retry1.txt" 2>&1 || rc=$?
+cat "$T/retry1.txt"
+[ "$rc" != 0 ] || fail "a failed sbatch was not an error"
+# an hour and a half after a's start
+GT_SCHEDULE_NOW=2020-06-01T01:30:00Z GT_SBATCH="$T/sbatch-flaky2" "$GT" schedule "$T/retry.toml" \
+  --carbon-csv "$T/retry.csv" --utc-offset 0 --cluster-tz 0 --submit slurm > "$T/retry2.txt" 2>&1 ||
+  fail "the retry after a's start was refused: $(cat "$T/retry2.txt")"
+cat "$T/retry2.txt" "$T/flaky2.log"
+grep -q "job 'a' run 0: already submitted as Slurm job 801" "$T/retry2.txt" || fail "a is not said to be queued"
+grep -q "submitted b run 0 as Slurm job 803" "$T/retry2.txt" || fail "b was not submitted"
+[ "$(wc -l < "$T/flaky2.log")" = 2 ] || fail "expected 2 sbatch calls in all"
+rm -f "$T/f2n" "$T/flaky2.log"
+sed 's/deadline = .*/deadline = 2030-01-01T00:00:00/' "$T/retry.toml" > "$T/shift.toml"
+rc=0
+GT_SCHEDULE_NOW=2026-06-01T00:00:00Z GT_SBATCH="$T/sbatch-flaky2" "$GT" schedule "$T/shift.toml" \
+  --carbon-csv "$T/retry.csv" --utc-offset 0 --cluster-tz 0 --submit slurm --shift-to-now \
+  > "$T/retry3.txt" 2>&1 || rc=$?
+cat "$T/retry3.txt"
+[ "$rc" != 0 ] || fail "a failed sbatch was not an error"
+# a dry run of the retry says what Slurm has, and shows only the rest
+GT_SCHEDULE_NOW=2026-06-01T00:02:00Z GT_SBATCH="$T/sbatch-flaky2" "$GT" schedule "$T/shift.toml" \
+  --carbon-csv "$T/retry.csv" --utc-offset 0 --cluster-tz 0 --submit slurm --shift-to-now --dry-run \
+  > "$T/retry4.txt" 2>&1 || fail "the dry run of the retry failed: $(cat "$T/retry4.txt")"
+cat "$T/retry4.txt"
+grep -q "^# job 'a' run 0: already submitted as Slurm job 801" "$T/retry4.txt" ||
+  fail "the dry run does not say a is queued"
+[ "$(grep -c "^'*$T/sbatch-flaky2'* " "$T/retry4.txt")" = 1 ] || fail "the dry run shows other calls than b's"
+GT_SCHEDULE_NOW=2026-06-01T00:02:00Z GT_SBATCH="$T/sbatch-flaky2" "$GT" schedule "$T/shift.toml" \
+  --carbon-csv "$T/retry.csv" --utc-offset 0 --cluster-tz 0 --submit slurm --shift-to-now \
+  > "$T/retry5.txt" 2>&1 || fail "the shifted retry failed: $(cat "$T/retry5.txt")"
+cat "$T/retry5.txt" "$T/flaky2.log"
+[ "$(grep -c -- "--job-name=a " "$T/flaky2.log")" = 1 ] || fail "'a' was submitted twice with --shift-to-now"
+grep -q -- "--job-name=b --begin=2026-06-01T00:02:00" "$T/flaky2.log" || fail "b not submitted at the retry's now"
 echo "PASS"

@@ -296,7 +296,10 @@ submit() {
 # srun, gets B:TERM)
 expect_interruptible() {  # COMMAND [SIGNAL, default --signal=B:TERM@60]
   local a
-  for a in "${2:---signal=B:TERM@60}" --requeue --open-mode=append --time=10 --deadline=; do
+  # --time: the 600 s run, the signal's 60 s lead and the 5 min margin of a job's last run;
+  # --time-min: the run's length
+  for a in "${2:---signal=B:TERM@60}" --requeue --open-mode=append --time=16 --time-min=10 \
+    --deadline=; do
     grep -qF -- " $a" "$ARGS" || fail "job $JOB was submitted without $a: $(cat "$ARGS")"
   done
   [ "$(field_of "$JOB" Requeue)" = 1 ] || fail "Slurm holds job $JOB with Requeue=$(field_of "$JOB" Requeue)"
@@ -478,8 +481,9 @@ TOML
 export GT_POWERCAP_ROOT="$D/powercap"  # sbatch passes the environment to the job
 submit e2e-cap "$D/cap-jobs.toml"
 unset GT_POWERCAP_ROOT
-grep -qxF "$CAP_CMD --set train.power_limit=60" "$SCRIPT" ||
-  fail "job $JOB's batch script does not run '$CAP_CMD --set train.power_limit=60':" \
+grep -qxF "$CAP_CMD --set train.power_limit=60 --set train.power_limit_device=cpu" "$SCRIPT" ||
+  fail "job $JOB's batch script does not run '$CAP_CMD --set train.power_limit=60 --set" \
+       "train.power_limit_device=cpu':" \
        "$(printf '\n'; cat "$SCRIPT")"
 seen=""
 for _ in $(seq 1 240); do
@@ -493,7 +497,8 @@ grep -q "limit 60 W applied" "$D/slurm-$JOB.out" || fail "the trainer did not ap
 [ -n "$seen" ] || fail "the RAPL limit was never 60 W while job $JOB ran"
 [ "$(cat "$D/powercap/intel-rapl:0/constraint_0_power_limit_uw")" = 150000000 ] ||
   fail "the RAPL limit was not restored to 150 W after the job"
-echo "PASS: planned cap of 60 W submitted as --set train.power_limit=60, set while job $JOB ran, restored after"
+echo "PASS: planned cap of 60 W submitted as --set train.power_limit=60 --set" \
+     "train.power_limit_device=cpu, set while job $JOB ran, restored after"
 
 # --- 3. the SPANK plugin ------------------------------------------------------------------
 if [ -n "$PLUGSTACK" ]; then

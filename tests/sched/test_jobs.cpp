@@ -454,6 +454,65 @@ deadline = 2020-06-02T08:00:00
   EXPECT_NE(m.find("expected no duration_s"), std::string::npos) << m;
 }
 
+// A power profile holds for the kind of device it was measured on (review of `schedule`, item
+// 4): a profile of `tune --simulate` (device sim:0) or of a GPU was taken for a job whose cap,
+// cap_device = "cpu", goes to the CPU packages. It is refused, naming the job, the profile and
+// both kinds; a profile of that kind, or one without a device list (not written by tune), is
+// taken.
+TEST(SchedJobs, PowerProfileOfAnotherKindOfDeviceIsRefused) {
+  TempDir d;
+  auto profile = [&](const std::string& name, const std::string& devices) {
+    return d.write(name, R"({"format": "greentrain-power-profile-1", )" + devices +
+                             R"("points": [
+      {"limit_w": 200, "energy_per_step_j": 30, "time_per_step_s": 0.2},
+      {"limit_w": 300, "energy_per_step_j": 40, "time_per_step_s": 0.16}]})");
+  };
+  profile("sim.json", R"("devices": ["sim:0"], )");
+  profile("gpu.json",
+          R"J("devices": ["nvml:0 (NVIDIA H100, GPU-1)", "nvml:1 (NVIDIA H100, GPU-2)"], )J");
+  profile("cpu.json", R"J("devices": ["rapl:intel-rapl:0 (package-0)"], )J");
+  profile("none.json", "");
+  profile("bad.json", R"("devices": [3], )");
+  auto job = [&](const std::string& file, const std::string& prof, const std::string& device) {
+    return d.write(file, R"(
+[[job]]
+name = "capped"
+command = "greentrain train c.toml --out r"
+power_profile = ")" + prof + R"("
+steps = 1000
+cap_device = ")" + device + R"("
+earliest_start = 2020-06-01T18:00:00
+deadline = 2020-06-02T08:00:00
+)");
+  };
+  std::string m = error_of(job("sim-cpu.toml", "sim.json", "cpu"));
+  for (const std::string& part :
+       {"sim-cpu.toml: job 'capped': its power_profile " + (d.path / "sim.json").string() +
+            " was measured on sim:0, a simulated device (`greentrain tune --simulate`)",
+        std::string("cap_device = \"cpu\" caps CPU packages (RAPL)")})
+    EXPECT_NE(m.find(part), std::string::npos) << m;
+  m = error_of(job("sim-gpu.toml", "sim.json", "gpu"));
+  EXPECT_NE(m.find("caps NVIDIA GPUs (NVML)"), std::string::npos) << m;
+  m = error_of(job("gpu-cpu.toml", "gpu.json", "cpu"));
+  EXPECT_NE(m.find("was measured on nvml:0 (NVIDIA H100, GPU-1), NVIDIA GPUs (NVML), and "
+                   "cap_device = \"cpu\" caps CPU packages (RAPL)"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("or cap_device = \"gpu\" for this one"), std::string::npos) << m;
+  m = error_of(job("cpu-gpu.toml", "cpu.json", "gpu"));
+  EXPECT_NE(m.find("was measured on rapl:intel-rapl:0 (package-0), CPU packages (RAPL)"),
+            std::string::npos)
+      << m;
+  m = error_of(job("bad.toml", "bad.json", "cpu"));
+  EXPECT_NE(m.find("bad.json: 'devices' is not a list of device names"), std::string::npos) << m;
+  EXPECT_EQ(error_of(job("gpu-gpu.toml", "gpu.json", "gpu")), "");
+  EXPECT_EQ(error_of(job("cpu-cpu.toml", "cpu.json", "cpu")), "");
+  EXPECT_EQ(error_of(job("none-cpu.toml", "none.json", "cpu")), "");
+  std::vector<std::string> devices;
+  caps_from_profile((d.path / "gpu.json").string(), 10, &devices);
+  EXPECT_EQ(devices.size(), 2u);
+}
+
 // Issue 31 §6: every count and duration has a range. `steps` beside a power profile took 0 and
 // negative counts (a job of no or negative length) and 1e300 (an infinite one); interruption_s
 // took 1e300 s.

@@ -67,9 +67,11 @@ TEST(SchedSlurm, SbatchLinesCarryBeginDeadlineAndPreemptionOptions) {
   EXPECT_TRUE(has(calls[0], "--begin=2020-06-01T02:00:00"));
   EXPECT_TRUE(has(calls[0], "--deadline=2020-06-01T06:00:00"));
   EXPECT_FALSE(has(calls[0], "--requeue"));
+  EXPECT_TRUE(has(calls[0], "--time=66"));  // 60 min and the 6 min margin
+  EXPECT_TRUE(has(calls[0], "--time-min=60"));
   EXPECT_EQ(calls[0].args.back(), "/jobs/fixed.sbatch");
   EXPECT_TRUE(has(calls[1], "--begin=2020-06-01T02:00:00"));
-  EXPECT_TRUE(has(calls[1], "--time=60"));
+  EXPECT_TRUE(has(calls[1], "--time=61"));  // 60 min and the signal's lead
   EXPECT_TRUE(has(calls[1], "--signal=B:TERM@60"));
   EXPECT_TRUE(has(calls[1], "--requeue"));
   EXPECT_TRUE(has(calls[1], "--open-mode=append"));  // Slurm truncates a requeued job's log
@@ -276,7 +278,10 @@ TEST(SchedSlurm, PlannedPowerLimitsAreApplied) {
       if (c.job_name == "fixed" && a == fmt::format("--gpu-power-limit={:.0f}", gpu_limit))
         gpu = true;
       if (c.job_name == "resumable" && a.rfind("--wrap=exec greentrain train", 0) == 0) {
-        EXPECT_NE(a.find("--resume --set train.power_limit=100"), std::string::npos) << a;
+        // on the CPU packages, also on a node with GPUs (the trainer's auto takes the GPUs)
+        EXPECT_NE(a.find("--resume --set train.power_limit=100 --set train.power_limit_device=cpu"),
+                  std::string::npos)
+            << a;
         cpu = true;
       }
     }
@@ -303,7 +308,7 @@ TEST(SchedSlurm, PlannedCpuLimitOnGreentrainByPath) {
     if (c.job_name == "resumable") {
       EXPECT_EQ(c.args.back(),
                 "--wrap=exec /opt/gt/bin/greentrain train c.toml --out r --resume "
-                "--set train.power_limit=100");
+                "--set train.power_limit=100 --set train.power_limit_device=cpu");
       seen = true;
     }
   EXPECT_TRUE(seen);
@@ -467,4 +472,196 @@ TEST(SchedSlurm, SubmissionRecordOfWrongTypesIsRefusedNamingTheFile) {
       "ok.json",
       R"({"format": "greentrain-submitted-1", "submitted": [{"key": "k", "job_id": "17"}]})");
   EXPECT_EQ(read_submission_record(ok), (std::map<std::string, std::string>{{"k", "17"}}));
+}
+
+// A retry after a partly failed submission submits only the rest (review of `schedule`, item 1).
+// (a) Without --shift-to-now the retry was refused once the start of a job Slurm already had
+// had passed: plan_for_submission checked the start before the record was consulted. (b) With
+// --shift-to-now a job already submitted was submitted again: its --begin, the retry's now, was
+// part of the record's key. The key is the call as planned; another plan is submitted anew.
+TEST(SchedSlurm, RetryOfAPartlyFailedSubmissionSubmitsOnlyTheRest) {
+  TempDir d;
+  const std::string log = (d.path / "calls.log").string(), n = (d.path / "n").string();
+  // the second call of all fails, every other one prints its job id (1, 3, 4, ...)
+  const std::string flaky =
+      d.write("sbatch",
+              "#!/bin/sh\nn=$(cat '" + n + "' 2>/dev/null || echo 0); n=$((n+1)); echo $n > '" + n +
+                  "'\n[ $n = 2 ] && { echo 'sbatch: error: busy' >&2; exit 1; }\necho \"$@\" >> '" +
+                  log + "'\necho $n\n");
+  ::chmod(flaky.c_str(), 0755);
+  const UnixTimeS t0 = civil_to_unix_s(2020, 6, 1, 2, 0, 0, 0);
+  auto job = [&](const std::string& name, UnixTimeS start) {
+    Job j;
+    j.name = name;
+    j.script = "/jobs/" + name + ".sbatch";
+    j.duration_s = 3600;
+    j.power_w = 100;
+    j.earliest_start_s = t0 - 3600;
+    j.deadline_s = t0 + 24 * 3600;
+    JobPlan jp;
+    jp.name = name;
+    jp.scheduled = true;
+    jp.runs = {gt::sched::Run{start, start + 3600}};
+    return std::make_pair(j, jp);
+  };
+  auto [a, pa] = job("a", t0);
+  auto [b, pb] = job("b", t0 + 3 * 3600);
+  const std::vector<Job> jobs = {a, b};
+  Plan p;
+  p.jobs = {pa, pb};
+  const SlurmZone utc = SlurmZone::fixed(0);
+  auto lines = [&] {
+    std::ifstream in(log);
+    std::vector<std::string> out;
+    for (std::string l; std::getline(in, l);) out.push_back(l);
+    return out;
+  };
+  auto submit = [&](const std::string& record, const Plan& plan, UnixTimeS now, bool shift) {
+    std::vector<std::string> notes;
+    const auto calls =
+        submission_calls(plan, jobs, utc, now, shift, read_submission_record(record), &notes);
+    return submit_sbatch(calls, flaky, record);
+  };
+  // (a) submitted before a's start: a is queued (job 1), b fails; the retry comes an hour after
+  // a's start, which Slurm has: only b is submitted, as planned
+  const std::string rec = (d.path / "a.submitted.json").string();
+  EXPECT_THROW(submit(rec, p, t0 - 60, false), gt::Error);
+  std::vector<std::string> ids;
+  ASSERT_NO_THROW(ids = submit(rec, p, t0 + 3600, false));
+  EXPECT_EQ(ids, (std::vector<std::string>{"1", "3"}));
+  auto l = lines();
+  ASSERT_EQ(l.size(), 2u);
+  EXPECT_NE(l[0].find("--job-name=a "), std::string::npos) << l[0];
+  EXPECT_NE(l[1].find("--job-name=b --begin=2020-06-01T05:00:00"), std::string::npos) << l[1];
+  // b's start has passed too now: without --shift-to-now b is still refused
+  std::filesystem::remove(rec);
+  std::filesystem::remove(log);
+  std::filesystem::remove(n);
+  EXPECT_THROW(submit(rec, p, t0 - 60, false), gt::Error);
+  EXPECT_THROW(submit(rec, p, t0 + 5 * 3600, false), gt::Error);
+  // (b) a plan in the past, shifted to now: a is queued (job 1), b fails; the retry two minutes
+  // later (another now, another --begin) submits only b
+  std::filesystem::remove(rec);
+  std::filesystem::remove(log);
+  std::filesystem::remove(n);
+  const UnixTimeS late = t0 + 10 * 3600;
+  EXPECT_THROW(submit(rec, p, late, true), gt::Error);
+  ASSERT_NO_THROW(ids = submit(rec, p, late + 120, true));
+  EXPECT_EQ(ids, (std::vector<std::string>{"1", "3"}));
+  l = lines();
+  ASSERT_EQ(l.size(), 2u) << ::testing::PrintToString(l);
+  EXPECT_NE(l[0].find("--job-name=a --begin=2020-06-01T12:00:00"), std::string::npos) << l[0];
+  EXPECT_NE(l[1].find("--job-name=b --begin=2020-06-01T12:02:00"), std::string::npos) << l[1];
+  // the same command a third time submits nothing
+  ASSERT_NO_THROW(ids = submit(rec, p, late + 300, true));
+  EXPECT_EQ(ids, (std::vector<std::string>{"1", "3"}));
+  EXPECT_EQ(lines().size(), 2u);
+  // another plan of a (planned an hour later, from another series, say) is not the job Slurm
+  // has: it is submitted
+  Plan q = p;
+  q.jobs[0].runs[0] = {t0 + 3600, t0 + 7200};
+  ASSERT_NO_THROW(ids = submit(rec, q, late + 400, true));
+  EXPECT_EQ(ids, (std::vector<std::string>{"4", "3"}));
+  EXPECT_EQ(lines().size(), 3u);
+}
+
+// The signal of an interruptible job's run comes 60 s before its time limit (review of
+// `schedule`, item 2). --time was the run's length, so every run was stopped 60 s before its
+// planned work was done, and the last (no run after it, no requeue) never finished the job:
+// a 6 h job in runs of 4 h and 2 h got --time=240 and --time=120, each --signal=B:TERM@60.
+TEST(SchedSlurm, EveryRunOfAnInterruptibleJobIsSignalledAfterItsPlannedWork) {
+  const UnixTimeS t0 = civil_to_unix_s(2020, 6, 1, 0, 0, 0, 0);
+  Job j;
+  j.name = "long";
+  j.command = "greentrain train c.toml --out r --resume";
+  j.duration_s = 6 * 3600;
+  j.power_w = 100;
+  j.interruptible = true;
+  j.earliest_start_s = t0;
+  j.deadline_s = t0 + 10 * 3600;  // the last run ends at the deadline
+  Plan p;
+  JobPlan jp;
+  jp.name = j.name;
+  jp.scheduled = true;
+  jp.runs = {gt::sched::Run{t0, t0 + 4 * 3600}, gt::sched::Run{t0 + 8 * 3600, t0 + 10 * 3600}};
+  p.jobs = {jp};
+  for (int ntasks : {1, 2}) {
+    j.ntasks = ntasks;
+    const auto calls = sbatch_calls(p, {j}, 0);
+    ASSERT_EQ(calls.size(), 2u);
+    for (std::size_t r = 0; r < calls.size(); ++r) {
+      const auto& a = calls[r].args;
+      auto value = [&](const std::string& prefix) -> std::optional<std::string> {
+        for (const auto& x : a)
+          if (x.rfind(prefix, 0) == 0) return x.substr(prefix.size());
+        return std::nullopt;
+      };
+      const auto time = value("--time="),
+                 signal = value(ntasks > 1 ? "--signal=TERM@" : "--signal=B:TERM@");
+      ASSERT_TRUE(time && signal) << ::testing::PrintToString(a);
+      const std::int64_t len = jp.runs[r].end_s - jp.runs[r].start_s;
+      // the signal comes at the time limit less its lead: after the run's planned work
+      EXPECT_GE(std::stoll(*time) * 60 - std::stoll(*signal), len)
+          << "run " << r << ": " << ::testing::PrintToString(a);
+      // the last run ends at the deadline: Slurm reckons --deadline with --time-min, the run's
+      // length, not with the lead on top (that cancelled the run)
+      if (r + 1 == calls.size()) {
+        const auto time_min = value("--time-min=");
+        ASSERT_TRUE(time_min) << ::testing::PrintToString(a);
+        EXPECT_LE(jp.runs[r].start_s + std::stoll(*time_min) * 60, j.deadline_s);
+      }
+    }
+  }
+}
+
+// A job not interruptible was submitted without --time although its length is planned (review
+// of `schedule`, item 3): Slurm then applies the partition's DefaultTime, which may end it
+// early. Its --time is its length and a margin (10 %, at least 5 min), its --time-min its
+// length (what Slurm reckons --deadline with); an interruptible job's last run gets the margin.
+TEST(SchedSlurm, EveryJobHasATimeLimitWithAMarginBeyondItsPlannedEnd) {
+  EXPECT_EQ(time_margin_s(6 * 3600), 2160);
+  EXPECT_EQ(time_margin_s(600), 300);
+  EXPECT_EQ(time_margin_s(0), 300);
+  const UnixTimeS t0 = civil_to_unix_s(2020, 6, 1, 0, 0, 0, 0);
+  auto one = [&](const std::string& name, std::int64_t len, bool interruptible) {
+    Job j;
+    j.name = name;
+    j.command = "greentrain train c.toml --out " + name;
+    j.duration_s = static_cast<double>(len);
+    j.power_w = 100;
+    j.interruptible = interruptible;
+    j.earliest_start_s = t0;
+    j.deadline_s = t0 + len;  // planned to end at its deadline
+    JobPlan jp;
+    jp.name = name;
+    jp.scheduled = true;
+    jp.runs = {gt::sched::Run{t0, t0 + len}};
+    return std::make_pair(j, jp);
+  };
+  auto [a, pa] = one("six-hours", 6 * 3600, false);
+  auto [b, pb] = one("ten-minutes", 600, false);
+  auto [c, pc] = one("pieces", 6 * 3600, true);
+  pc.runs = {gt::sched::Run{t0, t0 + 4 * 3600}, gt::sched::Run{t0 + 5 * 3600, t0 + 7 * 3600}};
+  c.deadline_s = t0 + 7 * 3600;
+  Job s = b;  // a batch script: the limit is sbatch's option, whatever the script says
+  s.name = "script";
+  s.command.clear();
+  s.script = "/jobs/s.sbatch";
+  JobPlan ps = pb;
+  ps.name = "script";
+  Plan p;
+  p.jobs = {pa, pb, pc, ps};
+  const auto calls = sbatch_calls(p, {a, b, c, s}, 0);
+  ASSERT_EQ(calls.size(), 5u);
+  auto args = [&](std::size_t i) { return ::testing::PrintToString(calls[i].args); };
+  auto has = [&](std::size_t i, const std::string& x) {
+    return std::find(calls[i].args.begin(), calls[i].args.end(), x) != calls[i].args.end();
+  };
+  EXPECT_TRUE(has(0, "--time=396") && has(0, "--time-min=360")) << args(0);  // 6 h + 36 min
+  EXPECT_TRUE(has(1, "--time=15") && has(1, "--time-min=10")) << args(1);    // 10 + 5 min
+  // pieces: the first run stops at its planned end (no margin: the next run goes on), the last
+  // gets the lead and 10 % of the job's 6 h
+  EXPECT_TRUE(has(2, "--time=241")) << args(2);
+  EXPECT_TRUE(has(3, "--time=157") && has(3, "--time-min=120")) << args(3);  // 120 + 1 + 36
+  EXPECT_TRUE(has(4, "--time=15") && has(4, "--time-min=10")) << args(4);
 }

@@ -168,6 +168,41 @@ TEST(ServeCli, TrainPowerLimitWithoutRootIsSetAndRestoredThroughTheDaemon) {
   daemon.stop();
 }
 
+// train.power_limit_device names the devices train.power_limit caps (review of `schedule`, item
+// 4): schedule's CPU cap reached the trainer as train.power_limit alone, whose devices (auto)
+// are the GPUs on a node with any. Here, without a daemon, on a node with a GPU (the stand-in
+// NVML, limits 100-400 W) and a CPU package (the stand-in RAPL zone, 95 W): cpu caps the
+// package at 60 W and leaves the GPU alone; gpu takes the GPU, where 60 W is out of range.
+TEST(ServeCli, TrainPowerLimitDeviceCpuCapsTheCpuPackageOnANodeWithAGpu) {
+  Node n;
+  auto env = n.client_env();  // no daemon answers at its socket: the devices directly
+  env.push_back("FAKE_NVML_SET_LOG=" + n.file("set.log"));
+  auto train = [&](const std::string& device) {
+    return n.spawn(
+        {"train", n.tiny_config(), "--out", n.file(device), "--set", "train.max_steps=20", "--set",
+         "train.power_limit=60", "--set", "train.power_limit_device=" + device, "--set",
+         "train.power_limit_required=true"},
+        env, device);
+  };
+  Proc cpu = train("cpu");
+  ASSERT_EQ(cpu.wait(), 0) << cpu.output();
+  EXPECT_NE(cpu.output().find("limit 60 W applied to rapl:intel-rapl:0 (package-0)"),
+            std::string::npos)
+      << cpu.output();
+  EXPECT_EQ(energy::test::read_text(n.file("set.log")), "");  // the GPU was never set
+  EXPECT_EQ(n.limit_mw(), 300000u);
+  EXPECT_EQ(
+      std::strtoul(
+          energy::test::read_text(n.rapl + "/intel-rapl:0/constraint_0_power_limit_uw").c_str(),
+          nullptr, 10),
+      95000000ul);  // restored at the end
+  Proc gpu = train("gpu");
+  EXPECT_EQ(gpu.wait(), 1) << gpu.output();
+  EXPECT_NE(gpu.output().find("train.power_limit = 60 W could not be applied"), std::string::npos)
+      << gpu.output();
+  EXPECT_NE(gpu.output().find("nvml:0"), std::string::npos) << gpu.output();
+}
+
 TEST(ServeCli, SigkillOfTuneLeavesNoGpuCapped) {
   Node n;
   n.scripted_energy = false;
