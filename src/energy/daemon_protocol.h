@@ -28,8 +28,8 @@
 //        of the shared page that holds the latest sample, energy/sample_page.h, or null),
 //        interval_s,
 //        sensors [SensorInfo as sensor_info_to_json], carbon {g_per_kwh, source, origin, region,
-//        csv, utc_offset_h}, you {uid, gid, pid, user}, may {power_limit [{device, min_w, max_w}],
-//        read_all_processes}
+//        country (ISO alpha-3 of the policy's carbon_region, or ""), csv, utc_offset_h}, you {uid,
+//        gid, pid, user}, may {power_limit [{device, min_w, max_w}], read_all_processes}
 //   op "read", {"fresh": bool}: the cumulative readings of every sensor (a Sample, below).
 //        fresh: a sample taken after the request arrived (for window boundaries; the daemon
 //        takes one sample for all fresh requests waiting); otherwise the latest sample, at most

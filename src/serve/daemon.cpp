@@ -51,15 +51,6 @@ Policy load_policy(const ServeOptions& o) {
   return Policy{};
 }
 
-energy::CarbonIntensity policy_carbon(const Policy& p) {
-  if (!p.carbon_csv.empty())
-    return energy::CarbonIntensity::from_csv(p.carbon_csv, p.carbon_utc_offset_h, p.carbon_region);
-  if (p.carbon_intensity)
-    return energy::CarbonIntensity::constant(*p.carbon_intensity, p.carbon_region,
-                                             "the daemon's policy (carbon_intensity)");
-  return {};
-}
-
 std::vector<tune::DevicePtr> power_limit_devices(const std::string& powercap_root) {
   std::vector<tune::DevicePtr> out;
 #ifdef GT_TUNE_HAVE_NVML
@@ -106,7 +97,7 @@ int serve_here(const ServeOptions& o, int ready) {
     mo.powercap_root = o.powercap_root;
     // declared before the reader, whose thread publishes into it: it outlives that thread
     std::unique_ptr<energy::SamplePageWriter> page;
-    NodeReader reader(energy::detect_sensors(mo), policy.interval_s, policy_carbon(policy),
+    NodeReader reader(energy::detect_sensors(mo), policy.interval_s, policy.carbon(),
                       nvml_utilization(), "greentrain serve, socket " + socket);
     for (const auto& n : reader.notes()) log_line(n);
     for (const auto& s : reader.sensors())

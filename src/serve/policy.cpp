@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "energy/carbon_regions.h"
 
 namespace gt::serve {
 
@@ -95,6 +96,7 @@ bool boolean(const toml::node& n, const std::string& where, const std::string& k
 }
 
 void daemon_table(const toml::table& t, const std::string& where, Policy& p) {
+  const toml::node* utc_offset = nullptr;  // where carbon_utc_offset_h was set, for messages
   for (auto&& [k, v] : t) {
     const std::string key = "daemon." + std::string(k.str());
     const std::string name(k.str());
@@ -125,8 +127,10 @@ void daemon_table(const toml::table& t, const std::string& where, Policy& p) {
       p.carbon_csv = text(v, where, key);
     } else if (name == "carbon_region") {
       p.carbon_region = text(v, where, key);
+      energy::country_or_throw(p.carbon_region, at(where, v, key));  // measure's look-up
     } else if (name == "carbon_utc_offset_h") {
       p.carbon_utc_offset_h = number(v, where, key, -14, 14);
+      utc_offset = &v;
     } else {
       throw Error(at(where, v, key) +
                   " is unknown; known keys of [daemon] are socket, socket_mode, socket_group, "
@@ -136,6 +140,11 @@ void daemon_table(const toml::table& t, const std::string& where, Policy& p) {
   }
   if (p.carbon_intensity && !p.carbon_csv.empty())
     throw Error(where + ": [daemon] has both carbon_intensity and carbon_csv; expected one");
+  // as measure and train refuse it: the time zone of a series, and no series to read
+  if (p.carbon_csv.empty() && utc_offset && p.carbon_utc_offset_h != 0)
+    throw Error(
+        fmt::format("{} = {}: the time zone of a series' times; expected daemon.carbon_csv with it",
+                    at(where, *utc_offset, "daemon.carbon_utc_offset_h"), p.carbon_utc_offset_h));
 }
 
 AllowRule allow_table(const toml::table& t, const std::string& where) {
@@ -268,6 +277,20 @@ LimitGrant Policy::power_limit_grant(const Peer& peer, const std::string& device
   }
   g.allowed = true;
   return g;
+}
+
+energy::CarbonIntensity Policy::carbon() const {
+  const std::string of = path.empty() ? "" : " of " + path;
+  energy::CarbonIntensity c;
+  if (!carbon_csv.empty())
+    c = energy::CarbonIntensity::from_csv(carbon_csv, carbon_utc_offset_h);
+  else if (carbon_intensity)
+    c = energy::CarbonIntensity::constant(*carbon_intensity, "", "daemon.carbon_intensity" + of);
+  else if (!carbon_region.empty())
+    c = energy::CarbonIntensity::for_country(carbon_region, "daemon.carbon_region" + of);
+  if (!carbon_region.empty() && c.origin() != energy::CarbonOrigin::kCountry)
+    c = c.with_country(carbon_region, "daemon.carbon_region" + of);
+  return c;
 }
 
 bool Policy::may_read_all_processes(const Peer& peer) const {

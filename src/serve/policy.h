@@ -14,8 +14,12 @@
 //   max_clients = 1024                       # connections at once
 //   prometheus_port = 9464                   # text exposition on 127.0.0.1 (0: off, default)
 //   prometheus_per_process = false           # per-process series on it (any local user sees them)
-//   carbon_intensity = 300                   # gCO2e/kWh, or carbon_csv = "/etc/greentrain/ci.csv"
-//   carbon_utc_offset_h = 0                  # (with carbon_csv) and carbon_region = "DE"
+//   carbon_region = "DEU"                    # a country's annual average (ISO 3166-1 alpha-3,
+//                                            # energy/carbon_regions.h), as measure --carbon-region
+//   carbon_intensity = 300                   # or gCO2e/kWh, or carbon_csv =
+//   "/etc/greentrain/ci.csv" carbon_utc_offset_h = 0                  # (only with carbon_csv) its
+//   naive times' UTC offset # carbon_region beside carbon_intensity or carbon_csv names the country
+//   the figure is for.
 //
 //   [[allow]]                                # one rule per block; a peer matches by user or group
 //   users = ["alice", "1001"]                # names or uids
@@ -30,6 +34,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "energy/carbon.h"
 
 namespace gt::serve {
 
@@ -70,9 +76,10 @@ struct Policy {
   int max_clients = 1024;
   int prometheus_port = 0;
   bool prometheus_per_process = false;
-  std::optional<double> carbon_intensity;
-  std::string carbon_csv, carbon_region;
-  double carbon_utc_offset_h = 0;
+  std::optional<double> carbon_intensity;  ///< gCO2e/kWh
+  std::string carbon_csv;
+  std::string carbon_region;  ///< ISO 3166-1 alpha-3 ("DEU"), checked against the table at load
+  double carbon_utc_offset_h = 0;  ///< hours east of UTC of carbon_csv's naive times
   std::vector<AllowRule> rules;
 
   /// Reads a policy file. Throws gt::Error naming the file, line and key for a syntax error,
@@ -85,6 +92,12 @@ struct Policy {
   /// which range: the widest of the matching rules' ranges, clipped to the device's.
   LimitGrant power_limit_grant(const Peer& peer, const std::string& device_id, double dev_min_w,
                                double dev_max_w) const;
+  /// The carbon intensity the daemon serves, chosen as `measure` chooses from its options:
+  /// carbon_csv (a series, naive times at carbon_utc_offset_h), else carbon_intensity (a
+  /// constant), else carbon_region (the country's annual average, energy/carbon_regions.h);
+  /// carbon_region beside a series or a constant names the country the figure is for. None of
+  /// them: the world-average default. Throws gt::Error for a series that cannot be read.
+  energy::CarbonIntensity carbon() const;
   /// Whether `peer` may read every user's per-process figures (root always may).
   bool may_read_all_processes(const Peer& peer) const;
 };

@@ -45,6 +45,7 @@ json hello(const ServeContext& ctx, const Peer& peer, const std::string& socket_
             {"source", c.describe()},
             {"origin", energy::to_string(c.origin())},
             {"region", c.region()},
+            {"country", c.country_iso_code()},
             {"csv", pol.carbon_csv.empty() ? json(nullptr) : json(pol.carbon_csv)},
             {"utc_offset_h", pol.carbon_utc_offset_h}}},
           {"you", {{"uid", peer.uid}, {"gid", peer.gid}, {"pid", peer.pid}, {"user", peer.user}}},

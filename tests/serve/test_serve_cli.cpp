@@ -166,6 +166,34 @@ TEST(ServeCli, SigkillOfTheDaemonIsRepairedWhenItStartsAgain) {
   again.stop();
 }
 
+// The policy's carbon_region is what the daemon serves: serve --status, the Prometheus gauge and
+// a measure through the daemon all have Germany's 365.477 g/kWh (they had the 475 default).
+TEST(ServeCli, ThePolicysCarbonRegionIsServedEverywhere) {
+  Node n;
+  const int port = free_port();
+  energy::test::write_file(n.file("policy.toml"), "[daemon]\ncarbon_region = \"DEU\"\n");
+  Proc daemon = n.start_daemon(
+      {"--policy", n.file("policy.toml"), "--prometheus-port", std::to_string(port)});
+  Proc st = n.spawn({"serve", "--status"}, n.client_env(), "status");
+  ASSERT_EQ(st.wait(), 0) << st.output();
+  EXPECT_NE(st.output().find("carbon 365.477 gCO2e/kWh, DEU (Germany)"), std::string::npos)
+      << st.output();
+  httplib::Client http("127.0.0.1", port);
+  auto r = http.Get("/metrics");
+  ASSERT_TRUE(r) << daemon.output();
+  EXPECT_NE(r->body.find("greentrain_carbon_intensity_grams_per_kwh{origin=\"country\"} 365.47"),
+            std::string::npos)
+      << r->body;
+  Proc m = n.spawn({"measure", "--json=" + n.file("m.json"), "--", "true"}, n.client_env(), "m");
+  ASSERT_EQ(m.wait(), 0) << m.output();
+  std::ifstream f(n.file("m.json"));
+  const json j = json::parse(f);
+  EXPECT_EQ(j["carbon_origin"], "country") << j.dump();
+  EXPECT_DOUBLE_EQ(j["carbon_g_per_kwh"].get<double>(), 365.477) << j.dump();
+  EXPECT_NE(j["carbon_source"].get<std::string>().find("DEU"), std::string::npos) << j.dump();
+  daemon.stop();
+}
+
 // A real Prometheus server (Debian's prometheus) scrapes the daemon on loopback; its HTTP API
 // then has the energy, power, carbon and attribution series.
 TEST(ServeCli, PrometheusScrapesTheDaemon) {

@@ -97,7 +97,8 @@ int gt_daemon_set_gpu_limit(gt_daemon* d, unsigned nvml_index, double watts, dou
 
 int gt_daemon_release_gpu_limit(gt_daemon* d, unsigned nvml_index, char* why, size_t n) {
   try {
-    d->client->call({{"op", "release_power_limit"}, {"device", fmt::format("nvml:{}", nvml_index)}});
+    d->client->call(
+        {{"op", "release_power_limit"}, {"device", fmt::format("nvml:{}", nvml_index)}});
     return 0;
   } catch (const std::exception& e) {
     return fail(why, n, e.what());
