@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "energy/daemon_client.h"
 #include "energy/meter.h"
+#include "serve/prometheus.h"
 #include "serve_test_util.h"
 #include "tune/simulated.h"
 
@@ -613,6 +614,26 @@ TEST(Daemon, MigInstancesAreTheirOwnDevicesAndGetTheirSliceShare) {
     EXPECT_NE(r["method"].get<std::string>().find("MIG"), std::string::npos);
     ::close(fd);
   }
+}
+
+}  // namespace gt::serve
+
+namespace gt::serve {
+
+// Two daemons with one prometheus_port: the second is refused (cpp-httplib's default
+// SO_REUSEPORT let both bind, and scrapes alternated between them).
+TEST(Prometheus, ASecondEndpointOnAPortInUseIsRefused) {
+  PrometheusEndpoint first(0, [] { return std::string("first\n"); });
+  ASSERT_GT(first.port(), 0);
+  std::string msg = "bound";
+  try {
+    PrometheusEndpoint second(first.port(), [] { return std::string("second\n"); });
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  EXPECT_NE(msg.find(fmt::format("cannot bind 127.0.0.1:{} (in use?", first.port())),
+            std::string::npos)
+      << msg;
 }
 
 }  // namespace gt::serve
