@@ -66,6 +66,23 @@ TEST(ServeCli, WithoutADaemonTheSecondReaderIsToldWhatToDo) {
   EXPECT_EQ(a.wait(), 0) << a.output();
 }
 
+// A daemon runs, on a socket measure does not look at: measure is told to set GT_DAEMON_SOCKET
+// to it (it said "start `greentrain serve`", which runs already).
+TEST(ServeCli, ADaemonOnAnotherSocketIsNamedForGtDaemonSocket) {
+  Node n;
+  Proc daemon = n.start_daemon();
+  auto env = n.client_env();
+  for (auto& e : env)
+    if (e.rfind("GT_DAEMON_SOCKET=", 0) == 0) e = "GT_DAEMON_SOCKET=" + n.file("elsewhere.sock");
+  Proc m = n.spawn({"measure", "--", "true"}, env, "m");
+  ASSERT_EQ(m.wait(), 0) << m.output();
+  const std::string out = m.output();
+  EXPECT_NE(out.find("set GT_DAEMON_SOCKET=" + n.socket), std::string::npos) << out;
+  EXPECT_NE(out.find("looked for it at " + n.file("elsewhere.sock")), std::string::npos) << out;
+  EXPECT_EQ(out.find("start `greentrain serve`"), std::string::npos) << out;
+  daemon.stop();
+}
+
 TEST(ServeCli, SensorsAndStatusSayTheyReadThroughTheDaemon) {
   Node n;
   Proc daemon = n.start_daemon();
