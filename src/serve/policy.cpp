@@ -281,7 +281,11 @@ LimitGrant Policy::power_limit_grant(const Peer& peer, const std::string& device
 
 energy::CarbonIntensity Policy::carbon() const {
   const std::string of = path.empty() ? "" : " of " + path;
-  energy::CarbonIntensity c;
+  // none set: the default says where the daemon's is set (not train's or measure's options)
+  energy::CarbonIntensity c = energy::CarbonIntensity::world_average(fmt::format(
+      "carbon_region, carbon_intensity or carbon_csv in the [daemon] table of the daemon's "
+      "policy ({})",
+      path.empty() ? "none was read: /etc/greentrain/serve.toml or serve --policy FILE" : path));
   if (!carbon_csv.empty())
     c = energy::CarbonIntensity::from_csv(carbon_csv, carbon_utc_offset_h);
   else if (carbon_intensity)

@@ -96,7 +96,8 @@ struct Policy {
   /// carbon_csv (a series, naive times at carbon_utc_offset_h), else carbon_intensity (a
   /// constant), else carbon_region (the country's annual average, energy/carbon_regions.h);
   /// carbon_region beside a series or a constant names the country the figure is for. None of
-  /// them: the world-average default. Throws gt::Error for a series that cannot be read.
+  /// them: the world-average default, whose describe() names these keys and this file. Throws
+  /// gt::Error for a series that cannot be read.
   energy::CarbonIntensity carbon() const;
   /// Whether `peer` may read every user's per-process figures (root always may).
   bool may_read_all_processes(const Peer& peer) const;

@@ -192,6 +192,13 @@ TEST(Policy, CarbonRegionIsTheCountrysFigureAndOffsetsNeedASeries) {
   EXPECT_DOUBLE_EQ(*c.constant_g_per_kwh(), 300);
   EXPECT_EQ(c.country_iso_code(), "FRA");
   EXPECT_EQ(Policy{}.carbon().origin(), energy::CarbonOrigin::kDefault);
+  EXPECT_NE(Policy::parse("", "p.toml")
+                .carbon()
+                .describe()
+                .find("[daemon] table of the daemon's "
+                      "policy (p.toml)"),
+            std::string::npos)
+      << Policy::parse("", "p.toml").carbon().describe();
   auto msg = [](const std::string& text) {
     try {
       Policy::parse(text, "p.toml");

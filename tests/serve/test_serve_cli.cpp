@@ -96,6 +96,13 @@ TEST(ServeCli, SensorsAndStatusSayTheyReadThroughTheDaemon) {
   ASSERT_EQ(st.wait(), 0) << st.output();
   EXPECT_NE(st.output().find("sensor nvml:0"), std::string::npos) << st.output();
   EXPECT_NE(st.output().find("power limit nvml:0"), std::string::npos) << st.output();
+  // no intensity in the policy: --status says where the daemon's is set (it named train's
+  // energy.carbon_* keys and measure's --carbon-* options, which do not set the daemon's)
+  EXPECT_NE(st.output().find("set carbon_region, carbon_intensity or carbon_csv in the [daemon] "
+                             "table of the daemon's policy"),
+            std::string::npos)
+      << st.output();
+  EXPECT_EQ(st.output().find("energy.carbon_"), std::string::npos) << st.output();
   // a second daemon on the same socket refuses to start, naming the first
   Proc two = n.spawn({"serve", "--foreground", "--socket", n.socket}, n.daemon_env(), "two");
   EXPECT_NE(two.wait(), 0);
