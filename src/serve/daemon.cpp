@@ -84,6 +84,7 @@ int serve_here(const ServeOptions& o, int ready) {
     log_line(fmt::format("starting: policy {}, socket {}, state {}, every {:g} ms",
                          policy.path.empty() ? "(built-in: read-only for everyone)" : policy.path,
                          socket, policy.state_file, policy.interval_s * 1000));
+    for (const auto& w : policy.warnings()) log_line("warning: " + w);
 
     // Leases a previous run left: restored before anyone is served.
     auto devices = power_limit_devices(o.powercap_root);

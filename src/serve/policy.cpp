@@ -174,6 +174,14 @@ AllowRule allow_table(const toml::table& t, const std::string& where) {
         fmt::format("{}:{}: an [[allow]] rule names no users and no groups; expected "
                     "users = [...] or groups = [...]",
                     where, r.line));
+  // a range bounds the limits the rule grants: without power_limit it grants none, and the key
+  // would be read as a restriction that does nothing
+  for (const auto& [key, w] : {std::pair{"min_w", r.min_w}, std::pair{"max_w", r.max_w}})
+    if (w && r.power_limit.empty())
+      throw Error(fmt::format(
+          "{}:{}: [[allow]] {} = {} has no effect: the rule grants no power limit; expected "
+          "power_limit = [\"nvml:*\"] (the devices it bounds) beside it, or no {}",
+          where, r.line, key, *w, key));
   if (r.min_w && r.max_w && *r.min_w > *r.max_w)
     throw Error(fmt::format("{}:{}: [[allow]] min_w {} W > max_w {} W; expected min_w <= max_w",
                             where, r.line, *r.min_w, *r.max_w));
@@ -277,6 +285,32 @@ LimitGrant Policy::power_limit_grant(const Peer& peer, const std::string& device
   }
   g.allowed = true;
   return g;
+}
+
+std::vector<std::string> Policy::warnings() const {
+  std::vector<std::string> out;
+  std::vector<char> buf(16384);
+  for (const auto& r : rules) {
+    for (const auto& u : r.users) {
+      passwd pw{}, *res = nullptr;
+      if (!is_number(u) &&
+          (::getpwnam_r(u.c_str(), &pw, buf.data(), buf.size(), &res) != 0 || !res))
+        out.push_back(fmt::format(
+            "{}:{}: [[allow]] user '{}' does not exist on this machine: the rule matches no one "
+            "by that name",
+            path, r.line, u));
+    }
+    for (const auto& g : r.groups) {
+      group gr{}, *res = nullptr;
+      if (!is_number(g) &&
+          (::getgrnam_r(g.c_str(), &gr, buf.data(), buf.size(), &res) != 0 || !res))
+        out.push_back(fmt::format(
+            "{}:{}: [[allow]] group '{}' does not exist on this machine: the rule matches no one "
+            "by that group",
+            path, r.line, g));
+    }
+  }
+  return out;
 }
 
 energy::CarbonIntensity Policy::carbon() const {

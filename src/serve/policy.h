@@ -26,7 +26,7 @@
 //   groups = ["ml"]                          # names or gids (any of the peer's groups)
 //   power_limit = ["nvml:*", "rapl:intel-rapl:0"]   # device ids; "*" matches any rest
 //   min_w = 150                              # the range a limit must lie in (W); the device's
-//   max_w = 300                              # own range applies as well
+//   max_w = 300                              # own range applies as well (only with power_limit)
 //   read_all_processes = true                # per-process figures of every user
 #pragma once
 #include <sys/types.h>
@@ -87,6 +87,11 @@ struct Policy {
   static Policy load(const std::string& path);
   /// Parses policy text; `where` names it in errors.
   static Policy parse(const std::string& text, const std::string& where);
+  /// What the daemon logs at start about rules that match no one: a user or group name of an
+  /// [[allow]] rule that this machine's user database (getpwnam/getgrnam) does not know
+  /// ("<file>:<line>: [[allow]] group 'ml' does not exist on this machine: ..."). Not an error:
+  /// the name may be created later, or come from a directory service that is down.
+  std::vector<std::string> warnings() const;
 
   /// Whether `peer` may set device `device_id` (range [dev_min_w, dev_max_w], W), and within
   /// which range: the widest of the matching rules' ranges, clipped to the device's.

@@ -216,6 +216,35 @@ TEST(Policy, CarbonRegionIsTheCountrysFigureAndOffsetsNeedASeries) {
   EXPECT_EQ(msg("[daemon]\ncarbon_utc_offset_h = 0\n"), "parsed");  // 0 is UTC, the default
 }
 
+// A range in a rule that grants no power limit bounds nothing: refused (it was accepted and did
+// nothing). A user or group this machine does not know is a warning the daemon logs at start.
+TEST(Policy, ARangeWithoutPowerLimitIsRefusedAndUnknownNamesAreWarned) {
+  std::string m;
+  try {
+    Policy::parse("[[allow]]\ngroups = [\"ml\"]\nmin_w = 150\n", "p.toml");
+    m = "parsed";
+  } catch (const Error& e) {
+    m = e.what();
+  }
+  EXPECT_NE(m.find("p.toml:1: [[allow]] min_w = 150 has no effect"), std::string::npos) << m;
+  EXPECT_NE(m.find("power_limit"), std::string::npos) << m;
+  const Policy p = Policy::parse(R"([[allow]]
+users = ["root", "gt-no-such-user", "4242"]
+groups = ["gt-no-such-group", "root", "4343"]
+power_limit = ["nvml:*"]
+min_w = 100
+)",
+                                 "p.toml");
+  const auto w = p.warnings();
+  ASSERT_EQ(w.size(), 2u) << (w.empty() ? "" : w[0]);
+  EXPECT_NE(w[0].find("p.toml:1: [[allow]] user 'gt-no-such-user' does not exist"),
+            std::string::npos)
+      << w[0];
+  EXPECT_NE(w[1].find("p.toml:1: [[allow]] group 'gt-no-such-group' does not exist"),
+            std::string::npos)
+      << w[1];
+}
+
 // ------------------------------------------------------------------------------- attribution
 TEST(Attribution, SplitsByUtilizationAndKeepsTheRestApart) {
   // 1000 J; A 30 %, B 50 %: A 300 J, B 500 J, 200 J unattributed.

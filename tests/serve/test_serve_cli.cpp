@@ -218,6 +218,20 @@ TEST(ServeCli, ThePolicysCarbonRegionIsServedEverywhere) {
   daemon.stop();
 }
 
+// An [[allow]] rule's group this machine does not know is logged as a warning at start.
+TEST(ServeCli, AnUnknownGroupInThePolicyIsWarnedAtStart) {
+  Node n;
+  energy::test::write_file(
+      n.file("policy.toml"),
+      "[[allow]]\ngroups = [\"gt-no-such-group\"]\npower_limit = [\"nvml:*\"]\n");
+  Proc daemon = n.start_daemon({"--policy", n.file("policy.toml")});
+  EXPECT_EQ(daemon.stop(), 0);
+  EXPECT_NE(daemon.output().find("warning: " + n.file("policy.toml") +
+                                 ":1: [[allow]] group 'gt-no-such-group' does not exist"),
+            std::string::npos)
+      << daemon.output();
+}
+
 // A real Prometheus server (Debian's prometheus) scrapes the daemon on loopback; its HTTP API
 // then has the energy, power, carbon and attribution series.
 TEST(ServeCli, PrometheusScrapesTheDaemon) {
