@@ -25,26 +25,29 @@ Peer Peer::of_socket(int fd) {
   socklen_t len = sizeof c;
   if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c, &len) != 0)
     throw Error(fmt::format("SO_PEERCRED: {}", std::strerror(errno)));
+  return of_ids(c.uid, c.gid, c.pid);
+}
+
+Peer Peer::of_ids(uid_t uid, gid_t gid, pid_t pid) {
   Peer p;
-  p.uid = c.uid;
-  p.gid = c.gid;
-  p.pid = c.pid;
-  p.user = std::to_string(c.uid);
+  p.uid = uid;
+  p.gid = gid;
+  p.pid = pid;
+  p.user = std::to_string(uid);
   passwd pw{}, *res = nullptr;
   std::vector<char> buf(16384);
-  if (::getpwuid_r(c.uid, &pw, buf.data(), buf.size(), &res) == 0 && res) {
+  if (::getpwuid_r(uid, &pw, buf.data(), buf.size(), &res) == 0 && res) {
     p.user = pw.pw_name;
     int n = 64;
     std::vector<gid_t> g(static_cast<std::size_t>(n));
-    if (::getgrouplist(pw.pw_name, c.gid, g.data(), &n) < 0) {
+    if (::getgrouplist(pw.pw_name, gid, g.data(), &n) < 0) {
       g.resize(static_cast<std::size_t>(n));
-      ::getgrouplist(pw.pw_name, c.gid, g.data(), &n);
+      ::getgrouplist(pw.pw_name, gid, g.data(), &n);
     }
     g.resize(static_cast<std::size_t>(std::max(n, 0)));
     p.groups = g;
   }
-  if (std::find(p.groups.begin(), p.groups.end(), c.gid) == p.groups.end())
-    p.groups.push_back(c.gid);
+  if (std::find(p.groups.begin(), p.groups.end(), gid) == p.groups.end()) p.groups.push_back(gid);
   return p;
 }
 
@@ -270,10 +273,10 @@ LimitGrant Policy::power_limit_grant(const Peer& peer, const std::string& device
   }
   if (!any) {
     g.why = fmt::format(
-        "user {} (uid {}) may not set the power limit of {}: no [[allow]] rule of the daemon's "
+        "user {} (uid {}{}) may not set the power limit of {}: no [[allow]] rule of the daemon's "
         "policy ({}) grants it (power_limit = [\"{}\"]); reading is open to everyone",
-        peer.user, peer.uid, device_id, path.empty() ? "built-in: read-only for everyone" : path,
-        device_id);
+        peer.user, peer.uid, peer.via.empty() ? "" : ", on whose behalf " + peer.via + " asked",
+        device_id, path.empty() ? "built-in: read-only for everyone" : path, device_id);
     return g;
   }
   g.min_w = std::max(lo, dev_min_w);

@@ -3,7 +3,10 @@
 // energy is open to every local user who may connect to the socket; setting a power limit and
 // reading other users' per-process figures are refused unless a rule grants them. Who a peer
 // is comes from the socket (SO_PEERCRED), never from a request. Root may set any device within
-// its own range (it could do so without the daemon).
+// its own range (it could do so without the daemon); a root peer may instead ask on behalf of
+// another user (set_power_limit's "on_behalf_of" {uid, gid}: the SPANK plugin, in slurmstepd,
+// for the job's user), and that user's rules then apply. A peer other than root cannot name
+// another user.
 //
 //   [daemon]
 //   socket = "/run/greentrain/serve.sock"   # $GT_DAEMON_SOCKET and --socket override it
@@ -39,15 +42,20 @@
 
 namespace gt::serve {
 
-/// Who is at the other end of a connection (from SO_PEERCRED and the user database).
+/// Who is at the other end of a connection (from SO_PEERCRED and the user database), or whom
+/// a root peer acts for (a request's "on_behalf_of": the Slurm plugin for a job's user).
 struct Peer {
   uid_t uid = 0;
   gid_t gid = 0;
   pid_t pid = 0;
   std::string user;           ///< name, or the uid as text when it has none
   std::vector<gid_t> groups;  ///< primary and supplementary groups
+  std::string via;  ///< "" : the peer itself; else who asked for this user ("root, pid 12")
   /// The peer of connected socket `fd`; throws gt::Error when the kernel cannot say.
   static Peer of_socket(int fd);
+  /// The user `uid` with primary group `gid`, its name and supplementary groups from the user
+  /// database (getpwuid_r, getgrouplist; none known: the uid as its name, `gid` its one group).
+  static Peer of_ids(uid_t uid, gid_t gid, pid_t pid);
 };
 
 /// One [[allow]] rule.

@@ -25,6 +25,7 @@
 namespace {
 std::vector<std::string> g_log;
 spank_option* g_option = nullptr;
+uint32_t g_job_uid = ::getuid(), g_job_gid = ::getgid();  // the job's user (S_JOB_UID, S_JOB_GID)
 void log_v(const char* level, const char* fmt, va_list ap) {
   char buf[1024];
   std::vsnprintf(buf, sizeof buf, fmt, ap);
@@ -50,6 +51,10 @@ spank_err_t spank_get_item(spank_t, spank_item_t item, ...) {
     *p = 42;
   else if (item == S_JOB_STEPID)
     *p = 7;
+  else if (item == S_JOB_UID)
+    *p = g_job_uid;
+  else if (item == S_JOB_GID)
+    *p = g_job_gid;
   else
     return ESPANK_BAD_ARG;
   return static_cast<spank_err_t>(ESPANK_SUCCESS);
@@ -145,7 +150,8 @@ struct Daemon {
   fs::path dir;
   pid_t pid = -1;
   std::string socket;
-  explicit Daemon(const fs::path& d) : dir(d), socket((d / "serve.sock").string()) {
+  explicit Daemon(const fs::path& d, const std::string& policy = "")
+      : dir(d), socket((d / "serve.sock").string()) {
     std::ofstream(dir / "energy") << "0\n0\n";
     std::ofstream(dir / "limits") << "300000\n300000\n";
     std::vector<std::string> env = {"GT_NVML_LIBRARY=" GT_FAKE_NVML_PATH,
@@ -165,6 +171,11 @@ struct Daemon {
                                      (dir / "state.json").string(),
                                      "--interval",
                                      "50"};
+    if (!policy.empty()) {
+      std::ofstream(dir / "policy.toml") << policy;
+      args.push_back("--policy");
+      args.push_back((dir / "policy.toml").string());
+    }
     pid = ::fork();
     if (pid == 0) {
       std::FILE* log = std::fopen((dir / "daemon.log").c_str(), "w");
@@ -256,6 +267,54 @@ TEST(SchedSpank, ThroughTheDaemonTheLimitIsALeaseAndTheEnergyTheDaemons) {
   dlclose(h);
   for (const char* k : {"GT_NVML_LIBRARY", "FAKE_NVML_SET_RC", "SLURM_STEP_GPUS"}) ::unsetenv(k);
   // the daemon may still be writing its state file (a temporary name, then a rename): stop it
+  d.reset();
+  fs::remove_all(dir);
+}
+
+// slurmstepd asks as root, for the job's user: the daemon's [[allow]] range of that user applies
+// (root's own grant, the GPU's whole range, let any Slurm user set any limit), and a user no rule
+// names gets no limit.
+TEST(SchedSpank, ThroughTheDaemonTheJobUsersPolicyRangeApplies) {
+  if (::getuid() != 0) GTEST_SKIP() << "the plugin asks on the job user's behalf only as root";
+  std::string t = (fs::temp_directory_path() / "gt_spank_XXXXXX").string();
+  const fs::path dir = ::mkdtemp(t.data());
+  auto d = std::make_unique<Daemon>(
+      dir, "[[allow]]\nusers = [\"4242\"]\npower_limit = [\"nvml:*\"]\nmin_w = 150\nmax_w = 200\n");
+  ASSERT_TRUE(d->answers()) << std::ifstream(dir / "daemon.log").rdbuf();
+  ::setenv("GT_NVML_LIBRARY", GT_FAKE_NVML_PATH, 1);
+  ::setenv("FAKE_NVML_SET_RC", "4", 1);
+  ::setenv("SLURM_STEP_GPUS", "1", 1);
+  void* h = dlopen(GT_SPANK_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(h, nullptr) << dlerror();
+  using hook = int (*)(spank_t, int, char**);
+  auto init = reinterpret_cast<hook>(dlsym(h, "slurm_spank_init"));
+  auto post = reinterpret_cast<hook>(dlsym(h, "slurm_spank_init_post_opt"));
+  auto fini = reinterpret_cast<hook>(dlsym(h, "slurm_spank_exit"));
+  std::string a1 = "energy_dir=" + dir.string(), a2 = "daemon_socket=" + d->socket;
+  char* av[] = {a1.data(), a2.data()};
+  g_job_uid = g_job_gid = 4242;  // in the policy: 250 W asked, 200 W set
+  ASSERT_EQ(init(nullptr, 2, av), 0);
+  ASSERT_EQ(g_option->cb(0, "250", 1), 0);
+  ASSERT_EQ(post(nullptr, 2, av), 0);
+  EXPECT_EQ(d->limit_mw(1), 200000u);
+  ASSERT_EQ(fini(nullptr, 2, av), 0);
+  EXPECT_EQ(d->limit_mw(1), 300000u);
+  g_log.clear();
+  g_job_uid = g_job_gid = 4343;  // in no rule: nothing set, and said so
+  ASSERT_EQ(init(nullptr, 2, av), 0);
+  ASSERT_EQ(g_option->cb(0, "250", 1), 0);
+  ASSERT_EQ(post(nullptr, 2, av), 0);
+  EXPECT_EQ(d->limit_mw(1), 300000u);
+  bool refused = false;
+  for (auto& l : g_log)
+    refused |=
+        l.find("uid 4343") != std::string::npos && l.find("may not set") != std::string::npos;
+  EXPECT_TRUE(refused) << ::testing::PrintToString(g_log);
+  ASSERT_EQ(fini(nullptr, 2, av), 0);
+  g_job_uid = ::getuid();
+  g_job_gid = ::getgid();
+  dlclose(h);
+  for (const char* k : {"GT_NVML_LIBRARY", "FAKE_NVML_SET_RC", "SLURM_STEP_GPUS"}) ::unsetenv(k);
   d.reset();
   fs::remove_all(dir);
 }

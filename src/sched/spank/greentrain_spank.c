@@ -21,8 +21,11 @@
  * (daemon_link.h): the GPUs' energy is the daemon's readings (one reader per node, however many
  * jobs share it), the line also gets the GPU energy attributed to the step's own processes
  * ("attributed_energy_j", by NVML per-process utilization), and the limit is a lease the daemon
- * restores when the step ends, even if slurmstepd is killed with SIGKILL. Without a daemon, a
- * slurmstepd killed with SIGKILL leaves the limit set (nothing can catch SIGKILL); the next step
+ * restores when the step ends, even if slurmstepd is killed with SIGKILL. The limit is asked on
+ * behalf of the job's user (S_JOB_UID, S_JOB_GID): the daemon's policy ([[allow]] ranges) for
+ * that user applies, not root's; a user no rule grants gets no limit. Without a daemon the
+ * plugin sets the limit itself, as root, within the GPU's own range (no policy). Without a daemon,
+ * a slurmstepd killed with SIGKILL leaves the limit set (nothing can catch SIGKILL); the next step
  * with the option sets its own. */
 #include <dlfcn.h>
 #include <errno.h>
@@ -175,6 +178,8 @@ static void start_with_daemon(spank_t sp) {
   unsigned total = 0;
   double j, set_w, prev_w;
   int i;
+  uid_t job_uid = 0;
+  gid_t job_gid = 0;
   if (gt_daemon_refresh(dm, why, sizeof why) != 0) {
     slurm_error("greentrain: the daemon did not answer (%s); GPU energy not recorded", why);
     return;
@@ -188,15 +193,29 @@ static void start_with_daemon(spank_t sp) {
   attr_ok = gt_daemon_attributed_j(dm, &start_attr_j, why, sizeof why) == 0;
   start_s = now_s();
   active = 1;
-  for (i = 0; i < n_gpus && opt_limit_w > 0; ++i) {
+  if (opt_limit_w <= 0) return;
+  /* slurmstepd is root: the daemon would grant the device's whole range. The request is the job
+   * user's, so the daemon applies that user's rules (its policy's [[allow]] ranges). */
+  if (spank_get_item(sp, S_JOB_UID, &job_uid) != ESPANK_SUCCESS ||
+      spank_get_item(sp, S_JOB_GID, &job_gid) != ESPANK_SUCCESS) {
+    slurm_error(
+        "greentrain: cannot learn the job's user (S_JOB_UID, S_JOB_GID): --gpu-power-limit not "
+        "applied (the daemon's policy is judged for the job's user)");
+    return;
+  }
+  gt_daemon_on_behalf_of(dm, (unsigned)job_uid, (unsigned)job_gid);
+  for (i = 0; i < n_gpus; ++i) {
     if (gt_daemon_set_gpu_limit(dm, gpu_index[i], opt_limit_w, &set_w, &prev_w, why, sizeof why)) {
-      slurm_error("greentrain: GPU %u: setting the power limit to %d W through the daemon failed: %s",
-                  gpu_index[i], opt_limit_w, why);
+      slurm_error(
+          "greentrain: GPU %u: setting the power limit to %d W through the daemon failed: %s",
+          gpu_index[i], opt_limit_w, why);
       continue;
     }
     limit_set[i] = 1;
-    slurm_info("greentrain: GPU %u power limit %.0f W (was %.0f W), leased from greentrain serve",
-               gpu_index[i], set_w, prev_w);
+    slurm_info(
+        "greentrain: GPU %u power limit %.0f W (was %.0f W), leased from greentrain serve for "
+        "uid %u",
+        gpu_index[i], set_w, prev_w, (unsigned)job_uid);
   }
 }
 
