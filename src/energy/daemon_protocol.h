@@ -44,10 +44,10 @@
 //        another uid or gid gets not_permitted. When the connection ends (exit, crash, SIGKILL) or
 //        the client sends "release_power_limit", the daemon restores the limit in force before the
 //        first lease.
-//        -> {device, limit_w (the limit set), previous_w}. Codes: no_such_device, not_permitted
-//        (the policy does not let this user set it), out_of_range (outside the policy's or the
-//        device's range), busy (another connection holds a lease on it), failed (the device
-//        refused).
+//        -> {device, limit_w (the limit set), previous_w, applied_w (the device's limit read
+//        back after setting, null when unreadable)}. Codes: no_such_device, not_permitted (the
+//        policy does not let this user set it), out_of_range (outside the policy's or the device's
+//        range), busy (another connection holds a lease on it), failed (the device refused).
 //   op "release_power_limit", {"device": ID}: restores now. -> {device, limit_w}
 //   op "attribution", {"scope": "self" | "all", "pid": N, "cgroup": PATH}: the energy of GPU
 //        processes attributed by NVML's per-process utilization, or on a GPU in MIG mode by

@@ -192,7 +192,12 @@ json Leases::set(std::uint64_t conn, const Peer& peer, const Policy& policy, con
     save_locked();
     throw ProtocolError("failed", e.what());
   }
-  return {{"device", id}, {"limit_w", limit_w}, {"previous_w", previous}};
+  json applied = nullptr;  // what the device holds now: it may round or refuse silently
+  try {
+    applied = d->limit_w();
+  } catch (const std::exception&) {
+  }
+  return {{"device", id}, {"limit_w", limit_w}, {"previous_w", previous}, {"applied_w", applied}};
 }
 
 std::string Leases::restore_locked(const std::string& id, const Lease& l) {

@@ -122,8 +122,13 @@ TEST(SchedSpank, GpuPowerLimitIsSetThenRestoredAndEnergyIsRecorded) {
   auto j = nlohmann::json::parse(line);
   EXPECT_EQ(j["job_id"], 42);
   EXPECT_EQ(j["step_id"], 7);
-  EXPECT_EQ(j["gpus"], 1);
-  EXPECT_EQ(j["power_limit_w"], 250);
+  EXPECT_EQ(j["gpus_expected"], 1);
+  EXPECT_EQ(j["gpus_counted"], 1);
+  EXPECT_EQ(j["gpu_indices"], nlohmann::json::array({1}));
+  EXPECT_TRUE(j["energy_unknown_reason"].is_null()) << line;
+  EXPECT_EQ(j["power_limit_requested_w"], 250);
+  EXPECT_EQ(j["power_limit_w"], 250);  // read back from the GPU
+  EXPECT_EQ(j["gpu_power_limits_w"], nlohmann::json::array({250}));
   // The stand-in reports min(limit, draw) = 100 W: about 20 J in 0.2 s.
   EXPECT_GT(j["energy_j"].get<double>(), 10.0);
   EXPECT_LT(j["energy_j"].get<double>(), 200.0);
@@ -133,6 +138,54 @@ TEST(SchedSpank, GpuPowerLimitIsSetThenRestoredAndEnergyIsRecorded) {
   dlclose(h);
   for (const char* k : {"GT_NVML_LIBRARY", "FAKE_NVML_DEVICES", "FAKE_NVML_POWER_MW",
                         "FAKE_NVML_SET_LOG", "FAKE_NVML_LIMIT_FILE", "SLURM_STEP_GPUS"})
+    ::unsetenv(k);
+  fs::remove_all(dir);
+}
+
+// A GPU of the step whose counter cannot be read: the record's energy is null with the reason,
+// not the other GPUs' sum under "gpus": N; the limit is the one the GPUs hold (clamped to their
+// range), beside the one asked for.
+TEST(SchedSpank, AnUnreadGpuMakesTheEnergyNullAndTheLimitIsTheAppliedOne) {
+  namespace fs = std::filesystem;
+  std::string t = (fs::temp_directory_path() / "gt_spank_XXXXXX").string();
+  const fs::path dir = ::mkdtemp(t.data());
+  ::setenv("GT_NVML_LIBRARY", GT_FAKE_NVML_PATH, 1);
+  ::setenv("FAKE_NVML_DEVICES", "2", 1);
+  ::setenv("FAKE_NVML_NO_ENERGY", "1", 1);
+  ::setenv("FAKE_NVML_LIMIT_FILE", (dir / "limits").c_str(), 1);
+  ::setenv("SLURM_STEP_GPUS", "0,1", 1);
+  void* h = dlopen(GT_SPANK_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(h, nullptr) << dlerror();
+  using hook = int (*)(spank_t, int, char**);
+  auto init = reinterpret_cast<hook>(dlsym(h, "slurm_spank_init"));
+  auto post = reinterpret_cast<hook>(dlsym(h, "slurm_spank_init_post_opt"));
+  auto fini = reinterpret_cast<hook>(dlsym(h, "slurm_spank_exit"));
+  std::string arg = "energy_dir=" + dir.string();
+  char* av[] = {arg.data()};
+  ASSERT_EQ(init(nullptr, 1, av), 0);
+  ASSERT_EQ(g_option->cb(0, "1000", 1), 0);  // above the stand-in's 400-W maximum
+  ASSERT_EQ(post(nullptr, 1, av), 0);
+  ::usleep(100000);
+  ASSERT_EQ(fini(nullptr, 1, av), 0);
+  std::ifstream rec(dir / "greentrain-gpu-energy.jsonl");
+  std::string line;
+  ASSERT_TRUE(std::getline(rec, line));
+  auto j = nlohmann::json::parse(line);
+  EXPECT_EQ(j["gpus_expected"], 2) << line;
+  EXPECT_EQ(j["gpus_counted"], 1) << line;
+  EXPECT_TRUE(j["energy_j"].is_null()) << line;
+  ASSERT_TRUE(j["energy_unknown_reason"].is_string()) << line;
+  EXPECT_NE(j["energy_unknown_reason"].get<std::string>().find("(GPU 1:"), std::string::npos)
+      << line;
+  EXPECT_EQ(j["power_limit_requested_w"], 1000) << line;
+  EXPECT_EQ(j["power_limit_w"], 400) << line;
+  EXPECT_EQ(j["gpu_power_limits_w"], nlohmann::json::array({400, 400})) << line;
+  bool logged = false;
+  for (auto& l : g_log) logged |= l.find("job 42 step 7: GPU energy unknown") != std::string::npos;
+  EXPECT_TRUE(logged);
+  dlclose(h);
+  for (const char* k : {"GT_NVML_LIBRARY", "FAKE_NVML_DEVICES", "FAKE_NVML_NO_ENERGY",
+                        "FAKE_NVML_LIMIT_FILE", "SLURM_STEP_GPUS"})
     ::unsetenv(k);
   fs::remove_all(dir);
 }
@@ -243,6 +296,9 @@ TEST(SchedSpank, ThroughTheDaemonTheLimitIsALeaseAndTheEnergyTheDaemons) {
   auto j = nlohmann::json::parse(line);
   EXPECT_EQ(j["source"], "greentrain serve") << line;
   EXPECT_NEAR(j["energy_j"].get<double>(), 1000, 1e-6) << line;
+  EXPECT_EQ(j["gpus_counted"], 1) << line;
+  EXPECT_EQ(j["power_limit_w"], 250) << line;  // the daemon's read-back
+  EXPECT_EQ(j["power_limit_requested_w"], 250) << line;
   EXPECT_TRUE(j["attributed_energy_j"].is_number()) << line;
   // slurmstepd killed with SIGKILL while the limit is leased: the daemon restores it
   int ready[2];
@@ -316,6 +372,45 @@ TEST(SchedSpank, ThroughTheDaemonTheJobUsersPolicyRangeApplies) {
   dlclose(h);
   for (const char* k : {"GT_NVML_LIBRARY", "FAKE_NVML_SET_RC", "SLURM_STEP_GPUS"}) ::unsetenv(k);
   d.reset();
+  fs::remove_all(dir);
+}
+
+// The daemon gone before the step's end: no final reading, so the energy is null with the reason
+// (it was written as 0.000).
+TEST(SchedSpank, ADaemonThatCannotBeReadAtTheEndLeavesTheEnergyNull) {
+  std::string t = (fs::temp_directory_path() / "gt_spank_XXXXXX").string();
+  const fs::path dir = ::mkdtemp(t.data());
+  auto d = std::make_unique<Daemon>(dir);
+  ASSERT_TRUE(d->answers()) << std::ifstream(dir / "daemon.log").rdbuf();
+  ::setenv("GT_NVML_LIBRARY", GT_FAKE_NVML_PATH, 1);
+  ::setenv("SLURM_STEP_GPUS", "1", 1);
+  void* h = dlopen(GT_SPANK_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(h, nullptr) << dlerror();
+  using hook = int (*)(spank_t, int, char**);
+  auto init = reinterpret_cast<hook>(dlsym(h, "slurm_spank_init"));
+  auto post = reinterpret_cast<hook>(dlsym(h, "slurm_spank_init_post_opt"));
+  auto fini = reinterpret_cast<hook>(dlsym(h, "slurm_spank_exit"));
+  std::string a1 = "energy_dir=" + dir.string(), a2 = "daemon_socket=" + d->socket;
+  char* av[] = {a1.data(), a2.data()};
+  ASSERT_EQ(init(nullptr, 2, av), 0);
+  ASSERT_EQ(post(nullptr, 2, av), 0);
+  d.reset();  // stopped during the step
+  ASSERT_EQ(fini(nullptr, 2, av), 0);
+  std::ifstream rec(dir / "greentrain-gpu-energy.jsonl");
+  std::string line;
+  ASSERT_TRUE(std::getline(rec, line));
+  auto j = nlohmann::json::parse(line);
+  EXPECT_TRUE(j["energy_j"].is_null()) << line;
+  EXPECT_EQ(j["gpus_expected"], 1) << line;
+  EXPECT_EQ(j["gpus_counted"], 0) << line;
+  ASSERT_TRUE(j["energy_unknown_reason"].is_string()) << line;
+  EXPECT_NE(j["energy_unknown_reason"].get<std::string>().find("the daemon's reading at the end"),
+            std::string::npos)
+      << line;
+  EXPECT_TRUE(j["power_limit_requested_w"].is_null()) << line;
+  EXPECT_TRUE(j["power_limit_w"].is_null()) << line;
+  dlclose(h);
+  for (const char* k : {"GT_NVML_LIBRARY", "SLURM_STEP_GPUS"}) ::unsetenv(k);
   fs::remove_all(dir);
 }
 #endif

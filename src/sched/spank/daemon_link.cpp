@@ -74,7 +74,7 @@ void gt_daemon_on_behalf_of(gt_daemon* d, unsigned uid, unsigned gid) {
 }
 
 int gt_daemon_set_gpu_limit(gt_daemon* d, unsigned nvml_index, double watts, double* set_w,
-                            double* previous_w, char* why, size_t n) {
+                            double* previous_w, double* applied_w, char* why, size_t n) {
   const std::string id = fmt::format("nvml:{}", nvml_index);
   try {
     // the daemon clamps to the user's range: the job user's rules when on behalf of them
@@ -83,6 +83,8 @@ int gt_daemon_set_gpu_limit(gt_daemon* d, unsigned nvml_index, double watts, dou
     json r = d->client->call(req);
     *set_w = r.value("limit_w", watts);
     *previous_w = r.value("previous_w", 0.0);
+    *applied_w =
+        r.contains("applied_w") && r["applied_w"].is_number() ? r["applied_w"].get<double>() : -1;
     return 0;
   } catch (const std::exception& e) {
     return fail(why, n, e.what());
