@@ -137,11 +137,15 @@ std::string report_text(const MeasureArgs& a, const gt::energy::Measurement& m,
   r += fmt::format("  {:<14}{:.3f} s\n", "time", m.duration_s);
   r += fmt::format("  {:<14}{}\n", "exit code", code);
   if (m.domains.empty())
-    r += fmt::format("  {:<14}unknown ({}; see the flags)\n", "energy",
-                     meter.not_reader().empty()
-                         ? "no sensor could be read by this process"
-                         : "another process reads this node's sensors: start `greentrain serve` "
-                           "so that both can measure, or use --process");
+    r += fmt::format(
+        "  {:<14}unknown ({}; see the flags)\n", "energy",
+        meter.not_reader().empty() ? std::string("no sensor could be read by this process")
+        : !meter.daemon_elsewhere().empty()
+            ? fmt::format("greentrain serve reads this node's sensors at {}: set "
+                          "GT_DAEMON_SOCKET={} so that measure reads through it",
+                          meter.daemon_elsewhere(), meter.daemon_elsewhere())
+            : std::string("another process reads this node's sensors: start `greentrain serve` "
+                          "so that both can measure, or use --process"));
   else
     r += fmt::format("  {:<14}{:.3f} J = {:.3g} kWh{}\n", "energy", m.energy_j, m.energy_j / 3.6e6,
                      est);

@@ -180,6 +180,12 @@ const char* to_string(CarbonOrigin o) { return name_of(kCarbonOriginNames, o).da
 
 CarbonIntensity::CarbonIntensity() = default;
 
+CarbonIntensity CarbonIntensity::world_average(const std::string& how_to_set) {
+  CarbonIntensity c;
+  c.set_by_ = how_to_set;  // for the default: how to set one
+  return c;
+}
+
 CarbonIntensity CarbonIntensity::constant(double g, const std::string& region,
                                           const std::string& set_by) {
   if (!(g >= 0) || !std::isfinite(g))
@@ -291,6 +297,10 @@ std::string CarbonIntensity::describe() const {
   const std::string in_region = region_.empty() ? "" : fmt::format(" ({})", region_);
   switch (origin_) {
     case CarbonOrigin::kDefault:
+      if (!set_by_.empty())
+        return fmt::format(
+            "{:g} gCO2e/kWh, default (IEA world average; no intensity was set: set {})", constant_,
+            set_by_);
       return fmt::format(
           "{:g} gCO2e/kWh, default (IEA world average; no intensity was set: set "
           "energy.carbon_region, energy.carbon_intensity or energy.carbon_csv, or for "

@@ -226,6 +226,10 @@ class CarbonIntensity {
   CarbonIntensity with_country(const std::string& iso_code, const std::string& set_by) const;
   /// Default: constant kWorldAverageGCo2ePerKwh, region "world average", origin kDefault.
   CarbonIntensity();
+  /// The default (origin kDefault, kWorldAverageGCo2ePerKwh) whose describe() tells how to set
+  /// an intensity with `how_to_set` (e.g. the daemon's policy keys) in place of the keys and
+  /// options of train and measure.
+  static CarbonIntensity world_average(const std::string& how_to_set);
 
   /// Intensity (gCO2e/kWh) at `unix_s` (seconds since 1970 UTC). Outside a series the nearest
   /// end value is used and out_of_range() becomes true (and stays true).

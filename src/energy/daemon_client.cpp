@@ -451,14 +451,27 @@ std::optional<CarbonIntensity> daemon_carbon(const json& hello) {
   auto c = hello.find("carbon");
   if (c == hello.end() || !c->is_object()) return std::nullopt;
   const std::string region = c->value("region", std::string());
+  // the country the figure is of (the policy's carbon_region): its annual average, or the
+  // country a series or a constant is for
+  const std::string country = c->contains("country") && (*c)["country"].is_string()
+                                  ? (*c)["country"].get<std::string>()
+                                  : "";
+  const char* set_by = "greentrain serve's policy";
   try {
+    std::optional<CarbonIntensity> out;
+    const std::string origin = c->value("origin", std::string());
     if (c->contains("csv") && (*c)["csv"].is_string() && !(*c)["csv"].get<std::string>().empty())
-      return CarbonIntensity::from_csv((*c)["csv"].get<std::string>(),
-                                       c->value("utc_offset_h", 0.0), region);
-    if (c->value("origin", std::string()) == "default") return std::nullopt;
-    if (c->contains("g_per_kwh") && (*c)["g_per_kwh"].is_number())
-      return CarbonIntensity::constant((*c)["g_per_kwh"].get<double>(), region,
-                                       "greentrain serve's policy");
+      out = CarbonIntensity::from_csv((*c)["csv"].get<std::string>(), c->value("utc_offset_h", 0.0),
+                                      region);
+    else if (origin == "default")
+      return std::nullopt;
+    else if (origin == "country" && !country.empty())
+      out = CarbonIntensity::for_country(country, set_by);
+    else if (c->contains("g_per_kwh") && (*c)["g_per_kwh"].is_number())
+      out = CarbonIntensity::constant((*c)["g_per_kwh"].get<double>(), region, set_by);
+    if (out && !country.empty() && out->origin() != CarbonOrigin::kCountry)
+      out = out->with_country(country, set_by);
+    return out;
   } catch (const std::exception&) {
   }
   return std::nullopt;

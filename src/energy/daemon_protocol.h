@@ -28,8 +28,9 @@
 //        of the shared page that holds the latest sample, energy/sample_page.h, or null),
 //        interval_s,
 //        sensors [SensorInfo as sensor_info_to_json], carbon {g_per_kwh, source, origin, region,
-//        csv, utc_offset_h}, you {uid, gid, pid, user}, may {power_limit [{device, min_w, max_w}],
-//        read_all_processes}, node_gpus {amd: N} (the node's GPUs by vendor, which a client's
+//        country (ISO alpha-3 of the policy's carbon_region, or ""), csv, utc_offset_h}, you {uid,
+//        gid, pid, user}, may {power_limit [{device, min_w, max_w}], read_all_processes},
+//        node_gpus {amd: N} (the node's GPUs by vendor, which a client's
 //        visible-devices entries index: amd is ROCm SMI's count, every AMD GPU of the node,
 //        whether the daemon reads it or not; a client resolves ROCR_VISIBLE_DEVICES against it.
 //        Absent where the daemon could not count them, or is older than the key: a client then
@@ -40,12 +41,18 @@
 //        interval_s old (the sample page holds the same text; clients read it there instead).
 //   op "power_limits": -> devices [{device, name, uuid, limit_w, min_w, max_w, leased_by}]
 //        (leased_by: null or {uid, pid, user}).
-//   op "set_power_limit", {"device": ID, "limit_w": W}: sets the device's limit as a lease held
-//        by this connection. When the connection ends (exit, crash, SIGKILL) or the client sends
-//        "release_power_limit", the daemon restores the limit in force before the first lease.
-//        -> {device, limit_w, previous_w}. Codes: no_such_device, not_permitted (the policy does
-//        not let this user set it), out_of_range (outside the policy's or the device's range),
-//        busy (another connection holds a lease on it), failed (the device refused).
+//   op "set_power_limit", {"device": ID, "limit_w": W, "clamp": bool, "on_behalf_of": {"uid": N,
+//        "gid": N}}: sets the device's limit as a lease held by this connection. clamp (default
+//        false): a limit outside the allowed range is set at its nearest end instead of refused.
+//        on_behalf_of: only a root peer may name another user (the SPANK plugin for the job's
+//        user); the policy's rules of that user then apply, not root's; anyone else naming
+//        another uid or gid gets not_permitted. When the connection ends (exit, crash, SIGKILL) or
+//        the client sends "release_power_limit", the daemon restores the limit in force before the
+//        first lease.
+//        -> {device, limit_w (the limit set), previous_w, applied_w (the device's limit read
+//        back after setting, null when unreadable)}. Codes: no_such_device, not_permitted (the
+//        policy does not let this user set it), out_of_range (outside the policy's or the device's
+//        range), busy (another connection holds a lease on it), failed (the device refused).
 //   op "release_power_limit", {"device": ID}: restores now. -> {device, limit_w}
 //   op "attribution", {"scope": "self" | "all", "pid": N, "cgroup": PATH}: the energy of GPU
 //        processes attributed by NVML's per-process utilization, or on a GPU in MIG mode by

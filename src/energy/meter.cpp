@@ -176,18 +176,31 @@ Meter::Meter(SensorList sensors, const MeterOptions& opt, MeterClock clock,
           "not the reader: local rank 0 of this job on this node counts it for the job";
     } else if (slot.info.available && slot.info.counted && !slot.info.device_key.empty()) {
       // through the daemon, a key is a node-wide device's share lock (daemon::node_share_key)
-      std::string holder;
+      std::string holder, daemon_at;
       slot.lock = DeviceLock::try_acquire(dir, slot.info.device_key, &holder,
-                                          batch_ ? daemon::kNodeShareRole : "");
+                                          batch_ ? daemon::kNodeShareRole : "", &daemon_at);
       if (!slot.lock) {
         slot.not_reader = true;
         slot.info.available = false;
-        slot.info.reason =
-            batch_ ? "not the reader: " + holder + "; its energy is in that process's figures"
-                   : "not the reader: " + holder +
-                         "; to measure beside it, start `greentrain serve` (every process then "
-                         "reads through it), or use --process (an estimate of this process "
-                         "tree's CPU share)";
+        if (batch_) {
+          slot.info.reason =
+              "not the reader: " + holder + "; its energy is in that process's figures";
+        } else if (!daemon_at.empty()) {  // a daemon runs, on a socket this meter did not try
+          daemon_elsewhere_ = daemon_at;
+          slot.info.reason = fmt::format(
+              "not the reader: {}; it serves at {}, {}: set GT_DAEMON_SOCKET={} to read "
+              "through it",
+              holder, daemon_at,
+              opt_.use_daemon
+                  ? "this process looked for it at " + daemon::socket_path(opt_.daemon_socket)
+                  : "this meter was told not to read through a daemon",
+              daemon_at);
+        } else {
+          slot.info.reason = "not the reader: " + holder +
+                             "; to measure beside it, start `greentrain serve` (every process "
+                             "then reads through it), or use --process (an estimate of this "
+                             "process tree's CPU share)";
+        }
       }
     }
     slot.active = slot.info.available && slot.info.counted;

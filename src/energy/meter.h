@@ -239,6 +239,9 @@ class Meter {
   bool estimated() const;
   /// Names of sensors this meter does not read because another process is their reader.
   std::vector<std::string> not_reader() const;
+  /// The socket of a node daemon that reads devices this meter then could not, because the
+  /// meter looked for a daemon elsewhere (GT_DAEMON_SOCKET unset or another path); "" if none.
+  const std::string& daemon_elsewhere() const { return daemon_elsewhere_; }
   /// The power timeline of sensor `sensor` (SensorInfo::name): the points whose span ends in
   /// (t0_unix_s, t1_unix_s], oldest first, at most MeterOptions::timeline_points of them
   /// (the newest). Spans with an untrusted reading are left out (a hole in the timeline).
@@ -301,6 +304,7 @@ class Meter {
   bool own_clock_ = false;  // the clock is CLOCK_MONOTONIC (not injected): batch times apply
   std::shared_ptr<SensorBatch> batch_;
   std::string source_ = "direct";
+  std::string daemon_elsewhere_;  // daemon_elsewhere()
   std::vector<Slot> slots_;
   std::vector<std::string> meter_flags_;
   std::vector<std::string> missing_;  // counters another process reads, nothing in their stead

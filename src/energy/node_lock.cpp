@@ -74,8 +74,10 @@ std::string comm_of(long pid) {
   return c;
 }
 
-// What the lock file says: "pid N", then "key value" lines (cmd, user, role).
-std::string describe_holder(const std::string& text, const std::string& path) {
+// What the lock file says: "pid N", then "key value" lines (cmd, user, role). *daemon_socket:
+// the socket of a node daemon holder ("greentrain serve, socket PATH"), else "".
+std::string describe_holder(const std::string& text, const std::string& path,
+                            std::string* daemon_socket) {
   std::istringstream in(text);
   std::string line;
   long pid = 0;
@@ -92,11 +94,14 @@ std::string describe_holder(const std::string& text, const std::string& path) {
         "this process (pid {}) reads this device already through another copy of "
         "greentrain's library (lock {})",
         pid, path);
-  if (role.rfind("greentrain serve", 0) == 0)
+  if (role.rfind("greentrain serve", 0) == 0) {
+    if (const auto at = role.find(", socket "); at != std::string::npos)
+      *daemon_socket = role.substr(at + 9);
     return fmt::format(
         "the node daemon ({}, pid {}) reads this device, and this process did not "
         "read through it (lock {})",
         role, pid, path);
+  }
   return fmt::format("process {} ({}{}{}) {} (lock {})", pid, cmd.empty() ? "?" : cmd,
                      user.empty() ? "" : ", user ", user,
                      role.empty() ? "reads this device directly" : role, path);
@@ -111,7 +116,11 @@ std::string lock_dir(const std::string& override_dir) {
 }
 
 std::shared_ptr<DeviceLock> DeviceLock::try_acquire(const std::string& dir, const std::string& key,
-                                                    std::string* holder, const std::string& role) {
+                                                    std::string* holder, const std::string& role,
+                                                    std::string* daemon_socket) {
+  std::string unused;
+  if (!daemon_socket) daemon_socket = &unused;
+  daemon_socket->clear();
   if (::mkdir(dir.c_str(), 01777) == 0) ::chmod(dir.c_str(), 01777);  // umask-proof
   std::string safe = key;
   for (char& c : safe)
@@ -133,7 +142,8 @@ std::shared_ptr<DeviceLock> DeviceLock::try_acquire(const std::string& dir, cons
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     char buf[512] = {0};
     ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
-    *holder = describe_holder(n > 0 ? std::string(buf, static_cast<size_t>(n)) : "", path);
+    *holder =
+        describe_holder(n > 0 ? std::string(buf, static_cast<size_t>(n)) : "", path, daemon_socket);
     ::close(fd);
     return nullptr;
   }

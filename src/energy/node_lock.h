@@ -27,9 +27,11 @@ class DeviceLock {
   /// could not be taken. `role`: what the lock file says of the holder besides its pid, command
   /// and user: the daemon writes "greentrain serve, socket PATH" (told as the node daemon); any
   /// other role says how the holder counts the device, in place of "reads this device directly"
-  /// (daemon_client.h's kNodeShareRole).
+  /// (daemon_client.h's kNodeShareRole). `daemon_socket` (may be null): set, when the holder is
+  /// the node daemon, to the socket its role names ("" when it names none or another holds it).
   static std::shared_ptr<DeviceLock> try_acquire(const std::string& dir, const std::string& key,
-                                                 std::string* holder, const std::string& role = "");
+                                                 std::string* holder, const std::string& role = "",
+                                                 std::string* daemon_socket = nullptr);
   ~DeviceLock();
   DeviceLock(const DeviceLock&) = delete;
   DeviceLock& operator=(const DeviceLock&) = delete;

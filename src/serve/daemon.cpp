@@ -52,15 +52,6 @@ Policy load_policy(const ServeOptions& o) {
   return Policy{};
 }
 
-energy::CarbonIntensity policy_carbon(const Policy& p) {
-  if (!p.carbon_csv.empty())
-    return energy::CarbonIntensity::from_csv(p.carbon_csv, p.carbon_utc_offset_h, p.carbon_region);
-  if (p.carbon_intensity)
-    return energy::CarbonIntensity::constant(*p.carbon_intensity, p.carbon_region,
-                                             "the daemon's policy (carbon_intensity)");
-  return {};
-}
-
 std::vector<tune::DevicePtr> power_limit_devices(const std::string& powercap_root) {
   std::vector<tune::DevicePtr> out;
 #ifdef GT_TUNE_HAVE_NVML
@@ -94,6 +85,7 @@ int serve_here(const ServeOptions& o, int ready) {
     log_line(fmt::format("starting: policy {}, socket {}, state {}, every {:g} ms",
                          policy.path.empty() ? "(built-in: read-only for everyone)" : policy.path,
                          socket, policy.state_file, policy.interval_s * 1000));
+    for (const auto& w : policy.warnings()) log_line("warning: " + w);
 
     // Leases a previous run left: restored before anyone is served.
     auto devices = power_limit_devices(o.powercap_root);
@@ -107,7 +99,7 @@ int serve_here(const ServeOptions& o, int ready) {
     mo.powercap_root = o.powercap_root;
     // declared before the reader, whose thread publishes into it: it outlives that thread
     std::unique_ptr<energy::SamplePageWriter> page;
-    NodeReader reader(energy::detect_sensors(mo), policy.interval_s, policy_carbon(policy),
+    NodeReader reader(energy::detect_sensors(mo), policy.interval_s, policy.carbon(),
                       nvml_utilization(), "greentrain serve, socket " + socket);
     for (const auto& n : reader.notes()) log_line(n);
     for (const auto& s : reader.sensors())

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -145,7 +146,7 @@ json Leases::grants(const Peer& peer, const Policy& policy) const {
 }
 
 json Leases::set(std::uint64_t conn, const Peer& peer, const Policy& policy, const std::string& id,
-                 double limit_w) {
+                 double limit_w, bool clamp) {
   std::lock_guard<std::mutex> g(mu_);
   auto* d = find(id);
   if (!d) {
@@ -158,12 +159,14 @@ json Leases::set(std::uint64_t conn, const Peer& peer, const Policy& policy, con
   }
   const auto grant = policy.power_limit_grant(peer, id, d->min_limit_w(), d->max_limit_w());
   if (!grant.allowed) throw ProtocolError("not_permitted", grant.why);
+  if (clamp && std::isfinite(limit_w)) limit_w = std::clamp(limit_w, grant.min_w, grant.max_w);
   if (!(limit_w >= grant.min_w - 1e-6 && limit_w <= grant.max_w + 1e-6))
     throw ProtocolError(
         "out_of_range",
-        fmt::format("{} W for {}: user {} may set it within [{}, {}] W{}", limit_w, id, peer.user,
+        fmt::format("{} W for {}: user {} may set it within [{}, {}] W{}{}", limit_w, id, peer.user,
                     grant.min_w, grant.max_w,
-                    peer.uid == 0 ? " (the device's range)" : " (the policy's range)"));
+                    peer.uid == 0 ? " (the device's range)" : " (the policy's range)",
+                    peer.via.empty() ? "" : " (asked on their behalf by " + peer.via + ")"));
   auto it = leases_.find(id);
   if (it != leases_.end() && it->second.conn != conn)
     throw ProtocolError("busy", fmt::format("{} is leased by user {} (pid {}) since {:.0f} s ago; "
@@ -189,7 +192,12 @@ json Leases::set(std::uint64_t conn, const Peer& peer, const Policy& policy, con
     save_locked();
     throw ProtocolError("failed", e.what());
   }
-  return {{"device", id}, {"limit_w", limit_w}, {"previous_w", previous}};
+  json applied = nullptr;  // what the device holds now: it may round or refuse silently
+  try {
+    applied = d->limit_w();
+  } catch (const std::exception&) {
+  }
+  return {{"device", id}, {"limit_w", limit_w}, {"previous_w", previous}, {"applied_w", applied}};
 }
 
 std::string Leases::restore_locked(const std::string& id, const Lease& l) {

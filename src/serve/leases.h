@@ -37,11 +37,14 @@ class Leases {
 
   /// Every device: {device, name, uuid, limit_w, min_w, max_w, leased_by}.
   nlohmann::json list() const;
-  /// Sets `id`'s limit to limit_w (W) on behalf of connection `conn` of `peer`, as the policy
-  /// allows. Throws energy::daemon::ProtocolError with code no_such_device, not_permitted,
-  /// out_of_range, busy or failed. Returns {device, limit_w, previous_w}.
+  /// Sets `id`'s limit to limit_w (W) on behalf of connection `conn` of `peer` (the user the
+  /// lease is recorded for: the connection's, or whom a root peer acts for), as the policy
+  /// allows. `clamp`: a limit outside the allowed range is moved to its nearest end instead of
+  /// refused. Throws energy::daemon::ProtocolError with code no_such_device, not_permitted,
+  /// out_of_range, busy or failed. Returns {device, limit_w (W, the limit set), previous_w,
+  /// applied_w (W, the device's limit read back after setting; null when it cannot be read)}.
   nlohmann::json set(std::uint64_t conn, const Peer& peer, const Policy& policy,
-                     const std::string& id, double limit_w);
+                     const std::string& id, double limit_w, bool clamp = false);
   /// Restores `id` now if `conn` holds its lease (ProtocolError otherwise).
   nlohmann::json release(std::uint64_t conn, const std::string& id);
   /// Restores every lease `conn` holds (its connection ended). Lines for the log.

@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "energy/carbon_regions.h"
 
 namespace gt::serve {
 
@@ -24,26 +25,29 @@ Peer Peer::of_socket(int fd) {
   socklen_t len = sizeof c;
   if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c, &len) != 0)
     throw Error(fmt::format("SO_PEERCRED: {}", std::strerror(errno)));
+  return of_ids(c.uid, c.gid, c.pid);
+}
+
+Peer Peer::of_ids(uid_t uid, gid_t gid, pid_t pid) {
   Peer p;
-  p.uid = c.uid;
-  p.gid = c.gid;
-  p.pid = c.pid;
-  p.user = std::to_string(c.uid);
+  p.uid = uid;
+  p.gid = gid;
+  p.pid = pid;
+  p.user = std::to_string(uid);
   passwd pw{}, *res = nullptr;
   std::vector<char> buf(16384);
-  if (::getpwuid_r(c.uid, &pw, buf.data(), buf.size(), &res) == 0 && res) {
+  if (::getpwuid_r(uid, &pw, buf.data(), buf.size(), &res) == 0 && res) {
     p.user = pw.pw_name;
     int n = 64;
     std::vector<gid_t> g(static_cast<std::size_t>(n));
-    if (::getgrouplist(pw.pw_name, c.gid, g.data(), &n) < 0) {
+    if (::getgrouplist(pw.pw_name, gid, g.data(), &n) < 0) {
       g.resize(static_cast<std::size_t>(n));
-      ::getgrouplist(pw.pw_name, c.gid, g.data(), &n);
+      ::getgrouplist(pw.pw_name, gid, g.data(), &n);
     }
     g.resize(static_cast<std::size_t>(std::max(n, 0)));
     p.groups = g;
   }
-  if (std::find(p.groups.begin(), p.groups.end(), c.gid) == p.groups.end())
-    p.groups.push_back(c.gid);
+  if (std::find(p.groups.begin(), p.groups.end(), gid) == p.groups.end()) p.groups.push_back(gid);
   return p;
 }
 
@@ -95,6 +99,7 @@ bool boolean(const toml::node& n, const std::string& where, const std::string& k
 }
 
 void daemon_table(const toml::table& t, const std::string& where, Policy& p) {
+  const toml::node* utc_offset = nullptr;  // where carbon_utc_offset_h was set, for messages
   for (auto&& [k, v] : t) {
     const std::string key = "daemon." + std::string(k.str());
     const std::string name(k.str());
@@ -125,8 +130,10 @@ void daemon_table(const toml::table& t, const std::string& where, Policy& p) {
       p.carbon_csv = text(v, where, key);
     } else if (name == "carbon_region") {
       p.carbon_region = text(v, where, key);
+      energy::country_or_throw(p.carbon_region, at(where, v, key));  // measure's look-up
     } else if (name == "carbon_utc_offset_h") {
       p.carbon_utc_offset_h = number(v, where, key, -14, 14);
+      utc_offset = &v;
     } else {
       throw Error(at(where, v, key) +
                   " is unknown; known keys of [daemon] are socket, socket_mode, socket_group, "
@@ -136,6 +143,11 @@ void daemon_table(const toml::table& t, const std::string& where, Policy& p) {
   }
   if (p.carbon_intensity && !p.carbon_csv.empty())
     throw Error(where + ": [daemon] has both carbon_intensity and carbon_csv; expected one");
+  // as measure and train refuse it: the time zone of a series, and no series to read
+  if (p.carbon_csv.empty() && utc_offset && p.carbon_utc_offset_h != 0)
+    throw Error(
+        fmt::format("{} = {}: the time zone of a series' times; expected daemon.carbon_csv with it",
+                    at(where, *utc_offset, "daemon.carbon_utc_offset_h"), p.carbon_utc_offset_h));
 }
 
 AllowRule allow_table(const toml::table& t, const std::string& where) {
@@ -165,6 +177,14 @@ AllowRule allow_table(const toml::table& t, const std::string& where) {
         fmt::format("{}:{}: an [[allow]] rule names no users and no groups; expected "
                     "users = [...] or groups = [...]",
                     where, r.line));
+  // a range bounds the limits the rule grants: without power_limit it grants none, and the key
+  // would be read as a restriction that does nothing
+  for (const auto& [key, w] : {std::pair{"min_w", r.min_w}, std::pair{"max_w", r.max_w}})
+    if (w && r.power_limit.empty())
+      throw Error(fmt::format(
+          "{}:{}: [[allow]] {} = {} has no effect: the rule grants no power limit; expected "
+          "power_limit = [\"nvml:*\"] (the devices it bounds) beside it, or no {}",
+          where, r.line, key, *w, key));
   if (r.min_w && r.max_w && *r.min_w > *r.max_w)
     throw Error(fmt::format("{}:{}: [[allow]] min_w {} W > max_w {} W; expected min_w <= max_w",
                             where, r.line, *r.min_w, *r.max_w));
@@ -253,10 +273,10 @@ LimitGrant Policy::power_limit_grant(const Peer& peer, const std::string& device
   }
   if (!any) {
     g.why = fmt::format(
-        "user {} (uid {}) may not set the power limit of {}: no [[allow]] rule of the daemon's "
+        "user {} (uid {}{}) may not set the power limit of {}: no [[allow]] rule of the daemon's "
         "policy ({}) grants it (power_limit = [\"{}\"]); reading is open to everyone",
-        peer.user, peer.uid, device_id, path.empty() ? "built-in: read-only for everyone" : path,
-        device_id);
+        peer.user, peer.uid, peer.via.empty() ? "" : ", on whose behalf " + peer.via + " asked",
+        device_id, path.empty() ? "built-in: read-only for everyone" : path, device_id);
     return g;
   }
   g.min_w = std::max(lo, dev_min_w);
@@ -268,6 +288,50 @@ LimitGrant Policy::power_limit_grant(const Peer& peer, const std::string& device
   }
   g.allowed = true;
   return g;
+}
+
+std::vector<std::string> Policy::warnings() const {
+  std::vector<std::string> out;
+  std::vector<char> buf(16384);
+  for (const auto& r : rules) {
+    for (const auto& u : r.users) {
+      passwd pw{}, *res = nullptr;
+      if (!is_number(u) &&
+          (::getpwnam_r(u.c_str(), &pw, buf.data(), buf.size(), &res) != 0 || !res))
+        out.push_back(fmt::format(
+            "{}:{}: [[allow]] user '{}' does not exist on this machine: the rule matches no one "
+            "by that name",
+            path, r.line, u));
+    }
+    for (const auto& g : r.groups) {
+      group gr{}, *res = nullptr;
+      if (!is_number(g) &&
+          (::getgrnam_r(g.c_str(), &gr, buf.data(), buf.size(), &res) != 0 || !res))
+        out.push_back(fmt::format(
+            "{}:{}: [[allow]] group '{}' does not exist on this machine: the rule matches no one "
+            "by that group",
+            path, r.line, g));
+    }
+  }
+  return out;
+}
+
+energy::CarbonIntensity Policy::carbon() const {
+  const std::string of = path.empty() ? "" : " of " + path;
+  // none set: the default says where the daemon's is set (not train's or measure's options)
+  energy::CarbonIntensity c = energy::CarbonIntensity::world_average(fmt::format(
+      "carbon_region, carbon_intensity or carbon_csv in the [daemon] table of the daemon's "
+      "policy ({})",
+      path.empty() ? "none was read: /etc/greentrain/serve.toml or serve --policy FILE" : path));
+  if (!carbon_csv.empty())
+    c = energy::CarbonIntensity::from_csv(carbon_csv, carbon_utc_offset_h);
+  else if (carbon_intensity)
+    c = energy::CarbonIntensity::constant(*carbon_intensity, "", "daemon.carbon_intensity" + of);
+  else if (!carbon_region.empty())
+    c = energy::CarbonIntensity::for_country(carbon_region, "daemon.carbon_region" + of);
+  if (!carbon_region.empty() && c.origin() != energy::CarbonOrigin::kCountry)
+    c = c.with_country(carbon_region, "daemon.carbon_region" + of);
+  return c;
 }
 
 bool Policy::may_read_all_processes(const Peer& peer) const {

@@ -3,6 +3,9 @@
 
 #include <fmt/format.h>
 #include <httplib.h>
+#include <sys/socket.h>
+
+#include <chrono>
 
 #include "core/error.h"
 
@@ -137,6 +140,13 @@ std::string prometheus_text(const NodeReader& reader, const Leases* leases,
 
 PrometheusEndpoint::PrometheusEndpoint(int port, std::function<std::string()> body)
     : http_(std::make_unique<httplib::Server>()) {
+  // cpp-httplib's default sets SO_REUSEPORT: a second daemon on the same port then bound too and
+  // the kernel split the scrapes between the two. SO_REUSEADDR alone lets a restart bind past
+  // TIME_WAIT and refuses a port another socket listens on.
+  http_->set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   http_->Get("/metrics", [body](const httplib::Request&, httplib::Response& res) {
     res.set_content(body(), "text/plain; version=0.0.4; charset=utf-8");
   });
@@ -148,11 +158,17 @@ PrometheusEndpoint::PrometheusEndpoint(int port, std::function<std::string()> bo
     if (port_ <= 0) throw Error("prometheus: cannot bind any port on 127.0.0.1");
   } else {
     if (!http_->bind_to_port("127.0.0.1", port))
-      throw Error(
-          fmt::format("prometheus_port {}: cannot bind 127.0.0.1:{} (in use?)", port, port));
+      throw Error(fmt::format(
+          "prometheus_port {}: cannot bind 127.0.0.1:{} (in use? another greentrain serve or "
+          "another program may listen there)",
+          port, port));
     port_ = port;
   }
   thread_ = std::thread([this] { http_->listen_after_bind(); });
+  // cpp-httplib's stop() does nothing before the thread listens (it would then listen for ever
+  // and the destructor's join hang): wait until it does (it starts at once)
+  for (int i = 0; i < 5000 && !http_->is_running(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
 PrometheusEndpoint::~PrometheusEndpoint() {

@@ -35,7 +35,9 @@ std::string prometheus_text(const NodeReader& reader, const Leases* leases,
 /// An HTTP server on 127.0.0.1:port answering GET /metrics with body() (in its own threads).
 class PrometheusEndpoint {
  public:
-  /// port 0: any free port (port() says which). Throws gt::Error when the port cannot be bound.
+  /// port 0: any free port (port() says which). Throws gt::Error when the port cannot be bound,
+  /// also when another socket listens on it (SO_REUSEADDR only: no second daemon shares it).
+  /// Returns once the server listens.
   PrometheusEndpoint(int port, std::function<std::string()> body);
   ~PrometheusEndpoint();  ///< stops the server
   int port() const { return port_; }

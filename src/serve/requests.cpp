@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "serve/server.h"
 
@@ -46,6 +47,7 @@ json hello(const ServeContext& ctx, const Peer& peer, const std::string& socket_
         {"source", c.describe()},
         {"origin", energy::to_string(c.origin())},
         {"region", c.region()},
+        {"country", c.country_iso_code()},
         {"csv", pol.carbon_csv.empty() ? json(nullptr) : json(pol.carbon_csv)},
         {"utc_offset_h", pol.carbon_utc_offset_h}}},
       {"you", {{"uid", peer.uid}, {"gid", peer.gid}, {"pid", peer.pid}, {"user", peer.user}}},
@@ -152,6 +154,37 @@ json attribution(const ServeContext& ctx, const Peer& peer, const json& body) {
   return out;
 }
 
+// Whom a set_power_limit is for: the peer, or the user a root peer names in "on_behalf_of"
+// {uid, gid} (the SPANK plugin in slurmstepd, for the job's user), whose rules then apply. A
+// peer other than root may name only itself.
+Peer acting_for(const Peer& peer, const json& body) {
+  if (!body.contains("on_behalf_of")) return peer;
+  const json& o = body["on_behalf_of"];
+  if (!o.is_object())
+    throw ed::ProtocolError("bad_request", "\"on_behalf_of\": expected {\"uid\": N, \"gid\": N}");
+  auto id = [&o](const char* key) {
+    const double v = ed::number_field(o, key);
+    if (!(v >= 0 && v < 4294967295.0 && v == std::floor(v)))
+      throw ed::ProtocolError("bad_request",
+                              fmt::format("\"on_behalf_of\".\"{}\": {}; expected an id", key, v));
+    return static_cast<std::uint32_t>(v);
+  };
+  const uid_t uid = id("uid");
+  const gid_t gid = id("gid");
+  if (peer.uid != 0) {
+    if (uid == peer.uid && gid == peer.gid) return peer;
+    throw ed::ProtocolError(
+        "not_permitted",
+        fmt::format("user {} (uid {}, gid {}) may not ask on behalf of uid {} (gid {}): only root "
+                    "may (the Slurm plugin in slurmstepd); a user's own requests are judged by "
+                    "the uid of their connection",
+                    peer.user, peer.uid, peer.gid, uid, gid));
+  }
+  Peer p = Peer::of_ids(uid, gid, peer.pid);
+  p.via = fmt::format("{}, pid {}", peer.user, peer.pid);
+  return p;
+}
+
 }  // namespace
 
 json handle_request(const ServeContext& ctx, std::uint64_t conn, const Peer& peer,
@@ -168,9 +201,14 @@ json handle_request(const ServeContext& ctx, std::uint64_t conn, const Peer& pee
     json r;
     if (op == "set_power_limit") {
       const double w = ed::number_field(req.body, "limit_w");
-      r = ctx.leases->set(conn, peer, *ctx.policy, dev, w);
-      ctx.log(fmt::format("{}: power limit {} W leased to user {} (pid {}), was {} W", dev, w,
-                          peer.user, peer.pid, r["previous_w"].get<double>()));
+      const Peer who = acting_for(peer, req.body);
+      const bool clamp = req.body.contains("clamp") && req.body["clamp"].is_boolean() &&
+                         req.body["clamp"].get<bool>();
+      r = ctx.leases->set(conn, who, *ctx.policy, dev, w, clamp);
+      ctx.log(fmt::format("{}: power limit {} W leased to user {} (pid {}{}), was {} W", dev,
+                          r["limit_w"].get<double>(), who.user, peer.pid,
+                          who.via.empty() ? "" : ", asked on their behalf by " + who.via,
+                          r["previous_w"].get<double>()));
     } else {
       r = ctx.leases->release(conn, dev);
       ctx.log(r["log"].get<std::string>());

@@ -25,6 +25,7 @@
 namespace {
 std::vector<std::string> g_log;
 spank_option* g_option = nullptr;
+uint32_t g_job_uid = ::getuid(), g_job_gid = ::getgid();  // the job's user (S_JOB_UID, S_JOB_GID)
 void log_v(const char* level, const char* fmt, va_list ap) {
   char buf[1024];
   std::vsnprintf(buf, sizeof buf, fmt, ap);
@@ -50,6 +51,10 @@ spank_err_t spank_get_item(spank_t, spank_item_t item, ...) {
     *p = 42;
   else if (item == S_JOB_STEPID)
     *p = 7;
+  else if (item == S_JOB_UID)
+    *p = g_job_uid;
+  else if (item == S_JOB_GID)
+    *p = g_job_gid;
   else
     return ESPANK_BAD_ARG;
   return static_cast<spank_err_t>(ESPANK_SUCCESS);
@@ -117,8 +122,13 @@ TEST(SchedSpank, GpuPowerLimitIsSetThenRestoredAndEnergyIsRecorded) {
   auto j = nlohmann::json::parse(line);
   EXPECT_EQ(j["job_id"], 42);
   EXPECT_EQ(j["step_id"], 7);
-  EXPECT_EQ(j["gpus"], 1);
-  EXPECT_EQ(j["power_limit_w"], 250);
+  EXPECT_EQ(j["gpus_expected"], 1);
+  EXPECT_EQ(j["gpus_counted"], 1);
+  EXPECT_EQ(j["gpu_indices"], nlohmann::json::array({1}));
+  EXPECT_TRUE(j["energy_unknown_reason"].is_null()) << line;
+  EXPECT_EQ(j["power_limit_requested_w"], 250);
+  EXPECT_EQ(j["power_limit_w"], 250);  // read back from the GPU
+  EXPECT_EQ(j["gpu_power_limits_w"], nlohmann::json::array({250}));
   // The stand-in reports min(limit, draw) = 100 W: about 20 J in 0.2 s.
   EXPECT_GT(j["energy_j"].get<double>(), 10.0);
   EXPECT_LT(j["energy_j"].get<double>(), 200.0);
@@ -128,6 +138,54 @@ TEST(SchedSpank, GpuPowerLimitIsSetThenRestoredAndEnergyIsRecorded) {
   dlclose(h);
   for (const char* k : {"GT_NVML_LIBRARY", "FAKE_NVML_DEVICES", "FAKE_NVML_POWER_MW",
                         "FAKE_NVML_SET_LOG", "FAKE_NVML_LIMIT_FILE", "SLURM_STEP_GPUS"})
+    ::unsetenv(k);
+  fs::remove_all(dir);
+}
+
+// A GPU of the step whose counter cannot be read: the record's energy is null with the reason,
+// not the other GPUs' sum under "gpus": N; the limit is the one the GPUs hold (clamped to their
+// range), beside the one asked for.
+TEST(SchedSpank, AnUnreadGpuMakesTheEnergyNullAndTheLimitIsTheAppliedOne) {
+  namespace fs = std::filesystem;
+  std::string t = (fs::temp_directory_path() / "gt_spank_XXXXXX").string();
+  const fs::path dir = ::mkdtemp(t.data());
+  ::setenv("GT_NVML_LIBRARY", GT_FAKE_NVML_PATH, 1);
+  ::setenv("FAKE_NVML_DEVICES", "2", 1);
+  ::setenv("FAKE_NVML_NO_ENERGY", "1", 1);
+  ::setenv("FAKE_NVML_LIMIT_FILE", (dir / "limits").c_str(), 1);
+  ::setenv("SLURM_STEP_GPUS", "0,1", 1);
+  void* h = dlopen(GT_SPANK_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(h, nullptr) << dlerror();
+  using hook = int (*)(spank_t, int, char**);
+  auto init = reinterpret_cast<hook>(dlsym(h, "slurm_spank_init"));
+  auto post = reinterpret_cast<hook>(dlsym(h, "slurm_spank_init_post_opt"));
+  auto fini = reinterpret_cast<hook>(dlsym(h, "slurm_spank_exit"));
+  std::string arg = "energy_dir=" + dir.string();
+  char* av[] = {arg.data()};
+  ASSERT_EQ(init(nullptr, 1, av), 0);
+  ASSERT_EQ(g_option->cb(0, "1000", 1), 0);  // above the stand-in's 400-W maximum
+  ASSERT_EQ(post(nullptr, 1, av), 0);
+  ::usleep(100000);
+  ASSERT_EQ(fini(nullptr, 1, av), 0);
+  std::ifstream rec(dir / "greentrain-gpu-energy.jsonl");
+  std::string line;
+  ASSERT_TRUE(std::getline(rec, line));
+  auto j = nlohmann::json::parse(line);
+  EXPECT_EQ(j["gpus_expected"], 2) << line;
+  EXPECT_EQ(j["gpus_counted"], 1) << line;
+  EXPECT_TRUE(j["energy_j"].is_null()) << line;
+  ASSERT_TRUE(j["energy_unknown_reason"].is_string()) << line;
+  EXPECT_NE(j["energy_unknown_reason"].get<std::string>().find("(GPU 1:"), std::string::npos)
+      << line;
+  EXPECT_EQ(j["power_limit_requested_w"], 1000) << line;
+  EXPECT_EQ(j["power_limit_w"], 400) << line;
+  EXPECT_EQ(j["gpu_power_limits_w"], nlohmann::json::array({400, 400})) << line;
+  bool logged = false;
+  for (auto& l : g_log) logged |= l.find("job 42 step 7: GPU energy unknown") != std::string::npos;
+  EXPECT_TRUE(logged);
+  dlclose(h);
+  for (const char* k : {"GT_NVML_LIBRARY", "FAKE_NVML_DEVICES", "FAKE_NVML_NO_ENERGY",
+                        "FAKE_NVML_LIMIT_FILE", "SLURM_STEP_GPUS"})
     ::unsetenv(k);
   fs::remove_all(dir);
 }
@@ -145,7 +203,8 @@ struct Daemon {
   fs::path dir;
   pid_t pid = -1;
   std::string socket;
-  explicit Daemon(const fs::path& d) : dir(d), socket((d / "serve.sock").string()) {
+  explicit Daemon(const fs::path& d, const std::string& policy = "")
+      : dir(d), socket((d / "serve.sock").string()) {
     std::ofstream(dir / "energy") << "0\n0\n";
     std::ofstream(dir / "limits") << "300000\n300000\n";
     std::vector<std::string> env = {"GT_NVML_LIBRARY=" GT_FAKE_NVML_PATH,
@@ -165,6 +224,11 @@ struct Daemon {
                                      (dir / "state.json").string(),
                                      "--interval",
                                      "50"};
+    if (!policy.empty()) {
+      std::ofstream(dir / "policy.toml") << policy;
+      args.push_back("--policy");
+      args.push_back((dir / "policy.toml").string());
+    }
     pid = ::fork();
     if (pid == 0) {
       std::FILE* log = std::fopen((dir / "daemon.log").c_str(), "w");
@@ -232,6 +296,9 @@ TEST(SchedSpank, ThroughTheDaemonTheLimitIsALeaseAndTheEnergyTheDaemons) {
   auto j = nlohmann::json::parse(line);
   EXPECT_EQ(j["source"], "greentrain serve") << line;
   EXPECT_NEAR(j["energy_j"].get<double>(), 1000, 1e-6) << line;
+  EXPECT_EQ(j["gpus_counted"], 1) << line;
+  EXPECT_EQ(j["power_limit_w"], 250) << line;  // the daemon's read-back
+  EXPECT_EQ(j["power_limit_requested_w"], 250) << line;
   EXPECT_TRUE(j["attributed_energy_j"].is_number()) << line;
   // slurmstepd killed with SIGKILL while the limit is leased: the daemon restores it
   int ready[2];
@@ -257,6 +324,93 @@ TEST(SchedSpank, ThroughTheDaemonTheLimitIsALeaseAndTheEnergyTheDaemons) {
   for (const char* k : {"GT_NVML_LIBRARY", "FAKE_NVML_SET_RC", "SLURM_STEP_GPUS"}) ::unsetenv(k);
   // the daemon may still be writing its state file (a temporary name, then a rename): stop it
   d.reset();
+  fs::remove_all(dir);
+}
+
+// slurmstepd asks as root, for the job's user: the daemon's [[allow]] range of that user applies
+// (root's own grant, the GPU's whole range, let any Slurm user set any limit), and a user no rule
+// names gets no limit.
+TEST(SchedSpank, ThroughTheDaemonTheJobUsersPolicyRangeApplies) {
+  if (::getuid() != 0) GTEST_SKIP() << "the plugin asks on the job user's behalf only as root";
+  std::string t = (fs::temp_directory_path() / "gt_spank_XXXXXX").string();
+  const fs::path dir = ::mkdtemp(t.data());
+  auto d = std::make_unique<Daemon>(
+      dir, "[[allow]]\nusers = [\"4242\"]\npower_limit = [\"nvml:*\"]\nmin_w = 150\nmax_w = 200\n");
+  ASSERT_TRUE(d->answers()) << std::ifstream(dir / "daemon.log").rdbuf();
+  ::setenv("GT_NVML_LIBRARY", GT_FAKE_NVML_PATH, 1);
+  ::setenv("FAKE_NVML_SET_RC", "4", 1);
+  ::setenv("SLURM_STEP_GPUS", "1", 1);
+  void* h = dlopen(GT_SPANK_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(h, nullptr) << dlerror();
+  using hook = int (*)(spank_t, int, char**);
+  auto init = reinterpret_cast<hook>(dlsym(h, "slurm_spank_init"));
+  auto post = reinterpret_cast<hook>(dlsym(h, "slurm_spank_init_post_opt"));
+  auto fini = reinterpret_cast<hook>(dlsym(h, "slurm_spank_exit"));
+  std::string a1 = "energy_dir=" + dir.string(), a2 = "daemon_socket=" + d->socket;
+  char* av[] = {a1.data(), a2.data()};
+  g_job_uid = g_job_gid = 4242;  // in the policy: 250 W asked, 200 W set
+  ASSERT_EQ(init(nullptr, 2, av), 0);
+  ASSERT_EQ(g_option->cb(0, "250", 1), 0);
+  ASSERT_EQ(post(nullptr, 2, av), 0);
+  EXPECT_EQ(d->limit_mw(1), 200000u);
+  ASSERT_EQ(fini(nullptr, 2, av), 0);
+  EXPECT_EQ(d->limit_mw(1), 300000u);
+  g_log.clear();
+  g_job_uid = g_job_gid = 4343;  // in no rule: nothing set, and said so
+  ASSERT_EQ(init(nullptr, 2, av), 0);
+  ASSERT_EQ(g_option->cb(0, "250", 1), 0);
+  ASSERT_EQ(post(nullptr, 2, av), 0);
+  EXPECT_EQ(d->limit_mw(1), 300000u);
+  bool refused = false;
+  for (auto& l : g_log)
+    refused |=
+        l.find("uid 4343") != std::string::npos && l.find("may not set") != std::string::npos;
+  EXPECT_TRUE(refused) << ::testing::PrintToString(g_log);
+  ASSERT_EQ(fini(nullptr, 2, av), 0);
+  g_job_uid = ::getuid();
+  g_job_gid = ::getgid();
+  dlclose(h);
+  for (const char* k : {"GT_NVML_LIBRARY", "FAKE_NVML_SET_RC", "SLURM_STEP_GPUS"}) ::unsetenv(k);
+  d.reset();
+  fs::remove_all(dir);
+}
+
+// The daemon gone before the step's end: no final reading, so the energy is null with the reason
+// (it was written as 0.000).
+TEST(SchedSpank, ADaemonThatCannotBeReadAtTheEndLeavesTheEnergyNull) {
+  std::string t = (fs::temp_directory_path() / "gt_spank_XXXXXX").string();
+  const fs::path dir = ::mkdtemp(t.data());
+  auto d = std::make_unique<Daemon>(dir);
+  ASSERT_TRUE(d->answers()) << std::ifstream(dir / "daemon.log").rdbuf();
+  ::setenv("GT_NVML_LIBRARY", GT_FAKE_NVML_PATH, 1);
+  ::setenv("SLURM_STEP_GPUS", "1", 1);
+  void* h = dlopen(GT_SPANK_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(h, nullptr) << dlerror();
+  using hook = int (*)(spank_t, int, char**);
+  auto init = reinterpret_cast<hook>(dlsym(h, "slurm_spank_init"));
+  auto post = reinterpret_cast<hook>(dlsym(h, "slurm_spank_init_post_opt"));
+  auto fini = reinterpret_cast<hook>(dlsym(h, "slurm_spank_exit"));
+  std::string a1 = "energy_dir=" + dir.string(), a2 = "daemon_socket=" + d->socket;
+  char* av[] = {a1.data(), a2.data()};
+  ASSERT_EQ(init(nullptr, 2, av), 0);
+  ASSERT_EQ(post(nullptr, 2, av), 0);
+  d.reset();  // stopped during the step
+  ASSERT_EQ(fini(nullptr, 2, av), 0);
+  std::ifstream rec(dir / "greentrain-gpu-energy.jsonl");
+  std::string line;
+  ASSERT_TRUE(std::getline(rec, line));
+  auto j = nlohmann::json::parse(line);
+  EXPECT_TRUE(j["energy_j"].is_null()) << line;
+  EXPECT_EQ(j["gpus_expected"], 1) << line;
+  EXPECT_EQ(j["gpus_counted"], 0) << line;
+  ASSERT_TRUE(j["energy_unknown_reason"].is_string()) << line;
+  EXPECT_NE(j["energy_unknown_reason"].get<std::string>().find("the daemon's reading at the end"),
+            std::string::npos)
+      << line;
+  EXPECT_TRUE(j["power_limit_requested_w"].is_null()) << line;
+  EXPECT_TRUE(j["power_limit_w"].is_null()) << line;
+  dlclose(h);
+  for (const char* k : {"GT_NVML_LIBRARY", "SLURM_STEP_GPUS"}) ::unsetenv(k);
   fs::remove_all(dir);
 }
 #endif

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "energy/daemon_client.h"
 #include "energy/meter.h"
+#include "serve/prometheus.h"
 #include "serve_test_util.h"
 #include "tune/simulated.h"
 
@@ -409,6 +410,70 @@ TEST(Daemon, LeasesAreRestoredWhenTheirConnectionEnds) {
   ::close(b);
 }
 
+// The SPANK plugin asks from slurmstepd, as root, for the job's user: the daemon applies that
+// user's rules (root's would give any Slurm user the device's whole range); a peer other than
+// root cannot claim another user.
+TEST(Daemon, ARootPeerAsksOnBehalfOfAUserWhoseRulesApply) {
+  auto sim = std::make_shared<tune::SimulatedDevice>(tune::SimulatedModel{}, "sim:0");
+  Leases leases({sim}, "");
+  const Policy pol = Policy::parse(
+      "[[allow]]\nusers = [\"4242\"]\npower_limit = [\"sim:*\"]\nmin_w = 150\nmax_w = 250\n",
+      "p.toml");
+  std::vector<std::string> log;
+  ServeContext ctx;
+  ctx.policy = &pol;
+  ctx.leases = &leases;
+  ctx.log = [&log](const std::string& l) { log.push_back(l); };
+  const Peer root = Peer::of_ids(0, 0, 77);
+  auto ask = [&](const Peer& p, std::uint64_t conn, json body) {
+    body["op"] = "set_power_limit";
+    body["device"] = "sim:0";
+    try {
+      return handle_request(ctx, conn, p, ed::Request{"set_power_limit", nullptr, body}, "s");
+    } catch (const ed::ProtocolError& e) {
+      return json{{"code", e.code()}, {"message", e.what()}};
+    }
+  };
+  const json job = {{"uid", 4242}, {"gid", 4242}}, other = {{"uid", 4343}, {"gid", 4343}};
+  // for uid 4242: within its rule's range, clamped when asked to
+  json r = ask(root, 1, {{"limit_w", 350}, {"on_behalf_of", job}});
+  EXPECT_EQ(r["code"], "out_of_range") << r;
+  EXPECT_NE(r["message"].get<std::string>().find("[150, 250] W"), std::string::npos) << r;
+  r = ask(root, 1, {{"limit_w", 350}, {"clamp", true}, {"on_behalf_of", job}});
+  ASSERT_FALSE(r.contains("code")) << r;
+  EXPECT_DOUBLE_EQ(r["limit_w"].get<double>(), 250);
+  EXPECT_DOUBLE_EQ(sim->limit_w(), 250);
+  EXPECT_EQ(leases.list()[0]["leased_by"]["uid"], 4242);
+  ASSERT_FALSE(log.empty());
+  EXPECT_NE(log.back().find("asked on their behalf by root, pid 77"), std::string::npos)
+      << log.back();
+  leases.release_all(1);
+  // a user no rule names gets nothing, though root asks
+  r = ask(root, 2, {{"limit_w", 200}, {"clamp", true}, {"on_behalf_of", other}});
+  EXPECT_EQ(r["code"], "not_permitted") << r;
+  EXPECT_NE(r["message"].get<std::string>().find("uid 4343, on whose behalf root, pid 77 asked"),
+            std::string::npos)
+      << r;
+  EXPECT_DOUBLE_EQ(sim->limit_w(), 400);
+  // root for itself: the device's range, as before
+  r = ask(root, 3, {{"limit_w", 120}});
+  EXPECT_FALSE(r.contains("code")) << r;
+  leases.release_all(3);
+  // a peer other than root may not claim another user, only name itself
+  Peer alice = Peer::of_ids(4343, 4343, 88);
+  r = ask(alice, 4, {{"limit_w", 200}, {"on_behalf_of", job}});
+  EXPECT_EQ(r["code"], "not_permitted") << r;
+  EXPECT_NE(r["message"].get<std::string>().find("only root"), std::string::npos) << r;
+  Peer u4242 = Peer::of_ids(4242, 4242, 99);
+  r = ask(u4242, 5, {{"limit_w", 200}, {"on_behalf_of", json{{"uid", 4242}, {"gid", 0}}}});
+  EXPECT_EQ(r["code"], "not_permitted") << r;  // another group is another claim
+  r = ask(u4242, 5, {{"limit_w", 200}, {"on_behalf_of", job}});
+  EXPECT_FALSE(r.contains("code")) << r;
+  leases.release_all(5);
+  r = ask(root, 6, {{"limit_w", 200}, {"on_behalf_of", json{{"uid", -1}, {"gid", 0}}}});
+  EXPECT_EQ(r["code"], "bad_request") << r;
+}
+
 TEST(Daemon, AClientKilledWithItsLeaseHasItRestored) {
   TempDir d;
   Counters c;
@@ -613,6 +678,26 @@ TEST(Daemon, MigInstancesAreTheirOwnDevicesAndGetTheirSliceShare) {
     EXPECT_NE(r["method"].get<std::string>().find("MIG"), std::string::npos);
     ::close(fd);
   }
+}
+
+}  // namespace gt::serve
+
+namespace gt::serve {
+
+// Two daemons with one prometheus_port: the second is refused (cpp-httplib's default
+// SO_REUSEPORT let both bind, and scrapes alternated between them).
+TEST(Prometheus, ASecondEndpointOnAPortInUseIsRefused) {
+  PrometheusEndpoint first(0, [] { return std::string("first\n"); });
+  ASSERT_GT(first.port(), 0);
+  std::string msg = "bound";
+  try {
+    PrometheusEndpoint second(first.port(), [] { return std::string("second\n"); });
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  EXPECT_NE(msg.find(fmt::format("cannot bind 127.0.0.1:{} (in use?", first.port())),
+            std::string::npos)
+      << msg;
 }
 
 }  // namespace gt::serve

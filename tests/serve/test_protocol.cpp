@@ -174,6 +174,77 @@ TEST(Policy, BadFilesNameTheLineAndKey) {
   EXPECT_TRUE(device_matches("*", "rapl:intel-rapl:0"));
 }
 
+// The policy's [daemon] carbon keys give what measure's options give: carbon_region is the
+// country's figure (measure --carbon-region DEU: 365.477 g/kWh), not a label on the 475 default;
+// a series' time zone without a series is refused, naming the file, line and key.
+TEST(Policy, CarbonRegionIsTheCountrysFigureAndOffsetsNeedASeries) {
+  Policy p = Policy::parse("[daemon]\ncarbon_region = \"DEU\"\n", "p.toml");
+  energy::CarbonIntensity c = p.carbon();
+  EXPECT_EQ(c.origin(), energy::CarbonOrigin::kCountry);
+  ASSERT_TRUE(c.constant_g_per_kwh());
+  EXPECT_DOUBLE_EQ(*c.constant_g_per_kwh(), 365.477);
+  EXPECT_EQ(c.country_iso_code(), "DEU");
+  EXPECT_NE(c.describe().find("daemon.carbon_region of p.toml"), std::string::npos) << c.describe();
+  // beside a constant it names the country the constant is for
+  p = Policy::parse("[daemon]\ncarbon_intensity = 300\ncarbon_region = \"FRA\"\n", "p.toml");
+  c = p.carbon();
+  EXPECT_EQ(c.origin(), energy::CarbonOrigin::kConstant);
+  EXPECT_DOUBLE_EQ(*c.constant_g_per_kwh(), 300);
+  EXPECT_EQ(c.country_iso_code(), "FRA");
+  EXPECT_EQ(Policy{}.carbon().origin(), energy::CarbonOrigin::kDefault);
+  EXPECT_NE(Policy::parse("", "p.toml")
+                .carbon()
+                .describe()
+                .find("[daemon] table of the daemon's "
+                      "policy (p.toml)"),
+            std::string::npos)
+      << Policy::parse("", "p.toml").carbon().describe();
+  auto msg = [](const std::string& text) {
+    try {
+      Policy::parse(text, "p.toml");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("parsed");
+  };
+  std::string m = msg("[daemon]\ncarbon_region = \"Germany\"\n");
+  EXPECT_NE(m.find("p.toml:2: key 'daemon.carbon_region'"), std::string::npos) << m;
+  EXPECT_NE(m.find("unknown country code"), std::string::npos) << m;
+  m = msg("[daemon]\ncarbon_intensity = 300\ncarbon_utc_offset_h = 2\n");
+  EXPECT_NE(m.find("p.toml:3: key 'daemon.carbon_utc_offset_h' = 2"), std::string::npos) << m;
+  EXPECT_NE(m.find("expected daemon.carbon_csv with it"), std::string::npos) << m;
+  EXPECT_EQ(msg("[daemon]\ncarbon_utc_offset_h = 0\n"), "parsed");  // 0 is UTC, the default
+}
+
+// A range in a rule that grants no power limit bounds nothing: refused (it was accepted and did
+// nothing). A user or group this machine does not know is a warning the daemon logs at start.
+TEST(Policy, ARangeWithoutPowerLimitIsRefusedAndUnknownNamesAreWarned) {
+  std::string m;
+  try {
+    Policy::parse("[[allow]]\ngroups = [\"ml\"]\nmin_w = 150\n", "p.toml");
+    m = "parsed";
+  } catch (const Error& e) {
+    m = e.what();
+  }
+  EXPECT_NE(m.find("p.toml:1: [[allow]] min_w = 150 has no effect"), std::string::npos) << m;
+  EXPECT_NE(m.find("power_limit"), std::string::npos) << m;
+  const Policy p = Policy::parse(R"([[allow]]
+users = ["root", "gt-no-such-user", "4242"]
+groups = ["gt-no-such-group", "root", "4343"]
+power_limit = ["nvml:*"]
+min_w = 100
+)",
+                                 "p.toml");
+  const auto w = p.warnings();
+  ASSERT_EQ(w.size(), 2u) << (w.empty() ? "" : w[0]);
+  EXPECT_NE(w[0].find("p.toml:1: [[allow]] user 'gt-no-such-user' does not exist"),
+            std::string::npos)
+      << w[0];
+  EXPECT_NE(w[1].find("p.toml:1: [[allow]] group 'gt-no-such-group' does not exist"),
+            std::string::npos)
+      << w[1];
+}
+
 // ------------------------------------------------------------------------------- attribution
 TEST(Attribution, SplitsByUtilizationAndKeepsTheRestApart) {
   // 1000 J; A 30 %, B 50 %: A 300 J, B 500 J, 200 J unattributed.

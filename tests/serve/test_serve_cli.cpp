@@ -66,6 +66,23 @@ TEST(ServeCli, WithoutADaemonTheSecondReaderIsToldWhatToDo) {
   EXPECT_EQ(a.wait(), 0) << a.output();
 }
 
+// A daemon runs, on a socket measure does not look at: measure is told to set GT_DAEMON_SOCKET
+// to it (it said "start `greentrain serve`", which runs already).
+TEST(ServeCli, ADaemonOnAnotherSocketIsNamedForGtDaemonSocket) {
+  Node n;
+  Proc daemon = n.start_daemon();
+  auto env = n.client_env();
+  for (auto& e : env)
+    if (e.rfind("GT_DAEMON_SOCKET=", 0) == 0) e = "GT_DAEMON_SOCKET=" + n.file("elsewhere.sock");
+  Proc m = n.spawn({"measure", "--", "true"}, env, "m");
+  ASSERT_EQ(m.wait(), 0) << m.output();
+  const std::string out = m.output();
+  EXPECT_NE(out.find("set GT_DAEMON_SOCKET=" + n.socket), std::string::npos) << out;
+  EXPECT_NE(out.find("looked for it at " + n.file("elsewhere.sock")), std::string::npos) << out;
+  EXPECT_EQ(out.find("start `greentrain serve`"), std::string::npos) << out;
+  daemon.stop();
+}
+
 TEST(ServeCli, SensorsAndStatusSayTheyReadThroughTheDaemon) {
   Node n;
   Proc daemon = n.start_daemon();
@@ -79,6 +96,13 @@ TEST(ServeCli, SensorsAndStatusSayTheyReadThroughTheDaemon) {
   ASSERT_EQ(st.wait(), 0) << st.output();
   EXPECT_NE(st.output().find("sensor nvml:0"), std::string::npos) << st.output();
   EXPECT_NE(st.output().find("power limit nvml:0"), std::string::npos) << st.output();
+  // no intensity in the policy: --status says where the daemon's is set (it named train's
+  // energy.carbon_* keys and measure's --carbon-* options, which do not set the daemon's)
+  EXPECT_NE(st.output().find("set carbon_region, carbon_intensity or carbon_csv in the [daemon] "
+                             "table of the daemon's policy"),
+            std::string::npos)
+      << st.output();
+  EXPECT_EQ(st.output().find("energy.carbon_"), std::string::npos) << st.output();
   // a second daemon on the same socket refuses to start, naming the first
   Proc two = n.spawn({"serve", "--foreground", "--socket", n.socket}, n.daemon_env(), "two");
   EXPECT_NE(two.wait(), 0);
@@ -233,6 +257,48 @@ TEST(ServeCli, SigkillOfTheDaemonIsRepairedWhenItStartsAgain) {
       << again.output();
   holder.kill(SIGKILL);
   again.stop();
+}
+
+// The policy's carbon_region is what the daemon serves: serve --status, the Prometheus gauge and
+// a measure through the daemon all have Germany's 365.477 g/kWh (they had the 475 default).
+TEST(ServeCli, ThePolicysCarbonRegionIsServedEverywhere) {
+  Node n;
+  const int port = free_port();
+  energy::test::write_file(n.file("policy.toml"), "[daemon]\ncarbon_region = \"DEU\"\n");
+  Proc daemon = n.start_daemon(
+      {"--policy", n.file("policy.toml"), "--prometheus-port", std::to_string(port)});
+  Proc st = n.spawn({"serve", "--status"}, n.client_env(), "status");
+  ASSERT_EQ(st.wait(), 0) << st.output();
+  EXPECT_NE(st.output().find("carbon 365.477 gCO2e/kWh, DEU (Germany)"), std::string::npos)
+      << st.output();
+  httplib::Client http("127.0.0.1", port);
+  auto r = http.Get("/metrics");
+  ASSERT_TRUE(r) << daemon.output();
+  EXPECT_NE(r->body.find("greentrain_carbon_intensity_grams_per_kwh{origin=\"country\"} 365.47"),
+            std::string::npos)
+      << r->body;
+  Proc m = n.spawn({"measure", "--json=" + n.file("m.json"), "--", "true"}, n.client_env(), "m");
+  ASSERT_EQ(m.wait(), 0) << m.output();
+  std::ifstream f(n.file("m.json"));
+  const json j = json::parse(f);
+  EXPECT_EQ(j["carbon_origin"], "country") << j.dump();
+  EXPECT_DOUBLE_EQ(j["carbon_g_per_kwh"].get<double>(), 365.477) << j.dump();
+  EXPECT_NE(j["carbon_source"].get<std::string>().find("DEU"), std::string::npos) << j.dump();
+  daemon.stop();
+}
+
+// An [[allow]] rule's group this machine does not know is logged as a warning at start.
+TEST(ServeCli, AnUnknownGroupInThePolicyIsWarnedAtStart) {
+  Node n;
+  energy::test::write_file(
+      n.file("policy.toml"),
+      "[[allow]]\ngroups = [\"gt-no-such-group\"]\npower_limit = [\"nvml:*\"]\n");
+  Proc daemon = n.start_daemon({"--policy", n.file("policy.toml")});
+  EXPECT_EQ(daemon.stop(), 0);
+  EXPECT_NE(daemon.output().find("warning: " + n.file("policy.toml") +
+                                 ":1: [[allow]] group 'gt-no-such-group' does not exist"),
+            std::string::npos)
+      << daemon.output();
 }
 
 // A real Prometheus server (Debian's prometheus) scrapes the daemon on loopback; its HTTP API

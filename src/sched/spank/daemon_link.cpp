@@ -3,7 +3,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -16,6 +15,7 @@ using nlohmann::json;
 struct gt_daemon {
   std::unique_ptr<ed::DaemonClient> client;
   ed::Sample sample;
+  json on_behalf_of;  // null, or {uid, gid}
 };
 
 namespace {
@@ -69,26 +69,22 @@ int gt_daemon_attributed_j(gt_daemon* d, double* joules, char* why, size_t n) {
   }
 }
 
+void gt_daemon_on_behalf_of(gt_daemon* d, unsigned uid, unsigned gid) {
+  d->on_behalf_of = {{"uid", uid}, {"gid", gid}};
+}
+
 int gt_daemon_set_gpu_limit(gt_daemon* d, unsigned nvml_index, double watts, double* set_w,
-                            double* previous_w, char* why, size_t n) {
+                            double* previous_w, double* applied_w, char* why, size_t n) {
   const std::string id = fmt::format("nvml:{}", nvml_index);
   try {
-    double lo = 0, hi = 1e9;
-    bool found = false;
-    for (const auto& g : d->client->hello()["may"]["power_limit"])
-      if (g.value("device", std::string()) == id) {
-        lo = g.value("min_w", lo);
-        hi = g.value("max_w", hi);
-        found = true;
-      }
-    if (!found)
-      return fail(why, n,
-                  fmt::format("the daemon's policy does not let this user ({}) set {}",
-                              d->client->hello()["you"].value("user", std::string("?")), id));
-    const double w = std::clamp(watts, lo, hi);
-    json r = d->client->call({{"op", "set_power_limit"}, {"device", id}, {"limit_w", w}});
-    *set_w = w;
+    // the daemon clamps to the user's range: the job user's rules when on behalf of them
+    json req = {{"op", "set_power_limit"}, {"device", id}, {"limit_w", watts}, {"clamp", true}};
+    if (!d->on_behalf_of.is_null()) req["on_behalf_of"] = d->on_behalf_of;
+    json r = d->client->call(req);
+    *set_w = r.value("limit_w", watts);
     *previous_w = r.value("previous_w", 0.0);
+    *applied_w =
+        r.contains("applied_w") && r["applied_w"].is_number() ? r["applied_w"].get<double>() : -1;
     return 0;
   } catch (const std::exception& e) {
     return fail(why, n, e.what());
@@ -97,7 +93,8 @@ int gt_daemon_set_gpu_limit(gt_daemon* d, unsigned nvml_index, double watts, dou
 
 int gt_daemon_release_gpu_limit(gt_daemon* d, unsigned nvml_index, char* why, size_t n) {
   try {
-    d->client->call({{"op", "release_power_limit"}, {"device", fmt::format("nvml:{}", nvml_index)}});
+    d->client->call(
+        {{"op", "release_power_limit"}, {"device", fmt::format("nvml:{}", nvml_index)}});
     return 0;
   } catch (const std::exception& e) {
     return fail(why, n, e.what());

@@ -25,11 +25,16 @@ int gt_daemon_gpu_energy_j(gt_daemon* d, unsigned nvml_index, double* joules);
 /* GPU energy (J) attributed to the calling process's tree (slurmstepd's: the step's tasks) since
  * the daemon first saw each process; a window is the difference of two calls. */
 int gt_daemon_attributed_j(gt_daemon* d, double* joules, char* why, size_t n);
-/* Sets GPU `nvml_index`'s limit to `watts`, clamped to the range the daemon allows this user
- * (root: the device's), as a lease of this connection. *set_w: the limit set, *previous_w: the
- * limit before. */
+/* Makes this connection's power-limit requests on behalf of user `uid` (primary group `gid`):
+ * the daemon, seeing a root peer (slurmstepd), applies that user's policy rules, not root's.
+ * Without it the daemon judges the connection's own user (root: the device's whole range). */
+void gt_daemon_on_behalf_of(gt_daemon* d, unsigned uid, unsigned gid);
+/* Sets GPU `nvml_index`'s limit to `watts`, clamped by the daemon to the range its policy allows
+ * the user (gt_daemon_on_behalf_of's, else the connection's; root: the device's), as a lease of
+ * this connection. *set_w: the limit set, *previous_w: the limit before, *applied_w: the GPU's
+ * limit the daemon read back after setting it (-1 when it could not). All W. */
 int gt_daemon_set_gpu_limit(gt_daemon* d, unsigned nvml_index, double watts, double* set_w,
-                            double* previous_w, char* why, size_t n);
+                            double* previous_w, double* applied_w, char* why, size_t n);
 /* Restores the limit in force before this connection's lease on the GPU. */
 int gt_daemon_release_gpu_limit(gt_daemon* d, unsigned nvml_index, char* why, size_t n);
 /* Closes the connection (the daemon restores any limit still leased). */

@@ -13,6 +13,15 @@
  *
  *   optional /usr/lib/x86_64-linux-gnu/slurm/greentrain_spank.so energy_dir=/var/log/greentrain
  *
+ * The line's fields (docs/serve.md, "The energy record"): job_id, step_id; gpus_expected (the
+ * step's GPUs), gpus_counted (those whose energy over the step was read), gpu_indices (their
+ * NVML indices); energy_j (J, the step's GPU energy: null unless every GPU of the step was read)
+ * and energy_unknown_reason (why it is null; null when known); duration_s; power_limit_requested_w
+ * (--gpu-power-limit, null when not given), power_limit_w (W, the limit the GPUs hold after
+ * setting, read back from NVML or the daemon; null when not set, not readable, or not the same
+ * on every GPU) and gpu_power_limits_w (each GPU's, in gpu_indices' order); source ("nvml" or
+ * "greentrain serve"); attributed_energy_j (through the daemon, else null).
+ *
  * Nested steps (srun inside a batch script) are recorded each on their own, so the batch
  * step's energy includes theirs.
  *
@@ -21,12 +30,16 @@
  * (daemon_link.h): the GPUs' energy is the daemon's readings (one reader per node, however many
  * jobs share it), the line also gets the GPU energy attributed to the step's own processes
  * ("attributed_energy_j", by NVML per-process utilization), and the limit is a lease the daemon
- * restores when the step ends, even if slurmstepd is killed with SIGKILL. Without a daemon, a
- * slurmstepd killed with SIGKILL leaves the limit set (nothing can catch SIGKILL); the next step
+ * restores when the step ends, even if slurmstepd is killed with SIGKILL. The limit is asked on
+ * behalf of the job's user (S_JOB_UID, S_JOB_GID): the daemon's policy ([[allow]] ranges) for
+ * that user applies, not root's; a user no rule grants gets no limit. Without a daemon the
+ * plugin sets the limit itself, as root, within the GPU's own range (no policy). Without a daemon,
+ * a slurmstepd killed with SIGKILL leaves the limit set (nothing can catch SIGKILL); the next step
  * with the option sets its own. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <slurm/spank.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,7 +79,10 @@ static void* gpu[GT_MAX_GPUS];
 static unsigned saved_mw[GT_MAX_GPUS];
 static int limit_set[GT_MAX_GPUS];
 static unsigned long long start_mj[GT_MAX_GPUS];
-static int energy_ok[GT_MAX_GPUS];
+static int energy_ok[GT_MAX_GPUS];    /* its counter was read at the start */
+static int counted_ok[GT_MAX_GPUS];   /* its energy over the step was read */
+static double applied_w[GT_MAX_GPUS]; /* its limit read back after setting, W (-1: not known) */
+static char unknown_why[512];         /* why the step's energy is unknown ("" : known) */
 static double start_s = 0;
 static int active = 0;
 static char daemon_socket[1024] = ""; /* plugstack.conf daemon_socket= */
@@ -159,6 +175,7 @@ static void find_gpus(spank_t sp, unsigned total) {
 
 int slurm_spank_init(spank_t sp, int ac, char** av) {
   int i;
+  opt_limit_w = 0; /* the option's callback, after this, sets it for this step */
   for (i = 0; i < ac; ++i)
     if (strncmp(av[i], "energy_dir=", 11) == 0)
       snprintf(energy_dir, sizeof energy_dir, "%s", av[i] + 11);
@@ -175,6 +192,8 @@ static void start_with_daemon(spank_t sp) {
   unsigned total = 0;
   double j, set_w, prev_w;
   int i;
+  uid_t job_uid = 0;
+  gid_t job_gid = 0;
   if (gt_daemon_refresh(dm, why, sizeof why) != 0) {
     slurm_error("greentrain: the daemon did not answer (%s); GPU energy not recorded", why);
     return;
@@ -183,20 +202,36 @@ static void start_with_daemon(spank_t sp) {
   find_gpus(sp, total);
   for (i = 0; i < n_gpus; ++i) {
     limit_set[i] = 0;
+    applied_w[i] = -1;
     energy_ok[i] = gt_daemon_gpu_energy_j(dm, gpu_index[i], &start_j[i]) == 0;
   }
   attr_ok = gt_daemon_attributed_j(dm, &start_attr_j, why, sizeof why) == 0;
   start_s = now_s();
   active = 1;
-  for (i = 0; i < n_gpus && opt_limit_w > 0; ++i) {
-    if (gt_daemon_set_gpu_limit(dm, gpu_index[i], opt_limit_w, &set_w, &prev_w, why, sizeof why)) {
-      slurm_error("greentrain: GPU %u: setting the power limit to %d W through the daemon failed: %s",
-                  gpu_index[i], opt_limit_w, why);
+  if (opt_limit_w <= 0) return;
+  /* slurmstepd is root: the daemon would grant the device's whole range. The request is the job
+   * user's, so the daemon applies that user's rules (its policy's [[allow]] ranges). */
+  if (spank_get_item(sp, S_JOB_UID, &job_uid) != ESPANK_SUCCESS ||
+      spank_get_item(sp, S_JOB_GID, &job_gid) != ESPANK_SUCCESS) {
+    slurm_error(
+        "greentrain: cannot learn the job's user (S_JOB_UID, S_JOB_GID): --gpu-power-limit not "
+        "applied (the daemon's policy is judged for the job's user)");
+    return;
+  }
+  gt_daemon_on_behalf_of(dm, (unsigned)job_uid, (unsigned)job_gid);
+  for (i = 0; i < n_gpus; ++i) {
+    if (gt_daemon_set_gpu_limit(dm, gpu_index[i], opt_limit_w, &set_w, &prev_w, &applied_w[i], why,
+                                sizeof why)) {
+      slurm_error(
+          "greentrain: GPU %u: setting the power limit to %d W through the daemon failed: %s",
+          gpu_index[i], opt_limit_w, why);
       continue;
     }
     limit_set[i] = 1;
-    slurm_info("greentrain: GPU %u power limit %.0f W (was %.0f W), leased from greentrain serve",
-               gpu_index[i], set_w, prev_w);
+    slurm_info(
+        "greentrain: GPU %u power limit %.0f W (was %.0f W), leased from greentrain serve for "
+        "uid %u",
+        gpu_index[i], set_w, prev_w, (unsigned)job_uid);
   }
 }
 
@@ -218,6 +253,7 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char** av) {
   find_gpus(sp, total);
   for (i = 0; i < n_gpus; ++i) {
     limit_set[i] = 0;
+    applied_w[i] = -1;
     energy_ok[i] = 0;
     if (nv.handle(gpu_index[i], &gpu[i]) != 0) {
       gpu[i] = NULL;
@@ -242,7 +278,10 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char** av) {
     }
     rc = nv.set_limit(gpu[i], want);
     if (rc == 0) {
+      unsigned got = 0;
       limit_set[i] = 1;
+      /* what the GPU holds now (the driver may round): the record's power_limit_w */
+      applied_w[i] = nv.get_limit(gpu[i], &got) == 0 ? (double)got / 1000.0 : -1;
       slurm_info("greentrain: GPU %u power limit %u W (was %u W)", gpu_index[i], want / 1000,
                  saved_mw[i] / 1000);
     } else {
@@ -253,9 +292,10 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char** av) {
   return 0;
 }
 
-/* The step's GPU energy through the daemon (J); limits released; *attr_j: the energy
+/* The step's GPU energy through the daemon (J): the sum over the GPUs it read (counted_ok[i]);
+ * unknown_why says why when the final reading failed. Limits released; *attr_j: the energy
  * attributed to the step's processes, or -1 when unknown. */
-static double finish_with_daemon(int* counted, double* attr_j) {
+static double finish_with_daemon(double* attr_j) {
   char why[512];
   double e = 0, j;
   int i, fresh;
@@ -264,11 +304,14 @@ static double finish_with_daemon(int* counted, double* attr_j) {
       slurm_error("greentrain: GPU %u: the daemon could not restore the power limit: %s",
                   gpu_index[i], why);
   fresh = gt_daemon_refresh(dm, why, sizeof why) == 0;
-  for (i = 0; fresh && i < n_gpus; ++i)
-    if (energy_ok[i] && gt_daemon_gpu_energy_j(dm, gpu_index[i], &j) == 0 && j >= start_j[i]) {
-      e += j - start_j[i];
-      ++*counted;
-    }
+  if (!fresh)
+    snprintf(unknown_why, sizeof unknown_why,
+             "the daemon's reading at the end of the step failed: %s", why);
+  for (i = 0; i < n_gpus; ++i) {
+    counted_ok[i] = fresh && energy_ok[i] && gt_daemon_gpu_energy_j(dm, gpu_index[i], &j) == 0 &&
+                    j >= start_j[i];
+    if (counted_ok[i]) e += j - start_j[i];
+  }
   *attr_j = -1;
   if (attr_ok && gt_daemon_attributed_j(dm, &j, why, sizeof why) == 0) *attr_j = j - start_attr_j;
   gt_daemon_close(dm);
@@ -276,19 +319,66 @@ static double finish_with_daemon(int* counted, double* attr_j) {
   return e;
 }
 
+/* Appends printf-formatted text to buf[0..n) (cut at its end). */
+static void append(char* buf, size_t n, const char* fmt, ...) {
+  size_t len = strlen(buf);
+  va_list ap;
+  if (len + 1 >= n) return;
+  va_start(ap, fmt);
+  vsnprintf(buf + len, n - len, fmt, ap);
+  va_end(ap);
+}
+
+/* Appends `text` as a JSON string ("..." with ", \ and control characters escaped). */
+static void append_json_string(char* buf, size_t n, const char* text) {
+  const unsigned char* p;
+  append(buf, n, "\"");
+  for (p = (const unsigned char*)text; *p; ++p) {
+    if (*p == '"' || *p == '\\')
+      append(buf, n, "\\%c", *p);
+    else if (*p < 0x20)
+      append(buf, n, "\\u%04x", *p);
+    else
+      append(buf, n, "%c", *p);
+  }
+  append(buf, n, "\"");
+}
+
+/* Why the step's energy is unknown when the counted GPUs are not all of them ("" : known). */
+static void explain_unknown(int counted) {
+  int i;
+  if (unknown_why[0]) return;
+  if (n_gpus == 0) {
+    snprintf(unknown_why, sizeof unknown_why,
+             "no GPU of the step was found (NVML lists none, or SLURM_STEP_GPUS, SLURM_JOB_GPUS "
+             "or CUDA_VISIBLE_DEVICES names no NVML index; see slurmd's log)");
+    return;
+  }
+  if (counted == n_gpus) return;
+  snprintf(unknown_why, sizeof unknown_why, "%d of the step's %d GPU(s) could not be read (GPU",
+           n_gpus - counted, n_gpus);
+  for (i = 0; i < n_gpus; ++i)
+    if (!counted_ok[i]) append(unknown_why, sizeof unknown_why, " %u", gpu_index[i]);
+  append(unknown_why, sizeof unknown_why,
+         ": its energy counter at the start or the end of the step); the others' sum is not the "
+         "step's energy");
+}
+
 int slurm_spank_exit(spank_t sp, int ac, char** av) {
   uint32_t job = 0, step = 0;
-  double energy_j = 0, secs, attr_j = -1;
-  int i, counted = 0;
+  double energy_j = 0, secs, attr_j = -1, common_w = -1;
+  int i, counted = 0, limits_agree;
   const int via_daemon = dm != NULL;
-  char attr_text[64] = "null";
+  char energy_text[64] = "null", attr_text[64] = "null", limit_text[64] = "null";
+  char requested_text[32] = "null";
   (void)ac;
   (void)av;
   if (!active || !spank_remote(sp)) return 0;
   active = 0;
+  unknown_why[0] = '\0';
   secs = now_s() - start_s;
   if (via_daemon) {
-    energy_j = finish_with_daemon(&counted, &attr_j);
+    energy_j = finish_with_daemon(&attr_j);
   } else {
     for (i = 0; i < n_gpus; ++i)
       if (limit_set[i] && nv.set_limit(gpu[i], saved_mw[i]) != 0)
@@ -296,31 +386,66 @@ int slurm_spank_exit(spank_t sp, int ac, char** av) {
                     saved_mw[i] / 1000);
     for (i = 0; i < n_gpus; ++i) {
       unsigned long long mj = 0;
-      if (energy_ok[i] && nv.energy(gpu[i], &mj) == 0 && mj >= start_mj[i]) {
-        energy_j += (double)(mj - start_mj[i]) * 1e-3;
-        ++counted;
-      }
+      counted_ok[i] = energy_ok[i] && nv.energy(gpu[i], &mj) == 0 && mj >= start_mj[i];
+      if (counted_ok[i]) energy_j += (double)(mj - start_mj[i]) * 1e-3;
     }
   }
+  for (i = 0; i < n_gpus; ++i) counted += counted_ok[i];
+  /* unknown is null with a reason, never 0 nor the sum of some of the GPUs */
+  explain_unknown(counted);
+  if (!unknown_why[0]) snprintf(energy_text, sizeof energy_text, "%.3f", energy_j);
   if (attr_j >= 0) snprintf(attr_text, sizeof attr_text, "%.3f", attr_j);
+  if (opt_limit_w > 0) snprintf(requested_text, sizeof requested_text, "%d", opt_limit_w);
+  /* power_limit_w: the limit every GPU of the step holds after setting, read back */
+  limits_agree = opt_limit_w > 0 && n_gpus > 0;
+  for (i = 0; i < n_gpus && limits_agree; ++i) {
+    if (!limit_set[i] || applied_w[i] < 0 || (common_w >= 0 && applied_w[i] != common_w))
+      limits_agree = 0;
+    common_w = applied_w[i];
+  }
+  if (limits_agree) snprintf(limit_text, sizeof limit_text, "%.6g", common_w);
   spank_get_item(sp, S_JOB_ID, &job);
   spank_get_item(sp, S_JOB_STEPID, &step);
-  slurm_info(
-      "greentrain: job %u step %u: GPU energy %.1f J over %.1f s on %d GPU(s), power "
-      "limit %d W",
-      job, step, energy_j, secs, counted, opt_limit_w);
+  if (unknown_why[0])
+    slurm_info(
+        "greentrain: job %u step %u: GPU energy unknown (%s) over %.1f s, power limit %s W "
+        "(asked %s W)",
+        job, step, unknown_why, secs, limit_text, requested_text);
+  else
+    slurm_info(
+        "greentrain: job %u step %u: GPU energy %.1f J over %.1f s on %d GPU(s), power limit %s W "
+        "(asked %s W)",
+        job, step, energy_j, secs, counted, limit_text, requested_text);
   if (energy_dir[0]) {
-    char path[1200];
+    char path[1200], line[8192];
     FILE* f;
+    line[0] = '\0';
+    append(line, sizeof line,
+           "{\"job_id\": %u, \"step_id\": %u, \"gpus_expected\": %d, \"gpus_counted\": %d, "
+           "\"gpu_indices\": [",
+           job, step, n_gpus, counted);
+    for (i = 0; i < n_gpus; ++i) append(line, sizeof line, "%s%u", i ? ", " : "", gpu_index[i]);
+    append(line, sizeof line, "], \"energy_j\": %s, \"energy_unknown_reason\": ", energy_text);
+    if (unknown_why[0])
+      append_json_string(line, sizeof line, unknown_why);
+    else
+      append(line, sizeof line, "null");
+    append(line, sizeof line,
+           ", \"duration_s\": %.3f, \"power_limit_requested_w\": %s, \"power_limit_w\": %s, "
+           "\"gpu_power_limits_w\": [",
+           secs, requested_text, limit_text);
+    for (i = 0; i < n_gpus; ++i) {
+      if (limit_set[i] && applied_w[i] >= 0)
+        append(line, sizeof line, "%s%.6g", i ? ", " : "", applied_w[i]);
+      else
+        append(line, sizeof line, "%snull", i ? ", " : "");
+    }
+    append(line, sizeof line, "], \"source\": \"%s\", \"attributed_energy_j\": %s}\n",
+           via_daemon ? "greentrain serve" : "nvml", attr_text);
     snprintf(path, sizeof path, "%s/greentrain-gpu-energy.jsonl", energy_dir);
     f = fopen(path, "a");
     if (f) {
-      fprintf(f,
-              "{\"job_id\": %u, \"step_id\": %u, \"gpus\": %d, \"energy_j\": %.3f, "
-              "\"duration_s\": %.3f, \"power_limit_w\": %d, \"source\": \"%s\", "
-              "\"attributed_energy_j\": %s}\n",
-              job, step, counted, energy_j, secs, opt_limit_w,
-              via_daemon ? "greentrain serve" : "nvml", attr_text);
+      fputs(line, f);
       fclose(f);
     } else {
       slurm_error("greentrain: cannot append to %s: %s", path, strerror(errno));
