@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <csignal>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -120,6 +122,19 @@ constexpr const char* kAblationTokensPerS =
 constexpr const char* kAblationJPerToken =
     "J/token<br><small>logged training intervals, without those of the first steps</small>";
 
+// The steps column: the last step, and under it how the last session ended when a signal
+// stopped it before train.max_steps (a report of an interrupted run must not read as finished).
+std::string steps_cell(const run::Summary& s) {
+  std::string h = fnum(s.step, "{:.0f}");
+  if (const int64_t sig = s.interrupted_by_signal.value_or(0); sig > 0) {
+    const char* abbrev = sig < NSIG ? ::sigabbrev_np(static_cast<int>(sig)) : nullptr;
+    h += fmt::format("<br><small class=unknown>stopped by {}signal {}{}{}</small>",
+                     abbrev ? fmt::format("SIG{} (", abbrev) : "", sig, abbrev ? ")" : "",
+                     s.max_steps ? fmt::format(" before step {}", *s.max_steps) : "");
+  }
+  return h;
+}
+
 std::string summary_table(const std::vector<RunData>& runs) {
   std::string h = fmt::format(
       "<table><tr><th>run</th><th>steps</th><th>tokens</th><th>training s</th><th>{}</th>"
@@ -176,9 +191,9 @@ std::string summary_table(const std::vector<RunData>& runs) {
     h += fmt::format(
         "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}{}</td><td>{}{}</td><td>{}{}</td>"
         "<td>{}{}</td><td>{}</td><td>{}</td></tr>\n",
-        fnum(s.step, "{:.0f}"), fnum(tokens, "{:.0f}"), fnum(seconds, "{:.1f}"),
-        fnum(per_s, "{:.0f}"), fnum(energy, "{:.4g}"), e, kwh, e, fnum(per_token, "{:.3g}"),
-        per_token ? e : "", fnum(g, "{:.3g}"), g ? e : "", fnum(s.val_loss, "{:.4f}"), method);
+        steps_cell(s), fnum(tokens, "{:.0f}"), fnum(seconds, "{:.1f}"), fnum(per_s, "{:.0f}"),
+        fnum(energy, "{:.4g}"), e, kwh, e, fnum(per_token, "{:.3g}"), per_token ? e : "",
+        fnum(g, "{:.3g}"), g ? e : "", fnum(s.val_loss, "{:.4f}"), method);
   }
   return h + "</table>\n";
 }
@@ -382,6 +397,11 @@ ReportResult write_report(const std::vector<std::string>& dirs, const std::strin
   std::optional<AblationData> ablation;
   for (const auto& d : dirs) {
     if (!fs::is_directory(d)) throw Error(fmt::format("{}: no such run folder", d));
+    if (!is_ablation_dir(d) && !is_run_dir(d))
+      throw Error(fmt::format(
+          "{}: not a run folder: it holds none of {}, {}, {} or ablation.json (expected the --out "
+          "folder of `greentrain train` or `greentrain ablate`)",
+          d, run::file::metrics, run::file::summary, run::file::config));
     if (is_ablation_dir(d)) {
       std::vector<RunData> rows;
       AblationData a = read_ablation(d, rows);

@@ -42,6 +42,10 @@ RunData read_run(const std::string& dir);
 /// Whether `dir` is an `ablate` output folder (holds ablation.json).
 bool is_ablation_dir(const std::string& dir);
 
+/// Whether `dir` holds any file of a `greentrain train` run folder (metrics.jsonl, summary.json
+/// or config.toml); write_report refuses a folder that holds none of them or ablation.json.
+bool is_run_dir(const std::string& dir);
+
 /// Reads an ablate folder's ablation.json and its row folders ("0_baseline", "1_+bf16", ...,
 /// in row order). Throws gt::Error naming the file (and the key) when ablation.json cannot be
 /// parsed or a key the report reads has another type than `ablate` writes.

@@ -135,6 +135,12 @@ RunData read_run(const std::string& dir) {
 
 bool is_ablation_dir(const std::string& dir) { return fs::exists(fs::path(dir) / "ablation.json"); }
 
+bool is_run_dir(const std::string& dir) {
+  const fs::path d(dir);
+  return fs::exists(d / run::file::metrics) || fs::exists(d / run::file::summary) ||
+         fs::exists(d / run::file::config);
+}
+
 AblationData read_ablation(const std::string& dir, std::vector<RunData>& rows) {
   AblationData a;
   a.dir = dir;

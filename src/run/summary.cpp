@@ -92,6 +92,7 @@ std::optional<Summary> read_summary(std::string_view text, std::string* why) {
   s.max_steps = f.integer(key::max_steps);
   s.tokens = f.integer(key::tokens);
   s.session_start_step = f.integer(key::session_start_step);
+  s.interrupted_by_signal = f.integer(key::interrupted_by_signal);
   s.last_loss = f.number(key::last_loss);
   s.val_loss = f.number(key::val_loss);
   s.duration_s = f.number(key::duration_s);

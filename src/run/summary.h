@@ -48,6 +48,9 @@ struct Summary {
   /// schema_version; 1 for a file written before the key existed (run/schema.h).
   int schema_version = 1;
   std::optional<int64_t> step, max_steps, tokens, session_start_step;
+  /// interrupted_by_signal: the signal (SIGINT 2, SIGTERM 15, ...) that stopped the last session
+  /// before max_steps, 0 when it ran to its end; empty: not recorded (an older summary)
+  std::optional<int64_t> interrupted_by_signal;
   std::optional<double> last_loss, val_loss, duration_s, wall_s, tokens_per_s;  ///< s, tokens/s
   std::optional<uint64_t> memory_planned_bytes, memory_runtime_bytes, memory_peak_rss_bytes;
   std::optional<double> energy_j, joules_per_token, g_co2e, tokens_per_joule;  ///< J, J/token

@@ -74,7 +74,11 @@ TEST(Report, SigtermStillWritesTheReport) {
                    " --set train.max_steps=1000000 --set train.eval_interval=0 --out " +
                    t.d.file("run"));
   EXPECT_EQ(r.exit_code, 143) << r.output;
-  EXPECT_TRUE(fs::exists(t.d.file("run/report.html"))) << r.output;
+  ASSERT_TRUE(fs::exists(t.d.file("run/report.html"))) << r.output;
+  // the row of a stopped run says so, not only its step
+  const std::string html = slurp(t.d.file("run/report.html"));
+  EXPECT_NE(html.find("stopped by SIGTERM (signal 15) before step 1000000"), std::string::npos)
+      << html.substr(html.find("<table>"), 1500);
 }
 
 // A resumed run's row shows the whole run (run_totals), not its last session's tokens, seconds
@@ -323,6 +327,15 @@ TEST(Report, NoRunFolderIsAnError) {
   auto r = run_cmd(kBin + " report " + d.file("nope"));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("nope: no such run folder"), std::string::npos) << r.output;
+  // a folder that holds no run's files (a typo, /tmp): an error, not an empty report
+  fs::create_directories(d.file("empty"));
+  r = run_cmd(kBin + " report " + d.file("empty") + " -o " + d.file("empty.html"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("empty: not a run folder: it holds none of metrics.jsonl, summary.json, "
+                          "config.toml or ablation.json"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(d.file("empty.html")));
 }
 
 }  // namespace
