@@ -144,10 +144,10 @@ void daemon_table(const toml::table& t, const std::string& where, Policy& p) {
   if (p.carbon_intensity && !p.carbon_csv.empty())
     throw Error(where + ": [daemon] has both carbon_intensity and carbon_csv; expected one");
   // as measure and train refuse it: the time zone of a series, and no series to read
-  if (p.carbon_csv.empty() && utc_offset && p.carbon_utc_offset_h != 0)
-    throw Error(
-        fmt::format("{} = {}: the time zone of a series' times; expected daemon.carbon_csv with it",
-                    at(where, *utc_offset, "daemon.carbon_utc_offset_h"), p.carbon_utc_offset_h));
+  if (p.carbon_csv.empty() && utc_offset)
+    energy::CarbonReadOptions{}.refuse_without_series(
+        "daemon.carbon_csv", p.carbon_utc_offset_h,
+        at(where, *utc_offset, "daemon.carbon_utc_offset_h"));
 }
 
 AllowRule allow_table(const toml::table& t, const std::string& where) {
