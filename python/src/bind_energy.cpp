@@ -1,7 +1,6 @@
 // python/src/bind_energy.cpp: the energy module in Python: Meter (begin_window/end_window),
 // Measurement (to_dict, CodeCarbon rows), the sensor list. The GIL is released while the meter
 // reads sensors, so the sampling thread and the training loop never wait on Python.
-#include <fmt/format.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/unique_ptr.h>
@@ -177,27 +176,20 @@ void bind_energy(nb::module_& m) {
         read.unit = str("carbon_unit");
         read.value_kind = str("carbon_value");
         read.option_prefix = "carbon_";  // messages name Python's keywords (carbon_unit)
+        const double utc_offset_h =
+            has("carbon_utc_offset_h") ? nb::cast<double>(d["carbon_utc_offset_h"]) : 0.0;
         if (!has("carbon_csv")) {
-          // how a series is read, without one (a constant, a country, the default): a bad
-          // combination of arguments, so Python's ValueError rather than greentrain.Error
+          // how a series is read and the time zone of its naive times, without one (a
+          // constant, a country, the default): a bad combination of arguments, so Python's
+          // ValueError rather than greentrain.Error
           try {
-            read.refuse_without_series("carbon=PATH");
+            read.refuse_without_series("carbon=PATH", utc_offset_h);
           } catch (const gt::Error& e) {
             throw nb::value_error(e.what());
           }
-          // the time zone of a series' naive times, without a series (as measure refuses
-          // --carbon-utc-offset without --carbon-csv)
-          if (has("carbon_utc_offset_h") && nb::cast<double>(d["carbon_utc_offset_h"]) != 0)
-            throw nb::value_error(
-                fmt::format("carbon_utc_offset_h = {:g}: the UTC offset of a carbon series' times; "
-                            "expected carbon=PATH with it",
-                            nb::cast<double>(d["carbon_utc_offset_h"]))
-                    .c_str());
         }
         if (has("carbon_csv")) {
-          const double off =
-              has("carbon_utc_offset_h") ? nb::cast<double>(d["carbon_utc_offset_h"]) : 0.0;
-          o.carbon = CarbonIntensity::from_csv(str("carbon_csv"), off, region, read);
+          o.carbon = CarbonIntensity::from_csv(str("carbon_csv"), utc_offset_h, region, read);
         } else if (has("carbon_g_per_kwh")) {
           o.carbon = CarbonIntensity::constant(nb::cast<double>(d["carbon_g_per_kwh"]), region);
         } else if (has("carbon_country")) {

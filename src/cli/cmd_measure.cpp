@@ -104,13 +104,9 @@ gt::energy::MeterOptions meter_options(const MeasureArgs& a) {
   }
   if (!a.carbon_start.empty() && a.carbon_csv.empty())
     throw gt::Error("--carbon-start: replays a series; expected --carbon-csv with it");
-  // how a series is read: without one they would be ignored
-  if (a.carbon_csv.empty()) a.carbon_read.refuse_without_series("--carbon-csv FILE");
-  if (a.carbon_csv.empty() && a.carbon_utc_offset_h != 0)
-    throw gt::Error(fmt::format(
-        "--carbon-utc-offset {}: the time zone of a series' times; expected --carbon-csv FILE "
-        "with it",
-        a.carbon_utc_offset_h));
+  // how a series is read and its time zone: without one they would be ignored
+  if (a.carbon_csv.empty())
+    a.carbon_read.refuse_without_series("--carbon-csv FILE", a.carbon_utc_offset_h);
   // with a series or a constant, --carbon-region names the country the figure is for
   if (!a.carbon_region.empty() && opt.carbon.origin() != CarbonOrigin::kCountry)
     opt.carbon = opt.carbon.with_country(a.carbon_region, "--carbon-region");

@@ -13,6 +13,7 @@
 
 #include "cli/carbon_options.h"
 #include "cli/command.h"
+#include "cli/option_messages.h"
 #include "core/bytes_json.h"
 #include "core/error.h"
 #include "sched/carbon_grid.h"
@@ -94,44 +95,35 @@ std::vector<gt::sched::Job> load_jobs(const ScheduleArgs& a, const gt::sched::Ti
   return load_jobs_csv(a.jobs_toml, zone, o);
 }
 
-// "--a", "--a and --b", "--a, --b and --c".
-std::string and_list(const std::vector<std::string>& names) {
-  std::string s;
-  for (std::size_t i = 0; i < names.size(); ++i)
-    s += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
-  return s;
-}
-
 // Options that act only beside another one are refused without it, before anything is read: they
-// would be ignored. Throws gt::UsageError (exit 2) naming them.
+// would be ignored. Throws gt::UsageError (exit 2) naming them. (Not CLI11's Option::needs():
+// its "--dry-run requires --submit" names one option at a time and neither why nor the value
+// expected, and the --seeds and --energy-weight conditions are on values.)
 void refuse_options_that_would_be_ignored(const ScheduleArgs& a) {
+  using gt::cli::only_with_message;
   if (a.submit.empty()) {
     std::vector<std::string> unused;
     if (a.dry_run) unused.push_back("--dry-run");
     if (!a.cluster_tz.empty()) unused.push_back("--cluster-tz");
     if (a.shift_to_now) unused.push_back("--shift-to-now");
     if (!unused.empty())
-      throw gt::UsageError(fmt::format(
-          "{} {} to --submit only (without it the plan is printed and nothing is submitted); "
-          "expected --submit slurm with {}",
-          and_list(unused), unused.size() > 1 ? "apply" : "applies",
-          unused.size() > 1 ? "them" : "it"));
+      throw gt::UsageError(only_with_message(
+          unused, "--submit", "without it the plan is printed and nothing is submitted",
+          "--submit slurm"));
   }
   // (make_plan refuses it too, for callers of the library: a plain gt::Error there)
   if (a.energy_weight >= 0 && a.objective != "weighted")
     throw gt::UsageError(
-        "--energy-weight applies to --objective weighted only; expected --objective weighted "
-        "with it");
+        only_with_message({"--energy-weight"}, "--objective weighted", "", "--objective weighted"));
   if (!(a.forecast_error_pct > 0)) {
     std::vector<std::string> unused;
     if (a.seed_given) unused.push_back("--seed");
     if (a.seeds > 1) unused.push_back(fmt::format("--seeds {}", a.seeds));
     if (!unused.empty())
-      throw gt::UsageError(fmt::format(
-          "{} {} to --forecast-error only (the noise's seeds: without noise every seed makes the "
-          "same plan); expected --forecast-error PCT with {}",
-          and_list(unused), unused.size() > 1 ? "apply" : "applies",
-          unused.size() > 1 ? "them" : "it"));
+      throw gt::UsageError(
+          only_with_message(unused, "--forecast-error",
+                            "the noise's seeds: without noise every seed makes the same plan",
+                            "--forecast-error PCT"));
   }
 }
 

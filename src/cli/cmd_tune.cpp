@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli/option_messages.h"
 #include "core/error.h"
 #include "train/config.h"
 #include "train/power_search.h"
@@ -38,17 +39,10 @@ struct TuneArgs {
   bool out_given = false, devices_given = false, sim_devices_given = false;
 };
 
-// "--a", "--a and --b", "--a, --b and --c".
-std::string and_list(const std::vector<std::string>& names) {
-  std::string s;
-  for (std::size_t i = 0; i < names.size(); ++i)
-    s += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
-  return s;
-}
-
 // The options of a search on this machine's devices, which a simulated search would ignore, and
 // --sim-devices without --simulate, are refused (gt::UsageError naming them) before anything is
-// read or opened.
+// read or opened. (Not CLI11's needs()/excludes(): "--sim-devices requires --simulate" names
+// one option at a time and not what to give instead.)
 void refuse_options_that_would_be_ignored(const TuneArgs& a) {
   if (a.simulate) {
     std::vector<std::string> unused;
@@ -61,11 +55,11 @@ void refuse_options_that_would_be_ignored(const TuneArgs& a) {
           "--simulate searches on simulated devices and trains nothing, so {} would be "
           "ignored; expected either a training CONFIG (a search on this machine's devices, "
           "with --set, --out, --devices) or --simulate",
-          and_list(unused)));
+          gt::cli::and_list(unused)));
   } else if (a.sim_devices_given) {
     throw gt::UsageError(
-        "--sim-devices applies to --simulate only; expected --simulate with it, or --devices "
-        "for this machine's devices");
+        gt::cli::only_with_message({"--sim-devices"}, "--simulate", "", "--simulate") +
+        ", or --devices for this machine's devices");
   }
 }
 

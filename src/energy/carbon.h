@@ -115,8 +115,13 @@ struct CarbonReadOptions {
   /// Throws Error naming the first option set (format, column, time_column, unit, value) where
   /// there is no series to read (`series` names the option that gives one, "--carbon-csv"):
   /// they say how a file is read, and without one they would be ignored (a constant
-  /// intensity is in gCO2e/kWh).
-  void refuse_without_series(const std::string& series) const;
+  /// intensity is in gCO2e/kWh). Then, if `utc_offset_h` (the series' UTC offset, hours east,
+  /// which the readers take as their own argument) is not 0, throws Error naming it as
+  /// `utc_offset_option` ("p.toml:3: key 'daemon.carbon_utc_offset_h'"), or where that is
+  /// empty as this prefix's name for it ("--carbon-utc-offset", "carbon_utc_offset_h",
+  /// "energy.carbon_utc_offset_h"); the value follows a "--" name after a space, others " = ".
+  void refuse_without_series(const std::string& series, double utc_offset_h = 0,
+                             const std::string& utc_offset_option = "") const;
 };
 
 /// The format names CarbonReadOptions::format accepts, for messages and --help.

@@ -673,7 +673,9 @@ CarbonCsv read_carbon_csv(const std::string& path, const NaiveTimeResolver& reso
   return read_series(path, 0, &resolve, zone_name, opt);
 }
 
-void CarbonReadOptions::refuse_without_series(const std::string& series) const {
+void CarbonReadOptions::refuse_without_series(const std::string& series, double utc_offset_h,
+                                              const std::string& utc_offset_option) const {
+  const bool command_line = option_prefix.rfind("--", 0) == 0;
   for (const auto& [what, value] :
        {std::pair{"format", &format}, std::pair{"column", &value_column},
         std::pair{"time_column", &time_column}, std::pair{"unit", &unit},
@@ -682,9 +684,16 @@ void CarbonReadOptions::refuse_without_series(const std::string& series) const {
       throw Error(fmt::format(
           "{}: says how a series file is read; expected {} with it (a constant intensity is "
           "in gCO2e/kWh)",
-          option_prefix.rfind("--", 0) == 0 ? option_name(what) + " " + *value
-                                            : option_name(what) + " = '" + *value + "'",
+          command_line ? option_name(what) + " " + *value
+                       : option_name(what) + " = '" + *value + "'",
           series));
+  if (utc_offset_h == 0) return;  // 0 is UTC, the default: nothing to ignore
+  // the command line's option has no unit suffix (--carbon-utc-offset); keys have (_h)
+  const std::string name = !utc_offset_option.empty() ? utc_offset_option
+                           : command_line             ? option_name("utc_offset")
+                                                      : option_name("utc_offset_h");
+  throw Error(fmt::format("{}{}{}: the time zone of a series' times; expected {} with it", name,
+                          name.rfind("--", 0) == 0 ? " " : " = ", utc_offset_h, series));
 }
 
 }  // namespace gt::energy

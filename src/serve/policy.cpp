@@ -144,10 +144,10 @@ void daemon_table(const toml::table& t, const std::string& where, Policy& p) {
   if (p.carbon_intensity && !p.carbon_csv.empty())
     throw Error(where + ": [daemon] has both carbon_intensity and carbon_csv; expected one");
   // as measure and train refuse it: the time zone of a series, and no series to read
-  if (p.carbon_csv.empty() && utc_offset && p.carbon_utc_offset_h != 0)
-    throw Error(
-        fmt::format("{} = {}: the time zone of a series' times; expected daemon.carbon_csv with it",
-                    at(where, *utc_offset, "daemon.carbon_utc_offset_h"), p.carbon_utc_offset_h));
+  if (p.carbon_csv.empty() && utc_offset)
+    energy::CarbonReadOptions{}.refuse_without_series(
+        "daemon.carbon_csv", p.carbon_utc_offset_h,
+        at(where, *utc_offset, "daemon.carbon_utc_offset_h"));
 }
 
 AllowRule allow_table(const toml::table& t, const std::string& where) {
@@ -293,25 +293,28 @@ LimitGrant Policy::power_limit_grant(const Peer& peer, const std::string& device
 std::vector<std::string> Policy::warnings() const {
   std::vector<std::string> out;
   std::vector<char> buf(16384);
+  const auto user_exists = [&buf](const std::string& name) {
+    passwd pw{}, *res = nullptr;
+    return ::getpwnam_r(name.c_str(), &pw, buf.data(), buf.size(), &res) == 0 && res;
+  };
+  const auto group_exists = [&buf](const std::string& name) {
+    group gr{}, *res = nullptr;
+    return ::getgrnam_r(name.c_str(), &gr, buf.data(), buf.size(), &res) == 0 && res;
+  };
+  // a name (not a number) the look-up does not find; `word` is "user" or "group", `by` what the
+  // rule matches by ("name", "group")
+  const auto warn_unknown = [&](const AllowRule& r, const std::vector<std::string>& names,
+                                const auto& exists, const char* word, const char* by) {
+    for (const auto& n : names)
+      if (!is_number(n) && !exists(n))
+        out.push_back(fmt::format(
+            "{}:{}: [[allow]] {} '{}' does not exist on this machine: the rule matches no one "
+            "by that {}",
+            path, r.line, word, n, by));
+  };
   for (const auto& r : rules) {
-    for (const auto& u : r.users) {
-      passwd pw{}, *res = nullptr;
-      if (!is_number(u) &&
-          (::getpwnam_r(u.c_str(), &pw, buf.data(), buf.size(), &res) != 0 || !res))
-        out.push_back(fmt::format(
-            "{}:{}: [[allow]] user '{}' does not exist on this machine: the rule matches no one "
-            "by that name",
-            path, r.line, u));
-    }
-    for (const auto& g : r.groups) {
-      group gr{}, *res = nullptr;
-      if (!is_number(g) &&
-          (::getgrnam_r(g.c_str(), &gr, buf.data(), buf.size(), &res) != 0 || !res))
-        out.push_back(fmt::format(
-            "{}:{}: [[allow]] group '{}' does not exist on this machine: the rule matches no one "
-            "by that group",
-            path, r.line, g));
-    }
+    warn_unknown(r, r.users, user_exists, "user", "name");
+    warn_unknown(r, r.groups, group_exists, "group", "group");
   }
   return out;
 }

@@ -409,7 +409,7 @@ void TrainConfig::validate() const try {
   if (!(carbon_utc_offset_h >= -14 && carbon_utc_offset_h <= 14))
     throw Error(fmt::format("energy.carbon_utc_offset_h = {}: expected hours in [-14, 14]",
                             carbon_utc_offset_h));
-  if (carbon_csv.empty()) {  // how a series is read: without one they would be ignored
+  if (carbon_csv.empty()) {  // how a series is read and its zone: without one they'd be ignored
     energy::CarbonReadOptions r;
     r.format = carbon_format;
     r.value_column = carbon_column;
@@ -417,12 +417,7 @@ void TrainConfig::validate() const try {
     r.unit = carbon_unit;
     r.value_kind = carbon_value;
     r.option_prefix = "energy.carbon_";
-    r.refuse_without_series("energy.carbon_csv");
-    if (carbon_utc_offset_h != 0)
-      throw Error(
-          fmt::format("energy.carbon_utc_offset_h = {}: the time zone of a series' times; expected "
-                      "energy.carbon_csv with it",
-                      carbon_utc_offset_h));
+    r.refuse_without_series("energy.carbon_csv", carbon_utc_offset_h);
   }
   // 0: unset (the CPU model table); else a TDP per socket as `measure --tdp` takes it
   if (!(cpu_tdp_w == 0 || (cpu_tdp_w >= 1 && cpu_tdp_w <= 2000)))

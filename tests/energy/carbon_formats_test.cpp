@@ -252,4 +252,34 @@ TEST(CarbonFormats, CountryTable) {
   EXPECT_EQ(c.constant_g_per_kwh(), 100);
 }
 
+// The options of a series read without one are refused by one function, the series' UTC offset
+// among them, each named as its caller names it: the command line, Python, a configuration, or
+// the caller's own name (a policy file's key with its line). 0 is UTC, the default: accepted.
+TEST(CarbonFormats, ReadOptionsAndUtcOffsetWithoutASeriesAreRefusedByTheirNames) {
+  CarbonReadOptions o;
+  EXPECT_EQ(error_of([&] { o.refuse_without_series("--carbon-csv FILE", 0); }), "no error");
+  EXPECT_EQ(error_of([&] { o.refuse_without_series("--carbon-csv FILE", 2.5); }),
+            "--carbon-utc-offset 2.5: the time zone of a series' times; expected --carbon-csv "
+            "FILE with it");
+  o.unit = "lbs/MWh";  // the options of the reading come first
+  EXPECT_NE(error_of([&] {
+              o.refuse_without_series("--carbon-csv FILE", 2);
+            }).find("--carbon-unit lbs/MWh: says how a series file is read"),
+            std::string::npos);
+  o.unit.clear();
+  o.option_prefix = "carbon_";
+  EXPECT_EQ(error_of([&] { o.refuse_without_series("carbon=PATH", -3); }),
+            "carbon_utc_offset_h = -3: the time zone of a series' times; expected carbon=PATH "
+            "with it");
+  o.option_prefix = "energy.carbon_";
+  EXPECT_EQ(error_of([&] { o.refuse_without_series("energy.carbon_csv", 1); }),
+            "energy.carbon_utc_offset_h = 1: the time zone of a series' times; expected "
+            "energy.carbon_csv with it");
+  EXPECT_EQ(error_of([&] {
+              o.refuse_without_series("daemon.carbon_csv", 1, "p.toml:3: key 'daemon.x'");
+            }),
+            "p.toml:3: key 'daemon.x' = 1: the time zone of a series' times; expected "
+            "daemon.carbon_csv with it");
+}
+
 }  // namespace gt::energy

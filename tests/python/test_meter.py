@@ -297,8 +297,8 @@ def test_series_reading_options_without_a_series_are_refused(fake_nvml, tmp_path
     with pytest.raises(ValueError, match="carbon_time_column = 'when'"):
         gpu_meter(carbon=None, carbon_time_column="when")
     # the time zone of a series, without one (measure refuses --carbon-utc-offset so)
-    with pytest.raises(ValueError, match="carbon_utc_offset_h = 2: the UTC offset of a carbon "
-                                         "series' times; expected carbon=PATH with it"):
+    with pytest.raises(ValueError, match="carbon_utc_offset_h = 2: the time zone of a series' "
+                                         "times; expected carbon=PATH with it"):
         gpu_meter(carbon=300, carbon_utc_offset_h=2)
     # with a series, a unit that is not known is named as Python names it
     series = tmp_path / "f.csv"
