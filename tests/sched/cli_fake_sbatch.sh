@@ -46,14 +46,29 @@ power_w = 100
 earliest_start = 2020-06-01T00:00:00
 deadline = 2020-06-01T05:00:00
 TOML
-cat > "$T/sbatch" <<SH
+fail() { echo "FAIL: $*"; exit 1; }
+# fake_sbatch NAME LAST_ID [FAILING_ID]: writes $T/NAME, a fake sbatch that prints the job ids
+# after LAST_ID in turn (counting in $T/NAME.n) and logs its arguments to $T/NAME.log; the call
+# that draws FAILING_ID fails as sbatch does, logging nothing.
+fake_sbatch() {
+  cat > "$T/$1" <<SH
 #!/bin/sh
-n=\$(cat "$T/n" 2>/dev/null || echo 500); n=\$((n+1)); echo \$n > "$T/n"
-echo "\$@" >> "$T/calls.log"
+n=\$(cat "$T/$1.n" 2>/dev/null || echo $2); n=\$((n+1)); echo \$n > "$T/$1.n"
+[ "\$n" = "${3:-none}" ] && { echo "sbatch: error: Batch job submission failed" >&2; exit 1; }
+echo "\$@" >> "$T/$1.log"
 echo \$n
 SH
-chmod +x "$T/sbatch"
-fail() { echo "FAIL: $*"; exit 1; }
+  chmod +x "$T/$1"
+}
+# submit SBATCH NOW OUT ARG...: `greentrain schedule ARG... --submit slurm` as of NOW (an ISO
+# instant for GT_SCHEDULE_NOW) through the fake $T/SBATCH; both output streams go to $T/OUT and
+# the status is schedule's.
+submit() {
+  sb=$1 now=$2 out=$3
+  shift 3
+  GT_SCHEDULE_NOW=$now GT_SBATCH="$T/$sb" "$GT" schedule "$@" --submit slurm > "$T/$out" 2>&1
+}
+fake_sbatch sbatch 500
 
 # Dry run: prints sbatch lines, submits nothing. Exit 2: one job could not be scheduled.
 rc=0
@@ -66,7 +81,7 @@ grep -q -- "--begin=2020-06-01T03:00:00 --deadline=2020-06-01T05:00:00" "$T/out.
   fail "fixed job not at the 03:00 valley"
 grep -q -- "--begin=2020-06-01T01:00:00" "$T/out.txt" || fail "resumable run 0 not at 01:00"
 grep -q -- "--dependency=afterany:\"\$PREV_JOBID\"" "$T/out.txt" || fail "no dependency line"
-[ ! -e "$T/calls.log" ] || fail "dry run called sbatch"
+[ ! -e "$T/sbatch.log" ] || fail "dry run called sbatch"
 grep -q '"unscheduled"' "$T/plan.json" || fail "no JSON plan"
 ls "$T" | grep -q tmp && fail "temporary JSON file left behind"
 
@@ -74,12 +89,12 @@ ls "$T" | grep -q tmp && fail "temporary JSON file left behind"
 rc=0
 GT_SBATCH="$T/sbatch" "$GT" schedule "$T/jobs.toml" --carbon-csv "$T/ci.csv" --utc-offset 2 \
   --cluster-tz +02:00 --strategy interrupt --submit slurm > "$T/out2.txt" || rc=$?
-cat "$T/out2.txt" "$T/calls.log"
+cat "$T/out2.txt" "$T/sbatch.log"
 [ "$rc" = 2 ] || fail "exit code $rc"
-[ "$(wc -l < "$T/calls.log")" = 3 ] || fail "expected 3 sbatch calls"
+[ "$(wc -l < "$T/sbatch.log")" = 3 ] || fail "expected 3 sbatch calls"
 grep -q "submitted resumable run 1 as Slurm job 503" "$T/out2.txt" || fail "ids not reported"
-grep -q -- "--dependency=afterany:502" "$T/calls.log" || fail "run 1 not chained to 502"
-grep -q -- "--signal=B:TERM@60 --requeue" "$T/calls.log" || fail "no preemption signal"
+grep -q -- "--dependency=afterany:502" "$T/sbatch.log" || fail "run 1 not chained to 502"
+grep -q -- "--signal=B:TERM@60 --requeue" "$T/sbatch.log" || fail "no preemption signal"
 
 # Issue 17.1: the times given to sbatch are in the zone sbatch reads them in (the host's, here
 # Berlin's CEST, UTC+2), not the CSV's: the 03:00 (UTC+2) valley is 01:00 UTC, 03:00 in Berlin.
@@ -236,86 +251,73 @@ if [ -e /usr/share/zoneinfo/Europe/Berlin ]; then
   GT_SBATCH="$T/sbatch" "$GT" schedule "$T/autumn.toml" --carbon-csv "$T/autumn.csv" \
     --utc-offset 0 --cluster-tz Europe/Berlin --submit slurm > "$T/autumn2.txt" 2>&1 ||
     fail "autumn submission failed: $(cat "$T/autumn2.txt")"
-  grep -q -- "--begin=now+[0-9]" "$T/calls.log" || fail "sbatch did not get now+N: $(tail -1 "$T/calls.log")"
+  grep -q -- "--begin=now+[0-9]" "$T/sbatch.log" || fail "sbatch did not get now+N: $(tail -1 "$T/sbatch.log")"
 fi
 
 # Issue 31 §6: sbatch fails on the second of three calls: the first is said with its id and
 # recorded, and the rerun submits only the other two.
-cat > "$T/sbatch-flaky" <<SH
-#!/bin/sh
-n=\$(cat "$T/fn" 2>/dev/null || echo 700); n=\$((n+1)); echo \$n > "$T/fn"
-[ "\$n" = 702 ] && { echo "sbatch: error: Batch job submission failed" >&2; exit 1; }
-echo "\$@" >> "$T/flaky.log"
-echo \$n
-SH
-chmod +x "$T/sbatch-flaky"
+fake_sbatch sbatch-flaky 700 702
 cp "$T/jobs.toml" "$T/three.toml"
+# the arguments of both runs
+set -- "$T/three.toml" --carbon-csv "$T/ci.csv" --utc-offset 2 --cluster-tz +02:00 --strategy interrupt
 rc=0
-GT_SBATCH="$T/sbatch-flaky" "$GT" schedule "$T/three.toml" --carbon-csv "$T/ci.csv" --utc-offset 2 \
-  --cluster-tz +02:00 --strategy interrupt --submit slurm > "$T/flaky1.txt" 2>&1 || rc=$?
+submit sbatch-flaky "$GT_SCHEDULE_NOW" flaky1.txt "$@" || rc=$?
 cat "$T/flaky1.txt"
 [ "$rc" != 0 ] || fail "a failed sbatch was not an error"
 grep -q "job 'fixed' run 0: Slurm job 701" "$T/flaky1.txt" || fail "the job already queued is not said"
 [ -e "$T/three.toml.submitted.json" ] || fail "no submission record"
-GT_SBATCH="$T/sbatch-flaky" "$GT" schedule "$T/three.toml" --carbon-csv "$T/ci.csv" --utc-offset 2 \
-  --cluster-tz +02:00 --strategy interrupt --submit slurm > "$T/flaky2.txt" 2>&1 || rc=$?
-cat "$T/flaky2.txt" "$T/flaky.log"
+submit sbatch-flaky "$GT_SCHEDULE_NOW" flaky2.txt "$@" || rc=$?
+cat "$T/flaky2.txt" "$T/sbatch-flaky.log"
 grep -q "job 'fixed' run 0: already submitted as Slurm job 701" "$T/flaky2.txt" ||
   fail "the rerun did not skip the job already queued"
-[ "$(grep -c -- "--job-name=fixed" "$T/flaky.log")" = 1 ] || fail "'fixed' was submitted twice"
-[ "$(wc -l < "$T/flaky.log")" = 3 ] || fail "expected 3 sbatch calls in all"
-grep -q -- "--dependency=afterany:703" "$T/flaky.log" || fail "run 1 not chained to run 0 (703)"
+[ "$(grep -c -- "--job-name=fixed" "$T/sbatch-flaky.log")" = 1 ] || fail "'fixed' was submitted twice"
+[ "$(wc -l < "$T/sbatch-flaky.log")" = 3 ] || fail "expected 3 sbatch calls in all"
+grep -q -- "--dependency=afterany:703" "$T/sbatch-flaky.log" || fail "run 1 not chained to run 0 (703)"
 
 # Review of `schedule`, item 1: the retry submits only the rest, also (a) when the start of the
 # job Slurm has has passed (the retry was refused: "its planned start ... is in the past"), and
 # (b) with --shift-to-now, whose --begin is the retry's now (the job Slurm had was submitted
 # again: the record's key held --begin).
-cat > "$T/sbatch-flaky2" <<SH
-#!/bin/sh
-n=\$(cat "$T/f2n" 2>/dev/null || echo 800); n=\$((n+1)); echo \$n > "$T/f2n"
-[ "\$n" = 802 ] && { echo "sbatch: error: Batch job submission failed" >&2; exit 1; }
-echo "\$@" >> "$T/flaky2.log"
-echo \$n
-SH
-chmod +x "$T/sbatch-flaky2"
+fake_sbatch sbatch-flaky2 800 802
+# retry NOW TOML OUT [OPTION...]: TOML submitted on retry.csv (UTC) as of NOW through sbatch-flaky2
+retry() {
+  now=$1 toml=$2 out=$3
+  shift 3
+  submit sbatch-flaky2 "$now" "$out" "$T/$toml" --carbon-csv "$T/retry.csv" --utc-offset 0 \
+    --cluster-tz 0 "$@"
+}
 # a runs at 00:00 (the clean hour; deadline 05:00), b at 03:00 (its window: 03:00 to 04:00)
 printf 'Time,Carbon Intensity\n2020-06-01 00:00:00,10\n2020-06-01 01:00:00,400\n2020-06-01 02:00:00,400\n2020-06-01 03:00:00,400\n2020-06-01 04:00:00,400\n' \
   > "$T/retry.csv"
 printf '[[job]]\nname = "a"\nscript = "a.sbatch"\nduration_s = 3600\npower_w = 100\nearliest_start = 2020-06-01T00:00:00\ndeadline = 2020-06-01T05:00:00\n\n[[job]]\nname = "b"\nscript = "b.sbatch"\nduration_s = 3600\npower_w = 100\nearliest_start = 2020-06-01T03:00:00\ndeadline = 2020-06-01T04:00:00\n' \
   > "$T/retry.toml"
 rc=0
-GT_SCHEDULE_NOW=2020-05-31T23:00:00Z GT_SBATCH="$T/sbatch-flaky2" "$GT" schedule "$T/retry.toml" \
-  --carbon-csv "$T/retry.csv" --utc-offset 0 --cluster-tz 0 --submit slurm > "$T/retry1.txt" 2>&1 || rc=$?
+retry 2020-05-31T23:00:00Z retry.toml retry1.txt || rc=$?
 cat "$T/retry1.txt"
 [ "$rc" != 0 ] || fail "a failed sbatch was not an error"
 # an hour and a half after a's start
-GT_SCHEDULE_NOW=2020-06-01T01:30:00Z GT_SBATCH="$T/sbatch-flaky2" "$GT" schedule "$T/retry.toml" \
-  --carbon-csv "$T/retry.csv" --utc-offset 0 --cluster-tz 0 --submit slurm > "$T/retry2.txt" 2>&1 ||
+retry 2020-06-01T01:30:00Z retry.toml retry2.txt ||
   fail "the retry after a's start was refused: $(cat "$T/retry2.txt")"
-cat "$T/retry2.txt" "$T/flaky2.log"
+cat "$T/retry2.txt" "$T/sbatch-flaky2.log"
 grep -q "job 'a' run 0: already submitted as Slurm job 801" "$T/retry2.txt" || fail "a is not said to be queued"
 grep -q "submitted b run 0 as Slurm job 803" "$T/retry2.txt" || fail "b was not submitted"
-[ "$(wc -l < "$T/flaky2.log")" = 2 ] || fail "expected 2 sbatch calls in all"
-rm -f "$T/f2n" "$T/flaky2.log"
+[ "$(wc -l < "$T/sbatch-flaky2.log")" = 2 ] || fail "expected 2 sbatch calls in all"
+rm -f "$T/sbatch-flaky2.n" "$T/sbatch-flaky2.log"
 sed 's/deadline = .*/deadline = 2030-01-01T00:00:00/' "$T/retry.toml" > "$T/shift.toml"
 rc=0
-GT_SCHEDULE_NOW=2026-06-01T00:00:00Z GT_SBATCH="$T/sbatch-flaky2" "$GT" schedule "$T/shift.toml" \
-  --carbon-csv "$T/retry.csv" --utc-offset 0 --cluster-tz 0 --submit slurm --shift-to-now \
-  > "$T/retry3.txt" 2>&1 || rc=$?
+retry 2026-06-01T00:00:00Z shift.toml retry3.txt --shift-to-now || rc=$?
 cat "$T/retry3.txt"
 [ "$rc" != 0 ] || fail "a failed sbatch was not an error"
 # a dry run of the retry says what Slurm has, and shows only the rest
-GT_SCHEDULE_NOW=2026-06-01T00:02:00Z GT_SBATCH="$T/sbatch-flaky2" "$GT" schedule "$T/shift.toml" \
-  --carbon-csv "$T/retry.csv" --utc-offset 0 --cluster-tz 0 --submit slurm --shift-to-now --dry-run \
-  > "$T/retry4.txt" 2>&1 || fail "the dry run of the retry failed: $(cat "$T/retry4.txt")"
+retry 2026-06-01T00:02:00Z shift.toml retry4.txt --shift-to-now --dry-run ||
+  fail "the dry run of the retry failed: $(cat "$T/retry4.txt")"
 cat "$T/retry4.txt"
 grep -q "^# job 'a' run 0: already submitted as Slurm job 801" "$T/retry4.txt" ||
   fail "the dry run does not say a is queued"
 [ "$(grep -c "^'*$T/sbatch-flaky2'* " "$T/retry4.txt")" = 1 ] || fail "the dry run shows other calls than b's"
-GT_SCHEDULE_NOW=2026-06-01T00:02:00Z GT_SBATCH="$T/sbatch-flaky2" "$GT" schedule "$T/shift.toml" \
-  --carbon-csv "$T/retry.csv" --utc-offset 0 --cluster-tz 0 --submit slurm --shift-to-now \
-  > "$T/retry5.txt" 2>&1 || fail "the shifted retry failed: $(cat "$T/retry5.txt")"
-cat "$T/retry5.txt" "$T/flaky2.log"
-[ "$(grep -c -- "--job-name=a " "$T/flaky2.log")" = 1 ] || fail "'a' was submitted twice with --shift-to-now"
-grep -q -- "--job-name=b --begin=2026-06-01T00:02:00" "$T/flaky2.log" || fail "b not submitted at the retry's now"
+retry 2026-06-01T00:02:00Z shift.toml retry5.txt --shift-to-now ||
+  fail "the shifted retry failed: $(cat "$T/retry5.txt")"
+cat "$T/retry5.txt" "$T/sbatch-flaky2.log"
+[ "$(grep -c -- "--job-name=a " "$T/sbatch-flaky2.log")" = 1 ] || fail "'a' was submitted twice with --shift-to-now"
+grep -q -- "--job-name=b --begin=2026-06-01T00:02:00" "$T/sbatch-flaky2.log" || fail "b not submitted at the retry's now"
 echo "PASS"

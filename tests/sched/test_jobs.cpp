@@ -19,6 +19,25 @@ std::string error_of(const std::string& path, std::int64_t off = 0) {
   }
   return "";
 }
+
+// A job list of one job, `file` in d: the TOML lines `keys` (name and command among them), then
+// its window, earliest_start to deadline (TOML date-times). Returns the file's path.
+std::string write_job(const TempDir& d, const std::string& file, const std::string& keys,
+                      const std::string& earliest_start = "2020-06-01T18:00:00",
+                      const std::string& deadline = "2020-06-02T08:00:00") {
+  return d.write(file, "[[job]]\n" + keys + "\nearliest_start = " + earliest_start +
+                           "\ndeadline = " + deadline + "\n");
+}
+
+// A power profile as `greentrain tune` writes it, `file` in d: 200 W (30 J and 0.2 s a step)
+// and 300 W (40 J, 0.16 s). `devices` stands before "points" as it is: `"devices": [...], ` or
+// nothing (a profile not written by tune). Returns the file's path.
+std::string write_profile(const TempDir& d, const std::string& file,
+                          const std::string& devices = "") {
+  return d.write(file, R"({"format": "greentrain-power-profile-1", )" + devices + R"("points": [
+    {"limit_w": 200, "energy_per_step_j": 30, "time_per_step_s": 0.2},
+    {"limit_w": 300, "energy_per_step_j": 40, "time_per_step_s": 0.16}]})");
+}
 }  // namespace
 
 TEST(SchedJobs, LoadsJobsWithOffsetsAndSummaryDuration) {
@@ -146,14 +165,10 @@ TEST(SchedJobs, SummaryGivesTheWholeRunsWallTimeAndJoules) {
   std::filesystem::create_directory(d.path / "run");
   d.write("run/summary.json", R"({"duration_s": 1.93, "wall_s": 2.5, "energy_j": 200,
     "run_totals": {"sessions": 2, "duration_s": 3.84, "wall_s": 5.0, "energy_j": 500}})");
-  auto p = d.write("jobs.toml", R"(
-[[job]]
-name = "resumed"
+  auto p = write_job(d, "jobs.toml", R"(name = "resumed"
 command = "greentrain train c.toml --out run --resume"
-summary = "run"
-earliest_start = 2020-06-01T18:00:00Z
-deadline = 2020-06-02T08:00:00Z
-)");
+summary = "run")",
+                     "2020-06-01T18:00:00Z", "2020-06-02T08:00:00Z");
   auto jobs = load_jobs_toml(p, 0);
   ASSERT_EQ(jobs.size(), 1u);
   EXPECT_DOUBLE_EQ(jobs[0].duration_s, 5.0);
@@ -171,14 +186,8 @@ deadline = 2020-06-02T08:00:00Z
 TEST(SchedJobs, PowerFromAnEstimatedRunIsMarkedEstimatedInThePlan) {
   TempDir d;
   std::filesystem::create_directory(d.path / "run");
-  auto p = d.write("jobs.toml", R"(
-[[job]]
-name = "est"
-command = "x"
-summary = "run"
-earliest_start = 2020-09-13T12:30:00Z
-deadline = 2020-09-13T20:00:00Z
-)");
+  auto p = write_job(d, "jobs.toml", "name = \"est\"\ncommand = \"x\"\nsummary = \"run\"",
+                     "2020-09-13T12:30:00Z", "2020-09-13T20:00:00Z");
   std::mt19937_64 rng(4);
   const CarbonSeries series = gt::sched::test::random_series(rng, 48);
   for (bool estimated : {true, false}) {
@@ -218,14 +227,8 @@ deadline = 2020-09-13T20:00:00Z
 TEST(SchedJobs, PowerFromAResumedRunWithAnEstimatedEarlierSessionIsEstimated) {
   TempDir d;
   std::filesystem::create_directory(d.path / "run");
-  auto p = d.write("jobs.toml", R"(
-[[job]]
-name = "resumed"
-command = "x"
-summary = "run"
-earliest_start = 2020-09-13T12:30:00Z
-deadline = 2020-09-13T20:00:00Z
-)");
+  auto p = write_job(d, "jobs.toml", "name = \"resumed\"\ncommand = \"x\"\nsummary = \"run\"",
+                     "2020-09-13T12:30:00Z", "2020-09-13T20:00:00Z");
   auto summary = [&](bool session_estimated, const std::string& totals_flag) {
     d.write("run/summary.json",
             fmt::format(R"({{"energy_estimated": {}, "energy_method": "RAPL counters",
@@ -282,29 +285,19 @@ deadline = 2020-06-02T03:30:00
   EXPECT_EQ(jobs[0].nominal_s(), civil_to_unix_s(2020, 6, 2, 1, 0, 0, 0));
   EXPECT_EQ(jobs[0].earliest_start_s, civil_to_unix_s(2020, 6, 1, 23, 0, 0, 0));
   EXPECT_EQ(jobs[1].nominal_s(), jobs[1].earliest_start_s);
-  auto before = d.write("b.toml", R"(
-[[job]]
-name = "a"
-command = "x"
-duration_s = 1800
-power_w = 1
-nominal_start = 2020-06-01T22:00:00
-earliest_start = 2020-06-01T23:00:00
-deadline = 2020-06-02T03:30:00
-)");
+  // a job of `duration_s` nominally at `nominal_start`, in the night's window
+  auto night = [&](const std::string& file, int duration_s, const std::string& nominal_start) {
+    return write_job(d, file,
+                     fmt::format("name = \"a\"\ncommand = \"x\"\nduration_s = {}\npower_w = 1\n"
+                                 "nominal_start = {}",
+                                 duration_s, nominal_start),
+                     "2020-06-01T23:00:00", "2020-06-02T03:30:00");
+  };
+  auto before = night("b.toml", 1800, "2020-06-01T22:00:00");
   std::string m = error_of(before);
   EXPECT_NE(m.find("nominal_start"), std::string::npos) << m;
   EXPECT_NE(m.find("before earliest_start"), std::string::npos) << m;
-  auto late = d.write("l.toml", R"(
-[[job]]
-name = "a"
-command = "x"
-duration_s = 7200
-power_w = 1
-nominal_start = 2020-06-02T02:00:00
-earliest_start = 2020-06-01T23:00:00
-deadline = 2020-06-02T03:30:00
-)");
+  auto late = night("l.toml", 7200, "2020-06-02T02:00:00");
   m = error_of(late);
   EXPECT_NE(m.find("ends after the deadline"), std::string::npos) << m;
 }
@@ -409,21 +402,14 @@ TEST(SchedJobs, JobCsvErrorsNameFileLineAndColumn) {
 // Issue 17.3: a job's power-limit profile (what `greentrain tune` writes) gives its caps.
 TEST(SchedJobs, PowerProfileGivesCapOptions) {
   TempDir d;
-  d.write("tune.json", R"({"format": "greentrain-power-profile-1", "points": [
-    {"limit_w": 200, "energy_per_step_j": 30, "time_per_step_s": 0.2},
-    {"limit_w": 300, "energy_per_step_j": 40, "time_per_step_s": 0.16}]})");
+  write_profile(d, "tune.json");
   d.write("unknown.json", R"({"format": "greentrain-power-profile-1", "points": [
     {"limit_w": 300, "energy_per_step_j": null, "time_per_step_s": 0.16}]})");
-  auto p = d.write("j.toml", R"(
-[[job]]
-name = "a"
+  auto p = write_job(d, "j.toml", R"(name = "a"
 command = "greentrain train c.toml --out r"
 power_profile = "tune.json"
 steps = 1000
-cap_device = "cpu"
-earliest_start = 2020-06-01T18:00:00
-deadline = 2020-06-02T08:00:00
-)");
+cap_device = "cpu")");
   auto jobs = load_jobs_toml(p, 0);
   ASSERT_EQ(jobs[0].caps.size(), 2u);
   EXPECT_DOUBLE_EQ(jobs[0].caps[0].limit_w, 300);  // highest first
@@ -440,16 +426,11 @@ deadline = 2020-06-02T08:00:00
     m = e.what();
   }
   EXPECT_NE(m.find("unknown.json: energy per step at 300 W is unknown"), std::string::npos) << m;
-  auto both = d.write("b.toml", R"(
-[[job]]
-name = "a"
+  auto both = write_job(d, "b.toml", R"(name = "a"
 command = "x"
 power_profile = "tune.json"
 steps = 10
-duration_s = 5
-earliest_start = 2020-06-01T18:00:00
-deadline = 2020-06-02T08:00:00
-)");
+duration_s = 5)");
   m = error_of(both);
   EXPECT_NE(m.find("expected no duration_s"), std::string::npos) << m;
 }
@@ -461,29 +442,20 @@ deadline = 2020-06-02T08:00:00
 // taken.
 TEST(SchedJobs, PowerProfileOfAnotherKindOfDeviceIsRefused) {
   TempDir d;
-  auto profile = [&](const std::string& name, const std::string& devices) {
-    return d.write(name, R"({"format": "greentrain-power-profile-1", )" + devices +
-                             R"("points": [
-      {"limit_w": 200, "energy_per_step_j": 30, "time_per_step_s": 0.2},
-      {"limit_w": 300, "energy_per_step_j": 40, "time_per_step_s": 0.16}]})");
-  };
-  profile("sim.json", R"("devices": ["sim:0"], )");
-  profile("gpu.json",
-          R"J("devices": ["nvml:0 (NVIDIA H100, GPU-1)", "nvml:1 (NVIDIA H100, GPU-2)"], )J");
-  profile("cpu.json", R"J("devices": ["rapl:intel-rapl:0 (package-0)"], )J");
-  profile("none.json", "");
-  profile("bad.json", R"("devices": [3], )");
+  write_profile(d, "sim.json", R"("devices": ["sim:0"], )");
+  write_profile(d, "gpu.json",
+                R"J("devices": ["nvml:0 (NVIDIA H100, GPU-1)", "nvml:1 (NVIDIA H100, GPU-2)"], )J");
+  write_profile(d, "cpu.json", R"J("devices": ["rapl:intel-rapl:0 (package-0)"], )J");
+  write_profile(d, "none.json");
+  write_profile(d, "bad.json", R"("devices": [3], )");
   auto job = [&](const std::string& file, const std::string& prof, const std::string& device) {
-    return d.write(file, R"(
-[[job]]
-name = "capped"
+    return write_job(d, file,
+                     fmt::format(R"(name = "capped"
 command = "greentrain train c.toml --out r"
-power_profile = ")" + prof + R"("
+power_profile = "{}"
 steps = 1000
-cap_device = ")" + device + R"("
-earliest_start = 2020-06-01T18:00:00
-deadline = 2020-06-02T08:00:00
-)");
+cap_device = "{}")",
+                                 prof, device));
   };
   std::string m = error_of(job("sim-cpu.toml", "sim.json", "cpu"));
   for (const std::string& part :
@@ -521,13 +493,7 @@ TEST(SchedJobs, StepsAndInterruptionSecondsHaveARange) {
   d.write("tune.json", R"({"format": "greentrain-power-profile-1", "points": [
     {"limit_w": 200, "energy_per_step_j": 30, "time_per_step_s": 0.2}]})");
   auto job = [&](const std::string& name, const std::string& keys) {
-    return d.write(name, R"(
-[[job]]
-name = "a"
-command = "x"
-earliest_start = 2020-06-01T18:00:00
-deadline = 2020-06-02T08:00:00
-)" + keys + "\n");
+    return write_job(d, name, "name = \"a\"\ncommand = \"x\"\n" + keys);
   };
   const std::pair<const char*, const char*> cases[] = {
       {"steps = 0", "is not valid; expected a positive number"},
@@ -556,44 +522,21 @@ deadline = 2020-06-02T08:00:00
 // Issue 17.3: interruption costs and a bound on interruptions, for interruptible jobs only.
 TEST(SchedJobs, InterruptionCostKeys) {
   TempDir d;
-  auto p = d.write("j.toml", R"(
-[[job]]
-name = "a"
+  auto p = write_job(d, "j.toml", R"(name = "a"
 command = "greentrain train c.toml --out r --resume"
 duration_s = 3600
 power_w = 100
-earliest_start = 2020-06-01T18:00:00
-deadline = 2020-06-02T08:00:00
 interruptible = true
 interruption_s = 90
-max_interruptions = 2
-)");
+max_interruptions = 2)");
   auto jobs = load_jobs_toml(p, 0);
   EXPECT_DOUBLE_EQ(jobs[0].interruption_s, 90);
   EXPECT_EQ(jobs[0].max_interruptions, 2);
-  auto q = d.write("k.toml", R"(
-[[job]]
-name = "a"
-command = "x"
-duration_s = 3600
-power_w = 100
-earliest_start = 2020-06-01T18:00:00
-deadline = 2020-06-02T08:00:00
-interruption_s = 90
-)");
+  const std::string head = "name = \"a\"\ncommand = \"x\"\nduration_s = 3600\npower_w = 100\n";
+  auto q = write_job(d, "k.toml", head + "interruption_s = 90");
   std::string m = error_of(q);
   EXPECT_NE(m.find("need interruptible = true"), std::string::npos) << m;
-  auto r = d.write("r.toml", R"(
-[[job]]
-name = "a"
-command = "x"
-duration_s = 3600
-power_w = 100
-earliest_start = 2020-06-01T18:00:00
-deadline = 2020-06-02T08:00:00
-interruptible = true
-max_interruptions = -2
-)");
+  auto r = write_job(d, "r.toml", head + "interruptible = true\nmax_interruptions = -2");
   m = error_of(r);
   EXPECT_NE(m.find("key 'max_interruptions'"), std::string::npos) << m;
 }

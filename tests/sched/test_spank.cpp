@@ -83,42 +83,98 @@ void slurm_debug(const char* fmt, ...) {
 }
 }
 
-TEST(SchedSpank, GpuPowerLimitIsSetThenRestoredAndEnergyIsRecorded) {
-  namespace fs = std::filesystem;
-  std::string t = (fs::temp_directory_path() / "gt_spank_XXXXXX").string();
-  const fs::path dir = ::mkdtemp(t.data());
-  ::setenv("GT_NVML_LIBRARY", GT_FAKE_NVML_PATH, 1);
-  ::setenv("FAKE_NVML_DEVICES", "2", 1);
-  ::setenv("FAKE_NVML_POWER_MW", "100000,100000", 1);
-  ::setenv("FAKE_NVML_SET_LOG", (dir / "set.log").c_str(), 1);
-  ::setenv("FAKE_NVML_LIMIT_FILE", (dir / "limits").c_str(), 1);
-  ::setenv("SLURM_STEP_GPUS", "1", 1);
-  void* h = dlopen(GT_SPANK_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
-  ASSERT_NE(h, nullptr) << dlerror();
+namespace fs = std::filesystem;
+
+// Each test's plugin: a fresh folder (its energy_dir=), the stand-in NVML named in the
+// environment, and greentrain_spank.so loaded with its three hooks, which init(), post() and
+// fini() call with the plugstack.conf arguments (energy_dir=, and daemon_socket= after
+// use_daemon()). A test sets the rest of its environment with set_env() before the first hook.
+// TearDown, which runs after the test's own objects (a daemon) are gone, unloads the plugin,
+// unsets what was set, gives the job user back and removes the folder.
+class SchedSpank : public ::testing::Test {
+ protected:
   using hook = int (*)(spank_t, int, char**);
-  auto init = reinterpret_cast<hook>(dlsym(h, "slurm_spank_init"));
-  auto post = reinterpret_cast<hook>(dlsym(h, "slurm_spank_init_post_opt"));
-  auto fini = reinterpret_cast<hook>(dlsym(h, "slurm_spank_exit"));
-  ASSERT_TRUE(init && post && fini);
-  EXPECT_STREQ(static_cast<const char*>(dlsym(h, "plugin_type")), "spank");
-  std::string arg = "energy_dir=" + dir.string();
-  char* av[] = {arg.data()};
-  ASSERT_EQ(init(nullptr, 1, av), 0);
+
+  void SetUp() override {
+    g_log.clear();
+    g_option = nullptr;
+    std::string t = (fs::temp_directory_path() / "gt_spank_XXXXXX").string();
+    ASSERT_NE(::mkdtemp(t.data()), nullptr) << t;
+    dir = t;
+    args = {"energy_dir=" + dir.string()};
+    set_env("GT_NVML_LIBRARY", GT_FAKE_NVML_PATH);
+    plugin = dlopen(GT_SPANK_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(plugin, nullptr) << dlerror();
+    init_ = reinterpret_cast<hook>(dlsym(plugin, "slurm_spank_init"));
+    post_ = reinterpret_cast<hook>(dlsym(plugin, "slurm_spank_init_post_opt"));
+    fini_ = reinterpret_cast<hook>(dlsym(plugin, "slurm_spank_exit"));
+    ASSERT_TRUE(init_ && post_ && fini_);
+  }
+  void TearDown() override {
+    if (plugin) dlclose(plugin);
+    for (const auto& k : env_keys) ::unsetenv(k.c_str());
+    g_job_uid = ::getuid();
+    g_job_gid = ::getgid();
+    if (!dir.empty()) fs::remove_all(dir);
+  }
+
+  // Sets an environment variable until the end of the test.
+  void set_env(const std::string& key, const std::string& value) {
+    ::setenv(key.c_str(), value.c_str(), 1);
+    env_keys.push_back(key);
+  }
+  // Adds daemon_socket=SOCKET to the plugin's arguments.
+  void use_daemon(const std::string& socket) { args.push_back("daemon_socket=" + socket); }
+  int init() { return call(init_); }
+  int post() { return call(post_); }
+  int fini() { return call(fini_); }
+  // The first line of the plugin's energy record; false when there is none.
+  bool first_record(std::string& line) const {
+    std::ifstream rec(dir / "greentrain-gpu-energy.jsonl");
+    return static_cast<bool>(std::getline(rec, line));
+  }
+  // Whether the plugin logged a line containing `text` in this test.
+  static bool logged(const std::string& text) {
+    for (const auto& l : g_log)
+      if (l.find(text) != std::string::npos) return true;
+    return false;
+  }
+
+  fs::path dir;
+  void* plugin = nullptr;
+
+ private:
+  int call(hook f) {
+    std::vector<char*> av;
+    for (auto& a : args) av.push_back(a.data());
+    return f(nullptr, static_cast<int>(av.size()), av.data());
+  }
+  hook init_ = nullptr, post_ = nullptr, fini_ = nullptr;
+  std::vector<std::string> args, env_keys;
+};
+
+TEST_F(SchedSpank, GpuPowerLimitIsSetThenRestoredAndEnergyIsRecorded) {
+  set_env("FAKE_NVML_DEVICES", "2");
+  set_env("FAKE_NVML_POWER_MW", "100000,100000");
+  set_env("FAKE_NVML_SET_LOG", (dir / "set.log").string());
+  set_env("FAKE_NVML_LIMIT_FILE", (dir / "limits").string());
+  set_env("SLURM_STEP_GPUS", "1");
+  EXPECT_STREQ(static_cast<const char*>(dlsym(plugin, "plugin_type")), "spank");
+  ASSERT_EQ(init(), 0);
   ASSERT_NE(g_option, nullptr);
   EXPECT_STREQ(g_option->name, "gpu-power-limit");
   EXPECT_EQ(g_option->cb(0, "lots", 0), -1);  // bad value refused
   ASSERT_EQ(g_option->cb(0, "250", 1), 0);
-  ASSERT_EQ(post(nullptr, 1, av), 0);
+  ASSERT_EQ(post(), 0);
   ::usleep(200000);
-  ASSERT_EQ(fini(nullptr, 1, av), 0);
+  ASSERT_EQ(fini(), 0);
   // Only the step's GPU (NVML index 1) was capped, then restored to the 300-W default.
   std::ifstream log(dir / "set.log");
   std::vector<std::string> sets;
   for (std::string l; std::getline(log, l);) sets.push_back(l);
   EXPECT_EQ(sets, (std::vector<std::string>{"1 250000 0", "1 300000 0"}));
-  std::ifstream rec(dir / "greentrain-gpu-energy.jsonl");
   std::string line;
-  ASSERT_TRUE(std::getline(rec, line));
+  ASSERT_TRUE(first_record(line));
   auto j = nlohmann::json::parse(line);
   EXPECT_EQ(j["job_id"], 42);
   EXPECT_EQ(j["step_id"], 7);
@@ -132,44 +188,24 @@ TEST(SchedSpank, GpuPowerLimitIsSetThenRestoredAndEnergyIsRecorded) {
   // The stand-in reports min(limit, draw) = 100 W: about 20 J in 0.2 s.
   EXPECT_GT(j["energy_j"].get<double>(), 10.0);
   EXPECT_LT(j["energy_j"].get<double>(), 200.0);
-  bool logged = false;
-  for (auto& l : g_log) logged |= l.find("job 42 step 7: GPU energy") != std::string::npos;
-  EXPECT_TRUE(logged);
-  dlclose(h);
-  for (const char* k : {"GT_NVML_LIBRARY", "FAKE_NVML_DEVICES", "FAKE_NVML_POWER_MW",
-                        "FAKE_NVML_SET_LOG", "FAKE_NVML_LIMIT_FILE", "SLURM_STEP_GPUS"})
-    ::unsetenv(k);
-  fs::remove_all(dir);
+  EXPECT_TRUE(logged("job 42 step 7: GPU energy"));
 }
 
 // A GPU of the step whose counter cannot be read: the record's energy is null with the reason,
 // not the other GPUs' sum under "gpus": N; the limit is the one the GPUs hold (clamped to their
 // range), beside the one asked for.
-TEST(SchedSpank, AnUnreadGpuMakesTheEnergyNullAndTheLimitIsTheAppliedOne) {
-  namespace fs = std::filesystem;
-  std::string t = (fs::temp_directory_path() / "gt_spank_XXXXXX").string();
-  const fs::path dir = ::mkdtemp(t.data());
-  ::setenv("GT_NVML_LIBRARY", GT_FAKE_NVML_PATH, 1);
-  ::setenv("FAKE_NVML_DEVICES", "2", 1);
-  ::setenv("FAKE_NVML_NO_ENERGY", "1", 1);
-  ::setenv("FAKE_NVML_LIMIT_FILE", (dir / "limits").c_str(), 1);
-  ::setenv("SLURM_STEP_GPUS", "0,1", 1);
-  void* h = dlopen(GT_SPANK_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
-  ASSERT_NE(h, nullptr) << dlerror();
-  using hook = int (*)(spank_t, int, char**);
-  auto init = reinterpret_cast<hook>(dlsym(h, "slurm_spank_init"));
-  auto post = reinterpret_cast<hook>(dlsym(h, "slurm_spank_init_post_opt"));
-  auto fini = reinterpret_cast<hook>(dlsym(h, "slurm_spank_exit"));
-  std::string arg = "energy_dir=" + dir.string();
-  char* av[] = {arg.data()};
-  ASSERT_EQ(init(nullptr, 1, av), 0);
+TEST_F(SchedSpank, AnUnreadGpuMakesTheEnergyNullAndTheLimitIsTheAppliedOne) {
+  set_env("FAKE_NVML_DEVICES", "2");
+  set_env("FAKE_NVML_NO_ENERGY", "1");
+  set_env("FAKE_NVML_LIMIT_FILE", (dir / "limits").string());
+  set_env("SLURM_STEP_GPUS", "0,1");
+  ASSERT_EQ(init(), 0);
   ASSERT_EQ(g_option->cb(0, "1000", 1), 0);  // above the stand-in's 400-W maximum
-  ASSERT_EQ(post(nullptr, 1, av), 0);
+  ASSERT_EQ(post(), 0);
   ::usleep(100000);
-  ASSERT_EQ(fini(nullptr, 1, av), 0);
-  std::ifstream rec(dir / "greentrain-gpu-energy.jsonl");
+  ASSERT_EQ(fini(), 0);
   std::string line;
-  ASSERT_TRUE(std::getline(rec, line));
+  ASSERT_TRUE(first_record(line));
   auto j = nlohmann::json::parse(line);
   EXPECT_EQ(j["gpus_expected"], 2) << line;
   EXPECT_EQ(j["gpus_counted"], 1) << line;
@@ -180,14 +216,7 @@ TEST(SchedSpank, AnUnreadGpuMakesTheEnergyNullAndTheLimitIsTheAppliedOne) {
   EXPECT_EQ(j["power_limit_requested_w"], 1000) << line;
   EXPECT_EQ(j["power_limit_w"], 400) << line;
   EXPECT_EQ(j["gpu_power_limits_w"], nlohmann::json::array({400, 400})) << line;
-  bool logged = false;
-  for (auto& l : g_log) logged |= l.find("job 42 step 7: GPU energy unknown") != std::string::npos;
-  EXPECT_TRUE(logged);
-  dlclose(h);
-  for (const char* k : {"GT_NVML_LIBRARY", "FAKE_NVML_DEVICES", "FAKE_NVML_NO_ENERGY",
-                        "FAKE_NVML_LIMIT_FILE", "SLURM_STEP_GPUS"})
-    ::unsetenv(k);
-  fs::remove_all(dir);
+  EXPECT_TRUE(logged("job 42 step 7: GPU energy unknown"));
 }
 
 #ifdef GT_PROGRAM
@@ -197,8 +226,8 @@ TEST(SchedSpank, AnUnreadGpuMakesTheEnergyNullAndTheLimitIsTheAppliedOne) {
 // (FAKE_NVML_SET_RC=4), so every set is the daemon's.
 namespace {
 
-namespace fs = std::filesystem;
-
+// `greentrain serve` on the stand-in NVML (2 GPUs at 300 W), in the test's folder; stopped
+// when destroyed, before the fixture removes the folder (it may still be writing its state).
 struct Daemon {
   fs::path dir;
   pid_t pid = -1;
@@ -266,33 +295,22 @@ struct Daemon {
 
 }  // namespace
 
-TEST(SchedSpank, ThroughTheDaemonTheLimitIsALeaseAndTheEnergyTheDaemons) {
-  std::string t = (fs::temp_directory_path() / "gt_spank_XXXXXX").string();
-  const fs::path dir = ::mkdtemp(t.data());
-  auto d = std::make_unique<Daemon>(dir);  // stopped before its folder is removed
-  ASSERT_TRUE(d->answers()) << std::ifstream(dir / "daemon.log").rdbuf();
-  ::setenv("GT_NVML_LIBRARY", GT_FAKE_NVML_PATH, 1);
-  ::setenv("FAKE_NVML_SET_RC", "4", 1);
-  ::setenv("SLURM_STEP_GPUS", "1", 1);
-  void* h = dlopen(GT_SPANK_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
-  ASSERT_NE(h, nullptr) << dlerror();
-  using hook = int (*)(spank_t, int, char**);
-  auto init = reinterpret_cast<hook>(dlsym(h, "slurm_spank_init"));
-  auto post = reinterpret_cast<hook>(dlsym(h, "slurm_spank_init_post_opt"));
-  auto fini = reinterpret_cast<hook>(dlsym(h, "slurm_spank_exit"));
-  std::string a1 = "energy_dir=" + dir.string(), a2 = "daemon_socket=" + d->socket;
-  char* av[] = {a1.data(), a2.data()};
-  ASSERT_EQ(init(nullptr, 2, av), 0);
+TEST_F(SchedSpank, ThroughTheDaemonTheLimitIsALeaseAndTheEnergyTheDaemons) {
+  Daemon d(dir);
+  ASSERT_TRUE(d.answers()) << std::ifstream(dir / "daemon.log").rdbuf();
+  use_daemon(d.socket);
+  set_env("FAKE_NVML_SET_RC", "4");
+  set_env("SLURM_STEP_GPUS", "1");
+  ASSERT_EQ(init(), 0);
   ASSERT_EQ(g_option->cb(0, "250", 1), 0);
-  ASSERT_EQ(post(nullptr, 2, av), 0);
-  EXPECT_EQ(d->limit_mw(1), 250000u);
-  EXPECT_EQ(d->limit_mw(0), 300000u);
+  ASSERT_EQ(post(), 0);
+  EXPECT_EQ(d.limit_mw(1), 250000u);
+  EXPECT_EQ(d.limit_mw(0), 300000u);
   std::ofstream(dir / "energy") << "0\n1000000\n";  // GPU 1: +1000 J during the step
-  ASSERT_EQ(fini(nullptr, 2, av), 0);
-  EXPECT_EQ(d->limit_mw(1), 300000u);
-  std::ifstream rec(dir / "greentrain-gpu-energy.jsonl");
+  ASSERT_EQ(fini(), 0);
+  EXPECT_EQ(d.limit_mw(1), 300000u);
   std::string line;
-  ASSERT_TRUE(std::getline(rec, line));
+  ASSERT_TRUE(first_record(line));
   auto j = nlohmann::json::parse(line);
   EXPECT_EQ(j["source"], "greentrain serve") << line;
   EXPECT_NEAR(j["energy_j"].get<double>(), 1000, 1e-6) << line;
@@ -305,100 +323,68 @@ TEST(SchedSpank, ThroughTheDaemonTheLimitIsALeaseAndTheEnergyTheDaemons) {
   ASSERT_EQ(::pipe(ready), 0);
   const pid_t step = ::fork();
   if (step == 0) {
-    init(nullptr, 2, av);
+    init();
     g_option->cb(0, "200", 1);
-    post(nullptr, 2, av);
+    post();
     (void)!::write(ready[1], "y", 1);
     for (;;) ::pause();
   }
   char c = 0;
   ASSERT_EQ(::read(ready[0], &c, 1), 1);
-  EXPECT_EQ(d->limit_mw(1), 200000u);
+  EXPECT_EQ(d.limit_mw(1), 200000u);
   ::kill(step, SIGKILL);
   ::waitpid(step, nullptr, 0);
-  for (int i = 0; i < 100 && d->limit_mw(1) != 300000u; ++i) ::usleep(20000);
-  EXPECT_EQ(d->limit_mw(1), 300000u);
+  for (int i = 0; i < 100 && d.limit_mw(1) != 300000u; ++i) ::usleep(20000);
+  EXPECT_EQ(d.limit_mw(1), 300000u);
   ::close(ready[0]);
   ::close(ready[1]);
-  dlclose(h);
-  for (const char* k : {"GT_NVML_LIBRARY", "FAKE_NVML_SET_RC", "SLURM_STEP_GPUS"}) ::unsetenv(k);
-  // the daemon may still be writing its state file (a temporary name, then a rename): stop it
-  d.reset();
-  fs::remove_all(dir);
 }
 
 // slurmstepd asks as root, for the job's user: the daemon's [[allow]] range of that user applies
 // (root's own grant, the GPU's whole range, let any Slurm user set any limit), and a user no rule
 // names gets no limit.
-TEST(SchedSpank, ThroughTheDaemonTheJobUsersPolicyRangeApplies) {
+TEST_F(SchedSpank, ThroughTheDaemonTheJobUsersPolicyRangeApplies) {
   if (::getuid() != 0) GTEST_SKIP() << "the plugin asks on the job user's behalf only as root";
-  std::string t = (fs::temp_directory_path() / "gt_spank_XXXXXX").string();
-  const fs::path dir = ::mkdtemp(t.data());
-  auto d = std::make_unique<Daemon>(
-      dir, "[[allow]]\nusers = [\"4242\"]\npower_limit = [\"nvml:*\"]\nmin_w = 150\nmax_w = 200\n");
-  ASSERT_TRUE(d->answers()) << std::ifstream(dir / "daemon.log").rdbuf();
-  ::setenv("GT_NVML_LIBRARY", GT_FAKE_NVML_PATH, 1);
-  ::setenv("FAKE_NVML_SET_RC", "4", 1);
-  ::setenv("SLURM_STEP_GPUS", "1", 1);
-  void* h = dlopen(GT_SPANK_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
-  ASSERT_NE(h, nullptr) << dlerror();
-  using hook = int (*)(spank_t, int, char**);
-  auto init = reinterpret_cast<hook>(dlsym(h, "slurm_spank_init"));
-  auto post = reinterpret_cast<hook>(dlsym(h, "slurm_spank_init_post_opt"));
-  auto fini = reinterpret_cast<hook>(dlsym(h, "slurm_spank_exit"));
-  std::string a1 = "energy_dir=" + dir.string(), a2 = "daemon_socket=" + d->socket;
-  char* av[] = {a1.data(), a2.data()};
+  Daemon d(dir,
+           "[[allow]]\nusers = [\"4242\"]\npower_limit = [\"nvml:*\"]\nmin_w = 150\nmax_w = 200\n");
+  ASSERT_TRUE(d.answers()) << std::ifstream(dir / "daemon.log").rdbuf();
+  use_daemon(d.socket);
+  set_env("FAKE_NVML_SET_RC", "4");
+  set_env("SLURM_STEP_GPUS", "1");
   g_job_uid = g_job_gid = 4242;  // in the policy: 250 W asked, 200 W set
-  ASSERT_EQ(init(nullptr, 2, av), 0);
+  ASSERT_EQ(init(), 0);
   ASSERT_EQ(g_option->cb(0, "250", 1), 0);
-  ASSERT_EQ(post(nullptr, 2, av), 0);
-  EXPECT_EQ(d->limit_mw(1), 200000u);
-  ASSERT_EQ(fini(nullptr, 2, av), 0);
-  EXPECT_EQ(d->limit_mw(1), 300000u);
+  ASSERT_EQ(post(), 0);
+  EXPECT_EQ(d.limit_mw(1), 200000u);
+  ASSERT_EQ(fini(), 0);
+  EXPECT_EQ(d.limit_mw(1), 300000u);
   g_log.clear();
   g_job_uid = g_job_gid = 4343;  // in no rule: nothing set, and said so
-  ASSERT_EQ(init(nullptr, 2, av), 0);
+  ASSERT_EQ(init(), 0);
   ASSERT_EQ(g_option->cb(0, "250", 1), 0);
-  ASSERT_EQ(post(nullptr, 2, av), 0);
-  EXPECT_EQ(d->limit_mw(1), 300000u);
+  ASSERT_EQ(post(), 0);
+  EXPECT_EQ(d.limit_mw(1), 300000u);
   bool refused = false;
   for (auto& l : g_log)
     refused |=
         l.find("uid 4343") != std::string::npos && l.find("may not set") != std::string::npos;
   EXPECT_TRUE(refused) << ::testing::PrintToString(g_log);
-  ASSERT_EQ(fini(nullptr, 2, av), 0);
-  g_job_uid = ::getuid();
-  g_job_gid = ::getgid();
-  dlclose(h);
-  for (const char* k : {"GT_NVML_LIBRARY", "FAKE_NVML_SET_RC", "SLURM_STEP_GPUS"}) ::unsetenv(k);
-  d.reset();
-  fs::remove_all(dir);
+  ASSERT_EQ(fini(), 0);
 }
 
 // The daemon gone before the step's end: no final reading, so the energy is null with the reason
 // (it was written as 0.000).
-TEST(SchedSpank, ADaemonThatCannotBeReadAtTheEndLeavesTheEnergyNull) {
-  std::string t = (fs::temp_directory_path() / "gt_spank_XXXXXX").string();
-  const fs::path dir = ::mkdtemp(t.data());
+TEST_F(SchedSpank, ADaemonThatCannotBeReadAtTheEndLeavesTheEnergyNull) {
   auto d = std::make_unique<Daemon>(dir);
   ASSERT_TRUE(d->answers()) << std::ifstream(dir / "daemon.log").rdbuf();
-  ::setenv("GT_NVML_LIBRARY", GT_FAKE_NVML_PATH, 1);
-  ::setenv("SLURM_STEP_GPUS", "1", 1);
-  void* h = dlopen(GT_SPANK_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
-  ASSERT_NE(h, nullptr) << dlerror();
-  using hook = int (*)(spank_t, int, char**);
-  auto init = reinterpret_cast<hook>(dlsym(h, "slurm_spank_init"));
-  auto post = reinterpret_cast<hook>(dlsym(h, "slurm_spank_init_post_opt"));
-  auto fini = reinterpret_cast<hook>(dlsym(h, "slurm_spank_exit"));
-  std::string a1 = "energy_dir=" + dir.string(), a2 = "daemon_socket=" + d->socket;
-  char* av[] = {a1.data(), a2.data()};
-  ASSERT_EQ(init(nullptr, 2, av), 0);
-  ASSERT_EQ(post(nullptr, 2, av), 0);
+  use_daemon(d->socket);
+  set_env("SLURM_STEP_GPUS", "1");
+  ASSERT_EQ(init(), 0);
+  ASSERT_EQ(post(), 0);
   d.reset();  // stopped during the step
-  ASSERT_EQ(fini(nullptr, 2, av), 0);
-  std::ifstream rec(dir / "greentrain-gpu-energy.jsonl");
+  ASSERT_EQ(fini(), 0);
   std::string line;
-  ASSERT_TRUE(std::getline(rec, line));
+  ASSERT_TRUE(first_record(line));
   auto j = nlohmann::json::parse(line);
   EXPECT_TRUE(j["energy_j"].is_null()) << line;
   EXPECT_EQ(j["gpus_expected"], 1) << line;
@@ -409,8 +395,5 @@ TEST(SchedSpank, ADaemonThatCannotBeReadAtTheEndLeavesTheEnergyNull) {
       << line;
   EXPECT_TRUE(j["power_limit_requested_w"].is_null()) << line;
   EXPECT_TRUE(j["power_limit_w"].is_null()) << line;
-  dlclose(h);
-  for (const char* k : {"GT_NVML_LIBRARY", "SLURM_STEP_GPUS"}) ::unsetenv(k);
-  fs::remove_all(dir);
 }
 #endif

@@ -107,6 +107,16 @@ Peer peer(uid_t uid, const std::string& user, std::vector<gid_t> groups = {}) {
   return p;
 }
 
+// The error Policy::parse gives for `text` read as p.toml; "parsed" when there is none.
+std::string policy_error(const std::string& text) {
+  try {
+    Policy::parse(text, "p.toml");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "parsed";
+}
+
 TEST(Policy, RulesGrantDevicesWithinTheirRange) {
   const Policy p = Policy::parse(R"(
 [daemon]
@@ -149,23 +159,17 @@ read_all_processes = true
 }
 
 TEST(Policy, BadFilesNameTheLineAndKey) {
-  auto msg = [](const std::string& text) {
-    try {
-      Policy::parse(text, "p.toml");
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("parsed");
-  };
-  EXPECT_NE(msg("[daemon]\nintervl_ms = 5\n").find("p.toml:2: key 'daemon.intervl_ms' is unknown"),
+  EXPECT_NE(policy_error("[daemon]\nintervl_ms = 5\n")
+                .find("p.toml:2: key 'daemon.intervl_ms' is unknown"),
             std::string::npos);
-  EXPECT_NE(msg("[daemon]\nsocket_mode = \"999\"\n").find("expected octal"), std::string::npos);
-  EXPECT_NE(msg("[[allow]]\npower_limit = [\"nvml:0\"]\n").find("names no users"),
+  EXPECT_NE(policy_error("[daemon]\nsocket_mode = \"999\"\n").find("expected octal"),
             std::string::npos);
-  EXPECT_NE(msg("[[allow]]\nusers = [\"a\"]\nmin_w = 300\nmax_w = 200\n").find("min_w"),
+  EXPECT_NE(policy_error("[[allow]]\npower_limit = [\"nvml:0\"]\n").find("names no users"),
             std::string::npos);
-  EXPECT_NE(msg("[daemon\n").find("p.toml:1:"), std::string::npos);
-  EXPECT_NE(msg("[daemon]\ninterval_ms = -1\n").find("expected a number in [1, 60000]"),
+  EXPECT_NE(policy_error("[[allow]]\nusers = [\"a\"]\nmin_w = 300\nmax_w = 200\n").find("min_w"),
+            std::string::npos);
+  EXPECT_NE(policy_error("[daemon\n").find("p.toml:1:"), std::string::npos);
+  EXPECT_NE(policy_error("[daemon]\ninterval_ms = -1\n").find("expected a number in [1, 60000]"),
             std::string::npos);
   // the example shipped beside the systemd unit parses
   EXPECT_NO_THROW(Policy::load(GT_SOURCE_DIR "/packaging/serve.toml"));
@@ -199,33 +203,20 @@ TEST(Policy, CarbonRegionIsTheCountrysFigureAndOffsetsNeedASeries) {
                       "policy (p.toml)"),
             std::string::npos)
       << Policy::parse("", "p.toml").carbon().describe();
-  auto msg = [](const std::string& text) {
-    try {
-      Policy::parse(text, "p.toml");
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("parsed");
-  };
-  std::string m = msg("[daemon]\ncarbon_region = \"Germany\"\n");
+  std::string m = policy_error("[daemon]\ncarbon_region = \"Germany\"\n");
   EXPECT_NE(m.find("p.toml:2: key 'daemon.carbon_region'"), std::string::npos) << m;
   EXPECT_NE(m.find("unknown country code"), std::string::npos) << m;
-  m = msg("[daemon]\ncarbon_intensity = 300\ncarbon_utc_offset_h = 2\n");
+  m = policy_error("[daemon]\ncarbon_intensity = 300\ncarbon_utc_offset_h = 2\n");
   EXPECT_NE(m.find("p.toml:3: key 'daemon.carbon_utc_offset_h' = 2"), std::string::npos) << m;
   EXPECT_NE(m.find("expected daemon.carbon_csv with it"), std::string::npos) << m;
-  EXPECT_EQ(msg("[daemon]\ncarbon_utc_offset_h = 0\n"), "parsed");  // 0 is UTC, the default
+  // 0 is UTC, the default
+  EXPECT_EQ(policy_error("[daemon]\ncarbon_utc_offset_h = 0\n"), "parsed");
 }
 
 // A range in a rule that grants no power limit bounds nothing: refused (it was accepted and did
 // nothing). A user or group this machine does not know is a warning the daemon logs at start.
 TEST(Policy, ARangeWithoutPowerLimitIsRefusedAndUnknownNamesAreWarned) {
-  std::string m;
-  try {
-    Policy::parse("[[allow]]\ngroups = [\"ml\"]\nmin_w = 150\n", "p.toml");
-    m = "parsed";
-  } catch (const Error& e) {
-    m = e.what();
-  }
+  const std::string m = policy_error("[[allow]]\ngroups = [\"ml\"]\nmin_w = 150\n");
   EXPECT_NE(m.find("p.toml:1: [[allow]] min_w = 150 has no effect"), std::string::npos) << m;
   EXPECT_NE(m.find("power_limit"), std::string::npos) << m;
   const Policy p = Policy::parse(R"([[allow]]
