@@ -55,12 +55,13 @@ SH
 chmod +x "$T/sbatch"
 fail() { echo "FAIL: $*"; exit 1; }
 
-# Dry run: prints sbatch lines, submits nothing. Exit 2: one job could not be scheduled.
+# Dry run: prints sbatch lines, submits nothing. Exit 3: one job could not be scheduled (review
+# of `schedule`, left item 1: it was 2, a usage error's status too).
 rc=0
 GT_SBATCH="$T/sbatch" "$GT" schedule "$T/jobs.toml" --carbon-csv "$T/ci.csv" --utc-offset 2 \
   --cluster-tz +02:00 --strategy interrupt --json "$T/plan.json" --submit slurm --dry-run > "$T/out.txt" || rc=$?
 cat "$T/out.txt"
-[ "$rc" = 2 ] || fail "exit code $rc, expected 2 (a job was not scheduled)"
+[ "$rc" = 3 ] || fail "exit code $rc, expected 3 (a job was not scheduled)"
 grep -q "impossible *NOT SCHEDULED" "$T/out.txt" || fail "unscheduled job not reported"
 grep -q -- "--begin=2020-06-01T03:00:00 --deadline=2020-06-01T05:00:00" "$T/out.txt" ||
   fail "fixed job not at the 03:00 valley"
@@ -69,13 +70,24 @@ grep -q -- "--dependency=afterany:\"\$PREV_JOBID\"" "$T/out.txt" || fail "no dep
 [ ! -e "$T/calls.log" ] || fail "dry run called sbatch"
 grep -q '"unscheduled"' "$T/plan.json" || fail "no JSON plan"
 ls "$T" | grep -q tmp && fail "temporary JSON file left behind"
+# the same plan with a usage error (--utc-offset missing, an unknown option) exits 2, an error
+# in what is read (a carbon CSV that is not there) 1: each status tells one thing
+for opts in "--strategy interrupt" "--utc-offset 2 --strategy interrupt --no-such-option"; do
+  rc=0
+  # shellcheck disable=SC2086
+  "$GT" schedule "$T/jobs.toml" --carbon-csv "$T/ci.csv" $opts > "$T/usage.txt" 2>&1 || rc=$?
+  [ "$rc" = 2 ] || fail "schedule $opts: exit $rc, expected 2 (a usage error): $(cat "$T/usage.txt")"
+done
+rc=0
+"$GT" schedule "$T/jobs.toml" --carbon-csv "$T/absent.csv" --utc-offset 2 > "$T/usage.txt" 2>&1 || rc=$?
+[ "$rc" = 1 ] || fail "a carbon CSV that is not there: exit $rc, expected 1: $(cat "$T/usage.txt")"
 
 # Submission through the fake sbatch.
 rc=0
 GT_SBATCH="$T/sbatch" "$GT" schedule "$T/jobs.toml" --carbon-csv "$T/ci.csv" --utc-offset 2 \
   --cluster-tz +02:00 --strategy interrupt --submit slurm > "$T/out2.txt" || rc=$?
 cat "$T/out2.txt" "$T/calls.log"
-[ "$rc" = 2 ] || fail "exit code $rc"
+[ "$rc" = 3 ] || fail "exit code $rc, expected 3 (a job was not scheduled; the others submitted)"
 [ "$(wc -l < "$T/calls.log")" = 3 ] || fail "expected 3 sbatch calls"
 grep -q "submitted resumable run 1 as Slurm job 503" "$T/out2.txt" || fail "ids not reported"
 grep -q -- "--dependency=afterany:502" "$T/calls.log" || fail "run 1 not chained to 502"
@@ -111,7 +123,7 @@ rc=0
 "$GT" schedule "$T/jobs.toml" --carbon-csv "$T/hole.csv" --utc-offset 2 --json "$T/hole.json" \
   > "$T/out3.txt" 2>&1 || rc=$?
 cat "$T/out3.txt"
-[ "$rc" = 2 ] || fail "exit code $rc with the offset CSV, expected 2 (a job was not scheduled)"
+[ "$rc" = 3 ] || fail "exit code $rc with the offset CSV, expected 3 (a job was not scheduled)"
 grep -q "warning: carbon series $T/hole.csv: no rows from 2020-06-01T00:00:00Z to 2020-06-01T02:00:00Z" \
   "$T/out3.txt" || fail "hole not warned about on the console"
 grep -q '"carbon_warnings"' "$T/hole.json" || fail "no carbon_warnings in the JSON plan"
