@@ -229,7 +229,8 @@ TEST_F(CliUsage, CountsAndDurationsOutsideTheirRangeNameTheOptionAndTheRange) {
       {tune + "--step -25", "--step -25 W is not valid; expected W > 0"},
       {tune + "--eta 2", "--eta 2 is not valid; expected an energy weight in [0, 1]"},
       {tune + "--eta -0.5", "--eta -0.5 is not valid; expected an energy weight in [0, 1]"},
-      {tune + "--max-slowdown 0.9", "--max-slowdown 0.9 is not valid; expected a time factor"},
+      {tune + "--objective slowdown --max-slowdown 0.9",
+       "--max-slowdown 0.9 is not valid; expected a time factor"},
       {tune + "--warmup-steps -1", "--warmup-steps -1 is not valid; expected 0 or more"},
       {tune + "--profile-steps 0", "--profile-steps 0 is not valid; expected 1 or more"},
   };
@@ -266,6 +267,41 @@ TEST_F(CliUsage, TuneRefusesOptionsASimulatedSearchWouldIgnore) {
                            "--profile-steps 1")
                 .exit_code,
             0);
+}
+
+// --eta and --max-slowdown were taken with every objective although only cost reads --eta and
+// only slowdown --max-slowdown (tune/tuner.cpp's choose_limit_w): `--objective energy --eta 0.2`
+// chose as without it, and `--max-slowdown 1.3` beside the default cost did nothing. Each is a
+// usage error naming the option and the objective it applies to, before any device is set up.
+TEST_F(CliUsage, TuneRefusesEtaAndMaxSlowdownWithAnObjectiveThatDoesNotReadThem) {
+  const std::string tune = kBin + " tune --simulate --step 100 --warmup-steps 0 --profile-steps 1 ";
+  const std::pair<std::string, std::string> refused[] = {
+      {"--objective energy --eta 0.2", "--eta applies to --objective cost only"},
+      {"--objective time --eta 0.2", "--objective time does not choose by it"},
+      {"--objective slowdown --eta 0.2", "--eta applies to --objective cost only"},
+      {"--max-slowdown 1.3", "--max-slowdown applies to --objective slowdown only"},
+      {"--objective energy --max-slowdown 1.3", "--objective energy does not read it"},
+      {"--objective cost --max-slowdown 1.3", "--max-slowdown applies to --objective slowdown"},
+  };
+  for (const auto& [args, needle] : refused) {
+    auto r = run_cmd(tune + args);
+    EXPECT_EQ(r.exit_code, 2) << args << ": " << r.output;
+    EXPECT_NE(r.output.find(needle), std::string::npos) << args << ": " << r.output;
+    EXPECT_EQ(r.output.find("simulated device(s)"), std::string::npos)
+        << args << ": set up first: " << r.output;
+  }
+  // where they are read, the chosen line names them (and no other objective's option)
+  const std::pair<std::string, std::string> taken[] = {
+      {"--eta 0.2", "(objective cost, eta 0.2, P_max"},
+      {"--objective cost --eta 0.9", "(objective cost, eta 0.9, P_max"},
+      {"--objective slowdown --max-slowdown 1.3", "(objective slowdown, max slowdown 1.3, P_max"},
+      {"--objective energy", "(objective energy, P_max"},
+  };
+  for (const auto& [args, needle] : taken) {
+    auto r = run_cmd(tune + args);
+    EXPECT_EQ(r.exit_code, 0) << args << ": " << r.output;
+    EXPECT_NE(r.output.find(needle), std::string::npos) << args << ": " << r.output;
+  }
 }
 
 // docs/commands.md named tune's objectives "energy, time, eta-cost or max-slowdown"; the command
