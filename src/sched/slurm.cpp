@@ -163,7 +163,9 @@ std::vector<SbatchCall> sbatch_calls(const Plan& plan, const std::vector<Job>& j
       // the work: it also gets the margin (time_margin_s) for a duration estimated short.
       // --time-min, its length: Slurm cancels a job that cannot end by --deadline, reckoned
       // with --time-min when given (sbatch(1), --deadline), so a run planned to end at the
-      // deadline is not cancelled for its lead or margin.
+      // deadline is not cancelled for its lead or margin. The price: Slurm's backfill may start
+      // the run with any limit down to --time-min, margin and lead gone (docs/commands.md says
+      // what the user sees and how to avoid it).
       const std::int64_t len = jp.runs[r].end_s - jp.runs[r].start_s;
       const bool last = r + 1 == jp.runs.size();
       c.args.push_back(fmt::format("--time={}", minutes_up(len + (pieces ? kSignalLeadS : 0) +

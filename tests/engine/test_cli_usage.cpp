@@ -326,6 +326,35 @@ TEST_F(CliUsage, TuneObjectivesInTheDocsAreTheCommands) {
   }
 }
 
+// schedule --submit gives every job --time-min (its planned length) beside --time (plus a
+// margin), and with --time-min Slurm's backfill may start a job with any limit down to it, the
+// margin gone: the docs said only why --time-min is there (review of `schedule`, left item 3).
+// While sbatch gets --time-min, the schedule section says what backfill may do with it, what the
+// user sees, and how to keep the margin.
+TEST_F(CliUsage, ScheduleDocsSayBackfillMayDropTheMarginToTimeMin) {
+  test::write_file(d.file("ci.csv"),
+                   "Time,Carbon Intensity\n2020-06-01 00:00:00,400\n2020-06-01 01:00:00,100\n"
+                   "2020-06-01 02:00:00,400\n");
+  test::write_file(d.file("j.toml"),
+                   "[[job]]\nname = \"j\"\nscript = \"j.sbatch\"\nduration_s = 3600\n"
+                   "power_w = 100\nearliest_start = 2020-06-01T00:00:00\n"
+                   "deadline = 2020-06-01T03:00:00\n");
+  auto r = run_cmd("GT_SCHEDULE_NOW=2020-01-01T00:00:00Z " + kBin + " schedule " +
+                   d.file("j.toml") + " --carbon-csv " + d.file("ci.csv") +
+                   " --utc-offset 0 --cluster-tz 0 --submit slurm --dry-run");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ASSERT_NE(r.output.find("--time=66 --time-min=60"), std::string::npos) << r.output;
+  const std::string docs = slurp(std::string(GT_SOURCE_DIR) + "/docs/commands.md");
+  const auto section = docs.find("## `greentrain schedule`");
+  ASSERT_NE(section, std::string::npos);
+  const auto at = docs.find("- `--time-min` also lets Slurm take the margin away", section);
+  ASSERT_NE(at, std::string::npos) << "the schedule section does not say what backfill may do";
+  const std::string para = docs.substr(at, docs.find('\n', at) - at);
+  for (const char* want : {"backfill", "`TimeLimit`", "`TimeMin`", "`TIMEOUT`", "`--dry-run`",
+                           "without `--time-min`", "no option"})
+    EXPECT_NE(para.find(want), std::string::npos) << want << " not in: " << para;
+}
+
 TEST_F(CliUsage, TrainChecksTheCarbonFileBeforeLoadingData) {
   test::write_file(d.file("bad.csv"), "Time,Carbon Intensity\n2020-01-01 00:00:00,lots\n");
   auto r = run_cmd(kBin + " train " + cfg + " --data " + d.file("no-data.txt") +
