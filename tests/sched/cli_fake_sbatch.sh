@@ -330,4 +330,25 @@ GT_SCHEDULE_NOW=2026-06-01T00:02:00Z GT_SBATCH="$T/sbatch-flaky2" "$GT" schedule
 cat "$T/retry5.txt" "$T/flaky2.log"
 [ "$(grep -c -- "--job-name=a " "$T/flaky2.log")" = 1 ] || fail "'a' was submitted twice with --shift-to-now"
 grep -q -- "--job-name=b --begin=2026-06-01T00:02:00" "$T/flaky2.log" || fail "b not submitted at the retry's now"
+# Review of `schedule`, left item 4: a record written before the time limits changed
+# (greentrain-submitted-1; its keys hold the arguments of then: no --time for a job in one
+# piece, no --time-min) matched no call, and the retry submitted every job again, the queued one
+# twice. It is refused (exit 1), naming the record, its job and what to do; sbatch is not run.
+cp "$T/retry.toml" "$T/old.toml"
+printf '{"format": "greentrain-submitted-1", "submitted": [{"job": "a", "run": 0, "job_id": "801", "key": "a#0\\u001f--parsable\\u001f--job-name=a\\u001f--begin=2020-06-01T00:00:00\\u001f--deadline=2020-06-01T05:00:00\\u001f--comment=greentrain planned_power_w=100\\u001f'"$T/a.sbatch"'"}]}\n' \
+  > "$T/old.toml.submitted.json"
+rm -f "$T/calls.log"
+for dry in "" "--dry-run"; do
+  rc=0
+  # shellcheck disable=SC2086
+  GT_SCHEDULE_NOW=2020-05-31T23:00:00Z GT_SBATCH="$T/sbatch" "$GT" schedule "$T/old.toml" \
+    --carbon-csv "$T/retry.csv" --utc-offset 0 --cluster-tz 0 --submit slurm $dry > "$T/old.txt" 2>&1 || rc=$?
+  cat "$T/old.txt"
+  [ "$rc" = 1 ] || fail "a retry with an old-format record: exit $rc, expected 1 (refused)"
+  grep -qF "$T/old.toml.submitted.json: a submission record written by an earlier greentrain" "$T/old.txt" ||
+    fail "the refusal does not name the old record"
+  grep -qF "job 'a' run 0: Slurm job 801" "$T/old.txt" || fail "the refusal does not name the queued job"
+  grep -qF 'squeue -j 801' "$T/old.txt" || fail "the refusal does not say to check squeue"
+  [ ! -e "$T/calls.log" ] || fail "sbatch ran with an old-format record: $(cat "$T/calls.log")"
+done
 echo "PASS"
