@@ -89,6 +89,8 @@ void set_energy(Measured& row, const run::Summary& s, double energy, double toke
     // use the whole run's window, which also holds the final validation pass, and say so.
     energy = s.energy_j.value_or(NAN);
     tokens = s.tokens ? static_cast<double>(*s.tokens) : 0.0;
+    // these are the last session's figures (summary.json's own): its flag, not the run's
+    row.estimated = s.energy_estimated.value_or(true);
     row.energy_basis =
         fmt::format("whole run incl. final validation (the logged intervals' energy was {})",
                     std::isnan(energy) ? "unknown" : "unknown or 0");
@@ -121,7 +123,12 @@ Measured read_row(const fs::path& dir, const std::vector<int>& starts) {
   row.peak_rss_bytes = mem.memory_peak_rss_bytes.value_or(0);
   // the plan's arenas plus what the process held before allocating them
   row.planned_bytes = mem.memory_planned_bytes.value_or(0) + mem.memory_runtime_bytes.value_or(0);
-  row.estimated = s.energy_estimated.value_or(true);
+  // the logged intervals span every session of a row resumed over rounds: estimated when any
+  // session's energy was (run_totals.energy_estimated), as schedule and report read it; a
+  // run_totals written before that key falls back to this session's flag
+  // (Summary::run_energy_estimated). Neither recorded: taken as estimated
+  const bool known = s.energy_estimated || (s.run_totals && s.run_totals->energy_estimated);
+  row.estimated = known ? s.run_energy_estimated() : true;
   // training steps only: median step speed without the first (primitive creation) step;
   // energy of the logged training intervals (validation is outside them)
   const Intervals iv = read_intervals(dir / run::file::metrics, starts);

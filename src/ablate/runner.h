@@ -22,7 +22,7 @@ struct Measured {
   double loss = NAN;  ///< the last training loss; NaN: unknown (summary.json has none)
   std::optional<double> joules_per_token, tokens_per_joule;  ///< empty: energy unknown
   double val_loss = NAN;                                     ///< NaN: no validation
-  bool estimated = true;                                     ///< summary.json's energy_estimated
+  bool estimated = true;                                     ///< some session's energy estimated
   std::string energy = "unknown";                            ///< measured | estimated | unknown
   std::string energy_unknown_reason;                         ///< why, when energy is unknown
   /// What the energy covers: "training intervals", or the whole run when those could not be

@@ -55,6 +55,12 @@ struct ScheduleArgs {
   bool interruptible = false;
 };
 
+// Exit status when some job could not be scheduled (no start fits its window, deadline and the
+// power budget): the scheduled ones are printed (and submitted with --submit) all the same. Not
+// 1 (an error: nothing done) nor 2 (kUsageExit), so a script or a Slurm operator can tell it
+// from both; docs/commands.md lists schedule's statuses.
+constexpr int kUnschedulableExit = 3;
+
 // The longest --window-h and --deadline-grace-s, s: a year of 366 days.
 constexpr std::int64_t kMaxWindowS = 366 * 24 * 3600;
 
@@ -253,8 +259,9 @@ void run_schedule(const ScheduleArgs& a) {
     else
       std::fprintf(out, "mean over %d seeds: unknown (no seed's saving is known)\n", a.seeds);
   }
-  // Exit 2 when a job could not be scheduled, so scripts notice.
-  gt::cli::exit_code() = plan.unscheduled() > 0 ? 2 : 0;
+  // a job that could not be scheduled has its own status, so scripts notice (and can tell it
+  // from a usage error)
+  gt::cli::exit_code() = plan.unscheduled() > 0 ? kUnschedulableExit : 0;
 }
 
 void setup(CLI::App& root) {
@@ -262,7 +269,7 @@ void setup(CLI::App& root) {
   CLI::App* c = root.add_subcommand(
       "schedule",
       "Plan jobs under a power budget and a carbon-intensity series; submit them to Slurm "
-      "(exit 2 when a job cannot be scheduled)");
+      "(exit 3 when a job cannot be scheduled, 2 on a usage error, 1 on an error)");
   c->add_option("jobs", a->jobs_toml,
                 "job list: TOML ([[job]] tables) or CSV (*.csv: name|job_id, "
                 "nominal_start|arrival_time, duration_s|duration_minutes, ...; see README)")

@@ -37,13 +37,28 @@ struct TuneArgs {
   std::string profile;
   std::string json;
   bool out_given = false, devices_given = false, sim_devices_given = false;
+  bool eta_given = false, max_slowdown_given = false;
 };
 
-// The options of a search on this machine's devices, which a simulated search would ignore, and
-// --sim-devices without --simulate, are refused (gt::UsageError naming them) before anything is
-// read or opened. (Not CLI11's needs()/excludes(): "--sim-devices requires --simulate" names
-// one option at a time and not what to give instead.)
+// The options of a search on this machine's devices, which a simulated search would ignore,
+// --sim-devices without --simulate, and --eta / --max-slowdown beside an objective that does not
+// choose by them, are refused (gt::UsageError naming them) before anything is read or opened.
+// (Not CLI11's needs()/excludes(): "--sim-devices requires --simulate" names one option at a
+// time and not what to give instead.)
 void refuse_options_that_would_be_ignored(const TuneArgs& a) {
+  // --eta weighs energy against time in the cost only (choose_limit_w); with another objective
+  // it would change no more than the cost column of the log and the JSON
+  if (a.eta_given && a.objective != "cost")
+    throw gt::UsageError(fmt::format(
+        "--eta applies to --objective cost only (the energy weight of Zeus's cost); --objective "
+        "{} does not choose by it; expected --objective cost with it, or no --eta",
+        a.objective));
+  // --max-slowdown bounds the slowdown objective's time per step only
+  if (a.max_slowdown_given && a.objective != "slowdown")
+    throw gt::UsageError(fmt::format(
+        "--max-slowdown applies to --objective slowdown only (the time factor it allows); "
+        "--objective {} does not read it; expected --objective slowdown with it",
+        a.objective));
   if (a.simulate) {
     std::vector<std::string> unused;
     if (!a.config.empty()) unused.push_back("CONFIG " + a.config);
@@ -80,6 +95,15 @@ void check_ranges(const TuneArgs& a) {
             fmt::format("--profile-steps {} is not valid; expected 1 or more", a.profile_steps));
   gt::check(a.sim_devices >= 1 && a.sim_devices <= 64,
             fmt::format("--sim-devices {} is not valid; expected 1..64", a.sim_devices));
+}
+
+// The option the objective chose by, for the "chosen power limit" line: ", eta E" for cost,
+// ", max slowdown F" for slowdown, nothing for energy and time (which read neither).
+std::string chosen_by(const gt::tune::TuneOptions& opt) {
+  if (opt.objective == gt::tune::Objective::cost) return fmt::format(", eta {}", opt.eta);
+  if (opt.objective == gt::tune::Objective::slowdown)
+    return fmt::format(", max slowdown {}", opt.max_slowdown);
+  return "";
 }
 
 void run_tune(const TuneArgs& a) {
@@ -130,10 +154,10 @@ void run_tune(const TuneArgs& a) {
   for (const auto& p : r.points)
     if (p.limit_w == r.chosen_limit_w) best = &p;
   std::fprintf(out,
-               "chosen power limit: %g W (objective %s, eta %g, P_max %g W)\n"
+               "chosen power limit: %g W (objective %s%s, P_max %g W)\n"
                "  vs %g W: energy per step %.1f %%, time per step %+.1f %%\n",
-               r.chosen_limit_w, std::string(objective_name(opt.objective)).c_str(), opt.eta,
-               r.p_max_w, top->limit_w,
+               r.chosen_limit_w, std::string(objective_name(opt.objective)).c_str(),
+               chosen_by(opt).c_str(), r.p_max_w, top->limit_w,
                100.0 * (best->energy_per_step_j - top->energy_per_step_j) / top->energy_per_step_j,
                100.0 * (best->time_per_step_s - top->time_per_step_s) / top->time_per_step_s);
   std::fprintf(out, "limits restored to:");
@@ -187,14 +211,18 @@ void setup(CLI::App& root) {
   c->add_option("--profile-steps", a->profile_steps, "steps measured at each limit (default 5)");
   c->add_option("--objective", a->objective,
                 "energy | time | cost (eta*E + (1-eta)*P_max*T) | slowdown (default cost)");
-  c->add_option("--eta", a->eta, "energy weight of the cost, 0..1 (default 0.5)");
-  c->add_option("--max-slowdown", a->max_slowdown,
-                "for --objective slowdown: time factor allowed vs the highest limit (default 1.1)");
+  CLI::Option* eta = c->add_option(
+      "--eta", a->eta, "for --objective cost: energy weight of the cost, 0..1 (default 0.5)");
+  CLI::Option* max_slowdown = c->add_option(
+      "--max-slowdown", a->max_slowdown,
+      "for --objective slowdown: time factor allowed vs the highest limit (default 1.1)");
   c->add_option("--profile", a->profile, "JSON profile: reused when it matches, else written");
   gt::cli::add_json_option(c, a->json,
                            "the search's result (every limit's profile, the chosen one)");
-  c->callback([a, out, sim_devices, devices]() {
+  c->callback([a, out, sim_devices, devices, eta, max_slowdown]() {
     a->out_given = out->count() > 0;
+    a->eta_given = eta->count() > 0;
+    a->max_slowdown_given = max_slowdown->count() > 0;
     a->devices_given = devices->count() > 0;
     a->sim_devices_given = sim_devices->count() > 0;
     run_tune(*a);

@@ -163,7 +163,9 @@ std::vector<SbatchCall> sbatch_calls(const Plan& plan, const std::vector<Job>& j
       // the work: it also gets the margin (time_margin_s) for a duration estimated short.
       // --time-min, its length: Slurm cancels a job that cannot end by --deadline, reckoned
       // with --time-min when given (sbatch(1), --deadline), so a run planned to end at the
-      // deadline is not cancelled for its lead or margin.
+      // deadline is not cancelled for its lead or margin. The price: Slurm's backfill may start
+      // the run with any limit down to --time-min, margin and lead gone (docs/commands.md says
+      // what the user sees and how to avoid it).
       const std::int64_t len = jp.runs[r].end_s - jp.runs[r].start_s;
       const bool last = r + 1 == jp.runs.size();
       c.args.push_back(fmt::format("--time={}", minutes_up(len + (pieces ? kSignalLeadS : 0) +
@@ -271,6 +273,45 @@ std::string submission_key(const SbatchCall& call) {
   return k;
 }
 
+namespace {
+
+// Why a record of greentrain-submitted-1 is refused, and what to do: its keys hold the sbatch
+// arguments of the greentrain that wrote it (--time without the margin, no --time-min), which no
+// call of this one has, so a retry would take every run for new and submit the queued ones
+// again. Names the runs it records (j["submitted"], an array) and their Slurm job ids, for
+// squeue.
+std::string old_record_message(const std::string& path, const nlohmann::json& j) {
+  std::string runs, ids;
+  std::size_t n = 0;
+  for (const auto& e : j["submitted"]) {
+    const std::string id = e.is_object() && e.contains("job_id") && e["job_id"].is_string()
+                               ? e["job_id"].get<std::string>()
+                               : "?";
+    if (id != "?") ids += (ids.empty() ? "" : ",") + id;
+    if (++n > 8) continue;  // the ids all go to squeue; the runs named are the first 8
+    if (!e.is_object()) continue;
+    const std::string job =
+        e.contains("job") && e["job"].is_string() ? e["job"].get<std::string>() : "?";
+    const std::string run = e.contains("run") && e["run"].is_number_unsigned()
+                                ? std::to_string(e["run"].get<std::uint64_t>())
+                                : "?";
+    runs += fmt::format("{}job '{}' run {}: Slurm job {}", runs.empty() ? "" : "; ", job, run, id);
+  }
+  return fmt::format(
+      "{}: a submission record written by an earlier greentrain (format {}); its runs are "
+      "keyed by the sbatch arguments of then, and this greentrain writes other time limits "
+      "(--time with a margin, --time-min), so it cannot tell which runs of the plan Slurm "
+      "has: a retry would submit every run again, those already queued twice. Nothing was "
+      "submitted. The record names {} run(s): {}. Check them with `squeue -j {}` (`sacct -j` for "
+      "those that ended); scancel the ones to submit anew, then remove {} and run the command "
+      "again: it submits the whole plan (to keep the queued ones, remove the record and "
+      "submit the other runs from the lines --dry-run prints)",
+      path, kOldSubmissionRecordFormat, n, runs + (n > 8 ? "; ..." : ""), ids.empty() ? "ID" : ids,
+      path);
+}
+
+}  // namespace
+
 std::map<std::string, std::string> read_submission_record(const std::string& path) {
   std::map<std::string, std::string> out;
   std::ifstream f(path, std::ios::binary);
@@ -288,13 +329,18 @@ std::map<std::string, std::string> read_submission_record(const std::string& pat
   }
   // the format is compared only when it is a string: value() would throw nlohmann's type_error
   // on {"format": [...]}, which no caller expects (bench/fuzz.sh found it)
+  const bool old_format = j.is_object() && j.contains("format") && j["format"].is_string() &&
+                          j["format"].get<std::string>() == kOldSubmissionRecordFormat &&
+                          j.contains("submitted") && j["submitted"].is_array();
+  if (old_format && j["submitted"].empty()) return out;  // no run recorded: Slurm has none
+  if (old_format) throw Error(old_record_message(path, j));
   if (!j.is_object() || !j.contains("format") || !j["format"].is_string() ||
-      j["format"].get<std::string>() != "greentrain-submitted-1" || !j.contains("submitted") ||
+      j["format"].get<std::string>() != kSubmissionRecordFormat || !j.contains("submitted") ||
       !j["submitted"].is_array())
     throw Error(
-        fmt::format("{}: not a submission record; expected format "
-                    "greentrain-submitted-1 with a 'submitted' list",
-                    path));
+        fmt::format("{}: not a submission record; expected format {} with a "
+                    "'submitted' list",
+                    path, kSubmissionRecordFormat));
   for (const auto& e : j["submitted"]) {
     if (!e.is_object() || !e.contains("key") || !e.contains("job_id") || !e["job_id"].is_string() ||
         e["job_id"].get<std::string>().empty())
@@ -312,7 +358,7 @@ namespace {
 void write_submission_record(const std::string& path, const std::vector<SbatchCall>& calls,
                              const std::map<std::string, std::string>& ids) {
   nlohmann::json j;
-  j["format"] = "greentrain-submitted-1";
+  j["format"] = kSubmissionRecordFormat;
   j["submitted"] = nlohmann::json::array();
   for (const auto& c : calls) {
     const std::string k = submission_key(c);

@@ -157,8 +157,17 @@ std::vector<std::string> submit_sbatch(const std::vector<SbatchCall>& calls,
                                        const std::string& record_path = "",
                                        const std::function<void(const std::string&)>& say = {});
 
+/// The submission record's format: "greentrain-submitted-2", whose keys (submission_key) hold
+/// the sbatch arguments with the time limits of now (--time with its margin, --time-min).
+inline constexpr char kSubmissionRecordFormat[] = "greentrain-submitted-2";
+/// The format before it, whose keys hold the arguments of then: none matches a call of now.
+inline constexpr char kOldSubmissionRecordFormat[] = "greentrain-submitted-1";
+
 /// The submission record at `path`: call key -> Slurm job id (empty when there is no file).
-/// Throws gt::Error naming the file when it is not such a record.
+/// Throws gt::Error naming the file when it is not such a record, and when it is one of
+/// kOldSubmissionRecordFormat: no key of it can match, so a retry would submit the runs Slurm
+/// has again; the error names its runs and Slurm job ids and says to check squeue, then remove
+/// the record (an old record that names no run is read as empty).
 std::map<std::string, std::string> read_submission_record(const std::string& path);
 /// The key of a call in the record: its job, run and arguments as planned (planned_args, else
 /// args; placeholders as written). A start shifted to now is not part of it: a rerun with

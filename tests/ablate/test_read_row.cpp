@@ -58,6 +58,49 @@ TEST(AblateReadRow, UnknownIntervalsFallBackToTheWholeRunAndSaySo) {
   EXPECT_NE(m.energy_basis.find("whole run"), std::string::npos) << m.energy_basis;
 }
 
+// A row resumed over rounds logs intervals from every session; its energy was marked measured
+// when only the last session's was (energy_estimated false) though an earlier one's was an
+// estimate. run_totals.energy_estimated covers them all, as schedule and report read it; a
+// run_totals written before that key falls back to the session's flag.
+TEST(AblateReadRow, AnEarlierSessionsEstimateMakesTheRowEstimated) {
+  const std::string metrics =
+      "{\"step\": 2, \"tokens_per_s\": 10, \"energy_j\": 30, \"energy_interval_tokens\": 10}\n"
+      "{\"step\": 4, \"tokens_per_s\": 10, \"energy_j\": 20, \"energy_interval_tokens\": 10}\n";
+  struct Case {
+    const char* summary;
+    const char* energy;
+  } cases[] = {
+      {R"({"energy_estimated": false, "run_totals": {"sessions": 2, "energy_estimated": true}})",
+       "estimated"},
+      {R"({"energy_estimated": false, "run_totals": {"sessions": 2, "energy_estimated": false}})",
+       "measured"},
+      // written before run_totals.energy_estimated: the last session's flag
+      {R"({"energy_estimated": false, "run_totals": {"sessions": 2}})", "measured"},
+      {R"({"energy_estimated": true, "run_totals": {"sessions": 2}})", "estimated"},
+      {R"({"energy_estimated": false})", "measured"},
+  };
+  for (const auto& c : cases) {
+    test::TempDir d;
+    test::write_file(d.file("summary.json"), c.summary);
+    test::write_file(d.file("metrics.jsonl"), metrics);
+    const Measured m = read_row(d.path, {1, 3});
+    EXPECT_EQ(m.energy, c.energy) << c.summary;
+    EXPECT_EQ(m.energy_basis, "training intervals") << c.summary;
+  }
+  // the intervals' energy unknown: the figure is the last session's (summary.json's energy_j),
+  // and so is the flag
+  test::TempDir d;
+  test::write_file(d.file("summary.json"),
+                   R"({"energy_j": 40, "tokens": 20, "energy_estimated": false,
+                       "run_totals": {"sessions": 2, "energy_estimated": true}})");
+  test::write_file(d.file("metrics.jsonl"),
+                   "{\"step\": 2, \"tokens_per_s\": 10, \"energy_j\": null, "
+                   "\"energy_interval_tokens\": 10}\n");
+  const Measured m = read_row(d.path, {1});
+  EXPECT_EQ(m.energy, "measured");
+  EXPECT_NE(m.energy_basis.find("whole run"), std::string::npos) << m.energy_basis;
+}
+
 TEST(AblateReadRow, NoEnergyAnywhereIsUnknownWithTheSummarysReason) {
   test::TempDir d;
   test::write_file(d.file("summary.json"),

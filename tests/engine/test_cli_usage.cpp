@@ -229,7 +229,8 @@ TEST_F(CliUsage, CountsAndDurationsOutsideTheirRangeNameTheOptionAndTheRange) {
       {tune + "--step -25", "--step -25 W is not valid; expected W > 0"},
       {tune + "--eta 2", "--eta 2 is not valid; expected an energy weight in [0, 1]"},
       {tune + "--eta -0.5", "--eta -0.5 is not valid; expected an energy weight in [0, 1]"},
-      {tune + "--max-slowdown 0.9", "--max-slowdown 0.9 is not valid; expected a time factor"},
+      {tune + "--objective slowdown --max-slowdown 0.9",
+       "--max-slowdown 0.9 is not valid; expected a time factor"},
       {tune + "--warmup-steps -1", "--warmup-steps -1 is not valid; expected 0 or more"},
       {tune + "--profile-steps 0", "--profile-steps 0 is not valid; expected 1 or more"},
   };
@@ -268,6 +269,41 @@ TEST_F(CliUsage, TuneRefusesOptionsASimulatedSearchWouldIgnore) {
             0);
 }
 
+// --eta and --max-slowdown were taken with every objective although only cost reads --eta and
+// only slowdown --max-slowdown (tune/tuner.cpp's choose_limit_w): `--objective energy --eta 0.2`
+// chose as without it, and `--max-slowdown 1.3` beside the default cost did nothing. Each is a
+// usage error naming the option and the objective it applies to, before any device is set up.
+TEST_F(CliUsage, TuneRefusesEtaAndMaxSlowdownWithAnObjectiveThatDoesNotReadThem) {
+  const std::string tune = kBin + " tune --simulate --step 100 --warmup-steps 0 --profile-steps 1 ";
+  const std::pair<std::string, std::string> refused[] = {
+      {"--objective energy --eta 0.2", "--eta applies to --objective cost only"},
+      {"--objective time --eta 0.2", "--objective time does not choose by it"},
+      {"--objective slowdown --eta 0.2", "--eta applies to --objective cost only"},
+      {"--max-slowdown 1.3", "--max-slowdown applies to --objective slowdown only"},
+      {"--objective energy --max-slowdown 1.3", "--objective energy does not read it"},
+      {"--objective cost --max-slowdown 1.3", "--max-slowdown applies to --objective slowdown"},
+  };
+  for (const auto& [args, needle] : refused) {
+    auto r = run_cmd(tune + args);
+    EXPECT_EQ(r.exit_code, 2) << args << ": " << r.output;
+    EXPECT_NE(r.output.find(needle), std::string::npos) << args << ": " << r.output;
+    EXPECT_EQ(r.output.find("simulated device(s)"), std::string::npos)
+        << args << ": set up first: " << r.output;
+  }
+  // where they are read, the chosen line names them (and no other objective's option)
+  const std::pair<std::string, std::string> taken[] = {
+      {"--eta 0.2", "(objective cost, eta 0.2, P_max"},
+      {"--objective cost --eta 0.9", "(objective cost, eta 0.9, P_max"},
+      {"--objective slowdown --max-slowdown 1.3", "(objective slowdown, max slowdown 1.3, P_max"},
+      {"--objective energy", "(objective energy, P_max"},
+  };
+  for (const auto& [args, needle] : taken) {
+    auto r = run_cmd(tune + args);
+    EXPECT_EQ(r.exit_code, 0) << args << ": " << r.output;
+    EXPECT_NE(r.output.find(needle), std::string::npos) << args << ": " << r.output;
+  }
+}
+
 // docs/commands.md named tune's objectives "energy, time, eta-cost or max-slowdown"; the command
 // takes energy|time|cost|slowdown (review of `schedule`, item 6). The names the docs give in the
 // sentence on --objective are the ones the command runs.
@@ -288,6 +324,35 @@ TEST_F(CliUsage, TuneObjectivesInTheDocsAreTheCommands) {
                      "--objective " + o);
     EXPECT_EQ(r.exit_code, 0) << o << ": " << r.output;
   }
+}
+
+// schedule --submit gives every job --time-min (its planned length) beside --time (plus a
+// margin), and with --time-min Slurm's backfill may start a job with any limit down to it, the
+// margin gone: the docs said only why --time-min is there (review of `schedule`, left item 3).
+// While sbatch gets --time-min, the schedule section says what backfill may do with it, what the
+// user sees, and how to keep the margin.
+TEST_F(CliUsage, ScheduleDocsSayBackfillMayDropTheMarginToTimeMin) {
+  test::write_file(d.file("ci.csv"),
+                   "Time,Carbon Intensity\n2020-06-01 00:00:00,400\n2020-06-01 01:00:00,100\n"
+                   "2020-06-01 02:00:00,400\n");
+  test::write_file(d.file("j.toml"),
+                   "[[job]]\nname = \"j\"\nscript = \"j.sbatch\"\nduration_s = 3600\n"
+                   "power_w = 100\nearliest_start = 2020-06-01T00:00:00\n"
+                   "deadline = 2020-06-01T03:00:00\n");
+  auto r = run_cmd("GT_SCHEDULE_NOW=2020-01-01T00:00:00Z " + kBin + " schedule " +
+                   d.file("j.toml") + " --carbon-csv " + d.file("ci.csv") +
+                   " --utc-offset 0 --cluster-tz 0 --submit slurm --dry-run");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ASSERT_NE(r.output.find("--time=66 --time-min=60"), std::string::npos) << r.output;
+  const std::string docs = slurp(std::string(GT_SOURCE_DIR) + "/docs/commands.md");
+  const auto section = docs.find("## `greentrain schedule`");
+  ASSERT_NE(section, std::string::npos);
+  const auto at = docs.find("- `--time-min` also lets Slurm take the margin away", section);
+  ASSERT_NE(at, std::string::npos) << "the schedule section does not say what backfill may do";
+  const std::string para = docs.substr(at, docs.find('\n', at) - at);
+  for (const char* want : {"backfill", "`TimeLimit`", "`TimeMin`", "`TIMEOUT`", "`--dry-run`",
+                           "without `--time-min`", "no option"})
+    EXPECT_NE(para.find(want), std::string::npos) << want << " not in: " << para;
 }
 
 TEST_F(CliUsage, TrainChecksTheCarbonFileBeforeLoadingData) {

@@ -70,12 +70,13 @@ submit() {
 }
 fake_sbatch sbatch 500
 
-# Dry run: prints sbatch lines, submits nothing. Exit 2: one job could not be scheduled.
+# Dry run: prints sbatch lines, submits nothing. Exit 3: one job could not be scheduled (review
+# of `schedule`, left item 1: it was 2, a usage error's status too).
 rc=0
 GT_SBATCH="$T/sbatch" "$GT" schedule "$T/jobs.toml" --carbon-csv "$T/ci.csv" --utc-offset 2 \
   --cluster-tz +02:00 --strategy interrupt --json "$T/plan.json" --submit slurm --dry-run > "$T/out.txt" || rc=$?
 cat "$T/out.txt"
-[ "$rc" = 2 ] || fail "exit code $rc, expected 2 (a job was not scheduled)"
+[ "$rc" = 3 ] || fail "exit code $rc, expected 3 (a job was not scheduled)"
 grep -q "impossible *NOT SCHEDULED" "$T/out.txt" || fail "unscheduled job not reported"
 grep -q -- "--begin=2020-06-01T03:00:00 --deadline=2020-06-01T05:00:00" "$T/out.txt" ||
   fail "fixed job not at the 03:00 valley"
@@ -84,13 +85,24 @@ grep -q -- "--dependency=afterany:\"\$PREV_JOBID\"" "$T/out.txt" || fail "no dep
 [ ! -e "$T/sbatch.log" ] || fail "dry run called sbatch"
 grep -q '"unscheduled"' "$T/plan.json" || fail "no JSON plan"
 ls "$T" | grep -q tmp && fail "temporary JSON file left behind"
+# the same plan with a usage error (--utc-offset missing, an unknown option) exits 2, an error
+# in what is read (a carbon CSV that is not there) 1: each status tells one thing
+for opts in "--strategy interrupt" "--utc-offset 2 --strategy interrupt --no-such-option"; do
+  rc=0
+  # shellcheck disable=SC2086
+  "$GT" schedule "$T/jobs.toml" --carbon-csv "$T/ci.csv" $opts > "$T/usage.txt" 2>&1 || rc=$?
+  [ "$rc" = 2 ] || fail "schedule $opts: exit $rc, expected 2 (a usage error): $(cat "$T/usage.txt")"
+done
+rc=0
+"$GT" schedule "$T/jobs.toml" --carbon-csv "$T/absent.csv" --utc-offset 2 > "$T/usage.txt" 2>&1 || rc=$?
+[ "$rc" = 1 ] || fail "a carbon CSV that is not there: exit $rc, expected 1: $(cat "$T/usage.txt")"
 
 # Submission through the fake sbatch.
 rc=0
 GT_SBATCH="$T/sbatch" "$GT" schedule "$T/jobs.toml" --carbon-csv "$T/ci.csv" --utc-offset 2 \
   --cluster-tz +02:00 --strategy interrupt --submit slurm > "$T/out2.txt" || rc=$?
 cat "$T/out2.txt" "$T/sbatch.log"
-[ "$rc" = 2 ] || fail "exit code $rc"
+[ "$rc" = 3 ] || fail "exit code $rc, expected 3 (a job was not scheduled; the others submitted)"
 [ "$(wc -l < "$T/sbatch.log")" = 3 ] || fail "expected 3 sbatch calls"
 grep -q "submitted resumable run 1 as Slurm job 503" "$T/out2.txt" || fail "ids not reported"
 grep -q -- "--dependency=afterany:502" "$T/sbatch.log" || fail "run 1 not chained to 502"
@@ -126,7 +138,7 @@ rc=0
 "$GT" schedule "$T/jobs.toml" --carbon-csv "$T/hole.csv" --utc-offset 2 --json "$T/hole.json" \
   > "$T/out3.txt" 2>&1 || rc=$?
 cat "$T/out3.txt"
-[ "$rc" = 2 ] || fail "exit code $rc with the offset CSV, expected 2 (a job was not scheduled)"
+[ "$rc" = 3 ] || fail "exit code $rc with the offset CSV, expected 3 (a job was not scheduled)"
 grep -q "warning: carbon series $T/hole.csv: no rows from 2020-06-01T00:00:00Z to 2020-06-01T02:00:00Z" \
   "$T/out3.txt" || fail "hole not warned about on the console"
 grep -q '"carbon_warnings"' "$T/hole.json" || fail "no carbon_warnings in the JSON plan"
@@ -320,4 +332,25 @@ retry 2026-06-01T00:02:00Z shift.toml retry5.txt --shift-to-now ||
 cat "$T/retry5.txt" "$T/sbatch-flaky2.log"
 [ "$(grep -c -- "--job-name=a " "$T/sbatch-flaky2.log")" = 1 ] || fail "'a' was submitted twice with --shift-to-now"
 grep -q -- "--job-name=b --begin=2026-06-01T00:02:00" "$T/sbatch-flaky2.log" || fail "b not submitted at the retry's now"
+# Review of `schedule`, left item 4: a record written before the time limits changed
+# (greentrain-submitted-1; its keys hold the arguments of then: no --time for a job in one
+# piece, no --time-min) matched no call, and the retry submitted every job again, the queued one
+# twice. It is refused (exit 1), naming the record, its job and what to do; sbatch is not run.
+cp "$T/retry.toml" "$T/old.toml"
+printf '{"format": "greentrain-submitted-1", "submitted": [{"job": "a", "run": 0, "job_id": "801", "key": "a#0\\u001f--parsable\\u001f--job-name=a\\u001f--begin=2020-06-01T00:00:00\\u001f--deadline=2020-06-01T05:00:00\\u001f--comment=greentrain planned_power_w=100\\u001f'"$T/a.sbatch"'"}]}\n' \
+  > "$T/old.toml.submitted.json"
+rm -f "$T/sbatch.log"
+for dry in "" "--dry-run"; do
+  rc=0
+  # shellcheck disable=SC2086
+  GT_SCHEDULE_NOW=2020-05-31T23:00:00Z GT_SBATCH="$T/sbatch" "$GT" schedule "$T/old.toml" \
+    --carbon-csv "$T/retry.csv" --utc-offset 0 --cluster-tz 0 --submit slurm $dry > "$T/old.txt" 2>&1 || rc=$?
+  cat "$T/old.txt"
+  [ "$rc" = 1 ] || fail "a retry with an old-format record: exit $rc, expected 1 (refused)"
+  grep -qF "$T/old.toml.submitted.json: a submission record written by an earlier greentrain" "$T/old.txt" ||
+    fail "the refusal does not name the old record"
+  grep -qF "job 'a' run 0: Slurm job 801" "$T/old.txt" || fail "the refusal does not name the queued job"
+  grep -qF 'squeue -j 801' "$T/old.txt" || fail "the refusal does not say to check squeue"
+  [ ! -e "$T/sbatch.log" ] || fail "sbatch ran with an old-format record: $(cat "$T/sbatch.log")"
+done
 echo "PASS"

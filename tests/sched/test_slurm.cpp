@@ -457,9 +457,9 @@ TEST(SchedSlurm, SubmissionRecordOfWrongTypesIsRefusedNamingTheFile) {
   TempDir d;
   for (const char* text :
        {R"({"format": [{"job": "a"}], "submitted": []})", R"({"format": 1, "submitted": []})",
-        R"({"format": "greentrain-submitted-1", "submitted": {}})",
-        R"({"format": "greentrain-submitted-1", "submitted": [{"key": "k", "job_id": 5}]})",
-        R"({"format": "greentrain-submitted-1", "submitted": [{"key": 5, "job_id": "5"}]})"}) {
+        R"({"format": "greentrain-submitted-2", "submitted": {}})",
+        R"({"format": "greentrain-submitted-2", "submitted": [{"key": "k", "job_id": 5}]})",
+        R"({"format": "greentrain-submitted-2", "submitted": [{"key": 5, "job_id": "5"}]})"}) {
     const std::string path = d.write("rec.json", text);
     try {
       read_submission_record(path);
@@ -470,8 +470,47 @@ TEST(SchedSlurm, SubmissionRecordOfWrongTypesIsRefusedNamingTheFile) {
   }
   const std::string ok = d.write(
       "ok.json",
-      R"({"format": "greentrain-submitted-1", "submitted": [{"key": "k", "job_id": "17"}]})");
+      R"({"format": "greentrain-submitted-2", "submitted": [{"key": "k", "job_id": "17"}]})");
   EXPECT_EQ(read_submission_record(ok), (std::map<std::string, std::string>{{"k", "17"}}));
+}
+
+// A record written before the time limits changed (format greentrain-submitted-1: keys with
+// --time=LENGTH for interruptible runs only, no margin, no --time-min) matches no call of now,
+// so a retry across the upgrade submitted every run again, those Slurm had queued twice. It is
+// refused, naming the file, its runs and their Slurm ids, and what to do; sbatch is not run.
+TEST(SchedSlurm, ARecordOfTheOldFormatIsRefusedNotSubmittedAgain) {
+  TempDir d;
+  // as the writer of 3b67517 wrote it: a job 'a' submitted, the next call failed
+  const std::string rec =
+      d.write("jobs.toml.submitted.json",
+              R"({"format": "greentrain-submitted-1", "submitted": [{"job": "a", "run": 0,
+          "job_id": "701", "key": "a#0\u001f--parsable\u001f--job-name=a\u001f--begin=2020-06-01T00:00:00\u001f--deadline=2020-06-01T05:00:00\u001f--comment=greentrain planned_power_w=100\u001f/jobs/a.sbatch"},
+         {"job": "r", "run": 1, "job_id": "703", "key": "r#1"}]})");
+  try {
+    read_submission_record(rec);
+    ADD_FAILURE() << "an old record was read as a current one";
+  } catch (const gt::Error& e) {
+    const std::string m = e.what();
+    for (const char* want :
+         {"jobs.toml.submitted.json: a submission record written by an earlier greentrain "
+          "(format greentrain-submitted-1)",
+          "a retry would submit every run again", "job 'a' run 0: Slurm job 701",
+          "job 'r' run 1: Slurm job 703", "squeue -j 701,703", "then remove"})
+      EXPECT_NE(m.find(want), std::string::npos) << want << " not in: " << m;
+  }
+  // submit_sbatch reads the record first: nothing is submitted
+  const std::string log = (d.path / "calls.log").string();
+  const std::string sbatch = d.write("sbatch", "#!/bin/sh\necho \"$@\" >> '" + log + "'\necho 9\n");
+  ::chmod(sbatch.c_str(), 0755);
+  SbatchCall c;
+  c.job_name = "b";
+  c.args = {"--parsable", "--job-name=b", "/jobs/b.sbatch"};
+  EXPECT_THROW(submit_sbatch({c}, sbatch, rec), gt::Error);
+  EXPECT_FALSE(std::filesystem::exists(log)) << "sbatch ran";
+  // an old record that names no run has nothing Slurm has: read as empty
+  EXPECT_TRUE(read_submission_record(
+                  d.write("empty.json", R"({"format": "greentrain-submitted-1", "submitted": []})"))
+                  .empty());
 }
 
 // A retry after a partly failed submission submits only the rest (review of `schedule`, item 1).
