@@ -144,8 +144,8 @@ void EnergyHook::begin_step(int64_t step) {
   }
 }
 
-std::string EnergyHook::end_step(int64_t step, int64_t tokens, double flops,
-                                 nlohmann::json& record) {
+StepNote EnergyHook::end_step(int64_t step, int64_t tokens, double flops, nlohmann::json& record) {
+  ++interval_steps_;
   interval_tokens_ += tokens;
   interval_flops_ += flops;
   run_tokens_ += tokens;
@@ -173,6 +173,7 @@ std::string EnergyHook::end_step(int64_t step, int64_t tokens, double flops,
   }
   add_energy_fields(m, static_cast<double>(interval_tokens_), record);
   record[key::energy_interval_tokens] = interval_tokens_;
+  record[key::energy_interval_s] = m.duration_s;       // power_w x this / tokens = joules_per_token
   std::map<std::string, std::optional<double>> watts;  // unknown in one sensor: unknown
   std::set<std::string> est;
   for (const auto& d : node_domains) {
@@ -188,11 +189,16 @@ std::string EnergyHook::end_step(int64_t step, int64_t tokens, double flops,
   record[key::power_w_by_domain] = by_domain;
   if (!est.empty())
     record[key::power_estimated_domains] = std::vector<std::string>(est.begin(), est.end());
-  std::string line = energy::summary_line(m, static_cast<double>(interval_tokens_)) + ", " +
-                     energy::carbon_short(m);
-  interval_tokens_ = 0;
+  StepNote note;
+  note.text = energy::summary_line(m, static_cast<double>(interval_tokens_)) + ", " +
+              energy::carbon_short(m);
+  // the line's tokens/s over the meter's seconds of this interval: W / (tokens/s) = J/token
+  note.window_s = m.duration_s;
+  note.window_tokens = interval_tokens_;
+  note.window_steps = interval_steps_;
+  interval_tokens_ = interval_steps_ = 0;
   interval_flops_ = 0;
-  return line;
+  return note;
 }
 
 void EnergyHook::target_reached(int64_t step, nlohmann::json& fields) {
