@@ -331,12 +331,28 @@ double CarbonIntensity::energy_g(double t0, double t1, double energy_j) const {
 std::vector<std::string> CarbonIntensity::span_flags(double t0, double t1) const {
   std::vector<std::string> out;
   if (!csv_) return out;
-  const double end = t_.back() + step_s_;
-  if (t0 < t_.front() || t1 > end)
+  const double end = t_.back() + step_s_;  // the last row holds for one step
+  if (t0 < t_.front() || t1 > end) {
+    // the measured interval, the series' first and last rows by their timestamps, and which
+    // value was used for how long at either end
+    const std::int64_t a = std::llround(std::floor(t0)), b = std::llround(std::ceil(t1));
+    const std::int64_t last = csv_->t_s.back(), covered = last + csv_->step_s;
+    std::string used;
+    if (t0 < t_.front())
+      used = fmt::format("before {} its first value, {:g} gCO2e/kWh, was used ({})",
+                         utc_text(csv_->t_s.front()), g_.front(),
+                         format_span_s(std::llround(std::min(t1, t_.front()) - t0)));
+    if (t1 > end)
+      used += fmt::format("{}after {} its last value, {:g} gCO2e/kWh, was used ({})",
+                          used.empty() ? "" : "; ", utc_text(covered), g_.back(),
+                          format_span_s(std::llround(t1 - std::max(t0, end))));
     out.push_back(fmt::format(
-        "carbon: {} .. {} is outside the intensity series ({} .. {}); its nearest value was used",
-        utc_text(std::llround(std::floor(t0))), utc_text(std::llround(std::ceil(t1))),
-        utc_text(csv_->t_s.front()), utc_text(csv_->t_s.back() + csv_->step_s)));
+        "{}{} .. {} lies {}outside the intensity series {}, whose rows run from {} to its last "
+        "row at {} (step {}: it covers up to {}); {}",
+        kCarbonOutsideFlag, utc_text(a), utc_text(b),
+        t0 >= end || t1 <= t_.front() ? "" : "partly ", csv_->path, utc_text(csv_->t_s.front()),
+        utc_text(last), format_span_s(csv_->step_s), utc_text(covered), used));
+  }
   for (const CarbonGap& gap : csv_->gaps) {
     const double hole0 = static_cast<double>(gap.last_row_s + csv_->step_s);
     const double hole1 = static_cast<double>(gap.next_row_s);

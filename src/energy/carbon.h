@@ -211,6 +211,10 @@ std::string quote_line(std::string_view text, std::size_t max_chars = 120);
 /// step is 1 h); the value at 2020-01-01T01:00:00Z was held".
 std::string describe_gap(const CarbonGap& gap, std::int64_t step_s);
 
+/// How the flag of a measured span outside a series begins (CarbonIntensity::span_flags), for
+/// callers that say it once (train's console).
+inline constexpr char kCarbonOutsideFlag[] = "carbon: the measured interval ";
+
 /// Where the intensity in use came from.
 enum class CarbonOrigin {
   kDefault,   ///< nothing was set: kWorldAverageGCo2ePerKwh
@@ -258,8 +262,10 @@ class CarbonIntensity {
   /// its share of the joules, so a constant c gives exactly energy_j / 3.6e6 x c (no rounding
   /// from unix-second differences). t1 <= t0: all of it at intensity at(t1).
   double energy_g(double t0_unix_s, double t1_unix_s, double energy_j) const;
-  /// Flags for a measured span [t0, t1] (unix s): the part outside the series, and each hole of
-  /// the series it touches (describe_gap). Empty for a constant.
+  /// Flags for a measured span [t0, t1] (unix s): the part outside the series (one flag, starting
+  /// with kCarbonOutsideFlag, naming the span, the series' file, its first and last rows' times
+  /// and the end it covers, and the value held before or after it, for how long), and each hole
+  /// of the series it touches (describe_gap). Empty for a constant.
   std::vector<std::string> span_flags(double t0_unix_s, double t1_unix_s) const;
   bool is_series() const { return !t_.empty(); }
   double series_start_unix_s() const { return t_.empty() ? 0 : t_.front(); }

@@ -75,8 +75,16 @@ class EnergyHook final : public StepObserver {
   /// The energy lines of metrics.jsonl (with their own "energy_nodes") and the target record
   /// are the whole job's too; "power_w_by_domain" stays rank 0's node's ("power_scope").
   void set_communicator(dist::Communicator* comm) { comm_ = comm; }
+  /// Where warnings go (default stderr; nullptr: none): the first measurement whose time the
+  /// carbon series does not cover (energy::kCarbonOutsideFlag) is said there once, by the rank
+  /// that logs (a `log` was given).
+  void set_warnings(FILE* warn) { warn_ = warn; }
 
  private:
+  // Says m's flag of a span outside the carbon series on warn_, the first time there is one.
+  void warn_carbon_outside(const energy::Measurement& m);
+  FILE* warn_ = stderr;
+  bool carbon_warned_ = false;
   // With several ranks: turns m (this rank's window) into the whole job's, the sum over the
   // ranks that read a node's devices, unknown when any node's is; its domains become one per
   // kind (cpu, gpu, ram, psys), each the sum over the job's sensors of that kind, and its peak

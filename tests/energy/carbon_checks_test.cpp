@@ -1,6 +1,8 @@
 // tests/energy/carbon_checks_test.cpp: what the carbon module tells the user about its data.
 // Values outside the plausible range of a grid's intensity (a kg/kWh file read as g/kWh) give
-// one warning per file naming the value and the likely unit mistake.
+// one warning per file naming the value and the likely unit mistake; a measured span the series
+// does not cover gives a flag naming the series' last row and the span, in the measurement's
+// flags and its JSON (what `measure --json`, summary.json and the report carry).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -8,6 +10,8 @@
 #include <sstream>
 
 #include "energy/carbon.h"
+#include "energy/measurement_output.h"
+#include "energy/replay.h"
 #include "test_util.h"
 
 namespace gt::energy {
@@ -116,6 +120,72 @@ TEST(CarbonChecks, ConstantOutsideTheRangeIsWarnedNamingItsOption) {
   EXPECT_TRUE(CarbonIntensity::constant(400, "", "--carbon-intensity").warnings().empty());
   EXPECT_TRUE(CarbonIntensity::for_country("DEU", "--carbon-region").warnings().empty());
   EXPECT_TRUE(CarbonIntensity().warnings().empty());
+}
+
+// A span past the end of the real German series (last row 2021-01-09 23:00, step 15 min): the
+// flag names the span, the file, its last row, where it stops covering and the value held.
+TEST(CarbonChecks, SpanPastTheSeriesNamesItsLastRowAndTheSpan) {
+  if (!std::filesystem::exists(kGer)) GTEST_SKIP() << kGer << " not present";
+  const CarbonIntensity c = CarbonIntensity::from_csv(kGer);
+  const double t0 = *parse_local_time("2021-01-09 23:00:00", 0);
+  EXPECT_TRUE(c.span_flags(t0, t0 + 900).empty());  // the last row's own step
+  const auto f = c.span_flags(t0 + 600, t0 + 3600);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].rfind(kCarbonOutsideFlag, 0), 0u) << f[0];
+  EXPECT_NE(f[0].find("the measured interval 2021-01-09T23:10:00Z .. 2021-01-10T00:00:00Z lies "
+                      "partly outside the intensity series " +
+                      kGer),
+            std::string::npos)
+      << f[0];
+  EXPECT_NE(f[0].find("to its last row at 2021-01-09T23:00:00Z (step 15 min: it covers up to "
+                      "2021-01-09T23:15:00Z)"),
+            std::string::npos)
+      << f[0];
+  EXPECT_NE(f[0].find("after 2021-01-09T23:15:00Z its last value, 508.091 gCO2e/kWh, was used "
+                      "(45 min)"),
+            std::string::npos)
+      << f[0];
+  // wholly before the series: its first value, and not "partly"
+  const double first = *parse_local_time("2019-12-20 00:00:00", 0);
+  const auto b = c.span_flags(first - 7200, first - 3600);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_NE(b[0].find("lies outside the intensity series"), std::string::npos) << b[0];
+  EXPECT_NE(b[0].find("before 2019-12-20T00:00:00Z its first value, 218.29 gCO2e/kWh, was used "
+                      "(1 h)"),
+            std::string::npos)
+      << b[0];
+}
+
+// The meter puts that flag in the measurement, and its JSON (measure --json, summary.json's
+// "energy") carries it.
+TEST(CarbonChecks, MeasurementPastTheSeriesCarriesTheFlagIntoItsJson) {
+  TempDir d;
+  write_file(d / "ci.csv",
+             "Time,Carbon Intensity\n2020-01-01 00:00:00,100\n2020-01-01 01:00:00,200\n");
+  write_file(d / "p.csv", "time_s,power_w\n0,1000\n20000,1000\n");
+  SensorList s;
+  s.push_back(std::make_unique<ReplaySensor>(d / "p.csv", "replay", "gpu"));
+  ManualClock clk;
+  MeterOptions o = manual_options(d.path);
+  o.carbon = CarbonIntensity::from_csv(d / "ci.csv");
+  o.carbon_replay_start_unix_s = *parse_local_time("2020-01-01 01:30:00", 0);
+  Meter m(std::move(s), o, clk.clock());
+  m.begin_window("w");
+  for (int i = 0; i < 36; ++i) {
+    clk.advance(100);
+    m.sample_now();
+  }
+  const Measurement r = m.end_window("w");
+  EXPECT_NEAR(r.g_co2e, 200, 1e-6);  // 1 kWh at the last value, held
+  const nlohmann::json j = to_json(r);
+  std::string flag;
+  for (const auto& f : j["flags"])
+    if (f.get<std::string>().rfind(kCarbonOutsideFlag, 0) == 0) flag = f.get<std::string>();
+  EXPECT_NE(flag.find("2020-01-01T01:30:00Z .. 2020-01-01T02:30:00Z"), std::string::npos)
+      << j["flags"].dump();
+  EXPECT_NE(flag.find("last row at 2020-01-01T01:00:00Z"), std::string::npos) << flag;
+  EXPECT_NE(flag.find("its last value, 200 gCO2e/kWh, was used (30 min)"), std::string::npos)
+      << flag;
 }
 
 }  // namespace gt::energy

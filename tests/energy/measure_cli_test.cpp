@@ -481,6 +481,32 @@ TEST(MeasureCli, SeriesWithBomCrlfAndOffsetsIsRead) {
   EXPECT_NE(e.run({"measure", "--carbon-start", "2020-06-08 00:30", "--", "true"}).code, 0);
 }
 
+// A series that ended before the command ran: its last value is held, and the flag naming the
+// measured interval and the series' last row reaches the report on stderr, the JSON and the
+// CodeCarbon row's energy_flags.
+TEST(MeasureCli, SeriesThatEndedIsFlaggedInEveryOutput) {
+  CliEnv e;
+  write_file(e.d / "old.csv",
+             "Time,Carbon Intensity\n2020-01-01 00:00:00,100\n2020-01-01 01:00:00,200\n");
+  auto r = e.run({"measure", "--carbon-csv", e.d / "old.csv", "--json", e.d / "m.json", "--csv",
+                  e.d / "e.csv", "--", "sleep", "0.3"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string last =
+      "whose rows run from 2020-01-01T00:00:00Z to its last row at "
+      "2020-01-01T01:00:00Z (step 1 h: it covers up to 2020-01-01T02:00:00Z)";
+  EXPECT_NE(r.err.find("flag: carbon: the measured interval "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(last), std::string::npos) << r.err;
+  auto j = nlohmann::json::parse(slurp(e.d / "m.json"));
+  std::string flag;
+  for (const auto& f : j["flags"])
+    if (f.get<std::string>().find("carbon: the measured interval ") == 0)
+      flag = f.get<std::string>();
+  EXPECT_NE(flag.find(last), std::string::npos) << j["flags"].dump();
+  EXPECT_NE(flag.find("its last value, 200 gCO2e/kWh, was used"), std::string::npos) << flag;
+  EXPECT_NEAR(j["carbon_g_per_kwh"].get<double>(), 200, 1e-9);  // the last row, held
+  EXPECT_NE(slurp(e.d / "e.csv").find(last), std::string::npos);
+}
+
 // An intensity in another unit than gCO2e/kWh is said once on stderr before the command runs,
 // naming the option or file, the value and the likely unit; the measurement goes on.
 TEST(MeasureCli, ImplausibleIntensityIsWarnedOnce) {

@@ -122,6 +122,21 @@ struct CarbonCli : ::testing::Test {
     o << v;
     return o.str();
   }
+  // The UTC text of hour H + k (as the flags write times).
+  static std::string utc_hour(int k) {
+    const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+    using namespace std::chrono;
+    const sys_seconds t{seconds{now / 3600 * 3600 + k * 3600}};
+    const auto day = floor<days>(t);
+    const year_month_day ymd{day};
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%04d-%02u-%02uT%02d:00:00Z", static_cast<int>(ymd.year()),
+                  static_cast<unsigned>(ymd.month()), static_cast<unsigned>(ymd.day()),
+                  static_cast<int>(hh_mm_ss{t - day}.hours().count()));
+    return buf;
+  }
 };
 
 TEST_F(CarbonCli, ZeroIntensityIsZeroInEveryOutputAndSurvivesResume) {
@@ -217,6 +232,46 @@ TEST_F(CarbonCli, HoleInTheSeriesIsFlagged) {
     flagged = flagged || f.get<std::string>().find("no rows from") != std::string::npos;
   EXPECT_TRUE(flagged) << s["energy"]["flags"].dump();
   EXPECT_NE(r.output.find("flag: carbon: no rows from"), std::string::npos) << r.output;
+}
+
+// A series that ended hours before the run (an old download): its last value is held, and every
+// output says so, naming the series' last row and the measured interval: stderr once, while the
+// run goes (its first interval); summary.json; each metrics.jsonl energy line; the report.
+TEST_F(CarbonCli, SeriesThatEndedBeforeTheRunIsFlaggedInEveryOutput) {
+  const std::string csv = series("old.csv", {-6, -5, -4});  // covers up to H-3
+  const std::string run = d.file("old");
+  std::string err;
+  auto r =
+      run_split(bin + " train " + cfg + " --set energy.carbon_csv=" + csv + " --out " + run, &err);
+  ASSERT_EQ(r.exit_code, 0) << r.output << err;
+  const std::string last_row = "last row at " + utc_hour(-4);
+  EXPECT_EQ(count(err, "greentrain train: warning: carbon: the measured interval "), 1u) << err;
+  EXPECT_NE(err.find(last_row), std::string::npos) << err;
+  EXPECT_NE(err.find("its last value, 600 gCO2e/kWh, was used"), std::string::npos) << err;
+  auto has_flag = [&](const nlohmann::json& flags) {
+    for (auto& f : flags)
+      if (f.get<std::string>().find("carbon: the measured interval ") == 0 &&
+          f.get<std::string>().find(last_row) != std::string::npos &&
+          f.get<std::string>().find(csv) != std::string::npos)
+        return true;
+    return false;
+  };
+  auto s = summary(run);
+  EXPECT_TRUE(has_flag(s["energy_flags"])) << s.dump(2);
+  EXPECT_TRUE(has_flag(s["energy"]["flags"])) << s.dump(2);
+  EXPECT_NEAR(s["carbon_g_per_kwh"].get<double>(), 600, 1e-9);  // row H-4, held
+  int lines = 0;
+  std::istringstream metrics(slurp(fs::path(run) / "metrics.jsonl"));
+  for (std::string line; std::getline(metrics, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (!j.contains("energy_interval_tokens")) continue;
+    ++lines;
+    EXPECT_TRUE(has_flag(j.value("energy_flags", nlohmann::json::array()))) << line;
+  }
+  EXPECT_GT(lines, 0);
+  const std::string html = slurp(fs::path(run) / "report.html");
+  EXPECT_NE(html.find("id=gt-carbon-flags"), std::string::npos);
+  EXPECT_NE(html.find(last_row), std::string::npos);
 }
 
 // A series in kg/kWh (0.35 to 0.65 for 350 to 650 g): one warning on stderr before the data is
