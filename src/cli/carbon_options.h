@@ -20,8 +20,8 @@ inline void add_carbon_read_options(CLI::App* c, energy::CarbonReadOptions& o) {
                 "the carbon file's time column (default: the format's, or the one named time, "
                 "datetime, timestamp, date, from, point_time)");
   c->add_option("--carbon-unit", o.unit,
-                "unit of the carbon file's values: g/kWh (= gCO2e/kWh = kg/MWh), kg/MWh or "
-                "lbs/MWh (default: the format's; WattTime: lbs/MWh)");
+                "unit of the carbon file's values: g/kWh (= gCO2e/kWh = kg/MWh), kg/MWh, kg/kWh "
+                "(= t/MWh) or lbs/MWh (default: the format's; WattTime: lbs/MWh)");
   c->add_option("--carbon-value", o.value_kind,
                 "sources with forecast and actual values (UK API, CSVs with both columns): actual "
                 "or forecast (default: actual where the file has actual values)");

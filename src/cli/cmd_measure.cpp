@@ -211,6 +211,9 @@ int run_measure(const MeasureArgs& a) {
     throw gt::Error("measure: no command; expected `greentrain measure [options] -- CMD ARGS...`");
   MeterOptions opt = meter_options(a);
   check_outputs(a);  // before the command runs: a bad output never costs a run
+  // an intensity in another unit than gCO2e/kWh (kg/kWh read as g/kWh): said once, before the run
+  for (const auto& w : opt.carbon.warnings())
+    std::fprintf(stderr, "greentrain measure: warning: %s\n", w.c_str());
 
   // Start the child held until the meter (which may watch its process tree) is ready; every
   // catchable signal is forwarded to it.

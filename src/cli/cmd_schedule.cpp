@@ -153,6 +153,9 @@ void run_schedule(const ScheduleArgs& a) {
   read.preferred_value_kind = "forecast";  // a plan is made ahead of time: on the forecast
   const CarbonSeries series = load_carbon_csv(a.carbon_csv, zone, grid, read);
   std::fprintf(out, "carbon series %s: %s\n", a.carbon_csv.c_str(), series.source.c_str());
+  // values in another unit than gCO2e/kWh (kg/kWh read as g/kWh): said once, the plan goes on
+  if (!series.implausible_warning.empty())
+    std::fprintf(stderr, "greentrain schedule: warning: %s\n", series.implausible_warning.c_str());
   const std::vector<Job> jobs = load_jobs(a, zone);
   const auto t0 = std::chrono::steady_clock::now();
   const Plan plan = make_plan(jobs, series, opt);
@@ -169,6 +172,8 @@ void run_schedule(const ScheduleArgs& a) {
     j["carbon_csv"] = a.carbon_csv;
     j["carbon_series"] = series.source;
     j["carbon_warnings"] = gaps;
+    if (!series.implausible_warning.empty())
+      j["carbon_warnings"].push_back(series.implausible_warning);
     j["jobs_toml"] = a.jobs_toml;
     j["planning_s"] = planning_s;
     j["schema"] = "greentrain.schedule/2";

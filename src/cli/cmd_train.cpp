@@ -168,6 +168,10 @@ int run_train(const Args& a, gt::dist::MpiRuntime* mpi) {
   // Every input is checked before the data is loaded (which may take minutes): the carbon
   // file is read here, with the meter's other options.
   gt::energy::MeterOptions meter_opt = gt::meter_options(cfg);
+  // an intensity in another unit than gCO2e/kWh (kg/kWh read as g/kWh): said once, by rank 0
+  if (rank == 0)
+    for (const auto& w : meter_opt.carbon.warnings())
+      std::fprintf(stderr, "greentrain train: warning: %s\n", w.c_str());
   // with several ranks, local rank 0 of each node reads its node-wide devices (where the
   // launcher gives no local rank: the first rank to take their locks), every rank its own GPU;
   // the job's figures are their sum (EnergyHook)

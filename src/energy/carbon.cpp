@@ -37,6 +37,23 @@ std::string offset_text(std::int64_t s) {
 
 constexpr std::int64_t kMaxOffsetS = 14 * 3600;
 
+// The likely unit mistake behind an implausible intensity `g` (gCO2e/kWh as read) and how to
+// correct it: `fix_low` below the plausible range, `fix_high` above it. Empty when plausible.
+std::string unit_mistake_hint(double g, const std::string& fix_low, const std::string& fix_high) {
+  if (plausible_intensity(g)) return "";
+  if (g == 0)
+    return "0 is no grid's intensity: a zero standing for a missing value? (an empty cell or "
+           "null is read as no value)";
+  if (g < kPlausibleMinGCo2ePerKwh)
+    return fmt::format(
+        "below {:g} it looks like kg/kWh (= t/MWh) taken for g/kWh, 1000x too low: {}",
+        kPlausibleMinGCo2ePerKwh, fix_low);
+  return fmt::format(
+      "above {:g} it looks like g/MWh taken for g/kWh (1000x too high) or lbs/MWh (2.2x too "
+      "high): {}",
+      kPlausibleMaxGCo2ePerKwh, fix_high);
+}
+
 }  // namespace
 
 std::optional<ParsedTime> parse_time(std::string_view text, std::int64_t naive_utc_offset_s,
@@ -146,6 +163,24 @@ std::string format_span_s(std::int64_t s) {
                           : fmt::format("{} d", h / 24);
 }
 
+std::string carbon_text::implausible_series_warning(const CarbonCsv& c, std::size_t n, double v,
+                                                    const std::string& where,
+                                                    const CarbonReadOptions& o) {
+  // "--carbon-unit kg/kWh" on the command line, "energy.carbon_unit = 'kg/kWh'" in a file
+  auto set_unit = [&o](const char* u) {
+    return o.option_prefix.rfind("--", 0) == 0
+               ? fmt::format("set {} {}", o.option_name("unit"), u)
+               : fmt::format("set {} = '{}'", o.option_name("unit"), u);
+  };
+  return fmt::format(
+      "carbon series {}: {} of {} values lie outside {:g}..{:g} gCO2e/kWh, the plausible range "
+      "of a grid's intensity (the first: {:g} gCO2e/kWh at {}{}); {}; the values are used as read",
+      c.path, n, c.t_s.size(), kPlausibleMinGCo2ePerKwh, kPlausibleMaxGCo2ePerKwh, v, where,
+      c.unit == "g/kWh" ? "" : ", read in " + c.unit,
+      unit_mistake_hint(v, set_unit("kg/kWh"),
+                        set_unit("lbs/MWh") + " for pounds, or give g/MWh in g/kWh (/ 1000)"));
+}
+
 std::string CarbonCsv::describe() const {
   std::string what = format;
   if (!value_column.empty()) what += (what.empty() ? "" : " ") + value_column;
@@ -236,6 +271,23 @@ CarbonIntensity CarbonIntensity::from_csv(const std::string& path, double utc_of
   return c;
 }
 
+std::vector<std::string> CarbonIntensity::warnings() const {
+  std::vector<std::string> out;
+  if (csv_) {
+    if (!csv_->implausible_warning.empty()) out.push_back(csv_->implausible_warning);
+  } else if (origin_ == CarbonOrigin::kConstant && constant_ != 0 &&
+             !plausible_intensity(constant_)) {
+    out.push_back(fmt::format(
+        "{}carbon intensity {:g} gCO2e/kWh lies outside {:g}..{:g} gCO2e/kWh, the plausible "
+        "range of a grid's intensity; {}; it is used as given",
+        set_by_.empty() ? "" : set_by_ + ": ", constant_, kPlausibleMinGCo2ePerKwh,
+        kPlausibleMaxGCo2ePerKwh,
+        unit_mistake_hint(constant_, "give it in gCO2e/kWh (0.4 kg/kWh is 400 gCO2e/kWh)",
+                          "give it in gCO2e/kWh (400,000 g/MWh is 400 gCO2e/kWh)")));
+  }
+  return out;
+}
+
 std::optional<double> CarbonIntensity::constant_g_per_kwh() const {
   if (is_series()) return std::nullopt;
   return constant_;
@@ -279,12 +331,28 @@ double CarbonIntensity::energy_g(double t0, double t1, double energy_j) const {
 std::vector<std::string> CarbonIntensity::span_flags(double t0, double t1) const {
   std::vector<std::string> out;
   if (!csv_) return out;
-  const double end = t_.back() + step_s_;
-  if (t0 < t_.front() || t1 > end)
+  const double end = t_.back() + step_s_;  // the last row holds for one step
+  if (t0 < t_.front() || t1 > end) {
+    // the measured interval, the series' first and last rows by their timestamps, and which
+    // value was used for how long at either end
+    const std::int64_t a = std::llround(std::floor(t0)), b = std::llround(std::ceil(t1));
+    const std::int64_t last = csv_->t_s.back(), covered = last + csv_->step_s;
+    std::string used;
+    if (t0 < t_.front())
+      used = fmt::format("before {} its first value, {:g} gCO2e/kWh, was used ({})",
+                         utc_text(csv_->t_s.front()), g_.front(),
+                         format_span_s(std::llround(std::min(t1, t_.front()) - t0)));
+    if (t1 > end)
+      used += fmt::format("{}after {} its last value, {:g} gCO2e/kWh, was used ({})",
+                          used.empty() ? "" : "; ", utc_text(covered), g_.back(),
+                          format_span_s(std::llround(t1 - std::max(t0, end))));
     out.push_back(fmt::format(
-        "carbon: {} .. {} is outside the intensity series ({} .. {}); its nearest value was used",
-        utc_text(std::llround(std::floor(t0))), utc_text(std::llround(std::ceil(t1))),
-        utc_text(csv_->t_s.front()), utc_text(csv_->t_s.back() + csv_->step_s)));
+        "{}{} .. {} lies {}outside the intensity series {}, whose rows run from {} to its last "
+        "row at {} (step {}: it covers up to {}); {}",
+        kCarbonOutsideFlag, utc_text(a), utc_text(b),
+        t0 >= end || t1 <= t_.front() ? "" : "partly ", csv_->path, utc_text(csv_->t_s.front()),
+        utc_text(last), format_span_s(csv_->step_s), utc_text(covered), used));
+  }
   for (const CarbonGap& gap : csv_->gaps) {
     const double hole0 = static_cast<double>(gap.last_row_s + csv_->step_s);
     const double hole1 = static_cast<double>(gap.next_row_s);

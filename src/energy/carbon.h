@@ -34,6 +34,20 @@ namespace gt::energy {
 /// also uses as its global fallback (IEA, Global Energy & CO2 Status Report 2019).
 constexpr double kWorldAverageGCo2ePerKwh = 475.0;
 
+/// The plausible range of a grid's carbon intensity, gCO2e/kWh. Yearly averages of national
+/// grids run from about 10-30 (hydro and nuclear grids: Iceland, Norway, Sweden) to about
+/// 900-1100 (coal-heavy grids) in Ember's yearly electricity data and Electricity Maps' yearly
+/// figures; single hours and marginal signals (WattTime's MOER) go beyond both ends, so the
+/// band is generous: a value outside it is a unit mistake far more often than a grid (kg/kWh
+/// read as g/kWh is 1000x too low, g/MWh 1000x too high).
+inline constexpr double kPlausibleMinGCo2ePerKwh = 1;
+inline constexpr double kPlausibleMaxGCo2ePerKwh = 2000;
+
+/// Whether `g_co2e_per_kwh` lies in [kPlausibleMinGCo2ePerKwh, kPlausibleMaxGCo2ePerKwh].
+inline bool plausible_intensity(double g_co2e_per_kwh) {
+  return g_co2e_per_kwh >= kPlausibleMinGCo2ePerKwh && g_co2e_per_kwh <= kPlausibleMaxGCo2ePerKwh;
+}
+
 /// A time read from text.
 struct ParsedTime {
   std::int64_t unix_s = 0;       ///< the instant, seconds since 1970 UTC
@@ -91,9 +105,9 @@ struct CarbonReadOptions {
   /// empty: the format's (Electricity Maps: the LCA column) or the one column whose name says
   /// carbon intensity, gCO2, CO2, MOER or emission.
   std::string value_column;
-  /// Unit of the values: "g/kWh" (= gCO2e/kWh = kg/MWh), "kg/MWh" or "lbs/MWh" (x 0.45359237,
-  /// 1 lb = 0.45359237 kg exactly); empty: the format's (WattTime: lbs/MWh, or its JSON's
-  /// meta.units; the others g/kWh).
+  /// Unit of the values: "g/kWh" (= gCO2e/kWh = kg/MWh), "kg/MWh", "kg/kWh" (= t/MWh, x 1000)
+  /// or "lbs/MWh" (x 0.45359237, 1 lb = 0.45359237 kg exactly); empty: the format's (WattTime:
+  /// lbs/MWh, or its JSON's meta.units; the others g/kWh).
   std::string unit;
   /// Sources with a forecast and an actual value (UK API, a CSV with both columns): "actual"
   /// or "forecast"; empty: preferred_value_kind where the file has such values, else the other
@@ -144,6 +158,10 @@ struct CarbonCsv {
   std::int64_t naive_utc_offset_s = 0;  ///< the offset naive times were read at
   std::string naive_zone;               ///< the named zone naive times were read in (a
                                         ///< NaiveTimeResolver's); empty: naive_utc_offset_s
+  /// One warning when values lie outside the plausible range (plausible_intensity): names the
+  /// file, how many values, the first of them with its row, and the likely unit mistake;
+  /// empty when every value is plausible. Callers print it once (stderr) and go on.
+  std::string implausible_warning;
   /// "naive times at UTC+2", "naive times in Europe/Berlin" or "times with their own UTC
   /// offsets".
   std::string zone_text() const;
@@ -198,6 +216,10 @@ std::string quote_line(std::string_view text, std::size_t max_chars = 120);
 /// step is 1 h); the value at 2020-01-01T01:00:00Z was held".
 std::string describe_gap(const CarbonGap& gap, std::int64_t step_s);
 
+/// How the flag of a measured span outside a series begins (CarbonIntensity::span_flags), for
+/// callers that say it once (train's console).
+inline constexpr char kCarbonOutsideFlag[] = "carbon: the measured interval ";
+
 /// Where the intensity in use came from.
 enum class CarbonOrigin {
   kDefault,   ///< nothing was set: kWorldAverageGCo2ePerKwh
@@ -245,8 +267,10 @@ class CarbonIntensity {
   /// its share of the joules, so a constant c gives exactly energy_j / 3.6e6 x c (no rounding
   /// from unix-second differences). t1 <= t0: all of it at intensity at(t1).
   double energy_g(double t0_unix_s, double t1_unix_s, double energy_j) const;
-  /// Flags for a measured span [t0, t1] (unix s): the part outside the series, and each hole of
-  /// the series it touches (describe_gap). Empty for a constant.
+  /// Flags for a measured span [t0, t1] (unix s): the part outside the series (one flag, starting
+  /// with kCarbonOutsideFlag, naming the span, the series' file, its first and last rows' times
+  /// and the end it covers, and the value held before or after it, for how long), and each hole
+  /// of the series it touches (describe_gap). Empty for a constant.
   std::vector<std::string> span_flags(double t0_unix_s, double t1_unix_s) const;
   bool is_series() const { return !t_.empty(); }
   double series_start_unix_s() const { return t_.empty() ? 0 : t_.front(); }
@@ -262,6 +286,11 @@ class CarbonIntensity {
   std::optional<double> constant_g_per_kwh() const;
   /// The series as read (nullopt for a constant): path, rows, step, gaps.
   const std::optional<CarbonCsv>& csv() const { return csv_; }
+  /// Warnings about the intensity's values, for the user (stderr), once: a series' values
+  /// outside the plausible range (CarbonCsv::implausible_warning), or a constant set by the
+  /// user outside it (0 excepted: a zero-carbon supply is a choice, not a unit mistake),
+  /// naming the option that set it, the value and the likely unit mistake. Empty otherwise.
+  std::vector<std::string> warnings() const;
   /// The intensity and where it came from, e.g. "475 gCO2e/kWh, default (IEA world average;
   /// set energy.carbon_intensity or energy.carbon_csv)", "0 gCO2e/kWh, constant from
   /// energy.carbon_intensity", "series data/ger_ci.csv (naive times at UTC+0, 37147 rows,

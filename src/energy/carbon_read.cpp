@@ -37,6 +37,7 @@ namespace gt::energy {
 namespace {
 namespace chr = std::chrono;
 using carbon_text::kTimeForm;
+using carbon_text::implausible_series_warning;
 using carbon_text::trim;
 using carbon_text::utc_text;
 using nlohmann::json;
@@ -101,11 +102,12 @@ double unit_factor(const std::string& unit, const std::string& where) {
   if (u == "g/kwh" || u == "gco2/kwh" || u == "gco2e/kwh" || u == "gco2eq/kwh" || u == "kg/mwh" ||
       u == "kg_co2_per_mwh" || u == "g_co2_per_kwh" || u == "kgco2/mwh")
     return 1.0;
+  if (u == "kg/kwh" || u == "kgco2/kwh" || u == "kgco2e/kwh" || u == "t/mwh") return 1000.0;
   if (u == "lbs/mwh" || u == "lb/mwh" || u == "lbs_co2_per_mwh" || u == "lbs co2/mwh")
     return kLbPerKg;
   throw Error(
       fmt::format("{}: unit '{}' is not known; expected g/kWh (= gCO2e/kWh = kg/MWh), "
-                  "kg/MWh or lbs/MWh",
+                  "kg/MWh, kg/kWh (= t/MWh) or lbs/MWh",
                   where, quote_line(unit, 40)));
 }
 
@@ -513,6 +515,9 @@ CarbonCsv finish(Raw raw, const std::string& path, std::int64_t naive_utc_offset
   const double factor = unit_factor(c.unit, o.unit.empty() ? path : o.option_name("unit"));
   std::string first_where;
   std::vector<std::int64_t> all_t;  // every row's time, null rows included: the series' step
+  std::size_t implausible = 0;      // values outside the plausible range (carbon.h)
+  double first_implausible = 0;     // the first of them (gCO2e/kWh) and its row
+  std::string first_implausible_where;
   for (RawRow& r : raw.rows) {
     std::string why;
     const std::string tt = drop_fraction(r.time);
@@ -565,12 +570,19 @@ CarbonCsv finish(Raw raw, const std::string& path, std::int64_t naive_utc_offset
           r.where, quote_line(r.time, 60), utc_text(t->unix_s), utc_text(c.t_s.back())));
     c.t_s.push_back(t->unix_s);
     c.g_co2e_per_kwh.push_back(g * factor);
+    if (!plausible_intensity(g * factor) && implausible++ == 0) {
+      first_implausible = g * factor;
+      first_implausible_where = r.where;
+    }
   }
   if (c.t_s.empty())
     throw Error(
         fmt::format("{}: no values ({} row(s), {} of them null); expected at least one row with a "
                     "carbon intensity",
                     path, raw.rows.size(), c.null_rows));
+  if (implausible > 0)
+    c.implausible_warning =
+        implausible_series_warning(c, implausible, first_implausible, first_implausible_where, o);
   if (c.t_s.size() > 1) {
     // the step is the median spacing of all rows (a null row still has its time); a hole is
     // a spacing of the rows with values longer than that

@@ -1,6 +1,7 @@
 // energy/carbon_text.h: text helpers the carbon-intensity parsers share (carbon.cpp's times,
 // carbon_read.cpp's CSV and JSON series). Internal to gt_energy.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -23,5 +24,11 @@ inline std::string utc_text(std::int64_t unix_s) { return format_wall_time(unix_
 /// The time forms the parsers take, for their error messages.
 inline constexpr const char* kTimeForm =
     "'YYYY-MM-DD HH:MM[:SS]', naive or with its offset (Z, +02:00, -0500, +01)";
+
+/// CarbonCsv::implausible_warning for the `n` values of `c` outside the plausible range
+/// (plausible_intensity), the first of them `first` (gCO2e/kWh) at `where` ("file.csv:2"): the
+/// file, how many, the likely unit mistake and how `o`'s unit option corrects it.
+std::string implausible_series_warning(const CarbonCsv& c, std::size_t n, double first,
+                                       const std::string& where, const CarbonReadOptions& o);
 
 }  // namespace gt::energy::carbon_text

@@ -135,6 +135,33 @@ std::string steps_cell(const run::Summary& s) {
   return h;
 }
 
+// A run's carbon flags (summary.json's energy.flags that begin "carbon:"): its measured time
+// outside the intensity series, or over a hole in it, where a held value made its gCO2e.
+std::vector<std::string> carbon_flags(const RunData& r) {
+  std::vector<std::string> out;
+  if (r.summary && r.summary->energy_flags)
+    for (const auto& f : *r.summary->energy_flags)
+      if (f.rfind("carbon:", 0) == 0) out.push_back(f);
+  return out;
+}
+
+// The carbon flags of every run, under the runs table: their gCO2e used values the series did
+// not give for the time measured. Empty when no run has one.
+std::string carbon_notes(const std::vector<RunData>& runs) {
+  std::string items;
+  for (const auto& r : runs) {
+    const bool sessions =
+        r.summary && r.summary->run_totals && r.summary->run_totals->sessions.value_or(1) > 1;
+    for (const auto& f : carbon_flags(r))
+      items += "<li><b>" + esc(r.name) + "</b>" + (sessions ? " (last session)" : "") + ": " +
+               esc(f) + "</li>\n";
+  }
+  if (items.empty()) return "";
+  return "<div class=problems id=gt-carbon-flags><b>Carbon intensity held</b>: these runs' gCO2e "
+         "used a value the carbon series did not give for the time measured<ul>\n" +
+         items + "</ul></div>\n";
+}
+
 std::string summary_table(const std::vector<RunData>& runs) {
   std::string h = fmt::format(
       "<table><tr><th>run</th><th>steps</th><th>tokens</th><th>training s</th><th>{}</th>"
@@ -187,13 +214,16 @@ std::string summary_table(const std::vector<RunData>& runs) {
         fnum(energy ? std::optional<double>(*energy / 3.6e6) : std::nullopt, "{:.4g}");
     // the estimate's label on every figure made from the estimated joules
     const char* e = est && energy ? " (est.)" : "";
+    // a value held where the series had none: said under the figure, the flags below the table
+    const std::string held =
+        carbon_flags(r).empty() ? "" : "<br><small class=unknown>carbon held: see below</small>";
     h.insert(h.size() - 5, scope);  // under the run's name
     h += fmt::format(
         "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}{}</td><td>{}{}</td><td>{}{}</td>"
-        "<td>{}{}</td><td>{}</td><td>{}</td></tr>\n",
+        "<td>{}{}{}</td><td>{}</td><td>{}</td></tr>\n",
         steps_cell(s), fnum(tokens, "{:.0f}"), fnum(seconds, "{:.1f}"), fnum(per_s, "{:.0f}"),
         fnum(energy, "{:.4g}"), e, kwh, e, fnum(per_token, "{:.3g}"), per_token ? e : "",
-        fnum(g, "{:.3g}"), g ? e : "", fnum(s.val_loss, "{:.4f}"), method);
+        fnum(g, "{:.3g}"), g ? e : "", held, fnum(s.val_loss, "{:.4f}"), method);
   }
   return h + "</table>\n";
 }
@@ -364,7 +394,7 @@ std::string render_html(const std::vector<RunData>& runs, const AblationData* ab
          "hold the figures.</p>\n";
 
   h += "<h2>Energy to target</h2>\n" + target_table(runs);
-  h += "<h2>Runs</h2>\n" + summary_table(runs);
+  h += "<h2>Runs</h2>\n" + summary_table(runs) + carbon_notes(runs);
   if (ablation) h += "<h2>Ablation</h2>\n" + ablation_table(*ablation);
   h += "<h2>Configuration differences</h2>\n" + config_table(runs);
   h += "<h2>Charts</h2>\n";

@@ -164,6 +164,7 @@ inline constexpr char grad_norm[] = "grad_norm";
 inline constexpr char skipped[] = "skipped";
 inline constexpr char step_time_s[] = "step_time_s";
 inline constexpr char energy_interval_tokens[] = "energy_interval_tokens";
+inline constexpr char energy_interval_s[] = "energy_interval_s";
 inline constexpr char power_w_by_domain[] = "power_w_by_domain";
 inline constexpr char power_estimated_domains[] = "power_estimated_domains";
 inline constexpr char target_reached[] = "target_reached";

@@ -89,6 +89,7 @@ CarbonSeries load_carbon_csv(const std::string& path, const TimeZone& zone, cons
   s.source = csv.describe();
   s.row_step_s = csv.step_s;
   s.gaps = csv.gaps;
+  s.implausible_warning = csv.implausible_warning;
   s.start_s = ts.front();
   s.slot_s = slot;
   const UnixTimeS end = ts.back() + median;

@@ -45,6 +45,9 @@ struct CarbonSeries {
   /// Holes of the CSV (rows further apart than row_step_s): bridged by holding the value before
   /// them, and flagged by the caller (gap_warnings), never silently.
   std::vector<energy::CarbonGap> gaps;
+  /// The CSV's values outside the plausible range of a grid's intensity, said once
+  /// (energy::CarbonCsv::implausible_warning); empty when every value is plausible.
+  std::string implausible_warning;
 
   /// UTC end of the last slot, s.
   UnixTimeS end_s() const {

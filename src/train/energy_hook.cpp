@@ -1,6 +1,7 @@
 #include "train/energy_hook.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -144,8 +145,8 @@ void EnergyHook::begin_step(int64_t step) {
   }
 }
 
-std::string EnergyHook::end_step(int64_t step, int64_t tokens, double flops,
-                                 nlohmann::json& record) {
+StepNote EnergyHook::end_step(int64_t step, int64_t tokens, double flops, nlohmann::json& record) {
+  ++interval_steps_;
   interval_tokens_ += tokens;
   interval_flops_ += flops;
   run_tokens_ += tokens;
@@ -171,8 +172,10 @@ std::string EnergyHook::end_step(int64_t step, int64_t tokens, double flops,
     record[key::energy_nodes] = add_nodes(m);
     record[key::power_scope] = "rank 0's devices (its node's CPU and memory, its own GPU)";
   }
+  warn_carbon_outside(m);
   add_energy_fields(m, static_cast<double>(interval_tokens_), record);
   record[key::energy_interval_tokens] = interval_tokens_;
+  record[key::energy_interval_s] = m.duration_s;       // power_w x this / tokens = joules_per_token
   std::map<std::string, std::optional<double>> watts;  // unknown in one sensor: unknown
   std::set<std::string> est;
   for (const auto& d : node_domains) {
@@ -188,11 +191,16 @@ std::string EnergyHook::end_step(int64_t step, int64_t tokens, double flops,
   record[key::power_w_by_domain] = by_domain;
   if (!est.empty())
     record[key::power_estimated_domains] = std::vector<std::string>(est.begin(), est.end());
-  std::string line = energy::summary_line(m, static_cast<double>(interval_tokens_)) + ", " +
-                     energy::carbon_short(m);
-  interval_tokens_ = 0;
+  StepNote note;
+  note.text = energy::summary_line(m, static_cast<double>(interval_tokens_)) + ", " +
+              energy::carbon_short(m);
+  // the line's tokens/s over the meter's seconds of this interval: W / (tokens/s) = J/token
+  note.window_s = m.duration_s;
+  note.window_tokens = interval_tokens_;
+  note.window_steps = interval_steps_;
+  interval_tokens_ = interval_steps_ = 0;
   interval_flops_ = 0;
-  return line;
+  return note;
 }
 
 void EnergyHook::target_reached(int64_t step, nlohmann::json& fields) {
@@ -212,6 +220,7 @@ void EnergyHook::finish(nlohmann::json& summary) {
     interval_open_ = false;
   }
   energy::Measurement m = meter_->end_window("run");
+  warn_carbon_outside(m);
   if (comm_ && comm_->size() > 1) summary[key::energy_nodes] = add_nodes(m);
   summary[key::energy_unknown] = !m.known_energy_j();  // never a silent 0
   add_energy_fields(m, static_cast<double>(run_tokens_), summary);
@@ -252,6 +261,21 @@ void EnergyHook::finish(nlohmann::json& summary) {
     std::fprintf(log_, "  method: %s\n", m.method.c_str());
     for (auto& f : m.flags) std::fprintf(log_, "  flag: %s\n", f.c_str());
   }
+}
+
+void EnergyHook::warn_carbon_outside(const energy::Measurement& m) {
+  if (carbon_warned_ || !log_ || !warn_) return;
+  for (const auto& f : m.flags)
+    if (f.rfind(energy::kCarbonOutsideFlag, 0) == 0) {
+      // on a terminal, over a progress line being rewritten (the next step draws it again)
+      std::fprintf(warn_,
+                   "%sgreentrain train: warning: %s (said once; metrics.jsonl's and "
+                   "summary.json's energy_flags say it for each interval and for the run)\n",
+                   isatty(fileno(warn_)) ? "\r\033[K" : "", f.c_str());
+      std::fflush(warn_);
+      carbon_warned_ = true;
+      return;
+    }
 }
 
 nlohmann::json EnergyHook::add_nodes(energy::Measurement& m) {

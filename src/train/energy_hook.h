@@ -54,7 +54,11 @@ class EnergyHook final : public StepObserver {
   /// set_min_interval_s set (tests).
   double min_interval_s() const { return min_interval_s_; }
   void set_min_interval_s(double s) { min_interval_s_ = s; }
-  std::string end_step(int64_t step, int64_t tokens, double flops, nlohmann::json& record) override;
+  /// At a logged step whose interval is long enough (see min_interval_s): ends the interval,
+  /// adds its energy fields (add_energy_fields, energy_interval_tokens, energy_interval_s,
+  /// power_w_by_domain) to `record` and returns the line's text with the interval as its
+  /// window; otherwise returns an empty note.
+  StepNote end_step(int64_t step, int64_t tokens, double flops, nlohmann::json& record) override;
   /// Ends the run window, writes energy.csv and adds the energy fields to summary.json:
   /// energy_j, joules_per_token, tokens_per_joule, gflops_per_watt, g_co2e, carbon_g_per_kwh,
   /// carbon_origin, carbon_source (also on every logged metrics line),
@@ -71,8 +75,16 @@ class EnergyHook final : public StepObserver {
   /// The energy lines of metrics.jsonl (with their own "energy_nodes") and the target record
   /// are the whole job's too; "power_w_by_domain" stays rank 0's node's ("power_scope").
   void set_communicator(dist::Communicator* comm) { comm_ = comm; }
+  /// Where warnings go (default stderr; nullptr: none): the first measurement whose time the
+  /// carbon series does not cover (energy::kCarbonOutsideFlag) is said there once, by the rank
+  /// that logs (a `log` was given).
+  void set_warnings(FILE* warn) { warn_ = warn; }
 
  private:
+  // Says m's flag of a span outside the carbon series on warn_, the first time there is one.
+  void warn_carbon_outside(const energy::Measurement& m);
+  FILE* warn_ = stderr;
+  bool carbon_warned_ = false;
   // With several ranks: turns m (this rank's window) into the whole job's, the sum over the
   // ranks that read a node's devices, unknown when any node's is; its domains become one per
   // kind (cpu, gpu, ram, psys), each the sum over the job's sensors of that kind, and its peak
@@ -88,7 +100,7 @@ class EnergyHook final : public StepObserver {
   bool interval_open_ = false;
   double min_interval_s_ = 0;  // min_log_interval_s of the sensors
   int64_t last_step_ = -1;     // the run's last step (set_last_step)
-  int64_t interval_tokens_ = 0, run_tokens_ = 0;
+  int64_t interval_tokens_ = 0, interval_steps_ = 0, run_tokens_ = 0;
   double interval_flops_ = 0, run_flops_ = 0;
 };
 

@@ -53,6 +53,21 @@ void RunLog::step(const StepReport& s) {
   double mean_dt = 0;
   for (double x : recent_) mean_dt += x;
   mean_dt /= recent_.size();
+  // the line's window: the energy interval its W and J/token cover, else the steps since the
+  // last line that stayed (this one included)
+  since_tokens_ += s.tokens;
+  since_s_ += s.step_time_s;
+  ++since_steps_;
+  const bool energy_window = s.energy.window_s > 0 && s.energy.window_steps > 0;
+  const double window_s = energy_window ? s.energy.window_s : since_s_;
+  const double window_tokens =
+      energy_window ? static_cast<double>(s.energy.window_tokens) : since_tokens_;
+  const double window_steps =
+      static_cast<double>(energy_window ? s.energy.window_steps : since_steps_);
+  if (s.final_line) {
+    since_tokens_ = since_s_ = 0;
+    since_steps_ = 0;
+  }
   std::string val_text;
   if (s.val_loss) {
     val_text = fmt::format(" | val {:.4f}", *s.val_loss);
@@ -71,13 +86,13 @@ void RunLog::step(const StepReport& s) {
             s.skipped ? fmt::format(" | SKIPPED (inf/NaN gradients), loss scale now {:g}",
                                     s.loss_scale.value_or(1.0))
                       : "",
-            s.lr, s.tokens / mean_dt, s.step_time_s * 1000,
+            s.lr, window_tokens / window_s, window_s / window_steps * 1000,
             s.threads.threads < s.threads.team
                 ? fmt::format(" | {} of {} threads (cores busy)", s.threads.threads, s.threads.team)
             : s.threads.yielding
                 ? fmt::format(" | {} threads, waits sleeping (cores busy)", s.threads.threads)
                 : "",
-            s.energy_text.empty() ? "" : " | " + s.energy_text,
+            s.energy.text.empty() ? "" : " | " + s.energy.text,
             format_duration(mean_dt * (s.last - s.step))),
         s.final_line);
 }

@@ -529,7 +529,7 @@ RunResult Trainer::run(int64_t stop_at) {
     }
     rep.threads = threads;
     if (observer_)
-      rep.energy_text = observer_->end_step(step_, tokens_per_step, flops_per_step, rep.extra);
+      rep.energy = observer_->end_step(step_, tokens_per_step, flops_per_step, rep.extra);
     rep.evaluated = (cfg_.eval_interval > 0 && step_ % cfg_.eval_interval == 0) || step_ == last;
     if (rep.evaluated) evaluate_step(rep, r, run_t0);
     rep.final_line = rep.evaluated || last_skipped_ || step_ % cfg_.log_interval == 0 ||

@@ -41,8 +41,8 @@ class StepObserver {
   virtual void begin_step(int64_t step) {}
   /// Called after the optimizer update with the step's tokens and model FLOPs; may add
   /// fields to the step's metrics record (e.g. "energy_j") and returns text for the
-  /// progress line (e.g. "41 W, 0.012 J/tok").
-  virtual std::string end_step(int64_t step, int64_t tokens, double flops, nlohmann::json& record) {
+  /// progress line (e.g. "41 W, 0.012 J/tok") with the window that text covers (StepNote).
+  virtual StepNote end_step(int64_t step, int64_t tokens, double flops, nlohmann::json& record) {
     return {};
   }
   /// Called once at the end of run(); may add fields to summary.json.

@@ -481,6 +481,62 @@ TEST(MeasureCli, SeriesWithBomCrlfAndOffsetsIsRead) {
   EXPECT_NE(e.run({"measure", "--carbon-start", "2020-06-08 00:30", "--", "true"}).code, 0);
 }
 
+// A series that ended before the command ran: its last value is held, and the flag naming the
+// measured interval and the series' last row reaches the report on stderr, the JSON and the
+// CodeCarbon row's energy_flags.
+TEST(MeasureCli, SeriesThatEndedIsFlaggedInEveryOutput) {
+  CliEnv e;
+  write_file(e.d / "old.csv",
+             "Time,Carbon Intensity\n2020-01-01 00:00:00,100\n2020-01-01 01:00:00,200\n");
+  auto r = e.run({"measure", "--carbon-csv", e.d / "old.csv", "--json", e.d / "m.json", "--csv",
+                  e.d / "e.csv", "--", "sleep", "0.3"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string last =
+      "whose rows run from 2020-01-01T00:00:00Z to its last row at "
+      "2020-01-01T01:00:00Z (step 1 h: it covers up to 2020-01-01T02:00:00Z)";
+  EXPECT_NE(r.err.find("flag: carbon: the measured interval "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(last), std::string::npos) << r.err;
+  auto j = nlohmann::json::parse(slurp(e.d / "m.json"));
+  std::string flag;
+  for (const auto& f : j["flags"])
+    if (f.get<std::string>().find("carbon: the measured interval ") == 0)
+      flag = f.get<std::string>();
+  EXPECT_NE(flag.find(last), std::string::npos) << j["flags"].dump();
+  EXPECT_NE(flag.find("its last value, 200 gCO2e/kWh, was used"), std::string::npos) << flag;
+  EXPECT_NEAR(j["carbon_g_per_kwh"].get<double>(), 200, 1e-9);  // the last row, held
+  EXPECT_NE(slurp(e.d / "e.csv").find(last), std::string::npos);
+}
+
+// An intensity in another unit than gCO2e/kWh is said once on stderr before the command runs,
+// naming the option or file, the value and the likely unit; the measurement goes on.
+TEST(MeasureCli, ImplausibleIntensityIsWarnedOnce) {
+  CliEnv e;
+  auto c = e.run({"measure", "--carbon-intensity", "0.4", "--", "true"});
+  ASSERT_EQ(c.code, 0) << c.err;
+  const std::string w =
+      "greentrain measure: warning: --carbon-intensity: carbon intensity 0.4 "
+      "gCO2e/kWh lies outside 1..2000 gCO2e/kWh";
+  EXPECT_NE(c.err.find(w), std::string::npos) << c.err;
+  EXPECT_EQ(c.err.find("warning:"), c.err.rfind("warning:")) << c.err;
+  EXPECT_NE(c.err.find("kg/kWh"), std::string::npos) << c.err;
+  write_file(e.d / "kg.csv",
+             "Time,Carbon Intensity\n2020-01-01 00:00:00,0.4\n2020-01-01 01:00:00,0.5\n"
+             "2020-01-01 02:00:00,0.45\n");
+  auto s = e.run({"measure", "--carbon-csv", e.d / "kg.csv", "--", "true"});
+  ASSERT_EQ(s.code, 0) << s.err;
+  EXPECT_NE(s.err.find("greentrain measure: warning: carbon series " + e.d / "kg.csv" +
+                       ": 3 of 3 values lie outside"),
+            std::string::npos)
+      << s.err;
+  EXPECT_EQ(s.err.find("warning:"), s.err.rfind("warning:")) << s.err;
+  EXPECT_NE(s.err.find("set --carbon-unit kg/kWh"), std::string::npos) << s.err;
+  // read in its unit, nothing is said
+  auto k =
+      e.run({"measure", "--carbon-csv", e.d / "kg.csv", "--carbon-unit", "kg/kWh", "--", "true"});
+  ASSERT_EQ(k.code, 0) << k.err;
+  EXPECT_EQ(k.err.find("warning:"), std::string::npos) << k.err;
+}
+
 TEST(SensorsCli, ListsSensorsAndReasons) {
   CliEnv e;
   const std::string out = e.d / "out.txt";

@@ -34,6 +34,13 @@ nlohmann::json summary(const std::string& run) {
   return nlohmann::json::parse(slurp(fs::path(run) / "summary.json"));
 }
 
+// How many times `what` occurs in `s`.
+size_t count(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (auto p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
+  return n;
+}
+
 // The energy.csv row's value in column `name` (the header and one row; quoted fields allowed).
 std::string csv_column(const std::string& run, const std::string& name) {
   std::istringstream in(slurp(fs::path(run) / "energy.csv"));
@@ -90,17 +97,45 @@ struct CarbonCli : ::testing::Test {
                      "log_interval = 1\n[data]\npath = \"" +
                          d.file("t.txt") + "\"\n");
   }
+  // `cmd`'s exit code and its standard output; its standard error in *err.
+  test::CmdResult run_split(const std::string& cmd, std::string* err) {
+    auto r = run_cmd("( (" + cmd + ") 2>" + d.file("stderr.txt") + " )");  // inside run_cmd's 2>&1
+    *err = slurp(d.file("stderr.txt"));
+    return r;
+  }
   // A CSV written by a UTC+2 site: byte order mark, CRLF, each row with its +02:00 offset;
-  // hourly rows at the hours `hours` from the present hour H (UTC), value 100 x (k + 10).
-  std::string series(const std::string& name, const std::vector<int>& hours) {
+  // hourly rows at the hours `hours` from the present hour H (UTC), value 100 x (k + 10)
+  // x `scale` (0.001: the values in kg/kWh).
+  std::string series(const std::string& name, const std::vector<int>& hours, double scale = 1) {
     const auto now = std::chrono::duration_cast<std::chrono::seconds>(
                          std::chrono::system_clock::now().time_since_epoch())
                          .count();
     const std::int64_t h = now / 3600 * 3600;
     std::string text = "\xEF\xBB\xBFTime,Carbon Intensity\r\n";
-    for (int k : hours) text += plus2(h + k * 3600) + "," + std::to_string(100 * (k + 10)) + "\r\n";
+    for (int k : hours)
+      text += plus2(h + k * 3600) + "," + fmt_value(100 * (k + 10) * scale) + "\r\n";
     test::write_file(d.file(name), text);
     return d.file(name);
+  }
+  static std::string fmt_value(double v) {
+    std::ostringstream o;
+    o << v;
+    return o.str();
+  }
+  // The UTC text of hour H + k (as the flags write times).
+  static std::string utc_hour(int k) {
+    const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+    using namespace std::chrono;
+    const sys_seconds t{seconds{now / 3600 * 3600 + k * 3600}};
+    const auto day = floor<days>(t);
+    const year_month_day ymd{day};
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%04d-%02u-%02uT%02d:00:00Z", static_cast<int>(ymd.year()),
+                  static_cast<unsigned>(ymd.month()), static_cast<unsigned>(ymd.day()),
+                  static_cast<int>(hh_mm_ss{t - day}.hours().count()));
+    return buf;
   }
 };
 
@@ -197,6 +232,84 @@ TEST_F(CarbonCli, HoleInTheSeriesIsFlagged) {
     flagged = flagged || f.get<std::string>().find("no rows from") != std::string::npos;
   EXPECT_TRUE(flagged) << s["energy"]["flags"].dump();
   EXPECT_NE(r.output.find("flag: carbon: no rows from"), std::string::npos) << r.output;
+}
+
+// A series that ended hours before the run (an old download): its last value is held, and every
+// output says so, naming the series' last row and the measured interval: stderr once, while the
+// run goes (its first interval); summary.json; each metrics.jsonl energy line; the report.
+TEST_F(CarbonCli, SeriesThatEndedBeforeTheRunIsFlaggedInEveryOutput) {
+  const std::string csv = series("old.csv", {-6, -5, -4});  // covers up to H-3
+  const std::string run = d.file("old");
+  std::string err;
+  auto r =
+      run_split(bin + " train " + cfg + " --set energy.carbon_csv=" + csv + " --out " + run, &err);
+  ASSERT_EQ(r.exit_code, 0) << r.output << err;
+  const std::string last_row = "last row at " + utc_hour(-4);
+  EXPECT_EQ(count(err, "greentrain train: warning: carbon: the measured interval "), 1u) << err;
+  EXPECT_NE(err.find(last_row), std::string::npos) << err;
+  EXPECT_NE(err.find("its last value, 600 gCO2e/kWh, was used"), std::string::npos) << err;
+  auto has_flag = [&](const nlohmann::json& flags) {
+    for (auto& f : flags)
+      if (f.get<std::string>().find("carbon: the measured interval ") == 0 &&
+          f.get<std::string>().find(last_row) != std::string::npos &&
+          f.get<std::string>().find(csv) != std::string::npos)
+        return true;
+    return false;
+  };
+  auto s = summary(run);
+  EXPECT_TRUE(has_flag(s["energy_flags"])) << s.dump(2);
+  EXPECT_TRUE(has_flag(s["energy"]["flags"])) << s.dump(2);
+  EXPECT_NEAR(s["carbon_g_per_kwh"].get<double>(), 600, 1e-9);  // row H-4, held
+  int lines = 0;
+  std::istringstream metrics(slurp(fs::path(run) / "metrics.jsonl"));
+  for (std::string line; std::getline(metrics, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (!j.contains("energy_interval_tokens")) continue;
+    ++lines;
+    EXPECT_TRUE(has_flag(j.value("energy_flags", nlohmann::json::array()))) << line;
+  }
+  EXPECT_GT(lines, 0);
+  const std::string html = slurp(fs::path(run) / "report.html");
+  EXPECT_NE(html.find("id=gt-carbon-flags"), std::string::npos);
+  EXPECT_NE(html.find(last_row), std::string::npos);
+}
+
+// A series in kg/kWh (0.35 to 0.65 for 350 to 650 g): one warning on stderr before the data is
+// loaded, naming the file, the first value and the unit to set; the run goes on with the values
+// as read.
+TEST_F(CarbonCli, SeriesInKgPerKwhIsWarnedOnce) {
+  const std::string csv = series("kg.csv", {-3, -2, -1, 0, 1, 2, 3}, 0.0005);
+  std::string err;
+  auto r = run_split(
+      bin + " train " + cfg + " --set energy.carbon_csv=" + csv + " --out " + d.file("kg"), &err);
+  ASSERT_EQ(r.exit_code, 0) << r.output << err;
+  EXPECT_EQ(count(err, "warning: carbon series " + csv + ": 7 of 7 values lie outside"), 1u) << err;
+  EXPECT_EQ(count(err, "warning: carbon"), 1u) << err;
+  EXPECT_NE(err.find("set energy.carbon_unit = 'kg/kWh'"), std::string::npos) << err;
+}
+
+// `greentrain schedule` says it once too, on stderr and in its JSON's carbon_warnings.
+TEST_F(CarbonCli, ScheduleWarnsOfASeriesInKgPerKwh) {
+  test::write_file(d.file("kg.csv"),
+                   "Time,Carbon Intensity\n2020-01-01 00:00:00,0.3\n2020-01-01 01:00:00,0.1\n"
+                   "2020-01-01 02:00:00,0.2\n2020-01-01 03:00:00,0.4\n");
+  test::write_file(d.file("jobs.toml"),
+                   "[[job]]\nname = \"a\"\ncommand = \"true\"\nduration_s = 3600\npower_w = 100\n"
+                   "earliest_start = 2020-01-01T00:00:00\ndeadline = 2020-01-01T04:00:00\n");
+  std::string err;
+  auto r = run_split(kBin + " schedule " + d.file("jobs.toml") + " --carbon-csv " +
+                         d.file("kg.csv") + " --utc-offset 0 --json " + d.file("plan.json"),
+                     &err);
+  ASSERT_EQ(r.exit_code, 0) << r.output << err;
+  EXPECT_EQ(count(err, "greentrain schedule: warning: carbon series " + d.file("kg.csv") +
+                           ": 4 of 4 values lie outside"),
+            1u)
+      << err;
+  EXPECT_NE(err.find("set --carbon-unit kg/kWh"), std::string::npos) << err;
+  const auto plan = nlohmann::json::parse(slurp(d.file("plan.json")));
+  ASSERT_EQ(plan["carbon_warnings"].size(), 1u) << plan.dump(2);
+  EXPECT_NE(plan["carbon_warnings"][0].get<std::string>().find("0.3 gCO2e/kWh at"),
+            std::string::npos);
 }
 
 }  // namespace

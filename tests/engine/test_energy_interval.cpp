@@ -5,10 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <regex>
+#include <sstream>
 #include <thread>
 
 #include "test_helpers.h"
 #include "train/energy_hook.h"
+#include "train/run_log.h"
 
 namespace gt {
 namespace {
@@ -61,18 +64,131 @@ TEST(EnergyInterval, ShortIntervalsMergeIntoTheNext) {
 
   nlohmann::json r1, r2, r4;
   hook.begin_step(1);
-  EXPECT_EQ(hook.end_step(1, 100, 0, r1), "");  // microseconds after the start: merged
+  EXPECT_EQ(hook.end_step(1, 100, 0, r1).text, "");  // microseconds after the start: merged
   EXPECT_FALSE(r1.contains("energy_interval_tokens")) << r1.dump();
   hook.begin_step(2);
   std::this_thread::sleep_for(std::chrono::milliseconds(250));
-  EXPECT_NE(hook.end_step(2, 100, 0, r2), "");
+  EXPECT_NE(hook.end_step(2, 100, 0, r2).text, "");
   EXPECT_EQ(r2["energy_interval_tokens"], 200) << r2.dump();  // steps 1 and 2
   // the run's last step (stop_at, not max_steps) ends its interval however short
   hook.begin_step(3);
-  EXPECT_NE(hook.end_step(3, 100, 0, r4), "");
+  EXPECT_NE(hook.end_step(3, 100, 0, r4).text, "");
   EXPECT_EQ(r4["energy_interval_tokens"], 100) << r4.dump();
   nlohmann::json summary;
   hook.finish(summary);
+}
+
+// The hook's note for the progress line carries the window its W and J/token cover: the
+// interval's meter seconds, tokens and steps, also in metrics.jsonl (energy_interval_s), so
+// that power_w / (tokens / seconds) = joules_per_token.
+TEST(EnergyInterval, TheNoteCarriesTheIntervalItsFiguresCover) {
+  test::TempDir d;
+  const auto zone = d.path / "powercap" / "intel-rapl:0";
+  std::filesystem::create_directories(zone);
+  test::write_file((zone / "name").string(), "package-0\n");
+  test::write_file((zone / "energy_uj").string(), "1000000\n");
+  test::write_file((zone / "max_energy_range_uj").string(), "262143328850\n");
+  TrainConfig cfg;
+  cfg.device = "cpu";
+  cfg.log_interval = 2;
+  cfg.eval_interval = 0;
+  cfg.max_steps = 4;
+  energy::MeterOptions opt = meter_options(cfg);
+  opt.powercap_root = (d.path / "powercap").string();
+  opt.interval_s = 0;
+  opt.lock_dir = (d.path / "locks").string();
+  opt.use_nvml = opt.use_rocm_smi = opt.use_estimate = opt.use_daemon = false;  // the zone alone
+  EnergyHook hook(cfg, d.path.string(), nullptr, opt);
+  hook.set_min_interval_s(0);
+  nlohmann::json r1, r2;
+  hook.begin_step(1);
+  EXPECT_EQ(hook.end_step(1, 100, 0, r1).window_steps, 0);  // not a logged step
+  hook.begin_step(2);
+  test::write_file((zone / "energy_uj").string(), "3000000\n");  // 2 J in the interval
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const StepNote note = hook.end_step(2, 100, 0, r2);
+  EXPECT_EQ(note.window_steps, 2);
+  EXPECT_EQ(note.window_tokens, 200);
+  ASSERT_GT(note.window_s, 0.04);
+  EXPECT_DOUBLE_EQ(r2["energy_interval_s"].get<double>(), note.window_s) << r2.dump();
+  ASSERT_TRUE(r2["power_w"].is_number()) << r2.dump();
+  EXPECT_NEAR(r2["power_w"].get<double>() / (note.window_tokens / note.window_s),
+              r2["joules_per_token"].get<double>(), 1e-12)
+      << r2.dump();
+  nlohmann::json summary;
+  hook.finish(summary);
+}
+
+// The progress line's rates describe one window: on a line with energy figures, tokens/s and
+// ms/step are the energy interval's (not the last 20 steps' mean, nor the step's own time), so
+// J/token = W / (tokens/s) on the line; on other lines, the steps since the last line kept.
+TEST(EnergyInterval, ProgressLineRatesCoverTheEnergyInterval) {
+  test::TempDir d;
+  const std::string log_path = d.file("log.txt");
+  FILE* log = std::fopen(log_path.c_str(), "w");
+  ASSERT_NE(log, nullptr);
+  {
+    RunLog runlog(d.path.string(), log, false);
+    StepReport s;
+    s.max_steps = s.last = 3;
+    s.tokens = 100;
+    s.step = 1;  // a slow first step, a kept line without energy figures: its own window
+    s.step_time_s = 1.0;
+    s.final_line = true;
+    runlog.step(s);
+    s.step = 2;  // not kept (merged interval): the window since step 1's line
+    s.step_time_s = 0.1;
+    s.final_line = false;
+    runlog.step(s);
+    s.step = 3;  // the energy interval of steps 2 and 3: 200 tokens over 0.4 meter seconds
+    s.step_time_s = 0.1;
+    s.final_line = true;
+    s.energy.text = "50.0 W, 0.1 J/token";
+    s.energy.window_s = 0.4;
+    s.energy.window_tokens = 200;
+    s.energy.window_steps = 2;
+    runlog.step(s);
+  }
+  std::fclose(log);
+  std::istringstream lines(test::read_bytes(log_path));
+  std::string first, last;
+  std::getline(lines, first);
+  std::getline(lines, last);
+  EXPECT_NE(first.find("| 100 tok/s | 1000 ms/step |"), std::string::npos) << first;
+  // 200 tokens / 0.4 s = 500 tok/s, 0.4 s / 2 steps = 200 ms/step; 50 W / 500 tok/s = 0.1 J/token
+  EXPECT_NE(last.find("| 500 tok/s | 200 ms/step | 50.0 W, 0.1 J/token |"), std::string::npos)
+      << last;
+}
+
+// End to end, what a user checks: on every progress line with W and J/token, J/token equals
+// W / (tokens/s) within the printed digits. Checkpoints written at every step lie inside the
+// energy intervals (their joules count), so a tokens/s over the steps' own times disagreed.
+TEST(EnergyInterval, ProgressLinesAgreeWithThemselves) {
+  GT_NEEDS_CPU_BACKEND();
+  test::TempDir d;
+  test::write_file(d.file("t.txt"), test::sample_text(5000));
+  const std::string cfg = d.file("tiny.toml");
+  test::write_file(cfg,
+                   "[model]\nn_layer = 1\nn_head = 2\nn_embd = 16\nblock_size = 8\n"
+                   "[train]\nbatch_size = 4\nmax_steps = 60\nwarmup_steps = 1\n"
+                   "eval_interval = 0\neval_steps = 1\ncheckpoint_interval = 1\nthreads = 2\n"
+                   "log_interval = 20\n[data]\npath = \"" +
+                       d.file("t.txt") + "\"\n");
+  auto r = test::run_cmd("GT_ENERGY_LOCK_DIR=" + d.file("locks") + " " + GT_BINARY + " train " +
+                         cfg + " --out " + d.file("run"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::regex figures(
+      R"(\| ([0-9.]+) tok/s \| [0-9.]+ ms/step(?: \| [^|]*)? \| ([0-9.]+) W, ([0-9.e+-]+) J/token)");
+  int checked = 0;
+  std::istringstream out(r.output);
+  for (std::string line; std::getline(out, line);) {
+    std::smatch m;
+    if (!std::regex_search(line, m, figures)) continue;
+    const double tok_s = std::stod(m[1]), w = std::stod(m[2]), j_tok = std::stod(m[3]);
+    EXPECT_NEAR(w / tok_s / j_tok, 1.0, 0.02) << line;
+    ++checked;
+  }
+  EXPECT_GT(checked, 0) << r.output;
 }
 
 // The meter reads the GPU of the device it is given (the trainer's, "cuda:<local rank>" on rank

@@ -223,6 +223,39 @@ TEST(Report, WholeRunFiguresAreEstimatedWhenAnEarlierSessionWas) {
   EXPECT_EQ(est_marks(html), 0u);
 }
 
+// A run whose carbon series did not cover its time (or had a hole in it) shows it: the flags
+// of summary.json's energy that begin "carbon:" under the runs table, the gCO2e cell marked; a
+// run without them shows neither, and other flags are not carbon's.
+TEST(Report, CarbonFlagsOfTheSummaryAreShown) {
+  TempDir d;
+  fs::create_directories(d.file("run"));
+  write_file(d.file("run/metrics.jsonl"), "{\"step\": 1, \"loss\": 5.0}\n");
+  write_file(d.file("run/config.toml"), "a = 1\n");
+  const std::string flag =
+      "carbon: the measured interval 2026-12-07T19:00:00Z .. 2026-12-07T19:01:00Z lies outside "
+      "the intensity series old.csv, whose rows run from 2020-01-01T00:00:00Z to its last row at "
+      "2020-01-01T01:00:00Z (step 1 h: it covers up to 2020-01-01T02:00:00Z); after "
+      "2020-01-01T02:00:00Z its last value, 200 gCO2e/kWh, was used (1 min)";
+  auto html_of = [&](const std::string& flags) {
+    write_file(d.file("run/summary.json"),
+               R"({"step": 6, "tokens": 96, "duration_s": 1.0, "energy_j": 10.0,
+                   "g_co2e": 0.001, "energy_unknown": false, "energy_estimated": false,
+                   "energy": {"flags": [)" +
+                   flags + "]}}");
+    const report::RunData r = report::read_run(d.file("run"));
+    EXPECT_TRUE(r.problems.empty()) << r.problems[0];
+    return report::render_html({r}, nullptr, "");
+  };
+  const std::string html = html_of("\"" + flag + "\", \"rapl: a counter wrapped\"");
+  EXPECT_NE(html.find("id=gt-carbon-flags"), std::string::npos);
+  EXPECT_NE(html.find("<li><b>run</b>: " + flag + "</li>"), std::string::npos) << html;
+  EXPECT_EQ(html.find("rapl: a counter wrapped"), std::string::npos);
+  EXPECT_NE(html.find("carbon held: see below"), std::string::npos);
+  const std::string clean = html_of("\"rapl: a counter wrapped\"");
+  EXPECT_EQ(clean.find("id=gt-carbon-flags"), std::string::npos);
+  EXPECT_EQ(clean.find("carbon held"), std::string::npos);
+}
+
 TEST(Report, MissingOrTruncatedMetricsAreNamed) {
   TinyRun t;
   ASSERT_EQ(t.train("run").exit_code, 0);
