@@ -134,6 +134,14 @@ TEST_F(CliUsage, JsonToStandardOutput) {
   EXPECT_EQ(mj["schema"], "greentrain.measure/1");
   EXPECT_EQ(mj["exit_code"], 0);
   EXPECT_NE(slurp(d.file("stderr.txt")).find("greentrain measure: true"), std::string::npos);
+  // `--json` alone right before `--` (review of the docs, item 1): standard output, as at the
+  // end; it wrote a file named "--". The other commands' --json before `--` alike.
+  for (const std::string args : {" measure --json -- sh -c 'exit 3'", " sensors --json --"}) {
+    auto bare = stdout_of("cd " + d.path.string() + " && " + kBin + args);
+    EXPECT_FALSE(fs::exists(d.file("--"))) << args << ": wrote a file named --";
+    EXPECT_EQ(bare.exit_code, args.find("exit 3") != std::string::npos ? 3 : 0) << bare.output;
+    EXPECT_NO_THROW((void)nlohmann::json::parse(bare.output)) << args << ": " << bare.output;
+  }
   // tune (simulated devices)
   auto t =
       stdout_of(kBin + " tune --simulate --step 50 --warmup-steps 0 --profile-steps 1 --json -");
