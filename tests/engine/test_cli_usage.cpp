@@ -250,6 +250,16 @@ TEST_F(CliUsage, CountsAndDurationsOutsideTheirRangeNameTheOptionAndTheRange) {
   }
 }
 
+// An fp8 row on a device without fp8 failed after the baseline and bf16 rows had run; it is
+// refused before any row, naming the devices that have fp8.
+TEST_F(CliUsage, AblateRefusesAnFp8RowOnADeviceWithoutFp8BeforeAnyRow) {
+  auto r = run_cmd(kBin + " ablate " + cfg + " --steps 2 --order bf16,fp8 --out " + d.file("ab"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("fp8 needs train.device = cuda or cuda-emu"), std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(d.file("ab"))) << "a row ran, or its folder was made: " << r.output;
+}
+
 // Options a simulated search would ignore are usage errors naming them (review of `schedule`,
 // item 5): `tune CONFIG --simulate` searched the simulated devices and said nothing of CONFIG.
 TEST_F(CliUsage, TuneRefusesOptionsASimulatedSearchWouldIgnore) {
