@@ -42,9 +42,6 @@ std::vector<std::string> parse_order(const std::string& list) {
   return order;
 }
 
-namespace {
-
-// The checks of the options that need no file.
 void check_options(const Options& a) {
   if (a.config.empty())
     throw Error("a configuration file is needed, e.g. configs/shakespeare-char.toml");
@@ -69,6 +66,8 @@ void check_options(const Options& a) {
   if (a.recompute != "gelu" && a.recompute != "gelu+ln" && a.recompute != "block")
     throw Error(fmt::format("--recompute '{}': expected gelu, gelu+ln or block", a.recompute));
 }
+
+namespace {
 
 // The rows: the baseline at base_batch, then each technique switched on in turn.
 std::vector<RowPlan> plan_rows(const Options& a, const Plan& p, int base_batch,
