@@ -328,7 +328,7 @@ void setup(CLI::App& root) {
                 "(gCO2e + LAMBDA x kWh, LAMBDA from --energy-weight)");
   c->add_option("--energy-weight", a->energy_weight,
                 "--objective weighted: LAMBDA, gCO2e charged per kWh on top of the grid's "
-                "(default: the carbon series' mean intensity)")
+                "(default: the carbon series' mean intensity); 0 or more")
       ->check(gt::cli::number_range(0, std::numeric_limits<double>::infinity(),
                                     "gCO2e per kWh, 0 or more"));
   c->add_option("--forecast-error", a->forecast_error_pct,
@@ -340,7 +340,7 @@ void setup(CLI::App& root) {
   c->add_option("--seeds", a->seeds,
                 "with --forecast-error: plan N times, with seeds --seed .. --seed+N-1, and print "
                 "each plan's totals and the mean saving (the table and --json are the first "
-                "seed's)")
+                "seed's); N from 1 to 1000000")
       ->check(gt::cli::int_range(1, 1000000));
   gt::cli::add_json_option(c, a->json_path, "the plan");
   c->add_option("--submit", a->submit, "submit the plan: slurm (sbatch; $GT_SBATCH overrides)");
