@@ -32,7 +32,7 @@ std::vector<std::string> parse_order(const std::string& list) {
     if (t != "bf16" && t != "fusion" && t != "recompute" && t != "fp8")
       throw Error(fmt::format(
           "--order '{}': '{}' is unknown; expected a list of bf16, fusion, recompute, fp8 (fp8: "
-          "train.device = cuda)",
+          "train.device = cuda or cuda-emu)",
           list, t));
     if (!seen.insert(t).second)
       throw Error(fmt::format("--order '{}': '{}' appears twice", list, t));
@@ -42,9 +42,6 @@ std::vector<std::string> parse_order(const std::string& list) {
   return order;
 }
 
-namespace {
-
-// The checks of the options that need no file.
 void check_options(const Options& a) {
   if (a.config.empty())
     throw Error("a configuration file is needed, e.g. configs/shakespeare-char.toml");
@@ -69,6 +66,8 @@ void check_options(const Options& a) {
   if (a.recompute != "gelu" && a.recompute != "gelu+ln" && a.recompute != "block")
     throw Error(fmt::format("--recompute '{}': expected gelu, gelu+ln or block", a.recompute));
 }
+
+namespace {
 
 // The rows: the baseline at base_batch, then each technique switched on in turn.
 std::vector<RowPlan> plan_rows(const Options& a, const Plan& p, int base_batch,
@@ -112,6 +111,13 @@ Plan make_plan(const Options& a) {
         "round; use --rounds 1");
   parse_recompute(a.recompute);
   p.order = parse_order(a.order);
+  // an fp8 row on a device without fp8 failed after the rows before it had run
+  if (std::find(p.order.begin(), p.order.end(), "fp8") != p.order.end() &&
+      !device_traits(cfg.device).fp8)
+    throw Error(fmt::format(
+        "--order '{}': fp8 needs train.device = cuda or cuda-emu; this configuration has "
+        "train.device = '{}' (leave fp8 out, or --set train.device=cuda)",
+        a.order, cfg.device));
   TokenData data = load_data(cfg, nullptr);
   if (cfg.model.vocab_size == 0) cfg.model.vocab_size = data.tokenizer.vocab_size();
   p.budget_bytes = a.memory_budget > 0 ? static_cast<size_t>(a.memory_budget)

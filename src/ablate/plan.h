@@ -62,6 +62,11 @@ struct Plan {
 /// naming the list when a name is unknown or repeated, or when the list is empty.
 std::vector<std::string> parse_order(const std::string& order);
 
+/// Checks the options that need no file: a CONFIG given, --steps (2 or more), --rounds (1 to
+/// steps / 2), the keys --set may not set, --memory-budget (0 or more), --recompute. Throws
+/// gt::Error naming the option, its value and what was expected. make_plan() calls it.
+void check_options(const Options& a);
+
 /// Checks the options (steps, rounds, the keys --set may not set, budget, recompute policy,
 /// order), loads the configuration and the data (for the vocabulary) and plans every row's
 /// micro-batch. Throws gt::Error naming the option, file or key that is wrong.

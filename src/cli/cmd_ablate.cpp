@@ -51,6 +51,11 @@ void write_report(FILE* out, const std::string& folder) {
 int run_ablate(const Args& args, FILE* out) {
   namespace ab = gt::ablate;
   const ab::Options& a = args.opt;
+  // the options alone, before any file is read: refused, they are usage errors (exit 2)
+  gt::cli::as_usage([&] {
+    ab::check_options(a);
+    (void)ab::parse_order(a.order);
+  });
   const ab::Plan plan = ab::make_plan(a);
   ab::prepare_out_folder(a);
   std::fprintf(out, "greentrain ablate: %s, %d steps per row, memory budget %s (%s)\n",
@@ -79,20 +84,25 @@ void setup(CLI::App& app) {
       "ablate", "Measure what bf16, kernel fusion and recomputation give (co-design ablation)");
   sub->add_option("config", o.config, "TOML configuration (configs/*.toml)")->required();
   sub->add_option("--data", o.data, "Data file (overrides data.path)");
-  sub->add_option("--steps", o.steps, "Optimizer steps per row (default 200)");
+  sub->add_option("--steps", o.steps, "Optimizer steps per row, 2 to 2147483647 (default 200)")
+      ->check(gt::cli::int_range(2, std::numeric_limits<int>::max()));
   sub->add_option("--rounds", o.rounds,
                   "Interleave the rows in R rounds of steps/R steps each, every row resuming its "
                   "checkpoint, so the machine's drift hits all rows alike (default 1: one row "
-                  "after another)");
+                  "after another)")
+      ->check(gt::cli::int_range(1, std::numeric_limits<int>::max(), "1 to steps / 2"));
   sub->add_option("--memory-budget", o.memory_budget,
-                  "Bytes the plan may take (default: the baseline's plan at train.batch_size)");
+                  "Bytes the plan may take (default: the baseline's plan at train.batch_size)")
+      ->check(gt::cli::int_range(0, std::numeric_limits<std::int64_t>::max(),
+                                 "0 (the baseline's plan) or more bytes"));
   sub->add_option("--out", o.out,
                   "Folder for the rows' runs, ablation.csv and .json (default runs/ablate; a "
                   "folder that is not empty is refused without --overwrite)");
   sub->add_flag("--overwrite", o.overwrite,
                 "--out may hold an earlier ablation: its rows, table and report are replaced");
   sub->add_option("--order", o.order,
-                  "Techniques in the order they are switched on (default bf16,fusion,recompute)");
+                  "Techniques in the order they are switched on: bf16, fusion, recompute, fp8 "
+                  "(fp8: train.device = cuda or cuda-emu; default bf16,fusion,recompute)");
   sub->add_option("--recompute", o.recompute,
                   "Policy of the recompute row: gelu, gelu+ln or block (default block)");
   sub->add_option("--set", o.sets, "Override a key for every row (repeatable)")

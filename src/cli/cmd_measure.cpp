@@ -82,13 +82,14 @@ struct MeasureArgs {
 constexpr double kMinTdpW = 1, kMaxTdpW = 2000;
 
 // The meter's options from the command line: the sampling period, the carbon intensity (a
-// series, a constant or a country's figure), the TDP. Throws gt::Error naming the option.
+// series, a constant or a country's figure), the TDP. Throws gt::Error naming the option:
+// gt::UsageError (exit 2) for a value out of its range or an option without the one it needs.
 gt::energy::MeterOptions meter_options(const MeasureArgs& a) {
   using namespace gt::energy;
   MeterOptions opt;
   if (!(a.interval_ms >= 1 && a.interval_ms <= kMaxIntervalS * 1000))
-    throw gt::Error(fmt::format("--interval {}: expected a sampling period in [1, {}] ms",
-                                a.interval_ms, kMaxIntervalS * 1000));
+    throw gt::UsageError(fmt::format("--interval {}: expected a sampling period in [1, {}] ms",
+                                     a.interval_ms, kMaxIntervalS * 1000));
   opt.interval_s = a.interval_ms / 1000.0;
   if (!a.carbon_csv.empty()) {
     opt.carbon = CarbonIntensity::from_csv(a.carbon_csv, a.carbon_utc_offset_h, "", a.carbon_read);
@@ -98,21 +99,25 @@ gt::energy::MeterOptions meter_options(const MeasureArgs& a) {
                               "--carbon-start")
               .unix_s);
   } else if (a.carbon_g) {
-    opt.carbon = CarbonIntensity::constant(*a.carbon_g, "", "--carbon-intensity");
+    opt.carbon = gt::cli::as_usage(
+        [&] { return CarbonIntensity::constant(*a.carbon_g, "", "--carbon-intensity"); });
   } else if (!a.carbon_region.empty()) {
-    opt.carbon = CarbonIntensity::for_country(a.carbon_region, "--carbon-region");
+    opt.carbon = gt::cli::as_usage(
+        [&] { return CarbonIntensity::for_country(a.carbon_region, "--carbon-region"); });
   }
   if (!a.carbon_start.empty() && a.carbon_csv.empty())
-    throw gt::Error("--carbon-start: replays a series; expected --carbon-csv with it");
+    throw gt::UsageError("--carbon-start: replays a series; expected --carbon-csv with it");
   // how a series is read and its time zone: without one they would be ignored
   if (a.carbon_csv.empty())
-    a.carbon_read.refuse_without_series("--carbon-csv FILE", a.carbon_utc_offset_h);
+    gt::cli::as_usage(
+        [&] { a.carbon_read.refuse_without_series("--carbon-csv FILE", a.carbon_utc_offset_h); });
   // with a series or a constant, --carbon-region names the country the figure is for
   if (!a.carbon_region.empty() && opt.carbon.origin() != CarbonOrigin::kCountry)
-    opt.carbon = opt.carbon.with_country(a.carbon_region, "--carbon-region");
+    opt.carbon = gt::cli::as_usage(
+        [&] { return opt.carbon.with_country(a.carbon_region, "--carbon-region"); });
   if (a.tdp_w) {
     if (!(*a.tdp_w >= kMinTdpW && *a.tdp_w <= kMaxTdpW))
-      throw gt::Error(fmt::format(
+      throw gt::UsageError(fmt::format(
           "--tdp {}: expected a CPU TDP per socket in [{}, {}] W (the CPU estimate's full-load "
           "power is it x the sockets; leave it out to take the CPU model table's)",
           *a.tdp_w, kMinTdpW, kMaxTdpW));
@@ -181,17 +186,17 @@ std::string tracking_mode(const MeasureArgs& a, const gt::energy::Meter& meter) 
 }
 
 // Checks --csv, --json, --pue and --wue before the command runs; throws gt::Error naming the
-// option and the value.
+// option and the value (gt::UsageError for --pue and --wue: out of range, or without --csv).
 void check_outputs(const MeasureArgs& a) {
   using namespace gt::energy;
   RunInfo check;
   check.pue = a.pue.value_or(1.0);
   check.wue = a.wue;
-  check_run_info(check);
+  gt::cli::as_usage([&] { check_run_info(check); });  // --pue, --wue out of their ranges
   // --pue and --wue go into the CSV row only (the JSON has no water): not ignored without it
   for (const auto& [name, value] : {std::pair{"--pue", a.pue}, std::pair{"--wue", a.wue}})
     if (value && a.csv.empty())
-      throw gt::Error(
+      throw gt::UsageError(
           fmt::format("{} {}: applies to the --csv row (emissions.csv's energies, emissions and "
                       "water_consumed); expected --csv FILE with it",
                       name, *value));
@@ -304,7 +309,8 @@ gt::cli::Registrar reg(40, "measure", [](CLI::App& root) {
                 "country those figures are for; fills emissions.csv's country columns");
   c->add_option("--csv", a->csv, "append a CodeCarbon emissions.csv row to this file");
   // one value (a PATH, or - for standard output): with an optional value CLI11 2.1 reads a
-  // following `-- CMD -ARG` as options (`measure --json m.json -- sh -c ...` was refused)
+  // following `-- CMD -ARG` as options (`measure --json m.json -- sh -c ...` was refused);
+  // `--json` alone before `--` is given "-" by main.cpp (json_before_separator_to_stdout)
   gt::cli::add_json_option(c, a->json, "the measurement")->expected(1);
   c->add_option("--pue", a->pue,
                 "power usage effectiveness in [1, 10] for the --csv row (needs --csv): "

@@ -38,10 +38,8 @@ std::string duration(double s) {
                    : fmt::format("{}m{:02d}s", t / 60, t % 60);
 }
 
-// The options in their own names (TrainConfig::validate() names the configuration's keys). An
-// option that the chosen tokenizer has no use for is a usage error (exit 2), as an option that
-// another one excludes; a value outside its range is refused (exit 1).
-void check_args(const Args& a) {
+// check_args' checks of the tokenizer's options; throws gt::Error.
+void check_values(const Args& a) {
   if (a.tokenizer == "char")
     throw gt::Error(
         "--tokenizer char: a character vocabulary needs the whole text first; expected byte, bpe "
@@ -77,6 +75,18 @@ void check_args(const Args& a) {
         fmt::format("--vocab-size {}: expected 260 to 65536 (an unknown id and the 256 bytes "
                     "come first; llm.c shards hold uint16 token ids)",
                     a.vocab_size));
+}
+
+// The options in their own names (TrainConfig::validate() names the configuration's keys). Every
+// refusal here is a usage error (exit 2): a tokenizer that is not one, a value outside its
+// range, an option that the chosen tokenizer has no use for or one without the option it needs.
+void check_args(const Args& a) {
+  gt::cli::as_usage([&] { check_values(a); });
+  gt::PrepareOptions opt;  // --val-fraction, --shard-tokens, --threads
+  opt.val_fraction = a.val_fraction;
+  opt.shard_tokens = a.shard_tokens;
+  opt.threads = a.threads;
+  gt::cli::as_usage([&] { gt::check_prepare_options(opt); });
 }
 
 // The tokenizer the options name, built as a configuration's (Tokenizer::from_config) with
@@ -172,6 +182,7 @@ void setup(CLI::App& app) {
                       "bpe without --tokenizer-model: vocabulary to train, 260 to 65536 and at "
                       "least what the text needs (the unknown id, 256 bytes and the characters "
                       "of 99.95% of the text: an error names it)")
+          ->check(gt::cli::int_range(260, 65536))
           ->capture_default_str();
   auto* train_mib =
       sub->add_option("--train-mib", args->train_mib,
@@ -185,8 +196,11 @@ void setup(CLI::App& app) {
   sub->add_option("--val-fraction", args->val_fraction,
                   "Last fraction of the text that goes to val_*.bin")
       ->capture_default_str();
-  sub->add_option("--shard-tokens", args->shard_tokens, "Tokens per shard")->capture_default_str();
+  sub->add_option("--shard-tokens", args->shard_tokens, "Tokens per shard, 1 to 2147483647")
+      ->check(gt::cli::int_range(1, std::numeric_limits<int>::max()))
+      ->capture_default_str();
   sub->add_option("--threads", args->threads, "Threads, 0 (all cores) to 4096")
+      ->check(gt::cli::int_range(0, gt::kMaxThreads, "0 (all cores) to 4096"))
       ->capture_default_str();
   sub->callback([args, vocab_size, train_mib] {
     args->vocab_size_given = vocab_size->count() > 0;

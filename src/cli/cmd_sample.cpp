@@ -21,12 +21,15 @@ struct Args {
 };
 
 int run_sample(const Args& a) {
-  if (a.tokens < 0) throw gt::Error(fmt::format("--tokens {}: expected zero or more", a.tokens));
+  // the options' ranges: a usage error (exit 2), before the model is loaded
+  if (a.tokens < 0)
+    throw gt::UsageError(fmt::format("--tokens {}: expected 0 to 2147483647", a.tokens));
   if (!(a.temperature >= 0))
-    throw gt::Error(fmt::format("--temperature {}: expected zero or more", a.temperature));
+    throw gt::UsageError(
+        fmt::format("--temperature {}: expected 0 (greedy) or more", a.temperature));
   // a negative k was taken as "all" without a word
   if (a.top_k < 0)
-    throw gt::Error(fmt::format("--top-k {}: expected 0 (all tokens) or more", a.top_k));
+    throw gt::UsageError(fmt::format("--top-k {}: expected 0 (all tokens) or more", a.top_k));
   gt::LoadedModel lm = gt::load_model(a.run_dir, 1);
   std::vector<int32_t> ctx;
   if (!a.prompt.empty()) {
@@ -90,10 +93,14 @@ void setup(CLI::App& app) {
                   "(config.json, model.safetensors, vocab.json + merges.txt)")
       ->required();
   sub->add_option("--prompt", args->prompt, "Text to continue (default: a newline)");
-  sub->add_option("--tokens", args->tokens, "Tokens to generate")->capture_default_str();
+  sub->add_option("--tokens", args->tokens, "Tokens to generate, 0 to 2147483647")
+      ->check(gt::cli::int_range(0, std::numeric_limits<int>::max()))
+      ->capture_default_str();
   sub->add_option("--temperature", args->temperature, "Softmax temperature; 0 is greedy")
       ->capture_default_str();
-  sub->add_option("--top-k", args->top_k, "Sample only from the k most likely tokens (0: all)");
+  sub->add_option("--top-k", args->top_k, "Sample only from the k most likely tokens (0: all)")
+      ->check(
+          gt::cli::int_range(0, std::numeric_limits<int>::max(), "0 (all tokens) to 2147483647"));
   sub->add_option("--seed", args->seed, "Random seed")->capture_default_str();
   sub->callback([args] { gt::cli::exit_code() = run_sample(*args); });
 }

@@ -72,29 +72,23 @@ bool ends_with(const std::string& s, std::string_view suffix) {
 std::vector<gt::sched::Job> load_jobs(const ScheduleArgs& a, const gt::sched::TimeZone& zone) {
   using namespace gt::sched;
   if (!ends_with(a.jobs_toml, ".csv")) {
-    gt::check(std::isnan(a.window_h) && a.deadline_rule.empty() && a.deadline_grace_s == 0 &&
-                  a.job_power_w == 0 && !a.interruptible,
-              fmt::format("{}: --window-h, --deadline-rule, --deadline-grace-s, --job-power-w and "
-                          "--interruptible apply to job CSVs only; expected them in the TOML's "
-                          "[[job]] tables",
-                          a.jobs_toml));
+    gt::cli::check_usage(
+        std::isnan(a.window_h) && a.deadline_rule.empty() && a.deadline_grace_s == 0 &&
+            a.job_power_w == 0 && !a.interruptible,
+        fmt::format("{}: --window-h, --deadline-rule, --deadline-grace-s, --job-power-w and "
+                    "--interruptible apply to job CSVs only; expected them in the TOML's "
+                    "[[job]] tables",
+                    a.jobs_toml));
     return load_jobs_toml(a.jobs_toml, zone);
   }
   JobCsvOptions o;
   const bool window = !std::isnan(a.window_h);
-  gt::check(!window || a.deadline_rule.empty(),
-            "--window-h and --deadline-rule both given; expected one of them");
-  // a negative window was taken as "not given" without a word; a window of more than a year
-  // (a year of 366 days) is a mistyped one
-  gt::check(!window || (a.window_h >= 0 && a.window_h <= kMaxWindowS / 3600),
-            fmt::format("--window-h {} is not valid; expected hours in [0, {}]", a.window_h,
-                        kMaxWindowS / 3600));
+  gt::cli::check_usage(!window || a.deadline_rule.empty(),
+                       "--window-h and --deadline-rule both given; expected one of them");
+  // (--window-h and --deadline-grace-s are in their ranges: number_range in setup)
   o.window_s = window ? a.window_h * 3600 : -1;
-  if (!a.deadline_rule.empty()) o.rule = parse_deadline_rule(a.deadline_rule);
-  // 1e300 s rounded to an int64 deadline: undefined behaviour, in practice a deadline in 1677
-  gt::check(a.deadline_grace_s >= 0 && a.deadline_grace_s <= kMaxWindowS,
-            fmt::format("--deadline-grace-s {} is not valid; expected seconds in [0, {}] (a year)",
-                        a.deadline_grace_s, kMaxWindowS));
+  if (!a.deadline_rule.empty())
+    o.rule = gt::cli::as_usage([&] { return parse_deadline_rule(a.deadline_rule); });
   o.deadline_grace_s = a.deadline_grace_s;
   o.power_w = a.job_power_w;
   o.interruptible = a.interruptible;
@@ -137,18 +131,21 @@ void run_schedule(const ScheduleArgs& a) {
   using namespace gt::sched;
   refuse_options_that_would_be_ignored(a);
   FILE* out = gt::cli::human_out(a.json_path);
-  const TimeZone zone = TimeZone::parse(a.utc_offset, "--utc-offset");
-  const SlurmZone cluster_zone = SlurmZone::parse(a.cluster_tz.empty() ? "local" : a.cluster_tz);
+  // the option values read here are the command line's: refused, they are usage errors (exit 2)
+  const TimeZone zone =
+      gt::cli::as_usage([&] { return TimeZone::parse(a.utc_offset, "--utc-offset"); });
+  const SlurmZone cluster_zone = gt::cli::as_usage(
+      [&] { return SlurmZone::parse(a.cluster_tz.empty() ? "local" : a.cluster_tz); });
   PlanOptions opt;
-  opt.strategy = parse_strategy(a.strategy);
-  opt.objective = parse_objective(a.objective);
+  opt.strategy = gt::cli::as_usage([&] { return parse_strategy(a.strategy); });
+  opt.objective = gt::cli::as_usage([&] { return parse_objective(a.objective); });
   if (a.energy_weight >= 0) opt.energy_weight_g_per_kwh = a.energy_weight;
   opt.power_budget_w = a.power_budget_w;
   opt.forecast_error_pct = a.forecast_error_pct;
   opt.seed = a.seed;
   SlotGrid grid;
   grid.slot_s = a.slot_s;
-  grid.value_at_start = parse_slot_value(a.slot_value);
+  grid.value_at_start = gt::cli::as_usage([&] { return parse_slot_value(a.slot_value); });
   gt::energy::CarbonReadOptions read = a.carbon_read;
   read.preferred_value_kind = "forecast";  // a plan is made ahead of time: on the forecast
   const CarbonSeries series = load_carbon_csv(a.carbon_csv, zone, grid, read);
@@ -181,9 +178,10 @@ void run_schedule(const ScheduleArgs& a) {
     if (a.json_path != "-") std::fprintf(out, "plan written to %s\n", a.json_path.c_str());
   }
   if (!a.submit.empty()) {
-    gt::check(a.seeds == 1, "--submit with --seeds > 1: expected one plan to submit (one seed)");
-    gt::check(a.submit == "slurm",
-              fmt::format("--submit '{}' is not known; expected slurm", a.submit));
+    gt::cli::check_usage(a.seeds == 1,
+                         "--submit with --seeds > 1: expected one plan to submit (one seed)");
+    gt::cli::check_usage(a.submit == "slurm",
+                         fmt::format("--submit '{}' is not known; expected slurm", a.submit));
     const std::string sbatch = sbatch_program();
     // a plan in the past (an old carbon series) is refused, or shifted to now when asked
     std::vector<std::string> notes;
@@ -277,7 +275,7 @@ void setup(CLI::App& root) {
       "(exit 3 when a job cannot be scheduled, 2 on a usage error, 1 on an error)");
   c->add_option("jobs", a->jobs_toml,
                 "job list: TOML ([[job]] tables) or CSV (*.csv: name|job_id, "
-                "nominal_start|arrival_time, duration_s|duration_minutes, ...; see README)")
+                "nominal_start|arrival_time, duration_s|duration_minutes, ...; see docs/commands.md)")
       ->required();
   c->add_option("--carbon-csv", a->carbon_csv,
                 "carbon-intensity series: greentrain's CSV (Time, Carbon Intensity in gCO2e/kWh), "
@@ -298,44 +296,55 @@ void setup(CLI::App& root) {
                 "Slurm reads in the local zone of the host running sbatch: local (default: this "
                 "host's), an offset (+01:00) or a zone name (Europe/Berlin)");
   c->add_option("--slot-s", a->slot_s,
-                "slot length of the plan, s, 1 to 31622400 (default: the CSV's smallest step)");
+                "slot length of the plan, s, 1 to 31622400 (default: the CSV's smallest step)")
+      ->check(gt::cli::int_range(0, kMaxWindowS,
+                                 "seconds in [1, 31622400] (a year), or 0 for the CSV's smallest "
+                                 "step"));
   c->add_option("--slot-value", a->slot_value,
                 "mean (default: time-weighted mean of the rows over each slot) | start (the "
                 "value at each slot's start, as the Let's Wait Awhile simulator)");
   c->add_option("--window-h", a->window_h,
                 "job CSV: each job may start from nominal - H hours and must end by its "
-                "nominal end + H hours (the paper's +-H window), H in [0, 8784]");
+                "nominal end + H hours (the paper's +-H window), H in [0, 8784]")
+      // a negative window was taken as "not given" without a word; a window of more than a
+      // year (of 366 days) is a mistyped one
+      ->check(gt::cli::number_range(0, kMaxWindowS / 3600, "hours in [0, 8784]"));
   c->add_option("--deadline-rule", a->deadline_rule,
                 "job CSV without a deadline column: none | next-workday | semi-weekly "
                 "(Let's Wait Awhile's rules on the unshifted end)");
   c->add_option("--deadline-grace-s", a->deadline_grace_s,
                 "job CSV: seconds added to each rule deadline, 0 to 31622400 (the paper's "
-                "simulator: 1800)");
+                "simulator: 1800)")
+      // 1e300 s rounded to an int64 deadline: undefined behaviour, in practice a deadline in 1677
+      ->check(gt::cli::number_range(0, kMaxWindowS, "seconds in [0, 31622400] (a year)"));
   c->add_option("--job-power-w", a->job_power_w,
                 "job CSV without a power_w column: every job's power, W");
   c->add_flag("--interruptible", a->interruptible,
               "job CSV without an interruptible column: every job may be interrupted");
   c->add_option("--power-budget", a->power_budget_w,
                 "cluster power budget, W: running jobs' power never exceeds it (0, the default: "
-                "none; null in the JSON)");
+                "none; null in the JSON)")
+      ->check(gt::cli::number_range(0));
   c->add_option("--strategy", a->strategy, "arrival | shift | interrupt | best (default best)");
   c->add_option("--objective", a->objective,
                 "what the plan minimises: carbon (gCO2e, default) | energy (kWh) | weighted "
                 "(gCO2e + LAMBDA x kWh, LAMBDA from --energy-weight)");
   c->add_option("--energy-weight", a->energy_weight,
                 "--objective weighted: LAMBDA, gCO2e charged per kWh on top of the grid's "
-                "(default: the carbon series' mean intensity)")
-      ->check(CLI::NonNegativeNumber);
+                "(default: the carbon series' mean intensity); 0 or more")
+      ->check(gt::cli::number_range(0, std::numeric_limits<double>::infinity(),
+                                    "gCO2e per kWh, 0 or more"));
   c->add_option("--forecast-error", a->forecast_error_pct,
                 "plan on a forecast with Gaussian noise, % of the series mean; evaluate on the "
-                "true series");
+                "true series; 0 or more (0, the default: none)")
+      ->check(gt::cli::number_range(0));
   CLI::Option* seed =
       c->add_option("--seed", a->seed, "with --forecast-error: seed of the noise (default 1)");
   c->add_option("--seeds", a->seeds,
                 "with --forecast-error: plan N times, with seeds --seed .. --seed+N-1, and print "
                 "each plan's totals and the mean saving (the table and --json are the first "
-                "seed's)")
-      ->check(CLI::Range(1, 1000000));
+                "seed's); N from 1 to 1000000")
+      ->check(gt::cli::int_range(1, 1000000));
   gt::cli::add_json_option(c, a->json_path, "the plan");
   c->add_option("--submit", a->submit, "submit the plan: slurm (sbatch; $GT_SBATCH overrides)");
   c->add_flag("--dry-run", a->dry_run, "with --submit: print the sbatch lines, submit nothing");

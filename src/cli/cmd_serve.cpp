@@ -74,7 +74,8 @@ gt::cli::Registrar reg(55, "serve", [](CLI::App& root) {
                 "lease state file (default: the policy's, /var/lib/greentrain/serve-state.json)");
   c->add_option("--interval", *interval_ms, "sampling period in ms (default: the policy's, 100)");
   c->add_option("--prometheus-port", *port,
-                "serve Prometheus metrics on 127.0.0.1:PORT (0: off; default: the policy's)");
+                "serve Prometheus metrics on 127.0.0.1:PORT (0: off; default: the policy's)")
+      ->check(gt::cli::int_range(0, 65535));
   c->add_flag("--foreground", o->foreground,
               "stay in the foreground, log to stderr (systemd, containers, tests)");
   c->add_option("--log", o->log_file, "when detached: append the log to this file");
@@ -89,14 +90,11 @@ gt::cli::Registrar reg(55, "serve", [](CLI::App& root) {
       return;
     }
     if (*interval_ms != 0) {
-      gt::check(*interval_ms >= 1 && *interval_ms <= 60000,
-                fmt::format("--interval {}: expected 1 to 60000 ms", *interval_ms));
+      if (!(*interval_ms >= 1 && *interval_ms <= 60000))  // a usage error: exit 2
+        throw gt::UsageError(fmt::format("--interval {}: expected 1 to 60000 ms", *interval_ms));
       o->interval_s = *interval_ms / 1000.0;
     }
-    if (*port >= 0) {
-      gt::check(*port <= 65535, fmt::format("--prometheus-port {}: expected 0 to 65535", *port));
-      o->prometheus_port = *port;
-    }
+    if (*port >= 0) o->prometheus_port = *port;  // int_range checked it
     gt::cli::exit_code() = gt::serve::run_serve(*o);
   });
 });

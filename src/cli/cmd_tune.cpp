@@ -79,7 +79,8 @@ void refuse_options_that_would_be_ignored(const TuneArgs& a) {
 }
 
 // The numeric options' ranges (docs/commands.md), checked before any device is opened or any
-// line printed; each error names the option, the value and the range.
+// line printed; each error names the option, the value and the range. run_tune makes them
+// usage errors (exit 2).
 void check_ranges(const TuneArgs& a) {
   gt::check(a.step_w > 0, fmt::format("--step {} W is not valid; expected W > 0 (giving at most "
                                       "{} candidate limits over the devices' allowed range)",
@@ -109,13 +110,13 @@ std::string chosen_by(const gt::tune::TuneOptions& opt) {
 void run_tune(const TuneArgs& a) {
   using namespace gt::tune;
   refuse_options_that_would_be_ignored(a);
-  check_ranges(a);
+  gt::cli::as_usage([&] { check_ranges(a); });
   FILE* out = gt::cli::human_out(a.json);
   TuneOptions opt;
   opt.step_w = a.step_w;
   opt.warmup_steps = a.warmup_steps;
   opt.profile_steps = a.profile_steps;
-  opt.objective = parse_objective(a.objective);
+  opt.objective = gt::cli::as_usage([&] { return parse_objective(a.objective); });
   opt.eta = a.eta;
   opt.max_slowdown = a.max_slowdown;
   opt.profile_path = a.profile;
@@ -202,13 +203,18 @@ void setup(CLI::App& root) {
   c->add_flag("--simulate", a->simulate,
               "search on simulated devices whose power and speed depend on the limit (no CONFIG, "
               "--set, --out or --devices: nothing is trained)");
-  CLI::Option* sim_devices = c->add_option(
-      "--sim-devices", a->sim_devices, "with --simulate: number of simulated devices (default 1)");
+  CLI::Option* sim_devices = c->add_option("--sim-devices", a->sim_devices,
+                                           "with --simulate: number of simulated devices, 1 to 64 "
+                                           "(default 1)")
+                                 ->check(gt::cli::int_range(1, 64));
   CLI::Option* devices =
       c->add_option("--devices", a->devices, "auto | nvml | rapl (default auto: GPUs, else CPUs)");
-  c->add_option("--step", a->step_w, "W between candidate limits (default 25)");
-  c->add_option("--warmup-steps", a->warmup_steps, "steps discarded at each limit (default 2)");
-  c->add_option("--profile-steps", a->profile_steps, "steps measured at each limit (default 5)");
+  c->add_option("--step", a->step_w,
+                "W between candidate limits, > 0, giving at most 1000 limits (default 25)");
+  c->add_option("--warmup-steps", a->warmup_steps, "steps discarded at each limit (default 2)")
+      ->check(gt::cli::int_range(0, std::numeric_limits<int>::max()));
+  c->add_option("--profile-steps", a->profile_steps, "steps measured at each limit (default 5)")
+      ->check(gt::cli::int_range(1, std::numeric_limits<int>::max()));
   c->add_option("--objective", a->objective,
                 "energy | time | cost (eta*E + (1-eta)*P_max*T) | slowdown (default cost)");
   CLI::Option* eta = c->add_option(

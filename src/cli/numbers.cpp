@@ -1,10 +1,48 @@
-// cli/numbers.cpp: see check_numbers in command.h.
+// cli/numbers.cpp: see check_numbers, int_range and number_range in command.h.
+#include <fmt/format.h>
+
+#include <cmath>
 #include <string>
 
 #include "cli/command.h"
 #include "core/parse.h"
 
 namespace gt::cli {
+
+namespace {
+// "OPTION: " is put in front by CLI11 itself; try_parse_number's message starts with the source
+std::string without_source(const std::string& err, const std::string& source) {
+  return err.substr(source.size() + 2);
+}
+}  // namespace
+
+CLI::Validator int_range(long long lo, long long hi, const std::string& expected) {
+  const std::string want = expected.empty() ? fmt::format("{} to {}", lo, hi) : expected;
+  return CLI::Validator(
+      [lo, hi, want](std::string& text) {
+        std::string err;
+        const auto v = try_parse_number<long long>(text, "value", want, &err);
+        if (!v) return without_source(err, "value");
+        if (*v < lo || *v > hi) return fmt::format("'{}' is out of range; expected {}", *v, want);
+        return std::string();
+      },
+      "", "range");
+}
+
+CLI::Validator number_range(double lo, double hi, const std::string& expected) {
+  const std::string want = !expected.empty() ? expected
+                           : std::isinf(hi)  ? fmt::format("{} or more", lo)
+                                             : fmt::format("{} to {}", lo, hi);
+  return CLI::Validator(
+      [lo, hi, want](std::string& text) {
+        std::string err;
+        const auto v = try_parse_number<double>(text, "value", want, &err);
+        if (!v) return without_source(err, "value");
+        if (*v < lo || *v > hi) return fmt::format("'{}' is out of range; expected {}", *v, want);
+        return std::string();
+      },
+      "", "range");
+}
 
 void check_numbers(CLI::App& app) {
   for (CLI::Option* opt : app.get_options()) {
@@ -16,7 +54,7 @@ void check_numbers(CLI::App& app) {
         [name](std::string& text) {
           std::string err;
           if (try_parse_number<double>(text, name, "a finite number", &err)) return err;
-          return err.substr(name.size() + 2);  // CLI11 puts "<name>: " in front itself
+          return without_source(err, name);
         },
         "", "finite number"));
   }

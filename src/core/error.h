@@ -12,9 +12,11 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& msg) : std::runtime_error(msg) {}
 };
 
-/// A command line that cannot be read (a missing argument, a --set without key=value): the
-/// program exits 2, as for an unknown option. A value that is read but refused (out of its
-/// range, a file that does not exist) is a plain Error: exit 1.
+/// A command line that cannot be used as it is: a missing argument, a --set without key=value, a
+/// value that is not a number, out of its range or not one of the choices, an option without
+/// the one it needs. The program exits 2, as for an unknown option. What a file, the data or the
+/// machine has wrong (a file that does not exist, a bad configuration key) is a plain Error:
+/// exit 1.
 class UsageError : public Error {
  public:
   explicit UsageError(const std::string& msg) : Error(msg) {}

@@ -230,7 +230,7 @@ TEST(MeasureCli, OptionsForTheCsvRowOrASeriesAreRefusedWithoutIt) {
     args.insert(args.end(), opts.begin(), opts.end());
     args.insert(args.end(), {"--", "touch", e.d / "ran"});
     auto r = e.run(args);
-    EXPECT_EQ(r.code, 1) << opts[0] << ": " << r.err;
+    EXPECT_EQ(r.code, 2) << opts[0] << ": " << r.err;  // a usage error
     EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
     EXPECT_FALSE(std::filesystem::exists(e.d / "ran")) << opts[0];
   }
@@ -243,7 +243,7 @@ TEST(MeasureCli, IntervalOutOfRangeIsRefused) {
   CliEnv e;
   for (const char* v : {"1e300", "0.5", "0", "-1"}) {
     auto r = e.run({"measure", "--interval", v, "--", "touch", e.d / "ran"});
-    EXPECT_EQ(r.code, 1) << v << r.err;
+    EXPECT_EQ(r.code, 2) << v << r.err;  // a usage error
     EXPECT_NE(r.err.find("--interval"), std::string::npos) << v << r.err;
     EXPECT_FALSE(std::filesystem::exists(e.d / "ran"));
   }
@@ -254,7 +254,7 @@ TEST(MeasureCli, TdpOutOfRangeIsRefused) {
   CliEnv e;
   for (const char* v : {"-1", "0", "1e9"}) {  // nan: refused as not finite, naming --tdp
     auto r = e.run({"measure", "--tdp", v, "--", "touch", e.d / "ran"});
-    EXPECT_EQ(r.code, 1) << v << r.err;
+    EXPECT_EQ(r.code, 2) << v << r.err;  // a usage error
     EXPECT_NE(r.err.find("--tdp"), std::string::npos) << v << r.err;
     EXPECT_NE(r.err.find("[1, 2000] W"), std::string::npos) << v << r.err;
     EXPECT_FALSE(std::filesystem::exists(e.d / "ran"));

@@ -134,6 +134,14 @@ TEST_F(CliUsage, JsonToStandardOutput) {
   EXPECT_EQ(mj["schema"], "greentrain.measure/1");
   EXPECT_EQ(mj["exit_code"], 0);
   EXPECT_NE(slurp(d.file("stderr.txt")).find("greentrain measure: true"), std::string::npos);
+  // `--json` alone right before `--` (review of the docs, item 1): standard output, as at the
+  // end; it wrote a file named "--". The other commands' --json before `--` alike.
+  for (const std::string args : {" measure --json -- sh -c 'exit 3'", " sensors --json --"}) {
+    auto bare = stdout_of("cd " + d.path.string() + " && " + kBin + args);
+    EXPECT_FALSE(fs::exists(d.file("--"))) << args << ": wrote a file named --";
+    EXPECT_EQ(bare.exit_code, args.find("exit 3") != std::string::npos ? 3 : 0) << bare.output;
+    EXPECT_NO_THROW((void)nlohmann::json::parse(bare.output)) << args << ": " << bare.output;
+  }
   // tune (simulated devices)
   auto t =
       stdout_of(kBin + " tune --simulate --step 50 --warmup-steps 0 --profile-steps 1 --json -");
@@ -184,40 +192,50 @@ TEST_F(CliUsage, CountsAndDurationsOutsideTheirRangeNameTheOptionAndTheRange) {
                            d.file("p") + " ",
                     sched = kBin + " schedule " + d.file("jobs.csv") + " --carbon-csv " +
                             d.file("ci.csv") + " --utc-offset 0 ";
-  const std::pair<std::string, std::string> cases[] = {
-      {prep + "--threads -1", "--threads -1: expected 0 (all cores) to 4096"},
-      {prep + "--threads 100000", "--threads 100000: expected 0 (all cores) to 4096"},
-      {prep + "--train-mib 1e300", "--train-mib 1e+300: expected (0, 65536] MiB"},
-      {prep + "--train-mib 0", "--train-mib 0: expected (0, 65536] MiB"},
+  struct Case {
+    std::string cmd, needle;
+    int exit_code;  // 2: the command line's value (a usage error); 1: a configuration key's
+  };
+  const Case cases[] = {
+      {prep + "--threads -1", "--threads: '-1' is out of range; expected 0 (all cores) to 4096", 2},
+      {prep + "--threads 100000", "--threads: '100000' is out of range; expected 0 (all cores)", 2},
+      {prep + "--train-mib 1e300", "--train-mib 1e+300: expected (0, 65536] MiB", 2},
+      {prep + "--train-mib 0", "--train-mib 0: expected (0, 65536] MiB", 2},
+      {prep + "--val-fraction 1", "--val-fraction 1: expected [0, 1)", 2},
       {kBin + " prepare " + d.file("t.txt") + " --tokenizer bpe --vocab-size 70000 --out " +
            d.file("p"),
-       "--vocab-size 70000: expected 260 to 65536"},
+       "--vocab-size: '70000' is out of range; expected 260 to 65536", 2},
       {kBin + " prepare " + d.file("t.txt") + " --tokenizer bpe --vocab-size 100 --out " +
            d.file("p"),
-       "--vocab-size 100: expected 260 to 65536"},  // (was named data.vocab_size)
+       "--vocab-size: '100' is out of range; expected 260 to 65536", 2},  // (was data.vocab_size)
       {kBin + " prepare " + d.file("t.txt") + " --out " + d.file("p"),
-       "--tokenizer gpt2 (the default) needs --tokenizer-path"},
-      {kBin + " sample " + d.file("none") + " --top-k -1", "--top-k -1: expected 0 (all tokens)"},
-      {sched + "--window-h -5", "--window-h -5 is not valid; expected hours in [0, 8784]"},
-      {sched + "--window-h 9000", "--window-h 9000 is not valid; expected hours in [0, 8784]"},
+       "--tokenizer gpt2 (the default) needs --tokenizer-path", 2},
+      {kBin + " sample " + d.file("none") + " --top-k -1",
+       "--top-k: '-1' is out of range; expected 0 (all tokens)", 2},
+      {sched + "--window-h -5", "--window-h: '-5' is out of range; expected hours in [0, 8784]", 2},
+      {sched + "--window-h 9000", "--window-h: '9000' is out of range; expected hours in [0, 8784]",
+       2},
       {sched + "--deadline-rule next-workday --deadline-grace-s 1e300",
-       "--deadline-grace-s 1e+300 is not valid; expected seconds in [0, 31622400]"},
+       "--deadline-grace-s: '1e+300' is out of range; expected seconds in [0, 31622400]", 2},
       {sched + "--slot-s 1000000000000",
-       "--slot-s 1000000000000 is not valid; expected seconds in [1, 31622400]"},
-      {sched + "--slot-s -1", "--slot-s -1 is not valid; expected seconds in [1, 31622400]"},
+       "--slot-s: '1000000000000' is out of range; expected seconds in [1, 31622400]", 2},
+      {sched + "--slot-s -1", "--slot-s: '-1' is out of range; expected seconds in [1, 31622400]",
+       2},
       {kBin + " train " + cfg + " --out " + d.file("r") + " --set train.threads=-1",
-       "train.threads = -1: expected 0 (all cores) to 4096 threads"},
+       "train.threads = -1: expected 0 (all cores) to 4096 threads", 1},
       {kBin + " train " + cfg + " --out " + d.file("r") + " --set train.power_limit_device=fpga",
        "train.power_limit_device = 'fpga': expected auto (NVIDIA GPUs if any, else CPU packages), "
-       "gpu (NVML) or cpu (RAPL)"},
+       "gpu (NVML) or cpu (RAPL)",
+       1},
       {kBin + " train " + cfg + " --out " + d.file("r") + " --set energy.cpu_tdp_w=1e9",
        "energy.cpu_tdp_w = 1000000000: expected 0 (the CPU model's table) or a TDP per socket in "
-       "[1, 2000] W"},
+       "[1, 2000] W",
+       1},
   };
-  for (const auto& [cmd, needle] : cases) {
-    auto r = run_cmd(cmd);
-    EXPECT_NE(r.exit_code, 0) << cmd << ": " << r.output;
-    EXPECT_NE(r.output.find(needle), std::string::npos) << cmd << ": " << r.output;
+  for (const auto& c : cases) {
+    auto r = run_cmd(c.cmd);
+    EXPECT_EQ(r.exit_code, c.exit_code) << c.cmd << ": " << r.output;
+    EXPECT_NE(r.output.find(c.needle), std::string::npos) << c.cmd << ": " << r.output;
   }
   EXPECT_FALSE(fs::exists(d.file("p"))) << "prepare wrote its folder before refusing";
   EXPECT_FALSE(fs::exists(d.file("r"))) << "train wrote its run folder before refusing";
@@ -231,16 +249,85 @@ TEST_F(CliUsage, CountsAndDurationsOutsideTheirRangeNameTheOptionAndTheRange) {
       {tune + "--eta -0.5", "--eta -0.5 is not valid; expected an energy weight in [0, 1]"},
       {tune + "--objective slowdown --max-slowdown 0.9",
        "--max-slowdown 0.9 is not valid; expected a time factor"},
-      {tune + "--warmup-steps -1", "--warmup-steps -1 is not valid; expected 0 or more"},
-      {tune + "--profile-steps 0", "--profile-steps 0 is not valid; expected 1 or more"},
+      {tune + "--warmup-steps -1", "--warmup-steps: '-1' is out of range; expected 0 to"},
+      {tune + "--profile-steps 0", "--profile-steps: '0' is out of range; expected 1 to"},
+      {tune + "--objective money", "money"},
   };
   for (const auto& [cmd, needle] : tune_cases) {
     auto r = run_cmd(cmd);
-    EXPECT_NE(r.exit_code, 0) << cmd << ": " << r.output;
+    EXPECT_EQ(r.exit_code, 2) << cmd << ": " << r.output;
     EXPECT_NE(r.output.find(needle), std::string::npos) << cmd << ": " << r.output;
     EXPECT_EQ(r.output.find("simulated device(s)"), std::string::npos)
         << cmd << ": set up first: " << r.output;
   }
+}
+
+// docs/commands.md's rule (review of the docs, items 4 and 8): a value the command line gives
+// that is refused (not a number, out of range, an option without the one it needs) exits 2, on
+// every command, and names the option and its range readably; what a file holds exits 1. These
+// exited 1 (schedule --window-h with a TOML, measure --pue without --csv, --carbon-region XX),
+// printed the range as "0 to 1.797e+308" (--energy-weight) or said "Could not convert" with no
+// range (a value its int could not hold).
+TEST_F(CliUsage, ACommandLineValueRefusedExitsTwoAndNamesTheRange) {
+  test::write_file(d.file("ci.csv"),
+                   "Time,Carbon Intensity\n2020-06-01T00:00:00,100\n2020-06-01T01:00:00,200\n");
+  test::write_file(d.file("jobs.toml"),
+                   "[[job]]\nname = \"a\"\ncommand = \"true\"\nduration_s = 3600\npower_w = 100\n"
+                   "earliest_start = 2020-06-01T00:00:00\ndeadline = 2020-06-01T02:00:00\n");
+  const std::string sched = kBin + " schedule " + d.file("jobs.toml") + " --carbon-csv " +
+                            d.file("ci.csv") + " --utc-offset 0 ";
+  const std::pair<std::string, std::string> usage[] = {
+      {kBin + " sample " + d.file("none") + " --tokens 2147483648",
+       "--tokens: '2147483648' is out of range; expected 0 to 2147483647"},
+      {kBin + " ablate " + cfg + " --steps 2147483648",
+       "--steps: '2147483648' is out of range; expected 2 to 2147483647"},
+      {kBin + " tune --simulate --profile-steps 2147483648",
+       "--profile-steps: '2147483648' is out of range; expected 1 to 2147483647"},
+      // (--status at a socket of its own: a program that took -5 must not start a daemon here)
+      {kBin + " serve --status --socket " + d.file("none.sock") + " --prometheus-port -5",
+       "--prometheus-port: '-5' is out of range"},
+      {kBin + " train " + cfg + " --stop-at 0", "--stop-at: expected a step number >= 1"},
+      {sched + "--seeds 0", "--seeds: '0' is out of range; expected 1 to 1000000"},
+      {sched + "--objective weighted --energy-weight -1",
+       "--energy-weight: '-1' is out of range; expected gCO2e per kWh, 0 or more"},
+      {sched + "--power-budget -1", "--power-budget: '-1' is out of range; expected 0 or more"},
+      {sched + "--forecast-error nan", "--forecast-error: 'nan' is not finite"},
+      {sched + "--strategy fastest", "fastest"},
+      {sched + "--window-h 2", "apply to job CSVs only"},
+      {kBin + " measure --interval 0 -- true", "--interval 0: expected a sampling period"},
+      {kBin + " measure --pue 1.5 -- true", "--pue 1.5: applies to the --csv row"},
+      {kBin + " measure --carbon-region XX -- true", "unknown country code 'XX'"},
+      {kBin + " ablate " + cfg + " --rounds 3 --steps 4", "--rounds 3: expected 1 to 2"},
+  };
+  for (const auto& [cmd, needle] : usage) {
+    auto r = run_cmd(cmd);
+    EXPECT_EQ(r.exit_code, 2) << cmd << ": " << r.output;
+    EXPECT_NE(r.output.find(needle), std::string::npos) << cmd << ": " << r.output;
+    EXPECT_EQ(r.output.find("1.797"), std::string::npos) << cmd << ": " << r.output;
+    EXPECT_EQ(r.output.find("Could not convert"), std::string::npos) << cmd << ": " << r.output;
+  }
+  // what a file holds (or lacks) is not the command line's: exit 1
+  test::write_file(d.file("bad.csv"), "Time,Carbon Intensity\n2020-06-01T00:00:00,lots\n");
+  const std::string files[] = {
+      kBin + " schedule " + d.file("no-jobs.toml") + " --carbon-csv " + d.file("ci.csv") +
+          " --utc-offset 0",
+      kBin + " measure --carbon-csv " + d.file("bad.csv") + " -- true",
+      kBin + " ablate " + d.file("no-config.toml"),
+  };
+  for (const auto& cmd : files) {
+    auto r = run_cmd(cmd);
+    EXPECT_EQ(r.exit_code, 1) << cmd << ": " << r.output;
+  }
+}
+
+// An fp8 row on a device without fp8 failed after the baseline and bf16 rows had run; it is
+// refused before any row, naming the devices that have fp8.
+TEST_F(CliUsage, AblateRefusesAnFp8RowOnADeviceWithoutFp8BeforeAnyRow) {
+  auto r = run_cmd(kBin + " ablate " + cfg + " --steps 2 --order bf16,fp8 --out " + d.file("ab"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("fp8 needs train.device = cuda or cuda-emu"), std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(d.file("ab"))) << "a row ran, or its folder was made: " << r.output;
 }
 
 // Options a simulated search would ignore are usage errors naming them (review of `schedule`,
@@ -378,7 +465,7 @@ TEST_F(CliUsage, MeasureWithACountryAndWithPublishedFormats) {
   const std::string csv = slurp(d.file("e.csv"));
   EXPECT_NE(csv.find(",France,FRA,"), std::string::npos) << csv;
   auto bad = run_cmd(kBin + " measure --carbon-region XX -- true");
-  EXPECT_EQ(bad.exit_code, 1) << bad.output;
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;  // a value of the command line
   EXPECT_NE(bad.output.find("unknown country code 'XX'"), std::string::npos) << bad.output;
   // the UK API's JSON, its nulls flagged as gaps; replayed at a time inside the series
   test::write_file(
