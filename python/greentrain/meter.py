@@ -127,14 +127,15 @@ class Meter:
             raise ValueError(f"interval_ms {interval_ms}: expected 0 (no sampling thread) or a "
                              "period in [1, 3600000] ms")
         if isinstance(timeline_points, bool) or not isinstance(timeline_points, numbers.Integral) \
-                or timeline_points < 0:
+                or not 0 <= timeline_points < 2**63:
             raise ValueError(f"timeline_points={timeline_points!r}: expected a whole number of "
                              "points per sensor >= 0 (0: no timeline)")
         if cpu_tdp_w is not None and (isinstance(cpu_tdp_w, bool)
                                       or not isinstance(cpu_tdp_w, numbers.Real)):
             raise ValueError(f"cpu_tdp_w={cpu_tdp_w!r}: expected None or 0 (the CPU model's "
                              "table) or a TDP per socket in [1, 2000] W")
-        if isinstance(pid, bool) or not isinstance(pid, numbers.Integral):
+        if isinstance(pid, bool) or not isinstance(pid, numbers.Integral) or \
+                not -2**31 <= pid < 2**31:  # a pid is a C int
             raise ValueError(f"pid={pid!r}: expected the id of a running process, or 0 for the "
                              "whole machine")
         carbon_g: Optional[float] = None

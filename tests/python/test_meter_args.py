@@ -58,8 +58,9 @@ def test_pid_of_no_process_is_refused(env):
     p.wait()  # reaped: gone
     with pytest.raises(ValueError, match=f"pid = {p.pid}: no such process"):
         greentrain.Meter(gpus=[], interval_ms=0, pid=p.pid)
-    with pytest.raises(ValueError, match="pid=True"):
-        greentrain.Meter(gpus=[], interval_ms=0, pid=True)
+    for bad in (True, 2**40):  # not a number of a process; not a C int (was std::bad_cast)
+        with pytest.raises(ValueError, match=f"pid={bad!r}"):
+            greentrain.Meter(gpus=[], interval_ms=0, pid=bad)
 
 
 def test_own_pid_is_measured(env):
@@ -106,7 +107,7 @@ def test_country_beside_another_carbon_country_is_refused(env):
         assert meter.country[0] == "FRA"
 
 
-@pytest.mark.parametrize("points", [-1, 2.5, "10", True])
+@pytest.mark.parametrize("points", [-1, 2.5, "10", True, 2**64])
 def test_timeline_points_must_be_a_whole_number_from_zero(env, points):
     with pytest.raises(ValueError, match=f"timeline_points={points!r}: expected a whole number"):
         greentrain.Meter(gpus=[], interval_ms=0, timeline_points=points)
