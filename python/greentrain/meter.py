@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
+import numbers
 import os
 import threading
 import weakref
@@ -85,23 +87,32 @@ class Meter:
         carbon_value: ``"actual"`` or ``"forecast"`` for sources with both (default: actual
             where the file has it); empty and null values are gaps, flagged in measurements.
         country: the ISO alpha-3 code of the country the carbon figures are for (CodeCarbon's
-            country columns); implied by ``carbon="DEU"``.
+            country columns); implied by ``carbon="DEU"`` (another country beside it raises
+            ValueError).
         carbon_utc_offset_h: the CSV's naive times are local at this offset east of UTC (h);
             refused (ValueError) without carbon=PATH.
         region: a label for the intensity, shown in measurements and CSV rows.
-        cpu_tdp_w: per-socket TDP (W) for the CPU estimate (default: table lookup, else 85 W).
-        pid: estimate the CPU share of this process tree (0: the whole machine, the default).
+        cpu_tdp_w: per-socket TDP (W) for the CPU estimate, in [1, 2000] as ``measure --tdp``
+            and ``energy.cpu_tdp_w`` take it; None or 0: the CPU model's table (else 85 W).
+            Anything else (negative, NaN, infinite, above 2000) raises ValueError.
+        pid: estimate the CPU and memory share of this process tree, e.g. ``os.getpid()``
+            (0: the whole machine, the default). A pid that is not a running process (or is
+            negative) raises ValueError; a window during which the process ends has unknown
+            energy (``energy_j`` None, the reason in ``unknown``), never 0.
         powercap_root: RAPL's powercap folder (empty: $GT_POWERCAP_ROOT or /sys/class/powercap).
         lock_dir: folder of the one-reader-per-device locks (empty: $GT_ENERGY_LOCK_DIR or
             /tmp/greentrain-energy-locks).
         timeline_points: power-timeline points kept per sensor (``power_timeline()``; 36000 is
-            one hour at 100 ms); 0: no timeline.
+            one hour at 100 ms), a whole number >= 0; 0: no timeline.
         sync: called before each window boundary, e.g. ``torch.cuda.synchronize`` so that queued
             GPU work is inside the window it belongs to (as Zeus's ``sync_execution_with``).
 
     Raises:
-        greentrain.Error: bad option (the message names it), e.g. a GPU position that is not
-            visible or a carbon CSV with a bad line.
+        ValueError: an argument out of its range or beside one it conflicts with (the message
+            names it): ``interval_ms``, ``carbon`` (a negative, NaN or infinite number),
+            ``cpu_tdp_w``, ``pid``, ``timeline_points``, ``country``, the carbon reading options.
+        greentrain.Error: a bad option found when the sensors or files are read (the message
+            names it), e.g. a GPU position that is not visible or a carbon CSV with a bad line.
     """
 
     def __init__(self, gpus: Optional[Sequence[int]] = None, cpu: bool = True,
@@ -115,12 +126,24 @@ class Meter:
         if not (interval_ms == 0 or 1 <= interval_ms <= 3.6e6):  # NaN fails both
             raise ValueError(f"interval_ms {interval_ms}: expected 0 (no sampling thread) or a "
                              "period in [1, 3600000] ms")
+        if isinstance(timeline_points, bool) or not isinstance(timeline_points, numbers.Integral) \
+                or not 0 <= timeline_points < 2**63:
+            raise ValueError(f"timeline_points={timeline_points!r}: expected a whole number of "
+                             "points per sensor >= 0 (0: no timeline)")
+        if cpu_tdp_w is not None and (isinstance(cpu_tdp_w, bool)
+                                      or not isinstance(cpu_tdp_w, numbers.Real)):
+            raise ValueError(f"cpu_tdp_w={cpu_tdp_w!r}: expected None or 0 (the CPU model's "
+                             "table) or a TDP per socket in [1, 2000] W")
+        if isinstance(pid, bool) or not isinstance(pid, numbers.Integral) or \
+                not -2**31 <= pid < 2**31:  # a pid is a C int
+            raise ValueError(f"pid={pid!r}: expected the id of a running process, or 0 for the "
+                             "whole machine")
         carbon_g: Optional[float] = None
         carbon_csv = ""
         carbon_country = ""
         if isinstance(carbon, (int, float)) and not isinstance(carbon, bool):
-            if carbon < 0:
-                raise ValueError(f"carbon {carbon} gCO2e/kWh: expected >= 0")
+            if not (0 <= carbon < math.inf):  # NaN fails too
+                raise ValueError(f"carbon={carbon} gCO2e/kWh: expected a finite number >= 0")
             carbon_g = float(carbon)
             region = region or "given"
         elif isinstance(carbon, str) and _is_country_code(carbon):
@@ -134,7 +157,9 @@ class Meter:
             gpus=None if gpus is None else [int(g) for g in gpus], gpus_strict=bool(strict),
             cpu=bool(cpu), interval_s=interval_ms / 1000.0, carbon_g_per_kwh=carbon_g,
             carbon_csv=carbon_csv or None, carbon_utc_offset_h=float(carbon_utc_offset_h),
-            carbon_region=region, cpu_tdp_w=cpu_tdp_w, pid=int(pid),
+            # 0 is the table, as energy.cpu_tdp_w = 0 in a training configuration
+            carbon_region=region, cpu_tdp_w=None if not cpu_tdp_w else float(cpu_tdp_w),
+            pid=int(pid),
             powercap_root=powercap_root, lock_dir=lock_dir, timeline_points=int(timeline_points),
             carbon_country=carbon_country or None, country=country or None,
             carbon_format=carbon_format, carbon_column=carbon_column,

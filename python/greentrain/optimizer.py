@@ -80,7 +80,11 @@ class PowerLimitOptimizer:
     Raises:
         PermissionError: this process may not set the limits (e.g. not root); nothing was
             changed. The message lists each device and what is needed.
-        greentrain.Error: no device found, or a bad option (the message names it).
+        ValueError: an argument out of its range or not known (the message names it):
+            ``objective``, ``eta``, ``max_slowdown``, ``step_w``, ``warmup_steps``,
+            ``profile_steps``; checked before any device is looked for.
+        greentrain.Error: no device found, or a bad option found later (the message names
+            it).
     """
 
     def __init__(self, meter: Meter, objective: str = "cost", *,
@@ -89,6 +93,10 @@ class PowerLimitOptimizer:
                  step_w: float = 25.0, warmup_steps: int = 2, profile_steps: int = 5,
                  profile_path: Optional[str] = None, apply_best: bool = True,
                  verbose: bool = True) -> None:
+        if not isinstance(objective, str):
+            raise ValueError(f"objective={objective!r}: expected 'cost', 'energy', 'time' or "
+                             "'slowdown'")
+        _core.check_objective(objective)  # ValueError naming it, before any device is opened
         if max_slowdown is not None:
             if objective not in ("cost", "slowdown"):
                 raise ValueError(f"max_slowdown={max_slowdown} goes with objective='slowdown', "

@@ -8,6 +8,8 @@
 
 #include "common.h"
 #include "core/error.h"
+#include "energy/carbon_regions.h"
+#include "energy/cpu_estimate.h"
 #include "energy/measurement_output.h"
 #include "energy/meter.h"
 #include "energy/node_lock.h"
@@ -44,6 +46,16 @@ nb::list infos_to_py(const std::vector<SensorInfo>& v) {
   nb::list l;
   for (const auto& s : v) l.append(info_to_py(s));
   return l;
+}
+
+// Runs f, turning a gt::Error it throws into Python's ValueError (a bad argument).
+template <class F>
+void as_value_error(F&& f) {
+  try {
+    f();
+  } catch (const gt::Error& e) {
+    throw nb::value_error(e.what());
+  }
 }
 
 RunInfo run_info(const nb::dict& d) {
@@ -195,12 +207,30 @@ void bind_energy(nb::module_& m) {
         } else if (has("carbon_country")) {
           o.carbon = CarbonIntensity::for_country(str("carbon_country"), "carbon");
         }
-        if (has("country") && o.carbon.origin() != CarbonOrigin::kCountry)
+        if (has("country") && o.carbon.origin() != CarbonOrigin::kCountry) {
           o.carbon = o.carbon.with_country(str("country"), "country");
+        } else if (has("country")) {  // carbon="DEU" names the country: another one conflicts
+          const CountryIntensity c = country_or_throw(str("country"), "country");
+          if (c.iso_code != o.carbon.country_iso_code())
+            throw nb::value_error(
+                fmt::format("carbon='{}' is the average of {} and country='{}' names {}: "
+                            "expected one country (carbon=CODE implies country=CODE)",
+                            str("carbon_country"), o.carbon.country_name(), str("country"), c.name)
+                    .c_str());
+        }
         if (has("carbon_replay_start_unix_s"))
           o.carbon_replay_start_unix_s = nb::cast<double>(d["carbon_replay_start_unix_s"]);
-        if (has("cpu_tdp_w")) o.cpu_tdp_w = nb::cast<double>(d["cpu_tdp_w"]);
-        if (has("pid")) o.pid = nb::cast<int>(d["pid"]);
+        // the ranges of `measure --tdp` and energy.cpu_tdp_w, and a process that exists, as
+        // ValueError naming the argument (Meter::create would name MeterOptions)
+        as_value_error([&] {
+          if (has("cpu_tdp_w")) {
+            o.cpu_tdp_w = nb::cast<double>(d["cpu_tdp_w"]);
+            check_cpu_tdp_w(*o.cpu_tdp_w, "cpu_tdp_w", "None or 0 (the CPU model's table)");
+          }
+          if (has("pid")) o.pid = nb::cast<int>(d["pid"]);
+          check_process_pid(o.pid, "pid");
+        });
+        o.pid_hint = "Meter(pid=os.getpid())";  // Python's words in the meter's advice
         o.powercap_root = str("powercap_root");
         o.lock_dir = str("lock_dir");
         if (has("timeline_points")) o.timeline_points = nb::cast<std::size_t>(d["timeline_points"]);
@@ -211,8 +241,8 @@ void bind_energy(nb::module_& m) {
       "Meter::create with the options of a dict (keys as MeterOptions; see greentrain.Meter). "
       "Raises ValueError for a series-reading option (carbon_format, carbon_column, "
       "carbon_time_column, carbon_unit, carbon_value, carbon_utc_offset_h) without carbon_csv, "
-      "greentrain.Error for "
-      "the rest.");
+      "a cpu_tdp_w out of [1, 2000] W, a pid that is not a running process, a country beside "
+      "another carbon_country; greentrain.Error for the rest.");
 
   m.def(
       "sensors",

@@ -6,6 +6,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "common.h"
+#include "core/error.h"
 #include "energy/meter.h"
 #include "tune/optimizer.h"
 #include "tune/power_limit.h"
@@ -24,6 +25,16 @@ void bind_tune(nb::module_& m) {
 
   m.def("open_power_limit_devices", &open_power_limit_devices, nb::arg("kind") = "auto",
         nb::arg("powercap_root") = "");
+  m.def(
+      "check_objective",
+      [](const std::string& name) {
+        try {
+          (void)parse_objective(name);
+        } catch (const gt::Error& e) {
+          throw nb::value_error(e.what());  // a bad argument: Python's ValueError
+        }
+      },
+      nb::arg("name"), "Raises ValueError unless name is an objective of `greentrain tune`.");
   m.def("candidate_limits_w", &candidate_limits_w, nb::arg("min_w"), nb::arg("max_w"),
         nb::arg("step_w"));
 

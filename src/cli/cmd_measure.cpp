@@ -28,6 +28,7 @@
 #include "core/error.h"
 #include "core/process.h"
 #include "energy/carbon.h"
+#include "energy/cpu_estimate.h"
 #include "energy/measurement_output.h"
 #include "energy/meter.h"
 
@@ -78,9 +79,6 @@ struct MeasureArgs {
   std::vector<std::string> cmd;
 };
 
-// --tdp's range (W per socket): server CPUs are rated up to about 500 W.
-constexpr double kMinTdpW = 1, kMaxTdpW = 2000;
-
 // The meter's options from the command line: the sampling period, the carbon intensity (a
 // series, a constant or a country's figure), the TDP. Throws gt::Error naming the option:
 // gt::UsageError (exit 2) for a value out of its range or an option without the one it needs.
@@ -116,11 +114,12 @@ gt::energy::MeterOptions meter_options(const MeasureArgs& a) {
     opt.carbon = gt::cli::as_usage(
         [&] { return opt.carbon.with_country(a.carbon_region, "--carbon-region"); });
   if (a.tdp_w) {
-    if (!(*a.tdp_w >= kMinTdpW && *a.tdp_w <= kMaxTdpW))
+    // the range every front end takes (energy/cpu_estimate.h), in --tdp's words
+    if (!(*a.tdp_w >= kMinCpuTdpW && *a.tdp_w <= kMaxCpuTdpW))
       throw gt::UsageError(fmt::format(
           "--tdp {}: expected a CPU TDP per socket in [{}, {}] W (the CPU estimate's full-load "
           "power is it x the sockets; leave it out to take the CPU model table's)",
-          *a.tdp_w, kMinTdpW, kMaxTdpW));
+          *a.tdp_w, kMinCpuTdpW, kMaxCpuTdpW));
     opt.cpu_tdp_w = *a.tdp_w;
   }
   return opt;

@@ -44,7 +44,17 @@ std::optional<Interval> Accumulator::add(double t_s, const Reading& r) {
   const double t0 = first ? t_s : *prev_t_;
   const double dt = t_s - t0;
   if (!r.ok) {
-    if (!first) out = fill(t0, t_s, "reading failed: " + r.error);
+    if (!first && r.gone) {  // nothing to fill: unknown from the last reading on
+      Interval iv;
+      iv.t0_s = t0;
+      iv.t1_s = t_s;
+      iv.trusted = false;
+      iv.unknown = iv.gone = true;
+      iv.note = r.error;
+      out = iv;
+    } else if (!first) {
+      out = fill(t0, t_s, "reading failed: " + r.error);
+    }
     prev_t_ = t_s;
     prev_energy_j_.reset();  // re-base on the next good reading
     dip_base_j_.reset();

@@ -28,7 +28,10 @@ struct Interval {
   bool trusted = true;            ///< false: energy_j is a fill (last power x time) or unknown
   bool unknown = false;           ///< true: no trusted power existed to fill with; energy_j = 0
   bool wrapped = false;           ///< the counter wrapped inside this interval (corrected)
-  std::string note;               ///< why untrusted
+  /// The reading at t1_s said that what is measured is gone (Reading::gone): energy_j = 0 and
+  /// unknown, never filled (a process that has ended draws nothing from its last power on).
+  bool gone = false;
+  std::string note;  ///< why untrusted
 };
 
 /// Per-sensor state of the meter. Not thread-safe; the meter serializes calls.

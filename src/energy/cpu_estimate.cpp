@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include <sstream>
 #include <vector>
 
+#include "core/error.h"
 #include "core/parse.h"
 
 namespace gt::energy {
@@ -191,6 +193,11 @@ bool tree_usage(const std::string& proc_root, int pid, double* jiffies, double* 
   return ok;
 }
 
+// Why a process tree's estimate reads nothing: its root is gone (Reading::gone).
+std::string process_gone(int pid, const std::string& proc_root) {
+  return fmt::format("process {} has ended (not in {})", pid, proc_root);
+}
+
 class CpuEstimateSensor : public Sensor {
  public:
   CpuEstimateSensor(const CpuEstimateOptions& opt) : opt_(opt) {
@@ -226,7 +233,8 @@ class CpuEstimateSensor : public Sensor {
     Reading r;
     double busy = 0, t = 0;
     if (!sample(&busy, &t)) {
-      r.error = opt_.pid ? fmt::format("process {} not found in {}", opt_.pid, opt_.proc_root)
+      r.gone = opt_.pid != 0;
+      r.error = opt_.pid ? process_gone(opt_.pid, opt_.proc_root)
                          : fmt::format("{}/stat unreadable", opt_.proc_root);
       return r;
     }
@@ -285,7 +293,8 @@ class RamEstimateSensor : public Sensor {
     if (opt_.pid) {
       double j = 0, rss = 0;
       if (!tree_usage(opt_.proc_root, opt_.pid, &j, &rss)) {
-        r.error = fmt::format("process {} not found in {}", opt_.pid, opt_.proc_root);
+        r.gone = true;
+        r.error = process_gone(opt_.pid, opt_.proc_root);
         return r;
       }
       gb = rss / kBytesPerGiB;
@@ -321,6 +330,26 @@ std::optional<double> mem_total_gb(const std::string& proc_root, std::string* er
   }
   *err = path + ": no MemTotal line";
   return std::nullopt;
+}
+
+void check_cpu_tdp_w(double tdp_w, const std::string& what, const std::string& unset) {
+  if (tdp_w >= kMinCpuTdpW && tdp_w <= kMaxCpuTdpW) return;
+  throw Error(fmt::format("{} = {}: expected {} or a TDP per socket in [{}, {}] W", what, tdp_w,
+                          unset, kMinCpuTdpW, kMaxCpuTdpW));
+}
+
+void check_process_pid(int pid, const std::string& what, const std::string& proc_root) {
+  if (pid == 0) return;
+  if (pid < 0)
+    throw Error(fmt::format(
+        "{} = {}: expected the id of a running process (> 0), or 0 for the whole machine", what,
+        pid));
+  struct stat st {};
+  if (::stat(fmt::format("{}/{}/stat", proc_root, pid).c_str(), &st) != 0)
+    throw Error(
+        fmt::format("{} = {}: no such process (not in {}); expected the id of a running "
+                    "process, or 0 for the whole machine",
+                    what, pid, proc_root));
 }
 
 double lookup_tdp_w(const std::string& model_name, std::string* source) {

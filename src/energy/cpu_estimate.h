@@ -30,6 +30,20 @@ struct CpuEstimateOptions {
   std::string cpuinfo_path;         ///< for tests; empty: proc_root + "/cpuinfo"
 };
 
+/// The range of a CPU TDP per socket that a user gives (W): server CPUs are rated up to about
+/// 500 W. `measure --tdp`, energy.cpu_tdp_w, Python's Meter(cpu_tdp_w=) and MeterOptions.
+inline constexpr double kMinCpuTdpW = 1, kMaxCpuTdpW = 2000;
+
+/// Throws Error "<what> = <tdp_w>: expected <unset> or a TDP per socket in [1, 2000] W" unless
+/// tdp_w is in [kMinCpuTdpW, kMaxCpuTdpW] (NaN and infinities are not). `unset` says how that
+/// front end asks for the CPU model's table instead, e.g. "0 (the CPU model's table)".
+void check_cpu_tdp_w(double tdp_w, const std::string& what, const std::string& unset);
+
+/// Throws Error "<what> = <pid>: ..." unless pid is 0 (the whole machine) or a process that
+/// exists now (<proc_root>/<pid>/stat is there): a process tree that is not there would be
+/// measured as nothing at all.
+void check_process_pid(int pid, const std::string& what, const std::string& proc_root = "/proc");
+
 /// TDP (W, per socket) of a CPU model name as in /proc/cpuinfo, from the table of vendor
 /// datasheets (cpu_power_table.h); kDefaultTdpW when not found. `source` says which entry
 /// matched or that the default was used.

@@ -1,4 +1,5 @@
-// energy/measurement_output.cpp: see measurement_output.h.
+// energy/measurement_output.cpp: see measurement_output.h (and Measurement's sums per domain
+// kind, declared in meter.h).
 #include "energy/measurement_output.h"
 
 #include <fmt/format.h>
@@ -17,6 +18,25 @@
 #include "core/error.h"
 
 namespace gt::energy {
+
+double Measurement::energy_j_of(const std::string& domain) const {
+  double e = 0;
+  for (auto& d : domains)
+    if (d.domain == domain) e += d.energy_j;
+  return e;
+}
+
+double Measurement::power_w_of(const std::string& domain) const {
+  return duration_s > 0 ? energy_j_of(domain) / duration_s : 0;
+}
+
+double Measurement::g_co2e_of(const std::string& domain) const {
+  double g = 0;
+  for (auto& d : domains)
+    if (d.domain == domain) g += d.g_co2e;
+  return g;
+}
+
 nlohmann::json to_json(const Measurement& m) {
   using nlohmann::json;
   json j;

@@ -21,24 +21,6 @@ const char* const kMachineWideReason =
     "machine-wide: it measures every process of the package, not the measured process tree "
     "(MeterOptions::pid, --process), whose CPU and memory estimates are counted instead";
 
-double Measurement::energy_j_of(const std::string& domain) const {
-  double e = 0;
-  for (auto& d : domains)
-    if (d.domain == domain) e += d.energy_j;
-  return e;
-}
-
-double Measurement::power_w_of(const std::string& domain) const {
-  return duration_s > 0 ? energy_j_of(domain) / duration_s : 0;
-}
-
-double Measurement::g_co2e_of(const std::string& domain) const {
-  double g = 0;
-  for (auto& d : domains)
-    if (d.domain == domain) g += d.g_co2e;
-  return g;
-}
-
 namespace {
 
 // A sensor shown and counted under another description (counted, reason, standby): the
@@ -123,6 +105,9 @@ SensorList detect_sensors(const MeterOptions& opt, std::vector<std::string>* fla
 }
 
 std::unique_ptr<Meter> Meter::create(const MeterOptions& opt) {
+  if (opt.cpu_tdp_w)
+    check_cpu_tdp_w(*opt.cpu_tdp_w, "MeterOptions::cpu_tdp_w", "none (the CPU model's table)");
+  check_process_pid(opt.pid, "MeterOptions::pid");
   std::string why;
   bool present = false;
   if (opt.use_daemon) {
@@ -196,10 +181,13 @@ Meter::Meter(SensorList sensors, const MeterOptions& opt, MeterClock clock,
                   : "this meter was told not to read through a daemon",
               daemon_at);
         } else {
-          slot.info.reason = "not the reader: " + holder +
-                             "; to measure beside it, start `greentrain serve` (every process "
-                             "then reads through it), or use --process (an estimate of this "
-                             "process tree's CPU share)";
+          slot.info.reason =
+              "not the reader: " + holder +
+              "; to measure beside it, start `greentrain serve` (every process then reads "
+              "through it)" +
+              (opt_.pid_hint.empty() ? std::string()
+                                     : ", or use " + opt_.pid_hint +
+                                           " (an estimate of this process tree's CPU share)");
         }
       }
     }
@@ -352,6 +340,7 @@ void Meter::tick_locked(bool boundary) {
         if (!iv.trusted) {
           a.untrusted_s += iv.t1_s - iv.t0_s;
           if (iv.unknown) a.incomplete = true;
+          if (iv.gone && a.gone.empty()) a.gone = iv.note;
           if (std::find(a.notes.begin(), a.notes.end(), iv.note) == a.notes.end())
             a.notes.push_back(iv.note);
         }
@@ -456,6 +445,56 @@ double Meter::window_elapsed_s(const std::string& name) const {
   return clock_.mono_s() - it->second.t0_s;
 }
 
+DomainMeasurement Meter::domain_measurement(const Slot& s, const DomainAcc& a,
+                                            double duration_s) const {
+  DomainMeasurement d;
+  d.sensor = s.info.name;
+  d.domain = s.info.domain;
+  d.index = s.info.index;
+  d.g_co2e = a.g;
+  d.method = s.info.kind == SensorKind::kEnergyCounter ? Method::kCounter
+             : s.info.kind == SensorKind::kPowerGauge  ? Method::kIntegrated
+                                                       : Method::kEstimate;
+  d.estimated = d.method == Method::kEstimate;
+  d.energy_j = a.energy_j;
+  d.peak_power_w = a.peak_w;
+  d.wraps = a.wraps;
+  d.untrusted_s = a.untrusted_s;
+  d.incomplete = a.incomplete;
+  if (duration_s > 0 && duration_s >= s.info.refresh_period_s)
+    d.avg_power_w = a.energy_j / duration_s;
+  else if (duration_s <= 0)
+    d.flags.push_back("zero-length window: power undefined");
+  else
+    d.flags.push_back(fmt::format(
+        "window {:.4f} s is shorter than the sensor's refresh period (resolution) {:g} s: "
+        "power undefined, energy uncertain",
+        duration_s, s.info.refresh_period_s));
+  if (!d.avg_power_w)
+    d.peak_power_w.reset();
+  else if (*d.peak_power_w < *d.avg_power_w)
+    d.peak_power_w = *d.avg_power_w;
+  // A counted domain that reads nothing over a whole window is more likely a sensor that does
+  // not count (an idle estimate that could not resolve the window, a counter the firmware does
+  // not update) than a device drawing no power: say so wherever the figure goes.
+  if (duration_s > 0 && !(a.energy_j > 0))
+    d.flags.push_back(fmt::format(
+        "read 0 J (0 W) over the whole {:.4f} s window: the sensor may not be counting, or the "
+        "window is below its resolution",
+        duration_s));
+  if (a.wraps) d.flags.push_back(fmt::format("counter wrapped {} time(s), corrected", a.wraps));
+  if (a.untrusted_s > 0 || a.incomplete) {
+    std::string n;
+    for (auto& x : a.notes) n += (n.empty() ? "" : "; ") + x;
+    d.flags.push_back(fmt::format(
+        "untrusted: {:.3f} s {} ({})", a.untrusted_s,
+        a.incomplete ? "not measured (no trusted power to fill with; energy is a lower bound)"
+                     : "filled with the last trusted power",
+        n));
+  }
+  return d;
+}
+
 Measurement Meter::end_window(const std::string& name) {
   check_owner();
   std::lock_guard<std::mutex> g(mu_);
@@ -482,56 +521,13 @@ Measurement Meter::end_window(const std::string& name) {
   for (auto& f : meter_flags_) m.flags.push_back(f);
   double max_refresh = 0;
   std::vector<std::string> methods;
+  std::string gone;  // what a counted sensor measures ended inside the window
   for (size_t i = 0; i < slots_.size(); ++i) {
     const Slot& s = slots_[i];
     if (s.not_reader) m.flags.push_back(s.info.name + ": " + s.info.reason);
     if (!s.active) continue;
-    const DomainAcc& a = w.acc[i];
-    DomainMeasurement d;
-    d.sensor = s.info.name;
-    d.domain = s.info.domain;
-    d.index = s.info.index;
-    d.g_co2e = a.g;
-    d.method = s.info.kind == SensorKind::kEnergyCounter ? Method::kCounter
-               : s.info.kind == SensorKind::kPowerGauge  ? Method::kIntegrated
-                                                         : Method::kEstimate;
-    d.estimated = d.method == Method::kEstimate;
-    d.energy_j = a.energy_j;
-    d.peak_power_w = a.peak_w;
-    d.wraps = a.wraps;
-    d.untrusted_s = a.untrusted_s;
-    d.incomplete = a.incomplete;
-    if (m.duration_s > 0 && m.duration_s >= s.info.refresh_period_s)
-      d.avg_power_w = a.energy_j / m.duration_s;
-    else if (m.duration_s <= 0)
-      d.flags.push_back("zero-length window: power undefined");
-    else
-      d.flags.push_back(fmt::format(
-          "window {:.4f} s is shorter than the sensor's refresh period (resolution) {:g} s: "
-          "power undefined, energy uncertain",
-          m.duration_s, s.info.refresh_period_s));
-    if (!d.avg_power_w)
-      d.peak_power_w.reset();
-    else if (*d.peak_power_w < *d.avg_power_w)
-      d.peak_power_w = *d.avg_power_w;
-    // A counted domain that reads nothing over a whole window is more likely a sensor that does
-    // not count (an idle estimate that could not resolve the window, a counter the firmware
-    // does not update) than a device drawing no power: say so wherever the figure goes.
-    if (m.duration_s > 0 && !(a.energy_j > 0))
-      d.flags.push_back(fmt::format(
-          "read 0 J (0 W) over the whole {:.4f} s window: the sensor may not be counting, or the "
-          "window is below its resolution",
-          m.duration_s));
-    if (a.wraps) d.flags.push_back(fmt::format("counter wrapped {} time(s), corrected", a.wraps));
-    if (a.untrusted_s > 0 || a.incomplete) {
-      std::string n;
-      for (auto& x : a.notes) n += (n.empty() ? "" : "; ") + x;
-      d.flags.push_back(fmt::format(
-          "untrusted: {:.3f} s {} ({})", a.untrusted_s,
-          a.incomplete ? "not measured (no trusted power to fill with; energy is a lower bound)"
-                       : "filled with the last trusted power",
-          n));
-    }
+    DomainMeasurement d = domain_measurement(s, w.acc[i], m.duration_s);
+    if (gone.empty() && !w.acc[i].gone.empty()) gone = s.info.name + ": " + w.acc[i].gone;
     for (auto& f : d.flags) m.flags.push_back(d.sensor + ": " + f);
     m.energy_j += d.energy_j;
     m.estimated = m.estimated || d.estimated;
@@ -539,21 +535,27 @@ Measurement Meter::end_window(const std::string& name) {
     methods.push_back(s.info.name + ": " + s.info.method);
     m.domains.push_back(std::move(d));
   }
-  if (!missing_.empty() && !m.domains.empty()) {
+  if ((!missing_.empty() || !gone.empty()) && !m.domains.empty()) {
     // unknown, never a partial sum presented as the whole (the domains read are in the flags)
     std::string read, miss;
     for (auto& d : m.domains) read += (read.empty() ? "" : ", ") + d.sensor;
     for (auto& n : missing_) miss += (miss.empty() ? "" : ", ") + n;
-    m.energy_unknown_reason = fmt::format(
-        "{} cannot be read by this process (another process is the reader) and nothing else "
-        "measures its domain: the {:.6g} J of {} is not the whole",
-        miss, m.energy_j, read);
+    m.energy_unknown_reason =
+        !missing_.empty()
+            ? fmt::format(
+                  "{} cannot be read by this process (another process is the reader) "
+                  "and nothing else measures its domain: the {:.6g} J of {} is not the "
+                  "whole",
+                  miss, m.energy_j, read)
+            : fmt::format(
+                  "{}, before or during the window: its energy from the last reading "
+                  "to its end is not known; the {:.6g} J of {} is a lower bound",
+                  gone, m.energy_j, read);
     m.flags.push_back("energy unknown: " + m.energy_unknown_reason);
     m.domains.clear();
     m.energy_j = 0;
     m.g_co2e = 0;
     m.estimated = false;
-    m.method.clear();
     methods.clear();
   } else if (m.domains.empty()) {
     std::string why;

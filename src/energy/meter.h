@@ -41,12 +41,18 @@ struct MeterOptions {
   /// With a series: the meter's start is taken to be this time (unix s) in the series, to replay
   /// a measurement against historical data; empty: the wall clock.
   std::optional<double> carbon_replay_start_unix_s;
-  std::optional<double> cpu_tdp_w;  ///< per-socket TDP (W) for the CPU estimate
+  std::optional<double> cpu_tdp_w;  ///< per-socket TDP (W) for the CPU estimate, in [1, 2000];
+                                    ///< unset: the CPU model's table
   double ram_w_per_gb = 0.375;      ///< W/GiB for the memory estimate (CodeCarbon)
   /// CPU/memory estimate of this process tree (0: the whole machine). With a pid, RAPL (package,
   /// DRAM, psys) is listed as machine-wide and neither counted nor locked: the tree's CPU and
-  /// memory are its estimates; GPUs are still read whole.
+  /// memory are its estimates; GPUs are still read whole. create() refuses a pid that is not a
+  /// running process; a window during which the tree's root ends has unknown energy.
   int pid = 0;
+  /// How this front end asks for a process tree's estimate (pid), for the advice a sensor that
+  /// another process reads gives: "--process" (measure), "Meter(pid=os.getpid())" (Python);
+  /// empty: none is offered (train measures the whole machine).
+  std::string pid_hint = "--process";
   /// A rank of a multi-rank training run that is not its node's local rank 0: that rank
   /// counts the node-wide devices (RAPL, the machine-wide estimates) for the job, and this one
   /// leaves them out without taking their locks (listed, not counted, not missing: the window
@@ -204,7 +210,9 @@ class Meter {
  public:
   /// Reads through the node daemon when one answers (opt.use_daemon); otherwise detects the
   /// sensors of this machine (detect_sensors) and takes the per-device locks. Starts the
-  /// sampling thread.
+  /// sampling thread. Throws Error for a cpu_tdp_w out of [1, 2000] W (check_cpu_tdp_w) or a
+  /// pid that is not a running process (check_process_pid); front ends check their own
+  /// argument first, to name it.
   static std::unique_ptr<Meter> create(const MeterOptions& opt);
   /// A meter over given sensors (tests, replay, custom setups). Takes the locks of sensors with
   /// a device_key (shared with the other meters of this process) and starts sampling
@@ -273,6 +281,7 @@ class Meter {
     double energy_j = 0, peak_w = 0, untrusted_s = 0, g = 0;
     int wraps = 0;
     bool incomplete = false;
+    std::string gone;  // why what the sensor measures ended inside the window (Interval::gone)
     std::vector<std::string> notes;
   };
   struct Window {
@@ -293,6 +302,8 @@ class Meter {
     bool pend_open = false;
   };
   void add_timeline_point(Slot& s, const std::optional<Interval>& iv, double t, double unix_now);
+  /// One counted sensor's figures over a window of duration_s seconds, its flags included.
+  DomainMeasurement domain_measurement(const Slot& s, const DomainAcc& a, double duration_s) const;
   void tick_locked(bool boundary);
   static std::vector<PowerPoint> ring_in_order(const Slot& s);
   void check_owner() const;  ///< Error in a forked child (see ~Meter)

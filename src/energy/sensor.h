@@ -63,6 +63,10 @@ struct Reading {
   /// and whether some of it had no trusted power at all (the energy is then a lower bound).
   std::string untrusted;
   bool incomplete = false;
+  /// With !ok: what is measured is no longer there (the root of a measured process tree has
+  /// ended), so nothing is to be filled in: the meter makes the energy of every window open
+  /// then unknown, with the reason in `error`.
+  bool gone = false;
 };
 
 /// A source of readings for one domain. read() is called from one thread at a time.

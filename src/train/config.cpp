@@ -19,6 +19,7 @@
 #include "core/parse.h"
 #include "energy/carbon.h"
 #include "energy/carbon_regions.h"
+#include "energy/cpu_estimate.h"
 
 namespace gt {
 namespace {
@@ -420,11 +421,8 @@ void TrainConfig::validate() const try {
     r.refuse_without_series("energy.carbon_csv", carbon_utc_offset_h);
   }
   // 0: unset (the CPU model table); else a TDP per socket as `measure --tdp` takes it
-  if (!(cpu_tdp_w == 0 || (cpu_tdp_w >= 1 && cpu_tdp_w <= 2000)))
-    throw Error(fmt::format(
-        "energy.cpu_tdp_w = {}: expected 0 (the CPU model's table) or a TDP per socket in "
-        "[1, 2000] W",
-        cpu_tdp_w));
+  if (cpu_tdp_w != 0)
+    energy::check_cpu_tdp_w(cpu_tdp_w, "energy.cpu_tdp_w", "0 (the CPU model's table)");
   non_negative("train.power_limit", power_limit_w);
   if (power_limit_device != "auto" && power_limit_device != "gpu" && power_limit_device != "cpu")
     throw Error(

@@ -100,6 +100,7 @@ energy::MeterOptions meter_options(const TrainConfig& cfg) {
   if (!cfg.carbon_region.empty() && o.carbon.origin() != energy::CarbonOrigin::kCountry)
     o.carbon = o.carbon.with_country(cfg.carbon_region, "energy.carbon_region");
   if (cfg.cpu_tdp_w > 0) o.cpu_tdp_w = cfg.cpu_tdp_w;
+  o.pid_hint.clear();  // a run measures its machine: no process-tree option to offer
   o.gpus = gpus_of_device(cfg.device);
   // A run on a GPU whose sensors cannot be read (no NVML in a container) still trains; every
   // measurement then says the GPU's energy is missing (MeterOptions::gpus_strict).
@@ -120,14 +121,29 @@ EnergyHook::EnergyHook(const TrainConfig& cfg, std::string run_dir, FILE* log,
   meter_->begin_window("run");
   if (cfg_.target_loss > 0) meter_->begin_window("to_target");
   if (log_) {
-    std::string counted;
-    for (auto& s : meter_->sensors())
-      if (s.available && s.counted) counted += (counted.empty() ? "" : ", ") + s.name;
-    std::fprintf(log_, "  energy   %s%s\n", counted.empty() ? "no sensor" : counted.c_str(),
-                 meter_->estimated() ? " (ESTIMATED: no energy counter readable here)" : "");
-    for (auto& r : meter_->not_reader()) std::fprintf(log_, "  energy   %s\n", r.c_str());
+    std::fputs(energy_header(*meter_).c_str(), log_);
     std::fprintf(log_, "  carbon   %s\n", meter_->carbon().describe().c_str());
   }
+}
+
+std::string energy_header(const energy::Meter& meter) {
+  std::string counted, out;
+  for (auto& s : meter.sensors())
+    if (s.available && s.counted) counted += (counted.empty() ? "" : ", ") + s.name;
+  if (counted.empty())
+    out = fmt::format(
+        "  energy   none measured: {}; the run's energy will be unknown (null), "
+        "not 0\n",
+        meter.not_reader().empty() ? "no sensor can be read on this machine"
+                                   : "another process reads this machine's sensors");
+  else
+    out = fmt::format("  energy   {}{}\n", counted,
+                      meter.estimated() ? " (ESTIMATED: no energy counter readable here)" : "");
+  const std::vector<std::string> others = meter.not_reader();
+  for (auto& s : meter.sensors())
+    if (std::find(others.begin(), others.end(), s.name) != others.end())
+      out += fmt::format("  energy   {} not read by this run: {}\n", s.name, s.reason);
+  return out;
 }
 
 double min_log_interval_s(const std::vector<energy::SensorInfo>& sensors) {

@@ -39,6 +39,10 @@ inline constexpr double kRefreshPeriodsPerInterval = 10;
 /// refresh period among the counted sensors that measure (estimates excluded); 0 when none.
 double min_log_interval_s(const std::vector<energy::SensorInfo>& sensors);
 
+/// The lines `train` prints about its meter: the sensors counted (or "none measured", why, and
+/// that the energy will be unknown), then each sensor another process reads, with its reason.
+std::string energy_header(const energy::Meter& meter);
+
 class EnergyHook final : public StepObserver {
  public:
   /// Starts the meter and the whole-run window. log: where the closing energy lines go.

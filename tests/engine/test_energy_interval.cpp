@@ -1,14 +1,19 @@
 // The logged energy intervals of a training run span at least ten refresh periods of the
 // counters that measure: NVML's energy counter moves about every 100 ms, so a 120 ms step saw
 // one or two of its updates and reported 430 or 960 W on a 700 W H200. Shorter intervals are
-// merged into the next; the run's totals are unchanged (tests/energy for the meter itself).
+// merged into the next; the run's totals are unchanged (tests/energy for the meter itself). Also
+// the lines train prints about its meter.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <regex>
 #include <sstream>
 #include <thread>
 
+#include "energy/node_lock.h"
 #include "test_helpers.h"
 #include "train/energy_hook.h"
 #include "train/run_log.h"
@@ -236,6 +241,61 @@ TEST(EnergyInterval, UnknownEnergyIsPrintedWithItsReason) {
   const std::string reason = summary["energy_unknown_reason"].get<std::string>();
   EXPECT_NE(test::read_bytes(log_path).find("energy unknown: " + reason), std::string::npos)
       << test::read_bytes(log_path);
+}
+
+// `train` under `measure`: measure reads the machine's CPU and memory estimates, so the run
+// counts nothing. Its header said "energy   no sensor" then "energy   cpu-estimate" and
+// "energy   ram-estimate", which read as if the estimates were counted; it says plainly that
+// nothing is measured, why, and that the energy will be unknown (and offers no --process,
+// which train does not have).
+TEST(EnergyInterval, HeaderSaysNothingIsMeasuredWhenAnotherProcessReadsTheSensors) {
+  test::TempDir d;
+  const std::string locks = (d.path / "locks").string();
+  int ready[2], stop[2];
+  ASSERT_EQ(pipe(ready), 0);
+  ASSERT_EQ(pipe(stop), 0);
+  const pid_t child = fork();
+  if (child == 0) {
+    std::string who;
+    auto a = energy::DeviceLock::try_acquire(locks, "cpu-estimate-machine", &who);
+    auto b = energy::DeviceLock::try_acquire(locks, "ram-estimate-machine", &who);
+    char c = a && b ? 'y' : 'n';
+    (void)!write(ready[1], &c, 1);
+    (void)!read(stop[0], &c, 1);
+    _exit(0);
+  }
+  char c = 0;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  ASSERT_EQ(c, 'y');
+  TrainConfig cfg;
+  cfg.device = "cpu";
+  energy::MeterOptions opt = meter_options(cfg);
+  opt.interval_s = 0;
+  opt.lock_dir = locks;
+  opt.powercap_root = (d.path / "no-powercap").string();
+  opt.use_nvml = opt.use_rocm_smi = opt.use_daemon = false;
+  std::string header;
+  {
+    auto meter = energy::Meter::create(opt);
+    header = energy_header(*meter);
+  }
+  (void)!write(stop[1], "x", 1);
+  waitpid(child, nullptr, 0);
+  EXPECT_EQ(header.rfind("  energy   none measured: another process reads this machine's "
+                         "sensors; the run's energy will be unknown (null), not 0\n",
+                         0),
+            0u)
+      << header;
+  for (const char* s : {"cpu-estimate", "ram-estimate"}) {
+    EXPECT_NE(header.find(fmt::format("  energy   {} not read by this run: not the reader: "
+                                      "process {}",
+                                      s, child)),
+              std::string::npos)
+        << header;
+    EXPECT_EQ(header.find(fmt::format("  energy   {}\n", s)), std::string::npos) << header;
+  }
+  EXPECT_EQ(header.find("--process"), std::string::npos) << header;
+  EXPECT_NE(header.find("start `greentrain serve`"), std::string::npos) << header;
 }
 
 }  // namespace

@@ -22,7 +22,10 @@ Totals: the window of the last interval closes at the trainer's final log entry 
 ``train_runtime``), before the reporters close their runs, so ``callback.total_j`` is the last
 ``energy_total_j`` every reporter recorded. A figure that is unknown (no sensor counted, or a
 power over an interval shorter than a sensor's refresh period) is None in ``log_history`` and
-left out of the entry the reporters get (they take numbers only).
+left out of the entry the reporters get (they take numbers only). Once one interval's energy is
+unknown, so are the totals from then on (``energy_total_j`` None, ``callback.total_j`` None
+with ``callback.total_unknown_reason``), never a partial sum: ``callback.known_total_j`` is
+the sum of the known intervals, a lower bound.
 
 With a PowerLimitOptimizer, its on_step_begin/on_epoch_end are called and it is closed when
 training ends.
@@ -38,6 +41,7 @@ from transformers import TrainerCallback
 
 from ..measurement import Measurement
 from ..meter import Meter
+from ._totals import EnergyTotal
 
 __all__ = ["GreentrainCallback", "add_to_trainer"]
 
@@ -54,14 +58,9 @@ class GreentrainCallback(TrainerCallback):  # type: ignore[misc]
         self.meter = meter
         self._own_meter = meter is None
         self.optimizer = optimizer
-        self.total_j = 0.0
-        """Energy of the logged intervals (J): the last ``energy_total_j`` logged."""
-        self.total_g_co2e = 0.0
-        """Carbon of the logged intervals (gCO2e)."""
+        self._total = EnergyTotal("interval")
         self.measurements: List[Measurement] = []
         """The Measurement of every logging interval, in order."""
-        self.unknown_intervals = 0
-        """Logged intervals whose energy was unknown (not in ``total_j``)."""
         self._tokens0 = 0
         self._window = f"greentrain.hf@{id(self):x}"
 
@@ -99,12 +98,35 @@ class GreentrainCallback(TrainerCallback):  # type: ignore[misc]
         assert self.meter is not None
         m = self.meter.end_window(self._window)
         self.measurements.append(m)
-        if m.energy_j is None:
-            self.unknown_intervals += 1
-        else:
-            self.total_j += m.energy_j
-            self.total_g_co2e += m.g_co2e or 0.0
+        self._total.add(m)
         return m
+
+    @property
+    def total_j(self) -> Optional[float]:
+        """Energy of the logged intervals (J): the last ``energy_total_j`` logged; None once an
+        interval's energy was unknown (``total_unknown_reason`` says why)."""
+        return self._total.total_j
+
+    @property
+    def known_total_j(self) -> float:
+        """Energy of the intervals of known energy (J): a lower bound while ``total_j`` is
+        None."""
+        return self._total.known_j
+
+    @property
+    def total_g_co2e(self) -> Optional[float]:
+        """Carbon of the logged intervals (gCO2e); None once an interval's was unknown."""
+        return self._total.total_g_co2e
+
+    @property
+    def unknown_intervals(self) -> int:
+        """Logged intervals whose energy was unknown."""
+        return self._total.unknown_windows
+
+    @property
+    def total_unknown_reason(self) -> Optional[str]:
+        """Why ``total_j`` is None; None while it is known."""
+        return self._total.unknown_reason
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         self._move_first()

@@ -13,7 +13,10 @@ logger writes them every ``log_every_n_steps`` as it does the loss):
 ``energy/step_j`` (J of that batch), ``energy/total_j`` and ``energy/total_g_co2e`` (since
 fitting began), ``energy/avg_power_w`` (W over the batch, when defined) and
 ``energy/estimated`` (1 when part of the figure is an estimate). A batch whose energy is unknown
-(no sensor counted) logs no figure and is counted in ``unknown_steps``. Between batches (data
+(no sensor counted) logs no figure and is counted in ``unknown_steps``; from then on the totals
+are unknown too (``energy/total_j`` is no longer logged, ``callback.total_j`` is None with
+``total_unknown_reason``), never a partial sum: ``known_total_j`` is the sum of the known
+batches and gaps, a lower bound. Between batches (data
 loading, validation) the energy goes into the next logged total, so ``energy/total_j`` covers
 all of fitting up to its step; what comes after the last batch (the end of fitting) is in
 ``tail_j``. Works with ``lightning`` (``import lightning as L``) and with
@@ -31,6 +34,7 @@ except ImportError:  # pragma: no cover - depends on what is installed
 
 from ..measurement import Measurement
 from ..meter import Meter
+from ._totals import EnergyTotal
 
 __all__ = ["GreentrainLightningCallback"]
 
@@ -51,12 +55,10 @@ class GreentrainLightningCallback(Callback):  # type: ignore[misc]
         self._own_meter = meter is None
         self.prefix = prefix
         self.optimizer = optimizer
-        self.total_j = 0.0
-        """Energy from the start of fitting to the last batch (J): the last ``total_j`` logged."""
-        self.total_g_co2e = 0.0
+        self._total = EnergyTotal("window")
         self.tail_j: Optional[float] = None
-        """Energy after the last batch to the end of fitting (J), not logged."""
-        self.unknown_steps = 0
+        """Energy after the last batch to the end of fitting (J), not logged; None when
+        unknown."""
         self.logged: List[Dict[str, float]] = []
         """What was logged at each batch (name -> value), in order."""
         self._window = f"greentrain.lightning@{id(self):x}"
@@ -66,11 +68,34 @@ class GreentrainLightningCallback(Callback):  # type: ignore[misc]
         return self.prefix + key
 
     def _add(self, m: Measurement) -> None:
-        if m.energy_j is None:
-            self.unknown_steps += 1
-        else:
-            self.total_j += m.energy_j
-            self.total_g_co2e += m.g_co2e or 0.0
+        self._total.add(m)
+
+    @property
+    def total_j(self) -> Optional[float]:
+        """Energy from the start of fitting to the last batch (J): the last ``total_j`` logged;
+        None once a batch's (or a gap's) energy was unknown (``total_unknown_reason``)."""
+        return self._total.total_j
+
+    @property
+    def known_total_j(self) -> float:
+        """Energy of the batches and gaps of known energy (J): a lower bound while ``total_j``
+        is None."""
+        return self._total.known_j
+
+    @property
+    def total_g_co2e(self) -> Optional[float]:
+        """Carbon from the start of fitting to the last batch (gCO2e); None once unknown."""
+        return self._total.total_g_co2e
+
+    @property
+    def unknown_steps(self) -> int:
+        """Batches and gaps between them whose energy was unknown."""
+        return self._total.unknown_windows
+
+    @property
+    def total_unknown_reason(self) -> Optional[str]:
+        """Why ``total_j`` is None; None while it is known."""
+        return self._total.unknown_reason
 
     def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
         if self.meter is None:
@@ -95,11 +120,11 @@ class GreentrainLightningCallback(Callback):  # type: ignore[misc]
         if m.energy_j is None:
             return
         d: Dict[str, float] = {self._name("step_j"): float(m.energy_j),
-                               self._name("total_j"): self.total_j,
-                               self._name("total_g_co2e"): self.total_g_co2e,
                                self._name("estimated"): 1.0 if m.estimated else 0.0}
-        if m.avg_power_w is not None:
-            d[self._name("avg_power_w")] = float(m.avg_power_w)
+        for k, v in (("total_j", self.total_j), ("total_g_co2e", self.total_g_co2e),
+                     ("avg_power_w", m.avg_power_w)):
+            if v is not None:  # unknown: left out, never 0
+                d[self._name(k)] = float(v)
         self.logged.append(d)
         pl_module.log_dict(d, on_step=True, on_epoch=False, prog_bar=False, logger=True)
 

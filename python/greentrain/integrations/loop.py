@@ -11,6 +11,11 @@ To TensorBoard and MLflow: ``EnergyLogger(meter, writer=SummaryWriter(...), mlfl
 writes each step's ``energy/step_j``, ``energy/total_j``, ``energy/total_g_co2e``,
 ``energy/avg_power_w`` and ``energy/j_per_token`` (the figures that are known) at the step
 number; ``log_measurement(m, writer=..., mlflow=..., step=...)`` does it for any window.
+
+Unknown is never 0: a step whose energy is unknown (no sensor counted, a measured process that
+ended) writes no ``step_j``, and from then on the totals are unknown too: ``log.total_j`` is
+None with ``log.total_unknown_reason``, ``energy/total_j`` is no longer written, and
+``log.known_total_j`` keeps the sum of the known steps, a lower bound.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from ..measurement import Measurement
 from ..meter import Meter
+from ._totals import EnergyTotal
 
 __all__ = ["EnergyLogger", "StepRecord", "log_measurement"]
 
@@ -105,16 +111,11 @@ class EnergyLogger:
         self.keep = keep
         self.records: List[StepRecord] = []
         self.steps = 0
-        self.total_j = 0.0
-        """Sum of the steps' energy (J); steps of unknown energy are not in it."""
+        self._total = EnergyTotal("step")
         self.total_s = 0.0
         self.total_tokens = 0.0
         """Tokens of the steps with known energy (steps given no tokens add none)."""
         self._tokens_j = 0.0  # energy of the steps with known energy and tokens (J)
-        self.unknown_steps = 0
-        """Steps whose energy was unknown."""
-        self.total_g_co2e = 0.0
-        """Carbon of the steps of known energy (gCO2e)."""
         self.writer = writer
         self.mlflow = mlflow
         self.log_every = log_every
@@ -136,14 +137,10 @@ class EnergyLogger:
                        estimated=m.estimated, measurement=m)
         self.steps += 1
         self.total_s += m.duration_s
-        if m.energy_j is None:
-            self.unknown_steps += 1
-        else:
-            self.total_j += m.energy_j
-            self.total_g_co2e += m.g_co2e or 0.0
-            if tokens:
-                self.total_tokens += tokens
-                self._tokens_j += m.energy_j
+        self._total.add(m)
+        if m.energy_j is not None and tokens:
+            self.total_tokens += tokens
+            self._tokens_j += m.energy_j
         self.records.append(r)
         if len(self.records) > self.keep:
             del self.records[0]
@@ -156,8 +153,9 @@ class EnergyLogger:
 
     def _write(self, r: StepRecord) -> None:
         p = self.prefix
-        values = {f"{p}total_j": self.total_j, f"{p}total_g_co2e": self.total_g_co2e}
-        for k, v in (("step_j", r.energy_j), ("avg_power_w", r.avg_power_w),
+        values: Dict[str, float] = {}
+        for k, v in (("step_j", r.energy_j), ("total_j", self.total_j),
+                     ("total_g_co2e", self.total_g_co2e), ("avg_power_w", r.avg_power_w),
                      ("j_per_token", r.joules_per_token)):
             if v is not None:
                 values[p + k] = float(v)
@@ -172,6 +170,33 @@ class EnergyLogger:
             yield
         finally:
             self.end(tokens)
+
+    @property
+    def total_j(self) -> Optional[float]:
+        """Energy of all the steps (J); None once a step's energy was unknown (then
+        ``total_unknown_reason`` says why and ``known_total_j`` is a lower bound)."""
+        return self._total.total_j
+
+    @property
+    def known_total_j(self) -> float:
+        """Energy of the steps of known energy (J): ``total_j`` while every step was known, a
+        lower bound of it otherwise."""
+        return self._total.known_j
+
+    @property
+    def total_g_co2e(self) -> Optional[float]:
+        """Carbon of all the steps (gCO2e); None once a step's carbon was unknown."""
+        return self._total.total_g_co2e
+
+    @property
+    def unknown_steps(self) -> int:
+        """Steps whose energy was unknown."""
+        return self._total.unknown_windows
+
+    @property
+    def total_unknown_reason(self) -> Optional[str]:
+        """Why ``total_j`` is None; None while it is known."""
+        return self._total.unknown_reason
 
     @property
     def joules_per_token(self) -> Optional[float]:
