@@ -63,6 +63,7 @@ inline constexpr char step[] = "step";        // the last step (metrics: the lin
 inline constexpr char max_steps[] = "max_steps";
 inline constexpr char last_loss[] = "last_loss";  // null when no step ran in the session
 inline constexpr char last_loss_unknown_reason[] = "last_loss_unknown_reason";
+inline constexpr char val_loss_unknown_reason[] = "val_loss_unknown_reason";
 inline constexpr char val_loss[] = "val_loss";
 inline constexpr char val_bits_per_byte[] = "val_bits_per_byte";
 inline constexpr char val_bits_per_byte_unknown_reason[] = "val_bits_per_byte_unknown_reason";

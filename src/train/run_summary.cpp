@@ -110,6 +110,21 @@ std::optional<std::string> read_text(const std::string& p) {
   return text.str();
 }
 
+// Why summary.json's val_loss is null: no evaluation ran in this session.
+std::string val_loss_unknown_reason(const TrainConfig& c, const RunResult& r) {
+  if (c.val_fraction <= 0 && c.data_val_path.empty())
+    return "no validation split (data.val_fraction = 0 and no data.val_path)";
+  if (r.interrupted_by)
+    return fmt::format(
+        "no evaluation ran in this session: stopped by signal {} at step {}, before the first "
+        "(train.eval_interval = {}; evaluations run at those steps and at the last)",
+        r.interrupted_by, r.step, c.eval_interval);
+  if (r.losses.empty())
+    return fmt::format("no step ran in this session (train.max_steps = {}), so no evaluation",
+                       c.max_steps);
+  return "no evaluation ran in this session";
+}
+
 }  // namespace
 
 nlohmann::ordered_json RunSummaryWriter::run_totals(const nlohmann::ordered_json& s,
@@ -165,6 +180,9 @@ void RunSummaryWriter::finish(const RunResult& r) {
   s[key::last_loss] =
       r.losses.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(r.last_loss);
   if (r.losses.empty()) s[key::last_loss_unknown_reason] = "no step ran in this session";
+  // no evaluation in this session: unknown, not absent nor 0
+  s[key::val_loss] = r.val_loss ? nlohmann::ordered_json(*r.val_loss) : nlohmann::ordered_json();
+  if (!r.val_loss) s[key::val_loss_unknown_reason] = val_loss_unknown_reason(c, r);
   if (r.val_loss) {
     s[key::val_bits_per_byte] = r.val_bits_per_byte ? nlohmann::ordered_json(*r.val_bits_per_byte)
                                                     : nlohmann::ordered_json();

@@ -2,7 +2,7 @@
 // summary.json (SIGKILL, out of memory, node lost) leaves the run's time, energy and carbon
 // unknown (null with the reason, in summary.json, on the console and in the report), never a
 // partial sum; tokens stay known from the checkpoint's "run" record. Also: one figure for the
-// time to a target.
+// time to a target, and val_loss null with its reason.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -136,6 +136,30 @@ TEST(Target, TheProgressLineAndTheSummaryGiveOneTimeToTarget) {
   const auto tg = read_json(t.d.file("run/summary.json"))["target"];
   ASSERT_TRUE(tg["seconds"].is_number()) << tg.dump(2);
   EXPECT_EQ(m[1].str(), fmt::format("{:.1f}", tg["seconds"].get<double>())) << r.output;
+}
+
+// No evaluation in the session: val_loss is null with the reason (it was absent when a signal
+// came first, and null without a reason at train.max_steps = 0).
+TEST(Summary, ValLossIsNullWithTheReasonWhenNoEvaluationRan) {
+  TinyRun t;
+  const std::string run = t.d.file("run");
+  run_until(t.bin() + " train " + t.cfg + " --out " + run +
+                " --set train.max_steps=100000 --set train.eval_interval=100000",
+            "grep -q \"\\\"step\\\":2\" " + run + "/metrics.jsonl 2>/dev/null", "INT",
+            t.d.file("int.log"));
+  auto s = read_json(run + "/summary.json");
+  ASSERT_TRUE(s.contains("val_loss")) << s.dump(2);
+  EXPECT_TRUE(s["val_loss"].is_null());
+  EXPECT_NE(s.value("val_loss_unknown_reason", std::string()).find("stopped by signal 2"),
+            std::string::npos)
+      << s.dump(2);
+  auto r = t.train("zero", "--set train.max_steps=0");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  s = read_json(t.d.file("zero/summary.json"));
+  EXPECT_TRUE(s["val_loss"].is_null());
+  EXPECT_NE(s.value("val_loss_unknown_reason", std::string()).find("no step ran"),
+            std::string::npos)
+      << s.dump(2);
 }
 
 }  // namespace
