@@ -111,6 +111,29 @@ void check_model_kept(const gt::GPTConfig& saved, const gt::GPTConfig& now,
           key, v.second, out, key, v.first));
 }
 
+// A resumed run keeps its learning-rate schedule. With train.lr_decay_steps = 0 the cosine
+// decay ends at train.max_steps, so a resume that raises max_steps (the way to train on) would
+// move the decay's end and make the rate jump back up at the resumed step. Unless the command
+// line sets train.lr_decay_steps, the decay keeps the checkpoint's end (its max_steps), said;
+// the steps past it run at train.min_lr. `saved`: the checkpoint's configuration.
+void keep_decay_horizon(const std::vector<std::string>& sets, const gt::TrainConfig& saved,
+                        gt::TrainConfig& cfg, bool quiet = false) {
+  if (saved.lr_decay_steps != 0 || cfg.lr_decay_steps != 0 || cfg.max_steps == saved.max_steps)
+    return;
+  for (const auto& s : sets)
+    if (s.rfind("train.lr_decay_steps=", 0) == 0) return;  // set to 0 on purpose: max_steps'
+  cfg.lr_decay_steps = static_cast<int>(saved.max_steps);
+  if (!quiet)
+    std::printf(
+        "note: train.max_steps %lld -> %lld: the learning rate keeps the checkpoint's schedule, "
+        "its cosine decay ending at step %lld (train.lr_decay_steps = %lld, recorded in the "
+        "checkpoint; the steps after it run at train.min_lr = %g); --set "
+        "train.lr_decay_steps=%lld decays over the new length instead (the rate then jumps at "
+        "the resumed step)\n",
+        (long long)saved.max_steps, (long long)cfg.max_steps, (long long)saved.max_steps,
+        (long long)saved.max_steps, cfg.min_lr, (long long)cfg.max_steps);
+}
+
 // The run's sessions before this one, read as it starts (before this session marks itself
 // open): summary.json's run_totals go on from them, the checkpoints record the run's tokens and
 // this session's number, and the time to the target counts the earlier sessions' wall time.
@@ -182,6 +205,7 @@ int run_train(const Args& a, gt::dist::MpiRuntime* mpi) {
   const gt::TrainConfig saved = cfg;  // the checkpoint's, on a resume
   gt::apply_overrides(a.sets, cfg);
   if (resume) check_model_kept(saved.model, cfg.model, out);
+  if (resume) keep_decay_horizon(a.sets, saved, cfg, /*quiet=*/rank != 0);
   if (!a.data.empty()) cfg.data_path = a.data;
   if (!a.init_from.empty()) cfg.init_from = a.init_from;
   cfg.validate();

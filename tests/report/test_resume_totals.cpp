@@ -2,7 +2,8 @@
 // summary.json (SIGKILL, out of memory, node lost) leaves the run's time, energy and carbon
 // unknown (null with the reason, in summary.json, on the console and in the report), never a
 // partial sum; tokens stay known from the checkpoint's "run" record. Also: one figure for the
-// time to a target, and val_loss null with its reason.
+// time to a target, val_loss null with its reason, the note on a CONFIG that a resume does not
+// read, and the learning-rate schedule kept when a resume raises train.max_steps.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -160,6 +161,54 @@ TEST(Summary, ValLossIsNullWithTheReasonWhenNoEvaluationRan) {
   EXPECT_NE(s.value("val_loss_unknown_reason", std::string()).find("no step ran"),
             std::string::npos)
       << s.dump(2);
+}
+
+// A CONFIG beside --resume is not read once the run has a checkpoint: said at run time.
+TEST(ResumeNotes, AConfigGivenWithResumeIsSaidToBeUnread) {
+  TinyRun t;
+  auto r = t.train("run", "--stop-at 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = t.train("run", "--resume --stop-at 3");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find(t.cfg + " is not read; the checkpoint's configuration continues (--set "
+                                  "changes it)"),
+            std::string::npos)
+      << r.output;
+}
+
+// Raising train.max_steps on a resume kept nothing of the schedule: with lr_decay_steps = 0 the
+// cosine decay follows max_steps, and the rate jumped up at the resumed step. The decay now
+// keeps the checkpoint's end unless the command line sets train.lr_decay_steps.
+TEST(ResumeNotes, RaisingMaxStepsOnResumeKeepsTheLearningRateSchedule) {
+  TinyRun t;
+  auto lr_at = [&](const std::string& run, int step) {
+    for (const auto& line : read_jsonl(t.d.file(run + "/metrics.jsonl")))
+      if (line.value("step", -1) == step && line.contains("lr")) return line["lr"].get<double>();
+    ADD_FAILURE() << "no lr at step " << step;
+    return 0.0;
+  };
+  for (const char* run : {"kept", "reset"}) {
+    auto r = t.train(run);  // 6 steps: the decay ends at step 6
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  auto r =
+      run_cmd(t.bin() + " train --out " + t.d.file("kept") + " --resume --set train.max_steps=12");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("note: train.max_steps 6 -> 12: the learning rate keeps the "
+                          "checkpoint's schedule"),
+            std::string::npos)
+      << r.output;
+  EXPECT_LE(lr_at("kept", 7), lr_at("kept", 6)) << "the rate jumped at the resumed step";
+  EXPECT_DOUBLE_EQ(lr_at("kept", 12), 1e-4) << "after the decay: train.min_lr";
+  std::stringstream toml;
+  toml << std::ifstream(t.d.file("kept/config.toml")).rdbuf();
+  EXPECT_NE(toml.str().find("lr_decay_steps = 6"), std::string::npos) << toml.str();
+  // set on the command line (0: follow max_steps), the schedule is the user's
+  r = run_cmd(t.bin() + " train --out " + t.d.file("reset") +
+              " --resume --set train.max_steps=12 --set train.lr_decay_steps=0");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("keeps the checkpoint's schedule"), std::string::npos) << r.output;
+  EXPECT_GT(lr_at("reset", 7), lr_at("reset", 6));
 }
 
 }  // namespace
