@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "dist/mpi_comm.h"
 #include "run/schema.h"
+#include "run/writer.h"
 #include "train/checkpoint.h"
 #include "train/energy_hook.h"
 #include "train/power_limit_policy.h"
@@ -110,6 +111,61 @@ void check_model_kept(const gt::GPTConfig& saved, const gt::GPTConfig& now,
           key, v.second, out, key, v.first));
 }
 
+// A resumed run keeps its learning-rate schedule. With train.lr_decay_steps = 0 the cosine
+// decay ends at train.max_steps, so a resume that raises max_steps (the way to train on) would
+// move the decay's end and make the rate jump back up at the resumed step. Unless the command
+// line sets train.lr_decay_steps, the decay keeps the checkpoint's end (its max_steps), said;
+// the steps past it run at train.min_lr. `saved`: the checkpoint's configuration.
+void keep_decay_horizon(const std::vector<std::string>& sets, const gt::TrainConfig& saved,
+                        gt::TrainConfig& cfg, bool quiet = false) {
+  if (saved.lr_decay_steps != 0 || cfg.lr_decay_steps != 0 || cfg.max_steps == saved.max_steps)
+    return;
+  for (const auto& s : sets)
+    if (s.rfind("train.lr_decay_steps=", 0) == 0) return;  // set to 0 on purpose: max_steps'
+  cfg.lr_decay_steps = static_cast<int>(saved.max_steps);
+  if (!quiet)
+    std::printf(
+        "note: train.max_steps %lld -> %lld: the learning rate keeps the checkpoint's schedule, "
+        "its cosine decay ending at step %lld (train.lr_decay_steps = %lld, recorded in the "
+        "checkpoint; the steps after it run at train.min_lr = %g); --set "
+        "train.lr_decay_steps=%lld decays over the new length instead (the rate then jumps at "
+        "the resumed step)\n",
+        (long long)saved.max_steps, (long long)cfg.max_steps, (long long)saved.max_steps,
+        (long long)saved.max_steps, cfg.min_lr, (long long)cfg.max_steps);
+}
+
+// The run's sessions before this one, read as it starts (before this session marks itself
+// open): summary.json's run_totals go on from them, the checkpoints record the run's tokens and
+// this session's number, and the time to the target counts the earlier sessions' wall time.
+// An earlier session that is not accounted for (killed without its summary.json) is said now.
+void account_earlier_sessions(gt::Trainer& trainer, gt::RunSummaryWriter& summary,
+                              const std::string& out, bool resume,
+                              std::chrono::steady_clock::time_point session_start) {
+  namespace key = gt::run::key;
+  if (!resume) {  // a fresh run: session 1 from step 0
+    trainer.set_run_record(1, 0, 0);
+    trainer.set_wall_clock(session_start, 0.0);
+    summary.set_prior(std::nullopt);
+    return;
+  }
+  std::string note;
+  const nlohmann::json prior =
+      gt::run::read_prior_sessions(out, trainer.step(), trainer.resumed_run_record(), &note);
+  if (!note.empty()) std::printf("note: the run's totals: %s\n", note.c_str());
+  const nlohmann::json& t = prior[key::run_totals];
+  auto integer = [&](const char* k) {
+    return t.contains(k) && t[k].is_number_integer() ? std::optional<int64_t>(t[k].get<int64_t>())
+                                                     : std::nullopt;
+  };
+  const auto sessions = integer(key::sessions);
+  trainer.set_run_record(sessions ? std::optional<int64_t>(*sessions + 1) : std::nullopt,
+                         integer(key::first_step), integer(key::tokens));
+  trainer.set_wall_clock(session_start, t.contains(key::wall_s) && t[key::wall_s].is_number()
+                                            ? std::optional<double>(t[key::wall_s].get<double>())
+                                            : std::nullopt);
+  summary.set_prior(prior);
+}
+
 int run_train(const Args& a, gt::dist::MpiRuntime* mpi) {
   const auto session_start = std::chrono::steady_clock::now();  // summary.json's wall_s
   const int rank = mpi ? mpi->rank() : 0, ranks = mpi ? mpi->size() : 1;
@@ -146,9 +202,10 @@ int run_train(const Args& a, gt::dist::MpiRuntime* mpi) {
                       "--out to start a new run elsewhere",
                       out));
   }
-  const gt::GPTConfig saved_model = cfg.model;
+  const gt::TrainConfig saved = cfg;  // the checkpoint's, on a resume
   gt::apply_overrides(a.sets, cfg);
-  if (resume) check_model_kept(saved_model, cfg.model, out);
+  if (resume) check_model_kept(saved.model, cfg.model, out);
+  if (resume) keep_decay_horizon(a.sets, saved, cfg, /*quiet=*/rank != 0);
   if (!a.data.empty()) cfg.data_path = a.data;
   if (!a.init_from.empty()) cfg.init_from = a.init_from;
   cfg.validate();
@@ -238,11 +295,22 @@ int run_train(const Args& a, gt::dist::MpiRuntime* mpi) {
   trainer.set_observer(&energy);
   gt::RunSummaryWriter summary(trainer, out);
   summary.set_session_start(session_start);
+  if (rank == 0) account_earlier_sessions(trainer, summary, out, resume, session_start);
   summary.set_extra([&](nlohmann::json& s) {
     energy.finish(s);
     if (!power.record().is_null()) s[gt::run::key::power_limit] = power.record();
   });
   cleanup.disarm();
+  // while it trains, the run folder says a session is open: one killed before its summary.json
+  // is then known to the next resume (run/schema.h session_open.json)
+  if (rank == 0) {
+    const nlohmann::json& rec = trainer.state_record().run;
+    gt::run::open_session(out,
+                          rec[gt::run::key::session].is_number()
+                              ? std::optional<int64_t>(rec[gt::run::key::session].get<int64_t>())
+                              : std::nullopt,
+                          trainer.step());
+  }
   gt::RunResult r = trainer.run(a.stop_at);
   const int exit_code = r.interrupted_by ? 128 + r.interrupted_by : 0;
   if (rank != 0) {  // the energy totals are collective; rank 0 writes them

@@ -194,6 +194,14 @@ std::string summary_table(const std::vector<RunData>& runs) {
           tokens && energy && *tokens > 0 ? std::optional<double>(*energy / *tokens) : std::nullopt;
       if (t.sessions.value_or(1) > 1)
         scope = fmt::format("<br><small>whole run: {} sessions</small>", *t.sessions);
+      else if (!t.sessions && t.unknown_reason)
+        scope = "<br><small>whole run: sessions unknown</small>";
+      // an earlier session not accounted for (killed without its summary): why the time,
+      // energy and carbon are unknown
+      if (t.unknown_reason)
+        scope +=
+            "<br><small class=unknown>time, energy and carbon unknown: " + esc(*t.unknown_reason) +
+            "</small>";
     } else if (s.session_start_step.value_or(0) > 0) {
       scope = "<br><small>last session only (no run_totals)</small>";
     }

@@ -30,24 +30,32 @@ std::optional<nlohmann::json> previous_session(const std::string& text, int64_t 
     return std::nullopt;
   }
   nlohmann::json t = nlohmann::json::object();
-  const auto sessions = pt.contains(key::sessions)
-                            ? json_integer<int64_t>(pt[key::sessions], 1, int64_t(1) << 40)
-                            : std::optional<int64_t>(1);
-  const auto first = json_integer<int64_t>(
-      pt.value(key::first_step, pt.value(key::session_start_step, nlohmann::json(0))), 0, start);
-  if (!sessions || !first) {
+  // null: unknown (a run with a session not accounted for), carried as null
+  const nlohmann::json sessions_v = pt.value(key::sessions, nlohmann::json(1));
+  const nlohmann::json first_v =
+      pt.value(key::first_step, pt.value(key::session_start_step, nlohmann::json(0)));
+  const auto sessions = json_integer<int64_t>(sessions_v, 1, int64_t(1) << 40);
+  const auto first = json_integer<int64_t>(first_v, 0, start);
+  if ((!sessions && !sessions_v.is_null()) || (!first && !first_v.is_null())) {
     *why = "run_totals.sessions or first_step is not a whole number in range";
     return std::nullopt;
   }
-  t[key::sessions] = *sessions;
-  t[key::first_step] = *first;
+  t[key::sessions] = sessions ? nlohmann::json(*sessions) : nlohmann::json();
+  t[key::first_step] = first ? nlohmann::json(*first) : nlohmann::json();
   if (pt.contains(key::tokens)) {
     const auto tokens = json_integer<int64_t>(pt[key::tokens], 0, int64_t(1) << 60);
-    if (!tokens) {
+    if (!tokens && !pt[key::tokens].is_null()) {
       *why = "run_totals.tokens is not a whole number >= 0";
       return std::nullopt;
     }
-    t[key::tokens] = *tokens;
+    t[key::tokens] = tokens ? nlohmann::json(*tokens) : nlohmann::json();
+  }
+  if (&pt != &prev && pt.contains(key::unknown_reason)) {
+    if (!pt[key::unknown_reason].is_string()) {
+      *why = "run_totals.unknown_reason is not a string";
+      return std::nullopt;
+    }
+    t[key::unknown_reason] = pt[key::unknown_reason];
   }
   for (const char* k : {key::duration_s, key::wall_s, key::energy_j, key::g_co2e}) {
     if (!pt.contains(k)) continue;
@@ -86,6 +94,90 @@ std::optional<nlohmann::json> previous_session(const std::string& text, int64_t 
             (tg[k].is_number() && std::isfinite(tg[k].get<double>()) && tg[k].get<double>() >= 0));
     if (ok) out[key::target] = tg;
   }
+  return out;
+}
+
+namespace {
+
+// A whole number of `rec`'s `k` in lo..hi, else empty (absent, null, of another type).
+std::optional<int64_t> integer_of(const nlohmann::json& rec, const char* k, int64_t lo,
+                                  int64_t hi) {
+  if (!rec.is_object() || !rec.contains(k)) return std::nullopt;
+  return json_integer<int64_t>(rec[k], lo, hi);
+}
+
+// How a session can end without writing its summary.json.
+constexpr const char* kLost =
+    "(killed by SIGKILL, out of memory or a lost node, or stopped by an error?)";
+
+// Why the summary.json found (`found`: there is one; `why`: previous_session()'s reason it
+// cannot be read) does not continue a run resumed at `start`.
+std::string not_continued(bool found, const std::string& why, int64_t start) {
+  if (!found)
+    return fmt::format(
+        "there is no {}: the session that wrote the checkpoint of step {} ended "
+        "without it {}",
+        file::summary, start, kLost);
+  if (!why.empty()) return fmt::format("{} cannot be continued: {}", file::summary, why);
+  return fmt::format(
+      "{} is not of step {}, the checkpoint's: the session that wrote the "
+      "checkpoint ended without its summary {}",
+      file::summary, start, kLost);
+}
+
+}  // namespace
+
+nlohmann::json prior_sessions(const std::optional<std::string>& summary_text,
+                              const std::optional<std::string>& open_text, int64_t start,
+                              const nlohmann::json& checkpoint_run, std::string* note) {
+  std::string why;
+  std::optional<nlohmann::json> prev;
+  if (summary_text) prev = previous_session(*summary_text, start, &why);
+  if (prev && !open_text) return *prev;  // every session so far ended with its summary
+  // An earlier session is not accounted for: what the checkpoint and the record of the session
+  // that did not end say is kept, the figures summed over sessions are unknown.
+  std::optional<nlohmann::json> open;
+  if (open_text) {
+    std::string open_why;
+    open = detail::parse_object(*open_text, &open_why);
+  }
+  const int64_t big = int64_t(1) << 40;
+  const auto open_session = open ? integer_of(*open, key::session, 1, big) : std::nullopt;
+  const auto open_start = open ? integer_of(*open, key::session_start_step, 0, big) : std::nullopt;
+  const auto ck_session = integer_of(checkpoint_run, key::session, 1, big);
+  const auto ck_first = integer_of(checkpoint_run, key::first_step, 0, start);
+  const auto ck_tokens = integer_of(checkpoint_run, key::tokens, 0, int64_t(1) << 60);
+  const nlohmann::json null;
+  nlohmann::json t = nlohmann::json::object();
+  // the session that did not end is the last before this one; else the checkpoint's writer
+  std::optional<int64_t> sessions = open_text ? open_session : ck_session;
+  if (open_text && open_session && ck_session) sessions = std::max(*open_session, *ck_session);
+  t[key::sessions] = sessions ? nlohmann::json(*sessions) : null;
+  std::optional<int64_t> first = ck_first;
+  if (!first && prev) first = integer_of((*prev)[key::run_totals], key::first_step, 0, start);
+  t[key::first_step] = first ? nlohmann::json(*first) : null;
+  std::optional<int64_t> tokens = ck_tokens;
+  if (!tokens && prev) tokens = integer_of((*prev)[key::run_totals], key::tokens, 0, 1LL << 60);
+  t[key::tokens] = tokens ? nlohmann::json(*tokens) : null;
+  for (const char* k : {key::duration_s, key::wall_s, key::energy_j, key::g_co2e}) t[k] = null;
+  // an estimate recorded in the sessions that are accounted for still marks the run's energy
+  if (prev && (*prev)[key::run_totals].value(key::energy_estimated, false))
+    t[key::energy_estimated] = true;
+  const std::string who = open_text
+                              ? fmt::format("session {}{} ended without writing {} {}",
+                                            open_session ? fmt::format("{} ", *open_session) : "? ",
+                                            open_start ? fmt::format("(from step {})", *open_start)
+                                                       : std::string("(its record is damaged)"),
+                                            file::summary, kLost)
+                              : not_continued(summary_text.has_value(), why, start);
+  const std::string reason =
+      who + "; the time, energy and carbon of that session are unknown, so the run's are" +
+      (tokens ? " (its tokens are counted up to the checkpoint's step)" : "");
+  t[key::unknown_reason] = reason;
+  if (note) *note = reason;
+  nlohmann::json out = {{key::step, start}, {key::run_totals, t}};
+  // a target reached in a session that is accounted for stands
+  if (prev && prev->contains(key::target)) out[key::target] = (*prev)[key::target];
   return out;
 }
 

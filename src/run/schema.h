@@ -12,6 +12,9 @@
 //                  target loss, interruption costs (Summary, run/summary.h)
 //   report.html    `greentrain report` of the folder
 //   checkpoint/    the checkpoint a resumed run continues from (train/checkpoint.h)
+//   session_open.json  while a session trains: {"session", "session_start_step", "pid"};
+//                  removed once its summary.json is written, so a resume that finds one knows
+//                  that session ended without its figures (killed: SIGKILL, out of memory)
 #pragma once
 #include <string>
 
@@ -31,6 +34,7 @@ inline constexpr char energy[] = "energy.csv";
 inline constexpr char summary[] = "summary.json";
 inline constexpr char report[] = "report.html";
 inline constexpr char checkpoint[] = "checkpoint";
+inline constexpr char session_open[] = "session_open.json";
 }  // namespace file
 
 /// An ablation row's energy basis where its J/token and tokens/s come from the logged training
@@ -59,6 +63,7 @@ inline constexpr char step[] = "step";        // the last step (metrics: the lin
 inline constexpr char max_steps[] = "max_steps";
 inline constexpr char last_loss[] = "last_loss";  // null when no step ran in the session
 inline constexpr char last_loss_unknown_reason[] = "last_loss_unknown_reason";
+inline constexpr char val_loss_unknown_reason[] = "val_loss_unknown_reason";
 inline constexpr char val_loss[] = "val_loss";
 inline constexpr char val_bits_per_byte[] = "val_bits_per_byte";
 inline constexpr char val_bits_per_byte_unknown_reason[] = "val_bits_per_byte_unknown_reason";
@@ -146,9 +151,17 @@ inline constexpr char restart_j[] = "restart_j";
 // then estimates at least in part). A run_totals without energy_estimated (written before the
 // key existed) leaves it unknown: readers (Summary::run_energy_estimated) and a resumed run
 // take the session's energy_estimated in its stead, which covers the last session only.
+// When an earlier session is not accounted for (it ended without its summary.json: killed,
+// out of memory, node lost), every figure summed over sessions is null and unknown_reason says
+// which session and why; tokens stay known from the checkpoint's "run" record
+// (train/checkpoint.h), sessions and first_step too where it has them (else null).
 inline constexpr char run_totals[] = "run_totals";
 inline constexpr char sessions[] = "sessions";
 inline constexpr char first_step[] = "first_step";
+inline constexpr char unknown_reason[] = "unknown_reason";
+// session_open.json (and a checkpoint's "run" record): the session's number in its run, from 1
+inline constexpr char session[] = "session";
+inline constexpr char pid[] = "pid";
 // summary.json: "target", what it took to first reach train.target_loss
 inline constexpr char target[] = "target";
 inline constexpr char target_loss[] = "target_loss";

@@ -40,6 +40,7 @@ RunTotals read_totals(detail::Fields f) {
   t.energy_j = f.number(key::energy_j);
   t.g_co2e = f.number(key::g_co2e);
   t.energy_estimated = f.boolean(key::energy_estimated);
+  t.unknown_reason = f.text(key::unknown_reason);
   return t;
 }
 

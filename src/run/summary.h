@@ -23,6 +23,9 @@ struct RunTotals {
   /// Empty: not recorded (a summary written before the key; Summary::run_energy_estimated
   /// falls back to the session's flag) or of another type (a problem).
   std::optional<bool> energy_estimated;
+  /// Why the figures summed over sessions are null: an earlier session is not accounted for
+  /// (killed without its summary.json); empty when every session is.
+  std::optional<std::string> unknown_reason;
 };
 
 /// "interruption": what an interruption costs the run's last session.

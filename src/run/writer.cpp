@@ -1,6 +1,8 @@
 // run/writer.cpp: see writer.h.
 #include "run/writer.h"
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <sstream>
 
@@ -43,6 +45,40 @@ void keep_metrics_up_to(const std::string& dir, int64_t step) {
 void remove_metrics(const std::string& dir) {
   std::error_code ec;
   std::filesystem::remove(path_in(dir, file::metrics), ec);
+}
+
+namespace {
+
+// The text of DIR/name, or empty when there is no such file.
+std::optional<std::string> read_if_there(const std::string& dir, const char* name) {
+  const std::string p = path_in(dir, name);
+  std::error_code ec;
+  if (!std::filesystem::exists(p, ec)) return std::nullopt;
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream text;
+  text << f.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+nlohmann::json read_prior_sessions(const std::string& dir, int64_t start,
+                                   const nlohmann::json& checkpoint_run, std::string* note) {
+  return prior_sessions(read_if_there(dir, file::summary), read_if_there(dir, file::session_open),
+                        start, checkpoint_run, note);
+}
+
+void open_session(const std::string& dir, std::optional<int64_t> session, int64_t start) {
+  nlohmann::ordered_json j;
+  j[key::session] = session ? nlohmann::ordered_json(*session) : nlohmann::ordered_json();
+  j[key::session_start_step] = start;
+  j[key::pid] = static_cast<int64_t>(::getpid());
+  write_file_atomic(path_in(dir, file::session_open), j.dump(2) + "\n");
+}
+
+void close_session(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::remove(path_in(dir, file::session_open), ec);
 }
 
 }  // namespace gt::run

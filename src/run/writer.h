@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 namespace gt::run {
@@ -38,5 +39,18 @@ void keep_metrics_up_to(const std::string& dir, int64_t step);
 
 /// Removes DIR/metrics.jsonl (a fresh run's), if any.
 void remove_metrics(const std::string& dir);
+
+/// The run's sessions before one that starts at `start` (run/resume.h prior_sessions(), from
+/// DIR/summary.json and DIR/session_open.json as they are now; checkpoint_run: the checkpoint's
+/// "run" record). *note: set when an earlier session is not accounted for.
+nlohmann::json read_prior_sessions(const std::string& dir, int64_t start,
+                                   const nlohmann::json& checkpoint_run, std::string* note);
+
+/// Writes DIR/session_open.json, {"session" (null: unknown), "session_start_step", "pid"}: a
+/// session is training. Throws gt::Error from write_file_atomic.
+void open_session(const std::string& dir, std::optional<int64_t> session, int64_t start);
+
+/// Removes DIR/session_open.json (the session's summary.json is written), if any.
+void close_session(const std::string& dir);
 
 }  // namespace gt::run

@@ -41,11 +41,15 @@ RunFigures run_figures_from_summary(const std::string& path) {
   const bool totals = s && s->run_totals;
   std::optional<double> wall_s;
   if (s) wall_s = totals ? s->run_totals->wall_s : s->wall_s;
+  // (null when a session of the run ended without its summary: run_totals says which)
+  const std::string unknown_why = totals && s->run_totals->unknown_reason
+                                      ? " (unknown: " + *s->run_totals->unknown_reason + ")"
+                                      : std::string();
   check(wall_s.has_value(),
-        fmt::format("{}: no numeric 'wall_s' in run_totals (the whole run's wall time); expected "
-                    "a summary.json written by this greentrain, or give duration_s in the job "
-                    "list ('duration_s' of a summary counts optimizer steps only)",
-                    p.string()));
+        fmt::format("{}: no numeric 'wall_s' in run_totals (the whole run's wall time){}; "
+                    "expected a summary.json written by this greentrain, or give duration_s in "
+                    "the job list ('duration_s' of a summary counts optimizer steps only)",
+                    p.string(), unknown_why));
   RunFigures f;
   f.wall_s = *wall_s;
   check(

@@ -3,7 +3,8 @@
 //   optimizer.safetensors  AdamW first and second moments ("exp_avg.<name>", "exp_avg_sq.<name>");
 //   config.json            the model's shapes as Hugging Face's GPT2Config (train/hf_gpt2.h);
 //   state.json             step, data position, seed, tokenizer, full configuration (TOML),
-//                          and the size and XXH64 checksum of each .safetensors file ("files");
+//                          the size and XXH64 checksum of each .safetensors file ("files"),
+//                          and the run up to its step ("run": session, first_step, tokens);
 //   tokenizer.model        a bpe tokenizer's SentencePiece model, or
 //   vocab.json, merges.txt a gpt2 tokenizer's vocabulary (train/tokenizer.h).
 // It is written into a temporary folder that is then renamed over the old one, so a crash
@@ -46,6 +47,12 @@ struct CheckpointState {
   /// model.safetensors and optimizer.safetensors as written (set by save_checkpoint); empty in
   /// a checkpoint written before they were recorded.
   std::map<std::string, FileChecksum> files;
+  /// The run up to this step, so that a resume after a session killed without its summary
+  /// still knows it: {"session" (the writer's number in its run, from 1), "first_step" (the
+  /// run's first session's start), "tokens" (trained in steps first_step+1..step, all sessions
+  /// together)}, each a whole number or null (unknown); null in a checkpoint written before it
+  /// was recorded.
+  nlohmann::json run;
 };
 
 /// Path of the checkpoint folder inside a run folder.

@@ -80,6 +80,16 @@ CheckpointState parse_checkpoint_state(const std::string& text, const std::strin
                         "trained on)",
                         path, st.data.type_name()));
     }
+    if (j.contains("run")) {  // the run up to this step (since sessions were counted)
+      const auto& run = j.at("run");
+      if (!run.is_object())
+        throw Error(fmt::format("{}: run is {}; expected an object (session, first_step, tokens)",
+                                path, run.type_name()));
+      for (const char* k : {"session", "first_step", "tokens"})
+        if (run.contains(k) && !run.at(k).is_null())
+          (void)count(run.at(k), fmt::format("run.{}", k).c_str());
+      st.run = run;
+    }
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("{}: invalid checkpoint state: {}", path, e.what()));
   }
@@ -100,6 +110,7 @@ std::string checkpoint_state_json(const CheckpointState& st, const std::string& 
   j["world_size"] = st.world_size;
   j["tokenizer"] = st.tokenizer.to_json();
   if (!st.data.is_null()) j["data_identity"] = st.data;
+  if (!st.run.is_null()) j["run"] = st.run;
   for (const auto& [name, c] : st.files)
     j["files"][name] = {{"bytes", c.bytes}, {"xxh64", c.xxh64}};
   j["config_toml"] = st.config_toml;

@@ -23,14 +23,13 @@ namespace gt {
 namespace {
 
 namespace key = run::key;
-using run::previous_session;
 
 // summary.json's "target": what it took to first reach train.target_loss, or why it was not
 // the run's target seconds are wall time: earlier sessions' wall_s (whole) plus this session's
-// from its start (session_start) to the end of the evaluation that reached the target
+// from its start to the end of the evaluation that reached the target (TargetHit::seconds, the
+// figure of the progress line too)
 nlohmann::ordered_json target_json(const TrainConfig& c, const RunResult& r,
-                                   const std::optional<nlohmann::json>& prev_session,
-                                   std::chrono::steady_clock::time_point session_start) {
+                                   const std::optional<nlohmann::json>& prev_session) {
   // reached in an earlier session of this run: that session's record stands
   if (prev_session && prev_session->contains(key::target) &&
       (*prev_session)[key::target].value(key::reached, false))
@@ -72,11 +71,16 @@ nlohmann::ordered_json target_json(const TrainConfig& c, const RunResult& r,
     return before[name].get<double>() + now.get<double>();
   };
   t[key::step] = h.step;
-  t[key::tokens] = h.tokens + (prev_session ? before.value(key::tokens, int64_t(0)) : 0);
-  t[key::seconds] = plus(key::wall_s, std::chrono::duration<double>(h.at - session_start).count());
-  if (!t[key::seconds].is_number())
+  t[key::tokens] = plus(key::tokens, h.tokens);
+  if (t[key::tokens].is_number()) t[key::tokens] = int64_t(t[key::tokens].get<double>() + 0.5);
+  t[key::seconds] = h.seconds ? nlohmann::ordered_json(*h.seconds) : null;
+  if (!h.seconds)
     t[key::seconds_unknown_reason] =
-        "an earlier session's wall time is unknown (its summary.json has no wall_s)";
+        before.contains(key::unknown_reason)
+            ? before[key::unknown_reason].get<std::string>()
+            : std::string(
+                  "an earlier session's wall time is unknown (its summary.json has no "
+                  "wall_s)");
   t[key::energy_j] = plus(key::energy_j, h.energy.value(key::energy_j, nlohmann::json()));
   t[key::g_co2e] = plus(key::g_co2e, h.energy.value(key::g_co2e, nlohmann::json()));
   t[key::val_loss] = h.val_loss;
@@ -86,8 +90,9 @@ nlohmann::ordered_json target_json(const TrainConfig& c, const RunResult& r,
   if (h.energy.contains(key::energy_unknown_reason))
     t[key::energy_unknown_reason] = h.energy[key::energy_unknown_reason];
   else if (!t[key::energy_j].is_number())
-    t[key::energy_unknown_reason] = h.energy.empty()
-                                        ? std::string("no energy meter ran")
+    t[key::energy_unknown_reason] = h.energy.empty() ? std::string("no energy meter ran")
+                                    : before.contains(key::unknown_reason)
+                                        ? before[key::unknown_reason].get<std::string>()
                                         : std::string("an earlier session's energy is unknown");
   t[key::stopped_at_target] = r.stopped_at_target;
   t[key::seconds_basis] =
@@ -96,7 +101,72 @@ nlohmann::ordered_json target_json(const TrainConfig& c, const RunResult& r,
   return t;
 }
 
+// The text of the file at p, or empty when there is none.
+std::optional<std::string> read_text(const std::string& p) {
+  if (!fs::exists(p)) return std::nullopt;
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream text;
+  text << f.rdbuf();
+  return text.str();
+}
+
+// Why summary.json's val_loss is null: no evaluation ran in this session.
+std::string val_loss_unknown_reason(const TrainConfig& c, const RunResult& r) {
+  if (c.val_fraction <= 0 && c.data_val_path.empty())
+    return "no validation split (data.val_fraction = 0 and no data.val_path)";
+  if (r.interrupted_by)
+    return fmt::format(
+        "no evaluation ran in this session: stopped by signal {} at step {}, before the first "
+        "(train.eval_interval = {}; evaluations run at those steps and at the last)",
+        r.interrupted_by, r.step, c.eval_interval);
+  if (r.losses.empty())
+    return fmt::format("no step ran in this session (train.max_steps = {}), so no evaluation",
+                       c.max_steps);
+  return "no evaluation ran in this session";
+}
+
 }  // namespace
+
+nlohmann::ordered_json RunSummaryWriter::run_totals(const nlohmann::ordered_json& s,
+                                                    int64_t start) const {
+  nlohmann::ordered_json totals;
+  totals[key::sessions] = 1;
+  totals[key::first_step] = start;
+  for (const char* k : {key::tokens, key::duration_s, key::wall_s, key::energy_j, key::g_co2e})
+    if (s.contains(k)) totals[k] = s[k];
+  // whether the run's energy is an estimate, at least in part (absent: no meter recorded it)
+  if (s.contains(key::energy_estimated)) totals[key::energy_estimated] = s[key::energy_estimated];
+  if (!prior_) return totals;
+  const auto& pt = (*prior_)[key::run_totals];
+  const nlohmann::ordered_json null;
+  // unknown (null) there: unknown here
+  totals[key::sessions] = pt[key::sessions].is_number()
+                              ? nlohmann::ordered_json(pt[key::sessions].get<int64_t>() + 1)
+                              : null;
+  totals[key::first_step] = pt[key::first_step];
+  if (pt.contains(key::tokens))
+    totals[key::tokens] = pt[key::tokens].is_number()
+                              ? nlohmann::ordered_json(totals[key::tokens].get<int64_t>() +
+                                                       pt[key::tokens].get<int64_t>())
+                              : null;
+  // An unknown (null) figure in any session makes the total unknown, not a partial sum.
+  for (const char* k : {key::duration_s, key::wall_s, key::energy_j, key::g_co2e})
+    if (totals.contains(k) && pt.contains(k))
+      totals[k] = totals[k].is_number() && pt[k].is_number()
+                      ? nlohmann::ordered_json(totals[k].get<double>() + pt[k].get<double>())
+                      : null;
+  // a session written before wall_s existed: the run's wall time is unknown, not this
+  // session's alone
+  if (!pt.contains(key::wall_s)) totals.erase(key::wall_s);
+  // an estimate in any session makes the run's energy one (previous_session gives an older
+  // summary's session flag where its run_totals have none)
+  if (pt.contains(key::energy_estimated))
+    totals[key::energy_estimated] =
+        totals.value(key::energy_estimated, false) || pt[key::energy_estimated].get<bool>();
+  // an earlier session not accounted for (killed without its summary): said with the totals
+  if (pt.contains(key::unknown_reason)) totals[key::unknown_reason] = pt[key::unknown_reason];
+  return totals;
+}
 
 void RunSummaryWriter::finish(const RunResult& r) {
   const TrainConfig& c = trainer_.config();
@@ -110,8 +180,10 @@ void RunSummaryWriter::finish(const RunResult& r) {
   s[key::last_loss] =
       r.losses.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(r.last_loss);
   if (r.losses.empty()) s[key::last_loss_unknown_reason] = "no step ran in this session";
+  // no evaluation in this session: unknown, not absent nor 0
+  s[key::val_loss] = r.val_loss ? nlohmann::ordered_json(*r.val_loss) : nlohmann::ordered_json();
+  if (!r.val_loss) s[key::val_loss_unknown_reason] = val_loss_unknown_reason(c, r);
   if (r.val_loss) {
-    s[key::val_loss] = *r.val_loss;
     s[key::val_bits_per_byte] = r.val_bits_per_byte ? nlohmann::ordered_json(*r.val_bits_per_byte)
                                                     : nlohmann::ordered_json();
     if (!r.val_bits_per_byte)
@@ -205,10 +277,10 @@ void RunSummaryWriter::finish(const RunResult& r) {
   nlohmann::json extra;
   if (observer_hook_) observer_hook_(extra);
   for (auto& [k, v] : extra.items()) s[k] = v;
-  const fs::path p = run::path_in(dir_, run::file::summary);
   // The figures above are this session's. run_totals adds up every session of the run
-  // (a resumed run continues from the summary.json the previous session left, if that
-  // session ended at the step this one started from).
+  // (set_prior: the summary.json the previous session left, if that session ended at the step
+  // this one started from and no session began after it; else the figures summed over
+  // sessions are unknown, with the reason).
   const int64_t start = r.step - (int64_t)r.losses.size();
   s[key::session_start_step] = start;
   // What an interruption costs this run, for `greentrain schedule` (sched/jobs.h): the
@@ -232,56 +304,33 @@ void RunSummaryWriter::finish(const RunResult& r) {
       "the energy meter measures the run and its logged intervals, not the checkpoint write or "
       "the start-up on their own";
   s[key::interruption] = in;
-  nlohmann::ordered_json totals;
-  totals[key::sessions] = 1;
-  totals[key::first_step] = start;
-  for (const char* k : {key::tokens, key::duration_s, key::wall_s, key::energy_j, key::g_co2e})
-    if (s.contains(k)) totals[k] = s[k];
-  // whether the run's energy is an estimate, at least in part (absent: no meter recorded it)
-  if (s.contains(key::energy_estimated)) totals[key::energy_estimated] = s[key::energy_estimated];
-  std::optional<nlohmann::json> prev_session;  // the summary of the session this one continues
-  if (start > 0 && fs::exists(p)) {
-    std::ifstream f(p);
-    std::stringstream text;
-    text << f.rdbuf();
-    std::string why;
-    prev_session = previous_session(text.str(), start, &why);
-    if (!prev_session && !why.empty())
-      std::printf("note: %s: %s; run_totals cover this session only\n",
-                  shown_bytes(p.string()).c_str(), why.c_str());
-    if (prev_session) {
-      const auto& pt = (*prev_session)[key::run_totals];
-      totals[key::sessions] = pt[key::sessions].get<int64_t>() + 1;
-      totals[key::first_step] = pt[key::first_step];
-      if (pt.contains(key::tokens))
-        totals[key::tokens] = totals[key::tokens].get<int64_t>() + pt[key::tokens].get<int64_t>();
-      // An unknown (null) figure in any session makes the total unknown, not a partial sum.
-      for (const char* k : {key::duration_s, key::wall_s, key::energy_j, key::g_co2e})
-        if (totals.contains(k) && pt.contains(k))
-          totals[k] = totals[k].is_number() && pt[k].is_number()
-                          ? nlohmann::ordered_json(totals[k].get<double>() + pt[k].get<double>())
-                          : nlohmann::ordered_json();
-      // a session written before wall_s existed: the run's wall time is unknown, not this
-      // session's alone
-      if (!pt.contains(key::wall_s)) totals.erase(key::wall_s);
-      // an estimate in any session makes the run's energy one (previous_session gives an older
-      // summary's session flag where its run_totals have none)
-      if (pt.contains(key::energy_estimated))
-        totals[key::energy_estimated] =
-            totals.value(key::energy_estimated, false) || pt[key::energy_estimated].get<bool>();
-    }
+  // prior_: the sessions before this one, decided as it started (set_prior), else read now
+  if (!prior_set_ && start > 0) {
+    std::string note;
+    prior_ = run::prior_sessions(read_text(run::path_in(dir_, run::file::summary)), std::nullopt,
+                                 start, trainer_.resumed_run_record(), &note);
   }
-  s[key::run_totals] = totals;
+  const std::optional<nlohmann::json>& prev_session = prior_;
+  s[key::run_totals] = run_totals(s, start);
+  if (const auto& t = s[key::run_totals]; t.contains(key::unknown_reason))
+    std::printf("whole run (steps %s..%lld, %s tokens): time, energy and carbon unknown: %s\n",
+                t[key::first_step].is_number()
+                    ? std::to_string(t[key::first_step].get<int64_t>()).c_str()
+                    : "?",
+                (long long)r.step,
+                t[key::tokens].is_number() ? std::to_string(t[key::tokens].get<int64_t>()).c_str()
+                                           : "unknown",
+                t[key::unknown_reason].get<std::string>().c_str());
   if (c.target_loss > 0) {
-    const auto t = target_json(c, r, prev_session, session_start_);
+    const auto t = target_json(c, r, prev_session);
     auto num = [](const nlohmann::ordered_json& v, const char* spec) {
       return v.is_number() ? fmt::format(fmt::runtime(spec), v.get<double>()) : "unknown";
     };
     if (t.value(key::reached, false))
       std::printf(
-          "target validation loss %g reached at step %lld: %lld tokens, %s s, %s J%s, %s gCO2e\n",
+          "target validation loss %g reached at step %lld: %s tokens, %s s, %s J%s, %s gCO2e\n",
           c.target_loss, (long long)t[key::step].get<int64_t>(),
-          (long long)t[key::tokens].get<int64_t>(), num(t[key::seconds], "{:.1f}").c_str(),
+          num(t[key::tokens], "{:.0f}").c_str(), num(t[key::seconds], "{:.1f}").c_str(),
           num(t[key::energy_j], "{:.4g}").c_str(),
           t.value(key::energy_estimated, false) ? " (estimated)" : "",
           num(t[key::g_co2e], "{:.3g}").c_str());
@@ -291,6 +340,7 @@ void RunSummaryWriter::finish(const RunResult& r) {
     s[key::target] = t;
   }
   run::write_summary(dir_, s);
+  run::close_session(dir_);  // the session's figures are written: it is accounted for
 }
 
 }  // namespace gt

@@ -193,7 +193,11 @@ void Trainer::start_from(const ResumePlan& plan) {
     backend_->weights_updated();
     if (scaler_.enabled())
       scaler_.restore(st->loss_scale, st->scaler_clean_steps, st->skipped_steps);
-    step_ = saved_step_ = st->step;
+    step_ = saved_step_ = session_start_step_ = st->step;
+    resumed_run_ = st->run;
+    // unknown until set_run_record and set_wall_clock say what came before
+    run_session_ = run_first_step_ = tokens_before_ = std::nullopt;
+    earlier_wall_s_ = std::nullopt;
     last_loss_ = st->last_loss;
     if (plan.data_note.empty()) sampler_->restore(st->data_epoch, st->data_cursor);
     // only the metrics lines of steps up to here are kept: the resumed run re-does the rest
@@ -447,7 +451,25 @@ CheckpointState Trainer::state_record() const {
   st.tokenizer = data_.tokenizer;
   st.data = data_id_;
   st.world_size = world_;
+  // the run up to this step: a resume after a session that ended without its summary reads it
+  const int64_t tokens_per_step =
+      (int64_t)cfg_.batch_size * cfg_.model.block_size * cfg_.grad_accum_steps * world_;
+  auto or_null = [](std::optional<int64_t> v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
+  st.run = {{run::key::session, or_null(run_session_)},
+            {run::key::first_step, or_null(run_first_step_)},
+            {run::key::tokens,
+             or_null(tokens_before_
+                         ? std::optional<int64_t>(*tokens_before_ +
+                                                  (step_ - session_start_step_) * tokens_per_step)
+                         : std::nullopt)}};
   return st;
+}
+
+void Trainer::set_run_record(std::optional<int64_t> session, std::optional<int64_t> first_step,
+                             std::optional<int64_t> tokens_before) {
+  run_session_ = session;
+  run_first_step_ = first_step;
+  tokens_before_ = tokens_before;
 }
 
 void Trainer::save() {
@@ -455,8 +477,7 @@ void Trainer::save() {
   saved_step_ = step_;
 }
 
-void Trainer::evaluate_step(StepReport& rep, RunResult& r,
-                            std::chrono::steady_clock::time_point run_t0) {
+void Trainer::evaluate_step(StepReport& rep, RunResult& r) {
   r.val_loss = evaluate();
   if (r.val_loss && !std::isfinite(*r.val_loss))
     throw nonfinite_error(step_, "the validation loss is " + show(*r.val_loss));
@@ -474,11 +495,16 @@ void Trainer::evaluate_step(StepReport& rep, RunResult& r,
     hit.step = step_;
     hit.tokens = r.tokens;
     hit.at = std::chrono::steady_clock::now();
-    hit.seconds = std::chrono::duration<double>(hit.at - run_t0).count();
+    if (earlier_wall_s_)
+      hit.seconds =
+          *earlier_wall_s_ + std::chrono::duration<double>(hit.at - session_start_).count();
     hit.val_loss = *rep.val_loss;
     if (observer_) observer_->target_reached(step_, hit.energy);
     rep.target_loss = cfg_.target_loss;
-    rep.target_s = hit.seconds;
+    // (the line shows this session's seconds where the earlier ones are unknown: summary.json's
+    // target.seconds is then null with its reason)
+    rep.target_s =
+        hit.seconds.value_or(std::chrono::duration<double>(hit.at - session_start_).count());
     if (auto ej = hit.energy.find(run::key::energy_j); ej != hit.energy.end() && ej->is_number())
       rep.target_energy_j = ej->get<double>();
     rep.target_energy_estimated = hit.energy.value(run::key::energy_estimated, false);
@@ -499,7 +525,6 @@ RunResult Trainer::run(int64_t stop_at) {
   const StopSignalHandlers handlers;          // until run() returns, an error included
   strategy_->clear_stop_signal();             // a signal of an earlier run() is done with
   using clock = std::chrono::steady_clock;
-  const auto run_t0 = clock::now();
   if (observer_) observer_->set_last_step(last);
   while (step_ < last && stop_signal() == 0 && !r.stopped_at_target) {
     if (!r.first_step_at) r.first_step_at = clock::now();
@@ -531,7 +556,7 @@ RunResult Trainer::run(int64_t stop_at) {
     if (observer_)
       rep.energy = observer_->end_step(step_, tokens_per_step, flops_per_step, rep.extra);
     rep.evaluated = (cfg_.eval_interval > 0 && step_ % cfg_.eval_interval == 0) || step_ == last;
-    if (rep.evaluated) evaluate_step(rep, r, run_t0);
+    if (rep.evaluated) evaluate_step(rep, r);
     rep.final_line = rep.evaluated || last_skipped_ || step_ % cfg_.log_interval == 0 ||
                      step_ == last || r.stopped_at_target;
     runlog.step(rep);

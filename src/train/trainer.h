@@ -62,7 +62,11 @@ double learning_rate_at(const TrainConfig& cfg, int64_t it);
 struct TargetHit {
   int64_t step = 0;    ///< the step whose evaluation reached the target
   int64_t tokens = 0;  ///< tokens trained in this process up to that step
-  double seconds = 0;  ///< wall seconds of run() up to the end of that evaluation (s)
+  /// The run's wall seconds up to the end of that evaluation (s): the earlier sessions' wall_s
+  /// plus this session's from its start (Trainer::set_wall_clock; loading included); empty
+  /// when an earlier session's wall time is unknown. The progress line and summary.json's
+  /// target.seconds both show it.
+  std::optional<double> seconds;
   std::chrono::steady_clock::time_point at;  ///< when that evaluation ended
   double val_loss = 0;                       ///< the validation loss that reached the target
   nlohmann::json energy;  ///< what StepObserver::target_reached added (energy_j, g_co2e, ...)
@@ -147,6 +151,23 @@ class Trainer {
   void save();
 
   void set_observer(StepObserver* obs) { observer_ = obs; }
+  /// The run before this session (run/resume.h prior_sessions()): this session's number in its
+  /// run, the run's first step and the tokens trained before this session, each empty when
+  /// unknown; every checkpoint's "run" record adds this session's tokens to them. Without this
+  /// call a fresh run is session 1 from step 0 and a resumed one has them unknown.
+  void set_run_record(std::optional<int64_t> session, std::optional<int64_t> first_step,
+                      std::optional<int64_t> tokens_before);
+  /// The "run" record of the checkpoint this run resumed from (null: none, or an older one).
+  const nlohmann::json& resumed_run_record() const { return resumed_run_; }
+  /// When this session began (loading included) and the wall seconds of the run's earlier
+  /// sessions (0 for a fresh run; empty: unknown): TargetHit::seconds counts from them. Without
+  /// this call: from the Trainer's construction, with no earlier sessions for a fresh run and
+  /// unknown ones for a resumed run.
+  void set_wall_clock(std::chrono::steady_clock::time_point session_start,
+                      std::optional<double> earlier_wall_s) {
+    session_start_ = session_start;
+    earlier_wall_s_ = earlier_wall_s;
+  }
   GPT& model() { return *model_; }
   const TokenData& data() const { return data_; }
   const TrainConfig& config() const { return cfg_; }
@@ -194,9 +215,9 @@ class Trainer {
   void start_from(const ResumePlan& plan);
   int stop_signal() const;
   /// After a step whose evaluation is due: the validation loss into rep and r (best, bits per
-  /// byte), and train.target_loss's first hit (TargetHit, seconds since run_t0). Throws the
+  /// byte), and train.target_loss's first hit (TargetHit, seconds: set_wall_clock's). Throws the
   /// nonfinite error for an inf or NaN validation loss.
-  void evaluate_step(StepReport& rep, RunResult& r, std::chrono::steady_clock::time_point run_t0);
+  void evaluate_step(StepReport& rep, RunResult& r);
   /// train_step() of a strategy whose losses stay on the device (one process, fusion on): the
   /// step's micro-batches drawn first, then its ops queued, as one graph when graph_.use
   /// (from the process's second step: the first sizes the buffers), then one synchronization.
@@ -241,7 +262,13 @@ class Trainer {
     int64_t steps = 0;    ///< on-device steps run so far
   } graph_;
   int64_t step_ = 0;
-  int64_t saved_step_ = -1;  ///< step of the checkpoint on disk (-1: none yet)
+  int64_t saved_step_ = -1;         ///< step of the checkpoint on disk (-1: none yet)
+  int64_t session_start_step_ = 0;  ///< step_ when this session began
+  /// set_run_record's figures (the checkpoint's "run" record) and the resumed checkpoint's
+  std::optional<int64_t> run_session_ = 1, run_first_step_ = 0, tokens_before_ = 0;
+  nlohmann::json resumed_run_;
+  std::chrono::steady_clock::time_point session_start_ = std::chrono::steady_clock::now();
+  std::optional<double> earlier_wall_s_ = 0.0;  ///< set_wall_clock
   size_t runtime_bytes_ = 0, load_peak_bytes_ = 0;
   double last_loss_ = 0;
   double last_grad_norm_ = 0;

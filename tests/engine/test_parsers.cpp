@@ -123,6 +123,32 @@ TEST(ParserFindings, StateJsonScalarsAreCheckedLikeTheConfiguration) {
   EXPECT_EQ(ok.last_loss, 0);
 }
 
+// The checkpoint's "run" record (the run up to its step, read back by a resume after a session
+// killed without its summary): round-trips, nulls stay unknown, a damaged one is named.
+TEST(ParserFindings, StateJsonRunRecordRoundTripsAndIsChecked) {
+  auto with = [](const std::string& extra) {
+    std::string j = state_json("4", R"({"kind": "byte"})");
+    return j.substr(0, j.size() - 1) + ", " + extra + "}";
+  };
+  auto st = parse_checkpoint_state(with(R"("run": {"session": 2, "first_step": 0, "tokens": 128})"),
+                                   "state.json");
+  EXPECT_EQ(st.run["tokens"], 128);
+  auto again = parse_checkpoint_state(checkpoint_state_json(st, "state.json"), "state.json");
+  EXPECT_EQ(again.run, st.run);
+  st = parse_checkpoint_state(with(R"("run": {"session": null, "tokens": null})"), "state.json");
+  EXPECT_TRUE(st.run["tokens"].is_null());
+  EXPECT_TRUE(parse_checkpoint_state(with(R"("files": {})"), "state.json").run.is_null())
+      << "an older checkpoint has no record";
+  EXPECT_NE(error_of([&] {
+              parse_checkpoint_state(with(R"("run": 5)"), "state.json");
+            }).find("state.json: run is number; expected an object"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              parse_checkpoint_state(with(R"("run": {"tokens": -1})"), "state.json");
+            }).find("state.json: run.tokens"),
+            std::string::npos);
+}
+
 // Issue 31 §1: a path that is not UTF-8 is any bytes in JSON and TOML records: it round-trips
 // exactly and is shown readably.
 TEST(ParserFindings, BytePathsRoundTripThroughJsonAndToml) {

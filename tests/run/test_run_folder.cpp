@@ -372,6 +372,74 @@ TEST(RunFolder, RunTotalsSayWhetherAnySessionsEnergyWasAnEstimate) {
   EXPECT_EQ(why, "run_totals.energy_estimated is \"yes\"; expected true or false");
 }
 
+// The sessions before a resumed one (prior_sessions): every session accounted for, the
+// summary's totals go on; a session that did not end (session_open.json), no summary.json, or
+// one of another step leave the summed figures null with the reason, never a partial sum,
+// and tokens, sessions and first_step come from the checkpoint's "run" record.
+TEST(RunFolder, AnEarlierSessionNotAccountedForMakesTheSummedFiguresUnknown) {
+  const std::string at6 = R"({"step": 6, "run_totals": {"sessions": 2, "first_step": 0,
+    "tokens": 192, "duration_s": 1.0, "wall_s": 2.0, "energy_j": 30.0, "g_co2e": 0.1}})";
+  const nlohmann::json ck = {{key::session, 2}, {key::first_step, 0}, {key::tokens, 192}};
+  std::string note;
+  auto p = prior_sessions(at6, std::nullopt, 6, ck, &note);
+  EXPECT_TRUE(note.empty()) << note;
+  EXPECT_EQ(p[key::run_totals][key::energy_j], 30.0);
+  EXPECT_FALSE(p[key::run_totals].contains(key::unknown_reason));
+  auto expect_unknown = [](const nlohmann::json& t, const std::string& why) {
+    for (const char* k : {key::duration_s, key::wall_s, key::energy_j, key::g_co2e})
+      EXPECT_TRUE(t[k].is_null()) << k << ": " << t.dump();
+    EXPECT_NE(t.value(key::unknown_reason, std::string()).find(why), std::string::npos) << t.dump();
+  };
+  // session 3 began at step 6 and was killed before a checkpoint
+  p = prior_sessions(at6, R"({"session": 3, "session_start_step": 6, "pid": 1})", 6, ck, &note);
+  expect_unknown(p[key::run_totals], "session 3 (from step 6) ended without writing summary.json");
+  EXPECT_EQ(note, p[key::run_totals][key::unknown_reason]);
+  EXPECT_EQ(p[key::run_totals][key::sessions], 3);
+  EXPECT_EQ(p[key::run_totals][key::tokens], 192);
+  // killed after writing the checkpoint of step 8, summary.json still of step 6
+  const nlohmann::json ck8 = {{key::session, 3}, {key::first_step, 0}, {key::tokens, 256}};
+  p = prior_sessions(at6, R"({"session": 3, "session_start_step": 6})", 8, ck8, &note);
+  expect_unknown(p[key::run_totals], "session 3 (from step 6)");
+  EXPECT_EQ(p[key::run_totals][key::tokens], 256);
+  EXPECT_EQ(p[key::run_totals][key::first_step], 0);
+  // written before session_open.json: the summary of another step says it
+  p = prior_sessions(at6, std::nullopt, 8, ck8, &note);
+  expect_unknown(p[key::run_totals], "summary.json is not of step 8");
+  p = prior_sessions(std::nullopt, std::nullopt, 8, ck8, &note);
+  expect_unknown(p[key::run_totals], "there is no summary.json");
+  EXPECT_EQ(p[key::run_totals][key::sessions], 3);
+  // an older checkpoint without the record: tokens, sessions and first_step unknown too
+  p = prior_sessions(std::nullopt, std::nullopt, 8, nlohmann::json(), &note);
+  expect_unknown(p[key::run_totals], "there is no summary.json");
+  for (const char* k : {key::sessions, key::first_step, key::tokens})
+    EXPECT_TRUE(p[key::run_totals][k].is_null()) << k;
+  // a damaged record of the open session: still unknown, never trusted
+  p = prior_sessions(at6, "{not json", 6, ck, &note);
+  expect_unknown(p[key::run_totals], "its record is damaged");
+  // the next session reads these nulls and the reason back from the summary it leaves
+  std::string why;
+  nlohmann::json written = {{key::step, 8}, {key::run_totals, p[key::run_totals]}};
+  const auto prev = previous_session(written.dump(), 8, &why);
+  ASSERT_TRUE(prev) << why;
+  EXPECT_TRUE((*prev)[key::run_totals][key::energy_j].is_null());
+  EXPECT_EQ((*prev)[key::run_totals][key::unknown_reason], p[key::run_totals][key::unknown_reason]);
+}
+
+// session_open.json is written while a session trains and removed when it ends.
+TEST(RunFolder, TheOpenSessionRecordIsWrittenAndRemoved) {
+  TempDir d;
+  open_session(d.dir(), 4, 12);
+  const auto j = nlohmann::json::parse(slurp(d.path / file::session_open));
+  EXPECT_EQ(j[key::session], 4);
+  EXPECT_EQ(j[key::session_start_step], 12);
+  std::string note;
+  auto p = read_prior_sessions(d.dir(), 12, nlohmann::json(), &note);
+  EXPECT_NE(note.find("session 4 (from step 12)"), std::string::npos) << note;
+  close_session(d.dir());
+  EXPECT_FALSE(fs::exists(d.path / file::session_open));
+  close_session(d.dir());  // none: nothing to do
+}
+
 TEST(RunFolder, WhatIsNoSummaryIsRefusedWithTheReason) {
   std::string why;
   EXPECT_FALSE(read_summary("{\"step\": 3", &why));

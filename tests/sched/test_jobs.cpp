@@ -176,6 +176,12 @@ summary = "run")",
   // a summary without the whole run's wall time, or with unknown energy and no power_w
   d.write("run/summary.json", R"({"duration_s": 1.93, "energy_j": 200})");
   EXPECT_NE(error_of(p).find("wall_s"), std::string::npos) << error_of(p);
+  // unknown because a session was killed without its summary: the reason is named
+  d.write("run/summary.json", R"({"wall_s": 2.5, "run_totals": {"sessions": 2, "wall_s": null,
+    "energy_j": null, "unknown_reason": "session 1 (from step 0) ended without writing"}})");
+  EXPECT_NE(error_of(p).find("wall time) (unknown: session 1 (from step 0) ended without"),
+            std::string::npos)
+      << error_of(p);
   d.write("run/summary.json",
           R"({"energy_unknown": true, "run_totals": {"wall_s": 5.0, "energy_j": 0}})");
   EXPECT_NE(error_of(p).find("power_w"), std::string::npos) << error_of(p);
