@@ -1,6 +1,7 @@
 // python/src/bind_energy.cpp: the energy module in Python: Meter (begin_window/end_window),
 // Measurement (to_dict, CodeCarbon rows), the sensor list. The GIL is released while the meter
 // reads sensors, so the sampling thread and the training loop never wait on Python.
+#include <fmt/format.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/unique_ptr.h>
