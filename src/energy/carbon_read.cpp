@@ -36,8 +36,8 @@ namespace gt::energy {
 
 namespace {
 namespace chr = std::chrono;
-using carbon_text::kTimeForm;
 using carbon_text::implausible_series_warning;
+using carbon_text::kTimeForm;
 using carbon_text::trim;
 using carbon_text::utc_text;
 using nlohmann::json;
@@ -477,6 +477,15 @@ Raw read_table(std::string_view rest, const std::string& path, const CarbonReadO
       throw Error(fmt::format("{}: '{}' has {} field(s); expected at least {} ({} and {})", r.where,
                               quote_line(line), f.size(), need,
                               header[static_cast<std::size_t>(tcol)], raw.value_column));
+    // a field past the header's last column (a decimal comma in a comma-separated file:
+    // "…,100,5" for 100.5; a shifted row): the columns may not be what the header says. Empty
+    // trailing fields ("…,100,") are a writer's habit and harmless.
+    for (std::size_t i = header.size(); i < f.size(); ++i)
+      if (!trim(f[i]).empty())
+        throw Error(fmt::format(
+            "{}: '{}' has {} fields, the header {}; expected one per header column (a decimal "
+            "comma in a comma-separated file? quote the value or separate with ';')",
+            r.where, quote_line(line), f.size(), header.size()));
     r.time = f[static_cast<std::size_t>(tcol)];
     if (format == "entsoe") r.time = entsoe_start(r.time);
     if (utc && r.time.find_first_of("Z+") == std::string::npos) r.time += "Z";

@@ -226,6 +226,24 @@ TEST(CarbonFormats, ErrorsQuoteAtMostALine) {
   EXPECT_EQ(quote_line(std::string(200, 'x'), 10), "xxxxxxxxxx...");
 }
 
+// A row with more fields than the header (a decimal comma in a comma-separated file, a shifted
+// row) is refused, naming the file and line; empty trailing fields are not (a writer's habit).
+TEST(CarbonFormats, ARowWiderThanTheHeaderIsRefused) {
+  TempDir d;
+  write_file(d / "comma.csv",
+             "Time,Carbon Intensity\n2026-12-07 19:00:00,300\n2026-12-07 20:00:00,100,5\n");
+  const std::string w = error_of([&] { read_carbon_csv(d / "comma.csv", 0); });
+  EXPECT_NE(w.find("comma.csv:3: '2026-12-07 20:00:00,100,5' has 3 fields, the header 2"),
+            std::string::npos)
+      << w;
+  EXPECT_NE(w.find("decimal comma"), std::string::npos) << w;
+  write_file(d / "trailing.csv",
+             "Time,Carbon Intensity\n2026-12-07 19:00:00,300,\n2026-12-07 20:00:00,100,\n");
+  const CarbonCsv c = read_carbon_csv(d / "trailing.csv", 0);
+  ASSERT_EQ(c.g_co2e_per_kwh.size(), 2u);
+  EXPECT_DOUBLE_EQ(c.g_co2e_per_kwh[1], 100);
+}
+
 // The country table: CodeCarbon's figures (Our World in Data / Ember, 2021), near matches for
 // unknown codes, and the country's name and code on the intensity for emissions.csv.
 TEST(CarbonFormats, CountryTable) {

@@ -170,7 +170,7 @@ TEST(AblateCli, RefusesWhatEachRowSetsAndMalformedFlags) {
            {"--order bf16,bf16", "'bf16' appears twice"},
            {"--order bf16,,fusion", "'' is unknown"},
            {"--recompute none", "expected gelu, gelu+ln or block"},
-           {"--memory-budget -1", "expected a positive number of bytes"}}) {
+           {"--memory-budget -1", "--memory-budget: '-1' is out of range; expected 0"}}) {
     auto r = test::run_cmd(base + flags);
     EXPECT_NE(r.exit_code, 0) << flags;
     EXPECT_NE(r.output.find(message), std::string::npos) << flags << "\n" << r.output;
