@@ -75,14 +75,30 @@ class DomainMeasurement:
                    unknown=unknown)
 
 
+_NO_SENSOR = "no sensor counted"
+"""The start of the C++ meter's flag for a window no sensor was counted in."""
+
+
+def _energy_unknown_reason(d: Mapping[str, Any], flags: List[str]) -> str:
+    """Why a window's energy is unknown, as the CLI says it (``energy_unknown_reason`` of the
+    C++ to_json), after "no sensor counted: " when that is the case; without that field (a
+    dict made elsewhere), the flags that concern the energy, never the others (carbon)."""
+    why = d.get("energy_unknown_reason") or ""
+    no_sensor = any(f.startswith(_NO_SENSOR) for f in flags)
+    if why:
+        return f"{_NO_SENSOR}: {why}" if no_sensor else why
+    about_energy = [f for f in flags if f.startswith((_NO_SENSOR, "energy unknown"))]
+    return "; ".join(about_energy) or "no sensor was counted (greentrain.sensors() says why)"
+
+
 def _normalize(d: Mapping[str, Any]) -> Dict[str, Any]:
     """The C++ to_json's dict with unknown figures as None and their reasons in "unknown"."""
     out = dict(d)
     flags = list(d.get("flags", []))
     unknown: Dict[str, str] = dict(d.get("unknown") or {})
     if not d.get("domains"):
-        # every flag: "no sensor counted", and why (e.g. another process is the reader)
-        why = "; ".join(flags) or "no sensor was counted (greentrain.sensors() says why)"
+        # the energy's reason, not every flag (a carbon series' gap says nothing of it)
+        why = _energy_unknown_reason(d, flags)
         for k in ("energy_j", "g_co2e", "avg_power_w", "peak_power_w"):
             out[k] = None
             unknown.setdefault(k, why)

@@ -146,3 +146,23 @@ def test_lightning_callback_total_is_unknown_once_a_batch_is(fake_nvml):
     assert logged[1]["energy/step_j"] > 0
     assert cb.total_j is None and cb.unknown_steps == 1 and cb.known_total_j > 0
     assert "had unknown energy" in cb.total_unknown_reason
+
+
+def test_unknown_energys_reason_is_the_energys_not_every_flag(env, tmp_path):
+    # m.unknown["energy_j"] joined every flag, a carbon series' gap among them; the CLI gives
+    # the energy's own reason (energy_unknown_reason)
+    series = tmp_path / "old.csv"
+    series.write_text("Time,Carbon Intensity\n2020-01-01 00:00,300\n2020-01-01 01:00,310\n")
+    with greentrain.Meter(gpus=[], cpu=False, interval_ms=0, carbon=series) as meter:
+        with meter.window("w") as w:
+            pass
+    m = w.measurement
+    assert m.energy_j is None
+    assert any(f.startswith("carbon:") for f in m.flags), m.flags  # the series ended in 2020
+    for k in ("energy_j", "g_co2e", "avg_power_w", "peak_power_w"):
+        assert m.unknown[k] == "no sensor counted: no energy sensor on this machine", m.unknown
+    assert greentrain.Measurement.from_dict(m.to_dict()).unknown == m.unknown
+    # a dict without the C++ reason: the flags that concern the energy, not the others
+    d = dict(m.to_dict(), unknown={})
+    assert greentrain.Measurement.from_dict(d).unknown["energy_j"] == \
+        "no sensor counted: energy is unknown, not 0"
