@@ -57,16 +57,34 @@ def _check_range(name: str, value: Any, lo: float, hi: float) -> None:
         raise ValueError(f"{name}={value!r}: expected a number in [{lo}, {hi}]")
 
 
+def _refuse_unread_options(objective: str, eta: Optional[float],
+                           max_slowdown: Optional[float]) -> None:
+    """Raises ValueError for ``eta`` beside an objective other than "cost", or
+    ``max_slowdown`` beside one other than "slowdown": the search would not read it (the
+    refusal of ``greentrain tune --eta/--max-slowdown``, cli/cmd_tune.cpp)."""
+    if eta is not None and objective != "cost":
+        raise ValueError(f"eta={eta!r} applies to objective='cost' only (the energy weight of "
+                         f"Zeus's cost); objective={objective!r} does not choose by it; "
+                         "expected objective='cost' with it, or no eta")
+    if max_slowdown is not None and objective != "slowdown":
+        raise ValueError(f"max_slowdown={max_slowdown!r} applies to objective='slowdown' only "
+                         f"(the time factor it allows); objective={objective!r} does not read "
+                         "it; expected objective='slowdown' (or no objective) with it, or no "
+                         "max_slowdown")
+
+
 class PowerLimitOptimizer:
     """Searches the power limit from a training loop's steps (see the module docstring).
 
     Args:
         meter: measures the profiled steps (its windows are independent of yours).
         objective: ``"cost"`` (Zeus's eta*E + (1-eta)*P_max*T), ``"energy"`` (J per step),
-            ``"time"`` (s per step), or ``"slowdown"`` (set by ``max_slowdown``).
+            ``"time"`` (s per step), or ``"slowdown"`` (set by ``max_slowdown``); None (the
+            default): ``"slowdown"`` when ``max_slowdown`` is given, else ``"cost"``.
         max_slowdown: choose the lowest limit whose time per step is at most this factor of the
-            time at the highest limit (e.g. 1.1); implies ``objective="slowdown"``.
-        eta: Zeus's energy/time weight in [0, 1] for ``"cost"``.
+            time at the highest limit, >= 1 (None: 1.1); read by ``"slowdown"`` only, and
+            implies it when ``objective`` is not given.
+        eta: Zeus's energy/time weight in [0, 1] (None: 0.5); read by ``"cost"`` only.
         devices: ``"auto"``, ``"nvml"``, ``"rapl"``, or devices from ``power_limit_devices()``.
         powercap_root: RAPL's powercap folder for ``"rapl"``/``"auto"``.
         step_w: distance between candidate limits (W).
@@ -82,30 +100,33 @@ class PowerLimitOptimizer:
             changed. The message lists each device and what is needed.
         ValueError: an argument out of its range or not known (the message names it):
             ``objective``, ``eta``, ``max_slowdown``, ``step_w``, ``warmup_steps``,
-            ``profile_steps``; checked before any device is looked for.
+            ``profile_steps``; ``eta`` beside an objective other than ``"cost"`` or
+            ``max_slowdown`` beside one other than ``"slowdown"`` (either would change
+            nothing, as ``greentrain tune`` refuses ``--eta`` and ``--max-slowdown``); checked
+            before any device is looked for.
         greentrain.Error: no device found, or a bad option found later (the message names
             it).
     """
 
-    def __init__(self, meter: Meter, objective: str = "cost", *,
-                 max_slowdown: Optional[float] = None, eta: float = 0.5,
+    def __init__(self, meter: Meter, objective: Optional[str] = None, *,
+                 max_slowdown: Optional[float] = None, eta: Optional[float] = None,
                  devices: Union[str, Sequence[Any]] = "auto", powercap_root: str = "",
                  step_w: float = 25.0, warmup_steps: int = 2, profile_steps: int = 5,
                  profile_path: Optional[str] = None, apply_best: bool = True,
                  verbose: bool = True) -> None:
+        if objective is None:
+            objective = "cost" if max_slowdown is None else "slowdown"
         if not isinstance(objective, str):
             raise ValueError(f"objective={objective!r}: expected 'cost', 'energy', 'time' or "
                              "'slowdown'")
         _core.check_objective(objective)  # ValueError naming it, before any device is opened
-        if max_slowdown is not None:
-            if objective not in ("cost", "slowdown"):
-                raise ValueError(f"max_slowdown={max_slowdown} goes with objective='slowdown', "
-                                 f"not {objective!r}")
-            objective = "slowdown"
         # the ranges of `greentrain tune`, checked before any device is opened (the search
         # would find a bad one only at the first step)
-        _check_range("eta", eta, 0, 1)
-        _check_range("max_slowdown", 1.1 if max_slowdown is None else max_slowdown, 1, math.inf)
+        if eta is not None:
+            _check_range("eta", eta, 0, 1)
+        if max_slowdown is not None:
+            _check_range("max_slowdown", max_slowdown, 1, math.inf)
+        _refuse_unread_options(objective, eta, max_slowdown)
         if not (isinstance(step_w, numbers.Real) and math.isfinite(step_w) and step_w > 0):
             raise ValueError(f"step_w={step_w!r}: expected a finite number of W > 0")
         for name, value, least in (("warmup_steps", warmup_steps, 0),
@@ -118,7 +139,8 @@ class PowerLimitOptimizer:
             else list(devices)
         self.meter = meter
         self._tuner: Any = None
-        tuner = _core.PowerLimitOptimizer(devs, meter._meter(), objective, float(eta),
+        tuner = _core.PowerLimitOptimizer(devs, meter._meter(), objective,
+                                          float(eta if eta is not None else 0.5),
                                           float(max_slowdown if max_slowdown is not None else 1.1),
                                           float(step_w), int(warmup_steps), int(profile_steps),
                                           str(profile_path or ""), bool(apply_best), bool(verbose))

@@ -149,3 +149,33 @@ def test_unknown_objective_is_refused_before_any_device_is_looked_for(env):
         # a good objective gets as far as the devices: none here
         with pytest.raises(greentrain.Error):
             greentrain.PowerLimitOptimizer(meter, objective="slowdown", devices="nvml")
+
+
+@pytest.mark.parametrize("objective", ["energy", "time", "slowdown"])
+def test_eta_beside_an_objective_that_does_not_read_it_is_refused(env, objective):
+    # as `greentrain tune --eta` beside another --objective (exit 2): it would change nothing
+    with greentrain.Meter(gpus=[], cpu=False, interval_ms=0) as meter:
+        with pytest.raises(ValueError, match=rf"eta=0.7 applies to objective='cost' only .*"
+                                             rf"objective='{objective}' does not choose by it"):
+            greentrain.PowerLimitOptimizer(meter, objective=objective, eta=0.7, devices="nvml")
+
+
+@pytest.mark.parametrize("objective", ["cost", "energy", "time"])
+def test_max_slowdown_beside_an_objective_that_does_not_read_it_is_refused(env, objective):
+    # objective="cost" given with max_slowdown was silently switched to "slowdown"
+    with greentrain.Meter(gpus=[], cpu=False, interval_ms=0) as meter:
+        with pytest.raises(ValueError, match=rf"max_slowdown=1.2 applies to "
+                                             rf"objective='slowdown' only .*"
+                                             rf"objective='{objective}' does not read it"):
+            greentrain.PowerLimitOptimizer(meter, objective=objective, max_slowdown=1.2,
+                                           devices="nvml")
+
+
+@pytest.mark.parametrize("kw", [{"eta": 0.7}, {"objective": "cost", "eta": 0.7},
+                                {"max_slowdown": 1.2},
+                                {"objective": "slowdown", "max_slowdown": 1.2}])
+def test_eta_and_max_slowdown_with_their_objective_are_taken(env, kw):
+    # they get as far as the devices: none here
+    with greentrain.Meter(gpus=[], cpu=False, interval_ms=0) as meter:
+        with pytest.raises(greentrain.Error, match="power limit: no NVIDIA GPU found"):
+            greentrain.PowerLimitOptimizer(meter, devices="nvml", **kw)
