@@ -47,6 +47,39 @@ def _is_country_code(text: str) -> bool:
     return 2 <= len(t) <= 3 and t.isalpha() and not os.path.exists(text)
 
 
+def _carbon_number(text: str) -> Optional[float]:
+    """The intensity a numeric string such as ``"300"`` gives (gCO2e/kWh), else None; an
+    existing file of that name stays a path."""
+    try:
+        value = float(text.strip())
+    except ValueError:
+        return None
+    return None if os.path.exists(text) else value
+
+
+def _carbon_source(carbon: Any) -> Tuple[Optional[float], str, str]:
+    """Meter's ``carbon`` argument as (gCO2e/kWh constant, country code, series path), one of
+    them set (none: the default). Raises ValueError for a negative, NaN or infinite intensity
+    and TypeError, naming ``carbon``, for a type that is none of these (a bool among them)."""
+    if isinstance(carbon, str) and not _is_country_code(carbon):
+        number = _carbon_number(carbon)
+        if number is not None:
+            carbon = number
+    if isinstance(carbon, numbers.Real) and not isinstance(carbon, bool):
+        if not (0 <= carbon < math.inf):  # NaN fails too
+            raise ValueError(f"carbon={carbon} gCO2e/kWh: expected a finite number >= 0")
+        return float(carbon), "", ""
+    if isinstance(carbon, str) and _is_country_code(carbon):
+        return None, carbon, ""
+    if isinstance(carbon, (str, bytes, os.PathLike)):
+        return None, "", os.fsdecode(carbon)
+    if carbon is None:
+        return None, "", ""
+    raise TypeError(f"carbon={carbon!r}: expected a number (gCO2e/kWh), a country code such as "
+                    "'DEU', the path of an intensity series, or None (the world average)"
+                    + ("; a bool is not an intensity" if isinstance(carbon, bool) else ""))
+
+
 class Window:
     """A window opened by ``Meter.window()``; ``measurement`` is set when it ends."""
 
@@ -68,7 +101,8 @@ class Meter:
             0.375 W per GB of RAM, always marked ``estimated``). False: GPUs only.
         interval_ms: background sampling period, in [1, 3600000] ms; 0: no thread, sensors are
             read only at window boundaries (enough for counters; power gauges want sampling).
-        carbon: grid carbon intensity: a number (gCO2e/kWh, constant); a country's ISO 3166-1
+        carbon: grid carbon intensity: a number (gCO2e/kWh, constant; a numeric string such as
+            ``"300"`` too, unless a file of that name exists); a country's ISO 3166-1
             alpha-3 code such as ``"DEU"`` (its annual average, Our World in Data / Ember 2021
             as in CodeCarbon's table; unknown codes raise, listing near matches); a path to a
             series as grids publish it (greentrain's ``Time,Carbon Intensity`` CSV, an
@@ -111,6 +145,9 @@ class Meter:
         ValueError: an argument out of its range or beside one it conflicts with (the message
             names it): ``interval_ms``, ``carbon`` (a negative, NaN or infinite number),
             ``cpu_tdp_w``, ``pid``, ``timeline_points``, ``country``, the carbon reading options.
+        TypeError: ``interval_ms`` that is not a number, or ``carbon`` that is none of a
+            number, a string, a path or None (a bool is neither a number nor a period here);
+            the message names the argument and what it takes.
         greentrain.Error: a bad option found when the sensors or files are read (the message
             names it), e.g. a GPU position that is not visible or a carbon CSV with a bad line.
     """
@@ -123,6 +160,9 @@ class Meter:
                  strict: bool = True, timeline_points: int = 36000, carbon_format: str = "",
                  carbon_column: str = "", carbon_time_column: str = "", carbon_unit: str = "",
                  carbon_value: str = "", country: str = "") -> None:
+        if isinstance(interval_ms, bool) or not isinstance(interval_ms, numbers.Real):
+            raise TypeError(f"interval_ms={interval_ms!r}: expected a number of ms, 0 (no "
+                            "sampling thread) or a period in [1, 3600000]")
         if not (interval_ms == 0 or 1 <= interval_ms <= 3.6e6):  # NaN fails both
             raise ValueError(f"interval_ms {interval_ms}: expected 0 (no sampling thread) or a "
                              "period in [1, 3600000] ms")
@@ -138,18 +178,9 @@ class Meter:
                 not -2**31 <= pid < 2**31:  # a pid is a C int
             raise ValueError(f"pid={pid!r}: expected the id of a running process, or 0 for the "
                              "whole machine")
-        carbon_g: Optional[float] = None
-        carbon_csv = ""
-        carbon_country = ""
-        if isinstance(carbon, (int, float)) and not isinstance(carbon, bool):
-            if not (0 <= carbon < math.inf):  # NaN fails too
-                raise ValueError(f"carbon={carbon} gCO2e/kWh: expected a finite number >= 0")
-            carbon_g = float(carbon)
+        carbon_g, carbon_country, carbon_csv = _carbon_source(carbon)
+        if carbon_g is not None:
             region = region or "given"
-        elif isinstance(carbon, str) and _is_country_code(carbon):
-            carbon_country = carbon
-        elif carbon is not None:
-            carbon_csv = os.fspath(carbon)
         self._sync = sync
         # the carbon_* reading options without carbon=PATH raise ValueError there (the check
         # the command line and the train configuration use, CarbonReadOptions)

@@ -9,6 +9,7 @@ timeline_points=-1 raised RuntimeError std::bad_cast; carbon=nan raised greentra
 objective="bogus" said "no device found"."""
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -179,3 +180,39 @@ def test_eta_and_max_slowdown_with_their_objective_are_taken(env, kw):
     with greentrain.Meter(gpus=[], cpu=False, interval_ms=0) as meter:
         with pytest.raises(greentrain.Error, match="power limit: no NVIDIA GPU found"):
             greentrain.PowerLimitOptimizer(meter, devices="nvml", **kw)
+
+
+def test_a_numeric_carbon_string_is_an_intensity(env, tmp_path, monkeypatch):
+    # carbon="300" was read as the path of a series (file not found)
+    with greentrain.Meter(gpus=[], interval_ms=0, carbon=300) as meter:
+        expected = meter.carbon_source
+    for text in ("300", " 300 ", "3e2", "300.0"):
+        with greentrain.Meter(gpus=[], interval_ms=0, carbon=text) as meter:
+            assert meter.carbon_source == expected, text
+    with pytest.raises(ValueError, match=r"carbon=-5.0 gCO2e/kWh: expected a finite number"):
+        greentrain.Meter(gpus=[], interval_ms=0, carbon="-5")
+    # a file of that name stays a path, as a file named like a country code does
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "300").write_text("Time,Carbon Intensity\n2020-01-01 00:00,42\n")
+    with greentrain.Meter(gpus=[], interval_ms=0, carbon="300") as meter:
+        assert "series 300" in meter.carbon_source, meter.carbon_source
+
+
+@pytest.mark.parametrize("carbon", [True, False, [300], 1j])
+def test_carbon_of_another_type_is_refused_naming_it(env, carbon):
+    # carbon=True raised "expected str, bytes or os.PathLike object, not bool"
+    text = r"carbon=%s: expected a number \(gCO2e/kWh\), a country code such as 'DEU', the " \
+        r"path of an intensity series, or None" % re.escape(repr(carbon))
+    if isinstance(carbon, bool):
+        text += r" \(the world average\); a bool is not an intensity"
+    with pytest.raises(TypeError, match=text):
+        greentrain.Meter(gpus=[], interval_ms=0, carbon=carbon)
+
+
+@pytest.mark.parametrize("interval", ["100", True, [100], 1j])
+def test_interval_of_another_type_is_refused_naming_it(env, interval):
+    # interval_ms="100" raised "'<=' not supported between instances of 'int' and 'str'";
+    # interval_ms=True sampled every 1 ms
+    with pytest.raises(TypeError, match=rf"interval_ms={re.escape(repr(interval))}: expected a "
+                                        r"number of ms, 0 \(no sampling thread\) or a period"):
+        greentrain.Meter(gpus=[], interval_ms=interval)
