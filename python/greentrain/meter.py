@@ -18,10 +18,11 @@ import math
 import numbers
 import os
 import threading
+import warnings
 import weakref
 from contextlib import contextmanager
-from typing import (Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, TypeVar,
-                    Union)
+from typing import (Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple,
+                    TypeVar, Union)
 
 from . import _core
 from .measurement import Measurement, SensorInfo
@@ -80,6 +81,24 @@ def _carbon_source(carbon: Any) -> Tuple[Optional[float], str, str]:
                     + ("; a bool is not an intensity" if isinstance(carbon, bool) else ""))
 
 
+_carbon_warned: Set[str] = set()
+"""The implausible-intensity warnings given so far: each source is warned of once."""
+
+
+def _warn_implausible_carbon(carbon: Any, carbon_g: Optional[float],
+                             messages: Sequence[str]) -> None:
+    """Warns (``warnings.warn``, UserWarning) of an intensity outside the plausible
+    1..2000 gCO2e/kWh, likely a unit mistake (kg/kWh given as g/kWh), as ``greentrain
+    measure``/``train``/``schedule`` warn on stderr (the C++ CarbonIntensity::warnings()):
+    once per process for each constant or series."""
+    for text in messages:
+        if carbon_g is not None:
+            text = f"Meter(carbon={carbon!r}): {text}"
+        if text not in _carbon_warned:
+            _carbon_warned.add(text)
+            warnings.warn(text, UserWarning, stacklevel=3)
+
+
 class Window:
     """A window opened by ``Meter.window()``; ``measurement`` is set when it ends."""
 
@@ -109,6 +128,10 @@ class Meter:
             Electricity Maps export or API JSON, the UK Carbon Intensity API's JSON, WattTime
             MOER CSV/JSON, an ENTSO-E-style CSV, or any CSV with ``carbon_column``), the format
             detected; or None (475 gCO2e/kWh, the IEA world average CodeCarbon also uses).
+            An intensity outside 1..2000 gCO2e/kWh (a constant, or a series' values), most
+            often kg/kWh given as g/kWh, is used as given and warned of (``warnings.warn``,
+            UserWarning, naming the likely unit mistake) once per process for each source, as
+            ``greentrain measure``, ``train`` and ``schedule`` warn of it.
         carbon_format: the series' format when detection is not wanted: ``"greentrain"``,
             ``"electricitymaps"``, ``"uk-carbon-intensity"``, ``"watttime"``, ``"entsoe"``,
             ``"csv"``.
@@ -196,6 +219,7 @@ class Meter:
             carbon_format=carbon_format, carbon_column=carbon_column,
             carbon_time_column=carbon_time_column, carbon_unit=carbon_unit,
             carbon_value=carbon_value))
+        _warn_implausible_carbon(carbon, carbon_g, self._core.carbon_warnings())
         self._lock = threading.Lock()
         self._seq = itertools.count(1)
         self.last: Dict[str, Measurement] = {}

@@ -141,6 +141,7 @@ void bind_energy(nb::module_& m) {
       .def("sampler_overhead", &Meter::sampler_overhead)
       .def("interval_s", &Meter::interval_s)
       .def("carbon_source", [](const Meter& x) { return x.carbon().describe(); })
+      .def("carbon_warnings", [](const Meter& x) { return x.carbon().warnings(); })
       .def("carbon_country",
            [](const Meter& x) {
              return nb::make_tuple(x.carbon().country_iso_code(), x.carbon().country_name());

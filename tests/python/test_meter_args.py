@@ -6,13 +6,17 @@ A user review found: cpu_tdp_w=nan gave energy_j nan, -5 gave 0 J ("counter went
 1e9 gave 505 MJ in 0.5 s, 0 gave 0 J (the training configuration's 0 is the CPU table);
 pid=999999 and pid=-1 gave 0 J in every window; carbon="DEU" beside country="FRA" dropped FRA;
 timeline_points=-1 raised RuntimeError std::bad_cast; carbon=nan raised greentrain.Error;
-objective="bogus" said "no device found"."""
+objective="bogus" said "no device found". A later one: eta and max_slowdown were taken beside
+objectives that do not read them (`greentrain tune` refuses them), carbon="300" was read as a
+path, carbon=True and interval_ms="100" raised a bare TypeError, and an implausible intensity
+(kg/kWh given as g/kWh) was not warned of as the CLI warns of it."""
 
 import os
 import re
 import subprocess
 import sys
 import time
+import warnings
 
 import pytest
 
@@ -216,3 +220,32 @@ def test_interval_of_another_type_is_refused_naming_it(env, interval):
     with pytest.raises(TypeError, match=rf"interval_ms={re.escape(repr(interval))}: expected a "
                                         r"number of ms, 0 \(no sampling thread\) or a period"):
         greentrain.Meter(gpus=[], interval_ms=interval)
+
+
+def carbon_warnings(**kw):
+    """The warnings a Meter made with `kw` gives."""
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        greentrain.Meter(gpus=[], interval_ms=0, **kw).close()
+    return [str(w.message) for w in got if issubclass(w.category, UserWarning)]
+
+
+def test_an_implausible_carbon_intensity_is_warned_of_once_per_source(env, tmp_path):
+    # `measure`, `train` and `schedule` warn of an intensity outside 1..2000 gCO2e/kWh (a
+    # kg/kWh figure given as g/kWh); Python's Meter said nothing
+    greentrain.meter._carbon_warned.clear()
+    low = carbon_warnings(carbon=0.45)
+    assert len(low) == 1, low
+    assert re.match(r"Meter\(carbon=0\.45\): carbon intensity 0\.45 gCO2e/kWh lies outside "
+                    r"1\.\.2000 gCO2e/kWh.*kg/kWh", low[0]), low
+    assert carbon_warnings(carbon=0.45) == []  # once per source
+    high = carbon_warnings(carbon="450000")
+    assert len(high) == 1 and "450000" in high[0] and "g/MWh" in high[0], high
+    series = tmp_path / "kg.csv"
+    series.write_text("Time,Carbon Intensity\n2020-01-01 00:00,0.3\n2020-01-01 01:00,0.4\n")
+    got = carbon_warnings(carbon=series)
+    assert len(got) == 1 and f"carbon series {series}: 2 of 2 values lie outside" in got[0], got
+    assert "carbon_unit" in got[0], got  # how to read it in kg/kWh, in Python's words
+    assert carbon_warnings(carbon=series) == []
+    for plausible in (300, 0, None, "DEU"):  # 0 is a choice (a zero-carbon supply)
+        assert carbon_warnings(carbon=plausible) == [], plausible
