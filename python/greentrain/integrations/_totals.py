@@ -1,14 +1,15 @@
 """A running total of windows' energy and carbon that is never a silent partial sum: once one
 window's figure is unknown, the total is unknown (None) with the reason, and the sum of the
-known windows stays apart under a name that says it is a lower bound."""
+known windows stays apart under a name that says it is a lower bound. TotalsMixin gives the
+loggers and callbacks (EnergyLogger, the Hugging Face and Lightning callbacks) its properties."""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, ClassVar, Optional
 
 from ..measurement import Measurement
 
-__all__ = ["EnergyTotal"]
+__all__ = ["EnergyTotal", "TotalsMixin"]
 
 
 class EnergyTotal:
@@ -61,3 +62,44 @@ class EnergyTotal:
         return (f"{self.unknown_windows} of {self.windows} {self._what}s had unknown energy "
                 f"(the first: {self._first_reason}); known_total_j = {self.known_j:.6g} J is "
                 "the sum of the others, a lower bound")
+
+
+class TotalsMixin:
+    """The totals of a logger or callback over its ``self._total`` (an EnergyTotal): the
+    properties ``total_j``, ``known_total_j``, ``total_g_co2e``, ``total_unknown_reason`` and
+    ``unknown_<_counted>``, the count of windows of unknown energy named by the class attribute
+    ``_counted`` (``"steps"``: ``unknown_steps``, ``"intervals"``: ``unknown_intervals``)."""
+
+    _counted: ClassVar[str] = "windows"
+    """What the windows are, plural: names the count ``unknown_<_counted>``."""
+    _total: EnergyTotal
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        name = f"unknown_{cls._counted}"
+        if name not in cls.__dict__:
+            setattr(cls, name, property(
+                lambda self: self._total.unknown_windows,
+                doc=f"{cls._counted.capitalize()} whose energy was unknown."))
+
+    @property
+    def total_j(self) -> Optional[float]:
+        """Energy of all the windows (J); None once one's energy was unknown (then
+        ``total_unknown_reason`` says why and ``known_total_j`` is a lower bound)."""
+        return self._total.total_j
+
+    @property
+    def known_total_j(self) -> float:
+        """Energy of the windows of known energy (J): ``total_j`` while every one was known, a
+        lower bound of it otherwise."""
+        return self._total.known_j
+
+    @property
+    def total_g_co2e(self) -> Optional[float]:
+        """Carbon of all the windows (gCO2e); None once one's carbon was unknown."""
+        return self._total.total_g_co2e
+
+    @property
+    def total_unknown_reason(self) -> Optional[str]:
+        """Why ``total_j`` is None; None while it is known."""
+        return self._total.unknown_reason

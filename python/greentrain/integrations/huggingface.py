@@ -41,18 +41,23 @@ from transformers import TrainerCallback
 
 from ..measurement import Measurement
 from ..meter import Meter
-from ._totals import EnergyTotal
+from ._totals import EnergyTotal, TotalsMixin
 
 __all__ = ["GreentrainCallback", "add_to_trainer"]
 
 
-class GreentrainCallback(TrainerCallback):  # type: ignore[misc]
+class GreentrainCallback(TotalsMixin, TrainerCallback):  # type: ignore[misc]
     """Adds the energy of each logging interval to the trainer's logs (see module docstring).
+    Totals over the intervals (TotalsMixin): ``total_j`` (the last ``energy_total_j`` logged),
+    ``known_total_j``, ``total_g_co2e``, ``unknown_intervals``, ``total_unknown_reason``.
 
     Args:
         meter: the Meter (default: a new ``greentrain.Meter()``, closed when training ends).
         optimizer: a PowerLimitOptimizer driven from the trainer's steps and epochs.
     """
+
+    _counted = "intervals"
+    unknown_intervals: int  # the property TotalsMixin makes, for type checkers
 
     def __init__(self, meter: Optional[Meter] = None, optimizer: Any = None) -> None:
         self.meter = meter
@@ -100,33 +105,6 @@ class GreentrainCallback(TrainerCallback):  # type: ignore[misc]
         self.measurements.append(m)
         self._total.add(m)
         return m
-
-    @property
-    def total_j(self) -> Optional[float]:
-        """Energy of the logged intervals (J): the last ``energy_total_j`` logged; None once an
-        interval's energy was unknown (``total_unknown_reason`` says why)."""
-        return self._total.total_j
-
-    @property
-    def known_total_j(self) -> float:
-        """Energy of the intervals of known energy (J): a lower bound while ``total_j`` is
-        None."""
-        return self._total.known_j
-
-    @property
-    def total_g_co2e(self) -> Optional[float]:
-        """Carbon of the logged intervals (gCO2e); None once an interval's was unknown."""
-        return self._total.total_g_co2e
-
-    @property
-    def unknown_intervals(self) -> int:
-        """Logged intervals whose energy was unknown."""
-        return self._total.unknown_windows
-
-    @property
-    def total_unknown_reason(self) -> Optional[str]:
-        """Why ``total_j`` is None; None while it is known."""
-        return self._total.unknown_reason
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         self._move_first()

@@ -34,19 +34,25 @@ except ImportError:  # pragma: no cover - depends on what is installed
 
 from ..measurement import Measurement
 from ..meter import Meter
-from ._totals import EnergyTotal
+from ._totals import EnergyTotal, TotalsMixin
 
 __all__ = ["GreentrainLightningCallback"]
 
 
-class GreentrainLightningCallback(Callback):  # type: ignore[misc]
+class GreentrainLightningCallback(TotalsMixin, Callback):  # type: ignore[misc]
     """Logs each training batch's energy through ``pl_module.log_dict`` (module docstring).
+    Totals from the start of fitting to the last batch, over the batches and the gaps between
+    them (TotalsMixin): ``total_j`` (the last ``total_j`` logged), ``known_total_j``,
+    ``total_g_co2e``, ``unknown_steps``, ``total_unknown_reason``.
 
     Args:
         meter: the Meter (default: a new ``greentrain.Meter()``, closed when fitting ends).
         prefix: prefix of the logged names (default ``"energy/"``).
         optimizer: a PowerLimitOptimizer driven from the batches and epochs.
     """
+
+    _counted = "steps"  # batches and the gaps between them
+    unknown_steps: int  # the property TotalsMixin makes, for type checkers
 
     def __init__(self, meter: Optional[Meter] = None, prefix: str = "energy/",
                  optimizer: Any = None) -> None:
@@ -69,33 +75,6 @@ class GreentrainLightningCallback(Callback):  # type: ignore[misc]
 
     def _add(self, m: Measurement) -> None:
         self._total.add(m)
-
-    @property
-    def total_j(self) -> Optional[float]:
-        """Energy from the start of fitting to the last batch (J): the last ``total_j`` logged;
-        None once a batch's (or a gap's) energy was unknown (``total_unknown_reason``)."""
-        return self._total.total_j
-
-    @property
-    def known_total_j(self) -> float:
-        """Energy of the batches and gaps of known energy (J): a lower bound while ``total_j``
-        is None."""
-        return self._total.known_j
-
-    @property
-    def total_g_co2e(self) -> Optional[float]:
-        """Carbon from the start of fitting to the last batch (gCO2e); None once unknown."""
-        return self._total.total_g_co2e
-
-    @property
-    def unknown_steps(self) -> int:
-        """Batches and gaps between them whose energy was unknown."""
-        return self._total.unknown_windows
-
-    @property
-    def total_unknown_reason(self) -> Optional[str]:
-        """Why ``total_j`` is None; None while it is known."""
-        return self._total.unknown_reason
 
     def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
         if self.meter is None:

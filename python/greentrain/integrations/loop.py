@@ -28,7 +28,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from ..measurement import Measurement
 from ..meter import Meter
-from ._totals import EnergyTotal
+from ._totals import EnergyTotal, TotalsMixin
 
 __all__ = ["EnergyLogger", "StepRecord", "log_measurement"]
 
@@ -77,8 +77,10 @@ class StepRecord:
     """The full measurement (domains, flags, carbon)."""
 
 
-class EnergyLogger:
-    """One meter window per training step; keeps a StepRecord per step.
+class EnergyLogger(TotalsMixin):
+    """One meter window per training step; keeps a StepRecord per step. Totals (TotalsMixin):
+    ``total_j``, ``known_total_j``, ``total_g_co2e``, ``unknown_steps``,
+    ``total_unknown_reason``.
 
     Args:
         meter: the Meter to measure with.
@@ -93,6 +95,9 @@ class EnergyLogger:
             always cover every step).
         prefix: prefix of the written names.
     """
+
+    _counted = "steps"
+    unknown_steps: int  # the property TotalsMixin makes, for type checkers
 
     def __init__(self, meter: Meter, optimizer: Any = None, print_every: int = 0,
                  print_fn: Optional[Callable[[str], Any]] = None, keep: int = 100000,
@@ -170,33 +175,6 @@ class EnergyLogger:
             yield
         finally:
             self.end(tokens)
-
-    @property
-    def total_j(self) -> Optional[float]:
-        """Energy of all the steps (J); None once a step's energy was unknown (then
-        ``total_unknown_reason`` says why and ``known_total_j`` is a lower bound)."""
-        return self._total.total_j
-
-    @property
-    def known_total_j(self) -> float:
-        """Energy of the steps of known energy (J): ``total_j`` while every step was known, a
-        lower bound of it otherwise."""
-        return self._total.known_j
-
-    @property
-    def total_g_co2e(self) -> Optional[float]:
-        """Carbon of all the steps (gCO2e); None once a step's carbon was unknown."""
-        return self._total.total_g_co2e
-
-    @property
-    def unknown_steps(self) -> int:
-        """Steps whose energy was unknown."""
-        return self._total.unknown_windows
-
-    @property
-    def total_unknown_reason(self) -> Optional[str]:
-        """Why ``total_j`` is None; None while it is known."""
-        return self._total.unknown_reason
 
     @property
     def joules_per_token(self) -> Optional[float]:
