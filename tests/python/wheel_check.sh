@@ -18,6 +18,10 @@ PIP_NO_INDEX=1 "$tmp/venv/bin/python" -m pip --disable-pip-version-check -q inst
 "$tmp/venv/bin/greentrain" measure -- true
 cd "$tmp"
 "$tmp/venv/bin/python" -I -c 'import greentrain, sys; assert greentrain.__file__.startswith(sys.prefix), greentrain.__file__; print("imported", greentrain.__file__)'
+# Every test file of tests/python is run here but two (test_test_lists.py checks this list):
+# not run here: test_frameworks.py (the frameworks are in build/venv, not beside Debian's python)
+# not run here: test_daemon.py (it starts the build tree's program, GT_TEST_PROGRAM)
+t="$src/tests/python"
 env -u PYTHONPATH GT_TEST_FAKE_NVML="$fake_nvml" "$tmp/venv/bin/python" -m pytest -q \
-  -p no:cacheprovider -rs "$src/tests/python/test_meter.py" "$src/tests/python/test_optimizer.py" \
-  "$src/tests/python/test_integrations.py" "$src/tests/python/test_parity.py"
+  -p no:cacheprovider -rs "$t/test_meter.py" "$t/test_meter_args.py" "$t/test_optimizer.py" \
+  "$t/test_integrations.py" "$t/test_unknown_totals.py" "$t/test_parity.py" "$t/test_test_lists.py"
