@@ -260,25 +260,28 @@ def test_forked_children_leave_the_chosen_limit(fake_nvml, env):
 def test_warms_up_again_after_an_epoch_end(fake_nvml):
     """Issue 31 §7: an epoch end inside a limit's profile restarts its warm-up, so an epoch's
     slow first step (a data loader starting) is never measured. Epochs of 5 steps, the first
-    3x slower; warm-up 1, profile 2, so epoch ends fall inside profiles: Zeus, which warms up
-    again, keeps 200 W within 1.15 x the time at 400 W; measuring the slow steps made it keep
-    400 W."""
-    factor = {400000: 1.0, 300000: 1.0, 200000: 1.05, 100000: 2.0}
+    3x slower; warm-up 1, profile 2, so epoch ends fall inside profiles (at 300 W and at 200 W
+    and 100 W): Zeus, which warms up again, keeps 200 W, as fast as 400 W, within 1.5 x its
+    time; a slow step measured makes a profile 2x (here 300 W's: (3 + 1) / 2)."""
+    # 400, 300 and 200 W as fast, 100 W 3x slower: a loaded machine's sleeps overshoot by some
+    # ms (one run at load 17 failed 60 ms steps told apart by 10 %); 100 ms steps compared
+    # against 1.5 x keep a margin of 50 ms a step, and a slow step measured still shows: with
+    # 30 ms of overshoot on every step, a profile with one is (400 + 60) / (200 + 60) = 1.8x
+    factor = {400000: 1.0, 300000: 1.0, 200000: 1.0, 100000: 3.0}
     with greentrain.Meter(cpu=False, interval_ms=0) as meter:
-        with make(meter, max_slowdown=1.15, warmup_steps=1, profile_steps=2) as plo:
+        with make(meter, max_slowdown=1.5, warmup_steps=1, profile_steps=2) as plo:
             g = 0
             while plo.state != "done":
                 plo.on_step_begin()
-                # 60 ms steps: a loaded machine's sleep overshoots by a few ms, well inside the
-                # 10 % these limits are told apart by (30 ms steps failed 2 of 6 at load 8)
-                time.sleep(0.06 * factor[fake_nvml.limit_mw()] * (3 if g % 5 == 0 else 1))
+                time.sleep(0.1 * factor[fake_nvml.limit_mw()] * (3 if g % 5 == 0 else 1))
                 g += 1
                 if g % 5 == 0:
                     plo.on_epoch_end()
                 assert g < 100
             times = {p["limit_w"]: p["time_per_step_s"] for p in plo.result()["points"]}
             assert plo.chosen_limit_w == 200, times
-            assert times[300] < 1.1 * times[400], times  # no slow step in either
+            for w in (300, 200):  # no slow step in either
+                assert times[w] < 1.5 * times[400], times
     assert fake_nvml.limit_mw() == ORIGINAL_MW
 
 
