@@ -312,5 +312,40 @@ TEST_F(CarbonCli, ScheduleWarnsOfASeriesInKgPerKwh) {
             std::string::npos);
 }
 
+// --carbon-format, --carbon-unit and --carbon-value with a value that is not one of their
+// choices were refused only when the file was read (exit 1): they are refused while the command
+// line is read (exit 2), naming the value and the choices, on every command that has them
+// (measure, schedule). The same in a configuration (energy.carbon_*) stays an error of the file
+// (exit 1) naming the key.
+TEST_F(CarbonCli, CarbonReadingChoicesAreCheckedWithTheCommandLine) {
+  const std::string csv = series("ci.csv", {0, 1, 2});
+  test::write_file(d.file("jobs.toml"),
+                   "[[job]]\nname = \"a\"\ncommand = \"true\"\nduration_s = 3600\npower_w = 100\n");
+  const std::pair<std::string, std::string> cases[] = {
+      {"--carbon-format watt", "--carbon-format: 'watt' is not known; expected auto, greentrain"},
+      {"--carbon-unit g", "--carbon-unit: 'g' is not known; expected g/kWh (= gCO2e/kWh"},
+      {"--carbon-value predicted",
+       "--carbon-value: 'predicted' is not known; expected actual or forecast"}};
+  for (const auto& [option, needle] : cases)
+    for (const std::string cmd : {" measure --carbon-csv " + csv + " " + option + " -- true",
+                                  " schedule " + d.file("jobs.toml") + " --carbon-csv " + csv +
+                                      " --utc-offset 0 " + option}) {
+      auto r = run_cmd(bin + cmd);
+      EXPECT_EQ(r.exit_code, 2) << cmd << ": " << r.output;
+      EXPECT_NE(r.output.find(needle), std::string::npos) << cmd << ": " << r.output;
+    }
+  // a choice in another case is the same choice
+  auto ok = run_cmd(bin + " measure --carbon-csv " + csv + " --carbon-format GreenTrain " +
+                    "--carbon-unit KG/MWH -- true");
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  // a configuration's key: the file's error, before the data is loaded
+  auto key = run_cmd(bin + " train " + cfg + " --set energy.carbon_csv=" + csv +
+                     " --set energy.carbon_format=watt --out " + d.file("run"));
+  EXPECT_EQ(key.exit_code, 1) << key.output;
+  EXPECT_NE(key.output.find("energy.carbon_format 'watt' is not known; expected auto"),
+            std::string::npos)
+      << key.output;
+}
+
 }  // namespace
 }  // namespace gt
