@@ -165,6 +165,18 @@ TEST_F(CliUsage, JsonToStandardOutput) {
   EXPECT_NE(sj["carbon_series"].get<std::string>().find("greentrain"), std::string::npos);
 }
 
+// `tune --devices foo` exited 1 when the devices were opened: a value that is not one of the
+// choices is a usage error (exit 2), refused while the command line is read, naming the value
+// and the choices.
+TEST_F(CliUsage, TuneDevicesNotAChoiceIsAUsageError) {
+  auto r = run_cmd(kBin + " tune " + cfg + " --devices foo --out " + d.file("tune"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--devices: 'foo' is not known; expected auto, nvml or rapl"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(d.file("tune")));  // nothing was made
+}
+
 TEST_F(CliUsage, EvalJsonToStandardOutput) {
   GT_NEEDS_CPU_BACKEND();
   auto r = run_cmd(kBin + " train " + cfg + " --out " + d.file("run") +
