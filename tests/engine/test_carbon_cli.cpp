@@ -347,5 +347,29 @@ TEST_F(CarbonCli, CarbonReadingChoicesAreCheckedWithTheCommandLine) {
       << key.output;
 }
 
+// schedule's warnings of a hole in the series went to standard output between the plan's lines:
+// they go to standard error, as its other warnings, and into its JSON's carbon_warnings.
+TEST_F(CarbonCli, ScheduleWarnsOfAHoleOnStandardError) {
+  test::write_file(d.file("hole.csv"),
+                   "Time,Carbon Intensity\n2020-01-01 00:00:00,300\n2020-01-01 01:00:00,100\n"
+                   "2020-01-01 04:00:00,200\n2020-01-01 05:00:00,400\n");
+  test::write_file(d.file("jobs.toml"),
+                   "[[job]]\nname = \"a\"\ncommand = \"true\"\nduration_s = 3600\npower_w = 100\n"
+                   "earliest_start = 2020-01-01T00:00:00\ndeadline = 2020-01-01T06:00:00\n");
+  std::string err;
+  auto r = run_split(kBin + " schedule " + d.file("jobs.toml") + " --carbon-csv " +
+                         d.file("hole.csv") + " --utc-offset 0 --json " + d.file("plan.json"),
+                     &err);
+  ASSERT_EQ(r.exit_code, 0) << r.output << err;
+  EXPECT_EQ(r.output.find("warning"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("planned in"), std::string::npos) << r.output;  // the plan is there
+  const std::string warning = "greentrain schedule: warning: carbon series " + d.file("hole.csv") +
+                              ": no rows from 2020-01-01T02:00:00Z to 2020-01-01T04:00:00Z";
+  EXPECT_EQ(count(err, warning), 1u) << err;
+  const auto plan = nlohmann::json::parse(slurp(d.file("plan.json")));
+  ASSERT_EQ(plan["carbon_warnings"].size(), 1u) << plan.dump(2);
+  EXPECT_NE(plan["carbon_warnings"][0].get<std::string>().find("no rows from"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace gt
