@@ -309,7 +309,7 @@ gt::cli::Registrar reg(40, "measure", [](CLI::App& root) {
   c->add_option("--csv", a->csv, "append a CodeCarbon emissions.csv row to this file");
   // one value (a PATH, or - for standard output): with an optional value CLI11 2.1 reads a
   // following `-- CMD -ARG` as options (`measure --json m.json -- sh -c ...` was refused);
-  // `--json` alone before `--` is given "-" by main.cpp (json_before_separator_to_stdout)
+  // `--json` alone before `--` or another option is given "-" by main.cpp (bare_json_to_stdout)
   gt::cli::add_json_option(c, a->json, "the measurement")->expected(1);
   c->add_option("--pue", a->pue,
                 "power usage effectiveness in [1, 10] for the --csv row (needs --csv): "

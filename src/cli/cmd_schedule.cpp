@@ -158,9 +158,10 @@ void run_schedule(const ScheduleArgs& a) {
   const Plan plan = make_plan(jobs, series, opt);
   const double planning_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  // A hole in the series is bridged with the value before it: say so, in every output.
+  // A hole in the series is bridged with the value before it: say so, in every output (on
+  // standard error, as the other warnings, apart from the plan; and in the JSON)
   const std::vector<std::string> gaps = gap_warnings(series);
-  for (const auto& g : gaps) std::fprintf(out, "warning: %s\n", g.c_str());
+  for (const auto& g : gaps) std::fprintf(stderr, "greentrain schedule: warning: %s\n", g.c_str());
   std::fputs(plan_table(plan, zone).c_str(), out);
   std::fprintf(out, "planned in %.4f s (%zu job(s), %zu slot(s))\n", planning_s, jobs.size(),
                series.g_co2e_per_kwh.size());

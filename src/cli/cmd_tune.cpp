@@ -208,7 +208,8 @@ void setup(CLI::App& root) {
                                            "(default 1)")
                                  ->check(gt::cli::int_range(1, 64));
   CLI::Option* devices =
-      c->add_option("--devices", a->devices, "auto | nvml | rapl (default auto: GPUs, else CPUs)");
+      c->add_option("--devices", a->devices, "auto | nvml | rapl (default auto: GPUs, else CPUs)")
+          ->check(gt::cli::one_of({"auto", "nvml", "rapl"}));
   c->add_option("--step", a->step_w,
                 "W between candidate limits, > 0, giving at most 1000 limits (default 25)");
   c->add_option("--warmup-steps", a->warmup_steps, "steps discarded at each limit (default 2)")

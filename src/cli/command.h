@@ -71,6 +71,11 @@ CLI::Validator int_range(long long lo, long long hi, const std::string& expected
 CLI::Validator number_range(double lo, double hi = std::numeric_limits<double>::infinity(),
                             const std::string& expected = {});
 
+/// A check for an option whose value is one of `choices` (compared exactly): another is refused
+/// while the command line is read (exit 2) with "OPTION: 'TEXT' is not known; expected A, B or
+/// C".
+CLI::Validator one_of(const std::vector<std::string>& choices);
+
 /// Writes `j` where a command's --json PATH says: "-" is standard output, any other path a
 /// file written to a temporary name and renamed. Throws gt::Error naming the path on failure.
 void write_json_output(const std::string& path, const nlohmann::json& j);

@@ -92,16 +92,19 @@ std::size_t edits(const std::string& a, const std::string& b) {
   return row[b.size()];
 }
 
-// `--json` with no value right before `--` (`measure --json -- CMD`): standard output, as
-// `--json` alone at the end is. CLI11 would take the `--` as measure's PATH (a file named
-// "--"), and for the commands whose PATH is optional it would end the options' values instead
-// of the options; so "-" is put in between. Only that pair changes; a file named "--" is "./--".
-std::vector<char*> json_before_separator_to_stdout(int argc, char** argv) {
+// `--json` with no value followed by `--` or by another option (`measure --json -- CMD`,
+// `measure --json --interval 50 -- CMD`): standard output, as `--json` alone at the end is.
+// CLI11 would take the `--` as measure's PATH (a file named "--"), and for the commands whose
+// PATH is optional it would end the options' values instead of the options; an option after it
+// was refused with CLI11's "argument not expected" message. So "-" is put in between. Only such
+// pairs change; a file whose name starts with '-' is given as "./-name".
+std::vector<char*> bare_json_to_stdout(int argc, char** argv) {
   static char dash[] = "-";
   std::vector<char*> args(argv, argv + argc);
   for (std::size_t i = 1; i + 1 < args.size(); ++i) {
-    if (std::string(args[i]) == "--") break;  // the command's own arguments follow
-    if (std::string(args[i]) == "--json" && std::string(args[i + 1]) == "--")
+    const std::string arg = args[i], next = args[i + 1];
+    if (arg == "--") break;                                    // the command's own arguments follow
+    if (arg == "--json" && next.size() > 1 && next[0] == '-')  // "--", "--interval", "-h"
       args.insert(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, dash);
   }
   return args;
@@ -144,7 +147,7 @@ int main(int argc, char** argv) {
     }
   }
   try {
-    std::vector<char*> args = json_before_separator_to_stdout(argc, argv);
+    std::vector<char*> args = bare_json_to_stdout(argc, argv);
     app.parse(static_cast<int>(args.size()), args.data());
   } catch (const CLI::ParseError& e) {
     // --help and --version exit 0; every usage error exits 2 (CLI11's own codes are 100+)

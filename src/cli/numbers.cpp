@@ -1,4 +1,4 @@
-// cli/numbers.cpp: see check_numbers, int_range and number_range in command.h.
+// cli/numbers.cpp: see check_numbers, int_range, number_range and one_of in command.h.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -42,6 +42,19 @@ CLI::Validator number_range(double lo, double hi, const std::string& expected) {
         return std::string();
       },
       "", "range");
+}
+
+CLI::Validator one_of(const std::vector<std::string>& choices) {
+  std::string want;  // "auto, nvml or rapl"
+  for (std::size_t i = 0; i < choices.size(); ++i)
+    want += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + choices[i];
+  return CLI::Validator(
+      [choices, want](std::string& text) {
+        for (const auto& c : choices)
+          if (text == c) return std::string();
+        return fmt::format("'{}' is not known; expected {}", text, want);
+      },
+      "", "choice");
 }
 
 void check_numbers(CLI::App& app) {

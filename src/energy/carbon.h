@@ -126,6 +126,11 @@ struct CarbonReadOptions {
       for (char& c : what) c = c == '_' ? '-' : c;
     return option_prefix + what;
   }
+  /// Throws Error when format, unit or value_kind is not one of its choices (any case; empty is
+  /// the default), naming the option (option_name), the value and the choices, e.g.
+  /// "--carbon-format 'foo' is not known; expected auto, greentrain (...), ...", "--carbon-unit:
+  /// unit 'g' is not known; expected ...". Reads no file; the readers call it first.
+  void check_choices() const;
   /// Throws Error naming the first option set (format, column, time_column, unit, value) where
   /// there is no series to read (`series` names the option that gives one, "--carbon-csv"):
   /// they say how a file is read, and without one they would be ignored (a constant
@@ -140,6 +145,12 @@ struct CarbonReadOptions {
 
 /// The format names CarbonReadOptions::format accepts, for messages and --help.
 const char* carbon_formats_text();
+
+/// Why `value` is not one of the choices of CarbonReadOptions' `what` ("format", "unit" or
+/// "value"; compared without case and surrounding blanks; empty: the default):
+/// "'VALUE' is not known; expected CHOICES"; empty when it is one. Throws Error for another
+/// `what`. The command line checks its options with it while it is parsed (a usage error).
+std::string carbon_choice_error(std::string_view what, std::string_view value);
 
 /// A carbon-intensity series as read: one entry per data row, times in UTC.
 struct CarbonCsv {

@@ -38,17 +38,10 @@ namespace {
 namespace chr = std::chrono;
 using carbon_text::implausible_series_warning;
 using carbon_text::kTimeForm;
+using carbon_text::lower;
 using carbon_text::trim;
 using carbon_text::utc_text;
 using nlohmann::json;
-
-constexpr double kLbPerKg = 0.45359237;  // 1 lb = 0.45359237 kg (international pound, exact)
-
-std::string lower(std::string_view s) {
-  std::string out(trim(s));
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 bool contains(std::string_view s, std::string_view p) {
@@ -97,20 +90,6 @@ struct Raw {
   std::vector<RawRow> rows;
 };
 
-double unit_factor(const std::string& unit, const std::string& where) {
-  const std::string u = lower(unit);
-  if (u == "g/kwh" || u == "gco2/kwh" || u == "gco2e/kwh" || u == "gco2eq/kwh" || u == "kg/mwh" ||
-      u == "kg_co2_per_mwh" || u == "g_co2_per_kwh" || u == "kgco2/mwh")
-    return 1.0;
-  if (u == "kg/kwh" || u == "kgco2/kwh" || u == "kgco2e/kwh" || u == "t/mwh") return 1000.0;
-  if (u == "lbs/mwh" || u == "lb/mwh" || u == "lbs_co2_per_mwh" || u == "lbs co2/mwh")
-    return kLbPerKg;
-  throw Error(
-      fmt::format("{}: unit '{}' is not known; expected g/kWh (= gCO2e/kWh = kg/MWh), "
-                  "kg/MWh, kg/kWh (= t/MWh) or lbs/MWh",
-                  where, quote_line(unit, 40)));
-}
-
 bool null_text(std::string_view v) {
   const std::string l = lower(v);
   return l.empty() || l == "null" || l == "nan" || l == "n/e" || l == "n/a" || l == "na" ||
@@ -144,9 +123,7 @@ void json_value(RawRow& r, const json* v, const std::string& what) {
 std::string choose_kind(const CarbonReadOptions& o, bool has_forecast, bool has_actual,
                         const std::string& path) {
   const std::string kind = lower(o.value_kind);
-  if (!kind.empty() && kind != "actual" && kind != "forecast")
-    throw Error(fmt::format("{} '{}' is not known; expected actual or forecast",
-                            o.option_name("value"), quote_line(o.value_kind, 40)));
+  o.check_choices();  // a value_kind other than actual or forecast
   if (kind == "actual" && !has_actual)
     throw Error(
         fmt::format("{}: no actual values (a forecast, or a regional series); "
@@ -412,8 +389,7 @@ Raw read_table(std::string_view rest, const std::string& path, const CarbonReadO
   } else if (format == "uk-carbon-intensity") {
     if (time_col.empty()) time_col = "from";
   } else if (format != "csv") {
-    throw Error(fmt::format("{} '{}' is not known; expected {}", o.option_name("format"),
-                            quote_line(o.format, 40), carbon_formats_text()));
+    o.check_choices();  // throws: the format is not one of them
   }
   // A CSV with a forecast and/or an actual column (the UK API's data as a table)
   const int fc = find_column(header, "forecast"), ac = find_column(header, "actual");
@@ -521,7 +497,8 @@ CarbonCsv finish(Raw raw, const std::string& path, std::int64_t naive_utc_offset
   c.note = raw.note;
   c.naive_utc_offset_s = naive_utc_offset_s;
   c.naive_zone = zone_name;
-  const double factor = unit_factor(c.unit, o.unit.empty() ? path : o.option_name("unit"));
+  const double factor =
+      carbon_text::unit_factor(c.unit, o.unit.empty() ? path : o.option_name("unit"));
   std::string first_where;
   std::vector<std::int64_t> all_t;  // every row's time, null rows included: the series' step
   std::size_t implausible = 0;      // values outside the plausible range (carbon.h)
@@ -611,6 +588,9 @@ CarbonCsv finish(Raw raw, const std::string& path, std::int64_t naive_utc_offset
 CarbonCsv read_series(const std::string& path, std::int64_t naive_utc_offset_s,
                       const NaiveTimeResolver* resolve, const std::string& zone_name,
                       const CarbonReadOptions& o) {
+  // a format, unit or value that is not one of the choices, before the file is opened: a JSON
+  // file read with an unknown format said only that it was no series this reader knows
+  o.check_choices();
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw Error(
@@ -631,12 +611,6 @@ CarbonCsv read_series(const std::string& path, std::int64_t naive_utc_offset_s,
 }
 
 }  // namespace
-
-const char* carbon_formats_text() {
-  return "auto, greentrain (Time,Carbon Intensity), electricitymaps (CSV export or API JSON), "
-         "uk-carbon-intensity (api.carbonintensity.org.uk JSON), watttime (MOER CSV or JSON), "
-         "entsoe (MTU CSV), csv (any time and value columns)";
-}
 
 std::string quote_line(std::string_view text, std::size_t max_chars) {
   std::string_view s = text.substr(0, text.find('\n'));
@@ -692,29 +666,6 @@ CarbonCsv read_carbon_csv(const std::string& path, std::int64_t naive_utc_offset
 CarbonCsv read_carbon_csv(const std::string& path, const NaiveTimeResolver& resolve,
                           const std::string& zone_name, const CarbonReadOptions& opt) {
   return read_series(path, 0, &resolve, zone_name, opt);
-}
-
-void CarbonReadOptions::refuse_without_series(const std::string& series, double utc_offset_h,
-                                              const std::string& utc_offset_option) const {
-  const bool command_line = option_prefix.rfind("--", 0) == 0;
-  for (const auto& [what, value] :
-       {std::pair{"format", &format}, std::pair{"column", &value_column},
-        std::pair{"time_column", &time_column}, std::pair{"unit", &unit},
-        std::pair{"value", &value_kind}})
-    if (!value->empty())
-      throw Error(fmt::format(
-          "{}: says how a series file is read; expected {} with it (a constant intensity is "
-          "in gCO2e/kWh)",
-          command_line ? option_name(what) + " " + *value
-                       : option_name(what) + " = '" + *value + "'",
-          series));
-  if (utc_offset_h == 0) return;  // 0 is UTC, the default: nothing to ignore
-  // the command line's option has no unit suffix (--carbon-utc-offset); keys have (_h)
-  const std::string name = !utc_offset_option.empty() ? utc_offset_option
-                           : command_line             ? option_name("utc_offset")
-                                                      : option_name("utc_offset_h");
-  throw Error(fmt::format("{}{}{}: the time zone of a series' times; expected {} with it", name,
-                          name.rfind("--", 0) == 0 ? " " : " = ", utc_offset_h, series));
 }
 
 }  // namespace gt::energy

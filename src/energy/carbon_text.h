@@ -1,6 +1,7 @@
 // energy/carbon_text.h: text helpers the carbon-intensity parsers share (carbon.cpp's times,
-// carbon_read.cpp's CSV and JSON series). Internal to gt_energy.
+// carbon_read.cpp's CSV and JSON series, carbon_options.cpp's choices). Internal to gt_energy.
 #pragma once
+#include <cctype>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -17,6 +18,17 @@ inline std::string_view trim(std::string_view s) {
   while (!s.empty() && blank(s.back())) s.remove_suffix(1);
   return s;
 }
+
+/// s trimmed (trim) and in lower case (ASCII): how names of formats, units and kinds compare.
+inline std::string lower(std::string_view s) {
+  std::string out(trim(s));
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+/// The factor from `unit` (any case: "g/kWh", "kg/kWh", "lbs/MWh", ...; CarbonReadOptions::unit)
+/// to gCO2e/kWh. Throws Error "WHERE: unit 'U' is not known; expected ..." for another unit.
+double unit_factor(const std::string& unit, const std::string& where);
 
 /// Unix seconds as UTC wall time with a Z, e.g. "2026-12-06 06:00:00Z".
 inline std::string utc_text(std::int64_t unix_s) { return format_wall_time(unix_s, 0) + "Z"; }

@@ -99,7 +99,11 @@ int serve_here(const ServeOptions& o, int ready) {
     mo.powercap_root = o.powercap_root;
     // declared before the reader, whose thread publishes into it: it outlives that thread
     std::unique_ptr<energy::SamplePageWriter> page;
-    NodeReader reader(energy::detect_sensors(mo), policy.interval_s, policy.carbon(),
+    energy::CarbonIntensity carbon = policy.carbon();
+    // an intensity in another unit than gCO2e/kWh (kg/kWh read as g/kWh): said once, at start,
+    // as train, measure and schedule say it; the daemon serves the values as read
+    for (const auto& w : carbon.warnings()) log_line("warning: " + w);
+    NodeReader reader(energy::detect_sensors(mo), policy.interval_s, std::move(carbon),
                       nvml_utilization(), "greentrain serve, socket " + socket);
     for (const auto& n : reader.notes()) log_line(n);
     for (const auto& s : reader.sensors())

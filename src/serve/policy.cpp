@@ -100,6 +100,7 @@ bool boolean(const toml::node& n, const std::string& where, const std::string& k
 
 void daemon_table(const toml::table& t, const std::string& where, Policy& p) {
   const toml::node* utc_offset = nullptr;  // where carbon_utc_offset_h was set, for messages
+  const toml::node* unit = nullptr;        // where carbon_unit was set
   for (auto&& [k, v] : t) {
     const std::string key = "daemon." + std::string(k.str());
     const std::string name(k.str());
@@ -134,16 +135,26 @@ void daemon_table(const toml::table& t, const std::string& where, Policy& p) {
     } else if (name == "carbon_utc_offset_h") {
       p.carbon_utc_offset_h = number(v, where, key, -14, 14);
       utc_offset = &v;
+    } else if (name == "carbon_unit") {
+      p.carbon_unit = text(v, where, key);
+      if (auto e = energy::carbon_choice_error("unit", p.carbon_unit); !e.empty())
+        throw Error(at(where, v, key) + ": unit " + e);
+      unit = &v;
     } else {
       throw Error(at(where, v, key) +
                   " is unknown; known keys of [daemon] are socket, socket_mode, socket_group, "
                   "state_file, interval_ms, max_clients, prometheus_port, prometheus_per_process, "
-                  "carbon_intensity, carbon_csv, carbon_region, carbon_utc_offset_h");
+                  "carbon_intensity, carbon_csv, carbon_region, carbon_utc_offset_h, carbon_unit");
     }
   }
   if (p.carbon_intensity && !p.carbon_csv.empty())
     throw Error(where + ": [daemon] has both carbon_intensity and carbon_csv; expected one");
-  // as measure and train refuse it: the time zone of a series, and no series to read
+  // as measure and train refuse them: how a series is read, and no series to read
+  if (p.carbon_csv.empty() && unit)
+    throw Error(
+        fmt::format("{} = '{}': says how a series file is read; expected daemon.carbon_csv "
+                    "with it (carbon_intensity is in gCO2e/kWh)",
+                    at(where, *unit, "daemon.carbon_unit"), p.carbon_unit));
   if (p.carbon_csv.empty() && utc_offset)
     energy::CarbonReadOptions{}.refuse_without_series(
         "daemon.carbon_csv", p.carbon_utc_offset_h,
@@ -326,9 +337,12 @@ energy::CarbonIntensity Policy::carbon() const {
       "carbon_region, carbon_intensity or carbon_csv in the [daemon] table of the daemon's "
       "policy ({})",
       path.empty() ? "none was read: /etc/greentrain/serve.toml or serve --policy FILE" : path));
-  if (!carbon_csv.empty())
-    c = energy::CarbonIntensity::from_csv(carbon_csv, carbon_utc_offset_h);
-  else if (carbon_intensity)
+  if (!carbon_csv.empty()) {
+    energy::CarbonReadOptions read;
+    read.unit = carbon_unit;
+    read.option_prefix = "daemon.carbon_";  // a warning's hint names the policy's key
+    c = energy::CarbonIntensity::from_csv(carbon_csv, carbon_utc_offset_h, "", read);
+  } else if (carbon_intensity)
     c = energy::CarbonIntensity::constant(*carbon_intensity, "", "daemon.carbon_intensity" + of);
   else if (!carbon_region.empty())
     c = energy::CarbonIntensity::for_country(carbon_region, "daemon.carbon_region" + of);

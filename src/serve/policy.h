@@ -19,10 +19,12 @@
 //   prometheus_per_process = false           # per-process series on it (any local user sees them)
 //   carbon_region = "DEU"                    # a country's annual average (ISO 3166-1 alpha-3,
 //                                            # energy/carbon_regions.h), as measure --carbon-region
-//   carbon_intensity = 300                   # or gCO2e/kWh, or carbon_csv =
-//   "/etc/greentrain/ci.csv" carbon_utc_offset_h = 0                  # (only with carbon_csv) its
-//   naive times' UTC offset # carbon_region beside carbon_intensity or carbon_csv names the country
-//   the figure is for.
+//   carbon_intensity = 300                   # or a constant, gCO2e/kWh
+//   carbon_csv = "/etc/greentrain/ci.csv"    # or a series (docs/carbon-data.md's formats)
+//   carbon_utc_offset_h = 0                  # (only with carbon_csv) its naive times' UTC offset
+//   carbon_unit = "kg/kWh"                   # (only with carbon_csv) its values' unit (default:
+//                                            # the format's), as measure --carbon-unit
+//   # carbon_region beside carbon_intensity or carbon_csv names the country the figure is for.
 //
 //   [[allow]]                                # one rule per block; a peer matches by user or group
 //   users = ["alice", "1001"]                # names or uids
@@ -88,6 +90,7 @@ struct Policy {
   std::string carbon_csv;
   std::string carbon_region;  ///< ISO 3166-1 alpha-3 ("DEU"), checked against the table at load
   double carbon_utc_offset_h = 0;  ///< hours east of UTC of carbon_csv's naive times
+  std::string carbon_unit;  ///< carbon_csv's unit (CarbonReadOptions::unit); empty: the format's
   std::vector<AllowRule> rules;
 
   /// Reads a policy file. Throws gt::Error naming the file, line and key for a syntax error,
@@ -106,7 +109,8 @@ struct Policy {
   LimitGrant power_limit_grant(const Peer& peer, const std::string& device_id, double dev_min_w,
                                double dev_max_w) const;
   /// The carbon intensity the daemon serves, chosen as `measure` chooses from its options:
-  /// carbon_csv (a series, naive times at carbon_utc_offset_h), else carbon_intensity (a
+  /// carbon_csv (a series, naive times at carbon_utc_offset_h, values in carbon_unit; its
+  /// warnings() name daemon.carbon_unit), else carbon_intensity (a
   /// constant), else carbon_region (the country's annual average, energy/carbon_regions.h);
   /// carbon_region beside a series or a constant names the country the figure is for. None of
   /// them: the world-average default, whose describe() names these keys and this file. Throws

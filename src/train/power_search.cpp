@@ -52,7 +52,13 @@ tune::TuneResult tune_training(const TrainConfig& cfg, const std::string& run_di
   // a step that gives too many candidates is refused before the run folder and the trainer exist
   tune::TuneResult probe;
   tune::begin_search(devices, opt, probe);
-  std::unique_ptr<energy::Meter> meter = energy::Meter::create(meter_options(cfg));
+  energy::MeterOptions meter_opt = meter_options(cfg);
+  // an intensity in another unit than gCO2e/kWh (kg/kWh read as g/kWh): said once, before any
+  // step, as train says it; the search goes on (it compares joules and seconds, not grams)
+  if (warn)
+    for (const auto& w : meter_opt.carbon.warnings())
+      std::fprintf(warn, "greentrain tune: warning: %s\n", w.c_str());
+  std::unique_ptr<energy::Meter> meter = energy::Meter::create(meter_opt);
   check_sensors(*meter, opt.objective, warn);
   std::filesystem::create_directories(run_dir);
   Trainer trainer(cfg, run_dir, /*resume=*/false, nullptr);

@@ -18,8 +18,9 @@ namespace gt {
 /// fresh run in run_dir, which is made) and returns its result; the limits in force before
 /// are back when it returns or throws. Refuses before making the run folder (gt::Error saying
 /// why) a step that gives too many candidates, and an objective that compares energies when
-/// no sensor of this machine counts energy a power limit can change. warn: the warning that
-/// part of the energy is an estimate; log: a line per limit (nullptr: silent).
+/// no sensor of this machine counts energy a power limit can change. warn: the warnings (part
+/// of the energy is an estimate; the configuration's carbon intensity lies outside the
+/// plausible range, energy::CarbonIntensity::warnings); log: a line per limit (nullptr: silent).
 tune::TuneResult tune_training(const TrainConfig& cfg, const std::string& run_dir,
                                const std::vector<tune::DevicePtr>& devices,
                                const tune::TuneOptions& opt, std::FILE* log, std::FILE* warn);

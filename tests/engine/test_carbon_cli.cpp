@@ -312,5 +312,64 @@ TEST_F(CarbonCli, ScheduleWarnsOfASeriesInKgPerKwh) {
             std::string::npos);
 }
 
+// --carbon-format, --carbon-unit and --carbon-value with a value that is not one of their
+// choices were refused only when the file was read (exit 1): they are refused while the command
+// line is read (exit 2), naming the value and the choices, on every command that has them
+// (measure, schedule). The same in a configuration (energy.carbon_*) stays an error of the file
+// (exit 1) naming the key.
+TEST_F(CarbonCli, CarbonReadingChoicesAreCheckedWithTheCommandLine) {
+  const std::string csv = series("ci.csv", {0, 1, 2});
+  test::write_file(d.file("jobs.toml"),
+                   "[[job]]\nname = \"a\"\ncommand = \"true\"\nduration_s = 3600\npower_w = 100\n");
+  const std::pair<std::string, std::string> cases[] = {
+      {"--carbon-format watt", "--carbon-format: 'watt' is not known; expected auto, greentrain"},
+      {"--carbon-unit g", "--carbon-unit: 'g' is not known; expected g/kWh (= gCO2e/kWh"},
+      {"--carbon-value predicted",
+       "--carbon-value: 'predicted' is not known; expected actual or forecast"}};
+  for (const auto& [option, needle] : cases)
+    for (const std::string cmd : {" measure --carbon-csv " + csv + " " + option + " -- true",
+                                  " schedule " + d.file("jobs.toml") + " --carbon-csv " + csv +
+                                      " --utc-offset 0 " + option}) {
+      auto r = run_cmd(bin + cmd);
+      EXPECT_EQ(r.exit_code, 2) << cmd << ": " << r.output;
+      EXPECT_NE(r.output.find(needle), std::string::npos) << cmd << ": " << r.output;
+    }
+  // a choice in another case is the same choice
+  auto ok = run_cmd(bin + " measure --carbon-csv " + csv + " --carbon-format GreenTrain " +
+                    "--carbon-unit KG/MWH -- true");
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  // a configuration's key: the file's error, before the data is loaded
+  auto key = run_cmd(bin + " train " + cfg + " --set energy.carbon_csv=" + csv +
+                     " --set energy.carbon_format=watt --out " + d.file("run"));
+  EXPECT_EQ(key.exit_code, 1) << key.output;
+  EXPECT_NE(key.output.find("energy.carbon_format 'watt' is not known; expected auto"),
+            std::string::npos)
+      << key.output;
+}
+
+// schedule's warnings of a hole in the series went to standard output between the plan's lines:
+// they go to standard error, as its other warnings, and into its JSON's carbon_warnings.
+TEST_F(CarbonCli, ScheduleWarnsOfAHoleOnStandardError) {
+  test::write_file(d.file("hole.csv"),
+                   "Time,Carbon Intensity\n2020-01-01 00:00:00,300\n2020-01-01 01:00:00,100\n"
+                   "2020-01-01 04:00:00,200\n2020-01-01 05:00:00,400\n");
+  test::write_file(d.file("jobs.toml"),
+                   "[[job]]\nname = \"a\"\ncommand = \"true\"\nduration_s = 3600\npower_w = 100\n"
+                   "earliest_start = 2020-01-01T00:00:00\ndeadline = 2020-01-01T06:00:00\n");
+  std::string err;
+  auto r = run_split(kBin + " schedule " + d.file("jobs.toml") + " --carbon-csv " +
+                         d.file("hole.csv") + " --utc-offset 0 --json " + d.file("plan.json"),
+                     &err);
+  ASSERT_EQ(r.exit_code, 0) << r.output << err;
+  EXPECT_EQ(r.output.find("warning"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("planned in"), std::string::npos) << r.output;  // the plan is there
+  const std::string warning = "greentrain schedule: warning: carbon series " + d.file("hole.csv") +
+                              ": no rows from 2020-01-01T02:00:00Z to 2020-01-01T04:00:00Z";
+  EXPECT_EQ(count(err, warning), 1u) << err;
+  const auto plan = nlohmann::json::parse(slurp(d.file("plan.json")));
+  ASSERT_EQ(plan["carbon_warnings"].size(), 1u) << plan.dump(2);
+  EXPECT_NE(plan["carbon_warnings"][0].get<std::string>().find("no rows from"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace gt

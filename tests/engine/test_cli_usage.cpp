@@ -165,6 +165,38 @@ TEST_F(CliUsage, JsonToStandardOutput) {
   EXPECT_NE(sj["carbon_series"].get<std::string>().find("greentrain"), std::string::npos);
 }
 
+// A bare `--json` followed by another option is standard output too, as right before `--`:
+// `measure --json --interval 50 -- CMD` was refused with CLI11's unclear message (exit 2, no
+// word of --json taking no value there). No file named after the option is written.
+TEST_F(CliUsage, BareJsonBeforeAnotherOptionIsStandardOutput) {
+  for (const std::string args :
+       {" measure --json --interval 50 -- sh -c 'exit 3'",
+        " tune --simulate --json --step 50 --warmup-steps 0 --profile-steps 1"}) {
+    auto r = stdout_of("cd " + d.path.string() + " && " + kBin + args);
+    EXPECT_EQ(r.exit_code, args.find("exit 3") != std::string::npos ? 3 : 0)
+        << args << ": " << r.output << slurp(d.file("stderr.txt"));
+    EXPECT_NO_THROW((void)nlohmann::json::parse(r.output)) << args << ": " << r.output;
+    for (const char* name : {"--interval", "--step", "-"})
+      EXPECT_FALSE(fs::exists(d.file(name))) << args << ": wrote a file named " << name;
+  }
+  // an option that is not known is still refused, naming it (not --json)
+  auto bad = run_cmd(kBin + " measure --json --bogus -- true");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--bogus"), std::string::npos) << bad.output;
+}
+
+// `tune --devices foo` exited 1 when the devices were opened: a value that is not one of the
+// choices is a usage error (exit 2), refused while the command line is read, naming the value
+// and the choices.
+TEST_F(CliUsage, TuneDevicesNotAChoiceIsAUsageError) {
+  auto r = run_cmd(kBin + " tune " + cfg + " --devices foo --out " + d.file("tune"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--devices: 'foo' is not known; expected auto, nvml or rapl"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(d.file("tune")));  // nothing was made
+}
+
 TEST_F(CliUsage, EvalJsonToStandardOutput) {
   GT_NEEDS_CPU_BACKEND();
   auto r = run_cmd(kBin + " train " + cfg + " --out " + d.file("run") +

@@ -180,7 +180,8 @@ TEST(Policy, BadFilesNameTheLineAndKey) {
 
 // The policy's [daemon] carbon keys give what measure's options give: carbon_region is the
 // country's figure (measure --carbon-region DEU: 365.477 g/kWh), not a label on the 475 default;
-// a series' time zone without a series is refused, naming the file, line and key.
+// a series' time zone or unit without a series is refused, naming the file, line and key, and
+// a unit that is not one of the choices.
 TEST(Policy, CarbonRegionIsTheCountrysFigureAndOffsetsNeedASeries) {
   Policy p = Policy::parse("[daemon]\ncarbon_region = \"DEU\"\n", "p.toml");
   energy::CarbonIntensity c = p.carbon();
@@ -211,6 +212,19 @@ TEST(Policy, CarbonRegionIsTheCountrysFigureAndOffsetsNeedASeries) {
   EXPECT_NE(m.find("expected daemon.carbon_csv with it"), std::string::npos) << m;
   // 0 is UTC, the default
   EXPECT_EQ(policy_error("[daemon]\ncarbon_utc_offset_h = 0\n"), "parsed");
+  // carbon_unit (what the daemon's warning of a series in kg/kWh asks for): one of the units,
+  // and only with a series
+  EXPECT_EQ(policy_error("[daemon]\ncarbon_csv = \"ci.csv\"\ncarbon_unit = \"kg/kWh\"\n"),
+            "parsed");
+  m = policy_error("[daemon]\ncarbon_csv = \"ci.csv\"\ncarbon_unit = \"kg\"\n");
+  EXPECT_NE(m.find("p.toml:3: key 'daemon.carbon_unit': unit 'kg' is not known; expected g/kWh"),
+            std::string::npos)
+      << m;
+  m = policy_error("[daemon]\ncarbon_intensity = 300\ncarbon_unit = \"kg/kWh\"\n");
+  EXPECT_NE(m.find("p.toml:3: key 'daemon.carbon_unit' = 'kg/kWh': says how a series file is read; "
+                   "expected daemon.carbon_csv with it"),
+            std::string::npos)
+      << m;
 }
 
 // A range in a rule that grants no power limit bounds nothing: refused (it was accepted and did

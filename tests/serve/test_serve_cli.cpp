@@ -301,6 +301,54 @@ TEST(ServeCli, AnUnknownGroupInThePolicyIsWarnedAtStart) {
       << daemon.output();
 }
 
+// The policy's carbon series in kg/kWh (0.3 for 300 g) is logged as a warning at start, as
+// train, measure and schedule say it, naming the policy key that reads it right; with
+// carbon_unit = "kg/kWh" nothing is said. A constant outside the range is said too.
+TEST(ServeCli, ACarbonIntensityOutsideThePlausibleRangeIsWarnedAtStart) {
+  Node n;
+  energy::test::write_file(n.file("kg.csv"),
+                           "Time,Carbon Intensity\n2020-01-01 00:00:00,0.3\n"
+                           "2020-01-01 01:00:00,0.1\n");
+  const std::string csv = "[daemon]\ncarbon_csv = \"" + n.file("kg.csv") + "\"\n";
+  const std::pair<std::string, std::string> cases[] = {
+      {csv, "warning: carbon series " + n.file("kg.csv") + ": 2 of 2 values lie outside"},
+      {csv, "set daemon.carbon_unit = 'kg/kWh'"},
+      {"[daemon]\ncarbon_intensity = 0.4\n",
+       "warning: daemon.carbon_intensity of " + n.file("policy.toml") +
+           ": carbon intensity 0.4 gCO2e/kWh lies outside 1..2000"}};
+  for (const auto& [policy, needle] : cases) {
+    energy::test::write_file(n.file("policy.toml"), policy);
+    Proc daemon = n.start_daemon({"--policy", n.file("policy.toml")});
+    EXPECT_EQ(daemon.stop(), 0);
+    EXPECT_NE(daemon.output().find(needle), std::string::npos) << daemon.output();
+  }
+  energy::test::write_file(n.file("policy.toml"), csv + "carbon_unit = \"kg/kWh\"\n");
+  Proc daemon = n.start_daemon({"--policy", n.file("policy.toml")});
+  EXPECT_EQ(daemon.stop(), 0);
+  EXPECT_EQ(daemon.output().find("lie outside"), std::string::npos) << daemon.output();
+}
+
+// tune reads the configuration's carbon intensity as train does (energy.carbon_*), and says
+// once, as train does, when it lies outside 1..2000 gCO2e/kWh; the search goes on.
+TEST(ServeCli, TuneWarnsOfACarbonIntensityOutsideThePlausibleRange) {
+  Node n;
+  n.scripted_energy = false;
+  Proc daemon = n.start_daemon();
+  auto args = n.tune_args(1);
+  args.insert(args.end(), {"--set", "energy.carbon_intensity=0.4"});
+  Proc t = n.spawn(args, n.client_env(), "tune");
+  ASSERT_EQ(t.wait(), 0) << t.output();
+  const std::string out = t.output();
+  const std::string warning =
+      "greentrain tune: warning: energy.carbon_intensity: carbon intensity 0.4 gCO2e/kWh lies "
+      "outside 1..2000";
+  const auto at = out.find(warning);
+  EXPECT_NE(at, std::string::npos) << out;
+  EXPECT_EQ(out.find(warning, at + 1), std::string::npos) << out;  // once
+  EXPECT_NE(out.find("chosen power limit"), std::string::npos) << out;
+  daemon.stop();
+}
+
 // A real Prometheus server (Debian's prometheus) scrapes the daemon on loopback; its HTTP API
 // then has the energy, power, carbon and attribution series.
 TEST(ServeCli, PrometheusScrapesTheDaemon) {
