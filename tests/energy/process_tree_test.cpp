@@ -18,6 +18,7 @@
 #include "energy/accumulator.h"
 #include "energy/cpu_estimate.h"
 #include "energy/meter.h"
+#include "error_of.h"
 #include "test_util.h"
 
 namespace gt::energy {
@@ -25,16 +26,7 @@ using namespace test;
 
 namespace {
 
-// The message of the Error f throws; "" when it throws none.
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using gt::test::error_of;
 
 // A /proc with one process `pid` whose CPU time (jiffies) the test sets, and then removes.
 struct OneProcess {
