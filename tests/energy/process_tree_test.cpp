@@ -32,18 +32,8 @@ using gt::test::error_of;
 struct OneProcess {
   TempDir d;
   int pid;
-  explicit OneProcess(int p) : pid(p) {
-    write_file(d / "cpuinfo", "processor\t: 0\nmodel name\t: Test CPU\n");
-    write_file(d / "meminfo", "MemTotal:       1000000 kB\n");
-    std::filesystem::create_directories(d / std::to_string(pid));
-    set(100);
-  }
-  // utime = jiffies; rss 256 pages. Fields after ")" as proc(5) numbers them from 3.
-  void set(long jiffies) {
-    write_file(d / (std::to_string(pid) + "/stat"),
-               fmt::format("{} (job) S 1 {} {} 0 -1 0 0 0 0 0 {} 0 0 0 20 0 1 0 0 0 256\n", pid,
-                           pid, pid, jiffies));
-  }
+  explicit OneProcess(int p) : pid(p) { fake_proc(d.path, pid, 100); }
+  void set(long jiffies) { fake_proc_pid_stat(d.path, pid, jiffies); }
   void end() { std::filesystem::remove_all(d / std::to_string(pid)); }
 };
 

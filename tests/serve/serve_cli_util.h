@@ -159,9 +159,7 @@ struct Node {
   Node() : dir(tmp.path), socket(tmp.path + "/serve.sock"), rapl(tmp.path + "/powercap") {
     ::chmod(dir.c_str(), 0755);  // other users (the authorization test) reach the socket
     const std::string z = rapl + "/intel-rapl:0";
-    energy::test::write_file(z + "/name", "package-0\n");
-    energy::test::write_file(z + "/energy_uj", "0\n");
-    energy::test::write_file(z + "/max_energy_range_uj", "262143328850\n");
+    energy::test::fake_rapl_zone(rapl, "intel-rapl:0", "package-0", 0);
     energy::test::write_file(z + "/constraint_0_power_limit_uw", "95000000\n");
     energy::test::write_file(z + "/constraint_0_max_power_uw", "125000000\n");
     energy::test::write_file(dir + "/nvml_energy", "0\n");
@@ -221,9 +219,8 @@ struct Node {
         dir + "/nvml_energy",
         std::to_string(mj + static_cast<unsigned long long>(gpu_j * 1e3)) + "\n");
     const auto uj = std::stoull(energy::test::read_text(rapl + "/intel-rapl:0/energy_uj"));
-    energy::test::write_file(
-        rapl + "/intel-rapl:0/energy_uj",
-        std::to_string(uj + static_cast<unsigned long long>(cpu_j * 1e6)) + "\n");
+    energy::test::set_rapl_uj(rapl, "intel-rapl:0",
+                              uj + static_cast<unsigned long long>(cpu_j * 1e6));
   }
   /// GPU 0's power limit, mW, as the stand-in driver holds it.
   unsigned limit_mw() const {
