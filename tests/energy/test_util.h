@@ -39,6 +39,14 @@ inline void write_file(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::trunc) << text;
 }
 
+/// Replaces the file at `path` with `text` in one step (written beside it, then renamed), so
+/// that a process reading it meanwhile (a daemon's sampling thread) sees the old text or the
+/// new, never an empty file (write_file truncates first).
+inline void write_file_atomic(const std::string& path, const std::string& text) {
+  write_file(path + ".tmp", text);
+  std::filesystem::rename(path + ".tmp", path);
+}
+
 /// Sets `root`/`zone`/energy_uj (a powercap zone's counter, µJ; zone as "intel-rapl:0").
 inline void set_rapl_uj(const std::string& root, const std::string& zone, unsigned long long uj) {
   write_file(root + "/" + zone + "/energy_uj", std::to_string(uj) + "\n");

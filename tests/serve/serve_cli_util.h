@@ -212,15 +212,18 @@ struct Node {
     EXPECT_TRUE(up) << p.output();
     return p;
   }
-  /// Moves the stand-in counters on: the GPU by gpu_j, the CPU package by cpu_j.
+  /// Moves the stand-in counters on: the GPU by gpu_j, the CPU package by cpu_j. Each file is
+  /// replaced in one step: the daemon's thread reads them meanwhile (a truncated energy_uj read
+  /// as '' failed ServeCli.TwoMeasuresSideBySideGetTheSameCounterEnergy about 1 run in 40).
   void add_energy(double gpu_j, double cpu_j) {
     const auto mj = std::stoull(energy::test::read_text(dir + "/nvml_energy"));
-    energy::test::write_file(
+    energy::test::write_file_atomic(
         dir + "/nvml_energy",
         std::to_string(mj + static_cast<unsigned long long>(gpu_j * 1e3)) + "\n");
     const auto uj = std::stoull(energy::test::read_text(rapl + "/intel-rapl:0/energy_uj"));
-    energy::test::set_rapl_uj(rapl, "intel-rapl:0",
-                              uj + static_cast<unsigned long long>(cpu_j * 1e6));
+    energy::test::write_file_atomic(
+        rapl + "/intel-rapl:0/energy_uj",
+        std::to_string(uj + static_cast<unsigned long long>(cpu_j * 1e6)) + "\n");
   }
   /// GPU 0's power limit, mW, as the stand-in driver holds it.
   unsigned limit_mw() const {
