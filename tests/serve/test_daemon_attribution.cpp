@@ -22,13 +22,21 @@ using nlohmann::json;
 
 namespace {
 
-// Kills and reaps a forked child when the test ends, however it ends.
-struct KillOnExit {
-  pid_t pid;
-  ~KillOnExit() {
+// A second process of this test's tree (it waits in pause()), killed and reaped when the test
+// ends, however it ends (also when an ASSERT returns early).
+struct PausedChild {
+  pid_t pid = fork();
+  PausedChild() {
+    if (pid == 0)
+      for (;;) pause();
+  }
+  ~PausedChild() {
+    if (pid <= 0) return;  // fork failed: no kill(-1)
     kill(pid, SIGKILL);
     waitpid(pid, nullptr, 0);
   }
+  PausedChild(const PausedChild&) = delete;
+  PausedChild& operator=(const PausedChild&) = delete;
 };
 
 // A daemon of the stand-in NVML's GPUs alone (GT_NVML_LIBRARY and its files set by the test)
@@ -67,12 +75,8 @@ TEST(Daemon, GpuEnergyIsAttributedToProcessesByTheirUtilization) {
   energy::test::EnvGuard uf("FAKE_NVML_PROC_UTIL_FILE", d / "util");
   energy::test::write_file(d / "energy", "0\n");
   energy::test::write_file(d / "util", "");
-  const pid_t child = fork();  // a second process of this test's tree on the GPU
-  if (child == 0) {
-    for (;;) pause();
-  }
-  const KillOnExit reap{child};  // also when an ASSERT returns early
-  const unsigned me = static_cast<unsigned>(getpid()), kid = static_cast<unsigned>(child);
+  const PausedChild child;  // a second process of this test's tree on the GPU
+  const unsigned me = static_cast<unsigned>(getpid()), kid = static_cast<unsigned>(child.pid);
   {
     NvmlDaemon nd(d.path);
     const int fd = nd.fd;
@@ -144,12 +148,8 @@ TEST(Daemon, MigInstancesAreTheirOwnDevicesAndGetTheirSliceShare) {
   energy::test::EnvGuard uf("FAKE_NVML_PROC_UTIL_FILE", d / "util");
   energy::test::write_file(d / "energy", "0\n");
   energy::test::write_file(d / "procs", "");
-  const pid_t child = fork();
-  if (child == 0) {
-    for (;;) pause();
-  }
-  const KillOnExit reap{child};  // also when an ASSERT returns early
-  const unsigned me = static_cast<unsigned>(getpid()), kid = static_cast<unsigned>(child);
+  const PausedChild child;
+  const unsigned me = static_cast<unsigned>(getpid()), kid = static_cast<unsigned>(child.pid);
   {
     NvmlDaemon nd(d.path);
     const int fd = nd.fd;
