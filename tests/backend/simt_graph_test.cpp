@@ -13,11 +13,13 @@
 #include "backend/cuda/simt.h"
 #include "backend/simt/internal.h"
 #include "core/error.h"
+#include "error_of.h"
 
 namespace gt::simt {
 namespace {
 
 using LC = LaunchConfig;
+using gt::test::error_of;
 
 __global__ void add_one(float* x) { x[threadIdx.x] += 1.0f; }
 __global__ void twice(float* x) { x[threadIdx.x] *= 2.0f; }
@@ -40,16 +42,6 @@ class SimtGraph : public ::testing::Test {
     device_free(x_);
     destroy_stream(s_);
     set_config(saved_);
-  }
-  /// The message of the gt::Error f throws ("" when none).
-  template <class F>
-  static std::string error_of(F f) {
-    try {
-      f();
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "";
   }
   Stream* s_ = nullptr;
   float* x_ = nullptr;

@@ -269,8 +269,7 @@ TEST(MeasureCli, TdpOutOfRangeIsRefused) {
 TEST(MeasureCli, ProcessCountsTheTreesEstimatesNotRapl) {
   CliEnv e;
   EnvGuard no_daemon("GT_DAEMON_SOCKET", e.d / "no-daemon.sock");
-  write_file(e.d / "powercap/intel-rapl:0/name", "package-0\n");
-  write_file(e.d / "powercap/intel-rapl:0/energy_uj", "1000000\n");
+  fake_rapl_zone(e.d / "powercap", "intel-rapl:0", "package-0", 1000000, std::nullopt);
   EnvGuard root("GT_POWERCAP_ROOT", e.d / "powercap");
   const std::string bump =
       "sleep 0.2; echo 9000001000000 > " + e.d / "powercap/intel-rapl:0/energy_uj";
@@ -537,9 +536,10 @@ TEST(MeasureCli, ImplausibleIntensityIsWarnedOnce) {
   EXPECT_EQ(k.err.find("warning:"), std::string::npos) << k.err;
 }
 
-TEST(SensorsCli, ListsSensorsAndReasons) {
-  CliEnv e;
-  const std::string out = e.d / "out.txt";
+namespace {
+// `greentrain sensors` with this process's environment, its standard output to `out`: its wait
+// status and that output.
+std::pair<int, std::string> run_sensors(const std::string& out) {
   pid_t pid = fork();
   if (pid == 0) {
     FILE* o = freopen(out.c_str(), "w", stdout);
@@ -549,9 +549,15 @@ TEST(SensorsCli, ListsSensorsAndReasons) {
   }
   int st = 0;
   waitpid(pid, &st, 0);
+  return {st, slurp(out)};
+}
+}  // namespace
+
+TEST(SensorsCli, ListsSensorsAndReasons) {
+  CliEnv e;
+  const auto [st, text] = run_sensors(e.d / "out.txt");
   ASSERT_TRUE(WIFEXITED(st));
   EXPECT_EQ(WEXITSTATUS(st), 0);
-  const std::string text = slurp(out);
   EXPECT_NE(text.find("cpu-estimate"), std::string::npos) << text;
   EXPECT_NE(text.find("nvml"), std::string::npos);
   EXPECT_NE(text.find("reason: "), std::string::npos);
@@ -563,19 +569,9 @@ TEST(SensorsCli, CudaVisibleDevicesIndexTooLargeIsAMessageNotAnError) {
   CliEnv e;
   EnvGuard lib("GT_NVML_LIBRARY", GT_FAKE_NVML);
   EnvGuard cvd("CUDA_VISIBLE_DEVICES", "99999999999999999999");
-  const std::string out = e.d / "out.txt";
-  pid_t pid = fork();
-  if (pid == 0) {
-    FILE* o = freopen(out.c_str(), "w", stdout);
-    (void)o;
-    execl(GT_PROGRAM, GT_PROGRAM, "sensors", static_cast<char*>(nullptr));
-    _exit(126);
-  }
-  int st = 0;
-  waitpid(pid, &st, 0);
+  const auto [st, text] = run_sensors(e.d / "out.txt");
   ASSERT_TRUE(WIFEXITED(st));
   EXPECT_EQ(WEXITSTATUS(st), 0);
-  const std::string text = slurp(out);
   EXPECT_NE(text.find("CUDA_VISIBLE_DEVICES entry '99999999999999999999' matches no NVML device"),
             std::string::npos)
       << text;

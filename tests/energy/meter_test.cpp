@@ -2,7 +2,6 @@
 // refresh period), one reader per device, the sampling thread, replay, detection here.
 #include "energy/meter.h"
 
-#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -214,21 +213,9 @@ TEST(Meter, MetersOfOneProcessShareTheReader) {
 // Another process holds the device: the meter says which process, and what to do.
 TEST(Meter, AnotherProcessIsTheReaderAndTheMessageSaysWhatToDo) {
   TempDir d;
-  int ready[2], stop[2];
-  ASSERT_EQ(pipe(ready), 0);
-  ASSERT_EQ(pipe(stop), 0);
-  const pid_t child = fork();
-  if (child == 0) {
-    std::string who;
-    auto l = DeviceLock::try_acquire(d.path, "rapl-intel-rapl:0", &who);
-    char c = l ? 'y' : 'n';
-    (void)!write(ready[1], &c, 1);
-    (void)!read(stop[0], &c, 1);
-    _exit(0);
-  }
-  char c = 0;
-  ASSERT_EQ(read(ready[0], &c, 1), 1);
-  ASSERT_EQ(c, 'y');
+  OtherReader other(d.path, "rapl-intel-rapl:0");
+  ASSERT_TRUE(other.held);
+  const pid_t child = other.pid;
   ManualClock clk;
   {
     Meter second(locked_counter(0), manual_options(d.path), clk.clock());
@@ -244,11 +231,9 @@ TEST(Meter, AnotherProcessIsTheReaderAndTheMessageSaysWhatToDo) {
     EXPECT_TRUE(r.domains.empty());
     EXPECT_FALSE(r.flags.empty());
   }
-  (void)!write(stop[1], "x", 1);
-  waitpid(child, nullptr, 0);  // the reader goes away: the next meter reads
+  other.release();  // the reader goes away: the next meter reads
   Meter third(locked_counter(0), manual_options(d.path), clk.clock());
   EXPECT_TRUE(third.not_reader().empty());
-  for (int fd : {ready[0], ready[1], stop[0], stop[1]}) close(fd);
 }
 
 TEST(Meter, ReplayTraceKnownIntegralWithinPointOnePercent) {
@@ -382,15 +367,10 @@ namespace {
 struct StatProc {
   TempDir d;
   StatProc() {
-    write_file(d / "cpuinfo", "processor\t: 0\nmodel name\t: Test CPU\n");
-    write_file(d / "meminfo", "MemTotal:       1000000 kB\n");
+    fake_proc(d.path);
     set(1000, 9000);
   }
-  void set(long busy, long idle) {
-    write_file(d / "stat", fmt::format("cpu  {} 0 0 {} 0 0 0 0 0 0\ncpu0 0 0 0 0 0 0 0 0 0 0\n"
-                                       "cpu1 0 0 0 0 0 0 0 0 0 0\nintr 0\n",
-                                       busy, idle));
-  }
+  void set(long busy, long idle) { fake_proc_stat(d.path, busy, idle); }
 };
 }  // namespace
 

@@ -18,6 +18,7 @@
 #include "energy/accumulator.h"
 #include "energy/cpu_estimate.h"
 #include "energy/meter.h"
+#include "error_of.h"
 #include "test_util.h"
 
 namespace gt::energy {
@@ -25,33 +26,14 @@ using namespace test;
 
 namespace {
 
-// The message of the Error f throws; "" when it throws none.
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using gt::test::error_of;
 
 // A /proc with one process `pid` whose CPU time (jiffies) the test sets, and then removes.
 struct OneProcess {
   TempDir d;
   int pid;
-  explicit OneProcess(int p) : pid(p) {
-    write_file(d / "cpuinfo", "processor\t: 0\nmodel name\t: Test CPU\n");
-    write_file(d / "meminfo", "MemTotal:       1000000 kB\n");
-    std::filesystem::create_directories(d / std::to_string(pid));
-    set(100);
-  }
-  // utime = jiffies; rss 256 pages. Fields after ")" as proc(5) numbers them from 3.
-  void set(long jiffies) {
-    write_file(d / (std::to_string(pid) + "/stat"),
-               fmt::format("{} (job) S 1 {} {} 0 -1 0 0 0 0 0 {} 0 0 0 20 0 1 0 0 0 256\n", pid,
-                           pid, pid, jiffies));
-  }
+  explicit OneProcess(int p) : pid(p) { fake_proc(d.path, pid, 100); }
+  void set(long jiffies) { fake_proc_pid_stat(d.path, pid, jiffies); }
   void end() { std::filesystem::remove_all(d / std::to_string(pid)); }
 };
 

@@ -18,19 +18,18 @@ namespace gt::energy {
 using namespace test;
 
 namespace {
-void zone(const TempDir& d, const std::string& z, const std::string& name, unsigned long long uj,
-          std::optional<unsigned long long> range = 262143328850ULL) {
-  write_file(d / (z + "/name"), name + "\n");
-  write_file(d / (z + "/energy_uj"), std::to_string(uj) + "\n");
-  if (range) write_file(d / (z + "/max_energy_range_uj"), std::to_string(*range) + "\n");
-}
-void set_uj(const TempDir& d, const std::string& z, unsigned long long uj) {
-  write_file(d / (z + "/energy_uj"), std::to_string(uj) + "\n");
-}
 const SensorInfo* find(const std::vector<SensorInfo>& v, const std::string& name) {
   for (auto& i : v)
     if (i.name == name) return &i;
   return nullptr;
+}
+// Options for a meter of the RAPL zones written under `d` alone (no GPU library, no estimate),
+// without a sampling thread, its locks in `d`/locks.
+MeterOptions zones_options(const TempDir& d) {
+  MeterOptions o = manual_options(d / "locks");
+  o.use_nvml = o.use_rocm_smi = o.use_estimate = false;
+  o.powercap_root = d.path;
+  return o;
 }
 std::vector<SensorInfo> infos(const SensorList& l) {
   std::vector<SensorInfo> v;
@@ -49,7 +48,7 @@ TEST(Rapl, NoPowercapIsUnavailableWithReason) {
 
 TEST(Rapl, RootFromEnvironment) {
   TempDir d;
-  zone(d, "intel-rapl:0", "package-0", 5);
+  fake_rapl_zone(d.path, "intel-rapl:0", "package-0", 5);
   EnvGuard g("GT_POWERCAP_ROOT", d.path);
   EXPECT_EQ(powercap_root(), d.path);
   EXPECT_EQ(powercap_root("/x"), "/x");
@@ -60,11 +59,11 @@ TEST(Rapl, RootFromEnvironment) {
 
 TEST(Rapl, OverlappingDomainsCountPackagePlusDramOnly) {
   TempDir d;
-  zone(d, "intel-rapl:0", "package-0", 1);
-  zone(d, "intel-rapl:0:0", "core", 1);
-  zone(d, "intel-rapl:0:1", "uncore", 1);
-  zone(d, "intel-rapl:0:2", "dram", 1);
-  zone(d, "intel-rapl:1", "psys", 1);
+  fake_rapl_zone(d.path, "intel-rapl:0", "package-0", 1);
+  fake_rapl_zone(d.path, "intel-rapl:0:0", "core", 1);
+  fake_rapl_zone(d.path, "intel-rapl:0:1", "uncore", 1);
+  fake_rapl_zone(d.path, "intel-rapl:0:2", "dram", 1);
+  fake_rapl_zone(d.path, "intel-rapl:1", "psys", 1);
   auto v = infos(detect_rapl(d.path));
   EXPECT_TRUE(find(v, "rapl:package-0")->counted);
   EXPECT_TRUE(find(v, "rapl:dram-0:2")->counted);
@@ -75,14 +74,12 @@ TEST(Rapl, OverlappingDomainsCountPackagePlusDramOnly) {
   EXPECT_FALSE(find(v, "rapl:psys")->reason.empty());
 
   // Through the meter: 1 J on every zone counts 2 J (package + dram), not 5.
-  MeterOptions o = manual_options(d / "locks");
-  o.use_nvml = o.use_rocm_smi = o.use_estimate = false;
-  o.powercap_root = d.path;
+  MeterOptions o = zones_options(d);
   auto m = Meter::create(o);
   m->begin_window("w");
   for (auto z :
        {"intel-rapl:0", "intel-rapl:0:0", "intel-rapl:0:1", "intel-rapl:0:2", "intel-rapl:1"})
-    set_uj(d, z, 1000001);
+    set_rapl_uj(d.path, z, 1000001);
   auto r = m->end_window("w");
   EXPECT_NEAR(r.energy_j, 2.0, 1e-9);
   EXPECT_EQ(r.domains.size(), 2u);
@@ -94,15 +91,13 @@ TEST(Rapl, OverlappingDomainsCountPackagePlusDramOnly) {
 // added 65.5 kJ, and a second wrap went unseen). Intel's 262 kJ: 13.1 s.
 TEST(Rapl, WrappingCountersAreSampledWithinHalfTheirRange) {
   TempDir d;
-  zone(d, "intel-rapl:0", "package-0", 1, 65532979200ULL);
-  MeterOptions o = manual_options(d / "locks");
-  o.use_nvml = o.use_rocm_smi = o.use_estimate = false;
-  o.powercap_root = d.path;
+  fake_rapl_zone(d.path, "intel-rapl:0", "package-0", 1, 65532979200ULL);
+  MeterOptions o = zones_options(d);
   o.interval_s = 60;
   EXPECT_NEAR(Meter::create(o)->sampling_period_s(), 0.5 * 65532.9792 / 1e4, 1e-9);
   o.interval_s = 0.1;  // a shorter interval stays as asked
   EXPECT_DOUBLE_EQ(Meter::create(o)->sampling_period_s(), 0.1);
-  zone(d, "intel-rapl:0", "package-0", 1);  // Intel's 262143.3 J
+  fake_rapl_zone(d.path, "intel-rapl:0", "package-0", 1);  // Intel's 262143.3 J
   o.interval_s = 60;
   EXPECT_NEAR(Meter::create(o)->sampling_period_s(), 0.5 * 262143.32885 / 1e4, 1e-9);
   o.interval_s = 0;  // no sampling thread: none
@@ -111,8 +106,8 @@ TEST(Rapl, WrappingCountersAreSampledWithinHalfTheirRange) {
 
 TEST(Rapl, PsysAloneWhenNoPackageIsReadable) {
   TempDir d;
-  zone(d, "intel-rapl:0", "psys", 1);
-  zone(d, "intel-rapl:1:2", "dram", 1);
+  fake_rapl_zone(d.path, "intel-rapl:0", "psys", 1);
+  fake_rapl_zone(d.path, "intel-rapl:1:2", "dram", 1);
   auto v = infos(detect_rapl(d.path));
   EXPECT_TRUE(find(v, "rapl:psys")->counted);
   EXPECT_FALSE(find(v, "rapl:dram-1:2")->counted);
@@ -120,13 +115,13 @@ TEST(Rapl, PsysAloneWhenNoPackageIsReadable) {
 
 TEST(Rapl, UnitsOneMillionMicrojoulesOverOneSecondIsOneWatt) {
   TempDir d;
-  zone(d, "intel-rapl:0", "package-0", 0);
+  fake_rapl_zone(d.path, "intel-rapl:0", "package-0", 0);
   SensorList s = detect_rapl(d.path);
   ManualClock clk;
   Meter m(std::move(s), manual_options(d / "locks"), clk.clock());
   m.begin_window("w");
   clk.advance(1.0);
-  set_uj(d, "intel-rapl:0", 1000000);
+  set_rapl_uj(d.path, "intel-rapl:0", 1000000);
   auto r = m.end_window("w");
   EXPECT_DOUBLE_EQ(r.energy_j, 1.0);
   ASSERT_TRUE(r.avg_power_w);
@@ -138,7 +133,7 @@ TEST(Rapl, UnitsOneMillionMicrojoulesOverOneSecondIsOneWatt) {
 TEST(Rapl, WrapsOnceAndSeveralTimesInsideOneWindow) {
   TempDir d;
   const unsigned long long range = 1000000;  // 1 J range to force wraps
-  zone(d, "intel-rapl:0", "package-0", 900000, range);
+  fake_rapl_zone(d.path, "intel-rapl:0", "package-0", 900000, range);
   SensorList s = detect_rapl(d.path);
   ManualClock clk;
   Meter m(std::move(s), manual_options(d / "locks"), clk.clock());
@@ -146,7 +141,7 @@ TEST(Rapl, WrapsOnceAndSeveralTimesInsideOneWindow) {
   // 0.9 -> wrap -> 0.3 (0.4 J) -> 0.8 (0.5 J) -> wrap -> 0.1 (0.3 J) -> wrap -> 0.05 (0.95 J)
   for (unsigned long long uj : {300000ULL, 800000ULL, 100000ULL, 50000ULL}) {
     clk.advance(0.1);
-    set_uj(d, "intel-rapl:0", uj);
+    set_rapl_uj(d.path, "intel-rapl:0", uj);
     m.sample_now();
   }
   auto r = m.end_window("w");
@@ -157,7 +152,7 @@ TEST(Rapl, WrapsOnceAndSeveralTimesInsideOneWindow) {
 
 TEST(Rapl, UnreadableRangeFileFlagsBackwardsStepInsteadOfGuessing) {
   TempDir d;
-  zone(d, "intel-rapl:0", "package-0", 0, std::nullopt);
+  fake_rapl_zone(d.path, "intel-rapl:0", "package-0", 0, std::nullopt);
   std::filesystem::create_directories(d / "intel-rapl:0/max_energy_range_uj");  // unreadable
   auto v = infos(detect_rapl(d.path));
   ASSERT_TRUE(find(v, "rapl:package-0")->available);
@@ -169,10 +164,10 @@ TEST(Rapl, UnreadableRangeFileFlagsBackwardsStepInsteadOfGuessing) {
   Meter m(std::move(s), manual_options(d / "locks"), clk.clock());
   m.begin_window("w");
   clk.advance(1);
-  set_uj(d, "intel-rapl:0", 2000000);  // 2 W
+  set_rapl_uj(d.path, "intel-rapl:0", 2000000);  // 2 W
   m.sample_now();
   clk.advance(1);
-  set_uj(d, "intel-rapl:0", 500000);  // backwards
+  set_rapl_uj(d.path, "intel-rapl:0", 500000);  // backwards
   auto r = m.end_window("w");
   EXPECT_NEAR(r.energy_j, 4.0, 1e-9);  // 2 J read + 2 J filled at 2 W, not negative
   EXPECT_NEAR(r.domains[0].untrusted_s, 1.0, 1e-9);
@@ -184,14 +179,14 @@ TEST(Rapl, UnreadableRangeFileFlagsBackwardsStepInsteadOfGuessing) {
 // when it comes back, the value before the dip stays the base: 0.6 J, not 0.7 J.
 TEST(Rapl, CounterThatDipsAndRecoversCountsTheTruth) {
   TempDir d;
-  zone(d, "intel-rapl:0", "package-0", 1000000);
+  fake_rapl_zone(d.path, "intel-rapl:0", "package-0", 1000000);
   ManualClock clk;
   Meter m(detect_rapl(d.path), manual_options(d / "locks"), clk.clock());
   m.begin_window("w");
   for (unsigned long long uj :
        {1100000ULL, 1200000ULL, 1190000ULL, 1400000ULL, 1500000ULL, 1600000ULL}) {
     clk.advance(0.1);
-    set_uj(d, "intel-rapl:0", uj);
+    set_rapl_uj(d.path, "intel-rapl:0", uj);
     m.sample_now();
   }
   auto r = m.end_window("w");
@@ -203,8 +198,8 @@ TEST(Rapl, CounterThatDipsAndRecoversCountsTheTruth) {
 TEST(Rapl, SubZoneOfAnyNameOtherThanDramIsInsideItsParent) {
   for (std::string sub : {"gpu", "", "package-0-die-1"}) {
     TempDir d;
-    zone(d, "intel-rapl:0", "package-0", 0);
-    zone(d, "intel-rapl:0:1", sub, 0);
+    fake_rapl_zone(d.path, "intel-rapl:0", "package-0", 0);
+    fake_rapl_zone(d.path, "intel-rapl:0:1", sub, 0);
     auto v = infos(detect_rapl(d.path));
     ASSERT_EQ(v.size(), 2u);
     EXPECT_TRUE(v[0].counted);
@@ -217,8 +212,8 @@ TEST(Rapl, SubZoneOfAnyNameOtherThanDramIsInsideItsParent) {
     Meter m(detect_rapl(d.path), manual_options(d / "locks"), clk.clock());
     m.begin_window("w");
     clk.advance(1);
-    set_uj(d, "intel-rapl:0", 10000000);
-    set_uj(d, "intel-rapl:0:1", 5000000);
+    set_rapl_uj(d.path, "intel-rapl:0", 10000000);
+    set_rapl_uj(d.path, "intel-rapl:0:1", 5000000);
     auto r = m.end_window("w");
     EXPECT_NEAR(r.energy_j, 10.0, 1e-9) << "sub-zone '" << sub << "'";
   }
@@ -226,8 +221,8 @@ TEST(Rapl, SubZoneOfAnyNameOtherThanDramIsInsideItsParent) {
 
 TEST(Rapl, UnknownTopLevelZoneIsReportedAndNotCountedWhenPsysIs) {
   TempDir d;
-  zone(d, "intel-rapl:0", "psys", 0);
-  zone(d, "intel-rapl:1", "mystery", 0);
+  fake_rapl_zone(d.path, "intel-rapl:0", "psys", 0);
+  fake_rapl_zone(d.path, "intel-rapl:1", "mystery", 0);
   auto v = infos(detect_rapl(d.path));
   ASSERT_TRUE(find(v, "rapl:psys") && find(v, "rapl:mystery"));
   EXPECT_TRUE(find(v, "rapl:psys")->counted);
@@ -237,15 +232,15 @@ TEST(Rapl, UnknownTopLevelZoneIsReportedAndNotCountedWhenPsysIs) {
   Meter m(detect_rapl(d.path), manual_options(d / "locks"), clk.clock());
   m.begin_window("w");
   clk.advance(1);
-  set_uj(d, "intel-rapl:0", 20000000);
-  set_uj(d, "intel-rapl:1", 7000000);
+  set_rapl_uj(d.path, "intel-rapl:0", 20000000);
+  set_rapl_uj(d.path, "intel-rapl:1", 7000000);
   EXPECT_NEAR(m.end_window("w").energy_j, 20.0, 1e-9);
 }
 
 TEST(Rapl, TopLevelCoreZoneIsNotSaidToBeInsideAPackage) {
   {
     TempDir d;
-    zone(d, "intel-rapl:0", "core", 0);
+    fake_rapl_zone(d.path, "intel-rapl:0", "core", 0);
     auto v = infos(detect_rapl(d.path));
     ASSERT_EQ(v.size(), 1u);
     EXPECT_TRUE(v[0].counted);  // nothing contains it: it is what there is to count
@@ -253,8 +248,8 @@ TEST(Rapl, TopLevelCoreZoneIsNotSaidToBeInsideAPackage) {
   }
   {
     TempDir d;
-    zone(d, "intel-rapl:0", "core", 0);
-    zone(d, "intel-rapl:1", "psys", 0);
+    fake_rapl_zone(d.path, "intel-rapl:0", "core", 0);
+    fake_rapl_zone(d.path, "intel-rapl:1", "psys", 0);
     auto v = infos(detect_rapl(d.path));
     EXPECT_FALSE(find(v, "rapl:core")->counted);
     EXPECT_EQ(find(v, "rapl:core")->reason.find("package"), std::string::npos);
@@ -264,11 +259,12 @@ TEST(Rapl, TopLevelCoreZoneIsNotSaidToBeInsideAPackage) {
 
 TEST(Rapl, SensorNamesStayUnique) {
   TempDir d;
-  zone(d, "intel-rapl:0", "package-0", 0);
-  zone(d, "intel-rapl:1", "package-0", 0);  // a firmware that names both sockets alike
-  zone(d, "intel-rapl:0:0", "", 0);
-  zone(d, "intel-rapl:1:0", "", 0);
-  zone(d, "intel-rapl:2", "", 0);
+  fake_rapl_zone(d.path, "intel-rapl:0", "package-0", 0);
+  fake_rapl_zone(d.path, "intel-rapl:1", "package-0",
+                 0);  // a firmware that names both sockets alike
+  fake_rapl_zone(d.path, "intel-rapl:0:0", "", 0);
+  fake_rapl_zone(d.path, "intel-rapl:1:0", "", 0);
+  fake_rapl_zone(d.path, "intel-rapl:2", "", 0);
   auto v = infos(detect_rapl(d.path));
   std::set<std::string> names;
   for (auto& i : v) names.insert(i.name);
@@ -284,18 +280,18 @@ TEST(Rapl, MirroredPackageZonesCountOnce) {
   for (auto names : {std::pair<std::string, std::string>{"package-0-die-0", "package-0-die-1"},
                      {"package-0", "package-0"}}) {
     TempDir d;
-    zone(d, "intel-rapl:0", names.first, 5000000);
-    zone(d, "intel-rapl:1", names.second, 5000000);
-    zone(d, "intel-rapl:2", "package-1", 5000000);  // another socket: its own, counted
-    MeterOptions o = manual_options(d / "locks");
-    o.use_nvml = o.use_rocm_smi = o.use_estimate = false;
-    o.powercap_root = d.path;
+    fake_rapl_zone(d.path, "intel-rapl:0", names.first, 5000000);
+    fake_rapl_zone(d.path, "intel-rapl:1", names.second, 5000000);
+    fake_rapl_zone(d.path, "intel-rapl:2", "package-1",
+                   5000000);  // another socket: its own, counted
+    MeterOptions o = zones_options(d);
     auto m = Meter::create(o);
     int counted = 0;
     for (auto& i : m->sensors()) counted += i.counted && i.available;
     EXPECT_EQ(counted, 2) << names.first;
     m->begin_window("w");
-    for (auto z : {"intel-rapl:0", "intel-rapl:1", "intel-rapl:2"}) set_uj(d, z, 15000000);
+    for (auto z : {"intel-rapl:0", "intel-rapl:1", "intel-rapl:2"})
+      set_rapl_uj(d.path, z, 15000000);
     auto r = m->end_window("w");
     EXPECT_NEAR(r.energy_j, 20.0, 1e-9) << "10 J per package, the mirror once";
     bool said = false;
@@ -303,8 +299,8 @@ TEST(Rapl, MirroredPackageZonesCountOnce) {
     EXPECT_TRUE(said);
   }
   TempDir d;  // two dies with counters of their own
-  zone(d, "intel-rapl:0", "package-0-die-0", 5000000);
-  zone(d, "intel-rapl:1", "package-0-die-1", 90000000);
+  fake_rapl_zone(d.path, "intel-rapl:0", "package-0-die-0", 5000000);
+  fake_rapl_zone(d.path, "intel-rapl:1", "package-0-die-1", 90000000);
   auto v = infos(detect_rapl(d.path));
   EXPECT_TRUE(find(v, "rapl:package-0-die-0")->counted);
   EXPECT_TRUE(find(v, "rapl:package-0-die-1")->counted);
@@ -312,7 +308,7 @@ TEST(Rapl, MirroredPackageZonesCountOnce) {
 
 TEST(Rapl, RangeFileThatIsNotANumberIsNamedWithItsValue) {
   TempDir d;
-  zone(d, "intel-rapl:0", "package-0", 0, std::nullopt);
+  fake_rapl_zone(d.path, "intel-rapl:0", "package-0", 0, std::nullopt);
   write_file(d / "intel-rapl:0/max_energy_range_uj", "lots\n");
   auto v = infos(detect_rapl(d.path));
   EXPECT_FALSE(v[0].wrap_j);
@@ -322,9 +318,9 @@ TEST(Rapl, RangeFileThatIsNotANumberIsNamedWithItsValue) {
 
 TEST(Rapl, PermissionDeniedIsUnavailableWithReason) {
   TempDir d;
-  zone(d, "intel-rapl:0", "package-0", 7);
-  zone(d, "intel-rapl:0:0", "dram", 7);
-  zone(d, "intel-rapl:1", "package-1", 7);
+  fake_rapl_zone(d.path, "intel-rapl:0", "package-0", 7);
+  fake_rapl_zone(d.path, "intel-rapl:0:0", "dram", 7);
+  fake_rapl_zone(d.path, "intel-rapl:1", "package-1", 7);
   chmod((d / "intel-rapl:0/energy_uj").c_str(), 0400);  // root-only, as since Linux 5.10
   chmod((d / "intel-rapl:0:0/energy_uj").c_str(), 0400);
   chmod((d / "intel-rapl:1/max_energy_range_uj").c_str(), 0400);  // only the range is unreadable
@@ -367,32 +363,6 @@ namespace gt::energy {
 using namespace test;
 
 namespace {
-// Holds the lock of `key` in a child process until the object goes (another reader).
-struct OtherReader {
-  pid_t pid = -1;
-  int ready[2]{}, stop[2]{};
-  OtherReader(const std::string& dir, const std::string& key) {
-    EXPECT_EQ(pipe(ready), 0);
-    EXPECT_EQ(pipe(stop), 0);
-    pid = fork();
-    if (pid == 0) {
-      std::string who;
-      auto l = DeviceLock::try_acquire(dir, key, &who);
-      char c = l ? 'y' : 'n';
-      (void)!write(ready[1], &c, 1);
-      (void)!read(stop[0], &c, 1);
-      _exit(0);
-    }
-    char c = 0;
-    EXPECT_EQ(read(ready[0], &c, 1), 1);
-    EXPECT_EQ(c, 'y');
-  }
-  ~OtherReader() {
-    (void)!write(stop[1], "x", 1);
-    waitpid(pid, nullptr, 0);
-    for (int fd : {ready[0], ready[1], stop[0], stop[1]}) close(fd);
-  }
-};
 MeterOptions rapl_options(const TempDir& d) {
   MeterOptions o = manual_options(d / "locks");
   o.use_nvml = o.use_rocm_smi = o.use_daemon = false;
@@ -409,8 +379,7 @@ struct RankOnNode {
       : lib("GT_NVML_LIBRARY", GT_FAKE_NVML),
         energy("FAKE_NVML_ENERGY_FILE", d / "gpu_mj"),
         options(rapl_options(d)) {
-    write_file(d / "powercap/intel-rapl:0/name", "package-0\n");
-    write_file(d / "powercap/intel-rapl:0/energy_uj", "1000000\n");
+    fake_rapl_zone(d.path, "powercap/intel-rapl:0", "package-0", 1000000, std::nullopt);
     write_file(d / "gpu_mj", "5000\n");
     options.use_nvml = true;
     options.gpus = std::vector<int>{0};
@@ -422,10 +391,8 @@ struct RankOnNode {
 // counts every process of the package, so it is listed as machine-wide, not counted, not locked.
 TEST(Rapl, ProcessTreeCountsItsEstimatesNotTheMachineWideCounter) {
   TempDir d;
-  write_file(d / "powercap/intel-rapl:0/name", "package-0\n");
-  write_file(d / "powercap/intel-rapl:0/energy_uj", "1000000\n");
-  write_file(d / "powercap/intel-rapl:0:0/name", "dram\n");
-  write_file(d / "powercap/intel-rapl:0:0/energy_uj", "1000000\n");
+  fake_rapl_zone(d.path, "powercap/intel-rapl:0", "package-0", 1000000, std::nullopt);
+  fake_rapl_zone(d.path, "powercap/intel-rapl:0:0", "dram", 1000000, std::nullopt);
   MeterOptions o = rapl_options(d);
   o.pid = getpid();
   auto m = Meter::create(o);
@@ -439,7 +406,7 @@ TEST(Rapl, ProcessTreeCountsItsEstimatesNotTheMachineWideCounter) {
   EXPECT_TRUE(find(v, "cpu-estimate")->counted);
   EXPECT_TRUE(find(v, "ram-estimate")->counted);
   m->begin_window("w");
-  set_uj(d, "powercap/intel-rapl:0", 5000001000000ULL);  // 5 MJ on the package: not ours
+  set_rapl_uj(d.path, "powercap/intel-rapl:0", 5000001000000ULL);  // 5 MJ on the package: not ours
   auto r = m->end_window("w");
   for (auto& x : r.domains) EXPECT_EQ(x.sensor.rfind("rapl", 0), std::string::npos) << x.sensor;
   EXPECT_LT(r.energy_j, 1000.0);
@@ -452,8 +419,7 @@ TEST(Rapl, ProcessTreeCountsItsEstimatesNotTheMachineWideCounter) {
 // decided after the locks (it was left out before them, and the CPU vanished from the total).
 TEST(Rapl, CounterReadByAnotherProcessIsReplacedByTheEstimate) {
   TempDir d;
-  write_file(d / "powercap/intel-rapl:0/name", "package-0\n");
-  write_file(d / "powercap/intel-rapl:0/energy_uj", "1000000\n");
+  fake_rapl_zone(d.path, "powercap/intel-rapl:0", "package-0", 1000000, std::nullopt);
   MeterOptions o = rapl_options(d);
   OtherReader other(o.lock_dir, "rapl-intel-rapl:0");
   auto m = Meter::create(o);
@@ -520,15 +486,13 @@ TEST(Rapl, ARankThatIsNotLocalRankZeroLeavesTheNodesCountersToIt) {
 TEST(Rapl, CounterNothingReplacesMakesTheTotalUnknown) {
   TempDir d;
   for (const char* z : {"intel-rapl:0", "intel-rapl:1"}) {
-    write_file(d / (std::string("powercap/") + z + "/name"),
-               std::string("package-") + z[11] + "\n");
-    write_file(d / (std::string("powercap/") + z + "/energy_uj"), "1000000\n");
+    fake_rapl_zone(d / "powercap", z, std::string("package-") + z[11], 1000000, std::nullopt);
   }
   MeterOptions o = rapl_options(d);
   OtherReader other(o.lock_dir, "rapl-intel-rapl:1");
   auto m = Meter::create(o);
   m->begin_window("w");
-  set_uj(d, "powercap/intel-rapl:0", 3000000);
+  set_rapl_uj(d.path, "powercap/intel-rapl:0", 3000000);
   auto r = m->end_window("w");
   EXPECT_FALSE(r.known_energy_j()) << r.energy_j;
   EXPECT_NE(r.energy_unknown_reason.find("rapl:package-1"), std::string::npos)

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/xxhash64.h"
+#include "error_of.h"
 #include "test_helpers.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
@@ -18,6 +19,7 @@ namespace gt {
 namespace {
 
 namespace fs = std::filesystem;
+using test::error_of;
 
 struct CheckpointChecksums : test::TrainedRun {
   std::string file(const char* name) const { return checkpoint_dir(run) + "/" + name; }
@@ -27,16 +29,6 @@ struct CheckpointChecksums : test::TrainedRun {
     ASSERT_LT(at + n, b.size());
     for (size_t i = at; i < at + n; ++i) b[i] = static_cast<char>(b[i] ^ 0x5a);
     test::write_file(file(name), b);
-  }
-  // The gt::Error's text of f(), or "" when it throws none.
-  template <class F>
-  static std::string error_of(F&& f) {
-    try {
-      f();
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "";
   }
   std::string resume_error() {
     TrainConfig more = cfg;

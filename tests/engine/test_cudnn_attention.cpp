@@ -12,22 +12,14 @@
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "core/error.h"
+#include "error_of.h"
 #include "test_helpers.h"
 #include "train/config.h"
 
 namespace gt {
 namespace {
 
-/// The message of the gt::Error f throws ("" when it throws none).
-template <class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using gt::test::error_of;
 
 TEST(CudnnAttention, ConfigurationsThatCannotUseItAreRefused) {
   auto validate = [](const std::vector<std::string>& sets) {

@@ -5,7 +5,6 @@
 // the lines train prints about its meter.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -13,8 +12,8 @@
 #include <sstream>
 #include <thread>
 
-#include "energy/node_lock.h"
 #include "test_helpers.h"
+#include "test_util.h"
 #include "train/energy_hook.h"
 #include "train/run_log.h"
 
@@ -29,6 +28,23 @@ energy::SensorInfo sensor(const std::string& name, energy::SensorKind kind, doub
   s.refresh_period_s = refresh_s;
   s.available = available;
   return s;
+}
+
+// The meter options of `cfg` as these tests give them to the hook: no sampling thread
+// (readings at window boundaries), node locks in `d`/locks (not the machine's), RAPL zones under
+// `d`/`powercap` (none there unless the test writes them).
+energy::MeterOptions local_meter_options(const TrainConfig& cfg, const test::TempDir& d,
+                                         const std::string& powercap = "no-powercap") {
+  energy::MeterOptions opt = meter_options(cfg);
+  opt.interval_s = 0;
+  opt.lock_dir = d.file("locks");
+  opt.powercap_root = d.file(powercap);
+  return opt;
+}
+
+// A stand-in RAPL package zone under `d`/powercap at 1 J.
+void package_zone(const test::TempDir& d) {
+  energy::test::fake_rapl_zone(d.file("powercap"), "intel-rapl:0", "package-0", 1000000);
 }
 
 TEST(EnergyInterval, TenRefreshPeriodsOfTheCountersThatMeasure) {
@@ -48,20 +64,13 @@ TEST(EnergyInterval, TenRefreshPeriodsOfTheCountersThatMeasure) {
 // logged one, and the run's last step closes its interval whatever its length.
 TEST(EnergyInterval, ShortIntervalsMergeIntoTheNext) {
   test::TempDir d;
-  const auto zone = d.path / "powercap" / "intel-rapl:0";
-  std::filesystem::create_directories(zone);
-  test::write_file((zone / "name").string(), "package-0\n");
-  test::write_file((zone / "energy_uj").string(), "1000000\n");
-  test::write_file((zone / "max_energy_range_uj").string(), "262143328850\n");
+  package_zone(d);
   TrainConfig cfg;
   cfg.device = "cpu";
   cfg.log_interval = 1;
   cfg.eval_interval = 0;
   cfg.max_steps = 4;
-  energy::MeterOptions opt = meter_options(cfg);
-  opt.powercap_root = (d.path / "powercap").string();
-  opt.interval_s = 0;                          // no sampling thread: readings at window boundaries
-  opt.lock_dir = (d.path / "locks").string();  // not the machine's: the fake zone is read here
+  energy::MeterOptions opt = local_meter_options(cfg, d, "powercap");  // the fake zone alone
   EnergyHook hook(cfg, d.path.string(), nullptr, opt);
   EXPECT_DOUBLE_EQ(hook.min_interval_s(), 0.01);  // 10 x RAPL's 1 ms
   hook.set_min_interval_s(0.2);  // wide margins for a loaded machine: step 1 ends within 0.2 s
@@ -88,20 +97,13 @@ TEST(EnergyInterval, ShortIntervalsMergeIntoTheNext) {
 // that power_w / (tokens / seconds) = joules_per_token.
 TEST(EnergyInterval, TheNoteCarriesTheIntervalItsFiguresCover) {
   test::TempDir d;
-  const auto zone = d.path / "powercap" / "intel-rapl:0";
-  std::filesystem::create_directories(zone);
-  test::write_file((zone / "name").string(), "package-0\n");
-  test::write_file((zone / "energy_uj").string(), "1000000\n");
-  test::write_file((zone / "max_energy_range_uj").string(), "262143328850\n");
+  package_zone(d);
   TrainConfig cfg;
   cfg.device = "cpu";
   cfg.log_interval = 2;
   cfg.eval_interval = 0;
   cfg.max_steps = 4;
-  energy::MeterOptions opt = meter_options(cfg);
-  opt.powercap_root = (d.path / "powercap").string();
-  opt.interval_s = 0;
-  opt.lock_dir = (d.path / "locks").string();
+  energy::MeterOptions opt = local_meter_options(cfg, d, "powercap");
   opt.use_nvml = opt.use_rocm_smi = opt.use_estimate = opt.use_daemon = false;  // the zone alone
   EnergyHook hook(cfg, d.path.string(), nullptr, opt);
   hook.set_min_interval_s(0);
@@ -109,7 +111,7 @@ TEST(EnergyInterval, TheNoteCarriesTheIntervalItsFiguresCover) {
   hook.begin_step(1);
   EXPECT_EQ(hook.end_step(1, 100, 0, r1).window_steps, 0);  // not a logged step
   hook.begin_step(2);
-  test::write_file((zone / "energy_uj").string(), "3000000\n");  // 2 J in the interval
+  energy::test::set_rapl_uj(d.file("powercap"), "intel-rapl:0", 3000000);  // 2 J in the interval
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   const StepNote note = hook.end_step(2, 100, 0, r2);
   EXPECT_EQ(note.window_steps, 2);
@@ -208,9 +210,7 @@ TEST(EnergyInterval, TheMeterReadsTheGpuOfTheRanksDevice) {
   cfg.device = "cuda";
   energy::MeterOptions opt = meter_options(cfg);  // before the trainer: GPU 0
   ASSERT_EQ(opt.gpus, std::vector<int>{0});
-  opt.interval_s = 0;
-  opt.lock_dir = (d.path / "locks").string();
-  opt.powercap_root = (d.path / "no-powercap").string();
+  opt = local_meter_options(cfg, d);
   cfg.device = "cuda:1";  // as the trainer makes it for local rank 1
   EnergyHook hook(cfg, d.path.string(), nullptr, opt);
   nlohmann::json summary;
@@ -226,10 +226,7 @@ TEST(EnergyInterval, UnknownEnergyIsPrintedWithItsReason) {
   test::TempDir d;
   TrainConfig cfg;
   cfg.device = "cpu";
-  energy::MeterOptions opt = meter_options(cfg);
-  opt.interval_s = 0;
-  opt.lock_dir = (d.path / "locks").string();
-  opt.powercap_root = (d.path / "no-powercap").string();
+  energy::MeterOptions opt = local_meter_options(cfg, d);
   opt.use_nvml = opt.use_rocm_smi = opt.use_estimate = opt.use_daemon = false;
   const std::string log_path = (d.path / "log.txt").string();
   FILE* log = std::fopen(log_path.c_str(), "w");
@@ -254,36 +251,20 @@ TEST(EnergyInterval, UnknownEnergyIsPrintedWithItsReason) {
 TEST(EnergyInterval, HeaderSaysNothingIsMeasuredWhenAnotherProcessReadsTheSensors) {
   test::TempDir d;
   const std::string locks = (d.path / "locks").string();
-  int ready[2], stop[2];
-  ASSERT_EQ(pipe(ready), 0);
-  ASSERT_EQ(pipe(stop), 0);
-  const pid_t child = fork();
-  if (child == 0) {
-    std::string who;
-    auto a = energy::DeviceLock::try_acquire(locks, "cpu-estimate-machine", &who);
-    auto b = energy::DeviceLock::try_acquire(locks, "ram-estimate-machine", &who);
-    char c = a && b ? 'y' : 'n';
-    (void)!write(ready[1], &c, 1);
-    (void)!read(stop[0], &c, 1);
-    _exit(0);
-  }
-  char c = 0;
-  ASSERT_EQ(read(ready[0], &c, 1), 1);
-  ASSERT_EQ(c, 'y');
+  energy::test::OtherReader other(
+      locks, std::vector<std::string>{"cpu-estimate-machine", "ram-estimate-machine"});
+  ASSERT_TRUE(other.held);
+  const pid_t child = other.pid;
   TrainConfig cfg;
   cfg.device = "cpu";
-  energy::MeterOptions opt = meter_options(cfg);
-  opt.interval_s = 0;
-  opt.lock_dir = locks;
-  opt.powercap_root = (d.path / "no-powercap").string();
+  energy::MeterOptions opt = local_meter_options(cfg, d);  // its locks: `locks`
   opt.use_nvml = opt.use_rocm_smi = opt.use_daemon = false;
   std::string header;
   {
     auto meter = energy::Meter::create(opt);
     header = energy_header(*meter);
   }
-  (void)!write(stop[1], "x", 1);
-  waitpid(child, nullptr, 0);
+  other.release();
   EXPECT_EQ(header.rfind("  energy   none measured: another process reads this machine's "
                          "sensors; the run's energy will be unknown (null), not 0\n",
                          0),

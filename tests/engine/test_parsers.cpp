@@ -11,6 +11,7 @@
 
 #include "core/bytes_json.h"
 #include "core/error.h"
+#include "error_of.h"
 #include "test_helpers.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
@@ -28,16 +29,7 @@ std::string state_json(const std::string& step, const std::string& tokenizer,
          (data_identity.empty() ? "" : ", \"data_identity\": " + data_identity) + "}";
 }
 
-// "what(): <text>" of the gt::Error that f throws, or "" when it throws none.
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using gt::test::error_of;
 
 std::string safetensors_bytes(const std::string& header, size_t data_bytes) {
   std::string b(8, '\0');

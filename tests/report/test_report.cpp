@@ -13,6 +13,7 @@
 #include "report/report.h"
 #include "report/series.h"
 #include "report_test_util.h"
+#include "test_util.h"
 
 namespace gt {
 namespace {
@@ -114,10 +115,7 @@ TEST(Report, ResumedRunShowsWholeRunTotalsAndLabelsEstimates) {
 TEST(Report, ResumedRunWhoseFirstSessionWasEstimatedIsEstimatedWhole) {
   TinyRun t;
   fs::create_directories(t.d.file("no-rapl"));
-  fs::create_directories(t.d.file("rapl/intel-rapl:0"));
-  write_file(t.d.file("rapl/intel-rapl:0/name"), "psys\n");
-  write_file(t.d.file("rapl/intel-rapl:0/energy_uj"), "1000000\n");
-  write_file(t.d.file("rapl/intel-rapl:0/max_energy_range_uj"), "262143328850\n");
+  energy::test::fake_rapl_zone(t.d.file("rapl"), "intel-rapl:0", "psys", 1000000);
   const std::string env =
       "GT_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1 "
       "GT_ROCM_SMI_LIBRARY=/nonexistent/librocm_smi64.so GT_DAEMON_SOCKET=" +

@@ -33,17 +33,37 @@ CmdResult run_until(const std::string& args, const std::string& ready, const std
   return run_cmd("bash -c '" + script + "'");
 }
 
+// A shell test for run_until: RUN's checkpoint is of step `step` (1 to 9) or later.
+std::string checkpoint_of_step(const std::string& run, int step) {
+  return fmt::format(
+      "grep -qE \"^  \\\"step\\\": ([{}-9]|[1-9][0-9]+),\" {}/checkpoint/state.json 2>/dev/null",
+      step, run);
+}
+
+// A shell test for run_until: RUN's metrics.jsonl has a line of step `step`.
+std::string logged_step(const std::string& run, int step) {
+  return fmt::format("grep -q \"\\\"step\\\":{}\" {}/metrics.jsonl 2>/dev/null", step, run);
+}
+
+// Trains t's run "run" with train.max_steps raised to 100000 (from tiny.toml, or --resume of
+// the run there) and SIGKILLs it once the shell test `ready` holds, `extra` added to the command
+// line. Returns the run folder.
+std::string killed_run(const TinyRun& t, bool resume, const std::string& ready,
+                       const std::string& extra = "") {
+  const std::string run = t.d.file("run");
+  run_until(t.bin() + " train " + (resume ? "" : t.cfg + " ") + "--out " + run +
+                (resume ? " --resume" : "") + " --set train.max_steps=100000" + extra,
+            ready, "KILL", t.d.file("kill.log"));
+  return run;
+}
+
 // A real SIGKILL after a checkpoint: the resumed run's totals are unknown, with the session
 // that was lost named; tokens are counted from the checkpoint's record of the run.
 TEST(ResumeTotals, ASessionKilledAfterACheckpointMakesTheRunsEnergyUnknown) {
   TinyRun t;
-  const std::string run = t.d.file("run");
   // many steps, a checkpoint every 2: killed once the checkpoint of step 4 (or later) is there
-  run_until(t.bin() + " train " + t.cfg + " --out " + run +
-                " --set train.max_steps=100000 --set train.checkpoint_interval=2",
-            "grep -qE \"^  \\\"step\\\": ([4-9]|[1-9][0-9]+),\" " + run +
-                "/checkpoint/state.json 2>/dev/null",
-            "KILL", t.d.file("kill.log"));
+  const std::string run = killed_run(t, false, checkpoint_of_step(t.d.file("run"), 4),
+                                     " --set train.checkpoint_interval=2");
   ASSERT_TRUE(fs::exists(run + "/session_open.json")) << "the killed session left no record";
   ASSERT_FALSE(fs::exists(run + "/summary.json"));
   // (killed between save_checkpoint's two renames: the previous checkpoint, kept as .old)
@@ -104,9 +124,7 @@ TEST(ResumeTotals, ASessionKilledBeforeItsFirstCheckpointIsNotLostSilently) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   ASSERT_FALSE(fs::exists(run + "/session_open.json"));
   // session 2: no checkpoint before it is killed, once it has logged a step past 2
-  run_until(t.bin() + " train --out " + run + " --resume --set train.max_steps=100000",
-            "grep -q \"\\\"step\\\":4\" " + run + "/metrics.jsonl 2>/dev/null", "KILL",
-            t.d.file("kill.log"));
+  killed_run(t, true, logged_step(run, 4));
   ASSERT_TRUE(fs::exists(run + "/session_open.json"));
   r = run_cmd(t.bin() + " train --out " + run + " --resume --stop-at 4");
   ASSERT_EQ(r.exit_code, 0) << r.output;

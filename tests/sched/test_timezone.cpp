@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "error_of.h"
 #include "sched/jobs.h"
 #include "sched/planner.h"
 #include "sched/slurm.h"
@@ -25,15 +26,7 @@ UnixTimeS at(int month, int day, int hour, int minute = 0, int second = 0) {
   return civil_to_unix_s(2020, month, day, hour, minute, second, 0);
 }
 
-template <class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const gt::Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using gt::test::error_of;
 
 bool has_tzdata() { return std::filesystem::exists("/usr/share/zoneinfo/Europe/Berlin"); }
 

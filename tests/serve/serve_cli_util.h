@@ -159,9 +159,7 @@ struct Node {
   Node() : dir(tmp.path), socket(tmp.path + "/serve.sock"), rapl(tmp.path + "/powercap") {
     ::chmod(dir.c_str(), 0755);  // other users (the authorization test) reach the socket
     const std::string z = rapl + "/intel-rapl:0";
-    energy::test::write_file(z + "/name", "package-0\n");
-    energy::test::write_file(z + "/energy_uj", "0\n");
-    energy::test::write_file(z + "/max_energy_range_uj", "262143328850\n");
+    energy::test::fake_rapl_zone(rapl, "intel-rapl:0", "package-0", 0);
     energy::test::write_file(z + "/constraint_0_power_limit_uw", "95000000\n");
     energy::test::write_file(z + "/constraint_0_max_power_uw", "125000000\n");
     energy::test::write_file(dir + "/nvml_energy", "0\n");
@@ -214,14 +212,16 @@ struct Node {
     EXPECT_TRUE(up) << p.output();
     return p;
   }
-  /// Moves the stand-in counters on: the GPU by gpu_j, the CPU package by cpu_j.
+  /// Moves the stand-in counters on: the GPU by gpu_j, the CPU package by cpu_j. Each file is
+  /// replaced in one step: the daemon's thread reads them meanwhile (a truncated energy_uj read
+  /// as '' failed ServeCli.TwoMeasuresSideBySideGetTheSameCounterEnergy about 1 run in 40).
   void add_energy(double gpu_j, double cpu_j) {
     const auto mj = std::stoull(energy::test::read_text(dir + "/nvml_energy"));
-    energy::test::write_file(
+    energy::test::write_file_atomic(
         dir + "/nvml_energy",
         std::to_string(mj + static_cast<unsigned long long>(gpu_j * 1e3)) + "\n");
     const auto uj = std::stoull(energy::test::read_text(rapl + "/intel-rapl:0/energy_uj"));
-    energy::test::write_file(
+    energy::test::write_file_atomic(
         rapl + "/intel-rapl:0/energy_uj",
         std::to_string(uj + static_cast<unsigned long long>(cpu_j * 1e6)) + "\n");
   }

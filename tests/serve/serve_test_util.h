@@ -1,6 +1,6 @@
 // tests/serve/serve_test_util.h: a daemon in this process (reader, server, leases) on a socket
 // in a temporary folder, a counter for it that the test moves, and a raw client that speaks the
-// protocol byte by byte, for the tests of the node daemon.
+// protocol byte by byte (with builders of its requests), for the tests of the node daemon.
 #pragma once
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -139,6 +139,24 @@ inline void send_all(int fd, const std::string& bytes) {
   }
 }
 
+/// A request of protocol version 1 for `op`, with `fields` beside "v" and "op", as the raw
+/// client sends it.
+inline nlohmann::json request(const std::string& op,
+                              const nlohmann::json& fields = nlohmann::json::object()) {
+  nlohmann::json r = {{"v", 1}, {"op", op}};
+  r.update(fields);
+  return r;
+}
+
+/// A read the daemon answers with a sample taken for it.
+inline nlohmann::json fresh_read() { return request("read", {{"fresh", true}}); }
+
+/// A lease of `device`'s power limit at `limit_w` W.
+inline nlohmann::json set_limit(const std::string& device, int limit_w) {
+  return request("set_power_limit", {{"device", device}, {"limit_w", limit_w}});
+}
+
+/// Sends `j` as one frame.
 inline void send_json(int fd, const nlohmann::json& j) {
   std::string out;
   energy::daemon::append_frame(out, j.dump());

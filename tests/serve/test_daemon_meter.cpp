@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "energy/meter.h"
+#include "error_of.h"
 #include "serve_test_util.h"
 
 namespace gt::serve {
@@ -37,16 +38,7 @@ std::vector<std::pair<std::string, int>> counted_gpus(const energy::Meter& m) {
   return out;
 }
 
-// The text of the Error that f() throws ("" when none).
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using gt::test::error_of;
 
 // AMD GPUs 0..3 of ROCm SMI as the daemon reads them, `left_out` not among them; counters 0 J.
 struct AmdGpus {
