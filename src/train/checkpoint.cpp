@@ -1,8 +1,11 @@
 #include "train/checkpoint.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -21,6 +24,9 @@ namespace fs = std::filesystem;
 
 namespace gt {
 namespace {
+
+// save_checkpoint writes into "<checkpoint folder>.tmp-<pid>" before renaming it in.
+constexpr const char* kTmpInfix = ".tmp-";
 
 std::string resolve_dir(const std::string& run_dir) {
   std::string d = checkpoint_dir(run_dir);
@@ -172,10 +178,38 @@ bool has_checkpoint(const std::string& run_dir) {
   return fs::exists(fs::path(d) / "state.json") || fs::exists(fs::path(d + ".old") / "state.json");
 }
 
+std::string remove_stale_checkpoint_temporaries(const std::string& run_dir) {
+  std::vector<std::string> removed;
+  std::error_code ec;
+  const std::string prefix = fs::path(checkpoint_dir(run_dir)).filename().string() + kTmpInfix;
+  for (const fs::directory_entry& e : fs::directory_iterator(run_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::string digits = name.substr(prefix.size());
+    if (digits.empty() || digits.size() > 9 ||
+        digits.find_first_not_of("0123456789") != std::string::npos)
+      continue;  // not a name save_checkpoint gives
+    const long pid = std::stol(digits);
+    // running (EPERM: another user's, running too): its writer may still rename it in
+    if (pid <= 0 || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM) continue;
+    std::error_code rm;
+    fs::remove_all(e.path(), rm);
+    if (rm)
+      std::fprintf(stderr,
+                   "greentrain: warning: cannot remove %s, left by a writer that ended: %s\n",
+                   shown_bytes(e.path().string()).c_str(), rm.message().c_str());
+    else
+      removed.push_back(name);
+  }
+  if (removed.empty()) return "";
+  return fmt::format("removed {} in {}, left by a checkpoint write that was killed",
+                     fmt::join(removed, ", "), run_dir);
+}
+
 void save_checkpoint(const std::string& run_dir, GPT& model, const Arena& m, const Arena& v,
                      const CheckpointState& st) {
   fs::path final_dir = checkpoint_dir(run_dir);
-  fs::path tmp = final_dir.string() + fmt::format(".tmp-{}", getpid());
+  fs::path tmp = final_dir.string() + fmt::format("{}{}", kTmpInfix, getpid());
   fs::path old = final_dir.string() + ".old";
   std::error_code ec;
   // the tensors as the host may read them, through the backend: the arenas themselves where

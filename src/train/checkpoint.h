@@ -60,6 +60,13 @@ std::string checkpoint_dir(const std::string& run_dir);
 /// True when run_dir holds a checkpoint (or the previous one kept during a rename).
 bool has_checkpoint(const std::string& run_dir);
 
+/// Removes the temporary folders `checkpoint.tmp-PID` (save_checkpoint's) that a writer killed
+/// mid-write (SIGKILL, a node lost) left in run_dir, when process PID is not running on this
+/// host; a running writer's is left alone. Returns a one-line note naming those removed
+/// ("removed checkpoint.tmp-123 in RUN_DIR, left by a checkpoint write that was killed"), empty
+/// when none was (or run_dir does not exist). One that cannot be removed is said on stderr.
+std::string remove_stale_checkpoint_temporaries(const std::string& run_dir);
+
 /// Writes the checkpoint atomically (temporary folder, then rename), with state.json's "files"
 /// record of the tensor files (st.files is ignored). m and v are the AdamW
 /// moment arenas with the same tensors as model.params(). Throws gt::Error on I/O failure, and

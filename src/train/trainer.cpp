@@ -187,7 +187,12 @@ void Trainer::fit_batch_to_memory_budget() {
 }
 
 void Trainer::start_from(const ResumePlan& plan) {
-  if (rank_ == 0) fs::create_directories(run_dir_);
+  if (rank_ == 0) {
+    fs::create_directories(run_dir_);
+    // a writer killed mid-save (SIGKILL) left its temporary folder, never read again
+    const std::string removed = remove_stale_checkpoint_temporaries(run_dir_);
+    if (!removed.empty() && log_) std::fprintf(log_, "note: %s\n", removed.c_str());
+  }
   if (const std::optional<CheckpointState>& st = plan.state) {
     strategy_->load_checkpoint(run_dir_);
     backend_->weights_updated();
