@@ -220,11 +220,17 @@ int run_measure(const MeasureArgs& a) {
     std::fprintf(stderr, "greentrain measure: warning: %s\n", w.c_str());
 
   // Start the child held until the meter (which may watch its process tree) is ready; every
-  // catchable signal is forwarded to it.
+  // catchable signal is forwarded to it. measure adopts the orphans of the command's tree (a
+  // daemonizing child, a double fork), so that --process still counts them.
   // with --json - the command's output goes to stderr: stdout holds the JSON alone
-  gt::ChildProcess child(
-      a.cmd, {.stdout_to_stderr = a.json == "-", .hold = true, .who = "greentrain measure"});
-  if (a.process) opt.pid = child.pid();
+  gt::ChildProcess child(a.cmd, {.stdout_to_stderr = a.json == "-",
+                                 .hold = true,
+                                 .who = "greentrain measure",
+                                 .adopt_orphans = true});
+  if (a.process) {
+    opt.pid = child.pid();
+    opt.adopter_pid = static_cast<int>(::getpid());
+  }
   std::unique_ptr<Meter> meter = Meter::create(opt);  // the child is killed when this throws
   meter->begin_window("measure");
   child.release();  // go
@@ -237,6 +243,12 @@ int run_measure(const MeasureArgs& a) {
   const int code = gt::exit_code_of(child.reap());
 
   std::fputs(report_text(a, m, *meter, code, overhead).c_str(), stderr);
+  if (const std::vector<pid_t> left = child.adopted_running(); !left.empty())
+    std::fprintf(stderr,
+                 "  note: the command left %zu process%s running (%s), measured until it ended "
+                 "and not after\n",
+                 left.size(), left.size() == 1 ? "" : "es",
+                 fmt::format("{}", fmt::join(left, ", ")).c_str());
 
   RunInfo run;
   run.project_name = "greentrain-measure";

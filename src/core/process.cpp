@@ -5,11 +5,16 @@
 #include <fmt/format.h>
 #include <signal.h>
 #include <sys/wait.h>
+#ifdef __linux__
+#include <dirent.h>
+#include <sys/prctl.h>
+#endif
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -103,6 +108,11 @@ ChildProcess::ChildProcess(const std::vector<std::string>& args, const ChildOpti
   for (auto& s : args) argv.push_back(const_cast<char*>(s.c_str()));
   argv.push_back(nullptr);
   std::fflush(nullptr);
+#ifdef __linux__
+  // before the fork: a child that forks and exits at once is already adopted
+  if (opt.adopt_orphans && ::prctl(PR_GET_CHILD_SUBREAPER, &was_subreaper_) == 0)
+    adopting_ = ::prctl(PR_SET_CHILD_SUBREAPER, 1) == 0;
+#endif
   forwarding_ = std::make_unique<Forwarding>();
   pid_ = ::fork();
   if (pid_ == 0) {
@@ -130,6 +140,7 @@ ChildProcess::ChildProcess(const std::vector<std::string>& args, const ChildOpti
   if (pid_ < 0) {
     if (opt.hold) ::close(go[1]);
     forwarding_.reset();
+    stop_adopting();
     throw Error(std::string("fork: ") + std::strerror(fork_err));
   }
   go_fd_ = opt.hold ? go[1] : -1;
@@ -145,6 +156,14 @@ ChildProcess::~ChildProcess() {
   }
   release();
   g_child = 0;
+  stop_adopting();
+}
+
+void ChildProcess::stop_adopting() {
+#ifdef __linux__
+  if (adopting_) ::prctl(PR_SET_CHILD_SUBREAPER, was_subreaper_);
+#endif
+  adopting_ = false;
 }
 
 void ChildProcess::release() {
@@ -157,11 +176,18 @@ void ChildProcess::wait_ended(const std::function<void()>& progress, double poll
   const int flags = WEXITED | WNOWAIT | (progress ? WNOHANG : 0);
   for (;;) {
     siginfo_t si{};
-    if (::waitid(P_PID, static_cast<id_t>(pid_), &si, flags) != 0) {
+    // adopting: any child that ends wakes the wait; an adopted one is reaped, the command not
+    if (::waitid(adopting_ ? P_ALL : P_PID, static_cast<id_t>(adopting_ ? 0 : pid_), &si, flags) !=
+        0) {
       if (errno == EINTR) continue;
       return;  // no such child: reap() says what became of it
     }
     if (si.si_pid == pid_) return;
+    if (si.si_pid != 0) {  // an adopted process ended: its time goes to this process's cutime
+      while (::waitpid(si.si_pid, nullptr, 0) < 0 && errno == EINTR) {
+      }
+      continue;
+    }
     progress();  // WNOHANG, still running
     std::this_thread::sleep_for(std::chrono::duration<double>(poll_s));
   }
@@ -174,6 +200,32 @@ int ChildProcess::reap() {
   reaped_ = true;
   g_child = 0;  // from here on a signal is ignored until the handlers are put back
   return status_;
+}
+
+std::vector<pid_t> ChildProcess::adopted_running() {
+  std::vector<pid_t> running;
+#ifdef __linux__
+  if (!adopting_ || !reaped_) return running;
+  for (;;) {  // the command is reaped: any child that ended is an adopted one
+    const pid_t p = ::waitpid(-1, nullptr, WNOHANG);
+    if (p > 0 || (p < 0 && errno == EINTR)) continue;
+    break;
+  }
+  // this process's children, as each of its threads' children file lists them
+  const std::string task = "/proc/" + std::to_string(::getpid()) + "/task";
+  if (DIR* d = ::opendir(task.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      FILE* f = std::fopen((task + "/" + e->d_name + "/children").c_str(), "re");
+      if (!f) continue;
+      long p = 0;
+      while (std::fscanf(f, "%ld", &p) == 1) running.push_back(static_cast<pid_t>(p));
+      std::fclose(f);
+    }
+    ::closedir(d);
+  }
+#endif
+  return running;
 }
 
 int exit_code_of(int status) {

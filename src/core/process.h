@@ -32,6 +32,13 @@ struct ChildOptions {
   std::vector<int> forward{};
   /// Names the parent in the child's message when exec fails: "<who>: cannot run 'X': why".
   std::string who = "greentrain";
+  /// Linux: the parent is a child subreaper (prctl PR_SET_CHILD_SUBREAPER) while the object
+  /// lives, so that a process the command leaves behind (a daemonizing child, a double fork)
+  /// is reparented to the parent, not to init, and stays a descendant that a process-tree
+  /// estimate can count; wait_ended() reaps those that end meanwhile. Signals are forwarded to
+  /// the command only. The parent must start no other children meanwhile (they would be
+  /// reaped). Elsewhere: nothing.
+  bool adopt_orphans = false;
 };
 
 /// One running child. One at a time per process: the forwarding is process-wide.
@@ -54,8 +61,12 @@ class ChildProcess {
   void release();
   /// Waits until the child has ended, without reaping it (its totals stay readable, e.g. for a
   /// process-tree estimate). `progress`, when set, is called about every `poll_s` seconds while
-  /// the child runs.
+  /// the child runs. With adopt_orphans, adopted processes that end meanwhile are reaped.
   void wait_ended(const std::function<void()>& progress = {}, double poll_s = 0.1);
+  /// With adopt_orphans, after reap(): reaps the adopted processes that have ended and returns
+  /// the ids of those still running (the command left them behind; they go on without the
+  /// parent). Empty otherwise.
+  std::vector<pid_t> adopted_running();
   /// Reaps the child (waiting for it when needed) and returns its wait status, as waitpid
   /// gives it; from here on no signal is forwarded. A second call returns the same status.
   int reap();
@@ -65,6 +76,9 @@ class ChildProcess {
   int go_fd_ = -1;  ///< write end of the pipe a held child waits on
   bool reaped_ = false;
   int status_ = 0;
+  bool adopting_ = false;  ///< this object made the parent a child subreaper
+  int was_subreaper_ = 0;  ///< the parent's setting before, put back by the destructor
+  void stop_adopting();    ///< puts the parent's subreaper setting back
   struct Forwarding;
   std::unique_ptr<Forwarding> forwarding_;
 };

@@ -66,7 +66,8 @@ constexpr double kEstimateResolutionTicks = 5;
 
 struct ProcStat {
   int ppid = 0;
-  double jiffies = 0;  // utime + stime + cutime + cstime
+  double jiffies = 0;         // utime + stime + cutime + cstime
+  double reaped_jiffies = 0;  // cutime + cstime: its children's that it has reaped
   double rss_bytes = 0;
 };
 
@@ -96,13 +97,17 @@ bool read_proc_stat(const std::string& path, ProcStat* ps) {
   }
   ps->ppid = static_cast<int>(f[1]);
   ps->jiffies = f[11] + f[12] + f[13] + f[14];
+  ps->reaped_jiffies = f[13] + f[14];
   static const double page = static_cast<double>(sysconf(_SC_PAGESIZE));
   ps->rss_bytes = f[21] * page;
   return true;
 }
 
-// CPU jiffies and RSS of the process tree rooted at pid.
-bool tree_usage_scan(const std::string& proc_root, int pid, double* jiffies, double* rss_bytes) {
+// CPU jiffies and RSS of the process tree rooted at pid, with the processes adopted by
+// `adopter` (a child subreaper, 0: none): its other children's trees and its reaped children's
+// time, not its own.
+bool tree_usage_scan(const std::string& proc_root, int pid, int adopter, double* jiffies,
+                     double* rss_bytes) {
   std::map<int, ProcStat> all;
   if (DIR* d = opendir(proc_root.c_str())) {
     while (dirent* e = readdir(d)) {
@@ -120,6 +125,11 @@ bool tree_usage_scan(const std::string& proc_root, int pid, double* jiffies, dou
   *jiffies = 0;
   *rss_bytes = 0;
   std::vector<int> stack{pid};
+  if (adopter && all.count(adopter)) {
+    *jiffies += all[adopter].reaped_jiffies;
+    for (int k : kids[adopter])
+      if (k != pid) stack.push_back(k);
+  }
   while (!stack.empty()) {
     int p = stack.back();
     stack.pop_back();
@@ -130,9 +140,34 @@ bool tree_usage_scan(const std::string& proc_root, int pid, double* jiffies, dou
   return true;
 }
 
+// Pushes the children of the process whose /proc folder is `dir`, as each of its threads'
+// task/TID/children file lists them, onto `out`, but `skip`.
+void push_children(const std::string& dir, int skip, std::vector<int>* out) {
+  DIR* d = opendir((dir + "/task").c_str());
+  if (!d) return;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    int fd = ::open((dir + "/task/" + e->d_name + "/children").c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    char buf[4096];
+    ssize_t n = ::read(fd, buf, sizeof buf - 1);
+    ::close(fd);
+    if (n <= 0) continue;
+    buf[n] = 0;
+    for (char* q = buf; *q;) {
+      char* end = nullptr;
+      long c = std::strtol(q, &end, 10);
+      if (end == q) break;
+      if (c > 0 && c != skip) out->push_back(static_cast<int>(c));
+      q = end;
+    }
+  }
+  closedir(d);
+}
+
 // The same through /proc/PID/task/TID/children (Linux 3.5+, CONFIG_PROC_CHILDREN): reads only
 // the tree, not every process of the node. false if that file does not exist.
-bool tree_usage_children(const std::string& proc_root, int pid, double* jiffies,
+bool tree_usage_children(const std::string& proc_root, int pid, int adopter, double* jiffies,
                          double* rss_bytes) {
   const std::string probe =
       proc_root + "/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children";
@@ -140,6 +175,12 @@ bool tree_usage_children(const std::string& proc_root, int pid, double* jiffies,
   *jiffies = 0;
   *rss_bytes = 0;
   std::vector<int> stack{pid};
+  if (adopter) {  // the orphans it adopted, alive (its other children) and reaped (its cutime)
+    const std::string dir = proc_root + "/" + std::to_string(adopter);
+    ProcStat ps;
+    if (read_proc_stat(dir + "/stat", &ps)) *jiffies += ps.reaped_jiffies;
+    push_children(dir, pid, &stack);
+  }
   bool root_ok = false;
   while (!stack.empty()) {
     const int p = stack.back();
@@ -150,43 +191,27 @@ bool tree_usage_children(const std::string& proc_root, int pid, double* jiffies,
     if (p == pid) root_ok = true;
     *jiffies += ps.jiffies;
     *rss_bytes += ps.rss_bytes;
-    if (DIR* d = opendir((dir + "/task").c_str())) {
-      while (dirent* e = readdir(d)) {
-        if (e->d_name[0] == '.') continue;
-        int fd = ::open((dir + "/task/" + e->d_name + "/children").c_str(), O_RDONLY | O_CLOEXEC);
-        if (fd < 0) continue;
-        char buf[4096];
-        ssize_t n = ::read(fd, buf, sizeof buf - 1);
-        ::close(fd);
-        if (n <= 0) continue;
-        buf[n] = 0;
-        for (char* q = buf; *q;) {
-          char* end = nullptr;
-          long c = std::strtol(q, &end, 10);
-          if (end == q) break;
-          if (c > 0) stack.push_back(static_cast<int>(c));
-          q = end;
-        }
-      }
-      closedir(d);
-    }
+    push_children(dir, 0, &stack);
   }
   return root_ok;
 }
 
 // The cpu and ram estimates of one process tree read it at the same tick: one /proc scan
 // serves both (a result younger than 5 ms is reused).
-bool tree_usage(const std::string& proc_root, int pid, double* jiffies, double* rss_bytes) {
+bool tree_usage(const std::string& proc_root, int pid, int adopter, double* jiffies,
+                double* rss_bytes) {
   static std::mutex mu;
   static double at_s = -1, j = 0, rss = 0;
-  static int at_pid = 0;
+  static int at_pid = 0, at_adopter = 0;
   static bool ok = false;
   std::lock_guard<std::mutex> g(mu);
   const double now = mono_s();
-  if (pid != at_pid || now - at_s > 0.005) {
-    ok = tree_usage_children(proc_root, pid, &j, &rss) || tree_usage_scan(proc_root, pid, &j, &rss);
+  if (pid != at_pid || adopter != at_adopter || now - at_s > 0.005) {
+    ok = tree_usage_children(proc_root, pid, adopter, &j, &rss) ||
+         tree_usage_scan(proc_root, pid, adopter, &j, &rss);
     at_s = now;
     at_pid = pid;
+    at_adopter = adopter;
   }
   *jiffies = j;
   *rss_bytes = rss;
@@ -248,7 +273,7 @@ class CpuEstimateSensor : public Sensor {
   bool sample(double* busy, double* t) {
     if (opt_.pid) {
       double rss = 0;
-      if (!tree_usage(opt_.proc_root, opt_.pid, busy, &rss)) return false;
+      if (!tree_usage(opt_.proc_root, opt_.pid, opt_.adopter_pid, busy, &rss)) return false;
       *t = mono_s();
       return true;
     }
@@ -292,7 +317,7 @@ class RamEstimateSensor : public Sensor {
     double gb = total_gb_;
     if (opt_.pid) {
       double j = 0, rss = 0;
-      if (!tree_usage(opt_.proc_root, opt_.pid, &j, &rss)) {
+      if (!tree_usage(opt_.proc_root, opt_.pid, opt_.adopter_pid, &j, &rss)) {
         r.gone = true;
         r.error = process_gone(opt_.pid, opt_.proc_root);
         return r;

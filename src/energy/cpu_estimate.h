@@ -6,10 +6,11 @@
 //   ram power (W) = ram_w_per_gb x GiB   (CodeCarbon <= 2.x: 3 W per 8 GB = 0.375 W/GB, its GB 2^30
 //   B)
 // Utilization is that of the whole machine (/proc/stat) or of one process tree (/proc/PID/stat
-// of the process and its descendants, reaped children included), over all online CPUs. The CPU
-// estimate is read as a cumulative energy, TDP x busy CPU-seconds / CPUs, so that a window's
-// energy is TDP x its own mean utilization x its length; its resolution (refresh_period_s) is
-// 5 scheduler ticks, and shorter windows are flagged by the meter.
+// of the process and its descendants, reaped children included, and the orphans an adopter
+// took in), over all online CPUs. The CPU estimate is read as a cumulative energy, TDP x busy
+// CPU-seconds / CPUs, so that a window's energy is TDP x its own mean utilization x its
+// length; its resolution (refresh_period_s) is 5 scheduler ticks, and shorter windows are
+// flagged by the meter.
 #pragma once
 #include <optional>
 #include <string>
@@ -26,6 +27,11 @@ struct CpuEstimateOptions {
   std::optional<double> tdp_w;  ///< per-socket TDP (W), the user's override; empty: the table
   double ram_w_per_gb = kDefaultRamWPerGb;  ///< W/GiB
   int pid = 0;  ///< 0: whole machine; otherwise the root of the measured process tree
+  /// With pid: a child subreaper (`greentrain measure` itself, prctl PR_SET_CHILD_SUBREAPER)
+  /// that the tree's orphans are reparented to. Its other children's trees count as part of
+  /// the tree, and so does the time of the children it has reaped (its cutime + cstime), not its
+  /// own. 0: none; orphans reparented elsewhere (to init) leave the tree.
+  int adopter_pid = 0;
   std::string proc_root = "/proc";  ///< for tests
   std::string cpuinfo_path;         ///< for tests; empty: proc_root + "/cpuinfo"
 };

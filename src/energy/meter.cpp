@@ -90,6 +90,7 @@ SensorList detect_sensors(const MeterOptions& opt, std::vector<std::string>* fla
     eo.tdp_w = opt.cpu_tdp_w;
     eo.ram_w_per_gb = opt.ram_w_per_gb;
     eo.pid = opt.pid;
+    eo.adopter_pid = opt.adopter_pid;
     for (auto& s : make_cpu_estimate(eo)) {
       // kept in reserve: counted when the counter turns out to be another process's (Meter)
       if (covered.count(s->info().domain) && s->info().available)

@@ -49,6 +49,10 @@ struct MeterOptions {
   /// memory are its estimates; GPUs are still read whole. create() refuses a pid that is not a
   /// running process; a window during which the tree's root ends has unknown energy.
   int pid = 0;
+  /// With pid: the process the tree's orphans are reparented to, a child subreaper (measure
+  /// makes itself one); its other children and its reaped children's time count as the tree's
+  /// (CpuEstimateOptions::adopter_pid). 0: none.
+  int adopter_pid = 0;
   /// How this front end asks for a process tree's estimate (pid), for the advice a sensor that
   /// another process reads gives: "--process" (measure), "Meter(pid=os.getpid())" (Python);
   /// empty: none is offered (train measures the whole machine).

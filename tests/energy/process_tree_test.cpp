@@ -2,7 +2,8 @@
 // options (a TDP per socket in [1, 2000] W, a pid that is a running process), and a measured
 // process tree that ends: its windows' energy is unknown with the reason, never 0 J. Python's
 // Meter(cpu_tdp_w=-5) read 0 J with a "counter went backwards" flag, 1e9 read 505 MJ in 0.5 s,
-// and Meter(pid=999999) read 0 J in every window.
+// and Meter(pid=999999) read 0 J in every window. The tree takes in the orphans an adopter
+// (measure, a child subreaper) reparented to itself.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -158,6 +159,42 @@ TEST(ProcessTree, WindowsDuringAndAfterTheProcessEndsHaveUnknownEnergy) {
   EXPECT_FALSE(after.known_energy_j().has_value());  // not 0 J
   EXPECT_NE(after.energy_unknown_reason.find("process 4242 has ended"), std::string::npos)
       << after.energy_unknown_reason;
+}
+
+// Without /proc/PID/task/TID/children (the scan of every process): an adopter's other
+// children (the orphans of the tree it took in) and the time of those it reaped (its cutime +
+// cstime) count as the tree's; its own CPU time does not.
+TEST(ProcessTree, AnAdoptersOrphansAndTheirReapedTimeCountAsTheTrees) {
+  TempDir d;
+  write_file(d / "cpuinfo", "processor\t: 0\nmodel name\t: Test CPU\n");
+  write_file(d / "meminfo", "MemTotal:       1000000 kB\n");
+  // pid (name) state ppid ... utime(14) stime cutime(16) cstime ... rss(24)
+  auto proc = [&](int pid, int ppid, long utime, long cutime) {
+    std::filesystem::create_directories(d / std::to_string(pid));
+    write_file(d / (std::to_string(pid) + "/stat"),
+               fmt::format("{} (p) S {} {} {} 0 -1 0 0 0 0 0 {} 0 {} 0 20 0 1 0 0 0 256\n", pid,
+                           ppid, pid, pid, utime, cutime));
+  };
+  proc(4000, 1, 1000, 30);   // the adopter (measure): its own 1000 jiffies are not the tree's
+  proc(4242, 4000, 100, 0);  // the command
+  proc(4300, 4000, 50, 0);   // an orphan of the command's tree, adopted
+  proc(4301, 4300, 20, 0);   // and its child
+  proc(5000, 1, 700, 0);     // another process of the node
+  auto energy = [&](int adopter) {
+    CpuEstimateOptions o;
+    o.proc_root = d.path;
+    o.pid = 4242;
+    o.adopter_pid = adopter;
+    o.tdp_w = 100;
+    fresh();
+    auto sensors = make_cpu_estimate(o);
+    const Reading r = sensors.at(0)->read(0);
+    EXPECT_TRUE(r.ok) << r.error;
+    return r.energy_j.value_or(-1);
+  };
+  const double alone = energy(0), adopted = energy(4000);
+  ASSERT_GT(alone, 0.0);
+  EXPECT_NEAR(adopted / alone, (100.0 + 50 + 20 + 30) / 100, 1e-9);
 }
 
 }  // namespace gt::energy
