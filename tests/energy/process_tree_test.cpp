@@ -166,8 +166,7 @@ TEST(ProcessTree, WindowsDuringAndAfterTheProcessEndsHaveUnknownEnergy) {
 // cstime) count as the tree's; its own CPU time does not.
 TEST(ProcessTree, AnAdoptersOrphansAndTheirReapedTimeCountAsTheTrees) {
   TempDir d;
-  write_file(d / "cpuinfo", "processor\t: 0\nmodel name\t: Test CPU\n");
-  write_file(d / "meminfo", "MemTotal:       1000000 kB\n");
+  fake_proc(d.path);  // cpuinfo and meminfo; the processes with their parents and cutime here:
   // pid (name) state ppid ... utime(14) stime cutime(16) cstime ... rss(24)
   auto proc = [&](int pid, int ppid, long utime, long cutime) {
     std::filesystem::create_directories(d / std::to_string(pid));
