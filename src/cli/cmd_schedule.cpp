@@ -274,9 +274,10 @@ void setup(CLI::App& root) {
       "schedule",
       "Plan jobs under a power budget and a carbon-intensity series; submit them to Slurm "
       "(exit 3 when a job cannot be scheduled, 2 on a usage error, 1 on an error)");
-  c->add_option("jobs", a->jobs_toml,
-                "job list: TOML ([[job]] tables) or CSV (*.csv: name|job_id, "
-                "nominal_start|arrival_time, duration_s|duration_minutes, ...; see docs/commands.md)")
+  c->add_option(
+       "jobs", a->jobs_toml,
+       "job list: TOML ([[job]] tables) or CSV (*.csv: name|job_id, "
+       "nominal_start|arrival_time, duration_s|duration_minutes, ...; see docs/commands.md)")
       ->required();
   c->add_option("--carbon-csv", a->carbon_csv,
                 "carbon-intensity series: greentrain's CSV (Time, Carbon Intensity in gCO2e/kWh), "
