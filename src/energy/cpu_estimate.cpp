@@ -274,6 +274,12 @@ class CpuEstimateSensor : public Sensor {
     if (opt_.pid) {
       double rss = 0;
       if (!tree_usage(opt_.proc_root, opt_.pid, opt_.adopter_pid, busy, &rss)) return false;
+      // A process reaped between the reads of its parent's reaped-children time and of its
+      // own stat is in neither for that reading, and one reaped outside the tree (by init)
+      // leaves it: the CPU time the tree has spent cannot decrease, so a dip holds the last
+      // value (it read as a counter going backwards, with an untrusted fill).
+      *busy = std::max(*busy, max_busy_);
+      max_busy_ = *busy;
       *t = mono_s();
       return true;
     }
@@ -281,6 +287,7 @@ class CpuEstimateSensor : public Sensor {
   }
   CpuEstimateOptions opt_;
   SensorInfo info_;
+  double max_busy_ = 0;  // the process tree's largest busy jiffies read so far
   double tdp_w_ = kDefaultTdpW;
   long ncpu_ = 1;
   double hz_ = 100;

@@ -196,4 +196,42 @@ TEST(ProcessTree, AnAdoptersOrphansAndTheirReapedTimeCountAsTheTrees) {
   EXPECT_NEAR(adopted / alone, (100.0 + 50 + 20 + 30) / 100, 1e-9);
 }
 
+// The tree's CPU time never goes backwards: an orphan reaped by the adopter between the read
+// of the adopter's reaped time (cutime) and of its own stat is in neither for one reading. That
+// reading read as a counter going backwards (an untrusted fill in measure's output); it holds
+// the last value, and the time is counted once when the cutime has it.
+TEST(ProcessTree, ItsCpuTimeHoldsWhileAReapedOrphanIsInNeitherPlace) {
+  TempDir d;
+  fake_proc(d.path);
+  auto proc = [&](int pid, int ppid, long utime, long cutime) {
+    std::filesystem::create_directories(d / std::to_string(pid));
+    write_file(d / (std::to_string(pid) + "/stat"),
+               fmt::format("{} (p) S {} {} {} 0 -1 0 0 0 0 0 {} 0 {} 0 20 0 1 0 0 0 256\n", pid,
+                           ppid, pid, pid, utime, cutime));
+  };
+  proc(4000, 1, 1000, 0);    // the adopter (measure)
+  proc(4242, 4000, 100, 0);  // the command
+  proc(4300, 4000, 50, 0);   // an adopted orphan
+  CpuEstimateOptions o;
+  o.proc_root = d.path;
+  o.pid = 4242;
+  o.adopter_pid = 4000;
+  o.tdp_w = 100;
+  auto sensors = make_cpu_estimate(o);
+  auto read = [&] {
+    fresh();
+    const Reading r = sensors.at(0)->read(0);
+    EXPECT_TRUE(r.ok) << r.error;
+    return r.energy_j.value_or(-1);
+  };
+  const double both = read();
+  ASSERT_GT(both, 0.0);
+  std::filesystem::remove_all(d / "4300");  // reaped; the adopter's cutime not yet updated
+  EXPECT_DOUBLE_EQ(read(), both);
+  proc(4000, 1, 1000, 50);  // now in the adopter's cutime: counted once
+  EXPECT_DOUBLE_EQ(read(), both);
+  proc(4242, 4000, 130, 0);  // and the tree goes on from there
+  EXPECT_NEAR(read() / both, 180.0 / 150, 1e-9);
+}
+
 }  // namespace gt::energy
