@@ -80,8 +80,10 @@ TEST(MeasureOrphans, ADoubleForkedBusyChildIsCountedInTheProcessTree) {
   const std::string orphan = "(sh -c '" + busy + "' &); sleep 1; touch " + stop + "; sleep 0.3";
   const double adopted = e.cpu_j(orphan, "orphan");
   ASSERT_GT(direct, 0.0);
-  EXPECT_GT(adopted, 0.5 * direct) << "the double-forked child's CPU time is not counted";
-  EXPECT_LT(adopted, 1.5 * direct);
+  // Not counted, the adopted run reads about 0 J; two busy seconds on a shared, loaded machine
+  // can differ by 2x, so the band is wide.
+  EXPECT_GT(adopted, 0.25 * direct) << "the double-forked child's CPU time is not counted";
+  EXPECT_LT(adopted, 4 * direct);
 }
 
 // An adopted process still running when the command ends is named, not waited for.
