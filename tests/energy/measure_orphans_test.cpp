@@ -20,7 +20,9 @@ using namespace test;
 
 namespace {
 
-std::string slurp(const std::string& p) {
+// The file at `p` (named apart from measure_cli_test.cpp's slurp: a unity build compiles both as
+// one)
+std::string orphan_test_read(const std::string& p) {
   std::ifstream f(p);
   std::stringstream ss;
   ss << f.rdbuf();
@@ -56,11 +58,11 @@ struct OrphanEnv {
     const std::string json = d / (name + ".json"), err = d / (name + ".err");
     const int code = run_greentrain(
         {"measure", "--process", "--tdp", "100", "--json", json, "--", "sh", "-c", script}, err);
-    EXPECT_EQ(code, 0) << slurp(err);
-    const auto j = nlohmann::json::parse(slurp(json));
+    EXPECT_EQ(code, 0) << orphan_test_read(err);
+    const auto j = nlohmann::json::parse(orphan_test_read(json));
     for (const auto& dom : j["domains"])
       if (dom["sensor"] == "cpu-estimate") return dom["energy_j"].get<double>();
-    ADD_FAILURE() << "no cpu-estimate domain: " << j.dump(2) << slurp(err);
+    ADD_FAILURE() << "no cpu-estimate domain: " << j.dump(2) << orphan_test_read(err);
     return 0;
   }
 };
@@ -91,7 +93,7 @@ TEST(MeasureOrphans, AnOrphanLeftRunningIsNamedInANote) {
   OrphanEnv e;
   const int code =
       run_greentrain({"measure", "--", "sh", "-c", "(sleep 10 &); exit 0"}, e.d / "err");
-  const std::string err = slurp(e.d / "err");
+  const std::string err = orphan_test_read(e.d / "err");
   EXPECT_EQ(code, 0) << err;
   std::smatch m;
   ASSERT_TRUE(std::regex_search(
